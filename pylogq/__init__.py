@@ -1,0 +1,7 @@
+"""pylogq: Kafka's partitioned, replicated commit log as an embeddable Python library."""
+
+from . import errors
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["errors", "__version__"]

@@ -1,0 +1,1 @@
+"""Compiled kernels (Cython and small C). Import them through pylogq._speedups."""

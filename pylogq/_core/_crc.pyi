@@ -1,0 +1,19 @@
+"""Type stubs for the compiled CRC kernel (see _crc.pyx)."""
+
+from typing import Dict, Tuple
+
+from typing_extensions import Buffer
+
+IMPLEMENTATION: Dict[str, str]
+
+def crc32c(data: Buffer, crc: int = 0) -> int: ...
+def crc32(data: Buffer, crc: int = 0) -> int: ...
+def crc32c_combine(crc1: int, crc2: int, len2: int) -> int: ...
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int: ...
+
+class Variant:
+    algorithm: str
+    name: str
+    def __call__(self, data: Buffer, crc: int = 0) -> int: ...
+
+def variants(algorithm: str) -> Tuple[Variant, ...]: ...

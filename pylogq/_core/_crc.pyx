@@ -1,0 +1,123 @@
+# cython: language_level=3
+"""CRC-32C and CRC-32 over any contiguous buffer, in C (src/crc.c).
+
+CRC-32C (Castagnoli) guards magic v2 record batches: it covers the bytes from
+the attributes field to the end of the batch. CRC-32 (zlib/IEEE) guards each
+legacy v0/v1 message from its magic byte on. Both functions behave as
+``crc32c.crc32c(data, value)`` and ``zlib.crc32(data, value)``: the value is
+the CRC of the bytes so far (0 to start), masked to 32 bits, so
+``crc32c(b, crc32c(a)) == crc32c(a + b)``.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.long cimport PyLong_AsUnsignedLongMask
+from libc.stdint cimport uint32_t
+
+
+cdef extern from "crc.h" nogil:
+    ctypedef uint32_t (*pylogq_crc_fn)(uint32_t crc, const void *buf, size_t len)
+    uint32_t pylogq_crc32c(uint32_t crc, const void *buf, size_t len)
+    uint32_t pylogq_crc32(uint32_t crc, const void *buf, size_t len)
+    const char *pylogq_crc32c_impl()
+    const char *pylogq_crc32_impl()
+    uint32_t pylogq_crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2)
+    uint32_t pylogq_crc32_combine(uint32_t crc1, uint32_t crc2, size_t len2)
+    const char *pylogq_crc32c_variant(size_t i, pylogq_crc_fn *fn)
+    const char *pylogq_crc32_variant(size_t i, pylogq_crc_fn *fn)
+
+
+cdef enum:
+    # Below this many bytes the work takes less time than handing the GIL over.
+    NOGIL_BYTES = 32 * 1024
+
+
+IMPLEMENTATION = {
+    "crc32c": pylogq_crc32c_impl().decode("ascii"),
+    "crc32": pylogq_crc32_impl().decode("ascii"),
+}
+
+
+cdef inline uint32_t _run(pylogq_crc_fn fn, data, crc) except? 0xFFFFFFFF:
+    """The CRC of data's bytes continuing from crc; the GIL is released for long inputs."""
+    cdef uint32_t value = <uint32_t>PyLong_AsUnsignedLongMask(crc)
+    cdef Py_buffer view
+    # PyBUF_SIMPLE: any C-contiguous buffer whatever its item format (as zlib);
+    # a non-buffer raises TypeError, a non-contiguous one BufferError.
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    if view.len >= NOGIL_BYTES:
+        with nogil:
+            value = fn(value, view.buf, <size_t>view.len)
+    else:
+        value = fn(value, view.buf, <size_t>view.len)
+    PyBuffer_Release(&view)
+    return value
+
+
+def crc32c(data, crc=0):
+    """CRC-32C of data (any contiguous buffer), continuing from crc."""
+    return _run(pylogq_crc32c, data, crc)
+
+
+def crc32(data, crc=0):
+    """CRC-32 (zlib) of data (any contiguous buffer), continuing from crc."""
+    return _run(pylogq_crc32, data, crc)
+
+
+def crc32c_combine(crc1, crc2, Py_ssize_t len2):
+    """CRC-32C of a + b from crc1 = crc32c(a), crc2 = crc32c(b) and len2 = len(b)."""
+    if len2 < 0:
+        raise ValueError(f"len2 must not be negative, got {len2}")
+    return pylogq_crc32c_combine(<uint32_t>PyLong_AsUnsignedLongMask(crc1),
+                                 <uint32_t>PyLong_AsUnsignedLongMask(crc2), <size_t>len2)
+
+
+def crc32_combine(crc1, crc2, Py_ssize_t len2):
+    """CRC-32 of a + b from crc1 = crc32(a), crc2 = crc32(b) and len2 = len(b)."""
+    if len2 < 0:
+        raise ValueError(f"len2 must not be negative, got {len2}")
+    return pylogq_crc32_combine(<uint32_t>PyLong_AsUnsignedLongMask(crc1),
+                                <uint32_t>PyLong_AsUnsignedLongMask(crc2), <size_t>len2)
+
+
+cdef class Variant:
+    """One implementation of one algorithm, callable as ``fn(data, crc=0)``.
+
+    For tests and benchmarks: each CPU-specific path this machine can run is
+    reachable even when a faster one is in use.
+    """
+
+    cdef pylogq_crc_fn fn
+    cdef readonly str algorithm
+    cdef readonly str name
+
+    def __call__(self, data, crc=0):
+        return _run(self.fn, data, crc)
+
+    def __repr__(self):
+        return f"<Variant {self.algorithm} {self.name}>"
+
+
+def variants(str algorithm):
+    """The implementations of algorithm ("crc32c" or "crc32") this CPU can run, fastest first."""
+    cdef const char *(*lookup)(size_t, pylogq_crc_fn *)
+    cdef pylogq_crc_fn fn
+    cdef const char *name
+    cdef size_t i = 0
+    cdef Variant v
+    if algorithm == "crc32c":
+        lookup = pylogq_crc32c_variant
+    elif algorithm == "crc32":
+        lookup = pylogq_crc32_variant
+    else:
+        raise ValueError(f"unknown CRC algorithm {algorithm!r}, expected 'crc32c' or 'crc32'")
+    found = []
+    while True:
+        name = lookup(i, &fn)
+        if name == NULL:
+            return tuple(found)
+        v = Variant.__new__(Variant)
+        v.fn = fn
+        v.algorithm = algorithm
+        v.name = name.decode("ascii")
+        found.append(v)
+        i += 1

@@ -1,0 +1,237 @@
+# cython: language_level=3
+"""Binary search over Kafka's offset and time index files.
+
+Byte layouts (every integer big-endian, entries sorted ascending by key)::
+
+    offset index entry (8 bytes)    time index entry (12 bytes)
+      int32  relative_offset  key     int64  timestamp        key
+      int32  position                 int32  relative_offset
+
+Offsets are strictly increasing; timestamps never decrease, so equal
+timestamps repeat. An index file is a preallocated mmap larger than its used
+part, so every function takes ``entries``, the count of entries in use, and
+checks ``entries * entry_size`` against the buffer before reading.
+
+Searches first look at the warm section, the entries in the last 8 KB of the
+used part (Kafka's ``AbstractIndex.indexSlotRangeFor``): readers and appends
+ask about recent offsets, so keeping their lookups on the warm tail pages
+avoids page faults on cold parts of the mmap. The GIL is released for indexes
+above ``NOGIL_ENTRIES`` entries because a lookup in a cold mmap can fault.
+"""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from libc.stdint cimport int32_t, int64_t
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object obj, int *overflow) except? -1
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+
+    #if defined(__GNUC__) || defined(__clang__)
+    #define PYLOGQ_BSWAP32(x) __builtin_bswap32(x)
+    #define PYLOGQ_BSWAP64(x) __builtin_bswap64(x)
+    #else
+    static inline uint32_t PYLOGQ_BSWAP32(uint32_t x) {
+        return (x >> 24) | ((x >> 8) & 0xff00u) | ((x << 8) & 0xff0000u) | (x << 24);
+    }
+    static inline uint64_t PYLOGQ_BSWAP64(uint64_t x) {
+        return ((uint64_t)PYLOGQ_BSWAP32((uint32_t)x) << 32) | PYLOGQ_BSWAP32((uint32_t)(x >> 32));
+    }
+    #endif
+
+    static inline int32_t pylogq_be_i32(const unsigned char *p) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return (int32_t)v;
+    #else
+        return (int32_t)PYLOGQ_BSWAP32(v);
+    #endif
+    }
+
+    static inline int64_t pylogq_be_i64(const unsigned char *p) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return (int64_t)v;
+    #else
+        return (int64_t)PYLOGQ_BSWAP64(v);
+    #endif
+    }
+
+    /* The key of entry i: the first field, read as a signed 64-bit integer. */
+    static inline int64_t pylogq_index_key(const unsigned char *base, Py_ssize_t i,
+                                           Py_ssize_t size) {
+        return size == 8 ? (int64_t)pylogq_be_i32(base + i * 8)
+                         : pylogq_be_i64(base + i * size);
+    }
+
+    /* First i in [lo, hi) with key(i) > t, or hi. */
+    static inline Py_ssize_t pylogq_index_first_gt(const unsigned char *base, Py_ssize_t size,
+                                                   Py_ssize_t lo, Py_ssize_t hi, int64_t t) {
+        while (lo < hi) {
+            Py_ssize_t mid = lo + ((hi - lo) >> 1);
+            if (pylogq_index_key(base, mid, size) > t) hi = mid; else lo = mid + 1;
+        }
+        return lo;
+    }
+
+    /* First i in [lo, hi) with key(i) >= t, or hi. */
+    static inline Py_ssize_t pylogq_index_first_ge(const unsigned char *base, Py_ssize_t size,
+                                                   Py_ssize_t lo, Py_ssize_t hi, int64_t t) {
+        while (lo < hi) {
+            Py_ssize_t mid = lo + ((hi - lo) >> 1);
+            if (pylogq_index_key(base, mid, size) >= t) hi = mid; else lo = mid + 1;
+        }
+        return lo;
+    }
+
+    /* Slot of the last entry with key <= t, or -1; n > 0. The warm section
+       starts at entry n - 1 - 8192 / size, as in Kafka. */
+    static Py_ssize_t pylogq_index_floor(const unsigned char *base, Py_ssize_t size,
+                                         Py_ssize_t n, int64_t t) {
+        Py_ssize_t warm = n - 1 - 8192 / size;
+        if (warm < 0) warm = 0;
+        if (pylogq_index_key(base, warm, size) <= t)
+            return pylogq_index_first_gt(base, size, warm + 1, n, t) - 1;
+        return pylogq_index_first_gt(base, size, 0, warm, t) - 1;
+    }
+
+    /* Slot of the first entry with key >= t, or -1; n > 0. */
+    static Py_ssize_t pylogq_index_ceil(const unsigned char *base, Py_ssize_t size,
+                                        Py_ssize_t n, int64_t t) {
+        Py_ssize_t warm = n - 1 - 8192 / size;
+        Py_ssize_t i;
+        if (warm < 0) warm = 0;
+        if (pylogq_index_key(base, warm, size) < t)
+            i = pylogq_index_first_ge(base, size, warm + 1, n, t);
+        else
+            i = pylogq_index_first_ge(base, size, 0, warm, t);
+        return i == n ? -1 : i;
+    }
+    """
+    int32_t pylogq_be_i32(const unsigned char *p) nogil
+    int64_t pylogq_be_i64(const unsigned char *p) nogil
+    Py_ssize_t pylogq_index_floor(const unsigned char *base, Py_ssize_t size,
+                                  Py_ssize_t n, int64_t t) nogil
+    Py_ssize_t pylogq_index_ceil(const unsigned char *base, Py_ssize_t size,
+                                 Py_ssize_t n, int64_t t) nogil
+
+
+cdef enum:
+    OFFSET_ENTRY_SIZE = 8
+    TIME_ENTRY_SIZE = 12
+    # Above this many entries a search releases the GIL: it may fault in pages.
+    NOGIL_ENTRIES = 4096
+
+NOGIL_THRESHOLD = NOGIL_ENTRIES
+
+
+cdef Py_ssize_t _search(object buf, Py_ssize_t entries, object target,
+                        Py_ssize_t size, bint floor) except -2:
+    cdef Py_buffer view
+    cdef int overflow = 0
+    cdef int64_t t = PyLong_AsLongLongAndOverflow(target, &overflow)
+    cdef Py_ssize_t slot
+    if entries < 0:
+        raise ValueError("entries must be >= 0, got %d" % entries)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if entries > view.len // size:
+            raise ValueError(
+                "entries %d need %d bytes but the buffer holds %d"
+                % (entries, entries * size, view.len))
+        if entries == 0:
+            return -1
+        if overflow > 0:
+            return entries - 1 if floor else -1
+        if overflow < 0:
+            return -1 if floor else 0
+        # entries * size <= view.len was checked above, so every read is in range.
+        if entries > NOGIL_ENTRIES:
+            with nogil:
+                if floor:
+                    slot = pylogq_index_floor(<const unsigned char *>view.buf, size, entries, t)
+                else:
+                    slot = pylogq_index_ceil(<const unsigned char *>view.buf, size, entries, t)
+        elif floor:
+            slot = pylogq_index_floor(<const unsigned char *>view.buf, size, entries, t)
+        else:
+            slot = pylogq_index_ceil(<const unsigned char *>view.buf, size, entries, t)
+        return slot
+    finally:
+        PyBuffer_Release(&view)
+
+
+def offset_index_lookup(buf, Py_ssize_t entries, target):
+    """Slot of the last offset index entry with relative offset <= target, or -1.
+
+    -1 when the index is empty or target is below the first entry (Kafka's
+    largest lower bound).
+    """
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, True)
+
+
+def offset_index_upper(buf, Py_ssize_t entries, target):
+    """Slot of the first offset index entry with relative offset >= target, or -1.
+
+    -1 when the index is empty or every entry is below target (Kafka's
+    smallest upper bound).
+    """
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, False)
+
+
+def time_index_lookup(buf, Py_ssize_t entries, target_ts):
+    """Slot of the last time index entry with timestamp <= target_ts, or -1.
+
+    Of several entries with an equal timestamp, the last one.
+    """
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, True)
+
+
+def time_index_upper(buf, Py_ssize_t entries, target_ts):
+    """Slot of the first time index entry with timestamp >= target_ts, or -1.
+
+    Of several entries with an equal timestamp, the first one.
+    """
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, False)
+
+
+def offset_index_entry(buf, Py_ssize_t slot):
+    """The ``(relative_offset, position)`` of offset index entry ``slot``."""
+    cdef Py_buffer view
+    cdef int32_t rel, pos
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if slot < 0 or slot >= view.len // OFFSET_ENTRY_SIZE:
+            raise IndexError(
+                "offset index slot %d out of range: the buffer holds %d entries"
+                % (slot, view.len // OFFSET_ENTRY_SIZE))
+        # slot was checked against the buffer just above.
+        rel = pylogq_be_i32(<const unsigned char *>view.buf + slot * OFFSET_ENTRY_SIZE)
+        pos = pylogq_be_i32(<const unsigned char *>view.buf + slot * OFFSET_ENTRY_SIZE + 4)
+    finally:
+        PyBuffer_Release(&view)
+    return rel, pos
+
+
+def time_index_entry(buf, Py_ssize_t slot):
+    """The ``(timestamp, relative_offset)`` of time index entry ``slot``."""
+    cdef Py_buffer view
+    cdef int64_t ts
+    cdef int32_t rel
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if slot < 0 or slot >= view.len // TIME_ENTRY_SIZE:
+            raise IndexError(
+                "time index slot %d out of range: the buffer holds %d entries"
+                % (slot, view.len // TIME_ENTRY_SIZE))
+        # slot was checked against the buffer just above.
+        ts = pylogq_be_i64(<const unsigned char *>view.buf + slot * TIME_ENTRY_SIZE)
+        rel = pylogq_be_i32(<const unsigned char *>view.buf + slot * TIME_ENTRY_SIZE + 8)
+    finally:
+        PyBuffer_Release(&view)
+    return ts, rel

@@ -1,0 +1,1 @@
+"""Command-line tools: ``pylogq`` (and, with the networked broker, ``pylogq-broker``)."""

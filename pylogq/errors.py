@@ -1,0 +1,851 @@
+"""pylogq's error hierarchy, mirroring Kafka's protocol error codes.
+
+Every broker-visible error is a subclass of :class:`BrokerError` that knows its
+Kafka ``code``, its protocol ``name`` and whether a client may retry it
+(``retriable``). ``error_for_code(code)`` maps a wire code back to its class.
+Errors that never cross the wire (bad arguments, a missing codec library) are
+plain :class:`PylogqError` subclasses.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Type
+
+
+class PylogqError(Exception):
+    """Base of every error pylogq raises on purpose."""
+
+
+class BrokerError(PylogqError):
+    """An error with a Kafka protocol error code."""
+
+    code: int = -1
+    name: str = "UNKNOWN_SERVER_ERROR"
+    message: str = "unknown server error"
+    retriable: bool = False
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or (self.message,)))
+
+    def __str__(self) -> str:
+        detail = super().__str__()
+        return f"[Error {self.code}] {self.name}: {detail}"
+
+
+class RetriableError(BrokerError):
+    """An error a client may retry: the same request can succeed later."""
+
+    retriable = True
+
+
+class UnknownServerError(BrokerError):
+    code = -1
+    name = "UNKNOWN"
+    message = "unknown"
+
+
+class OffsetOutOfRangeError(BrokerError):
+    code = 1
+    name = "OFFSET_OUT_OF_RANGE"
+    message = "offset out of range"
+
+
+class CorruptRecordError(RetriableError):
+    """Bytes that fail a CRC, size or structure check (Kafka's CORRUPT_MESSAGE).
+
+    Raised by every decoder in pylogq on bad bytes: never a crash, never a
+    silently wrong record. Retriable on the wire, as in Kafka: a client that
+    saw corruption in transit may fetch or send again.
+    """
+
+    code = 2
+    name = "CORRUPT_MESSAGE"
+    message = "record failed its CRC, size or structure check"
+
+
+class UnknownTopicOrPartitionError(RetriableError):
+    code = 3
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    message = "unknown topic or partition"
+
+
+class InvalidFetchSizeError(BrokerError):
+    code = 4
+    name = "INVALID_FETCH_SIZE"
+    message = "invalid fetch size"
+
+
+class LeaderNotAvailableError(RetriableError):
+    code = 5
+    name = "LEADER_NOT_AVAILABLE"
+    message = "leader not available"
+
+
+class NotLeaderForPartitionError(RetriableError):
+    code = 6
+    name = "NOT_LEADER_FOR_PARTITION"
+    message = "not leader for partition"
+
+
+class RequestTimedOutError(RetriableError):
+    code = 7
+    name = "REQUEST_TIMED_OUT"
+    message = "request timed out"
+
+
+class BrokerNotAvailableError(BrokerError):
+    code = 8
+    name = "BROKER_NOT_AVAILABLE"
+    message = "broker not available"
+
+
+class ReplicaNotAvailableError(RetriableError):
+    code = 9
+    name = "REPLICA_NOT_AVAILABLE"
+    message = "replica not available"
+
+
+class MessageSizeTooLargeError(BrokerError):
+    code = 10
+    name = "MESSAGE_SIZE_TOO_LARGE"
+    message = "message size too large"
+
+
+class StaleControllerEpochError(BrokerError):
+    code = 11
+    name = "STALE_CONTROLLER_EPOCH"
+    message = "stale controller epoch"
+
+
+class OffsetMetadataTooLargeError(BrokerError):
+    code = 12
+    name = "OFFSET_METADATA_TOO_LARGE"
+    message = "offset metadata too large"
+
+
+class NetworkExceptionError(RetriableError):
+    code = 13
+    name = "NETWORK_EXCEPTION"
+    message = "network exception"
+
+
+class CoordinatorLoadInProgressError(RetriableError):
+    code = 14
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
+    message = "coordinator load in progress"
+
+
+class CoordinatorNotAvailableError(RetriableError):
+    code = 15
+    name = "COORDINATOR_NOT_AVAILABLE"
+    message = "coordinator not available"
+
+
+class NotCoordinatorError(RetriableError):
+    code = 16
+    name = "NOT_COORDINATOR"
+    message = "not coordinator"
+
+
+class InvalidTopicError(BrokerError):
+    code = 17
+    name = "INVALID_TOPIC"
+    message = "invalid topic"
+
+
+class RecordListTooLargeError(BrokerError):
+    code = 18
+    name = "RECORD_LIST_TOO_LARGE"
+    message = "record list too large"
+
+
+class NotEnoughReplicasError(RetriableError):
+    code = 19
+    name = "NOT_ENOUGH_REPLICAS"
+    message = "not enough replicas"
+
+
+class NotEnoughReplicasAfterAppendError(RetriableError):
+    code = 20
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    message = "not enough replicas after append"
+
+
+class InvalidRequiredAcksError(BrokerError):
+    code = 21
+    name = "INVALID_REQUIRED_ACKS"
+    message = "invalid required acks"
+
+
+class IllegalGenerationError(BrokerError):
+    code = 22
+    name = "ILLEGAL_GENERATION"
+    message = "illegal generation"
+
+
+class InconsistentGroupProtocolError(BrokerError):
+    code = 23
+    name = "INCONSISTENT_GROUP_PROTOCOL"
+    message = "inconsistent group protocol"
+
+
+class InvalidGroupIdError(BrokerError):
+    code = 24
+    name = "INVALID_GROUP_ID"
+    message = "invalid group id"
+
+
+class UnknownMemberIdError(BrokerError):
+    code = 25
+    name = "UNKNOWN_MEMBER_ID"
+    message = "unknown member id"
+
+
+class InvalidSessionTimeoutError(BrokerError):
+    code = 26
+    name = "INVALID_SESSION_TIMEOUT"
+    message = "invalid session timeout"
+
+
+class RebalanceInProgressError(BrokerError):
+    code = 27
+    name = "REBALANCE_IN_PROGRESS"
+    message = "rebalance in progress"
+
+
+class InvalidCommitOffsetSizeError(BrokerError):
+    code = 28
+    name = "INVALID_COMMIT_OFFSET_SIZE"
+    message = "invalid commit offset size"
+
+
+class TopicAuthorizationFailedError(BrokerError):
+    code = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+    message = "topic authorization failed"
+
+
+class GroupAuthorizationFailedError(BrokerError):
+    code = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+    message = "group authorization failed"
+
+
+class ClusterAuthorizationFailedError(BrokerError):
+    code = 31
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+    message = "cluster authorization failed"
+
+
+class InvalidTimestampError(BrokerError):
+    code = 32
+    name = "INVALID_TIMESTAMP"
+    message = "invalid timestamp"
+
+
+class UnsupportedSaslMechanismError(BrokerError):
+    code = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+    message = "unsupported sasl mechanism"
+
+
+class IllegalSaslStateError(BrokerError):
+    code = 34
+    name = "ILLEGAL_SASL_STATE"
+    message = "illegal sasl state"
+
+
+class UnsupportedVersionError(BrokerError):
+    code = 35
+    name = "UNSUPPORTED_VERSION"
+    message = "unsupported version"
+
+
+class TopicAlreadyExistsError(BrokerError):
+    code = 36
+    name = "TOPIC_ALREADY_EXISTS"
+    message = "topic already exists"
+
+
+class InvalidPartitionsError(BrokerError):
+    code = 37
+    name = "INVALID_PARTITIONS"
+    message = "invalid partitions"
+
+
+class InvalidReplicationFactorError(BrokerError):
+    code = 38
+    name = "INVALID_REPLICATION_FACTOR"
+    message = "invalid replication factor"
+
+
+class InvalidReplicationAssignmentError(BrokerError):
+    code = 39
+    name = "INVALID_REPLICATION_ASSIGNMENT"
+    message = "invalid replication assignment"
+
+
+class InvalidConfigError(BrokerError):
+    code = 40
+    name = "INVALID_CONFIG"
+    message = "invalid config"
+
+
+class NotControllerError(RetriableError):
+    code = 41
+    name = "NOT_CONTROLLER"
+    message = "not controller"
+
+
+class InvalidRequestError(BrokerError):
+    code = 42
+    name = "INVALID_REQUEST"
+    message = "invalid request"
+
+
+class UnsupportedForMessageFormatError(BrokerError):
+    code = 43
+    name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+    message = "unsupported for message format"
+
+
+class PolicyViolationError(BrokerError):
+    code = 44
+    name = "POLICY_VIOLATION"
+    message = "policy violation"
+
+
+class OutOfOrderSequenceNumberError(BrokerError):
+    code = 45
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    message = "out of order sequence number"
+
+
+class DuplicateSequenceNumberError(BrokerError):
+    code = 46
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+    message = "duplicate sequence number"
+
+
+class InvalidProducerEpochError(BrokerError):
+    code = 47
+    name = "INVALID_PRODUCER_EPOCH"
+    message = "invalid producer epoch"
+
+
+class InvalidTxnStateError(BrokerError):
+    code = 48
+    name = "INVALID_TXN_STATE"
+    message = "invalid txn state"
+
+
+class InvalidProducerIdMappingError(BrokerError):
+    code = 49
+    name = "INVALID_PRODUCER_ID_MAPPING"
+    message = "invalid producer id mapping"
+
+
+class InvalidTransactionTimeoutError(BrokerError):
+    code = 50
+    name = "INVALID_TRANSACTION_TIMEOUT"
+    message = "invalid transaction timeout"
+
+
+class ConcurrentTransactionsError(RetriableError):
+    code = 51
+    name = "CONCURRENT_TRANSACTIONS"
+    message = "concurrent transactions"
+
+
+class TransactionCoordinatorFencedError(BrokerError):
+    code = 52
+    name = "TRANSACTION_COORDINATOR_FENCED"
+    message = "transaction coordinator fenced"
+
+
+class TransactionalIdAuthorizationFailedError(BrokerError):
+    code = 53
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    message = "transactional id authorization failed"
+
+
+class SecurityDisabledError(BrokerError):
+    code = 54
+    name = "SECURITY_DISABLED"
+    message = "security disabled"
+
+
+class OperationNotAttemptedError(BrokerError):
+    code = 55
+    name = "OPERATION_NOT_ATTEMPTED"
+    message = "operation not attempted"
+
+
+class KafkaStorageError(RetriableError):
+    code = 56
+    name = "KAFKA_STORAGE_ERROR"
+    message = "kafka storage error"
+
+
+class LogDirNotFoundError(BrokerError):
+    code = 57
+    name = "LOG_DIR_NOT_FOUND"
+    message = "log dir not found"
+
+
+class SaslAuthenticationFailedError(BrokerError):
+    code = 58
+    name = "SASL_AUTHENTICATION_FAILED"
+    message = "sasl authentication failed"
+
+
+class UnknownProducerIdError(BrokerError):
+    code = 59
+    name = "UNKNOWN_PRODUCER_ID"
+    message = "unknown producer id"
+
+
+class ReassignmentInProgressError(BrokerError):
+    code = 60
+    name = "REASSIGNMENT_IN_PROGRESS"
+    message = "reassignment in progress"
+
+
+class DelegationTokenAuthDisabledError(BrokerError):
+    code = 61
+    name = "DELEGATION_TOKEN_AUTH_DISABLED"
+    message = "delegation token auth disabled"
+
+
+class DelegationTokenNotFoundError(BrokerError):
+    code = 62
+    name = "DELEGATION_TOKEN_NOT_FOUND"
+    message = "delegation token not found"
+
+
+class DelegationTokenOwnerMismatchError(BrokerError):
+    code = 63
+    name = "DELEGATION_TOKEN_OWNER_MISMATCH"
+    message = "delegation token owner mismatch"
+
+
+class DelegationTokenRequestNotAllowedError(BrokerError):
+    code = 64
+    name = "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"
+    message = "delegation token request not allowed"
+
+
+class DelegationTokenAuthorizationFailedError(BrokerError):
+    code = 65
+    name = "DELEGATION_TOKEN_AUTHORIZATION_FAILED"
+    message = "delegation token authorization failed"
+
+
+class DelegationTokenExpiredError(BrokerError):
+    code = 66
+    name = "DELEGATION_TOKEN_EXPIRED"
+    message = "delegation token expired"
+
+
+class InvalidPrincipalTypeError(BrokerError):
+    code = 67
+    name = "INVALID_PRINCIPAL_TYPE"
+    message = "invalid principal type"
+
+
+class NonEmptyGroupError(BrokerError):
+    code = 68
+    name = "NON_EMPTY_GROUP"
+    message = "non empty group"
+
+
+class GroupIdNotFoundError(BrokerError):
+    code = 69
+    name = "GROUP_ID_NOT_FOUND"
+    message = "group id not found"
+
+
+class FetchSessionIdNotFoundError(RetriableError):
+    code = 70
+    name = "FETCH_SESSION_ID_NOT_FOUND"
+    message = "fetch session id not found"
+
+
+class InvalidFetchSessionEpochError(RetriableError):
+    code = 71
+    name = "INVALID_FETCH_SESSION_EPOCH"
+    message = "invalid fetch session epoch"
+
+
+class ListenerNotFoundError(RetriableError):
+    code = 72
+    name = "LISTENER_NOT_FOUND"
+    message = "listener not found"
+
+
+class TopicDeletionDisabledError(BrokerError):
+    code = 73
+    name = "TOPIC_DELETION_DISABLED"
+    message = "topic deletion disabled"
+
+
+class FencedLeaderEpochError(RetriableError):
+    code = 74
+    name = "FENCED_LEADER_EPOCH"
+    message = "fenced leader epoch"
+
+
+class UnknownLeaderEpochError(RetriableError):
+    code = 75
+    name = "UNKNOWN_LEADER_EPOCH"
+    message = "unknown leader epoch"
+
+
+class UnsupportedCompressionTypeError(BrokerError):
+    code = 76
+    name = "UNSUPPORTED_COMPRESSION_TYPE"
+    message = "unsupported compression type"
+
+
+class StaleBrokerEpochError(BrokerError):
+    code = 77
+    name = "STALE_BROKER_EPOCH"
+    message = "stale broker epoch"
+
+
+class OffsetNotAvailableError(RetriableError):
+    code = 78
+    name = "OFFSET_NOT_AVAILABLE"
+    message = "offset not available"
+
+
+class MemberIdRequiredError(BrokerError):
+    code = 79
+    name = "MEMBER_ID_REQUIRED"
+    message = "member id required"
+
+
+class PreferredLeaderNotAvailableError(RetriableError):
+    code = 80
+    name = "PREFERRED_LEADER_NOT_AVAILABLE"
+    message = "preferred leader not available"
+
+
+class GroupMaxSizeReachedError(BrokerError):
+    code = 81
+    name = "GROUP_MAX_SIZE_REACHED"
+    message = "group max size reached"
+
+
+class FencedInstanceIdError(BrokerError):
+    code = 82
+    name = "FENCED_INSTANCE_ID"
+    message = "fenced instance id"
+
+
+class EligibleLeadersNotAvailableError(RetriableError):
+    code = 83
+    name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    message = "eligible leaders not available"
+
+
+class ElectionNotNeededError(RetriableError):
+    code = 84
+    name = "ELECTION_NOT_NEEDED"
+    message = "election not needed"
+
+
+class NoReassignmentInProgressError(BrokerError):
+    code = 85
+    name = "NO_REASSIGNMENT_IN_PROGRESS"
+    message = "no reassignment in progress"
+
+
+class GroupSubscribedToTopicError(BrokerError):
+    code = 86
+    name = "GROUP_SUBSCRIBED_TO_TOPIC"
+    message = "group subscribed to topic"
+
+
+class InvalidRecordError(BrokerError):
+    code = 87
+    name = "INVALID_RECORD"
+    message = "invalid record"
+
+
+class UnstableOffsetCommitError(RetriableError):
+    code = 88
+    name = "UNSTABLE_OFFSET_COMMIT"
+    message = "unstable offset commit"
+
+
+class ThrottlingQuotaExceededError(RetriableError):
+    code = 89
+    name = "THROTTLING_QUOTA_EXCEEDED"
+    message = "throttling quota exceeded"
+
+
+class ProducerFencedError(BrokerError):
+    code = 90
+    name = "PRODUCER_FENCED"
+    message = "producer fenced"
+
+
+class ResourceNotFoundError(BrokerError):
+    code = 91
+    name = "RESOURCE_NOT_FOUND"
+    message = "resource not found"
+
+
+class DuplicateResourceError(BrokerError):
+    code = 92
+    name = "DUPLICATE_RESOURCE"
+    message = "duplicate resource"
+
+
+class UnacceptableCredentialError(BrokerError):
+    code = 93
+    name = "UNACCEPTABLE_CREDENTIAL"
+    message = "unacceptable credential"
+
+
+class InconsistentVoterSetError(BrokerError):
+    code = 94
+    name = "INCONSISTENT_VOTER_SET"
+    message = "inconsistent voter set"
+
+
+class InvalidUpdateVersionError(BrokerError):
+    code = 95
+    name = "INVALID_UPDATE_VERSION"
+    message = "invalid update version"
+
+
+class FeatureUpdateFailedError(BrokerError):
+    code = 96
+    name = "FEATURE_UPDATE_FAILED"
+    message = "feature update failed"
+
+
+class PrincipalDeserializationFailureError(BrokerError):
+    code = 97
+    name = "PRINCIPAL_DESERIALIZATION_FAILURE"
+    message = "principal deserialization failure"
+
+
+class SnapshotNotFoundError(BrokerError):
+    code = 98
+    name = "SNAPSHOT_NOT_FOUND"
+    message = "snapshot not found"
+
+
+class PositionOutOfRangeError(BrokerError):
+    code = 99
+    name = "POSITION_OUT_OF_RANGE"
+    message = "position out of range"
+
+
+class UnknownTopicIdError(RetriableError):
+    code = 100
+    name = "UNKNOWN_TOPIC_ID"
+    message = "unknown topic id"
+
+
+class DuplicateBrokerRegistrationError(BrokerError):
+    code = 101
+    name = "DUPLICATE_BROKER_REGISTRATION"
+    message = "duplicate broker registration"
+
+
+class BrokerIdNotRegisteredError(BrokerError):
+    code = 102
+    name = "BROKER_ID_NOT_REGISTERED"
+    message = "broker id not registered"
+
+
+class InconsistentTopicIdError(RetriableError):
+    code = 103
+    name = "INCONSISTENT_TOPIC_ID"
+    message = "inconsistent topic id"
+
+
+class InconsistentClusterIdError(BrokerError):
+    code = 104
+    name = "INCONSISTENT_CLUSTER_ID"
+    message = "inconsistent cluster id"
+
+
+class TransactionalIdNotFoundError(BrokerError):
+    code = 105
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
+    message = "transactional id not found"
+
+
+class FetchSessionTopicIdError(RetriableError):
+    code = 106
+    name = "FETCH_SESSION_TOPIC_ID_ERROR"
+    message = "fetch session topic id error"
+
+
+class IneligibleReplicaError(BrokerError):
+    code = 107
+    name = "INELIGIBLE_REPLICA"
+    message = "ineligible replica"
+
+
+class NewLeaderElectedError(BrokerError):
+    code = 108
+    name = "NEW_LEADER_ELECTED"
+    message = "new leader elected"
+
+
+class OffsetMovedToTieredStorageError(BrokerError):
+    code = 109
+    name = "OFFSET_MOVED_TO_TIERED_STORAGE"
+    message = "offset moved to tiered storage"
+
+
+class FencedMemberEpochError(BrokerError):
+    code = 110
+    name = "FENCED_MEMBER_EPOCH"
+    message = "fenced member epoch"
+
+
+class UnreleasedInstanceIdError(BrokerError):
+    code = 111
+    name = "UNRELEASED_INSTANCE_ID"
+    message = "unreleased instance id"
+
+
+class UnsupportedAssignorError(BrokerError):
+    code = 112
+    name = "UNSUPPORTED_ASSIGNOR"
+    message = "unsupported assignor"
+
+
+class StaleMemberEpochError(BrokerError):
+    code = 113
+    name = "STALE_MEMBER_EPOCH"
+    message = "stale member epoch"
+
+
+class MismatchedEndpointTypeError(BrokerError):
+    code = 114
+    name = "MISMATCHED_ENDPOINT_TYPE"
+    message = "mismatched endpoint type"
+
+
+class UnsupportedEndpointTypeError(BrokerError):
+    code = 115
+    name = "UNSUPPORTED_ENDPOINT_TYPE"
+    message = "unsupported endpoint type"
+
+
+class UnknownControllerIdError(BrokerError):
+    code = 116
+    name = "UNKNOWN_CONTROLLER_ID"
+    message = "unknown controller id"
+
+
+class UnknownSubscriptionIdError(BrokerError):
+    code = 117
+    name = "UNKNOWN_SUBSCRIPTION_ID"
+    message = "unknown subscription id"
+
+
+class TelemetryTooLargeError(BrokerError):
+    code = 118
+    name = "TELEMETRY_TOO_LARGE"
+    message = "telemetry too large"
+
+
+class InvalidRegistrationError(BrokerError):
+    code = 119
+    name = "INVALID_REGISTRATION"
+    message = "invalid registration"
+
+
+class TransactionAbortableError(BrokerError):
+    code = 120
+    name = "TRANSACTION_ABORTABLE"
+    message = "transaction abortable"
+
+
+class InvalidRecordStateError(BrokerError):
+    code = 121
+    name = "INVALID_RECORD_STATE"
+    message = "invalid record state"
+
+
+class ShareSessionNotFoundError(RetriableError):
+    code = 122
+    name = "SHARE_SESSION_NOT_FOUND"
+    message = "share session not found"
+
+
+class InvalidShareSessionEpochError(RetriableError):
+    code = 123
+    name = "INVALID_SHARE_SESSION_EPOCH"
+    message = "invalid share session epoch"
+
+
+class FencedStateEpochError(BrokerError):
+    code = 124
+    name = "FENCED_STATE_EPOCH"
+    message = "fenced state epoch"
+
+
+class InvalidVoterKeyError(BrokerError):
+    code = 125
+    name = "INVALID_VOTER_KEY"
+    message = "invalid voter key"
+
+
+class DuplicateVoterError(BrokerError):
+    code = 126
+    name = "DUPLICATE_VOTER"
+    message = "duplicate voter"
+
+
+class VoterNotFoundError(BrokerError):
+    code = 127
+    name = "VOTER_NOT_FOUND"
+    message = "voter not found"
+
+
+
+class UnsupportedCodecError(PylogqError):
+    """A compression codec that is unknown or whose library is not installed."""
+
+
+class ConfigError(PylogqError, ValueError):
+    """A configuration key that is unknown or a value of the wrong type or range."""
+
+
+class OffsetMapFullError(PylogqError):
+    """An insert into a compaction offset map that has no free slot left."""
+
+
+def _index() -> Dict[int, Type[BrokerError]]:
+    table: Dict[int, Type[BrokerError]] = {}
+    stack = [BrokerError]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls not in (BrokerError, RetriableError):
+            table.setdefault(cls.code, cls)
+    return table
+
+
+_BY_CODE = _index()
+
+
+def error_for_code(code: int) -> Optional[Type[BrokerError]]:
+    """The error class for a Kafka error code; None for 0 (no error).
+
+    An unknown code maps to :class:`UnknownServerError` so a newer broker's
+    code never crashes a decoder.
+    """
+    if code == 0:
+        return None
+    return _BY_CODE.get(code, UnknownServerError)

@@ -1,0 +1,158 @@
+"""CRC-32C and CRC-32, the checksums of Kafka's record formats.
+
+* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) guards a magic v2
+  record batch: the ``crc`` field (offset 17, 4 bytes, unsigned big-endian)
+  covers the batch from its ``attributes`` field (offset 21) to its end.
+* CRC-32 (zlib/IEEE, reflected polynomial 0xEDB88320) guards a legacy v0/v1
+  message: the ``crc`` field (its first 4 bytes) covers the message from its
+  ``magic`` byte to its end.
+
+``crc32c(data, crc=0)`` and ``crc32(data, crc=0)`` take any contiguous buffer
+and behave as ``crc32c.crc32c`` and ``zlib.crc32``: ``crc`` is the CRC of the
+bytes before ``data`` (masked to 32 bits), so ``crc32c(b, crc32c(a)) ==
+crc32c(a + b)``; a non-buffer raises TypeError. ``crc32c_combine`` and
+``crc32_combine`` join the CRCs of two pieces without reading them again.
+
+The compiled kernel (``pylogq._core._crc``) is used when it loads; :data:`pure`
+is the pure-Python twin with the same names (CRC-32 from :mod:`zlib`, CRC-32C
+from crcmod's C extension, else a table loop). :data:`IMPLEMENTATION` names the
+code behind each function.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+import types
+import zlib
+from typing import Callable, Dict, List, Optional
+
+from .._speedups import compiled
+
+__all__ = ["IMPLEMENTATION", "crc32", "crc32_combine", "crc32c", "crc32c_combine", "pure"]
+
+_MASK = 0xFFFFFFFF
+_POLY_32C = 0x82F63B78
+_POLY_32 = 0xEDB88320
+
+
+def _table(poly: int) -> List[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ (poly if c & 1 else 0)
+        table.append(c)
+    return table
+
+
+def _table_crc32c(data: memoryview, crc: int) -> int:
+    """CRC-32C one byte at a time: the last resort when crcmod is missing."""
+    table = _TABLE_32C
+    c = crc ^ _MASK
+    for byte in data.tobytes():
+        c = (c >> 8) ^ table[(c ^ byte) & 0xFF]
+    return c ^ _MASK
+
+
+_TABLE_32C = _table(_POLY_32C)
+_crcmod_32c: Optional[Callable[..., int]]
+try:
+    import crcmod.predefined
+
+    _CRCMOD_NAME = "crcmod" if sys.modules["crcmod.crcmod"]._usingExtension else "crcmod-python"
+    # crcmod's function takes and returns the finished (post-inverted) value, so
+    # its second argument chains exactly as crc32c.crc32c's does.
+    _crcmod_32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+except ImportError:
+    _crcmod_32c = None
+
+
+def _buffer(data: object) -> memoryview:
+    """A contiguous byte view of data; TypeError for a non-buffer, BufferError if not contiguous."""
+    view = memoryview(data)  # type: ignore[arg-type]
+    if not view.c_contiguous:
+        raise BufferError("memoryview: underlying buffer is not C-contiguous")
+    return view
+
+
+def _py_crc32c(data: object, crc: int = 0) -> int:
+    """CRC-32C of data (any contiguous buffer), continuing from crc."""
+    crc = operator.index(crc) & _MASK
+    if _crcmod_32c is None:
+        return _table_crc32c(_buffer(data), crc)
+    if type(data) is bytes or type(data) is bytearray:
+        return _crcmod_32c(data, crc)
+    return _crcmod_32c(_buffer(data), crc)
+
+
+def _py_crc32(data: object, crc: int = 0) -> int:
+    """CRC-32 (zlib) of data (any contiguous buffer), continuing from crc."""
+    return zlib.crc32(data, operator.index(crc) & _MASK)  # type: ignore[arg-type]
+
+
+def _multmodp(a: int, b: int, poly: int) -> int:
+    """a * b modulo the polynomial, in the reflected representation (bit 31 is x^0)."""
+    m = 1 << 31
+    p = 0
+    while True:
+        if a & m:
+            p ^= b
+            if not a & (m - 1):
+                return p
+        m >>= 1
+        b = (b >> 1) ^ poly if b & 1 else b >> 1
+
+
+def _make_combine(poly: int, doc: str) -> Callable[[int, int, int], int]:
+    x2n = [1 << 30]  # x^(2^n) mod P, n = 0..31
+    for _ in range(31):
+        x2n.append(_multmodp(x2n[-1], x2n[-1], poly))
+
+    def combine(crc1: int, crc2: int, len2: int) -> int:
+        len2 = operator.index(len2)
+        if len2 < 0:
+            raise ValueError(f"len2 must not be negative, got {len2}")
+        op = 1 << 31  # x^0; becomes x^(8 len2), the shift through len2 zero bytes
+        k = 3
+        while len2:
+            if len2 & 1:
+                op = _multmodp(x2n[k & 31], op, poly)
+            len2 >>= 1
+            k += 1
+        return _multmodp(op, operator.index(crc1) & _MASK, poly) ^ (operator.index(crc2) & _MASK)
+
+    combine.__doc__ = doc
+    return combine
+
+
+_py_crc32c_combine = _make_combine(
+    _POLY_32C, "CRC-32C of a + b from crc1 = crc32c(a), crc2 = crc32c(b) and len2 = len(b)."
+)
+_py_crc32_combine = _make_combine(
+    _POLY_32, "CRC-32 of a + b from crc1 = crc32(a), crc2 = crc32(b) and len2 = len(b)."
+)
+
+#: The pure-Python twin of the compiled kernel: the same names, the same behaviour.
+pure = types.SimpleNamespace(
+    crc32c=_py_crc32c,
+    crc32=_py_crc32,
+    crc32c_combine=_py_crc32c_combine,
+    crc32_combine=_py_crc32_combine,
+    IMPLEMENTATION={"crc32c": _CRCMOD_NAME if _crcmod_32c else "python-table", "crc32": "zlib"},
+)
+
+_c = compiled("_crc")
+IMPLEMENTATION: Dict[str, str]
+if _c is not None:
+    crc32c = _c.crc32c
+    crc32 = _c.crc32
+    crc32c_combine = _c.crc32c_combine
+    crc32_combine = _c.crc32_combine
+    IMPLEMENTATION = dict(_c.IMPLEMENTATION)
+else:
+    crc32c = pure.crc32c
+    crc32 = pure.crc32
+    crc32c_combine = pure.crc32c_combine
+    crc32_combine = pure.crc32_combine
+    IMPLEMENTATION = dict(pure.IMPLEMENTATION)

@@ -1,0 +1,937 @@
+"""Magic v2 record batches, pure Python (the twin of ``pylogq._core._records``).
+
+RecordBatch =>                        offset  size
+  BaseOffset           int64          0       8   not covered by the CRC (broker patches it)
+  BatchLength          int32          8       4   bytes after this field
+  PartitionLeaderEpoch int32          12      4   not covered by the CRC (broker patches it)
+  Magic                int8           16      1   2
+  CRC                  uint32         17      4   CRC-32C of Attributes..end
+  Attributes           int16          21      2   bits 0-2 codec, 3 timestamp type,
+                                                   4 transactional, 5 control, 6 delete horizon
+  LastOffsetDelta      int32          23      4
+  BaseTimestamp        int64          27      8
+  MaxTimestamp         int64          35      8
+  ProducerId           int64          43      8
+  ProducerEpoch        int16          51      2
+  BaseSequence         int32          53      4
+  RecordsCount         int32          57      4
+  Records              [Record]       61          compressed as one block when codec != 0
+
+Record =>
+  Length varint, Attributes int8, TimestampDelta varlong, OffsetDelta varint,
+  KeyLength varint (-1 null), Key, ValueLength varint (-1 null), Value,
+  HeadersCount varint, Headers => [KeyLength varint, Key (UTF-8), ValueLength varint, Value]
+
+Varints are Protobuf's zigzag varints: at most 5 bytes for a varint, 10 for a varlong.
+Every decoder here checks each length against the bytes it has and raises
+:class:`~pylogq.errors.CorruptRecordError` on anything inconsistent.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
+from . import codecs
+from .crc import crc32c
+
+Buffer = Union[bytes, bytearray, memoryview]
+Header = Tuple[str, Optional[bytes]]
+
+BASE_OFFSET_OFFSET = 0
+BASE_OFFSET_LENGTH = 8
+LENGTH_OFFSET = BASE_OFFSET_OFFSET + BASE_OFFSET_LENGTH
+LENGTH_LENGTH = 4
+PARTITION_LEADER_EPOCH_OFFSET = LENGTH_OFFSET + LENGTH_LENGTH
+PARTITION_LEADER_EPOCH_LENGTH = 4
+MAGIC_OFFSET = PARTITION_LEADER_EPOCH_OFFSET + PARTITION_LEADER_EPOCH_LENGTH
+MAGIC_LENGTH = 1
+CRC_OFFSET = MAGIC_OFFSET + MAGIC_LENGTH
+CRC_LENGTH = 4
+ATTRIBUTES_OFFSET = CRC_OFFSET + CRC_LENGTH
+ATTRIBUTES_LENGTH = 2
+LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH
+LAST_OFFSET_DELTA_LENGTH = 4
+BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_LENGTH
+BASE_TIMESTAMP_LENGTH = 8
+MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + BASE_TIMESTAMP_LENGTH
+MAX_TIMESTAMP_LENGTH = 8
+PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + MAX_TIMESTAMP_LENGTH
+PRODUCER_ID_LENGTH = 8
+PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + PRODUCER_ID_LENGTH
+PRODUCER_EPOCH_LENGTH = 2
+BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + PRODUCER_EPOCH_LENGTH
+BASE_SEQUENCE_LENGTH = 4
+RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + BASE_SEQUENCE_LENGTH
+RECORDS_COUNT_LENGTH = 4
+RECORDS_OFFSET = RECORDS_COUNT_OFFSET + RECORDS_COUNT_LENGTH
+HEADER_SIZE = RECORDS_OFFSET  # 61
+LOG_OVERHEAD = LENGTH_OFFSET + LENGTH_LENGTH  # 12: offset and length precede every batch
+
+MAGIC = 2
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+INT32_MAX = 2**31 - 1
+
+# The smallest encodable record: a 1-byte length then attributes, timestamp delta,
+# offset delta, key length, value length and header count of 1 byte each.
+MIN_RECORD_SIZE = 7
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CONTROL_KEY = struct.Struct(">hh")
+
+# Records a builder holds by default before it reports itself full: Kafka's
+# default max.message.bytes is about 1 MB; a builder is bounded the same way.
+DEFAULT_BATCH_SIZE = 1048588
+
+
+# -- varints -----------------------------------------------------------------
+
+
+def encode_varint(value: int, out: bytearray) -> None:
+    """Append the zigzag varint of a signed 64-bit integer to ``out``."""
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def size_of_varint(value: int) -> int:
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    n = 1
+    while v > 0x7F:
+        v >>= 7
+        n += 1
+    return n
+
+
+def decode_varint(buf: Buffer, pos: int, end: int, max_bytes: int = 5) -> Tuple[int, int]:
+    """Decode a zigzag varint at ``pos`` that must end before ``end``; -> (value, next pos)."""
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("varint at byte %d runs past the end of its record" % start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if pos - start >= max_bytes:
+            raise CorruptRecordError("varint at byte %d is longer than %d bytes" % (start, max_bytes))
+    if max_bytes == 5 and result > 0xFFFFFFFF:
+        raise CorruptRecordError("varint at byte %d overflows 32 bits" % start)
+    return (result >> 1) ^ -(result & 1), pos
+
+
+# -- records -----------------------------------------------------------------
+
+
+class Record:
+    """One record of a v2 batch, with its absolute offset and timestamp.
+
+    ``headers`` is a list of ``(str, bytes | None)``; for a control record
+    (``is_control``) ``control_type`` is 0 (abort) or 1 (commit).
+    """
+
+    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers", "attributes", "is_control")
+
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        timestamp_type: int,
+        key: Optional[bytes],
+        value: Optional[bytes],
+        headers: List[Header],
+        attributes: int = 0,
+        is_control: bool = False,
+    ) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.timestamp_type = timestamp_type
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.attributes = attributes
+        self.is_control = is_control
+
+    @property
+    def control_type(self) -> int:
+        """0 for an abort marker, 1 for a commit; -1 when not a control record."""
+        if not self.is_control or self.key is None or len(self.key) < 4:
+            return -1
+        return _CONTROL_KEY.unpack_from(self.key)[1]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record) and type(other).__name__ != "Record":
+            return NotImplemented
+        return (
+            self.offset == other.offset  # type: ignore[attr-defined]
+            and self.timestamp == other.timestamp  # type: ignore[attr-defined]
+            and self.timestamp_type == other.timestamp_type  # type: ignore[attr-defined]
+            and self.key == other.key  # type: ignore[attr-defined]
+            and self.value == other.value  # type: ignore[attr-defined]
+            and list(self.headers) == list(other.headers)  # type: ignore[attr-defined]
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "Record(offset=%r, timestamp=%r, timestamp_type=%r, key=%r, value=%r, headers=%r)" % (
+            self.offset,
+            self.timestamp,
+            self.timestamp_type,
+            self.key,
+            self.value,
+            self.headers,
+        )
+
+
+def _encode_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: Optional[Buffer],
+    value: Optional[Buffer],
+    headers: Optional[Sequence[Tuple[Union[str, bytes], Optional[Buffer]]]],
+) -> int:
+    body = bytearray(b"\x00")
+    encode_varint(timestamp_delta, body)
+    encode_varint(offset_delta, body)
+    if key is None:
+        body.append(1)
+    else:
+        encode_varint(len(key), body)
+        body += key
+    if value is None:
+        body.append(1)
+    else:
+        encode_varint(len(value), body)
+        body += value
+    if headers:
+        encode_varint(len(headers), body)
+        for h_key, h_value in headers:
+            if isinstance(h_key, str):
+                h_key = h_key.encode("utf-8")
+            elif not isinstance(h_key, (bytes, bytearray)):
+                raise TypeError("header key must be str or bytes, not %s" % type(h_key).__name__)
+            encode_varint(len(h_key), body)
+            body += h_key
+            if h_value is None:
+                body.append(1)
+            else:
+                _check_bytes(h_value, "header value")
+                encode_varint(len(h_value), body)
+                body += h_value
+    else:
+        body.append(0)
+    start = len(out)
+    encode_varint(len(body), out)
+    out += body
+    return len(out) - start
+
+
+def _check_bytes(obj: object, what: str) -> None:
+    if not isinstance(obj, (bytes, bytearray, memoryview)):
+        raise TypeError("%s must be bytes, bytearray or memoryview, not %s" % (what, type(obj).__name__))
+
+
+class RecordBatchBuilder:
+    """Builds one v2 record batch, record by record.
+
+    ``append`` takes the offset delta (0, 1, ... for a producer), the timestamp
+    in ms (None: now), key, value and headers, and returns the record's encoded
+    size, or 0 when the record would take the batch past ``batch_size`` (the
+    first record always fits). ``build()`` compresses, writes the header and
+    CRC, and returns the batch as a bytearray; the builder is then spent.
+    Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        compression_type: Union[int, str] = 0,
+        *,
+        base_offset: int = 0,
+        partition_leader_epoch: int = 0,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        timestamp_type: int = CREATE_TIME,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
+        self.compression_type = codecs.codec_id(compression_type)
+        if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not %r" % (timestamp_type,))
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive, not %r" % (batch_size,))
+        self.base_offset = base_offset
+        self.partition_leader_epoch = partition_leader_epoch
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = bool(is_transactional)
+        self.is_control = bool(is_control)
+        self.timestamp_type = timestamp_type
+        self.batch_size = batch_size
+        self._buffer = bytearray(HEADER_SIZE)
+        self._count = 0
+        self._last_offset_delta = -1
+        self._first_timestamp: Optional[int] = None
+        self._max_timestamp = -1
+        self._built = False
+
+    def append(
+        self,
+        offset: int,
+        timestamp: Optional[int],
+        key: Optional[Buffer],
+        value: Optional[Buffer],
+        headers: Optional[Sequence[Header]] = None,
+    ) -> int:
+        if self._built:
+            raise ValueError("this batch was already built")
+        if type(offset) is not int:
+            raise TypeError("offset must be int, not %s" % type(offset).__name__)
+        if offset <= self._last_offset_delta or offset > INT32_MAX:
+            raise ValueError(
+                "offset delta %d must be above the previous one (%d) and fit 32 bits" % (offset, self._last_offset_delta)
+            )
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif type(timestamp) is not int:
+            raise TypeError("timestamp must be int milliseconds or None, not %s" % type(timestamp).__name__)
+        if key is not None:
+            _check_bytes(key, "key")
+        if value is not None:
+            _check_bytes(value, "value")
+        first = self._first_timestamp
+        if first is None:
+            first = timestamp
+        mark = len(self._buffer)
+        size = _encode_record(self._buffer, offset, timestamp - first, key, value, headers)
+        if self._count and len(self._buffer) > self.batch_size:
+            del self._buffer[mark:]
+            return 0
+        self._first_timestamp = first
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        self._count += 1
+        self._last_offset_delta = offset
+        return size
+
+    def size(self) -> int:
+        """Bytes written so far, header included (before compression)."""
+        return len(self._buffer)
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    def build(self) -> bytearray:
+        if self._built:
+            raise ValueError("this batch was already built")
+        self._built = True
+        buf = self._buffer
+        attributes = self.compression_type
+        if self.timestamp_type == LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if self.is_transactional:
+            attributes |= TRANSACTIONAL_MASK
+        if self.is_control:
+            attributes |= CONTROL_MASK
+        if self.compression_type != codecs.NONE:
+            compressed = codecs.compress(self.compression_type, memoryview(buf)[HEADER_SIZE:])
+            del buf[HEADER_SIZE:]
+            buf += compressed
+        first = self._first_timestamp if self._first_timestamp is not None else -1
+        _HEADER.pack_into(
+            buf,
+            0,
+            self.base_offset,
+            len(buf) - LOG_OVERHEAD,
+            self.partition_leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            max(self._last_offset_delta, 0),
+            first,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+        )
+        struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+        return buf
+
+
+def build_batch(
+    values: Sequence[Optional[Buffer]],
+    keys: Optional[Sequence[Optional[Buffer]]] = None,
+    timestamps: Union[None, int, Sequence[int]] = None,
+    headers: Optional[Sequence[Optional[Sequence[Header]]]] = None,
+    compression_type: Union[int, str] = 0,
+    **kwargs: int,
+) -> bytearray:
+    """Build one batch from sequences in one call (the bulk producer path).
+
+    ``keys`` and ``headers`` are None or as long as ``values``; ``timestamps`` is
+    None (now), one int for every record, or a sequence. The other keyword
+    arguments are :class:`RecordBatchBuilder`'s; ``batch_size`` does not apply.
+    """
+    n = len(values)
+    if keys is not None and len(keys) != n:
+        raise ValueError("keys has %d items, values %d" % (len(keys), n))
+    if headers is not None and len(headers) != n:
+        raise ValueError("headers has %d items, values %d" % (len(headers), n))
+    if isinstance(timestamps, (list, tuple, np.ndarray)):
+        if len(timestamps) != n:
+            raise ValueError("timestamps has %d items, values %d" % (len(timestamps), n))
+    elif timestamps is None:
+        timestamps = int(time.time() * 1000)
+    kwargs["batch_size"] = INT32_MAX
+    builder = RecordBatchBuilder(compression_type, **kwargs)
+    for i in range(n):
+        builder.append(
+            i,
+            timestamps if isinstance(timestamps, int) else int(timestamps[i]),  # type: ignore[index]
+            None if keys is None else keys[i],
+            values[i],
+            None if headers is None else headers[i],
+        )
+    return builder.build()
+
+
+# -- reading -----------------------------------------------------------------
+
+
+def _require_v2(buf: Buffer, pos: int, end: int) -> int:
+    """Check a v2 batch header at pos; -> the batch end. Raises on a bad frame."""
+    if end - pos < HEADER_SIZE:
+        raise CorruptRecordError(
+            "record batch at byte %d has %d bytes, fewer than the %d-byte header" % (pos, end - pos, HEADER_SIZE)
+        )
+    (length,) = struct.unpack_from(">i", buf, pos + LENGTH_OFFSET)
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic != MAGIC:
+        raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic))
+    if length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError("record batch at byte %d claims length %d, below the header size" % (pos, length))
+    if length > end - pos - LOG_OVERHEAD:
+        raise CorruptRecordError(
+            "record batch at byte %d claims length %d but only %d bytes follow"
+            % (pos, length, end - pos - LOG_OVERHEAD)
+        )
+    return pos + LOG_OVERHEAD + length
+
+
+class RecordBatch:
+    """A read-only view of one v2 batch in a buffer (header fields and records).
+
+    The header is checked on construction (magic, length inside the buffer).
+    Iterating checks the CRC first (unless ``check_crc=False``) and then every
+    record's structure; a bad byte raises CorruptRecordError.
+    """
+
+    def __init__(self, buffer: Buffer, position: int = 0, check_crc: bool = True) -> None:
+        self._buf = buffer if isinstance(buffer, (bytes, bytearray)) else memoryview(buffer).cast("B")
+        self.position = position
+        self.end = _require_v2(self._buf, position, len(self._buf))
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = _HEADER.unpack_from(self._buf, position)
+        self.check_crc = check_crc
+
+    size_in_bytes = property(lambda self: self.batch_length + LOG_OVERHEAD)
+    compression_type = property(lambda self: self.attributes & COMPRESSION_MASK)
+    timestamp_type = property(lambda self: LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME)
+    is_transactional = property(lambda self: bool(self.attributes & TRANSACTIONAL_MASK))
+    is_control_batch = property(lambda self: bool(self.attributes & CONTROL_MASK))
+    has_delete_horizon = property(lambda self: bool(self.attributes & DELETE_HORIZON_MASK))
+    last_offset = property(lambda self: self.base_offset + self.last_offset_delta)
+    next_offset = property(lambda self: self.base_offset + self.last_offset_delta + 1)
+    first_timestamp = property(lambda self: self.base_timestamp)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % (INT32_MAX + 1)
+
+    def validate_crc(self) -> bool:
+        """True when the stored CRC matches the bytes it covers."""
+        return crc32c(memoryview(self._buf)[self.position + ATTRIBUTES_OFFSET : self.end]) == self.crc
+
+    def _records_section(self) -> Buffer:
+        section = memoryview(self._buf)[self.position + RECORDS_OFFSET : self.end]
+        codec = self.compression_type
+        if codec == codecs.NONE:
+            return section
+        if codec not in codecs.NAMES:
+            raise CorruptRecordError(
+                "record batch at offset %d names compression codec %d, which does not exist" % (self.base_offset, codec)
+            )
+        return codecs.decompress(codec, section)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def records(self) -> List[Record]:
+        """Every record of the batch, checked; raises CorruptRecordError on bad bytes."""
+        if self.check_crc and not self.validate_crc():
+            raise CorruptRecordError(
+                "record batch at offset %d failed its CRC-32C check (stored 0x%08x)" % (self.base_offset, self.crc)
+            )
+        return _decode_records(self)
+
+    def validate(self) -> int:
+        """Check CRC, sizes, count and every record's structure; -> record count."""
+        return len(self.records())
+
+    def __repr__(self) -> str:
+        return "RecordBatch(base_offset=%d, last_offset_delta=%d, records_count=%d, attributes=0x%x, size=%d)" % (
+            self.base_offset,
+            self.last_offset_delta,
+            self.records_count,
+            self.attributes,
+            self.size_in_bytes,
+        )
+
+
+def _decode_records(batch: RecordBatch) -> List[Record]:
+    data = batch._records_section()
+    end = len(data)
+    count = batch.records_count
+    if count < 0 or count * MIN_RECORD_SIZE > end:
+        raise CorruptRecordError(
+            "record batch at offset %d claims %d records in %d bytes" % (batch.base_offset, count, end)
+        )
+    ts_type = batch.timestamp_type
+    is_control = batch.is_control_batch
+    base_offset = batch.base_offset
+    base_ts = batch.base_timestamp
+    max_ts = batch.max_timestamp
+    last_delta = batch.last_offset_delta
+    out: List[Record] = []
+    pos = 0
+    prev_delta = -1
+    for _ in range(count):
+        length, pos = decode_varint(data, pos, end)
+        rec_end = pos + length
+        if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+            raise CorruptRecordError(
+                "record at byte %d of batch %d claims length %d with %d bytes left" % (pos, base_offset, length, end - pos)
+            )
+        attributes = data[pos]
+        pos += 1
+        ts_delta, pos = decode_varint(data, pos, rec_end, 10)
+        offset_delta, pos = decode_varint(data, pos, rec_end)
+        if offset_delta <= prev_delta or offset_delta > last_delta:
+            raise CorruptRecordError(
+                "record offset delta %d in batch %d is out of order or past the last delta %d"
+                % (offset_delta, base_offset, last_delta)
+            )
+        prev_delta = offset_delta
+        key_len, pos = decode_varint(data, pos, rec_end)
+        key = None
+        if key_len >= 0:
+            if pos + key_len > rec_end:
+                raise CorruptRecordError("record key of %d bytes overruns its record in batch %d" % (key_len, base_offset))
+            key = bytes(data[pos : pos + key_len])
+            pos += key_len
+        elif key_len != -1:
+            raise CorruptRecordError("record key length %d in batch %d is negative" % (key_len, base_offset))
+        value_len, pos = decode_varint(data, pos, rec_end)
+        value = None
+        if value_len >= 0:
+            if pos + value_len > rec_end:
+                raise CorruptRecordError(
+                    "record value of %d bytes overruns its record in batch %d" % (value_len, base_offset)
+                )
+            value = bytes(data[pos : pos + value_len])
+            pos += value_len
+        elif value_len != -1:
+            raise CorruptRecordError("record value length %d in batch %d is negative" % (value_len, base_offset))
+        headers, pos = _decode_headers(data, pos, rec_end, base_offset)
+        if pos != rec_end:
+            raise CorruptRecordError(
+                "record in batch %d has %d bytes beyond its fields" % (base_offset, rec_end - pos)
+            )
+        timestamp = max_ts if ts_type == LOG_APPEND_TIME else base_ts + ts_delta
+        out.append(Record(base_offset + offset_delta, timestamp, ts_type, key, value, headers, attributes, is_control))
+    if pos != end:
+        raise CorruptRecordError(
+            "record batch at offset %d has %d bytes after its %d records" % (base_offset, end - pos, count)
+        )
+    return out
+
+
+def _decode_headers(data: Buffer, pos: int, end: int, base_offset: int) -> Tuple[List[Header], int]:
+    n, pos = decode_varint(data, pos, end)
+    if n < 0 or n > end - pos:
+        raise CorruptRecordError("record in batch %d claims %d headers" % (base_offset, n))
+    headers: List[Header] = []
+    for _ in range(n):
+        klen, pos = decode_varint(data, pos, end)
+        if klen < 0 or pos + klen > end:
+            raise CorruptRecordError("header key length %d overruns its record in batch %d" % (klen, base_offset))
+        try:
+            hkey = bytes(data[pos : pos + klen]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key in batch %d is not UTF-8" % base_offset) from None
+        pos += klen
+        vlen, pos = decode_varint(data, pos, end)
+        hval = None
+        if vlen >= 0:
+            if pos + vlen > end:
+                raise CorruptRecordError("header value of %d bytes overruns its record in batch %d" % (vlen, base_offset))
+            hval = bytes(data[pos : pos + vlen])
+            pos += vlen
+        elif vlen != -1:
+            raise CorruptRecordError("header value length %d in batch %d is negative" % (vlen, base_offset))
+        headers.append((hkey, hval))
+    return headers, pos
+
+
+def decode_headers(data: Buffer, position: int, count: int) -> List[Header]:
+    """Decode ``count`` headers starting at ``position`` (the columnar headers column)."""
+    headers: List[Header] = []
+    end = len(data)
+    pos = position
+    for _ in range(count):
+        klen, pos = decode_varint(data, pos, end)
+        if klen < 0 or pos + klen > end:
+            raise CorruptRecordError("header key length %d at byte %d overruns the data" % (klen, pos))
+        hkey = bytes(data[pos : pos + klen]).decode("utf-8")
+        pos += klen
+        vlen, pos = decode_varint(data, pos, end)
+        hval = None
+        if vlen >= 0:
+            if pos + vlen > end:
+                raise CorruptRecordError("header value length %d at byte %d overruns the data" % (vlen, pos))
+            hval = bytes(data[pos : pos + vlen])
+            pos += vlen
+        headers.append((hkey, hval))
+    return headers
+
+
+# -- buffers of entries (any magic) -------------------------------------------
+
+ENTRY_MAGIC_OFFSET = 16  # byte 16 is the magic in v0, v1 and v2 alike
+LEGACY_CRC_OFFSET = 12
+# The smallest well-formed entry per magic, offset and length included.
+_MIN_ENTRY = (12 + 14, 12 + 22, HEADER_SIZE)
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+
+
+def _frame_entry(buf: Buffer, pos: int, end: int, check_crc: bool) -> Tuple[int, int]:
+    """Frame the entry at pos: -> (size, magic); size 0 means a partial entry."""
+    if end - pos < LOG_OVERHEAD + 5:
+        return 0, -1
+    offset, length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+    magic = buf[pos + ENTRY_MAGIC_OFFSET]
+    if magic > MAGIC:
+        raise CorruptRecordError("entry at byte %d has unknown magic %d" % (pos, magic))
+    size = LOG_OVERHEAD + length
+    if length < 0 or size < _MIN_ENTRY[magic]:
+        raise CorruptRecordError("entry at byte %d claims length %d, too small for magic %d" % (pos, length, magic))
+    if size > end - pos:
+        return 0, magic
+    if check_crc:
+        if magic == MAGIC:
+            (stored,) = struct.unpack_from(">I", buf, pos + CRC_OFFSET)
+            if crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]) != stored:
+                raise CorruptRecordError(
+                    "record batch at byte %d (offset %d) failed its CRC-32C check" % (pos, offset)
+                )
+        else:
+            (stored,) = struct.unpack_from(">I", buf, pos + LEGACY_CRC_OFFSET)
+            if crc32(memoryview(buf)[pos + ENTRY_MAGIC_OFFSET : pos + size]) != stored:
+                raise CorruptRecordError("message at byte %d (offset %d) failed its CRC-32 check" % (pos, offset))
+    return size, magic
+
+
+def scan_entries(buffer: Buffer, position: int = 0, check_crc: bool = True) -> Tuple[int, int, Optional[str]]:
+    """Walk whole entries from position: -> (valid bytes, entries, error or None).
+
+    The walk stops at the end of the buffer, before a partial entry (error
+    None), or before the first malformed entry (error names it).
+    """
+    buf = _as_bytes_view(buffer)
+    end = len(buf)
+    if position < 0 or position > end:
+        raise ValueError("position %d is outside the buffer of %d bytes" % (position, end))
+    pos = position
+    n = 0
+    while pos < end:
+        try:
+            size, _ = _frame_entry(buf, pos, end, check_crc)
+        except CorruptRecordError as exc:
+            return pos - position, n, str(exc)
+        if size == 0:
+            break
+        pos += size
+        n += 1
+    return pos - position, n, None
+
+
+def assign_offsets(
+    buffer: Union[bytearray, memoryview],
+    base_offset: int,
+    partition_leader_epoch: int = 0,
+    log_append_time: Optional[int] = None,
+) -> Tuple[int, int, int, int, int, int]:
+    """Validate a producer's v2 batches and give them offsets; -> AppendInfo fields.
+
+    Returns (first offset, last offset, records, batches, max timestamp,
+    offset of max timestamp). See :func:`pylogq.records.assign_offsets`.
+    """
+    view = memoryview(buffer)
+    if view.readonly:
+        raise TypeError("assign_offsets needs a writable buffer (bytearray or writable memoryview)")
+    buf = view.cast("B")
+    end = len(buf)
+    if end == 0:
+        raise InvalidRecordError("produce buffer holds no record batch")
+    pos = 0
+    batches = []
+    records = 0
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise CorruptRecordError(
+                "produce buffer ends with %d bytes at byte %d, fewer than a batch header" % (end - pos, pos)
+            )
+        batch = RecordBatch(buf, pos)
+        if batch.records_count <= 0 or batch.last_offset_delta != batch.records_count - 1:
+            raise InvalidRecordError(
+                "record batch at byte %d has %d records but last offset delta %d"
+                % (pos, batch.records_count, batch.last_offset_delta)
+            )
+        recs = batch.records()
+        for i, rec in enumerate(recs):
+            if rec.offset - batch.base_offset != i:
+                raise InvalidRecordError(
+                    "record %d of the batch at byte %d has offset delta %d" % (i, pos, rec.offset - batch.base_offset)
+                )
+        batches.append(batch)
+        records += len(recs)
+        pos = batch.end
+    next_offset = base_offset
+    max_ts = -1
+    max_ts_offset = -1
+    for batch in batches:
+        p = batch.position
+        struct.pack_into(">q", buf, p, next_offset)
+        struct.pack_into(">i", buf, p + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+        batch_max = batch.max_timestamp
+        if log_append_time is not None:
+            struct.pack_into(">h", buf, p + ATTRIBUTES_OFFSET, batch.attributes | TIMESTAMP_TYPE_MASK)
+            struct.pack_into(">q", buf, p + MAX_TIMESTAMP_OFFSET, log_append_time)
+            struct.pack_into(">I", buf, p + CRC_OFFSET, crc32c(buf[p + ATTRIBUTES_OFFSET : batch.end]))
+            batch_max = log_append_time
+        last = next_offset + batch.last_offset_delta
+        if batch_max > max_ts:
+            max_ts = batch_max
+            max_ts_offset = last
+        next_offset = last + 1
+    return base_offset, next_offset - 1, records, len(batches), max_ts, max_ts_offset
+
+
+def _as_bytes_view(buffer: Buffer) -> Buffer:
+    if isinstance(buffer, (bytes, bytearray)):
+        return buffer
+    return memoryview(buffer).cast("B")
+
+
+# -- columnar decode ---------------------------------------------------------
+
+COLUMN_NAMES = (
+    "offsets",
+    "timestamps",
+    "timestamp_types",
+    "key_start",
+    "key_length",
+    "value_start",
+    "value_length",
+    "headers_start",
+    "headers_count",
+)
+
+
+def _new_columns(n: int) -> list:
+    """The nine column arrays of n rows, carved from one allocation.
+
+    One block instead of nine arrays: a large block is backed by huge pages
+    (numpy advises the kernel to), so filling it costs a handful of page
+    faults instead of one per 4 KB page.
+    """
+    a, b = 8 * n, 4 * n
+    block = np.empty(5 * a + 3 * b + n, np.uint8)
+    return [
+        block[0:a].view(np.int64),
+        block[a : 2 * a].view(np.int64),
+        block[5 * a + 3 * b :].view(np.int8),
+        block[2 * a : 3 * a].view(np.int64),
+        block[5 * a : 5 * a + b].view(np.int32),
+        block[3 * a : 4 * a].view(np.int64),
+        block[5 * a + b : 5 * a + 2 * b].view(np.int32),
+        block[4 * a : 5 * a].view(np.int64),
+        block[5 * a + 2 * b : 5 * a + 3 * b].view(np.int32),
+    ]
+
+
+def decode_columns(
+    buffer: Buffer,
+    check_crc: bool = True,
+    skip_control: bool = True,
+    start_offset: int = -(2**63),
+    end_offset: int = 2**63 - 1,
+) -> tuple:
+    """Decode a buffer of batches into columns: -> (data, n, *columns in COLUMN_NAMES order).
+
+    Records with offset in [start_offset, end_offset) are kept; a partial
+    entry at the end is ignored. ``data`` is the input buffer itself when every
+    entry is an uncompressed v2 batch (no copy); otherwise a new buffer holding,
+    entry after entry, each v2 batch's (decompressed) records section, or each
+    v0/v1 record's key then value bytes. Starts index into ``data``; a length
+    of -1 is a null key or value.
+    """
+    buf = _as_bytes_view(buffer)
+    end = len(buf)
+    entries = []
+    pos = 0
+    total = 0
+    copy = False
+    while pos < end:
+        size, magic = _frame_entry(buf, pos, end, check_crc)
+        if size == 0:
+            break
+        if magic == MAGIC:
+            batch = RecordBatch(buf, pos, check_crc=False)
+            count = batch.records_count
+            if count < 0 or count * MIN_RECORD_SIZE > size - HEADER_SIZE and batch.compression_type == 0:
+                raise CorruptRecordError("record batch at byte %d claims %d records in %d bytes" % (pos, count, size))
+            if batch.compression_type:
+                copy = True
+            entries.append((pos, magic, batch))
+            total += max(count, 0)
+        else:
+            copy = True
+            entries.append((pos, magic, None))
+        pos += size
+    cols: list = [[] for _ in COLUMN_NAMES]
+    data = bytearray() if copy else buf
+    for pos, magic, batch in entries:
+        if magic == MAGIC:
+            if skip_control and batch.is_control_batch:
+                continue
+            if batch.next_offset <= start_offset or batch.base_offset >= end_offset:
+                continue
+            if copy:
+                base = len(data)
+                section = batch._records_section()
+                data += section
+                section_start = base
+            else:
+                section = memoryview(buf)[pos + RECORDS_OFFSET : batch.end]
+                section_start = pos + RECORDS_OFFSET
+            _columns_of_section(batch, section, section_start, start_offset, end_offset, cols)
+        else:
+            from .legacy import iter_legacy_records  # legacy entries are rare: import on use
+
+            entry_end = pos + LOG_OVERHEAD + _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1]
+            for rec in iter_legacy_records(bytes(buf[pos:entry_end]), validate_crc=check_crc):
+                if not start_offset <= rec.offset < end_offset:
+                    continue
+                row = [rec.offset, rec.timestamp, rec.timestamp_type]
+                for part in (rec.key, rec.value):
+                    row.append(len(data))
+                    if part is None:
+                        row.append(-1)
+                    else:
+                        data += part
+                        row.append(len(part))
+                row += [len(data), 0]
+                for col, v in zip(cols, row):
+                    col.append(v)
+    arrays = _new_columns(len(cols[0]))
+    for arr, col in zip(arrays, cols):
+        arr[:] = col
+    return (data, len(cols[0]), *arrays)
+
+
+def _columns_of_section(batch, section, section_start, start_offset, end_offset, cols) -> None:
+    end = len(section)
+    count = batch.records_count
+    ts_type = batch.timestamp_type
+    last_delta = batch.last_offset_delta
+    prev = -1
+    pos = 0
+    for _ in range(count):
+        length, pos = decode_varint(section, pos, end)
+        rec_end = pos + length
+        if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+            raise CorruptRecordError("record in batch %d claims length %d with %d bytes left" % (batch.base_offset, length, end - pos))
+        pos += 1
+        ts_delta, pos = decode_varint(section, pos, rec_end, 10)
+        delta, pos = decode_varint(section, pos, rec_end)
+        if delta <= prev or delta > last_delta:
+            raise CorruptRecordError("record offset delta %d in batch %d is out of order" % (delta, batch.base_offset))
+        prev = delta
+        row = [
+            batch.base_offset + delta,
+            batch.max_timestamp if ts_type == LOG_APPEND_TIME else batch.base_timestamp + ts_delta,
+            ts_type,
+        ]
+        for what in ("key", "value"):
+            n, pos = decode_varint(section, pos, rec_end)
+            if n < -1 or pos + max(n, 0) > rec_end:
+                raise CorruptRecordError("record %s length %d overruns its record in batch %d" % (what, n, batch.base_offset))
+            row += [section_start + pos, n]
+            pos += max(n, 0)
+        hstart = pos
+        hcount, body = decode_varint(section, pos, rec_end)
+        _, after = _decode_headers(section, hstart, rec_end, batch.base_offset)
+        if after != rec_end:
+            raise CorruptRecordError(
+                "record in batch %d has %d bytes beyond its fields" % (batch.base_offset, rec_end - after)
+            )
+        pos = rec_end
+        row += [section_start + body, hcount]
+        if start_offset <= row[0] < end_offset:
+            for col, v in zip(cols, row):
+                col.append(v)
+    if pos != end:
+        raise CorruptRecordError("record batch at offset %d has %d bytes after its records" % (batch.base_offset, end - pos))

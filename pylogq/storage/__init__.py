@@ -1,0 +1,1 @@
+"""The log on disk: segments, their offset and time indexes, compaction."""

@@ -1,0 +1,166 @@
+"""Binary search over Kafka's offset and time index files.
+
+Byte layouts (every integer big-endian, entries sorted ascending by key)::
+
+    offset index entry (8 bytes)    time index entry (12 bytes)
+      int32  relative_offset  key     int64  timestamp        key
+      int32  position                 int32  relative_offset
+
+Offsets are strictly increasing; timestamps never decrease, so equal
+timestamps repeat. An index file is a preallocated mmap larger than its used
+part, so every function takes ``entries``, the count of entries in use, and
+checks ``entries * entry_size`` against the buffer before reading. Any
+C-contiguous buffer works: bytes, bytearray, mmap, memoryview, numpy arrays.
+
+Searches first look at the warm section, the entries in the last 8 KB of the
+used part (Kafka's ``AbstractIndex.indexSlotRangeFor``): readers and appends
+ask about recent offsets, so keeping their lookups on the warm tail pages
+avoids page faults on cold parts of the mmap.
+
+The compiled kernel ``pylogq._core._index`` is used when it loads; the
+``_py_*`` functions here are its pure-Python twin, with the same results and
+errors.
+"""
+
+from __future__ import annotations
+
+import struct
+from operator import index
+from typing import Any, Tuple
+
+from .._speedups import compiled
+
+__all__ = [
+    "OFFSET_ENTRY_SIZE",
+    "TIME_ENTRY_SIZE",
+    "WARM_SECTION_BYTES",
+    "offset_index_lookup",
+    "offset_index_upper",
+    "time_index_lookup",
+    "time_index_upper",
+    "offset_index_entry",
+    "time_index_entry",
+]
+
+OFFSET_ENTRY_SIZE = 8
+TIME_ENTRY_SIZE = 12
+WARM_SECTION_BYTES = 8192
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def _nbytes(buf: Any) -> int:
+    """The byte length of a C-contiguous buffer (BufferError for any other)."""
+    with memoryview(buf) as view:
+        if not view.c_contiguous:
+            raise BufferError("index buffer is not C-contiguous")
+        return view.nbytes
+
+
+def _check_entries(buf: Any, entries: int, size: int) -> None:
+    if entries < 0:
+        raise ValueError("entries must be >= 0, got %d" % entries)
+    nbytes = _nbytes(buf)
+    if entries > nbytes // size:
+        raise ValueError(
+            "entries %d need %d bytes but the buffer holds %d" % (entries, entries * size, nbytes)
+        )
+
+
+def _search(buf: Any, entries: int, target: int, size: int, floor: bool) -> int:
+    target = index(target)
+    entries = index(entries)
+    _check_entries(buf, entries, size)
+    if entries == 0:
+        return -1
+    key = _I32.unpack_from if size == OFFSET_ENTRY_SIZE else _I64.unpack_from
+    warm = max(0, entries - 1 - WARM_SECTION_BYTES // size)
+    warm_key = key(buf, warm * size)[0]
+    if floor:
+        # last entry with key <= target: first entry with key > target, minus one
+        if warm_key <= target:
+            lo, hi = warm + 1, entries
+        else:
+            lo, hi = 0, warm
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if key(buf, mid * size)[0] > target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo - 1
+    if warm_key < target:
+        lo, hi = warm + 1, entries
+    else:
+        lo, hi = 0, warm
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if key(buf, mid * size)[0] >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return -1 if lo == entries else lo
+
+
+def _py_offset_index_lookup(buf: Any, entries: int, target: int) -> int:
+    """Slot of the last offset index entry with relative offset <= target, or -1."""
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, True)
+
+
+def _py_offset_index_upper(buf: Any, entries: int, target: int) -> int:
+    """Slot of the first offset index entry with relative offset >= target, or -1."""
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, False)
+
+
+def _py_time_index_lookup(buf: Any, entries: int, target_ts: int) -> int:
+    """Slot of the last time index entry with timestamp <= target_ts, or -1."""
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, True)
+
+
+def _py_time_index_upper(buf: Any, entries: int, target_ts: int) -> int:
+    """Slot of the first time index entry with timestamp >= target_ts, or -1."""
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, False)
+
+
+def _py_offset_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
+    """The ``(relative_offset, position)`` of offset index entry ``slot``."""
+    slot = index(slot)
+    count = _nbytes(buf) // OFFSET_ENTRY_SIZE
+    if slot < 0 or slot >= count:
+        raise IndexError(
+            "offset index slot %d out of range: the buffer holds %d entries" % (slot, count)
+        )
+    rel, pos = _OFFSET_ENTRY.unpack_from(buf, slot * OFFSET_ENTRY_SIZE)
+    return rel, pos
+
+
+def _py_time_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
+    """The ``(timestamp, relative_offset)`` of time index entry ``slot``."""
+    slot = index(slot)
+    count = _nbytes(buf) // TIME_ENTRY_SIZE
+    if slot < 0 or slot >= count:
+        raise IndexError(
+            "time index slot %d out of range: the buffer holds %d entries" % (slot, count)
+        )
+    ts, rel = _TIME_ENTRY.unpack_from(buf, slot * TIME_ENTRY_SIZE)
+    return ts, rel
+
+
+_c = compiled("_index")
+if _c is not None:
+    offset_index_lookup = _c.offset_index_lookup
+    offset_index_upper = _c.offset_index_upper
+    time_index_lookup = _c.time_index_lookup
+    time_index_upper = _c.time_index_upper
+    offset_index_entry = _c.offset_index_entry
+    time_index_entry = _c.time_index_entry
+else:
+    offset_index_lookup = _py_offset_index_lookup
+    offset_index_upper = _py_offset_index_upper
+    time_index_lookup = _py_time_index_lookup
+    time_index_upper = _py_time_index_upper
+    offset_index_entry = _py_offset_index_entry
+    time_index_entry = _py_time_index_entry

@@ -1,0 +1,360 @@
+"""The compaction offset map: key digest -> latest offset, in one fixed block of memory.
+
+The log cleaner builds it over the dirty part of a log, then copies each record
+whose offset is still the latest for its key. Table layout: ``slots = memory //
+24`` slots of 24 bytes in one preallocated block::
+
+    uint64  h1       digest bytes 0-7   (MurmurHash3_x64_128 h1)
+    uint64  h2       digest bytes 8-15  (MurmurHash3_x64_128 h2)
+    int64   offset   the latest offset put for the key
+
+A digest of all zeros marks an empty slot. A key whose real digest is all zeros
+(the empty key hashes so) gets its lowest bit set: digest byte 0 |= 1. Open
+addressing with linear probing from ``h1 % slots``; the map holds at most
+``capacity = int(slots * 0.9)`` keys, so a probe always ends at an empty slot.
+
+The compiled kernel ``pylogq._core._offset_map`` is used when it loads;
+``_PyOffsetMap``, ``_py_key_digest`` and ``_py_murmur3_x64_128`` are its
+pure-Python twin: the same digests, table, probe order and statistics.
+"""
+
+from __future__ import annotations
+
+import struct
+from operator import index
+from typing import Any, Optional, Tuple
+
+from .._speedups import compiled
+from ..errors import OffsetMapFullError
+
+__all__ = ["OffsetMap", "key_digest", "murmur3_x64_128", "SLOT_SIZE", "LOAD_FACTOR"]
+
+SLOT_SIZE = 24
+LOAD_FACTOR = 0.9
+
+_M64 = 0xFFFFFFFFFFFFFFFF
+_C1 = 0x87C37B91114253D5
+_C2 = 0x4CF5AD432745937F
+_SLOT = struct.Struct("<QQq")
+_DIGEST = struct.Struct("<QQ")
+_OFFSET = struct.Struct("<q")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT_FORMATS = frozenset("qli")
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _fmix(k: int) -> int:
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & _M64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & _M64
+    k ^= k >> 33
+    return k
+
+
+def _murmur3(data: Any, seed: int = 0) -> Tuple[int, int]:
+    """MurmurHash3_x64_128 of a bytes-like object as (h1, h2)."""
+    key = data if isinstance(data, bytes) else memoryview(data).tobytes()
+    n = len(key)
+    nblocks = n // 16
+    h1 = h2 = seed
+    words = struct.unpack_from("<%dQ" % (2 * nblocks), key)
+    for i in range(0, 2 * nblocks, 2):
+        k1 = _rotl((words[i] * _C1) & _M64, 31) * _C2 & _M64
+        h1 ^= k1
+        h1 = (_rotl(h1, 27) + h2) & _M64
+        h1 = (h1 * 5 + 0x52DCE729) & _M64
+        k2 = _rotl((words[i + 1] * _C2) & _M64, 33) * _C1 & _M64
+        h2 ^= k2
+        h2 = (_rotl(h2, 31) + h1) & _M64
+        h2 = (h2 * 5 + 0x38495AB5) & _M64
+    tail = key[nblocks * 16 :]
+    if len(tail) > 8:
+        k2 = int.from_bytes(tail[8:], "little")
+        h2 ^= _rotl((k2 * _C2) & _M64, 33) * _C1 & _M64
+    if tail:
+        k1 = int.from_bytes(tail[:8], "little")
+        h1 ^= _rotl((k1 * _C1) & _M64, 31) * _C2 & _M64
+    h1 ^= n
+    h2 ^= n
+    h1 = (h1 + h2) & _M64
+    h2 = (h2 + h1) & _M64
+    h1 = _fmix(h1)
+    h2 = _fmix(h2)
+    h1 = (h1 + h2) & _M64
+    h2 = (h2 + h1) & _M64
+    return h1, h2
+
+
+def _digest(key: Any) -> Tuple[int, int]:
+    h1, h2 = _murmur3(key)
+    if h1 == 0 and h2 == 0:
+        h1 = 1
+    return h1, h2
+
+
+def _py_murmur3_x64_128(data: Any, seed: int = 0) -> bytes:
+    """MurmurHash3_x64_128 of ``data``: h1 then h2, each little-endian (16 bytes)."""
+    seed = index(seed)
+    if not 0 <= seed <= 0xFFFFFFFF:
+        raise OverflowError("seed %d does not fit in 32 bits" % seed)
+    return _DIGEST.pack(*_murmur3(data, seed))
+
+
+def _py_key_digest(key: Any) -> bytes:
+    """The 16-byte digest an :class:`OffsetMap` stores for ``key``.
+
+    MurmurHash3_x64_128 (seed 0) of the key, except that an all-zero digest,
+    which marks an empty slot, gets its lowest bit set.
+    """
+    return _DIGEST.pack(*_digest(key))
+
+
+def _int_column(array: Any, name: str, itemsize: int) -> memoryview:
+    """A 1-D native signed-integer view of a column, or ValueError naming it."""
+    dtype = "int%d" % (8 * itemsize)
+    try:
+        view = memoryview(array)
+    except TypeError as exc:
+        raise ValueError("%s must be a contiguous 1-D %s array: %s" % (name, dtype, exc)) from None
+    fmt = view.format.lstrip("@")
+    if view.ndim != 1 or not view.c_contiguous or view.itemsize != itemsize or fmt not in _INT_FORMATS:
+        raise ValueError(
+            "%s must be a contiguous 1-D %s array: got format %r, itemsize %d, %d dimension(s)"
+            % (name, dtype, view.format, view.itemsize, view.ndim)
+        )
+    return view
+
+
+class _PyOffsetMap:
+    """A fixed-memory hash map from key digest to the latest offset of the key (Kafka's SkimpyOffsetMap).
+
+    Invariant: ``size <= capacity = int(slots * 0.9) < slots`` with
+    ``slots = memory // 24``, so at least one slot is always empty and every
+    probe ends. Inserting a new key when ``size == capacity`` raises
+    OffsetMapFullError; updating a key already present is always allowed, and
+    the later offset wins. Keys are never deleted, only all at once by clear().
+    Each slot is 24 bytes in one preallocated block: no per-entry objects.
+
+    Keys are stored as their MurmurHash3_x64_128 digest (seed 0), chosen over
+    Kafka's MD5 for speed. Two distinct keys collide with probability about
+    n**2 / 2**129 for n keys (about 1.5e-21 for 1e9 keys), for keys nobody
+    chose to collide. It is not a cryptographic hash: a producer crafting
+    colliding keys could make compaction drop a record, the same class of risk
+    Kafka accepts with MD5. An all-zero digest marks an empty slot, so a key
+    whose digest is all zeros is stored with its lowest bit set.
+
+    Not thread-safe.
+    """
+
+    __slots__ = ("_table", "_slots", "_capacity", "_size", "_latest", "_lookups", "_probes")
+
+    def __init__(self, memory: int) -> None:
+        if not isinstance(memory, int) or isinstance(memory, bool):
+            raise TypeError("memory must be an int, got %r" % (memory,))
+        if memory < SLOT_SIZE:
+            raise ValueError(
+                "memory must be at least %d bytes (one slot), got %d" % (SLOT_SIZE, memory)
+            )
+        if memory > 2**62:
+            raise ValueError("memory %d is too large" % memory)
+        self._slots = memory // SLOT_SIZE
+        self._capacity = int(self._slots * LOAD_FACTOR)
+        self._table = bytearray(self._slots * SLOT_SIZE)
+        self._size = 0
+        self._latest = -1
+        self._lookups = 0
+        self._probes = 0
+
+    def _find(self, h1: int, h2: int) -> Tuple[int, int, int]:
+        """(slot, stored h1, stored h2) of digest (h1, h2), or of the empty slot where it would go."""
+        table, slots = self._table, self._slots
+        pos = h1 % slots
+        self._lookups += 1
+        while True:
+            self._probes += 1
+            s1, s2 = _DIGEST.unpack_from(table, pos * SLOT_SIZE)
+            if (s1 == h1 and s2 == h2) or (s1 == 0 and s2 == 0):
+                return pos, s1, s2
+            pos += 1
+            if pos == slots:
+                pos = 0
+
+    def _insert(self, h1: int, h2: int, offset: int) -> bool:
+        pos, s1, s2 = self._find(h1, h2)
+        if s1 == 0 and s2 == 0:
+            if self._size >= self._capacity:
+                return False
+            self._size += 1
+        _SLOT.pack_into(self._table, pos * SLOT_SIZE, h1, h2, offset)
+        if offset > self._latest:
+            self._latest = offset
+        return True
+
+    def put(self, key: Any, offset: int) -> None:
+        """Record ``offset`` as the latest offset of ``key`` (OffsetMapFullError if no room)."""
+        offset = index(offset)
+        if not _INT64_MIN <= offset <= _INT64_MAX:
+            raise OverflowError("offset %d does not fit in int64" % offset)
+        if offset < 0:
+            raise ValueError("offset must be >= 0, got %d" % offset)
+        h1, h2 = _digest(key)
+        if not self._insert(h1, h2, offset):
+            raise OffsetMapFullError(
+                "offset map is full: %d keys in %d slots (capacity %d); cannot add key %r"
+                % (self._size, self._slots, self._capacity, bytes(memoryview(key)[:32]))
+            )
+
+    def get(self, key: Any) -> int:
+        """The latest offset put for ``key``, or -1 if it was never put."""
+        h1, h2 = _digest(key)
+        pos, s1, s2 = self._find(h1, h2)
+        if s1 == 0 and s2 == 0:
+            return -1
+        return _OFFSET.unpack_from(self._table, pos * SLOT_SIZE + 16)[0]
+
+    def clear(self) -> None:
+        """Forget every key and reset the statistics; the memory stays allocated."""
+        self._table[:] = bytes(len(self._table))
+        self._size = 0
+        self._latest = -1
+        self._lookups = 0
+        self._probes = 0
+
+    def digest(self, key: Any) -> bytes:
+        """The 16-byte digest this map stores for ``key`` (see :func:`key_digest`)."""
+        return _py_key_digest(key)
+
+    def put_columns(
+        self,
+        data: Any,
+        key_start: Any,
+        key_length: Any,
+        offsets: Any,
+        start: int = 0,
+        stop: Optional[int] = None,
+    ) -> int:
+        """Put the keys of rows ``start:stop`` of a columnar batch; the number of rows consumed.
+
+        Row i's key is ``data[key_start[i]:key_start[i] + key_length[i]]``
+        (``key_length[i] == -1``: a null key, skipped) and its offset
+        ``offsets[i]``; later rows overwrite earlier ones. Every row is checked
+        before any is put, so a bad row (ValueError naming it) changes nothing.
+        Stops before the first row whose new key does not fit and returns the
+        count of rows consumed up to there (``stop - start`` when all fit): it
+        never raises for a full map, so a cleaner knows where to resume.
+        """
+        ks = _int_column(key_start, "key_start", 8)
+        kl = _int_column(key_length, "key_length", 4)
+        offs = _int_column(offsets, "offsets", 8)
+        n = len(ks)
+        if len(kl) != n or len(offs) != n:
+            raise ValueError(
+                "columns differ in length: key_start %d, key_length %d, offsets %d"
+                % (n, len(kl), len(offs))
+            )
+        start = index(start)
+        end = n if stop is None else index(stop)
+        if not 0 <= start <= end <= n:
+            raise ValueError("rows %d:%d out of range for %d rows" % (start, end, n))
+        with memoryview(data) as view:
+            if not view.c_contiguous:
+                raise BufferError("data is not C-contiguous")
+            raw = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+            data_len = view.nbytes
+            rows = range(start, end)
+            starts, lengths, offs_list = ks[start:end].tolist(), kl[start:end].tolist(), offs[
+                start:end
+            ].tolist()
+            for row, s, length, offset in zip(rows, starts, lengths, offs_list):
+                if length == -1:
+                    continue
+                if length < -1:
+                    raise ValueError(
+                        "row %d: key_length %d is invalid (-1 marks a null key)" % (row, length)
+                    )
+                if s < 0 or s > data_len or length > data_len - s:
+                    raise ValueError(
+                        "row %d: key bytes [%d, %d) lie outside data of %d bytes"
+                        % (row, s, s + length, data_len)
+                    )
+                if offset < 0:
+                    raise ValueError("row %d: offset %d is negative" % (row, offset))
+            for row, s, length, offset in zip(rows, starts, lengths, offs_list):
+                if length == -1:
+                    continue
+                h1, h2 = _digest(raw[s : s + length])
+                if not self._insert(h1, h2, offset):
+                    return row - start
+        return end - start
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def size(self) -> int:
+        """Keys in the map."""
+        return self._size
+
+    @property
+    def slots(self) -> int:
+        """Slots in the table: memory // 24."""
+        return self._slots
+
+    @property
+    def capacity(self) -> int:
+        """Most keys the map holds: int(slots * 0.9)."""
+        return self._capacity
+
+    @property
+    def memory(self) -> int:
+        """Bytes the table uses: slots * 24."""
+        return self._slots * SLOT_SIZE
+
+    @property
+    def utilization(self) -> float:
+        """size / slots."""
+        return self._size / self._slots
+
+    @property
+    def latest_offset(self) -> int:
+        """The largest offset put since the last clear, or -1."""
+        return self._latest
+
+    @property
+    def lookups(self) -> int:
+        """Puts and gets (one per key) since the last clear."""
+        return self._lookups
+
+    @property
+    def probes(self) -> int:
+        """Slots examined by those lookups."""
+        return self._probes
+
+    @property
+    def collision_rate(self) -> float:
+        """Extra probes per lookup: (probes - lookups) / lookups, 0.0 before any."""
+        if self._lookups == 0:
+            return 0.0
+        return (self._probes - self._lookups) / self._lookups
+
+    def __repr__(self) -> str:
+        return "OffsetMap(memory=%d, size=%d, capacity=%d)" % (
+            self.memory,
+            self._size,
+            self._capacity,
+        )
+
+
+_c = compiled("_offset_map")
+if _c is not None:
+    OffsetMap = _c.OffsetMap
+    key_digest = _c.key_digest
+    murmur3_x64_128 = _c.murmur3_x64_128
+else:
+    OffsetMap = _PyOffsetMap
+    key_digest = _py_key_digest
+    murmur3_x64_128 = _py_murmur3_x64_128

@@ -1,0 +1,52 @@
+"""Suite-wide checks: compiled kernels really loaded, and no silent skips in CI.
+
+``PYLOGQ_NO_EXTENSIONS=1`` runs the suite on the pure-Python twins. Otherwise
+every kernel must import compiled: a build that silently fell back to pure
+Python fails the run before any test. ``PYLOGQ_REQUIRE_ALL=1`` (set by
+``.ci/run``) turns every skip into a failure, so a missing external part is
+never mistaken for a pass.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pylogq import _speedups
+
+KERNELS = ("_crc", "_records", "_index", "_offset_map")
+REQUIRE_ALL = os.environ.get("PYLOGQ_REQUIRE_ALL", "") not in ("", "0")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _speedups.NO_EXTENSIONS:
+        return
+    missing = []
+    for name in KERNELS:
+        if _speedups.compiled(name) is None:
+            missing.append("%s (%s)" % (name, _speedups.failures.get(name)))
+    if missing:
+        raise pytest.UsageError(
+            "compiled kernels expected but not loaded: %s. Build them (pip install -e .) "
+            "or run with PYLOGQ_NO_EXTENSIONS=1 for the pure-Python twins." % ", ".join(missing)
+        )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    mode = "pure Python (PYLOGQ_NO_EXTENSIONS=1)" if _speedups.NO_EXTENSIONS else "compiled kernels"
+    return "pylogq: %s; skips are failures: %s" % (mode, REQUIRE_ALL)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[type-arg]
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_ALL and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = "skipped under PYLOGQ_REQUIRE_ALL=1: %s" % reason
+
+
+#: The implementations a twin-parametrized test runs against.
+IMPLEMENTATIONS = ["pure"] if _speedups.NO_EXTENSIONS else ["compiled", "pure"]
