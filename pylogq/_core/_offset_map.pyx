@@ -111,7 +111,7 @@ cdef str _column_error(str name, str dtype, exc):
 
 
 cdef class OffsetMap:
-    """A fixed-memory hash map from key digest to the latest offset of the key (Kafka's SkimpyOffsetMap).
+    """A fixed-memory map from key digest to the key's latest offset (Kafka's SkimpyOffsetMap).
 
     Invariant: ``size <= capacity = int(slots * 0.9) < slots`` with
     ``slots = memory // 24``, so at least one slot is always empty and every

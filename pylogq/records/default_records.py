@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
 from . import codecs
-from .crc import crc32c
+from .crc import crc32, crc32c
 
 Buffer = Union[bytes, bytearray, memoryview]
 Header = Tuple[str, Optional[bytes]]
@@ -455,6 +455,8 @@ class RecordBatch:
 
     def __init__(self, buffer: Buffer, position: int = 0, check_crc: bool = True) -> None:
         self._buf = buffer if isinstance(buffer, (bytes, bytearray)) else memoryview(buffer).cast("B")
+        if position < 0 or position > len(self._buf):
+            raise ValueError("position %d is outside the buffer of %d bytes" % (position, len(self._buf)))
         self.position = position
         self.end = _require_v2(self._buf, position, len(self._buf))
         (

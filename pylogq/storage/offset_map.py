@@ -121,7 +121,8 @@ def _int_column(array: Any, name: str, itemsize: int) -> memoryview:
     except TypeError as exc:
         raise ValueError("%s must be a contiguous 1-D %s array: %s" % (name, dtype, exc)) from None
     fmt = view.format.lstrip("@")
-    if view.ndim != 1 or not view.c_contiguous or view.itemsize != itemsize or fmt not in _INT_FORMATS:
+    shape_ok = view.ndim == 1 and view.c_contiguous
+    if not shape_ok or view.itemsize != itemsize or fmt not in _INT_FORMATS:
         raise ValueError(
             "%s must be a contiguous 1-D %s array: got format %r, itemsize %d, %d dimension(s)"
             % (name, dtype, view.format, view.itemsize, view.ndim)
@@ -130,7 +131,7 @@ def _int_column(array: Any, name: str, itemsize: int) -> memoryview:
 
 
 class _PyOffsetMap:
-    """A fixed-memory hash map from key digest to the latest offset of the key (Kafka's SkimpyOffsetMap).
+    """A fixed-memory map from key digest to the key's latest offset (Kafka's SkimpyOffsetMap).
 
     Invariant: ``size <= capacity = int(slots * 0.9) < slots`` with
     ``slots = memory // 24``, so at least one slot is always empty and every
@@ -170,7 +171,7 @@ class _PyOffsetMap:
         self._probes = 0
 
     def _find(self, h1: int, h2: int) -> Tuple[int, int, int]:
-        """(slot, stored h1, stored h2) of digest (h1, h2), or of the empty slot where it would go."""
+        """(slot, stored h1, stored h2) of digest (h1, h2), or of the empty slot for it."""
         table, slots = self._table, self._slots
         pos = h1 % slots
         self._lookups += 1
@@ -263,12 +264,12 @@ class _PyOffsetMap:
         with memoryview(data) as view:
             if not view.c_contiguous:
                 raise BufferError("data is not C-contiguous")
-            raw = view.cast("B") if view.format != "B" or view.ndim != 1 else view
-            data_len = view.nbytes
+            raw = view.tobytes()
+            data_len = len(raw)
             rows = range(start, end)
-            starts, lengths, offs_list = ks[start:end].tolist(), kl[start:end].tolist(), offs[
-                start:end
-            ].tolist()
+            starts = ks[start:end].tolist()
+            lengths = kl[start:end].tolist()
+            offs_list = offs[start:end].tolist()
             for row, s, length, offset in zip(rows, starts, lengths, offs_list):
                 if length == -1:
                     continue

@@ -26,7 +26,7 @@ NAMES = (
     "offset_index_entry",
     "time_index_entry",
 )
-IMPLS = ["python"] if _speedups.NO_EXTENSIONS else ["python", "compiled"]
+IMPLS = ["pure"] if _speedups.NO_EXTENSIONS else ["compiled", "pure"]
 
 INT32_MAX = 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -36,14 +36,14 @@ TIME_WARM = 8192 // 12
 
 @pytest.fixture(scope="module", params=IMPLS)
 def impl(request):
-    if request.param == "python":
+    if request.param == "pure":
         return SimpleNamespace(**{n: getattr(index_search, "_py_" + n) for n in NAMES})
     # A compiled module that does not import is a failure here, not a skip.
     return importlib.import_module("pylogq._core._index")
 
 
 def test_public_module_uses_the_compiled_kernel_unless_disabled():
-    expected = importlib.import_module("pylogq._core._index") if not _speedups.NO_EXTENSIONS else None
+    expected = None if _speedups.NO_EXTENSIONS else importlib.import_module("pylogq._core._index")
     for name in NAMES:
         if expected is None:
             assert getattr(index_search, name) is getattr(index_search, "_py_" + name)
