@@ -1,0 +1,48 @@
+"""A closing table for benchmark runs: throughput and the ratio to the peer, per group.
+
+A benchmark opts in by setting ``extra_info["items"]`` (records, bytes or
+lookups per round) and ``extra_info["unit"]``; the group member with
+``extra_info["peer"] = True`` is the reference for the ratio column, and
+``extra_info["target"]`` states the goal in words. Figures are medians.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Dict, List
+
+
+def _rate(items: float, seconds: float) -> str:
+    value = items / seconds
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return "%.2f%s" % (value / scale, prefix)
+    return "%.1f" % value
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
+    session = getattr(config, "_benchmarksession", None)
+    if session is None or session.disabled:
+        return
+    groups: Dict[str, List[Any]] = defaultdict(list)
+    for bench in session.benchmarks:
+        if bench.extra_info.get("items") and bench.stats is not None:
+            groups[bench.group or ""].append(bench)
+    if not groups:
+        return
+    write = terminalreporter.write_line
+    write("")
+    write("pylogq benchmark summary (median; ratio = throughput / peer's in this run)")
+    for group, benches in sorted(groups.items()):
+        peer = next((b for b in benches if b.extra_info.get("peer")), None)
+        target = next((b.extra_info["target"] for b in benches if b.extra_info.get("target")), "")
+        write("  %s%s" % (group, ("  [target: %s]" % target) if target else ""))
+        for b in sorted(benches, key=lambda b: b.stats.median):
+            items = b.extra_info["items"]
+            unit = b.extra_info.get("unit", "items")
+            ratio = ""
+            if peer is not None:
+                ratio = "%.2fx" % ((items / b.stats.median) / (peer.extra_info["items"] / peer.stats.median))
+            write("    %-48s %10.1f us  %9s %s/s  %7s%s" % (
+                b.name, b.stats.median * 1e6, _rate(items, b.stats.median), unit, ratio,
+                "  (peer)" if b is peer else ""))
