@@ -81,10 +81,13 @@ class LeaderNotAvailableError(RetriableError):
     message = "leader not available"
 
 
-class NotLeaderForPartitionError(RetriableError):
+class NotLeaderOrFollowerError(RetriableError):
     code = 6
-    name = "NOT_LEADER_FOR_PARTITION"
-    message = "not leader for partition"
+    name = "NOT_LEADER_OR_FOLLOWER"
+    message = "this broker is not the leader or a follower of the partition"
+
+
+NotLeaderForPartitionError = NotLeaderOrFollowerError  # the pre-2.6 name, as kafka-python spells it
 
 
 class RequestTimedOutError(RetriableError):
@@ -105,10 +108,13 @@ class ReplicaNotAvailableError(RetriableError):
     message = "replica not available"
 
 
-class MessageSizeTooLargeError(BrokerError):
+class MessageTooLargeError(BrokerError):
     code = 10
-    name = "MESSAGE_SIZE_TOO_LARGE"
-    message = "message size too large"
+    name = "MESSAGE_TOO_LARGE"
+    message = "the request included a message larger than the maximum the server accepts"
+
+
+MessageSizeTooLargeError = MessageTooLargeError  # kafka-python's name
 
 
 class StaleControllerEpochError(BrokerError):

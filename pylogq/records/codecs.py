@@ -20,7 +20,6 @@ module adds the framing quirks that real Kafka clients put on the wire:
 from __future__ import annotations
 
 import gzip as _gzip
-import io
 import struct
 import zlib
 from typing import Callable, Dict, Union
@@ -45,9 +44,11 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")
 _XERIAL_BLOCK = 32 * 1024  # the xerial library's default block size
 
-# The decompressed size a single batch may claim: a guard against a small
-# malicious payload that inflates to exhaust memory (Kafka caps batches far lower).
-MAX_DECOMPRESSED = 1 << 31
+# The most bytes one payload may decompress to: a guard against a small
+# payload that inflates to exhaust memory (a "decompression bomb"). Record
+# sections are far smaller in practice (Kafka's default max.message.bytes is
+# about 1 MB, and producers rarely compress more than 100:1).
+MAX_DECOMPRESSED = 1 << 30
 
 
 def codec_id(codec: Union[int, str, None]) -> int:
@@ -75,14 +76,22 @@ def gzip_encode(data: Buffer) -> bytes:
     return _gzip.compress(bytes(data), compresslevel=6, mtime=0)
 
 
-def gzip_decode(data: Buffer) -> bytes:
+def _too_large(codec: str, limit: int) -> CorruptRecordError:
+    return CorruptRecordError("%s payload decompresses to more than %d bytes" % (codec, limit))
+
+
+def gzip_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
     # wbits 47 accepts gzip or zlib headers; concatenated members are read whole.
     out = []
+    total = 0
     buf = bytes(data)
     while buf:
         d = zlib.decompressobj(47)
-        out.append(d.decompress(buf))
-        out.append(d.flush())
+        chunk = d.decompress(buf, max_size - total + 1)
+        total += len(chunk)
+        out.append(chunk)
+        if total > max_size or d.unconsumed_tail:
+            raise _too_large("gzip", max_size)
         if not d.eof:
             raise CorruptRecordError("gzip payload is truncated")
         buf = d.unused_data
@@ -114,10 +123,22 @@ def snappy_encode(data: Buffer, xerial: bool = True) -> bytes:
     return b"".join(out)
 
 
-def snappy_decode(data: Buffer) -> bytes:
+def _snappy_raw_length(block: bytes) -> int:
+    """The uncompressed length a raw snappy block declares (its varint preamble)."""
+    result = shift = 0
+    for b in block[:5]:
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result
+        shift += 7
+    raise CorruptRecordError("snappy block has a malformed length preamble")
+
+
+def snappy_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
     """Decompress raw snappy or a xerial-framed stream of snappy blocks."""
     snappy = _snappy()
     buf = bytes(data)
+    total = 0
     if len(buf) >= 16 and buf[:8] == _XERIAL_MAGIC:
         out = []
         pos = 16
@@ -130,9 +151,15 @@ def snappy_decode(data: Buffer) -> bytes:
                 raise CorruptRecordError(
                     "xerial snappy block of %d bytes overruns the payload" % n
                 )
-            out.append(snappy.decompress(buf[pos : pos + n]))
+            block = buf[pos : pos + n]
+            total += _snappy_raw_length(block)
+            if total > max_size:
+                raise _too_large("snappy", max_size)
+            out.append(snappy.decompress(block))
             pos += n
         return b"".join(out)
+    if _snappy_raw_length(buf) > max_size:
+        raise _too_large("snappy", max_size)
     return snappy.decompress(buf)
 
 
@@ -195,11 +222,17 @@ def lz4_encode(data: Buffer) -> bytes:
     )
 
 
-def lz4_decode(data: Buffer) -> bytes:
+def lz4_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
+    decompressor = _lz4_frame().LZ4FrameDecompressor()
     try:
-        return _lz4_frame().decompress(bytes(data))
+        out = decompressor.decompress(bytes(data), max_length=max_size + 1)
     except RuntimeError as exc:
         raise CorruptRecordError("lz4 frame does not decode: %s" % exc) from None
+    if len(out) > max_size:
+        raise _too_large("lz4", max_size)
+    if not decompressor.eof:
+        raise CorruptRecordError("lz4 frame is truncated")
+    return out
 
 
 def lz4_encode_v0(data: Buffer) -> bytes:
@@ -210,12 +243,12 @@ def lz4_encode_v0(data: Buffer) -> bytes:
     return bytes(frame)
 
 
-def lz4_decode_v0(data: Buffer) -> bytes:
+def lz4_decode_v0(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
     """Decode a v0 message's LZ4 frame, whose header checksum may be Kafka 0.8's."""
     frame = bytearray(data)
     hs = _lz4_header_size(bytes(frame[:15]))
     frame[hs - 1] = (_xxh32_short(bytes(frame[4 : hs - 1])) >> 8) & 0xFF
-    return lz4_decode(frame)
+    return lz4_decode(frame, max_size)
 
 
 # -- zstd ------------------------------------------------------------------
@@ -240,18 +273,35 @@ def zstd_encode(data: Buffer) -> bytes:
     return _zstd_c.compress(bytes(data))
 
 
-def zstd_decode(data: Buffer) -> bytes:
+def zstd_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
+    """Decode one or more zstd frames, with or without a declared content size."""
     global _zstd_d
     zstandard = _zstd()
     if _zstd_d is None:
         _zstd_d = zstandard.ZstdDecompressor()
+    buf = memoryview(bytes(data))
+    parts = []
+    total = 0
     try:
-        # A streaming reader decodes frames that do not declare their content size.
-        reader = _zstd_d.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
-        out = reader.read()
+        while buf:
+            frame = _zstd_d.decompressobj()
+            pos = 0
+            while pos < len(buf) and not frame.eof:
+                # One zstd byte can stand for at most ~32 KB of output, so feeding
+                # remaining/32K bytes at a time keeps a bomb within the limit.
+                step = max(4096, (max_size - total) >> 15)
+                chunk = frame.decompress(buf[pos : pos + step])
+                pos += step
+                total += len(chunk)
+                parts.append(chunk)
+                if total > max_size:
+                    raise _too_large("zstd", max_size)
+            if not frame.eof:
+                raise CorruptRecordError("zstd frame is truncated")
+            buf = memoryview(frame.unused_data + bytes(buf[pos:]))
     except zstandard.ZstdError as exc:
         raise CorruptRecordError("zstd frame does not decode: %s" % exc) from None
-    return out
+    return b"".join(parts)
 
 
 # -- dispatch --------------------------------------------------------------
@@ -262,7 +312,7 @@ _ENCODERS: Dict[int, Callable[[Buffer], bytes]] = {
     LZ4: lz4_encode,
     ZSTD: zstd_encode,
 }
-_DECODERS: Dict[int, Callable[[Buffer], bytes]] = {
+_DECODERS: Dict[int, Callable[[Buffer, int], bytes]] = {
     GZIP: gzip_decode,
     SNAPPY: snappy_decode,
     LZ4: lz4_decode,
@@ -282,12 +332,13 @@ def compress(codec: int, data: Buffer, magic: int = 2) -> bytes:
         raise UnsupportedCodecError("unknown compression codec id %r" % (codec,)) from None
 
 
-def decompress(codec: int, data: Buffer, magic: int = 2) -> bytes:
-    """Decompress a record section; any codec failure is a CorruptRecordError."""
+def decompress(codec: int, data: Buffer, magic: int = 2, max_size: int = MAX_DECOMPRESSED) -> bytes:
+    """Decompress a record section; any codec failure, or more than ``max_size``
+    bytes of output, is a CorruptRecordError."""
     if codec == NONE:
         return bytes(data)
     if codec == LZ4 and magic == 0:
-        return lz4_decode_v0(data)
+        return lz4_decode_v0(data, max_size)
     try:
         decoder = _DECODERS[codec]
     except KeyError:
@@ -295,7 +346,7 @@ def decompress(codec: int, data: Buffer, magic: int = 2) -> bytes:
             "attributes name compression codec %d, which does not exist" % codec
         ) from None
     try:
-        return decoder(data)
+        return decoder(data, max_size)
     except CorruptRecordError:
         raise
     except UnsupportedCodecError:

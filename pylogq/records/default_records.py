@@ -532,117 +532,142 @@ class RecordBatch:
         )
 
 
-def _decode_records(batch: RecordBatch) -> List[Record]:
-    data = batch._records_section()
-    end = len(data)
-    count = batch.records_count
-    if count < 0 or count * MIN_RECORD_SIZE > end:
-        raise CorruptRecordError(
-            "record batch at offset %d claims %d records in %d bytes" % (batch.base_offset, count, end)
-        )
-    ts_type = batch.timestamp_type
-    is_control = batch.is_control_batch
-    base_offset = batch.base_offset
-    base_ts = batch.base_timestamp
-    max_ts = batch.max_timestamp
-    last_delta = batch.last_offset_delta
-    out: List[Record] = []
-    pos = 0
-    prev_delta = -1
+_RECORD_ERRORS = {
+    "varint": "a malformed or truncated varint",
+    "length": "a record length that overruns the batch",
+    "delta": "an offset delta out of order or past the last offset delta",
+    "key": "a key length that overruns its record",
+    "value": "a value length that overruns its record",
+    "headers": "a malformed header",
+    "trailing": "bytes beyond its fields",
+}
+
+
+class _RecordFault(Exception):
+    """One structural problem in a record; turned into a CorruptRecordError by the caller."""
+
+
+def _varint_or_fault(data: Buffer, pos: int, end: int, max_bytes: int = 5) -> Tuple[int, int]:
+    try:
+        return decode_varint(data, pos, end, max_bytes)
+    except CorruptRecordError:
+        raise _RecordFault("varint") from None
+
+
+def _parse_record(data: Buffer, pos: int, end: int, prev_delta: int, last_delta: int) -> tuple:
+    """Parse and check the record at pos (its length varint first).
+
+    -> (end, attributes, timestamp delta, offset delta, key pos, key length,
+    value pos, value length, headers pos, headers count); lengths are -1 for
+    null; raises _RecordFault naming the problem. The compiled kernel's
+    ``_parse_record`` checks exactly the same things.
+    """
+    length, pos = _varint_or_fault(data, pos, end)
+    if length < MIN_RECORD_SIZE - 1 or length > end - pos:
+        raise _RecordFault("length")
+    rec_end = pos + length
+    attributes = data[pos]
+    pos += 1
+    ts_delta, pos = _varint_or_fault(data, pos, rec_end, 10)
+    delta, pos = _varint_or_fault(data, pos, rec_end)
+    if delta <= prev_delta or delta > last_delta:
+        raise _RecordFault("delta")
+    fields = [rec_end, attributes, ts_delta, delta]
+    for what in ("key", "value"):
+        n, pos = _varint_or_fault(data, pos, rec_end)
+        if n < -1 or n > rec_end - pos:
+            raise _RecordFault(what)
+        fields += [pos, n]
+        pos += max(n, 0)
+    count, pos = _varint_or_fault(data, pos, rec_end)
+    if count < 0 or count > rec_end - pos:
+        raise _RecordFault("headers")
+    fields += [pos, count]
     for _ in range(count):
-        length, pos = decode_varint(data, pos, end)
-        rec_end = pos + length
-        if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+        n, pos = _varint_or_fault(data, pos, rec_end)
+        if n < 0 or n > rec_end - pos:
+            raise _RecordFault("headers")
+        pos += n
+        n, pos = _varint_or_fault(data, pos, rec_end)
+        if n < -1 or n > rec_end - pos:
+            raise _RecordFault("headers")
+        pos += max(n, 0)
+    if pos != rec_end:
+        raise _RecordFault("trailing")
+    return tuple(fields)
+
+
+def _check_count(base_offset: int, count: int, section_bytes: int) -> None:
+    if count < 0 or count * MIN_RECORD_SIZE > section_bytes:
+        raise CorruptRecordError(
+            "record batch at offset %d claims %d records in %d bytes" % (base_offset, count, section_bytes)
+        )
+
+
+def _iter_fields(batch: "RecordBatch", data: Buffer, pos: int, end: int) -> Iterator[tuple]:
+    """The checked fields of every record of a batch's records section data[pos:end]."""
+    count = batch.records_count
+    _check_count(batch.base_offset, count, end - pos)
+    prev = -1
+    for _ in range(count):
+        try:
+            fields = _parse_record(data, pos, end, prev, batch.last_offset_delta)
+        except _RecordFault as fault:
             raise CorruptRecordError(
-                "record at byte %d of batch %d claims length %d with %d bytes left" % (pos, base_offset, length, end - pos)
-            )
-        attributes = data[pos]
-        pos += 1
-        ts_delta, pos = decode_varint(data, pos, rec_end, 10)
-        offset_delta, pos = decode_varint(data, pos, rec_end)
-        if offset_delta <= prev_delta or offset_delta > last_delta:
-            raise CorruptRecordError(
-                "record offset delta %d in batch %d is out of order or past the last delta %d"
-                % (offset_delta, base_offset, last_delta)
-            )
-        prev_delta = offset_delta
-        key_len, pos = decode_varint(data, pos, rec_end)
-        key = None
-        if key_len >= 0:
-            if pos + key_len > rec_end:
-                raise CorruptRecordError("record key of %d bytes overruns its record in batch %d" % (key_len, base_offset))
-            key = bytes(data[pos : pos + key_len])
-            pos += key_len
-        elif key_len != -1:
-            raise CorruptRecordError("record key length %d in batch %d is negative" % (key_len, base_offset))
-        value_len, pos = decode_varint(data, pos, rec_end)
-        value = None
-        if value_len >= 0:
-            if pos + value_len > rec_end:
-                raise CorruptRecordError(
-                    "record value of %d bytes overruns its record in batch %d" % (value_len, base_offset)
-                )
-            value = bytes(data[pos : pos + value_len])
-            pos += value_len
-        elif value_len != -1:
-            raise CorruptRecordError("record value length %d in batch %d is negative" % (value_len, base_offset))
-        headers, pos = _decode_headers(data, pos, rec_end, base_offset)
-        if pos != rec_end:
-            raise CorruptRecordError(
-                "record in batch %d has %d bytes beyond its fields" % (base_offset, rec_end - pos)
-            )
-        timestamp = max_ts if ts_type == LOG_APPEND_TIME else base_ts + ts_delta
-        out.append(Record(base_offset + offset_delta, timestamp, ts_type, key, value, headers, attributes, is_control))
+                "record at byte %d of the batch at offset %d has %s"
+                % (pos, batch.base_offset, _RECORD_ERRORS[str(fault)])
+            ) from None
+        prev = fields[3]
+        pos = fields[0]
+        yield fields
     if pos != end:
         raise CorruptRecordError(
-            "record batch at offset %d has %d bytes after its %d records" % (base_offset, end - pos, count)
+            "record batch at offset %d has %d bytes after its %d records" % (batch.base_offset, end - pos, count)
+        )
+
+
+def _decode_records(batch: RecordBatch) -> List[Record]:
+    data = batch._records_section()
+    ts_type = batch.timestamp_type
+    is_control = batch.is_control_batch
+    out: List[Record] = []
+    for _, attributes, ts_delta, delta, kpos, klen, vpos, vlen, hpos, hcount in _iter_fields(batch, data, 0, len(data)):
+        out.append(
+            Record(
+                batch.base_offset + delta,
+                batch.max_timestamp if ts_type == LOG_APPEND_TIME else batch.base_timestamp + ts_delta,
+                ts_type,
+                None if klen < 0 else bytes(data[kpos : kpos + klen]),
+                None if vlen < 0 else bytes(data[vpos : vpos + vlen]),
+                decode_headers(data, hpos, hcount) if hcount else [],
+                attributes,
+                is_control,
+            )
         )
     return out
 
 
-def _decode_headers(data: Buffer, pos: int, end: int, base_offset: int) -> Tuple[List[Header], int]:
-    n, pos = decode_varint(data, pos, end)
-    if n < 0 or n > end - pos:
-        raise CorruptRecordError("record in batch %d claims %d headers" % (base_offset, n))
-    headers: List[Header] = []
-    for _ in range(n):
-        klen, pos = decode_varint(data, pos, end)
-        if klen < 0 or pos + klen > end:
-            raise CorruptRecordError("header key length %d overruns its record in batch %d" % (klen, base_offset))
-        try:
-            hkey = bytes(data[pos : pos + klen]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key in batch %d is not UTF-8" % base_offset) from None
-        pos += klen
-        vlen, pos = decode_varint(data, pos, end)
-        hval = None
-        if vlen >= 0:
-            if pos + vlen > end:
-                raise CorruptRecordError("header value of %d bytes overruns its record in batch %d" % (vlen, base_offset))
-            hval = bytes(data[pos : pos + vlen])
-            pos += vlen
-        elif vlen != -1:
-            raise CorruptRecordError("header value length %d in batch %d is negative" % (vlen, base_offset))
-        headers.append((hkey, hval))
-    return headers, pos
-
-
 def decode_headers(data: Buffer, position: int, count: int) -> List[Header]:
     """Decode ``count`` headers starting at ``position`` (the columnar headers column)."""
-    headers: List[Header] = []
     end = len(data)
+    if position < 0 or position > end:
+        raise ValueError("position %d is outside the data of %d bytes" % (position, end))
+    headers: List[Header] = []
     pos = position
     for _ in range(count):
         klen, pos = decode_varint(data, pos, end)
-        if klen < 0 or pos + klen > end:
-            raise CorruptRecordError("header key length %d at byte %d overruns the data" % (klen, pos))
-        hkey = bytes(data[pos : pos + klen]).decode("utf-8")
+        if klen < 0 or klen > end - pos:
+            raise CorruptRecordError("header key at byte %d overruns the data" % pos)
+        try:
+            hkey = bytes(data[pos : pos + klen]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not valid UTF-8") from None
         pos += klen
         vlen, pos = decode_varint(data, pos, end)
+        if vlen < -1 or vlen > end - pos:
+            raise CorruptRecordError("header value at byte %d overruns the data" % pos)
         hval = None
         if vlen >= 0:
-            if pos + vlen > end:
-                raise CorruptRecordError("header value length %d at byte %d overruns the data" % (vlen, pos))
             hval = bytes(data[pos : pos + vlen])
             pos += vlen
         headers.append((hkey, hval))
@@ -830,64 +855,62 @@ def decode_columns(
     v0/v1 record's key then value bytes. Starts index into ``data``; a length
     of -1 is a null key or value.
     """
+    from .legacy import iter_legacy_records  # legacy reads v0/v1 and uses this module's CRC
+
     buf = _as_bytes_view(buffer)
     end = len(buf)
-    entries = []
+    entries = []  # (position, batch or None, legacy records or None)
     pos = 0
-    total = 0
     copy = False
+    # Pass 1: frame and check every entry; data is copied only when an included
+    # entry is compressed or legacy (the compiled kernel decides the same way).
     while pos < end:
         size, magic = _frame_entry(buf, pos, end, check_crc)
         if size == 0:
             break
         if magic == MAGIC:
             batch = RecordBatch(buf, pos, check_crc=False)
-            count = batch.records_count
-            if count < 0 or count * MIN_RECORD_SIZE > size - HEADER_SIZE and batch.compression_type == 0:
-                raise CorruptRecordError("record batch at byte %d claims %d records in %d bytes" % (pos, count, size))
-            if batch.compression_type:
-                copy = True
-            entries.append((pos, magic, batch))
-            total += max(count, 0)
+            included = not (skip_control and batch.is_control_batch) and (
+                batch.last_offset >= start_offset and batch.base_offset < end_offset
+            )
+            if included:
+                copy = copy or batch.compression_type != codecs.NONE
+                entries.append((pos, batch, None))
         else:
             copy = True
-            entries.append((pos, magic, None))
+            recs = [
+                r
+                for r in iter_legacy_records(bytes(buf[pos : pos + size]), validate_crc=check_crc)
+                if start_offset <= r.offset < end_offset
+            ]
+            entries.append((pos, None, recs))
         pos += size
+    # Pass 2: parse records into the columns.
     cols: list = [[] for _ in COLUMN_NAMES]
     data = bytearray() if copy else buf
-    for pos, magic, batch in entries:
-        if magic == MAGIC:
-            if skip_control and batch.is_control_batch:
-                continue
-            if batch.next_offset <= start_offset or batch.base_offset >= end_offset:
-                continue
+    for pos, batch, legacy in entries:
+        if batch is not None:
             if copy:
-                base = len(data)
                 section = batch._records_section()
+                section_start = len(data)
                 data += section
-                section_start = base
             else:
                 section = memoryview(buf)[pos + RECORDS_OFFSET : batch.end]
                 section_start = pos + RECORDS_OFFSET
             _columns_of_section(batch, section, section_start, start_offset, end_offset, cols)
-        else:
-            from .legacy import iter_legacy_records  # legacy entries are rare: import on use
-
-            entry_end = pos + LOG_OVERHEAD + _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1]
-            for rec in iter_legacy_records(bytes(buf[pos:entry_end]), validate_crc=check_crc):
-                if not start_offset <= rec.offset < end_offset:
-                    continue
-                row = [rec.offset, rec.timestamp, rec.timestamp_type]
-                for part in (rec.key, rec.value):
-                    row.append(len(data))
-                    if part is None:
-                        row.append(-1)
-                    else:
-                        data += part
-                        row.append(len(part))
-                row += [len(data), 0]
-                for col, v in zip(cols, row):
-                    col.append(v)
+            continue
+        for rec in legacy:
+            row = [rec.offset, rec.timestamp, rec.timestamp_type]
+            for part in (rec.key, rec.value):
+                row.append(len(data))
+                if part is None:
+                    row.append(-1)
+                else:
+                    data += part
+                    row.append(len(part))
+            row += [len(data), 0]
+            for col, v in zip(cols, row):
+                col.append(v)
     arrays = _new_columns(len(cols[0]))
     for arr, col in zip(arrays, cols):
         arr[:] = col
@@ -895,45 +918,13 @@ def decode_columns(
 
 
 def _columns_of_section(batch, section, section_start, start_offset, end_offset, cols) -> None:
-    end = len(section)
-    count = batch.records_count
     ts_type = batch.timestamp_type
-    last_delta = batch.last_offset_delta
-    prev = -1
-    pos = 0
-    for _ in range(count):
-        length, pos = decode_varint(section, pos, end)
-        rec_end = pos + length
-        if length < MIN_RECORD_SIZE - 1 or rec_end > end:
-            raise CorruptRecordError("record in batch %d claims length %d with %d bytes left" % (batch.base_offset, length, end - pos))
-        pos += 1
-        ts_delta, pos = decode_varint(section, pos, rec_end, 10)
-        delta, pos = decode_varint(section, pos, rec_end)
-        if delta <= prev or delta > last_delta:
-            raise CorruptRecordError("record offset delta %d in batch %d is out of order" % (delta, batch.base_offset))
-        prev = delta
-        row = [
-            batch.base_offset + delta,
-            batch.max_timestamp if ts_type == LOG_APPEND_TIME else batch.base_timestamp + ts_delta,
-            ts_type,
-        ]
-        for what in ("key", "value"):
-            n, pos = decode_varint(section, pos, rec_end)
-            if n < -1 or pos + max(n, 0) > rec_end:
-                raise CorruptRecordError("record %s length %d overruns its record in batch %d" % (what, n, batch.base_offset))
-            row += [section_start + pos, n]
-            pos += max(n, 0)
-        hstart = pos
-        hcount, body = decode_varint(section, pos, rec_end)
-        _, after = _decode_headers(section, hstart, rec_end, batch.base_offset)
-        if after != rec_end:
-            raise CorruptRecordError(
-                "record in batch %d has %d bytes beyond its fields" % (batch.base_offset, rec_end - after)
-            )
-        pos = rec_end
-        row += [section_start + body, hcount]
-        if start_offset <= row[0] < end_offset:
-            for col, v in zip(cols, row):
-                col.append(v)
-    if pos != end:
-        raise CorruptRecordError("record batch at offset %d has %d bytes after its records" % (batch.base_offset, end - pos))
+    for _, _, ts_delta, delta, kpos, klen, vpos, vlen, hpos, hcount in _iter_fields(batch, section, 0, len(section)):
+        offset = batch.base_offset + delta
+        if not start_offset <= offset < end_offset:
+            continue
+        timestamp = batch.max_timestamp if ts_type == LOG_APPEND_TIME else batch.base_timestamp + ts_delta
+        row = (offset, timestamp, ts_type, section_start + kpos, klen, section_start + vpos, vlen,
+               section_start + hpos, hcount)
+        for col, v in zip(cols, row):
+            col.append(v)

@@ -166,3 +166,20 @@ def test_public_decode_columns_matches():
     cols = records.decode_columns(buf)
     assert list(cols.rows()) == [(i, TS, 0, b"k", b"v", [("a", b"b")]) for i in range(3)]
     assert cols.headers(0) == [("a", b"b")]
+
+
+if len(IMPLEMENTATIONS) == 2:  # the pure-Python run has no compiled kernel to compare with
+
+    def test_compiled_and_pure_lay_out_the_same_columns():
+        compiled = importlib.import_module("pylogq._core._records")
+        legacy = LegacyRecordBatchBuilder(0, 2)
+        for i in range(4):
+            legacy.append(i, TS, b"k", b"old %d" % i)
+        buf = (batch([(TS + i, b"k%d" % i, b"v" * i, [("h", b"%d" % i)]) for i in range(20)])
+               + batch([(TS, None, b"z" * 300, [])] * 7, codec=4, base_offset=20) + bytes(legacy.build()))
+        for lo, hi in ((-(2**63), 2**63 - 1), (5, 24)):
+            a = compiled.decode_columns(buf, True, True, lo, hi)
+            b = default_records.decode_columns(buf, True, True, lo, hi)
+            assert bytes(a[0]) == bytes(b[0]) and a[1] == b[1]
+            for x, y in zip(a[2:], b[2:]):
+                assert x.dtype == y.dtype and x.tolist() == y.tolist()

@@ -1,0 +1,107 @@
+"""Codecs: round trips, the framing quirks real clients write, and bad payloads."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import zlib
+
+import kafka.codec as kp_codec
+import lz4.frame
+import pytest
+import snappy
+import xxhash
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pylogq.errors import CorruptRecordError, UnsupportedCodecError
+from pylogq.records import codecs
+
+ALL = [codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=100_000), codec=st.sampled_from([codecs.NONE] + ALL), magic=st.sampled_from([0, 1, 2]))
+def test_round_trip(data, codec, magic):
+    assert codecs.decompress(codec, codecs.compress(codec, data, magic), magic) == data
+
+
+def test_codec_ids_and_names():
+    assert [codecs.codec_id(n) for n in ("none", "gzip", "snappy", "lz4", "zstd", "uncompressed")] == [0, 1, 2, 3, 4, 0]
+    assert codecs.codec_id(None) == 0 and codecs.codec_id("LZ4") == 3
+    with pytest.raises(UnsupportedCodecError, match="'brotli'"):
+        codecs.codec_id("brotli")
+    with pytest.raises(UnsupportedCodecError, match="5"):
+        codecs.codec_id(5)
+    with pytest.raises(UnsupportedCodecError):
+        codecs.compress(6, b"x")
+
+
+def test_gzip_is_deterministic_and_reads_concatenated_members():
+    data = os.urandom(1000)
+    assert codecs.gzip_encode(data) == codecs.gzip_encode(data)
+    assert codecs.gzip_decode(gzip.compress(b"ab") + gzip.compress(b"cd")) == b"abcd"
+    assert codecs.gzip_decode(zlib.compress(b"zlib-framed")) == b"zlib-framed"
+
+
+def test_snappy_writes_xerial_framing_like_the_java_client():
+    data = os.urandom(50) * 2000  # 100 KB: several 32 KB xerial blocks
+    framed = codecs.snappy_encode(data)
+    assert framed[:8] == b"\x82SNAPPY\x00" and struct.unpack(">ii", framed[8:16]) == (1, 1)
+    assert kp_codec.snappy_decode(framed) == data
+    assert codecs.snappy_decode(kp_codec.snappy_encode(data, xerial_compatible=True)) == data
+    assert codecs.snappy_decode(snappy.compress(data)) == data  # raw, as librdkafka writes
+    assert codecs.snappy_encode(data, xerial=False) == snappy.compress(data)
+
+
+def test_lz4_frame_as_clients_write_it():
+    data = os.urandom(30) * 5000
+    assert lz4.frame.decompress(codecs.lz4_encode(data)) == data
+    assert codecs.lz4_decode(kp_codec.lz4_encode(data)) == data
+
+
+def test_lz4_v0_uses_kafka_08_header_checksum():
+    data = b"kafka 0.8 lz4" * 100
+    frame = codecs.lz4_encode_v0(data)
+    # Kafka 0.8 hashed the magic number with the descriptor: byte 6 is that checksum.
+    assert frame[6] == (xxhash.xxh32(frame[0:6]).intdigest() >> 8) & 0xFF
+    assert kp_codec.lz4_decode_old_kafka(frame) == data
+    assert codecs.decompress(codecs.LZ4, kp_codec.lz4_encode_old_kafka(data), magic=0) == data
+    # A v0 frame with a correct checksum (a fixed client) decodes too.
+    assert codecs.decompress(codecs.LZ4, codecs.lz4_encode(data), magic=0) == data
+
+
+def test_zstd_frames_without_content_size():
+    data = os.urandom(20) * 3000
+    no_size = zstandard.ZstdCompressor(write_content_size=False).compress(data)
+    assert codecs.zstd_decode(no_size) == data
+    small = zstandard.ZstdCompressor().compress(b"second frame")
+    assert codecs.zstd_decode(no_size + small + no_size) == data + b"second frame" + data
+    assert codecs.zstd_decode(kp_codec.zstd_encode(data)) == data
+
+
+@pytest.mark.parametrize("codec", ALL, ids=[codecs.NAMES[c] for c in ALL])
+def test_garbage_and_truncation_are_corruption(codec):
+    data = os.urandom(64) * 200
+    good = codecs.compress(codec, data)
+    with pytest.raises(CorruptRecordError):
+        codecs.decompress(codec, b"\x00garbage that is not a frame at all")
+    for cut in (1, len(good) // 2, len(good) - 1):
+        with pytest.raises(CorruptRecordError):
+            codecs.decompress(codec, good[:cut])
+
+
+@pytest.mark.parametrize("codec", ALL, ids=[codecs.NAMES[c] for c in ALL])
+def test_decompression_is_bounded(codec):
+    bomb = codecs.compress(codec, bytes(5_000_000))
+    assert len(bomb) < 300_000
+    with pytest.raises(CorruptRecordError, match="more than 1000000 bytes"):
+        codecs.decompress(codec, bomb, max_size=1_000_000)
+    assert len(codecs.decompress(codec, bomb, max_size=5_000_000)) == 5_000_000
+
+
+def test_unknown_codec_in_attributes_is_corruption():
+    with pytest.raises(CorruptRecordError, match="codec 5"):
+        codecs.decompress(5, b"x")
