@@ -15,7 +15,6 @@ from libc.stdint cimport uint32_t
 
 
 cdef extern from "crc.h" nogil:
-    ctypedef uint32_t (*pylogq_crc_fn)(uint32_t crc, const void *buf, size_t len)
     uint32_t pylogq_crc32c(uint32_t crc, const void *buf, size_t len)
     uint32_t pylogq_crc32(uint32_t crc, const void *buf, size_t len)
     const char *pylogq_crc32c_impl()
@@ -85,10 +84,6 @@ cdef class Variant:
     For tests and benchmarks: each CPU-specific path this machine can run is
     reachable even when a faster one is in use.
     """
-
-    cdef pylogq_crc_fn fn
-    cdef readonly str algorithm
-    cdef readonly str name
 
     def __call__(self, data, crc=0):
         return _run(self.fn, data, crc)

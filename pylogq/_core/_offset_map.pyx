@@ -40,11 +40,6 @@ cdef extern from *:
     """
     void pylogq_prefetch_w(const void *p) nogil
 
-ctypedef struct Slot:
-    uint64_t h1
-    uint64_t h2
-    int64_t offset
-
 cdef enum:
     SLOT_BYTES = 24
     # put_columns releases the GIL above this many rows.
@@ -131,15 +126,6 @@ cdef class OffsetMap:
     Not thread-safe. put_columns releases the GIL; while it runs, every other
     call on the same map raises RuntimeError instead of racing it.
     """
-
-    cdef Slot *_table
-    cdef Py_ssize_t _slots
-    cdef Py_ssize_t _capacity
-    cdef Py_ssize_t _size
-    cdef int64_t _latest
-    cdef uint64_t _lookups
-    cdef uint64_t _probes
-    cdef bint _busy
 
     def __cinit__(self, memory):
         cdef Py_ssize_t mem

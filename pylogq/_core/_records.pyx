@@ -1,6 +1,8 @@
 # cython: language_level=3, cdivision=True
 """Magic v2 record batches, compiled (the twin of ``pylogq.records.default_records``).
 
+The classes' fields are declared in ``_records.pxd``.
+
 The byte layout is documented once, in ``pylogq/records/default_records.py``;
 the offsets below are the same chained constants. Every read from a buffer
 goes through the checked helpers (``_varint`` and explicit ``end`` tests):
@@ -291,15 +293,6 @@ cdef class Record:
     (``is_control``) ``control_type`` is 0 (abort) or 1 (commit).
     """
 
-    cdef readonly int64_t offset
-    cdef readonly int64_t timestamp
-    cdef readonly int timestamp_type
-    cdef readonly object key
-    cdef readonly object value
-    cdef object _headers
-    cdef readonly int attributes
-    cdef readonly bint is_control
-
     def __init__(self, int64_t offset, int64_t timestamp, int timestamp_type, key, value, headers,
                  int attributes=0, bint is_control=False):
         self.offset = offset
@@ -360,25 +353,6 @@ cdef class RecordBatch:
     record's structure; a bad byte raises CorruptRecordError. The view keeps
     the buffer exported while it lives (a bytearray under it cannot resize).
     """
-
-    cdef Py_buffer _view
-    cdef bint _has_view
-    cdef readonly Py_ssize_t position
-    cdef readonly Py_ssize_t end
-    cdef readonly int64_t base_offset
-    cdef readonly int32_t batch_length
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly int magic
-    cdef readonly uint32_t crc
-    cdef readonly int attributes
-    cdef readonly int32_t last_offset_delta
-    cdef readonly int64_t base_timestamp
-    cdef readonly int64_t max_timestamp
-    cdef readonly int64_t producer_id
-    cdef readonly int producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly int32_t records_count
-    cdef public bint check_crc
 
     def __cinit__(self, buffer, Py_ssize_t position=0, bint check_crc=True):
         PyObject_GetBuffer(buffer, &self._view, PyBUF_SIMPLE)
@@ -592,26 +566,6 @@ cdef class RecordBatchBuilder:
     CRC, and returns the batch as a bytearray; the builder is then spent.
     Not thread-safe.
     """
-
-    cdef bytearray _buf
-    cdef Py_ssize_t _len
-    cdef Py_ssize_t _cap
-    cdef readonly int compression_type
-    cdef readonly int64_t base_offset
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly int64_t producer_id
-    cdef readonly int producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly bint is_transactional
-    cdef readonly bint is_control
-    cdef readonly int timestamp_type
-    cdef readonly Py_ssize_t batch_size
-    cdef int32_t _count
-    cdef int64_t _last_delta
-    cdef int64_t _first_ts
-    cdef int64_t _max_ts
-    cdef bint _has_first
-    cdef bint _built
 
     def __init__(self, compression_type=0, *, int64_t base_offset=0, int32_t partition_leader_epoch=0,
                  int64_t producer_id=-1, int producer_epoch=-1, int32_t base_sequence=-1,
@@ -1091,7 +1045,7 @@ def _new_columns(Py_ssize_t n):
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def decode_columns(buffer, bint check_crc=True, bint skip_control=True, lo=None, hi=None):
+def decode_columns(buffer, bint check_crc=True, bint skip_control=True, start_offset=None, end_offset=None):
     """Decode a buffer of batches into columns: -> (data, n, *columns in COLUMN_NAMES order).
 
     See :func:`pylogq.records.decode_columns`. ``data`` is the input buffer
@@ -1108,8 +1062,8 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, lo=None,
     cdef list entries = []
     cdef list sections = []
     cdef Py_ssize_t shift
-    cdef int64_t start_offset = INT64_MIN if lo is None else lo
-    cdef int64_t end_offset = INT64_MAX if hi is None else hi
+    cdef int64_t lo = INT64_MIN if start_offset is None else start_offset
+    cdef int64_t hi = INT64_MAX if end_offset is None else end_offset
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
         buf = <const uint8_t *>view.buf
@@ -1124,8 +1078,8 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, lo=None,
                 count = _i32(buf + pos + RECORDS_COUNT_OFFSET)
                 if skip_control and attributes & CONTROL_MASK:
                     entries.append((pos, magic, None, 0))
-                elif (_i64(buf + pos) + _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET) < start_offset
-                        or _i64(buf + pos) >= end_offset):
+                elif (_i64(buf + pos) + _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET) < lo
+                        or _i64(buf + pos) >= hi):
                     entries.append((pos, magic, None, 0))
                 elif attributes & COMPRESSION_MASK:
                     copy = True
@@ -1145,7 +1099,7 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, lo=None,
                 copy = True
                 from pylogq.records.legacy import iter_legacy_records
                 recs = [r for r in iter_legacy_records((<char *>buf + pos)[:size], validate_crc=check_crc)
-                        if start_offset <= r.offset < end_offset]
+                        if lo <= r.offset < hi]
                 entries.append((pos, magic, recs, len(recs)))
                 total += len(recs)
             pos += size
@@ -1176,7 +1130,7 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, lo=None,
                         _i64(buf + pos), count, _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET),
                         _i64(buf + pos + BASE_TIMESTAMP_OFFSET), _i64(buf + pos + MAX_TIMESTAMP_OFFSET),
                         LOG_APPEND_TIME if _i16(buf + pos + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK else CREATE_TIME,
-                        start_offset, end_offset, row, offsets, timestamps, ts_types, key_start, key_length,
+                        lo, hi, row, offsets, timestamps, ts_types, key_start, key_length,
                         value_start, value_length, headers_start, headers_count)
                 else:
                     shift = len(data)
@@ -1186,7 +1140,7 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, lo=None,
                         _i64(buf + pos), count, _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET),
                         _i64(buf + pos + BASE_TIMESTAMP_OFFSET), _i64(buf + pos + MAX_TIMESTAMP_OFFSET),
                         LOG_APPEND_TIME if _i16(buf + pos + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK else CREATE_TIME,
-                        start_offset, end_offset, row, offsets, timestamps, ts_types, key_start, key_length,
+                        lo, hi, row, offsets, timestamps, ts_types, key_start, key_length,
                         value_start, value_length, headers_start, headers_count)
             else:
                 for rec in section:

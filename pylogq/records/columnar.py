@@ -105,6 +105,4 @@ def decode_columns(
     batches unless ``skip_control=False``; a partial batch at the end is
     ignored (fetch responses end with one). Bad bytes raise CorruptRecordError.
     """
-    lo = -(2**63) if start_offset is None else start_offset
-    hi = 2**63 - 1 if end_offset is None else end_offset
-    return RecordColumns(*impl.decode_columns(buffer, check_crc, skip_control, lo, hi))
+    return RecordColumns(*impl.decode_columns(buffer, check_crc, skip_control, start_offset, end_offset))

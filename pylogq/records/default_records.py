@@ -843,12 +843,13 @@ def decode_columns(
     buffer: Buffer,
     check_crc: bool = True,
     skip_control: bool = True,
-    start_offset: int = -(2**63),
-    end_offset: int = 2**63 - 1,
+    start_offset: Optional[int] = None,
+    end_offset: Optional[int] = None,
 ) -> tuple:
     """Decode a buffer of batches into columns: -> (data, n, *columns in COLUMN_NAMES order).
 
-    Records with offset in [start_offset, end_offset) are kept; a partial
+    Records with offset in [start_offset, end_offset) are kept (None: no
+    bound); a partial
     entry at the end is ignored. ``data`` is the input buffer itself when every
     entry is an uncompressed v2 batch (no copy); otherwise a new buffer holding,
     entry after entry, each v2 batch's (decompressed) records section, or each
@@ -857,6 +858,10 @@ def decode_columns(
     """
     from .legacy import iter_legacy_records  # legacy reads v0/v1 and uses this module's CRC
 
+    if start_offset is None:
+        start_offset = -(2**63)
+    if end_offset is None:
+        end_offset = 2**63 - 1
     buf = _as_bytes_view(buffer)
     end = len(buf)
     entries = []  # (position, batch or None, legacy records or None)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
-from conftest import IMPLEMENTATIONS
+from tests.conftest import IMPLEMENTATIONS
 from pylogq import records
 from pylogq.errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
 from pylogq.records import codecs, default_records

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
-from conftest import IMPLEMENTATIONS
+from tests.conftest import IMPLEMENTATIONS
 from pylogq import records
 from pylogq.errors import CorruptRecordError, InvalidRecordError
 from pylogq.records import default_records

@@ -1,0 +1,64 @@
+# cython: language_level=3
+"""Fields of the v2 record kernels' classes (declared once, here, for cimport and review)."""
+
+from libc.stdint cimport int32_t, int64_t, uint32_t
+
+
+cdef class Record:
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly int timestamp_type
+    cdef readonly object key
+    cdef readonly object value
+    cdef object _headers            # list, or None for "no headers" (built on first access)
+    cdef readonly int attributes
+    cdef readonly bint is_control
+
+
+cdef class RecordBatch:
+    cdef Py_buffer _view            # the exported buffer, held for the view's lifetime
+    cdef bint _has_view
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t end
+    cdef readonly int64_t base_offset
+    cdef readonly int32_t batch_length
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly int magic
+    cdef readonly uint32_t crc
+    cdef readonly int attributes
+    cdef readonly int32_t last_offset_delta
+    cdef readonly int64_t base_timestamp
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t producer_id
+    cdef readonly int producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly int32_t records_count
+    cdef public bint check_crc
+
+    cdef object _section(self)
+
+
+cdef class RecordBatchBuilder:
+    cdef bytearray _buf             # header space, then records; grown by doubling
+    cdef Py_ssize_t _len            # bytes in use
+    cdef Py_ssize_t _cap            # bytes allocated
+    cdef readonly int compression_type
+    cdef readonly int64_t base_offset
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly int64_t producer_id
+    cdef readonly int producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly bint is_transactional
+    cdef readonly bint is_control
+    cdef readonly int timestamp_type
+    cdef readonly Py_ssize_t batch_size
+    cdef int32_t _count
+    cdef int64_t _last_delta
+    cdef int64_t _first_ts
+    cdef int64_t _max_ts
+    cdef bint _has_first
+    cdef bint _built
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1
+    cdef Py_ssize_t _append(self, int64_t offset, object timestamp, object key, object value,
+                            object headers) except -1
