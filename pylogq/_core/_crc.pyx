@@ -86,6 +86,9 @@ cdef class Variant:
     """
 
     def __call__(self, data, crc=0):
+        # Only variants() sets fn: a Variant made any other way has none to call.
+        if self.fn == NULL:
+            raise TypeError("a Variant comes from variants(); this one has no function")
         return _run(self.fn, data, crc)
 
     def __repr__(self):
@@ -95,7 +98,7 @@ cdef class Variant:
 def variants(str algorithm):
     """The implementations of algorithm ("crc32c" or "crc32") this CPU can run, fastest first."""
     cdef const char *(*lookup)(size_t, pylogq_crc_fn *)
-    cdef pylogq_crc_fn fn
+    cdef pylogq_crc_fn fn = NULL
     cdef const char *name
     cdef size_t i = 0
     cdef Variant v

@@ -14,7 +14,6 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_AsUTF8String
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdint cimport INT64_MAX, INT64_MIN
 from libc.string cimport memcpy
@@ -247,10 +246,8 @@ cdef list _headers_list(const uint8_t *buf, Py_ssize_t pos, int64_t count):
     cdef Py_ssize_t end = pos + (1 << 40)
     for _ in range(count):
         _varint(buf, &pos, end, &klen, 5)
-        try:
-            hkey = (<char *>buf + pos)[:klen].decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key is not valid UTF-8") from None
+        # Not UTF-8 is not corruption (Kafka decodes leniently): keep the bytes.
+        hkey = (<char *>buf + pos)[:klen].decode("utf-8", "surrogateescape")
         pos += klen
         _varint(buf, &pos, end, &vlen, 5)
         if vlen < 0:
@@ -736,7 +733,7 @@ cdef list _encode_headers(object headers):
     out += (<char *>tmp)[:end - tmp]
     for h_key, h_value in items:
         if isinstance(h_key, str):
-            h_key = PyUnicode_AsUTF8String(h_key)
+            h_key = h_key.encode("utf-8", "surrogateescape")
         elif not isinstance(h_key, (bytes, bytearray)):
             raise TypeError("header key must be str or bytes, not %s" % type(h_key).__name__)
         end = _write_varint(tmp, len(h_key))
@@ -896,11 +893,11 @@ cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer) exc
     _check_count(base_offset, count, send - spos)
     with nogil:
         for i in range(count):
+            # With count == last delta + 1 (checked above for producers) and
+            # deltas strictly increasing up to the last delta, a producer's
+            # deltas are exactly 0..count-1.
             rc = _parse_record(sec, spos, send, prev, last_delta, &f)
             if rc:
-                break
-            if producer and f.offset_delta != i:
-                rc = ERR_DELTA
                 break
             prev = f.offset_delta
             spos = f.end
@@ -1077,10 +1074,10 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, start_of
                 attributes = _i16(buf + pos + ATTRIBUTES_OFFSET)
                 count = _i32(buf + pos + RECORDS_COUNT_OFFSET)
                 if skip_control and attributes & CONTROL_MASK:
-                    entries.append((pos, magic, None, 0))
+                    pass  # excluded: control batches carry no application records
                 elif (_i64(buf + pos) + _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET) < lo
                         or _i64(buf + pos) >= hi):
-                    entries.append((pos, magic, None, 0))
+                    pass  # excluded: no offset in range
                 elif attributes & COMPRESSION_MASK:
                     copy = True
                     if attributes & COMPRESSION_MASK > 4:
@@ -1115,8 +1112,6 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, start_of
             data = buffer
         # Pass 2: parse records into the columns.
         for pos, magic, section, count in entries:
-            if count == 0 and section is None:
-                continue
             if magic == MAGIC_V2:
                 size = LOG_OVERHEAD + _i32(buf + pos + LENGTH_OFFSET)
                 if section is None:

@@ -230,7 +230,7 @@ def _encode_record(
         encode_varint(len(headers), body)
         for h_key, h_value in headers:
             if isinstance(h_key, str):
-                h_key = h_key.encode("utf-8")
+                h_key = h_key.encode("utf-8", "surrogateescape")
             elif not isinstance(h_key, (bytes, bytearray)):
                 raise TypeError("header key must be str or bytes, not %s" % type(h_key).__name__)
             encode_varint(len(h_key), body)
@@ -648,7 +648,12 @@ def _decode_records(batch: RecordBatch) -> List[Record]:
 
 
 def decode_headers(data: Buffer, position: int, count: int) -> List[Header]:
-    """Decode ``count`` headers starting at ``position`` (the columnar headers column)."""
+    """Decode ``count`` headers starting at ``position`` (the columnar headers column).
+
+    Header keys are UTF-8 by contract, but a broker does not enforce it (Kafka
+    decodes them leniently). Bytes that are not UTF-8 decode with
+    ``surrogateescape``, so they round-trip unchanged through ``append``.
+    """
     end = len(data)
     if position < 0 or position > end:
         raise ValueError("position %d is outside the data of %d bytes" % (position, end))
@@ -658,10 +663,7 @@ def decode_headers(data: Buffer, position: int, count: int) -> List[Header]:
         klen, pos = decode_varint(data, pos, end)
         if klen < 0 or klen > end - pos:
             raise CorruptRecordError("header key at byte %d overruns the data" % pos)
-        try:
-            hkey = bytes(data[pos : pos + klen]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key is not valid UTF-8") from None
+        hkey = bytes(data[pos : pos + klen]).decode("utf-8", "surrogateescape")
         pos += klen
         vlen, pos = decode_varint(data, pos, end)
         if vlen < -1 or vlen > end - pos:
@@ -760,20 +762,26 @@ def assign_offsets(
             raise CorruptRecordError(
                 "produce buffer ends with %d bytes at byte %d, fewer than a batch header" % (end - pos, pos)
             )
-        batch = RecordBatch(buf, pos)
+        size, magic = _frame_entry(buf, pos, end, True)
+        if magic != MAGIC:
+            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic))
+        if size == 0:
+            raise CorruptRecordError(
+                "record batch at byte %d claims length %d but only %d bytes follow"
+                % (pos, _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1], end - pos - LOG_OVERHEAD)
+            )
+        batch = RecordBatch(buf, pos, check_crc=False)
         if batch.records_count <= 0 or batch.last_offset_delta != batch.records_count - 1:
             raise InvalidRecordError(
                 "record batch at byte %d has %d records but last offset delta %d"
                 % (pos, batch.records_count, batch.last_offset_delta)
             )
-        recs = batch.records()
-        for i, rec in enumerate(recs):
-            if rec.offset - batch.base_offset != i:
-                raise InvalidRecordError(
-                    "record %d of the batch at byte %d has offset delta %d" % (i, pos, rec.offset - batch.base_offset)
-                )
+        # With count == last delta + 1 and deltas strictly increasing up to the
+        # last delta (checked by the parser), the deltas are exactly 0..count-1.
+        section = batch._records_section()
+        for _ in _iter_fields(batch, section, 0, len(section)):
+            records += 1
         batches.append(batch)
-        records += len(recs)
         pos = batch.end
     next_offset = base_offset
     max_ts = -1

@@ -273,6 +273,10 @@ if _compiled is not None:
         with pytest.raises(ValueError, match="crc64"):
             _compiled.variants("crc64")
 
+    def test_variant_not_from_variants_raises_instead_of_crashing() -> None:
+        with pytest.raises(TypeError, match="variants"):
+            _compiled.Variant()(b"abc")
+
 
 if _compiled is not None and platform.machine() in ("x86_64", "AMD64") and os.path.exists("/proc/cpuinfo"):
     # The hardware paths are x86-64; the CPU flags come from /proc/cpuinfo.
