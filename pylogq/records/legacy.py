@@ -57,11 +57,7 @@ from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from ..errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
 from . import codecs
-
-try:
-    from .crc import crc32
-except ImportError:  # the CRC module is optional here: zlib computes the same CRC-32
-    from zlib import crc32
+from .crc import crc32
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -391,7 +387,7 @@ def _inner_messages(wrapper: LegacyMessage, validate_crc: bool) -> List[LegacyMe
                 "%sinner message at offset %d has magic %d, the wrapper magic %d"
                 % (where, msg.offset, msg.magic, wrapper.magic)
             )
-        if msg.attributes & CODEC_MASK:
+        if msg.is_wrapper:
             raise CorruptRecordError("%sinner message at offset %d is itself compressed" % (where, msg.offset))
         inner.append(msg)
         pos += msg.size
@@ -399,7 +395,7 @@ def _inner_messages(wrapper: LegacyMessage, validate_crc: bool) -> List[LegacyMe
 
 
 def _records_of(msg: LegacyMessage, validate_crc: bool) -> List[LegacyRecord]:
-    codec = msg.attributes & CODEC_MASK
+    codec = msg.compression_type
     if codec == codecs.NONE:
         return [
             LegacyRecord(
@@ -482,7 +478,7 @@ def validate_legacy(buffer: Buffer) -> int:
     """
     count = 0
     for msg in iter_legacy_messages(buffer, True, False):
-        if msg.attributes & CODEC_MASK:
+        if msg.is_wrapper:
             count += len(_inner_messages(msg, True))
         else:
             count += 1
@@ -534,7 +530,7 @@ def _append_message(
 
 def _as_bytes(obj: object, what: str) -> Optional[Buffer]:
     if obj is None or isinstance(obj, (bytes, bytearray)):
-        return obj  # type: ignore[return-value]
+        return obj
     if isinstance(obj, memoryview):
         return obj.tobytes()
     raise TypeError("%s must be bytes, bytearray, memoryview or None, not %s" % (what, type(obj).__name__))
@@ -593,10 +589,7 @@ class LegacyRecordBatchBuilder:
         """Add one record; None when the set is full. ``timestamp`` (ms) is ignored for v0."""
         if headers:
             raise ValueError("magic %d messages cannot carry headers (got %d)" % (self.magic, len(headers)))
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise TypeError("offset must be an int, not %r" % (offset,))
-        if not 0 <= offset <= INT64_MAX:
-            raise ValueError("offset must be in [0, 2**63-1], not %d" % offset)
+        _check_offset(offset, "offset")
         if self._count and offset <= self._last_offset:
             raise ValueError("offset %d does not follow the previous offset %d" % (offset, self._last_offset))
         if self.magic == 0:
@@ -609,9 +602,7 @@ class LegacyRecordBatchBuilder:
             raise ValueError("timestamp must be -1 (none) or a non-negative int64, not %d" % timestamp)
         key = _as_bytes(key, "key")
         value = _as_bytes(value, "value")
-        size = LOG_OVERHEAD + _OVERHEAD[self.magic]
-        size += (0 if key is None else len(key)) + (0 if value is None else len(value))
-        projected = len(self._buffer) + size
+        projected = len(self._buffer) + self.size_in_bytes(self.magic, key, value)
         if self.compression_type:
             projected += LOG_OVERHEAD + _OVERHEAD[self.magic]
         if self._count and projected > self.batch_size:
@@ -687,14 +678,12 @@ def assign_offsets_legacy(
     next_offset = base_offset
     rebuild = False
     for msg in messages:
-        if not msg.attributes & CODEC_MASK:
-            last = next_offset
-            replacement = None
-        else:
+        last = next_offset
+        replacement = None
+        if msg.is_wrapper:
             inner = _inner_messages(msg, True)
             last = next_offset + len(inner) - 1
             first_inner = 0 if msg.magic > 0 else next_offset
-            replacement = None
             if last <= INT64_MAX and any(m.offset != first_inner + i for i, m in enumerate(inner)):
                 replacement = _rewrap(msg, inner, first_inner, last, log_append_time)
                 rebuild = True
@@ -714,6 +703,7 @@ def assign_offsets_legacy(
                 out += replacement
         return out, next_offset - 1
     target: Union[bytearray, memoryview]
+    patch: Union[bytearray, memoryview]
     if isinstance(buffer, bytearray) or (isinstance(buffer, memoryview) and not buffer.readonly):
         target, patch = buffer, view
     else:

@@ -463,3 +463,14 @@ def test_record_equality_and_repr(impl):
 def test_invalid_record_error_is_not_corruption():
     assert not issubclass(InvalidRecordError, CorruptRecordError)
 
+
+
+def test_both_twins_satisfy_the_protocols(impl):
+    from pylogq.records import protocols
+
+    builder = impl.RecordBatchBuilder()
+    assert isinstance(builder, protocols.RecordBatchBuilderProtocol)
+    builder.append(0, TS, b"k", b"v")
+    batch = impl.RecordBatch(bytes(builder.build()))
+    assert isinstance(batch, protocols.RecordBatchProtocol)
+    assert all(isinstance(r, protocols.RecordProtocol) for r in batch)
