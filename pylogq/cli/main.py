@@ -37,8 +37,7 @@ def _demo(directory: str) -> int:
         builder = LegacyRecordBatchBuilder(magic, codecs.GZIP)
         for i in range(100):
             builder.append(i, now, b"legacy-key", b"legacy v%d message %d" % (magic, i))
-        legacy = bytearray(builder.build())
-        legacy, _ = assign_offsets_legacy(legacy, offset)
+        legacy, _ = assign_offsets_legacy(builder.build(), offset)
         offset += 100
         batches.append(bytes(legacy))
     with open(path, "wb") as f:
@@ -62,13 +61,13 @@ def _demo(directory: str) -> int:
         if info.magic == 2:
             batch = records.RecordBatch(entry)
             recs = batch.records()
-            codec = codecs.NAMES[batch.compression_type]
+            kind = codecs.NAMES[batch.compression_type]
         else:
             recs = list(iter_legacy_records(entry))
-            codec = "legacy v%d" % info.magic
+            kind = "legacy v%d" % info.magic
         count += len(recs)
         print("  offsets %6d..%6d  %-10s %5d records  %6d bytes  first value %r" % (
-            recs[0].offset, recs[-1].offset, codec, len(recs), info.size, recs[0].value))
+            recs[0].offset, recs[-1].offset, kind, len(recs), info.size, recs[0].value))
     columns = records.decode_columns(data)
     print("columnar: %d records, offsets %d..%d, %d null keys" % (
         len(columns), columns.offsets[0], columns.offsets[-1], int(columns.key_null.sum())))

@@ -410,11 +410,11 @@ def build_batch(
     elif timestamps is None:
         timestamps = int(time.time() * 1000)
     kwargs["batch_size"] = INT32_MAX
-    builder = RecordBatchBuilder(compression_type, **kwargs)
+    builder = RecordBatchBuilder(compression_type, **kwargs)  # type: ignore[arg-type]
     for i in range(n):
         builder.append(
             i,
-            timestamps if isinstance(timestamps, int) else int(timestamps[i]),  # type: ignore[index]
+            timestamps if isinstance(timestamps, int) else int(timestamps[i]),
             None if keys is None else keys[i],
             values[i],
             None if headers is None else headers[i],
@@ -872,7 +872,7 @@ def decode_columns(
         end_offset = 2**63 - 1
     buf = _as_bytes_view(buffer)
     end = len(buf)
-    entries = []  # (position, batch or None, legacy records or None)
+    entries: List[Tuple[int, Optional[RecordBatch], Optional[list]]] = []  # (position, v2 batch, legacy records)
     pos = 0
     copy = False
     # Pass 1: frame and check every entry; data is copied only when an included
@@ -882,13 +882,13 @@ def decode_columns(
         if size == 0:
             break
         if magic == MAGIC:
-            batch = RecordBatch(buf, pos, check_crc=False)
-            included = not (skip_control and batch.is_control_batch) and (
-                batch.last_offset >= start_offset and batch.base_offset < end_offset
+            v2 = RecordBatch(buf, pos, check_crc=False)
+            included = not (skip_control and v2.is_control_batch) and (
+                v2.last_offset >= start_offset and v2.base_offset < end_offset
             )
             if included:
-                copy = copy or batch.compression_type != codecs.NONE
-                entries.append((pos, batch, None))
+                copy = copy or v2.compression_type != codecs.NONE
+                entries.append((pos, v2, None))
         else:
             copy = True
             recs = [
@@ -900,34 +900,34 @@ def decode_columns(
         pos += size
     # Pass 2: parse records into the columns.
     cols: list = [[] for _ in COLUMN_NAMES]
-    data = bytearray() if copy else buf
+    out = bytearray()
     for pos, batch, legacy in entries:
         if batch is not None:
             if copy:
                 section = batch._records_section()
-                section_start = len(data)
-                data += section
+                section_start = len(out)
+                out += section
             else:
                 section = memoryview(buf)[pos + RECORDS_OFFSET : batch.end]
                 section_start = pos + RECORDS_OFFSET
             _columns_of_section(batch, section, section_start, start_offset, end_offset, cols)
             continue
-        for rec in legacy:
+        for rec in legacy or ():
             row = [rec.offset, rec.timestamp, rec.timestamp_type]
             for part in (rec.key, rec.value):
-                row.append(len(data))
+                row.append(len(out))
                 if part is None:
                     row.append(-1)
                 else:
-                    data += part
+                    out += part
                     row.append(len(part))
-            row += [len(data), 0]
+            row += [len(out), 0]
             for col, v in zip(cols, row):
                 col.append(v)
     arrays = _new_columns(len(cols[0]))
     for arr, col in zip(arrays, cols):
         arr[:] = col
-    return (data, len(cols[0]), *arrays)
+    return (out if copy else buf, len(cols[0]), *arrays)
 
 
 def _columns_of_section(batch, section, section_start, start_offset, end_offset, cols) -> None:

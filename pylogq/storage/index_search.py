@@ -77,31 +77,23 @@ def _search(buf: Any, entries: int, target: int, size: int, floor: bool) -> int:
     if entries == 0:
         return -1
     key = _I32.unpack_from if size == OFFSET_ENTRY_SIZE else _I64.unpack_from
+    # Both searches find the first entry with key > bound: for the floor that
+    # entry's predecessor is the answer; for the ceiling, keys being integers,
+    # key > target - 1 is key >= target.
+    bound = target if floor else target - 1
     warm = max(0, entries - 1 - WARM_SECTION_BYTES // size)
-    warm_key = key(buf, warm * size)[0]
-    if floor:
-        # last entry with key <= target: first entry with key > target, minus one
-        if warm_key <= target:
-            lo, hi = warm + 1, entries
-        else:
-            lo, hi = 0, warm
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if key(buf, mid * size)[0] > target:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo - 1
-    if warm_key < target:
+    if key(buf, warm * size)[0] <= bound:
         lo, hi = warm + 1, entries
     else:
         lo, hi = 0, warm
     while lo < hi:
         mid = (lo + hi) >> 1
-        if key(buf, mid * size)[0] >= target:
+        if key(buf, mid * size)[0] > bound:
             hi = mid
         else:
             lo = mid + 1
+    if floor:
+        return lo - 1
     return -1 if lo == entries else lo
 
 
@@ -125,28 +117,25 @@ def _py_time_index_upper(buf: Any, entries: int, target_ts: int) -> int:
     return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, False)
 
 
-def _py_offset_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
-    """The ``(relative_offset, position)`` of offset index entry ``slot``."""
+def _entry(buf: Any, slot: int, entry: struct.Struct, kind: str) -> Tuple[int, int]:
     slot = index(slot)
-    count = _nbytes(buf) // OFFSET_ENTRY_SIZE
+    count = _nbytes(buf) // entry.size
     if slot < 0 or slot >= count:
         raise IndexError(
-            "offset index slot %d out of range: the buffer holds %d entries" % (slot, count)
+            "%s index slot %d out of range: the buffer holds %d entries" % (kind, slot, count)
         )
-    rel, pos = _OFFSET_ENTRY.unpack_from(buf, slot * OFFSET_ENTRY_SIZE)
-    return rel, pos
+    first, second = entry.unpack_from(buf, slot * entry.size)
+    return first, second
+
+
+def _py_offset_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
+    """The ``(relative_offset, position)`` of offset index entry ``slot``."""
+    return _entry(buf, slot, _OFFSET_ENTRY, "offset")
 
 
 def _py_time_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
     """The ``(timestamp, relative_offset)`` of time index entry ``slot``."""
-    slot = index(slot)
-    count = _nbytes(buf) // TIME_ENTRY_SIZE
-    if slot < 0 or slot >= count:
-        raise IndexError(
-            "time index slot %d out of range: the buffer holds %d entries" % (slot, count)
-        )
-    ts, rel = _TIME_ENTRY.unpack_from(buf, slot * TIME_ENTRY_SIZE)
-    return ts, rel
+    return _entry(buf, slot, _TIME_ENTRY, "time")
 
 
 _c = compiled("_index")

@@ -25,9 +25,10 @@ from operator import index
 from typing import Any, Optional, Tuple
 
 from .._speedups import compiled
+from ..records.columnar import decode_columns
 from ..errors import OffsetMapFullError
 
-__all__ = ["OffsetMap", "key_digest", "murmur3_x64_128", "SLOT_SIZE", "LOAD_FACTOR"]
+__all__ = ["OffsetMap", "key_digest", "murmur3_x64_128", "put_batches", "SLOT_SIZE", "LOAD_FACTOR"]
 
 SLOT_SIZE = 24
 LOAD_FACTOR = 0.9
@@ -55,9 +56,19 @@ def _fmix(k: int) -> int:
     return k
 
 
+def _contiguous_bytes(data: Any, what: str) -> bytes:
+    """The bytes of a C-contiguous buffer; BufferError for any other, as the kernel."""
+    if isinstance(data, bytes):
+        return data
+    with memoryview(data) as view:
+        if not view.c_contiguous:
+            raise BufferError("%s is not C-contiguous" % what)
+        return view.tobytes()
+
+
 def _murmur3(data: Any, seed: int = 0) -> Tuple[int, int]:
-    """MurmurHash3_x64_128 of a bytes-like object as (h1, h2)."""
-    key = data if isinstance(data, bytes) else memoryview(data).tobytes()
+    """MurmurHash3_x64_128 of a C-contiguous buffer as (h1, h2)."""
+    key = _contiguous_bytes(data, "key")
     n = len(key)
     nblocks = n // 16
     h1 = h2 = seed
@@ -261,35 +272,30 @@ class _PyOffsetMap:
         end = n if stop is None else index(stop)
         if not 0 <= start <= end <= n:
             raise ValueError("rows %d:%d out of range for %d rows" % (start, end, n))
-        with memoryview(data) as view:
-            if not view.c_contiguous:
-                raise BufferError("data is not C-contiguous")
-            raw = view.tobytes()
-            data_len = len(raw)
-            rows = range(start, end)
-            starts = ks[start:end].tolist()
-            lengths = kl[start:end].tolist()
-            offs_list = offs[start:end].tolist()
-            for row, s, length, offset in zip(rows, starts, lengths, offs_list):
-                if length == -1:
-                    continue
-                if length < -1:
-                    raise ValueError(
-                        "row %d: key_length %d is invalid (-1 marks a null key)" % (row, length)
-                    )
-                if s < 0 or s > data_len or length > data_len - s:
-                    raise ValueError(
-                        "row %d: key bytes [%d, %d) lie outside data of %d bytes"
-                        % (row, s, s + length, data_len)
-                    )
-                if offset < 0:
-                    raise ValueError("row %d: offset %d is negative" % (row, offset))
-            for row, s, length, offset in zip(rows, starts, lengths, offs_list):
-                if length == -1:
-                    continue
-                h1, h2 = _digest(raw[s : s + length])
-                if not self._insert(h1, h2, offset):
-                    return row - start
+        raw = _contiguous_bytes(data, "data")
+        data_len = len(raw)
+        starts, lengths = ks[start:end].tolist(), kl[start:end].tolist()
+        rows = list(zip(range(start, end), starts, lengths, offs[start:end].tolist()))
+        for row, s, length, offset in rows:
+            if length == -1:
+                continue
+            if length < -1:
+                raise ValueError(
+                    "row %d: key_length %d is invalid (-1 marks a null key)" % (row, length)
+                )
+            if s < 0 or s > data_len or length > data_len - s:
+                raise ValueError(
+                    "row %d: key bytes [%d, %d) lie outside data of %d bytes"
+                    % (row, s, s + length, data_len)
+                )
+            if offset < 0:
+                raise ValueError("row %d: offset %d is negative" % (row, offset))
+        for row, s, length, offset in rows:
+            if length == -1:
+                continue
+            h1, h2 = _digest(raw[s : s + length])
+            if not self._insert(h1, h2, offset):
+                return row - start
         return end - start
 
     def __len__(self) -> int:
@@ -359,3 +365,27 @@ else:
     OffsetMap = _PyOffsetMap
     key_digest = _py_key_digest
     murmur3_x64_128 = _py_murmur3_x64_128
+
+
+def put_batches(
+    offset_map: Any,
+    buffer: Any,
+    start_offset: Optional[int] = None,
+    end_offset: Optional[int] = None,
+) -> int:
+    """Put the key of every record in a buffer of batches; -> the next offset to map.
+
+    The records are decoded into columns and their keys hashed and inserted in
+    C (both without the GIL for large inputs); records without a key and
+    control batches are skipped, as a log cleaner skips them. When the map
+    fills up, the returned offset is that of the first record that did not
+    fit, so a cleaner knows where its map ends; otherwise it is one past the
+    last record (``start_offset`` or 0 for a buffer with no records).
+    """
+    columns = decode_columns(buffer, start_offset=start_offset, end_offset=end_offset)
+    if len(columns) == 0:
+        return 0 if start_offset is None else start_offset
+    consumed = offset_map.put_columns(columns.data, columns.key_start, columns.key_length, columns.offsets)
+    if consumed < len(columns):
+        return int(columns.offsets[consumed])
+    return int(columns.offsets[-1]) + 1

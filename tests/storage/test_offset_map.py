@@ -197,6 +197,22 @@ def test_bad_put_arguments(impl):
     assert len(m) == 0
 
 
+def test_non_contiguous_buffers_are_rejected(impl):
+    # The kernel takes buffers as PyBUF_SIMPLE; the exporter names the error
+    # (numpy ValueError, memoryview BufferError).
+    strided = np.arange(10, dtype=np.uint8)[::2]
+    m = impl.OffsetMap(240)
+    for call in (impl.key_digest, impl.murmur3_x64_128, m.get, lambda k: m.put(k, 1)):
+        with pytest.raises((BufferError, ValueError)):
+            call(strided)
+        with pytest.raises(BufferError):
+            call(memoryview(bytes(10))[::2])
+    ks, kl, offs = np.zeros(1, np.int64), np.ones(1, np.int32), np.zeros(1, np.int64)
+    with pytest.raises(BufferError):
+        m.put_columns(memoryview(bytes(10))[::2], ks, kl, offs)
+    assert len(m) == 0
+
+
 def test_full_map(impl):
     m = impl.OffsetMap(24 * 20)
     keys = [b"k%03d" % i for i in range(m.capacity)]
@@ -429,3 +445,33 @@ if not _speedups.NO_EXTENSIONS:
                 except OffsetMapFullError:
                     pass
         assert state(a, keys) == state(b, keys)
+
+
+def test_put_batches_maps_every_keyed_record_of_a_buffer(impl):
+    from pylogq import records
+    from pylogq.storage.offset_map import put_batches
+
+    keys = [b"user-%d" % (i % 50) for i in range(300)]
+    keys[7] = None  # records without a key are not mapped
+    buf = b""
+    for start, codec in ((0, "none"), (100, "zstd"), (200, "lz4")):
+        batch = records.build_batch([b"v"] * 100, keys=keys[start : start + 100], timestamps=0,
+                                    compression_type=codec, base_offset=start)
+        buf += bytes(batch)
+    m = impl.OffsetMap(24 * 100)
+    assert put_batches(m, buf) == 300
+    assert len(m) == 50
+    for k in range(50):
+        assert m.get(b"user-%d" % k) == max(i for i in range(300) if keys[i] == b"user-%d" % k)
+    assert m.latest_offset == 299
+
+
+def test_put_batches_reports_where_a_full_map_stopped(impl):
+    from pylogq import records
+    from pylogq.storage.offset_map import put_batches
+
+    batch = bytes(records.build_batch([b"v"] * 20, keys=[b"k%d" % i for i in range(20)], timestamps=0, base_offset=40))
+    m = impl.OffsetMap(24 * 10)  # capacity 9
+    assert put_batches(m, batch) == 49
+    assert len(m) == 9 and m.get(b"k8") == 48 and m.get(b"k9") == -1
+    assert put_batches(impl.OffsetMap(240), batch, start_offset=100) == 100
