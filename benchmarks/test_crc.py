@@ -58,6 +58,11 @@ def test_crc(benchmark, algorithm: str, name: str, fn: Callable[..., int], size:
     data = DATA[size]
     expected = {"crc32c": crc32c_peer.crc32c, "crc32": zlib.crc32}[algorithm](data)
     benchmark.group = f"{algorithm} {size}"
+    benchmark.extra_info.update(items=len(data), unit="B")
+    if name == {"crc32c": "crc32c-package", "crc32": "zlib"}[algorithm]:
+        benchmark.extra_info["peer"] = True
+    if size == "1MB":
+        benchmark.extra_info["target"] = {"crc32c": ">= 0.8x crc32c package", "crc32": ">= 1.0x zlib.crc32"}[algorithm]
     result = benchmark(fn, data)
     assert result == expected
     benchmark.extra_info["implementation"] = name

@@ -88,6 +88,9 @@ def test_offset_index_lookup(benchmark, name: str, index_mmap: mmap.mmap) -> Non
     else:
         result = benchmark(_bisect_lookups, KEYS, targets)
     assert result == (EXPECTED_PURE if len(targets) == PURE_TARGETS else EXPECTED)
+    benchmark.extra_info.update(items=len(targets), unit="lookups", target=">= 2M lookups/s")
+    if name == "bisect-list":
+        benchmark.extra_info["peer"] = True
     benchmark.extra_info["implementation"] = name
     benchmark.extra_info["entries"] = ENTRIES
     if benchmark.stats is not None:

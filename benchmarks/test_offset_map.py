@@ -94,6 +94,9 @@ def test_offset_map_build(benchmark, name: str, big, small) -> None:
     n = len(keys)
     benchmark.extra_info["implementation"] = name
     benchmark.extra_info["keys"] = n
+    benchmark.extra_info.update(items=n, unit="keys", target=">= 5x dict of MD5 digests; <= 24 B/entry")
+    if name == "dict-md5":
+        benchmark.extra_info["peer"] = True
     if name == "dict-md5":
         offset_list = offsets.tolist()
         d = benchmark(_md5_dict, keys, offset_list)
