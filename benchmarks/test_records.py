@@ -80,24 +80,12 @@ def test_build_bulk(benchmark, values, name, impl):
     assert len(benchmark(impl.build_batch, values, None, TS)) > 100 * N
 
 
-def test_build_aiokafka(benchmark, values):
-    _info(benchmark, "v2 build 1000x100B", N, "records", peer=True)
+@pytest.mark.parametrize("name, builder_class", [("aiokafka", AioBuilder), ("kafka-python", KpBuilder)])
+def test_build_client(benchmark, values, name, builder_class):
+    _info(benchmark, "v2 build 1000x100B", N, "records", peer=name == "aiokafka")
 
     def run():
-        builder = AioBuilder(2, 0, 0, -1, -1, -1, 1 << 24)
-        append = builder.append
-        for i, v in enumerate(values):
-            append(i, TS, None, v, [])
-        return builder.build()
-
-    assert len(benchmark(run)) > 100 * N
-
-
-def test_build_kafka_python(benchmark, values):
-    _info(benchmark, "v2 build 1000x100B", N, "records")
-
-    def run():
-        builder = KpBuilder(2, 0, 0, -1, -1, -1, 1 << 24)
+        builder = builder_class(2, 0, 0, -1, -1, -1, 1 << 24)
         append = builder.append
         for i, v in enumerate(values):
             append(i, TS, None, v, [])
