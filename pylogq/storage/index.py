@@ -1,0 +1,789 @@
+"""Kafka's offset index and time index files, memory-mapped.
+
+Byte layouts (every integer big-endian, Kafka's own, so either side can read
+the other's files)::
+
+    <base offset, 20 digits>.index        8-byte entries
+      int32  relative_offset   offset - base_offset, strictly increasing
+      int32  position          byte position of a batch in the .log file
+
+    <base offset, 20 digits>.timeindex   12-byte entries
+      int64  timestamp         strictly increasing
+      int32  relative_offset   offset - base_offset, never decreasing
+
+A writable index file is preallocated to ``max_index_size`` bytes (Kafka's
+``segment.index.bytes``, rounded down to a multiple of the entry size; a sparse
+file) and mapped whole; entries are written through the map. When its segment
+stops being active, or on ``close()``, the file is trimmed to exactly
+``entries * entry_size`` bytes, so ``ls -l`` shows the real size, as with Kafka.
+
+Opening an existing file takes ``entries = file_size // entry_size``: the file
+length is the only record of how many entries are in use. A file that was
+never trimmed (the process died with the segment active) therefore opens with
+its zero-filled tail counted as entries; ``sanity_check(full=True)`` flags it
+(repeated relative offsets, repeated timestamps) and the segment's recovery
+rebuilds the index. A writable open then extends the file back to
+``max_index_size`` for appends; a read-only open (``writable=False``, for dump
+tools) maps the file read-only and never changes it.
+
+Searches go through :mod:`pylogq.storage.index_search`, which looks at the warm
+tail of the used part first so that lookups near the end, the common case,
+stay on pages already in memory.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from operator import index as _int
+from typing import List, Optional, Tuple, TypeVar, Union
+
+import numpy as np
+
+from ..errors import CorruptRecordError
+from . import index_search
+from .index_search import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+
+__all__ = [
+    "OffsetIndex",
+    "TimeIndex",
+    "IndexFullError",
+    "InvalidIndexEntryError",
+    "IndexClosedError",
+    "CorruptIndexError",
+    "DEFAULT_MAX_INDEX_SIZE",
+    "NO_TIMESTAMP",
+    "OFFSET_ENTRY_SIZE",
+    "TIME_ENTRY_SIZE",
+]
+
+#: Kafka's default ``segment.index.bytes``.
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+#: The timestamp of "no entry" (Kafka's ``RecordBatch.NO_TIMESTAMP``).
+NO_TIMESTAMP = -1
+
+INT32_MAX = 2**31 - 1
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+# The search kernels, bound here once so tests can hold both implementations
+# of index_search to the same index tests.
+_offset_lookup = index_search.offset_index_lookup
+_offset_upper = index_search.offset_index_upper
+_offset_entry = index_search.offset_index_entry
+_time_lookup = index_search.time_index_lookup
+_time_upper = index_search.time_index_upper
+_time_entry = index_search.time_index_entry
+
+PathType = Union[str, "os.PathLike[str]"]
+_I = TypeVar("_I", bound="_Index")
+
+
+class IndexFullError(ValueError):
+    """An append to an index that has no free entry left (the segment must roll)."""
+
+
+class InvalidIndexEntryError(ValueError):
+    """An entry that would break the index's order or does not fit its 32-bit fields."""
+
+
+class IndexClosedError(ValueError):
+    """An operation on an index after ``close()`` or ``delete()``."""
+
+
+class CorruptIndexError(CorruptRecordError):
+    """An index file whose size or entries break the index's invariants.
+
+    The segment's recovery rebuilds such an index from its log file.
+    """
+
+
+class _Index:
+    """The file, map and entry count shared by the offset and time indexes.
+
+    Invariant: the first ``entries`` slots of the map hold the index; slots
+    past them are free. ``entries`` only grows, except through
+    ``truncate_to``, ``reset`` and ``close``.
+
+    Thread-safety: one internal lock serializes every operation that touches
+    the map, lookups included. Appends come from one writer (holding the log's
+    lock) and lookups from any thread. Lookups hold the lock for one binary
+    search, so a concurrent close or remap never unmaps pages under a search:
+    CPython's mmap cannot close or resize while a buffer is exported, and the
+    compiled search exports it with the GIL released on large indexes.
+    """
+
+    entry_size = 0
+    kind = ""
+
+    def __init__(
+        self,
+        path: PathType,
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        base_offset = _int(base_offset)
+        max_index_size = _int(max_index_size)
+        if base_offset < 0:
+            raise ValueError("base_offset must be >= 0, got %d" % base_offset)
+        if writable and max_index_size < self.entry_size:
+            raise ValueError(
+                "max_index_size must be at least one %s index entry (%d bytes), got %d"
+                % (self.kind, self.entry_size, max_index_size)
+            )
+        self._path = os.fspath(path)
+        self._base_offset = base_offset
+        self._max_index_size = max(0, max_index_size) // self.entry_size * self.entry_size
+        self._writable = bool(writable)
+        self._lock = threading.Lock()
+        self._mm: Optional[mmap.mmap] = None
+        self._length = 0
+        self._closed = False
+        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
+        fd = os.open(self._path, flags, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            # Kafka's sanity check flags a file whose length is no multiple
+            # of the entry size; remember it until the index is reset.
+            self._misaligned_length: Optional[int] = (
+                length if length % self.entry_size else None
+            )
+            self._entries = length // self.entry_size
+            if writable:
+                wanted = max(self._max_index_size, self._entries * self.entry_size)
+                if length != wanted:
+                    os.ftruncate(fd, wanted)
+                    length = wanted
+            self._map(fd, length)
+        finally:
+            os.close(fd)
+        self._load_last_entry()
+
+    # -- state -----------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The index file's current path (``rename_to`` changes it)."""
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        """The segment's base offset: entries store offsets relative to it."""
+        return self._base_offset
+
+    @property
+    def entries(self) -> int:
+        """The number of entries in use."""
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """The number of entries the current map holds."""
+        return self._length // self.entry_size
+
+    @property
+    def max_index_size(self) -> int:
+        """The configured file size, rounded down to a multiple of the entry size."""
+        return self._max_index_size
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The bytes in use: ``entries * entry_size``, the size of a trimmed file."""
+        return self._entries * self.entry_size
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def is_full(self) -> bool:
+        """True when an append would have no free entry (the segment must roll)."""
+        return self._entries >= self.max_entries
+
+    def __repr__(self) -> str:
+        return "%s(path=%r, base_offset=%d, entries=%d, max_entries=%d%s)" % (
+            type(self).__name__,
+            self._path,
+            self._base_offset,
+            self._entries,
+            self.max_entries,
+            ", closed" if self._closed else "",
+        )
+
+    def __enter__(self: _I) -> _I:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the map ---------------------------------------------------------------
+
+    def _map(self, fd: int, length: int) -> None:
+        """Map ``length`` bytes of ``fd`` (an empty file has no map: mmap refuses it)."""
+        if length:
+            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+            self._mm = mmap.mmap(fd, length, access=access)
+        else:
+            self._mm = None
+        self._length = length
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IndexClosedError("%s index %s is closed" % (self.kind, self._path))
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._writable:
+            raise ValueError("%s index %s is open read-only" % (self.kind, self._path))
+
+    def _resize_locked(self, new_size: int) -> bool:
+        new_size = max(0, new_size) // self.entry_size * self.entry_size
+        if new_size < self._entries * self.entry_size:
+            raise ValueError(
+                "cannot resize %s index %s to %d bytes: its %d entries need %d"
+                % (self.kind, self._path, new_size, self._entries, self._entries * self.entry_size)
+            )
+        if new_size == self._length:
+            return False
+        # Map the new length before dropping the old map, so a failure leaves
+        # the index as it was. No search runs meanwhile: the lock is held.
+        old = self._mm
+        fd = os.open(self._path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, new_size)
+            self._map(fd, new_size)
+        finally:
+            os.close(fd)
+        if old is not None:
+            old.close()
+        return True
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file and map to ``new_size`` bytes (rounded down to whole entries).
+
+        -> whether the size changed. Used to grow a trimmed index back to
+        ``max_index_size`` when its segment becomes active again (load, roll).
+        ``max_entries`` follows the new size.
+        """
+        new_size = _int(new_size)
+        with self._lock:
+            self._check_writable()
+            return self._resize_locked(new_size)
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to exactly ``entries * entry_size`` bytes; the index is then full."""
+        with self._lock:
+            self._check_writable()
+            self._resize_locked(self._entries * self.entry_size)
+
+    def flush(self) -> None:
+        """Write the mapped entries to the file (msync)."""
+        with self._lock:
+            self._check_open()
+            if self._writable and self._mm is not None:
+                self._mm.flush()
+
+    def close(self) -> None:
+        """Trim the file (if writable) and unmap it; later calls do nothing.
+
+        Lookups after close raise :class:`IndexClosedError`.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._writable:
+                    self._resize_locked(self._entries * self.entry_size)
+            finally:
+                self._unmap()
+                self._closed = True
+
+    def delete(self) -> bool:
+        """Unmap the index (without trimming) and remove its file.
+
+        -> whether a file was removed.
+        """
+        with self._lock:
+            self._unmap()
+            self._closed = True
+            try:
+                os.unlink(self._path)
+            except FileNotFoundError:
+                return False
+            return True
+
+    def rename_to(self, new_path: PathType) -> None:
+        """Rename the file, open or not (POSIX keeps the map valid across a rename).
+
+        A file that does not exist is not an error: the new path is recorded
+        either way, as Kafka's ``renameTo`` does.
+        """
+        new_path = os.fspath(new_path)
+        with self._lock:
+            try:
+                os.rename(self._path, new_path)
+            except FileNotFoundError:
+                if os.path.exists(self._path):
+                    raise
+            self._path = new_path
+
+    def reset(self) -> None:
+        """Remove every entry and grow the file back to ``max_index_size``."""
+        with self._lock:
+            self._check_writable()
+            self._truncate_entries(0)
+            self._resize_locked(self._max_index_size)
+            self._misaligned_length = None
+
+    def _truncate_entries(self, entries: int) -> None:
+        self._entries = entries
+        self._load_last_entry()
+
+    def _load_last_entry(self) -> None:
+        raise NotImplementedError
+
+    def _used_bytes(self) -> bytes:
+        """A copy of the used part (no buffer export outlives the call)."""
+        if self._mm is None or not self._entries:
+            return b""
+        return self._mm[: self._entries * self.entry_size]
+
+    def _corrupt(self, message: str, *args: object) -> CorruptIndexError:
+        return CorruptIndexError(
+            "corrupt %s index %s: %s" % (self.kind, self._path, message % args)
+        )
+
+    def _check_length(self) -> None:
+        if self._misaligned_length is not None:
+            raise self._corrupt(
+                "found %d bytes, which is not a multiple of the entry size %d",
+                self._misaligned_length,
+                self.entry_size,
+            )
+
+
+class OffsetIndex(_Index):
+    """Offset -> position in the ``.log`` file, for every ``index.interval.bytes`` of batches.
+
+    Invariant: offsets are strictly increasing and within ``[base_offset,
+    base_offset + 2**31 - 1]``; positions are in ``[0, 2**31 - 1]``. A lookup
+    finds the entry at or before an offset; the reader scans the log forward
+    from its position.
+    """
+
+    entry_size = OFFSET_ENTRY_SIZE
+    kind = "offset"
+
+    def _load_last_entry(self) -> None:
+        if self._entries and self._mm is not None:
+            rel, _ = _offset_entry(self._mm, self._entries - 1)
+            self._last_offset = self._base_offset + rel
+        else:
+            self._last_offset = self._base_offset
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry (``base_offset`` when empty)."""
+        return self._last_offset
+
+    @property
+    def last_entry(self) -> Tuple[int, int]:
+        """The last ``(offset, position)``; ``(base_offset, 0)`` when empty."""
+        with self._lock:
+            self._check_open()
+            if not self._entries or self._mm is None:
+                return self._base_offset, 0
+            rel, position = _offset_entry(self._mm, self._entries - 1)
+        return self._base_offset + rel, position
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``offset`` (absolute) at byte ``position`` of the log file.
+
+        Raises :class:`IndexFullError` when full and
+        :class:`InvalidIndexEntryError` for an offset no larger than the last
+        one, or an offset or position that does not fit the 32-bit fields.
+        """
+        offset = _int(offset)
+        position = _int(position)
+        with self._lock:
+            self._check_writable()
+            n = self._entries
+            if n >= self.max_entries or self._mm is None:
+                raise IndexFullError(
+                    "offset index %s is full (%d entries)" % (self._path, n)
+                )
+            if n and offset <= self._last_offset:
+                raise InvalidIndexEntryError(
+                    "cannot append offset %d to offset index %s at slot %d: it is no larger "
+                    "than the last offset %d" % (offset, self._path, n, self._last_offset)
+                )
+            relative = offset - self._base_offset
+            if not 0 <= relative <= INT32_MAX:
+                raise InvalidIndexEntryError(
+                    "offset %d does not fit offset index %s with base offset %d: "
+                    "offset - base_offset must be in [0, %d]"
+                    % (offset, self._path, self._base_offset, INT32_MAX)
+                )
+            if not 0 <= position <= INT32_MAX:
+                raise InvalidIndexEntryError(
+                    "position %d for offset %d does not fit offset index %s: must be in [0, %d]"
+                    % (position, offset, self._path, INT32_MAX)
+                )
+            _OFFSET_ENTRY.pack_into(self._mm, n * OFFSET_ENTRY_SIZE, relative, position)
+            self._last_offset = offset
+            self._entries = n + 1
+
+    def lookup(self, target_offset: int) -> Tuple[int, int]:
+        """The last ``(offset, position)`` with offset <= ``target_offset``.
+
+        ``(base_offset, 0)`` when there is none: the reader then scans the
+        segment from its start (Kafka's semantics).
+        """
+        target = _int(target_offset) - self._base_offset
+        with self._lock:
+            self._check_open()
+            n = self._entries
+            if not n or self._mm is None:
+                return self._base_offset, 0
+            slot = _offset_lookup(self._mm, n, target)
+            if slot < 0:
+                return self._base_offset, 0
+            rel, position = _offset_entry(self._mm, slot)
+        return self._base_offset + rel, position
+
+    def lookup_upper(self, target_offset: int) -> Optional[Tuple[int, int]]:
+        """The first ``(offset, position)`` with offset >= ``target_offset``, or None."""
+        target = _int(target_offset) - self._base_offset
+        with self._lock:
+            self._check_open()
+            n = self._entries
+            if not n or self._mm is None:
+                return None
+            slot = _offset_upper(self._mm, n, target)
+            if slot < 0:
+                return None
+            rel, position = _offset_entry(self._mm, slot)
+        return self._base_offset + rel, position
+
+    def entry(self, n: int) -> Tuple[int, int]:
+        """The ``(offset, position)`` of entry ``n`` (IndexError outside ``[0, entries)``)."""
+        n = _int(n)
+        with self._lock:
+            self._check_open()
+            if not 0 <= n < self._entries or self._mm is None:
+                raise IndexError(
+                    "offset index %s has %d entries, no entry %d" % (self._path, self._entries, n)
+                )
+            rel, position = _offset_entry(self._mm, n)
+        return self._base_offset + rel, position
+
+    def all_entries(self) -> List[Tuple[int, int]]:
+        """Every ``(offset, position)`` in order (for dump tools)."""
+        with self._lock:
+            self._check_open()
+            data = self._used_bytes()
+        base = self._base_offset
+        return [(base + rel, position) for rel, position in _OFFSET_ENTRY.iter_unpack(data)]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset`` (Kafka's ``truncateTo``)."""
+        target = _int(offset) - self._base_offset
+        with self._lock:
+            self._check_writable()
+            n = self._entries
+            if not n or self._mm is None:
+                return
+            slot = _offset_upper(self._mm, n, target)
+            if slot >= 0:
+                self._truncate_entries(slot)
+
+    def sanity_check(self, full: bool = False) -> None:
+        """Raise :class:`CorruptIndexError` if the file breaks the index's invariants.
+
+        Always (Kafka's check): the loaded file's size is a multiple of 8 and
+        the last offset is not below the base offset. With ``full``, every
+        entry: relative offsets strictly increasing from >= 0, positions
+        never decreasing and >= 0.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_length()
+            if self._entries and self._last_offset < self._base_offset:
+                raise self._corrupt(
+                    "%d entries but the last offset %d is below the base offset %d",
+                    self._entries,
+                    self._last_offset,
+                    self._base_offset,
+                )
+            if not full:
+                return
+            data = self._used_bytes()
+        if not data:
+            return
+        table = np.frombuffer(data, dtype=">i4").reshape(-1, 2).astype(np.int64)
+        rel, position = table[:, 0], table[:, 1]
+        if rel[0] < 0:
+            raise self._corrupt("entry 0 has a negative relative offset %d", int(rel[0]))
+        bad = np.flatnonzero(np.diff(rel) <= 0)
+        if bad.size:
+            i = int(bad[0])
+            raise self._corrupt(
+                "offsets not strictly increasing: entry %d has offset %d after %d",
+                i + 1,
+                self._base_offset + int(rel[i + 1]),
+                self._base_offset + int(rel[i]),
+            )
+        if position[0] < 0:
+            raise self._corrupt("entry 0 has a negative position %d", int(position[0]))
+        bad = np.flatnonzero(np.diff(position) < 0)
+        if bad.size:
+            i = int(bad[0])
+            raise self._corrupt(
+                "positions decrease: entry %d has position %d after %d",
+                i + 1,
+                int(position[i + 1]),
+                int(position[i]),
+            )
+
+
+class TimeIndex(_Index):
+    """Timestamp -> the offset to start reading from to find records at or after it.
+
+    Each entry holds the segment's max timestamp so far and the offset of the
+    record that carried it. Invariant: timestamps strictly increasing,
+    relative offsets never decreasing and within ``[0, 2**31 - 1]``.
+
+    The last slot of the file is reserved: ``max_entries`` is one less than
+    the slots the map holds, so ``maybe_append(..., skip_full_check=True)``,
+    called when the segment stops being active, can always record the final
+    max timestamp (Kafka reserves the slot the same way). If even that slot is
+    taken (an index trimmed and then appended to), the file grows by one entry.
+    """
+
+    entry_size = TIME_ENTRY_SIZE
+    kind = "time"
+
+    def _load_last_entry(self) -> None:
+        if self._entries and self._mm is not None:
+            ts, rel = _time_entry(self._mm, self._entries - 1)
+            self._last_entry = (ts, self._base_offset + rel)
+        else:
+            self._last_entry = (NO_TIMESTAMP, self._base_offset)
+
+    @property
+    def max_entries(self) -> int:
+        """The slots the map holds, less the one reserved for the final entry."""
+        return max(0, self._length // TIME_ENTRY_SIZE - 1)
+
+    @property
+    def last_entry(self) -> Tuple[int, int]:
+        """The last ``(timestamp, offset)``; ``(-1, base_offset)`` when empty."""
+        return self._last_entry
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry (``base_offset`` when empty)."""
+        return self._last_entry[1]
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's.
+
+        -> whether an entry was added. A timestamp no larger than the last
+        one is skipped, so timestamps stay strictly increasing (Kafka's
+        ``maybeAppend``); ``-1`` (no timestamp) is never added. Raises
+        :class:`IndexFullError` when full, unless ``skip_full_check`` (the
+        final entry of a segment that stops being active, which takes the
+        reserved slot), and :class:`InvalidIndexEntryError` for an offset
+        below the last one or outside the 32-bit relative range.
+        """
+        timestamp = _int(timestamp)
+        offset = _int(offset)
+        with self._lock:
+            self._check_writable()
+            n = self._entries
+            if not skip_full_check and n >= self.max_entries:
+                raise IndexFullError("time index %s is full (%d entries)" % (self._path, n))
+            last_ts, last_offset = self._last_entry
+            if n and offset < last_offset:
+                raise InvalidIndexEntryError(
+                    "cannot append offset %d to time index %s at slot %d: it is below the "
+                    "last offset %d" % (offset, self._path, n, last_offset)
+                )
+            if timestamp <= last_ts:
+                return False
+            if timestamp > INT64_MAX:
+                raise InvalidIndexEntryError(
+                    "timestamp %d for time index %s does not fit 64 bits" % (timestamp, self._path)
+                )
+            relative = offset - self._base_offset
+            if not 0 <= relative <= INT32_MAX:
+                raise InvalidIndexEntryError(
+                    "offset %d does not fit time index %s with base offset %d: "
+                    "offset - base_offset must be in [0, %d]"
+                    % (offset, self._path, self._base_offset, INT32_MAX)
+                )
+            if (n + 1) * TIME_ENTRY_SIZE > self._length:
+                self._resize_locked((n + 1) * TIME_ENTRY_SIZE)
+            assert self._mm is not None
+            _TIME_ENTRY.pack_into(self._mm, n * TIME_ENTRY_SIZE, timestamp, relative)
+            self._last_entry = (timestamp, offset)
+            self._entries = n + 1
+            return True
+
+    def lookup(self, target_ts: int) -> Tuple[int, int]:
+        """The last ``(timestamp, offset)`` with timestamp <= ``target_ts``.
+
+        ``(-1, base_offset)`` when there is none (Kafka's
+        ``TimestampOffset(NO_TIMESTAMP, baseOffset)``).
+        """
+        target = _int(target_ts)
+        with self._lock:
+            self._check_open()
+            n = self._entries
+            if not n or self._mm is None:
+                return NO_TIMESTAMP, self._base_offset
+            slot = _time_lookup(self._mm, n, target)
+            if slot < 0:
+                return NO_TIMESTAMP, self._base_offset
+            ts, rel = _time_entry(self._mm, slot)
+        return ts, self._base_offset + rel
+
+    def lookup_upper(self, target_ts: int) -> Optional[Tuple[int, int]]:
+        """The first ``(timestamp, offset)`` with timestamp >= ``target_ts``, or None."""
+        target = _int(target_ts)
+        with self._lock:
+            self._check_open()
+            n = self._entries
+            if not n or self._mm is None:
+                return None
+            slot = _time_upper(self._mm, n, target)
+            if slot < 0:
+                return None
+            ts, rel = _time_entry(self._mm, slot)
+        return ts, self._base_offset + rel
+
+    def entry(self, n: int) -> Tuple[int, int]:
+        """The ``(timestamp, offset)`` of entry ``n`` (IndexError outside ``[0, entries)``)."""
+        n = _int(n)
+        with self._lock:
+            self._check_open()
+            if not 0 <= n < self._entries or self._mm is None:
+                raise IndexError(
+                    "time index %s has %d entries, no entry %d" % (self._path, self._entries, n)
+                )
+            ts, rel = _time_entry(self._mm, n)
+        return ts, self._base_offset + rel
+
+    def all_entries(self) -> List[Tuple[int, int]]:
+        """Every ``(timestamp, offset)`` in order (for dump tools)."""
+        with self._lock:
+            self._check_open()
+            data = self._used_bytes()
+        base = self._base_offset
+        return [(ts, base + rel) for ts, rel in _TIME_ENTRY.iter_unpack(data)]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset`` (Kafka's ``truncateTo``)."""
+        target = _int(offset) - self._base_offset
+        with self._lock:
+            self._check_writable()
+            mm = self._mm
+            if mm is None:
+                return
+            # Offsets never decrease, so binary search for the first >= target.
+            lo, hi = 0, self._entries
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if _time_entry(mm, mid)[1] >= target:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            if lo < self._entries:
+                self._truncate_entries(lo)
+
+    def sanity_check(self, full: bool = False) -> None:
+        """Raise :class:`CorruptIndexError` if the file breaks the index's invariants.
+
+        Always (Kafka's check): the loaded file's size is a multiple of 12,
+        the last timestamp is not below the first and the last offset is not
+        below the base offset. With ``full``, every entry: timestamps
+        strictly increasing, relative offsets never decreasing from >= 0.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_length()
+            n = self._entries
+            if n and self._mm is not None:
+                last_ts, last_offset = self._last_entry
+                first_ts, _ = _time_entry(self._mm, 0)
+                if last_ts < first_ts:
+                    raise self._corrupt(
+                        "%d entries but the last timestamp %d is below the first %d",
+                        n,
+                        last_ts,
+                        first_ts,
+                    )
+                if last_offset < self._base_offset:
+                    raise self._corrupt(
+                        "%d entries but the last offset %d is below the base offset %d",
+                        n,
+                        last_offset,
+                        self._base_offset,
+                    )
+            if not full:
+                return
+            data = self._used_bytes()
+        if not data:
+            return
+        table = np.frombuffer(data, dtype=np.dtype([("ts", ">i8"), ("rel", ">i4")]))
+        ts = table["ts"].astype(np.int64)
+        rel = table["rel"].astype(np.int64)
+        bad = np.flatnonzero(np.diff(ts) <= 0)
+        if bad.size:
+            i = int(bad[0])
+            raise self._corrupt(
+                "timestamps not strictly increasing: entry %d has timestamp %d after %d",
+                i + 1,
+                int(ts[i + 1]),
+                int(ts[i]),
+            )
+        if rel[0] < 0:
+            raise self._corrupt("entry 0 has a negative relative offset %d", int(rel[0]))
+        bad = np.flatnonzero(np.diff(rel) < 0)
+        if bad.size:
+            i = int(bad[0])
+            raise self._corrupt(
+                "offsets decrease: entry %d has offset %d after %d",
+                i + 1,
+                self._base_offset + int(rel[i + 1]),
+                self._base_offset + int(rel[i]),
+            )
+
+
+def open_index(
+    path: PathType, base_offset: int, writable: bool = False
+) -> Union[OffsetIndex, TimeIndex]:
+    """Open an ``.index`` or ``.timeindex`` file by its suffix (``.deleted`` etc. ignored)."""
+    name = os.fspath(path)
+    for suffix in (".deleted", ".cleaned", ".swap"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    if name.endswith(".timeindex"):
+        return TimeIndex(path, base_offset, writable=writable)
+    if name.endswith(".index"):
+        return OffsetIndex(path, base_offset, writable=writable)
+    raise ValueError("%s is neither an .index nor a .timeindex file" % os.fspath(path))

@@ -1,0 +1,692 @@
+"""One partition's log: an ordered list of segments, appended to at the end.
+
+Kafka's Log. The directory is named ``<topic>-<partition>`` and holds the
+segments' files (see :mod:`pylogq.storage.segment`) and, written by the
+replication layer, ``leader-epoch-checkpoint``.
+
+Readers never block: the segment list is copy-on-write. Every change (roll,
+retention, truncation, compaction swap) builds a new tuple and publishes it
+with one assignment, so a reader works on an immutable snapshot while the
+writer goes on. The end of the log is published the same way, after the bytes
+are written, so a reader never sees a batch that is still being written.
+Segments leaving the log are renamed ``.deleted`` and removed after
+``file.delete.delay.ms``; a reader still holding a region of one keeps reading
+it (the file stays open).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import re
+import threading
+import time
+from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from .. import records
+from ..errors import (
+    CorruptRecordError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from ..records.legacy import assign_offsets_legacy
+from .config import LogConfig
+from .scheduler import Scheduler
+from .segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    BatchHeader,
+    FileRegion,
+    LogSegment,
+    offset_from_filename,
+    parse_header,
+)
+
+log = logging.getLogger("pylogq.storage")
+
+# Kafka's rule for a partition directory: the topic, a dash, the partition number.
+_DIR_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+def parse_dir_name(path: str) -> Tuple[str, int]:
+    """(topic, partition) of a partition directory; ValueError naming the rule otherwise."""
+    name = os.path.basename(os.path.normpath(path))
+    m = _DIR_NAME.match(name)
+    if not m:
+        raise ValueError(
+            "a log directory is named <topic>-<partition> (e.g. events-0), "
+            "with a topic of letters, digits, '.', '_' or '-': got %r" % name
+        )
+    return m.group("topic"), int(m.group("partition"))
+
+
+class LogAppendInfo(NamedTuple):
+    """What an append wrote: Kafka's LogAppendInfo, the fields a producer response needs."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+    batch_count: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    valid_bytes: int
+
+
+class _End(NamedTuple):
+    """The published end of the log: read up to ``position`` of ``segment``."""
+
+    offset: int
+    segment: LogSegment
+    position: int
+
+
+class Log:
+    """A partition's log on disk. Appends, truncation and roll are serialized by a
+    lock; reads run concurrently on copy-on-write snapshots (see the module docstring)."""
+
+    def __init__(
+        self,
+        directory: str,
+        config: Optional[LogConfig] = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: Optional[int] = None,
+        clean_shutdown: bool = False,
+        scheduler: Optional[Scheduler] = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.directory = os.path.abspath(directory)
+        self.topic, self.partition = parse_dir_name(self.directory)
+        self.config = config or LogConfig()
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._own_scheduler = scheduler is None
+        self.scheduler = scheduler or Scheduler("pylogq-log-%s-%d" % (self.topic, self.partition))
+        os.makedirs(self.directory, exist_ok=True)
+        self.recovery_point = recovery_point
+        self._unflushed = 0
+        self._last_flush_ms = self._now_ms()
+        self.closed = False
+        self._segments: Tuple[LogSegment, ...] = ()
+        self._bases: Tuple[int, ...] = ()
+        self.recovered_bytes = 0  # bytes truncated by recovery on this open (for tests and logs)
+        self._close_hook: Optional[Callable[["Log"], None]] = None  # set by a standalone log's manager
+        self._load(clean_shutdown, log_start_offset)
+
+    # -- construction -----------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str, **config: object) -> "Log":
+        """Open (or create) a standalone log at ``path`` (a ``<topic>-<partition>`` directory).
+
+        Config keys are Kafka's, as snake_case keywords or a ``config=`` LogConfig.
+        The log is managed by a :class:`~pylogq.storage.manager.LogManager` for the
+        parent directory (shared by every standalone log opened there in this
+        process), which keeps Kafka's checkpoint files and clean-shutdown marker.
+        """
+        from .manager import LogManager
+
+        return LogManager.standalone_log(path, config)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _load(self, clean_shutdown: bool, log_start_offset: Optional[int]) -> None:
+        names = sorted(os.listdir(self.directory))
+        # Leftovers of interrupted work: temp files and unswapped compaction output go;
+        # segments already renamed for deletion are finished off.
+        for name in names:
+            path = os.path.join(self.directory, name)
+            if name.endswith(".tmp") or name.endswith(CLEANED_SUFFIX):
+                os.unlink(path)
+            elif name.endswith(DELETED_SUFFIX):
+                os.unlink(path)
+        names = sorted(os.listdir(self.directory))
+        swaps = [n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+        for name in names:
+            if name.endswith(SWAP_SUFFIX) and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                os.unlink(os.path.join(self.directory, name))  # swap indexes are rebuilt
+        segments: dict = {}
+        for name in sorted(os.listdir(self.directory)):
+            if name.endswith(LOG_SUFFIX):
+                base = offset_from_filename(name)
+                segments[base] = LogSegment.open(self.directory, base, self.config)
+            elif name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX):
+                log_file = os.path.join(self.directory, name.split(".", 1)[0] + LOG_SUFFIX)
+                if not os.path.exists(log_file):
+                    os.unlink(os.path.join(self.directory, name))  # an index without its log
+        # A .swap file is compaction output whose swap was interrupted after the
+        # point of no return: it replaces the segments it covers.
+        for name in swaps:
+            self._complete_swap(name, segments)
+        ordered = [segments[b] for b in sorted(segments)]
+        # After a crash, every segment that may hold unflushed data is checked batch
+        # by batch; after a clean shutdown only the indexes' sanity is checked.
+        kept: List[LogSegment] = []
+        for i, segment in enumerate(ordered):
+            unflushed = not clean_shutdown and self._after_recovery_point(i, ordered)
+            if not unflushed and self._index_sane(segment):
+                segment.load_state()
+                kept.append(segment)
+                continue
+            truncated = segment.recover(self.config.max_message_bytes)
+            kept.append(segment)
+            if truncated:
+                self.recovered_bytes += truncated
+                log.warning("%s: recovery truncated %d invalid bytes from segment %d",
+                            self.directory, truncated, segment.base_offset)
+                for later in ordered[i + 1 :]:
+                    log.warning("%s: deleting segment %d after a truncated one", self.directory, later.base_offset)
+                    later.delete()
+                break
+        if not kept:
+            start = log_start_offset or 0
+            kept = [LogSegment(self.directory, start, self.config)]
+        for segment in kept[:-1]:
+            segment.offset_index.trim_to_valid_size()
+            segment.time_index.trim_to_valid_size()
+        self._publish(tuple(kept))
+        active = kept[-1]
+        self._end = _End(active.next_offset if active.size else active.base_offset, active, active.size)
+        if self._end.offset < active.base_offset:
+            self._end = _End(active.base_offset, active, active.size)
+        first = kept[0].base_offset
+        self.log_start_offset = max(first, log_start_offset or 0)
+        if self.log_start_offset > self._end.offset:
+            self.log_start_offset = self._end.offset
+        self.recovery_point = self._end.offset if clean_shutdown else min(max(self.recovery_point, 0), self._end.offset)
+
+    def _after_recovery_point(self, i: int, ordered: Sequence[LogSegment]) -> bool:
+        """Whether segment ``i`` may hold unflushed data: its range reaches the recovery point."""
+        next_base = ordered[i + 1].base_offset if i + 1 < len(ordered) else None
+        return next_base is None or next_base > self.recovery_point
+
+    def _index_sane(self, segment: LogSegment) -> bool:
+        try:
+            segment.offset_index.sanity_check()
+            segment.time_index.sanity_check()
+        except CorruptRecordError as exc:
+            log.warning("%s: rebuilding the indexes of segment %d: %s", self.directory, segment.base_offset, exc)
+            return False
+        if segment.offset_index.entries == 0 and segment.size > self.config.index_interval_bytes * 2 + 64 * 1024:
+            return False  # a missing index on a large segment: rebuild rather than scan on every read
+        return True
+
+    def _complete_swap(self, swap_name: str, segments: dict) -> None:
+        base = offset_from_filename(swap_name)
+        swap_path = os.path.join(self.directory, swap_name)
+        live_path = swap_path[: -len(SWAP_SUFFIX)]
+        swap = LogSegment.open(self.directory, base, self.config, suffix=SWAP_SUFFIX)
+        swap.recover(self.config.max_message_bytes)
+        end = swap.next_offset
+        for old_base in [b for b in segments if base <= b < end]:
+            segments.pop(old_base).delete()
+        swap.change_suffix(SWAP_SUFFIX, "")
+        assert swap.log_path == live_path
+        segments[base] = swap
+        log.info("%s: completed an interrupted compaction swap of segment %d", self.directory, base)
+
+    def _publish(self, segments: Tuple[LogSegment, ...]) -> None:
+        # One assignment of a tuple pair: a reader sees the old or the new list, whole.
+        self._view = (tuple(s.base_offset for s in segments), segments)
+        self._bases, self._segments = self._view
+
+    # -- state --------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end.offset
+
+    @property
+    def segments(self) -> Tuple[LogSegment, ...]:
+        return self._view[1]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[1][-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._view[1])
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._view[1])
+
+    # -- appending ----------------------------------------------------------------
+
+    def append(self, data: bytes, leader_epoch: int = 0) -> LogAppendInfo:
+        """Validate a producer's batches, give them the next offsets and write them.
+
+        Raises CorruptRecordError for bad bytes, InvalidRecordError for batches a
+        producer may not send, MessageTooLargeError for a batch over
+        ``max.message.bytes``, RecordListTooLargeError for more than a segment
+        holds, InvalidTimestampError for a CreateTime timestamp further from now
+        than ``message.timestamp.difference.max.ms``. Nothing is written then.
+        """
+        buffer = bytearray(data)
+        with self._lock:
+            self._check_open()
+            now = self._now_ms()
+            lat = now if self.config.log_append_time else None
+            if len(buffer) > 16 and buffer[16] < 2:
+                buffer, last = assign_offsets_legacy(buffer, self._end.offset, log_append_time=lat)
+                buffer = bytearray(buffer)
+                headers = self._headers(buffer)
+                info = records.AppendInfo(self._end.offset, last, len(headers), len(headers),
+                                          max(h.max_timestamp for h in headers), last)
+            else:
+                info = records.assign_offsets(buffer, self._end.offset, leader_epoch, lat)
+                headers = self._headers(buffer)
+            self._check_sizes(headers, len(buffer))
+            if lat is None:
+                self._check_timestamps(headers, now)
+            self._write(buffer, headers, info.last_offset, info.max_timestamp)
+            return LogAppendInfo(info.first_offset, info.last_offset, info.record_count, info.batch_count,
+                                 info.max_timestamp, info.offset_of_max_timestamp,
+                                 lat if lat is not None else -1, self.log_start_offset, len(buffer))
+
+    def append_as_follower(self, data: bytes) -> LogAppendInfo:
+        """Append batches that already carry offsets (a replica's fetch, a copy of a log).
+
+        Checks every batch (framing, CRC) and that offsets start at the log end
+        offset or later and increase.
+        """
+        buffer = bytes(data)
+        with self._lock:
+            self._check_open()
+            result = records.scan(buffer)
+            if result.error is not None or result.valid_bytes != len(buffer):
+                raise CorruptRecordError(result.error or "the data ends with a partial batch")
+            headers = self._headers(buffer)
+            if not headers:
+                return LogAppendInfo(-1, -1, 0, 0, -1, -1, -1, self.log_start_offset, 0)
+            expected = self._end.offset
+            for h in headers:
+                if h.base_offset < expected:
+                    raise CorruptRecordError(
+                        "batch at offset %d is below the next offset %d: offsets must increase"
+                        % (h.base_offset, expected))
+                expected = h.last_offset + 1
+            self._check_sizes(headers, len(buffer))
+            max_ts, max_ts_offset = -1, -1
+            for h in headers:
+                if h.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = h.max_timestamp, h.last_offset
+            if headers[0].base_offset > self._end.offset:
+                # A gap (compacted source or a fresh replica): the next segment starts there.
+                self._roll_locked(headers[0].base_offset)
+            self._write(buffer, headers, headers[-1].last_offset, max_ts)
+            return LogAppendInfo(headers[0].base_offset, headers[-1].last_offset, -1, len(headers), max_ts,
+                                 max_ts_offset, -1, self.log_start_offset, len(buffer))
+
+    @staticmethod
+    def _headers(buffer: bytes) -> List[BatchHeader]:
+        out = []
+        view = memoryview(buffer)
+        for info in records.iter_batches(buffer):
+            out.append(parse_header(bytes(view[info.position : info.position + 61]), info.position))
+        return out
+
+    def _check_sizes(self, headers: List[BatchHeader], total: int) -> None:
+        limit = self.config.max_message_bytes
+        for h in headers:
+            if h.size > limit + 12:
+                raise MessageTooLargeError(
+                    "batch of %d bytes at offset %d exceeds max.message.bytes=%d" % (h.size, h.base_offset, limit))
+        if total > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                "append of %d bytes exceeds segment.bytes=%d" % (total, self.config.segment_bytes))
+
+    def _check_timestamps(self, headers: List[BatchHeader], now: int) -> None:
+        limit = self.config.message_timestamp_difference_max_ms
+        if limit >= 2**63 - 1:
+            return
+        for h in headers:
+            if h.max_timestamp >= 0 and abs(h.max_timestamp - now) > limit:
+                raise InvalidTimestampError(
+                    "timestamp %d of the batch at offset %d is more than %d ms from the broker's time %d"
+                    % (h.max_timestamp, h.base_offset, limit, now))
+
+    def _write(self, buffer: bytes, headers: List[BatchHeader], last_offset: int, max_timestamp: int) -> None:
+        segment = self._end.segment
+        if self._should_roll(segment, len(buffer), last_offset, max_timestamp):
+            segment = self._roll_locked(headers[0].base_offset)
+        segment.append(buffer, headers)
+        self._end = _End(last_offset + 1, segment, segment.size)
+        self._unflushed += sum(h.last_offset - h.base_offset + 1 for h in headers)
+        if self._unflushed >= self.config.flush_messages:
+            self._flush_locked(self._end.offset)
+
+    def _should_roll(self, segment: LogSegment, size: int, last_offset: int, max_timestamp: int) -> bool:
+        if segment.is_full_for(size, last_offset):
+            return True
+        if segment.size == 0:
+            return False
+        reference = segment.rolling_timestamp
+        waited = (max_timestamp - reference) if reference is not None and reference >= 0 and max_timestamp >= 0 \
+            else self._now_ms() - segment.created_ms
+        return waited > self.config.segment_ms - self._jitter()
+
+    def _jitter(self) -> int:
+        jitter = self.config.segment_jitter_ms
+        if jitter <= 0:
+            return 0
+        # Deterministic per partition, as Kafka draws it once per segment.
+        return hash((self.topic, self.partition)) % jitter
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op on an empty active segment)."""
+        with self._lock:
+            self._check_open()
+            if self._end.segment.size == 0:
+                return self._end.segment
+            return self._roll_locked(self._end.offset)
+
+    def _roll_locked(self, base_offset: int) -> LogSegment:
+        old = self._end.segment
+        if old.size == 0 and old.base_offset == base_offset:
+            return old
+        segments = self._view[1]
+        if old.size == 0:
+            # An empty active segment is replaced rather than kept.
+            old.delete()
+            segments = segments[:-1]
+        else:
+            old.on_become_inactive()
+        new = LogSegment(self.directory, base_offset, self.config, created_ms=self._now_ms())
+        self._publish(segments + (new,))
+        self._end = _End(max(self._end.offset, base_offset), new, 0)
+        # Flush the finished segment in the background, as Kafka does on roll.
+        if old.size:
+            self.scheduler.schedule(lambda: self.flush(base_offset), name="flush-on-roll")
+        return new
+
+    # -- flushing ------------------------------------------------------------------
+
+    def flush(self, offset: Optional[int] = None) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: everything)."""
+        with self._lock:
+            if self.closed:
+                return
+            self._flush_locked(self._end.offset if offset is None else offset)
+
+    def _flush_locked(self, offset: int) -> None:
+        if offset <= self.recovery_point:
+            return
+        bases, segments = self._view
+        for segment in segments:
+            if segment.next_offset > self.recovery_point and segment.base_offset < offset:
+                segment.flush()
+        self.recovery_point = min(offset, self._end.offset)
+        self._unflushed = 0 if self.recovery_point >= self._end.offset else self._unflushed
+        self._last_flush_ms = self._now_ms()
+
+    def flush_if_due(self) -> None:
+        """Flush when ``flush.ms`` has passed since the last flush (the manager calls this)."""
+        if self.config.flush_ms < 2**63 - 1 and self._now_ms() - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    # -- reading -------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int = 1048576, max_offset: Optional[int] = None,
+             min_one_batch: bool = True) -> FileRegion:
+        """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but at
+        least one batch with ``min_one_batch``), none at or past ``max_offset``.
+
+        An offset below the log start or above the log end raises
+        OffsetOutOfRangeError; at the log end the region is empty.
+        """
+        for _ in range(3):
+            end = self._end
+            bases, segments = self._view
+            start = self.log_start_offset
+            if offset < start or offset > end.offset:
+                raise OffsetOutOfRangeError(
+                    "offset %d is out of range for %s-%d: log start %d, log end %d"
+                    % (offset, self.topic, self.partition, start, end.offset))
+            if offset == end.offset or (max_offset is not None and offset >= max_offset):
+                return FileRegion(end.segment.file, end.position, 0, end.segment.base_offset)
+            i = max(bisect.bisect_right(bases, offset) - 1, 0)
+            try:
+                while i < len(segments):
+                    segment = segments[i]
+                    max_position = end.position if segment is end.segment else None
+                    if max_offset is not None:
+                        limit = self._position_of(segment, max_offset, max_position)
+                        max_position = limit if max_position is None else min(limit, max_position)
+                    region = segment.read(offset, max_bytes, max_position, min_one_batch)
+                    if region is not None:
+                        return region
+                    if segment is end.segment:
+                        break
+                    i += 1
+            except ValueError:
+                # A segment was deleted or truncated under this snapshot: look again.
+                continue
+            return FileRegion(end.segment.file, end.position, 0, end.segment.base_offset)
+        raise OffsetOutOfRangeError(
+            "offset %d of %s-%d was removed while being read" % (offset, self.topic, self.partition))
+
+    @staticmethod
+    def _position_of(segment: LogSegment, offset: int, max_position: Optional[int]) -> int:
+        """The file position where batches at or after ``offset`` start in ``segment``."""
+        header = segment.translate_offset(offset)
+        if header is None or (max_position is not None and header.position >= max_position):
+            return segment.size if max_position is None else max_position
+        if header.base_offset < offset:
+            return header.position + header.size  # the batch holding offset-1 stays readable
+        return header.position
+
+    def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
+        """Kafka's ListOffsets: -> (offset, timestamp) of the first batch with max
+        timestamp >= ``timestamp``; -2 gives the log start, -1 the log end; None
+        when no batch is that late."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self._end.offset, -1
+        start = self.log_start_offset
+        for segment in self._view[1]:
+            if segment.largest_timestamp < timestamp or segment.next_offset <= start:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                ts, offset = found
+                return offset, ts
+        return None
+
+    # -- truncation and deletion -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at ``offset`` or beyond (a follower diverging from its
+        leader); -> whether anything was removed."""
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError("cannot truncate to a negative offset %d" % offset)
+            if offset >= self._end.offset:
+                return False
+            if offset < self.log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            segments = self._view[1]
+            keep = [s for s in segments if s.base_offset < offset or s is segments[0]]
+            for s in segments:
+                if s not in keep:
+                    self._delete_segment(s, asynchronous=False)
+            active = keep[-1]
+            active.truncate_to(offset)
+            active.offset_index.resize(self.config.segment_index_bytes)
+            active.time_index.resize(self.config.segment_index_bytes)
+            self._publish(tuple(keep))
+            new_end = max(active.next_offset, active.base_offset) if active.size else active.base_offset
+            self._end = _End(new_end, active, active.size)
+            self.recovery_point = min(self.recovery_point, new_end)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset``."""
+        with self._lock:
+            self._check_open()
+            for s in self._view[1]:
+                self._delete_segment(s, asynchronous=False)
+            new = LogSegment(self.directory, offset, self.config, created_ms=self._now_ms())
+            self._publish((new,))
+            self._end = _End(offset, new, 0)
+            self.log_start_offset = offset
+            self.recovery_point = offset
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (Kafka's DeleteRecords); -> the new log start.
+
+        Segments wholly below it are deleted now; records below it in the first
+        remaining segment become unreadable at once.
+        """
+        with self._lock:
+            self._check_open()
+            if offset > self._end.offset:
+                raise OffsetOutOfRangeError(
+                    "cannot delete records before %d: the log ends at %d" % (offset, self._end.offset))
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self._delete_segments(lambda s, nxt: nxt is not None and nxt <= offset, "log start offset")
+            return self.log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Apply retention (time, size, log start offset); -> segments deleted. Never the active one."""
+        with self._lock:
+            if self.closed or not self.config.delete:
+                deleted = 0
+            else:
+                deleted = self._delete_retention_ms() + self._delete_retention_bytes()
+            return deleted + self._delete_segments(
+                lambda s, nxt: nxt is not None and nxt <= self.log_start_offset, "log start offset")
+
+    def _delete_retention_ms(self) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        now = self._now_ms()
+        return self._delete_segments(lambda s, nxt: now - s.largest_timestamp > retention, "retention.ms")
+
+    def _delete_retention_bytes(self) -> int:
+        limit = self.config.retention_bytes
+        if limit < 0:
+            return 0
+        excess = [self.size_in_bytes - limit]
+
+        def over(segment: LogSegment, nxt: Optional[int]) -> bool:
+            if excess[0] - segment.size >= 0:
+                excess[0] -= segment.size
+                return True
+            return False
+
+        return self._delete_segments(over, "retention.bytes")
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, Optional[int]], bool], reason: str) -> int:
+        """Delete the oldest segments while ``predicate`` holds; never the active segment."""
+        segments = self._view[1]
+        doomed = []
+        for i, segment in enumerate(segments[:-1]):
+            if not predicate(segment, segments[i + 1].base_offset):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        remaining = segments[len(doomed):]
+        self._publish(remaining)
+        self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
+        for segment in doomed:
+            log.info("%s: deleting segment %d (%s)", self.directory, segment.base_offset, reason)
+            self._delete_segment(segment, asynchronous=True)
+        return len(doomed)
+
+    def _delete_segment(self, segment: LogSegment, asynchronous: bool) -> None:
+        """Rename to .deleted now, remove the files later (file.delete.delay.ms)."""
+        if os.path.exists(segment.log_path):
+            segment.change_suffix("", DELETED_SUFFIX)
+        delay = self.config.file_delete_delay_ms / 1000.0
+        if asynchronous and delay > 0 and not self.closed:
+            self.scheduler.schedule(segment.delete, delay=delay, name="delete-segment")
+        else:
+            segment.delete()
+
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
+        """Swap compacted segments (files ending ``.cleaned``) in for ``old_segments``.
+
+        Crash-safe in Kafka's order: the new files are renamed ``.cleaned`` ->
+        ``.swap`` (from here on recovery completes the swap), the old segments
+        are renamed ``.deleted``, then the new ones lose the ``.swap`` suffix.
+        A crash before the first step leaves the old segments live; after it,
+        recovery finishes the swap.
+        """
+        with self._lock:
+            self._check_open()
+            for seg in new_segments:
+                seg.flush()
+                seg.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            current = self._view[1]
+            old = set(id(s) for s in old_segments)
+            survivors = [s for s in current if id(s) not in old]
+            for seg in old_segments:
+                self._delete_segment(seg, asynchronous=True)
+            for seg in new_segments:
+                seg.change_suffix(SWAP_SUFFIX, "")
+            merged = sorted(survivors + list(new_segments), key=lambda s: s.base_offset)
+            self._publish(tuple(merged))
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("log %s is closed" % self.directory)
+
+    def close(self) -> None:
+        """Flush everything, trim the indexes and close the files (no recovery needed next time)."""
+        with self._lock:
+            if self.closed:
+                return
+            self._flush_locked(self._end.offset)
+            self.closed = True
+            if self._own_scheduler:
+                self.scheduler.shutdown()
+            for segment in self._view[1]:
+                segment.close()
+            hook, self._close_hook = self._close_hook, None
+        if hook is not None:
+            hook(self)
+
+    def delete(self) -> None:
+        """Close the log and remove its directory with every file in it."""
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                if self._own_scheduler:
+                    self.scheduler.shutdown()
+                for segment in self._view[1]:
+                    segment.close()
+            for name in os.listdir(self.directory):
+                os.unlink(os.path.join(self.directory, name))
+            os.rmdir(self.directory)
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "Log(%s-%d, start=%d, end=%d, segments=%d)" % (
+            self.topic, self.partition, self.log_start_offset, self._end.offset, len(self._view[1]))

@@ -1,0 +1,348 @@
+"""The log manager: every partition log in one or more log directories.
+
+Kafka's LogManager. Each log directory (``log.dirs``) holds partition
+directories and four files the manager owns, all written atomically:
+
+    .lock                              held (flock) while a process uses the dir
+    .kafka_cleanshutdown               present only after a clean shutdown
+    recovery-point-offset-checkpoint   per partition: offsets below are fsynced
+    log-start-offset-checkpoint        per partition: the first readable offset
+    cleaner-offset-checkpoint          per partition: where compaction stopped
+
+On start the manager takes each directory's lock (a second process gets a
+clear error, never a shared directory), reads and removes the clean-shutdown
+marker, and opens the logs with their recovery points: after a crash each log
+checks the segments past its recovery point. Background tasks on one thread:
+flush (``flush.ms``), retention, checkpoints and delayed file deletion; the
+cleaner runs on its own threads. ``close()`` flushes every log, writes the
+checkpoints and the marker, so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ..errors import ConfigError, PylogqError
+from .checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpoint,
+    write_atomically,
+)
+from .config import LogConfig, LogManagerConfig
+from .log import Log, parse_dir_name
+from .scheduler import Scheduler
+
+log = logging.getLogger("pylogq.storage")
+
+TopicPartition = Tuple[str, int]
+
+
+class LogDirInUseError(PylogqError):
+    """A log directory is locked by another process (or another manager in this one)."""
+
+
+class _LogDir:
+    """One log directory: its lock and its checkpoint files."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        os.makedirs(self.path, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise LogDirInUseError(
+                "log directory %s is in use by another process (or another LogManager in this one): "
+                "its .lock file is held" % self.path) from None
+        marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+        self.clean_shutdown = os.path.exists(marker)
+        if self.clean_shutdown:
+            os.unlink(marker)  # from now on a crash must not look clean
+        self.recovery_points = OffsetCheckpoint(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT))
+        self.log_start_offsets = OffsetCheckpoint(os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT))
+        self.recovery = self.recovery_points.read()
+        self.starts = self.log_start_offsets.read()
+
+    def partition_dirs(self) -> List[str]:
+        out = []
+        for name in sorted(os.listdir(self.path)):
+            full = os.path.join(self.path, name)
+            if not os.path.isdir(full):
+                continue
+            if name.endswith("-delete"):
+                shutil.rmtree(full, ignore_errors=True)  # a deleted topic's leftovers
+                continue
+            try:
+                parse_dir_name(full)
+            except ValueError:
+                continue
+            out.append(full)
+        return out
+
+    def mark_clean(self) -> None:
+        write_atomically(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), b"")
+
+    def release(self) -> None:
+        if self._lock_fd >= 0:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+
+class LogManager:
+    """The logs of a set of log directories, with their background work. Thread-safe."""
+
+    _standalone: Dict[str, Tuple["LogManager", int]] = {}
+    _standalone_lock = threading.Lock()
+
+    def __init__(
+        self,
+        log_dirs: Any = None,
+        config: Optional[LogManagerConfig] = None,
+        *,
+        topic_config: Optional[Callable[[str], Optional[LogConfig]]] = None,
+        load_all: bool = True,
+        background: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if config is None:
+            config = LogManagerConfig(log_dirs=list(_as_list(log_dirs))) if log_dirs is not None else LogManagerConfig()
+        elif log_dirs is not None:
+            raise ConfigError("give log dirs either as log_dirs or in the config, not both")
+        self.config = config
+        self.default_log_config = config.default_log_config()
+        self._topic_config = topic_config
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._logs: Dict[TopicPartition, Log] = {}
+        self._log_dir_of: Dict[TopicPartition, _LogDir] = {}
+        self.scheduler = Scheduler("pylogq-log-manager")
+        self.closed = False
+        self._dirs: List[_LogDir] = []
+        try:
+            for path in config.log_dirs:
+                self._dirs.append(_LogDir(path))
+        except BaseException:
+            for d in self._dirs:
+                d.release()
+            raise
+        if load_all:
+            for d in self._dirs:
+                for path in d.partition_dirs():
+                    self._load_log(d, path)
+        self.cleaner = None
+        if background:
+            self._start_background()
+
+    # -- opening logs -------------------------------------------------------------
+
+    def _config_for(self, topic: str, overrides: Optional[LogConfig] = None) -> LogConfig:
+        if overrides is not None:
+            return overrides
+        if self._topic_config is not None:
+            found = self._topic_config(topic)
+            if found is not None:
+                return found
+        return self.default_log_config
+
+    def _load_log(self, d: _LogDir, path: str, config: Optional[LogConfig] = None) -> Log:
+        tp = parse_dir_name(path)
+        started = time.monotonic()
+        log_ = Log(
+            path,
+            self._config_for(tp[0], config),
+            recovery_point=d.recovery.get(tp, 0),
+            log_start_offset=d.starts.get(tp),
+            clean_shutdown=d.clean_shutdown,
+            scheduler=self.scheduler,
+            clock=self._clock,
+        )
+        self._logs[tp] = log_
+        self._log_dir_of[tp] = d
+        log.info("loaded log %s-%d (%d segments, offsets %d..%d) in %.3f s%s", tp[0], tp[1], log_.num_segments,
+                 log_.log_start_offset, log_.log_end_offset, time.monotonic() - started,
+                 "" if d.clean_shutdown else " with recovery")
+        return log_
+
+    def get_log(self, topic: str, partition: int) -> Optional[Log]:
+        with self._lock:
+            found = self._logs.get((topic, partition))
+            if found is not None or self.closed:
+                return found
+            for d in self._dirs:  # a log not loaded yet (load_all=False)
+                path = os.path.join(d.path, "%s-%d" % (topic, partition))
+                if os.path.isdir(path):
+                    return self._load_log(d, path)
+            return None
+
+    def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None) -> Log:
+        """The log of a partition, created in the log dir holding the fewest partitions."""
+        with self._lock:
+            self._check_open()
+            existing = self.get_log(topic, partition)
+            if existing is not None:
+                return existing
+            counts = {id(d): 0 for d in self._dirs}
+            for tp, d in self._log_dir_of.items():
+                counts[id(d)] += 1
+            d = min(self._dirs, key=lambda d: (counts[id(d)], self._dirs.index(d)))
+            path = os.path.join(d.path, "%s-%d" % (topic, partition))
+            parse_dir_name(path)  # the topic's characters must make a valid directory name
+            return self._load_log(d, path, config)
+
+    def all_logs(self) -> List[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log: renamed ``*-delete`` at once, its files removed in the background."""
+        with self._lock:
+            tp = (topic, partition)
+            log_ = self._logs.pop(tp, None) or self.get_log(topic, partition)
+            self._logs.pop(tp, None)
+            d = self._log_dir_of.pop(tp, None)
+            if log_ is None or d is None:
+                return False
+            if self.cleaner is not None:
+                self.cleaner.abort(log_)
+            log_.close()
+            doomed = "%s.%s-delete" % (log_.directory, uuid.uuid4().hex)
+            os.rename(log_.directory, doomed)
+            self.scheduler.schedule(lambda: shutil.rmtree(doomed, ignore_errors=True), name="delete-log")
+            d.recovery.pop(tp, None)
+            d.starts.pop(tp, None)
+            self.checkpoint()
+            return True
+
+    # -- background work -------------------------------------------------------------
+
+    def _start_background(self) -> None:
+        c = self.config
+        self.scheduler.schedule(self._flush_due, delay=_s(c.log_flush_scheduler_interval_ms),
+                                period=_s(c.log_flush_scheduler_interval_ms), name="flush")
+        self.scheduler.schedule(self.cleanup_logs, delay=_s(c.log_retention_check_interval_ms),
+                                period=_s(c.log_retention_check_interval_ms), name="retention")
+        self.scheduler.schedule(self.checkpoint, delay=_s(c.log_flush_offset_checkpoint_interval_ms),
+                                period=_s(c.log_flush_offset_checkpoint_interval_ms), name="checkpoint")
+        if c.log_cleaner_enable:
+            from .cleaner import LogCleaner
+
+            self.cleaner = LogCleaner(self)
+            self.cleaner.start()
+
+    def _flush_due(self) -> None:
+        for log_ in self.all_logs():
+            if not log_.closed:
+                log_.flush_if_due()
+
+    def cleanup_logs(self) -> int:
+        """Apply retention to every log with a delete policy; -> segments deleted."""
+        deleted = 0
+        for log_ in self.all_logs():
+            if not log_.closed:
+                deleted += log_.delete_old_segments()
+        return deleted
+
+    def checkpoint(self) -> None:
+        """Write every dir's recovery-point and log-start-offset checkpoints (atomically)."""
+        with self._lock:
+            for d in self._dirs:
+                logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) is d}
+                d.recovery.update({tp: lg.recovery_point for tp, lg in logs.items()})
+                d.starts.update({tp: lg.log_start_offset for tp, lg in logs.items()})
+                d.recovery_points.write(d.recovery)
+                d.log_start_offsets.write(d.starts)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("log manager for %s is closed" % ", ".join(d.path for d in self._dirs))
+
+    def close(self) -> None:
+        """Stop background work, flush and close every log, write checkpoints and the
+        clean-shutdown marker, release the directory locks."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.cleaner is not None:
+                self.cleaner.shutdown()
+            self.scheduler.shutdown(run_pending=True)
+            for log_ in self._logs.values():
+                log_.close()
+            self.checkpoint()
+            for d in self._dirs:
+                d.mark_clean()
+                d.release()
+
+    def __enter__(self) -> "LogManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- standalone logs (Log.open) ----------------------------------------------------
+
+    @classmethod
+    def standalone_log(cls, path: str, config: Mapping[str, object]) -> Log:
+        """A log opened on its own: one manager per parent directory, shared and counted."""
+        path = os.path.abspath(path)
+        parent = os.path.dirname(path)
+        topic, partition = parse_dir_name(path)
+        if "config" in config:
+            log_config = config["config"]
+            if len(config) > 1:
+                raise ConfigError("give either config= or config keywords, not both")
+            assert isinstance(log_config, LogConfig)
+        else:
+            log_config = LogConfig.from_dict(dict(config))
+        with cls._standalone_lock:
+            manager, count = cls._standalone.get(parent, (None, 0))
+            if manager is None or manager.closed:
+                manager, count = cls(config=LogManagerConfig(log_dirs=[parent]), load_all=False), 0
+            log_ = manager.get_log(topic, partition)
+            if log_ is not None and not log_.closed:
+                raise ValueError("log %s is already open in this process" % path)
+            if log_ is not None:
+                manager._logs.pop((topic, partition), None)
+                manager._log_dir_of.pop((topic, partition), None)
+            log_ = manager.get_or_create_log(topic, partition, log_config)
+            cls._standalone[parent] = (manager, count + 1)
+        log_._close_hook = lambda lg: cls._standalone_closed(parent, lg)
+        return log_
+
+    @classmethod
+    def _standalone_closed(cls, parent: str, log_: Log) -> None:
+        with cls._standalone_lock:
+            manager, count = cls._standalone.get(parent, (None, 0))
+            if manager is None:
+                return
+            manager.checkpoint()
+            if count <= 1:
+                del cls._standalone[parent]
+                manager.close()
+            else:
+                cls._standalone[parent] = (manager, count - 1)
+
+
+def _as_list(value: Any) -> List[str]:
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    return [os.fspath(v) for v in value]
+
+
+def _s(ms: int) -> float:
+    """Milliseconds to seconds for the scheduler; Kafka's Long.MAX means 'practically never'."""
+    return min(ms, 10 * 365 * 86400 * 1000) / 1000.0
