@@ -17,7 +17,6 @@ Groups and targets:
 from __future__ import annotations
 
 import importlib
-import os
 import random
 
 import pytest

@@ -30,3 +30,7 @@ cdef class OffsetMap:
     cdef Py_ssize_t _put_rows(self, const unsigned char *data, const int64_t[::1] ks,
                               const int32_t[::1] kl, const int64_t[::1] offs,
                               Py_ssize_t start, Py_ssize_t end) noexcept nogil
+    cdef Py_ssize_t _validate_keys(self, Py_ssize_t data_len, const int64_t[::1] ks,
+                                   const int32_t[::1] kl, Py_ssize_t n, int *bad) noexcept nogil
+    cdef void _get_rows(self, const unsigned char *data, const int64_t[::1] ks,
+                        const int32_t[::1] kl, int64_t[::1] out, Py_ssize_t n) noexcept nogil

@@ -2,6 +2,8 @@
 
 from typing import Any, Optional
 
+import numpy as np
+
 LOAD_FACTOR: float
 SLOT_SIZE: int
 NOGIL_THRESHOLD: int
@@ -24,6 +26,7 @@ class OffsetMap:
         start: int = 0,
         stop: Optional[int] = None,
     ) -> int: ...
+    def get_columns(self, data: Any, key_start: Any, key_length: Any) -> np.ndarray: ...
     def __len__(self) -> int: ...
     @property
     def size(self) -> int: ...

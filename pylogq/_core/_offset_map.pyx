@@ -24,6 +24,8 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
+import numpy as np
+
 from pylogq.errors import OffsetMapFullError
 
 cdef extern from "murmur3.h":
@@ -353,6 +355,111 @@ cdef class OffsetMap:
                 if not self._insert(h1s[j], h2s[j], offs[rows[j]]):
                     return rows[j]
         return end
+
+    def get_columns(self, data, key_start, key_length):
+        """The latest offset of every row's key, as an int64 numpy array (-1: never put).
+
+        Row i's key is ``data[key_start[i]:key_start[i] + key_length[i]]``; a
+        null key (``key_length[i] == -1``) also gives -1. The bulk form of
+        get(), for a cleaner deciding which records of a segment to keep: a
+        record is the latest for its key when its offset is >= the result.
+        Every row is checked first (ValueError naming a bad one).
+        """
+        cdef const int64_t[::1] ks
+        cdef const int32_t[::1] kl
+        cdef int64_t[::1] out_view
+        cdef Py_ssize_t n, data_len, bad_row = -1
+        cdef int bad = ROW_OK
+        cdef Py_buffer view
+        self._check_idle()
+        try:
+            ks = key_start
+        except (ValueError, TypeError, BufferError) as exc:
+            raise ValueError(_column_error("key_start", "int64", exc)) from None
+        try:
+            kl = key_length
+        except (ValueError, TypeError, BufferError) as exc:
+            raise ValueError(_column_error("key_length", "int32", exc)) from None
+        n = ks.shape[0]
+        if kl.shape[0] != n:
+            raise ValueError("columns differ in length: key_start %d, key_length %d"
+                             % (n, kl.shape[0]))
+        out = np.empty(n, dtype=np.int64)
+        out_view = out
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        data_len = view.len
+        self._busy = True
+        try:
+            if n > NOGIL_ROWS:
+                with nogil:
+                    bad_row = self._validate_keys(data_len, ks, kl, n, &bad)
+                    if bad == ROW_OK:
+                        self._get_rows(<const unsigned char *>view.buf, ks, kl, out_view, n)
+            else:
+                bad_row = self._validate_keys(data_len, ks, kl, n, &bad)
+                if bad == ROW_OK:
+                    self._get_rows(<const unsigned char *>view.buf, ks, kl, out_view, n)
+        finally:
+            self._busy = False
+            PyBuffer_Release(&view)
+        if bad == ROW_BAD_LENGTH:
+            raise ValueError("row %d: key_length %d is invalid (-1 marks a null key)"
+                             % (bad_row, kl[bad_row]))
+        if bad == ROW_OUTSIDE:
+            raise ValueError("row %d: key bytes [%d, %d) lie outside data of %d bytes"
+                             % (bad_row, ks[bad_row], ks[bad_row] + kl[bad_row], data_len))
+        return out
+
+    # n is the length of both columns, checked by get_columns.
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef Py_ssize_t _validate_keys(self, Py_ssize_t data_len, const int64_t[::1] ks,
+                                   const int32_t[::1] kl, Py_ssize_t n, int *bad) noexcept nogil:
+        """The first row whose key range is invalid, with its reason."""
+        cdef Py_ssize_t row
+        cdef int64_t s
+        cdef int32_t length
+        for row in range(n):
+            length = kl[row]
+            if length == -1:
+                continue
+            if length < -1:
+                bad[0] = ROW_BAD_LENGTH
+                return row
+            s = ks[row]
+            if s < 0 or s > data_len or length > data_len - s:
+                bad[0] = ROW_OUTSIDE
+                return row
+        return -1
+
+    # Rows 0:n were checked by _validate_keys; out has n rows.
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef void _get_rows(self, const unsigned char *data, const int64_t[::1] ks,
+                        const int32_t[::1] kl, int64_t[::1] out, Py_ssize_t n) noexcept nogil:
+        """out[i] = the offset of row i's key, or -1; hashes and prefetches BATCH rows at a time."""
+        cdef uint64_t h1s[BATCH]
+        cdef uint64_t h2s[BATCH]
+        cdef Py_ssize_t rows[BATCH]
+        cdef uint64_t h[2]
+        cdef Py_ssize_t row = 0, count, j
+        cdef Slot *s
+        while row < n:
+            count = 0
+            while row < n and count < BATCH:
+                if kl[row] == -1:
+                    out[row] = -1
+                else:
+                    _digest(data + ks[row], <size_t>kl[row], h)
+                    h1s[count] = h[0]
+                    h2s[count] = h[1]
+                    rows[count] = row
+                    pylogq_prefetch_w(&self._table[h[0] % <uint64_t>self._slots])
+                    count += 1
+                row += 1
+            for j in range(count):
+                s = &self._table[self._find(h1s[j], h2s[j])]
+                out[rows[j]] = -1 if (s.h1 == 0 and s.h2 == 0) else s.offset
 
     def __len__(self):
         return self._size

@@ -2,7 +2,6 @@
 
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
 
 _Buffer = Union[bytes, bytearray, memoryview, Any]
 _Header = Tuple[str, Optional[bytes]]

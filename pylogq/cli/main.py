@@ -1,5 +1,8 @@
 """``pylogq``: the command-line entry point.
 
+``pylogq dump-log --files F[,F...]`` prints segment files as Kafka's
+``kafka-dump-log.sh`` does (see :mod:`pylogq.cli.dump_log`).
+
 ``pylogq demo [DIR]`` writes a file of record batches in every format and
 codec pylogq reads (v2 with none, gzip, snappy, lz4 and zstd; legacy v0 and
 v1), then reads it back three ways (walker, record iteration, columnar
@@ -18,6 +21,7 @@ from typing import List, Optional
 from .. import _speedups, records
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, assign_offsets_legacy, iter_legacy_records
+from . import dump_log
 
 
 def _demo(directory: str) -> int:
@@ -80,9 +84,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="write record batches in every format and read them back")
     demo.add_argument("directory", nargs="?", help="where to write the log file (default: a temp dir)")
+    dump = sub.add_parser("dump-log", help="print segment files (.log, .index, .timeindex) as Kafka's "
+                          "kafka-dump-log.sh does")
+    dump_log.add_arguments(dump)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(args.directory or tempfile.mkdtemp(prefix="pylogq-demo-"))
+    if args.command == "dump-log":
+        return dump_log.run(args)
     return 2  # argparse has already rejected anything else
 
 

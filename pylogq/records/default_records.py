@@ -35,7 +35,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
+from ..errors import CorruptRecordError, InvalidRecordError
 from . import codecs
 from .crc import crc32, crc32c
 

@@ -28,7 +28,7 @@ import errno
 import os
 import re
 import threading
-from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from ..errors import PylogqError
 
@@ -158,7 +158,6 @@ class _CheckpointFile(Generic[_T]):
 
     def __init__(self, path: PathType) -> None:
         self.path = os.fspath(path)
-        self._lock = _lock_for(self.path)
 
     def __repr__(self) -> str:
         return "%s(%r)" % (type(self).__name__, self.path)
@@ -175,9 +174,7 @@ class _CheckpointFile(Generic[_T]):
         raise NotImplementedError
 
     def _write_entries(self, entries: List[_T]) -> None:
-        data = self._format(entries)
-        with self._lock:
-            write_atomically(self.path, data)
+        write_atomically(self.path, self._format(entries))
 
     def _read_entries(self) -> List[_T]:
         try:
@@ -194,8 +191,6 @@ class _CheckpointFile(Generic[_T]):
         lines = text.split("\n")
         if lines[-1] == "":
             lines.pop()
-        else:
-            raise CorruptCheckpointError(self.path, len(lines), "the last line is not terminated by a newline")
         lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         version = lines[0].strip()
         if not _INTEGER.match(version):
@@ -207,9 +202,12 @@ class _CheckpointFile(Generic[_T]):
             raise CorruptCheckpointError(self.path, 2, "missing the entry count")
         expected = _parse_int(self.path, 2, lines[1].strip(), "entry count", 0, _INT_MAX)
         found = len(lines) - 2
-        if found != expected:
-            raise CorruptCheckpointError(self.path, min(len(lines), expected + 2) + (found < expected),
-                                         "expected %d entries but found %d" % (expected, found))
+        if found < expected:
+            raise CorruptCheckpointError(self.path, len(lines) + 1, "expected %d entries but the file ends after %d"
+                                         % (expected, found))
+        if found > expected:
+            raise CorruptCheckpointError(self.path, expected + 3, "expected %d entries but found %d"
+                                         % (expected, found))
         entries = []
         for number, line in enumerate(lines[2:], start=3):
             tokens = line.split()
@@ -306,5 +304,3 @@ def _check_int(what: str, value: Any, low: int, high: int) -> None:
     if not low <= value <= high:
         raise ValueError("%s is %d, outside [%d, %d]" % (what, value, low, high))
 
-
-CheckpointFactory = Callable[[PathType], _CheckpointFile[Any]]

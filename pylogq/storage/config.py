@@ -32,7 +32,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
 from ..errors import ConfigError
 

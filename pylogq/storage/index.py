@@ -420,9 +420,10 @@ class OffsetIndex(_Index):
         offset = _int(offset)
         position = _int(position)
         with self._lock:
-            self._check_writable()
+            if self._closed or not self._writable:
+                self._check_writable()
             n = self._entries
-            if n >= self.max_entries or self._mm is None:
+            if n * OFFSET_ENTRY_SIZE >= self._length or self._mm is None:
                 raise IndexFullError(
                     "offset index %s is full (%d entries)" % (self._path, n)
                 )
@@ -455,28 +456,31 @@ class OffsetIndex(_Index):
         """
         target = _int(target_offset) - self._base_offset
         with self._lock:
-            self._check_open()
+            mm = self._mm
             n = self._entries
-            if not n or self._mm is None:
+            if mm is None or not n:
+                # A closed index has no map; an open one without a map is empty.
+                self._check_open()
                 return self._base_offset, 0
-            slot = _offset_lookup(self._mm, n, target)
+            slot = _offset_lookup(mm, n, target)
             if slot < 0:
                 return self._base_offset, 0
-            rel, position = _offset_entry(self._mm, slot)
+            rel, position = _offset_entry(mm, slot)
         return self._base_offset + rel, position
 
     def lookup_upper(self, target_offset: int) -> Optional[Tuple[int, int]]:
         """The first ``(offset, position)`` with offset >= ``target_offset``, or None."""
         target = _int(target_offset) - self._base_offset
         with self._lock:
-            self._check_open()
+            mm = self._mm
             n = self._entries
-            if not n or self._mm is None:
+            if mm is None or not n:
+                self._check_open()
                 return None
-            slot = _offset_upper(self._mm, n, target)
+            slot = _offset_upper(mm, n, target)
             if slot < 0:
                 return None
-            rel, position = _offset_entry(self._mm, slot)
+            rel, position = _offset_entry(mm, slot)
         return self._base_offset + rel, position
 
     def entry(self, n: int) -> Tuple[int, int]:
@@ -652,28 +656,30 @@ class TimeIndex(_Index):
         """
         target = _int(target_ts)
         with self._lock:
-            self._check_open()
+            mm = self._mm
             n = self._entries
-            if not n or self._mm is None:
+            if mm is None or not n:
+                self._check_open()
                 return NO_TIMESTAMP, self._base_offset
-            slot = _time_lookup(self._mm, n, target)
+            slot = _time_lookup(mm, n, target)
             if slot < 0:
                 return NO_TIMESTAMP, self._base_offset
-            ts, rel = _time_entry(self._mm, slot)
+            ts, rel = _time_entry(mm, slot)
         return ts, self._base_offset + rel
 
     def lookup_upper(self, target_ts: int) -> Optional[Tuple[int, int]]:
         """The first ``(timestamp, offset)`` with timestamp >= ``target_ts``, or None."""
         target = _int(target_ts)
         with self._lock:
-            self._check_open()
+            mm = self._mm
             n = self._entries
-            if not n or self._mm is None:
+            if mm is None or not n:
+                self._check_open()
                 return None
-            slot = _time_upper(self._mm, n, target)
+            slot = _time_upper(mm, n, target)
             if slot < 0:
                 return None
-            ts, rel = _time_entry(self._mm, slot)
+            ts, rel = _time_entry(mm, slot)
         return ts, self._base_offset + rel
 
     def entry(self, n: int) -> Tuple[int, int]:

@@ -22,7 +22,7 @@ import os
 import re
 import threading
 import time
-from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import records
 from ..errors import (
@@ -281,8 +281,8 @@ class Log:
             now = self._now_ms()
             lat = now if self.config.log_append_time else None
             if len(buffer) > 16 and buffer[16] < 2:
-                buffer, last = assign_offsets_legacy(buffer, self._end.offset, log_append_time=lat)
-                buffer = bytearray(buffer)
+                assigned, last = assign_offsets_legacy(buffer, self._end.offset, log_append_time=lat)
+                buffer = bytearray(assigned)
                 headers = self._headers(buffer)
                 info = records.AppendInfo(self._end.offset, last, len(headers), len(headers),
                                           max(h.max_timestamp for h in headers), last)
@@ -332,7 +332,7 @@ class Log:
                                  max_ts_offset, -1, self.log_start_offset, len(buffer))
 
     @staticmethod
-    def _headers(buffer: bytes) -> List[BatchHeader]:
+    def _headers(buffer: Union[bytes, bytearray]) -> List[BatchHeader]:
         out = []
         view = memoryview(buffer)
         for info in records.iter_batches(buffer):
@@ -359,7 +359,7 @@ class Log:
                     "timestamp %d of the batch at offset %d is more than %d ms from the broker's time %d"
                     % (h.max_timestamp, h.base_offset, limit, now))
 
-    def _write(self, buffer: bytes, headers: List[BatchHeader], last_offset: int, max_timestamp: int) -> None:
+    def _write(self, buffer: Union[bytes, bytearray], headers: List[BatchHeader], last_offset: int, max_timestamp: int) -> None:
         segment = self._end.segment
         if self._should_roll(segment, len(buffer), last_offset, max_timestamp):
             segment = self._roll_locked(headers[0].base_offset)
@@ -409,7 +409,7 @@ class Log:
         self._publish(segments + (new,))
         self._end = _End(max(self._end.offset, base_offset), new, 0)
         # Flush the finished segment in the background, as Kafka does on roll.
-        if old.size:
+        if old.size and not self.closed:
             self.scheduler.schedule(lambda: self.flush(base_offset), name="flush-on-roll")
         return new
 
@@ -655,13 +655,14 @@ class Log:
 
     def close(self) -> None:
         """Flush everything, trim the indexes and close the files (no recovery needed next time)."""
+        if self._own_scheduler:
+            # Outside the lock: a queued flush or deletion may be waiting for it.
+            self.scheduler.shutdown(run_pending=True)
         with self._lock:
             if self.closed:
                 return
             self._flush_locked(self._end.offset)
             self.closed = True
-            if self._own_scheduler:
-                self.scheduler.shutdown()
             for segment in self._view[1]:
                 segment.close()
             hook, self._close_hook = self._close_hook, None
@@ -670,11 +671,11 @@ class Log:
 
     def delete(self) -> None:
         """Close the log and remove its directory with every file in it."""
+        if self._own_scheduler:
+            self.scheduler.shutdown(run_pending=True)
         with self._lock:
             if not self.closed:
                 self.closed = True
-                if self._own_scheduler:
-                    self.scheduler.shutdown()
                 for segment in self._view[1]:
                     segment.close()
             for name in os.listdir(self.directory):

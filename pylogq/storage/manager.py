@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, PylogqError
 from .checkpoint import (
@@ -41,6 +41,9 @@ from .checkpoint import (
 from .config import LogConfig, LogManagerConfig
 from .log import Log, parse_dir_name
 from .scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from .cleaner import LogCleaner
 
 log = logging.getLogger("pylogq.storage")
 
@@ -141,7 +144,7 @@ class LogManager:
             for d in self._dirs:
                 for path in d.partition_dirs():
                     self._load_log(d, path)
-        self.cleaner = None
+        self.cleaner: Optional["LogCleaner"] = None
         if background:
             self._start_background()
 
@@ -231,7 +234,7 @@ class LogManager:
         c = self.config
         self.scheduler.schedule(self._flush_due, delay=_s(c.log_flush_scheduler_interval_ms),
                                 period=_s(c.log_flush_scheduler_interval_ms), name="flush")
-        self.scheduler.schedule(self.cleanup_logs, delay=_s(c.log_retention_check_interval_ms),
+        self.scheduler.schedule(self._retention, delay=_s(c.log_retention_check_interval_ms),
                                 period=_s(c.log_retention_check_interval_ms), name="retention")
         self.scheduler.schedule(self.checkpoint, delay=_s(c.log_flush_offset_checkpoint_interval_ms),
                                 period=_s(c.log_flush_offset_checkpoint_interval_ms), name="checkpoint")
@@ -245,6 +248,9 @@ class LogManager:
         for log_ in self.all_logs():
             if not log_.closed:
                 log_.flush_if_due()
+
+    def _retention(self) -> None:
+        self.cleanup_logs()
 
     def cleanup_logs(self) -> int:
         """Apply retention to every log with a delete policy; -> segments deleted."""
@@ -277,9 +283,11 @@ class LogManager:
             if self.closed:
                 return
             self.closed = True
-            if self.cleaner is not None:
-                self.cleaner.shutdown()
-            self.scheduler.shutdown(run_pending=True)
+        # Background work stops outside the lock: a running task may be waiting for it.
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
+        self.scheduler.shutdown(run_pending=True)
+        with self._lock:
             for log_ in self._logs.values():
                 log_.close()
             self.checkpoint()
@@ -312,11 +320,11 @@ class LogManager:
             manager, count = cls._standalone.get(parent, (None, 0))
             if manager is None or manager.closed:
                 manager, count = cls(config=LogManagerConfig(log_dirs=[parent]), load_all=False), 0
-            log_ = manager.get_log(topic, partition)
-            if log_ is not None and not log_.closed:
+            loaded = manager._logs.get((topic, partition))
+            if loaded is not None and not loaded.closed:
                 raise ValueError("log %s is already open in this process" % path)
-            if log_ is not None:
-                manager._logs.pop((topic, partition), None)
+            if loaded is not None:  # closed earlier while the manager served other logs
+                manager._logs.pop((topic, partition))
                 manager._log_dir_of.pop((topic, partition), None)
             log_ = manager.get_or_create_log(topic, partition, log_config)
             cls._standalone[parent] = (manager, count + 1)

@@ -24,6 +24,8 @@ import struct
 from operator import index
 from typing import Any, Optional, Tuple
 
+import numpy as np
+
 from .._speedups import compiled
 from ..records.columnar import decode_columns
 from ..errors import OffsetMapFullError
@@ -297,6 +299,43 @@ class _PyOffsetMap:
             if not self._insert(h1, h2, offset):
                 return row - start
         return end - start
+
+    def get_columns(self, data: Any, key_start: Any, key_length: Any) -> np.ndarray:
+        """The latest offset of every row's key, as an int64 numpy array (-1: never put).
+
+        Row i's key is ``data[key_start[i]:key_start[i] + key_length[i]]``; a
+        null key (``key_length[i] == -1``) also gives -1. The bulk form of
+        get(), for a cleaner deciding which records of a segment to keep: a
+        record is the latest for its key when its offset is >= the result.
+        Every row is checked first (ValueError naming a bad one).
+        """
+        ks = _int_column(key_start, "key_start", 8)
+        kl = _int_column(key_length, "key_length", 4)
+        n = len(ks)
+        if len(kl) != n:
+            raise ValueError("columns differ in length: key_start %d, key_length %d" % (n, len(kl)))
+        raw = _contiguous_bytes(data, "data")
+        data_len = len(raw)
+        rows = list(zip(ks.tolist(), kl.tolist()))
+        for row, (s, length) in enumerate(rows):
+            if length == -1:
+                continue
+            if length < -1:
+                raise ValueError("row %d: key_length %d is invalid (-1 marks a null key)" % (row, length))
+            if s < 0 or s > data_len or length > data_len - s:
+                raise ValueError(
+                    "row %d: key bytes [%d, %d) lie outside data of %d bytes" % (row, s, s + length, data_len)
+                )
+        out = np.empty(n, dtype=np.int64)
+        table = self._table
+        for row, (s, length) in enumerate(rows):
+            if length == -1:
+                out[row] = -1
+                continue
+            h1, h2 = _digest(raw[s : s + length])
+            pos, s1, s2 = self._find(h1, h2)
+            out[row] = -1 if (s1 == 0 and s2 == 0) else _OFFSET.unpack_from(table, pos * SLOT_SIZE + 16)[0]
+        return out
 
     def __len__(self) -> int:
         return self._size

@@ -21,13 +21,12 @@ import io
 import os
 import struct
 import time
-from typing import Iterator, List, NamedTuple, Optional, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
-import numpy as np
 
-from ..errors import CorruptRecordError, OffsetOutOfRangeError
+from ..errors import OffsetOutOfRangeError
 from ..records._impl import impl
-from ..records.default_records import LAST_OFFSET_DELTA_OFFSET, MAX_TIMESTAMP_OFFSET, RECORDS_COUNT_OFFSET
+from ..records.default_records import LAST_OFFSET_DELTA_OFFSET, MAX_TIMESTAMP_OFFSET
 from .config import LogConfig
 from .index import OffsetIndex, TimeIndex
 
@@ -217,7 +216,7 @@ class LogSegment:
 
     # -- appending ------------------------------------------------------------
 
-    def append(self, data: bytes, batches: List[BatchHeader]) -> None:
+    def append(self, data: Union[bytes, bytearray], batches: List[BatchHeader]) -> None:
         """Write validated batches (their headers in ``batches``) at the end of the file."""
         if not data:
             return

@@ -475,3 +475,54 @@ def test_put_batches_reports_where_a_full_map_stopped(impl):
     assert put_batches(m, batch) == 49
     assert len(m) == 9 and m.get(b"k8") == 48 and m.get(b"k9") == -1
     assert put_batches(impl.OffsetMap(240), batch, start_offset=100) == 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.one_of(st.none(), st.binary(max_size=20)), max_size=60),
+    probe=st.lists(st.one_of(st.none(), st.binary(max_size=20)), max_size=60),
+    slots=st.integers(1, 80),
+)
+def test_get_columns_equals_a_loop_of_get(impl, keys, probe, slots):
+    m = impl.OffsetMap(24 * slots)
+    for i, k in enumerate(keys):
+        if k is not None and (len(m) < m.capacity or m.get(k) != -1):
+            m.put(k, i * 3)
+    data = b"".join(k for k in probe if k is not None)
+    starts, lengths, pos = [], [], 0
+    for k in probe:
+        starts.append(pos)
+        lengths.append(-1 if k is None else len(k))
+        pos += 0 if k is None else len(k)
+    got = m.get_columns(data, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int32))
+    assert got.dtype == np.int64
+    assert got.tolist() == [-1 if k is None else m.get(k) for k in probe]
+
+
+def test_get_columns_large_batch(impl):
+    n = 3000 if impl.OffsetMap is offset_map._PyOffsetMap else 20000
+    keys = [b"key-%08d" % i for i in range(n)]
+    data = b"".join(keys)
+    lengths = np.full(n, 12, dtype=np.int32)
+    starts = np.arange(n, dtype=np.int64) * 12
+    m = impl.OffsetMap(24 * 2 * n)
+    assert m.put_columns(data, starts[::2].copy(), lengths[::2].copy(), np.arange(0, n, 2, dtype=np.int64)) == (n + 1) // 2
+    got = m.get_columns(memoryview(data), starts, lengths)
+    expected = np.where(np.arange(n) % 2 == 0, np.arange(n), -1)
+    assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    "starts, lengths, message",
+    [
+        ([0, 5], [3, -2], "row 1: key_length -2 is invalid"),
+        ([0, 8], [3, 4], r"row 1: key bytes \[8, 12\) lie outside data of 10 bytes"),
+        ([0], [3, 4], "columns differ in length"),
+    ],
+)
+def test_get_columns_bad_rows(impl, starts, lengths, message):
+    m = impl.OffsetMap(240)
+    with pytest.raises(ValueError, match=message):
+        m.get_columns(b"0123456789", np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int32))
+    with pytest.raises(ValueError, match="key_start must be a contiguous 1-D int64 array"):
+        m.get_columns(b"0123456789", np.array(starts, dtype=np.int32), np.array(lengths, dtype=np.int32))

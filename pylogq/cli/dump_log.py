@@ -1,0 +1,639 @@
+"""``pylogq dump-log``: print segment files the way Kafka's ``kafka-dump-log.sh`` does.
+
+Files are told apart by suffix (a trailing ``.deleted``, ``.cleaned`` or
+``.swap`` is looked through):
+
+``.log``
+    ``Dumping <file>``, ``Log starting offset: <base offset>``, then one line
+    per batch in Kafka 3.x's ``DumpLogSegments`` format::
+
+        baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1
+        producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false
+        deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1700000000002 size: 100
+        magic: 2 compresscodec: none crc: 3139461429 isvalid: true
+
+    (one line), and for a legacy v0/v1 entry
+    ``offset: 6 position: 214 CreateTime: 1700000000005 size: 42 magic: 1
+    compresscodec: none crc: 123 isvalid: true``. With ``--deep-iteration``
+    each record follows its batch (``| offset: 0 CreateTime: ... keySize: 1
+    valueSize: 5 sequence: -1 headerKeys: []``); ``--print-data-log`` adds
+    ``key: ... payload: ...`` (UTF-8, undecodable bytes replaced). Bytes after
+    the last whole batch are reported as ``Found N invalid bytes at the end of
+    <file>, starting at position P: <reason>``.
+``.index`` / ``.timeindex``
+    ``offset: O position: P`` / ``timestamp: T offset: O`` per entry, each
+    checked against the ``.log`` next to it (an offset entry must point at the
+    start of the batch holding its offset; a time entry must name the last
+    offset of a batch whose max timestamp it holds); mismatches go to stderr
+    in Kafka's words. ``--verify-index-only`` prints only the mismatches;
+    ``--index-sanity-check`` only runs the index's full sanity check.
+
+The tool only reads: indexes are opened read-only, the log is read with
+``pread`` one batch at a time (so a segment of any size dumps in constant
+memory), no lock is taken, so it is safe on the directory of a running
+broker. An index of a segment that is still active is preallocated and
+zero-filled past its last entry; as Kafka's tool does, the dump stops at the
+first zero entry after entry 0.
+
+Exit status: 0 when every file was dumped (a dump that reports invalid bytes
+or mismatches still did its job); 1 when a file is missing or unreadable, or
+a check asked for (``--index-sanity-check``, ``--verify-index-only``) failed;
+2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import re
+import stat
+import struct
+import sys
+from typing import Callable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+
+from .. import records
+from ..errors import CorruptRecordError
+from ..records import codecs
+from ..records.crc import crc32
+from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, NO_SEQUENCE
+from ..records.legacy import CREATE_TIME as LEGACY_CREATE_TIME
+from ..records.legacy import LOG_APPEND_TIME as LEGACY_LOG_APPEND_TIME
+from ..records.legacy import iter_legacy_messages
+from ..storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from ..storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    parse_header,
+)
+
+__all__ = ["main", "build_parser"]
+
+#: Kafka's default for ``--max-bytes``: Integer.MAX_VALUE, "the whole file".
+MAX_BYTES_DEFAULT = 2**31 - 1
+RECORD_INDENT = "|"
+#: The most bytes read at once to find out why the tail of a log is invalid.
+_TAIL_PROBE = 64 * 1024
+_MIN_ENTRY = LOG_OVERHEAD + 5  # offset, length, then at least up to the magic byte
+_ENTRY_HEAD = struct.Struct(">qi")
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+_ERROR_PREFIX = re.compile(r"^\[Error -?\d+\] [A-Z_]+: ")
+_TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+_TRANSIT_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+
+
+class DumpError(Exception):
+    """A file that cannot be dumped at all (missing, unreadable, misnamed): exit status 1."""
+
+
+class _Options(NamedTuple):
+    print_data_log: bool
+    deep_iteration: bool
+    index_sanity_check: bool
+    verify_index_only: bool
+    max_bytes: int
+
+
+class _Entry(NamedTuple):
+    """One whole entry of a log file: where it lies and its bytes."""
+
+    position: int
+    data: bytes
+
+
+class _Report:
+    """Where the dump writes: stdout for the dump, stderr for problems; remembers failures."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+        self.failed = False
+
+    def line(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+    def problem(self, text: str) -> None:
+        self.out.flush()
+        self.err.write(text + "\n")
+        self.err.flush()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _reason(error: str, position: int) -> str:
+    """A walker error without its error-code prefix, positioned in the file."""
+    return _ERROR_PREFIX.sub("", error).replace("at byte 0", "at byte %d" % position)
+
+
+def _text(data: Optional[bytes]) -> str:
+    return data.decode("utf-8", errors="replace") if data is not None else ""
+
+
+def _size(data: Optional[bytes]) -> int:
+    return -1 if data is None else len(data)
+
+
+def _codec_name(codec: int) -> str:
+    return codecs.NAMES.get(codec, "unknown(%d)" % codec)
+
+
+def _kind(path: str) -> str:
+    """The file's kind by suffix: ``.log``, ``.index``, ``.timeindex`` or ``""``."""
+    name = os.path.basename(path)
+    for suffix in _TRANSIT_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        if name.endswith(suffix):
+            return suffix
+    return ""
+
+
+def _base_offset(path: str) -> int:
+    """The base offset a segment file name starts with (Kafka takes the part before the first dot)."""
+    stem = os.path.basename(path).split(".", 1)[0]
+    if not stem.isdigit():
+        raise DumpError("cannot dump %s: its name does not start with a base offset "
+                        "(20 digits, e.g. 00000000000000000000%s)" % (path, _kind(path) or LOG_SUFFIX))
+    return int(stem)
+
+
+def _sibling(path: str, suffix: str) -> str:
+    """The segment file next to ``path`` with ``suffix`` (and the same transit suffix, if any)."""
+    directory, name = os.path.split(path)
+    stem, _, rest = name.partition(".")
+    transit = next((s for s in _TRANSIT_SUFFIXES if rest.endswith(s[1:])), "")
+    return os.path.join(directory, stem + suffix + transit)
+
+
+def _open_read(path: str) -> int:
+    """A read-only descriptor of a regular file; DumpError with the OS's reason otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise DumpError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DumpError("cannot read %s: not a regular file" % path)
+    return fd
+
+
+# --------------------------------------------------------------------------- walking a log file
+
+
+def _entry_error(data: bytes) -> Optional[str]:
+    """Why one framed entry cannot be dumped, or None (CRCs are reported per batch, not here)."""
+    result = records.scan(data, 0, False)
+    if result.error is not None or result.valid_bytes != len(data):
+        return result.error or "malformed entry at byte 0"
+    if data[16] < 2:
+        try:
+            next(iter_legacy_messages(data, validate_crc=False, allow_partial=False))
+        except CorruptRecordError as exc:
+            return "legacy message at byte 0: %s" % _ERROR_PREFIX.sub("", str(exc))
+    return None
+
+
+class _Walk:
+    """Whole entries of a log file from position 0, read one at a time with pread.
+
+    After iteration, ``end`` is where the whole entries stop and ``error``
+    says why the bytes from there on are not an entry (None at the end of
+    the data, or before a partial entry when ``partial_ok``).
+    """
+
+    def __init__(self, fd: int, limit: int, partial_ok: bool) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.partial_ok = partial_ok
+        self.end = 0
+        self.error: Optional[str] = None
+
+    def __iter__(self) -> Iterator[_Entry]:
+        position = 0
+        limit = self.limit
+        while position < limit:
+            head = os.pread(self.fd, _MIN_ENTRY, position)
+            if len(head) < _MIN_ENTRY:
+                self._stop(position, self._probe(position))
+                return
+            _, length = _ENTRY_HEAD.unpack_from(head)
+            size = LOG_OVERHEAD + length
+            if length < 0 or position + size > limit:
+                self._stop(position, self._probe(position))
+                return
+            data = os.pread(self.fd, size, position)
+            if len(data) != size:  # the file shrank under the dump
+                self._stop(position, "the file ends after %d of the %d bytes of the entry at position %d"
+                           % (len(data), size, position))
+                return
+            error = _entry_error(data)
+            if error is not None:
+                self._stop(position, _reason(error, position))
+                return
+            yield _Entry(position, data)
+            position += size
+        self.end = position
+
+    def _probe(self, position: int) -> Optional[str]:
+        """Why the bytes at ``position`` are no whole entry: a walker error, or a partial entry."""
+        tail = os.pread(self.fd, min(self.limit - position, _TAIL_PROBE), position)
+        result = records.scan(tail, 0, False)
+        if result.error is not None:
+            return _reason(result.error, position)
+        if self.partial_ok:
+            return None
+        if len(tail) >= LOG_OVERHEAD:
+            _, length = _ENTRY_HEAD.unpack_from(tail)
+            return "a partial batch: the entry at position %d declares %d bytes, %d remain" % (
+                position, LOG_OVERHEAD + length, self.limit - position)
+        return "a partial batch: %d bytes at position %d, too few for an entry header" % (
+            self.limit - position, position)
+
+    def _stop(self, position: int, error: Optional[str]) -> None:
+        self.end = position
+        self.error = error
+
+
+# --------------------------------------------------------------------------- .log files
+
+
+def _v2_batch_line(batch: "records.RecordBatch", position: int) -> str:
+    horizon = "OptionalLong[%d]" % batch.base_timestamp if batch.has_delete_horizon else "OptionalLong.empty"
+    return (
+        "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d "
+        "producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %s isControl: %s deleteHorizonMs: %s"
+        " position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %s" % (
+            batch.base_offset, batch.last_offset, batch.records_count, batch.base_sequence, batch.last_sequence,
+            batch.producer_id, batch.producer_epoch, batch.partition_leader_epoch, _bool(batch.is_transactional),
+            _bool(batch.is_control_batch), horizon, position, _TIMESTAMP_TYPES[batch.timestamp_type],
+            batch.max_timestamp, batch.size_in_bytes, batch.magic, _codec_name(batch.compression_type),
+            batch.crc, _bool(batch.validate_crc()),
+        )
+    )
+
+
+def _legacy_timestamp_type(magic: int, attributes: int) -> str:
+    if magic == 0:
+        return "NoTimestampType"
+    return "LogAppendTime" if attributes & 0x08 else "CreateTime"
+
+
+def _sequence(batch: "records.RecordBatch", offset: int) -> int:
+    if batch.base_sequence < 0:
+        return NO_SEQUENCE
+    return (batch.base_sequence + offset - batch.base_offset) % 2**31
+
+
+def _control_suffix(record: "records.Record") -> str:
+    key = record.key or b""
+    if len(key) < _CONTROL_KEY.size:
+        return " controlType: UNKNOWN(-1)"
+    _, type_id = _CONTROL_KEY.unpack_from(key)
+    name = _CONTROL_TYPES.get(type_id)
+    value = record.value or b""
+    if name is None or len(value) < _END_TXN_VALUE.size:
+        return " controlType: %s(%d)" % (name or "UNKNOWN", type_id)
+    _, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    return " endTxnMarker: %s coordinatorEpoch: %d" % (name, coordinator_epoch)
+
+
+def _data_suffix(key: Optional[bytes], value: Optional[bytes]) -> str:
+    out = ""
+    if key is not None:
+        out += " key: " + _text(key)
+    if value is not None:
+        out += " payload: " + _text(value)
+    return out
+
+
+class _OffsetTracker:
+    """Kafka's check that offsets read in deep iteration follow one another."""
+
+    def __init__(self) -> None:
+        self.last = -1
+        self.gaps: List[Tuple[int, int]] = []
+
+    def see(self, offset: int) -> None:
+        if self.last != -1 and offset != self.last + 1:
+            self.gaps.append((self.last, offset))
+        self.last = offset
+
+
+def _dump_v2(entry: _Entry, opts: _Options, report: _Report, tracker: _OffsetTracker) -> None:
+    batch = records.RecordBatch(entry.data, 0, check_crc=False)
+    report.line(_v2_batch_line(batch, entry.position))
+    if not opts.deep_iteration:
+        return
+    try:
+        batch_records = batch.records()
+    except CorruptRecordError as exc:
+        report.line("%s cannot decode the records of the batch at position %d: %s"
+                    % (RECORD_INDENT, entry.position, _reason(str(exc), entry.position)))
+        return
+    ts_name = _TIMESTAMP_TYPES[batch.timestamp_type]
+    for record in batch_records:
+        tracker.see(record.offset)
+        text = "%s offset: %d %s: %d keySize: %d valueSize: %d sequence: %d headerKeys: [%s]" % (
+            RECORD_INDENT, record.offset, ts_name, record.timestamp, _size(record.key), _size(record.value),
+            _sequence(batch, record.offset), ",".join(k for k, _ in record.headers))
+        if batch.is_control_batch:
+            text += _control_suffix(record)
+        elif opts.print_data_log:
+            text += _data_suffix(record.key, record.value)
+        report.line(text)
+
+
+def _dump_legacy(entry: _Entry, opts: _Options, report: _Report, tracker: _OffsetTracker) -> None:
+    data = entry.data
+    message = next(iter_legacy_messages(data, validate_crc=False, allow_partial=False))
+    valid = crc32(memoryview(data)[16:]) == message.crc
+    ts_name = _legacy_timestamp_type(message.magic, message.attributes)
+    report.line("offset: %d position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %s" % (
+        message.offset, entry.position, ts_name, message.timestamp, len(data), message.magic,
+        _codec_name(message.compression_type), message.crc, _bool(valid)))
+    if not opts.deep_iteration:
+        return
+    try:
+        try:
+            inner = message.records(validate_crc=True)
+            inner_valid = True
+        except CorruptRecordError:
+            inner = message.records(validate_crc=False)
+            inner_valid = False
+    except CorruptRecordError as exc:
+        report.line("%s cannot decode the records of the entry at position %d: %s"
+                    % (RECORD_INDENT, entry.position, _reason(str(exc), entry.position)))
+        return
+    for record in inner:
+        tracker.see(record.offset)
+        text = "%s offset: %d %s: %d keySize: %d valueSize: %d isValid: %s crc: %d" % (
+            RECORD_INDENT, record.offset, ts_name, record.timestamp, _size(record.key), _size(record.value),
+            _bool(inner_valid), record.checksum)
+        if opts.print_data_log:
+            text += _data_suffix(record.key, record.value)
+        report.line(text)
+
+
+def dump_log_file(path: str, opts: _Options, report: _Report) -> None:
+    """Print every batch of a ``.log`` file (and its records with deep iteration)."""
+    base = _base_offset(path)
+    fd = _open_read(path)
+    try:
+        report.line("Log starting offset: %d" % base)
+        size = os.fstat(fd).st_size
+        limited = opts.max_bytes < MAX_BYTES_DEFAULT
+        walk = _Walk(fd, min(size, opts.max_bytes), partial_ok=limited)
+        tracker = _OffsetTracker()
+        for entry in walk:
+            if entry.data[16] >= 2:
+                _dump_v2(entry, opts, report, tracker)
+            else:
+                _dump_legacy(entry, opts, report, tracker)
+        if walk.error is not None:
+            report.line("Found %d invalid bytes at the end of %s, starting at position %d: %s" % (
+                walk.limit - walk.end, os.path.basename(path), walk.end, walk.error))
+    finally:
+        os.close(fd)
+    if tracker.gaps:
+        report.problem("Non-consecutive offsets in %s" % os.path.abspath(path))
+        for first, second in tracker.gaps:
+            report.problem("  %d is followed by %d" % (first, second))
+
+
+# --------------------------------------------------------------------------- index files
+
+
+class _LogBatches:
+    """The whole batches of the ``.log`` next to an index, for verifying its entries."""
+
+    def __init__(self, path: str) -> None:
+        fd = _open_read(path)
+        try:
+            size = os.fstat(fd).st_size
+            headers = []
+            for entry in _Walk(fd, size, partial_ok=True):
+                headers.append(parse_header(entry.data[:HEADER_SIZE], entry.position))
+        finally:
+            os.close(fd)
+        self.by_position = {h.position: h for h in headers}
+        self.headers = headers
+        self.last_offsets = [h.last_offset for h in headers]
+
+    def holding(self, offset: int):
+        """The first batch whose last offset is >= ``offset``, or None."""
+        i = bisect.bisect_left(self.last_offsets, offset)
+        return self.headers[i] if i < len(self.headers) else None
+
+
+def _open_index(factory: Callable[..., object], path: str, base: int):
+    """``path`` opened read-only (the file is mapped, never changed)."""
+    fd = _open_read(path)  # the missing/unreadable/not-a-file checks, with the OS's words
+    os.close(fd)
+    try:
+        return factory(path, base, writable=False)
+    except (OSError, ValueError) as exc:
+        raise DumpError("cannot read %s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
+
+
+def _sanity(index, path: str, report: _Report) -> None:
+    try:
+        index.sanity_check(full=True)
+    except CorruptIndexError as exc:
+        report.line("%s failed sanity check: %s" % (path, exc))
+        report.failed = True
+        return
+    report.line("%s passed sanity check." % path)
+
+
+def _live_entries(entries: List[Tuple[int, int]], base: int, offset_of: Callable[[Tuple[int, int]], int]):
+    """The entries before the zero-filled tail of a preallocated index (Kafka's stopping rule)."""
+    for i, entry in enumerate(entries):
+        if i > 0 and offset_of(entry) == base:
+            return
+        yield entry
+
+
+def _batches_for(path: str, report: _Report, required: bool) -> Optional[_LogBatches]:
+    log_path = _sibling(path, LOG_SUFFIX)
+    try:
+        return _LogBatches(log_path)
+    except DumpError as exc:
+        if required:
+            raise DumpError("cannot verify %s: %s" % (path, exc)) from None
+        report.problem("not verifying %s against its log: %s" % (path, exc))
+        return None
+
+
+def dump_offset_index(path: str, opts: _Options, report: _Report) -> None:
+    """Print (or sanity-check, or verify) an ``.index`` file."""
+    base = _base_offset(path)
+    index = _open_index(OffsetIndex, path, base)
+    try:
+        if opts.index_sanity_check:
+            _sanity(index, path, report)
+            return
+        entries = index.all_entries()
+    finally:
+        index.close()
+    if not entries:
+        report.line("%s is empty." % path)
+        return
+    batches = _batches_for(path, report, opts.verify_index_only)
+    mismatches: List[Tuple[int, int]] = []
+    for offset, position in _live_entries(entries, base, lambda e: e[0]):
+        if batches is not None:
+            header = batches.by_position.get(position)
+            if header is None:
+                mismatches.append((offset, -1))
+            elif not (header.base_offset <= offset <= header.last_offset):
+                mismatches.append((offset, header.last_offset))
+        if not opts.verify_index_only:
+            report.line("offset: %d position: %d" % (offset, position))
+    if mismatches:
+        report.problem("Index position mismatch: entries of %s do not point at the batch holding their offset"
+                       % path)
+        report.problem("Mismatches in :%s" % os.path.abspath(path))
+        for index_offset, log_offset in mismatches:
+            report.problem("  Index offset: %d, log offset: %d" % (index_offset, log_offset))
+        if opts.verify_index_only:
+            report.failed = True
+
+
+def dump_time_index(path: str, opts: _Options, report: _Report) -> None:
+    """Print (or sanity-check, or verify) a ``.timeindex`` file."""
+    base = _base_offset(path)
+    index = _open_index(TimeIndex, path, base)
+    try:
+        if opts.index_sanity_check:
+            _sanity(index, path, report)
+            return
+        entries = index.all_entries()
+    finally:
+        index.close()
+    if not entries:
+        report.line("%s is empty." % path)
+        return
+    batches = _batches_for(path, report, opts.verify_index_only)
+    not_found: List[Tuple[int, int]] = []
+    wrong_ts: List[Tuple[int, int]] = []
+    out_of_order: List[Tuple[int, int]] = []
+    previous = -1
+    for timestamp, offset in _live_entries(entries, base, lambda e: e[1]):
+        if batches is not None:
+            header = batches.holding(offset)
+            if header is None or header.last_offset != offset:
+                not_found.append((offset, -1 if header is None else header.last_offset))
+            else:
+                if header.max_timestamp != timestamp:
+                    wrong_ts.append((timestamp, header.max_timestamp))
+                if previous >= timestamp:
+                    out_of_order.append((timestamp, previous))
+        if not opts.verify_index_only:
+            report.line("timestamp: %d offset: %d" % (timestamp, offset))
+        previous = timestamp
+    where = os.path.abspath(path)
+    if wrong_ts:
+        report.problem("Found timestamp mismatch in :%s" % where)
+        for index_ts, log_ts in wrong_ts:
+            report.problem("  Index timestamp: %d, log timestamp: %d" % (index_ts, log_ts))
+    if out_of_order:
+        report.problem("Found out of order timestamp in :%s" % where)
+        for index_ts, prev_ts in out_of_order:
+            report.problem("  Index timestamp: %d, Previously indexed timestamp: %d" % (index_ts, prev_ts))
+    if not_found:
+        report.problem("The following indexed offsets are not found in the log.")
+        for index_offset, log_offset in not_found:
+            report.problem("Indexed offset: %d, found log offset: %d" % (index_offset, log_offset))
+    if opts.verify_index_only and (wrong_ts or out_of_order or not_found):
+        report.failed = True
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not an integer" % text) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number of bytes, got %d" % value)
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Kafka's DumpLogSegments options (the ones that do not decode application formats)."""
+    parser.add_argument("--files", action="append", required=True, metavar="FILE[,FILE...]",
+                        help="comma-separated .log, .index and .timeindex files to dump (may repeat)")
+    parser.add_argument("--print-data-log", action="store_true",
+                        help="print each record's key and payload (implies --deep-iteration)")
+    parser.add_argument("--deep-iteration", action="store_true",
+                        help="print each record of every batch, compressed or not")
+    parser.add_argument("--index-sanity-check", action="store_true",
+                        help="only check each index's integrity (full sanity check)")
+    parser.add_argument("--verify-index-only", action="store_true",
+                        help="only check index entries against the log and print mismatches")
+    parser.add_argument("--max-bytes", type=_positive, default=MAX_BYTES_DEFAULT, metavar="N",
+                        help="read at most N bytes of each .log file (default: the whole file)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pylogq dump-log", description=__doc__.split("\n", 1)[0])
+    add_arguments(parser)
+    return parser
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Dump every file named by ``args``; -> the exit status (see the module docstring)."""
+    opts = _Options(
+        print_data_log=args.print_data_log,
+        deep_iteration=args.deep_iteration or args.print_data_log,
+        index_sanity_check=args.index_sanity_check,
+        verify_index_only=args.verify_index_only,
+        max_bytes=args.max_bytes,
+    )
+    report = _Report(out, err)
+    files = [name.strip() for group in args.files for name in group.split(",") if name.strip()]
+    if not files:
+        report.problem("pylogq dump-log: --files names no file")
+        return 2
+    dumpers = {LOG_SUFFIX: dump_log_file, INDEX_SUFFIX: dump_offset_index, TIME_INDEX_SUFFIX: dump_time_index}
+    try:
+        for path in files:
+            dumper = dumpers.get(_kind(path))
+            if dumper is None:
+                report.problem("Ignoring unknown file %s" % path)
+                continue
+            report.line("Dumping %s" % path)
+            try:
+                dumper(path, opts, report)
+            except DumpError as exc:
+                report.problem("pylogq dump-log: %s" % exc)
+                report.failed = True
+            except OSError as exc:
+                report.problem("pylogq dump-log: cannot read %s: %s" % (path, exc.strerror or exc))
+                report.failed = True
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as command-line tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1 if report.failed else 0
+    return 1 if report.failed else 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run(build_parser().parse_args(argv))

@@ -1,0 +1,762 @@
+"""The log cleaner: compaction of logs whose ``cleanup.policy`` includes ``compact``.
+
+Kafka's LogCleaner, Cleaner and LogCleanerManager. A compacted log keeps, for
+every key, at least its latest record. Each log is split at its *first dirty
+offset*, kept per partition in ``cleaner-offset-checkpoint`` in the log's log
+directory (``<topic> <partition> <offset>`` lines, see
+:mod:`pylogq.storage.checkpoint`)::
+
+    log start            first dirty offset          first uncleanable     log end
+    |---- clean section ----|----- dirty (cleanable) -----|-- uncleanable --|
+                                                            active segment, or
+                                                            younger than
+                                                            min.compaction.lag.ms
+
+A clean builds an :class:`~pylogq.storage.offset_map.OffsetMap` (key digest ->
+latest offset) over the dirty section, segment by segment; when the map is
+full it stops there, and that offset ends the section cleaned this round (the
+rest waits for the next round). Then every segment from the log start up to
+that end is recopied, in groups that fit one segment
+(``segment.bytes``, ``segment.index.bytes``), into new segments with the
+suffix ``.cleaned``, which :meth:`Log.replace_segments` swaps in crash-safely.
+Offsets never change. A record is copied when:
+
+* its key is not null (a compacted log holds no null keys; a log that changed
+  policy loses them here), and
+* its offset is >= the map's offset for its key (the map holds no entry for a
+  key seen only outside the mapped section: such records stay), and
+* it is not a tombstone (null value) older than the delete horizon.
+
+Delete horizon (Kafka's rule before KIP-534): ``largest timestamp of the last
+segment of the clean section - delete.retention.ms``; a tombstone in a segment
+whose largest timestamp (its max batch timestamp, or file mtime when it has
+none) is at or below the horizon is dropped. A log with no clean section yet
+keeps every tombstone. So a tombstone survives at least
+``delete.retention.ms`` after newer data was cleaned behind it.
+
+Batches (magic v2) are copied byte for byte when every record stays. With
+drops, the batch is rebuilt with the same base offset, partition leader
+epoch, producer id/epoch, base sequence, transactional flag, timestamp type
+and codec, and its original last offset delta is written back (Kafka: "magic
+v2 preserves the first and last offset/sequence of the original batch"), so a
+producer's last sequence survives. A batch of an idempotent or
+transactional producer that loses every record stays as an empty batch (61
+bytes, no records) when it is that producer's last batch among the segments
+being cleaned, as Kafka keeps the last batch of a producer; earlier emptied
+batches of the producer are dropped. Control batches are always kept, and
+records of aborted transactions are kept (there is no transaction index to
+tell them apart): both are safe, they only cost space. Legacy (v0/v1)
+entries are kept whole or dropped: an uncompressed message is one record; a
+compressed wrapper stays whole when any of its inner records stays.
+
+Cleaning never blocks reads or appends: it reads inactive, immutable segments
+without the log's lock and takes it only to check that the segments it
+cleaned are still the log's (a truncation, retention or another change during
+the clean aborts it and the ``.cleaned`` files are deleted) and to swap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import records
+from ..errors import PylogqError
+from ..records.crc import crc32c
+from ..records.default_records import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    NO_PRODUCER_ID,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+)
+from .checkpoint import CLEANER_CHECKPOINT, OffsetCheckpoint
+from .log import Log
+from .offset_map import SLOT_SIZE, OffsetMap
+from .segment import CLEANED_SUFFIX, BatchHeader, FileRegion, LogSegment
+
+log = logging.getLogger("pylogq.storage.cleaner")
+
+__all__ = ["LogCleaner", "CleanerStats", "Throttler", "LogToClean", "group_segments_by_size"]
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header, as default_records
+_ENTRY = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT64 = struct.Struct(">q")
+_LEGACY_ATTRIBUTES = 17  # v0/v1: offset 8, size 4, crc 4, magic 1, attributes 1
+_LEGACY_TIMESTAMP = 18
+_INT32_MAX = 2**31 - 1
+_NEVER = 2**63 - 1
+
+
+class CleaningAbortedError(PylogqError):
+    """A clean stopped before its swap: aborted, shut down, or the log changed under it."""
+
+
+class CleanerStats:
+    """What one clean did: Kafka's CleanerStats, plus the offsets it covered."""
+
+    def __init__(self, topic: str = "", partition: int = -1) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.first_dirty_offset = -1
+        self.end_offset = -1  # the first offset not cleaned; the next first dirty offset
+        self.map_bytes_read = 0
+        self.map_records_read = 0
+        self.map_utilization = 0.0
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.records_read = 0
+        self.records_kept = 0
+        self.tombstones_dropped = 0
+        self.batches_copied = 0
+        self.batches_rebuilt = 0
+        self.batches_dropped = 0
+        self.empty_batches_kept = 0
+        self.segments_cleaned = 0
+        self.aborted = False
+        self.started = time.monotonic()
+        self.map_done = self.started
+        self.elapsed = 0.0
+
+    @property
+    def records_dropped(self) -> int:
+        return self.records_read - self.records_kept
+
+    def summary(self) -> str:
+        """One line in the spirit of Kafka's cleaner summary."""
+        mb = 1024.0 * 1024.0
+        elapsed = max(self.elapsed, 1e-9)
+        map_s = max(self.map_done - self.started, 1e-9)
+        reduction = 100.0 * (1 - self.bytes_written / self.bytes_read) if self.bytes_read else 0.0
+        fewer = 100.0 * (1 - self.records_kept / self.records_read) if self.records_read else 0.0
+        return (
+            "cleaned log %s-%d (dirty section [%d, %d)): %.1f MB processed in %.3f s (%.1f MB/s); "
+            "indexed %.1f MB in %.3f s (%.1f MB/s), buffer utilization %.1f%%; "
+            "start size %.1f MB (%d records), end size %.1f MB (%d records), "
+            "%.1f%% size reduction (%.1f%% fewer records), %d tombstones dropped%s"
+            % (self.topic, self.partition, self.first_dirty_offset, self.end_offset,
+               (self.bytes_read + self.map_bytes_read) / mb, elapsed,
+               (self.bytes_read + self.map_bytes_read) / mb / elapsed,
+               self.map_bytes_read / mb, map_s, self.map_bytes_read / mb / map_s,
+               100.0 * self.map_utilization,
+               self.bytes_read / mb, self.records_read, self.bytes_written / mb, self.records_kept,
+               reduction, fewer, self.tombstones_dropped, " (aborted)" if self.aborted else "")
+        )
+
+    def __repr__(self) -> str:
+        return "CleanerStats(%s-%d, [%d, %d), read=%d, written=%d, records %d -> %d%s)" % (
+            self.topic, self.partition, self.first_dirty_offset, self.end_offset, self.bytes_read,
+            self.bytes_written, self.records_read, self.records_kept, ", aborted" if self.aborted else "")
+
+
+class Throttler:
+    """Limits a rate of bytes (Kafka's Throttler): callers report bytes, it sleeps when ahead.
+
+    Every ``check_interval`` seconds it compares the bytes seen in the period
+    with ``rate`` and sleeps off the excess. The sleep is ``wait(seconds)``,
+    by default a :class:`threading.Event`'s wait, so setting the event (a
+    shutdown) ends it at once. Thread-safe.
+    """
+
+    def __init__(self, rate: float, wait: Callable[[float], object], *, check_interval: float = 0.3,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self._wait = wait
+        self._interval = check_interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._period_start = clock()
+        self._observed = 0.0
+        self.slept = 0.0  # seconds asked of wait() so far
+
+    @property
+    def enabled(self) -> bool:
+        return 0 < self.rate < float("inf")
+
+    def maybe_throttle(self, observed: int) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            self._observed += observed
+            now = self._clock()
+            elapsed = now - self._period_start
+            if elapsed < self._interval or self._observed <= 0:
+                return
+            sleep = self._observed / self.rate - elapsed
+            self._period_start = now
+            self._observed = 0.0
+        if sleep > 0:
+            self.slept += sleep
+            self._wait(sleep)
+            with self._lock:
+                self._period_start = self._clock()
+
+
+class LogToClean(NamedTuple):
+    """A compacted log's cleanable range and its dirtiness (Kafka's LogToClean)."""
+
+    log: Log
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    needs_compaction_now: bool  # max.compaction.lag.ms was exceeded
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.cleanable_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+
+class _Batch(NamedTuple):
+    """One entry of a segment file, as the cleaner needs it."""
+
+    position: int
+    size: int
+    magic: int
+    base_offset: int
+    last_offset: int
+    attributes: int
+    producer_id: int
+    max_timestamp: int
+
+
+class _Progress:
+    """A clean in progress on one log."""
+
+    __slots__ = ("log", "aborted")
+
+    def __init__(self, log_: Log) -> None:
+        self.log = log_
+        self.aborted = False
+
+
+def group_segments_by_size(segments: Sequence[LogSegment], max_size: int,
+                           max_index_size: int) -> List[List[LogSegment]]:
+    """Consecutive segments in groups whose summed file and index sizes fit one segment.
+
+    Kafka's groupSegmentsBySize: the cleaned output of a group is no larger
+    than its input, so it fits a segment and its indexes; a group also spans
+    fewer than 2**31 offsets (relative offsets in the index are 32 bits).
+    """
+    groups: List[List[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        first = segments[i]
+        group = [first]
+        size = first.size
+        index_size = first.offset_index.size_in_bytes
+        time_size = first.time_index.size_in_bytes
+        i += 1
+        while i < len(segments):
+            s = segments[i]
+            if (size + s.size > max_size or index_size + s.offset_index.size_in_bytes > max_index_size
+                    or time_size + s.time_index.size_in_bytes > max_index_size
+                    or (s.size and s.last_offset - first.base_offset > _INT32_MAX)):
+                break
+            group.append(s)
+            size += s.size
+            index_size += s.offset_index.size_in_bytes
+            time_size += s.time_index.size_in_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _walk(data: bytes) -> List[_Batch]:
+    """Every whole entry of a segment's bytes (v0, v1, v2), in order."""
+    out: List[_Batch] = []
+    end = len(data)
+    pos = 0
+    unpack_v2 = _V2_HEADER.unpack_from
+    while pos + 17 <= end:
+        base, length = _ENTRY.unpack_from(data, pos)
+        size = LOG_OVERHEAD + length
+        if length < 14 or pos + size > end:
+            break
+        magic = data[pos + 16]
+        if magic == 2:
+            if size < HEADER_SIZE:
+                break
+            (_, _, _, _, _, attrs, delta, _, max_ts, pid, _, _, _) = unpack_v2(data, pos)
+            out.append(_Batch(pos, size, 2, base, base + delta, attrs, pid, max_ts))
+        else:
+            attrs = data[pos + _LEGACY_ATTRIBUTES]
+            ts = _INT64.unpack_from(data, pos + _LEGACY_TIMESTAMP)[0] if magic == 1 and size >= 26 else -1
+            out.append(_Batch(pos, size, magic, base, base, attrs, NO_PRODUCER_ID, ts))
+        pos += size
+    return out
+
+
+def _empty_batch(data: bytes, batch: _Batch) -> bytearray:
+    """The header of ``batch`` with no records (Kafka's writeEmptyHeader): offsets and sequence kept."""
+    (base, _, epoch, magic, _, attrs, delta, _, max_ts, pid, pepoch, seq, _) = _V2_HEADER.unpack_from(
+        data, batch.position)
+    out = bytearray(HEADER_SIZE)
+    attrs &= TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
+    _V2_HEADER.pack_into(out, 0, base, HEADER_SIZE - LOG_OVERHEAD, epoch, magic, 0, attrs, delta, -1,
+                         max_ts, pid, pepoch, seq, 0)
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
+def _rebuild(data: bytes, batch: _Batch, keep: np.ndarray) -> bytearray:
+    """``batch`` with only the records where ``keep`` is set, offsets and last sequence unchanged."""
+    original = records.RecordBatch(data, batch.position)
+    lat = original.timestamp_type == LOG_APPEND_TIME
+    builder = records.RecordBatchBuilder(
+        original.compression_type,
+        base_offset=original.base_offset,
+        partition_leader_epoch=original.partition_leader_epoch,
+        producer_id=original.producer_id,
+        producer_epoch=original.producer_epoch,
+        base_sequence=original.base_sequence,
+        is_transactional=original.is_transactional,
+        timestamp_type=original.timestamp_type,
+        batch_size=_INT32_MAX,
+    )
+    base = original.base_offset
+    for record, kept in zip(original.records(), keep.tolist()):
+        if kept:
+            timestamp = original.max_timestamp if lat else record.timestamp
+            builder.append(record.offset - base, timestamp, record.key, record.value, record.headers)
+    out = builder.build()
+    if _INT32.unpack_from(out, LAST_OFFSET_DELTA_OFFSET)[0] != original.last_offset_delta:
+        _INT32.pack_into(out, LAST_OFFSET_DELTA_OFFSET, original.last_offset_delta)
+        _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
+def _read_segment(segment: LogSegment, size: int) -> bytes:
+    """The first ``size`` bytes of a segment's file (a truncated file raises OffsetOutOfRangeError)."""
+    return FileRegion(segment.file, 0, size, segment.base_offset).read()
+
+
+class _CleanedGroup:
+    """The ``.cleaned`` segment a group of segments is recopied into, with buffered writes."""
+
+    def __init__(self, log_: Log, base_offset: int, io_buffer: int) -> None:
+        prefix = os.path.join(log_.directory, "%020d" % base_offset)
+        for suffix in (".log", ".index", ".timeindex"):
+            try:
+                os.unlink(prefix + suffix + CLEANED_SUFFIX)  # a leftover of an aborted clean
+            except FileNotFoundError:
+                pass
+        self.segment = LogSegment(log_.directory, base_offset, log_.config, suffix=CLEANED_SUFFIX)
+        self._io_buffer = max(io_buffer, 1)
+        self._pending: List[bytes] = []
+        self._headers: List[BatchHeader] = []
+        self._pending_bytes = 0
+        self.written = 0
+
+    def add(self, chunk, header: BatchHeader) -> None:
+        self._pending.append(chunk)
+        self._headers.append(header)
+        self._pending_bytes += header.size
+        if self._pending_bytes >= self._io_buffer:
+            self.flush_buffer()
+
+    def flush_buffer(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self.segment.append(data, self._headers)
+        self.written += len(data)
+        self._pending, self._headers, self._pending_bytes = [], [], 0
+
+
+class LogCleaner:
+    """Compacts the manager's compacted logs on ``log.cleaner.threads`` background threads.
+
+    ``clean_once()`` (the dirtiest log) and ``clean_log(log)`` clean
+    synchronously in the caller's thread. Each thread owns an offset map of
+    ``log.cleaner.dedupe.buffer.size / threads`` bytes; reads and writes share
+    one throttle of ``log.cleaner.io.max.bytes.per.second``. A log is cleaned
+    by one thread at a time. Thread-safe.
+    """
+
+    def __init__(self, manager, *, clock: Optional[Callable[[], float]] = None) -> None:
+        cfg = manager.config
+        self.manager = manager
+        self.num_threads = cfg.log_cleaner_threads
+        self.map_memory = max(cfg.log_cleaner_dedupe_buffer_size // max(self.num_threads, 1), SLOT_SIZE)
+        self.io_buffer_size = cfg.log_cleaner_io_buffer_size
+        self.backoff = cfg.log_cleaner_backoff_ms / 1000.0
+        self._clock = clock
+        self._stop = threading.Event()
+        self.throttler = Throttler(cfg.log_cleaner_io_max_bytes_per_second, self._stop.wait)
+        self._cond = threading.Condition()
+        self._in_progress: Dict[int, _Progress] = {}
+        self._checkpoint_lock = threading.Lock()
+        self._local = threading.local()
+        self._threads: List[threading.Thread] = []
+        self.last_stats: Optional[CleanerStats] = None
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the cleaner threads (none when log.cleaner.threads is 0)."""
+        if self._threads:
+            return
+        self._stop.clear()
+        for i in range(self.num_threads):
+            t = threading.Thread(target=self._run, name="pylogq-log-cleaner-%d" % i, daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def shutdown(self) -> None:
+        """Stop the threads: a clean in progress is aborted (its ``.cleaned`` files removed)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+        self._threads = []
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                stats = self.clean_once()
+            except Exception:
+                log.exception("log cleaner failed; backing off")
+                stats = None
+            if stats is None or stats.aborted:
+                self._stop.wait(self.backoff)
+
+    def abort(self, log_: Log) -> None:
+        """Stop cleaning ``log_`` now; returns once a clean of it in another thread has stopped."""
+        with self._cond:
+            progress = self._in_progress.get(id(log_))
+            if progress is None or progress.log is not log_:
+                return
+            progress.aborted = True
+            if getattr(self._local, "cleaning", None) is log_:
+                return  # called from within this log's clean: it stops at its next check
+            while self._in_progress.get(id(log_)) is progress:
+                self._cond.wait()
+
+    # -- choosing -------------------------------------------------------------
+
+    def _now_ms(self, log_: Log) -> int:
+        clock = self._clock or getattr(log_, "_clock", time.time)
+        return int(clock() * 1000)
+
+    def _checkpoint_file(self, log_: Log) -> OffsetCheckpoint:
+        return OffsetCheckpoint(os.path.join(os.path.dirname(log_.directory), CLEANER_CHECKPOINT))
+
+    def checkpointed_offset(self, log_: Log) -> Optional[int]:
+        """The first dirty offset recorded for ``log_``, or None."""
+        return self._checkpoint_file(log_).read().get((log_.topic, log_.partition))
+
+    def _write_checkpoint(self, log_: Log, offset: int) -> None:
+        with self._checkpoint_lock:
+            cp = self._checkpoint_file(log_)
+            entries = cp.read()
+            entries[(log_.topic, log_.partition)] = offset
+            cp.write(entries)
+
+    def cleanable(self, log_: Log) -> LogToClean:
+        """The log's clean and cleanable sections now (Kafka's cleanableOffsets and dirty ratio)."""
+        segments = log_.segments
+        start, end = log_.log_start_offset, log_.log_end_offset
+        first_dirty = self.checkpointed_offset(log_)
+        if first_dirty is None or first_dirty < start or first_dirty > end:
+            first_dirty = start
+        active = segments[-1]
+        uncleanable = active.base_offset
+        cfg = log_.config
+        now = self._now_ms(log_)
+        dirty = [s for s in segments[:-1] if s.next_offset > first_dirty and s.base_offset < uncleanable]
+        if cfg.min_compaction_lag_ms > 0:
+            for s in dirty:
+                if s.largest_timestamp > now - cfg.min_compaction_lag_ms:
+                    uncleanable = s.base_offset
+                    break
+        uncleanable = max(uncleanable, first_dirty)
+        dirty = [s for s in dirty if s.base_offset < uncleanable]
+        clean = [s for s in segments if s.base_offset < first_dirty and s.next_offset > start]
+        clean_bytes = sum(s.size for s in clean)
+        cleanable_bytes = sum(s.size for s in dirty)
+        needs_now = False
+        if cfg.max_compaction_lag_ms < _NEVER and dirty:
+            firsts = [s.rolling_timestamp for s in dirty if s.rolling_timestamp is not None
+                      and s.rolling_timestamp >= 0]
+            earliest = min(firsts) if firsts else min(s.largest_timestamp for s in dirty)
+            needs_now = now - earliest > cfg.max_compaction_lag_ms
+        return LogToClean(log_, first_dirty, uncleanable, clean_bytes, cleanable_bytes, needs_now)
+
+    def _grab_filthiest(self) -> Optional[Tuple[LogToClean, _Progress]]:
+        with self._cond:
+            best: Optional[LogToClean] = None
+            for log_ in self.manager.all_logs():
+                if log_.closed or not log_.config.compact or id(log_) in self._in_progress:
+                    continue
+                try:
+                    candidate = self.cleanable(log_)
+                except (ValueError, OSError):
+                    continue  # closed or deleted meanwhile
+                if candidate.cleanable_bytes == 0:
+                    continue
+                if not (candidate.needs_compaction_now
+                        or candidate.dirty_ratio > log_.config.min_cleanable_dirty_ratio):
+                    continue
+                if best is None or candidate.dirty_ratio > best.dirty_ratio:
+                    best = candidate
+            if best is None:
+                return None
+            progress = _Progress(best.log)
+            self._in_progress[id(best.log)] = progress
+            return best, progress
+
+    def _begin(self, log_: Log) -> _Progress:
+        with self._cond:
+            while id(log_) in self._in_progress:
+                self._cond.wait()
+            progress = _Progress(log_)
+            self._in_progress[id(log_)] = progress
+            return progress
+
+    def _end(self, progress: _Progress) -> None:
+        with self._cond:
+            if self._in_progress.get(id(progress.log)) is progress:
+                del self._in_progress[id(progress.log)]
+            self._cond.notify_all()
+
+    # -- cleaning -------------------------------------------------------------
+
+    def clean_once(self) -> Optional[CleanerStats]:
+        """Clean the dirtiest log over its min.cleanable.dirty.ratio (or past max.compaction.lag.ms).
+
+        -> its stats, or None when no log needs cleaning.
+        """
+        grabbed = self._grab_filthiest()
+        if grabbed is None:
+            return None
+        target, progress = grabbed
+        try:
+            return self._clean(target, progress)
+        finally:
+            self._end(progress)
+
+    def clean_log(self, log_: Log) -> CleanerStats:
+        """Clean ``log_`` now, whatever its dirty ratio (waits for a clean of it in another thread)."""
+        progress = self._begin(log_)
+        try:
+            return self._clean(self.cleanable(log_), progress)
+        finally:
+            self._end(progress)
+
+    def _offset_map(self):
+        m = getattr(self._local, "offset_map", None)
+        if m is None:
+            m = OffsetMap(self.map_memory)
+            self._local.offset_map = m
+        return m
+
+    def _check_done(self, progress: _Progress) -> None:
+        if progress.aborted or self._stop.is_set():
+            raise CleaningAbortedError("cleaning of %s-%d was aborted" % (progress.log.topic, progress.log.partition))
+
+    def _clean(self, target: LogToClean, progress: _Progress) -> CleanerStats:
+        log_ = target.log
+        stats = CleanerStats(log_.topic, log_.partition)
+        self._local.cleaning = log_
+        created: List[LogSegment] = []
+        try:
+            self._do_clean(target, progress, stats, created)
+        except CleaningAbortedError as exc:
+            stats.aborted = True
+            log.info("%s", exc)
+        finally:
+            self._local.cleaning = None
+            for segment in created:
+                if segment.log_path.endswith(CLEANED_SUFFIX):
+                    segment.delete()
+                    segment.file.close()
+        stats.elapsed = time.monotonic() - stats.started
+        self.last_stats = stats
+        log.info("%s", stats.summary())
+        return stats
+
+    def _do_clean(self, target: LogToClean, progress: _Progress, stats: CleanerStats,
+                  created: List[LogSegment]) -> None:
+        log_ = target.log
+        segments = log_.segments
+        first_dirty, uncleanable = target.first_dirty_offset, target.first_uncleanable_offset
+        stats.first_dirty_offset = first_dirty
+        clean_section = [s for s in segments[:-1] if s.base_offset < first_dirty]
+        delete_horizon = (clean_section[-1].largest_timestamp - log_.config.delete_retention_ms
+                          if clean_section else None)
+        offset_map = self._offset_map()
+        end = self._build_offset_map(log_, segments, first_dirty, uncleanable, offset_map, progress, stats)
+        stats.end_offset = end
+        stats.map_utilization = offset_map.utilization
+        stats.map_done = time.monotonic()
+        to_clean = [s for s in segments[:-1] if s.base_offset < end]
+        producers = self._last_batch_of_producers(to_clean)
+        cfg = log_.config
+        for group in group_segments_by_size(to_clean, cfg.segment_bytes, cfg.segment_index_bytes):
+            self._check_done(progress)
+            self._clean_group(log_, group, offset_map, delete_horizon, producers, progress, stats, created)
+        self._write_checkpoint(log_, end)
+
+    def _build_offset_map(self, log_: Log, segments: Sequence[LogSegment], first_dirty: int, uncleanable: int,
+                          offset_map, progress: _Progress, stats: CleanerStats) -> int:
+        """Map the dirty section until the map is full; -> the first offset not mapped."""
+        offset_map.clear()
+        end = first_dirty
+        for segment in segments[:-1]:
+            if segment.next_offset <= first_dirty:
+                continue
+            if segment.base_offset >= uncleanable:
+                break
+            self._check_done(progress)
+            size = segment.size
+            data = self._read(segment, size, progress)
+            stats.map_bytes_read += size
+            columns = records.decode_columns(data, start_offset=first_dirty, end_offset=uncleanable)
+            stats.map_records_read += len(columns)
+            consumed = offset_map.put_columns(columns.data, columns.key_start, columns.key_length,
+                                              columns.offsets)
+            if consumed < len(columns):
+                end = int(columns.offsets[consumed])
+                if end <= first_dirty:
+                    raise PylogqError(
+                        "the offset map of %d bytes (capacity %d keys) is too small to clean %s-%d from offset %d"
+                        % (offset_map.memory, offset_map.capacity, log_.topic, log_.partition, first_dirty))
+                return end
+            end = min(max(segment.next_offset, end), uncleanable)
+        return max(end, first_dirty)
+
+    def _read(self, segment: LogSegment, size: int, progress: _Progress) -> bytes:
+        try:
+            data = _read_segment(segment, size)
+        except (ValueError, OSError) as exc:  # closed, or truncated under the clean
+            raise CleaningAbortedError("segment %d changed while being cleaned: %s"
+                                       % (segment.base_offset, exc)) from None
+        self.throttler.maybe_throttle(size)
+        return data
+
+    @staticmethod
+    def _last_batch_of_producers(segments: Sequence[LogSegment]) -> Dict[int, int]:
+        """producer id -> base offset of its last batch in ``segments``."""
+        last: Dict[int, int] = {}
+        for segment in segments:
+            for header in segment.iter_headers():
+                if header.magic != 2:
+                    continue
+                head = os.pread(segment.file.fileno(), HEADER_SIZE, header.position)
+                pid = _V2_HEADER.unpack_from(head)[9]
+                if pid != NO_PRODUCER_ID:
+                    last[pid] = header.base_offset
+        return last
+
+    def _clean_group(self, log_: Log, group: List[LogSegment], offset_map, delete_horizon: Optional[int],
+                     producers: Dict[int, int], progress: _Progress, stats: CleanerStats,
+                     created: List[LogSegment]) -> None:
+        sizes = [s.size for s in group]
+        out = _CleanedGroup(log_, group[0].base_offset, self.io_buffer_size)
+        created.append(out.segment)
+        for segment, size in zip(group, sizes):
+            self._check_done(progress)
+            drop_tombstones = delete_horizon is not None and segment.largest_timestamp <= delete_horizon
+            data = self._read(segment, size, progress)
+            written = out.written + out._pending_bytes
+            self._clean_segment(data, offset_map, drop_tombstones, producers, out, stats)
+            stats.bytes_read += size
+            stats.segments_cleaned += 1
+            self.throttler.maybe_throttle(out.written + out._pending_bytes - written)
+        out.flush_buffer()
+        stats.bytes_written += out.written
+        cleaned = out.segment
+        cleaned.flush()
+        cleaned.on_become_inactive()
+        mtime = max(s.last_modified_ms for s in group) / 1000.0
+        os.utime(cleaned.log_path, (mtime, mtime))
+        self._check_done(progress)
+        with log_._lock:
+            current = log_.segments
+            ids = set(id(s) for s in current[:-1])
+            if log_.closed or not all(id(s) in ids and s.size == n for s, n in zip(group, sizes)):
+                raise CleaningAbortedError("the segments of %s-%d changed during the clean; it will be retried"
+                                           % (log_.topic, log_.partition))
+            log_.replace_segments([cleaned], group)
+
+    def _clean_segment(self, data: bytes, offset_map, drop_tombstones: bool, producers: Dict[int, int],
+                       out: _CleanedGroup, stats: CleanerStats) -> None:
+        """Recopy the retained part of one segment's bytes into ``out``."""
+        batches = _walk(data)
+        if not batches:
+            return
+        columns = records.decode_columns(data)
+        n = len(columns)
+        stats.records_read += n
+        nb = len(batches)
+        if n:
+            latest = offset_map.get_columns(columns.data, columns.key_start, columns.key_length)
+            keep = (columns.key_length >= 0) & (columns.offsets >= latest)
+            if drop_tombstones:
+                tombstones = keep & (columns.value_length < 0)
+                stats.tombstones_dropped += int(np.count_nonzero(tombstones))
+                keep &= ~tombstones
+            last_offsets = np.fromiter((b.last_offset for b in batches), dtype=np.int64, count=nb)
+            batch_of_row = np.searchsorted(last_offsets, columns.offsets, side="left")
+            rows = np.bincount(batch_of_row, minlength=nb)[:nb].tolist()
+            kept = np.bincount(batch_of_row[keep], minlength=nb)[:nb].tolist()
+            stats.records_kept += int(np.count_nonzero(keep))
+        else:
+            keep = np.zeros(0, dtype=bool)
+            rows = kept = [0] * nb
+        view = memoryview(data)
+        row = 0
+        for batch, n_rows, n_kept in zip(batches, rows, kept):
+            first_row = row
+            row += n_rows
+            is_v2 = batch.magic == 2
+            if is_v2 and batch.attributes & CONTROL_MASK:
+                self._copy(view, batch, out, stats)
+            elif not is_v2:
+                if n_kept:
+                    self._copy(view, batch, out, stats)
+                else:
+                    stats.batches_dropped += 1
+            elif n_kept == n_rows and n_rows:
+                self._copy(view, batch, out, stats)
+            elif n_kept:
+                rebuilt = _rebuild(data, batch, keep[first_row:row])
+                max_ts = _INT64.unpack_from(rebuilt, MAX_TIMESTAMP_OFFSET)[0]
+                out.add(rebuilt, BatchHeader(0, len(rebuilt), 2, batch.base_offset, batch.last_offset, max_ts))
+                stats.batches_rebuilt += 1
+            elif batch.producer_id != NO_PRODUCER_ID and producers.get(batch.producer_id) == batch.base_offset:
+                if n_rows:
+                    empty = _empty_batch(data, batch)
+                    out.add(empty, BatchHeader(0, len(empty), 2, batch.base_offset, batch.last_offset,
+                                               batch.max_timestamp))
+                else:
+                    self._copy(view, batch, out, stats)
+                stats.empty_batches_kept += 1
+            else:
+                stats.batches_dropped += 1
+
+    @staticmethod
+    def _copy(view: memoryview, batch: _Batch, out: _CleanedGroup, stats: CleanerStats) -> None:
+        out.add(view[batch.position : batch.position + batch.size],
+                BatchHeader(0, batch.size, batch.magic, batch.base_offset, batch.last_offset, batch.max_timestamp))
+        stats.batches_copied += 1
+
+    def __repr__(self) -> str:
+        return "LogCleaner(threads=%d, map_memory=%d, running=%s)" % (
+            self.num_threads, self.map_memory, bool(self._threads))
+

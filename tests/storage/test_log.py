@@ -1,0 +1,345 @@
+"""The partition log: append, read, roll, flush, recovery, retention and truncation on real files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pylogq import records
+from pylogq.errors import (
+    CorruptRecordError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from pylogq.storage.config import LogConfig
+from pylogq.storage.log import Log, parse_dir_name
+
+TS = 1_700_000_000_000
+
+
+class Clock:
+    """A settable clock (seconds), so time-based behaviour is tested without sleeping."""
+
+    def __init__(self, ms: int = TS) -> None:
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms / 1000.0
+
+
+def batch(n=10, start=0, ts=TS, size=20, codec=0, keys=True):
+    values = [b"%08d" % (start + i) + b"x" * size for i in range(n)]
+    key_list = [b"key-%d" % ((start + i) % 17) for i in range(n)] if keys else None
+    return bytes(records.build_batch(values, keys=key_list, timestamps=[ts + i for i in range(n)],
+                                     compression_type=codec))
+
+
+def read_all(lg, start=None, max_offset=None):
+    """Every record from ``start`` to the end, following regions segment by segment."""
+    offset = lg.log_start_offset if start is None else start
+    out = []
+    while True:
+        region = lg.read(offset, 1 << 20, max_offset=max_offset)
+        if len(region) == 0:
+            return out
+        cols = records.decode_columns(region.read(), start_offset=offset)
+        if len(cols) == 0:
+            return out
+        out += [(int(o), cols.value(i)) for i, o in enumerate(cols.offsets)]
+        offset = int(cols.offsets[-1]) + 1
+
+
+def test_directory_names_follow_kafka():
+    assert parse_dir_name("/data/events-3") == ("events", 3)
+    assert parse_dir_name("/data/my.topic_x-y-12") == ("my.topic_x-y", 12)
+    for bad in ("/data/events", "/data/events-", "/data/ev ents-1", "/data/-x"):
+        with pytest.raises(ValueError, match="<topic>-<partition>"):
+            parse_dir_name(bad)
+
+
+def test_append_assigns_offsets_and_reads_back(tmp_path):
+    with Log(str(tmp_path / "t-0")) as lg:
+        first = lg.append(batch(10))
+        second = lg.append(batch(5, start=10, codec=3))
+        assert (first.first_offset, first.last_offset, first.record_count) == (0, 9, 10)
+        assert (second.first_offset, second.last_offset) == (10, 14)
+        assert second.max_timestamp == TS + 4 and second.log_append_time == -1
+        assert lg.log_end_offset == 15
+        got = read_all(lg)
+        assert [o for o, _ in got] == list(range(15))
+        assert all(v.startswith(b"%08d" % o) for o, v in got)
+        # A read from the middle of a batch starts with that batch.
+        region = lg.read(12, 1 << 20)
+        assert records.RecordBatch(region.read()).base_offset == 10
+
+
+def test_files_are_named_by_base_offset_and_roll_on_segment_bytes(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=2000, index_interval_bytes=100)) as lg:
+        for i in range(20):
+            lg.append(batch(5, start=5 * i))
+        assert lg.num_segments >= 3
+        bases = [s.base_offset for s in lg.segments]
+        assert bases == sorted(bases) and bases[0] == 0
+        for s in lg.segments[:-1]:
+            assert s.size <= 2000
+        names = set(os.listdir(lg.directory))
+        for base in bases:
+            for suffix in (".log", ".index", ".timeindex"):
+                assert "%020d%s" % (base, suffix) in names
+        assert [o for o, _ in read_all(lg)] == list(range(100))
+    # Closed: every index trimmed to its entries.
+    for name in os.listdir(str(tmp_path / "t-0")):
+        if name.endswith(".index"):
+            assert os.path.getsize(str(tmp_path / "t-0" / name)) % 8 == 0
+            assert os.path.getsize(str(tmp_path / "t-0" / name)) < 10 * 1024 * 1024
+
+
+def test_log_append_time(tmp_path):
+    clock = Clock(TS + 10_000)
+    with Log(str(tmp_path / "t-0"), LogConfig(message_timestamp_type="LogAppendTime"), clock=clock) as lg:
+        info = lg.append(batch(3))
+        assert info.log_append_time == TS + 10_000
+        region = lg.read(0, 1 << 20)
+        recs = records.RecordBatch(region.read()).records()
+        assert [(r.timestamp, r.timestamp_type) for r in recs] == [(TS + 10_000, 1)] * 3
+
+
+def test_size_and_timestamp_limits(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(max_message_bytes=500, segment_bytes=100_000,
+                                              message_timestamp_difference_max_ms=60_000),
+             clock=Clock()) as lg:
+        with pytest.raises(MessageTooLargeError, match="max.message.bytes=500"):
+            lg.append(batch(50))
+        with pytest.raises(InvalidTimestampError, match="more than 60000 ms"):
+            lg.append(batch(2, ts=TS - 3_600_000))
+        with pytest.raises(RecordListTooLargeError):
+            lg.append(b"".join(batch(2, start=i) for i in range(1000)))
+        with pytest.raises(CorruptRecordError):
+            lg.append(batch(2)[:-1])
+        assert lg.log_end_offset == 0 and lg.size_in_bytes == 0
+        lg.append(batch(2))
+        assert lg.log_end_offset == 2
+
+
+def test_read_bounds(tmp_path):
+    with Log(str(tmp_path / "t-0")) as lg:
+        for i in range(5):
+            lg.append(batch(10, start=10 * i))
+        assert len(lg.read(50, 100)) == 0
+        with pytest.raises(OffsetOutOfRangeError, match="log end 50"):
+            lg.read(51, 100)
+        with pytest.raises(OffsetOutOfRangeError):
+            lg.read(-1, 100)
+        # max_offset (a high watermark): batches at or past it are not returned.
+        assert [o for o, _ in read_all(lg, max_offset=30)] == list(range(30))
+        assert len(lg.read(30, 1 << 20, max_offset=30)) == 0
+        # A first batch bigger than max_bytes is returned whole.
+        region = lg.read(0, 10)
+        assert records.RecordBatch(region.read()).records_count == 10
+
+
+def test_offset_for_timestamp(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=1500)) as lg:
+        for i in range(10):
+            lg.append(batch(5, start=5 * i, ts=TS + 1000 * i))
+        assert lg.num_segments > 1
+        assert lg.offset_for_timestamp(TS + 3000) == (15, TS + 3004)
+        assert lg.offset_for_timestamp(TS + 3002) == (15, TS + 3004)
+        assert lg.offset_for_timestamp(TS + 3005) == (20, TS + 4004)
+        assert lg.offset_for_timestamp(TS + 99_999) is None
+        assert lg.offset_for_timestamp(-2) == (0, -1)
+        assert lg.offset_for_timestamp(-1) == (50, -1)
+
+
+def test_truncate_to(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=1500)) as lg:
+        for i in range(10):
+            lg.append(batch(5, start=5 * i))
+        segments = lg.num_segments
+        assert lg.truncate_to(23)  # inside the batch 20..24: the batch goes whole
+        assert lg.log_end_offset == 20
+        assert lg.num_segments < segments
+        assert [o for o, _ in read_all(lg)] == list(range(20))
+        info = lg.append(batch(3, start=20))
+        assert info.first_offset == 20
+        assert not lg.truncate_to(100)
+        assert [o for o, _ in read_all(lg)] == list(range(23))
+
+
+def test_truncate_fully_and_start_at(tmp_path):
+    with Log(str(tmp_path / "t-0")) as lg:
+        lg.append(batch(10))
+        lg.truncate_fully_and_start_at(1000)
+        assert (lg.log_start_offset, lg.log_end_offset, lg.num_segments) == (1000, 1000, 1)
+        assert lg.append(batch(2)).first_offset == 1000
+        assert os.listdir(lg.directory).count("%020d.log" % 1000) == 1
+        assert "%020d.log" % 0 not in os.listdir(lg.directory)
+
+
+def test_delete_records_before(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=1500, file_delete_delay_ms=0)) as lg:
+        for i in range(10):
+            lg.append(batch(5, start=5 * i))
+        before = lg.num_segments
+        assert lg.delete_records_before(27) == 27
+        assert lg.num_segments < before
+        with pytest.raises(OffsetOutOfRangeError, match="log start 27"):
+            lg.read(26, 100)
+        assert read_all(lg)[0][0] == 27
+        with pytest.raises(OffsetOutOfRangeError):
+            lg.delete_records_before(51)
+        assert not any(n.endswith(".deleted") for n in os.listdir(lg.directory))
+
+
+def test_retention_by_time_and_size_never_the_active_segment(tmp_path):
+    clock = Clock(TS)
+    cfg = LogConfig(segment_bytes=1500, retention_ms=60_000, file_delete_delay_ms=0)
+    with Log(str(tmp_path / "t-0"), cfg, clock=clock) as lg:
+        for i in range(10):
+            lg.append(batch(5, start=5 * i, ts=TS + 10_000 * i))
+        segments = lg.num_segments
+        assert lg.delete_old_segments() == 0
+        clock.ms = TS + 200_000
+        deleted = lg.delete_old_segments()
+        assert 0 < deleted < segments
+        assert lg.num_segments == segments - deleted
+        assert all(s.largest_timestamp >= TS + 140_000 for s in lg.segments[:-1])
+        clock.ms = TS + 10**9
+        lg.delete_old_segments()
+        assert lg.num_segments == 1 and lg.log_start_offset == lg.active_segment.base_offset
+    with Log(str(tmp_path / "t-1"), LogConfig(segment_bytes=1500, retention_bytes=3000,
+                                              file_delete_delay_ms=0)) as lg:
+        for i in range(20):
+            lg.append(batch(5, start=5 * i))
+        lg.delete_old_segments()
+        assert lg.size_in_bytes - lg.active_segment.size <= 3000
+        assert [o for o, _ in read_all(lg)][-1] == 99
+
+
+def test_deleted_segments_wait_for_the_delay(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=1500, file_delete_delay_ms=3_600_000)) as lg:
+        for i in range(10):
+            lg.append(batch(5, start=5 * i))
+        region = lg.read(0, 1 << 20)
+        lg.delete_records_before(30)
+        names = os.listdir(lg.directory)
+        assert any(n.endswith(".log.deleted") for n in names)
+        # A reader that got its region before the deletion still reads it.
+        assert records.RecordBatch(region.read()).base_offset == 0
+    # The pending deletions run at close.
+    assert not any(n.endswith(".deleted") for n in os.listdir(str(tmp_path / "t-0")))
+
+
+def test_time_based_roll(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(segment_ms=60_000)) as lg:
+        lg.append(batch(2, ts=TS))
+        lg.append(batch(2, start=2, ts=TS + 30_000))
+        assert lg.num_segments == 1
+        lg.append(batch(2, start=4, ts=TS + 61_000))
+        assert lg.num_segments == 2 and lg.active_segment.base_offset == 4
+
+
+def test_flush_messages_moves_the_recovery_point(tmp_path):
+    with Log(str(tmp_path / "t-0"), LogConfig(flush_messages=15)) as lg:
+        lg.append(batch(10))
+        assert lg.recovery_point == 0
+        lg.append(batch(10, start=10))
+        assert lg.recovery_point == 20
+        lg.append(batch(1, start=20))
+        lg.flush()
+        assert lg.recovery_point == 21
+
+
+def test_reopen_after_clean_close_and_after_a_crash(tmp_path):
+    path = str(tmp_path / "t-0")
+    cfg = LogConfig(segment_bytes=3000, index_interval_bytes=200)
+    with Log(path, cfg) as lg:
+        for i in range(20):
+            lg.append(batch(5, start=5 * i))
+        segments = lg.num_segments
+    with Log(path, cfg, clean_shutdown=True) as lg:
+        assert (lg.log_end_offset, lg.num_segments, lg.recovered_bytes) == (100, segments, 0)
+        assert [o for o, _ in read_all(lg)] == list(range(100))
+        assert lg.append(batch(1, start=100)).first_offset == 100
+    active = sorted(n for n in os.listdir(path) if n.endswith(".log"))[-1]
+    with open(os.path.join(path, active), "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x65\x00\x00\x01\x00" + os.urandom(100))  # a torn batch
+    with Log(path, cfg, recovery_point=50) as lg:
+        assert lg.recovered_bytes == 112
+        assert lg.log_end_offset == 101
+        assert [o for o, _ in read_all(lg)] == list(range(101))
+
+
+def test_append_as_follower_keeps_offsets(tmp_path):
+    with Log(str(tmp_path / "leader-0")) as leader, Log(str(tmp_path / "follower-0")) as follower:
+        for i in range(5):
+            leader.append(batch(4, start=4 * i))
+        data = leader.read(0, 1 << 20).read()
+        info = follower.append_as_follower(data)
+        assert (info.first_offset, info.last_offset) == (0, 19)
+        assert read_all(follower) == read_all(leader)
+        with pytest.raises(CorruptRecordError, match="below the next offset"):
+            follower.append_as_follower(data)
+        # A gap (the source was compacted): the follower rolls a segment at the new base.
+        later = bytearray(batch(3))
+        records.assign_offsets(later, 40)
+        follower.append_as_follower(bytes(later))
+        assert follower.log_end_offset == 43 and follower.active_segment.base_offset == 40
+
+
+def test_closed_log_refuses_writes(tmp_path):
+    lg = Log(str(tmp_path / "t-0"))
+    lg.close()
+    with pytest.raises(ValueError, match="closed"):
+        lg.append(batch(1))
+    lg.close()  # idempotent
+
+
+def test_standalone_open_keeps_kafka_files_in_the_parent(tmp_path):
+    path = str(tmp_path / "events-0")
+    lg = Log.open(path, segment_bytes=4096)
+    for i in range(10):
+        lg.append(batch(5, start=5 * i))
+    assert lg.config.segment_bytes == 4096
+    assert os.path.exists(str(tmp_path / ".lock"))
+    assert not os.path.exists(str(tmp_path / ".kafka_cleanshutdown"))
+    lg.close()
+    assert os.path.exists(str(tmp_path / ".kafka_cleanshutdown"))
+    text = (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    assert text.splitlines()[:3] == ["0", "1", "events 0 50"]
+    lg = Log.open(path, segment_bytes=4096)
+    assert lg.recovered_bytes == 0 and lg.log_end_offset == 50
+    assert not os.path.exists(str(tmp_path / ".kafka_cleanshutdown"))
+    lg.close()
+
+
+def test_a_second_process_cannot_open_a_dir_in_use(tmp_path):
+    path = str(tmp_path / "events-0")
+    lg = Log.open(path)
+    try:
+        code = "from pylogq.storage.log import Log; Log.open(%r)" % path
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0
+        assert "in use by another process" in out.stderr
+    finally:
+        lg.close()
+
+
+def test_standalone_logs_share_a_parent(tmp_path):
+    a = Log.open(str(tmp_path / "a-0"))
+    b = Log.open(str(tmp_path / "b-0"))
+    a.append(batch(3))
+    b.append(batch(4))
+    with pytest.raises(ValueError, match="already open"):
+        Log.open(str(tmp_path / "a-0"))
+    a.close()
+    assert not os.path.exists(str(tmp_path / ".kafka_cleanshutdown"))
+    b.close()
+    assert os.path.exists(str(tmp_path / ".kafka_cleanshutdown"))
+    lines = (tmp_path / "recovery-point-offset-checkpoint").read_text().splitlines()
+    assert sorted(lines[2:]) == ["a 0 3", "b 0 4"]
