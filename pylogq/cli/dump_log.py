@@ -57,8 +57,7 @@ from ..errors import CorruptRecordError
 from ..records import codecs
 from ..records.crc import crc32
 from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, NO_SEQUENCE
-from ..records.legacy import CREATE_TIME as LEGACY_CREATE_TIME
-from ..records.legacy import LOG_APPEND_TIME as LEGACY_LOG_APPEND_TIME
+from ..records.legacy import TIMESTAMP_TYPE_MASK as LEGACY_TIMESTAMP_TYPE_MASK
 from ..records.legacy import iter_legacy_messages
 from ..storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from ..storage.segment import (
@@ -71,8 +70,10 @@ from ..storage.segment import (
     parse_header,
 )
 
-__all__ = ["main", "build_parser"]
+__all__ = ["SUMMARY", "DumpError", "add_arguments", "build_parser", "run", "main"]
 
+#: One line for ``--help``.
+SUMMARY = "print segment files (.log, .index, .timeindex) as Kafka's kafka-dump-log.sh does"
 #: Kafka's default for ``--max-bytes``: Integer.MAX_VALUE, "the whole file".
 MAX_BYTES_DEFAULT = 2**31 - 1
 RECORD_INDENT = "|"
@@ -288,7 +289,7 @@ def _v2_batch_line(batch: "records.RecordBatch", position: int) -> str:
 def _legacy_timestamp_type(magic: int, attributes: int) -> str:
     if magic == 0:
         return "NoTimestampType"
-    return "LogAppendTime" if attributes & 0x08 else "CreateTime"
+    return "LogAppendTime" if attributes & LEGACY_TIMESTAMP_TYPE_MASK else "CreateTime"
 
 
 def _sequence(batch: "records.RecordBatch", offset: int) -> int:
@@ -591,7 +592,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pylogq dump-log", description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(prog="pylogq dump-log", description=SUMMARY)
     add_arguments(parser)
     return parser
 

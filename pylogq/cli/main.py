@@ -84,8 +84,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="write record batches in every format and read them back")
     demo.add_argument("directory", nargs="?", help="where to write the log file (default: a temp dir)")
-    dump = sub.add_parser("dump-log", help="print segment files (.log, .index, .timeindex) as Kafka's "
-                          "kafka-dump-log.sh does")
+    dump = sub.add_parser("dump-log", help=dump_log.SUMMARY, description=dump_log.SUMMARY)
     dump_log.add_arguments(dump)
     args = parser.parse_args(argv)
     if args.command == "demo":

@@ -175,7 +175,7 @@ class Throttler:
     def __init__(self, rate: float, wait: Callable[[float], object], *, check_interval: float = 0.3,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
-        self._wait = wait
+        self._wait: Callable[[float], object] = wait
         self._interval = check_interval
         self._clock = clock
         self._lock = threading.Lock()
@@ -362,8 +362,10 @@ class _CleanedGroup:
         self._headers: List[BatchHeader] = []
         self._pending_bytes = 0
         self.written = 0
+        self.changed = False  # a batch was dropped or rewritten
 
-    def add(self, chunk, header: BatchHeader) -> None:
+    def add(self, chunk, header: BatchHeader, changed: bool = False) -> None:
+        self.changed = self.changed or changed
         self._pending.append(chunk)
         self._headers.append(header)
         self._pending_bytes += header.size
@@ -450,7 +452,7 @@ class LogCleaner:
     # -- choosing -------------------------------------------------------------
 
     def _now_ms(self, log_: Log) -> int:
-        clock = self._clock or getattr(log_, "_clock", time.time)
+        clock = self._clock if self._clock is not None else getattr(log_, "_clock", time.time)
         return int(clock() * 1000)
 
     def _checkpoint_file(self, log_: Log) -> OffsetCheckpoint:
@@ -680,6 +682,8 @@ class LogCleaner:
             self.throttler.maybe_throttle(out.written + out._pending_bytes - written)
         out.flush_buffer()
         stats.bytes_written += out.written
+        if len(group) == 1 and not out.changed:
+            return  # the copy would be the segment byte for byte: keep the original, swap nothing
         cleaned = out.segment
         cleaned.flush()
         cleaned.on_become_inactive()
@@ -732,23 +736,25 @@ class LogCleaner:
                     self._copy(view, batch, out, stats)
                 else:
                     stats.batches_dropped += 1
+                    out.changed = True
             elif n_kept == n_rows and n_rows:
                 self._copy(view, batch, out, stats)
             elif n_kept:
                 rebuilt = _rebuild(data, batch, keep[first_row:row])
                 max_ts = _INT64.unpack_from(rebuilt, MAX_TIMESTAMP_OFFSET)[0]
-                out.add(rebuilt, BatchHeader(0, len(rebuilt), 2, batch.base_offset, batch.last_offset, max_ts))
+                out.add(rebuilt, BatchHeader(0, len(rebuilt), 2, batch.base_offset, batch.last_offset, max_ts), True)
                 stats.batches_rebuilt += 1
             elif batch.producer_id != NO_PRODUCER_ID and producers.get(batch.producer_id) == batch.base_offset:
                 if n_rows:
                     empty = _empty_batch(data, batch)
                     out.add(empty, BatchHeader(0, len(empty), 2, batch.base_offset, batch.last_offset,
-                                               batch.max_timestamp))
+                                               batch.max_timestamp), True)
                 else:
                     self._copy(view, batch, out, stats)
                 stats.empty_batches_kept += 1
             else:
                 stats.batches_dropped += 1
+                out.changed = True
 
     @staticmethod
     def _copy(view: memoryview, batch: _Batch, out: _CleanedGroup, stats: CleanerStats) -> None:

@@ -176,7 +176,7 @@ class Log:
         kept: List[LogSegment] = []
         for i, segment in enumerate(ordered):
             unflushed = not clean_shutdown and self._after_recovery_point(i, ordered)
-            if not unflushed and self._index_sane(segment):
+            if not unflushed and self._index_sane(segment, full=True):
                 segment.load_state()
                 kept.append(segment)
                 continue
@@ -212,15 +212,20 @@ class Log:
         next_base = ordered[i + 1].base_offset if i + 1 < len(ordered) else None
         return next_base is None or next_base > self.recovery_point
 
-    def _index_sane(self, segment: LogSegment) -> bool:
+    def _index_sane(self, segment: LogSegment, full: bool) -> bool:
+        """Whether a segment's indexes can be trusted; ``full`` checks every entry (after a
+        crash an index may still hold its preallocated, zero-filled tail)."""
         try:
-            segment.offset_index.sanity_check()
-            segment.time_index.sanity_check()
+            segment.offset_index.sanity_check(full=full)
+            segment.time_index.sanity_check(full=full)
         except CorruptRecordError as exc:
             log.warning("%s: rebuilding the indexes of segment %d: %s", self.directory, segment.base_offset, exc)
             return False
-        if segment.offset_index.entries == 0 and segment.size > self.config.index_interval_bytes * 2 + 64 * 1024:
-            return False  # a missing index on a large segment: rebuild rather than scan on every read
+        if not segment.indexes_existed:
+            log.warning("%s: rebuilding the missing indexes of segment %d", self.directory, segment.base_offset)
+            return False
+        if segment.offset_index.entries == 0 and segment.size > 2 * self.config.index_interval_bytes:
+            return False  # an emptied index on a segment that must have entries
         return True
 
     def _complete_swap(self, swap_name: str, segments: dict) -> None:
@@ -448,7 +453,9 @@ class Log:
         An offset below the log start or above the log end raises
         OffsetOutOfRangeError; at the log end the region is empty.
         """
-        for _ in range(3):
+        # A snapshot can go stale under a reader (a segment deleted by retention or
+        # swapped by the cleaner): retry on the fresh one while the offset is still in range.
+        for _ in range(1000):
             end = self._end
             bases, segments = self._view
             start = self.log_start_offset

@@ -137,6 +137,9 @@ class LogSegment:
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.file = io.FileIO(fd, "r+", closefd=True)
         self.size = os.fstat(fd).st_size
+        # Missing index files (deleted, or never written before a crash) must be rebuilt.
+        self.indexes_existed = os.path.exists(prefix + INDEX_SUFFIX + suffix) and os.path.exists(
+            prefix + TIME_INDEX_SUFFIX + suffix)
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)

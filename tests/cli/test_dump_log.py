@@ -6,6 +6,7 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 from typing import Dict, List, NamedTuple
 
 import pytest
@@ -204,6 +205,24 @@ def test_max_bytes_stops_before_a_batch_it_cuts(built, dump):
     assert lines[2] == GOLDEN_BATCH
     assert len(lines) == 4  # two whole batches; the one cut short is no error
     assert not any("invalid bytes" in ln for ln in lines)
+
+
+def test_a_v0_message_has_no_timestamp_type(tmp_path, dump):
+    log = Log(str(tmp_path / "old-0"), LogConfig())
+    v0 = LegacyRecordBatchBuilder(0, codecs.NONE)
+    v0.append(0, None, b"k0", b"magic zero")
+    log.append(v0.build())
+    log.close()
+    path = str(tmp_path / "old-0" / (FIRST + ".log"))
+    data = open(path, "rb").read()
+    crc = zlib.crc32(data[16:])
+    lines = _lines(dump("--print-data-log", "--files", path))
+    assert lines[2:] == [
+        "offset: 0 position: 0 NoTimestampType: -1 size: %d magic: 0 compresscodec: none crc: %d isvalid: true"
+        % (len(data), crc),
+        "| offset: 0 NoTimestampType: -1 keySize: 2 valueSize: 10 isValid: true crc: %d key: k0 payload: magic zero"
+        % crc,
+    ]
 
 
 # --------------------------------------------------------------------------- damaged .log files

@@ -591,3 +591,15 @@ def test_cleaner_stats_summary(manager):
     assert stats.map_utilization == pytest.approx(2 / (MAP_MEMORY // 24))
     assert "cleaned log t-0 (dirty section [0, 20))" in stats.summary()
     assert "90.0% fewer records" in stats.summary()
+
+
+def test_a_segment_the_clean_would_not_change_is_not_swapped(manager):
+    log = manager.get_or_create_log("t", 0, _config(segment_bytes=150))
+    for i in range(6):
+        _append(log, [(b"k%d" % i, b"v")], 1000)
+    log.roll()
+    before = log.segments
+    stats = LogCleaner(manager).clean_log(log)
+    assert stats.records_kept == 6 and stats.segments_cleaned == len(before) - 1
+    assert log.segments == before  # the same segment objects: nothing was rewritten
+    assert [n for n in os.listdir(log.directory) if n.endswith(".cleaned")] == []
