@@ -56,8 +56,8 @@ def test_every_code_is_unique():
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
-        if cls in (errors.BrokerError, errors.RetriableError):
-            continue
+        if cls in (errors.BrokerError, errors.RetriableError) or cls.__module__ != errors.__name__:
+            continue  # a refinement elsewhere (an index's corruption) shares its parent's code
         assert cls.code not in seen, (cls, seen.get(cls.code))
         seen[cls.code] = cls
 

@@ -9,14 +9,12 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pylogq import records
 from pylogq.errors import OffsetOutOfRangeError
-from pylogq.storage import cleaner as cleaner_module
 from pylogq.storage.checkpoint import CLEANER_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.cleaner import LogCleaner, Throttler, group_segments_by_size
 from pylogq.storage.config import LogConfig, LogManagerConfig
