@@ -3,10 +3,10 @@
 ``pylogq dump-log --files F[,F...]`` prints segment files as Kafka's
 ``kafka-dump-log.sh`` does (see :mod:`pylogq.cli.dump_log`).
 
-``pylogq demo [DIR]`` writes a file of record batches in every format and
-codec pylogq reads (v2 with none, gzip, snappy, lz4 and zstd; legacy v0 and
-v1), then reads it back three ways (walker, record iteration, columnar
-decode) and prints what it found, with the kernels in use.
+``pylogq demo [DIR]`` appends record batches in every format and codec pylogq
+reads (v2 with none, gzip, snappy, lz4 and zstd; legacy v0 and v1) to a log
+``DIR/demo-0``, closes it, reopens it (no recovery needed after a clean close)
+and reads it back as Kafka fetches do, printing each batch and the kernels in use.
 """
 
 from __future__ import annotations
@@ -20,70 +20,67 @@ from typing import List, Optional
 
 from .. import _speedups, records
 from ..records import codecs, crc
-from ..records.legacy import LegacyRecordBatchBuilder, assign_offsets_legacy, iter_legacy_records
+from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
 from . import dump_log
 
 
 def _demo(directory: str) -> int:
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "00000000000000000000.log")
+    """Append batches of every format to a log, close it, reopen it and read it back."""
+    from ..storage.log import Log
+
+    path = os.path.join(directory, "demo-0")
     now = int(time.time() * 1000)
-    batches = []
-    offset = 0
+    log = Log.open(path, segment_bytes=64 * 1024)
     for codec in (codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD):
         values = [b"value %d compressed with %s" % (i, codecs.NAMES[codec].encode()) for i in range(1000)]
         keys = [b"key-%d" % (i % 10) for i in range(1000)]
-        batch = records.build_batch(values, keys=keys, timestamps=now, compression_type=codec)
-        records.assign_offsets(batch, offset)
-        offset += len(values)
-        batches.append(bytes(batch))
+        log.append(records.build_batch(values, keys=keys, timestamps=now, compression_type=codec))
     for magic in (0, 1):
         builder = LegacyRecordBatchBuilder(magic, codecs.GZIP)
         for i in range(100):
             builder.append(i, now, b"legacy-key", b"legacy v%d message %d" % (magic, i))
-        legacy, _ = assign_offsets_legacy(builder.build(), offset)
-        offset += 100
-        batches.append(bytes(legacy))
-    with open(path, "wb") as f:
-        for b in batches:
-            f.write(b)
-        f.flush()
-        os.fsync(f.fileno())
+        log.append(builder.build())  # a producer of Kafka 0.8-0.10 sends these
+    end = log.log_end_offset
+    log.close()
 
-    with open(path, "rb") as f:
-        data = f.read()
-    print("wrote %s: %d bytes, %d entries, offsets 0..%d" % (path, len(data), len(batches), offset - 1))
+    log = Log.open(path)
+    print("log %s: offsets %d..%d in %d segments, %d bytes; reopened with %d bytes recovered" % (
+        path, log.log_start_offset, log.log_end_offset - 1, log.num_segments, log.size_in_bytes,
+        log.recovered_bytes))
     print("kernels: %s; crc: %s" % (
         ", ".join("%s=%s" % (k, "compiled" if v else "pure") for k, v in sorted(_speedups.loaded.items())),
         crc.IMPLEMENTATION,
     ))
-    result = records.scan(data)
-    print("walker: %d whole entries, valid prefix %d of %d bytes" % (result.batches, result.valid_bytes, len(data)))
     count = 0
-    for info in records.iter_batches(data, check_crc=True):
-        entry = data[info.position : info.position + info.size]
-        if info.magic == 2:
-            batch = records.RecordBatch(entry)
-            recs = batch.records()
-            kind = codecs.NAMES[batch.compression_type]
-        else:
-            recs = list(iter_legacy_records(entry))
-            kind = "legacy v%d" % info.magic
-        count += len(recs)
-        print("  offsets %6d..%6d  %-10s %5d records  %6d bytes  first value %r" % (
-            recs[0].offset, recs[-1].offset, kind, len(recs), info.size, recs[0].value))
-    columns = records.decode_columns(data)
-    print("columnar: %d records, offsets %d..%d, %d null keys" % (
-        len(columns), columns.offsets[0], columns.offsets[-1], int(columns.key_null.sum())))
-    assert count == len(columns) == offset
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).read()  # whole batches of one segment
+        for info in records.iter_batches(data, check_crc=True):
+            entry = data[info.position : info.position + info.size]
+            if info.magic == 2:
+                batch = records.RecordBatch(entry)
+                recs = batch.records()
+                kind = codecs.NAMES[batch.compression_type]
+            else:
+                recs = list(iter_legacy_records(entry))
+                kind = "legacy v%d" % info.magic
+            count += len(recs)
+            print("  offsets %6d..%6d  %-10s %5d records  %6d bytes  first value %r" % (
+                recs[0].offset, recs[-1].offset, kind, len(recs), info.size, recs[0].value))
+            offset = recs[-1].offset + 1
+    columns = records.decode_columns(log.read(0, 1 << 30).read())
+    print("columnar: %d records of the first segment, offsets %d..%d" % (
+        len(columns), columns.offsets[0], columns.offsets[-1]))
+    log.close()
+    assert count == end
     return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="pylogq", description="pylogq command-line tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="write record batches in every format and read them back")
-    demo.add_argument("directory", nargs="?", help="where to write the log file (default: a temp dir)")
+    demo = sub.add_parser("demo", help="append record batches in every format to a log and read them back")
+    demo.add_argument("directory", nargs="?", help="the log directory to use (default: a temp dir)")
     dump = sub.add_parser("dump-log", help=dump_log.SUMMARY, description=dump_log.SUMMARY)
     dump_log.add_arguments(dump)
     args = parser.parse_args(argv)
