@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip as _gzip
 import struct
+import threading
 import zlib
 from typing import Callable, Dict, Union
 
@@ -262,29 +263,30 @@ def _zstd():
     return zstandard
 
 
-_zstd_c = None
-_zstd_d = None
+# zstandard's (de)compressor objects must not be used by two threads at once
+# (their contexts are not thread-safe): each thread gets its own, reused.
+_zstd_local = threading.local()
 
 
 def zstd_encode(data: Buffer) -> bytes:
-    global _zstd_c
-    if _zstd_c is None:
-        _zstd_c = _zstd().ZstdCompressor(level=3)
-    return _zstd_c.compress(bytes(data))
+    compressor = getattr(_zstd_local, "compressor", None)
+    if compressor is None:
+        compressor = _zstd_local.compressor = _zstd().ZstdCompressor(level=3)
+    return compressor.compress(bytes(data))
 
 
 def zstd_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
     """Decode one or more zstd frames, with or without a declared content size."""
-    global _zstd_d
     zstandard = _zstd()
-    if _zstd_d is None:
-        _zstd_d = zstandard.ZstdDecompressor()
+    decompressor = getattr(_zstd_local, "decompressor", None)
+    if decompressor is None:
+        decompressor = _zstd_local.decompressor = zstandard.ZstdDecompressor()
     buf = memoryview(bytes(data))
     parts = []
     total = 0
     try:
         while buf:
-            frame = _zstd_d.decompressobj()
+            frame = decompressor.decompressobj()
             pos = 0
             while pos < len(buf) and not frame.eof:
                 # One zstd byte can stand for at most ~32 KB of output, so feeding

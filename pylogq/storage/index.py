@@ -57,6 +57,7 @@ __all__ = [
     "NO_TIMESTAMP",
     "OFFSET_ENTRY_SIZE",
     "TIME_ENTRY_SIZE",
+    "open_index",
 ]
 
 #: Kafka's default ``segment.index.bytes``.
@@ -382,7 +383,8 @@ class OffsetIndex(_Index):
     Invariant: offsets are strictly increasing and within ``[base_offset,
     base_offset + 2**31 - 1]``; positions are in ``[0, 2**31 - 1]``. A lookup
     finds the entry at or before an offset; the reader scans the log forward
-    from its position.
+    from its position. Thread-safe: one writer, any number of readers (see
+    :class:`_Index`).
     """
 
     entry_size = OFFSET_ENTRY_SIZE
@@ -576,6 +578,7 @@ class TimeIndex(_Index):
     called when the segment stops being active, can always record the final
     max timestamp (Kafka reserves the slot the same way). If even that slot is
     taken (an index trimmed and then appended to), the file grows by one entry.
+    Thread-safe: one writer, any number of readers (see :class:`_Index`).
     """
 
     entry_size = TIME_ENTRY_SIZE

@@ -105,3 +105,18 @@ def test_decompression_is_bounded(codec):
 def test_unknown_codec_in_attributes_is_corruption():
     with pytest.raises(CorruptRecordError, match="codec 5"):
         codecs.decompress(5, b"x")
+
+
+@pytest.mark.parametrize("codec", ALL, ids=[codecs.NAMES[c] for c in ALL])
+def test_codecs_are_safe_to_share_between_threads(codec):
+    from concurrent.futures import ThreadPoolExecutor
+
+    payloads = [os.urandom(64) * (50 + i) for i in range(16)]
+
+    def round_trip(data):
+        for _ in range(20):
+            assert codecs.decompress(codec, codecs.compress(codec, data)) == data
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(round_trip, payloads))
