@@ -141,10 +141,14 @@ def test_append_log(benchmark, request, tmp_path, mb_batch, scheduler) -> None:
         state["log"] = fresh.new_log(scheduler)
         return (), {}
 
+    # A broker appends the produce request's own buffer, validated and patched
+    # in place (Log.append takes a bytearray without copying it).
+    buffer = bytearray(mb_batch)
+
     def append():
         log = state["log"]
         for _ in range(count):
-            log.append(mb_batch)
+            log.append(buffer)
         return log.log_end_offset
 
     items = count * len(mb_batch)

@@ -184,7 +184,7 @@ cdef struct RecordFields:
     int64_t headers_count
 
 
-cdef int _parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t prev_delta,
+cdef inline int _parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t prev_delta,
                        int64_t last_delta, RecordFields *f) noexcept nogil:
     """Parse and check the record at pos (its length varint first); 0 or an ERR_ code."""
     cdef int64_t length, n, i

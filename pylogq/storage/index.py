@@ -104,6 +104,10 @@ class CorruptIndexError(CorruptRecordError):
     """
 
 
+# Bytes of zeros written ahead of the entries at a time (see _Index._ensure_filled).
+_PREFILL_BYTES = 64 * 1024
+
+
 class _Index:
     """The file, map and entry count shared by the offset and time indexes.
 
@@ -230,12 +234,33 @@ class _Index:
 
     def _map(self, fd: int, length: int) -> None:
         """Map ``length`` bytes of ``fd`` (an empty file has no map: mmap refuses it)."""
+        self._filled = min(self._entries * self.entry_size, length)
         if length:
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
             self._mm = mmap.mmap(fd, length, access=access)
         else:
             self._mm = None
         self._length = length
+
+    def _ensure_filled(self, upto: int) -> None:
+        """Write zeros through the file ahead of the entries, a chunk at a time.
+
+        The first store into a page of a sparse, never-written file region
+        faults it in through the filesystem, which costs milliseconds on some
+        systems; the same page written with ``pwrite`` first is already in the
+        page cache and the store is cheap. Only bytes past the last entry are
+        written, so no entry is ever overwritten.
+        """
+        if upto <= self._filled:
+            return
+        start = self._filled
+        end = min(self._length, max(upto, start + _PREFILL_BYTES))
+        fd = os.open(self._path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, bytes(end - start), start)
+        finally:
+            os.close(fd)
+        self._filled = end
 
     def _unmap(self) -> None:
         if self._mm is not None:
@@ -446,6 +471,7 @@ class OffsetIndex(_Index):
                     "position %d for offset %d does not fit offset index %s: must be in [0, %d]"
                     % (position, offset, self._path, INT32_MAX)
                 )
+            self._ensure_filled((n + 1) * OFFSET_ENTRY_SIZE)
             _OFFSET_ENTRY.pack_into(self._mm, n * OFFSET_ENTRY_SIZE, relative, position)
             self._last_offset = offset
             self._entries = n + 1
@@ -646,6 +672,7 @@ class TimeIndex(_Index):
             if (n + 1) * TIME_ENTRY_SIZE > self._length:
                 self._resize_locked((n + 1) * TIME_ENTRY_SIZE)
             assert self._mm is not None
+            self._ensure_filled((n + 1) * TIME_ENTRY_SIZE)
             _TIME_ENTRY.pack_into(self._mm, n * TIME_ENTRY_SIZE, timestamp, relative)
             self._last_entry = (timestamp, offset)
             self._entries = n + 1

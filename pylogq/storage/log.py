@@ -271,16 +271,18 @@ class Log:
 
     # -- appending ----------------------------------------------------------------
 
-    def append(self, data: bytes, leader_epoch: int = 0) -> LogAppendInfo:
+    def append(self, data: Union[bytes, bytearray, memoryview], leader_epoch: int = 0) -> LogAppendInfo:
         """Validate a producer's batches, give them the next offsets and write them.
 
+        A ``bytearray`` is validated and patched in place (a produce request's
+        buffer need not be copied); other buffers are copied first.
         Raises CorruptRecordError for bad bytes, InvalidRecordError for batches a
         producer may not send, MessageTooLargeError for a batch over
         ``max.message.bytes``, RecordListTooLargeError for more than a segment
         holds, InvalidTimestampError for a CreateTime timestamp further from now
         than ``message.timestamp.difference.max.ms``. Nothing is written then.
         """
-        buffer = bytearray(data)
+        buffer = data if type(data) is bytearray else bytearray(data)  # patched in place
         with self._lock:
             self._check_open()
             now = self._now_ms()
@@ -647,12 +649,14 @@ class Log:
             current = self._view[1]
             old = set(id(s) for s in old_segments)
             survivors = [s for s in current if id(s) not in old]
+            # Readers switch to the new list before the old segments close, so no
+            # reader is left retrying on segments that are going away.
+            self._publish(tuple(sorted(survivors + list(new_segments), key=lambda s: s.base_offset)))
             for seg in old_segments:
                 self._delete_segment(seg, asynchronous=True)
             for seg in new_segments:
                 seg.change_suffix(SWAP_SUFFIX, "")
-            merged = sorted(survivors + list(new_segments), key=lambda s: s.base_offset)
-            self._publish(tuple(merged))
+
 
     # -- lifecycle ------------------------------------------------------------------
 

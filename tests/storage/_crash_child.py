@@ -18,7 +18,6 @@ one append are drawn from ``seed``.
 
 from __future__ import annotations
 
-import os
 import random
 import struct
 import sys

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 import numpy as np
 import pytest
