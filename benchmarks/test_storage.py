@@ -114,11 +114,11 @@ class _Fresh:
         shutil.rmtree(self.root, ignore_errors=True)
         os.makedirs(self.root)
 
-    def new_log(self, scheduler: Scheduler) -> Log:
+    def new_log(self, scheduler: Scheduler, preallocate: bool = False) -> Log:
         self._clear()
         self.round += 1
-        self.log = Log(os.path.join(self.root, "append-%d" % self.round), LogConfig(segment_bytes=GB),
-                       scheduler=scheduler)
+        self.log = Log(os.path.join(self.root, "append-%d" % self.round),
+                       LogConfig(segment_bytes=GB, preallocate=preallocate), scheduler=scheduler)
         return self.log
 
     def new_file(self) -> int:
@@ -132,13 +132,15 @@ class _Fresh:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def test_append_log(benchmark, request, tmp_path, mb_batch, scheduler) -> None:
+@pytest.mark.parametrize("preallocate", [False, True], ids=["default", "preallocate"])
+def test_append_log(benchmark, request, tmp_path, mb_batch, scheduler, preallocate) -> None:
+    """Kafka's ``preallocate`` (default false) reserves each segment's blocks up front."""
     count = 64 if _full_size(request) else 4
     fresh = _Fresh(str(tmp_path / "append"))
     state = {}
 
     def setup():
-        state["log"] = fresh.new_log(scheduler)
+        state["log"] = fresh.new_log(scheduler, preallocate)
         return (), {}
 
     # A broker appends the produce request's own buffer, validated and patched

@@ -124,6 +124,12 @@ cdef inline bint _varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, in
         pos[0] = p
         out[0] = <int64_t>(b >> 1) ^ -<int64_t>(b & 1)
         return True
+    if p < end and buf[p] < 0x80:
+        # Two bytes: lengths of 64 to 8191 bytes, the common value size.
+        result = (b & 0x7F) | (<uint64_t>buf[p] << 7)
+        pos[0] = p + 1
+        out[0] = <int64_t>(result >> 1) ^ -<int64_t>(result & 1)
+        return True
     result = b & 0x7F
     while True:
         if p >= end or shift >= 7 * max_bytes:

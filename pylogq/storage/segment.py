@@ -137,6 +137,16 @@ class LogSegment:
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.file = io.FileIO(fd, "r+", closefd=True)
         self.size = os.fstat(fd).st_size
+        self.preallocated = False
+        if config.preallocate and self.size == 0 and not suffix:
+            # Kafka's preallocate: reserve the whole segment now, so appends write
+            # into allocated blocks (faster); the file is cut to its data on roll
+            # and close, and recovery cuts a crashed segment's zero tail.
+            try:
+                os.posix_fallocate(fd, 0, config.segment_bytes)
+                self.preallocated = True
+            except OSError:  # a filesystem without fallocate: plain appends
+                pass
         # Missing index files (deleted, or never written before a crash) must be rebuilt.
         self.indexes_existed = os.path.exists(prefix + INDEX_SUFFIX + suffix) and os.path.exists(
             prefix + TIME_INDEX_SUFFIX + suffix)
@@ -374,6 +384,12 @@ class LogSegment:
                                      skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self._trim_preallocation()
+
+    def _trim_preallocation(self) -> None:
+        if self.preallocated:
+            os.ftruncate(self.file.fileno(), self.size)
+            self.preallocated = False
 
     def close(self) -> None:
         if self.closed:
@@ -384,6 +400,7 @@ class LogSegment:
                                          skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
+        self._trim_preallocation()
         self.file.close()
 
     def change_suffix(self, old: str, new: str) -> None:

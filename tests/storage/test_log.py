@@ -343,3 +343,27 @@ def test_standalone_logs_share_a_parent(tmp_path):
     assert os.path.exists(str(tmp_path / ".kafka_cleanshutdown"))
     lines = (tmp_path / "recovery-point-offset-checkpoint").read_text().splitlines()
     assert sorted(lines[2:]) == ["a 0 3", "b 0 4"]
+
+
+def test_preallocate_reserves_the_segment_and_trims_it(tmp_path):
+    path = str(tmp_path / "t-0")
+    cfg = LogConfig(preallocate=True, segment_bytes=1 << 20)
+    lg = Log(path, cfg)
+    lg.append(batch(10))
+    log_file = os.path.join(path, "%020d.log" % 0)
+    assert os.path.getsize(log_file) == 1 << 20  # reserved up front
+    assert [o for o, _ in read_all(lg)] == list(range(10))
+    size = lg.active_segment.size
+    lg.close()
+    assert os.path.getsize(log_file) == size  # cut to its data on close
+    # After a crash the reserved zeros are still there: recovery cuts them.
+    lg = Log(path, cfg)
+    lg.append(batch(5, start=10))
+    lg.flush()
+    for s in lg.segments:
+        s.offset_index.flush()
+    crashed = Log(path, cfg, recovery_point=0)  # what a new process sees (the old one never closed)
+    assert os.path.getsize(log_file) == crashed.active_segment.size
+    assert [o for o, _ in read_all(crashed)] == list(range(15))
+    assert crashed.append(batch(1, start=15)).first_offset == 15
+    crashed.close()

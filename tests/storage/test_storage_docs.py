@@ -68,7 +68,9 @@ MEANINGS: Dict[str, str] = {
     "min.compaction.lag.ms": "Segments whose largest timestamp is younger than this are not compacted yet.",
     "max.compaction.lag.ms": "A log with dirty data older than this is compacted whatever its dirty ratio.",
     "file.delete.delay.ms": "Delay between renaming a segment's files to .deleted and removing them.",
-    "preallocate": _UNUSED + " (.log files grow as they are written).",
+    "preallocate": "Reserve each new segment's blocks up front (posix_fallocate of segment.bytes), so appends "
+    "write into allocated blocks; the file is cut to its data on roll and close, and recovery cuts the zero "
+    "tail of a segment that was never closed.",
     "min.insync.replicas": "A replication setting; the storage layer does not use it.",
     "unclean.leader.election.enable": "A replication setting; the storage layer does not use it.",
     "compression.type": _UNUSED + ": batches are stored in the codec they arrive in.",
