@@ -42,6 +42,39 @@ _HEADER_READ = 61  # a v2 batch header; enough for the v0/v1 fields read here to
 NO_TIMESTAMP = -1
 
 
+# Appends reserve disk blocks ahead of the write position, this much at a time.
+RESERVE_CHUNK = 16 * 1024 * 1024
+_FALLOC_FL_KEEP_SIZE = 1
+_fallocate = None  # libc's fallocate(2), looked up on first use; False where there is none
+
+
+def reserve_blocks(fd: int, offset: int, length: int) -> bool:
+    """Allocate disk blocks for [offset, offset + length) without changing the file size.
+
+    ``fallocate(2)`` with FALLOC_FL_KEEP_SIZE (Linux): later writes land in
+    allocated blocks instead of allocating on the write path, which makes
+    appends markedly faster on ext4 and xfs, and the file's size (what readers
+    and recovery see) is untouched. ``ftruncate`` to the size releases the
+    blocks past the end. -> False where the call is not available.
+    """
+    global _fallocate
+    if _fallocate is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+            fn = libc.fallocate
+            fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+            fn.restype = ctypes.c_int
+            _fallocate = fn
+        except (OSError, AttributeError, TypeError):
+            _fallocate = False
+    if _fallocate is False:
+        return False
+    return _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
+
+
 def filename_prefix(offset: int) -> str:
     """Kafka's 20-digit zero-padded base offset: ``ls`` sorts segments by offset."""
     return "%020d" % offset
@@ -138,6 +171,7 @@ class LogSegment:
         self.file = io.FileIO(fd, "r+", closefd=True)
         self.size = os.fstat(fd).st_size
         self.preallocated = False
+        self._reserved = self.size  # disk blocks allocated up to here (see reserve_blocks)
         if config.preallocate and self.size == 0 and not suffix:
             # Kafka's preallocate: reserve the whole segment now, so appends write
             # into allocated blocks (faster); the file is cut to its data on roll
@@ -145,6 +179,7 @@ class LogSegment:
             try:
                 os.posix_fallocate(fd, 0, config.segment_bytes)
                 self.preallocated = True
+                self._reserved = config.segment_bytes
             except OSError:  # a filesystem without fallocate: plain appends
                 pass
         # Missing index files (deleted, or never written before a crash) must be rebuilt.
@@ -219,9 +254,10 @@ class LogSegment:
             if isinstance(data, memoryview):
                 data.release()
         truncated = self.size - valid
-        if truncated:
-            os.ftruncate(self.file.fileno(), valid)
-            self.size = valid
+        # Also releases blocks a crashed process had reserved past the end.
+        os.ftruncate(self.file.fileno(), valid)
+        self.size = valid
+        self._reserved = valid
         self.time_index.trim_to_valid_size()
         self.offset_index.resize(self.config.segment_index_bytes)
         self.time_index.resize(self.config.segment_index_bytes)
@@ -234,6 +270,13 @@ class LogSegment:
         if not data:
             return
         position = self.size
+        end = position + len(data)
+        if end > self._reserved:
+            target = max(end, min(self._reserved + RESERVE_CHUNK, self.config.segment_bytes))
+            if reserve_blocks(self.file.fileno(), self._reserved, target - self._reserved):
+                self._reserved = target
+            else:
+                self._reserved = 2**62  # not available here: stop trying
         written = os.pwrite(self.file.fileno(), data, position)
         if written != len(data):
             # A short write leaves a partial batch: cut it off so the file stays whole.
@@ -364,6 +407,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         os.ftruncate(self.file.fileno(), position)
         self.size = position
+        self._reserved = position
         # Rebuild the in-memory trackers from what is left.
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = self.base_offset
@@ -387,9 +431,11 @@ class LogSegment:
         self._trim_preallocation()
 
     def _trim_preallocation(self) -> None:
-        if self.preallocated:
+        """Cut the file to its data and release blocks reserved past it."""
+        if self.preallocated or self.size < self._reserved < 2**62:
             os.ftruncate(self.file.fileno(), self.size)
-            self.preallocated = False
+        self.preallocated = False
+        self._reserved = self.size
 
     def close(self) -> None:
         if self.closed:

@@ -367,3 +367,22 @@ def test_preallocate_reserves_the_segment_and_trims_it(tmp_path):
     assert [o for o, _ in read_all(crashed)] == list(range(15))
     assert crashed.append(batch(1, start=15)).first_offset == 15
     crashed.close()
+
+
+def test_appends_reserve_blocks_ahead_without_changing_the_size(tmp_path):
+    from pylogq.storage.segment import RESERVE_CHUNK, reserve_blocks
+
+    probe = os.open(str(tmp_path / "probe"), os.O_RDWR | os.O_CREAT)
+    supported = reserve_blocks(probe, 0, 4096)
+    os.close(probe)
+    path = str(tmp_path / "t-0")
+    lg = Log(path, LogConfig(segment_bytes=1 << 30))
+    lg.append(batch(10))
+    log_file = os.path.join(path, "%020d.log" % 0)
+    st = os.stat(log_file)
+    assert st.st_size == lg.active_segment.size  # readers and recovery see only the data
+    if supported:  # Linux filesystems with fallocate
+        assert st.st_blocks * 512 >= RESERVE_CHUNK
+    lg.close()
+    st = os.stat(log_file)
+    assert st.st_blocks * 512 < RESERVE_CHUNK  # released on close
