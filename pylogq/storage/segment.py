@@ -21,7 +21,7 @@ import io
 import os
 import struct
 import time
-from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 
 from ..errors import OffsetOutOfRangeError
@@ -45,7 +45,7 @@ NO_TIMESTAMP = -1
 # Appends reserve disk blocks ahead of the write position, this much at a time.
 RESERVE_CHUNK = 16 * 1024 * 1024
 _FALLOC_FL_KEEP_SIZE = 1
-_fallocate = None  # libc's fallocate(2), looked up on first use; False where there is none
+_fallocate: Any = None  # libc's fallocate(2), looked up on first use; False where there is none
 
 
 def reserve_blocks(fd: int, offset: int, length: int) -> bool:
