@@ -21,8 +21,11 @@ import random
 
 import pytest
 from aiokafka.record._crecords.default_records import DefaultRecordBatch as AioBatch
-from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder as AioBuilder
+from aiokafka.record._crecords.default_records import (
+    DefaultRecordBatchBuilder as AioBuilder,
+)
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
+from summary import info
 
 from pylogq import _speedups
 from pylogq.records import columnar, default_records
@@ -46,22 +49,12 @@ def batch_bytes(values):
     return bytes(default_records.build_batch(values, timestamps=TS))
 
 
-def _info(benchmark, group, items, unit, peer=False, target=None):
-    benchmark.group = group
-    benchmark.extra_info["items"] = items
-    benchmark.extra_info["unit"] = unit
-    if peer:
-        benchmark.extra_info["peer"] = True
-    if target:
-        benchmark.extra_info["target"] = target
-
-
 # -- build ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name, impl", IMPLS, ids=[n for n, _ in IMPLS])
 def test_build_append(benchmark, values, name, impl):
-    _info(benchmark, "v2 build 1000x100B", N, "records", target=">= 1.5x aiokafka")
+    info(benchmark, "v2 build 1000x100B", N, "records", target=">= 1.5x aiokafka")
 
     def run():
         builder = impl.RecordBatchBuilder(0, batch_size=1 << 24)
@@ -75,13 +68,13 @@ def test_build_append(benchmark, values, name, impl):
 
 @pytest.mark.parametrize("name, impl", IMPLS, ids=[n for n, _ in IMPLS])
 def test_build_bulk(benchmark, values, name, impl):
-    _info(benchmark, "v2 build 1000x100B", N, "records")
+    info(benchmark, "v2 build 1000x100B", N, "records")
     assert len(benchmark(impl.build_batch, values, None, TS)) > 100 * N
 
 
 @pytest.mark.parametrize("name, builder_class", [("aiokafka", AioBuilder), ("kafka-python", KpBuilder)])
 def test_build_client(benchmark, values, name, builder_class):
-    _info(benchmark, "v2 build 1000x100B", N, "records", peer=name == "aiokafka")
+    info(benchmark, "v2 build 1000x100B", N, "records", peer=name == "aiokafka")
 
     def run():
         builder = builder_class(2, 0, 0, -1, -1, -1, 1 << 24)
@@ -98,7 +91,7 @@ def test_build_client(benchmark, values, name, builder_class):
 
 @pytest.mark.parametrize("name, impl", IMPLS, ids=[n for n, _ in IMPLS])
 def test_iterate(benchmark, batch_bytes, name, impl):
-    _info(benchmark, "v2 iterate 1000x100B", N, "records", target=">= 1.5x aiokafka")
+    info(benchmark, "v2 iterate 1000x100B", N, "records", target=">= 1.5x aiokafka")
 
     def run():
         n = 0
@@ -110,7 +103,7 @@ def test_iterate(benchmark, batch_bytes, name, impl):
 
 
 def test_iterate_aiokafka(benchmark, batch_bytes):
-    _info(benchmark, "v2 iterate 1000x100B", N, "records", peer=True)
+    info(benchmark, "v2 iterate 1000x100B", N, "records", peer=True)
 
     def run():
         batch = AioBatch(batch_bytes)
@@ -137,7 +130,7 @@ def hundred_batches(values):
 
 @pytest.mark.parametrize("name, impl", IMPLS, ids=[n for n, _ in IMPLS])
 def test_columnar(benchmark, hundred_batches, name, impl):
-    _info(benchmark, "columnar 100x1000", 100 * N, "records", target=">= 40M records/s")
+    info(benchmark, "columnar 100x1000", 100 * N, "records", target=">= 40M records/s")
     lo = hi = None
     if name == "pure":
         benchmark.pedantic(lambda: impl.decode_columns(hundred_batches, True, True, lo, hi), rounds=3)
@@ -147,7 +140,7 @@ def test_columnar(benchmark, hundred_batches, name, impl):
 
 
 def test_columnar_aiokafka_iteration(benchmark, hundred_batches, batch_bytes):
-    _info(benchmark, "columnar 100x1000", 100 * N, "records", peer=True)
+    info(benchmark, "columnar 100x1000", 100 * N, "records", peer=True)
     size = len(batch_bytes)
     slices = [hundred_batches[i * size : (i + 1) * size] for i in range(100)]
 
@@ -177,18 +170,18 @@ def megabyte_batch():
 
 @pytest.mark.parametrize("name, impl", IMPLS, ids=[n for n, _ in IMPLS])
 def test_validate_assign(benchmark, megabyte_batch, name, impl):
-    _info(benchmark, "validate+assign 1MB", len(megabyte_batch), "B", target=">= 5 GB/s")
+    info(benchmark, "validate+assign 1MB", len(megabyte_batch), "B", target=">= 5 GB/s")
     buf = bytearray(megabyte_batch)
     offsets = iter(range(0, 1 << 62, 10_000))
     if name == "pure":
-        info = benchmark.pedantic(lambda: impl.assign_offsets(buf, next(offsets), 1, None), rounds=3)
+        appended = benchmark.pedantic(lambda: impl.assign_offsets(buf, next(offsets), 1, None), rounds=3)
     else:
-        info = benchmark(lambda: impl.assign_offsets(buf, next(offsets), 1, None))
-    assert info[2] == 9000
+        appended = benchmark(lambda: impl.assign_offsets(buf, next(offsets), 1, None))
+    assert appended[2] == 9000
 
 
 def test_validate_aiokafka_iteration(benchmark, megabyte_batch):
-    _info(benchmark, "validate+assign 1MB", len(megabyte_batch), "B", peer=True)
+    info(benchmark, "validate+assign 1MB", len(megabyte_batch), "B", peer=True)
 
     def run():
         batch = AioBatch(megabyte_batch)

@@ -28,6 +28,7 @@ import struct
 from typing import Iterator, List, Tuple
 
 import pytest
+from summary import info
 
 from pylogq import _speedups, records
 from pylogq.storage.config import LogConfig
@@ -44,16 +45,6 @@ RECORD = 100
 
 def _full_size(request) -> bool:
     return not (_speedups.NO_EXTENSIONS or request.config.getoption("benchmark_disable"))
-
-
-def _info(benchmark, group: str, items: int, unit: str, peer: bool = False, target: str = "") -> None:
-    benchmark.group = group
-    benchmark.extra_info["items"] = items
-    benchmark.extra_info["unit"] = unit
-    if peer:
-        benchmark.extra_info["peer"] = True
-    if target:
-        benchmark.extra_info["target"] = target
 
 
 def _rate(benchmark, items: int) -> None:
@@ -154,7 +145,7 @@ def test_append_log(benchmark, request, tmp_path, mb_batch, scheduler, prealloca
         return log.log_end_offset
 
     items = count * len(mb_batch)
-    _info(benchmark, "append 1MB batches", items, "B", target=">= 70% of os.write")
+    info(benchmark, "append 1MB batches", items, "B", target=">= 70% of os.write")
     try:
         end = benchmark.pedantic(append, setup=setup, rounds=8 if count > 4 else 2, iterations=1)
         assert state["log"].size_in_bytes == items and end > 0
@@ -180,7 +171,7 @@ def test_append_os_write(benchmark, request, tmp_path, mb_batch) -> None:
         return written
 
     items = count * len(mb_batch)
-    _info(benchmark, "append 1MB batches", items, "B", peer=True)
+    info(benchmark, "append 1MB batches", items, "B", peer=True)
     try:
         assert benchmark.pedantic(write, setup=setup, rounds=8 if count > 4 else 2, iterations=1) == items
     finally:
@@ -259,7 +250,7 @@ def test_scan_log(benchmark, scan_log) -> None:
         return total
 
     items = scan()
-    _info(benchmark, "scan 1GB log", items, "B", target=">= 2 GB/s")
+    info(benchmark, "scan 1GB log", items, "B", target=">= 2 GB/s")
     assert benchmark.pedantic(scan, rounds=5, iterations=1) == items
     _rate(benchmark, items)
 
@@ -267,7 +258,7 @@ def test_scan_log(benchmark, scan_log) -> None:
 def test_scan_os_pread(benchmark, scan_log) -> None:
     paths = [s.log_path for s in scan_log.segments]
     items = _warm(paths)
-    _info(benchmark, "scan 1GB log", items, "B", peer=True)
+    info(benchmark, "scan 1GB log", items, "B", peer=True)
     assert benchmark.pedantic(_warm, args=(paths,), rounds=5, iterations=1) == items
     _rate(benchmark, items)
 
@@ -309,7 +300,7 @@ def test_recover_segment(benchmark, recover_segment) -> None:
     def recover() -> int:
         return state["segment"].recover(CONFIG.max_message_bytes)
 
-    _info(benchmark, "recover 1GB segment", size, "B", target=">= 1 GB/s")
+    info(benchmark, "recover 1GB segment", size, "B", target=">= 1 GB/s")
     try:
         assert benchmark.pedantic(recover, setup=setup, rounds=5, iterations=1) == 0
         segment = state["segment"]
@@ -323,6 +314,6 @@ def test_recover_segment(benchmark, recover_segment) -> None:
 def test_recover_os_pread(benchmark, recover_segment) -> None:
     directory, size = recover_segment
     paths = [os.path.join(directory, "%020d.log" % 0)]
-    _info(benchmark, "recover 1GB segment", size, "B", peer=True)
+    info(benchmark, "recover 1GB segment", size, "B", peer=True)
     assert benchmark.pedantic(_warm, args=(paths,), rounds=5, iterations=1) == size
     _rate(benchmark, size)
