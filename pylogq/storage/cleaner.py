@@ -452,7 +452,7 @@ class LogCleaner:
     # -- choosing -------------------------------------------------------------
 
     def _now_ms(self, log_: Log) -> int:
-        clock = self._clock if self._clock is not None else getattr(log_, "_clock", time.time)
+        clock = self._clock if self._clock is not None else log_.clock
         return int(clock() * 1000)
 
     def _checkpoint_file(self, log_: Log) -> OffsetCheckpoint:
@@ -690,7 +690,7 @@ class LogCleaner:
         mtime = max(s.last_modified_ms for s in group) / 1000.0
         os.utime(cleaned.log_path, (mtime, mtime))
         self._check_done(progress)
-        with log_._lock:
+        with log_.lock:
             current = log_.segments
             ids = set(id(s) for s in current[:-1])
             if log_.closed or not all(id(s) in ids and s.size == n for s, n in zip(group, sizes)):

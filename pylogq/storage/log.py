@@ -250,6 +250,17 @@ class Log:
     # -- state --------------------------------------------------------------------
 
     @property
+    def lock(self) -> "threading.RLock":
+        """The lock that serializes changes to this log (reentrant). A caller that must
+        see the segments unchanged while it acts on them (the cleaner's swap) holds it."""
+        return self._lock
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The log's time source in seconds (``time.time`` unless a test gave another)."""
+        return self._clock
+
+    @property
     def log_end_offset(self) -> int:
         return self._end.offset
 
