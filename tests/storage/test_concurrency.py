@@ -236,7 +236,12 @@ def test_readers_see_whole_batches_in_order_under_writes_retention_and_compactio
         assert not alive, "threads still running after %.0f s: %s (%s)" % (DEADLINE, alive, run.counts)
         assert run.counts["passes"] >= 2 * READERS, run.counts
         if policy == "delete":
-            assert run.counts["deletions"] > 0 and run.counts["restarts"] > 0, run.counts
+            assert run.counts["deletions"] > 0, run.counts
+            # Whether a reader fell behind retention during the run depends on
+            # scheduling; the error it would have met is checked here for sure.
+            assert log.log_start_offset > 0
+            with pytest.raises(OffsetOutOfRangeError, match="log start %d" % log.log_start_offset):
+                log.read(log.log_start_offset - 1, READ_BYTES)
         else:
             assert run.counts["cleanings"] > 0, run.counts
     finally:
