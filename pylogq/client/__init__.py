@@ -1,0 +1,1 @@
+"""Client side of the protocol: consumer group partition assignment."""

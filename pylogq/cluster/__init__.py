@@ -1,0 +1,1 @@
+"""The cluster layer: topics, partitions, producer state, partitioning and consumer groups."""

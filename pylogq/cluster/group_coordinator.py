@@ -1,0 +1,994 @@
+"""Kafka's group coordinator: consumer group membership, rebalances and committed offsets.
+
+One :class:`GroupCoordinator` holds every group (Kafka's GroupCoordinator,
+GroupMetadata and GroupMetadataManager in one place). Members call it from
+their own threads; the calls mirror the protocol (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
+DeleteGroups) and return Kafka error codes, as the wire does. Blocking calls
+(a join waiting for the rebalance, a follower's sync waiting for the leader)
+wait on one ``threading.Condition``; one background thread expires session and
+rebalance deadlines.
+
+Group states, as Kafka's::
+
+    Empty --join--> PreparingRebalance --all joined / rebalance timeout--> CompletingRebalance
+    CompletingRebalance --leader syncs--> Stable
+    Stable / CompletingRebalance --join of a new or changed member, leave, session expiry--> PreparingRebalance
+    PreparingRebalance --every member gone--> Empty
+    Empty --delete--> Dead
+
+Committed offsets and group metadata are stored in the compacted internal
+topic ``__consumer_offsets`` in Kafka's binary formats
+(:mod:`pylogq.cluster.offsets_schema`), through two injected callables so the
+coordinator does not depend on the broker: ``append(partition, batch)`` writes
+one v2 record batch and ``read_all(partition)`` yields every ``(key, value)`` of
+a partition in offset order. :meth:`GroupCoordinator.load` rebuilds the state
+from them.
+
+Differences from Kafka, all for the in-process API: a join with an empty
+member id gets its id at once (Kafka >= 2.2 first answers MEMBER_ID_REQUIRED to
+v4+ joins and expects a second join); ``group_instance_id`` (static membership)
+is recorded and stored but a static member that restarts joins as a new member;
+a storage call runs under the coordinator's lock, which keeps the order of the
+log equal to the order of the in-memory changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..errors import (
+    BrokerError,
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidCommitOffsetSizeError,
+    InvalidFetchSizeError,
+    InvalidGroupIdError,
+    InvalidSessionTimeoutError,
+    MessageTooLargeError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetMetadataTooLargeError,
+    RebalanceInProgressError,
+    RecordListTooLargeError,
+    RequestTimedOutError,
+    UnknownMemberIdError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from ..records import build_batch
+from . import offsets_schema as schema
+from .offsets_schema import java_string_hash, partition_for_group
+
+__all__ = [
+    "COMPLETING_REBALANCE",
+    "DEAD",
+    "EMPTY",
+    "GroupCoordinator",
+    "GroupDescription",
+    "JoinResult",
+    "MemberDescription",
+    "PREPARING_REBALANCE",
+    "STABLE",
+    "SyncResult",
+    "java_string_hash",
+    "partition_for_group",
+    "raise_for",
+]
+
+log = logging.getLogger(__name__)
+
+EMPTY = "Empty"
+PREPARING_REBALANCE = "PreparingRebalance"
+COMPLETING_REBALANCE = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+
+# Kafka's GroupMetadata.validPreviousStates: a transition from any other state is a bug.
+_VALID_PREVIOUS = {
+    DEAD: {STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY, DEAD},
+    COMPLETING_REBALANCE: {PREPARING_REBALANCE},
+    STABLE: {COMPLETING_REBALANCE},
+    PREPARING_REBALANCE: {STABLE, COMPLETING_REBALANCE, EMPTY},
+    EMPTY: {PREPARING_REBALANCE},
+}
+
+NONE = 0
+NO_OFFSET = -1
+NO_GENERATION = -1
+NO_MEMBER = ""
+
+Partition = Tuple[str, int]
+StorageRecord = Tuple[Optional[bytes], Optional[bytes]]
+
+
+class JoinResult(NamedTuple):
+    """The JoinGroup response; ``members`` is filled for the leader only."""
+
+    error_code: int
+    generation_id: int = NO_GENERATION
+    protocol_name: Optional[str] = None
+    leader_id: str = ""
+    member_id: str = ""
+    members: List[Tuple[str, Optional[str], bytes]] = []
+
+
+class SyncResult(NamedTuple):
+    """The SyncGroup response: this member's assignment."""
+
+    error_code: int
+    assignment: bytes = b""
+
+
+class MemberDescription(NamedTuple):
+    """One member as DescribeGroups reports it (metadata and assignment only when Stable)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+class GroupDescription(NamedTuple):
+    """The DescribeGroups answer for one group; an unknown group is reported as Dead."""
+
+    error: int
+    state: str
+    protocol_type: str
+    protocol: str
+    members: List[MemberDescription]
+
+
+def raise_for(code: int) -> None:
+    """Raise the pylogq error for a Kafka error code; do nothing for 0."""
+    cls = error_for_code(code)
+    if cls is not None:
+        raise cls()
+
+
+def _storage_error_code(exc: BaseException, for_commit: bool) -> int:
+    """Map a failed append to the code Kafka's coordinator answers with.
+
+    An exception without a Kafka code (an OSError, a closed log) is the
+    coordinator's storage being unavailable: COORDINATOR_NOT_AVAILABLE.
+    """
+    if not isinstance(exc, BrokerError):
+        return CoordinatorNotAvailableError.code
+    code = exc.code
+    if code in (
+        UnknownTopicOrPartitionError.code,
+        NotEnoughReplicasError.code,
+        NotEnoughReplicasAfterAppendError.code,
+        RequestTimedOutError.code,
+    ):
+        return CoordinatorNotAvailableError.code
+    if code == NotLeaderOrFollowerError.code:
+        return NotCoordinatorError.code
+    if code in (MessageTooLargeError.code, RecordListTooLargeError.code, InvalidFetchSizeError.code):
+        return InvalidCommitOffsetSizeError.code if for_commit else UnknownServerError.code
+    return code
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Member:
+    """A group member; mutated only under the coordinator's lock."""
+
+    __slots__ = (
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "protocol_type",
+        "protocols",
+        "assignment",
+        "awaiting_join",
+        "join_result",
+        "awaiting_sync",
+        "sync_result",
+        "heartbeat_deadline",
+    )
+
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: Optional[str],
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: List[Tuple[str, bytes]],
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.assignment = b""
+        self.awaiting_join = False
+        self.join_result: Optional[JoinResult] = None
+        self.awaiting_sync = False
+        self.sync_result: Optional[SyncResult] = None
+        self.heartbeat_deadline = 0.0
+
+    def metadata(self, protocol: Optional[str]) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        return b""
+
+    def vote(self, candidates: set) -> str:
+        """The first protocol in this member's preference order that every member supports."""
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise InconsistentGroupProtocolError("member %r supports none of %r" % (self.member_id, sorted(candidates)))
+
+    def kept_alive(self) -> bool:
+        """A member blocked in a join or a sync cannot heartbeat: its session does not run."""
+        return self.awaiting_join or self.awaiting_sync
+
+
+class _Group:
+    """One group's state (Kafka's GroupMetadata); mutated only under the coordinator's lock."""
+
+    def __init__(self, group_id: str, state: str = EMPTY) -> None:
+        self.group_id = group_id
+        self.state = state
+        self.state_timestamp = _now_ms()
+        self.protocol_type: Optional[str] = None
+        self.protocol_name: Optional[str] = None
+        self.generation_id = 0
+        self.leader_id: Optional[str] = None
+        self.members: Dict[str, _Member] = {}
+        self.offsets: Dict[Partition, schema.OffsetCommitValue] = {}
+        self.join_deadline: Optional[float] = None
+        self.initial_delay_active = False
+        self.initial_delay_remaining_ms = 0
+        self.new_member_added = False
+
+    def transition(self, state: str) -> None:
+        if self.state not in _VALID_PREVIOUS[state]:
+            raise AssertionError("group %r cannot go from %s to %s" % (self.group_id, self.state, state))
+        self.state = state
+        self.state_timestamp = _now_ms()
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def candidate_protocols(self) -> set:
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def supports(self, protocol_type: str, protocols: List[Tuple[str, bytes]]) -> bool:
+        """Kafka's supportsProtocols: an empty group takes any; otherwise one protocol all support."""
+        if not self.members:
+            return bool(protocol_type) and bool(protocols)
+        if protocol_type != self.protocol_type:
+            return False
+        candidates = self.candidate_protocols()
+        return any(name in candidates for name, _ in protocols)
+
+    def select_protocol(self) -> str:
+        """The protocol that gets the most votes; ties go to the leader's preference order."""
+        candidates = self.candidate_protocols()
+        votes: Dict[str, int] = {}
+        for m in self.members.values():
+            choice = m.vote(candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        best = max(votes.values())
+        order = self.members[self.leader_id].protocols if self.leader_id in self.members else []
+        for name, _ in order:
+            if votes.get(name) == best:
+                return name
+        return min(name for name, n in votes.items() if n == best)
+
+    def all_joined(self) -> bool:
+        return all(m.awaiting_join for m in self.members.values())
+
+
+class GroupCoordinator:
+    """Consumer groups and their committed offsets, stored in ``__consumer_offsets``.
+
+    Thread-safe: one lock guards every group; blocking calls wait on a
+    condition of that lock. A background thread (started unless
+    ``start_timer=False``; :meth:`tick` then expires deadlines by hand, as with
+    a fake ``clock``) removes members whose session timed out and completes
+    rebalances whose timeout passed. ``clock`` returns seconds.
+    """
+
+    def __init__(
+        self,
+        append: Callable[[int, bytes], None],
+        read_all: Callable[[int], Iterable[StorageRecord]],
+        num_partitions: int = 50,
+        initial_rebalance_delay_ms: int = 3000,
+        clock: Callable[[], float] = time.monotonic,
+        group_min_session_timeout_ms: int = 6000,
+        group_max_session_timeout_ms: int = 1800000,
+        offset_metadata_max_bytes: int = 4096,
+        start_timer: bool = True,
+    ) -> None:
+        if num_partitions <= 0:
+            raise ValueError("num_partitions must be positive, got %r" % (num_partitions,))
+        if initial_rebalance_delay_ms < 0:
+            raise ValueError("initial_rebalance_delay_ms must be >= 0, got %r" % (initial_rebalance_delay_ms,))
+        self._append = append
+        self._read_all = read_all
+        self.num_partitions = num_partitions
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self._clock = clock
+        self.group_min_session_timeout_ms = group_min_session_timeout_ms
+        self.group_max_session_timeout_ms = group_max_session_timeout_ms
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._groups: Dict[str, _Group] = {}
+        self._closed = False
+        self._timer: Optional[threading.Thread] = None
+        if start_timer:
+            self._timer = threading.Thread(target=self._run_timer, name="group-coordinator-timer", daemon=True)
+            self._timer.start()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the timer thread and wake every blocked caller (they get COORDINATOR_NOT_AVAILABLE)."""
+        with self._cond:
+            self._closed = True
+            for group in self._groups.values():
+                for m in group.members.values():
+                    if m.awaiting_join and m.join_result is None:
+                        m.join_result = JoinResult(CoordinatorNotAvailableError.code)
+                    if m.awaiting_sync and m.sync_result is None:
+                        m.sync_result = SyncResult(CoordinatorNotAvailableError.code)
+            self._cond.notify_all()
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.join()
+
+    def __enter__(self) -> "GroupCoordinator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition of ``group_id``."""
+        return partition_for_group(group_id, self.num_partitions)
+
+    def load(self) -> None:
+        """Rebuild groups and committed offsets from every partition of ``__consumer_offsets``.
+
+        The last record of a key wins and a tombstone deletes it. A group with
+        stored members comes back Stable (its members must heartbeat within
+        their session timeouts); a group with no members, or with offsets only,
+        comes back Empty.
+        """
+        offsets: Dict[str, Dict[Partition, schema.OffsetCommitValue]] = {}
+        metadata: Dict[str, schema.GroupMetadataValue] = {}
+        for partition in range(self.num_partitions):
+            for key_bytes, value_bytes in self._read_all(partition):
+                key, value = schema.decode_record(key_bytes, value_bytes)
+                if isinstance(key, schema.OffsetCommitKey):
+                    group_offsets = offsets.setdefault(key.group, {})
+                    tp = (key.topic, key.partition)
+                    if value is None:
+                        group_offsets.pop(tp, None)
+                    else:
+                        assert isinstance(value, schema.OffsetCommitValue)
+                        group_offsets[tp] = value
+                elif isinstance(key, schema.GroupMetadataKey):
+                    if value is None:
+                        metadata.pop(key.group, None)
+                    else:
+                        assert isinstance(value, schema.GroupMetadataValue)
+                        metadata[key.group] = value
+        with self._cond:
+            now = self._clock()
+            self._groups.clear()
+            for group_id in set(offsets) | set(metadata):
+                group_offsets = offsets.get(group_id, {})
+                meta = metadata.get(group_id)
+                if meta is None and not group_offsets:
+                    continue
+                group = _Group(group_id)
+                group.offsets = dict(group_offsets)
+                if meta is not None:
+                    group.protocol_type = meta.protocol_type or None
+                    group.generation_id = meta.generation
+                    group.protocol_name = meta.protocol
+                    group.leader_id = meta.leader
+                    if meta.current_state_timestamp >= 0:
+                        group.state_timestamp = meta.current_state_timestamp
+                    for mm in meta.members:
+                        member = _Member(
+                            mm.member_id,
+                            mm.group_instance_id,
+                            mm.client_id,
+                            mm.client_host,
+                            mm.rebalance_timeout,
+                            mm.session_timeout,
+                            meta.protocol_type,
+                            [(meta.protocol or "", mm.subscription)],
+                        )
+                        member.assignment = mm.assignment
+                        member.heartbeat_deadline = now + mm.session_timeout / 1000.0
+                        group.members[mm.member_id] = member
+                    if group.members:
+                        group.state = STABLE
+                        if group.leader_id not in group.members:
+                            group.leader_id = next(iter(group.members))
+                self._groups[group_id] = group
+            self._cond.notify_all()
+
+    # -- membership ----------------------------------------------------------------
+
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        client_id: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: Sequence[Tuple[str, bytes]],
+        group_instance_id: Optional[str] = None,
+        timeout_s: Optional[float] = None,
+        client_host: str = "/127.0.0.1",
+    ) -> JoinResult:
+        """Join (or rejoin) a group; blocks until the rebalance completes.
+
+        An empty ``member_id`` gets ``client_id + "-" + uuid4``. The result
+        carries the new generation, the chosen protocol, the leader, this
+        member's id and, for the leader, every member's metadata for the chosen
+        protocol. A join that does not complete within ``timeout_s`` returns
+        REQUEST_TIMED_OUT and leaves the member in the group (it can rejoin).
+        """
+        protocols = [(str(name), bytes(data)) for name, data in protocols]
+        with self._cond:
+            if self._closed:
+                return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
+            if not group_id:
+                return JoinResult(InvalidGroupIdError.code, member_id=member_id)
+            if not self.group_min_session_timeout_ms <= session_timeout_ms <= self.group_max_session_timeout_ms:
+                return JoinResult(InvalidSessionTimeoutError.code, member_id=member_id)
+            if not protocol_type or not protocols:
+                return JoinResult(InconsistentGroupProtocolError.code, member_id=member_id)
+            group = self._groups.get(group_id)
+            if group is None:
+                if member_id:
+                    return JoinResult(UnknownMemberIdError.code, member_id=member_id)
+                group = self._groups[group_id] = _Group(group_id)
+            if not group.supports(protocol_type, protocols):
+                return JoinResult(InconsistentGroupProtocolError.code, member_id=member_id)
+
+            if not member_id:
+                member = _Member(
+                    "%s-%s" % (client_id, uuid.uuid4()),
+                    group_instance_id,
+                    client_id,
+                    client_host,
+                    rebalance_timeout_ms,
+                    session_timeout_ms,
+                    protocol_type,
+                    protocols,
+                )
+                self._add_member_and_rebalance(group, member)
+            else:
+                member_or_none = group.members.get(member_id)
+                if member_or_none is None or group.state in (EMPTY, DEAD):
+                    return JoinResult(UnknownMemberIdError.code, member_id=member_id)
+                member = member_or_none
+                if group.state == PREPARING_REBALANCE:
+                    self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
+                elif group.state == COMPLETING_REBALANCE:
+                    if member.protocols == protocols:
+                        # The member lost the join response: answer again for this generation.
+                        return self._join_result(group, member)
+                    self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
+                else:  # Stable
+                    if member.member_id == group.leader_id or member.protocols != protocols:
+                        self._update_member_and_rebalance(
+                            group, member, protocols, rebalance_timeout_ms, session_timeout_ms
+                        )
+                    else:
+                        # A follower rejoining with unchanged metadata: no rebalance needed.
+                        self._touch(member)
+                        return self._join_result(group, member)
+
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            while True:
+                result = member.join_result
+                if result is not None:
+                    member.join_result = None
+                    return result
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return JoinResult(RequestTimedOutError.code, member_id=member.member_id)
+                self._cond.wait(remaining)
+
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        assignments: Optional[Dict[str, bytes]] = None,
+        timeout_s: Optional[float] = None,
+    ) -> SyncResult:
+        """Send the leader's assignments, or (a follower) wait for them; returns this member's assignment.
+
+        A follower blocks until the leader syncs, a new rebalance starts
+        (REBALANCE_IN_PROGRESS) or ``timeout_s`` passes (REQUEST_TIMED_OUT).
+        """
+        with self._cond:
+            if self._closed:
+                return SyncResult(CoordinatorNotAvailableError.code)
+            group = self._groups.get(group_id)
+            if group is None:
+                return SyncResult(UnknownMemberIdError.code)
+            member = group.members.get(member_id)
+            if member is None or group.state == EMPTY:
+                return SyncResult(UnknownMemberIdError.code)
+            if group.state == DEAD:
+                return SyncResult(CoordinatorNotAvailableError.code)
+            if generation_id != group.generation_id:
+                return SyncResult(IllegalGenerationError.code)
+            if group.state == PREPARING_REBALANCE:
+                return SyncResult(RebalanceInProgressError.code)
+            if group.state == STABLE:
+                self._touch(member)
+                return SyncResult(NONE, member.assignment)
+
+            # CompletingRebalance.
+            member.awaiting_sync = True
+            member.sync_result = None
+            if member_id == group.leader_id:
+                self._complete_sync(group, dict(assignments or {}))
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            while True:
+                sync_result = member.sync_result
+                if sync_result is not None:
+                    member.sync_result = None
+                    return sync_result
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    member.awaiting_sync = False
+                    self._touch(member)
+                    self._cond.notify_all()
+                    return SyncResult(RequestTimedOutError.code)
+                self._cond.wait(remaining)
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
+        """Keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+        with self._cond:
+            if self._closed:
+                return CoordinatorNotAvailableError.code
+            group = self._groups.get(group_id)
+            if group is None:
+                return UnknownMemberIdError.code
+            if group.state == DEAD:
+                return CoordinatorNotAvailableError.code
+            member = group.members.get(member_id)
+            if member is None or group.state == EMPTY:
+                return UnknownMemberIdError.code
+            if generation_id != group.generation_id:
+                return IllegalGenerationError.code
+            self._touch(member)
+            if group.state == PREPARING_REBALANCE:
+                return RebalanceInProgressError.code
+            return NONE
+
+    def leave_group(self, group_id: str, member_id: str) -> int:
+        """Remove a member at once; the others rebalance."""
+        with self._cond:
+            if self._closed:
+                return CoordinatorNotAvailableError.code
+            group = self._groups.get(group_id)
+            if group is None:
+                return UnknownMemberIdError.code
+            if group.state == DEAD:
+                return CoordinatorNotAvailableError.code
+            member = group.members.get(member_id)
+            if member is None:
+                return UnknownMemberIdError.code
+            self._remove_member_and_update_group(group, member)
+            return NONE
+
+    # -- offsets ---------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        offsets: Dict[Partition, Tuple[int, Optional[str]]],
+        leader_epochs: Optional[Dict[Partition, int]] = None,
+    ) -> Dict[Partition, int]:
+        """Commit offsets for a group member, or (generation -1, member "") for a group without members.
+
+        The commit is written to ``__consumer_offsets`` before this returns; a
+        failed write answers every partition with the mapped error code.
+        """
+        with self._cond:
+            error = self._validate_commit(group_id, generation_id, member_id)
+            if error != NONE:
+                return {tp: error for tp in offsets}
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = _Group(group_id)
+            member = group.members.get(member_id)
+            if member is not None:
+                self._touch(member)
+            now_ms = _now_ms()
+            result: Dict[Partition, int] = {}
+            to_write: Dict[Partition, schema.OffsetCommitValue] = {}
+            for tp, (offset, metadata) in offsets.items():
+                metadata = metadata or ""
+                if len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                    result[tp] = OffsetMetadataTooLargeError.code
+                    continue
+                epoch = -1 if leader_epochs is None else leader_epochs.get(tp, -1)
+                to_write[tp] = schema.OffsetCommitValue(offset, metadata, now_ms, epoch)
+            if to_write:
+                keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in to_write]
+                values = [
+                    schema.encode_offset_commit_value(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch)
+                    for v in to_write.values()
+                ]
+                code = self._store(group_id, keys, values, for_commit=True)
+                for tp, value in to_write.items():
+                    result[tp] = code
+                    if code == NONE:
+                        group.offsets[tp] = value
+            if not group.members and not group.offsets and group.state == EMPTY and group.protocol_type is None:
+                self._groups.pop(group_id, None)
+            return result
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Optional[Iterable[Partition]] = None
+    ) -> Dict[Partition, Tuple[int, str, int]]:
+        """Committed ``(offset, metadata, error_code)`` per partition; offset -1 when none.
+
+        ``partitions=None`` returns every committed partition of the group.
+        """
+        with self._cond:
+            group = self._groups.get(group_id)
+            stored = group.offsets if group is not None else {}
+            if partitions is None:
+                return {tp: (v.offset, v.metadata, NONE) for tp, v in stored.items()}
+            out: Dict[Partition, Tuple[int, str, int]] = {}
+            for tp in partitions:
+                v = stored.get(tp)
+                out[tp] = (NO_OFFSET, "", NONE) if v is None else (v.offset, v.metadata, NONE)
+            return out
+
+    # -- administration ------------------------------------------------------------------
+
+    def list_groups(self) -> List[Tuple[str, str]]:
+        """Every live group as ``(group_id, protocol_type)``; "" for groups that only commit offsets."""
+        with self._cond:
+            return sorted(
+                (g.group_id, g.protocol_type or "") for g in self._groups.values() if g.state != DEAD
+            )
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """Kafka's DescribeGroups for one group; member metadata and assignments only when Stable."""
+        with self._cond:
+            group = self._groups.get(group_id)
+            if group is None or group.state == DEAD:
+                return GroupDescription(NONE, DEAD, "", "", [])
+            stable = group.state == STABLE
+            members = [
+                MemberDescription(
+                    m.member_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(group.protocol_name) if stable else b"",
+                    m.assignment if stable else b"",
+                )
+                for m in group.members.values()
+            ]
+            protocol = (group.protocol_name or "") if stable else ""
+            return GroupDescription(NONE, group.state, group.protocol_type or "", protocol, members)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> Dict[str, int]:
+        """Delete empty groups and their offsets (tombstones); NON_EMPTY_GROUP while members remain."""
+        out: Dict[str, int] = {}
+        with self._cond:
+            for group_id in group_ids:
+                if not group_id:
+                    out[group_id] = InvalidGroupIdError.code
+                    continue
+                group = self._groups.get(group_id)
+                if group is None or group.state == DEAD:
+                    out[group_id] = GroupIdNotFoundError.code
+                    continue
+                if group.state != EMPTY:
+                    out[group_id] = NonEmptyGroupError.code
+                    continue
+                keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in group.offsets]
+                keys.append(schema.encode_group_metadata_key(group_id))
+                code = self._store(group_id, keys, [None] * len(keys), for_commit=False)
+                if code == NONE:
+                    group.transition(DEAD)
+                    del self._groups[group_id]
+                out[group_id] = code
+        return out
+
+    # -- timers ----------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Expire every session and rebalance deadline that passed by ``clock``."""
+        with self._cond:
+            self._expire(self._clock())
+
+    def _run_timer(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = self._clock()
+                next_deadline = self._expire(now)
+                timeout = None if next_deadline is None else max(0.0, next_deadline - self._clock())
+                self._cond.wait(timeout)
+
+    def _expire(self, now: float) -> Optional[float]:
+        """Handle every passed deadline; return the earliest one still ahead (None if none)."""
+        next_deadline: Optional[float] = None
+        for group in list(self._groups.values()):
+            if group.join_deadline is not None and group.join_deadline <= now:
+                self._on_join_deadline(group, now)
+            for member in list(group.members.values()):
+                if group.members.get(member.member_id) is not member or member.kept_alive():
+                    continue
+                if member.heartbeat_deadline <= now:
+                    log.info("member %s of group %s timed out", member.member_id, group.group_id)
+                    self._remove_member_and_update_group(group, member)
+            deadlines = [m.heartbeat_deadline for m in group.members.values() if not m.kept_alive()]
+            if group.join_deadline is not None:
+                deadlines.append(group.join_deadline)
+            if deadlines:
+                d = min(deadlines)
+                next_deadline = d if next_deadline is None else min(next_deadline, d)
+        return next_deadline
+
+    # -- state machine (lock held) ----------------------------------------------------------
+
+    def _touch(self, member: _Member) -> None:
+        member.heartbeat_deadline = self._clock() + member.session_timeout_ms / 1000.0
+
+    def _add_member_and_rebalance(self, group: _Group, member: _Member) -> None:
+        member.awaiting_join = True
+        member.join_result = None
+        if not group.members:
+            group.protocol_type = member.protocol_type
+        group.members[member.member_id] = member
+        if group.leader_id is None or group.leader_id not in group.members:
+            group.leader_id = member.member_id
+        group.new_member_added = True
+        if group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group)
+
+    def _update_member_and_rebalance(
+        self,
+        group: _Group,
+        member: _Member,
+        protocols: List[Tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+    ) -> None:
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.awaiting_join = True
+        member.join_result = None
+        if group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: _Group) -> None:
+        if group.state == COMPLETING_REBALANCE:
+            self._propagate_sync_error(group, RebalanceInProgressError.code)
+        now = self._clock()
+        rebalance_ms = group.rebalance_timeout_ms()
+        if group.state == EMPTY and self.initial_rebalance_delay_ms > 0:
+            delay = min(self.initial_rebalance_delay_ms, rebalance_ms)
+            group.initial_delay_active = True
+            group.initial_delay_remaining_ms = max(0, rebalance_ms - delay)
+            group.new_member_added = False
+            group.join_deadline = now + delay / 1000.0
+        else:
+            group.initial_delay_active = False
+            group.join_deadline = now + rebalance_ms / 1000.0
+        group.transition(PREPARING_REBALANCE)
+        log.info("group %s preparing to rebalance (generation %d)", group.group_id, group.generation_id)
+        self._try_complete_join(group)
+        self._cond.notify_all()
+
+    def _maybe_prepare_rebalance(self, group: _Group) -> None:
+        if group.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
+            self._prepare_rebalance(group)
+
+    def _try_complete_join(self, group: _Group) -> None:
+        if group.state == PREPARING_REBALANCE and not group.initial_delay_active and group.all_joined():
+            self._complete_join(group)
+
+    def _on_join_deadline(self, group: _Group, now: float) -> None:
+        if group.state != PREPARING_REBALANCE:
+            group.join_deadline = None
+            return
+        if group.initial_delay_active:
+            if group.new_member_added and group.initial_delay_remaining_ms > 0:
+                # Kafka's InitialDelayedJoin: each new member buys another delay, up to the rebalance timeout.
+                delay = min(self.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
+                group.initial_delay_remaining_ms -= delay
+                group.new_member_added = False
+                group.join_deadline = now + delay / 1000.0
+                return
+            group.initial_delay_active = False
+        self._complete_join(group)
+
+    def _complete_join(self, group: _Group) -> None:
+        """End the join phase: drop members that did not rejoin, start the next generation."""
+        for member in [m for m in group.members.values() if not m.awaiting_join]:
+            log.info("member %s of group %s did not rejoin in time", member.member_id, group.group_id)
+            self._drop_member(group, member)
+        group.join_deadline = None
+        group.initial_delay_active = False
+        group.new_member_added = False
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition(EMPTY)
+            self._store_group(group, {})
+            self._cond.notify_all()
+            return
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.protocol_name = group.select_protocol()
+        group.transition(COMPLETING_REBALANCE)
+        for member in group.members.values():
+            member.awaiting_join = False
+            member.assignment = b""
+            member.join_result = self._join_result(group, member)
+            self._touch(member)
+        log.info("group %s generation %d: %d members", group.group_id, group.generation_id, len(group.members))
+        self._cond.notify_all()
+
+    def _join_result(self, group: _Group, member: _Member) -> JoinResult:
+        members: List[Tuple[str, Optional[str], bytes]] = []
+        if member.member_id == group.leader_id:
+            members = [
+                (m.member_id, m.group_instance_id, m.metadata(group.protocol_name)) for m in group.members.values()
+            ]
+        return JoinResult(
+            NONE, group.generation_id, group.protocol_name, group.leader_id or "", member.member_id, members
+        )
+
+    def _complete_sync(self, group: _Group, assignments: Dict[str, bytes]) -> None:
+        full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
+        code = self._store_group(group, full)
+        if code != NONE:
+            self._propagate_sync_error(group, code)
+            self._maybe_prepare_rebalance(group)
+            return
+        for mid, member in group.members.items():
+            member.assignment = full[mid]
+        group.transition(STABLE)
+        for member in group.members.values():
+            if member.awaiting_sync:
+                member.awaiting_sync = False
+                member.sync_result = SyncResult(NONE, member.assignment)
+                self._touch(member)
+        self._cond.notify_all()
+
+    def _propagate_sync_error(self, group: _Group, code: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.awaiting_sync:
+                member.awaiting_sync = False
+                member.sync_result = SyncResult(code)
+        self._cond.notify_all()
+
+    def _drop_member(self, group: _Group, member: _Member) -> None:
+        """Remove a member and answer any call it is blocked in with UNKNOWN_MEMBER_ID."""
+        del group.members[member.member_id]
+        if member.awaiting_join:
+            member.awaiting_join = False
+            member.join_result = JoinResult(UnknownMemberIdError.code, member_id=member.member_id)
+        if member.awaiting_sync:
+            member.awaiting_sync = False
+            member.sync_result = SyncResult(UnknownMemberIdError.code)
+        if group.leader_id == member.member_id:
+            group.leader_id = next(iter(group.members), None)
+        self._cond.notify_all()
+
+    def _remove_member_and_update_group(self, group: _Group, member: _Member) -> None:
+        self._drop_member(group, member)
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group)
+        elif group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group)
+
+    def _validate_commit(self, group_id: str, generation_id: int, member_id: str) -> int:
+        if self._closed:
+            return CoordinatorNotAvailableError.code
+        if not group_id:
+            return InvalidGroupIdError.code
+        group = self._groups.get(group_id)
+        if group is None:
+            # Only a consumer that manages its own partitions may create a group by committing.
+            return NONE if generation_id < 0 else IllegalGenerationError.code
+        if group.state == DEAD:
+            return CoordinatorNotAvailableError.code
+        if generation_id < 0 and group.state == EMPTY:
+            return NONE
+        if group.state == COMPLETING_REBALANCE:
+            return RebalanceInProgressError.code
+        if member_id not in group.members:
+            return UnknownMemberIdError.code
+        if generation_id != group.generation_id:
+            return IllegalGenerationError.code
+        return NONE
+
+    # -- storage (lock held) ------------------------------------------------------------
+
+    def _store(
+        self, group_id: str, keys: Sequence[bytes], values: Sequence[Optional[bytes]], for_commit: bool
+    ) -> int:
+        batch = build_batch(values, keys=keys)
+        try:
+            self._append(self.partition_for(group_id), bytes(batch))
+        except Exception as exc:  # the storage layer's failure becomes the wire's error code
+            log.warning("writing group %s to __consumer_offsets failed: %s", group_id, exc)
+            return _storage_error_code(exc, for_commit)
+        return NONE
+
+    def _store_group(self, group: _Group, assignments: Dict[str, bytes]) -> int:
+        value = schema.GroupMetadataValue(
+            group.protocol_type or "",
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            group.state_timestamp,
+            [
+                schema.MemberMetadata(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(group.protocol_name),
+                    assignments.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ],
+        )
+        return self._store(
+            group.group_id,
+            [schema.encode_group_metadata_key(group.group_id)],
+            [schema.encode_group_metadata_value(value)],
+            for_commit=False,
+        )

@@ -1,0 +1,176 @@
+"""pylogq.Broker: topics, produce, fetch with long-poll, offsets, configs, restarts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pylogq import errors, records
+from pylogq.broker import OFFSETS_TOPIC, Broker
+
+TS = 1_700_000_000_000
+
+
+def batch(values, keys=None, ts=TS):
+    return bytes(records.build_batch(values, keys=keys, timestamps=ts))
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with Broker(str(tmp_path / "data"), group_initial_rebalance_delay_ms=0) as b:
+        yield b
+
+
+def fetched_values(result):
+    cols = records.decode_columns(result.records.read())
+    return [cols.value(i) for i in range(len(cols))]
+
+
+def test_topics_create_list_describe_delete(broker):
+    desc = broker.create_topic("events", partitions=3, config={"retention.ms": 1000, "cleanup_policy": "compact"})
+    assert [p.partition for p in desc.partitions] == [0, 1, 2]
+    assert all(p.leader == broker.broker_id and p.isr == [broker.broker_id] for p in desc.partitions)
+    assert desc.config == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    assert broker.list_topics() == ["events"]
+    assert OFFSETS_TOPIC in broker.list_topics(include_internal=True)
+    assert broker.describe_topic(OFFSETS_TOPIC).internal
+    configs = broker.describe_configs("events")
+    assert configs["retention.ms"] == ("1000", False) and configs["segment.bytes"][1] is True
+    broker.delete_topic("events")
+    assert broker.list_topics() == []
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        broker.describe_topic("events")
+
+
+@pytest.mark.parametrize("name, error", [
+    ("", errors.InvalidTopicError),
+    ("x" * 250, errors.InvalidTopicError),
+    ("bad name", errors.InvalidTopicError),
+    ("..", errors.InvalidTopicError),
+    (OFFSETS_TOPIC, errors.InvalidTopicError),
+])
+def test_topic_name_rules(broker, name, error):
+    with pytest.raises(error):
+        broker.create_topic(name)
+
+
+def test_collisions_duplicates_and_bad_settings(broker):
+    broker.create_topic("a.b")
+    with pytest.raises(errors.InvalidTopicError, match="collides"):
+        broker.create_topic("a_b")
+    with pytest.raises(errors.TopicAlreadyExistsError):
+        broker.create_topic("a.b")
+    with pytest.raises(errors.InvalidPartitionsError):
+        broker.create_topic("zero", partitions=0)
+    with pytest.raises(errors.InvalidReplicationFactorError):
+        broker.create_topic("rf", replication_factor=3)
+    with pytest.raises(errors.InvalidConfigError, match="segment.byte"):
+        broker.create_topic("cfg", config={"segment.byte": 100})
+    with pytest.raises(errors.InvalidConfigError, match="retention.ms"):
+        broker.create_topic("cfg", config={"retention.ms": "soon"})
+    assert broker.list_topics() == ["a.b"]
+
+
+def test_produce_fetch_round_trip_and_auto_create(broker):
+    result = broker.produce("auto", 0, batch([b"a", b"b", b"c"]))
+    assert (result.error_code, result.base_offset) == (0, 0)
+    assert broker.partitions_for("auto") == 1  # num.partitions
+    broker.produce("auto", 0, batch([b"d"]))
+    fetched = broker.fetch([("auto", 0, 0, 1 << 20)], max_wait_ms=0)
+    got = fetched[("auto", 0)]
+    assert got.error_code == 0 and got.high_watermark == 4 and got.log_start_offset == 0
+    assert fetched_values(got) == [b"a", b"b", b"c", b"d"]
+    missing = broker.fetch([("auto", 5, 0, 100)], max_wait_ms=0)[("auto", 5)]
+    assert missing.error_code == errors.UnknownTopicOrPartitionError.code
+    out_of_range = broker.fetch([("auto", 0, 99, 100)], max_wait_ms=0)[("auto", 0)]
+    assert out_of_range.error_code == errors.OffsetOutOfRangeError.code
+
+
+def test_auto_create_can_be_disabled(tmp_path):
+    with Broker(str(tmp_path / "d"), auto_create_topics_enable=False, group_initial_rebalance_delay_ms=0) as b:
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            b.produce("nope", 0, batch([b"x"]))
+
+
+def test_fetch_long_poll_is_woken_by_a_produce(broker):
+    broker.create_topic("t")
+    results = {}
+
+    def fetcher():
+        results["r"] = broker.fetch([("t", 0, 0, 1 << 20)], max_wait_ms=20_000, min_bytes=1)
+
+    thread = threading.Thread(target=fetcher)
+    started = time.monotonic()
+    thread.start()
+    broker.produce("t", 0, batch([b"wake"]))
+    thread.join(20)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 10
+    assert fetched_values(results["r"][("t", 0)]) == [b"wake"]
+
+
+def test_fetch_with_no_data_waits_without_spinning(broker):
+    broker.create_topic("idle")
+    cpu = time.thread_time()
+    started = time.monotonic()
+    result = broker.fetch([("idle", 0, 0, 1 << 20)], max_wait_ms=400, min_bytes=1)
+    waited = time.monotonic() - started
+    assert len(result[("idle", 0)].records) == 0
+    assert waited >= 0.39
+    assert time.thread_time() - cpu < 0.1  # asleep on a condition, not polling
+
+
+def test_list_offsets_and_delete_records(broker):
+    broker.create_topic("t")
+    for i in range(5):
+        broker.produce("t", 0, batch([b"v%d" % i] * 2, ts=TS + 1000 * i))
+    assert broker.list_offsets("t", 0, -2) == (0, -1)
+    assert broker.list_offsets("t", 0, -1)[0] == 10
+    assert broker.list_offsets("t", 0, TS + 2500) == (6, TS + 3000)
+    assert broker.list_offsets("t", 0, TS + 99_999) == (-1, -1)
+    assert broker.delete_records("t", 0, 4) == 4
+    assert broker.list_offsets("t", 0, -2)[0] == 4
+    assert broker.fetch([("t", 0, 0, 100)], max_wait_ms=0)[("t", 0)].error_code == \
+        errors.OffsetOutOfRangeError.code
+
+
+def test_alter_configs_and_create_partitions(broker):
+    broker.create_topic("t", partitions=2)
+    broker.alter_configs("t", {"retention.ms": 5000})
+    assert broker.describe_topic("t").config == {"retention.ms": "5000"}
+    broker.alter_configs("t", {"segment.ms": 60000}, incremental=True)
+    assert broker.describe_topic("t").config == {"retention.ms": "5000", "segment.ms": "60000"}
+    broker.alter_configs("t", {"retention.ms": None}, incremental=True)
+    assert broker.describe_topic("t").config == {"segment.ms": "60000"}
+    with pytest.raises(errors.InvalidConfigError):
+        broker.alter_configs("t", {"no.such.key": 1})
+    desc = broker.create_partitions("t", 5)
+    assert len(desc.partitions) == 5
+    assert broker.produce("t", 4, batch([b"x"])).base_offset == 0
+    with pytest.raises(errors.InvalidPartitionsError):
+        broker.create_partitions("t", 3)
+
+
+def test_topics_data_and_configs_survive_a_restart(tmp_path):
+    path = str(tmp_path / "data")
+    with Broker(path, group_initial_rebalance_delay_ms=0) as b:
+        b.create_topic("kept", partitions=2, config={"retention.bytes": 123456})
+        b.produce("kept", 1, batch([b"one", b"two"]))
+        cluster = b.cluster_id
+    with Broker(path, group_initial_rebalance_delay_ms=0) as b:
+        assert b.cluster_id == cluster
+        assert b.describe_topic("kept").config == {"retention.bytes": "123456"}
+        assert b.partition("kept", 1).log.config.retention_bytes == 123456
+        got = b.fetch([("kept", 1, 0, 1 << 20)], max_wait_ms=0)[("kept", 1)]
+        assert fetched_values(got) == [b"one", b"two"]
+    with pytest.raises(errors.ConfigError, match="broker.id"):
+        Broker(path, broker_id=7)
+
+
+def test_unknown_broker_config_is_an_error(tmp_path):
+    with pytest.raises(errors.ConfigError, match="num.partition"):
+        Broker(str(tmp_path / "d"), **{"num.partition": 3})
+    with pytest.raises(errors.ConfigError, match="num.partitions"):
+        Broker(str(tmp_path / "d"), num_partitions=0)
