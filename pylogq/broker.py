@@ -36,6 +36,8 @@ log = logging.getLogger("pylogq.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TOPICS_FILE = "pylogq-topics.json"
+PRODUCER_IDS_FILE = "pylogq-producer-ids"
+PRODUCER_ID_BLOCK = 1000
 META_FILE = "meta.properties"
 
 
@@ -151,6 +153,7 @@ class Broker:
         self.config = BrokerConfig(config)
         self.broker_id: int = self.config["broker.id"]
         self.cluster_id = self._load_meta()
+        self._load_producer_ids()
         self._lock = threading.RLock()
         self._data_arrived = threading.Condition(self._lock)
         self._topics: Dict[str, Dict[str, Any]] = self._load_topics()
@@ -422,6 +425,36 @@ class Broker:
         """Kafka's DeleteRecords: -> the new log start offset (offset -1: up to the high watermark)."""
         part = self.partition(topic, partition)
         return part.delete_records_before(part.high_watermark if offset == -1 else offset)
+
+    # -- idempotent producers ------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: Optional[str] = None) -> Tuple[int, int]:
+        """Kafka's InitProducerId: a new producer id and epoch 0 for an idempotent producer.
+
+        Ids are unique across restarts: they are reserved in blocks whose end is
+        written (atomically) to ``pylogq-producer-ids`` before any id of the
+        block is handed out.
+        """
+        if transactional_id is not None:
+            raise errors.TransactionalIdAuthorizationFailedError(
+                "transactions are not supported by this broker (transactional.id %r)" % transactional_id)
+        with self._lock:
+            self._check_open()
+            if self._next_producer_id >= self._producer_id_limit:
+                self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
+                write_atomically(os.path.join(self.data_dir, PRODUCER_IDS_FILE),
+                                 b"%d\n" % self._producer_id_limit)
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid, 0
+
+    def _load_producer_ids(self) -> None:
+        path = os.path.join(self.data_dir, PRODUCER_IDS_FILE)
+        start = 0
+        if os.path.exists(path):
+            with open(path) as f:
+                start = int(f.read().strip() or 0)
+        self._next_producer_id = self._producer_id_limit = start
 
     # -- __consumer_offsets -------------------------------------------------------------
 

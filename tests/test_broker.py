@@ -174,3 +174,16 @@ def test_unknown_broker_config_is_an_error(tmp_path):
         Broker(str(tmp_path / "d"), **{"num.partition": 3})
     with pytest.raises(errors.ConfigError, match="num.partitions"):
         Broker(str(tmp_path / "d"), num_partitions=0)
+
+
+def test_producer_ids_are_unique_across_restarts(tmp_path):
+    path = str(tmp_path / "data")
+    with Broker(path, group_initial_rebalance_delay_ms=0) as b:
+        first = [b.init_producer_id() for _ in range(3)]
+    with Broker(path, group_initial_rebalance_delay_ms=0) as b:
+        later = b.init_producer_id()
+    assert [pid for pid, _ in first] == [0, 1, 2] and all(epoch == 0 for _, epoch in first)
+    assert later[0] > 2
+    with Broker(path, group_initial_rebalance_delay_ms=0) as b:
+        with pytest.raises(errors.TransactionalIdAuthorizationFailedError):
+            b.init_producer_id("txn")
