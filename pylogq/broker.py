@@ -153,6 +153,8 @@ class Broker:
         self.config = BrokerConfig(config)
         self.broker_id: int = self.config["broker.id"]
         self.cluster_id = self._load_meta()
+        self._next_producer_id: int = 0
+        self._producer_id_limit: int = 0
         self._load_producer_ids()
         self._lock = threading.RLock()
         self._data_arrived = threading.Condition(self._lock)
