@@ -174,6 +174,8 @@ class Broker:
                 append=self._append_offsets, read_all=self._read_offsets,
                 num_partitions=self._topics[OFFSETS_TOPIC]["partitions"],
                 initial_rebalance_delay_ms=self.config["group.initial.rebalance.delay.ms"],
+                group_min_session_timeout_ms=self.config["group.min.session.timeout.ms"],
+                group_max_session_timeout_ms=self.config["group.max.session.timeout.ms"],
             )
             self.group_coordinator.load()
         except BaseException:

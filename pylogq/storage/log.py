@@ -27,6 +27,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 from .. import records
 from ..errors import (
     CorruptRecordError,
+    InvalidRecordError,
     InvalidTimestampError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -310,6 +311,8 @@ class Log:
             self._check_sizes(headers, len(buffer))
             if lat is None:
                 self._check_timestamps(headers, now)
+            if self.config.compact:
+                self._check_keys(buffer)
             self._write(buffer, headers, info.last_offset, info.max_timestamp)
             return LogAppendInfo(info.first_offset, info.last_offset, info.record_count, info.batch_count,
                                  info.max_timestamp, info.offset_of_max_timestamp,
@@ -366,6 +369,15 @@ class Log:
         if total > self.config.segment_bytes:
             raise RecordListTooLargeError(
                 "append of %d bytes exceeds segment.bytes=%d" % (total, self.config.segment_bytes))
+
+    def _check_keys(self, buffer: Union[bytes, bytearray]) -> None:
+        """A compacted topic keeps the last record per key: a record without one is refused."""
+        columns = records.decode_columns(bytes(buffer), check_crc=False)
+        if len(columns) and (columns.key_length < 0).any():
+            offset = int(columns.offsets[int((columns.key_length < 0).argmax())])
+            raise InvalidRecordError(
+                "compacted topic %s-%d cannot accept a record without a key (offset %d)"
+                % (self.topic, self.partition, offset))
 
     def _check_timestamps(self, headers: List[BatchHeader], now: int) -> None:
         limit = self.config.message_timestamp_difference_max_ms

@@ -386,3 +386,13 @@ def test_appends_reserve_blocks_ahead_without_changing_the_size(tmp_path):
     lg.close()
     st = os.stat(log_file)
     assert st.st_blocks * 512 < RESERVE_CHUNK  # released on close
+
+
+def test_a_compacted_log_refuses_records_without_a_key(tmp_path):
+    from pylogq.errors import InvalidRecordError
+
+    with Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="compact")) as lg:
+        lg.append(batch(3))
+        with pytest.raises(InvalidRecordError, match="without a key"):
+            lg.append(batch(2, keys=False))
+        assert lg.log_end_offset == 3

@@ -1,0 +1,752 @@
+"""``pylogq.AdminClient``: topics, configs, consumer groups and records, administered.
+
+Shaped like kafka-python's ``KafkaAdminClient`` so code can switch between
+the two: the same method names, keyword arguments and request classes
+(``NewTopic``, ``NewPartitions``, ``ConfigResource``; kafka-python's own
+instances are accepted too, by their attributes). Every call goes through a
+:class:`~pylogq.client.transport.Transport`, so the client works the same
+against a :class:`pylogq.Broker` in this process and, later, over TCP.
+
+Batch operations (``create_topics``, ``delete_topics``, ``create_partitions``,
+``alter_configs``, ``delete_consumer_groups``) are per item, as on the wire:
+every item is attempted, the result maps each one to ``None`` or its error,
+and with ``raise_errors=True`` (the default, as in kafka-python) the first
+error is raised once all items were attempted. Errors are the classes of
+:mod:`pylogq.errors`, which carry Kafka's codes and names.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+from .. import errors
+from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
+from ..errors import ConfigError
+from ..storage.config import LogConfig
+from . import assignors
+from .consumer import OffsetAndMetadata, TopicPartition
+from .transport import Transport, connect
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOp",
+    "ConfigResource",
+    "ConfigResourceType",
+    "GroupInformation",
+    "MemberInformation",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "TopicPartition",
+]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class MemberInformation(NamedTuple):
+    """One group member; metadata and assignment decoded for ``consumer`` groups."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    member_metadata: Any  # assignors.Subscription, or the raw bytes
+    member_assignment: Any  # assignors.Assignment, or the raw bytes
+
+
+class GroupInformation(NamedTuple):
+    """One group as DescribeGroups reports it; an unknown group has state ``Dead``."""
+
+    error_code: int
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: List[MemberInformation]
+    authorized_operations: Optional[List[Any]] = None
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's config resource types (the wire values)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class AlterConfigOp(enum.IntEnum):
+    """IncrementalAlterConfigs operations (the wire values)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class NewTopic:
+    """A topic to create: partitions and replication factor (-1: the broker's default),
+    or explicit ``replica_assignments`` ``{partition: [broker ids]}``, and config overrides."""
+
+    def __init__(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                 replica_assignments: Optional[Mapping[int, Sequence[int]]] = None,
+                 topic_configs: Optional[Mapping[str, Any]] = None) -> None:
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.replica_assignments = dict(replica_assignments or {})
+        self.topic_configs = dict(topic_configs or {})
+
+    def __repr__(self) -> str:
+        return "NewTopic(%r, num_partitions=%r, replication_factor=%r, topic_configs=%r)" % (
+            self.name, self.num_partitions, self.replication_factor, self.topic_configs)
+
+
+class NewPartitions:
+    """The new partition total of an existing topic (it only grows); ``new_assignments``
+    lists the replicas of each added partition."""
+
+    def __init__(self, total_count: int, new_assignments: Optional[Sequence[Sequence[int]]] = None) -> None:
+        self.total_count = total_count
+        self.new_assignments = new_assignments
+
+    def __repr__(self) -> str:
+        return "NewPartitions(%r, new_assignments=%r)" % (self.total_count, self.new_assignments)
+
+
+class ConfigResource:
+    """A resource whose configs are described or altered: its type, name and
+    ``configs`` (keys to describe, or ``{key: value}`` / ``{key: (op, value)}`` to alter)."""
+
+    def __init__(self, resource_type: Union[ConfigResourceType, int, str], name: str,
+                 configs: Optional[Any] = None) -> None:
+        self.resource_type = _resource_type(resource_type)
+        self.name = name
+        self.configs = configs
+
+    def __repr__(self) -> str:
+        return "ConfigResource(%s, %r, %r)" % (self.resource_type.name, self.name, self.configs)
+
+
+def _resource_type(value: Any) -> ConfigResourceType:
+    """``value`` as a ConfigResourceType: ours, kafka-python's (an IntEnum), an int or a name."""
+    try:
+        if isinstance(value, str):
+            return ConfigResourceType[value.upper()]
+        return ConfigResourceType(int(value))
+    except (KeyError, ValueError, TypeError):
+        raise ConfigError("unknown config resource type %r; expected one of %s"
+                          % (value, ", ".join(t.name for t in ConfigResourceType))) from None
+
+
+def _alter_op(value: Any) -> AlterConfigOp:
+    try:
+        if isinstance(value, str):
+            return AlterConfigOp[value.upper()]
+        return AlterConfigOp(int(value))
+    except (KeyError, ValueError, TypeError):
+        raise ConfigError("unknown config operation %r; expected one of %s"
+                          % (value, ", ".join(op.name for op in AlterConfigOp))) from None
+
+
+_CONFIG_FILTERS = ("all", "modified", "default", "dynamic")
+
+# What a client may pass, beside broker= and bootstrap_servers=.
+_DEFAULTS: Dict[str, Any] = {
+    "client_id": None,
+    "request_timeout_ms": 30000,
+}
+
+
+class AdminClient:
+    """Administer a broker: topics, partitions, configs, consumer groups, records.
+
+    Give ``broker=`` (a :class:`pylogq.Broker` in this process) or
+    ``bootstrap_servers=``; an unknown keyword raises ConfigError naming it.
+    Thread-safe as far as the broker is; ``close()`` releases the transport
+    and leaves the broker running.
+    """
+
+    def __init__(self, broker: Any = None, bootstrap_servers: Any = None, **configs: Any) -> None:
+        unknown = sorted(set(configs) - set(_DEFAULTS))
+        if unknown:
+            raise ConfigError("unknown AdminClient configuration %s; accepted: broker, bootstrap_servers, %s"
+                              % (", ".join(repr(k) for k in unknown), ", ".join(sorted(_DEFAULTS))))
+        self.config: Dict[str, Any] = {**_DEFAULTS, **configs}
+        if self.config["client_id"] is None:
+            self.config["client_id"] = "pylogq-admin"
+        if not isinstance(self.config["client_id"], str):
+            raise ConfigError("client_id must be a str, got %r" % (self.config["client_id"],))
+        self.config["request_timeout_ms"] = _timeout(self.config["request_timeout_ms"], "request_timeout_ms")
+        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers)
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the transport; the broker stays up. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._transport.close()
+
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> Transport:
+        if self._closed:
+            raise errors.PylogqError("this AdminClient is closed")
+        return self._transport
+
+    def _timeout_ms(self, timeout_ms: Optional[int]) -> int:
+        return self.config["request_timeout_ms"] if timeout_ms is None else _timeout(timeout_ms, "timeout_ms")
+
+    # -- topics ----------------------------------------------------------------------
+
+    def list_topics(self) -> List[str]:
+        """Every topic name, sorted; internal topics (``__consumer_offsets``) are left out."""
+        return list(self._check_open().list_topics())
+
+    def describe_topics(self, topics: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
+        """Topic metadata as kafka-python's dicts, one per topic (all topics when None).
+
+        An unknown topic is reported with ``error_code`` 3 (UNKNOWN_TOPIC_OR_PARTITION)
+        and no partitions, as in a Metadata response, rather than raised.
+        """
+        transport = self._check_open()
+        names = transport.list_topics() if topics is None else _names(topics, "topics")
+        out = []
+        for name in names:
+            try:
+                desc = transport.describe_topic(name)
+            except errors.UnknownTopicOrPartitionError as exc:
+                out.append({"error_code": exc.code, "topic": name, "is_internal": name in INTERNAL_TOPICS,
+                            "partitions": []})
+                continue
+            out.append({
+                "error_code": 0,
+                "topic": desc.name,
+                "is_internal": bool(desc.internal),
+                "partitions": [{"error_code": 0, "partition": p.partition, "leader": p.leader,
+                                "replicas": list(p.replicas), "isr": list(p.isr), "offline_replicas": []}
+                               for p in desc.partitions],
+            })
+        return out
+
+    def create_topics(self, new_topics: Any, timeout_ms: Optional[int] = None, validate_only: bool = False,
+                      raise_errors: bool = True) -> Dict[str, Optional[errors.BrokerError]]:
+        """Create topics; -> ``{name: None or the error}``.
+
+        ``new_topics`` is a list of :class:`NewTopic` (or kafka-python's), a
+        list of names (broker defaults), or kafka-python's dict form
+        ``{name: {"num_partitions", "replication_factor", "assignments", "configs"}}``.
+        Each topic is created or refused on its own; ``validate_only`` runs
+        every check and creates nothing.
+        """
+        transport = self._check_open()
+        self._timeout_ms(timeout_ms)
+        specs = _new_topic_specs(new_topics)
+        results: Dict[str, Optional[errors.BrokerError]] = {}
+        seen: Dict[str, int] = {}
+        for name, *_ in specs:
+            seen[name] = seen.get(name, 0) + 1
+        broker_ids = self._broker_ids()
+        for name, partitions, factor, assignments, configs in specs:
+            try:
+                if seen[name] > 1:
+                    raise errors.InvalidRequestError("topic %r appears more than once in the request" % (name,))
+                partitions, factor = _resolve_assignments(name, partitions, factor, assignments, broker_ids)
+                if validate_only:
+                    self._validate_new_topic(name, partitions, factor, configs)
+                else:
+                    transport.create_topic(name, partitions, factor, configs)
+                results[name] = None
+            except errors.BrokerError as exc:
+                results[name] = exc
+        return _finish(results, raise_errors)
+
+    def _validate_new_topic(self, name: str, partitions: Optional[int], factor: Optional[int],
+                            configs: Mapping[str, Any]) -> None:
+        """The checks CreateTopics with validate_only runs, creating nothing."""
+        validate_topic_name(name)
+        if name in INTERNAL_TOPICS:
+            raise errors.InvalidTopicError("%s is an internal topic; it cannot be created by a client" % name)
+        transport = self._check_open()
+        if transport.partitions_for(name) is not None:
+            raise errors.TopicAlreadyExistsError("topic %r already exists" % name)
+        for existing in transport.list_topics():
+            if collides(name, existing):
+                raise errors.InvalidTopicError(
+                    "topic %r collides with existing topic %r ('.' and '_' are the same in metric names)"
+                    % (name, existing))
+        if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
+            raise errors.InvalidPartitionsError("number of partitions must be at least 1, got %r" % (partitions,))
+        if factor is not None and factor != 1:
+            raise errors.InvalidReplicationFactorError(
+                "replication factor %r is larger than the 1 available broker" % (factor,))
+        _check_log_config(configs)
+
+    def delete_topics(self, topics: Iterable[str], timeout_ms: Optional[int] = None,
+                      raise_errors: bool = True) -> Dict[str, Optional[errors.BrokerError]]:
+        """Delete topics and their data; -> ``{name: None or the error}``."""
+        transport = self._check_open()
+        self._timeout_ms(timeout_ms)
+        results: Dict[str, Optional[errors.BrokerError]] = {}
+        for name in _names(topics, "topics"):
+            try:
+                transport.delete_topic(name)
+                results[name] = None
+            except errors.BrokerError as exc:
+                results[name] = exc
+        return _finish(results, raise_errors)
+
+    def create_partitions(self, topic_partitions: Mapping[str, Any], timeout_ms: Optional[int] = None,
+                          validate_only: bool = False,
+                          raise_errors: bool = True) -> Dict[str, Optional[errors.BrokerError]]:
+        """Grow topics to a new partition total; -> ``{topic: None or the error}``.
+
+        Values are :class:`NewPartitions` (or kafka-python's), an int total, or
+        ``{"count": total, "assignments": [[broker ids], ...]}``.
+        """
+        transport = self._check_open()
+        self._timeout_ms(timeout_ms)
+        if not isinstance(topic_partitions, Mapping):
+            raise TypeError("create_partitions takes {topic: NewPartitions or total}, got %r" % (topic_partitions,))
+        broker_ids = self._broker_ids()
+        results: Dict[str, Optional[errors.BrokerError]] = {}
+        for topic, spec in topic_partitions.items():
+            try:
+                total, assignments = _partitions_spec(topic, spec)
+                current = transport.partitions_for(topic)
+                if current is None:
+                    raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % (topic,))
+                if not isinstance(total, int) or isinstance(total, bool) or total <= current:
+                    raise errors.InvalidPartitionsError(
+                        "topic %r has %d partitions; the new total %r must be larger" % (topic, current, total))
+                if assignments is not None:
+                    _check_assignment_lists(topic, assignments, total - current, broker_ids)
+                if not validate_only:
+                    transport.create_partitions(topic, total)
+                results[topic] = None
+            except errors.BrokerError as exc:
+                results[topic] = exc
+        return _finish(results, raise_errors)
+
+    def _broker_ids(self) -> Optional[List[int]]:
+        """The ids of the brokers that hold replicas (None when the transport cannot tell)."""
+        try:
+            desc = self._check_open().describe_topic(OFFSETS_TOPIC)
+        except errors.BrokerError:
+            return None
+        return sorted({r for p in desc.partitions for r in p.replicas})
+
+    # -- configs -------------------------------------------------------------------------
+
+    def describe_configs(self, config_resources: Iterable[Any], include_synonyms: bool = False,
+                         config_filter: str = "modified") -> Dict[str, Dict[str, Dict[str, Dict[str, Any]]]]:
+        """Configs of topics, as kafka-python 3 shapes them:
+        ``{"topic": {name: {key: {"value", "is_default", "config_source", "read_only", "is_sensitive"}}}}``.
+
+        ``config_filter`` (kafka-python's default ``"modified"``) keeps only the
+        topic's overrides; ``"all"`` lists every key with its effective value,
+        ``"default"`` only the keys left at their default. A resource's
+        ``configs`` (a list of keys, or a dict whose keys count) narrows the
+        keys; an unknown topic raises UnknownTopicOrPartitionError.
+        """
+        transport = self._check_open()
+        mode = _config_filter(config_filter)
+        out: Dict[str, Dict[str, Dict[str, Dict[str, Any]]]] = {}
+        for resource in config_resources:
+            rtype, name = self._topic_resource(resource, "describe_configs")
+            wanted = None if resource.configs is None else set(resource.configs)
+            entries: Dict[str, Dict[str, Any]] = {}
+            for key, (value, is_default) in transport.describe_configs(name).items():
+                if wanted is not None and key not in wanted:
+                    continue
+                if (mode == "modified" and is_default) or (mode == "default" and not is_default):
+                    continue
+                entry: Dict[str, Any] = {
+                    "value": value,
+                    "read_only": False,
+                    "is_default": is_default,
+                    "config_source": "DEFAULT_CONFIG" if is_default else "DYNAMIC_TOPIC_CONFIG",
+                    "is_sensitive": False,
+                }
+                if include_synonyms:
+                    entry["synonyms"] = []
+                entries[key] = entry
+            out.setdefault(rtype.name.lower(), {})[name] = entries
+        return out
+
+    def alter_configs(self, config_resources: Iterable[Any], validate_only: bool = False,
+                      incremental: Optional[bool] = None,
+                      raise_errors: bool = True) -> Dict[str, Dict[str, Optional[errors.BrokerError]]]:
+        """Kafka's AlterConfigs: each topic's overrides become exactly ``configs``
+        (a key left out returns to its default); -> ``{"topic": {name: None or the error}}``.
+
+        Unlike kafka-python 3, which picks IncrementalAlterConfigs whenever the
+        broker has it, the full replacement is the default here; pass
+        ``incremental=True`` (or call :meth:`incremental_alter_configs`) to
+        change only the given keys. Only SET applies to a full replacement.
+        """
+        if incremental:
+            return self.incremental_alter_configs(config_resources, validate_only, raise_errors)
+        transport = self._check_open()
+        results: Dict[str, Dict[str, Optional[errors.BrokerError]]] = {}
+        for resource in config_resources:
+            rtype, name = self._topic_resource(resource, "alter_configs")
+            try:
+                new: Dict[str, Any] = {}
+                for key, (op, value) in _alter_entries(resource.configs).items():
+                    if op is not AlterConfigOp.SET:
+                        raise errors.InvalidRequestError(
+                            "alter_configs replaces every config; operation %s on %r needs "
+                            "incremental_alter_configs" % (op.name, key))
+                    if value is None:
+                        raise errors.InvalidRequestError(
+                            "config %r of topic %r: a null value needs incremental_alter_configs (DELETE)"
+                            % (key, name))
+                    new[key] = value
+                if validate_only:
+                    transport.describe_configs(name)
+                    _check_log_config(new)
+                else:
+                    transport.alter_configs(name, new, False)
+                results.setdefault(rtype.name.lower(), {})[name] = None
+            except errors.BrokerError as exc:
+                results.setdefault(rtype.name.lower(), {})[name] = exc
+        return _finish_nested(results, raise_errors)
+
+    def incremental_alter_configs(self, config_resources: Iterable[Any], validate_only: bool = False,
+                                  raise_errors: bool = True) -> Dict[str, Dict[str, Optional[errors.BrokerError]]]:
+        """Kafka's IncrementalAlterConfigs: change only the given keys of each topic.
+
+        ``configs`` maps a key to a value (SET) or to ``(op, value)`` with op an
+        :class:`AlterConfigOp` (or kafka-python's), its name or its int:
+        DELETE returns the key to its default; APPEND and SUBTRACT add or
+        remove items of a list key such as ``cleanup.policy``.
+        """
+        transport = self._check_open()
+        results: Dict[str, Dict[str, Optional[errors.BrokerError]]] = {}
+        defaults = LogConfig.defaults()
+        for resource in config_resources:
+            rtype, name = self._topic_resource(resource, "incremental_alter_configs")
+            try:
+                current = transport.describe_configs(name)
+                changes: Dict[str, Any] = {}
+                for key, (op, value) in _alter_entries(resource.configs).items():
+                    if op is AlterConfigOp.SET:
+                        changes[key] = value
+                    elif op is AlterConfigOp.DELETE:
+                        changes[key] = None
+                    else:
+                        dotted = key.replace("_", ".") if key.replace("_", ".") in defaults else key
+                        if not isinstance(defaults.get(dotted), tuple):
+                            raise errors.InvalidConfigError(
+                                "%s applies only to list configs; %r of topic %r is not one" % (op.name, key, name))
+                        have = [v for v in (current.get(dotted, (None, True))[0] or "").split(",") if v]
+                        items = _list_items(value)
+                        if op is AlterConfigOp.APPEND:
+                            merged = have + [v for v in items if v not in have]
+                        else:
+                            merged = [v for v in have if v not in items]
+                        changes[dotted] = ",".join(merged)
+                if validate_only:
+                    overrides = {k: v for k, (v, is_default) in current.items() if not is_default}
+                    for key, value in changes.items():
+                        dotted = key.replace("_", ".") if key.replace("_", ".") in defaults else key
+                        overrides.pop(key, None)
+                        overrides.pop(dotted, None)
+                        if value is not None:
+                            overrides[key] = value
+                    _check_log_config(overrides)
+                else:
+                    transport.alter_configs(name, changes, True)
+                results.setdefault(rtype.name.lower(), {})[name] = None
+            except errors.BrokerError as exc:
+                results.setdefault(rtype.name.lower(), {})[name] = exc
+        return _finish_nested(results, raise_errors)
+
+    def _topic_resource(self, resource: Any, operation: str) -> Tuple[ConfigResourceType, str]:
+        rtype = _resource_type(getattr(resource, "resource_type", None))
+        if rtype is not ConfigResourceType.TOPIC:
+            raise errors.InvalidRequestError(
+                "%s supports TOPIC resources; %s %r is not one (broker configs are set when the "
+                "Broker is opened)" % (operation, rtype.name, getattr(resource, "name", None)))
+        name = getattr(resource, "name", None)
+        if not isinstance(name, str):
+            raise errors.InvalidRequestError("a TOPIC resource needs a topic name, got %r" % (name,))
+        return rtype, name
+
+    # -- consumer groups -------------------------------------------------------------------
+
+    def list_consumer_groups(self) -> List[Tuple[str, str]]:
+        """Every group as ``(group_id, protocol_type)``; protocol type "" for a
+        group that only commits offsets."""
+        return list(self._check_open().list_groups())
+
+    def describe_consumer_groups(self, group_ids: Iterable[str], group_coordinator_id: Optional[int] = None,
+                                 include_authorized_operations: bool = False) -> List[GroupInformation]:
+        """One :class:`GroupInformation` per group, in the order asked.
+
+        Members' metadata and assignments are decoded
+        (:class:`pylogq.client.assignors.Subscription` / ``Assignment``) for
+        ``consumer`` groups and kept as bytes otherwise; they are empty unless
+        the group is Stable. An unknown group comes back with state ``Dead``.
+        """
+        transport = self._check_open()
+        out = []
+        for group_id in _names(group_ids, "group_ids"):
+            desc = transport.describe_group(group_id)
+            consumer = desc.protocol_type == "consumer"
+            members = [MemberInformation(
+                m.member_id, m.client_id, m.client_host,
+                _decode(assignors.decode_subscription, m.metadata) if consumer else m.metadata,
+                _decode(assignors.decode_assignment, m.assignment) if consumer else m.assignment,
+            ) for m in desc.members]
+            out.append(GroupInformation(desc.error, group_id, desc.state, desc.protocol_type, desc.protocol,
+                                        members, [] if include_authorized_operations else None))
+        return out
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Optional[Iterable[Any]] = None,
+                                    group_coordinator_id: Optional[int] = None
+                                    ) -> Dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of a group: every committed partition, or the given
+        ``partitions`` (offset -1 where nothing was committed)."""
+        transport = self._check_open()
+        wanted = None if partitions is None else [_topic_partition(tp) for tp in partitions]
+        found = transport.fetch_offsets(group_id, wanted)
+        out: Dict[TopicPartition, OffsetAndMetadata] = {}
+        for (topic, partition), (offset, metadata, code) in sorted(found.items()):
+            _raise_code(code, "fetching the offsets of group %r for %s-%d" % (group_id, topic, partition))
+            out[TopicPartition(topic, partition)] = OffsetAndMetadata(offset, metadata or "", -1)
+        return out
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], group_coordinator_id: Optional[int] = None,
+                               raise_errors: bool = True) -> List[Tuple[str, Optional[errors.BrokerError]]]:
+        """Delete empty groups and their committed offsets; -> ``[(group_id, None or the error)]``.
+
+        A group with members answers NonEmptyGroupError, an unknown one
+        GroupIdNotFoundError.
+        """
+        transport = self._check_open()
+        ids = _names(group_ids, "group_ids")
+        codes = transport.delete_groups(ids)
+        results: Dict[str, Optional[errors.BrokerError]] = {}
+        for group_id in ids:
+            cls = errors.error_for_code(codes.get(group_id, 0))
+            results[group_id] = None if cls is None else cls(_group_error_message(cls, group_id))
+        _finish(results, raise_errors)
+        return list(results.items())
+
+    # -- records --------------------------------------------------------------------------
+
+    def delete_records(self, records_to_delete: Mapping[Any, int], timeout_ms: Optional[int] = None,
+                       partition_leader_id: Optional[int] = None) -> Dict[TopicPartition, int]:
+        """Make records below each offset unreadable (offset -1: everything up to
+        the high watermark); -> ``{TopicPartition: new low watermark}``.
+
+        Every partition is checked to exist before any record is deleted; an
+        offset beyond the high watermark raises OffsetOutOfRangeError.
+        """
+        transport = self._check_open()
+        self._timeout_ms(timeout_ms)
+        requests = [(_topic_partition(tp), offset) for tp, offset in records_to_delete.items()]
+        for tp, offset in requests:
+            count = transport.partitions_for(tp.topic)
+            if count is None or not 0 <= tp.partition < count:
+                raise errors.UnknownTopicOrPartitionError("cannot delete records of %s-%d: no such partition"
+                                                          % (tp.topic, tp.partition))
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < -1:
+                raise errors.OffsetOutOfRangeError("cannot delete records of %s-%d before offset %r"
+                                                   % (tp.topic, tp.partition, offset))
+        return {tp: transport.delete_records(tp.topic, tp.partition, offset) for tp, offset in requests}
+
+    def __repr__(self) -> str:
+        return "AdminClient(client_id=%r%s)" % (self.config["client_id"], ", closed" if self._closed else "")
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _timeout(value: Any, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError("Invalid value %r for configuration %s: expected an integer >= 0" % (value, key))
+    return value
+
+
+def _names(values: Iterable[str], what: str) -> List[str]:
+    if isinstance(values, (str, bytes)):
+        raise TypeError("%s must be a list of names, not the single name %r" % (what, values))
+    return list(values)
+
+
+def _finish(results: Dict[str, Optional[errors.BrokerError]], raise_errors: bool
+            ) -> Dict[str, Optional[errors.BrokerError]]:
+    if raise_errors:
+        for error in results.values():
+            if error is not None:
+                raise error
+    return results
+
+
+def _finish_nested(results: Dict[str, Dict[str, Optional[errors.BrokerError]]], raise_errors: bool
+                   ) -> Dict[str, Dict[str, Optional[errors.BrokerError]]]:
+    for inner in results.values():
+        _finish(inner, raise_errors)
+    return results
+
+
+def _raise_code(code: int, context: str) -> None:
+    cls = errors.error_for_code(code)
+    if cls is not None:
+        raise cls("%s: %s" % (context, cls.message))
+
+
+def _group_error_message(cls: type, group_id: str) -> str:
+    if cls is errors.NonEmptyGroupError:
+        return "group %r still has members; it can be deleted once they have left" % group_id
+    if cls is errors.GroupIdNotFoundError:
+        return "group %r does not exist" % group_id
+    return "deleting group %r failed" % group_id
+
+
+def _decode(decoder: Any, data: bytes) -> Any:
+    """A member's protocol bytes decoded; kept as bytes when empty or not parseable (as kafka-python)."""
+    if not data:
+        return data
+    try:
+        return decoder(data)
+    except assignors.InvalidConsumerProtocolError:
+        return data
+
+
+def _topic_partition(value: Any) -> TopicPartition:
+    """A TopicPartition from ours, kafka-python's, or a ``(topic, partition)`` pair."""
+    topic = getattr(value, "topic", None)
+    partition = getattr(value, "partition", None)
+    if topic is None and isinstance(value, tuple) and len(value) == 2:
+        topic, partition = value
+    if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
+        raise TypeError("expected a TopicPartition or a (topic, partition) pair, got %r" % (value,))
+    return TopicPartition(topic, partition)
+
+
+def _config_filter(value: Any) -> str:
+    name = getattr(value, "name", value)
+    mode = str(name).lower()
+    if mode not in _CONFIG_FILTERS:
+        raise ConfigError("unknown config_filter %r; expected one of %s" % (value, ", ".join(_CONFIG_FILTERS)))
+    return mode
+
+
+def _check_log_config(configs: Mapping[str, Any]) -> None:
+    """Validate topic config overrides as the broker does: InvalidConfigError naming the key."""
+    try:
+        LogConfig().merged(dict(configs))
+    except ConfigError as exc:
+        raise errors.InvalidConfigError(str(exc)) from None
+
+
+def _list_items(value: Any) -> List[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value]
+    raise errors.InvalidConfigError("expected a comma-separated string or a list, got %r" % (value,))
+
+
+def _alter_entries(configs: Any) -> Dict[str, Tuple[AlterConfigOp, Any]]:
+    """``{key: value}`` or ``{key: (op, value)}`` as ``{key: (op, value)}``."""
+    if not configs:
+        return {}
+    if not isinstance(configs, Mapping):
+        raise TypeError("configs to alter must be a dict {key: value} or {key: (op, value)}, got %r" % (configs,))
+    out: Dict[str, Tuple[AlterConfigOp, Any]] = {}
+    for key, entry in configs.items():
+        if isinstance(entry, tuple) and len(entry) == 2:
+            op = _alter_op(entry[0])
+            out[key] = (op, None if op is AlterConfigOp.DELETE else entry[1])
+        else:
+            out[key] = (AlterConfigOp.SET, entry)
+    return out
+
+
+_TopicSpec = Tuple[str, Optional[int], Optional[int], Dict[int, List[int]], Dict[str, Any]]
+
+
+def _new_topic_specs(new_topics: Any) -> List[_TopicSpec]:
+    """``(name, partitions, factor, assignments, configs)`` per requested topic; -1 becomes None."""
+    def opt(value: Any) -> Optional[int]:
+        return None if value is None or value == -1 else value
+
+    specs: List[_TopicSpec] = []
+    if isinstance(new_topics, Mapping):
+        for name, data in new_topics.items():
+            data = data or {}
+            specs.append((name, opt(data.get("num_partitions", -1)), opt(data.get("replication_factor", -1)),
+                          {int(p): list(r) for p, r in (data.get("assignments") or {}).items()},
+                          dict(data.get("configs") or {})))
+    else:
+        if isinstance(new_topics, (str, bytes)):
+            raise TypeError("new_topics must be a list, not the single name %r" % (new_topics,))
+        for item in new_topics:
+            if isinstance(item, str):
+                specs.append((item, None, None, {}, {}))
+            elif hasattr(item, "name") and hasattr(item, "num_partitions"):
+                specs.append((item.name, opt(item.num_partitions), opt(getattr(item, "replication_factor", -1)),
+                              {int(p): list(r) for p, r in (getattr(item, "replica_assignments", None) or {}).items()},
+                              dict(getattr(item, "topic_configs", None) or {})))
+            else:
+                raise TypeError("expected a NewTopic or a topic name, got %r" % (item,))
+    if not specs:
+        raise ValueError("no topics given to create")
+    return specs
+
+
+def _resolve_assignments(name: str, partitions: Optional[int], factor: Optional[int],
+                         assignments: Dict[int, List[int]], broker_ids: Optional[List[int]]
+                         ) -> Tuple[Optional[int], Optional[int]]:
+    """Partitions and replication factor implied by explicit replica assignments (Kafka's rules)."""
+    if not assignments:
+        return partitions, factor
+    if partitions is not None or factor is not None:
+        raise errors.InvalidRequestError(
+            "topic %r: give either replica_assignments or num_partitions/replication_factor, not both" % name)
+    if sorted(assignments) != list(range(len(assignments))):
+        raise errors.InvalidReplicationAssignmentError(
+            "topic %r: assigned partitions %r must be 0..%d" % (name, sorted(assignments), len(assignments) - 1))
+    _check_assignment_lists(name, [assignments[p] for p in sorted(assignments)], len(assignments), broker_ids)
+    return len(assignments), len(assignments[0])
+
+
+def _check_assignment_lists(name: str, assignments: Sequence[Sequence[int]], expected: int,
+                            broker_ids: Optional[List[int]]) -> None:
+    if len(assignments) != expected:
+        raise errors.InvalidReplicationAssignmentError(
+            "topic %r: %d replica assignments given for %d partitions" % (name, len(assignments), expected))
+    for replicas in assignments:
+        replicas = list(replicas)
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise errors.InvalidReplicationAssignmentError(
+                "topic %r: replica list %r must be non-empty without duplicates" % (name, replicas))
+        unknown = [r for r in replicas if broker_ids is not None and r not in broker_ids]
+        if unknown:
+            raise errors.InvalidReplicationAssignmentError(
+                "topic %r: replicas %r name unknown brokers (known: %r)" % (name, unknown, broker_ids))
+
+
+def _partitions_spec(topic: str, spec: Any) -> Tuple[Any, Optional[List[List[int]]]]:
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return spec, None
+    if isinstance(spec, Mapping):
+        assignments = spec.get("assignments")
+        return spec.get("count"), None if assignments is None else [list(a) for a in assignments]
+    if hasattr(spec, "total_count"):
+        assignments = getattr(spec, "new_assignments", None)
+        return spec.total_count, None if assignments is None else [list(a) for a in assignments]
+    raise TypeError("topic %r: expected NewPartitions, an int total or {'count': ...}, got %r" % (topic, spec))

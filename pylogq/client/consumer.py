@@ -1,0 +1,1064 @@
+"""``pylogq.Consumer``: Kafka's consumer, shaped like kafka-python's ``KafkaConsumer``.
+
+A consumer reads the partitions assigned to it, either by hand (``assign``)
+or by its group (``subscribe`` with a ``group_id``: the group coordinator
+splits the subscribed topics' partitions among the members with the
+assignor they agree on). It talks to the broker only through a
+:class:`~pylogq.client.transport.Transport`.
+
+Positions and commits follow Kafka: a partition's position is the offset of
+the next record ``poll`` returns, and a committed offset is the next offset
+to read, so a restarted consumer resumes exactly after the last commit. A
+partition without a position starts from the group's committed offset, or
+else from ``auto_offset_reset`` (``earliest``, ``latest`` or ``none``, which
+raises); a fetch answered OFFSET_OUT_OF_RANGE (retention deleted the range)
+resets the same way.
+
+Fetching: each ``poll`` sends at most one fetch per round over every
+assigned, unpaused partition that has a position and no buffered records;
+the broker holds the fetch until data arrives or the wait (bounded by the
+poll's timeout) ends, so an idle poll sleeps. A fetched region is decoded
+once into columns (:func:`pylogq.records.decode_columns`) and kept;
+``ConsumerRecord`` tuples are built only for the records a poll returns
+(at most ``max_poll_records``), the rest stay buffered.
+
+Group membership runs from ``poll`` (join, the leader's assignment, sync)
+with the poll's timeout, so a poll stays responsive while the other members
+rejoin from their own polls; a heartbeat thread keeps the session alive and
+flags the rebalances the coordinator announces. Not thread-safe, as Kafka's
+consumer: one thread polls (the heartbeat thread touches only the group
+generation, under a lock).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import math
+import re
+import threading
+import time
+from typing import (
+    Any,
+    Callable,
+    Deque,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Pattern,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
+
+from ..errors import (
+    BrokerError,
+    ConfigError,
+    IllegalGenerationError,
+    OffsetOutOfRangeError,
+    PylogqError,
+    RebalanceInProgressError,
+    RequestTimedOutError,
+    UnknownMemberIdError,
+    error_for_code,
+)
+from ..records import decode_columns, iter_batches
+from .assignors import (
+    Assignment,
+    PartitionAssignor,
+    RangeAssignor,
+    RoundRobinAssignor,
+    assignor_for_name,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
+from .transport import Transport, connect
+
+__all__ = [
+    "CommitFailedError",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "IllegalStateError",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "TopicPartition",
+]
+
+log = logging.getLogger("pylogq.consumer")
+
+EARLIEST = -2
+LATEST = -1
+_REJOIN_CODES = (RebalanceInProgressError.code, UnknownMemberIdError.code, IllegalGenerationError.code)
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic (kafka-python's ``TopicPartition``)."""
+
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (the next one to read) with its metadata string."""
+
+    offset: int
+    metadata: str
+    leader_epoch: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """The first offset whose timestamp is at or after a requested time, and that timestamp."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+class ConsumerRecord(NamedTuple):
+    """One consumed record, with kafka-python's fields; key and value are deserialized."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: Sequence[Tuple[str, Optional[bytes]]]  # a list; the shared () when the record has none
+    checksum: Optional[int]
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """A partition has no committed offset and ``auto_offset_reset`` is ``none``."""
+
+
+class IllegalStateError(PylogqError):
+    """A call that the consumer's state does not allow (seek on an unassigned partition, ...)."""
+
+
+class CommitFailedError(PylogqError):
+    """A group commit was refused because the group rebalanced; the partitions may have moved."""
+
+
+class ConsumerRebalanceListener:
+    """Callbacks around a group rebalance (kafka-python's shape); override either."""
+
+    def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        """Called before a rebalance, with the partitions this consumer gives up."""
+
+    def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        """Called after a rebalance, with this consumer's new partitions."""
+
+
+class _Fetched:
+    """One partition's decoded fetch: records ``index..count`` are not returned yet."""
+
+    __slots__ = ("columns", "data", "index", "count", "next_offset")
+
+    def __init__(self, columns: Any, data: bytes, next_offset: int) -> None:
+        self.columns = columns
+        self.data = data
+        self.index = 0
+        self.count = len(columns)
+        self.next_offset = next_offset
+
+
+_AUTO_OFFSET_RESET = ("earliest", "latest", "none")
+_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+# kafka-python keys accepted for compatibility whose behaviour is fixed in-process.
+_COMPAT_KEYS = frozenset((
+    "client_rack", "request_timeout_ms", "retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
+    "max_in_flight_requests_per_connection", "check_crcs", "metadata_max_age_ms", "allow_auto_create_topics",
+    "api_version", "connections_max_idle_ms", "enable_incremental_fetch_sessions", "group_instance_id",
+    "default_offset_commit_callback", "metrics_enabled", "security_protocol",
+))
+
+
+def _ms(name: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError("Invalid value %r for configuration %s: expected an integer >= %d" % (value, name, minimum))
+    return value
+
+
+def _as_tp(tp: Any) -> TopicPartition:
+    if isinstance(tp, TopicPartition):
+        return tp
+    if isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and isinstance(tp[1], int):
+        return TopicPartition(tp[0], tp[1])
+    raise TypeError("expected a TopicPartition (topic, partition), got %r" % (tp,))
+
+
+class Consumer:
+    """Reads records from assigned or group-subscribed partitions; see the module docstring.
+
+    ``Consumer(*topics, broker=..., group_id=..., ...)``: keyword arguments are
+    kafka-python's, with its defaults; an unknown one raises ConfigError.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        broker: Any = None,
+        bootstrap_servers: Any = None,
+        group_id: Optional[str] = None,
+        client_id: str = "pylogq-consumer",
+        key_deserializer: Optional[Callable[[bytes], Any]] = None,
+        value_deserializer: Optional[Callable[[bytes], Any]] = None,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 52428800,
+        max_partition_fetch_bytes: int = 1048576,
+        max_poll_records: int = 500,
+        max_poll_interval_ms: int = 300000,
+        session_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        partition_assignment_strategy: Sequence[Any] = (RangeAssignor, RoundRobinAssignor),
+        isolation_level: str = "read_uncommitted",
+        consumer_timeout_ms: float = float("inf"),
+        exclude_internal_topics: bool = True,
+        **configs: Any,
+    ) -> None:
+        unknown = sorted(set(configs) - _COMPAT_KEYS)
+        if unknown:
+            raise ConfigError("Unrecognized consumer configuration: %s" % ", ".join(unknown))
+        if auto_offset_reset in ("smallest", "largest"):
+            auto_offset_reset = "earliest" if auto_offset_reset == "smallest" else "latest"
+        if auto_offset_reset not in _AUTO_OFFSET_RESET:
+            raise ConfigError("Invalid value %r for configuration auto_offset_reset: expected one of %s"
+                              % (auto_offset_reset, ", ".join(_AUTO_OFFSET_RESET)))
+        if isolation_level not in _ISOLATION_LEVELS:
+            raise ConfigError("Invalid value %r for configuration isolation_level: expected one of %s"
+                              % (isolation_level, ", ".join(_ISOLATION_LEVELS)))
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
+            raise ConfigError("Invalid value %r for configuration group_id: expected a non-empty string" % (group_id,))
+        self.auto_offset_reset = auto_offset_reset
+        self.isolation_level = isolation_level
+        self.group_id = group_id
+        self.client_id = client_id
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+        self.enable_auto_commit = bool(enable_auto_commit)
+        self.auto_commit_interval_ms = _ms("auto_commit_interval_ms", auto_commit_interval_ms)
+        self.fetch_min_bytes = _ms("fetch_min_bytes", fetch_min_bytes)
+        self.fetch_max_wait_ms = _ms("fetch_max_wait_ms", fetch_max_wait_ms)
+        self.fetch_max_bytes = _ms("fetch_max_bytes", fetch_max_bytes, 1)
+        self.max_partition_fetch_bytes = _ms("max_partition_fetch_bytes", max_partition_fetch_bytes, 1)
+        self.max_poll_records = _ms("max_poll_records", max_poll_records, 1)
+        self.max_poll_interval_ms = _ms("max_poll_interval_ms", max_poll_interval_ms, 1)
+        self.session_timeout_ms = _ms("session_timeout_ms", session_timeout_ms, 1)
+        self.heartbeat_interval_ms = _ms("heartbeat_interval_ms", heartbeat_interval_ms, 1)
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError("heartbeat_interval_ms (%d) must be lower than session_timeout_ms (%d)"
+                              % (self.heartbeat_interval_ms, self.session_timeout_ms))
+        if not (isinstance(consumer_timeout_ms, (int, float)) and consumer_timeout_ms >= 0):
+            raise ConfigError("Invalid value %r for configuration consumer_timeout_ms" % (consumer_timeout_ms,))
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self.exclude_internal_topics = bool(exclude_internal_topics)
+        self.check_crcs = bool(configs.get("check_crcs", True))
+        self.retry_backoff_s = _ms("retry_backoff_ms", configs.get("retry_backoff_ms", 100)) / 1000.0
+        self._commit_callback = configs.get("default_offset_commit_callback")
+        self.assignors: List[PartitionAssignor] = [self._make_assignor(a) for a in partition_assignment_strategy]
+        if not self.assignors:
+            raise ConfigError("partition_assignment_strategy must name at least one assignor")
+        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers)
+
+        # Partitions and positions (touched only by the polling thread).
+        self._assignment: List[TopicPartition] = []
+        self._assigned: Set[TopicPartition] = set()
+        self._manual = False
+        self._positions: Dict[TopicPartition, Optional[int]] = {}
+        self._paused: Set[TopicPartition] = set()
+        self._buffered: "collections.OrderedDict[TopicPartition, _Fetched]" = collections.OrderedDict()
+        self._highwater: Dict[TopicPartition, int] = {}
+        self._backoff: Dict[TopicPartition, float] = {}
+        self._subscription: Set[str] = set()
+        self._pattern: Optional[Pattern[str]] = None
+        self._listener: Any = None
+        self._iter_records: Deque[ConsumerRecord] = collections.deque()
+        self._iter_final: Dict[TopicPartition, int] = {}
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000.0
+        self._closed = False
+
+        # Group membership: written by the polling thread, read and flagged by the heartbeat thread.
+        self._group_lock = threading.Lock()
+        self._wakeup = threading.Condition(self._group_lock)
+        self._member_id = ""
+        self._generation = -1
+        self._rejoin_needed = False
+        self._revoked = True
+        self._pending_sync: Optional[Tuple[int, str, Optional[Dict[str, bytes]]]] = None
+        self._heartbeat_thread: Optional[threading.Thread] = None
+        self._stopping = False
+
+        if topics:
+            self.subscribe(topics)
+
+    @staticmethod
+    def _make_assignor(spec: Any) -> PartitionAssignor:
+        if isinstance(spec, PartitionAssignor):
+            return spec
+        if isinstance(spec, str):
+            try:
+                return assignor_for_name(spec)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        if isinstance(spec, type) and issubclass(spec, PartitionAssignor):
+            return spec()
+        raise ConfigError("Invalid value %r for configuration partition_assignment_strategy: expected "
+                          "PartitionAssignor classes or instances" % (spec,))
+
+    # -- subscription and assignment -----------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None, listener: Any = None) -> None:
+        """Subscribe to topics (or a regex ``pattern``); with a group_id the group assigns the partitions.
+
+        Without a group_id every partition of the subscribed topics is assigned
+        to this consumer. ``listener`` gets on_partitions_revoked /
+        on_partitions_assigned around each rebalance.
+        """
+        self._check_open()
+        if isinstance(topics, str):
+            topics = [topics]
+        topic_list = list(topics)
+        if self._manual:
+            raise IllegalStateError("subscription to topics and manual assignment are mutually exclusive")
+        if topic_list and pattern is not None:
+            raise IllegalStateError("give topics or a pattern, not both")
+        if not topic_list and pattern is None:
+            raise IllegalStateError("give topics or a pattern to subscribe to")
+        for topic in topic_list:
+            if not isinstance(topic, str) or not topic:
+                raise TypeError("topic names must be non-empty strings, got %r" % (topic,))
+        if listener is not None and not (hasattr(listener, "on_partitions_revoked")
+                                         and hasattr(listener, "on_partitions_assigned")):
+            raise TypeError("listener must have on_partitions_revoked and on_partitions_assigned")
+        self._pattern = re.compile(pattern) if pattern is not None else None
+        self._subscription = set(topic_list)
+        self._listener = listener
+        with self._group_lock:
+            self._rejoin_needed = True
+
+    def subscription(self) -> Optional[Set[str]]:
+        """The subscribed topics (for a pattern, the topics it matched at the last rebalance); None if none."""
+        if not self._subscription and self._pattern is None:
+            return None
+        return set(self._subscription)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription (or manual assignment) and leave the group."""
+        self._check_open()
+        if self._assignment and not self._manual:
+            self._revoke()
+        self._leave_group()
+        self._subscription = set()
+        self._pattern = None
+        self._listener = None
+        self._manual = False
+        self._set_assignment([])
+        with self._group_lock:
+            self._rejoin_needed = False
+
+    def assign(self, partitions: Iterable[Any]) -> None:
+        """Read exactly these partitions (no group rebalancing); replaces any previous assignment."""
+        self._check_open()
+        tps = [_as_tp(tp) for tp in partitions]
+        if self._subscription or self._pattern is not None:
+            raise IllegalStateError("subscription to topics and manual assignment are mutually exclusive")
+        self._manual = bool(tps)
+        self._set_assignment(tps)
+
+    def assignment(self) -> Set[TopicPartition]:
+        """The partitions this consumer reads now."""
+        return set(self._assignment)
+
+    def _set_assignment(self, tps: Sequence[TopicPartition]) -> None:
+        new = list(dict.fromkeys(tps))
+        keep = set(new)
+        self._reset_iteration()
+        self._positions = {tp: self._positions.get(tp) for tp in new}
+        self._paused &= keep
+        for tp in [tp for tp in self._buffered if tp not in keep]:
+            del self._buffered[tp]
+        self._assignment = new
+        self._assigned = keep
+
+    # -- positions --------------------------------------------------------------------------
+
+    def _require_assigned(self, tp: Any) -> TopicPartition:
+        tp = _as_tp(tp)
+        if tp not in self._assigned:
+            raise IllegalStateError("partition %s-%d is not assigned to this consumer" % tp)
+        return tp
+
+    def seek(self, partition: Any, offset: int) -> None:
+        """Make ``offset`` the next offset the consumer reads from ``partition``."""
+        tp = self._require_assigned(partition)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError("offset must be an integer >= 0, got %r" % (offset,))
+        self._set_position(tp, offset)
+
+    def _set_position(self, tp: TopicPartition, offset: Optional[int]) -> None:
+        self._reset_iteration()
+        self._buffered.pop(tp, None)
+        self._positions[tp] = offset
+
+    def seek_to_beginning(self, *partitions: Any) -> None:
+        """Seek to the log start offset of each partition (all assigned ones when none given)."""
+        for tp in self._seek_targets(partitions):
+            self._set_position(tp, self._list_offset(tp, EARLIEST))
+
+    def seek_to_end(self, *partitions: Any) -> None:
+        """Seek to the end (the high watermark) of each partition (all assigned ones when none given)."""
+        for tp in self._seek_targets(partitions):
+            self._set_position(tp, self._list_offset(tp, LATEST))
+
+    def _seek_targets(self, partitions: Sequence[Any]) -> List[TopicPartition]:
+        if not partitions:
+            return list(self._assignment)
+        return [self._require_assigned(tp) for tp in partitions]
+
+    def position(self, partition: Any) -> int:
+        """The offset of the next record the consumer returns for ``partition``."""
+        tp = self._require_assigned(partition)
+        if self._positions.get(tp) is None:
+            self._resolve_positions([tp])
+        position = self._positions[tp]
+        assert position is not None
+        return position
+
+    def highwater(self, partition: Any) -> Optional[int]:
+        """The high watermark seen in the last fetch of ``partition`` (None before one)."""
+        return self._highwater.get(self._require_assigned(partition))
+
+    def _list_offset(self, tp: TopicPartition, timestamp: int) -> int:
+        offset, _ = self._transport.list_offsets(tp.topic, tp.partition, timestamp)
+        return offset
+
+    def _reset_offset(self, tp: TopicPartition, cause: Optional[str] = None) -> None:
+        """Apply ``auto_offset_reset`` to ``tp``."""
+        if self.auto_offset_reset == "none":
+            if cause is not None:
+                raise OffsetOutOfRangeError(cause)
+            raise NoOffsetForPartitionError(
+                "partition %s-%d has no committed offset and auto_offset_reset is 'none'" % tp)
+        self._positions[tp] = self._list_offset(tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
+
+    def _resolve_positions(self, tps: Sequence[TopicPartition]) -> None:
+        """Give each partition without a position its committed offset, or reset it."""
+        committed: Dict[Tuple[str, int], Tuple[int, Any, int]] = {}
+        if self.group_id is not None:
+            committed = self._transport.fetch_offsets(self.group_id, [(tp.topic, tp.partition) for tp in tps])
+        for tp in tps:
+            found = committed.get((tp.topic, tp.partition))
+            if found is not None and found[0] >= 0:
+                self._positions[tp] = found[0]
+            else:
+                self._reset_offset(tp)
+
+    # -- pause / resume ---------------------------------------------------------------------
+
+    def pause(self, *partitions: Any) -> None:
+        """Stop returning and fetching records of these partitions until resumed."""
+        for tp in partitions:
+            self._paused.add(self._require_assigned(tp))
+
+    def resume(self, *partitions: Any) -> None:
+        """Resume partitions paused with :meth:`pause`."""
+        for tp in partitions:
+            self._paused.discard(_as_tp(tp))
+
+    def paused(self) -> Set[TopicPartition]:
+        return set(self._paused)
+
+    # -- polling -------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: float = 0, max_records: Optional[int] = None,
+             update_offsets: bool = True) -> Dict[TopicPartition, List[ConsumerRecord]]:
+        """Records per partition, at most ``max_records`` (default ``max_poll_records``) in all.
+
+        Returns as soon as records are available, else after ``timeout_ms``
+        (waiting asleep, in the broker's fetch or on the consumer's
+        condition). Positions advance past the returned records unless
+        ``update_offsets`` is false.
+        """
+        self._check_open()
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
+            raise ValueError("timeout_ms must be a number >= 0, got %r" % (timeout_ms,))
+        limit = self.max_poll_records if max_records is None else max_records
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError("max_records must be an integer >= 1, got %r" % (max_records,))
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while True:
+            self._poll_group(deadline)
+            if self.enable_auto_commit:
+                self._maybe_auto_commit()
+            records = self._drain(limit, update_offsets)
+            if records:
+                return records
+            self._fetch(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
+            records = self._drain(limit, update_offsets)
+            if records or time.monotonic() >= deadline:
+                return records
+
+    def _fetch(self, max_wait_ms: int) -> None:
+        """One fetch over every fetchable partition; waits asleep up to ``max_wait_ms`` for data."""
+        need = [tp for tp in self._assignment if self._positions.get(tp) is None and tp not in self._paused]
+        if need:
+            self._resolve_positions(need)
+        now = time.monotonic()
+        requests: List[Tuple[str, int, int, int]] = []
+        backoff_until = None
+        for tp in self._assignment:
+            if tp in self._paused or tp in self._buffered:
+                continue
+            until = self._backoff.get(tp)
+            if until is not None:
+                if until > now:
+                    backoff_until = until if backoff_until is None else min(backoff_until, until)
+                    continue
+                del self._backoff[tp]
+            position = self._positions[tp]
+            assert position is not None
+            requests.append((tp.topic, tp.partition, position, self.max_partition_fetch_bytes))
+        if not requests:
+            wait_s = max_wait_ms / 1000.0
+            if backoff_until is not None:
+                wait_s = min(wait_s, max(0.0, backoff_until - now))
+            if wait_s > 0:
+                with self._wakeup:
+                    if not self._rejoin_needed:
+                        self._wakeup.wait(wait_s)
+            return
+        wait_ms = min(max_wait_ms, self.fetch_max_wait_ms)
+        results = self._transport.fetch(requests, wait_ms, self.fetch_min_bytes, self.fetch_max_bytes,
+                                        self.isolation_level)
+        for topic, index, offset, _ in requests:
+            result = results.get((topic, index))
+            tp = TopicPartition(topic, index)
+            if result is None or self._positions.get(tp) != offset or tp not in self._assigned:
+                continue  # reassigned or seeked while the fetch was out
+            if result.error_code:
+                self._on_fetch_error(tp, offset, result)
+                continue
+            self._highwater[tp] = result.high_watermark
+            region = result.records
+            if region is None or len(region) == 0:
+                continue
+            data = region.read()
+            columns = decode_columns(data, check_crc=self.check_crcs, start_offset=offset)
+            next_offset = offset
+            for info in iter_batches(data):
+                next_offset = info.last_offset + 1
+            if len(columns):
+                buffer = columns.data
+                if not isinstance(buffer, bytes):
+                    buffer = bytes(buffer)
+                self._buffered[tp] = _Fetched(columns, buffer, max(next_offset, offset))
+            elif next_offset > offset:
+                self._positions[tp] = next_offset  # only control batches or compacted-away records
+
+    def _on_fetch_error(self, tp: TopicPartition, offset: int, result: Any) -> None:
+        code = result.error_code
+        if code == OffsetOutOfRangeError.code:
+            log.info("fetch offset %d of %s-%d is out of range [%d, %d]; resetting (%s)", offset, tp.topic,
+                     tp.partition, result.log_start_offset, result.high_watermark, self.auto_offset_reset)
+            self._reset_offset(tp, cause="fetch offset %d of %s-%d is out of range (log start %d, high watermark "
+                                          "%d) and auto_offset_reset is 'none'"
+                               % (offset, tp.topic, tp.partition, result.log_start_offset, result.high_watermark))
+            return
+        cls = error_for_code(code)
+        if cls is not None and cls.retriable:
+            self._backoff[tp] = time.monotonic() + self.retry_backoff_s
+            return
+        raise (cls or BrokerError)("fetching %s-%d at offset %d" % (tp.topic, tp.partition, offset))
+
+    def _drain(self, limit: int, update_offsets: bool) -> Dict[TopicPartition, List[ConsumerRecord]]:
+        """Up to ``limit`` buffered records, partition by partition in turn."""
+        out: Dict[TopicPartition, List[ConsumerRecord]] = {}
+        if not self._buffered:
+            return out
+        for tp in list(self._buffered):
+            if tp in self._paused:
+                continue
+            fetched = self._buffered[tp]
+            lo = fetched.index
+            hi = min(fetched.count, lo + limit)
+            records = self._build(tp, fetched, lo, hi)
+            fetched.index = hi
+            if hi >= fetched.count:
+                del self._buffered[tp]
+                new_position = fetched.next_offset
+            else:
+                self._buffered.move_to_end(tp)  # the next poll starts with another partition
+                new_position = records[-1].offset + 1
+            if update_offsets:
+                self._positions[tp] = new_position
+            else:
+                self._iter_final[tp] = new_position
+            out[tp] = records
+            limit -= hi - lo
+            if limit <= 0:
+                break
+        return out
+
+    def _build(self, tp: TopicPartition, fetched: _Fetched, lo: int, hi: int) -> List[ConsumerRecord]:
+        """ConsumerRecord tuples for rows ``lo..hi`` (at least one) of a decoded fetch.
+
+        The common shape (no headers, no null values, one timestamp type, no
+        deserializers) takes one comprehension per record; records without
+        headers share the empty tuple, so a large poll allocates no empty
+        lists for the collector to trace.
+        """
+        cols = fetched.columns
+        data = fetched.data
+        topic, partition = tp
+        new = tuple.__new__
+        record = ConsumerRecord
+        offsets = cols.offsets[lo:hi].tolist()
+        timestamps = cols.timestamps[lo:hi].tolist()
+        key_len = cols.key_length[lo:hi]
+        value_len = cols.value_length[lo:hi]
+        value_sizes = value_len.tolist()
+        value_starts = cols.value_start[lo:hi].tolist()
+        header_counts = cols.headers_count[lo:hi]
+        types = cols.timestamp_types[lo:hi]
+        tt = int(types[0])
+        if (self.key_deserializer is None and self.value_deserializer is None and not header_counts.any()
+                and int(value_len.min()) >= 0 and int(types.max()) == tt == int(types.min())):
+            if int(key_len.max()) < 0:
+                return [new(record, (topic, partition, -1, o, t, tt, None, data[s:s + n], (), None, -1, n, -1))
+                        for o, t, s, n in zip(offsets, timestamps, value_starts, value_sizes)]
+            if int(key_len.min()) >= 0:
+                return [new(record, (topic, partition, -1, o, t, tt, data[ks:ks + kn], data[s:s + n], (), None, kn,
+                                     n, -1))
+                        for o, t, ks, kn, s, n in zip(offsets, timestamps, cols.key_start[lo:hi].tolist(),
+                                                       key_len.tolist(), value_starts, value_sizes)]
+        key_sizes = key_len.tolist()
+        key_starts = cols.key_start[lo:hi].tolist()
+        keys: List[Any] = [None if k < 0 else data[s:s + k] for s, k in zip(key_starts, key_sizes)]
+        values: List[Any] = [None if k < 0 else data[s:s + k] for s, k in zip(value_starts, value_sizes)]
+        if header_counts.any():
+            headers: List[Any] = [cols.headers(i) if c else () for i, c in zip(range(lo, hi), header_counts.tolist())]
+            header_sizes: List[int] = [
+                sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in h) if h else -1
+                for h in headers]
+        else:
+            headers = [()] * (hi - lo)
+            header_sizes = [-1] * (hi - lo)
+        if self.key_deserializer is not None:
+            kd = self.key_deserializer
+            keys = [None if k is None else kd(k) for k in keys]
+        if self.value_deserializer is not None:
+            vd = self.value_deserializer
+            values = [None if v is None else vd(v) for v in values]
+        return [new(record, (topic, partition, -1, o, t, y, k, v, h, None, ks, vs, hs))
+                for o, t, y, k, v, h, ks, vs, hs in zip(offsets, timestamps, types.tolist(), keys, values, headers,
+                                                         key_sizes, value_sizes, header_sizes)]
+
+    # -- iteration --------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        """The next record; StopIteration after ``consumer_timeout_ms`` without one.
+
+        Positions advance record by record, so an auto commit never covers a
+        record the iteration has not handed out.
+        """
+        if not self._iter_records:
+            self._fill_iteration()
+        record = self._iter_records.popleft()
+        tp = TopicPartition(record.topic, record.partition)
+        self._positions[tp] = record.offset + 1
+        if not self._iter_records:
+            for final_tp, position in self._iter_final.items():
+                if final_tp in self._assigned:
+                    self._positions[final_tp] = position
+            self._iter_final.clear()
+        return record
+
+    def _fill_iteration(self) -> None:
+        deadline = None
+        if self.consumer_timeout_ms != float("inf"):
+            deadline = time.monotonic() + self.consumer_timeout_ms / 1000.0
+        while True:
+            wait_ms: float = max(self.fetch_max_wait_ms, 1)
+            if deadline is not None:
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    raise StopIteration
+                wait_ms = min(wait_ms, remaining_s * 1000.0)
+            polled = self.poll(timeout_ms=wait_ms, update_offsets=False)
+            for records in polled.values():
+                self._iter_records.extend(records)
+            if self._iter_records:
+                return
+
+    def _reset_iteration(self) -> None:
+        """Drop records polled for iteration but not handed out; their positions were not advanced."""
+        if self._iter_records or self._iter_final:
+            self._iter_records.clear()
+            self._iter_final.clear()
+            self._buffered.clear()
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    def _require_group(self) -> str:
+        if self.group_id is None:
+            raise IllegalStateError("committing and reading committed offsets need a group_id")
+        return self.group_id
+
+    def committed(self, partition: Any, metadata: bool = False) -> Union[int, OffsetAndMetadata, None]:
+        """The group's committed offset (the next to read) for ``partition``; None if none."""
+        group_id = self._require_group()
+        tp = _as_tp(partition)
+        found = self._transport.fetch_offsets(group_id, [(tp.topic, tp.partition)]).get((tp.topic, tp.partition))
+        if found is None or found[0] < 0:
+            return None
+        if found[2]:
+            raise (error_for_code(found[2]) or BrokerError)("reading the committed offset of %s-%d" % tp)
+        return OffsetAndMetadata(found[0], found[1] or "", -1) if metadata else found[0]
+
+    def _current_offsets(self) -> Dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: OffsetAndMetadata(pos, "", -1) for tp, pos in self._positions.items()
+                if pos is not None and tp in self._assigned}
+
+    def commit(self, offsets: Optional[Mapping[Any, Any]] = None) -> None:
+        """Commit ``offsets`` ({tp: OffsetAndMetadata or int}; default: every position) for the group."""
+        group_id = self._require_group()
+        to_commit = self._current_offsets() if offsets is None else {
+            _as_tp(tp): (v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v), "", -1))
+            for tp, v in offsets.items()}
+        if not to_commit:
+            return
+        with self._group_lock:
+            generation, member_id = self._commit_identity()
+        codes = self._transport.commit_offsets(
+            group_id, generation, member_id,
+            {(tp.topic, tp.partition): (om.offset, om.metadata) for tp, om in to_commit.items()})
+        failed = {tp: code for tp, code in codes.items() if code}
+        if not failed:
+            return
+        code = next(iter(failed.values()))
+        if code in _REJOIN_CODES:
+            self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)
+            raise CommitFailedError(
+                "commit of %s failed: the group rebalanced (%s); the partitions may have been reassigned"
+                % (sorted(failed), error_for_code(code).name))  # type: ignore[union-attr]
+        raise (error_for_code(code) or BrokerError)("committing offsets of %s" % sorted(failed))
+
+    def _commit_identity(self) -> Tuple[int, str]:
+        if self._manual or self._generation < 0:
+            return -1, ""
+        return self._generation, self._member_id
+
+    def commit_async(self, offsets: Optional[Mapping[Any, Any]] = None,
+                     callback: Optional[Callable[[Any, Any], Any]] = None) -> "concurrent.futures.Future[Any]":
+        """Commit as :meth:`commit` does; -> a completed Future; ``callback(offsets, exception or None)``."""
+        future: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+        snapshot = self._current_offsets() if offsets is None else dict(offsets)
+        try:
+            self.commit(snapshot)
+        except PylogqError as exc:
+            future.set_exception(exc)
+            result: Any = exc
+        else:
+            future.set_result(None)
+            result = None
+        callback = callback or self._commit_callback
+        if callback is not None:
+            callback(snapshot, result)
+        return future
+
+    def _maybe_auto_commit(self) -> None:
+        if self.group_id is None:
+            return
+        now = time.monotonic()
+        if now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self.auto_commit_interval_ms / 1000.0
+        self._auto_commit()
+
+    def _auto_commit(self) -> None:
+        try:
+            self.commit()
+        except (CommitFailedError, BrokerError) as exc:
+            log.warning("auto commit of group %s failed: %s", self.group_id, exc)
+
+    def beginning_offsets(self, partitions: Iterable[Any]) -> Dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        return {tp: self._list_offset(tp, EARLIEST) for tp in map(_as_tp, partitions)}
+
+    def end_offsets(self, partitions: Iterable[Any]) -> Dict[TopicPartition, int]:
+        """The end offset (high watermark: the offset of the next record written) of each partition."""
+        return {tp: self._list_offset(tp, LATEST) for tp in map(_as_tp, partitions)}
+
+    def offsets_for_times(self, timestamps: Mapping[Any, int]) -> Dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+        """The first offset whose timestamp is >= the given one (ms), per partition; None if none is that late."""
+        out: Dict[TopicPartition, Optional[OffsetAndTimestamp]] = {}
+        for tp, ts in timestamps.items():
+            tp = _as_tp(tp)
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise ValueError("timestamp for %s-%d must be an integer >= 0 (ms), got %r" % (tp + (ts,)))
+            offset, found_ts = self._transport.list_offsets(tp.topic, tp.partition, ts)
+            out[tp] = None if offset < 0 else OffsetAndTimestamp(offset, found_ts, -1)
+        return out
+
+    # -- metadata ----------------------------------------------------------------------------------
+
+    def topics(self) -> Set[str]:
+        """Every topic the broker has (internal ones excluded)."""
+        return set(self._transport.list_topics())
+
+    def partitions_for_topic(self, topic: str) -> Optional[Set[int]]:
+        """The partition ids of ``topic``; None when it does not exist."""
+        count = self._transport.partitions_for(topic)
+        return None if count is None else set(range(count))
+
+    def metrics(self, raw: bool = False) -> Dict[str, Any]:
+        return {}
+
+    # -- group membership --------------------------------------------------------------------------
+
+    def _group_managed(self) -> bool:
+        return bool(self._subscription or self._pattern is not None) and not self._manual
+
+    def _subscribed_topics(self) -> List[str]:
+        if self._pattern is None:
+            return sorted(self._subscription)
+        pattern = self._pattern
+        names = self._transport.list_topics()
+        matched = sorted(t for t in names if pattern.match(t)
+                         and not (self.exclude_internal_topics and t.startswith("__")))
+        self._subscription = set(matched)
+        return matched
+
+    def _poll_group(self, deadline: float) -> None:
+        """Bring the assignment up to date: rejoin the group when a rebalance was flagged."""
+        if not self._rejoin_needed and self._pending_sync is None:
+            return
+        if not self._group_managed():
+            return
+        if self.group_id is None:
+            topics = self._subscribed_topics()
+            self._set_assignment([TopicPartition(t, p) for t in topics
+                                  for p in range(self._transport.partitions_for(t) or 0)])
+            with self._group_lock:
+                self._rejoin_needed = False
+            return
+        while True:
+            if self._pending_sync is None:
+                if not self._revoked:
+                    self._revoke()
+                if not self._join(deadline):
+                    return
+            if self._sync(deadline):
+                return
+            if time.monotonic() >= deadline:
+                return
+
+    def _revoke(self) -> None:
+        """Before a rejoin: commit what was consumed, tell the listener, drop the partitions."""
+        self._revoked = True
+        revoked = list(self._assignment)
+        if self.enable_auto_commit and self.group_id is not None:
+            self._auto_commit()
+        if self._listener is not None:
+            try:
+                self._listener.on_partitions_revoked(revoked)
+            except Exception:
+                log.exception("on_partitions_revoked of group %s failed", self.group_id)
+        self._set_assignment([])
+
+    def _join(self, deadline: float) -> bool:
+        """Send JoinGroup (and, as the leader, compute the assignments); False when the poll's time ran out."""
+        group_id = self._require_group()
+        topics = self._subscribed_topics()
+        protocols = [(a.name, a.metadata(topics)) for a in self.assignors]
+        with self._group_lock:
+            self._rejoin_needed = True
+            member_id = self._member_id
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            result = self._transport.join_group(
+                group_id, member_id, self.client_id, self.session_timeout_ms, self.max_poll_interval_ms,
+                "consumer", protocols, timeout_s=remaining)
+            code = result.error_code
+            if code == 0:
+                break
+            if code == UnknownMemberIdError.code and member_id:
+                member_id = ""
+                with self._group_lock:
+                    self._member_id = ""
+                continue
+            if code == RequestTimedOutError.code:
+                with self._group_lock:
+                    self._member_id = result.member_id or member_id
+                return False
+            if code in (RebalanceInProgressError.code, IllegalGenerationError.code) and time.monotonic() < deadline:
+                continue
+            if code in _REJOIN_CODES:
+                return False
+            raise (error_for_code(code) or BrokerError)("joining group %s" % group_id)
+        assignments: Optional[Dict[str, bytes]] = None
+        if result.member_id == result.leader_id:
+            assignments = self._leader_assign(result.protocol_name, result.members)
+        with self._group_lock:
+            self._member_id = result.member_id
+            self._generation = result.generation_id
+        self._pending_sync = (result.generation_id, result.protocol_name or "", assignments)
+        return True
+
+    def _assignor(self, name: str) -> PartitionAssignor:
+        for a in self.assignors:
+            if a.name == name:
+                return a
+        raise IllegalStateError("the group chose assignor %r, which this consumer does not have" % name)
+
+    def _leader_assign(self, protocol: Optional[str], members: Sequence[Tuple[str, Optional[str], bytes]]
+                       ) -> Dict[str, bytes]:
+        assignor = self._assignor(protocol or "")
+        subscriptions = {mid: decode_subscription(meta) for mid, _, meta in members}
+        cluster: Dict[str, int] = {}
+        for topic in sorted({t for s in subscriptions.values() for t in s.topics}):
+            count = self._transport.partitions_for(topic)
+            if count is not None:
+                cluster[topic] = count
+        result = assignor.assign(cluster, subscriptions)
+        return {mid: encode_assignment(a.partitions, a.user_data) for mid, a in result.items()}
+
+    def _sync(self, deadline: float) -> bool:
+        """Send SyncGroup; on success take the assignment. True when done (or the poll's time ran out)."""
+        assert self._pending_sync is not None
+        generation, protocol, assignments = self._pending_sync
+        remaining = max(0.0, deadline - time.monotonic())
+        result = self._transport.sync_group(self.group_id, generation, self._member_id, assignments,
+                                            timeout_s=remaining)
+        code = result.error_code
+        if code == RequestTimedOutError.code:
+            return True
+        self._pending_sync = None
+        if code in _REJOIN_CODES:
+            self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)
+            return False
+        if code:
+            raise (error_for_code(code) or BrokerError)("syncing group %s" % self.group_id)
+        assignment: Assignment = decode_assignment(result.assignment)
+        self._assignor(protocol).on_assignment(assignment, generation)
+        tps = [TopicPartition(t, p) for t, ps in sorted(assignment.partitions.items()) for p in ps]
+        self._positions = {}
+        self._set_assignment(tps)
+        with self._group_lock:
+            if self._generation == generation:
+                self._rejoin_needed = False
+            self._revoked = False
+        self._ensure_heartbeat()
+        if self._listener is not None:
+            try:
+                self._listener.on_partitions_assigned(list(tps))
+            except Exception:
+                log.exception("on_partitions_assigned of group %s failed", self.group_id)
+        return True
+
+    def _flag_rejoin(self, generation: int, reset_member: bool = False) -> None:
+        with self._group_lock:
+            if generation != self._generation:
+                return
+            self._rejoin_needed = True
+            if reset_member:
+                self._member_id = ""
+                self._generation = -1
+            self._wakeup.notify_all()
+
+    def _ensure_heartbeat(self) -> None:
+        if self._heartbeat_thread is None:
+            self._heartbeat_thread = threading.Thread(
+                target=self._run_heartbeat, name="pylogq-heartbeat-%s" % self.client_id, daemon=True)
+            self._heartbeat_thread.start()
+
+    def _run_heartbeat(self) -> None:
+        interval = self.heartbeat_interval_ms / 1000.0
+        group_id = self.group_id
+        assert group_id is not None
+        while True:
+            with self._wakeup:
+                if self._stopping:
+                    return
+                self._wakeup.wait(interval)
+                if self._stopping:
+                    return
+                if self._rejoin_needed or not self._member_id or self._generation < 0:
+                    continue
+                generation, member_id = self._generation, self._member_id
+            code = self._transport.heartbeat(group_id, generation, member_id)
+            if code in _REJOIN_CODES:
+                log.info("group %s: heartbeat answered %s; rejoining on the next poll", group_id,
+                         error_for_code(code).name)  # type: ignore[union-attr]
+                self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)
+            elif code:
+                log.warning("group %s: heartbeat failed with error code %d", group_id, code)
+
+    def _leave_group(self) -> None:
+        with self._wakeup:
+            member_id = self._member_id
+            self._member_id = ""
+            self._generation = -1
+            self._stopping = True
+            self._wakeup.notify_all()
+        thread = self._heartbeat_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._heartbeat_thread = None
+        with self._wakeup:
+            self._stopping = False
+        self._pending_sync = None
+        self._revoked = True
+        if member_id and self.group_id is not None:
+            code = self._transport.leave_group(self.group_id, member_id)
+            if code and code != UnknownMemberIdError.code:
+                log.warning("leaving group %s failed with error code %d", self.group_id, code)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("this consumer is closed")
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (with ``enable_auto_commit`` and ``autocommit``), leave the group, release the transport."""
+        if self._closed:
+            return
+        try:
+            if autocommit and self.enable_auto_commit and self.group_id is not None and self._assignment:
+                self._auto_commit()
+        finally:
+            self._closed = True
+            self._leave_group()
+            self._transport.close()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "Consumer(group_id=%r, client_id=%r, assignment=%d partitions)" % (
+            self.group_id, self.client_id, len(self._assignment))

@@ -1,0 +1,1000 @@
+"""The producer: Kafka's KafkaProducer with kafka-python's names, over a :class:`Transport`.
+
+``send()`` serializes a record, picks its partition and appends it to the open
+batch of that partition (the *accumulator*); it returns at once with a
+:class:`FutureRecordMetadata`. One sender thread drains batches that are full,
+older than ``linger_ms``, or wanted by ``flush()``, builds each one (a v2
+record batch, compressed as configured) and hands it to the transport, one
+batch per produce call, a partition's batches strictly in order. A retriable
+error puts the batch back at the head of its partition's queue for another
+try after ``retry_backoff_ms``, up to ``retries`` and ``delivery_timeout_ms``.
+
+Idempotence (the default with ``acks="all"``, as in kafka-python 3 and Kafka
+3): the producer takes an id and epoch from ``init_producer_id()`` and stamps
+each batch with the sequence number of its first record, counted per
+partition. A retried batch is re-sent byte for byte, so a broker that already
+wrote it answers with the original offsets instead of writing it twice.
+
+``send_batch()`` is the bulk path: whole batches built in one call each
+(:func:`pylogq.records.build_batch`), keys hashed in one vectorised pass, and
+a compact result per batch instead of one future per record.
+
+Memory: each open batch reserves ``batch_size`` bytes (or its record's size,
+when larger) of ``buffer_memory`` until the broker acknowledges it; ``send``
+blocks up to ``max_block_ms`` for room, then raises
+:class:`BufferExhaustedError`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from operator import itemgetter
+from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from .. import records
+from ..cluster.partitioner import StickyPartitioner, partition_for_key
+from ..errors import (
+    BrokerError,
+    ConfigError,
+    MessageTooLargeError,
+    PylogqError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, codecs
+from .transport import Transport, connect
+
+log = logging.getLogger(__name__)
+
+TopicPartition = Tuple[str, int]
+
+#: kafka-python 3.0's defaults, for the settings that mean something here.
+DEFAULT_CONFIG: Dict[str, Any] = {
+    "client_id": None,
+    "key_serializer": None,
+    "value_serializer": None,
+    "enable_idempotence": True,
+    "transactional_id": None,
+    "delivery_timeout_ms": 120000,
+    "acks": -1,
+    "compression_type": None,
+    "retries": 2147483647,
+    "batch_size": 16384,
+    "linger_ms": 0,
+    "partitioner": None,
+    "max_block_ms": 60000,
+    "max_request_size": 1048576,
+    "allow_auto_create_topics": True,
+    "retry_backoff_ms": 100,
+    "request_timeout_ms": 30000,
+    "buffer_memory": 33554432,
+    # Accepted so kafka-python settings carry over; the in-process sender has
+    # one request in flight per partition and no metadata cache to age.
+    "max_in_flight_requests_per_connection": 5,
+    "metadata_max_age_ms": 300000,
+}
+
+_SEQUENCE_SPACE = 2**31
+# A record's framing beyond its key, value and headers: length, attributes,
+# timestamp and offset deltas, key and value lengths, header count (varints).
+_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
+
+_CALLBACK_LOCK = threading.Lock()
+
+
+class KafkaTimeoutError(RequestTimedOutError):
+    """A client-side wait ran out: ``future.get``, ``flush``, or a batch past ``delivery_timeout_ms``."""
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """``send`` waited ``max_block_ms`` for ``buffer_memory`` to free up, in vain."""
+
+
+class IllegalStateError(PylogqError, RuntimeError):
+    """An operation on a closed producer."""
+
+
+class RecordMetadata(NamedTuple):
+    """Where the broker put one record (kafka-python's RecordMetadata, with ``log_start_offset``)."""
+
+    topic: str
+    partition: int
+    topic_partition: TopicPartition
+    offset: int
+    timestamp: int
+    log_start_offset: int
+    checksum: Optional[int]
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int
+
+
+class BatchResult(NamedTuple):
+    """One batch written by ``send_batch``: its records have offsets ``base_offset .. base_offset + count - 1``."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    count: int
+
+
+class _Batch:
+    """One producer batch on its way to a partition; completed once, by the sender thread.
+
+    While open (in the accumulator) ``builder`` collects records under the
+    producer's lock; once drained ``data`` holds the built bytes, which every
+    retry re-sends unchanged (same sequence numbers).
+    """
+
+    __slots__ = (
+        "topic", "partition", "builder", "data", "count", "created", "deadline", "base_sequence",
+        "reserved", "attempts", "retry_at", "done", "base_offset", "log_append_time",
+        "log_start_offset", "error", "callbacks", "event",
+    )
+
+    def __init__(self, topic: str, partition: int, builder: Any, created: float, deadline: float,
+                 base_sequence: int, reserved: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.builder = builder
+        self.data: Any = None
+        self.count = 0
+        self.created = created
+        self.deadline = deadline
+        self.base_sequence = base_sequence
+        self.reserved = reserved
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
+        self.error: Optional[BaseException] = None
+        self.callbacks: Optional[List[Tuple["FutureRecordMetadata", Callable[..., Any], bool]]] = []
+        self.event = threading.Event()
+
+    def complete(self, base_offset: int, log_append_time: int, log_start_offset: int,
+                 error: Optional[BaseException]) -> None:
+        """Record the outcome, wake waiters, then run the callbacks (outside any lock)."""
+        with _CALLBACK_LOCK:
+            if self.done:
+                return
+            self.base_offset = base_offset
+            self.log_append_time = log_append_time
+            self.log_start_offset = log_start_offset
+            self.error = error
+            self.done = True
+            callbacks = self.callbacks
+            self.callbacks = None
+        self.data = None
+        self.event.set()
+        for future, fn, is_errback in callbacks or ():
+            future._run(fn, is_errback)
+
+
+class FutureRecordMetadata:
+    """The outcome of one ``send()``: resolves to a :class:`RecordMetadata` or fails.
+
+    kafka-python's future: ``get(timeout)``, ``add_callback(fn)`` (called with
+    the metadata), ``add_errback(fn)`` (called with the exception),
+    ``succeeded()``, ``failed()``, ``is_done``, ``value``, ``exception``.
+    Callbacks run on the sender thread (or at once, when already done); one
+    that raises is logged and does not stop the others. The record's outcome
+    is its batch's: the future holds the batch and its index in it.
+    """
+
+    __slots__ = ("_batch", "_args")
+
+    def __init__(self, batch: _Batch, index: int, timestamp: int, key_size: int, value_size: int,
+                 header_size: int) -> None:
+        self._batch = batch
+        self._args = (index, timestamp, key_size, value_size, header_size)
+
+    @property
+    def is_done(self) -> bool:
+        return self._batch.done
+
+    @property
+    def exception(self) -> Optional[BaseException]:
+        return self._batch.error if self._batch.done else None
+
+    @property
+    def value(self) -> Optional[RecordMetadata]:
+        batch = self._batch
+        if not batch.done or batch.error is not None:
+            return None
+        index, timestamp, key_size, value_size, header_size = self._args
+        offset = batch.base_offset
+        if offset != -1:
+            offset += index
+        if batch.log_append_time != -1:
+            timestamp = batch.log_append_time
+        tp = (batch.topic, batch.partition)
+        return RecordMetadata(batch.topic, batch.partition, tp, offset, timestamp, batch.log_start_offset,
+                              None, key_size, value_size, header_size)
+
+    def succeeded(self) -> bool:
+        return self._batch.done and self._batch.error is None
+
+    def failed(self) -> bool:
+        return self._batch.done and self._batch.error is not None
+
+    def retriable(self) -> bool:
+        error = self.exception
+        return bool(getattr(error, "retriable", False))
+
+    def get(self, timeout: Optional[float] = None) -> RecordMetadata:
+        """Wait up to ``timeout`` seconds (None: forever); -> the metadata, or raise the failure."""
+        batch = self._batch
+        if not batch.done and not batch.event.wait(timeout):
+            raise KafkaTimeoutError("timed out after %s s waiting for the record to be acknowledged" % (timeout,))
+        if batch.error is not None:
+            raise batch.error
+        value = self.value
+        assert value is not None
+        return value
+
+    def add_callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "FutureRecordMetadata":
+        """Call ``fn(*args, metadata, **kwargs)`` when the record is acknowledged."""
+        return self._add(fn, args, kwargs, False)
+
+    def add_errback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "FutureRecordMetadata":
+        """Call ``fn(*args, exception, **kwargs)`` when the record fails."""
+        return self._add(fn, args, kwargs, True)
+
+    def add_both(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "FutureRecordMetadata":
+        self._add(fn, args, kwargs, False)
+        return self._add(fn, args, kwargs, True)
+
+    def _add(self, fn: Callable[..., Any], args: tuple, kwargs: dict, is_errback: bool) -> "FutureRecordMetadata":
+        if args or kwargs:
+            inner = fn
+
+            def fn(result: Any) -> Any:
+                return inner(*args, result, **kwargs)
+
+        batch = self._batch
+        with _CALLBACK_LOCK:
+            if not batch.done:
+                assert batch.callbacks is not None
+                batch.callbacks.append((self, fn, is_errback))
+                return self
+        self._run(fn, is_errback)
+        return self
+
+    def _run(self, fn: Callable[..., Any], is_errback: bool) -> None:
+        error = self._batch.error
+        if (error is not None) != is_errback:
+            return
+        try:
+            fn(error if is_errback else self.value)
+        except Exception:
+            log.exception("error in a producer %s", "errback" if is_errback else "callback")
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.is_done else ("failed: %r" % self.exception if self.failed() else "done")
+        return "<FutureRecordMetadata %s-%d #%d %s>" % (self._batch.topic, self._batch.partition,
+                                                        self._args[0], state)
+
+
+def _serializer(obj: Any, name: str) -> Optional[Callable[[str, Any, Any], Any]]:
+    """A ``(topic, headers, data) -> bytes`` function from a kafka-python serializer or a plain callable."""
+    if obj is None:
+        return None
+    serialize = getattr(obj, "serialize", None)
+    if serialize is not None:
+        return serialize  # type: ignore[no-any-return]
+    if callable(obj):
+        return lambda topic, headers, data: obj(data)
+    raise ConfigError("%s must be callable or have a serialize(topic, headers, data) method, not %r" % (name, obj))
+
+
+def _int_setting(config: Dict[str, Any], key: str, minimum: int) -> int:
+    value = config[key]
+    if isinstance(value, float) and value == float("inf"):
+        value = 2147483647
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError("%s must be an integer >= %d, not %r" % (key, minimum, value))
+    return value
+
+
+class Producer:
+    """Publishes records to a pylogq (or Kafka) broker; kafka-python's ``KafkaProducer``.
+
+    ``Producer(broker=pylogq.Broker(...), **configs)`` with kafka-python's
+    keyword arguments (``acks``, ``linger_ms``, ``batch_size``,
+    ``compression_type``, ``enable_idempotence``, ...); an unknown one raises
+    ConfigError. Thread-safe: any number of threads may ``send`` at once.
+    Keyed records go where Kafka's default partitioner sends them (murmur2);
+    keyless ones follow the sticky partitioner (KIP-480). A custom
+    ``partitioner`` is ``callable(key_bytes, all_partitions, available)`` as in
+    kafka-python 2. Serializers are skipped for a None key or value, so a
+    None value stays a tombstone.
+    """
+
+    def __init__(self, broker: Any = None, bootstrap_servers: Any = None, **configs: Any) -> None:
+        unknown = sorted(set(configs) - set(DEFAULT_CONFIG))
+        if unknown:
+            raise ConfigError("unknown producer configuration%s: %s" % ("s" if len(unknown) > 1 else "",
+                                                                        ", ".join(unknown)))
+        config = dict(DEFAULT_CONFIG)
+        config.update(configs)
+        if config["transactional_id"] is not None:
+            raise ConfigError("transactional_id=%r: transactions are not supported" % (config["transactional_id"],))
+        acks = config["acks"]
+        if acks == "all":
+            acks = -1
+        if acks not in (0, 1, -1) or isinstance(acks, bool):
+            raise ConfigError("acks must be 0, 1, -1 or 'all', not %r" % (config["acks"],))
+        config["acks"] = acks
+        for key, minimum in (("retries", 0), ("batch_size", 1), ("linger_ms", 0), ("buffer_memory", 1),
+                             ("max_block_ms", 0), ("max_request_size", 1), ("retry_backoff_ms", 0),
+                             ("request_timeout_ms", 1), ("delivery_timeout_ms", 1),
+                             ("max_in_flight_requests_per_connection", 1), ("metadata_max_age_ms", 0)):
+            config[key] = _int_setting(config, key, minimum)
+        # kafka-python 3: idempotence is on by default; a user's acks != all or
+        # retries=0 turns it off, unless idempotence was asked for explicitly.
+        if config["enable_idempotence"]:
+            conflicts = []
+            if "acks" in configs and acks != -1:
+                conflicts.append("acks=%r" % (configs["acks"],))
+            if "retries" in configs and config["retries"] == 0:
+                conflicts.append("retries=0")
+            if conflicts:
+                if "enable_idempotence" in configs:
+                    raise ConfigError("enable_idempotence=True is incompatible with %s" % ", ".join(conflicts))
+                config["enable_idempotence"] = False
+        try:
+            self._codec = codecs.codec_id(config["compression_type"])
+        except PylogqError as exc:
+            raise ConfigError(str(exc)) from None
+        if config["partitioner"] is not None and not callable(config["partitioner"]):
+            raise ConfigError("partitioner must be callable(key_bytes, all_partitions, available), not %r"
+                              % (config["partitioner"],))
+        self.config = config
+        self._key_serializer = _serializer(config["key_serializer"], "key_serializer")
+        self._value_serializer = _serializer(config["value_serializer"], "value_serializer")
+        self._acks: int = acks
+        self._batch_size: int = config["batch_size"]
+        self._linger = config["linger_ms"] / 1000.0
+        self._buffer_memory: int = config["buffer_memory"]
+        self._max_block = config["max_block_ms"] / 1000.0
+        self._max_request_size: int = config["max_request_size"]
+        self._retries: int = config["retries"]
+        self._backoff = config["retry_backoff_ms"] / 1000.0
+        self._delivery_timeout = config["delivery_timeout_ms"] / 1000.0
+        self._partitioner: Optional[Callable[..., int]] = config["partitioner"]
+        self._create_topics = bool(config["allow_auto_create_topics"])
+        # send()'s fast path applies: no serializer or partitioner to call.
+        self._plain = (self._key_serializer is None and self._value_serializer is None
+                       and self._partitioner is None)
+        self._plain_limit = self._max_request_size - HEADER_SIZE - _RECORD_OVERHEAD - 1
+
+        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers)
+        self._idempotent = bool(config["enable_idempotence"])
+        self._producer_id, self._producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if self._idempotent:
+            self._producer_id, self._producer_epoch = self._transport.init_producer_id()
+        self._sequences: Dict[TopicPartition, int] = {}
+
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)  # the sender waits here for work
+        self._space = threading.Condition(self._lock)  # senders wait here for buffer memory
+        self._open: Dict[TopicPartition, _Batch] = {}
+        self._queues: Dict[TopicPartition, Deque[_Batch]] = {}
+        self._incomplete: Set[_Batch] = set()
+        self._used = 0
+        self._flushing = 0
+        self._sender_waiting = False
+        self._closed = False
+        self._stopping = False
+        self._abort = False  # close() ran out of time: stop retrying, fail what is left
+        self._partition_counts: Dict[str, int] = {}
+        self._sticky: Dict[str, int] = {}
+        self._sticky_partitioner = StickyPartitioner()
+        self._sender = threading.Thread(target=self._run, name="pylogq-producer-sender", daemon=True)
+        self._sender.start()
+
+    # -- metadata -------------------------------------------------------------------
+
+    def _num_partitions(self, topic: str, refresh: bool = False) -> int:
+        count = None if refresh else self._partition_counts.get(topic)
+        if count is None:
+            if not isinstance(topic, str) or not topic:
+                raise TypeError("topic must be a non-empty str, not %r" % (topic,))
+            count = self._transport.partitions_for(topic, create=self._create_topics)
+            if count is None:
+                raise UnknownTopicOrPartitionError(
+                    "topic %r does not exist and allow_auto_create_topics is off (or the broker's "
+                    "auto.create.topics.enable is false)" % (topic,))
+            self._partition_counts[topic] = count
+        return count
+
+    def partitions_for(self, topic: str) -> Set[int]:
+        """The partition ids of ``topic`` (created if auto-creation is on)."""
+        return set(range(self._num_partitions(topic, refresh=True)))
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise ValueError("partition must be an int >= 0, not %r" % (partition,))
+        if partition >= self._num_partitions(topic) and partition >= self._num_partitions(topic, refresh=True):
+            raise ValueError("unknown partition %d for topic %r (it has %d)"
+                             % (partition, topic, self._partition_counts[topic]))
+
+    def _choose(self, topic: str, key: Optional[bytes], n: int) -> int:
+        if self._partitioner is not None:
+            all_partitions = list(range(n))
+            partition = self._partitioner(key, all_partitions, all_partitions)
+            if not isinstance(partition, int) or not 0 <= partition < n:
+                raise ValueError("partitioner chose partition %r for topic %r, which has %d" % (partition, topic, n))
+            return partition
+        return partition_for_key(key, n)  # type: ignore[arg-type]
+
+    # -- send ------------------------------------------------------------------------
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Optional[List[Tuple[str, bytes]]] = None,
+             partition: Optional[int] = None, timestamp_ms: Optional[int] = None) -> FutureRecordMetadata:
+        """Queue one record; -> its future. Serializer and argument errors raise here.
+
+        A None ``value`` with a key is a tombstone. Blocks up to
+        ``max_block_ms`` when ``buffer_memory`` is used up.
+        """
+        if (key is None and headers is None and partition is None and type(value) is bytes and self._plain
+                and not self._closed):
+            # The common keyless record: append to the sticky partition's open batch
+            # when it has room; anything else (a new batch, a new topic) takes the full path.
+            n = self._partition_counts.get(topic)
+            size = len(value)
+            if n is not None and size < self._plain_limit:
+                if timestamp_ms is None:
+                    timestamp_ms = int(time.time() * 1000)
+                with self._lock:
+                    sticky_partition = self._sticky.get(topic)
+                    if sticky_partition is not None:
+                        batch = self._open.get((topic, sticky_partition))
+                        if batch is not None and batch.builder.append(batch.count, timestamp_ms, None, value, None):
+                            index = batch.count
+                            batch.count = index + 1
+                            return FutureRecordMetadata(batch, index, timestamp_ms, -1, size, -1)
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        if value is None and key is None:
+            raise ValueError("a record needs a key or a value (or both)")
+        if headers is not None and not isinstance(headers, list):
+            raise TypeError("headers must be a list of (str, bytes) tuples, not %s" % type(headers).__name__)
+        if self._key_serializer is not None and key is not None:
+            key = self._key_serializer(topic, headers, key)
+        if self._value_serializer is not None and value is not None:
+            value = self._value_serializer(topic, headers, value)
+        if key is not None and type(key) is not bytes and not isinstance(key, (bytearray, memoryview)):
+            raise TypeError("the serialized key must be bytes, bytearray or memoryview, not %s"
+                            % type(key).__name__)
+        if value is not None and type(value) is not bytes and not isinstance(value, (bytearray, memoryview)):
+            raise TypeError("the serialized value must be bytes, bytearray or memoryview, not %s"
+                            % type(value).__name__)
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        header_size = -1
+        size = key_size + value_size + 2
+        if headers:
+            for item in headers:
+                if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                        and (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))):
+                    raise TypeError("headers must be (str, bytes) tuples, not %r" % (item,))
+            header_size = sum(len(k.encode("utf-8") if isinstance(k, str) else k) + (0 if v is None else len(v))
+                              for k, v in headers)
+            size += header_size + 10 * len(headers)
+        if size + HEADER_SIZE + _RECORD_OVERHEAD > self._max_request_size:
+            raise MessageTooLargeError("the record is about %d bytes serialized, more than max_request_size=%d"
+                                       % (size + HEADER_SIZE + _RECORD_OVERHEAD, self._max_request_size))
+        n = self._partition_counts.get(topic)
+        if n is None:
+            n = self._num_partitions(topic)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        sticky = False
+        if partition is not None:
+            if not (type(partition) is int and 0 <= partition < n):
+                self._check_partition(topic, partition)
+        elif key is None and self._partitioner is None:
+            sticky = True
+        else:
+            partition = self._choose(topic, key, n)
+        with self._lock:
+            if sticky:
+                partition = self._sticky.get(topic)
+                if partition is None:
+                    partition = self._sticky[topic] = self._sticky_partitioner.partition(topic, n)
+            tp = (topic, partition)
+            batch = self._open.get(tp)
+            if batch is not None and batch.builder.append(batch.count, timestamp_ms, key, value, headers):
+                index = batch.count
+                batch.count = index + 1
+            else:
+                if batch is not None:
+                    self._close_batch(tp, batch)  # full
+                    batch = None
+                if sticky:
+                    # KIP-480: a keyless record that needs a new batch moves the topic on.
+                    partition = self._sticky[topic] = self._sticky_partitioner.new_batch(topic, n, partition)
+                    tp = (topic, partition)
+                    batch = self._open.get(tp)
+                if batch is None or not batch.builder.append(batch.count, timestamp_ms, key, value, headers):
+                    if batch is not None:
+                        self._close_batch(tp, batch)
+                    batch = self._new_batch(tp, size + _RECORD_OVERHEAD)
+                    if not batch.builder.append(0, timestamp_ms, key, value, headers):
+                        raise AssertionError("an empty batch refused a record")
+                index = batch.count
+                batch.count = index + 1
+        return FutureRecordMetadata(batch, index, timestamp_ms, key_size, value_size, header_size)
+
+    def _reserve(self, need: int, deadline: float) -> None:
+        """Take ``need`` bytes of buffer memory, waiting for the sender to free some. Lock held."""
+        while self._used and self._used + need > self._buffer_memory:
+            if self._sender_waiting:
+                self._wakeup.notify()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferExhaustedError(
+                    "no room for %d more bytes in buffer_memory=%d (%d in use) after max_block_ms=%d"
+                    % (need, self._buffer_memory, self._used, self.config["max_block_ms"]))
+            self._space.wait(remaining)
+            if self._closed:
+                raise IllegalStateError("the producer was closed while send() waited for buffer memory")
+        self._used += need
+
+    def _new_batch(self, tp: TopicPartition, record_size: int) -> _Batch:
+        """Open a batch for ``tp`` (lock held): reserve its memory, stamp its producer fields."""
+        now = time.monotonic()
+        need = max(self._batch_size, record_size + HEADER_SIZE)
+        self._reserve(need, now + self._max_block)
+        if self._closed:
+            self._release(need)
+            raise IllegalStateError("the producer is closed")
+        raced = self._open.get(tp)
+        if raced is not None:  # opened by another thread while this one waited for memory
+            self._close_batch(tp, raced)
+        if self._idempotent:
+            sequence = self._sequences.get(tp, 0)
+            builder = records.RecordBatchBuilder(self._codec, producer_id=self._producer_id,
+                                                 producer_epoch=self._producer_epoch, base_sequence=sequence,
+                                                 batch_size=self._batch_size)
+        else:
+            sequence = NO_SEQUENCE
+            builder = records.RecordBatchBuilder(self._codec, batch_size=self._batch_size)
+        batch = _Batch(tp[0], tp[1], builder, now, now + self._delivery_timeout, sequence, need)
+        self._open[tp] = batch
+        self._incomplete.add(batch)
+        if self._sender_waiting:
+            self._wakeup.notify()
+        return batch
+
+    def _close_batch(self, tp: TopicPartition, batch: _Batch) -> None:
+        """Move an open batch to its partition's send queue; no record joins it after this. Lock held."""
+        del self._open[tp]
+        if self._idempotent:
+            self._sequences[tp] = (batch.base_sequence + batch.count) % _SEQUENCE_SPACE
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = collections.deque()
+        queue.append(batch)
+        if self._sender_waiting:
+            self._wakeup.notify()
+
+    def _release(self, nbytes: int) -> None:
+        self._used -= nbytes
+        self._space.notify_all()
+
+    # -- bulk ------------------------------------------------------------------------
+
+    def send_batch(self, topic: str, values: Sequence[Any], keys: Optional[Sequence[Any]] = None,
+                   partition: Optional[int] = None, headers: Optional[Sequence[Any]] = None,
+                   timestamp_ms: Any = None) -> List[BatchResult]:
+        """Send many records at once, waiting for the broker; -> one :class:`BatchResult` per batch written.
+
+        The bulk path for pipelines: batches are built whole (one C call each,
+        up to ``max_request_size`` bytes rather than ``batch_size``: all the
+        records are at hand, so nothing is gained by lingering), and there is
+        no per-record future. ``keys``, ``headers`` and ``timestamp_ms`` (one
+        int for all, or one per record) are None or as long as ``values``.
+        Keyed records are grouped by partition (the default partitioner's, or
+        ``partition``); within a partition they keep their input order, so the
+        j-th record of ``values`` sent to partition p has offset
+        ``base_offset + rank`` of p's results, its rank counted among the
+        records sent to p. Keyless records go to the sticky partition, which
+        moves on after every batch. Raises the first failure once every batch
+        is done (the others may have been written).
+        """
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        n = len(values)
+        for name, column in (("keys", keys), ("headers", headers)):
+            if column is not None and len(column) != n:
+                raise ValueError("%s has %d items, values %d" % (name, len(column), n))
+        timestamps: Any = timestamp_ms
+        if timestamps is None:
+            timestamps = int(time.time() * 1000)
+        elif not isinstance(timestamps, int):
+            timestamps = np.asarray(timestamps, dtype=np.int64)
+            if len(timestamps) != n:
+                raise ValueError("timestamp_ms has %d items, values %d" % (len(timestamps), n))
+        if self._value_serializer is not None:
+            ser = self._value_serializer
+            values = [None if v is None else ser(topic, None, v) for v in values]
+        if keys is not None and self._key_serializer is not None:
+            kser = self._key_serializer
+            keys = [None if k is None else kser(topic, None, k) for k in keys]
+        if n == 0:
+            return []
+        count = self._num_partitions(topic)
+        if partition is not None:
+            self._check_partition(topic, partition)
+        batches: List[_Batch] = []
+        if partition is not None or keys is None:
+            self._bulk_group(topic, partition, values, keys, headers, timestamps, batches)
+        else:
+            parts = self._partitions_of(topic, keys, count)
+            order = np.argsort(parts, kind="stable")
+            sorted_parts = parts[order]
+            bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+            starts = np.concatenate(([0], bounds))
+            ends = np.concatenate((bounds, [n]))
+            for s, e in zip(starts.tolist(), ends.tolist()):
+                idx = order[s:e]
+                p = int(sorted_parts[s])
+                self._bulk_group(topic, None if p < 0 else p, _gather(values, idx), _gather(keys, idx),
+                                 None if headers is None else _gather(headers, idx),
+                                 timestamps if isinstance(timestamps, int) else timestamps[idx], batches)
+        results: List[BatchResult] = []
+        error: Optional[BaseException] = None
+        for batch in batches:
+            batch.event.wait()
+            if batch.error is not None:
+                error = error or batch.error
+            else:
+                results.append(BatchResult(batch.topic, batch.partition, batch.base_offset, batch.count))
+        if error is not None:
+            raise error
+        return results
+
+    def _partitions_of(self, topic: str, keys: Sequence[Any], count: int) -> np.ndarray:
+        """Each key's partition (-1: a None key, for the sticky partition), vectorised for the default partitioner."""
+        if self._partitioner is not None:
+            return np.array([-1 if k is None else self._choose(topic, k, count) for k in keys], dtype=np.int64)
+        nulls = [i for i, k in enumerate(keys) if k is None] if None in keys else []
+        if nulls:
+            present = np.ones(len(keys), dtype=bool)
+            present[nulls] = False
+            idx = np.flatnonzero(present)
+            out = np.full(len(keys), -1, dtype=np.int64)
+            if len(idx):
+                out[idx] = (murmur2_many(_gather(keys, idx)) & 0x7FFFFFFF) % count
+            return out
+        return (murmur2_many(keys) & 0x7FFFFFFF) % count
+
+    def _bulk_group(self, topic: str, partition: Optional[int], values: Sequence[Any], keys: Optional[Sequence[Any]],
+                    headers: Optional[Sequence[Any]], timestamps: Any, out: List[_Batch]) -> None:
+        """Build and queue the batches of one partition's records (partition None: sticky)."""
+        n = len(values)
+        limit = self._max_request_size
+        sample = values[: min(n, 64)]
+        per_record = sum(0 if v is None else len(v) for v in sample) / len(sample) + 24
+        if keys is not None:
+            ksample = keys[: min(n, 64)]
+            per_record += sum(0 if k is None else len(k) for k in ksample) / len(ksample)
+        if headers is not None:
+            per_record += 64
+        step = max(1, int((limit - HEADER_SIZE) * 0.9 / per_record))
+        start = 0
+        while start < n:
+            end = min(n, start + step)
+            while True:
+                chunk_ts = timestamps if isinstance(timestamps, int) else timestamps[start:end]
+                args = (values[start:end], None if keys is None else keys[start:end],
+                        chunk_ts, None if headers is None else headers[start:end])
+                tp, sequence = self._bulk_target(topic, partition, end - start)
+                data = self._build(args, sequence)
+                if len(data) <= limit or end - start == 1:
+                    break
+                end = start + max(1, (end - start) // 2)
+                step = end - start
+            out.append(self._enqueue_built(tp, data, end - start, sequence, args))
+            start = end
+
+    def _bulk_target(self, topic: str, partition: Optional[int], count: int) -> Tuple[TopicPartition, int]:
+        """The partition of the next bulk batch and the sequence it would start at."""
+        with self._lock:
+            if partition is None:
+                n = self._partition_counts[topic]
+                current = self._sticky.get(topic)
+                if current is None:
+                    current = self._sticky_partitioner.partition(topic, n)
+                partition = self._sticky[topic] = self._sticky_partitioner.new_batch(topic, n, current)
+            tp = (topic, partition)
+            batch = self._open.get(tp)
+            if batch is not None:
+                self._close_batch(tp, batch)
+            return tp, self._sequences.get(tp, 0) if self._idempotent else NO_SEQUENCE
+
+    def _build(self, args: tuple, sequence: int) -> bytearray:
+        values, keys, timestamps, headers = args
+        if self._idempotent:
+            return records.build_batch(values, keys, timestamps, headers, self._codec, producer_id=self._producer_id,
+                                       producer_epoch=self._producer_epoch, base_sequence=sequence)
+        return records.build_batch(values, keys, timestamps, headers, self._codec)
+
+    def _enqueue_built(self, tp: TopicPartition, data: bytearray, count: int, sequence: int, args: tuple) -> _Batch:
+        """Queue a built batch for the sender behind everything already queued for ``tp``."""
+        now = time.monotonic()
+        with self._lock:
+            self._reserve(len(data), now + self._max_block)
+            if self._closed:
+                self._release(len(data))
+                raise IllegalStateError("the producer is closed")
+            open_batch = self._open.get(tp)
+            if open_batch is not None:
+                self._close_batch(tp, open_batch)
+            if self._idempotent:
+                current = self._sequences.get(tp, 0)
+                if current != sequence:
+                    # Another thread queued records for tp meanwhile: restamp (rare).
+                    data = self._build(args, current)
+                    sequence = current
+                self._sequences[tp] = (sequence + count) % _SEQUENCE_SPACE
+            batch = _Batch(tp[0], tp[1], None, now, now + self._delivery_timeout, sequence, len(data))
+            batch.data = data
+            batch.count = count
+            self._incomplete.add(batch)
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = collections.deque()
+            queue.append(batch)
+            if self._sender_waiting:
+                self._wakeup.notify()
+            return batch
+
+    # -- the sender ------------------------------------------------------------------
+
+    def _drain(self, now: float) -> Tuple[List[List[_Batch]], Optional[float]]:
+        """Batches to send now, per partition in order, and when to look again. Lock held."""
+        if self._open:
+            urgent = self._flushing or self._stopping
+            for tp, batch in list(self._open.items()):
+                if urgent or now - batch.created >= self._linger:
+                    self._close_batch(tp, batch)
+        ready: List[List[_Batch]] = []
+        wake: Optional[float] = None
+        for tp, queue in list(self._queues.items()):
+            head = queue[0]
+            if head.retry_at > now:
+                wake = head.retry_at if wake is None else min(wake, head.retry_at)
+                continue
+            ready.append(list(queue))
+            del self._queues[tp]
+        for batch in self._open.values():
+            due = batch.created + self._linger
+            wake = due if wake is None else min(wake, due)
+        return ready, wake
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while True:
+                    now = time.monotonic()
+                    ready, wake = self._drain(now)
+                    if ready:
+                        break
+                    if self._stopping and (self._abort or not self._incomplete):
+                        return
+                    self._sender_waiting = True
+                    self._wakeup.wait(None if wake is None else max(0.0, wake - now))
+                    self._sender_waiting = False
+            for batches in ready:
+                self._send_partition(batches)
+
+    def _send_partition(self, batches: List[_Batch]) -> None:
+        """Send one partition's batches in order; on a retry, requeue the rest behind the failed one."""
+        for i, batch in enumerate(batches):
+            if not self._send_one(batch):
+                with self._lock:
+                    tp = (batch.topic, batch.partition)
+                    queue = self._queues.get(tp)
+                    rest = collections.deque(batches[i:])
+                    if queue is not None:
+                        rest.extend(queue)
+                    self._queues[tp] = rest
+                    if self._sender_waiting:
+                        self._wakeup.notify()
+                return
+
+    def _send_one(self, batch: _Batch) -> bool:
+        """One attempt; -> False when the batch must be retried later (its retry_at is set)."""
+        if batch.data is None:
+            batch.data = batch.builder.build()
+            batch.builder = None
+        now = time.monotonic()
+        if now > batch.deadline:
+            self._finish(batch, -1, -1, -1, KafkaTimeoutError(
+                "%d records for %s-%d expired after delivery_timeout_ms=%d (%d attempts)"
+                % (batch.count, batch.topic, batch.partition, self.config["delivery_timeout_ms"], batch.attempts)))
+            return True
+        batch.attempts += 1
+        error: Optional[BaseException] = None
+        try:
+            result = self._transport.produce(batch.topic, batch.partition, batch.data, self._acks)
+            code = getattr(result, "error_code", 0)
+            if code:
+                cls = error_for_code(code)
+                assert cls is not None
+                error = cls("produce to %s-%d failed" % (batch.topic, batch.partition))
+        except Exception as exc:
+            error = exc
+        if error is None:
+            if self._acks == 0:
+                self._finish(batch, -1, -1, -1, None)
+            else:
+                self._finish(batch, result.base_offset, result.log_append_time, result.log_start_offset, None)
+            return True
+        if (isinstance(error, BrokerError) and error.retriable and self._acks != 0
+                and batch.attempts <= self._retries and not self._abort
+                and time.monotonic() + self._backoff < batch.deadline):
+            log.debug("retrying %s-%d after %r (attempt %d)", batch.topic, batch.partition, error, batch.attempts)
+            batch.retry_at = time.monotonic() + self._backoff
+            return False
+        self._finish(batch, -1, -1, -1, error)
+        return True
+
+    def _finish(self, batch: _Batch, base_offset: int, log_append_time: int, log_start_offset: int,
+                error: Optional[BaseException]) -> None:
+        """Complete a batch once (the sender and a closing thread may both try) and free its memory."""
+        with self._lock:
+            if batch not in self._incomplete:
+                return
+            self._incomplete.remove(batch)
+            self._release(batch.reserved)
+            if self._stopping and not self._incomplete and self._sender_waiting:
+                self._wakeup.notify()
+        batch.complete(base_offset, log_append_time, log_start_offset, error)
+
+    # -- flush and close ---------------------------------------------------------------
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Send every record sent so far now (ignoring ``linger_ms``) and wait until each is done.
+
+        Raises KafkaTimeoutError when ``timeout`` seconds pass first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            pending = list(self._incomplete)
+            self._flushing += 1
+            if self._sender_waiting:
+                self._wakeup.notify()
+        try:
+            for batch in pending:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not batch.event.wait(remaining):
+                    raise KafkaTimeoutError("flush timed out after %s s with records still unsent" % (timeout,))
+        finally:
+            with self._lock:
+                self._flushing -= 1
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Flush (up to ``timeout`` seconds), stop the sender, and fail whatever was not sent.
+
+        Idempotent. After close, ``send`` raises IllegalStateError.
+        """
+        with self._lock:
+            if self._closed and not self._sender.is_alive():
+                return
+            self._closed = True
+            self._space.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        abort = False
+        try:
+            self.flush(timeout)
+        except KafkaTimeoutError:
+            abort = True
+        with self._lock:
+            self._stopping = True
+            self._abort = abort
+            self._wakeup.notify()
+        if threading.current_thread() is not self._sender:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._sender.join(remaining)
+        with self._lock:
+            leftovers = list(self._incomplete)
+            for tp, batch in list(self._open.items()):
+                self._close_batch(tp, batch)
+            self._queues.clear()
+        for batch in leftovers:
+            self._finish(batch, -1, -1, -1, IllegalStateError(
+                "the producer closed before %d records for %s-%d were acknowledged"
+                % (batch.count, batch.topic, batch.partition)))
+
+    def metrics(self, raw: bool = False) -> Dict[str, Any]:
+        """Producer metrics (none are kept yet): an empty dict, for kafka-python compatibility."""
+        return {}
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<pylogq.Producer acks=%s idempotent=%s%s>" % (self._acks, self._idempotent,
+                                                             " closed" if self._closed else "")
+
+
+def _gather(seq: Sequence[Any], idx: Any) -> List[Any]:
+    """``[seq[i] for i in idx]`` at C speed."""
+    positions = idx.tolist() if isinstance(idx, np.ndarray) else list(idx)
+    if len(positions) == 1:
+        return [seq[positions[0]]]
+    if not positions:
+        return []
+    return list(itemgetter(*positions)(seq))
+
+
+_M = np.uint32(0x5BD1E995)
+
+
+def murmur2_many(keys: Iterable[Any]) -> np.ndarray:
+    """Java's ``Utils.murmur2`` of every key at once: -> int64 array of the signed 32-bit hashes.
+
+    The same function as :func:`pylogq.cluster.partitioner.murmur2`, vectorised
+    over keys of equal length with uint32 numpy arithmetic (which wraps modulo
+    2**32 as Java's int multiply does); keys are grouped by length first.
+    """
+    keys = keys if isinstance(keys, (list, tuple)) else list(keys)
+    n = len(keys)
+    out = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return out
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    first = int(lengths[0])
+    if (lengths == first).all():
+        groups = [(first, None)]
+    else:
+        groups = [(int(length), np.flatnonzero(lengths == length)) for length in np.unique(lengths)]
+    with np.errstate(over="ignore"):
+        for length, idx in groups:
+            chosen = keys if idx is None else _gather(keys, idx)
+            m = len(chosen)
+            raw = np.frombuffer(b"".join(chosen), dtype=np.uint8).reshape(m, length) if length else \
+                np.empty((m, 0), dtype=np.uint8)
+            h = np.full(m, (0x9747B28C ^ length) & 0xFFFFFFFF, dtype=np.uint32)
+            words = length >> 2
+            if words:
+                block = np.ascontiguousarray(raw[:, : words * 4]).view("<u4")
+                for j in range(words):
+                    k = block[:, j] * _M
+                    k ^= k >> np.uint32(24)
+                    k *= _M
+                    h *= _M
+                    h ^= k
+            base = words * 4
+            tail = length & 3
+            if tail == 3:
+                h ^= raw[:, base + 2].astype(np.uint32) << np.uint32(16)
+            if tail >= 2:
+                h ^= raw[:, base + 1].astype(np.uint32) << np.uint32(8)
+            if tail >= 1:
+                h ^= raw[:, base].astype(np.uint32)
+                h *= _M
+            h ^= h >> np.uint32(13)
+            h *= _M
+            h ^= h >> np.uint32(15)
+            signed = h.view(np.int32).astype(np.int64)
+            if idx is None:
+                out[:] = signed
+            else:
+                out[idx] = signed
+    return out
