@@ -108,13 +108,7 @@ def mockafka_store(count, values):
     KafkaStore(clean=True)
 
 
-def mockafka_store_values(count):
-    from mockafka.kafka_store import KafkaStore
-
-    return KafkaStore().get_message(TOPIC, 0, count - 1).value()
-
-
-def test_poll_mockafka(benchmark, count, mockafka_store):
+def test_poll_mockafka(benchmark, count, values, mockafka_store):
     info(benchmark, GROUP, count, "records", peer=True, target=TARGET)
 
     def run():
@@ -129,7 +123,7 @@ def test_poll_mockafka(benchmark, count, mockafka_store):
         return n, last
 
     n, last = benchmark.pedantic(run, rounds=1, iterations=1)
-    assert n == count and last.value() == mockafka_store_values(count) and len(last.value()) == 100
+    assert n == count and last.value() == values[(count - 1) % BATCH]
     median = benchmark.stats.stats.median if benchmark.stats else None
     if median:
         benchmark.extra_info["records_per_s"] = round(count / median)

@@ -116,12 +116,12 @@ class RecordMetadata(NamedTuple):
 
 
 class BatchResult(NamedTuple):
-    """One batch written by ``send_batch``: its records have offsets ``base_offset .. base_offset + count - 1``."""
+    """One batch written by ``send_batch``: its records have offsets ``base_offset`` onwards, consecutive."""
 
     topic: str
     partition: int
     base_offset: int
-    count: int
+    record_count: int
 
 
 class _Batch:
@@ -161,7 +161,11 @@ class _Batch:
 
     def complete(self, base_offset: int, log_append_time: int, log_start_offset: int,
                  error: Optional[BaseException]) -> None:
-        """Record the outcome, wake waiters, then run the callbacks (outside any lock)."""
+        """Record the outcome, run the callbacks (outside any lock), then wake waiters.
+
+        Waiters wake last, as in kafka-python: once ``get()`` or ``flush()``
+        returns, the record's callbacks have run.
+        """
         with _CALLBACK_LOCK:
             if self.done:
                 return
@@ -173,9 +177,9 @@ class _Batch:
             callbacks = self.callbacks
             self.callbacks = None
         self.data = None
-        self.event.set()
         for future, fn, is_errback in callbacks or ():
             future._run(fn, is_errback)
+        self.event.set()
 
 
 class FutureRecordMetadata:
@@ -289,7 +293,7 @@ def _serializer(obj: Any, name: str) -> Optional[Callable[[str, Any, Any], Any]]
         return None
     serialize = getattr(obj, "serialize", None)
     if serialize is not None:
-        return serialize  # type: ignore[no-any-return]
+        return serialize
     if callable(obj):
         return lambda topic, headers, data: obj(data)
     raise ConfigError("%s must be callable or have a serialize(topic, headers, data) method, not %r" % (name, obj))
@@ -427,14 +431,14 @@ class Producer:
             raise ValueError("unknown partition %d for topic %r (it has %d)"
                              % (partition, topic, self._partition_counts[topic]))
 
-    def _choose(self, topic: str, key: Optional[bytes], n: int) -> int:
+    def _choose(self, topic: str, key: Any, n: int) -> int:
         if self._partitioner is not None:
             all_partitions = list(range(n))
             partition = self._partitioner(key, all_partitions, all_partitions)
             if not isinstance(partition, int) or not 0 <= partition < n:
                 raise ValueError("partitioner chose partition %r for topic %r, which has %d" % (partition, topic, n))
             return partition
-        return partition_for_key(key, n)  # type: ignore[arg-type]
+        return partition_for_key(key, n)
 
     # -- send ------------------------------------------------------------------------
 
@@ -511,6 +515,7 @@ class Producer:
                 partition = self._sticky.get(topic)
                 if partition is None:
                     partition = self._sticky[topic] = self._sticky_partitioner.partition(topic, n)
+            assert partition is not None
             tp = (topic, partition)
             batch = self._open.get(tp)
             if batch is not None and batch.builder.append(batch.count, timestamp_ms, key, value, headers):
@@ -960,6 +965,7 @@ def murmur2_many(keys: Iterable[Any]) -> np.ndarray:
         return out
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=n)
     first = int(lengths[0])
+    groups: List[Tuple[int, Optional[np.ndarray]]]
     if (lengths == first).all():
         groups = [(first, None)]
     else:

@@ -323,7 +323,7 @@ def test_compression(broker, codec):
         p.flush()
         result = p.send_batch("z", values)
     assert values_of(broker, "z", 1) == values * 2
-    assert sum(r.count for r in result) == 300
+    assert sum(r.record_count for r in result) == 300
     expected = records.codecs.codec_id(codec)
     assert {b.compression_type for b in batch_headers(broker, "z", 0)} == {expected}
 
@@ -531,12 +531,12 @@ def test_send_batch_keyless_round_trip(broker):
     with Producer(broker=broker, max_request_size=200_000) as p:
         results = p.send_batch("bk", values, timestamp_ms=1_700_000_000_000)
     assert all(isinstance(r, BatchResult) for r in results) and len(results) > 10
-    assert sum(r.count for r in results) == 30_000
+    assert sum(r.record_count for r in results) == 30_000
     got = {(part, rec.offset): rec for part in range(3) for rec in read_all(broker, "bk", part)}
     # Batches cover the values in input order, each on its (sticky) partition.
     i = 0
     for res in results:
-        for j in range(res.count):
+        for j in range(res.record_count):
             rec = got[(res.partition, res.base_offset + j)]
             assert rec.value == values[i] and rec.timestamp == 1_700_000_000_000
             i += 1
@@ -552,10 +552,10 @@ def test_send_batch_keyed_groups_by_partition(broker):
     with Producer(broker=broker, acks=1) as p:
         p.send("kb", b"before", key=b"k1")  # queued behind nothing, ahead of the bulk records
         results = p.send_batch("kb", values, keys=keys, headers=headers, timestamp_ms=timestamps)
-    assert sum(r.count for r in results) == 5010
+    assert sum(r.record_count for r in results) == 5010
     for part in range(5):
         recs = read_all(broker, "kb", part)
-        expected = [i for i in range(5000) if partition_for_key(keys[i], 5) == part]  # type: ignore[arg-type]
+        expected = [i for i in range(5000) if partition_for_key(keys[i], 5) == part]
         keyed = [r for r in recs if r.key is not None and r.value != b"before"]
         assert [int(r.value[1:]) for r in keyed] == expected
         assert all(r.headers == [("i", r.value[1:])] and r.timestamp == 1000 + int(r.value[1:]) for r in keyed)
@@ -576,7 +576,7 @@ def test_send_batch_explicit_partition_and_idempotent_sequences(broker):
         assert base == expected
         expected += count
     assert expected == 2002
-    assert [r.base_offset for r in results] == [1 + sum(x.count for x in results[:i]) for i in range(len(results))]
+    assert [r.base_offset for r in results] == [1 + sum(x.record_count for x in results[:i]) for i in range(len(results))]
 
 
 def test_send_batch_empty_and_mismatched(broker):
