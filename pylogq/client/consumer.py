@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
-import gc
 import logging
 import math
 import re
@@ -126,7 +124,12 @@ class OffsetAndTimestamp(NamedTuple):
 
 
 class ConsumerRecord(NamedTuple):
-    """One consumed record, with kafka-python's fields; key and value are deserialized."""
+    """One consumed record, with kafka-python's fields; key and value are deserialized.
+
+    ``headers`` is a list of ``(key, value)`` pairs, or the shared empty tuple
+    for a record without headers (a poll of many records then allocates no
+    empty lists); ``leader_epoch`` is -1 and ``checksum`` None, as for v2 batches.
+    """
 
     topic: str
     partition: int
@@ -176,33 +179,6 @@ class _Fetched:
         self.index = 0
         self.count = len(columns)
         self.next_offset = next_offset
-
-
-# Above this many records a build runs with the cyclic collector paused: CPython never untracks
-# tuple subclasses, so while a large list of records grows, each young-generation pass retraces them
-# all (halving throughput at 5,000 records a poll). Records hold no reference cycles.
-_GC_PAUSE_RECORDS = 1000
-_gc_pause_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector; nested and concurrent pauses restore it once, at the end."""
-    global _gc_pauses, _gc_was_enabled
-    with _gc_pause_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_pause_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 _AUTO_OFFSET_RESET = ("earliest", "latest", "none")
@@ -628,11 +604,7 @@ class Consumer:
             fetched = self._buffered[tp]
             lo = fetched.index
             hi = min(fetched.count, lo + limit)
-            if hi - lo > _GC_PAUSE_RECORDS:
-                with _gc_paused():
-                    records = self._build(tp, fetched, lo, hi)
-            else:
-                records = self._build(tp, fetched, lo, hi)
+            records = self._build(tp, fetched, lo, hi)
             fetched.index = hi
             if hi >= fetched.count:
                 del self._buffered[tp]

@@ -23,8 +23,10 @@ import struct
 import time
 from typing import Any, Iterator, List, NamedTuple, Optional, Tuple, Union
 
+import numpy as np
 
 from ..errors import OffsetOutOfRangeError
+from ..records import decode_columns
 from ..records._impl import impl
 from ..records.default_records import LAST_OFFSET_DELTA_OFFSET, MAX_TIMESTAMP_OFFSET
 from .config import LogConfig
@@ -366,17 +368,23 @@ class LogSegment:
         return FileRegion(self.file, start.position, length, self.base_offset)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> Optional[Tuple[int, int]]:
-        """The first offset >= start_offset whose batch max timestamp is >= ``timestamp``.
+        """The first record at or after ``start_offset`` with timestamp >= ``timestamp``.
 
-        -> (timestamp, offset) of that batch (its max timestamp and its first
-        offset at or after start_offset), or None. Kafka's
-        findOffsetByTimestamp, at batch granularity as Kafka answers ListOffsets.
+        -> (its timestamp, its offset), or None. Kafka's findOffsetByTimestamp:
+        the time index and batch max timestamps find the batch, then its
+        records are read for the first one late enough.
         """
         ts_entry = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(ts_entry[1], start_offset))
         for header in self.iter_headers(position):
-            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
-                return header.max_timestamp, max(header.base_offset, start_offset)
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            data = os.pread(self.file.fileno(), header.size, header.position)
+            columns = decode_columns(data, start_offset=start_offset, skip_control=True)
+            late = np.flatnonzero(columns.timestamps >= timestamp)
+            if len(late):
+                i = int(late[0])
+                return int(columns.timestamps[i]), int(columns.offsets[i])
         return None
 
     @property

@@ -148,9 +148,10 @@ def test_offset_for_timestamp(tmp_path):
         for i in range(10):
             lg.append(batch(5, start=5 * i, ts=TS + 1000 * i))
         assert lg.num_segments > 1
-        assert lg.offset_for_timestamp(TS + 3000) == (15, TS + 3004)
-        assert lg.offset_for_timestamp(TS + 3002) == (15, TS + 3004)
-        assert lg.offset_for_timestamp(TS + 3005) == (20, TS + 4004)
+        # The first record late enough, not just its batch (Kafka's ListOffsets).
+        assert lg.offset_for_timestamp(TS + 3000) == (15, TS + 3000)
+        assert lg.offset_for_timestamp(TS + 3002) == (17, TS + 3002)
+        assert lg.offset_for_timestamp(TS + 3005) == (20, TS + 4000)
         assert lg.offset_for_timestamp(TS + 99_999) is None
         assert lg.offset_for_timestamp(-2) == (0, -1)
         assert lg.offset_for_timestamp(-1) == (50, -1)
