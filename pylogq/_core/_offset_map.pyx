@@ -514,3 +514,45 @@ cdef class OffsetMap:
     def __repr__(self):
         return "OffsetMap(memory=%d, size=%d, capacity=%d)" % (
             self._slots * SLOT_BYTES, self._size, self._capacity)
+
+
+# -- Kafka's partitioner hash -------------------------------------------------
+
+cdef inline uint32_t _murmur2(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """Java's Utils.murmur2 (MurmurHash2, seed 0x9747b28c), as an unsigned 32-bit value."""
+    cdef uint32_t m = <uint32_t>0x5BD1E995u
+    cdef uint32_t h = (<uint32_t>0x9747B28Cu) ^ <uint32_t>n
+    cdef uint32_t k
+    cdef Py_ssize_t i = 0
+    # Words are little-endian whatever the platform: Java assembles them byte by byte.
+    while i + 4 <= n:
+        k = (<uint32_t>p[i]) | (<uint32_t>p[i + 1] << 8) | (<uint32_t>p[i + 2] << 16) | (<uint32_t>p[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h = (h * m) ^ k
+        i += 4
+    cdef Py_ssize_t tail = n & 3
+    if tail == 3:
+        h ^= <uint32_t>p[i + 2] << 16
+    if tail >= 2:
+        h ^= <uint32_t>p[i + 1] << 8
+    if tail >= 1:
+        h ^= <uint32_t>p[i]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h
+
+
+def murmur2(data):
+    """Kafka's partitioner hash of ``data``: Java's Utils.murmur2, a signed 32-bit int."""
+    cdef Py_buffer view
+    cdef uint32_t h
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        h = _murmur2(<const unsigned char *>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return <int32_t>h

@@ -15,7 +15,9 @@ from __future__ import annotations
 import random
 import struct
 import threading
-from typing import Dict, Optional, Sequence, Union
+from typing import Callable, Dict, Optional, Sequence, Union
+
+from .._speedups import compiled
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -25,8 +27,12 @@ _R = 24
 _MASK = 0xFFFFFFFF
 
 
-def murmur2(data: Buffer) -> int:
-    """MurmurHash2 of ``data`` exactly as Java's ``Utils.murmur2``: a signed 32-bit int."""
+def _py_murmur2(data: Buffer) -> int:
+    """MurmurHash2 of ``data`` exactly as Java's ``Utils.murmur2``: a signed 32-bit int.
+
+    The pure-Python twin of the compiled ``murmur2`` in ``pylogq._core._offset_map``
+    (the hashing kernel), which :data:`murmur2` is when it loads.
+    """
     data = bytes(data)
     length = len(data)
     h = (_SEED ^ length) & _MASK
@@ -50,6 +56,10 @@ def murmur2(data: Buffer) -> int:
     h = (h * _M) & _MASK
     h ^= h >> 15
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+_kernel = compiled("_offset_map")
+murmur2: Callable[[Buffer], int] = _kernel.murmur2 if _kernel is not None else _py_murmur2
 
 
 def to_positive(value: int) -> int:

@@ -201,3 +201,22 @@ def test_bad_partition_counts():
         sp.partition("t", 0)
     with pytest.raises(ValueError):
         sp.new_batch("t", 0, 0)
+
+
+def test_the_compiled_murmur2_is_in_use_and_equals_the_twin():
+    import os
+
+    from pylogq import _speedups
+    from pylogq.cluster import partitioner
+
+    if _speedups.NO_EXTENSIONS:
+        assert partitioner.murmur2 is partitioner._py_murmur2
+        return
+    from pylogq._core import _offset_map
+
+    assert partitioner.murmur2 is _offset_map.murmur2
+    for n in range(0, 64):
+        for _ in range(10):
+            data = os.urandom(n)
+            assert _offset_map.murmur2(data) == partitioner._py_murmur2(data)
+    assert _offset_map.murmur2(bytearray(b"abc")) == partitioner._py_murmur2(b"abc")
