@@ -5,9 +5,11 @@ Group "consume 100B": 1M records with 100-byte values (200k with
 (``build_batch`` + ``Broker.produce``) into one partition, then consumed from
 offset 0 by ``Consumer.poll`` (default ``max_poll_records=500`` and with
 5,000 per poll). Fetched regions are decoded by the compiled or the pure
-columnar kernel. Target >= 2M records/s. The peer is mockafka-py 0.2.3's
-``FakeConsumer`` (an in-memory stand-in for confluent-kafka's consumer)
-consuming the same records from its own store.
+columnar kernel. Target >= 2M records/s. The peer is pyka-log 0.1.2's
+embedded ``pyka.storage.log.Log`` reading the same records back from its own
+log files as ``Record`` objects with ``read_from(0)`` (written in setup with
+``append``). Also mockafka-py 0.2.3's ``FakeConsumer`` (an in-memory stand-in
+for confluent-kafka's consumer) consuming the same records from its own store.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ from pylogq import _speedups
 from pylogq.client import consumer as consumer_module
 from pylogq.client.consumer import Consumer, TopicPartition
 from pylogq.records import build_batch, columnar, default_records
+
+try:
+    from pyka.storage.log import Log as PykaLog
+
+    HAVE_PYKA_LOG = True
+except ImportError:  # the peer is optional: the group then has no ratio column
+    HAVE_PYKA_LOG = False
 
 IMPLS = [("pure", default_records)]
 if not _speedups.NO_EXTENSIONS:
@@ -109,7 +118,7 @@ def mockafka_store(count, values):
 
 
 def test_poll_mockafka(benchmark, count, values, mockafka_store):
-    info(benchmark, GROUP, count, "records", peer=True, target=TARGET)
+    info(benchmark, GROUP, count, "records", target=TARGET)
 
     def run():
         consumer = mockafka_store.FakeConsumer()
@@ -124,6 +133,34 @@ def test_poll_mockafka(benchmark, count, values, mockafka_store):
 
     n, last = benchmark.pedantic(run, rounds=1, iterations=1)
     assert n == count and last.value() == values[(count - 1) % BATCH]
+    median = benchmark.stats.stats.median if benchmark.stats else None
+    if median:
+        benchmark.extra_info["records_per_s"] = round(count / median)
+
+
+@pytest.fixture(scope="module")
+def pyka_log(tmp_path_factory, count, values):
+    log = PykaLog(tmp_path_factory.mktemp("pyka-log"))
+    for i in range(count):
+        log.append(None, values[i % BATCH], TS)
+    log.sync()
+    yield log
+    log.close()
+
+
+@pytest.mark.skipif(not HAVE_PYKA_LOG, reason="pyka-log is not installed")
+def test_read_pyka_log(benchmark, count, values, pyka_log):
+    info(benchmark, GROUP, count, "records", peer=HAVE_PYKA_LOG, target=TARGET)
+
+    def run():
+        n = 0
+        last = None
+        for last in pyka_log.read_from(0):
+            n += 1
+        return n, last
+
+    n, last = benchmark.pedantic(run, rounds=1, iterations=1)
+    assert n == count and last.offset == count - 1 and last.value == values[(count - 1) % BATCH]
     median = benchmark.stats.stats.median if benchmark.stats else None
     if median:
         benchmark.extra_info["records_per_s"] = round(count / median)

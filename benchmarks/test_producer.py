@@ -8,7 +8,9 @@ Groups and targets:
   mocked in memory: ``produce(topic, value, partition=0)`` then ``flush()``),
   which writes nothing to disk. Also kafka-python 3's
   ``DefaultRecordBatchBuilder`` appending the same records, for scale: the
-  encoding work alone of a pure-Python client.
+  encoding work alone of a pure-Python client. And pyka-log 0.1.2's
+  embedded ``pyka.storage.log.Log``: ``append(None, value, timestamp)`` per
+  record (one ``write`` + ``flush`` each, no fsync), into a fresh log per round.
 - "produce keyed 1Mx100B": the same with 16-byte keys (murmur2 per key).
 Under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` the runs use 200k
 records so the smoke run stays quick; ``items`` is scaled accordingly.
@@ -35,6 +37,13 @@ try:
     HAVE_MOCKAFKA = True
 except ImportError:  # the peer is optional: its group then has no ratio column
     HAVE_MOCKAFKA = False
+
+try:
+    from pyka.storage.log import Log as PykaLog
+
+    HAVE_PYKA_LOG = True
+except ImportError:  # a second optional peer, listed in the table only
+    HAVE_PYKA_LOG = False
 
 FULL = 1_000_000
 SMOKE = 200_000
@@ -168,6 +177,40 @@ def test_mockafka(benchmark, request, values, keys, keyed):
 
     assert _run_pedantic(benchmark, run, setup) == 0
     KafkaStore(clean=True)
+
+
+@pytest.mark.skipif(not HAVE_PYKA_LOG, reason="pyka-log is not installed")
+def test_pyka_log(benchmark, request, tmp_path, values):
+    """pyka-log's in-process Log: one ``append`` per record into one partition's log."""
+    n = _count(request)
+    info(benchmark, "produce 1Mx100B", n, "records")
+    vals = values[:n]
+    state: dict = {"round": 0, "log": None}
+
+    def close() -> None:
+        if state["log"] is not None:
+            state["log"].close()
+            shutil.rmtree(state["dir"], ignore_errors=True)
+            state["log"] = None
+
+    def setup():
+        close()
+        state["round"] += 1
+        state["dir"] = tmp_path / ("pyka-%d" % state["round"])
+        state["log"] = PykaLog(state["dir"])
+        return (), {}
+
+    def run():
+        append = state["log"].append
+        offset = -1
+        for v in vals:
+            offset = append(None, v, TS)
+        return offset
+
+    try:
+        assert _run_pedantic(benchmark, run, setup) == n - 1
+    finally:
+        close()
 
 
 def test_kafka_python_builder(benchmark, request, values):
