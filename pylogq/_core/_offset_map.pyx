@@ -107,6 +107,26 @@ cdef str _column_error(str name, str dtype, exc):
     return "%s must be a contiguous 1-D %s array: %s" % (name, dtype, exc)
 
 
+
+cdef const int64_t[::1] _int64_column(object column, str name):
+    """``column`` as a contiguous int64 view; ValueError naming the column otherwise."""
+    cdef const int64_t[::1] view
+    try:
+        view = column
+    except (ValueError, TypeError, BufferError) as exc:
+        raise ValueError(_column_error(name, "int64", exc)) from None
+    return view
+
+
+cdef const int32_t[::1] _int32_column(object column, str name):
+    """``column`` as a contiguous int32 view; ValueError naming the column otherwise."""
+    cdef const int32_t[::1] view
+    try:
+        view = column
+    except (ValueError, TypeError, BufferError) as exc:
+        raise ValueError(_column_error(name, "int32", exc)) from None
+    return view
+
 cdef class OffsetMap:
     """A fixed-memory map from key digest to the key's latest offset (Kafka's SkimpyOffsetMap).
 
@@ -253,18 +273,9 @@ cdef class OffsetMap:
         cdef int bad = ROW_OK
         cdef Py_buffer view
         self._check_idle()
-        try:
-            ks = key_start
-        except (ValueError, TypeError, BufferError) as exc:
-            raise ValueError(_column_error("key_start", "int64", exc)) from None
-        try:
-            kl = key_length
-        except (ValueError, TypeError, BufferError) as exc:
-            raise ValueError(_column_error("key_length", "int32", exc)) from None
-        try:
-            offs = offsets
-        except (ValueError, TypeError, BufferError) as exc:
-            raise ValueError(_column_error("offsets", "int64", exc)) from None
+        ks = _int64_column(key_start, "key_start")
+        kl = _int32_column(key_length, "key_length")
+        offs = _int64_column(offsets, "offsets")
         n = ks.shape[0]
         if kl.shape[0] != n or offs.shape[0] != n:
             raise ValueError("columns differ in length: key_start %d, key_length %d, offsets %d"
@@ -372,14 +383,8 @@ cdef class OffsetMap:
         cdef int bad = ROW_OK
         cdef Py_buffer view
         self._check_idle()
-        try:
-            ks = key_start
-        except (ValueError, TypeError, BufferError) as exc:
-            raise ValueError(_column_error("key_start", "int64", exc)) from None
-        try:
-            kl = key_length
-        except (ValueError, TypeError, BufferError) as exc:
-            raise ValueError(_column_error("key_length", "int32", exc)) from None
+        ks = _int64_column(key_start, "key_start")
+        kl = _int32_column(key_length, "key_length")
         n = ks.shape[0]
         if kl.shape[0] != n:
             raise ValueError("columns differ in length: key_start %d, key_length %d"
