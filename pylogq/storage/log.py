@@ -372,7 +372,7 @@ class Log:
 
     def _check_keys(self, buffer: Union[bytes, bytearray]) -> None:
         """A compacted topic keeps the last record per key: a record without one is refused."""
-        columns = records.decode_columns(bytes(buffer), check_crc=False)
+        columns = records.decode_columns(buffer, check_crc=False)
         if len(columns) and (columns.key_length < 0).any():
             offset = int(columns.offsets[int((columns.key_length < 0).argmax())])
             raise InvalidRecordError(
