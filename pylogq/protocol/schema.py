@@ -1,0 +1,353 @@
+"""One generic encoder/decoder driven by a message table shaped like Kafka's JSON schemas.
+
+A table is a dict: ``name``, ``type`` ("request", "response" or "header"), ``apiKey``,
+``validVersions``, ``flexibleVersions`` and ``fields``. Each field has ``name`` (CamelCase, as
+in Kafka), ``type``, ``versions`` and optionally ``nullableVersions``, ``default``, ``tag`` with
+``taggedVersions``, a field-level ``flexibleVersions`` ("none" keeps a string non-compact, as
+the request header's client id does) and, for structs and arrays of structs, ``fields``.
+Versions are written "3+", "0-7", "5" or "none".
+
+Field types: int8, int16, int32, int64, uint16, uint32, varint, varlong, float64, bool, uuid,
+string, bytes, records (raw bytes), ``[]T`` (array of a primitive or of a struct) and a struct
+name with ``fields``. In a flexible version strings, bytes, records and arrays are compact and
+every struct ends with a tagged-fields section (fields with a ``tag`` are written there when
+they differ from their default; unknown tags are skipped when decoding).
+
+Values are dicts keyed by the snake_case form of the field names (``ThrottleTimeMs`` ->
+``throttle_time_ms``). Encoding takes missing keys as the field's default; decoding fills the
+fields that the version does not carry with their defaults, so every key is always present.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import uuid as _uuid
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .types import Buffer, ProtocolError, Reader, Writer
+
+__all__ = ["Schema", "parse_versions", "snake_case"]
+
+_NO_VERSION = 1 << 15
+VersionRange = Optional[Tuple[int, int]]
+
+
+def parse_versions(text: Optional[str]) -> VersionRange:
+    """Parse "3+", "0-7", "5" or "none" into an inclusive (low, high) range; None for none."""
+    if text is None or text == "none":
+        return None
+    text = text.strip()
+    if text.endswith("+"):
+        return int(text[:-1]), _NO_VERSION
+    if "-" in text:
+        lo, hi = text.split("-", 1)
+        return int(lo), int(hi)
+    return int(text), int(text)
+
+
+def _in(rng: VersionRange, version: int) -> bool:
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def snake_case(name: str) -> str:
+    """``ThrottleTimeMs`` -> ``throttle_time_ms``."""
+    return _CAMEL.sub("_", name).lower()
+
+
+_INT_TYPES = {"int8", "int16", "int32", "int64", "uint16", "uint32", "varint", "varlong"}
+_FIXED: Dict[str, Tuple[Callable[[Reader], Any], Callable[[Writer, Any], None]]] = {
+    "int8": (Reader.int8, Writer.int8),
+    "int16": (Reader.int16, Writer.int16),
+    "int32": (Reader.int32, Writer.int32),
+    "int64": (Reader.int64, Writer.int64),
+    "uint16": (Reader.uint16, Writer.uint16),
+    "uint32": (Reader.uint32, Writer.uint32),
+    "varint": (Reader.varint, Writer.varint),
+    "varlong": (Reader.varlong, Writer.varlong),
+    "float64": (Reader.float64, Writer.float64),
+    "bool": (Reader.boolean, Writer.boolean),
+    "uuid": (Reader.uuid, Writer.uuid),
+}
+_SIZED = {"string", "bytes", "records"}
+_ZERO_UUID = _uuid.UUID(int=0)
+
+
+def _primitive_default(ftype: str, text: Optional[str]) -> Any:
+    if ftype in _INT_TYPES:
+        return int(text, 0) if text else 0
+    if ftype == "float64":
+        return float(text) if text else 0.0
+    if ftype == "bool":
+        return text == "true"
+    if ftype == "uuid":
+        return _ZERO_UUID
+    if ftype == "string":
+        if text == "null":
+            return None
+        return text or ""
+    if ftype == "bytes":
+        return None if text == "null" else b""
+    if ftype == "records":
+        return None
+    raise ValueError(f"unknown field type {ftype!r}")
+
+
+class _Field:
+    """One compiled field of a table."""
+
+    __slots__ = (
+        "name", "key", "type", "elem", "struct", "versions", "nullable", "tag", "tagged",
+        "flexible", "default_value",
+    )
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.name: str = spec["name"]
+        self.key = snake_case(self.name)
+        self.type: str = spec["type"]
+        self.versions = parse_versions(spec["versions"])
+        self.nullable = parse_versions(spec.get("nullableVersions"))
+        self.tag: Optional[int] = spec.get("tag")
+        self.tagged = parse_versions(spec.get("taggedVersions")) if self.tag is not None else None
+        self.flexible: VersionRange = parse_versions(spec.get("flexibleVersions", "0+"))
+        self.struct: Optional[_Struct] = _Struct(spec["fields"]) if "fields" in spec else None
+        self.elem: Optional[str] = self.type[2:] if self.type.startswith("[]") else None
+        if self.elem is not None and self.struct is None and self.elem not in _FIXED \
+                and self.elem not in _SIZED:
+            raise ValueError(f"field {self.name}: array of unknown type {self.elem!r}")
+        if self.elem is None and self.struct is None and self.type not in _FIXED \
+                and self.type not in _SIZED:
+            raise ValueError(f"field {self.name}: unknown type {self.type!r}")
+        text = spec.get("default")
+        if self.elem is not None:
+            self.default_value: Any = None if text == "null" else []
+        elif self.struct is not None:
+            self.default_value = None
+        else:
+            self.default_value = _primitive_default(self.type, text)
+
+    def default(self) -> Any:
+        """A fresh default value (lists and struct dicts are never shared)."""
+        if self.elem is not None:
+            return None if self.default_value is None else []
+        if self.struct is not None:
+            return self.struct.defaults()
+        return self.default_value
+
+    def is_default(self, value: Any) -> bool:
+        if self.elem is None and self.struct is not None:
+            return value is None or value == self.struct.defaults()
+        return bool(value == self.default_value)
+
+
+class _Struct:
+    """A list of fields with a per-version plan cached on first use."""
+
+    __slots__ = ("fields", "_plans")
+
+    def __init__(self, specs: List[Mapping[str, Any]]) -> None:
+        self.fields = [_Field(s) for s in specs]
+        self._plans: Dict[int, Tuple[List[_Field], List[_Field], List[_Field]]] = {}
+
+    def plan(self, version: int) -> Tuple[List[_Field], List[_Field], List[_Field]]:
+        """(regular fields, tagged fields by tag, fields absent in this version)."""
+        p = self._plans.get(version)
+        if p is None:
+            regular: List[_Field] = []
+            tagged: List[_Field] = []
+            absent: List[_Field] = []
+            for f in self.fields:
+                if not _in(f.versions, version):
+                    absent.append(f)
+                elif f.tag is not None and _in(f.tagged, version):
+                    tagged.append(f)
+                else:
+                    regular.append(f)
+            tagged.sort(key=lambda f: f.tag or 0)
+            p = self._plans[version] = (regular, tagged, absent)
+        return p
+
+    def defaults(self) -> Dict[str, Any]:
+        return {f.key: f.default() for f in self.fields}
+
+    def encode(self, w: Writer, data: Mapping[str, Any], version: int, flexible: bool) -> None:
+        regular, tagged, _ = self.plan(version)
+        for f in regular:
+            value = data.get(f.key, _MISSING)
+            _encode_field(w, f, f.default() if value is _MISSING else value, version, flexible)
+        if flexible:
+            present = []
+            for f in tagged:
+                value = data.get(f.key, _MISSING)
+                if value is not _MISSING and not f.is_default(value):
+                    present.append((f, value))
+            w.unsigned_varint(len(present))
+            for f, value in present:
+                sub = Writer()
+                _encode_field(sub, f, value, version, flexible)
+                w.unsigned_varint(f.tag or 0)
+                w.unsigned_varint(len(sub.buf))
+                w.raw(sub.buf)
+
+    def decode(self, r: Reader, version: int, flexible: bool) -> Dict[str, Any]:
+        regular, tagged, absent = self.plan(version)
+        out: Dict[str, Any] = {}
+        for f in regular:
+            out[f.key] = _decode_field(r, f, version, flexible)
+        for f in absent:
+            out[f.key] = f.default()
+        if flexible:
+            for f in tagged:
+                out[f.key] = f.default()
+            count = r.unsigned_varint()
+            for _ in range(count):
+                tag = r.unsigned_varint()
+                size = r.unsigned_varint()
+                known = next((f for f in tagged if f.tag == tag), None)
+                if known is None:
+                    r.skip(size)
+                    continue
+                start = r.pos
+                r.skip(size)
+                end = r.pos
+                sub = Reader(r.buffer, start, end)
+                out[known.key] = _decode_field(sub, known, version, flexible)
+                if sub.pos != end:
+                    raise ProtocolError(
+                        f"tagged field {known.name} (tag {tag}) used {sub.pos - start} of {size} bytes"
+                    )
+        return out
+
+
+_MISSING = object()
+
+
+def _encode_value(w: Writer, ftype: str, struct_: Optional[_Struct], value: Any, version: int,
+                  compact: bool, flexible: bool) -> None:
+    if struct_ is not None:
+        struct_.encode(w, value, version, flexible)
+    elif ftype == "string":
+        w.string(value, compact)
+    elif ftype in ("bytes", "records"):
+        w.blob(value, compact)
+    else:
+        _FIXED[ftype][1](w, value)
+
+
+def _encode_field(w: Writer, f: _Field, value: Any, version: int, flexible: bool) -> None:
+    if value is None and not _in(f.nullable, version) and f.struct is None:
+        raise ValueError(f"field {f.name} is not nullable in version {version}")
+    compact = flexible and _in(f.flexible, version)
+    try:
+        if f.elem is not None:
+            if value is None:
+                w.length(-1, compact, True)
+                return
+            w.length(len(value), compact, True)
+            for item in value:
+                _encode_value(w, f.elem, f.struct, item, version, compact, flexible)
+        else:
+            _encode_value(w, f.type, f.struct, f.default() if value is None and f.struct else value,
+                          version, compact, flexible)
+    except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+        raise ValueError(f"field {f.name}: bad value {value!r}: {exc}") from None
+
+
+def _decode_value(r: Reader, ftype: str, struct_: Optional[_Struct], version: int,
+                  compact: bool, flexible: bool, nullable: bool, name: str) -> Any:
+    if struct_ is not None:
+        return struct_.decode(r, version, flexible)
+    if ftype == "string":
+        value: Any = r.string(compact)
+    elif ftype in ("bytes", "records"):
+        value = r.blob(compact)
+    else:
+        return _FIXED[ftype][0](r)
+    if value is None and not nullable:
+        raise ProtocolError(f"null in non-nullable field {name} at position {r.pos}")
+    return value
+
+
+def _decode_field(r: Reader, f: _Field, version: int, flexible: bool) -> Any:
+    compact = flexible and _in(f.flexible, version)
+    nullable = _in(f.nullable, version)
+    if f.elem is None:
+        return _decode_value(r, f.type, f.struct, version, compact, flexible, nullable, f.name)
+    n = r.length(compact, True)
+    if n == -1:
+        if not nullable:
+            raise ProtocolError(f"null array in non-nullable field {f.name} at position {r.pos}")
+        return None
+    if n > r.remaining:
+        raise ProtocolError(
+            f"insufficient data: array {f.name} of {n} elements at position {r.pos}, "
+            f"have {r.remaining} bytes"
+        )
+    return [_decode_value(r, f.elem, f.struct, version, compact, flexible, False, f.name)
+            for _ in range(n)]
+
+
+class Schema:
+    """One Kafka message (API request, response or header) as a table read by the codec.
+
+    Immutable once built except for per-version plans cached on first use; safe to share.
+    """
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.name: str = spec["name"]
+        self.type: str = spec["type"]
+        self.api_key: Optional[int] = spec.get("apiKey")
+        rng = parse_versions(spec["validVersions"])
+        if rng is None:
+            raise ValueError(f"{self.name}: validVersions must not be none")
+        self.min_version, self.max_version = rng
+        self.flexible_versions = parse_versions(spec.get("flexibleVersions", "none"))
+        self._struct = _Struct(spec["fields"])
+
+    def __repr__(self) -> str:
+        return f"Schema({self.name} v{self.min_version}-{self.max_version})"
+
+    def is_flexible(self, version: int) -> bool:
+        """Whether ``version`` uses compact encodings and tagged fields."""
+        return _in(self.flexible_versions, version)
+
+    def _check(self, version: int) -> bool:
+        if not self.min_version <= version <= self.max_version:
+            raise ValueError(
+                f"{self.name} version {version} not in {self.min_version}-{self.max_version}"
+            )
+        return self.is_flexible(version)
+
+    def defaults(self) -> Dict[str, Any]:
+        """Every field with its default value."""
+        return self._struct.defaults()
+
+    def encode_into(self, w: Writer, data: Mapping[str, Any], version: int) -> None:
+        """Append the encoding of ``data`` at ``version`` to ``w``."""
+        flexible = self._check(version)
+        self._struct.encode(w, data, version, flexible)
+
+    def encode(self, data: Mapping[str, Any], version: int) -> bytes:
+        """Encode ``data`` at ``version``; missing keys take their defaults."""
+        w = Writer()
+        self.encode_into(w, data, version)
+        return w.getvalue()
+
+    def decode_from(self, r: Reader, version: int) -> Dict[str, Any]:
+        """Decode one message at the reader's position, advancing it."""
+        flexible = self._check(version)
+        return self._struct.decode(r, version, flexible)
+
+    def decode(self, data: Buffer, version: int) -> Dict[str, Any]:
+        """Decode a buffer holding exactly one message at ``version``."""
+        r = Reader(data)
+        out = self.decode_from(r, version)
+        if r.remaining:
+            raise ProtocolError(
+                f"{self.name} v{version}: {r.remaining} trailing bytes at position {r.pos}"
+            )
+        return out
+
