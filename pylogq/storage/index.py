@@ -38,7 +38,7 @@ import os
 import struct
 import threading
 from operator import index as _int
-from typing import List, Optional, Tuple, TypeVar, Union
+from typing import Any, List, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -125,6 +125,7 @@ class _Index:
 
     entry_size = 0
     kind = ""
+    _read_entry: Any = None  # the kernel reading one raw entry: (buffer, slot) -> (int, int)
 
     def __init__(
         self,
@@ -241,6 +242,35 @@ class _Index:
         else:
             self._mm = None
         self._length = length
+
+    def _found(self, search: Any, target: int) -> Optional[Tuple[int, int]]:
+        """The raw entry at the slot ``search`` picks for ``target``, or None.
+
+        Under the lock: a search borrows the map (without the GIL on a large
+        index), which must not close or shrink meanwhile.
+        """
+        with self._lock:
+            mm = self._mm
+            n = self._entries
+            if mm is None or not n:
+                # A closed index has no map; an open one without a map is empty.
+                self._check_open()
+                return None
+            slot = search(mm, n, target)
+            if slot < 0:
+                return None
+            return self._read_entry(mm, slot)
+
+    def _raw_entry(self, n: int) -> Tuple[int, int]:
+        """The raw entry ``n``; IndexError outside ``[0, entries)``."""
+        n = _int(n)
+        with self._lock:
+            self._check_open()
+            if not 0 <= n < self._entries or self._mm is None:
+                raise IndexError(
+                    "%s index %s has %d entries, no entry %d" % (self.kind, self._path, self._entries, n)
+                )
+            return self._read_entry(self._mm, n)
 
     def _ensure_filled(self, upto: int) -> None:
         """Write zeros through the file ahead of the entries, a chunk at a time.
@@ -414,6 +444,7 @@ class OffsetIndex(_Index):
 
     entry_size = OFFSET_ENTRY_SIZE
     kind = "offset"
+    _read_entry = staticmethod(_offset_entry)
 
     def _load_last_entry(self) -> None:
         if self._entries and self._mm is not None:
@@ -482,45 +513,19 @@ class OffsetIndex(_Index):
         ``(base_offset, 0)`` when there is none: the reader then scans the
         segment from its start (Kafka's semantics).
         """
-        target = _int(target_offset) - self._base_offset
-        with self._lock:
-            mm = self._mm
-            n = self._entries
-            if mm is None or not n:
-                # A closed index has no map; an open one without a map is empty.
-                self._check_open()
-                return self._base_offset, 0
-            slot = _offset_lookup(mm, n, target)
-            if slot < 0:
-                return self._base_offset, 0
-            rel, position = _offset_entry(mm, slot)
-        return self._base_offset + rel, position
+        found = self._found(_offset_lookup, _int(target_offset) - self._base_offset)
+        if found is None:
+            return self._base_offset, 0
+        return self._base_offset + found[0], found[1]
 
     def lookup_upper(self, target_offset: int) -> Optional[Tuple[int, int]]:
         """The first ``(offset, position)`` with offset >= ``target_offset``, or None."""
-        target = _int(target_offset) - self._base_offset
-        with self._lock:
-            mm = self._mm
-            n = self._entries
-            if mm is None or not n:
-                self._check_open()
-                return None
-            slot = _offset_upper(mm, n, target)
-            if slot < 0:
-                return None
-            rel, position = _offset_entry(mm, slot)
-        return self._base_offset + rel, position
+        found = self._found(_offset_upper, _int(target_offset) - self._base_offset)
+        return None if found is None else (self._base_offset + found[0], found[1])
 
     def entry(self, n: int) -> Tuple[int, int]:
         """The ``(offset, position)`` of entry ``n`` (IndexError outside ``[0, entries)``)."""
-        n = _int(n)
-        with self._lock:
-            self._check_open()
-            if not 0 <= n < self._entries or self._mm is None:
-                raise IndexError(
-                    "offset index %s has %d entries, no entry %d" % (self._path, self._entries, n)
-                )
-            rel, position = _offset_entry(self._mm, n)
+        rel, position = self._raw_entry(n)
         return self._base_offset + rel, position
 
     def all_entries(self) -> List[Tuple[int, int]]:
@@ -609,6 +614,7 @@ class TimeIndex(_Index):
 
     entry_size = TIME_ENTRY_SIZE
     kind = "time"
+    _read_entry = staticmethod(_time_entry)
 
     def _load_last_entry(self) -> None:
         if self._entries and self._mm is not None:
@@ -684,44 +690,19 @@ class TimeIndex(_Index):
         ``(-1, base_offset)`` when there is none (Kafka's
         ``TimestampOffset(NO_TIMESTAMP, baseOffset)``).
         """
-        target = _int(target_ts)
-        with self._lock:
-            mm = self._mm
-            n = self._entries
-            if mm is None or not n:
-                self._check_open()
-                return NO_TIMESTAMP, self._base_offset
-            slot = _time_lookup(mm, n, target)
-            if slot < 0:
-                return NO_TIMESTAMP, self._base_offset
-            ts, rel = _time_entry(mm, slot)
-        return ts, self._base_offset + rel
+        found = self._found(_time_lookup, _int(target_ts))
+        if found is None:
+            return NO_TIMESTAMP, self._base_offset
+        return found[0], self._base_offset + found[1]
 
     def lookup_upper(self, target_ts: int) -> Optional[Tuple[int, int]]:
         """The first ``(timestamp, offset)`` with timestamp >= ``target_ts``, or None."""
-        target = _int(target_ts)
-        with self._lock:
-            mm = self._mm
-            n = self._entries
-            if mm is None or not n:
-                self._check_open()
-                return None
-            slot = _time_upper(mm, n, target)
-            if slot < 0:
-                return None
-            ts, rel = _time_entry(mm, slot)
-        return ts, self._base_offset + rel
+        found = self._found(_time_upper, _int(target_ts))
+        return None if found is None else (found[0], self._base_offset + found[1])
 
     def entry(self, n: int) -> Tuple[int, int]:
         """The ``(timestamp, offset)`` of entry ``n`` (IndexError outside ``[0, entries)``)."""
-        n = _int(n)
-        with self._lock:
-            self._check_open()
-            if not 0 <= n < self._entries or self._mm is None:
-                raise IndexError(
-                    "time index %s has %d entries, no entry %d" % (self._path, self._entries, n)
-                )
-            ts, rel = _time_entry(self._mm, n)
+        ts, rel = self._raw_entry(n)
         return ts, self._base_offset + rel
 
     def all_entries(self) -> List[Tuple[int, int]]:
