@@ -50,7 +50,7 @@ import re
 import stat
 import struct
 import sys
-from typing import Callable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
 
 from .. import records
 from ..errors import CorruptRecordError
@@ -478,19 +478,29 @@ def _batches_for(path: str, report: _Report, required: bool) -> Optional[_LogBat
         return None
 
 
-def dump_offset_index(path: str, opts: _Options, report: _Report) -> None:
-    """Print (or sanity-check, or verify) an ``.index`` file."""
-    base = _base_offset(path)
-    index = _open_index(OffsetIndex, path, base)
+def _index_entries(cls: Any, path: str, base: int, opts: _Options,
+                   report: _Report) -> Optional[List[Tuple[int, int]]]:
+    """An index file's entries to dump; None when the sanity check was all that was asked
+    for, or the index is empty (both reported here)."""
+    index = _open_index(cls, path, base)
     try:
         if opts.index_sanity_check:
             _sanity(index, path, report)
-            return
+            return None
         entries = index.all_entries()
     finally:
         index.close()
     if not entries:
         report.line("%s is empty." % path)
+        return None
+    return entries
+
+
+def dump_offset_index(path: str, opts: _Options, report: _Report) -> None:
+    """Print (or sanity-check, or verify) an ``.index`` file."""
+    base = _base_offset(path)
+    entries = _index_entries(OffsetIndex, path, base, opts, report)
+    if entries is None:
         return
     batches = _batches_for(path, report, opts.verify_index_only)
     mismatches: List[Tuple[int, int]] = []
@@ -516,16 +526,8 @@ def dump_offset_index(path: str, opts: _Options, report: _Report) -> None:
 def dump_time_index(path: str, opts: _Options, report: _Report) -> None:
     """Print (or sanity-check, or verify) a ``.timeindex`` file."""
     base = _base_offset(path)
-    index = _open_index(TimeIndex, path, base)
-    try:
-        if opts.index_sanity_check:
-            _sanity(index, path, report)
-            return
-        entries = index.all_entries()
-    finally:
-        index.close()
-    if not entries:
-        report.line("%s is empty." % path)
+    entries = _index_entries(TimeIndex, path, base, opts, report)
+    if entries is None:
         return
     batches = _batches_for(path, report, opts.verify_index_only)
     not_found: List[Tuple[int, int]] = []
