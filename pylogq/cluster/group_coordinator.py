@@ -39,7 +39,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import (
     BrokerError,
@@ -577,18 +577,28 @@ class GroupCoordinator:
                     return SyncResult(RequestTimedOutError.code)
                 self._cond.wait(remaining)
 
+    def _find_member(self, group_id: str, member_id: str) -> Tuple[int, Any, Any]:
+        """(error code, group, member) for a member's call: NONE with both found, or the
+        code a heartbeat or leave answers (caller holds the lock)."""
+        if self._closed:
+            return CoordinatorNotAvailableError.code, None, None
+        group = self._groups.get(group_id)
+        if group is None:
+            return UnknownMemberIdError.code, None, None
+        if group.state == DEAD:
+            return CoordinatorNotAvailableError.code, group, None
+        member = group.members.get(member_id)
+        if member is None:
+            return UnknownMemberIdError.code, group, None
+        return NONE, group, member
+
     def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
         """Keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
         with self._cond:
-            if self._closed:
-                return CoordinatorNotAvailableError.code
-            group = self._groups.get(group_id)
-            if group is None:
-                return UnknownMemberIdError.code
-            if group.state == DEAD:
-                return CoordinatorNotAvailableError.code
-            member = group.members.get(member_id)
-            if member is None or group.state == EMPTY:
+            code, group, member = self._find_member(group_id, member_id)
+            if code:
+                return code
+            if group.state == EMPTY:
                 return UnknownMemberIdError.code
             if generation_id != group.generation_id:
                 return IllegalGenerationError.code
@@ -600,16 +610,9 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, member_id: str) -> int:
         """Remove a member at once; the others rebalance."""
         with self._cond:
-            if self._closed:
-                return CoordinatorNotAvailableError.code
-            group = self._groups.get(group_id)
-            if group is None:
-                return UnknownMemberIdError.code
-            if group.state == DEAD:
-                return CoordinatorNotAvailableError.code
-            member = group.members.get(member_id)
-            if member is None:
-                return UnknownMemberIdError.code
+            code, group, member = self._find_member(group_id, member_id)
+            if code:
+                return code
             self._remove_member_and_update_group(group, member)
             return NONE
 
