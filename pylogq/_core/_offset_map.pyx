@@ -108,6 +108,17 @@ cdef str _column_error(str name, str dtype, exc):
 
 
 
+
+cdef inline int _key_row_check(Py_ssize_t data_len, int64_t start, int32_t length) noexcept nogil:
+    """ROW_OK, or why a key of ``length`` bytes at ``start`` is not inside the data (-1: null key)."""
+    if length == -1:
+        return ROW_OK
+    if length < -1:
+        return ROW_BAD_LENGTH
+    if start < 0 or start > data_len or length > data_len - start:
+        return ROW_OUTSIDE
+    return ROW_OK
+
 cdef const int64_t[::1] _int64_column(object column, str name):
     """``column`` as a contiguous int64 view; ValueError naming the column otherwise."""
     cdef const int64_t[::1] view
@@ -319,21 +330,11 @@ cdef class OffsetMap:
                               Py_ssize_t start, Py_ssize_t end, int *bad) noexcept nogil:
         """The first row in start:end whose key range or offset is invalid, with its reason."""
         cdef Py_ssize_t row
-        cdef int64_t s
-        cdef int32_t length
         for row in range(start, end):
-            length = kl[row]
-            if length == -1:
-                continue
-            if length < -1:
-                bad[0] = ROW_BAD_LENGTH
-                return row
-            s = ks[row]
-            if s < 0 or s > data_len or length > data_len - s:
-                bad[0] = ROW_OUTSIDE
-                return row
-            if offs[row] < 0:
+            bad[0] = _key_row_check(data_len, ks[row], kl[row])
+            if bad[0] == ROW_OK and kl[row] != -1 and offs[row] < 0:
                 bad[0] = ROW_BAD_OFFSET
+            if bad[0] != ROW_OK:
                 return row
         return -1
 
@@ -422,18 +423,9 @@ cdef class OffsetMap:
                                    const int32_t[::1] kl, Py_ssize_t n, int *bad) noexcept nogil:
         """The first row whose key range is invalid, with its reason."""
         cdef Py_ssize_t row
-        cdef int64_t s
-        cdef int32_t length
         for row in range(n):
-            length = kl[row]
-            if length == -1:
-                continue
-            if length < -1:
-                bad[0] = ROW_BAD_LENGTH
-                return row
-            s = ks[row]
-            if s < 0 or s > data_len or length > data_len - s:
-                bad[0] = ROW_OUTSIDE
+            bad[0] = _key_row_check(data_len, ks[row], kl[row])
+            if bad[0] != ROW_OK:
                 return row
         return -1
 
