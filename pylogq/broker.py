@@ -21,7 +21,7 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from . import errors
 from .cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
@@ -61,6 +61,12 @@ def _as_bool(key: str, value: Any) -> bool:
     raise ConfigError("Invalid value %r for configuration %s: expected true or false" % (value, key))
 
 
+def _as_str(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError("Invalid value %r for configuration %s: expected a string" % (value, key))
+    return value.strip()
+
+
 # Broker settings beside the log manager's, with Kafka's names and defaults.
 _BROKER_KEYS: Dict[str, Tuple[Any, Any]] = {
     "broker.id": (0, lambda k, v: _as_int(k, v, 0)),
@@ -74,6 +80,24 @@ _BROKER_KEYS: Dict[str, Tuple[Any, Any]] = {
     "group.initial.rebalance.delay.ms": (3000, lambda k, v: _as_int(k, v, 0)),
     "group.min.session.timeout.ms": (6000, lambda k, v: _as_int(k, v, 0)),
     "group.max.session.timeout.ms": (1800000, lambda k, v: _as_int(k, v, 0)),
+    # The network server's settings (pylogq.server), kept here so one file configures both.
+    "listeners": ("PLAINTEXT://127.0.0.1:9092", lambda k, v: _as_str(k, v)),
+    "advertised.listeners": (None, lambda k, v: _as_str(k, v)),
+    "socket.request.max.bytes": (104857600, lambda k, v: _as_int(k, v, 1)),
+    "queued.max.requests": (500, lambda k, v: _as_int(k, v, 1)),
+    "connections.max.idle.ms": (600000, lambda k, v: _as_int(k, v, 1)),
+    "socket.send.buffer.bytes": (102400, lambda k, v: _as_int(k, v, -1)),
+    "socket.receive.buffer.bytes": (102400, lambda k, v: _as_int(k, v, -1)),
+    "sasl.enabled.mechanisms": ("PLAIN", lambda k, v: _as_str(k, v)),
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (None, lambda k, v: _as_str(k, v)),
+    # Kafka settings that name JVM thread pools or ZooKeeper: accepted so a Kafka
+    # server.properties loads unchanged; a single asyncio loop has no such pools.
+    "num.network.threads": (3, lambda k, v: _as_int(k, v, 1)),
+    "num.io.threads": (8, lambda k, v: _as_int(k, v, 1)),
+    "zookeeper.connect": (None, lambda k, v: _as_str(k, v)),
+    "zookeeper.connection.timeout.ms": (18000, lambda k, v: _as_int(k, v, 0)),
+    "transaction.state.log.replication.factor": (1, lambda k, v: _as_int(k, v, 1)),
+    "transaction.state.log.min.isr": (1, lambda k, v: _as_int(k, v, 1)),
 }
 
 
@@ -162,6 +186,8 @@ class Broker:
         self.default_log_config = self.config.log_manager.default_log_config()
         self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for)
         self._partitions: Dict[Tuple[str, int], Partition] = {}
+        self._append_listeners: List[Callable[[str, int], None]] = []
+        self._servers: List[Any] = []
         self.closed = False
         try:
             for topic, meta in self._topics.items():
@@ -226,14 +252,20 @@ class Broker:
     # -- topics -------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: Optional[int] = None, replication_factor: Optional[int] = None,
-                     config: Optional[Mapping[str, Any]] = None) -> TopicDescription:
-        """Create a topic; Kafka's naming rules, config keys and validation apply."""
+                     config: Optional[Mapping[str, Any]] = None, validate_only: bool = False) -> TopicDescription:
+        """Create a topic; Kafka's naming rules, config keys and validation apply.
+
+        ``validate_only`` runs every check and returns the description the
+        topic would have, creating nothing (CreateTopics' validateOnly).
+        """
         with self._lock:
             self._check_open()
-            return self._create_topic(name, partitions, replication_factor, config, internal=False)
+            return self._create_topic(name, partitions, replication_factor, config, internal=False,
+                                      validate_only=validate_only)
 
     def _create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
-                      config: Optional[Mapping[str, Any]], internal: bool) -> TopicDescription:
+                      config: Optional[Mapping[str, Any]], internal: bool,
+                      validate_only: bool = False) -> TopicDescription:
         validate_topic_name(name)
         if name in INTERNAL_TOPICS and not internal:
             raise errors.InvalidTopicError("%s is an internal topic; it cannot be created by a client" % name)
@@ -257,6 +289,9 @@ class Broker:
         except ConfigError as exc:
             raise errors.InvalidConfigError(str(exc)) from None
         dotted = {k: v for k, v in log_config.to_strings().items() if k in _dotted_keys(overrides)}
+        if validate_only:
+            infos = [TopicPartitionInfo(p, self.broker_id, [self.broker_id], [self.broker_id]) for p in range(count)]
+            return TopicDescription(name, infos, {k: str(v) for k, v in dotted.items()}, internal)
         self._topics[name] = {"partitions": count, "config": dotted}
         self._save_topics()
         for p in range(count):
@@ -376,6 +411,8 @@ class Broker:
         result = target.append(records, required_acks=acks)
         with self._data_arrived:
             self._data_arrived.notify_all()
+        for listener in self._append_listeners:
+            listener(topic, partition)
         return ProduceResult(0, result.base_offset, result.log_append_time, result.log_start_offset,
                              result.record_count)
 
@@ -490,11 +527,40 @@ class Broker:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def add_append_listener(self, listener: Callable[[str, int], None]) -> None:
+        """Call ``listener(topic, partition)`` after every produce, from the producing thread.
+
+        The network server uses it to wake long-poll fetches without a thread per waiter.
+        """
+        self._append_listeners.append(listener)
+
+    def remove_append_listener(self, listener: Callable[[str, int], None]) -> None:
+        self._append_listeners.remove(listener)
+
+    def serve(self, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Tuple[str, int]:
+        """Open a Kafka protocol listener in a background thread; -> its (host, port).
+
+        ``port=0`` takes a free port. ``options`` are :class:`pylogq.server.KafkaServer`'s
+        (``sasl_users={"alice": "secret"}`` requires SASL/PLAIN on this listener). The
+        listener closes with the broker. Call it again for more listeners.
+        """
+        from .server import KafkaServer
+
+        self._check_open()
+        server = KafkaServer(self, listeners=[(host, port)], **options)
+        server.start_in_thread()
+        self._servers.append(server)
+        return server.addresses[0]
+
     def _check_open(self) -> None:
         if self.closed:
             raise errors.PylogqError("broker %s is closed" % self.data_dir)
 
     def close(self) -> None:
+        """Stop any listeners (answering the requests in flight), then flush and checkpoint."""
+        for server in self._servers:
+            server.stop_thread()
+        self._servers.clear()
         with self._lock:
             if self.closed:
                 return

@@ -1,0 +1,705 @@
+"""Kafka API handlers: decoded requests in, the broker's operations, responses out.
+
+Each handler takes the connection, the decoded request (a dict keyed by the snake_case
+field names of Kafka's schemas), the API version and the request's queue slot, and
+returns the response body as a dict, a list of framed parts (Fetch), ``None`` for no
+response (Produce with acks=0), or a coroutine for requests that wait (long-poll
+fetches, group joins). Operations that block a thread (joins and syncs that wait for
+other members, topic creation) run in the server's executor; quick ones run inline.
+
+Errors that belong to one topic, partition or group become that entry's error code,
+with Kafka's codes from :mod:`pylogq.errors`; nothing a client sends can raise out of
+a handler except :class:`CloseConnection` (what Kafka does for requests it cannot
+parse or must refuse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .. import errors
+from ..broker import FetchResult
+from ..cluster.names import INTERNAL_TOPICS
+from ..protocol import (
+    API_NAMES,
+    REQUESTS,
+    RESPONSE_HEADER,
+    RESPONSES,
+    SUPPORTED_VERSIONS,
+    ProtocolError,
+    Reader,
+    Writer,
+    header_versions,
+)
+from .connection import CloseConnection, Connection, Outcome
+from .fetch import frame_fetch_response, total_bytes
+
+if TYPE_CHECKING:
+    from .server import KafkaServer
+
+log = logging.getLogger("pylogq.server")
+
+__all__ = ["Handlers"]
+
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+_UNSUPPORTED_VERSION = errors.UnsupportedVersionError.code
+_UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
+_I32 = struct.Struct(">i")
+
+# DescribeConfigs resource types and config sources (Kafka's ConfigResource.Type, ConfigSource).
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+# IncrementalAlterConfigs operations.
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _code(exc: BaseException) -> int:
+    """Kafka's error code for an exception raised by a broker operation."""
+    if isinstance(exc, errors.BrokerError):
+        return int(exc.code)
+    return _UNKNOWN_SERVER_ERROR
+
+
+def _message(exc: BaseException) -> Optional[str]:
+    return str(exc) or type(exc).__name__
+
+
+class Handlers:
+    """Every API pylogq-broker answers, bound to one server and its broker."""
+
+    # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
+    BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+    def __init__(self, server: "KafkaServer") -> None:
+        self.server = server
+        self.broker = server.broker
+        self._table: Dict[int, Callable[..., Any]] = {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
+            8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
+            11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+            15: self.describe_groups, 16: self.list_groups, 17: self.sasl_handshake,
+            18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
+            21: self.delete_records, 22: self.init_producer_id, 32: self.describe_configs,
+            33: self.alter_configs, 36: self.sasl_authenticate, 37: self.create_partitions,
+            42: self.delete_groups, 44: self.incremental_alter_configs,
+        }
+        missing = set(SUPPORTED_VERSIONS) ^ set(self._table)
+        if missing:
+            raise AssertionError("handlers and SUPPORTED_VERSIONS disagree on API keys %s" % sorted(missing))
+        self._api_versions = [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+        ]
+
+    # -- framing --------------------------------------------------------------------
+
+    @staticmethod
+    def supported(api_key: int) -> Optional[Tuple[int, int]]:
+        return SUPPORTED_VERSIONS.get(api_key)
+
+    @staticmethod
+    def name(api_key: int) -> str:
+        return API_NAMES.get(api_key, "API %d" % api_key)
+
+    @staticmethod
+    def request_header_version(api_key: int, version: int) -> int:
+        return header_versions(api_key, version)[0]
+
+    @staticmethod
+    def decode(api_key: int, version: int, reader: Reader) -> Dict[str, Any]:
+        request = REQUESTS[api_key].decode_from(reader, version)
+        if reader.remaining:
+            raise ProtocolError("%d trailing bytes" % reader.remaining)
+        return request
+
+    @staticmethod
+    def encode(api_key: int, version: int, correlation_id: int, body: Mapping[str, Any]) -> List[Any]:
+        """A whole response frame (size prefix, header, body) as one part."""
+        w = Writer()
+        w.int32(0)
+        RESPONSE_HEADER.encode_into(w, {"correlation_id": correlation_id}, header_versions(api_key, version)[1])
+        RESPONSES[api_key].encode_into(w, body, version)
+        data = bytearray(w.getvalue())
+        _I32.pack_into(data, 0, len(data) - 4)
+        return [bytes(data)]
+
+    def handle(self, conn: Connection, api_key: int, version: int, correlation_id: int,
+               request: Dict[str, Any], slot: Any) -> Outcome:
+        result = self._table[api_key](conn, request, version, slot)
+        if asyncio.iscoroutine(result):
+            return self._finish(result, api_key, version, correlation_id)
+        return self._respond(api_key, version, correlation_id, result)
+
+    async def _finish(self, pending: Any, api_key: int, version: int, correlation_id: int) -> Optional[List[Any]]:
+        return self._respond(api_key, version, correlation_id, await pending)
+
+    def _respond(self, api_key: int, version: int, correlation_id: int, body: Any) -> Optional[List[Any]]:
+        if body is None or isinstance(body, list):
+            return body
+        if isinstance(body, _Framed):
+            return body.parts
+        return self.encode(api_key, version, correlation_id, body)
+
+    def unsupported_version(self, conn: Connection, api_key: int, version: int, correlation_id: int) -> Outcome:
+        """UNSUPPORTED_VERSION for a version outside the advertised range.
+
+        ApiVersions answers in the v0 layout with the full list, so a client can pick a
+        version it shares with the broker and retry; another API answers with its
+        top-level error code where that version's response has one, and otherwise the
+        connection closes (Kafka cannot answer a request it cannot parse either).
+        """
+        log.info("unsupported version id=%d peer=%s client_id=%s api=%s version=%d",
+                 conn.id, conn.peer, conn.client_id, self.name(api_key), version)
+        if api_key == API_VERSIONS:
+            w = Writer()
+            w.int32(0)
+            RESPONSE_HEADER.encode_into(w, {"correlation_id": correlation_id}, 0)
+            RESPONSES[API_VERSIONS].encode_into(
+                w, {"error_code": _UNSUPPORTED_VERSION, "api_keys": self._api_versions}, 0)
+            data = bytearray(w.getvalue())
+            _I32.pack_into(data, 0, len(data) - 4)
+            return [bytes(data)]
+        schema = RESPONSES[api_key]
+        if schema.min_version <= version <= schema.max_version and "error_code" in schema.defaults():
+            return self.encode(api_key, version, correlation_id, {"error_code": _UNSUPPORTED_VERSION})
+        raise CloseConnection("%s v%d is not supported (versions %d-%d are)"
+                              % ((self.name(api_key), version) + SUPPORTED_VERSIONS[api_key]))
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a broker call that may block (waits on other members, creates files) off the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.server.executor, fn, *args)
+
+    # -- ApiVersions, SASL -----------------------------------------------------------
+
+    def api_versions(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        return {"error_code": 0, "api_keys": self._api_versions, "throttle_time_ms": 0}
+
+    def sasl_handshake(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        mechanisms = self.server.sasl_mechanisms
+        if not conn.listener.sasl:
+            return {"error_code": errors.IllegalSaslStateError.code, "mechanisms": []}
+        if conn.authenticated or conn.sasl_mechanism is not None:
+            raise CloseConnection("SaslHandshake repeated on one connection")
+        if req["mechanism"] not in mechanisms:
+            return {"error_code": errors.UnsupportedSaslMechanismError.code, "mechanisms": list(mechanisms)}
+        conn.sasl_mechanism = req["mechanism"]
+        conn.sasl_raw_token = version == 0  # v0: the token follows as a bare frame
+        return {"error_code": 0, "mechanisms": list(mechanisms)}
+
+    def sasl_authenticate(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        if conn.sasl_mechanism is None or conn.authenticated:
+            raise CloseConnection("SaslAuthenticate without a SaslHandshake")
+        error = self._check_plain(conn, req["auth_bytes"] or b"")
+        if error is not None:
+            conn.close_after_response = True  # Kafka answers with the error, then closes
+            return {"error_code": errors.SaslAuthenticationFailedError.code, "error_message": error,
+                    "auth_bytes": b"", "session_lifetime_ms": 0}
+        return {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+
+    def _check_plain(self, conn: Connection, token: bytes) -> Optional[str]:
+        """Check a SASL/PLAIN token (authzid NUL authcid NUL password); None when it is good."""
+        fields = token.split(b"\x00")
+        if len(fields) != 3:
+            return "SASL/PLAIN token must be authzid NUL user NUL password"
+        authzid, user_bytes, password = fields
+        try:
+            user = user_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            return "SASL/PLAIN user name is not UTF-8"
+        expected = self.server.sasl_users.get(user)
+        if expected is None or expected.encode("utf-8") != password or (authzid and authzid != user_bytes):
+            log.warning("authentication failed id=%d peer=%s user=%r", conn.id, conn.peer, user)
+            return "Authentication failed: Invalid username or password"
+        conn.user = user
+        conn.authenticated = True
+        log.info("authenticated id=%d peer=%s user=%s", conn.id, conn.peer, user)
+        return None
+
+    def sasl_raw_token(self, conn: Connection, token: bytes) -> Outcome:
+        """The bare token after SaslHandshake v0: an empty frame on success, else close."""
+        error = self._check_plain(conn, token)
+        if error is not None:
+            raise CloseConnection(error)
+        return [b"\x00\x00\x00\x00"]
+
+    # -- Metadata ------------------------------------------------------------------------
+
+    def metadata(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        broker = self.broker
+        host, port = self.server.advertised_for(conn)
+        topics_out = []
+        requested = req["topics"]
+        if requested is None:
+            names = broker.list_topics(include_internal=True)
+        else:
+            names = [t["name"] for t in requested]
+        auto_create = req["allow_auto_topic_creation"] and broker.config["auto.create.topics.enable"]
+        for name in names:
+            entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": []}
+            try:
+                try:
+                    described = broker.describe_topic(name)
+                except errors.UnknownTopicOrPartitionError:
+                    if not (auto_create and requested is not None):
+                        raise
+                    described = broker.create_topic(name)
+                    log.info("auto-created topic %s for client_id=%s", name, conn.client_id)
+            except errors.TopicAlreadyExistsError:
+                described = broker.describe_topic(name)
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                entry["error_code"] = _code(exc)
+                topics_out.append(entry)
+                continue
+            entry["error_code"] = 0
+            entry["partitions"] = [
+                {"error_code": 0, "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": 0,
+                 "replica_nodes": p.replicas, "isr_nodes": p.isr, "offline_replicas": []}
+                for p in described.partitions
+            ]
+            topics_out.append(entry)
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.broker_id,
+            "topics": topics_out,
+        }
+
+    # -- Produce, Fetch, ListOffsets, DeleteRecords --------------------------------------
+
+    def produce(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Optional[Dict[str, Any]]:
+        acks = req["acks"]
+        broker = self.broker
+        responses = []
+        transactional = req["transactional_id"] is not None
+        for topic in req["topic_data"]:
+            name = topic["name"]
+            parts = []
+            for p in topic["partition_data"]:
+                out = {"index": p["index"], "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                       "log_start_offset": -1, "record_errors": [], "error_message": None}
+                try:
+                    if transactional:
+                        raise errors.TransactionalIdAuthorizationFailedError(
+                            "transactions are not supported by this broker")
+                    if p["records"] is None:
+                        raise errors.CorruptRecordError("null records")
+                    result = broker.produce(name, p["index"], p["records"], acks)
+                    out["base_offset"] = result.base_offset
+                    out["log_append_time_ms"] = result.log_append_time
+                    out["log_start_offset"] = result.log_start_offset
+                except Exception as exc:  # noqa: BLE001 - reported as this partition's error
+                    out["error_code"] = _code(exc)
+                    out["error_message"] = _message(exc)
+                    if not isinstance(exc, errors.BrokerError):
+                        log.exception("produce failed id=%d topic=%s partition=%s", conn.id, name, p["index"])
+                    else:
+                        log.debug("produce error id=%d topic=%s partition=%s error=%r", conn.id, name, p["index"], exc)
+                parts.append(out)
+            responses.append({"name": name, "partition_responses": parts})
+        if acks == 0:
+            return None  # kafka-python closes the connection if a response comes
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+        if req["replica_id"] >= 0:
+            raise CloseConnection("follower fetches are not served by a single-node broker")
+        requests: List[Tuple[str, int, int, int]] = []
+        order: List[Tuple[str, List[int]]] = []
+        for topic in req["topics"]:
+            indexes = []
+            for p in topic["partitions"]:
+                requests.append((topic["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"]))
+                indexes.append(p["partition"])
+            order.append((topic["topic"], indexes))
+        isolation = "read_committed" if req["isolation_level"] == 1 else "read_uncommitted"
+        max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
+        results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                    isolation_level=isolation)
+        size, failed = total_bytes(results)
+        if size >= req["min_bytes"] or failed or req["max_wait_ms"] <= 0 or not requests:
+            return self._fetch_response(slot, version, order, results, isolation)
+        return self._fetch_wait(conn, req, version, order, requests, max_bytes, isolation, slot)
+
+    async def _fetch_wait(self, conn: Connection, req: Dict[str, Any], version: int,
+                          order: List[Tuple[str, List[int]]], requests: List[Tuple[str, int, int, int]],
+                          max_bytes: int, isolation: str, slot: Any) -> Any:
+        slot.release()  # parked: the queue is for requests being worked on
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req["max_wait_ms"] / 1000.0
+        keys = [(t, p) for t, p, _, _ in requests]
+        waiters = self.server.fetch_waiters
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.server.stopping:
+                break
+            await waiters.wait(keys, remaining, lambda: self._enough(requests, req, max_bytes, isolation))
+            results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                        isolation_level=isolation)
+            size, failed = total_bytes(results)
+            if size >= req["min_bytes"] or failed:
+                return self._fetch_response(slot, version, order, results, isolation)
+        results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                    isolation_level=isolation)
+        return self._fetch_response(slot, version, order, results, isolation)
+
+    def _enough(self, requests: List[Tuple[str, int, int, int]], req: Dict[str, Any], max_bytes: int,
+                isolation: str) -> bool:
+        results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                    isolation_level=isolation)
+        size, failed = total_bytes(results)
+        return size >= req["min_bytes"] or failed
+
+    def _fetch_response(self, slot: Any, version: int, order: List[Tuple[str, List[int]]],
+                        results: Dict[Tuple[str, int], FetchResult], isolation: str) -> "_Framed":
+        topics = [(name, [(i, results[(name, i)]) for i in indexes]) for name, indexes in order]
+        parts, _ = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, topics,
+                                        read_committed=isolation == "read_committed")
+        return _Framed(parts)
+
+    def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        topics = []
+        for topic in req["topics"]:
+            name = topic["name"]
+            parts = []
+            for p in topic["partitions"]:
+                out = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": -1,
+                       "old_style_offsets": [], "leader_epoch": -1}
+                try:
+                    offset, timestamp = self.broker.list_offsets(name, p["partition_index"], p["timestamp"])
+                    out["offset"], out["timestamp"] = offset, timestamp
+                    if version == 0:
+                        out["old_style_offsets"] = [offset] if offset >= 0 else []
+                    if offset >= 0:
+                        out["leader_epoch"] = 0
+                except ValueError as exc:
+                    out["error_code"] = errors.InvalidRequestError.code
+                    log.debug("list offsets error id=%d error=%r", conn.id, exc)
+                except Exception as exc:  # noqa: BLE001 - reported as this partition's error
+                    out["error_code"] = _code(exc)
+                parts.append(out)
+            topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def delete_records(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        topics = []
+        for topic in req["topics"]:
+            parts = []
+            for p in topic["partitions"]:
+                out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
+                try:
+                    out["low_watermark"] = await self._blocking(
+                        self.broker.delete_records, topic["name"], p["partition_index"], p["offset"])
+                except Exception as exc:  # noqa: BLE001 - reported as this partition's error
+                    out["error_code"] = _code(exc)
+                parts.append(out)
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def init_producer_id(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        try:
+            pid, epoch = self.broker.init_producer_id(req["transactional_id"])
+        except Exception as exc:  # noqa: BLE001 - reported as the response's error
+            return {"throttle_time_ms": 0, "error_code": _code(exc), "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
+
+    # -- groups --------------------------------------------------------------------------
+
+    @property
+    def _groups(self) -> Any:
+        return self.broker.group_coordinator
+
+    def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        host, port = self.server.advertised_for(conn)
+        if req["key_type"] != 0:
+            return {"throttle_time_ms": 0, "error_code": errors.CoordinatorNotAvailableError.code,
+                    "error_message": "transactions are not supported by this broker",
+                    "node_id": -1, "host": "", "port": -1}
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "node_id": self.broker.broker_id, "host": host, "port": port}
+
+    async def join_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        slot.release()  # parked until the rebalance completes
+        rebalance_timeout = req["rebalance_timeout_ms"]
+        if rebalance_timeout < 0:
+            rebalance_timeout = req["session_timeout_ms"]
+        result = await self._blocking(
+            lambda: self._groups.join_group(
+                req["group_id"], req["member_id"], conn.client_id, req["session_timeout_ms"], rebalance_timeout,
+                req["protocol_type"], [(p["name"], p["metadata"]) for p in req["protocols"]],
+                group_instance_id=req["group_instance_id"], client_host="/" + conn.peer_host))
+        return {
+            "throttle_time_ms": 0, "error_code": result.error_code, "generation_id": result.generation_id,
+            "protocol_name": result.protocol_name or "", "leader": result.leader_id,
+            "member_id": result.member_id,
+            "members": [{"member_id": m, "group_instance_id": g, "metadata": md} for m, g, md in result.members],
+        }
+
+    async def sync_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        slot.release()  # a follower waits for the leader's assignment
+        assignments = {a["member_id"]: a["assignment"] for a in req["assignments"]} or None
+        result = await self._blocking(
+            lambda: self._groups.sync_group(req["group_id"], req["generation_id"], req["member_id"], assignments))
+        return {"throttle_time_ms": 0, "error_code": result.error_code, "assignment": result.assignment}
+
+    def heartbeat(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        code = self._groups.heartbeat(req["group_id"], req["generation_id"], req["member_id"])
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    def leave_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        members = req["members"] or [{"member_id": req["member_id"]}]
+        codes = [self._groups.leave_group(req["group_id"], m["member_id"]) for m in members]
+        return {"throttle_time_ms": 0, "error_code": codes[0] if len(codes) == 1 else 0,
+                "members": [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
+                             "error_code": c} for m, c in zip(members, codes)]}
+
+    def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]] = {}
+        epochs: Dict[Tuple[str, int], int] = {}
+        for topic in req["topics"]:
+            for p in topic["partitions"]:
+                tp = (topic["name"], p["partition_index"])
+                offsets[tp] = (p["committed_offset"], p["committed_metadata"])
+                epochs[tp] = p["committed_leader_epoch"]
+        unknown = {tp for tp in offsets if not self._partition_exists(*tp)}
+        codes = self._groups.commit_offsets(
+            req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
+            {tp: v for tp, v in offsets.items() if tp not in unknown},
+            {tp: e for tp, e in epochs.items() if tp not in unknown}) if len(unknown) < len(offsets) else {}
+        for tp in unknown:
+            codes[tp] = errors.UnknownTopicOrPartitionError.code
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": topic["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": codes[(topic["name"], p["partition_index"])]}
+                for p in topic["partitions"]]}
+            for topic in req["topics"]]}
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        try:
+            return 0 <= partition < self.broker.partitions_for(topic)
+        except errors.UnknownTopicOrPartitionError:
+            return False
+
+    def offset_fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        wanted = None
+        if req["topics"] is not None:
+            wanted = [(t["name"], p) for t in req["topics"] for p in t["partition_indexes"]]
+        found = self._groups.fetch_offsets(req["group_id"], wanted)
+        by_topic: Dict[str, List[Dict[str, Any]]] = {}
+        for (topic, partition), (offset, metadata, code) in sorted(found.items()):
+            by_topic.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
+                "metadata": metadata if offset >= 0 else "", "error_code": code})
+        if wanted is not None:  # keep the request's order
+            order = list(dict.fromkeys(t for t, _ in wanted))
+            topics = [{"name": t, "partitions": by_topic.get(t, [])} for t in order]
+        else:
+            topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": 0}
+
+    def describe_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        out = []
+        for group_id in req["groups"]:
+            d = self._groups.describe_group(group_id)
+            out.append({
+                "error_code": d.error, "group_id": group_id, "group_state": d.state,
+                "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+                "members": [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                             "member_metadata": m.metadata, "member_assignment": m.assignment}
+                            for m in d.members],
+            })
+        return {"throttle_time_ms": 0, "groups": out}
+
+    def list_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        groups = [{"group_id": g, "protocol_type": t} for g, t in self._groups.list_groups()]
+        return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
+
+    async def delete_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        codes = await self._blocking(self._groups.delete_groups, list(req["groups_names"]))
+        return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": codes[g]} for g in req["groups_names"]]}
+
+    # -- topics and configs -----------------------------------------------------------------
+
+    async def create_topics(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        results = []
+        for t in req["topics"]:
+            out: Dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
+            try:
+                partitions: Optional[int] = t["num_partitions"]
+                factor: Optional[int] = t["replication_factor"]
+                if t["assignments"]:
+                    if partitions != -1 or factor != -1:
+                        raise errors.InvalidRequestError(
+                            "give either partitions and replication factor or an assignment, not both")
+                    partitions = len(t["assignments"])
+                    factor = len(t["assignments"][0]["broker_ids"])
+                    for a in t["assignments"]:
+                        if set(a["broker_ids"]) != {self.broker.broker_id}:
+                            raise errors.InvalidReplicationAssignmentError(
+                                "replica assignment %s names brokers other than %d"
+                                % (a["broker_ids"], self.broker.broker_id))
+                config = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+                await self._blocking(lambda: self.broker.create_topic(
+                    t["name"], None if partitions == -1 else partitions, None if factor == -1 else factor,
+                    config, validate_only=req["validate_only"]))
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                out["error_code"] = _code(exc)
+                out["error_message"] = _message(exc)
+            results.append(out)
+        return {"throttle_time_ms": 0, "topics": results}
+
+    async def delete_topics(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        results = []
+        for name in req["topic_names"]:
+            out = {"name": name, "error_code": 0}
+            try:
+                await self._blocking(self.broker.delete_topic, name)
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                out["error_code"] = _code(exc)
+            results.append(out)
+        return {"throttle_time_ms": 0, "responses": results}
+
+    async def create_partitions(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        results = []
+        for t in req["topics"]:
+            out = {"name": t["name"], "error_code": 0, "error_message": None}
+            try:
+                if req["validate_only"]:
+                    current = self.broker.partitions_for(t["name"])
+                    if t["count"] <= current:
+                        raise errors.InvalidPartitionsError(
+                            "topic %r has %d partitions; the new total %d must be larger"
+                            % (t["name"], current, t["count"]))
+                else:
+                    await self._blocking(self.broker.create_partitions, t["name"], t["count"])
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                out["error_code"] = _code(exc)
+                out["error_message"] = _message(exc)
+            results.append(out)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def describe_configs(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        results = []
+        for res in req["resources"]:
+            out: Dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
+                                   "resource_name": res["resource_name"], "configs": []}
+            keys = res["configuration_keys"]
+            try:
+                if res["resource_type"] == RESOURCE_TOPIC:
+                    entries = self._topic_configs(res["resource_name"], req["include_synonyms"])
+                elif res["resource_type"] == RESOURCE_BROKER:
+                    if res["resource_name"] not in ("", str(self.broker.broker_id)):
+                        raise errors.InvalidRequestError("unknown broker %r" % res["resource_name"])
+                    entries = self._broker_configs(req["include_synonyms"])
+                else:
+                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
+                out["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+            except Exception as exc:  # noqa: BLE001 - reported as this resource's error
+                out["error_code"] = _code(exc)
+                out["error_message"] = _message(exc)
+            results.append(out)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _topic_configs(self, topic: str, synonyms: bool) -> List[Dict[str, Any]]:
+        defaults = self.broker.default_log_config.to_strings()
+        entries = []
+        for name, (value, is_default) in self.broker.describe_configs(topic).items():
+            source = SOURCE_DEFAULT if is_default else SOURCE_DYNAMIC_TOPIC
+            syn = []
+            if synonyms:
+                if not is_default:
+                    syn.append({"name": name, "value": value, "source": SOURCE_DYNAMIC_TOPIC})
+                syn.append({"name": name, "value": defaults.get(name), "source": SOURCE_DEFAULT})
+            entries.append({"name": name, "value": value, "read_only": False, "is_default": is_default,
+                            "config_source": source, "is_sensitive": False, "synonyms": syn})
+        return entries
+
+    def _broker_configs(self, synonyms: bool) -> List[Dict[str, Any]]:
+        values = dict(self.broker.config.values)
+        values.update(("log." + k if not k.startswith("log.") else k, v)
+                      for k, v in self.broker.default_log_config.to_strings().items())
+        entries = []
+        for name, value in sorted(values.items()):
+            sensitive = "jaas" in name
+            text = None if value is None or sensitive else (str(value).lower() if isinstance(value, bool) else str(value))
+            entries.append({"name": name, "value": text, "read_only": True, "is_default": False,
+                            "config_source": SOURCE_STATIC_BROKER, "is_sensitive": sensitive,
+                            "synonyms": [{"name": name, "value": text, "source": SOURCE_STATIC_BROKER}]
+                            if synonyms else []})
+        return entries
+
+    async def alter_configs(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        return await self._alter(req, lambda res: {c["name"]: c["value"] for c in res["configs"]}, incremental=False)
+
+    async def incremental_alter_configs(self, conn: Connection, req: Dict[str, Any], version: int,
+                                        slot: Any) -> Dict[str, Any]:
+        return await self._alter(req, self._incremental_changes, incremental=True)
+
+    def _incremental_changes(self, res: Dict[str, Any]) -> Dict[str, Optional[str]]:
+        changes: Dict[str, Optional[str]] = {}
+        current: Optional[Dict[str, Tuple[Optional[str], bool]]] = None
+        for c in res["configs"]:
+            op, name, value = c["config_operation"], c["name"], c["value"]
+            if op == OP_SET:
+                changes[name] = value
+            elif op == OP_DELETE:
+                changes[name] = None
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                if current is None:
+                    current = self.broker.describe_configs(res["resource_name"])
+                if name not in current:
+                    raise errors.InvalidConfigError("unknown config %r" % name)
+                items = [v for v in (current[name][0] or "").split(",") if v]
+                given = [v.strip() for v in (value or "").split(",") if v.strip()]
+                if op == OP_APPEND:
+                    items += [v for v in given if v not in items]
+                else:
+                    items = [v for v in items if v not in given]
+                changes[name] = ",".join(items)
+            else:
+                raise errors.InvalidRequestError("unknown config operation %d for %r" % (op, name))
+        return changes
+
+    async def _alter(self, req: Dict[str, Any], changes_of: Callable[[Dict[str, Any]], Dict[str, Optional[str]]],
+                     incremental: bool) -> Dict[str, Any]:
+        out = []
+        for res in req["resources"]:
+            entry = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
+                     "resource_name": res["resource_name"]}
+            try:
+                if res["resource_type"] == RESOURCE_BROKER:
+                    raise errors.InvalidRequestError(
+                        "broker configs are static here: set them in server.properties or with --override")
+                if res["resource_type"] != RESOURCE_TOPIC:
+                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
+                changes = changes_of(res)
+                if req["validate_only"]:
+                    self.broker.default_log_config.merged({k: v for k, v in changes.items() if v is not None})
+                    self.broker.describe_configs(res["resource_name"])
+                else:
+                    await self._blocking(self.broker.alter_configs, res["resource_name"], changes, incremental)
+            except errors.ConfigError as exc:
+                entry["error_code"] = errors.InvalidConfigError.code
+                entry["error_message"] = _message(exc)
+            except Exception as exc:  # noqa: BLE001 - reported as this resource's error
+                entry["error_code"] = _code(exc)
+                entry["error_message"] = _message(exc)
+            out.append(entry)
+        return {"throttle_time_ms": 0, "responses": out}
+
+
+class _Framed:
+    """A response already framed as parts (Fetch's zero-copy frames)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: List[Any]) -> None:
+        self.parts = parts

@@ -1,0 +1,267 @@
+"""``KafkaServer``: the asyncio listener that serves a :class:`pylogq.Broker` to Kafka clients.
+
+One event loop (uvloop when installed and asked for) accepts connections on every
+listener, reads requests and writes responses; broker calls that block a thread
+(group joins waiting for other members, topic creation) run in a small executor.
+``stop()`` stops accepting, lets every request already read get its answer, and
+closes the connections; the broker itself is closed by its owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import socket
+import threading
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+from ..errors import ConfigError
+from .connection import Connection
+from .fetch import FetchWaiters
+from .handlers import Handlers
+from .listeners import Listener, parse_jaas_users, parse_listeners
+
+log = logging.getLogger("pylogq.server")
+
+__all__ = ["KafkaServer", "new_event_loop"]
+
+JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+# Threads for broker calls that block; a join parks one until its rebalance completes.
+EXECUTOR_THREADS = 64
+STOP_TIMEOUT_S = 30.0
+
+
+def new_event_loop(use_uvloop: bool = False) -> asyncio.AbstractEventLoop:
+    """A new event loop: uvloop's when asked for and installed, else asyncio's."""
+    if use_uvloop:
+        try:
+            import uvloop  # type: ignore[import-not-found]
+        except ImportError:
+            pass
+        else:
+            loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+            return loop
+    return asyncio.new_event_loop()
+
+
+class KafkaServer:
+    """Kafka protocol listeners for one broker.
+
+    ``listeners`` is Kafka's setting (a string, or (host, port) pairs for plain
+    listeners, or Listener tuples); by default the broker's ``listeners`` config.
+    ``advertised_listeners`` is what Metadata and FindCoordinator hand out
+    (default: the listeners, with the bound port and, for a wildcard host, this
+    machine's name). ``sasl_users`` enables SASL/PLAIN on plain listeners given as
+    pairs; a ``SASL_PLAINTEXT`` listener takes its users from here or the JAAS line.
+    The loop runs in the caller's thread (``serve_forever``) or a thread of its own
+    (``start_in_thread``).
+    """
+
+    def __init__(self, broker: Any, listeners: Union[None, str, Sequence[Any]] = None,
+                 advertised_listeners: Optional[str] = None, sasl_users: Optional[Mapping[str, str]] = None,
+                 socket_request_max_bytes: Optional[int] = None, queued_max_requests: Optional[int] = None,
+                 connections_max_idle_ms: Optional[int] = None) -> None:
+        config = broker.config
+        self.broker = broker
+        if listeners is None:
+            listeners = config["listeners"]
+        if isinstance(listeners, str):
+            self.listeners = parse_listeners(listeners)
+        else:
+            protocol = "SASL_PLAINTEXT" if sasl_users else "PLAINTEXT"
+            self.listeners = [item if isinstance(item, Listener) else Listener(protocol, item[0], int(item[1]))
+                              for item in listeners]
+        advertised = advertised_listeners if advertised_listeners is not None else config["advertised.listeners"]
+        self._advertised: Dict[str, Listener] = {}
+        if advertised:
+            for item in parse_listeners(advertised, "advertised.listeners"):
+                self._advertised[item.protocol] = item
+        self.sasl_users: Dict[str, str] = dict(sasl_users) if sasl_users else parse_jaas_users(config[JAAS_KEY])
+        mechanisms = [m.strip() for m in config["sasl.enabled.mechanisms"].split(",") if m.strip()]
+        if any(listener.sasl for listener in self.listeners):
+            if mechanisms != ["PLAIN"]:
+                raise ConfigError("sasl.enabled.mechanisms: only PLAIN is supported, got %r"
+                                  % config["sasl.enabled.mechanisms"])
+            if not self.sasl_users:
+                raise ConfigError("a SASL_PLAINTEXT listener needs users: set %s (user_NAME=\"PASSWORD\") "
+                                  "or pass sasl_users" % JAAS_KEY)
+        self.sasl_mechanisms = ("PLAIN",)
+        self.socket_request_max_bytes = int(socket_request_max_bytes or config["socket.request.max.bytes"])
+        self.queued_max_requests = int(queued_max_requests or config["queued.max.requests"])
+        self.connections_max_idle_ms = int(connections_max_idle_ms or config["connections.max.idle.ms"])
+        self._send_buffer = config["socket.send.buffer.bytes"]
+        self._receive_buffer = config["socket.receive.buffer.bytes"]
+        self.handlers = Handlers(self)
+        self.executor = concurrent.futures.ThreadPoolExecutor(EXECUTOR_THREADS, thread_name_prefix="pylogq-server")
+        self.stopping = False
+        self.addresses: List[Tuple[str, int]] = []  # advertised (host, port) per listener, once started
+        self._bound: Dict[int, Listener] = {}  # local port -> advertised listener
+        self._servers: List[asyncio.AbstractServer] = []
+        self._connections: Set[Connection] = set()
+        self._connection_tasks: Set["asyncio.Task[None]"] = set()
+        self._next_id = 0
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._reaper: Optional["asyncio.Task[None]"] = None
+        self.request_slots: asyncio.Semaphore
+        self.fetch_waiters: FetchWaiters
+
+    # -- lifecycle on the loop ------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind every listener (port 0 takes a free port) and start accepting."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self.request_slots = asyncio.Semaphore(self.queued_max_requests)
+        self.fetch_waiters = FetchWaiters(self.broker, loop)
+        try:
+            for listener in self.listeners:
+                server = await asyncio.start_server(
+                    functools.partial(self._accept, listener=listener),
+                    host=listener.host or None, port=listener.port, reuse_address=True, backlog=1024,
+                    limit=1 << 20)
+                self._servers.append(server)
+                port = int(server.sockets[0].getsockname()[1])
+                adv = self._advertised.get(listener.protocol)
+                host = adv.host if adv is not None and adv.host else listener.host
+                if host in ("", "0.0.0.0", "::"):
+                    host = socket.getfqdn()
+                advertised = Listener(listener.protocol, host, adv.port if adv is not None and adv.port else port)
+                for sock in server.sockets:
+                    self._bound[int(sock.getsockname()[1])] = advertised
+                self.addresses.append((advertised.host, advertised.port))
+        except OSError as exc:
+            await self.stop()
+            raise ConfigError("cannot listen on %s: %s" % (listener, exc)) from None
+        self._reaper = loop.create_task(self._reap_idle())
+        for (host, port), listener in zip(self.addresses, self.listeners):
+            log.info("listening listener=%s bind=%s:%d advertised=%s:%d", listener.protocol,
+                     listener.host or "*", listener.port, host, port)
+
+    async def stop(self) -> None:
+        """Stop accepting, answer what was read, close the connections."""
+        if self.stopping:
+            return
+        self.stopping = True
+        for server in self._servers:
+            server.close()
+        for conn in list(self._connections):
+            conn.stop_reading()
+        if self._connection_tasks:
+            done, pending = await asyncio.wait(list(self._connection_tasks), timeout=STOP_TIMEOUT_S)
+            for task in pending:
+                task.cancel()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if hasattr(self, "fetch_waiters"):
+            self.fetch_waiters.close()
+        for server in self._servers:
+            await server.wait_closed()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        log.info("stopped listeners=%d", len(self._servers))
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener) -> None:
+        if self.stopping:
+            writer.close()
+            return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._send_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
+                if self._receive_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
+            except OSError:
+                pass
+        self._next_id += 1
+        conn = Connection(self, reader, writer, listener, self._next_id)
+        task = asyncio.current_task()
+        self._connections.add(conn)
+        if task is not None:
+            self._connection_tasks.add(task)
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(conn)
+            if task is not None:
+                self._connection_tasks.discard(task)
+
+    async def _reap_idle(self) -> None:
+        """Close connections idle (nothing in flight) for ``connections.max.idle.ms``."""
+        loop = asyncio.get_running_loop()
+        limit = self.connections_max_idle_ms / 1000.0
+        period = min(max(limit / 4, 0.01), 30.0)
+        while True:
+            await asyncio.sleep(period)  # a timer, not synchronization
+            now = loop.time()
+            for conn in list(self._connections):
+                if conn.idle and now - conn.last_active > limit:
+                    conn.close_reason = "idle for more than connections.max.idle.ms (%d)" % self.connections_max_idle_ms
+                    conn.stop_reading()
+
+    def advertised_for(self, conn: Connection) -> Tuple[str, int]:
+        """The advertised (host, port) of the listener a connection came in on."""
+        listener = self._bound.get(conn.local_port)
+        if listener is None:
+            return self.addresses[0]
+        return listener.host, listener.port
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    # -- running in a thread of its own -----------------------------------------------------
+
+    def start_in_thread(self, use_uvloop: bool = False) -> None:
+        """Run the loop in a daemon thread; returns once every listener is bound (or raises)."""
+        started = threading.Event()
+        failure: List[BaseException] = []
+        loop = new_event_loop(use_uvloop)
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                failure.append(exc)
+                started.set()
+                loop.close()
+                return
+            started.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="pylogq-server", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            self._thread.join()
+            raise failure[0]
+
+    def stop_thread(self) -> None:
+        """Stop a server started with ``start_in_thread`` and wait for its thread."""
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None or not thread.is_alive():
+            return
+        future = asyncio.run_coroutine_threadsafe(self.stop(), loop)
+        try:
+            future.result(STOP_TIMEOUT_S + 5)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(STOP_TIMEOUT_S)
+
+    def run_coroutine(self, coro: Any) -> Any:
+        """Run a coroutine on the server's loop from another thread; -> its result."""
+        if self._loop is None:
+            raise RuntimeError("server not started")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+
+def _hosts(items: Iterable[Tuple[str, int]]) -> str:
+    return ", ".join("%s:%d" % item for item in items)
