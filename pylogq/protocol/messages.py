@@ -1,7 +1,11 @@
 """Message tables for the APIs pylogq speaks, in the shape of Kafka's JSON message schemas.
 
-Only names, types and version ranges are given; :class:`~pylogq.protocol.schema.Schema` does
-the rest. ``header_versions`` picks the request/response header version for an API version.
+Each table transcribes one request or response schema (names, types, version ranges,
+nullability, defaults, tags) over the schema's full ``validVersions``;
+:class:`~pylogq.protocol.schema.Schema` does the rest. ``SUPPORTED_VERSIONS`` is the range the
+broker advertises per API: low minimums because some clients enable features only when an old
+version is in range, and no flexible version needed by any client measured. ``header_versions``
+picks the request/response header version for an API version.
 """
 
 from __future__ import annotations
@@ -11,11 +15,23 @@ from typing import Dict, Tuple
 from .schema import Schema
 
 __all__ = [
-    "REQUEST_HEADER", "RESPONSE_HEADER",
-    "API_VERSIONS_REQUEST", "API_VERSIONS_RESPONSE",
-    "METADATA_REQUEST", "METADATA_RESPONSE",
-    "PRODUCE_REQUEST", "PRODUCE_RESPONSE",
-    "REQUESTS", "RESPONSES", "header_versions",
+    "REQUEST_HEADER", "RESPONSE_HEADER", "PRODUCE_REQUEST", "PRODUCE_RESPONSE", "FETCH_REQUEST",
+    "FETCH_RESPONSE", "LIST_OFFSETS_REQUEST", "LIST_OFFSETS_RESPONSE", "METADATA_REQUEST",
+    "METADATA_RESPONSE", "OFFSET_COMMIT_REQUEST", "OFFSET_COMMIT_RESPONSE", "OFFSET_FETCH_REQUEST",
+    "OFFSET_FETCH_RESPONSE", "FIND_COORDINATOR_REQUEST", "FIND_COORDINATOR_RESPONSE",
+    "JOIN_GROUP_REQUEST", "JOIN_GROUP_RESPONSE", "HEARTBEAT_REQUEST", "HEARTBEAT_RESPONSE",
+    "LEAVE_GROUP_REQUEST", "LEAVE_GROUP_RESPONSE", "SYNC_GROUP_REQUEST", "SYNC_GROUP_RESPONSE",
+    "DESCRIBE_GROUPS_REQUEST", "DESCRIBE_GROUPS_RESPONSE", "LIST_GROUPS_REQUEST",
+    "LIST_GROUPS_RESPONSE", "SASL_HANDSHAKE_REQUEST", "SASL_HANDSHAKE_RESPONSE",
+    "API_VERSIONS_REQUEST", "API_VERSIONS_RESPONSE", "CREATE_TOPICS_REQUEST",
+    "CREATE_TOPICS_RESPONSE", "DELETE_TOPICS_REQUEST", "DELETE_TOPICS_RESPONSE",
+    "DELETE_RECORDS_REQUEST", "DELETE_RECORDS_RESPONSE", "INIT_PRODUCER_ID_REQUEST",
+    "INIT_PRODUCER_ID_RESPONSE", "DESCRIBE_CONFIGS_REQUEST", "DESCRIBE_CONFIGS_RESPONSE",
+    "ALTER_CONFIGS_REQUEST", "ALTER_CONFIGS_RESPONSE", "SASL_AUTHENTICATE_REQUEST",
+    "SASL_AUTHENTICATE_RESPONSE", "CREATE_PARTITIONS_REQUEST", "CREATE_PARTITIONS_RESPONSE",
+    "DELETE_GROUPS_REQUEST", "DELETE_GROUPS_RESPONSE", "INCREMENTAL_ALTER_CONFIGS_REQUEST",
+    "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "REQUESTS",
+    "RESPONSES", "header_versions",
 ]
 
 REQUEST_HEADER = Schema({
@@ -36,45 +52,202 @@ RESPONSE_HEADER = Schema({
     ],
 })
 
-API_VERSIONS_REQUEST = Schema({
-    "apiKey": 18, "type": "request", "name": "ApiVersionsRequest",
-    "validVersions": "0-4", "flexibleVersions": "3+",
+
+# -- Produce (0) -----------------------------------------------------------------------------------
+PRODUCE_REQUEST = Schema({
+    "apiKey": 0, "type": "request", "name": "ProduceRequest",
+    "validVersions": "0-11", "flexibleVersions": "9+",
     "fields": [
-        {"name": "ClientSoftwareName", "type": "string", "versions": "3+"},
-        {"name": "ClientSoftwareVersion", "type": "string", "versions": "3+"},
+        {"name": "TransactionalId", "type": "string", "versions": "3+", "nullableVersions": "3+",
+         "default": "null"},
+        {"name": "Acks", "type": "int16", "versions": "0+"},
+        {"name": "TimeoutMs", "type": "int32", "versions": "0+"},
+        {"name": "TopicData", "type": "[]TopicProduceData", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "PartitionData", "type": "[]PartitionProduceData",
+             "versions": "0+", "fields": [
+                {"name": "Index", "type": "int32", "versions": "0+"},
+                {"name": "Records", "type": "records", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+        ]},
     ],
 })
 
-API_VERSIONS_RESPONSE = Schema({
-    "apiKey": 18, "type": "response", "name": "ApiVersionsResponse",
-    "validVersions": "0-4", "flexibleVersions": "3+",
+PRODUCE_RESPONSE = Schema({
+    "apiKey": 0, "type": "response", "name": "ProduceResponse",
+    "validVersions": "0-11", "flexibleVersions": "9+",
     "fields": [
-        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
-        {"name": "ApiKeys", "type": "[]ApiVersion", "versions": "0+", "fields": [
-            {"name": "ApiKey", "type": "int16", "versions": "0+"},
-            {"name": "MinVersion", "type": "int16", "versions": "0+"},
-            {"name": "MaxVersion", "type": "int16", "versions": "0+"},
+        {"name": "Responses", "type": "[]TopicProduceResponse", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "PartitionResponses", "type": "[]PartitionProduceResponse",
+             "versions": "0+", "fields": [
+                {"name": "Index", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "BaseOffset", "type": "int64", "versions": "0+"},
+                {"name": "LogAppendTimeMs", "type": "int64", "versions": "2+", "default": "-1"},
+                {"name": "LogStartOffset", "type": "int64", "versions": "5+", "default": "-1"},
+                {"name": "RecordErrors", "type": "[]BatchIndexAndErrorMessage",
+                 "versions": "8+", "fields": [
+                    {"name": "BatchIndex", "type": "int32", "versions": "8+"},
+                    {"name": "BatchIndexErrorMessage", "type": "string", "versions": "8+",
+                     "nullableVersions": "8+", "default": "null"},
+                ]},
+                {"name": "ErrorMessage", "type": "string", "versions": "8+",
+                 "nullableVersions": "8+", "default": "null"},
+                {"name": "CurrentLeader", "type": "LeaderIdAndEpoch", "versions": "10+", "tag": 0,
+                 "taggedVersions": "10+", "fields": [
+                    {"name": "LeaderId", "type": "int32", "versions": "10+", "default": "-1"},
+                    {"name": "LeaderEpoch", "type": "int32", "versions": "10+", "default": "-1"},
+                ]},
+            ]},
         ]},
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+", "default": "0"},
+        {"name": "NodeEndpoints", "type": "[]NodeEndpoint", "versions": "10+", "tag": 0,
+         "taggedVersions": "10+", "fields": [
+            {"name": "NodeId", "type": "int32", "versions": "10+"},
+            {"name": "Host", "type": "string", "versions": "10+"},
+            {"name": "Port", "type": "int32", "versions": "10+"},
+            {"name": "Rack", "type": "string", "versions": "10+", "nullableVersions": "10+",
+             "default": "null"},
+        ]},
+    ],
+})
+
+# -- Fetch (1) -------------------------------------------------------------------------------------
+FETCH_REQUEST = Schema({
+    "apiKey": 1, "type": "request", "name": "FetchRequest",
+    "validVersions": "0-17", "flexibleVersions": "12+",
+    "fields": [
+        {"name": "ClusterId", "type": "string", "versions": "12+", "nullableVersions": "12+",
+         "tag": 0, "taggedVersions": "12+", "default": "null"},
+        {"name": "ReplicaId", "type": "int32", "versions": "0-14", "default": "-1"},
+        {"name": "ReplicaState", "type": "ReplicaState", "versions": "15+", "tag": 1,
+         "taggedVersions": "15+", "fields": [
+            {"name": "ReplicaId", "type": "int32", "versions": "15+", "default": "-1"},
+            {"name": "ReplicaEpoch", "type": "int64", "versions": "15+", "default": "-1"},
+        ]},
+        {"name": "MaxWaitMs", "type": "int32", "versions": "0+"},
+        {"name": "MinBytes", "type": "int32", "versions": "0+"},
+        {"name": "MaxBytes", "type": "int32", "versions": "3+", "default": "0x7fffffff"},
+        {"name": "IsolationLevel", "type": "int8", "versions": "4+", "default": "0"},
+        {"name": "SessionId", "type": "int32", "versions": "7+", "default": "0"},
+        {"name": "SessionEpoch", "type": "int32", "versions": "7+", "default": "-1"},
+        {"name": "Topics", "type": "[]FetchTopic", "versions": "0+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "0-12"},
+            {"name": "TopicId", "type": "uuid", "versions": "13+"},
+            {"name": "Partitions", "type": "[]FetchPartition", "versions": "0+", "fields": [
+                {"name": "Partition", "type": "int32", "versions": "0+"},
+                {"name": "CurrentLeaderEpoch", "type": "int32", "versions": "9+", "default": "-1"},
+                {"name": "FetchOffset", "type": "int64", "versions": "0+"},
+                {"name": "LastFetchedEpoch", "type": "int32", "versions": "12+", "default": "-1"},
+                {"name": "LogStartOffset", "type": "int64", "versions": "5+", "default": "-1"},
+                {"name": "PartitionMaxBytes", "type": "int32", "versions": "0+"},
+                {"name": "ReplicaDirectoryId", "type": "uuid", "versions": "17+", "tag": 0,
+                 "taggedVersions": "17+"},
+            ]},
+        ]},
+        {"name": "ForgottenTopicsData", "type": "[]ForgottenTopic", "versions": "7+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "7-12"},
+            {"name": "TopicId", "type": "uuid", "versions": "13+"},
+            {"name": "Partitions", "type": "[]int32", "versions": "7+"},
+        ]},
+        {"name": "RackId", "type": "string", "versions": "11+", "default": ""},
+    ],
+})
+
+FETCH_RESPONSE = Schema({
+    "apiKey": 1, "type": "response", "name": "FetchResponse",
+    "validVersions": "0-17", "flexibleVersions": "12+",
+    "fields": [
         {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
-        {"name": "SupportedFeatures", "type": "[]SupportedFeatureKey", "versions": "3+",
-         "tag": 0, "taggedVersions": "3+", "fields": [
-            {"name": "Name", "type": "string", "versions": "3+"},
-            {"name": "MinVersion", "type": "int16", "versions": "3+"},
-            {"name": "MaxVersion", "type": "int16", "versions": "3+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "7+"},
+        {"name": "SessionId", "type": "int32", "versions": "7+", "default": "0"},
+        {"name": "Responses", "type": "[]FetchableTopicResponse", "versions": "0+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "0-12"},
+            {"name": "TopicId", "type": "uuid", "versions": "13+"},
+            {"name": "Partitions", "type": "[]PartitionData", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "HighWatermark", "type": "int64", "versions": "0+"},
+                {"name": "LastStableOffset", "type": "int64", "versions": "4+", "default": "-1"},
+                {"name": "LogStartOffset", "type": "int64", "versions": "5+", "default": "-1"},
+                {"name": "DivergingEpoch", "type": "EpochEndOffset", "versions": "12+", "tag": 0,
+                 "taggedVersions": "12+", "fields": [
+                    {"name": "Epoch", "type": "int32", "versions": "12+", "default": "-1"},
+                    {"name": "EndOffset", "type": "int64", "versions": "12+", "default": "-1"},
+                ]},
+                {"name": "CurrentLeader", "type": "LeaderIdAndEpoch", "versions": "12+", "tag": 1,
+                 "taggedVersions": "12+", "fields": [
+                    {"name": "LeaderId", "type": "int32", "versions": "12+", "default": "-1"},
+                    {"name": "LeaderEpoch", "type": "int32", "versions": "12+", "default": "-1"},
+                ]},
+                {"name": "SnapshotId", "type": "SnapshotId", "versions": "12+", "tag": 2,
+                 "taggedVersions": "12+", "fields": [
+                    {"name": "EndOffset", "type": "int64", "versions": "0+", "default": "-1"},
+                    {"name": "Epoch", "type": "int32", "versions": "0+", "default": "-1"},
+                ]},
+                {"name": "AbortedTransactions", "type": "[]AbortedTransaction", "versions": "4+",
+                 "nullableVersions": "4+", "fields": [
+                    {"name": "ProducerId", "type": "int64", "versions": "4+"},
+                    {"name": "FirstOffset", "type": "int64", "versions": "4+"},
+                ]},
+                {"name": "PreferredReadReplica", "type": "int32", "versions": "11+",
+                 "default": "-1"},
+                {"name": "Records", "type": "records", "versions": "0+", "nullableVersions": "0+"},
+            ]},
         ]},
-        {"name": "FinalizedFeaturesEpoch", "type": "int64", "versions": "3+",
-         "tag": 1, "taggedVersions": "3+", "default": "-1"},
-        {"name": "FinalizedFeatures", "type": "[]FinalizedFeatureKey", "versions": "3+",
-         "tag": 2, "taggedVersions": "3+", "fields": [
-            {"name": "Name", "type": "string", "versions": "3+"},
-            {"name": "MaxVersionLevel", "type": "int16", "versions": "3+"},
-            {"name": "MinVersionLevel", "type": "int16", "versions": "3+"},
+        {"name": "NodeEndpoints", "type": "[]NodeEndpoint", "versions": "16+", "tag": 0,
+         "taggedVersions": "16+", "fields": [
+            {"name": "NodeId", "type": "int32", "versions": "16+"},
+            {"name": "Host", "type": "string", "versions": "16+"},
+            {"name": "Port", "type": "int32", "versions": "16+"},
+            {"name": "Rack", "type": "string", "versions": "16+", "nullableVersions": "16+",
+             "default": "null"},
         ]},
-        {"name": "ZkMigrationReady", "type": "bool", "versions": "3+",
-         "tag": 3, "taggedVersions": "3+", "default": "false"},
     ],
 })
 
+# -- ListOffsets (2) -------------------------------------------------------------------------------
+LIST_OFFSETS_REQUEST = Schema({
+    "apiKey": 2, "type": "request", "name": "ListOffsetsRequest",
+    "validVersions": "0-10", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "ReplicaId", "type": "int32", "versions": "0+"},
+        {"name": "IsolationLevel", "type": "int8", "versions": "2+"},
+        {"name": "Topics", "type": "[]ListOffsetsTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]ListOffsetsPartition", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "CurrentLeaderEpoch", "type": "int32", "versions": "4+", "default": "-1"},
+                {"name": "Timestamp", "type": "int64", "versions": "0+"},
+                {"name": "MaxNumOffsets", "type": "int32", "versions": "0", "default": "1"},
+            ]},
+        ]},
+        {"name": "TimeoutMs", "type": "int32", "versions": "10+"},
+    ],
+})
+
+LIST_OFFSETS_RESPONSE = Schema({
+    "apiKey": 2, "type": "response", "name": "ListOffsetsResponse",
+    "validVersions": "0-10", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "2+"},
+        {"name": "Topics", "type": "[]ListOffsetsTopicResponse", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]ListOffsetsPartitionResponse",
+             "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "OldStyleOffsets", "type": "[]int64", "versions": "0"},
+                {"name": "Timestamp", "type": "int64", "versions": "1+", "default": "-1"},
+                {"name": "Offset", "type": "int64", "versions": "1+", "default": "-1"},
+                {"name": "LeaderEpoch", "type": "int32", "versions": "4+", "default": "-1"},
+            ]},
+        ]},
+    ],
+})
+
+# -- Metadata (3) ----------------------------------------------------------------------------------
 METADATA_REQUEST = Schema({
     "apiKey": 3, "type": "request", "name": "MetadataRequest",
     "validVersions": "0-12", "flexibleVersions": "9+",
@@ -110,8 +283,8 @@ METADATA_RESPONSE = Schema({
             {"name": "Name", "type": "string", "versions": "0+", "nullableVersions": "12+"},
             {"name": "TopicId", "type": "uuid", "versions": "10+"},
             {"name": "IsInternal", "type": "bool", "versions": "1+", "default": "false"},
-            {"name": "Partitions", "type": "[]MetadataResponsePartition", "versions": "0+",
-             "fields": [
+            {"name": "Partitions", "type": "[]MetadataResponsePartition",
+             "versions": "0+", "fields": [
                 {"name": "ErrorCode", "type": "int16", "versions": "0+"},
                 {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
                 {"name": "LeaderId", "type": "int32", "versions": "0+"},
@@ -128,75 +301,835 @@ METADATA_RESPONSE = Schema({
     ],
 })
 
-PRODUCE_REQUEST = Schema({
-    "apiKey": 0, "type": "request", "name": "ProduceRequest",
-    "validVersions": "0-11", "flexibleVersions": "9+",
+# -- OffsetCommit (8) ------------------------------------------------------------------------------
+OFFSET_COMMIT_REQUEST = Schema({
+    "apiKey": 8, "type": "request", "name": "OffsetCommitRequest",
+    "validVersions": "0-9", "flexibleVersions": "8+",
     "fields": [
-        {"name": "TransactionalId", "type": "string", "versions": "3+", "nullableVersions": "3+",
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+        {"name": "GenerationIdOrMemberEpoch", "type": "int32", "versions": "1+", "default": "-1"},
+        {"name": "MemberId", "type": "string", "versions": "1+"},
+        {"name": "GroupInstanceId", "type": "string", "versions": "7+", "nullableVersions": "7+",
          "default": "null"},
-        {"name": "Acks", "type": "int16", "versions": "0+"},
-        {"name": "TimeoutMs", "type": "int32", "versions": "0+"},
-        {"name": "TopicData", "type": "[]TopicProduceData", "versions": "0+", "fields": [
+        {"name": "RetentionTimeMs", "type": "int64", "versions": "2-4", "default": "-1"},
+        {"name": "Topics", "type": "[]OffsetCommitRequestTopic", "versions": "0+", "fields": [
             {"name": "Name", "type": "string", "versions": "0+"},
-            {"name": "PartitionData", "type": "[]PartitionProduceData", "versions": "0+",
-             "fields": [
-                {"name": "Index", "type": "int32", "versions": "0+"},
-                {"name": "Records", "type": "records", "versions": "0+",
+            {"name": "Partitions", "type": "[]OffsetCommitRequestPartition",
+             "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "CommittedOffset", "type": "int64", "versions": "0+"},
+                {"name": "CommittedLeaderEpoch", "type": "int32", "versions": "6+",
+                 "default": "-1"},
+                {"name": "CommitTimestamp", "type": "int64", "versions": "1", "default": "-1"},
+                {"name": "CommittedMetadata", "type": "string", "versions": "0+",
                  "nullableVersions": "0+"},
             ]},
         ]},
     ],
 })
 
-PRODUCE_RESPONSE = Schema({
-    "apiKey": 0, "type": "response", "name": "ProduceResponse",
-    "validVersions": "0-11", "flexibleVersions": "9+",
+OFFSET_COMMIT_RESPONSE = Schema({
+    "apiKey": 8, "type": "response", "name": "OffsetCommitResponse",
+    "validVersions": "0-9", "flexibleVersions": "8+",
     "fields": [
-        {"name": "Responses", "type": "[]TopicProduceResponse", "versions": "0+", "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "3+"},
+        {"name": "Topics", "type": "[]OffsetCommitResponseTopic", "versions": "0+", "fields": [
             {"name": "Name", "type": "string", "versions": "0+"},
-            {"name": "PartitionResponses", "type": "[]PartitionProduceResponse",
+            {"name": "Partitions", "type": "[]OffsetCommitResponsePartition",
              "versions": "0+", "fields": [
-                {"name": "Index", "type": "int32", "versions": "0+"},
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
                 {"name": "ErrorCode", "type": "int16", "versions": "0+"},
-                {"name": "BaseOffset", "type": "int64", "versions": "0+"},
-                {"name": "LogAppendTimeMs", "type": "int64", "versions": "2+", "default": "-1"},
-                {"name": "LogStartOffset", "type": "int64", "versions": "5+", "default": "-1"},
-                {"name": "RecordErrors", "type": "[]BatchIndexAndErrorMessage",
-                 "versions": "8+", "fields": [
-                    {"name": "BatchIndex", "type": "int32", "versions": "8+"},
-                    {"name": "BatchIndexErrorMessage", "type": "string", "versions": "8+",
-                     "nullableVersions": "8+", "default": "null"},
-                ]},
-                {"name": "ErrorMessage", "type": "string", "versions": "8+",
-                 "nullableVersions": "8+", "default": "null"},
-                {"name": "CurrentLeader", "type": "LeaderIdAndEpoch", "versions": "10+",
-                 "tag": 0, "taggedVersions": "10+", "fields": [
-                    {"name": "LeaderId", "type": "int32", "versions": "10+", "default": "-1"},
-                    {"name": "LeaderEpoch", "type": "int32", "versions": "10+", "default": "-1"},
-                ]},
             ]},
         ]},
-        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+", "default": "0"},
-        {"name": "NodeEndpoints", "type": "[]NodeEndpoint", "versions": "10+",
-         "tag": 0, "taggedVersions": "10+", "fields": [
-            {"name": "NodeId", "type": "int32", "versions": "10+"},
-            {"name": "Host", "type": "string", "versions": "10+"},
-            {"name": "Port", "type": "int32", "versions": "10+"},
-            {"name": "Rack", "type": "string", "versions": "10+", "nullableVersions": "10+",
+    ],
+})
+
+# -- OffsetFetch (9) -------------------------------------------------------------------------------
+OFFSET_FETCH_REQUEST = Schema({
+    "apiKey": 9, "type": "request", "name": "OffsetFetchRequest",
+    "validVersions": "0-9", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "GroupId", "type": "string", "versions": "0-7"},
+        {"name": "Topics", "type": "[]OffsetFetchRequestTopic", "versions": "0-7",
+         "nullableVersions": "2-7", "fields": [
+            {"name": "Name", "type": "string", "versions": "0-7"},
+            {"name": "PartitionIndexes", "type": "[]int32", "versions": "0-7"},
+        ]},
+        {"name": "Groups", "type": "[]OffsetFetchRequestGroup", "versions": "8+", "fields": [
+            {"name": "GroupId", "type": "string", "versions": "8+"},
+            {"name": "MemberId", "type": "string", "versions": "9+", "nullableVersions": "9+",
+             "default": "null"},
+            {"name": "MemberEpoch", "type": "int32", "versions": "9+", "default": "-1"},
+            {"name": "Topics", "type": "[]OffsetFetchRequestTopics", "versions": "8+",
+             "nullableVersions": "8+", "fields": [
+                {"name": "Name", "type": "string", "versions": "8+"},
+                {"name": "PartitionIndexes", "type": "[]int32", "versions": "8+"},
+            ]},
+        ]},
+        {"name": "RequireStable", "type": "bool", "versions": "7+", "default": "false"},
+    ],
+})
+
+OFFSET_FETCH_RESPONSE = Schema({
+    "apiKey": 9, "type": "response", "name": "OffsetFetchResponse",
+    "validVersions": "0-9", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "3+"},
+        {"name": "Topics", "type": "[]OffsetFetchResponseTopic", "versions": "0-7", "fields": [
+            {"name": "Name", "type": "string", "versions": "0-7"},
+            {"name": "Partitions", "type": "[]OffsetFetchResponsePartition",
+             "versions": "0-7", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0-7"},
+                {"name": "CommittedOffset", "type": "int64", "versions": "0-7"},
+                {"name": "CommittedLeaderEpoch", "type": "int32", "versions": "5-7",
+                 "default": "-1"},
+                {"name": "Metadata", "type": "string", "versions": "0-7",
+                 "nullableVersions": "0-7"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0-7"},
+            ]},
+        ]},
+        {"name": "ErrorCode", "type": "int16", "versions": "2-7", "default": "0"},
+        {"name": "Groups", "type": "[]OffsetFetchResponseGroup", "versions": "8+", "fields": [
+            {"name": "GroupId", "type": "string", "versions": "8+"},
+            {"name": "Topics", "type": "[]OffsetFetchResponseTopics", "versions": "8+", "fields": [
+                {"name": "Name", "type": "string", "versions": "8+"},
+                {"name": "Partitions", "type": "[]OffsetFetchResponsePartitions",
+                 "versions": "8+", "fields": [
+                    {"name": "PartitionIndex", "type": "int32", "versions": "8+"},
+                    {"name": "CommittedOffset", "type": "int64", "versions": "8+"},
+                    {"name": "CommittedLeaderEpoch", "type": "int32", "versions": "8+",
+                     "default": "-1"},
+                    {"name": "Metadata", "type": "string", "versions": "8+",
+                     "nullableVersions": "8+"},
+                    {"name": "ErrorCode", "type": "int16", "versions": "8+"},
+                ]},
+            ]},
+            {"name": "ErrorCode", "type": "int16", "versions": "8+", "default": "0"},
+        ]},
+    ],
+})
+
+# -- FindCoordinator (10) --------------------------------------------------------------------------
+FIND_COORDINATOR_REQUEST = Schema({
+    "apiKey": 10, "type": "request", "name": "FindCoordinatorRequest",
+    "validVersions": "0-6", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "Key", "type": "string", "versions": "0-3"},
+        {"name": "KeyType", "type": "int8", "versions": "1+", "default": "0"},
+        {"name": "CoordinatorKeys", "type": "[]string", "versions": "4+"},
+    ],
+})
+
+FIND_COORDINATOR_RESPONSE = Schema({
+    "apiKey": 10, "type": "response", "name": "FindCoordinatorResponse",
+    "validVersions": "0-6", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0-3"},
+        {"name": "ErrorMessage", "type": "string", "versions": "1-3", "nullableVersions": "1-3"},
+        {"name": "NodeId", "type": "int32", "versions": "0-3"},
+        {"name": "Host", "type": "string", "versions": "0-3"},
+        {"name": "Port", "type": "int32", "versions": "0-3"},
+        {"name": "Coordinators", "type": "[]Coordinator", "versions": "4+", "fields": [
+            {"name": "Key", "type": "string", "versions": "4+"},
+            {"name": "NodeId", "type": "int32", "versions": "4+"},
+            {"name": "Host", "type": "string", "versions": "4+"},
+            {"name": "Port", "type": "int32", "versions": "4+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "4+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "4+", "nullableVersions": "4+"},
+        ]},
+    ],
+})
+
+# -- JoinGroup (11) --------------------------------------------------------------------------------
+JOIN_GROUP_REQUEST = Schema({
+    "apiKey": 11, "type": "request", "name": "JoinGroupRequest",
+    "validVersions": "0-9", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+        {"name": "SessionTimeoutMs", "type": "int32", "versions": "0+"},
+        {"name": "RebalanceTimeoutMs", "type": "int32", "versions": "1+", "default": "-1"},
+        {"name": "MemberId", "type": "string", "versions": "0+"},
+        {"name": "GroupInstanceId", "type": "string", "versions": "5+", "nullableVersions": "5+",
+         "default": "null"},
+        {"name": "ProtocolType", "type": "string", "versions": "0+"},
+        {"name": "Protocols", "type": "[]JoinGroupRequestProtocol", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Metadata", "type": "bytes", "versions": "0+"},
+        ]},
+        {"name": "Reason", "type": "string", "versions": "8+", "nullableVersions": "8+",
+         "default": "null"},
+    ],
+})
+
+JOIN_GROUP_RESPONSE = Schema({
+    "apiKey": 11, "type": "response", "name": "JoinGroupResponse",
+    "validVersions": "0-9", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "2+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "GenerationId", "type": "int32", "versions": "0+", "default": "-1"},
+        {"name": "ProtocolType", "type": "string", "versions": "7+", "nullableVersions": "7+",
+         "default": "null"},
+        {"name": "ProtocolName", "type": "string", "versions": "0+", "nullableVersions": "7+"},
+        {"name": "Leader", "type": "string", "versions": "0+"},
+        {"name": "SkipAssignment", "type": "bool", "versions": "9+", "default": "false"},
+        {"name": "MemberId", "type": "string", "versions": "0+"},
+        {"name": "Members", "type": "[]JoinGroupResponseMember", "versions": "0+", "fields": [
+            {"name": "MemberId", "type": "string", "versions": "0+"},
+            {"name": "GroupInstanceId", "type": "string", "versions": "5+",
+             "nullableVersions": "5+", "default": "null"},
+            {"name": "Metadata", "type": "bytes", "versions": "0+"},
+        ]},
+    ],
+})
+
+# -- Heartbeat (12) --------------------------------------------------------------------------------
+HEARTBEAT_REQUEST = Schema({
+    "apiKey": 12, "type": "request", "name": "HeartbeatRequest",
+    "validVersions": "0-4", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+        {"name": "GenerationId", "type": "int32", "versions": "0+"},
+        {"name": "MemberId", "type": "string", "versions": "0+"},
+        {"name": "GroupInstanceId", "type": "string", "versions": "3+", "nullableVersions": "3+",
+         "default": "null"},
+    ],
+})
+
+HEARTBEAT_RESPONSE = Schema({
+    "apiKey": 12, "type": "response", "name": "HeartbeatResponse",
+    "validVersions": "0-4", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+    ],
+})
+
+# -- LeaveGroup (13) -------------------------------------------------------------------------------
+LEAVE_GROUP_REQUEST = Schema({
+    "apiKey": 13, "type": "request", "name": "LeaveGroupRequest",
+    "validVersions": "0-5", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+        {"name": "MemberId", "type": "string", "versions": "0-2"},
+        {"name": "Members", "type": "[]MemberIdentity", "versions": "3+", "fields": [
+            {"name": "MemberId", "type": "string", "versions": "3+"},
+            {"name": "GroupInstanceId", "type": "string", "versions": "3+",
+             "nullableVersions": "3+", "default": "null"},
+            {"name": "Reason", "type": "string", "versions": "5+", "nullableVersions": "5+",
              "default": "null"},
         ]},
     ],
 })
 
-REQUESTS: Dict[int, Schema] = {
-    s.api_key: s for s in (API_VERSIONS_REQUEST, METADATA_REQUEST, PRODUCE_REQUEST)
-    if s.api_key is not None
-}
-RESPONSES: Dict[int, Schema] = {
-    s.api_key: s for s in (API_VERSIONS_RESPONSE, METADATA_RESPONSE, PRODUCE_RESPONSE)
-    if s.api_key is not None
+LEAVE_GROUP_RESPONSE = Schema({
+    "apiKey": 13, "type": "response", "name": "LeaveGroupResponse",
+    "validVersions": "0-5", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "Members", "type": "[]MemberResponse", "versions": "3+", "fields": [
+            {"name": "MemberId", "type": "string", "versions": "3+"},
+            {"name": "GroupInstanceId", "type": "string", "versions": "3+",
+             "nullableVersions": "3+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "3+"},
+        ]},
+    ],
+})
+
+# -- SyncGroup (14) --------------------------------------------------------------------------------
+SYNC_GROUP_REQUEST = Schema({
+    "apiKey": 14, "type": "request", "name": "SyncGroupRequest",
+    "validVersions": "0-5", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+        {"name": "GenerationId", "type": "int32", "versions": "0+"},
+        {"name": "MemberId", "type": "string", "versions": "0+"},
+        {"name": "GroupInstanceId", "type": "string", "versions": "3+", "nullableVersions": "3+",
+         "default": "null"},
+        {"name": "ProtocolType", "type": "string", "versions": "5+", "nullableVersions": "5+",
+         "default": "null"},
+        {"name": "ProtocolName", "type": "string", "versions": "5+", "nullableVersions": "5+",
+         "default": "null"},
+        {"name": "Assignments", "type": "[]SyncGroupRequestAssignment",
+         "versions": "0+", "fields": [
+            {"name": "MemberId", "type": "string", "versions": "0+"},
+            {"name": "Assignment", "type": "bytes", "versions": "0+"},
+        ]},
+    ],
+})
+
+SYNC_GROUP_RESPONSE = Schema({
+    "apiKey": 14, "type": "response", "name": "SyncGroupResponse",
+    "validVersions": "0-5", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ProtocolType", "type": "string", "versions": "5+", "nullableVersions": "5+",
+         "default": "null"},
+        {"name": "ProtocolName", "type": "string", "versions": "5+", "nullableVersions": "5+",
+         "default": "null"},
+        {"name": "Assignment", "type": "bytes", "versions": "0+"},
+    ],
+})
+
+# -- DescribeGroups (15) ---------------------------------------------------------------------------
+DESCRIBE_GROUPS_REQUEST = Schema({
+    "apiKey": 15, "type": "request", "name": "DescribeGroupsRequest",
+    "validVersions": "0-5", "flexibleVersions": "5+",
+    "fields": [
+        {"name": "Groups", "type": "[]string", "versions": "0+"},
+        {"name": "IncludeAuthorizedOperations", "type": "bool", "versions": "3+"},
+    ],
+})
+
+DESCRIBE_GROUPS_RESPONSE = Schema({
+    "apiKey": 15, "type": "response", "name": "DescribeGroupsResponse",
+    "validVersions": "0-5", "flexibleVersions": "5+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "Groups", "type": "[]DescribedGroup", "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "GroupId", "type": "string", "versions": "0+"},
+            {"name": "GroupState", "type": "string", "versions": "0+"},
+            {"name": "ProtocolType", "type": "string", "versions": "0+"},
+            {"name": "ProtocolData", "type": "string", "versions": "0+"},
+            {"name": "Members", "type": "[]DescribedGroupMember", "versions": "0+", "fields": [
+                {"name": "MemberId", "type": "string", "versions": "0+"},
+                {"name": "GroupInstanceId", "type": "string", "versions": "4+",
+                 "nullableVersions": "4+", "default": "null"},
+                {"name": "ClientId", "type": "string", "versions": "0+"},
+                {"name": "ClientHost", "type": "string", "versions": "0+"},
+                {"name": "MemberMetadata", "type": "bytes", "versions": "0+"},
+                {"name": "MemberAssignment", "type": "bytes", "versions": "0+"},
+            ]},
+            {"name": "AuthorizedOperations", "type": "int32", "versions": "3+",
+             "default": "-2147483648"},
+        ]},
+    ],
+})
+
+# -- ListGroups (16) -------------------------------------------------------------------------------
+LIST_GROUPS_REQUEST = Schema({
+    "apiKey": 16, "type": "request", "name": "ListGroupsRequest",
+    "validVersions": "0-5", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "StatesFilter", "type": "[]string", "versions": "4+"},
+        {"name": "TypesFilter", "type": "[]string", "versions": "5+"},
+    ],
+})
+
+LIST_GROUPS_RESPONSE = Schema({
+    "apiKey": 16, "type": "response", "name": "ListGroupsResponse",
+    "validVersions": "0-5", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "Groups", "type": "[]ListedGroup", "versions": "0+", "fields": [
+            {"name": "GroupId", "type": "string", "versions": "0+"},
+            {"name": "ProtocolType", "type": "string", "versions": "0+"},
+            {"name": "GroupState", "type": "string", "versions": "4+"},
+            {"name": "GroupType", "type": "string", "versions": "5+"},
+        ]},
+    ],
+})
+
+# -- SaslHandshake (17) ----------------------------------------------------------------------------
+SASL_HANDSHAKE_REQUEST = Schema({
+    "apiKey": 17, "type": "request", "name": "SaslHandshakeRequest",
+    "validVersions": "0-1", "flexibleVersions": "none",
+    "fields": [
+        {"name": "Mechanism", "type": "string", "versions": "0+"},
+    ],
+})
+
+SASL_HANDSHAKE_RESPONSE = Schema({
+    "apiKey": 17, "type": "response", "name": "SaslHandshakeResponse",
+    "validVersions": "0-1", "flexibleVersions": "none",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "Mechanisms", "type": "[]string", "versions": "0+"},
+    ],
+})
+
+# -- ApiVersions (18) ------------------------------------------------------------------------------
+API_VERSIONS_REQUEST = Schema({
+    "apiKey": 18, "type": "request", "name": "ApiVersionsRequest",
+    "validVersions": "0-4", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ClientSoftwareName", "type": "string", "versions": "3+"},
+        {"name": "ClientSoftwareVersion", "type": "string", "versions": "3+"},
+    ],
+})
+
+API_VERSIONS_RESPONSE = Schema({
+    "apiKey": 18, "type": "response", "name": "ApiVersionsResponse",
+    "validVersions": "0-4", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ApiKeys", "type": "[]ApiVersion", "versions": "0+", "fields": [
+            {"name": "ApiKey", "type": "int16", "versions": "0+"},
+            {"name": "MinVersion", "type": "int16", "versions": "0+"},
+            {"name": "MaxVersion", "type": "int16", "versions": "0+"},
+        ]},
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "SupportedFeatures", "type": "[]SupportedFeatureKey", "versions": "3+", "tag": 0,
+         "taggedVersions": "3+", "fields": [
+            {"name": "Name", "type": "string", "versions": "3+"},
+            {"name": "MinVersion", "type": "int16", "versions": "3+"},
+            {"name": "MaxVersion", "type": "int16", "versions": "3+"},
+        ]},
+        {"name": "FinalizedFeaturesEpoch", "type": "int64", "versions": "3+", "tag": 1,
+         "taggedVersions": "3+", "default": "-1"},
+        {"name": "FinalizedFeatures", "type": "[]FinalizedFeatureKey", "versions": "3+", "tag": 2,
+         "taggedVersions": "3+", "fields": [
+            {"name": "Name", "type": "string", "versions": "3+"},
+            {"name": "MaxVersionLevel", "type": "int16", "versions": "3+"},
+            {"name": "MinVersionLevel", "type": "int16", "versions": "3+"},
+        ]},
+        {"name": "ZkMigrationReady", "type": "bool", "versions": "3+", "tag": 3,
+         "taggedVersions": "3+", "default": "false"},
+    ],
+})
+
+# -- CreateTopics (19) -----------------------------------------------------------------------------
+CREATE_TOPICS_REQUEST = Schema({
+    "apiKey": 19, "type": "request", "name": "CreateTopicsRequest",
+    "validVersions": "0-7", "flexibleVersions": "5+",
+    "fields": [
+        {"name": "Topics", "type": "[]CreatableTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "NumPartitions", "type": "int32", "versions": "0+"},
+            {"name": "ReplicationFactor", "type": "int16", "versions": "0+"},
+            {"name": "Assignments", "type": "[]CreatableReplicaAssignment",
+             "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "BrokerIds", "type": "[]int32", "versions": "0+"},
+            ]},
+            {"name": "Configs", "type": "[]CreatableTopicConfig", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "Value", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+        ]},
+        {"name": "timeoutMs", "type": "int32", "versions": "0+", "default": "60000"},
+        {"name": "validateOnly", "type": "bool", "versions": "1+", "default": "false"},
+    ],
+})
+
+CREATE_TOPICS_RESPONSE = Schema({
+    "apiKey": 19, "type": "response", "name": "CreateTopicsResponse",
+    "validVersions": "0-7", "flexibleVersions": "5+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "2+"},
+        {"name": "Topics", "type": "[]CreatableTopicResult", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "TopicId", "type": "uuid", "versions": "7+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "1+", "nullableVersions": "0+"},
+            {"name": "TopicConfigErrorCode", "type": "int16", "versions": "5+", "tag": 0,
+             "taggedVersions": "5+"},
+            {"name": "NumPartitions", "type": "int32", "versions": "5+", "default": "-1"},
+            {"name": "ReplicationFactor", "type": "int16", "versions": "5+", "default": "-1"},
+            {"name": "Configs", "type": "[]CreatableTopicConfigs", "versions": "5+",
+             "nullableVersions": "5+", "fields": [
+                {"name": "Name", "type": "string", "versions": "5+"},
+                {"name": "Value", "type": "string", "versions": "5+", "nullableVersions": "5+"},
+                {"name": "ReadOnly", "type": "bool", "versions": "5+"},
+                {"name": "ConfigSource", "type": "int8", "versions": "5+", "default": "-1"},
+                {"name": "IsSensitive", "type": "bool", "versions": "5+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- DeleteTopics (20) -----------------------------------------------------------------------------
+DELETE_TOPICS_REQUEST = Schema({
+    "apiKey": 20, "type": "request", "name": "DeleteTopicsRequest",
+    "validVersions": "0-6", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "Topics", "type": "[]DeleteTopicState", "versions": "6+", "fields": [
+            {"name": "Name", "type": "string", "versions": "6+", "nullableVersions": "6+",
+             "default": "null"},
+            {"name": "TopicId", "type": "uuid", "versions": "6+"},
+        ]},
+        {"name": "TopicNames", "type": "[]string", "versions": "0-5"},
+        {"name": "TimeoutMs", "type": "int32", "versions": "0+"},
+    ],
+})
+
+DELETE_TOPICS_RESPONSE = Schema({
+    "apiKey": 20, "type": "response", "name": "DeleteTopicsResponse",
+    "validVersions": "0-6", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "1+"},
+        {"name": "Responses", "type": "[]DeletableTopicResult", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+", "nullableVersions": "6+"},
+            {"name": "TopicId", "type": "uuid", "versions": "6+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "5+", "nullableVersions": "5+",
+             "default": "null"},
+        ]},
+    ],
+})
+
+# -- DeleteRecords (21) ----------------------------------------------------------------------------
+DELETE_RECORDS_REQUEST = Schema({
+    "apiKey": 21, "type": "request", "name": "DeleteRecordsRequest",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "Topics", "type": "[]DeleteRecordsTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]DeleteRecordsPartition", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "Offset", "type": "int64", "versions": "0+"},
+            ]},
+        ]},
+        {"name": "TimeoutMs", "type": "int32", "versions": "0+"},
+    ],
+})
+
+DELETE_RECORDS_RESPONSE = Schema({
+    "apiKey": 21, "type": "response", "name": "DeleteRecordsResponse",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Topics", "type": "[]DeleteRecordsTopicResult", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]DeleteRecordsPartitionResult",
+             "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "LowWatermark", "type": "int64", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- InitProducerId (22) ---------------------------------------------------------------------------
+INIT_PRODUCER_ID_REQUEST = Schema({
+    "apiKey": 22, "type": "request", "name": "InitProducerIdRequest",
+    "validVersions": "0-5", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "TransactionalId", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "TransactionTimeoutMs", "type": "int32", "versions": "0+"},
+        {"name": "ProducerId", "type": "int64", "versions": "3+", "default": "-1"},
+        {"name": "ProducerEpoch", "type": "int16", "versions": "3+", "default": "-1"},
+    ],
+})
+
+INIT_PRODUCER_ID_RESPONSE = Schema({
+    "apiKey": 22, "type": "response", "name": "InitProducerIdResponse",
+    "validVersions": "0-5", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ProducerId", "type": "int64", "versions": "0+", "default": "-1"},
+        {"name": "ProducerEpoch", "type": "int16", "versions": "0+"},
+    ],
+})
+
+# -- DescribeConfigs (32) --------------------------------------------------------------------------
+DESCRIBE_CONFIGS_REQUEST = Schema({
+    "apiKey": 32, "type": "request", "name": "DescribeConfigsRequest",
+    "validVersions": "0-4", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "Resources", "type": "[]DescribeConfigsResource", "versions": "0+", "fields": [
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+            {"name": "ConfigurationKeys", "type": "[]string", "versions": "0+",
+             "nullableVersions": "0+"},
+        ]},
+        {"name": "IncludeSynonyms", "type": "bool", "versions": "1+", "default": "false"},
+        {"name": "IncludeDocumentation", "type": "bool", "versions": "3+", "default": "false"},
+    ],
+})
+
+DESCRIBE_CONFIGS_RESPONSE = Schema({
+    "apiKey": 32, "type": "response", "name": "DescribeConfigsResponse",
+    "validVersions": "0-4", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Results", "type": "[]DescribeConfigsResult", "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+            {"name": "Configs", "type": "[]DescribeConfigsResourceResult",
+             "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "Value", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+                {"name": "ReadOnly", "type": "bool", "versions": "0+"},
+                {"name": "IsDefault", "type": "bool", "versions": "0"},
+                {"name": "ConfigSource", "type": "int8", "versions": "1+", "default": "-1"},
+                {"name": "IsSensitive", "type": "bool", "versions": "0+"},
+                {"name": "Synonyms", "type": "[]DescribeConfigsSynonym",
+                 "versions": "1+", "fields": [
+                    {"name": "Name", "type": "string", "versions": "1+"},
+                    {"name": "Value", "type": "string", "versions": "1+", "nullableVersions": "0+"},
+                    {"name": "Source", "type": "int8", "versions": "1+"},
+                ]},
+                {"name": "ConfigType", "type": "int8", "versions": "3+", "default": "0"},
+                {"name": "Documentation", "type": "string", "versions": "3+",
+                 "nullableVersions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- AlterConfigs (33) -----------------------------------------------------------------------------
+ALTER_CONFIGS_REQUEST = Schema({
+    "apiKey": 33, "type": "request", "name": "AlterConfigsRequest",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "Resources", "type": "[]AlterConfigsResource", "versions": "0+", "fields": [
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+            {"name": "Configs", "type": "[]AlterableConfig", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "Value", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+        ]},
+        {"name": "ValidateOnly", "type": "bool", "versions": "0+"},
+    ],
+})
+
+ALTER_CONFIGS_RESPONSE = Schema({
+    "apiKey": 33, "type": "response", "name": "AlterConfigsResponse",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Responses", "type": "[]AlterConfigsResourceResponse",
+         "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+        ]},
+    ],
+})
+
+# -- SaslAuthenticate (36) -------------------------------------------------------------------------
+SASL_AUTHENTICATE_REQUEST = Schema({
+    "apiKey": 36, "type": "request", "name": "SaslAuthenticateRequest",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "AuthBytes", "type": "bytes", "versions": "0+"},
+    ],
+})
+
+SASL_AUTHENTICATE_RESPONSE = Schema({
+    "apiKey": 36, "type": "response", "name": "SaslAuthenticateResponse",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "AuthBytes", "type": "bytes", "versions": "0+"},
+        {"name": "SessionLifetimeMs", "type": "int64", "versions": "1+", "default": "0"},
+    ],
+})
+
+# -- CreatePartitions (37) -------------------------------------------------------------------------
+CREATE_PARTITIONS_REQUEST = Schema({
+    "apiKey": 37, "type": "request", "name": "CreatePartitionsRequest",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "Topics", "type": "[]CreatePartitionsTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Count", "type": "int32", "versions": "0+"},
+            {"name": "Assignments", "type": "[]CreatePartitionsAssignment", "versions": "0+",
+             "nullableVersions": "0+", "fields": [
+                {"name": "BrokerIds", "type": "[]int32", "versions": "0+"},
+            ]},
+        ]},
+        {"name": "TimeoutMs", "type": "int32", "versions": "0+"},
+        {"name": "ValidateOnly", "type": "bool", "versions": "0+"},
+    ],
+})
+
+CREATE_PARTITIONS_RESPONSE = Schema({
+    "apiKey": 37, "type": "response", "name": "CreatePartitionsResponse",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Results", "type": "[]CreatePartitionsTopicResult", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+",
+             "default": "null"},
+        ]},
+    ],
+})
+
+# -- DeleteGroups (42) -----------------------------------------------------------------------------
+DELETE_GROUPS_REQUEST = Schema({
+    "apiKey": 42, "type": "request", "name": "DeleteGroupsRequest",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "GroupsNames", "type": "[]string", "versions": "0+"},
+    ],
+})
+
+DELETE_GROUPS_RESPONSE = Schema({
+    "apiKey": 42, "type": "response", "name": "DeleteGroupsResponse",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Results", "type": "[]DeletableGroupResult", "versions": "0+", "fields": [
+            {"name": "GroupId", "type": "string", "versions": "0+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        ]},
+    ],
+})
+
+# -- IncrementalAlterConfigs (44) ------------------------------------------------------------------
+INCREMENTAL_ALTER_CONFIGS_REQUEST = Schema({
+    "apiKey": 44, "type": "request", "name": "IncrementalAlterConfigsRequest",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "Resources", "type": "[]AlterConfigsResource", "versions": "0+", "fields": [
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+            {"name": "Configs", "type": "[]AlterableConfig", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "ConfigOperation", "type": "int8", "versions": "0+"},
+                {"name": "Value", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+        ]},
+        {"name": "ValidateOnly", "type": "bool", "versions": "0+"},
+    ],
+})
+
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = Schema({
+    "apiKey": 44, "type": "response", "name": "IncrementalAlterConfigsResponse",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Responses", "type": "[]AlterConfigsResourceResponse",
+         "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+        ]},
+    ],
+})
+
+#: API key -> Kafka's name for the API.
+API_NAMES: Dict[int, str] = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    21: "DeleteRecords",
+    22: "InitProducerId",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
+    36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    42: "DeleteGroups",
+    44: "IncrementalAlterConfigs",
 }
 
+#: API key -> (min, max) version the broker advertises in ApiVersions.
+SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
+    0: (0, 7),
+    1: (4, 11),
+    2: (1, 2),
+    3: (4, 4),
+    8: (2, 3),
+    9: (1, 3),
+    10: (0, 1),
+    11: (0, 5),
+    12: (0, 1),
+    13: (0, 1),
+    14: (0, 3),
+    15: (0, 2),
+    16: (0, 1),
+    17: (0, 1),
+    18: (0, 2),
+    19: (2, 3),
+    20: (1, 3),
+    21: (0, 1),
+    22: (0, 1),
+    32: (1, 1),
+    33: (0, 1),
+    36: (0, 1),
+    37: (0, 1),
+    42: (0, 1),
+    44: (0, 0),
+}
+
+#: API key -> request table.
+REQUESTS: Dict[int, Schema] = {
+    0: PRODUCE_REQUEST,
+    1: FETCH_REQUEST,
+    2: LIST_OFFSETS_REQUEST,
+    3: METADATA_REQUEST,
+    8: OFFSET_COMMIT_REQUEST,
+    9: OFFSET_FETCH_REQUEST,
+    10: FIND_COORDINATOR_REQUEST,
+    11: JOIN_GROUP_REQUEST,
+    12: HEARTBEAT_REQUEST,
+    13: LEAVE_GROUP_REQUEST,
+    14: SYNC_GROUP_REQUEST,
+    15: DESCRIBE_GROUPS_REQUEST,
+    16: LIST_GROUPS_REQUEST,
+    17: SASL_HANDSHAKE_REQUEST,
+    18: API_VERSIONS_REQUEST,
+    19: CREATE_TOPICS_REQUEST,
+    20: DELETE_TOPICS_REQUEST,
+    21: DELETE_RECORDS_REQUEST,
+    22: INIT_PRODUCER_ID_REQUEST,
+    32: DESCRIBE_CONFIGS_REQUEST,
+    33: ALTER_CONFIGS_REQUEST,
+    36: SASL_AUTHENTICATE_REQUEST,
+    37: CREATE_PARTITIONS_REQUEST,
+    42: DELETE_GROUPS_REQUEST,
+    44: INCREMENTAL_ALTER_CONFIGS_REQUEST,
+}
+
+#: API key -> response table.
+RESPONSES: Dict[int, Schema] = {
+    0: PRODUCE_RESPONSE,
+    1: FETCH_RESPONSE,
+    2: LIST_OFFSETS_RESPONSE,
+    3: METADATA_RESPONSE,
+    8: OFFSET_COMMIT_RESPONSE,
+    9: OFFSET_FETCH_RESPONSE,
+    10: FIND_COORDINATOR_RESPONSE,
+    11: JOIN_GROUP_RESPONSE,
+    12: HEARTBEAT_RESPONSE,
+    13: LEAVE_GROUP_RESPONSE,
+    14: SYNC_GROUP_RESPONSE,
+    15: DESCRIBE_GROUPS_RESPONSE,
+    16: LIST_GROUPS_RESPONSE,
+    17: SASL_HANDSHAKE_RESPONSE,
+    18: API_VERSIONS_RESPONSE,
+    19: CREATE_TOPICS_RESPONSE,
+    20: DELETE_TOPICS_RESPONSE,
+    21: DELETE_RECORDS_RESPONSE,
+    22: INIT_PRODUCER_ID_RESPONSE,
+    32: DESCRIBE_CONFIGS_RESPONSE,
+    33: ALTER_CONFIGS_RESPONSE,
+    36: SASL_AUTHENTICATE_RESPONSE,
+    37: CREATE_PARTITIONS_RESPONSE,
+    42: DELETE_GROUPS_RESPONSE,
+    44: INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+}
 
 def header_versions(api_key: int, api_version: int) -> Tuple[int, int]:
     """(request header version, response header version) for an API version.
@@ -205,6 +1138,9 @@ def header_versions(api_key: int, api_version: int) -> Tuple[int, int]:
     ApiVersions response header stays v0 so a client that does not yet know the broker's
     versions can always read it.
     """
-    flexible = REQUESTS[api_key].is_flexible(api_version)
+    request = REQUESTS.get(api_key)
+    if request is None:
+        raise KeyError(f"unknown API key {api_key}")
+    flexible = request.is_flexible(api_version)
     response = 1 if flexible and api_key != API_VERSIONS_RESPONSE.api_key else 0
     return (2 if flexible else 1), response
