@@ -39,6 +39,9 @@ TOPICS_FILE = "pylogq-topics.json"
 PRODUCER_IDS_FILE = "pylogq-producer-ids"
 PRODUCER_ID_BLOCK = 1000
 META_FILE = "meta.properties"
+# Kafka refuses to create more partitions than this in one request (POLICY_VIOLATION):
+# a count from a bad or hostile request must not make the broker open millions of logs.
+MAX_PARTITIONS_PER_REQUEST = 10000
 
 
 def _as_int(key: str, value: Any, minimum: Optional[int] = None) -> int:
@@ -279,6 +282,7 @@ class Broker:
         count = self.config["num.partitions"] if partitions is None else partitions
         if not isinstance(count, int) or count < 1:
             raise errors.InvalidPartitionsError("number of partitions must be at least 1, got %r" % (count,))
+        _check_partitions_per_request(count)
         factor = self.config["default.replication.factor"] if replication_factor is None else replication_factor
         if factor != 1:
             raise errors.InvalidReplicationFactorError(
@@ -324,6 +328,7 @@ class Broker:
             if total <= meta["partitions"]:
                 raise errors.InvalidPartitionsError(
                     "topic %r has %d partitions; the new total %d must be larger" % (name, meta["partitions"], total))
+            _check_partitions_per_request(total - meta["partitions"])
             for p in range(meta["partitions"], total):
                 self._open_partition(name, p)
             meta["partitions"] = total
@@ -581,6 +586,12 @@ class Broker:
 
     def __repr__(self) -> str:
         return "Broker(%s, broker_id=%d, topics=%d)" % (self.data_dir, self.broker_id, len(self._topics))
+
+
+def _check_partitions_per_request(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        raise errors.PolicyViolationError("Excessively large number of partitions per request: %d (at most %d)"
+                                          % (count, MAX_PARTITIONS_PER_REQUEST))
 
 
 def _dotted_keys(keys: Iterable[str]) -> List[str]:

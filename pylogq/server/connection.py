@@ -33,6 +33,10 @@ _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 32
 # Below this a region is copied into the write buffer: a sendfile call costs more.
 SENDFILE_MIN = 64 * 1024
+# After an answer that ends the connection (a failed SASL authentication), wait this long
+# before closing, as Kafka does (connection.failed.authentication.delay.ms, 100 ms): a
+# client that reads the answer and the end of the stream in one go may drop the answer.
+CLOSE_AFTER_RESPONSE_DELAY_S = 0.1
 
 Parts = Optional[List[Any]]
 Outcome = Union[Parts, Awaitable[Parts]]
@@ -69,6 +73,7 @@ class Connection:
         self.close_after_response = False  # set by a handler whose answer ends the connection
         self._pending: "asyncio.Queue[Optional[Tuple[asyncio.Future[Parts], _Slot]]]" = asyncio.Queue(MAX_IN_FLIGHT)
         self._reading: Optional["asyncio.Task[None]"] = None
+        self._stopped_reading = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -80,7 +85,7 @@ class Connection:
         try:
             await self._reading
         except asyncio.CancelledError:
-            if not self.server.stopping:
+            if not (self.server.stopping or self._stopped_reading):
                 raise
         finally:
             await self._pending.put(None)
@@ -88,6 +93,8 @@ class Connection:
                 await writing
             except Exception:  # noqa: BLE001 - a broken socket ends the connection either way
                 pass
+            if self.close_after_response and not self.server.stopping:
+                await asyncio.sleep(CLOSE_AFTER_RESPONSE_DELAY_S)
             self.writer.close()
             log.info("connection closed id=%d peer=%s requests=%d reason=%s",
                      self.id, self.peer, self.requests, self.close_reason)
@@ -95,6 +102,7 @@ class Connection:
     def stop_reading(self) -> None:
         """Stop taking requests (shutdown or idle); answered requests still get their responses."""
         if self._reading is not None and not self._reading.done():
+            self._stopped_reading = True  # the CancelledError that follows is ours, not the task's
             self._reading.cancel()
 
     @property
@@ -125,6 +133,9 @@ class Connection:
                 slot.release()
                 self.close_reason = "connection closed mid-request"
                 return
+            except BaseException:  # stopped (idle or shutdown) mid-body: give the slot back
+                slot.release()
+                raise
             self.last_active = asyncio.get_running_loop().time()
             self.requests += 1
             try:
@@ -134,6 +145,11 @@ class Connection:
                 self.close_reason = str(exc)
                 log.warning("bad request id=%d peer=%s client_id=%s error=%r",
                             self.id, self.peer, self.client_id, self.close_reason)
+                return
+            except Exception as exc:  # noqa: BLE001 - a handler bug ends this connection, not the server
+                slot.release()
+                self.close_reason = "internal error: %r" % (exc,)
+                log.exception("request failed id=%d peer=%s client_id=%s", self.id, self.peer, self.client_id)
                 return
             if isinstance(outcome, list) or outcome is None:
                 fut: "asyncio.Future[Parts]" = asyncio.get_running_loop().create_future()
@@ -217,7 +233,8 @@ class Connection:
     async def _send_region(self, region: Any) -> None:
         """Write a file region: ``sendfile`` from the page cache when the loop can, else a copy."""
         length = len(region)
-        if length < SENDFILE_MIN or not hasattr(asyncio.get_running_loop(), "sendfile"):
+        # asyncio's own loops send a file natively; uvloop's inherits a sendfile that only raises.
+        if length < SENDFILE_MIN or not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
             self.writer.write(region.read())
             return
         sent = await asyncio.get_running_loop().sendfile(

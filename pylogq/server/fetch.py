@@ -66,7 +66,9 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
                 buf += _I32.pack(-1)
             region = result.records
             if region is None:
-                buf += _I32.pack(-1)
+                # An empty record set, not null: librdkafka fails the whole response on a
+                # null one ("invalid MessageSetSize -1"); Kafka sends empty records too.
+                buf += _I32.pack(0)
             else:
                 length = len(region)
                 buf += _I32.pack(length)

@@ -37,7 +37,7 @@ def new_event_loop(use_uvloop: bool = False) -> asyncio.AbstractEventLoop:
     """A new event loop: uvloop's when asked for and installed, else asyncio's."""
     if use_uvloop:
         try:
-            import uvloop  # type: ignore[import-not-found]
+            import uvloop  # type: ignore[import-not-found,unused-ignore]  # optional dependency
         except ImportError:
             pass
         else:
@@ -134,7 +134,8 @@ class KafkaServer:
                 self.addresses.append((advertised.host, advertised.port))
         except OSError as exc:
             await self.stop()
-            raise ConfigError("cannot listen on %s: %s" % (listener, exc)) from None
+            raise ConfigError("cannot listen on %s://%s:%d: %s" % (listener.protocol, listener.host, listener.port,
+                                                                  exc)) from None
         self._reaper = loop.create_task(self._reap_idle())
         for (host, port), listener in zip(self.addresses, self.listeners):
             log.info("listening listener=%s bind=%s:%d advertised=%s:%d", listener.protocol,
@@ -149,14 +150,14 @@ class KafkaServer:
             server.close()
         for conn in list(self._connections):
             conn.stop_reading()
+        if hasattr(self, "fetch_waiters"):
+            self.fetch_waiters.close()  # parked long polls answer now, not at their max_wait_ms
         if self._connection_tasks:
             done, pending = await asyncio.wait(list(self._connection_tasks), timeout=STOP_TIMEOUT_S)
             for task in pending:
                 task.cancel()
         if self._reaper is not None:
             self._reaper.cancel()
-        if hasattr(self, "fetch_waiters"):
-            self.fetch_waiters.close()
         for server in self._servers:
             await server.wait_closed()
         self.executor.shutdown(wait=False, cancel_futures=True)

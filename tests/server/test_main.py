@@ -1,0 +1,240 @@
+"""The ``pylogq-broker`` command: its ready line, settings sources, errors and log formats.
+
+Each test runs ``python -m pylogq.server.main`` as a process (the console script's
+module) and looks at what an operator sees: stdout, stderr and the exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+from .test_server import METADATA, Wire
+
+READY = re.compile(r"^pylogq-broker 0 ready on 127\.0\.0\.1:(\d+)$")
+TIMEOUT_S = 30.0
+DESCRIBE_CONFIGS = 32
+
+# The keys of the server.properties Kafka ships, with values a single-node broker uses.
+KAFKA_PROPERTIES = """\
+# A single broker, as in Kafka's config/server.properties
+broker.id=0
+listeners=PLAINTEXT://127.0.0.1:0
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+
+log.dirs={log_dirs}
+num.partitions=2
+num.recovery.threads.per.data.dir=1
+
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+"""
+
+
+class Running:
+    """A started ``pylogq-broker``: its process, its address and, once stopped, its output."""
+
+    def __init__(self, args: List[str], cwd: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "pylogq.server.main", *args], cwd=str(cwd),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.lines: List[str] = []
+        self.port = self._wait_ready()
+        self.address = ("127.0.0.1", self.port)
+
+    def _wait_ready(self) -> int:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + TIMEOUT_S
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not selector.select(deadline - time.monotonic()):
+                    continue
+                line = self.proc.stdout.readline().decode()
+                if not line:
+                    break
+                self.lines.append(line)
+                match = READY.match(line.rstrip("\n"))
+                if match:
+                    return int(match.group(1))
+        self.proc.kill()
+        _, err = self.proc.communicate()
+        raise AssertionError("no ready line; stdout %r, stderr:\n%s" % (self.lines, err.decode()))
+
+    def stop(self) -> Tuple[int, List[str], str]:
+        """SIGTERM; -> (exit status, every stdout line, stderr)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = self.proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            raise AssertionError("no exit after SIGTERM; stderr:\n%s" % err.decode()) from None
+        return self.proc.returncode, self.lines + out.decode().splitlines(keepends=True), err.decode()
+
+
+def run_failing(args: List[str], cwd: Path) -> Tuple[int, str, str]:
+    """Run a broker that must not start; -> (exit status, stdout, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "pylogq.server.main", *args], cwd=str(cwd), capture_output=True,
+                          timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def auto_created_partitions(address: Tuple[str, int], topic: str) -> int:
+    with Wire(address) as wire:
+        response = wire.request(METADATA, 4, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+    entry = response["topics"][0]
+    assert entry["error_code"] == 0, entry
+    return len(entry["partitions"])
+
+
+def broker_configs(address: Tuple[str, int]) -> Dict[str, Optional[str]]:
+    with Wire(address) as wire:
+        response = wire.request(DESCRIBE_CONFIGS, 1, {"resources": [
+            {"resource_type": 4, "resource_name": "0", "configuration_keys": None}], "include_synonyms": False})
+    result = response["results"][0]
+    assert result["error_code"] == 0, result
+    return {c["name"]: c["value"] for c in result["configs"]}
+
+
+@pytest.fixture
+def base_args(tmp_path: Path) -> List[str]:
+    return ["--data-dir", str(tmp_path / "data"), "--listeners", "PLAINTEXT://127.0.0.1:0",
+            "--override", "offsets.topic.num.partitions=2"]
+
+
+def test_prints_exactly_one_ready_line(tmp_path: Path, base_args: List[str]) -> None:
+    broker = Running(base_args, tmp_path)
+    with Wire(broker.address) as wire:
+        assert wire.request(18, 2)["error_code"] == 0
+    status, lines, err = broker.stop()
+    assert status == 0, err
+    assert len(lines) == 1 and READY.match(lines[0].rstrip("\n")), lines
+    assert "stopped cleanly" in err
+
+
+def test_default_data_dir_is_pylogq_data_in_the_working_directory(tmp_path: Path) -> None:
+    broker = Running(["--listeners", "PLAINTEXT://127.0.0.1:0", "--override", "offsets.topic.num.partitions=2"],
+                     tmp_path)
+    status, _, err = broker.stop()
+    assert status == 0, err
+    assert (tmp_path / "pylogq-data" / "meta.properties").is_file()
+    assert (tmp_path / "pylogq-data" / "__consumer_offsets-0").is_dir()
+
+
+def test_override_applies(tmp_path: Path, base_args: List[str]) -> None:
+    broker = Running(base_args + ["--override", "num.partitions=3", "--override", "log.segment.bytes=1048576"],
+                     tmp_path)
+    try:
+        assert auto_created_partitions(broker.address, "auto-three") == 3
+        assert broker_configs(broker.address)["log.segment.bytes"] == "1048576"
+    finally:
+        status, _, err = broker.stop()
+    assert status == 0, err
+
+
+def test_kafka_server_properties_loads(tmp_path: Path) -> None:
+    """Kafka's own server.properties keys load unchanged; --override wins over the file."""
+    log_dirs = tmp_path / "kafka-logs"
+    properties = tmp_path / "server.properties"
+    properties.write_text(KAFKA_PROPERTIES.format(log_dirs=log_dirs))
+    broker = Running([str(properties), "--override", "offsets.topic.num.partitions=2"], tmp_path)
+    try:
+        assert auto_created_partitions(broker.address, "from-file") == 2
+        configs = broker_configs(broker.address)
+        assert configs["log.segment.bytes"] == "1073741824"
+        assert configs["num.io.threads"] == "8"
+    finally:
+        status, _, err = broker.stop()
+    assert status == 0, err
+    assert (log_dirs / "from-file-0").is_dir()
+
+    broker = Running(["--config", str(properties), "--override", "num.partitions=4",
+                      "--override", "offsets.topic.num.partitions=2"], tmp_path)
+    try:
+        assert auto_created_partitions(broker.address, "overridden") == 4
+    finally:
+        status, _, err = broker.stop()
+    assert status == 0, err
+
+
+@pytest.mark.parametrize("override,named", [
+    ("no.such.setting=1", "no.such.setting"),
+    ("num.partitions=zero", "num.partitions"),
+    ("num.partitions=0", "num.partitions"),
+    ("log.segment.bytes=big", "log.segment.bytes"),
+    ("auto.create.topics.enable=maybe", "auto.create.topics.enable"),
+    ("listeners=HTTP://127.0.0.1:0", "listeners"),
+    ("missing-equals-sign", "missing-equals-sign"),
+])
+def test_bad_setting_exits_2_naming_it(tmp_path: Path, override: str, named: str) -> None:
+    status, out, err = run_failing(["--data-dir", str(tmp_path / "data"), "--override",
+                                    "offsets.topic.num.partitions=2", "--override", override], tmp_path)
+    assert status == 2, (out, err)
+    assert "ready" not in out
+    message = err.strip().splitlines()[-1]
+    assert message.startswith("pylogq-broker: ") and named in message, err
+    assert "Traceback" not in err
+
+
+def test_bad_properties_file_exits_2(tmp_path: Path) -> None:
+    status, _, err = run_failing([str(tmp_path / "missing.properties")], tmp_path)
+    assert status == 2 and "missing.properties" in err and "Traceback" not in err
+    properties = tmp_path / "bad.properties"
+    properties.write_text("log.dirs=%s\nlog.retention.hours=a week\n" % (tmp_path / "data"))
+    status, _, err = run_failing([str(properties)], tmp_path)
+    assert status == 2 and "log.retention.hours" in err and "Traceback" not in err
+
+
+def test_port_in_use_exits_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status, out, err = run_failing(["--data-dir", str(tmp_path / "data"),
+                                        "--listeners", "PLAINTEXT://127.0.0.1:%d" % port,
+                                        "--override", "offsets.topic.num.partitions=2"], tmp_path)
+    assert status == 2, (out, err)
+    message = err.strip().splitlines()[-1]
+    assert message.startswith("pylogq-broker: cannot listen on PLAINTEXT://127.0.0.1:%d" % port), err
+    assert "in use" in message
+    assert "Traceback" not in err
+
+
+def test_json_log_format(tmp_path: Path, base_args: List[str]) -> None:
+    broker = Running(base_args + ["--log-format", "json"], tmp_path)
+    with Wire(broker.address) as wire:
+        wire.request(18, 2)
+    status, _, err = broker.stop()
+    assert status == 0, err
+    entries = [json.loads(line) for line in err.splitlines() if line.strip()]
+    assert entries
+    for entry in entries:
+        assert {"time", "level", "logger", "message"} <= set(entry), entry
+    messages = [e["message"] for e in entries if e["logger"] == "pylogq.server"]
+    assert any(m.startswith("ready broker_id=0") for m in messages), messages
+    assert any(m.startswith("connection opened") for m in messages), messages
+    assert any(m.startswith("connection closed") for m in messages), messages
+    assert messages[-1] == "stopped cleanly"
