@@ -3,6 +3,15 @@
 ``pylogq dump-log --files F[,F...]`` prints segment files as Kafka's
 ``kafka-dump-log.sh`` does (see :mod:`pylogq.cli.dump_log`).
 
+``pylogq topics|produce|consume|groups|perf`` are Kafka's tools for a running
+broker (``--bootstrap-server HOST:PORT``, default 127.0.0.1:9092), in the
+output formats of ``kafka-topics.sh``, ``kafka-console-producer.sh``,
+``kafka-console-consumer.sh``, ``kafka-consumer-groups.sh`` and
+``kafka-*-perf-test.sh``; see :mod:`pylogq.cli.topics`, :mod:`~pylogq.cli.console`,
+:mod:`~pylogq.cli.groups` and :mod:`~pylogq.cli.perf`. :func:`run` runs any of
+them against clients the caller builds (a :class:`pylogq.Broker` in this
+process, for instance) and streams it chooses.
+
 ``pylogq demo [DIR]`` appends record batches in every format and codec pylogq
 reads (v2 with none, gzip, snappy, lz4 and zstd; legacy v0 and v1) to a log
 ``DIR/demo-0``, closes it, reopens it (no recovery needed after a clean close)
@@ -12,16 +21,20 @@ and reads it back as Kafka fetches do, printing each batch and the kernels in us
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
-from typing import List, Optional
+from typing import IO, Any, BinaryIO, Iterator, List, Optional, TextIO, cast
 
 from .. import _speedups, records
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
-from . import dump_log
+from . import console, dump_log, groups, perf, topics
+from .clients import Clients
 
 
 def _demo(directory: str) -> int:
@@ -76,19 +89,90 @@ def _demo(directory: str) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pylogq", description="pylogq command-line tools")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="append record batches in every format to a log and read them back")
     demo.add_argument("directory", nargs="?", help="the log directory to use (default: a temp dir)")
     dump = sub.add_parser("dump-log", help=dump_log.SUMMARY, description=dump_log.SUMMARY)
     dump_log.add_arguments(dump)
-    args = parser.parse_args(argv)
+    topics.add_arguments(sub.add_parser("topics", help=topics.SUMMARY, description=topics.SUMMARY))
+    console.add_produce_arguments(sub.add_parser("produce", help=console.PRODUCE_SUMMARY,
+                                                 description=console.PRODUCE_SUMMARY))
+    console.add_consume_arguments(sub.add_parser("consume", help=console.CONSUME_SUMMARY,
+                                                 description=console.CONSUME_SUMMARY))
+    groups.add_arguments(sub.add_parser("groups", help=groups.SUMMARY, description=groups.SUMMARY))
+    perf.add_arguments(sub.add_parser("perf", help=perf.SUMMARY, description=perf.SUMMARY))
+    return parser
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a tool as Ctrl-C does (a consumer reports its count and leaves its group)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _binary(stream: Any) -> BinaryIO:
+    """The byte stream under a text stream (records are bytes); a byte stream as it is."""
+    return cast(BinaryIO, getattr(stream, "buffer", stream))
+
+
+def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, stdin: Optional[IO[Any]] = None,
+        stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None, progress: Optional[bool] = None) -> int:
+    """Run one ``pylogq`` command; -> its exit status.
+
+    The broker tools use ``clients`` when given (and close the clients they
+    built from it before returning; the broker stays up), else clients for
+    ``--bootstrap-server``. The streams default to the process's; ``progress``
+    forces the perf tools' progress bar on or off (None: on for a terminal).
+    """
+    args = build_parser().parse_args(argv)
     if args.command == "demo":
         return _demo(args.directory or tempfile.mkdtemp(prefix="pylogq-demo-"))
+    out = sys.stdout if stdout is None else stdout
+    err = sys.stderr if stderr is None else stderr
     if args.command == "dump-log":
-        return dump_log.run(args)
-    return 2  # argparse has already rejected anything else
+        return dump_log.run(args, out, err)
+    if clients is None:
+        clients = Clients(bootstrap_servers=perf.bootstrap_override(args) or args.bootstrap_server)
+    try:
+        with _sigterm_interrupts():
+            if args.command == "topics":
+                return topics.run(args, clients, out, err)
+            if args.command == "produce":
+                source = sys.stdin if stdin is None else stdin
+                return console.run_produce(args, clients, _binary(source), err)
+            if args.command == "consume":
+                out.flush()
+                return console.run_consume(args, clients, _binary(out), err)
+            if args.command == "groups":
+                return groups.run(args, clients, out, err)
+            return perf.run(args, clients, out, err, progress=progress)
+    finally:
+        clients.close()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    status = run(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``pylogq consume ... | head``): nothing more to say, and
+        # the interpreter must not complain when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return status
 
 
 if __name__ == "__main__":

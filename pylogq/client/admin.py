@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..storage.config import LogConfig
 from . import assignors
 from .consumer import OffsetAndMetadata, TopicPartition
-from .transport import Transport, connect
+from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
     "AdminClient",
@@ -170,17 +170,19 @@ class AdminClient:
     """
 
     def __init__(self, broker: Any = None, bootstrap_servers: Any = None, **configs: Any) -> None:
-        unknown = sorted(set(configs) - set(_DEFAULTS))
+        accepted = set(_DEFAULTS) | set(TCP_OPTIONS)
+        unknown = sorted(set(configs) - accepted)
         if unknown:
             raise ConfigError("unknown AdminClient configuration %s; accepted: broker, bootstrap_servers, %s"
-                              % (", ".join(repr(k) for k in unknown), ", ".join(sorted(_DEFAULTS))))
+                              % (", ".join(repr(k) for k in unknown), ", ".join(sorted(accepted))))
         self.config: Dict[str, Any] = {**_DEFAULTS, **configs}
         if self.config["client_id"] is None:
             self.config["client_id"] = "pylogq-admin"
         if not isinstance(self.config["client_id"], str):
             raise ConfigError("client_id must be a str, got %r" % (self.config["client_id"],))
         self.config["request_timeout_ms"] = _timeout(self.config["request_timeout_ms"], "request_timeout_ms")
-        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers)
+        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers,
+                                             **{k: self.config[k] for k in TCP_OPTIONS if k in self.config})
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------------

@@ -79,7 +79,7 @@ from .assignors import (
     decode_subscription,
     encode_assignment,
 )
-from .transport import Transport, connect
+from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
     "CommitFailedError",
@@ -188,7 +188,8 @@ _COMPAT_KEYS = frozenset((
     "client_rack", "request_timeout_ms", "retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
     "max_in_flight_requests_per_connection", "check_crcs", "metadata_max_age_ms", "allow_auto_create_topics",
     "api_version", "connections_max_idle_ms", "enable_incremental_fetch_sessions", "group_instance_id",
-    "default_offset_commit_callback", "metrics_enabled", "security_protocol",
+    "default_offset_commit_callback", "metrics_enabled", "security_protocol", "sasl_mechanism",
+    "sasl_plain_username", "sasl_plain_password",
 ))
 
 
@@ -281,7 +282,8 @@ class Consumer:
         self.assignors: List[PartitionAssignor] = [self._make_assignor(a) for a in partition_assignment_strategy]
         if not self.assignors:
             raise ConfigError("partition_assignment_strategy must name at least one assignor")
-        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers)
+        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers, client_id=client_id,
+                                             **{k: configs[k] for k in TCP_OPTIONS if k in configs})
 
         # Partitions and positions (touched only by the polling thread).
         self._assignment: List[TopicPartition] = []

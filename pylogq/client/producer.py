@@ -48,7 +48,7 @@ from ..errors import (
     error_for_code,
 )
 from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, codecs
-from .transport import Transport, connect
+from .transport import TCP_OPTIONS, Transport, connect
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,11 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     # one request in flight per partition and no metadata cache to age.
     "max_in_flight_requests_per_connection": 5,
     "metadata_max_age_ms": 300000,
+    # The TCP transport's (bootstrap_servers=): PLAINTEXT or SASL_PLAINTEXT with PLAIN.
+    "security_protocol": "PLAINTEXT",
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
 }
 
 _SEQUENCE_SPACE = 2**31
@@ -380,11 +385,17 @@ class Producer:
                        and self._partitioner is None)
         self._plain_limit = self._max_request_size - HEADER_SIZE - _RECORD_OVERHEAD - 1
 
-        self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers)
+        self._transport: Transport = connect(
+            broker=broker, bootstrap_servers=bootstrap_servers, client_id=config["client_id"] or "pylogq-producer",
+            **{k: config[k] for k in TCP_OPTIONS if k != "client_id"})
         self._idempotent = bool(config["enable_idempotence"])
         self._producer_id, self._producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if self._idempotent:
-            self._producer_id, self._producer_epoch = self._transport.init_producer_id()
+            try:
+                self._producer_id, self._producer_epoch = self._transport.init_producer_id()
+            except BaseException:
+                self._transport.close()
+                raise
         self._sequences: Dict[TopicPartition, int] = {}
 
         self._lock = threading.Lock()
@@ -891,7 +902,7 @@ class Producer:
                 self._flushing -= 1
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Flush (up to ``timeout`` seconds), stop the sender, and fail whatever was not sent.
+        """Flush (up to ``timeout`` seconds), stop the sender, fail whatever was not sent, release the transport.
 
         Idempotent. After close, ``send`` raises IllegalStateError.
         """
@@ -922,6 +933,7 @@ class Producer:
             self._finish(batch, -1, -1, -1, IllegalStateError(
                 "the producer closed before %d records for %s-%d were acknowledged"
                 % (batch.count, batch.topic, batch.partition)))
+        self._transport.close()
 
     def metrics(self, raw: bool = False) -> Dict[str, Any]:
         """Producer metrics (none are kept yet): an empty dict, for kafka-python compatibility."""

@@ -2,11 +2,11 @@
 
 ``Producer``, ``Consumer`` and ``AdminClient`` talk to a broker only through a
 :class:`Transport`. :class:`InProcessTransport` calls a :class:`pylogq.Broker`
-in this process directly (no sockets, no encoding); the TCP transport, which
-speaks the Kafka protocol to ``pylogq-broker`` or any Kafka broker, implements
-the same methods. Results and errors are the broker's: per-partition error
-codes where the Kafka protocol has them, exceptions from pylogq.errors
-otherwise.
+in this process directly (no sockets, no encoding);
+:class:`~pylogq.client.tcp.TcpTransport`, which speaks the Kafka protocol to
+``pylogq-broker`` or any Kafka broker, implements the same methods. Results
+and errors are the broker's: per-partition error codes where the Kafka protocol
+has them, exceptions from pylogq.errors otherwise.
 """
 
 from __future__ import annotations
@@ -188,14 +188,32 @@ class InProcessTransport(Transport):
         return self.broker.delete_records(topic, partition, offset)
 
 
-def connect(broker: Any = None, bootstrap_servers: Any = None) -> Transport:
-    """The transport for a client's ``broker=`` or ``bootstrap_servers=`` argument."""
+#: The keyword arguments of the clients that configure a TCP transport, with their defaults.
+TCP_OPTIONS: Dict[str, Any] = {
+    "client_id": "pylogq",
+    "request_timeout_ms": 30000,
+    "security_protocol": "PLAINTEXT",
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
+}
+
+
+def connect(broker: Any = None, bootstrap_servers: Any = None, **options: Any) -> Transport:
+    """The transport for a client's ``broker=`` or ``bootstrap_servers=`` argument.
+
+    ``options`` (the keys of :data:`TCP_OPTIONS`) configure the TCP transport;
+    an in-process broker needs none and ignores them.
+    """
     if (broker is None) == (bootstrap_servers is None):
         raise ConfigError("give exactly one of broker= (a pylogq.Broker in this process) or bootstrap_servers=")
+    unknown = sorted(set(options) - set(TCP_OPTIONS))
+    if unknown:
+        raise ConfigError("unknown transport option%s: %s" % ("s" if len(unknown) > 1 else "", ", ".join(unknown)))
     if broker is not None:
         if isinstance(broker, Transport):
             return broker
         return InProcessTransport(broker)
-    raise ConfigError(
-        "bootstrap_servers=%r: the TCP transport comes with the networked broker (pylogq-broker); "
-        "in this version pass broker=pylogq.Broker(...) to use a broker in this process" % (bootstrap_servers,))
+    from .tcp import TcpTransport
+
+    return TcpTransport(bootstrap_servers, **{**TCP_OPTIONS, **{k: v for k, v in options.items() if v is not None}})

@@ -1,0 +1,194 @@
+"""How the ``pylogq`` tools reach a broker: one factory for their clients, and the shared options.
+
+Every networked tool (``topics``, ``produce``, ``consume``, ``groups``,
+``perf``) is a function of its parsed arguments, a :class:`Clients` factory
+and its output streams, so the same code runs against ``--bootstrap-server``
+(the command line) and against a :class:`pylogq.Broker` in this process (the
+tests, and programs that embed the tools). Settings given on the command line
+in Kafka's dotted form (``--producer-property linger.ms=5``) become the
+clients' keyword arguments (``linger_ms=5``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from ..client.admin import AdminClient
+from ..client.consumer import Consumer
+from ..client.producer import Producer
+from ..errors import PylogqError
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "Clients",
+    "CommandError",
+    "add_bootstrap_argument",
+    "client_configs",
+    "parse_key_values",
+    "read_properties",
+]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
+
+
+class CommandError(PylogqError):
+    """A tool's request that cannot be carried out; the message is printed as is, exit status 1."""
+
+
+class Clients:
+    """Builds the clients a tool needs, all connected to the same broker.
+
+    Give ``bootstrap_servers`` (``"host:port[,host:port...]"``) or ``broker``
+    (a :class:`pylogq.Broker` in this process). Every client built is closed
+    by :meth:`close` (or on leaving the ``with`` block), so a tool that fails
+    half-way leaves no sender or heartbeat thread behind.
+    """
+
+    def __init__(self, bootstrap_servers: Optional[str] = None, broker: Any = None) -> None:
+        if (bootstrap_servers is None) == (broker is None):
+            raise ValueError("give exactly one of bootstrap_servers or broker")
+        self.bootstrap_servers = bootstrap_servers
+        self.broker = broker
+        self._open: List[Any] = []
+
+    def _where(self) -> Dict[str, Any]:
+        if self.broker is not None:
+            return {"broker": self.broker}
+        return {"bootstrap_servers": self.bootstrap_servers}
+
+    def admin(self, **configs: Any) -> AdminClient:
+        client = AdminClient(**self._where(), **configs)
+        self._open.append(client)
+        return client
+
+    def producer(self, **configs: Any) -> Producer:
+        client = Producer(**self._where(), **configs)
+        self._open.append(client)
+        return client
+
+    def consumer(self, *topics: str, **configs: Any) -> Consumer:
+        client = Consumer(*topics, **self._where(), **configs)
+        self._open.append(client)
+        return client
+
+    def close(self) -> None:
+        """Close every client built here, newest first; the broker stays up."""
+        while self._open:
+            client = self._open.pop()
+            try:
+                client.close()
+            except PylogqError:
+                pass  # a client that cannot close cleanly must not hide the tool's own outcome
+
+    def __enter__(self) -> "Clients":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _bootstrap(text: str) -> str:
+    """Check ``host:port[,host:port...]`` so a typo fails before any connection attempt."""
+    for item in text.split(","):
+        match = _HOST_PORT.match(item.strip())
+        if match is None or not 0 < int(match.group(2)) < 65536:
+            raise argparse.ArgumentTypeError("%r is not HOST:PORT (a list is comma-separated)" % (item,))
+    return text
+
+
+def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    """``--bootstrap-server`` (Kafka's name; ``--broker-list``, the 0.8-0.10 name, is an alias)."""
+    parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
+                        type=_bootstrap, default=DEFAULT_BOOTSTRAP,
+                        help="the broker to connect to (default: %s)" % DEFAULT_BOOTSTRAP)
+
+
+def parse_key_values(items: Optional[Iterable[str]], what: str, split_commas: bool = False) -> Dict[str, str]:
+    """``["k=v", ...]`` as an ordered dict; with ``split_commas`` an item may hold several (``a=1,b=2``).
+
+    The value is everything after the first ``=``, kept verbatim (a
+    ``key.separator`` may be a space or ``=``); an item without ``=`` raises
+    CommandError naming it.
+    """
+    out: Dict[str, str] = {}
+    for item in items or ():
+        for part in (_split_commas(item) if split_commas else [item]):
+            key, sep, value = part.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise CommandError("%s %r is not KEY=VALUE" % (what, part))
+            out[key] = value
+    return out
+
+
+def _split_commas(item: str) -> List[str]:
+    """Split ``a=1,b=2`` into items, keeping commas that belong to a value (``cleanup.policy=compact,delete``)."""
+    parts: List[str] = []
+    for piece in item.split(","):
+        if parts and "=" not in piece:
+            parts[-1] += "," + piece
+        else:
+            parts.append(piece)
+    return [p for p in parts if p.strip()]
+
+
+def read_properties(path: str) -> Dict[str, str]:
+    """A Java ``.properties`` file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments) as a dict.
+
+    Enough of the format for client settings: no line continuations or
+    escapes. A missing file or a line without a separator raises CommandError.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise CommandError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    out: Dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", text)
+        if match is None:
+            raise CommandError("%s line %d: %r is not key=value" % (path, number, line))
+        out[match.group(1)] = match.group(2)
+    return out
+
+
+def _typed(value: str) -> Any:
+    """A property value as the client expects it: ints and booleans from their text, else the string."""
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if re.fullmatch(r"[+-]?\d+", value):
+        return int(value)
+    return value
+
+
+def client_configs(properties: Mapping[str, str]) -> Dict[str, Any]:
+    """Kafka's dotted client settings (``linger.ms=5``) as keyword arguments (``linger_ms=5``).
+
+    ``bootstrap.servers`` is left out: it chooses the broker, which the
+    :class:`Clients` factory already knows.
+    """
+    return {key.replace(".", "_").replace("-", "_"): _typed(value) for key, value in properties.items()
+            if key != "bootstrap.servers"}
+
+
+def int_argument(minimum: Optional[int] = None) -> Callable[[str], int]:
+    """An argparse ``type`` for integers, at least ``minimum`` when given."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not an integer" % (text,)) from None
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError("must be at least %d, got %d" % (minimum, value))
+        return value
+
+    return parse

@@ -1,0 +1,397 @@
+"""One Kafka protocol connection to one broker: framing, version negotiation, SASL/PLAIN.
+
+Wire framing (every integer big-endian)::
+
+    Request  => Size:int32 RequestHeader Body      (header v1 here: api key, api version,
+                                                    correlation id, client id)
+    Response => Size:int32 ResponseHeader Body     (header v0: correlation id)
+
+A broker answers the requests of one connection in the order they were sent, so
+responses are matched to requests by a FIFO of in-flight entries, and each
+response's correlation id is checked against its entry's. Requests are
+pipelined: any thread may send while others wait; one reader thread per
+connection reads every response and completes the waiting request's future.
+A Produce with acks=0 gets no response and takes no FIFO entry.
+
+On connect, ApiVersions picks per API the highest version both sides speak
+(``min(ours, the broker's max)``); a broker that does not know our ApiVersions
+version answers in the v0 layout with UNSUPPORTED_VERSION and its own range,
+and the request is repeated at a version it knows. With SASL_PLAINTEXT the
+SaslHandshake (v1) and SaslAuthenticate exchange follows before anything else.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import socket
+import struct
+import threading
+from typing import Any, Deque, Dict, Mapping, Optional, Tuple
+
+from ..errors import (
+    NetworkExceptionError,
+    PylogqError,
+    RequestTimedOutError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from ..protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
+from ..protocol.messages import API_NAMES
+from ..protocol.types import ProtocolError, Reader, Writer
+
+__all__ = [
+    "API_VERSIONS", "BrokerConnection", "KafkaConnectionError", "NoBrokersAvailable", "CLIENT_VERSIONS",
+]
+
+log = logging.getLogger("pylogq.client.connection")
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+SASL_AUTHENTICATE = 36
+CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
+
+#: API key -> (lowest, highest) version this client speaks. The highest is the one it is
+#: written for (CLIENTS.md's table); a lower one is used only when the broker's maximum is
+#: lower, down to the lowest version carrying every field the client relies on.
+CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
+    PRODUCE: (3, 7),  # v3: magic v2 record batches
+    FETCH: (4, 11),  # v4: last stable offset, isolation level
+    LIST_OFFSETS: (1, 2),  # v1: one offset per timestamp
+    METADATA: (1, 4),  # v1: controller id, internal flag
+    OFFSET_COMMIT: (2, 3),
+    OFFSET_FETCH: (1, 3),
+    FIND_COORDINATOR: (0, 1),
+    JOIN_GROUP: (1, 5),  # v1: rebalance timeout
+    HEARTBEAT: (0, 1),
+    LEAVE_GROUP: (0, 1),
+    SYNC_GROUP: (0, 3),
+    DESCRIBE_GROUPS: (0, 2),
+    LIST_GROUPS: (0, 1),
+    SASL_HANDSHAKE: (1, 1),  # v1: the exchange continues in SaslAuthenticate requests
+    API_VERSIONS: (0, 2),
+    CREATE_TOPICS: (0, 3),
+    DELETE_TOPICS: (0, 3),
+    DELETE_RECORDS: (0, 1),
+    INIT_PRODUCER_ID: (0, 1),
+    DESCRIBE_CONFIGS: (1, 1),  # v1: config source instead of is_default
+    ALTER_CONFIGS: (0, 1),
+    SASL_AUTHENTICATE: (0, 1),
+    CREATE_PARTITIONS: (0, 1),
+    DELETE_GROUPS: (0, 1),
+    INCREMENTAL_ALTER_CONFIGS: (0, 0),
+}
+
+#: The longest wait for a TCP connect (Kafka's socket.connection.setup.timeout.ms).
+CONNECT_TIMEOUT_S = 10.0
+
+_SIZE = struct.Struct(">i")
+_UNSUPPORTED_VERSION = UnsupportedVersionError.code
+
+
+class KafkaConnectionError(NetworkExceptionError):
+    """A broker connection could not be opened or was lost; retriable (another try reconnects)."""
+
+
+class NoBrokersAvailable(KafkaConnectionError):
+    """None of the bootstrap servers answered."""
+
+
+class _InFlight:
+    """A request waiting for its response: what to decode it with and who waits."""
+
+    __slots__ = ("correlation_id", "api_key", "version", "header_version", "future")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int, header_version: int) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.header_version = header_version
+        self.future: "concurrent.futures.Future[Dict[str, Any]]" = concurrent.futures.Future()
+
+
+class BrokerConnection:
+    """A connection to one broker; thread-safe, requests pipelined.
+
+    Invariant: ``_in_flight`` holds, in send order, exactly the requests sent on
+    this socket that expect a response and have not had one; the reader thread
+    pops the head for each response. Once closed (by ``close()``, a socket error
+    or a protocol error) every waiting future fails with KafkaConnectionError
+    and the connection is never reused: the owner opens a new one.
+    """
+
+    def __init__(self, host: str, port: int, client_id: Optional[str], timeout_s: float,
+                 sasl: Optional[Tuple[str, str, str]] = None, label: str = "") -> None:
+        self.host = host
+        self.port = port
+        self.address = "%s:%d" % (host, port)
+        self.label = label or self.address
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.versions: Dict[int, int] = {}  # negotiated version per API key
+        self.broker_versions: Dict[int, Tuple[int, int]] = {}
+        self.closed = False
+        self._send_lock = threading.Lock()
+        self._in_flight: Deque[_InFlight] = collections.deque()
+        self._correlation_id = 0
+        self._close_reason = ""
+        self._unanswered_writes = False  # requests sent that get no response (acks=0 produces)
+        try:
+            sock = socket.create_connection((host, port), timeout=min(timeout_s, CONNECT_TIMEOUT_S))
+        except OSError as exc:
+            raise KafkaConnectionError("cannot connect to %s: %s" % (self.address, exc.strerror or exc)) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)  # the reader blocks; waiters enforce their own deadlines
+        self._sock = sock
+        self._reader = threading.Thread(target=self._read_loop, name="pylogq-conn-%s" % self.label, daemon=True)
+        self._reader.start()
+        try:
+            self._negotiate_versions()
+            if sasl is not None:
+                self._authenticate(*sasl)
+        except BaseException:
+            self.close("handshake failed")
+            raise
+
+    def __repr__(self) -> str:
+        return "BrokerConnection(%s%s)" % (self.label, ", closed" if self.closed else "")
+
+    # -- requests -------------------------------------------------------------------
+
+    def version(self, api_key: int) -> int:
+        """The version this connection uses for ``api_key``; UnsupportedVersionError if none fits."""
+        found = self.versions.get(api_key)
+        if found is None:
+            ours = CLIENT_VERSIONS[api_key]
+            theirs = self.broker_versions.get(api_key)
+            raise UnsupportedVersionError(
+                "broker %s %s %s; this client speaks v%d-%d" % (
+                    self.address, "does not support" if theirs is None else "supports only",
+                    API_NAMES.get(api_key, str(api_key)) if theirs is None
+                    else "%s v%d-%d" % (API_NAMES.get(api_key, str(api_key)), theirs[0], theirs[1]),
+                    ours[0], ours[1]))
+        return found
+
+    def send(self, api_key: int, body: Mapping[str, Any], version: Optional[int] = None,
+             expect_response: bool = True) -> "concurrent.futures.Future[Dict[str, Any]]":
+        """Send one request; -> the future of its decoded response body.
+
+        Without ``expect_response`` (a Produce with acks=0) the future is already
+        done (with an empty dict) once the bytes are written.
+        """
+        if version is None:
+            version = self.version(api_key)
+        request_header_version, response_header_version = header_versions(api_key, version)
+        w = Writer()
+        w.int32(0)  # the size, patched below
+        with self._send_lock:
+            if self.closed:
+                raise KafkaConnectionError("connection to %s is closed (%s)" % (self.address, self._close_reason))
+            correlation_id = self._correlation_id
+            self._correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+            REQUEST_HEADER.encode_into(w, {
+                "request_api_key": api_key, "request_api_version": version,
+                "correlation_id": correlation_id, "client_id": self.client_id,
+            }, request_header_version)
+            try:
+                REQUESTS[api_key].encode_into(w, body, version)
+            except ValueError as exc:
+                raise PylogqError("cannot encode %s v%d: %s" % (API_NAMES.get(api_key, api_key), version, exc)) \
+                    from None
+            w.buf[0:4] = _SIZE.pack(len(w.buf) - 4)
+            entry = _InFlight(correlation_id, api_key, version, response_header_version)
+            if expect_response:
+                self._in_flight.append(entry)
+            else:
+                entry.future.set_result({})
+                self._unanswered_writes = True
+            try:
+                self._sock.sendall(w.buf)
+            except OSError as exc:
+                reason = "send failed: %s" % (exc.strerror or exc)
+            else:
+                return entry.future
+        self.close(reason)
+        raise KafkaConnectionError("connection to %s lost: %s" % (self.address, reason))
+
+    def request(self, api_key: int, body: Mapping[str, Any], timeout_s: Optional[float] = None,
+                version: Optional[int] = None) -> Dict[str, Any]:
+        """Send and wait for the response body; RequestTimedOutError (and the connection
+        closed, as its state is unknown) when ``timeout_s`` (default: the request timeout) passes."""
+        future = self.send(api_key, body, version)
+        return self.wait(future, api_key, self.timeout_s if timeout_s is None else timeout_s)
+
+    def wait(self, future: "concurrent.futures.Future[Dict[str, Any]]", api_key: int,
+             timeout_s: float) -> Dict[str, Any]:
+        """The response of a sent request; on timeout the connection is closed and
+        RequestTimedOutError raised."""
+        try:
+            return future.result(max(0.0, timeout_s))
+        except concurrent.futures.TimeoutError:
+            self.close("request timed out")
+            raise RequestTimedOutError("%s request to %s got no response within %d ms" % (
+                API_NAMES.get(api_key, api_key), self.address, int(timeout_s * 1000))) from None
+
+    def drain(self) -> None:
+        """Wait until the broker has taken every request sent so far, best effort.
+
+        A request without a response (a Produce with acks=0) is done for the
+        client once written; one round trip behind it proves the broker read
+        it, as a broker handles a connection's requests in order. Used before
+        closing, so a closed acks=0 producer's records are on the broker.
+        """
+        if not self._unanswered_writes or self.closed:
+            return
+        try:
+            self.request(API_VERSIONS, {})
+            self._unanswered_writes = False
+        except PylogqError as exc:
+            log.debug("draining %s before close failed: %s", self.label, exc)
+
+    # -- the reader ------------------------------------------------------------------
+
+    def _read_exactly(self, n: int) -> Optional[bytearray]:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._sock.recv_into(view[got:], n - got)
+            if k == 0:
+                return None
+            got += k
+        return buf
+
+    def _read_loop(self) -> None:
+        reason = "closed"
+        try:
+            while True:
+                head = self._read_exactly(4)
+                if head is None:
+                    reason = "the broker closed the connection"
+                    break
+                (size,) = _SIZE.unpack(head)
+                if size < 4:
+                    reason = "bad response size %d" % size
+                    break
+                body = self._read_exactly(size)
+                if body is None:
+                    reason = "the broker closed the connection mid-response"
+                    break
+                with self._send_lock:
+                    entry = self._in_flight.popleft() if self._in_flight else None
+                if entry is None:
+                    reason = "a response arrived for no request"
+                    break
+                try:
+                    r = Reader(body)
+                    header = RESPONSE_HEADER.decode_from(r, entry.header_version)
+                    if header["correlation_id"] != entry.correlation_id:
+                        reason = "response correlation id %d does not match request %d" % (
+                            header["correlation_id"], entry.correlation_id)
+                        entry.future.set_exception(KafkaConnectionError(
+                            "connection to %s lost: %s" % (self.address, reason)))
+                        break
+                    decoded = self._decode(entry, r, body)
+                except (ProtocolError, ValueError) as exc:
+                    reason = "undecodable %s v%d response: %s" % (
+                        API_NAMES.get(entry.api_key, entry.api_key), entry.version, exc)
+                    entry.future.set_exception(ProtocolError("from %s: %s" % (self.address, reason)))
+                    break
+                entry.future.set_result(decoded)
+        except OSError as exc:
+            reason = "receive failed: %s" % (exc.strerror or exc)
+        self.close(reason)
+
+    def _decode(self, entry: _InFlight, r: Reader, body: bytearray) -> Dict[str, Any]:
+        if entry.api_key == API_VERSIONS and r.remaining >= 2 and \
+                struct.unpack_from(">h", body, r.pos)[0] == _UNSUPPORTED_VERSION:
+            # Answered in the v0 layout whatever version was asked (KIP-511).
+            return RESPONSES[API_VERSIONS].decode(memoryview(body)[r.pos:], 0)
+        out = RESPONSES[entry.api_key].decode_from(r, entry.version)
+        if r.remaining:
+            raise ProtocolError("%d trailing bytes" % r.remaining)
+        return out
+
+    def close(self, reason: str = "closed by the client") -> None:
+        """Close the socket and fail every waiting request. Idempotent."""
+        with self._send_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._close_reason = reason
+            pending = list(self._in_flight)
+            self._in_flight.clear()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        if pending:
+            log.debug("connection to %s closed with %d requests in flight: %s", self.label, len(pending), reason)
+        for entry in pending:
+            if not entry.future.done():
+                entry.future.set_exception(KafkaConnectionError("connection to %s lost: %s" % (self.address, reason)))
+
+    # -- handshake -------------------------------------------------------------------
+
+    def _negotiate_versions(self) -> None:
+        version = CLIENT_VERSIONS[API_VERSIONS][1]
+        for _ in range(3):
+            response = self.request(API_VERSIONS, {}, version=version)
+            ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+            code = response["error_code"]
+            if code == _UNSUPPORTED_VERSION and API_VERSIONS in ranges:
+                lower = min(version, ranges[API_VERSIONS][1])
+                if lower < version and lower >= CLIENT_VERSIONS[API_VERSIONS][0]:
+                    version = lower
+                    continue
+            if code:
+                raise (error_for_code(code) or UnsupportedVersionError)(
+                    "ApiVersions v%d to %s answered error %d" % (version, self.address, code))
+            self.broker_versions = ranges
+            for api_key, (lo, hi) in CLIENT_VERSIONS.items():
+                theirs = ranges.get(api_key)
+                if theirs is None:
+                    continue
+                chosen = min(hi, theirs[1])
+                if chosen >= max(lo, theirs[0]):
+                    self.versions[api_key] = chosen
+            return
+        raise UnsupportedVersionError("broker %s and this client share no ApiVersions version" % self.address)
+
+    def _authenticate(self, mechanism: str, username: str, password: str) -> None:
+        response = self.request(SASL_HANDSHAKE, {"mechanism": mechanism})
+        if response["error_code"]:
+            cls = error_for_code(response["error_code"]) or UnsupportedSaslMechanismError
+            raise cls("broker %s refused SASL mechanism %s; it offers %s"
+                      % (self.address, mechanism, ", ".join(response["mechanisms"] or []) or "none"))
+        token = b"\0" + username.encode("utf-8") + b"\0" + password.encode("utf-8")
+        response = self.request(SASL_AUTHENTICATE, {"auth_bytes": token})
+        if response["error_code"]:
+            cls = error_for_code(response["error_code"]) or SaslAuthenticationFailedError
+            raise cls("SASL/%s authentication of %r at %s failed: %s"
+                      % (mechanism, username, self.address, response.get("error_message") or "no reason given"))

@@ -1,0 +1,832 @@
+"""The TCP transport: the :class:`Transport` methods as Kafka protocol requests.
+
+``Producer``, ``Consumer`` and ``AdminClient`` given ``bootstrap_servers=`` talk
+to ``pylogq-broker`` (or any Kafka-compatible broker) through a
+:class:`TcpTransport`. Each method sends the request the in-process transport's
+broker call corresponds to and returns the same shapes
+(:class:`~pylogq.broker.ProduceResult`, :class:`~pylogq.broker.FetchResult`,
+:class:`~pylogq.cluster.group_coordinator.JoinResult`, ...) with the same error
+behaviour: codes where the in-process call returns codes, the pylogq.errors
+class of the wire's error code where it raises.
+
+Routing: a bootstrap server answers Metadata, which names the brokers, the
+controller and each partition's leader; Produce, Fetch, ListOffsets and
+DeleteRecords go to the leader, the admin topic requests to the controller,
+group requests to the group's coordinator (FindCoordinator), cached and
+looked up again after NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER or a lost
+connection.
+
+Connections: one per broker and *channel*, so a request that the broker may
+hold for long never delays another: ``fetch`` carries the long-polled Fetch,
+``group`` the JoinGroup and SyncGroup that wait for a rebalance, ``default``
+everything else (heartbeats included). A JoinGroup or SyncGroup whose caller's
+wait (``timeout_s``) runs out stays in flight; the next call with the same
+arguments waits for that same response instead of joining again, as the
+in-process coordinator keeps a timed-out member in the group.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+
+from ..broker import FetchResult, ProduceResult, TopicDescription, TopicPartitionInfo
+from ..cluster.group_coordinator import GroupDescription, JoinResult, MemberDescription, SyncResult
+from ..cluster.names import INTERNAL_TOPICS
+from ..errors import (
+    BrokerError,
+    ConfigError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    InvalidTopicError,
+    LeaderNotAvailableError,
+    MemberIdRequiredError,
+    NotControllerError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from ..protocol.types import ProtocolError
+from ..records import iter_batches
+from ..storage.config import LogConfig
+from .connection import (
+    ALTER_CONFIGS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_GROUPS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS,
+    FETCH,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    INCREMENTAL_ALTER_CONFIGS,
+    INIT_PRODUCER_ID,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    PRODUCE,
+    SYNC_GROUP,
+    BrokerConnection,
+    KafkaConnectionError,
+    NoBrokersAvailable,
+)
+from .transport import TopicPartition, Transport
+
+__all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap"]
+
+_COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
+                                CoordinatorLoadInProgressError.code))
+_STALE_LEADER_CODES = frozenset((NotLeaderOrFollowerError.code, LeaderNotAvailableError.code,
+                                 UnknownTopicOrPartitionError.code))
+_TOPIC_RESOURCE = 2
+_DYNAMIC_TOPIC_CONFIG = 1
+_SET, _DELETE = 0, 1
+_RETRY_BACKOFF_S = 0.05
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+
+Bootstrap = Tuple[str, int]
+NodeKey = Any  # a broker's node id, or ("bootstrap", host, port) before Metadata named it
+
+
+def parse_bootstrap(servers: Any) -> List[Bootstrap]:
+    """``"host:port,host2:port"`` or a list of ``"host:port"`` -> [(host, port)]; ConfigError if malformed."""
+    items = servers.split(",") if isinstance(servers, str) else servers
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ConfigError("bootstrap_servers must be 'host:port' or a list of them, not %r" % (servers,))
+    out = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError("bootstrap_servers entry %r is not a 'host:port' string" % (item,))
+        text = item.strip()
+        for prefix in ("PLAINTEXT://", "SASL_PLAINTEXT://"):
+            if text.upper().startswith(prefix):
+                text = text[len(prefix):]
+        host, sep, port = text.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError("bootstrap_servers entry %r is not 'host:port' (e.g. 127.0.0.1:9092)" % (item,))
+        out.append((host, int(port)))
+    return out
+
+
+class FetchedRecords:
+    """One partition's record bytes from a Fetch response; read like the in-process FileRegion."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def read(self) -> bytes:
+        return self.data
+
+    def __repr__(self) -> str:
+        return "FetchedRecords(%d bytes)" % len(self.data)
+
+
+class _Pending(NamedTuple):
+    """A JoinGroup or SyncGroup still in flight after its caller stopped waiting."""
+
+    signature: Any
+    connection: BrokerConnection
+    future: "concurrent.futures.Future[Dict[str, Any]]"
+    expires: float
+
+
+def _raise(code: int, context: str, message: Optional[str] = None) -> None:
+    cls = error_for_code(code)
+    if cls is not None:
+        raise cls("%s: %s" % (context, message) if message else context)
+
+
+def _config_value(value: Any) -> Optional[str]:
+    """A config value as Kafka's string form."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _dotted(key: str) -> str:
+    """Kafka's dotted spelling of a topic config key given dotted or snake_case."""
+    known = LogConfig.known_keys()
+    if key in known:
+        return key
+    dotted = key.replace("_", ".")
+    return dotted if dotted in known else key
+
+
+def _group_topics(pairs: Iterable[Tuple[str, int, Any]]) -> Dict[str, List[Tuple[int, Any]]]:
+    out: Dict[str, List[Tuple[int, Any]]] = {}
+    for topic, partition, extra in pairs:
+        out.setdefault(topic, []).append((partition, extra))
+    return out
+
+
+class TcpTransport(Transport):
+    """Kafka's protocol over TCP to the brokers named by ``bootstrap_servers``. Thread-safe.
+
+    Connects at once: an unreachable bootstrap raises NoBrokersAvailable naming
+    the addresses tried. ``request_timeout_ms`` bounds each request (past it,
+    RequestTimedOutError, and the connection is dropped: its state is unknown);
+    a long-polled Fetch gets its wait on top. ``security_protocol`` is
+    ``PLAINTEXT`` or ``SASL_PLAINTEXT`` (with ``sasl_mechanism="PLAIN"``,
+    ``sasl_plain_username`` and ``sasl_plain_password``).
+    """
+
+    def __init__(self, bootstrap_servers: Any, client_id: Optional[str] = "pylogq", request_timeout_ms: int = 30000,
+                 security_protocol: str = "PLAINTEXT", sasl_mechanism: Optional[str] = None,
+                 sasl_plain_username: Optional[str] = None, sasl_plain_password: Optional[str] = None) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        if client_id is not None and not isinstance(client_id, str):
+            raise ConfigError("client_id must be a str, not %r" % (client_id,))
+        if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int) or request_timeout_ms < 1:
+            raise ConfigError("request_timeout_ms must be an integer >= 1, not %r" % (request_timeout_ms,))
+        protocol = str(security_protocol).upper()
+        if protocol not in _SECURITY_PROTOCOLS:
+            raise ConfigError("security_protocol %r is not supported; use %s" % (security_protocol,
+                                                                                " or ".join(_SECURITY_PROTOCOLS)))
+        self._sasl: Optional[Tuple[str, str, str]] = None
+        if protocol == "SASL_PLAINTEXT":
+            mechanism = (sasl_mechanism or "PLAIN").upper()
+            if mechanism != "PLAIN":
+                raise ConfigError("sasl_mechanism %r is not supported; use PLAIN" % (sasl_mechanism,))
+            if not isinstance(sasl_plain_username, str) or not isinstance(sasl_plain_password, str):
+                raise ConfigError("security_protocol SASL_PLAINTEXT needs sasl_plain_username and "
+                                  "sasl_plain_password (str)")
+            self._sasl = (mechanism, sasl_plain_username, sasl_plain_password)
+        self.client_id = client_id
+        self.timeout_s = request_timeout_ms / 1000.0
+        self._timeout_ms = request_timeout_ms
+        self._lock = threading.RLock()
+        self._connections: Dict[Tuple[NodeKey, str], BrokerConnection] = {}
+        self._openers: Dict[Tuple[NodeKey, str], threading.Lock] = {}
+        self._nodes: Dict[int, Bootstrap] = {}
+        self._controller: Optional[int] = None
+        self._leaders: Dict[str, List[int]] = {}
+        self._coordinators: Dict[str, int] = {}
+        self._pending: Dict[Tuple[str, str], _Pending] = {}
+        self._rebalance_timeout_s = 0.0
+        self._closed = False
+        self._metadata([])
+
+    def __repr__(self) -> str:
+        return "TcpTransport(%s)" % ",".join("%s:%d" % a for a in self.bootstrap)
+
+    # -- connections ----------------------------------------------------------------
+
+    def _connection(self, node: NodeKey, channel: str = "default") -> BrokerConnection:
+        """The open connection to ``node`` for ``channel``, opened if needed.
+
+        Opening (connect, ApiVersions, SASL) holds only that key's lock, so a
+        slow broker never stalls requests to the others or on other channels.
+        """
+        key = (node, channel)
+        with self._lock:
+            conn = self._open_connection(key)
+            if conn is not None:
+                return conn
+            opener = self._openers.setdefault(key, threading.Lock())
+        with opener:
+            with self._lock:
+                conn = self._open_connection(key)
+                if conn is not None:
+                    return conn
+                if isinstance(node, tuple):
+                    host, port = node[1], node[2]
+                    label = "bootstrap %s:%d" % (host, port)
+                else:
+                    address = self._nodes.get(node)
+                    if address is None:
+                        raise KafkaConnectionError("broker %d is not in the cluster metadata" % node)
+                    host, port = address
+                    label = "node %d %s:%d" % (node, host, port)
+            conn = BrokerConnection(host, port, self.client_id, self.timeout_s, self._sasl,
+                                    label if channel == "default" else "%s %s" % (label, channel))
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise KafkaConnectionError("this transport is closed")
+                self._connections[key] = conn
+            return conn
+
+    def _open_connection(self, key: Tuple[NodeKey, str]) -> Optional[BrokerConnection]:
+        """The open connection under ``key``, if any (caller holds the lock)."""
+        if self._closed:
+            raise KafkaConnectionError("this transport is closed")
+        conn = self._connections.get(key)
+        return conn if conn is not None and not conn.closed else None
+
+    def _any_connection(self) -> BrokerConnection:
+        """A connection to some broker: an open one, else the first known broker or bootstrap that answers."""
+        with self._lock:
+            if self._closed:
+                raise KafkaConnectionError("this transport is closed")
+            for (node, channel), conn in self._connections.items():
+                if channel == "default" and not conn.closed:
+                    return conn
+            candidates: List[NodeKey] = list(self._nodes) + [("bootstrap", h, p) for h, p in self.bootstrap]
+        failures = []
+        for node in candidates:
+            try:
+                return self._connection(node)
+            except KafkaConnectionError as exc:
+                failures.append(str(exc.args[0]) if exc.args else str(exc))
+        raise NoBrokersAvailable("no broker reachable (bootstrap_servers %s): %s" % (
+            ",".join("%s:%d" % a for a in self.bootstrap), "; ".join(failures)))
+
+    def _call(self, node: Optional[NodeKey], api_key: int, body: Mapping[str, Any], channel: str = "default",
+              retry: bool = True) -> Dict[str, Any]:
+        """One request and its response, to ``node`` (None: any broker). A lost connection
+        is reopened and the request sent once more when ``retry`` (it is safe to repeat)."""
+        for attempt in (0, 1):
+            conn = self._any_connection() if node is None else self._connection(node, channel)
+            try:
+                return conn.request(api_key, body)
+            except KafkaConnectionError:
+                if not retry or attempt or self._closed:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _backoff(self, deadline: float) -> bool:
+        """Wait a retry backoff if it fits before ``deadline``; False when time is up."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(_RETRY_BACKOFF_S, remaining))
+        return True
+
+    # -- metadata ---------------------------------------------------------------------
+
+    def _metadata(self, topics: Optional[List[str]], create: bool = False) -> Dict[str, Any]:
+        """A Metadata response (``topics`` None: every topic); refreshes brokers, controller and leaders."""
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": create}
+        response = self._call(None, METADATA, body)
+        with self._lock:
+            for b in response["brokers"]:
+                self._nodes[b["node_id"]] = (b["host"], b["port"])
+            self._controller = response["controller_id"] if response["controller_id"] >= 0 else None
+            for t in response["topics"]:
+                if t["error_code"] == 0:
+                    leaders = [-1] * len(t["partitions"])
+                    for p in t["partitions"]:
+                        if p["partition_index"] < len(leaders):
+                            leaders[p["partition_index"]] = p["leader_id"]
+                    self._leaders[t["name"]] = leaders
+                else:
+                    self._leaders.pop(t["name"], None)
+            self._adopt_bootstrap_connections()
+        return response
+
+    def _adopt_bootstrap_connections(self) -> None:
+        """Reuse a bootstrap connection as the default connection of the node at that address."""
+        for node, address in self._nodes.items():
+            key = (("bootstrap",) + address, "default")
+            conn = self._connections.get(key)
+            if conn is not None and not conn.closed and (node, "default") not in self._connections:
+                self._connections[(node, "default")] = self._connections.pop(key)
+
+    def _topic_metadata(self, topic: str, create: bool = False) -> Optional[Dict[str, Any]]:
+        """The Metadata entry of ``topic``; None when it does not exist. Waits out a topic
+        still being created (LEADER_NOT_AVAILABLE) up to the request timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            response = self._metadata([topic], create)
+            entry = next((t for t in response["topics"] if t["name"] == topic), None)
+            code = -1 if entry is None else entry["error_code"]
+            if code == 0 and entry is not None and all(p["leader_id"] >= 0 for p in entry["partitions"]):
+                return entry
+            if code == UnknownTopicOrPartitionError.code:
+                return None
+            if code in (0, LeaderNotAvailableError.code, -1) and self._backoff(deadline):
+                continue
+            if code == 0:
+                return entry
+            _raise(code or LeaderNotAvailableError.code, "metadata for topic %r" % topic)
+
+    def _leader(self, topic: str, partition: int) -> int:
+        """The node id leading ``topic``-``partition`` (metadata refreshed when not cached)."""
+        with self._lock:
+            leaders = self._leaders.get(topic)
+        if leaders is None or partition >= len(leaders) or leaders[partition] < 0:
+            entry = self._topic_metadata(topic)
+            with self._lock:
+                leaders = self._leaders.get(topic) if entry is not None else None
+        if leaders is None or not 0 <= partition < len(leaders):
+            raise UnknownTopicOrPartitionError("%s-%d does not exist" % (topic, partition))
+        if leaders[partition] < 0:
+            raise LeaderNotAvailableError("%s-%d has no leader" % (topic, partition))
+        return leaders[partition]
+
+    def _forget_leaders(self, topic: str) -> None:
+        with self._lock:
+            self._leaders.pop(topic, None)
+
+    def partitions_for(self, topic: str, create: bool = False) -> Optional[int]:
+        entry = self._topic_metadata(topic, create)
+        return None if entry is None else len(entry["partitions"])
+
+    def list_topics(self) -> List[str]:
+        response = self._metadata(None)
+        return sorted(t["name"] for t in response["topics"] if t["error_code"] == 0 and not t["is_internal"])
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        entry = self._topic_metadata(name)
+        if entry is None:
+            raise UnknownTopicOrPartitionError("topic %r does not exist" % name)
+        partitions = [TopicPartitionInfo(p["partition_index"], p["leader_id"], list(p["replica_nodes"]),
+                                         list(p["isr_nodes"]))
+                      for p in sorted(entry["partitions"], key=lambda p: p["partition_index"])]
+        overrides = {k: v for k, (v, is_default) in self.describe_configs(name).items()
+                     if not is_default and v is not None}
+        return TopicDescription(name, partitions, overrides, bool(entry["is_internal"]))
+
+    # -- produce / fetch / offsets ---------------------------------------------------------
+
+    def init_producer_id(self) -> Tuple[int, int]:
+        response = self._call(None, INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
+        _raise(response["error_code"], "InitProducerId")
+        return response["producer_id"], response["producer_epoch"]
+
+    def produce(self, topic: str, partition: int, records: Any, acks: int) -> ProduceResult:
+        count = sum(max(info.records_count, 1) for info in iter_batches(records))
+        conn = self._connection(self._leader(topic, partition))
+        body = {"transactional_id": None, "acks": acks, "timeout_ms": self._timeout_ms,
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+        if acks == 0:
+            conn.send(PRODUCE, body, expect_response=False)
+            return ProduceResult(0, -1, -1, -1, count)
+        response = conn.request(PRODUCE, body)
+        part = response["responses"][0]["partition_responses"][0]
+        code = part["error_code"]
+        if code:
+            if code in _STALE_LEADER_CODES:
+                self._forget_leaders(topic)
+            _raise(code, "producing to %s-%d at %s" % (topic, partition, conn.address), part.get("error_message"))
+        return ProduceResult(0, part["base_offset"], part["log_append_time_ms"], part["log_start_offset"], count)
+
+    def fetch(self, requests: Sequence[Tuple[str, int, int, int]], max_wait_ms: int, min_bytes: int,
+              max_bytes: int, isolation_level: str) -> Dict[TopicPartition, FetchResult]:
+        out: Dict[TopicPartition, FetchResult] = {}
+        by_node: Dict[int, Dict[str, List[Dict[str, Any]]]] = {}
+        for topic, partition, offset, partition_max in requests:
+            try:
+                node = self._leader(topic, partition)
+            except BrokerError as exc:
+                out[(topic, partition)] = FetchResult(exc.code, -1, -1, None)
+                continue
+            by_node.setdefault(node, {}).setdefault(topic, []).append({
+                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "log_start_offset": -1, "partition_max_bytes": partition_max})
+        sent = []
+        for node, topics in by_node.items():
+            body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+                    "isolation_level": 1 if isolation_level == "read_committed" else 0,
+                    "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                    "forgotten_topics_data": [], "rack_id": ""}
+            try:
+                conn = self._connection(node, "fetch")
+                sent.append((node, conn, conn.send(FETCH, body)))
+            except (KafkaConnectionError, RequestTimedOutError) as exc:
+                self._fail_fetch(out, topics, exc.code)
+        for node, conn, future in sent:
+            try:
+                response = conn.wait(future, FETCH, self.timeout_s + max_wait_ms / 1000.0)
+            except (KafkaConnectionError, RequestTimedOutError, ProtocolError) as exc:
+                self._fail_fetch(out, by_node[node], getattr(exc, "code", UnknownServerError.code))
+                continue
+            _raise(response["error_code"], "Fetch from %s" % conn.address)
+            for t in response["responses"]:
+                for p in t["partitions"]:
+                    code = p["error_code"]
+                    if code in _STALE_LEADER_CODES:
+                        self._forget_leaders(t["topic"])
+                    data = p["records"]
+                    out[(t["topic"], p["partition_index"])] = FetchResult(
+                        code, p["high_watermark"], p["log_start_offset"],
+                        None if code else FetchedRecords(data if data is not None else b""))
+        return out
+
+    def _fail_fetch(self, out: Dict[TopicPartition, FetchResult], topics: Mapping[str, List[Dict[str, Any]]],
+                    code: int) -> None:
+        """Answer a node's partitions with a retriable code: the consumer backs off and fetches again."""
+        for topic, parts in topics.items():
+            self._forget_leaders(topic)
+            for p in parts:
+                out[(topic, p["partition"])] = FetchResult(code, -1, -1, None)
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
+        node = self._leader(topic, partition)
+        response = self._call(node, LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]})
+        part = response["topics"][0]["partitions"][0]
+        if part["error_code"]:
+            if part["error_code"] in _STALE_LEADER_CODES:
+                self._forget_leaders(topic)
+            _raise(part["error_code"], "listing offsets of %s-%d" % (topic, partition))
+        return part["offset"], part["timestamp"]
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        node = self._leader(topic, partition)
+        response = self._call(node, DELETE_RECORDS, {
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}],
+            "timeout_ms": self._timeout_ms})
+        part = response["topics"][0]["partitions"][0]
+        code = part["error_code"]
+        if code == OffsetOutOfRangeError.code:
+            # The response carries no message: say where the limit is.
+            end, _ = self.list_offsets(topic, partition, -1)
+            raise OffsetOutOfRangeError("cannot delete records of %s-%d before offset %d: it is past the high "
+                                        "watermark %d" % (topic, partition, offset, end))
+        _raise(code, "deleting records of %s-%d before offset %d" % (topic, partition, offset))
+        return part["low_watermark"]
+
+    # -- groups -------------------------------------------------------------------------------
+
+    def _coordinator(self, group_id: str, deadline: float) -> int:
+        """The node id of ``group_id``'s coordinator (FindCoordinator, cached)."""
+        with self._lock:
+            found = self._coordinators.get(group_id)
+        if found is not None:
+            return found
+        while True:
+            response = self._call(None, FIND_COORDINATOR, {"key": group_id, "key_type": 0})
+            code = response["error_code"]
+            if code == 0:
+                with self._lock:
+                    self._nodes[response["node_id"]] = (response["host"], response["port"])
+                    self._coordinators[group_id] = response["node_id"]
+                return int(response["node_id"])
+            if code not in _COORDINATOR_CODES or not self._backoff(deadline):
+                _raise(code, "finding the coordinator of group %r" % group_id, response.get("error_message"))
+
+    def _forget_coordinator(self, group_id: str) -> None:
+        with self._lock:
+            self._coordinators.pop(group_id, None)
+
+    def _group_call(self, group_id: str, api_key: int, body: Mapping[str, Any],
+                    code_of: Callable[[Dict[str, Any]], int]) -> Dict[str, Any]:
+        """A request to the group's coordinator, found again (up to the request timeout)
+        while the answer says it moved or is loading, or its connection was lost."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            node = self._coordinator(group_id, deadline)
+            try:
+                response = self._call(node, api_key, body)
+            except KafkaConnectionError:
+                self._forget_coordinator(group_id)
+                if not self._backoff(deadline):
+                    raise
+                continue
+            if code_of(response) in _COORDINATOR_CODES:
+                self._forget_coordinator(group_id)
+                if self._backoff(deadline):
+                    continue
+            return response
+
+    def _group_code(self, group_id: str, api_key: int, body: Mapping[str, Any]) -> int:
+        """The error code of a group call that answers only a code; failures become codes too."""
+        try:
+            return int(self._group_call(group_id, api_key, body, lambda r: r["error_code"])["error_code"])
+        except BrokerError as exc:
+            return exc.code
+        except ProtocolError:  # an undecodable answer: the connection is gone, the next call reconnects
+            return UnknownServerError.code
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
+        return self._group_code(group_id, HEARTBEAT, {
+            "group_id": group_id, "generation_id": generation_id, "member_id": member_id})
+
+    def leave_group(self, group_id: str, member_id: str) -> int:
+        with self._lock:
+            for kind in ("join", "sync"):
+                self._pending.pop((kind, group_id), None)
+        return self._group_code(group_id, LEAVE_GROUP, {"group_id": group_id, "member_id": member_id})
+
+    def _await_group(self, kind: str, group_id: str, signature: Any, body: Dict[str, Any], api_key: int,
+                     deadline: float, expires_s: float) -> Optional[Dict[str, Any]]:
+        """Send (or keep waiting for) a JoinGroup or SyncGroup; None when ``deadline`` passes first."""
+        key = (kind, group_id)
+        while True:
+            with self._lock:
+                pending = self._pending.get(key)
+                if pending is not None and (pending.signature != signature or time.monotonic() > pending.expires):
+                    del self._pending[key]
+                    pending.connection.close("abandoned %s of group %s" % (kind, group_id))
+                    pending = None
+            if pending is None:
+                try:
+                    node = self._coordinator(group_id, deadline)
+                    conn = self._connection(node, "group")
+                    future = conn.send(api_key, body)
+                except (KafkaConnectionError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError,
+                        NotCoordinatorError, RequestTimedOutError):
+                    self._forget_coordinator(group_id)
+                    if self._backoff(deadline):
+                        continue
+                    return None
+                pending = _Pending(signature, conn, future, time.monotonic() + expires_s)
+                with self._lock:
+                    self._pending[key] = pending
+            try:
+                response = pending.future.result(max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                return None
+            except (KafkaConnectionError, ProtocolError):
+                with self._lock:
+                    if self._pending.get(key) is pending:
+                        del self._pending[key]
+                self._forget_coordinator(group_id)
+                if self._backoff(deadline):
+                    continue
+                return None
+            with self._lock:
+                if self._pending.get(key) is pending:
+                    del self._pending[key]
+            if response["error_code"] in _COORDINATOR_CODES:
+                self._forget_coordinator(group_id)
+                if self._backoff(deadline):
+                    continue
+                return None
+            return response
+
+    def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
+                   rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
+                   group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,
+                   client_host: str = "") -> JoinResult:
+        """JoinGroup; REQUEST_TIMED_OUT when ``timeout_s`` passes first (the join stays in flight).
+
+        The member's client id is the connection's (``client_id=`` of the
+        transport), as on the wire; MEMBER_ID_REQUIRED is answered by joining
+        again with the id given.
+        """
+        protocols = [(str(name), bytes(metadata)) for name, metadata in protocols]
+        expires_s = (rebalance_timeout_ms + self._timeout_ms) / 1000.0
+        self._rebalance_timeout_s = max(self._rebalance_timeout_s, rebalance_timeout_ms / 1000.0)
+        deadline = time.monotonic() + (expires_s if timeout_s is None else timeout_s)
+        signature = (session_timeout_ms, rebalance_timeout_ms, protocol_type, tuple(protocols), group_instance_id)
+        while True:
+            body = {"group_id": group_id, "session_timeout_ms": session_timeout_ms,
+                    "rebalance_timeout_ms": rebalance_timeout_ms, "member_id": member_id,
+                    "group_instance_id": group_instance_id, "protocol_type": protocol_type,
+                    "protocols": [{"name": n, "metadata": m} for n, m in protocols]}
+            response = self._await_group("join", group_id, signature, body, JOIN_GROUP, deadline, expires_s)
+            if response is None:
+                return JoinResult(RequestTimedOutError.code, member_id=member_id)
+            code = response["error_code"]
+            if code == MemberIdRequiredError.code and response["member_id"]:
+                member_id = response["member_id"]
+                continue
+            return JoinResult(code, response["generation_id"], response["protocol_name"], response["leader"] or "",
+                              response["member_id"] or member_id,
+                              [(m["member_id"], m["group_instance_id"], m["metadata"] or b"")
+                               for m in response["members"]])
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                   assignments: Optional[Dict[str, bytes]] = None, timeout_s: Optional[float] = None) -> SyncResult:
+        """SyncGroup; REQUEST_TIMED_OUT when ``timeout_s`` passes first (the sync stays in flight)."""
+        items = sorted((m, bytes(a)) for m, a in (assignments or {}).items())
+        expires_s = self._rebalance_timeout_s + self.timeout_s
+        deadline = time.monotonic() + (expires_s if timeout_s is None else timeout_s)
+        body = {"group_id": group_id, "generation_id": generation_id, "member_id": member_id,
+                "group_instance_id": None, "assignments": [{"member_id": m, "assignment": a} for m, a in items]}
+        response = self._await_group("sync", group_id, (generation_id, member_id, tuple(items)), body, SYNC_GROUP,
+                                     deadline, expires_s)
+        if response is None:
+            return SyncResult(RequestTimedOutError.code)
+        return SyncResult(response["error_code"], response["assignment"] or b"")
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                       offsets: Mapping[TopicPartition, Tuple[int, Optional[str]]]) -> Dict[TopicPartition, int]:
+        grouped = _group_topics((t, p, v) for (t, p), v in offsets.items())
+        body = {"group_id": group_id, "generation_id_or_member_epoch": generation_id, "member_id": member_id,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": [
+                    {"partition_index": p, "committed_offset": offset, "committed_metadata": metadata}
+                    for p, (offset, metadata) in ps]} for t, ps in grouped.items()]}
+
+        def code_of(response: Dict[str, Any]) -> int:
+            return next((p["error_code"] for t in response["topics"] for p in t["partitions"]
+                         if p["error_code"] in _COORDINATOR_CODES), 0)
+
+        response = self._group_call(group_id, OFFSET_COMMIT, body, code_of)
+        return {(t["name"], p["partition_index"]): p["error_code"]
+                for t in response["topics"] for p in t["partitions"]}
+
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None
+                      ) -> Dict[TopicPartition, Tuple[int, Optional[str], int]]:
+        topics = None
+        if partitions is not None:
+            topics = [{"name": t, "partition_indexes": [p for p, _ in ps]}
+                      for t, ps in _group_topics((t, p, None) for t, p in partitions).items()]
+
+        def code_of(response: Dict[str, Any]) -> int:
+            return int(response["error_code"]) or next(
+                (p["error_code"] for t in response["topics"] for p in t["partitions"]
+                 if p["error_code"] in _COORDINATOR_CODES), 0)
+
+        response = self._group_call(group_id, OFFSET_FETCH, {"group_id": group_id, "topics": topics}, code_of)
+        _raise(response["error_code"], "fetching the committed offsets of group %r" % group_id)
+        return {(t["name"], p["partition_index"]): (p["committed_offset"], p["metadata"] or "", p["error_code"])
+                for t in response["topics"] for p in t["partitions"]}
+
+    def list_groups(self) -> List[Tuple[str, str]]:
+        self._metadata([])
+        with self._lock:
+            nodes = sorted(self._nodes)
+        found: Set[Tuple[str, str]] = set()
+        for node in nodes:
+            response = self._call(node, LIST_GROUPS, {})
+            _raise(response["error_code"], "listing the groups of broker %d" % node)
+            found.update((g["group_id"], g["protocol_type"] or "") for g in response["groups"])
+        return sorted(found)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        response = self._group_call(group_id, DESCRIBE_GROUPS, {"groups": [group_id]},
+                                    lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
+        g = next((g for g in response["groups"] if g["group_id"] == group_id), None)
+        if g is None:
+            raise UnknownServerError("DescribeGroups answered no entry for group %r" % group_id)
+        members = [MemberDescription(m["member_id"], m["client_id"], m["client_host"], m["member_metadata"] or b"",
+                                     m["member_assignment"] or b"") for m in g["members"]]
+        return GroupDescription(g["error_code"], g["group_state"], g["protocol_type"] or "", g["protocol_data"] or "",
+                                members)
+
+    def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]:
+        out: Dict[str, int] = {}
+        for group_id in group_ids:
+            response = self._group_call(group_id, DELETE_GROUPS, {"groups_names": [group_id]},
+                                        lambda r: r["results"][0]["error_code"] if r["results"] else 0)
+            for result in response["results"]:
+                out[result["group_id"]] = result["error_code"]
+        return out
+
+    # -- admin ------------------------------------------------------------------------------------
+
+    def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int]
+                         ) -> Dict[str, Any]:
+        """A request to the controller, looked up again while the answer is NOT_CONTROLLER."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            with self._lock:
+                controller = self._controller
+            if controller is None:
+                self._metadata([])
+                with self._lock:
+                    controller = self._controller
+            response = self._call(controller, api_key, body, retry=False)
+            if code_of(response) == NotControllerError.code:
+                with self._lock:
+                    self._controller = None
+                if self._backoff(deadline):
+                    continue
+            return response
+
+    def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
+                     config: Optional[Mapping[str, Any]]) -> TopicDescription:
+        body = {"topics": [{
+            "name": name, "num_partitions": -1 if partitions is None else partitions,
+            "replication_factor": -1 if replication_factor is None else replication_factor,
+            "assignments": [],
+            "configs": [{"name": _dotted(k), "value": _config_value(v)} for k, v in (config or {}).items()],
+        }], "timeout_ms": self._timeout_ms, "validate_only": False}
+        response = self._controller_call(CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"])
+        result = response["topics"][0]
+        _raise(result["error_code"], "creating topic %r" % name, result.get("error_message"))
+        return self._await_topic(name, lambda d: True)
+
+    def _await_topic(self, name: str, ready: Callable[[TopicDescription], bool]) -> TopicDescription:
+        """The topic's description once metadata shows the change (brokers may lag the controller)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                desc = self.describe_topic(name)
+                if ready(desc) or not self._backoff(deadline):
+                    return desc
+            except UnknownTopicOrPartitionError:
+                if not self._backoff(deadline):
+                    raise
+
+    def delete_topic(self, name: str) -> None:
+        response = self._controller_call(DELETE_TOPICS, {"topic_names": [name], "timeout_ms": self._timeout_ms},
+                                         lambda r: r["responses"][0]["error_code"])
+        self._forget_leaders(name)
+        code = response["responses"][0]["error_code"]
+        if code == UnknownTopicOrPartitionError.code:
+            raise UnknownTopicOrPartitionError("topic %r does not exist" % name)
+        if code == InvalidTopicError.code and name in INTERNAL_TOPICS:
+            raise InvalidTopicError("cannot delete topic %r: it is an internal topic" % name)
+        _raise(code, "deleting topic %r" % name)
+
+    def create_partitions(self, name: str, total: int) -> TopicDescription:
+        body = {"topics": [{"name": name, "count": total, "assignments": None}], "timeout_ms": self._timeout_ms,
+                "validate_only": False}
+        response = self._controller_call(CREATE_PARTITIONS, body, lambda r: r["results"][0]["error_code"])
+        result = response["results"][0]
+        _raise(result["error_code"], "creating partitions of topic %r" % name, result.get("error_message"))
+        self._forget_leaders(name)
+        return self._await_topic(name, lambda d: len(d.partitions) >= total)
+
+    def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
+        response = self._call(None, DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}],
+            "include_synonyms": False})
+        result = response["results"][0]
+        _raise(result["error_code"], "describing the configs of topic %r" % topic, result.get("error_message"))
+        return {c["name"]: (c["value"], c["config_source"] != _DYNAMIC_TOPIC_CONFIG)
+                for c in sorted(result["configs"], key=lambda c: c["name"])}
+
+    def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool) -> None:
+        if incremental:
+            entries = [{"name": _dotted(k), "config_operation": _DELETE if v is None else _SET,
+                        "value": _config_value(v)} for k, v in config.items()]
+            api_key = INCREMENTAL_ALTER_CONFIGS
+        else:
+            entries = [{"name": _dotted(k), "value": _config_value(v)} for k, v in config.items()]
+            api_key = ALTER_CONFIGS
+        response = self._call(None, api_key, {
+            "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": topic, "configs": entries}],
+            "validate_only": False})
+        result = response["responses"][0]
+        _raise(result["error_code"], "altering the configs of topic %r" % topic, result.get("error_message"))
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every connection; requests in flight fail with KafkaConnectionError. Idempotent.
+
+        First each connection that carried acks=0 produces is drained (one
+        round trip, up to the request timeout), so the broker has read them.
+        """
+        with self._lock:
+            connections = list(self._connections.values())
+        for conn in connections:
+            conn.drain()
+        with self._lock:
+            self._closed = True
+            connections = list(self._connections.values())
+            self._connections.clear()
+            self._pending.clear()
+        for conn in connections:
+            conn.close()
