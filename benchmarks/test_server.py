@@ -70,6 +70,9 @@ CONSUMER_CONFIG: Dict[str, Any] = {
     "enable.auto.commit": False,
     "fetch.max.bytes": 52_428_800,
     "max.partition.fetch.bytes": 52_428_800,
+    # Keep a whole 1M-record run prefetched: the client's Python loop, not the
+    # broker, bounds a single consumer here, and refilling a short queue stalls it.
+    "queued.min.messages": FULL,
     "log.connection.close": False,
 }
 

@@ -324,7 +324,7 @@ class Handlers:
                 indexes.append(p["partition"])
             order.append((topic["topic"], indexes))
         isolation = "read_committed" if req["isolation_level"] == 1 else "read_uncommitted"
-        max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
+        max_bytes = min(req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
         results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
                                     isolation_level=isolation)
         size, failed = total_bytes(results)

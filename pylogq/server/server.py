@@ -91,6 +91,7 @@ class KafkaServer:
         self.socket_request_max_bytes = int(socket_request_max_bytes or config["socket.request.max.bytes"])
         self.queued_max_requests = int(queued_max_requests or config["queued.max.requests"])
         self.connections_max_idle_ms = int(connections_max_idle_ms or config["connections.max.idle.ms"])
+        self.fetch_max_bytes = int(config["fetch.max.bytes"])
         self._send_buffer = config["socket.send.buffer.bytes"]
         self._receive_buffer = config["socket.receive.buffer.bytes"]
         self.handlers = Handlers(self)

@@ -565,6 +565,28 @@ def test_large_fetch_is_sent_whole(served: Tuple[Broker, Address]) -> None:
         assert wire.request(API_VERSIONS, 2)["error_code"] == 0
 
 
+def test_fetch_response_is_capped_by_fetch_max_bytes_but_always_makes_progress(serve: ServeFn) -> None:
+    """The broker's ``fetch.max.bytes`` bounds a response below what the client asked for,
+    yet a batch larger than the cap still comes back whole, so a consumer never stalls."""
+    broker, address = serve(config={"fetch.max.bytes": 4096})
+    big = [b"%04d" % i + b"b" * 2000 for i in range(4)]  # one ~8 KB batch, over the cap
+    small = [[b"%04d" % i + b"s" * 1000] for i in range(10)]  # ~1 KB batches
+    broker.produce("t", 0, bytes(build_batch(big)))
+    for values in small:
+        broker.produce("t", 0, bytes(build_batch(values)))
+    with Wire(address) as wire:
+        body = fetch_body("t", 0, max_wait_ms=0)
+        body["max_bytes"] = body["topics"][0]["partitions"][0]["partition_max_bytes"] = 50 << 20
+        first = wire.request(FETCH, 11, body)
+        assert fetched_values(first) == big  # the whole oversized batch, and nothing after it
+        body["topics"][0]["partitions"][0]["fetch_offset"] = len(big)
+        second = wire.request(FETCH, 11, body)
+        records = second["responses"][0]["partitions"][0]["records"]
+        assert 0 < len(records) <= 4096
+        got = fetched_values(second)
+        assert got == [v[0] for v in small[:len(got)]] and 1 < len(got) < len(small)
+
+
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_a_failing_handler_closes_only_its_connection(served: Tuple[Broker, Address], asynchronous: bool,
                                                       caplog: pytest.LogCaptureFixture) -> None:
