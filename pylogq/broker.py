@@ -93,8 +93,10 @@ _BROKER_KEYS: Dict[str, Tuple[Any, Any]] = {
     "fetch.max.bytes": (4194304, lambda k, v: _as_int(k, v, 1024)),
     "queued.max.requests": (500, lambda k, v: _as_int(k, v, 1)),
     "connections.max.idle.ms": (600000, lambda k, v: _as_int(k, v, 1)),
-    "socket.send.buffer.bytes": (102400, lambda k, v: _as_int(k, v, -1)),
-    "socket.receive.buffer.bytes": (102400, lambda k, v: _as_int(k, v, -1)),
+    # -1 (the OS's buffers, which Linux grows with the traffic) rather than Kafka's fixed
+    # 100 KB, which turns a 4 MiB fetch response into dozens of sendfile calls and waits.
+    "socket.send.buffer.bytes": (-1, lambda k, v: _as_int(k, v, -1)),
+    "socket.receive.buffer.bytes": (-1, lambda k, v: _as_int(k, v, -1)),
     "sasl.enabled.mechanisms": ("PLAIN", lambda k, v: _as_str(k, v)),
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": (None, lambda k, v: _as_str(k, v)),
     # Kafka settings that name JVM thread pools or ZooKeeper: accepted so a Kafka

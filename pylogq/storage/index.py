@@ -523,6 +523,24 @@ class OffsetIndex(_Index):
         found = self._found(_offset_upper, _int(target_offset) - self._base_offset)
         return None if found is None else (self._base_offset + found[0], found[1])
 
+    def floor_position(self, position: int) -> Tuple[int, int]:
+        """The last ``(offset, position)`` whose position is <= ``position``; ``(base_offset, 0)``
+        when there is none. Positions grow with offsets, so a binary search over entries works."""
+        lo, hi = 0, self.entries - 1
+        best = (self._base_offset, 0)
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            try:
+                found = self.entry(mid)
+            except IndexError:  # truncated under us: what was found so far still holds
+                break
+            if found[1] <= position:
+                best = found
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+
     def entry(self, n: int) -> Tuple[int, int]:
         """The ``(offset, position)`` of entry ``n`` (IndexError outside ``[0, entries)``)."""
         rel, position = self._raw_entry(n)

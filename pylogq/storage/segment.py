@@ -352,7 +352,8 @@ class LogSegment:
 
     def read(self, offset: int, max_bytes: int, max_position: Optional[int] = None,
              min_one_batch: bool = True) -> Optional[FileRegion]:
-        """Up to ``max_bytes`` of whole batches from the one holding ``offset``.
+        """Up to ``max_bytes`` of whole batches from the one holding ``offset`` (possibly none,
+        when the first batch is larger and ``min_one_batch`` is off).
 
         None when no batch at or after ``offset`` lies below ``max_position``.
         With ``min_one_batch``, a first batch larger than ``max_bytes`` is
@@ -365,7 +366,24 @@ class LogSegment:
         length = min(limit - start.position, max_bytes)
         if min_one_batch and start.size > length:
             length = min(start.size, limit - start.position)
+        elif length < limit - start.position:
+            length = self._whole_batches(start, start.position + length)
         return FileRegion(self.file, start.position, length, self.base_offset)
+
+    def _whole_batches(self, start: BatchHeader, end: int) -> int:
+        """Bytes from ``start`` to the last batch boundary at or before ``end``.
+
+        Kafka cuts a fetch at max bytes, mid-batch, and clients drop the partial
+        batch and fetch it again; ending on a boundary sends nothing twice. The
+        offset index (an entry per ``index.interval.bytes``) finds a batch start
+        near ``end``, so only a few headers are read, whatever the batch size.
+        """
+        _, position = self.offset_index.floor_position(end)
+        position = max(position, start.position)
+        boundary = position
+        for header in self.iter_headers(position, end):
+            boundary = header.position + header.size
+        return max(boundary - start.position, 0)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> Optional[Tuple[int, int]]:
         """The first record at or after ``start_offset`` with timestamp >= ``timestamp``.

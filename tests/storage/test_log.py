@@ -143,6 +143,27 @@ def test_read_bounds(tmp_path):
         assert records.RecordBatch(region.read()).records_count == 10
 
 
+@pytest.mark.parametrize("interval", [1, 4096, 1 << 20])
+def test_reads_cut_by_max_bytes_end_on_a_batch_boundary(tmp_path, interval):
+    """A read that max_bytes cuts short ends after its last whole batch, found through
+    the offset index whatever its density, so a fetch never carries a partial batch."""
+    with Log(str(tmp_path / "t-0"), LogConfig(index_interval_bytes=interval)) as lg:
+        sizes = []
+        for i in range(40):
+            data = batch(1 + i % 7, start=lg.log_end_offset, size=50 + 37 * i)
+            sizes.append(len(data))
+            lg.append(data)
+        ends = [sum(sizes[:k]) for k in range(1, len(sizes) + 1)]
+        for max_bytes in (sizes[0], sizes[0] + 1, ends[5] - 1, ends[5], ends[5] + 1, ends[-1] - 1):
+            region = lg.read(0, max_bytes)
+            expected = max(e for e in ends if e <= max_bytes)
+            assert len(region) == expected, max_bytes
+            assert records.valid_prefix_length(region.read()) == expected
+        # Offset 7 lies in the fourth batch (1 + 2 + 3 records before it): from its start.
+        from_middle = lg.read(7, ends[12] - ends[2] - 1)
+        assert from_middle.position == ends[2] and len(from_middle) == ends[11] - ends[2]
+
+
 def test_offset_for_timestamp(tmp_path):
     with Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=1500)) as lg:
         for i in range(10):
