@@ -213,7 +213,7 @@ def test_produce(benchmark: Any, request: Any, wire: Wire, values: List[bytes]) 
     def run() -> None:
         produce(state["producer"], state["topic"], values, n)
 
-    benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 5), iterations=1, warmup_rounds=0)
+    benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 7), iterations=1, warmup_rounds=0)
     assert not errors, errors[:3]
     wire.assert_last(state["topic"], n)
 
@@ -253,7 +253,7 @@ def test_consume(benchmark: Any, request: Any, wire: Wire, loaded: str) -> None:
         return count, last
 
     try:
-        count, last = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 3),
+        count, last = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 7),
                                          iterations=1, warmup_rounds=0)
     finally:
         close()
