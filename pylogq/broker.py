@@ -29,7 +29,7 @@ from .cluster.partition import Partition
 from .errors import ConfigError
 from .records import decode_columns
 from .storage.checkpoint import write_atomically
-from .storage.config import LogConfig, LogManagerConfig, parse_properties
+from .storage.config import LogConfig, LogManagerConfig, _suggest, parse_properties
 from .storage.manager import LogManager
 
 log = logging.getLogger("pylogq.broker")
@@ -127,6 +127,12 @@ class BrokerConfig:
             else:
                 rest[key] = value
         self.values = values
+        known = set(LogManagerConfig.known_keys())
+        for key in rest:
+            if key not in known and key.replace("_", ".") not in known and key not in LogManagerConfig._ALIASES \
+                    and key.replace("_", ".") not in LogManagerConfig._ALIASES:
+                raise ConfigError("Unknown broker configuration %r%s" % (
+                    key, _suggest(key, list(_BROKER_KEYS) + sorted(known))))
         self.log_manager = LogManagerConfig.from_dict(rest)
         if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
@@ -326,8 +332,11 @@ class Broker:
             self._save_topics()
             self._data_arrived.notify_all()
 
-    def create_partitions(self, name: str, total: int) -> TopicDescription:
-        """Grow a topic to ``total`` partitions (Kafka never shrinks one)."""
+    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicDescription:
+        """Grow a topic to ``total`` partitions (Kafka never shrinks one).
+
+        ``validate_only`` runs the checks and changes nothing (CreatePartitions' validateOnly).
+        """
         with self._lock:
             self._check_open()
             meta = self._require_topic(name)
@@ -335,6 +344,8 @@ class Broker:
                 raise errors.InvalidPartitionsError(
                     "topic %r has %d partitions; the new total %d must be larger" % (name, meta["partitions"], total))
             _check_partitions_per_request(total - meta["partitions"])
+            if validate_only:
+                return self._describe(name)
             for p in range(meta["partitions"], total):
                 self._open_partition(name, p)
             meta["partitions"] = total

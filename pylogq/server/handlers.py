@@ -575,14 +575,7 @@ class Handlers:
         for t in req["topics"]:
             out = {"name": t["name"], "error_code": 0, "error_message": None}
             try:
-                if req["validate_only"]:
-                    current = self.broker.partitions_for(t["name"])
-                    if t["count"] <= current:
-                        raise errors.InvalidPartitionsError(
-                            "topic %r has %d partitions; the new total %d must be larger"
-                            % (t["name"], current, t["count"]))
-                else:
-                    await self._blocking(self.broker.create_partitions, t["name"], t["count"])
+                await self._blocking(self.broker.create_partitions, t["name"], t["count"], req["validate_only"])
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 out["error_code"] = _code(exc)
                 out["error_message"] = _message(exc)

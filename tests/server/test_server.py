@@ -331,9 +331,14 @@ def test_partition_counts_past_kafkas_per_request_cap_are_refused(served: Tuple[
                                        "timeout_ms": 5000, "validate_only": False})
         assert created["topics"][0]["error_code"] == 44
         assert "Excessively large number of partitions" in created["topics"][0]["error_message"]
-        grown = wire.request(37, 1, {"topics": [{"name": "t", "count": min(count + 1, 0x7FFFFFFF),
-                                                 "assignments": None}], "timeout_ms": 5000, "validate_only": False})
-        assert grown["results"][0]["error_code"] == 44
+        for validate_only in (False, True):
+            grown = wire.request(37, 1, {"topics": [{"name": "t", "count": min(count + 1, 0x7FFFFFFF),
+                                                     "assignments": None}], "timeout_ms": 5000,
+                                         "validate_only": validate_only})
+            assert grown["results"][0]["error_code"] == 44
+        checked = wire.request(37, 1, {"topics": [{"name": "t", "count": 3, "assignments": None}],
+                                       "timeout_ms": 5000, "validate_only": True})
+        assert checked["results"][0]["error_code"] == 0  # valid, and nothing was created
     assert broker.list_topics() == ["t"]
     assert broker.partitions_for("t") == 1
 
