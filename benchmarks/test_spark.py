@@ -1,0 +1,305 @@
+"""Spark reads of a topic: rows/s into a local[2] SparkSession, from segment files and the alternatives.
+
+Group "spark read 100B": 1M records with 100-byte values over 4 partitions
+(20k with ``--benchmark-disable``), written in setup with the bulk path
+(``build_batch`` + ``Broker.produce``). Each round runs one Spark job that
+touches every column (an aggregate over key, value, topic, partition,
+offset, timestamp, timestampType and headers), so no path gets away with
+column pruning. The paths:
+
+- ``direct read_topic``: :func:`pylogq.spark.read_topic`, the segment files
+  decoded in the tasks into Arrow batches (``mapInArrow`` over the splits);
+- ``direct format(pylogq)``: the same through the Python Data Source;
+- ``arrow ceiling`` (the peer): a Data Source yielding prebuilt Arrow batches
+  of the same rows (read from Arrow IPC files written in setup, memory-mapped,
+  so no decoding at all): what Python-to-Spark transfer costs here. Target:
+  the direct path at >= 0.7x of it;
+- ``naive tuples``: rows as Python tuples through ``mapPartitions`` and
+  ``createDataFrame``, the way a user without Arrow writes it (target: the
+  direct path >= 3x faster);
+- ``kafka-python``: kafka-python's consumer inside ``mapPartitions`` reading
+  the topic from the pylogq broker serving the same log directory over TCP
+  (target: the direct path >= 3x faster);
+- ``parquet``: ``spark.read.parquet`` of the same rows, written in setup: the
+  reference for what Spark ingests natively.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any, Iterator, List
+
+import pytest
+from summary import info
+
+import pylogq
+from pylogq.records import build_batch
+
+TOPIC = "bench"
+PARTITIONS = 4
+BATCH = 5000
+TS = 1_700_000_000_000
+GROUP = "spark read 100B"
+TARGET = "direct >= 0.7x the Arrow ceiling; >= 3x naive tuples and kafka-python"
+AGGREGATE = (
+    "count(*) AS rows",
+    "sum(length(value)) AS value_bytes",
+    "sum(coalesce(length(key), 0)) AS key_bytes",
+    "sum(offset + partition + timestampType) AS offsets",
+    "count(DISTINCT topic) AS topics",
+    "max(timestamp) AS newest",
+    "sum(coalesce(size(headers), 0)) AS headers",
+)
+
+
+def _java_missing() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java:
+        return True
+    try:
+        subprocess.run([java, "-version"], capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def count(request):
+    return 20_000 if request.config.getoption("benchmark_disable") else 1_000_000
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    pytest.importorskip("pyspark", reason="pyspark is not installed")
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed")
+    if _java_missing():
+        pytest.skip("no Java runtime for Spark (apt-get install default-jre-headless)")
+    from pyspark.sql import SparkSession
+
+    import pylogq.spark
+
+    scratch = tmp_path_factory.mktemp("spark-bench")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    session = (
+        SparkSession.builder.master("local[2]").appName("pylogq-benchmarks")
+        .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.local.dir", str(scratch / "local")).config("spark.sql.warehouse.dir", str(scratch / "wh"))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    pylogq.spark.register(session)
+    # The tasks below are functions of this file, which Spark's workers cannot import: ship them by value.
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, count):
+    """The topic in a broker's log directory, the broker serving it on a loopback port."""
+    values = [os.urandom(100) for _ in range(BATCH)]
+    b = pylogq.Broker(str(tmp_path_factory.mktemp("spark-bench-log")), **{"offsets.topic.num.partitions": 1})
+    b.create_topic(TOPIC, PARTITIONS)
+    per_partition = count // PARTITIONS
+    for p in range(PARTITIONS):
+        for base in range(0, per_partition, BATCH):
+            n = min(BATCH, per_partition - base)
+            b.produce(TOPIC, p, build_batch(values[:n], timestamps=TS))
+    host, port = b.serve("127.0.0.1", 0)
+    b.bootstrap_servers = "%s:%d" % (host, port)  # type: ignore[attr-defined]
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def warm(spark, broker, count):
+    """A few jobs of the Arrow paths first: the first jobs of a fresh JVM run slow until the JIT has compiled them."""
+    from pylogq.spark import read_topic
+
+    for _ in range(3):
+        _run(read_topic(spark, broker.data_dir, TOPIC), count)
+
+
+def _run(df: Any, count: int) -> None:
+    row = df.selectExpr(*AGGREGATE).collect()[0]
+    assert row["rows"] == count and row["value_bytes"] == 100 * count and row["topics"] == 1
+
+
+def _bench(benchmark: Any, fn: Any) -> None:
+    if benchmark.disabled:
+        benchmark(fn)
+    else:
+        benchmark.pedantic(fn, rounds=5, iterations=1, warmup_rounds=1)
+
+
+def test_direct_read_topic(benchmark, spark, broker, count, warm):
+    from pylogq.spark import read_topic
+
+    info(benchmark, GROUP, count, "rows", target=TARGET)
+    _bench(benchmark, lambda: _run(read_topic(spark, broker.data_dir, TOPIC), count))
+
+
+def test_direct_format_pylogq(benchmark, spark, broker, count, warm):
+    info(benchmark, GROUP, count, "rows", target=TARGET)
+    reader = spark.read.format("pylogq").option("source", broker.data_dir).option("topic", TOPIC)
+    _bench(benchmark, lambda: _run(reader.load(), count))
+
+
+# -- the ceiling: prebuilt Arrow batches of the same rows ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def arrow_files(broker, tmp_path_factory):
+    """The topic's rows as one Arrow IPC file per split, decoded once in setup."""
+    import pyarrow as pa
+
+    from pylogq.spark import plan_splits, read_split
+    from pylogq.spark.splits import arrow_schema
+
+    directory = tmp_path_factory.mktemp("arrow")
+    paths = []
+    for i, split in enumerate(plan_splits(broker.data_dir, TOPIC)):
+        path = str(directory / ("split-%d.arrow" % i))
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, arrow_schema()) as writer:
+            for batch in read_split(split):
+                writer.write_batch(batch)
+        paths.append(path)
+    return paths
+
+
+def _register_prebuilt(spark: Any) -> None:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from pylogq.spark import SPARK_SCHEMA_DDL
+
+    class PrebuiltReader(DataSourceReader):
+        def __init__(self, paths: List[str]) -> None:
+            self.paths = paths
+
+        def partitions(self) -> List[InputPartition]:
+            return [InputPartition(p) for p in self.paths]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            import pyarrow as pa
+
+            with pa.memory_map(partition.value) as source:
+                reader = pa.ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i)
+
+    class PrebuiltSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "pylogq_bench_prebuilt"
+
+        def schema(self) -> str:
+            return SPARK_SCHEMA_DDL
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return PrebuiltReader(self.options["paths"].split("|"))
+
+    spark.dataSource.register(PrebuiltSource)
+
+
+def test_arrow_ceiling(benchmark, spark, arrow_files, count, warm):
+    info(benchmark, GROUP, count, "rows", peer=True, target=TARGET)
+    _register_prebuilt(spark)
+    reader = spark.read.format("pylogq_bench_prebuilt").option("paths", "|".join(arrow_files))
+    _bench(benchmark, lambda: _run(reader.load(), count))
+
+
+# -- what users write without pylogq.spark --------------------------------------------------------
+
+
+def _tuples_of_split(splits: Iterator[Any]) -> Iterator[tuple]:
+    from pylogq.spark import read_split
+
+    for split in splits:
+        for batch in read_split(split):
+            for r in batch.to_pylist():
+                yield (r["key"], r["value"], r["topic"], r["partition"], r["offset"], r["timestamp"],
+                       r["timestampType"], r["headers"])
+
+
+def test_naive_tuples(benchmark, spark, broker, count):
+    from pylogq.spark import SPARK_SCHEMA_DDL, plan_splits
+
+    info(benchmark, GROUP, count, "rows", target=TARGET)
+    splits = plan_splits(broker.data_dir, TOPIC)
+
+    def run() -> None:
+        rdd = spark.sparkContext.parallelize(splits, len(splits)).mapPartitions(_tuples_of_split)
+        _run(spark.createDataFrame(rdd, SPARK_SCHEMA_DDL), count)
+
+    _bench(benchmark, run)
+
+
+class _KafkaPythonReader:
+    """A task: kafka-python's consumer reads one partition [start, end) from the broker as tuples."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def __call__(self, ranges: Iterator[Any]) -> Iterator[tuple]:
+        from kafka import KafkaConsumer, TopicPartition
+
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                 max_poll_records=5000, fetch_max_bytes=50 * 1024 * 1024,
+                                 max_partition_fetch_bytes=16 * 1024 * 1024)
+        try:
+            for topic, partition, start, end in ranges:
+                tp = TopicPartition(topic, partition)
+                consumer.assign([tp])
+                consumer.seek(tp, start)
+                position = start
+                while position < end:
+                    for records in consumer.poll(timeout_ms=5000).values():
+                        for r in records:
+                            if r.offset >= end:
+                                break
+                            yield (r.key, r.value, r.topic, r.partition, r.offset,
+                                   epoch + datetime.timedelta(milliseconds=r.timestamp), r.timestamp_type,
+                                   [{"key": k, "value": v} for k, v in r.headers] or None)
+                            position = r.offset + 1
+        finally:
+            consumer.close()
+
+
+def test_kafka_python(benchmark, spark, broker, count):
+    pytest.importorskip("kafka", reason="kafka-python is not installed")
+    from pylogq.spark import SPARK_SCHEMA_DDL, plan_splits
+
+    info(benchmark, GROUP, count, "rows", target=TARGET)
+    ranges = [(s.topic, s.partition, s.start_offset, s.end_offset) for s in plan_splits(broker.data_dir, TOPIC)]
+    reader = _KafkaPythonReader(broker.bootstrap_servers)
+
+    def run() -> None:
+        rdd = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(reader)
+        _run(spark.createDataFrame(rdd, SPARK_SCHEMA_DDL), count)
+
+    _bench(benchmark, run)
+
+
+# -- the native reference ---------------------------------------------------------------------------
+
+
+def test_parquet(benchmark, spark, broker, count, tmp_path_factory):
+    from pylogq.spark import read_topic
+
+    info(benchmark, GROUP, count, "rows", target=TARGET)
+    path = str(tmp_path_factory.mktemp("parquet") / "bench.parquet")
+    read_topic(spark, broker.data_dir, TOPIC).write.parquet(path)
+    _bench(benchmark, lambda: _run(spark.read.parquet(path), count))

@@ -1,0 +1,98 @@
+"""Spark integration: scan topics straight from their segment files, and write DataFrames to topics.
+
+pylogq plans the splits and decodes the bytes; Spark schedules, retries and
+scales. Three entry points:
+
+- :func:`read_topic`: a DataFrame with Spark's Kafka-source columns (key,
+  value, topic, partition, offset, timestamp, timestampType, headers), read by
+  Spark tasks from the log directories without a broker in the read path.
+- :func:`register`: the Python Data Source ``pylogq`` for
+  ``spark.read.format("pylogq")`` and ``spark.readStream.format("pylogq")``.
+- :func:`write_topic`: sends a DataFrame's rows to a topic through pylogq's
+  producer, one producer per Spark task.
+
+pyspark is imported only inside these functions, so ``import pylogq.spark``
+works without it (the split planner and reader need only pyarrow).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
+
+from .splits import SPARK_SCHEMA_DDL, DataLossError, Split, plan_splits, read_split
+from .writer import write_topic
+
+__all__ = [
+    "DataLossError",
+    "SPARK_SCHEMA_DDL",
+    "Split",
+    "plan_splits",
+    "read_split",
+    "read_topic",
+    "register",
+    "write_topic",
+]
+
+#: The one-column schema of the DataFrame of splits that :func:`read_topic` maps over.
+_SPLITS_DDL = "split BINARY"
+
+Offsets = Union[str, Mapping[int, int], None]
+
+
+class _SplitReader:
+    """The function ``mapInArrow`` runs in each task: splits in, Arrow batches of their records out.
+
+    A class rather than a closure, so Spark pickles it by reference (the task
+    imports pylogq) and only its two settings travel with each task.
+    """
+
+    def __init__(self, fail_on_data_loss: bool, batch_rows: int) -> None:
+        self.fail_on_data_loss = fail_on_data_loss
+        self.batch_rows = batch_rows
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                split = pickle.loads(blob)
+                yield from read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows)
+
+
+def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_offsets: Offsets = "earliest",
+               ending_offsets: Offsets = "latest", fail_on_data_loss: bool = True,
+               max_split_bytes: Optional[int] = None, bootstrap_servers: Optional[str] = None,
+               batch_rows: int = 65536) -> Any:
+    """A DataFrame of ``topic``'s records read from the segment files under ``source``.
+
+    The splits are planned here, on the driver, bounded by the committed high
+    watermark (the broker's at ``bootstrap_servers``; else what the files hold
+    now, capped by a Kafka broker's replication checkpoint), so the DataFrame reads the same records however often it is
+    evaluated while the broker keeps appending. Each split becomes one Spark
+    task: ``sc.parallelize(splits, len(splits))`` as a one-column DataFrame,
+    then ``mapInArrow`` decodes the split's segment files into Arrow batches,
+    which reach the JVM without a per-row Python object. Offsets take Spark's
+    Kafka-source forms: ``"earliest"``, ``"latest"``, ``{partition: offset}``
+    or ``'{"topic": {"0": 23, "1": -2}}'`` (-2 earliest, -1 latest).
+
+    Records deleted by retention after planning fail the task with
+    :class:`DataLossError` naming the lost offsets, unless
+    ``fail_on_data_loss=False``, which skips them with a warning.
+    """
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
+    kwargs: dict = {"bootstrap_servers": bootstrap_servers}
+    if max_split_bytes is not None:
+        kwargs["max_split_bytes"] = max_split_bytes
+    splits = plan_splits(source, topic, starting_offsets, ending_offsets, **kwargs)
+    if not splits:
+        return spark.createDataFrame([], SPARK_SCHEMA_DDL)
+    rows = spark.sparkContext.parallelize([(pickle.dumps(s),) for s in splits], len(splits))
+    plan = spark.createDataFrame(rows, _SPLITS_DDL)
+    return plan.mapInArrow(_SplitReader(bool(fail_on_data_loss), batch_rows), SPARK_SCHEMA_DDL)
+
+
+def register(spark: Any) -> None:
+    """Register the Python Data Source ``pylogq`` (batch and streaming reads) with ``spark``."""
+    from .datasource import PylogqDataSource
+
+    spark.dataSource.register(PylogqDataSource)

@@ -1,0 +1,904 @@
+"""Splits of a topic for Spark: planned from a broker's log directories, read straight from segment files.
+
+Spark schedules the reads; pylogq decides what each task reads and decodes it.
+A :class:`Split` is one partition's offset range ``[start_offset, end_offset)``;
+:func:`plan_splits` cuts every partition into splits of about
+``max_split_bytes`` of segment files (whole segments, or ranges inside a big
+segment found through its offset index), so a large partition is read by
+many tasks, and every offset of the planned range belongs to exactly one
+split. :func:`read_split` reads a split's segment files directly, with no
+broker in the path, and yields Arrow record batches in the columns of Spark's
+Kafka source (:data:`ARROW_SCHEMA`, :data:`SPARK_SCHEMA_DDL`).
+
+Reads are safe beside a running broker: files are opened read-only, nothing
+is ever written into a log directory, and no recovery runs (so this module
+never uses :class:`pylogq.storage.log.Log`). The end of every split is fixed
+at planning time, so a read returns the same records however much the broker
+appends meanwhile. Records deleted by retention or DeleteRecords between
+planning and reading are reported as :class:`DataLossError`, or skipped with
+a :class:`DataLossWarning` when ``fail_on_data_loss=False`` (the option of
+Spark's Kafka source).
+
+pyarrow is imported on first use, so importing this module needs only numpy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
+from ..records import RecordColumns, decode_columns, decode_headers, valid_prefix_length
+from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
+from ..storage.segment import BatchHeader, parse_header
+
+__all__ = [
+    "ARROW_SCHEMA",  # noqa: F822 - built on first access by the module __getattr__
+    "SPARK_SCHEMA_DDL",
+    "DEFAULT_MAX_SPLIT_BYTES",
+    "DEFAULT_BATCH_ROWS",
+    "EARLIEST",
+    "LATEST",
+    "DataLossError",
+    "DataLossWarning",
+    "Split",
+    "arrow_schema",
+    "partition_bounds",
+    "plan_splits",
+    "read_split",
+]
+
+log = logging.getLogger("pylogq.spark")
+
+#: Spark's Kafka source columns, as a Spark DDL string.
+SPARK_SCHEMA_DDL = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+)
+#: A split holds about this many bytes of segment files (Spark's maxPartitionBytes).
+DEFAULT_MAX_SPLIT_BYTES = 128 * 1024 * 1024
+#: Rows per Arrow record batch out of :func:`read_split`.
+DEFAULT_BATCH_ROWS = 65536
+#: Offset specs of Spark's Kafka source JSON: -2 is the earliest offset, -1 the latest.
+EARLIEST = -2
+LATEST = -1
+
+_LOG = ".log"
+_SWAP = ".swap"
+_INDEX = ".index"
+_HEADER_READ = 61  # a v2 batch header; enough for the v0/v1 fields too
+_MIN_ENTRY = 12 + 14  # the smallest entry of any format (a v0 message)
+_MIN_CHUNK = 1 << 20
+_MAX_CHUNK = 64 << 20
+_OPEN_RETRIES = 100  # segments renamed between a listing and an open (compaction, retention)
+
+OffsetSpec = Union[None, str, Mapping[Any, Any]]
+
+
+class DataLossError(PylogqError):
+    """Records of a split were deleted (retention, DeleteRecords, topic deletion) before a task read them.
+
+    Spark's Kafka source fails the query in this case unless
+    ``failOnDataLoss`` is false; so does :func:`read_split` unless
+    ``fail_on_data_loss=False``. ``start`` and ``end`` bound the lost
+    offsets (``end`` exclusive).
+    """
+
+    def __init__(self, message: str, topic: str = "", partition: int = -1, start: int = -1, end: int = -1) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+class DataLossWarning(UserWarning):
+    """Records of a split were deleted before they were read and were skipped (``fail_on_data_loss=False``)."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """One task's read: offsets ``[start_offset, end_offset)`` of one partition, from its directory.
+
+    Plain fields only, so Spark can pickle it to executors. ``directory`` is
+    the partition directory ``<log dir>/<topic>-<partition>``; it must be
+    readable where the task runs (a shared or local filesystem).
+    """
+
+    topic: str
+    partition: int
+    directory: str
+    start_offset: int
+    end_offset: int
+
+
+# -- Arrow schema ------------------------------------------------------------------------------
+
+
+def arrow_schema() -> Any:
+    """The Arrow schema of :func:`read_split`'s batches (see :data:`ARROW_SCHEMA`)."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        pa = _pyarrow()
+        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        _SCHEMA = pa.schema([
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+            pa.field("topic", pa.string()),
+            pa.field("partition", pa.int32()),
+            pa.field("offset", pa.int64()),
+            pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+            pa.field("timestampType", pa.int32()),
+            # PySpark names a list's item field "element" and checks schemas field by field.
+            pa.field("headers", pa.list_(pa.field("element", header))),
+        ])
+    return _SCHEMA
+
+
+_SCHEMA: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    # ARROW_SCHEMA is built on first access, so importing this module does not import pyarrow.
+    if name == "ARROW_SCHEMA":
+        return arrow_schema()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def _pyarrow() -> Any:
+    """The pyarrow module (imported by name: it ships no type information)."""
+    try:
+        return importlib.import_module("pyarrow")
+    except ImportError as exc:  # pragma: no cover - pyarrow is installed with pylogq[spark]
+        raise ImportError("pylogq.spark needs pyarrow: pip install 'pylogq[spark]' (%s)" % exc) from None
+
+
+# -- files: log directories, segments, indexes, checkpoints ---------------------------------------
+
+
+class _Segment(NamedTuple):
+    base: int
+    path: str  # the .log file (or .log.swap while a compaction swap is in flight)
+
+
+def _source_dirs(source: Any) -> List[str]:
+    """The log directories named by ``source``: a path, several comma-separated, or a list."""
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        items = [text] if os.path.isdir(text) or "," not in text else [s.strip() for s in text.split(",") if s.strip()]
+    elif isinstance(source, (list, tuple)):
+        items = [os.fspath(s) for s in source]
+    else:
+        raise TypeError("source must be a log directory path or a list of them, not %r" % (source,))
+    if not items:
+        raise ValueError("source names no log directory")
+    dirs = []
+    for path in items:
+        if not os.path.exists(path):
+            hint = ""
+            if re.fullmatch(r"[\w.-]+:\d+", path):
+                hint = (" (it looks like a bootstrap address: segment files are read from the broker's log "
+                        "directories, given as source; pass the address as bootstrap_servers=)")
+            raise PylogqError("log directory %s does not exist%s" % (path, hint))
+        if not os.path.isdir(path):
+            raise PylogqError("log directory %s is not a directory" % path)
+        dirs.append(os.path.abspath(path))
+    return dirs
+
+
+def _listdir(path: str, what: str) -> List[str]:
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise PylogqError("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
+
+
+def _partition_dirs(dirs: Sequence[str], topic: str) -> Dict[int, str]:
+    """partition -> directory, for every ``<topic>-<n>`` directory in ``dirs``."""
+    if not isinstance(topic, str) or not topic:
+        raise ValueError("topic must be a non-empty string, not %r" % (topic,))
+    pattern = re.compile(re.escape(topic) + r"-(\d+)\Z")
+    found: Dict[int, str] = {}
+    for d in dirs:
+        for name in _listdir(d, "log directory"):
+            m = pattern.match(name)
+            if m is None:
+                continue
+            full = os.path.join(d, name)
+            if not os.path.isdir(full):
+                continue
+            p = int(m.group(1))
+            if p in found:
+                raise PylogqError("partition %s-%d is in two log directories: %s and %s"
+                                  % (topic, p, found[p], full))
+            found[p] = full
+    if not found:
+        raise UnknownTopicOrPartitionError("topic %r has no partition directories in %s"
+                                           % (topic, ", ".join(dirs)))
+    _check_all_partitions(dirs, topic, found)
+    return found
+
+
+def _check_all_partitions(dirs: Sequence[str], topic: str, found: Mapping[int, str]) -> None:
+    """With a pylogq broker's topic file at hand, every partition of the topic must be found."""
+    for d in dirs:
+        path = os.path.join(d, "pylogq-topics.json")
+        try:
+            with open(path) as f:
+                meta = json.load(f).get("topics", {}).get(topic)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(meta, dict) or not isinstance(meta.get("partitions"), int):
+            continue
+        missing = sorted(set(range(meta["partitions"])) - set(found))
+        if missing:
+            raise PylogqError(
+                "topic %s has %d partitions but no directory for partition(s) %s in %s: give every log "
+                "directory of the broker" % (topic, meta["partitions"], ", ".join(map(str, missing)),
+                                             ", ".join(dirs)))
+        return
+
+
+def _list_segments(directory: str) -> List[_Segment]:
+    """The segments of a partition directory, by base offset (raises FileNotFoundError if it is gone).
+
+    A ``.log.swap`` file (compaction output being swapped in) stands in for
+    its base offset when the ``.log`` is already renamed away; ``.deleted``
+    and ``.cleaned`` files are not part of the log.
+    """
+    segments: Dict[int, str] = {}
+    swaps: Dict[int, str] = {}
+    for name in _listdir(directory, "partition directory"):
+        if name.endswith(_LOG):
+            target = segments
+        elif name.endswith(_LOG + _SWAP):
+            target = swaps
+        else:
+            continue
+        stem = name.split(".", 1)[0]
+        if len(stem) == 20 and stem.isdigit():
+            target[int(stem)] = os.path.join(directory, name)
+    for base, path in swaps.items():
+        segments.setdefault(base, path)
+    return [_Segment(b, segments[b]) for b in sorted(segments)]
+
+
+def _index_path(segment: _Segment) -> str:
+    prefix, _, suffix = segment.path.rpartition(_LOG)
+    return prefix + _INDEX + suffix
+
+
+def _read_index(segment: _Segment, log_size: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(absolute offsets, positions) of a segment's offset index: its trustworthy entries only.
+
+    Read with plain reads (never mapped: the broker may trim the file under
+    us). The active segment's index is preallocated and zero-filled past its
+    entries, and after a crash any index may be stale, so entries count only
+    while offsets and positions strictly increase and positions lie inside
+    the log file as sized by the caller. An entry ``(offset, position)``
+    says the batch at ``position`` ends with ``offset``.
+    """
+    try:
+        with open(_index_path(segment), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    n = len(raw) // 8
+    if n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    entries = np.frombuffer(raw, dtype=">i4", count=2 * n).reshape(n, 2).astype(np.int64)
+    rel, pos = entries[:, 0], entries[:, 1]
+    bad = np.flatnonzero((np.diff(rel) <= 0) | (np.diff(pos) <= 0))
+    if bad.size:
+        n = int(bad[0]) + 1
+    if rel[0] < 0 or pos[0] < 0:
+        n = 0
+    n = int(np.searchsorted(pos[:n], log_size, side="left"))  # positions past the sized file do not count
+    return segment.base + rel[:n], pos[:n].copy()
+
+
+def _read_header(fd: int, position: int, limit: int) -> Optional[BatchHeader]:
+    """The header of the whole entry at ``position`` ending by ``limit``; None otherwise."""
+    head = os.pread(fd, _HEADER_READ, position)
+    if len(head) < 17 or head[16] > 2:
+        return None
+    header = parse_header(head, position)
+    if header.size < _MIN_ENTRY or position + header.size > limit or header.last_offset < header.base_offset:
+        return None
+    return header
+
+
+def _start_position(fd: int, offsets: np.ndarray, positions: np.ndarray, target: int, size: int) -> int:
+    """Where to scan from for ``target``: the last index entry at or before it, checked against the log."""
+    k = int(np.searchsorted(offsets, target, side="right")) - 1
+    if k < 0:
+        return 0
+    header = _read_header(fd, int(positions[k]), size)
+    if header is None or header.last_offset != int(offsets[k]):
+        return 0  # an index that does not match its log: scan the segment from its start
+    return int(positions[k])
+
+
+def _end_position(fd: int, offsets: np.ndarray, positions: np.ndarray, end: int, size: int) -> int:
+    """A byte position past every batch holding an offset below ``end`` (the file size at worst)."""
+    k = int(np.searchsorted(offsets, end, side="left"))
+    if k >= len(offsets):
+        return size
+    header = _read_header(fd, int(positions[k]), size)
+    if header is None or header.last_offset != int(offsets[k]):
+        return size
+    return header.position + header.size  # the batch ending at offsets[k] >= end; later ones start past end
+
+
+def _segment_end(segment: _Segment) -> Optional[int]:
+    """One past the last offset of the segment's last whole batch on disk now; None when it has none."""
+    try:
+        fd = os.open(segment.path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        offsets, positions = _read_index(segment, size)
+        position = _start_position(fd, offsets, positions, 2**62, size)
+        last = None
+        while position < size:
+            header = _read_header(fd, position, size)
+            if header is None:
+                break  # a batch still being written, or a preallocated file's zero tail
+            last = header.last_offset
+            position += header.size
+        return None if last is None else last + 1
+    finally:
+        os.close(fd)
+
+
+def _checkpointed(directory: str, name: str, topic: str, partition: int) -> Optional[int]:
+    """The partition's entry in a checkpoint file of its log directory (None when absent)."""
+    path = os.path.join(os.path.dirname(directory), name)
+    return OffsetCheckpoint(path).read().get((topic, partition))
+
+
+def _log_start(directory: str, segments: Sequence[_Segment], topic: str, partition: int) -> int:
+    """The first readable offset: the first segment's base, or the checkpointed log start past it."""
+    first = segments[0].base if segments else 0
+    checkpointed = _checkpointed(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition)
+    return max(first, checkpointed or 0)
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> Dict[int, Tuple[int, int, str]]:
+    """Per partition of ``topic``: (log start offset, committed end offset, partition directory).
+
+    ``source`` is a log directory, several (a list, or comma-separated), of a
+    broker (pylogq's or Kafka's layout). The log start is the first
+    segment's base offset, or the ``log-start-offset-checkpoint`` entry when
+    that is later (DeleteRecords). The committed end ("latest") is:
+
+    - with ``bootstrap_servers``, the broker's high watermark (ListOffsets
+      latest over TCP), and the log start is the broker's when later; the
+      files must hold every record below it;
+    - from files alone, the end of the last whole batch on disk at planning
+      time (with one replica every appended batch is committed), capped by
+      the ``replication-offset-checkpoint`` when the directory has one (a
+      Kafka broker's checkpointed high watermark, written every few seconds,
+      so it may lag). pylogq's broker writes no replication checkpoint.
+
+    Raises UnknownTopicOrPartitionError for a topic with no partition
+    directory, PylogqError naming the path for a missing or unreadable
+    directory.
+    """
+    dirs = _source_dirs(source)
+    found = _partition_dirs(dirs, topic)
+    remote: Dict[int, Tuple[int, int]] = {}
+    if bootstrap_servers:
+        remote = _broker_offsets(bootstrap_servers, topic, sorted(found))
+    out: Dict[int, Tuple[int, int, str]] = {}
+    for p, directory in sorted(found.items()):
+        try:
+            segments = _list_segments(directory)
+        except FileNotFoundError:
+            raise PylogqError("partition directory %s disappeared while planning (topic deleted?)"
+                              % directory) from None
+        start = _log_start(directory, segments, topic, p)
+        disk_end = _segment_end(segments[-1]) if segments else None
+        if disk_end is None:
+            disk_end = segments[-1].base if segments else start
+        if p in remote:
+            remote_start, end = remote[p]
+            if end > disk_end:
+                raise PylogqError(
+                    "the broker at %s has %s-%d up to offset %d but %s holds records only up to %d: "
+                    "source must be that broker's log directories" % (bootstrap_servers, topic, p, end,
+                                                                       directory, disk_end))
+            start = max(start, remote_start)
+        else:
+            end = disk_end
+            replicated = _checkpointed(directory, REPLICATION_CHECKPOINT, topic, p)
+            if replicated is not None:
+                end = min(end, replicated)
+        out[p] = (min(start, end), end, directory)
+    return out
+
+
+def _broker_offsets(bootstrap_servers: Any, topic: str, partitions: Sequence[int]) -> Dict[int, Tuple[int, int]]:
+    """(log start, high watermark) per partition, asked of a running broker."""
+    from ..client.consumer import Consumer, TopicPartition
+
+    consumer = Consumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    try:
+        known = consumer.partitions_for_topic(topic)
+        if known is None:
+            raise UnknownTopicOrPartitionError("topic %r does not exist on the broker at %s"
+                                               % (topic, bootstrap_servers))
+        tps = [TopicPartition(topic, p) for p in partitions if p in known]
+        starts = consumer.beginning_offsets(tps)
+        ends = consumer.end_offsets(tps)
+    finally:
+        consumer.close(autocommit=False)
+    return {tp.partition: (starts[tp], ends[tp]) for tp in tps}
+
+
+def plan_splits(
+    source: Any,
+    topic: str,
+    starting_offsets: OffsetSpec = "earliest",
+    ending_offsets: OffsetSpec = "latest",
+    max_split_bytes: int = DEFAULT_MAX_SPLIT_BYTES,
+    bootstrap_servers: Any = None,
+) -> List[Split]:
+    """The splits that read ``topic`` from ``starting_offsets`` up to ``ending_offsets``.
+
+    Offsets take the forms of Spark's Kafka source: ``"earliest"``,
+    ``"latest"``, a dict ``{partition: offset}`` (or ``{topic: {partition:
+    offset}}``), or its JSON string ``'{"topic": {"0": 23, "1": -2}}'`` where
+    -2 is earliest and -1 latest; a partition left out starts at the earliest
+    offset and ends at the latest. "latest" is the committed end of
+    :func:`partition_bounds`, fixed now: records appended later are not read.
+    An offset outside [log start, committed end] raises OffsetOutOfRangeError
+    naming the partition and the valid range.
+
+    Splits come in partition order, then offset order; partitions with
+    nothing to read get none. A partition over ``max_split_bytes`` of segment
+    files is cut at segment boundaries, or inside a segment larger than
+    ``max_split_bytes`` at offset index entries, into splits of at most about
+    ``max_split_bytes`` each.
+    """
+    if isinstance(max_split_bytes, bool) or not isinstance(max_split_bytes, int) or max_split_bytes < 1:
+        raise ValueError("max_split_bytes must be a positive integer, got %r" % (max_split_bytes,))
+    bounds = partition_bounds(source, topic, bootstrap_servers=bootstrap_servers)
+    starts = _resolve(starting_offsets, "starting_offsets", topic, bounds, EARLIEST)
+    ends = _resolve(ending_offsets, "ending_offsets", topic, bounds, LATEST)
+    splits: List[Split] = []
+    for p, (_, _, directory) in sorted(bounds.items()):
+        start, end = starts[p], ends[p]
+        if start > end:
+            raise OffsetOutOfRangeError("%s-%d: starting offset %d is past ending offset %d" % (topic, p, start, end))
+        if start == end:
+            continue
+        cuts = _cut_points(directory, start, end, max_split_bytes)
+        edges = [start] + cuts + [end]
+        for a, b in zip(edges, edges[1:]):
+            splits.append(Split(topic, p, directory, a, b))
+    return splits
+
+
+def _resolve(spec: OffsetSpec, name: str, topic: str, bounds: Mapping[int, Tuple[int, int, str]],
+             default: int) -> Dict[int, int]:
+    """An offsets option -> an absolute offset per partition, checked against the partition's range."""
+    if spec is None:
+        spec = "earliest" if default == EARLIEST else "latest"
+    per_partition: Dict[int, Any] = {}
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text.lower() in ("earliest", "latest"):
+            per_partition = {p: text.lower() for p in bounds}
+        elif text.startswith("{"):
+            try:
+                parsed = json.loads(text)
+            except ValueError as exc:
+                raise ValueError("%s is not valid JSON: %s (%r)" % (name, exc, spec)) from None
+            per_partition = _partition_map(parsed, name, topic)
+        else:
+            raise ValueError("%s must be 'earliest', 'latest', a dict or a JSON object like "
+                             "'{\"%s\": {\"0\": 23}}', not %r" % (name, topic, spec))
+    elif isinstance(spec, Mapping):
+        per_partition = _partition_map(spec, name, topic)
+    else:
+        raise TypeError("%s must be 'earliest', 'latest', a dict or a JSON string, not %r" % (name, spec))
+    unknown = sorted(set(per_partition) - set(bounds))
+    if unknown:
+        raise UnknownTopicOrPartitionError("%s names partition(s) %s of %s, which has partitions %s"
+                                           % (name, ", ".join(map(str, unknown)), topic,
+                                              ", ".join(map(str, sorted(bounds)))))
+    out: Dict[int, int] = {}
+    for p, (low, high, _) in bounds.items():
+        value = per_partition.get(p, default)
+        if isinstance(value, str):
+            value = {"earliest": EARLIEST, "latest": LATEST}.get(value.strip().lower(), value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("%s for %s-%d must be an offset, -2 (earliest) or -1 (latest), not %r"
+                             % (name, topic, p, value))
+        if value == EARLIEST:
+            value = low
+        elif value == LATEST:
+            value = high
+        elif value < 0:
+            raise ValueError("%s for %s-%d is %d: an offset is >= 0, or -2 (earliest), -1 (latest)"
+                             % (name, topic, p, value))
+        if not low <= value <= high:
+            raise OffsetOutOfRangeError(
+                "%s for %s-%d is %d, out of range: valid offsets are %d..%d (log start .. committed end)"
+                % (name, topic, p, value, low, high))
+        out[p] = value
+    return out
+
+
+def _partition_map(spec: Mapping[Any, Any], name: str, topic: str) -> Dict[int, Any]:
+    """{partition: offset} from ``{partition: offset}`` or ``{topic: {partition: offset}}``."""
+    if not isinstance(spec, Mapping):
+        raise ValueError("%s must be a JSON object, not %r" % (name, spec))
+    if any(isinstance(v, Mapping) for v in spec.values()):
+        others = sorted(str(k) for k in spec if k != topic)
+        if others:
+            raise ValueError("%s names topic(s) %s; this read is of topic %s" % (name, ", ".join(others), topic))
+        spec = spec.get(topic, {})
+    out: Dict[int, Any] = {}
+    for key, value in spec.items():
+        if isinstance(key, bool):
+            raise ValueError("%s: %r is not a partition number" % (name, key))
+        if isinstance(key, int):
+            p = key
+        elif isinstance(key, str) and key.strip().isdigit():
+            p = int(key)
+        else:
+            raise ValueError("%s: %r is not a partition number" % (name, key))
+        out[p] = value
+    return out
+
+
+def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> List[int]:
+    """Offsets strictly inside (start, end) that cut the range into pieces of about ``max_bytes``.
+
+    Candidates are segment base offsets and, inside segments larger than
+    ``max_bytes``, the offset after each index entry (the start of the next
+    batch); each has its byte position in the concatenated segment files.
+    A piece takes the furthest candidate within ``max_bytes`` of its start
+    (or the nearest one past it when there is none).
+    """
+    try:
+        segments = _list_segments(directory)
+    except FileNotFoundError:
+        return []
+    cand_off: List[np.ndarray] = []
+    cand_pos: List[np.ndarray] = []
+    total = 0
+    for seg in segments:
+        try:
+            size = os.stat(seg.path).st_size
+        except FileNotFoundError:
+            continue
+        cand_off.append(np.array([seg.base], np.int64))
+        cand_pos.append(np.array([total], np.int64))
+        if size > max_bytes:
+            offsets, positions = _read_index(seg, size)
+            cand_off.append(offsets + 1)
+            cand_pos.append(positions + total)
+        total += size
+    if not cand_off:
+        return []
+    off = np.concatenate(cand_off)
+    pos = np.concatenate(cand_pos)
+    order = np.argsort(off, kind="stable")
+    off, pos = off[order], pos[order]
+    off, first = np.unique(off, return_index=True)
+    pos = np.maximum.accumulate(pos[first])
+    k = int(np.searchsorted(off, start, side="right")) - 1
+    last = int(pos[k]) if k >= 0 else 0
+    k = int(np.searchsorted(off, end, side="left"))
+    end_pos = int(pos[k]) if k < len(off) else total
+    inside = (off > start) & (off < end)
+    off, pos = off[inside], pos[inside]
+    cuts: List[int] = []
+    i, n = 0, len(off)
+    while i < n and end_pos - last > max_bytes:
+        j = max(int(np.searchsorted(pos, last + max_bytes, side="right")) - 1, i)
+        while j < n and pos[j] <= last:
+            j += 1
+        if j >= n:
+            break
+        cuts.append(int(off[j]))
+        last = int(pos[j])
+        i = j + 1
+    return cuts
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Any]:
+    """Yield the split's records as pyarrow RecordBatches of at most ``batch_rows`` rows (:data:`ARROW_SCHEMA`).
+
+    Reads the segment files of ``split.directory`` read-only with the
+    columnar decoder: v0, v1 and v2 entries, every codec, offset gaps of
+    compacted logs; control batches (transaction markers) are skipped.
+    Columns are Spark's Kafka source's: ``timestamp`` is the record's
+    milliseconds as microseconds UTC; ``timestampType`` is 0 CreateTime, 1
+    LogAppendTime, -1 for v0 records (which have no timestamp: -1 ms);
+    ``headers`` is null for a record without headers (as Spark's source
+    returns), and header keys that are not UTF-8 decode with replacement
+    characters (as Kafka's Java client). Records deleted before they were
+    read raise :class:`DataLossError`, or with ``fail_on_data_loss=False``
+    are skipped with a :class:`DataLossWarning`.
+    """
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError("batch_rows must be a positive integer, got %r" % (batch_rows,))
+    pa = _pyarrow()
+    schema = arrow_schema()
+    for columns in _iter_columns(split, fail_on_data_loss, batch_rows):
+        n = len(columns)
+        for i in range(0, n, batch_rows):
+            yield _to_arrow(pa, schema, columns, i, min(n, i + batch_rows), split.topic, split.partition)
+
+
+def _lost(split: Split, start: int, end: int, log_start: int, fail: bool, why: str = "") -> None:
+    """Report offsets ``start..end - 1`` as lost: DataLossError, or a warning when not ``fail``."""
+    last = end - 1
+    reason = why or ("the log start is now %d (retention or DeleteRecords)" % log_start)
+    message = ("offsets %d..%d of %s-%d were deleted before they could be read: %s"
+               % (start, last, split.topic, split.partition, reason))
+    if fail:
+        raise DataLossError(message + "; read with fail_on_data_loss=False to skip them",
+                            split.topic, split.partition, start, end)
+    log.warning("skipping lost records: %s", message)
+    warnings.warn(message + "; skipped (fail_on_data_loss=False)", DataLossWarning, stacklevel=4)
+
+
+def _list_for_read(split: Split, position: int, fail: bool) -> Optional[List[_Segment]]:
+    """The segments now; None (after reporting the loss) when the partition directory is gone."""
+    try:
+        return _list_segments(split.directory)
+    except FileNotFoundError:
+        _lost(split, position, split.end_offset, -1, fail,
+              "the partition directory %s no longer exists (topic deleted?)" % split.directory)
+        return None
+
+
+def _skip_lost(split: Split, segments: Sequence[_Segment], position: int, fail: bool) -> int:
+    """The first offset to read at or after ``position``: past records deleted before it (reported)."""
+    log_start = _log_start(split.directory, segments, split.topic, split.partition) if segments else split.end_offset
+    if position < log_start:
+        lost_end = min(log_start, split.end_offset)
+        _lost(split, position, lost_end, log_start, fail)
+        return lost_end
+    return position
+
+
+def _segment_for(segments: Sequence[_Segment], position: int) -> int:
+    """The index of the last segment whose base offset is at or below ``position`` (-1: none)."""
+    for i in range(len(segments) - 1, -1, -1):
+        if segments[i].base <= position:
+            return i
+    return -1
+
+
+def _locate(split: Split, position: int, fail: bool) -> Optional[Tuple[List[Any], int, int]]:
+    """List the split's segments again: -> (segments, the position to read from after any
+    records lost to retention, the index of the segment holding it), or None when nothing
+    is left to read."""
+    segments = _list_for_read(split, position, fail)
+    if segments is None:
+        return None
+    position = _skip_lost(split, segments, position, fail)
+    return segments, position, _segment_for(segments, position)
+
+
+def _iter_columns(split: Split, fail: bool, batch_rows: int) -> Iterator[RecordColumns]:
+    """The split's records, decoded chunk by chunk (each about ``batch_rows`` rows).
+
+    Walks the segments in order from the one holding the start, listing the
+    directory again whenever a file has moved (retention, compaction swaps)
+    or the last listed segment is done (a newer one may have rolled). A
+    segment opened stays readable even if the broker deletes it meanwhile.
+    Each segment is read from the next offset wanted, not from its base: a
+    v0/v1 compressed wrapper's inner records may lie below the base offset of
+    the segment holding it (a segment rolled at the wrapper's last offset).
+    """
+    end = split.end_offset
+    located = _locate(split, split.start_offset, fail)
+    if located is None:
+        return
+    segments, position, k = located
+    retries = 0
+    bytes_per_row = 128.0
+    while position < end:
+        fd = -1
+        if k >= 0:
+            try:
+                fd = os.open(segments[k].path, os.O_RDONLY)
+            except FileNotFoundError:
+                pass  # renamed since the listing (retention, or a compaction swap)
+            except OSError as exc:
+                raise PylogqError("cannot read segment %s: %s" % (segments[k].path, exc.strerror or exc)) from None
+        if fd < 0:
+            # The segment holding ``position`` is gone or moved: look again.
+            retries += 1
+            if retries > _OPEN_RETRIES:
+                raise PylogqError("%s: segment files keep moving; cannot find the one holding offset %d"
+                                  % (split.directory, position))
+            located = _locate(split, position, fail)
+            if located is None:
+                return
+            segments, position, k = located
+            continue
+        segment = segments[k]
+        try:
+            for columns, chunk_bytes in _read_segment(fd, segment, position, end, batch_rows, bytes_per_row):
+                if len(columns):
+                    bytes_per_row = max(chunk_bytes / len(columns), 1.0)
+                    position = max(position, int(columns.offsets[-1]) + 1)
+                    yield columns
+        finally:
+            os.close(fd)
+        if position >= end:
+            return
+        if k + 1 < len(segments):
+            k += 1
+            continue
+        # The last segment listed is read to its end: a newer one may have rolled since.
+        found = _list_for_read(split, position, fail)
+        if found is None:
+            return
+        segments = found
+        later = [i for i, s in enumerate(segments) if s.base > segment.base]
+        if not later:
+            return  # the rest of the range holds no records (compaction gaps, control batches)
+        k = later[0]
+        # Offsets below the next segment's base after a segment read to its end hold no records:
+        # only records at or past that base can have been lost.
+        expected_from = max(position, segments[k].base)
+        checked = _skip_lost(split, segments, expected_from, fail)
+        if checked > expected_from:
+            position = checked
+            k = _segment_for(segments, position)
+
+
+def _read_segment(fd: int, segment: _Segment, start: int, end: int, batch_rows: int,
+                  bytes_per_row: float) -> Iterator[Tuple[RecordColumns, int]]:
+    """(columns, bytes read) of the records of one segment file with start <= offset < end.
+
+    The file is read in chunks of whole batches sized to decode about
+    ``batch_rows`` rows each, from the offset index entry before ``start`` to
+    the batch holding ``end - 1`` (or the file's end).
+    """
+    size = os.fstat(fd).st_size
+    offsets, positions = _read_index(segment, size)
+    position = _start_position(fd, offsets, positions, start, size)
+    limit = _end_position(fd, offsets, positions, end, size)
+    while position < limit:
+        want = int(min(max(bytes_per_row * batch_rows * 0.9, _MIN_CHUNK), _MAX_CHUNK, limit - position))
+        data = os.pread(fd, want, position)
+        valid = valid_prefix_length(data, 0, False)
+        if valid == 0:
+            # The first batch is larger than the chunk, or this is where the readable data ends.
+            header = _read_header(fd, position, limit)
+            if header is None:
+                return
+            data = os.pread(fd, header.size, position)
+            valid = valid_prefix_length(data, 0, False)
+            if valid == 0:
+                return
+        chunk = data if valid == len(data) else memoryview(data)[:valid]
+        columns = decode_columns(chunk, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
+        yield columns, valid
+        position += valid
+        if len(columns) and int(columns.offsets[-1]) >= end - 1:
+            return
+
+
+# -- Arrow conversion ------------------------------------------------------------------------------
+
+
+def _to_arrow(pa: Any, schema: Any, c: RecordColumns, lo: int, hi: int, topic: str, partition: int) -> Any:
+    """Rows ``lo..hi`` of decoded columns as one RecordBatch of ``schema``, with no per-row Python loop
+    (except to decode headers, for the rows that have them)."""
+    n = hi - lo
+    data = pa.py_buffer(c.data)
+    timestamps = c.timestamps[lo:hi] * 1000
+    arrays = [
+        _binary(pa, data, c.data, c.key_start[lo:hi], c.key_length[lo:hi]),
+        _binary(pa, data, c.data, c.value_start[lo:hi], c.value_length[lo:hi]),
+        _repeated_string(pa, topic, n),
+        pa.array(np.full(n, partition, np.int32)),
+        pa.array(np.ascontiguousarray(c.offsets[lo:hi])),
+        pa.array(timestamps, type=schema.field("timestamp").type),
+        pa.array(c.timestamp_types[lo:hi].astype(np.int32)),
+        _headers(pa, schema.field("headers").type, c, lo, hi),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _binary(pa: Any, buffer: Any, raw: Any, starts: np.ndarray, lengths: np.ndarray) -> Any:
+    """A binary array of ``raw[start:start + length]`` per row (length -1: null), gathered by Arrow.
+
+    The values lie in ``raw`` in row order with gaps between them, so one
+    large_binary array of 2n - 1 items (value, gap, value, ...) describes
+    them without copying, and ``take`` of the even items gathers the values
+    into a compact array.
+    """
+    n = len(starts)
+    null = lengths < 0
+    has_null = bool(null.any())
+    if n == 0:
+        return pa.array([], pa.binary())
+    s = starts.astype(np.int64)
+    e = s + (np.where(null, 0, lengths) if has_null else lengths)
+    bounds = np.empty(2 * n, np.int64)
+    bounds[0::2] = s
+    bounds[1::2] = e
+    if bounds[0] < 0 or bounds[-1] > len(buffer) or np.any(bounds[1:] < bounds[:-1]):
+        return _binary_gathered(pa, raw, s, e, null, has_null)
+    spread = pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), buffer])
+    indices = pa.array(np.arange(0, 2 * n, 2, dtype=np.int64), mask=null if has_null else None)
+    return spread.take(indices).cast(pa.binary())
+
+
+def _binary_gathered(pa: Any, raw: Any, s: np.ndarray, e: np.ndarray, null: np.ndarray, has_null: bool) -> Any:
+    """The same array by a numpy gather (values out of order in the buffer: never from pylogq's decoders)."""
+    lengths = e - s
+    offsets = np.zeros(len(s) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    source = np.repeat(s - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)
+    payload = np.frombuffer(raw, dtype=np.uint8)[source]
+    validity = None
+    if has_null:
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    return pa.Array.from_buffers(pa.large_binary(), len(s), [validity, pa.py_buffer(offsets),
+                                                              pa.py_buffer(payload)]).cast(pa.binary())
+
+
+def _repeated_string(pa: Any, text: str, n: int) -> Any:
+    encoded = text.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int64) * len(encoded)
+    if offsets[-1] >= 2**31:
+        return pa.array([text] * n, pa.string())
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                  pa.py_buffer(encoded * n)])
+
+
+def _headers(pa: Any, list_type: Any, c: RecordColumns, lo: int, hi: int) -> Any:
+    """list<struct<key, value>> per row; null for rows without headers (Spark's Kafka source)."""
+    n = hi - lo
+    counts = c.headers_count[lo:hi]
+    rows = np.flatnonzero(counts > 0)
+    if rows.size == 0:
+        return pa.nulls(n, type=list_type)
+    keys: List[str] = []
+    values: List[Optional[bytes]] = []
+    starts = c.headers_start[lo:hi]
+    for i in rows.tolist():
+        for key, value in decode_headers(c.data, int(starts[i]), int(counts[i])):
+            keys.append(key)
+            values.append(value)
+    try:
+        key_array = pa.array(keys, pa.string())
+    except (UnicodeEncodeError, pa.ArrowException):
+        # Keys that were not UTF-8 (kept as surrogate escapes): Kafka's client decodes with replacements.
+        key_array = pa.array([k.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for k in keys],
+                             pa.string())
+    struct_type = list_type.value_type
+    items = pa.StructArray.from_arrays([key_array, pa.array(values, pa.binary())], fields=list(struct_type))
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), items, type=list_type, mask=pa.array(counts == 0))

@@ -1,0 +1,83 @@
+"""format("pylogq"): the batch Data Source reads the same rows as a Consumer, with Kafka-source options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import pylogq
+
+from .conftest import PARTITIONS, spark_rows, spark_summary, write_mixed
+
+
+def _reader(spark, topic):
+    return spark.read.format("pylogq").option("source", topic.log_dir).option("topic", topic.topic)
+
+
+def test_batch_read_equals_consumer(spark, mixed_topic):
+    df = _reader(spark, mixed_topic).option("maxSplitBytes", 48 * 1024).load()
+    assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                                  "timestampType", "headers"]
+    assert spark_summary(df) == mixed_topic.summary()
+    assert spark_rows(df) == mixed_topic.rows
+
+
+def test_compacted_topic(spark, compacted_topic):
+    df = _reader(spark, compacted_topic).load()
+    assert spark_summary(df) == compacted_topic.summary()
+    assert spark_rows(df) == compacted_topic.rows
+
+
+def test_starting_and_ending_offsets(spark, mixed_topic):
+    df = (_reader(spark, mixed_topic)
+          .option("startingOffsets", json.dumps({"mixed": {"0": 7, "1": -2, "2": -1, "3": -1}}))
+          .option("endingOffsets", json.dumps({"mixed": {"0": 9, "1": 3, "2": -1, "3": -1}}))
+          .load())
+    assert [(r[0], r[1]) for r in spark_rows(df)] == [(0, 7), (0, 8), (1, 0), (1, 1), (1, 2)]
+
+
+def test_load_path_and_filters_run_in_spark(spark, mixed_topic):
+    df = spark.read.format("pylogq").option("topic", "mixed").load(mixed_topic.log_dir)
+    assert df.where("partition = 2 AND offset < 10").count() == 10
+
+
+def test_fail_on_data_loss_option(spark, tmp_path):
+    broker = pylogq.Broker(str(tmp_path))
+    try:
+        broker.create_topic("t", 1, config={"segment.bytes": 8 * 1024})
+        write_mixed(broker, "t", 2000, partitions=1)
+        strict = spark.read.format("pylogq").option("source", broker.data_dir).option("topic", "t").load()
+        lenient = (spark.read.format("pylogq").option("source", broker.data_dir).option("topic", "t")
+                   .option("failOnDataLoss", "false").option("startingOffsets", json.dumps({"t": {"0": 0}})).load())
+        assert strict.count() == 2000
+        broker.delete_records("t", 0, 1000)
+        # The planned start (0) is before the new log start: strict fails naming the lost range.
+        with pytest.raises(Exception, match="DataLossError"):
+            spark.read.format("pylogq").option("source", broker.data_dir).option("topic", "t") \
+                .option("startingOffsets", json.dumps({"t": {"0": 0}})).load().count()
+        offsets = [r[1] for r in spark_rows(lenient)]
+        assert offsets and offsets[-1] == 1999 and offsets == list(range(offsets[0], 2000))
+        assert 0 < offsets[0] <= 1000
+    finally:
+        broker.close()
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"topic": "mixed"}, "source"),
+    ({"source": "LOGDIR"}, "topic"),
+    ({"source": "LOGDIR", "topic": "mixed", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ({"source": "LOGDIR", "topic": "nope"}, "nope"),
+    ({"source": "LOGDIR/missing", "topic": "mixed"}, "missing"),
+])
+def test_bad_options_name_the_problem(spark, mixed_topic, options, match):
+    reader = spark.read.format("pylogq")
+    for key, value in options.items():
+        reader = reader.option(key, value.replace("LOGDIR", mixed_topic.log_dir))
+    with pytest.raises(Exception, match=match):
+        reader.load().count()
+
+
+def test_partition_count(spark, mixed_topic):
+    df = _reader(spark, mixed_topic).load()
+    assert {r["partition"] for r in df.select("partition").distinct().collect()} == set(range(PARTITIONS))

@@ -1,0 +1,114 @@
+"""read_topic: Spark tasks read segment files directly and return exactly what a Consumer reads."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import pylogq
+from pylogq.spark import DataLossError, plan_splits, read_topic
+
+from .conftest import PARTITIONS, consume_all, spark_rows, spark_summary, write_mixed
+
+SCHEMA = [("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+          ("timestamp", "timestamp"), ("timestampType", "int"),
+          ("headers", "array<struct<key:string,value:binary>>")]
+
+
+def test_rows_equal_what_a_consumer_reads(spark, mixed_topic):
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", max_split_bytes=48 * 1024)
+    assert df.dtypes == SCHEMA
+    # Small splits: each partition is read by several tasks, one range of segments each.
+    assert df.rdd.getNumPartitions() > PARTITIONS
+    assert spark_summary(df) == mixed_topic.summary()
+    assert spark_rows(df) == mixed_topic.rows
+    assert {r["topic"] for r in df.select("topic").distinct().collect()} == {"mixed"}
+
+
+def test_compacted_topic_with_offset_gaps_and_tombstones(spark, compacted_topic):
+    df = read_topic(spark, compacted_topic.log_dir, "compacted")
+    assert spark_summary(df) == compacted_topic.summary()
+    assert spark_rows(df) == compacted_topic.rows
+    assert any(row[3] is None for row in compacted_topic.rows)  # tombstones came through as null values
+
+
+def test_offset_ranges_in_spark_kafka_forms(spark, mixed_topic):
+    spec = json.dumps({"mixed": {"0": 100, "1": -2, "2": -1, "3": 4000}})
+    ending = json.dumps({"mixed": {"0": 200, "1": 50, "2": -1, "3": -1}})
+    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets=spec, ending_offsets=ending))
+    ends = {p: max(r[1] for r in mixed_topic.rows if r[0] == p) + 1 for p in range(PARTITIONS)}
+    want = [r for r in mixed_topic.rows
+            if (r[0] == 0 and 100 <= r[1] < 200) or (r[0] == 1 and r[1] < 50) or (r[0] == 3 and 4000 <= r[1] < ends[3])]
+    assert got == want
+    # A partition left out reads from earliest to latest.
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets={0: 10}, ending_offsets={0: 12})
+    got = spark_rows(df)
+    assert [(r[0], r[1]) for r in got if r[0] == 0] == [(0, 10), (0, 11)]
+    assert len(got) == 2 + sum(1 for r in mixed_topic.rows if r[0] != 0)
+
+
+def test_reads_are_bounded_by_the_high_watermark_while_the_broker_appends(spark, pylogq_broker, pylogq_bootstrap):
+    pylogq_broker.create_topic("live", PARTITIONS, config={"segment.bytes": 16 * 1024})
+    write_mixed(pylogq_broker, "live", 2000)
+    df = read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap)
+    assert df.count() == 2000
+    write_mixed(pylogq_broker, "live", 1000, start=2000)
+    assert df.count() == 2000  # the planned DataFrame is repeatable
+    assert read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap).count() == 3000
+
+
+@pytest.fixture
+def doomed_topic(tmp_path):
+    """A topic whose first segments retention can take away, and the broker that owns it."""
+    broker = pylogq.Broker(str(tmp_path))
+    broker.create_topic("doomed", 1, config={"segment.bytes": 8 * 1024})
+    write_mixed(broker, "doomed", 3000, partitions=1)
+    yield broker
+    broker.close()
+
+
+def test_records_deleted_between_planning_and_reading_fail_the_read(spark, doomed_topic):
+    directory = doomed_topic.data_dir
+    df = read_topic(spark, directory, "doomed", bootstrap_servers=None)
+    lenient = read_topic(spark, directory, "doomed", fail_on_data_loss=False)
+    before = len(plan_splits(directory, "doomed"))
+    assert before >= 1
+    new_start = doomed_topic.delete_records("doomed", 0, 1200)
+    first_segment = min(int(name[:20]) for name in os.listdir(os.path.join(directory, "doomed-0"))
+                        if name.endswith(".log"))
+    assert first_segment > 0, "retention deleted no segment"
+    with pytest.raises(Exception) as failure:
+        df.count()
+    message = str(failure.value)
+    assert "DataLossError" in message
+    assert "doomed-0" in message and "0" in message
+    # Disabled: the lost records are skipped (with a warning in the task's log) and the rest is read.
+    rows = spark_rows(lenient)
+    offsets = [r[1] for r in rows]
+    assert offsets == list(range(offsets[0], 3000))
+    assert first_segment <= offsets[0] <= new_start
+
+
+def test_clear_errors_on_the_driver(spark, mixed_topic, tmp_path):
+    with pytest.raises(Exception, match="nonexistent"):
+        read_topic(spark, str(tmp_path / "nonexistent"), "mixed")
+    with pytest.raises(Exception, match="no-such-topic"):
+        read_topic(spark, mixed_topic.log_dir, "no-such-topic")
+    with pytest.raises(Exception, match="99999999"):
+        read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets={0: 99999999})
+    with pytest.raises(ValueError, match="batch_rows"):
+        read_topic(spark, mixed_topic.log_dir, "mixed", batch_rows=0)
+
+
+def test_empty_range_is_an_empty_dataframe(spark, mixed_topic):
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets="latest")
+    assert df.dtypes == SCHEMA
+    assert df.count() == 0
+
+
+def test_consumer_and_files_agree_after_the_read(mixed_topic):
+    # The files were only read: a consumer still sees the same records.
+    assert consume_all(mixed_topic.log_dir, "mixed") == mixed_topic.rows
+    assert issubclass(DataLossError, pylogq.errors.PylogqError)
