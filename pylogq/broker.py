@@ -83,6 +83,9 @@ _BROKER_KEYS: Dict[str, Tuple[Any, Any]] = {
     "group.initial.rebalance.delay.ms": (3000, lambda k, v: _as_int(k, v, 0)),
     "group.min.session.timeout.ms": (6000, lambda k, v: _as_int(k, v, 0)),
     "group.max.session.timeout.ms": (1800000, lambda k, v: _as_int(k, v, 0)),
+    # How often the high watermarks go to replication-offset-checkpoint (Kafka's key and
+    # default): readers of the files alone (pylogq.spark) take it as the committed end.
+    "replica.high.watermark.checkpoint.interval.ms": (5000, lambda k, v: _as_int(k, v, 1)),
     # The network server's settings (pylogq.server), kept here so one file configures both.
     "listeners": ("PLAINTEXT://127.0.0.1:9092", lambda k, v: _as_str(k, v)),
     "advertised.listeners": (None, lambda k, v: _as_str(k, v)),
@@ -219,6 +222,9 @@ class Broker:
                 group_max_session_timeout_ms=self.config["group.max.session.timeout.ms"],
             )
             self.group_coordinator.load()
+            interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000.0
+            self.logs.scheduler.schedule(self.checkpoint_high_watermarks, delay=interval, period=interval,
+                                         name="high-watermark-checkpoint")
         except BaseException:
             self.logs.close()
             raise
@@ -549,6 +555,19 @@ class Broker:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every partition's high watermark to ``replication-offset-checkpoint``.
+
+        Runs every ``replica.high.watermark.checkpoint.interval.ms`` and at close. A
+        reader of the segment files alone (``pylogq.spark``) takes it as the committed
+        end, so its reads never include what was not acknowledged by then.
+        """
+        with self._lock:
+            if self.closed:
+                return
+            marks = {tp: partition.high_watermark for tp, partition in self._partitions.items()}
+        self.logs.checkpoint_high_watermarks(marks)
+
     def add_append_listener(self, listener: Callable[[str, int], None]) -> None:
         """Call ``listener(topic, partition)`` after every produce, from the producing thread.
 
@@ -588,11 +607,13 @@ class Broker:
                 return
             self.closed = True
             self._data_arrived.notify_all()
+        marks = {tp: partition.high_watermark for tp, partition in self._partitions.items()}
         coordinator = getattr(self, "group_coordinator", None)
         if coordinator is not None:
             coordinator.close()
         for partition in list(self._partitions.values()):
             partition.close()
+        self.logs.checkpoint_high_watermarks(marks)
         self.logs.close()
 
     def __enter__(self) -> "Broker":

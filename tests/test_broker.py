@@ -187,3 +187,26 @@ def test_producer_ids_are_unique_across_restarts(tmp_path):
     with Broker(path, group_initial_rebalance_delay_ms=0) as b:
         with pytest.raises(errors.TransactionalIdAuthorizationFailedError):
             b.init_producer_id("txn")
+
+
+def _high_watermarks(log_dir):
+    from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
+
+    return OffsetCheckpoint(str(log_dir / REPLICATION_CHECKPOINT)).read()
+
+
+def test_high_watermarks_are_checkpointed_periodically_and_at_close(tmp_path):
+    """replication-offset-checkpoint: Kafka's high watermark file, what file readers take as committed."""
+    broker = Broker(str(tmp_path), **{"replica.high.watermark.checkpoint.interval.ms": 20})
+    try:
+        broker.create_topic("t", 2)
+        broker.produce("t", 1, records.build_batch([b"a", b"b", b"c"]))
+        deadline = time.monotonic() + 10
+        while _high_watermarks(tmp_path).get(("t", 1)) != 3:
+            assert time.monotonic() < deadline, "the high watermark was never checkpointed"
+            time.sleep(0.01)  # polling a file the broker's scheduler writes, with a deadline
+        broker.produce("t", 0, records.build_batch([b"d"]))
+    finally:
+        broker.close()
+    marks = _high_watermarks(tmp_path)
+    assert marks[("t", 0)] == 1 and marks[("t", 1)] == 3

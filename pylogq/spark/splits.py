@@ -391,9 +391,10 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> 
       files must hold every record below it;
     - from files alone, the end of the last whole batch on disk at planning
       time (with one replica every appended batch is committed), capped by
-      the ``replication-offset-checkpoint`` when the directory has one (a
-      Kafka broker's checkpointed high watermark, written every few seconds,
-      so it may lag). pylogq's broker writes no replication checkpoint.
+      the ``replication-offset-checkpoint`` when the directory has one (the
+      broker's checkpointed high watermarks, which pylogq's broker and Kafka's
+      write every ``replica.high.watermark.checkpoint.interval.ms`` and at
+      shutdown, so on a live broker it may lag by that interval).
 
     Raises UnknownTopicOrPartitionError for a topic with no partition
     directory, PylogqError naming the path for a missing or unreadable

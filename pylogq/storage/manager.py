@@ -35,6 +35,7 @@ from .checkpoint import (
     LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
     OffsetCheckpoint,
     write_atomically,
 )
@@ -269,6 +270,14 @@ class LogManager:
                 d.starts.update({tp: lg.log_start_offset for tp, lg in logs.items()})
                 d.recovery_points.write(d.recovery)
                 d.log_start_offsets.write(d.starts)
+
+    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """Write each dir's ``replication-offset-checkpoint`` (Kafka's high watermark checkpoint)
+        for the partitions it holds: what readers of the files alone may treat as committed."""
+        with self._lock:
+            for d in self._dirs:
+                entries = {tp: hw for tp, hw in high_watermarks.items() if self._log_dir_of.get(tp) is d}
+                OffsetCheckpoint(os.path.join(d.path, REPLICATION_CHECKPOINT)).write(entries)
 
     # -- lifecycle -----------------------------------------------------------------
 
