@@ -90,6 +90,7 @@ _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailabl
                                 CoordinatorLoadInProgressError.code))
 _STALE_LEADER_CODES = frozenset((NotLeaderOrFollowerError.code, LeaderNotAvailableError.code,
                                  UnknownTopicOrPartitionError.code))
+_BROKER_RESOURCE = 4
 _TOPIC_RESOURCE = 2
 _DYNAMIC_TOPIC_CONFIG = 1
 _SET, _DELETE = 0, 1
@@ -796,6 +797,18 @@ class TcpTransport(Transport):
         _raise(result["error_code"], "describing the configs of topic %r" % topic, result.get("error_message"))
         return {c["name"]: (c["value"], c["config_source"] != _DYNAMIC_TOPIC_CONFIG)
                 for c in sorted(result["configs"], key=lambda c: c["name"])}
+
+    def broker_log_dirs(self) -> List[str]:
+        """The ``log.dirs`` of the broker this transport reaches first (DescribeConfigs, broker resource)."""
+        response = self._call(None, DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": _BROKER_RESOURCE, "resource_name": "", "configuration_keys": ["log.dirs"]}],
+            "include_synonyms": False})
+        result = response["results"][0]
+        _raise(result["error_code"], "describing the broker's configs", result.get("error_message"))
+        for entry in result["configs"]:
+            if entry["name"] == "log.dirs" and entry["value"]:
+                return [d.strip() for d in entry["value"].split(",") if d.strip()]
+        raise UnknownServerError("the broker did not describe its log.dirs")
 
     def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool) -> None:
         if incremental:

@@ -622,6 +622,7 @@ class Handlers:
         values = dict(self.broker.config.values)
         values.update(("log." + k if not k.startswith("log.") else k, v)
                       for k, v in self.broker.default_log_config.to_strings().items())
+        values["log.dirs"] = ",".join(self.broker.config.log_manager.log_dirs)
         entries = []
         for name, value in sorted(values.items()):
             sensitive = "jaas" in name

@@ -183,15 +183,30 @@ def _source_dirs(source: Any) -> List[str]:
     dirs = []
     for path in items:
         if not os.path.exists(path):
-            hint = ""
-            if re.fullmatch(r"[\w.-]+:\d+", path):
-                hint = (" (it looks like a bootstrap address: segment files are read from the broker's log "
-                        "directories, given as source; pass the address as bootstrap_servers=)")
-            raise PylogqError("log directory %s does not exist%s" % (path, hint))
+            raise PylogqError("log directory %s does not exist" % path)
         if not os.path.isdir(path):
             raise PylogqError("log directory %s is not a directory" % path)
         dirs.append(os.path.abspath(path))
     return dirs
+
+
+_BOOTSTRAP = re.compile(r"[\w.-]+:\d+(,[\w.-]+:\d+)*\Z")
+
+
+def _is_bootstrap(source: Any) -> bool:
+    """Whether ``source`` is a bootstrap address ("host:port[,host:port]") rather than a path."""
+    return isinstance(source, str) and not os.path.exists(source) and _BOOTSTRAP.match(source) is not None
+
+
+def _broker_log_dirs(bootstrap_servers: str) -> List[str]:
+    """The ``log.dirs`` a broker reports (DescribeConfigs on the broker resource)."""
+    from ..client.tcp import TcpTransport
+
+    transport = TcpTransport(bootstrap_servers)
+    try:
+        return transport.broker_log_dirs()
+    finally:
+        transport.close()
 
 
 def _listdir(path: str, what: str) -> List[str]:
@@ -400,6 +415,11 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> 
     directory, PylogqError naming the path for a missing or unreadable
     directory.
     """
+    if _is_bootstrap(source):
+        # A broker's address: read the files of its log directories (which must be
+        # reachable from here), bounded by its high watermarks.
+        bootstrap_servers = bootstrap_servers or source
+        source = _broker_log_dirs(source)
     dirs = _source_dirs(source)
     found = _partition_dirs(dirs, topic)
     remote: Dict[int, Tuple[int, int]] = {}

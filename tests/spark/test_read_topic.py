@@ -59,6 +59,18 @@ def test_reads_are_bounded_by_the_high_watermark_while_the_broker_appends(spark,
     assert read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap).count() == 3000
 
 
+def test_source_may_be_the_brokers_bootstrap_address(spark, pylogq_broker, pylogq_bootstrap):
+    """Given only "host:port", the broker names its log.dirs (DescribeConfigs) and its high
+    watermarks bound the read; the records still come from the segment files."""
+    pylogq_broker.create_topic("by-address", PARTITIONS)
+    write_mixed(pylogq_broker, "by-address", 1000)
+    df = read_topic(spark, pylogq_bootstrap, "by-address")
+    assert df.count() == 1000
+    pylogq.spark.register(spark)
+    loaded = spark.read.format("pylogq").option("source", pylogq_bootstrap).option("topic", "by-address").load()
+    assert spark_summary(loaded) == spark_summary(df)
+
+
 @pytest.fixture
 def doomed_topic(tmp_path):
     """A topic whose first segments retention can take away, and the broker that owns it."""
