@@ -11,7 +11,7 @@ import struct
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from pylogq.records import iter_batches
 from pylogq.records.default_records import ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET
@@ -31,6 +31,18 @@ class Sent(NamedTuple):
     value: Optional[bytes]
     headers: Tuple[Tuple[str, bytes], ...]
     timestamp: int
+
+
+def consumer_settings(bootstrap: str, **config: Any) -> Dict[str, Any]:
+    """Keyword arguments for a kafka-python or aiokafka consumer (they share the names):
+    read from the start, no auto commit, short waits; group timeouts when ``group_id`` is given."""
+    settings: Dict[str, Any] = dict(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, fetch_max_wait_ms=100, request_timeout_ms=10000)
+    if config.get("group_id"):
+        settings.update(session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_MS,
+                        max_poll_interval_ms=10000)
+    settings.update(config)
+    return settings
 
 
 def unique(prefix: str) -> str:

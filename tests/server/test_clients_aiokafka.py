@@ -18,7 +18,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.structs import OffsetAndMetadata
 
-from ._support import CODECS, HEARTBEAT_MS, SESSION_TIMEOUT_MS, Sent, by_offset, records, stored_batches, unique
+from ._support import CODECS, Sent, by_offset, consumer_settings, records, stored_batches, unique
 
 ACKS = (0, 1, "all")
 SOURCE_DYNAMIC_TOPIC, SOURCE_DEFAULT = 1, 5
@@ -59,13 +59,7 @@ async def _produce(bootstrap: str, topic: str, batches: Dict[int, List[Sent]],
 
 
 def _consumer(bootstrap: str, **config: Any) -> AIOKafkaConsumer:
-    settings: Dict[str, Any] = dict(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                    enable_auto_commit=False, fetch_max_wait_ms=100, request_timeout_ms=10000)
-    if config.get("group_id"):
-        settings.update(session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_MS,
-                        max_poll_interval_ms=10000)
-    settings.update(config)
-    return AIOKafkaConsumer(**settings)
+    return AIOKafkaConsumer(**consumer_settings(bootstrap, **config))
 
 
 def _as_sent(record: Any) -> Sent:

@@ -16,10 +16,9 @@ from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
 from ._support import (
+    consumer_settings,
     BASE_TIMESTAMP,
     CODECS,
-    HEARTBEAT_MS,
-    SESSION_TIMEOUT_MS,
     Sent,
     by_offset,
     records,
@@ -54,13 +53,7 @@ def _send(producer: KafkaProducer, topic: str, partition: int, batch: List[Sent]
 
 
 def _consumer(bootstrap: str, **config: Any) -> KafkaConsumer:
-    settings: Dict[str, Any] = dict(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                    enable_auto_commit=False, fetch_max_wait_ms=100, request_timeout_ms=10000)
-    if config.get("group_id"):
-        settings.update(session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_MS,
-                        max_poll_interval_ms=10000)
-    settings.update(config)
-    return KafkaConsumer(**settings)
+    return KafkaConsumer(**consumer_settings(bootstrap, **config))
 
 
 def _subscribe(consumer: KafkaConsumer, topic: str, partitions: int) -> None:
