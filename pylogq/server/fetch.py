@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any, Callable, Dict, List, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from ..broker import Broker, FetchResult
 
 __all__ = ["frame_fetch_response", "FetchWaiters", "Part"]
 
 Part = Union[bytes, Any]  # bytes or a FileRegion
+_T = TypeVar("_T")
 
 _I32 = struct.Struct(">i")
 _I16_I32 = struct.Struct(">hi")
@@ -130,18 +131,21 @@ class FetchWaiters:
             if not fut.done():
                 fut.set_result(None)
 
-    async def wait(self, keys: Sequence[Tuple[str, int]], timeout: float, ready: Callable[[], bool]) -> None:
-        """Wait until one of ``keys`` gets an append or ``timeout`` seconds pass.
+    async def wait(self, keys: Sequence[Tuple[str, int]], timeout: float,
+                   read: Callable[[], Optional[_T]]) -> Optional[_T]:
+        """Register for appends to ``keys``, then ``read()``: its result when not None, else
+        wait until one of ``keys`` gets an append or ``timeout`` seconds pass (-> None).
 
-        ``ready()`` is checked after registering, so data that arrived since the
-        caller last looked ends the wait at once.
+        Reading after registering means data that arrived since the caller last looked
+        is found at once, and one read per wakeup is enough.
         """
         fut: "asyncio.Future[None]" = self._loop.create_future()
         for key in keys:
             self._waiters.setdefault(key, set()).add(fut)
         try:
-            if ready():
-                return
+            found = read()
+            if found is not None:
+                return found
             await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             pass
@@ -152,6 +156,7 @@ class FetchWaiters:
                     waiting.discard(fut)
                     if not waiting:
                         del self._waiters[key]
+        return None
 
 
 def total_bytes(results: Dict[Tuple[str, int], FetchResult]) -> Tuple[int, bool]:

@@ -340,26 +340,23 @@ class Handlers:
         deadline = loop.time() + req["max_wait_ms"] / 1000.0
         keys = [(t, p) for t, p, _, _ in requests]
         waiters = self.server.fetch_waiters
+
+        def read_if_enough() -> Optional[Dict[Tuple[str, int], FetchResult]]:
+            found = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                      isolation_level=isolation)
+            size, failed = total_bytes(found)
+            return found if size >= req["min_bytes"] or failed else None
+
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0 or self.server.stopping:
                 break
-            await waiters.wait(keys, remaining, lambda: self._enough(requests, req, max_bytes, isolation))
-            results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                                        isolation_level=isolation)
-            size, failed = total_bytes(results)
-            if size >= req["min_bytes"] or failed:
+            results = await waiters.wait(keys, remaining, read_if_enough)
+            if results is not None:
                 return self._fetch_response(slot, version, order, results, isolation)
         results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
                                     isolation_level=isolation)
         return self._fetch_response(slot, version, order, results, isolation)
-
-    def _enough(self, requests: List[Tuple[str, int, int, int]], req: Dict[str, Any], max_bytes: int,
-                isolation: str) -> bool:
-        results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                                    isolation_level=isolation)
-        size, failed = total_bytes(results)
-        return size >= req["min_bytes"] or failed
 
     def _fetch_response(self, slot: Any, version: int, order: List[Tuple[str, List[int]]],
                         results: Dict[Tuple[str, int], FetchResult], isolation: str) -> "_Framed":
