@@ -321,6 +321,11 @@ class Schema:
             )
         return self.is_flexible(version)
 
+    def has_field(self, key: str, version: int) -> bool:
+        """Whether the top-level field ``key`` (snake_case) is carried at ``version``."""
+        regular, tagged, _ = self._struct.plan(version)
+        return any(f.key == key for f in regular) or any(f.key == key for f in tagged)
+
     def defaults(self) -> Dict[str, Any]:
         """Every field with its default value."""
         return self._struct.defaults()

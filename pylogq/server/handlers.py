@@ -170,8 +170,7 @@ class Handlers:
         schema = RESPONSES[api_key]
         # The top-level error code must exist at this version (Fetch has one only from v7):
         # without it the client would read an empty, successful answer.
-        if schema.min_version <= version <= schema.max_version and \
-                schema.encode({"error_code": _UNSUPPORTED_VERSION}, version) != schema.encode({}, version):
+        if schema.min_version <= version <= schema.max_version and schema.has_field("error_code", version):
             return self.encode(api_key, version, correlation_id, {"error_code": _UNSUPPORTED_VERSION})
         raise CloseConnection("%s v%d is not supported (versions %d-%d are)"
                               % ((self.name(api_key), version) + SUPPORTED_VERSIONS[api_key]))

@@ -567,3 +567,11 @@ if REFERENCE.is_dir():
             assert schema.is_flexible(version) == _in(flexible, version)
             assert _actual_fields(schema._struct, version) == \
                 _expected_fields(spec["fields"], version), "%s v%d" % (schema.name, version)
+
+
+def test_has_field_follows_each_fields_versions() -> None:
+    from pylogq.protocol import FETCH_RESPONSE, METADATA_RESPONSE
+
+    assert not FETCH_RESPONSE.has_field("error_code", 6) and FETCH_RESPONSE.has_field("error_code", 7)
+    assert METADATA_RESPONSE.has_field("controller_id", 1) and not METADATA_RESPONSE.has_field("controller_id", 0)
+    assert not METADATA_RESPONSE.has_field("no_such_field", 4)
