@@ -687,15 +687,20 @@ class Log:
         if self.closed:
             raise ValueError("log %s is closed" % self.directory)
 
-    def close(self) -> None:
-        """Flush everything, trim the indexes and close the files (no recovery needed next time)."""
+    def close(self, flush: bool = True) -> None:
+        """Flush everything, trim the indexes and close the files (no recovery needed next time).
+
+        ``flush=False`` skips the fsync: for a log about to be deleted, whose
+        data nobody will read again.
+        """
         if self._own_scheduler:
             # Outside the lock: a queued flush or deletion may be waiting for it.
             self.scheduler.shutdown(run_pending=True)
         with self._lock:
             if self.closed:
                 return
-            self._flush_locked(self._end.offset)
+            if flush:
+                self._flush_locked(self._end.offset)
             self.closed = True
             for segment in self._view[1]:
                 segment.close()

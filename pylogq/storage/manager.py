@@ -220,7 +220,7 @@ class LogManager:
                 return False
             if self.cleaner is not None:
                 self.cleaner.abort(log_)
-            log_.close()
+            log_.close(flush=False)  # deleted: no fsync of data nobody will read
             doomed = "%s.%s-delete" % (log_.directory, uuid.uuid4().hex)
             os.rename(log_.directory, doomed)
             self.scheduler.schedule(lambda: shutil.rmtree(doomed, ignore_errors=True), name="delete-log")

@@ -322,6 +322,18 @@ def test_closed_log_refuses_writes(tmp_path):
     lg.close()  # idempotent
 
 
+def test_close_without_flush_leaves_the_recovery_point(tmp_path):
+    lg = Log(str(tmp_path / "t-0"))
+    lg.append(batch(4))
+    assert lg.recovery_point == 0
+    lg.close(flush=False)
+    assert lg.closed and lg.recovery_point == 0
+    flushed = Log(str(tmp_path / "u-0"))
+    flushed.append(batch(4))
+    flushed.close()
+    assert flushed.recovery_point == 4
+
+
 def test_standalone_open_keeps_kafka_files_in_the_parent(tmp_path):
     path = str(tmp_path / "events-0")
     lg = Log.open(path, segment_bytes=4096)

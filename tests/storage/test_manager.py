@@ -110,6 +110,23 @@ def test_delete_log(tmp_path):
     assert OffsetCheckpoint(str(tmp_path / "recovery-point-offset-checkpoint")).read() == {("kept", 0): 5}
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd to name synced files")
+def test_deleting_a_log_does_not_fsync_its_data(tmp_path, monkeypatch):
+    with manager(tmp_path) as m:
+        m.get_or_create_log("gone", 0).append(batch())
+        synced = []
+        real_fsync = os.fsync
+
+        def fsync(fd):
+            synced.append(os.readlink("/proc/self/fd/%d" % fd))
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        assert m.delete_log("gone", 0)
+        # The checkpoint files are still written safely; the doomed log's files are not synced.
+        assert synced and not [path for path in synced if "gone-0" in path]
+
+
 def test_topic_configs_and_broker_defaults(tmp_path):
     configs = {"compacted": LogConfig(cleanup_policy="compact", segment_bytes=5000)}
     m = LogManager(config=LogManagerConfig(log_dirs=[str(tmp_path)], log_segment_bytes=7000),
