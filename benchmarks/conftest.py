@@ -4,10 +4,16 @@ A benchmark opts in by setting ``extra_info["items"]`` (records, bytes or
 lookups per round) and ``extra_info["unit"]``; the group member with
 ``extra_info["peer"] = True`` is the reference for the ratio column, and
 ``extra_info["target"]`` states the goal in words. Figures are medians.
+
+A benchmark whose rounds alternated with the peer's (``extra_info
+["alternating_peer_seconds"]``: the peer's round times, taken between its own
+rounds) gets its ratio from those side-by-side rounds instead, marked "alt";
+a line below gives the peer's median from them.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from typing import Any, Dict, List
 
@@ -40,9 +46,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
         for b in sorted(benches, key=lambda b: b.stats.median):
             items = b.extra_info["items"]
             unit = b.extra_info.get("unit", "items")
+            alternating = b.extra_info.get("alternating_peer_seconds")
             ratio = ""
-            if peer is not None:
+            if peer is not None and alternating:
+                ratio = "%.2fx alt" % (statistics.median(alternating) / b.stats.median)
+            elif peer is not None:
                 ratio = "%.2fx" % ((items / b.stats.median) / (peer.extra_info["items"] / peer.stats.median))
-            write("    %-48s %10.1f us  %9s %s/s  %7s%s" % (
+            write("    %-48s %10.1f us  %9s %s/s  %9s%s" % (
                 b.name, b.stats.median * 1e6, _rate(items, b.stats.median), unit, ratio,
                 "  (peer)" if b is peer else ""))
+            if peer is not None and alternating:
+                seconds = statistics.median(alternating)
+                write("      %-46s %10.1f us  %9s %s/s  (%d rounds between this one's)" % (
+                    "%s, alternating" % peer.name, seconds * 1e6, _rate(items, seconds), unit, len(alternating)))
