@@ -45,8 +45,8 @@ pace. So:
 - The client process keeps the memory it allocates (glibc's ``mallopt``: no
   trimming, large buffers from the heap): memory handed back to such a
   machine's host between rounds comes back at the first-touch price.
-- Consume runs before produce: the freeing of produce's deleted topics
-  otherwise slowed the consumer's allocations that followed.
+- Consume runs before produce: right after produce, whose deleted topics
+  free hundreds of MB, the consumer's rounds ran slower.
 
 N is 1M; under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` it is
 20k and every benchmark runs one round, so the smoke run stays quick. There
