@@ -234,8 +234,12 @@ def running(tmp_path_factory: Any) -> Iterator[Dict[str, Wire]]:
             if name == PEER and tansu_missing():
                 continue  # its tests skip, or fail under PYLOGQ_REQUIRE_ALL (see ``wire``)
             process = make_broker(name, str(tmp_path_factory.mktemp("%s-data" % name)))
+            try:
+                process.start()
+            except BaseException:
+                process.stop()
+                raise
             started[name] = Wire(name, process)
-            process.start()
         yield started
     finally:
         for wire in started.values():
