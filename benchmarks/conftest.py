@@ -47,15 +47,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
             items = b.extra_info["items"]
             unit = b.extra_info.get("unit", "items")
             alternating = b.extra_info.get("alternating_peer_seconds")
+            peer_seconds = statistics.median(alternating) if peer is not None and alternating else None
             ratio = ""
-            if peer is not None and alternating:
-                ratio = "%.2fx alt" % (statistics.median(alternating) / b.stats.median)
+            if peer_seconds is not None:
+                ratio = "%.2fx alt" % (peer_seconds / b.stats.median)
             elif peer is not None:
                 ratio = "%.2fx" % ((items / b.stats.median) / (peer.extra_info["items"] / peer.stats.median))
             write("    %-48s %10.1f us  %9s %s/s  %9s%s" % (
                 b.name, b.stats.median * 1e6, _rate(items, b.stats.median), unit, ratio,
                 "  (peer)" if b is peer else ""))
-            if peer is not None and alternating:
-                seconds = statistics.median(alternating)
+            if peer is not None and peer_seconds is not None:
                 write("      %-46s %10.1f us  %9s %s/s  (%d rounds between this one's)" % (
-                    "%s, alternating" % peer.name, seconds * 1e6, _rate(items, seconds), unit, len(alternating)))
+                    "%s, alternating" % peer.name, peer_seconds * 1e6, _rate(items, peer_seconds), unit,
+                    len(alternating)))

@@ -116,6 +116,11 @@ def _small(config: Any) -> bool:
     return bool(_speedups.NO_EXTENSIONS or config.getoption("benchmark_disable"))
 
 
+def _records(config: Any) -> int:
+    """N: the records a produce or consume round moves."""
+    return SMOKE if _small(config) else FULL
+
+
 def _rounds(config: Any, full: int) -> int:
     return 1 if _small(config) else full
 
@@ -312,7 +317,7 @@ def load(wire: Wire, values: List[Dict[str, bytes]], n: int, loaded_topics: Dict
 @pytest.fixture
 def loaded(request: Any, wire: Wire, values: List[Dict[str, bytes]], loaded_topics: Dict[str, str]) -> str:
     """A topic holding N records, for the consume and group workloads."""
-    return load(wire, values, SMOKE if _small(request.config) else FULL, loaded_topics)
+    return load(wire, values, _records(request.config), loaded_topics)
 
 
 class Workload:
@@ -474,7 +479,7 @@ def _peer_of(wire: Wire, running: Dict[str, Wire]) -> Optional[Wire]:
 
 def test_consume(benchmark: Any, request: Any, wire: Wire, running: Dict[str, Wire], loaded: str,
                  values: List[Dict[str, bytes]], loaded_topics: Dict[str, str]) -> None:
-    n = SMOKE if _small(request.config) else FULL
+    n = _records(request.config)
     info(benchmark, "wire consume 100B", n, "records", peer=wire.name == PEER,
          target=">= 1.5M records/s and >= 1.0x Tansu")
     other = _peer_of(wire, running)
@@ -484,7 +489,7 @@ def test_consume(benchmark: Any, request: Any, wire: Wire, running: Dict[str, Wi
 
 def test_produce(benchmark: Any, request: Any, wire: Wire, running: Dict[str, Wire],
                  values: List[Dict[str, bytes]]) -> None:
-    n = SMOKE if _small(request.config) else FULL
+    n = _records(request.config)
     info(benchmark, "wire produce 100B", n, "records", peer=wire.name == PEER,
          target=">= 1M records/s and >= 1.0x Tansu")
     other = _peer_of(wire, running)

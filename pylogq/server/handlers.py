@@ -73,6 +73,12 @@ def _message(exc: BaseException) -> Optional[str]:
     return str(exc) or type(exc).__name__
 
 
+def _enough(results: Dict[Tuple[str, int], FetchResult], min_bytes: int) -> bool:
+    """Whether a fetch can be answered now: ``min_bytes`` are there, or a partition failed."""
+    size, failed = total_bytes(results)
+    return size >= min_bytes or failed
+
+
 class Handlers:
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
@@ -324,27 +330,27 @@ class Handlers:
             order.append((topic["topic"], indexes))
         isolation = "read_committed" if req["isolation_level"] == 1 else "read_uncommitted"
         max_bytes = min(req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
-        results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                                    isolation_level=isolation)
-        size, failed = total_bytes(results)
-        if size >= req["min_bytes"] or failed or req["max_wait_ms"] <= 0 or not requests:
-            return self._fetch_response(slot, version, order, results, isolation)
-        return self._fetch_wait(conn, req, version, order, requests, max_bytes, isolation, slot)
 
-    async def _fetch_wait(self, conn: Connection, req: Dict[str, Any], version: int,
-                          order: List[Tuple[str, List[int]]], requests: List[Tuple[str, int, int, int]],
-                          max_bytes: int, isolation: str, slot: Any) -> Any:
+        def read() -> Dict[Tuple[str, int], FetchResult]:
+            return self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                     isolation_level=isolation)
+
+        results = read()
+        if _enough(results, req["min_bytes"]) or req["max_wait_ms"] <= 0 or not requests:
+            return self._fetch_response(slot, version, order, results, isolation)
+        return self._fetch_wait(req, version, order, [(t, p) for t, p, _, _ in requests], read, isolation, slot)
+
+    async def _fetch_wait(self, req: Dict[str, Any], version: int, order: List[Tuple[str, List[int]]],
+                          keys: List[Tuple[str, int]], read: Callable[[], Dict[Tuple[str, int], FetchResult]],
+                          isolation: str, slot: Any) -> Any:
         slot.release()  # parked: the queue is for requests being worked on
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req["max_wait_ms"] / 1000.0
-        keys = [(t, p) for t, p, _, _ in requests]
         waiters = self.server.fetch_waiters
 
         def read_if_enough() -> Optional[Dict[Tuple[str, int], FetchResult]]:
-            found = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                                      isolation_level=isolation)
-            size, failed = total_bytes(found)
-            return found if size >= req["min_bytes"] or failed else None
+            found = read()
+            return found if _enough(found, req["min_bytes"]) else None
 
         while True:
             remaining = deadline - loop.time()
@@ -353,9 +359,7 @@ class Handlers:
             results = await waiters.wait(keys, remaining, read_if_enough)
             if results is not None:
                 return self._fetch_response(slot, version, order, results, isolation)
-        results = self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                                    isolation_level=isolation)
-        return self._fetch_response(slot, version, order, results, isolation)
+        return self._fetch_response(slot, version, order, read(), isolation)
 
     def _fetch_response(self, slot: Any, version: int, order: List[Tuple[str, List[int]]],
                         results: Dict[Tuple[str, int], FetchResult], isolation: str) -> "_Framed":
