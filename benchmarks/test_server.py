@@ -8,9 +8,10 @@ only local engine that build has). Both run side by side for the whole
 module. The ratio column is pylogq / Tansu.
 
 Groups and targets, one partition, 100-byte values:
-- "wire consume 100B": N records produced once, then per round a fresh
-  consumer assigned partition 0 from the beginning reads them all with
-  ``consume(num_messages=10000)``. Target >= 1.5M records/s and >= 1.0x Tansu.
+- "wire consume 100B": N records produced once; one consumer per broker,
+  kept for the whole module, is assigned partition 0 from the beginning each
+  round and reads them all with ``consume(num_messages=10000)``.
+  Target >= 1.5M records/s and >= 1.0x Tansu.
 - "wire produce 100B": N records handed to ``produce_batch()`` 10,000 at a
   time, then ``flush()``, into a fresh topic per round (acks=1, linger.ms=5,
   batch.size 1,000,000, no compression, a queue that holds all N).
@@ -45,6 +46,18 @@ pace. So:
 - The client process keeps the memory it allocates (glibc's ``mallopt``: no
   trimming, large buffers from the heap): memory handed back to such a
   machine's host between rounds comes back at the first-touch price.
+- The consumer is kept from round to round rather than made afresh. glibc
+  gives each new thread an arena from a last-in, first-out list of the arenas
+  that exited threads left; whether a fresh consumer's fetch thread inherited
+  the grown arena or a small one depended on the order in which the previous
+  consumer's threads exited. Measured per round with fresh consumers, the fetch
+  thread took 3,000-18,000 page faults (12-70 MB at the first-touch price) in
+  some rounds and none in others, and the lottery fell against pylogq's rounds
+  more often than Tansu's (8,600 against 2 per round in one run). A kept
+  consumer's fetch thread keeps its arena: no faults after the warm-up round.
+  Its ``fetch.wait.max.ms`` is 10 ms for both brokers: between rounds its last
+  fetch waits at the end of the log, and with librdkafka's 500 ms the next round
+  of whichever broker came back sooner waited for that fetch first.
 - Consume runs before produce: right after produce, whose deleted topics
   free hundreds of MB, the consumer's rounds ran slower.
 
@@ -82,6 +95,8 @@ GROUP_CAP = 60.0
 GROUP_CAP_SMOKE_PEER = 1.0
 #: Timed rounds of the produce and consume workloads (after one untimed warm-up round).
 ROUNDS = 11
+#: The consume workload's ``fetch.wait.max.ms`` (librdkafka's default is 500), for both brokers.
+CONSUME_WAIT_MS = 10
 TIMEOUT = 60.0
 STARTUP_TARGET = "pylogq-broker < 0.5 s from spawn to ready; in-process fixture < 0.1 s"
 
@@ -350,7 +365,13 @@ class Workload:
 
 
 class Consume(Workload):
-    """A fresh consumer per round reads the loaded topic's N records from the beginning."""
+    """One consumer per broker, kept for all rounds, reads the loaded topic's N records from the beginning.
+
+    Each round assigns partition 0 at the beginning offset and reads N records;
+    ``finish`` unassigns it, and its last fetch (parked at the end of the log)
+    comes back within ``fetch.wait.max.ms`` (CONSUME_WAIT_MS), long before the
+    consumer's next round. See the module docstring for why the consumer is kept.
+    """
 
     def __init__(self, wire: Wire, n: int, topic: str) -> None:
         super().__init__(wire, n)
@@ -358,10 +379,10 @@ class Consume(Workload):
         self.consumer: Optional[Consumer] = None
 
     def prepare(self) -> None:
-        self.finish()
         os.sync()  # no writeback of earlier data competing for the CPU during the round
-        self.consumer = self.wire.consumer()
-        self.consumer.list_topics(self.topic, timeout=TIMEOUT)  # connected before the clock starts
+        if self.consumer is None:
+            self.consumer = self.wire.consumer(**{"fetch.wait.max.ms": CONSUME_WAIT_MS})
+            self.consumer.list_topics(self.topic, timeout=TIMEOUT)  # connected before the clock starts
 
     def run(self) -> Any:
         return without_gc(self._consume_all)
@@ -392,6 +413,11 @@ class Consume(Workload):
         assert last.offset() == self.n - 1 and len(last.value()) == VALUE_SIZE
 
     def finish(self) -> None:
+        """Stop fetching: the consumer idles, with nothing assigned, through the other broker's rounds."""
+        if self.consumer is not None:
+            self.consumer.unassign()
+
+    def close(self) -> None:
         consumer, self.consumer = self.consumer, None
         if consumer is not None:
             consumer.close()
