@@ -339,7 +339,7 @@ class Workload:
     """One broker's side of a timed workload.
 
     Per round: ``prepare`` (untimed), ``run`` (timed), ``finish`` (untimed:
-    the round's client is let go). After the last round: ``check`` its
+    the round's client stops working). After the last round: ``check`` its
     result, then ``close``.
     """
 
@@ -354,7 +354,7 @@ class Workload:
         raise NotImplementedError
 
     def finish(self) -> None:
-        """Let the round's client go, so that it idles through none of the other broker's rounds."""
+        """Stop the round's client, so that it does no work during the other broker's rounds."""
 
     def check(self, result: Any) -> None:
         """Assert that the last round did all its work."""
@@ -365,13 +365,8 @@ class Workload:
 
 
 class Consume(Workload):
-    """One consumer per broker, kept for all rounds, reads the loaded topic's N records from the beginning.
-
-    Each round assigns partition 0 at the beginning offset and reads N records;
-    ``finish`` unassigns it, and its last fetch (parked at the end of the log)
-    comes back within ``fetch.wait.max.ms`` (CONSUME_WAIT_MS), long before the
-    consumer's next round. See the module docstring for why the consumer is kept.
-    """
+    """One consumer per broker, kept for all rounds (see the module docstring), reads the
+    loaded topic's N records from the beginning each round."""
 
     def __init__(self, wire: Wire, n: int, topic: str) -> None:
         super().__init__(wire, n)
@@ -413,7 +408,6 @@ class Consume(Workload):
         assert last.offset() == self.n - 1 and len(last.value()) == VALUE_SIZE
 
     def finish(self) -> None:
-        """Stop fetching: the consumer idles, with nothing assigned, through the other broker's rounds."""
         if self.consumer is not None:
             self.consumer.unassign()
 
