@@ -8,7 +8,10 @@ lookups per round) and ``extra_info["unit"]``; the group member with
 A benchmark whose rounds alternated with the peer's (``extra_info
 ["alternating_peer_seconds"]``: the peer's round times, taken between its own
 rounds) gets its ratio from those side-by-side rounds instead, marked "alt";
-a line below gives the peer's median from them.
+a line below gives the peer's median from them. Where a benchmark measured a
+broker process's CPU time per round (``extra_info["broker_cpu_seconds"]`` and,
+for the peer's alternating rounds, ``["alternating_peer_cpu_seconds"]``), the
+line ends with it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ def _rate(items: float, seconds: float) -> str:
         if value >= scale:
             return "%.2f%s" % (value / scale, prefix)
     return "%.1f" % value
+
+
+def _cpu(seconds: Any) -> str:
+    """The broker CPU suffix of a summary line ("" without a figure)."""
+    return "  broker CPU %.1f ms/round" % (seconds * 1e3) if seconds is not None else ""
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
@@ -53,10 +61,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
                 ratio = "%.2fx alt" % (peer_seconds / b.stats.median)
             elif peer is not None:
                 ratio = "%.2fx" % ((items / b.stats.median) / (peer.extra_info["items"] / peer.stats.median))
-            write("    %-48s %10.1f us  %9s %s/s  %9s%s" % (
+            write("    %-48s %10.1f us  %9s %s/s  %9s%s%s" % (
                 b.name, b.stats.median * 1e6, _rate(items, b.stats.median), unit, ratio,
-                "  (peer)" if b is peer else ""))
+                "  (peer)" if b is peer else "", _cpu(b.extra_info.get("broker_cpu_seconds"))))
             if peer is not None and peer_seconds is not None:
-                write("      %-46s %10.1f us  %9s %s/s  (%d rounds between this one's)" % (
+                write("      %-46s %10.1f us  %9s %s/s  (%d rounds between this one's)%s" % (
                     "%s, alternating" % peer.name, peer_seconds * 1e6, _rate(items, peer_seconds), unit,
-                    len(alternating)))
+                    len(alternating), _cpu(b.extra_info.get("alternating_peer_cpu_seconds"))))

@@ -150,6 +150,28 @@ class BrokerProcess:
             time.sleep(delay)  # a backoff between connection attempts, bounded by the deadline
             delay = min(delay * 2, 0.05)
 
+    def cpu_seconds(self) -> Optional[float]:
+        """The CPU time the broker's threads have used so far, or None where Linux's /proc is missing.
+
+        The sum of its threads' ``schedstat`` run times (nanoseconds, unlike the
+        clock ticks of ``/proc/PID/stat``). A thread that has exited drops out of
+        the sum; both brokers keep their threads for their whole life.
+        """
+        assert self.process is not None, "start() first"
+        tasks = "/proc/%d/task" % self.process.pid
+        try:
+            tids = os.listdir(tasks)
+        except OSError:
+            return None
+        total = 0
+        for tid in tids:
+            try:
+                with open("%s/%s/schedstat" % (tasks, tid)) as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread exited between the listing and the read
+        return total / 1e9
+
     def stop(self) -> Optional[int]:
         """SIGTERM, then SIGKILL if it has not exited within its grace period; the exit status."""
         if self.process is None:

@@ -58,6 +58,15 @@ pace. So:
   Its ``fetch.wait.max.ms`` is 10 ms for both brokers: between rounds its last
   fetch waits at the end of the log, and with librdkafka's 500 ms the next round
   of whichever broker came back sooner waited for that fetch first.
+- A consume round is bound by the client's Python thread, and a faster broker
+  barely shortens it. librdkafka's fetch thread allocates an op per record in
+  its glibc arena; the Python thread frees each consumed one back into that
+  arena, and when both run at once they contend for the arena's lock. Against
+  Tansu the Python thread waits for records (40-65 ms a round) while the fetch
+  thread parses on its own; against pylogq it waits 10-15 ms but spends 20-30 ms
+  more CPU, with about twice the futex sleeps in glibc's lock (470-500 against
+  240-340 a round). The round times stay close; each broker's own cost shows in
+  its CPU per round, which the summary prints beside the times.
 - Consume runs before produce: right after produce, whose deleted topics
   free hundreds of MB, the consumer's rounds ran slower.
 
@@ -74,6 +83,7 @@ import ctypes
 import gc
 import itertools
 import os
+import statistics
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 
@@ -456,40 +466,81 @@ class Produce(Workload):
             self.wire.delete_topic(topic)
 
 
+class BrokerCpu:
+    """The CPU time one broker process uses over each of a series of spans (the timed rounds)."""
+
+    def __init__(self, process: BrokerProcess) -> None:
+        self.process = process
+        self.spans: List[float] = []
+        self._start: Optional[float] = None
+
+    def start(self) -> None:
+        self._start = self.process.cpu_seconds()
+
+    def stop(self) -> None:
+        """End the current span, if one was started; a no-op otherwise."""
+        start, self._start = self._start, None
+        end = self.process.cpu_seconds() if start is not None else None
+        if start is not None and end is not None:
+            self.spans.append(end - start)
+
+    def median(self, skip: int) -> Optional[float]:
+        """The median span after the first ``skip`` (the warm-up rounds), or None without figures."""
+        spans = self.spans[skip:]
+        return statistics.median(spans) if spans else None
+
+
 def measure(benchmark: Any, request: Any, own: Workload, peer: Optional[Workload]) -> None:
     """Time ``own``'s rounds; with a ``peer``, run one of its rounds before each of them.
 
     The peer's rounds happen in the untimed setup and are timed here, so the
     two brokers' rounds alternate and meet the same drifts of the machine's
     speed; the summary compares them (``extra_info["alternating_peer_seconds"]``).
+    Each broker's CPU time per round is read outside the timed spans and
+    reported beside them (``broker_cpu_seconds``, ``alternating_peer_cpu_seconds``):
+    the client sets most of a round's pace, the broker's own cost shows here.
     """
     peer_seconds: List[float] = []
     peer_result: Any = None
+    own_cpu = BrokerCpu(own.wire.process)
+    peer_cpu = BrokerCpu(peer.wire.process) if peer is not None else None
 
     def setup() -> Any:
         nonlocal peer_result
+        own_cpu.stop()  # the previous round's, if any
         own.finish()
-        if peer is not None:
+        if peer is not None and peer_cpu is not None:
             peer.prepare()
+            peer_cpu.start()
             start = time.perf_counter()
             peer_result = peer.run()
             peer_seconds.append(time.perf_counter() - start)
+            peer_cpu.stop()
             peer.finish()
         own.prepare()
+        own_cpu.start()
         return (), {}
 
     try:
         result = benchmark.pedantic(own.run, setup=setup, rounds=_rounds(request.config, ROUNDS),
                                     iterations=1, warmup_rounds=_warmup(request.config))
+        own_cpu.stop()
         own.check(result)
-        if peer is not None:
+        skip = _warmup(request.config)  # the first rounds, own's and the peer's, were the warm-up
+        _put(benchmark, "broker_cpu_seconds", own_cpu.median(skip))
+        if peer is not None and peer_cpu is not None:
             peer.check(peer_result)
-            # The first of them ran before the untimed warm-up round.
-            benchmark.extra_info["alternating_peer_seconds"] = peer_seconds[_warmup(request.config):]
+            benchmark.extra_info["alternating_peer_seconds"] = peer_seconds[skip:]
+            _put(benchmark, "alternating_peer_cpu_seconds", peer_cpu.median(skip))
     finally:
         own.close()
         if peer is not None:
             peer.close()
+
+
+def _put(benchmark: Any, key: str, value: Optional[float]) -> None:
+    if value is not None:
+        benchmark.extra_info[key] = value
 
 
 def _peer_of(wire: Wire, running: Dict[str, Wire]) -> Optional[Wire]:
