@@ -10,15 +10,15 @@ A benchmark whose rounds alternated with the peer's (``extra_info
 rounds) gets its ratio from those side-by-side rounds instead, marked "alt";
 a line below gives the peer's median from them. Where a benchmark measured a
 broker process's CPU time per round (``extra_info["broker_cpu_seconds"]`` and,
-for the peer's alternating rounds, ``["alternating_peer_cpu_seconds"]``), the
-line ends with it.
+for the peer's alternating rounds, ``["alternating_peer_cpu_seconds"]``; None
+where it could not be read), the line ends with it.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 
 def _rate(items: float, seconds: float) -> str:
@@ -29,7 +29,7 @@ def _rate(items: float, seconds: float) -> str:
     return "%.1f" % value
 
 
-def _cpu(seconds: Any) -> str:
+def _cpu(seconds: Optional[float]) -> str:
     """The broker CPU suffix of a summary line ("" without a figure)."""
     return "  broker CPU %.1f ms/round" % (seconds * 1e3) if seconds is not None else ""
 

@@ -345,6 +345,32 @@ def loaded(request: Any, wire: Wire, values: List[Dict[str, bytes]], loaded_topi
     return load(wire, values, _records(request.config), loaded_topics)
 
 
+class BrokerCpu:
+    """The CPU time one broker process uses over each of a series of spans (the timed rounds)."""
+
+    def __init__(self, process: BrokerProcess) -> None:
+        self.process = process
+        self.spans: List[float] = []
+        self._start: Optional[float] = None
+
+    def start(self) -> None:
+        self._start = self.process.cpu_seconds()
+
+    def stop(self) -> None:
+        """End the current span, if one was started; a no-op otherwise."""
+        start, self._start = self._start, None
+        if start is None:
+            return
+        end = self.process.cpu_seconds()
+        if end is not None:
+            self.spans.append(end - start)
+
+    def median(self, skip: int) -> Optional[float]:
+        """The median span after the first ``skip`` (the warm-up rounds), or None without figures."""
+        spans = self.spans[skip:]
+        return statistics.median(spans) if spans else None
+
+
 class Workload:
     """One broker's side of a timed workload.
 
@@ -356,6 +382,7 @@ class Workload:
     def __init__(self, wire: Wire, n: int) -> None:
         self.wire = wire
         self.n = n
+        self.cpu = BrokerCpu(wire.process)
 
     def prepare(self) -> None:
         raise NotImplementedError
@@ -466,30 +493,6 @@ class Produce(Workload):
             self.wire.delete_topic(topic)
 
 
-class BrokerCpu:
-    """The CPU time one broker process uses over each of a series of spans (the timed rounds)."""
-
-    def __init__(self, process: BrokerProcess) -> None:
-        self.process = process
-        self.spans: List[float] = []
-        self._start: Optional[float] = None
-
-    def start(self) -> None:
-        self._start = self.process.cpu_seconds()
-
-    def stop(self) -> None:
-        """End the current span, if one was started; a no-op otherwise."""
-        start, self._start = self._start, None
-        end = self.process.cpu_seconds() if start is not None else None
-        if start is not None and end is not None:
-            self.spans.append(end - start)
-
-    def median(self, skip: int) -> Optional[float]:
-        """The median span after the first ``skip`` (the warm-up rounds), or None without figures."""
-        spans = self.spans[skip:]
-        return statistics.median(spans) if spans else None
-
-
 def measure(benchmark: Any, request: Any, own: Workload, peer: Optional[Workload]) -> None:
     """Time ``own``'s rounds; with a ``peer``, run one of its rounds before each of them.
 
@@ -502,45 +505,38 @@ def measure(benchmark: Any, request: Any, own: Workload, peer: Optional[Workload
     """
     peer_seconds: List[float] = []
     peer_result: Any = None
-    own_cpu = BrokerCpu(own.wire.process)
-    peer_cpu = BrokerCpu(peer.wire.process) if peer is not None else None
 
     def setup() -> Any:
         nonlocal peer_result
-        own_cpu.stop()  # the previous round's, if any
+        own.cpu.stop()  # the previous round's, if any
         own.finish()
-        if peer is not None and peer_cpu is not None:
+        if peer is not None:
             peer.prepare()
-            peer_cpu.start()
+            peer.cpu.start()
             start = time.perf_counter()
             peer_result = peer.run()
             peer_seconds.append(time.perf_counter() - start)
-            peer_cpu.stop()
+            peer.cpu.stop()
             peer.finish()
         own.prepare()
-        own_cpu.start()
+        own.cpu.start()
         return (), {}
 
     try:
         result = benchmark.pedantic(own.run, setup=setup, rounds=_rounds(request.config, ROUNDS),
                                     iterations=1, warmup_rounds=_warmup(request.config))
-        own_cpu.stop()
+        own.cpu.stop()
         own.check(result)
         skip = _warmup(request.config)  # the first rounds, own's and the peer's, were the warm-up
-        _put(benchmark, "broker_cpu_seconds", own_cpu.median(skip))
-        if peer is not None and peer_cpu is not None:
+        benchmark.extra_info["broker_cpu_seconds"] = own.cpu.median(skip)
+        if peer is not None:
             peer.check(peer_result)
             benchmark.extra_info["alternating_peer_seconds"] = peer_seconds[skip:]
-            _put(benchmark, "alternating_peer_cpu_seconds", peer_cpu.median(skip))
+            benchmark.extra_info["alternating_peer_cpu_seconds"] = peer.cpu.median(skip)
     finally:
         own.close()
         if peer is not None:
             peer.close()
-
-
-def _put(benchmark: Any, key: str, value: Optional[float]) -> None:
-    if value is not None:
-        benchmark.extra_info[key] = value
 
 
 def _peer_of(wire: Wire, running: Dict[str, Wire]) -> Optional[Wire]:
