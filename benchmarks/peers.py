@@ -1,7 +1,7 @@
 """Kafka brokers as subprocesses on loopback, for benchmarks that drive them over the wire.
 
 Two brokers, started the same way and waited for the same way: ``pylogq``
-(``python -m pylogq.server.main`` with a data directory on local disk) and
+(``python -m pylogq.cli.broker`` with a data directory on local disk) and
 ``tansu`` (Tansu 0.6, the Rust Kafka-compatible broker; scripts/fetch-tansu
 puts its static binary at ``.peers/tansu``). A broker is ready when it has
 printed its ready line and answered an ApiVersions request on its port.
@@ -191,7 +191,7 @@ class BrokerProcess:
 def pylogq_broker(data_dir: str, port: int = 0) -> BrokerProcess:
     """pylogq's broker with its log under ``data_dir``, listening on 127.0.0.1 (not started)."""
     port = port or free_port()
-    argv = [sys.executable, "-m", "pylogq.server.main", "--data-dir", data_dir,
+    argv = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", data_dir,
             "--listeners", "PLAINTEXT://127.0.0.1:%d" % port]
     return BrokerProcess("pylogq", argv, PYLOGQ_READY, "127.0.0.1", port)
 

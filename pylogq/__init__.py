@@ -1,12 +1,47 @@
-"""pylogq: Kafka's partitioned, replicated commit log as an embeddable Python library."""
+"""pylogq: Kafka's partitioned, replicated commit log as an embeddable Python library.
+
+The public names load on first use, so ``import pylogq.client`` for a TCP client
+loads neither the storage engine nor the broker.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from . import errors
-from .broker import Broker
-from .client.admin import AdminClient
-from .client.consumer import Consumer
-from .client.producer import Producer
-from .storage.log import Log
+
+if TYPE_CHECKING:
+    from .client.admin import AdminClient
+    from .client.consumer import Consumer
+    from .client.producer import Producer
+    from .cluster.broker import Broker
+    from .storage.log import Log
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["AdminClient", "Broker", "Consumer", "Log", "Producer", "errors", "__version__"]
+
+_LAZY = {
+    "AdminClient": "pylogq.client.admin",
+    # The broker with its Kafka listener: importing pylogq.server registers it for Broker.serve.
+    "Broker": "pylogq.server",
+    "Consumer": "pylogq.client.consumer",
+    "Log": "pylogq.storage.log",
+    "Producer": "pylogq.client.producer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError("module 'pylogq' has no attribute %r" % name)
+    importlib.import_module(module)
+    value = getattr(importlib.import_module("pylogq.cluster.broker"), name) if name == "Broker" \
+        else getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,7 +18,8 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from .broker import Broker
+from . import server as _server  # noqa: F401 - registers the listener for Broker.serve
+from .cluster.broker import Broker
 
 __all__ = ["pylogq_broker", "pylogq_bootstrap", "pylogq_broker_config", "TEST_DEFAULTS"]
 

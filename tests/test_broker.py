@@ -8,7 +8,8 @@ import time
 import pytest
 
 from pylogq import errors, records
-from pylogq.broker import OFFSETS_TOPIC, Broker
+from pylogq import Broker
+from pylogq.cluster.broker import OFFSETS_TOPIC
 
 TS = 1_700_000_000_000
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 from .. import errors
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..errors import ConfigError
-from ..storage.config import LogConfig
+from ..config import LogConfig
 from . import assignors
 from .consumer import OffsetAndMetadata, TopicPartition
 from .transport import TCP_OPTIONS, Transport, connect

@@ -79,6 +79,7 @@ from .assignors import (
     decode_subscription,
     encode_assignment,
 )
+from ..cluster.contract import TopicPartition
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
@@ -98,13 +99,6 @@ log = logging.getLogger("pylogq.consumer")
 EARLIEST = -2
 LATEST = -1
 _REJOIN_CODES = (RebalanceInProgressError.code, UnknownMemberIdError.code, IllegalGenerationError.code)
-
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic (kafka-python's ``TopicPartition``)."""
-
-    topic: str
-    partition: int
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -956,7 +950,7 @@ class Consumer:
         assert self._pending_sync is not None
         generation, protocol, assignments = self._pending_sync
         remaining = max(0.0, deadline - time.monotonic())
-        result = self._transport.sync_group(self.group_id, generation, self._member_id, assignments,
+        result = self._transport.sync_group(self._require_group(), generation, self._member_id, assignments,
                                             timeout_s=remaining)
         code = result.error_code
         if code == RequestTimedOutError.code:

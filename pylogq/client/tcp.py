@@ -4,7 +4,7 @@
 to ``pylogq-broker`` (or any Kafka-compatible broker) through a
 :class:`TcpTransport`. Each method sends the request the in-process transport's
 broker call corresponds to and returns the same shapes
-(:class:`~pylogq.broker.ProduceResult`, :class:`~pylogq.broker.FetchResult`,
+(:class:`~pylogq.cluster.contract.ProduceResult`, :class:`~pylogq.cluster.contract.FetchResult`,
 :class:`~pylogq.cluster.group_coordinator.JoinResult`, ...) with the same error
 behaviour: codes where the in-process call returns codes, the pylogq.errors
 class of the wire's error code where it raises.
@@ -32,8 +32,16 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from ..broker import FetchResult, ProduceResult, TopicDescription, TopicPartitionInfo
-from ..cluster.group_coordinator import GroupDescription, JoinResult, MemberDescription, SyncResult
+from ..cluster.contract import (
+    FetchResult,
+    GroupDescription,
+    JoinResult,
+    MemberDescription,
+    ProduceResult,
+    SyncResult,
+    TopicDescription,
+    TopicPartitionInfo,
+)
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import (
     BrokerError,
@@ -54,7 +62,7 @@ from ..errors import (
 )
 from ..protocol.types import ProtocolError
 from ..records import iter_batches
-from ..storage.config import LogConfig
+from ..config import LogConfig
 from .connection import (
     ALTER_CONFIGS,
     CREATE_PARTITIONS,
@@ -82,7 +90,9 @@ from .connection import (
     KafkaConnectionError,
     NoBrokersAvailable,
 )
-from .transport import TopicPartition, Transport
+from .transport import Transport
+
+TopicPartition = Tuple[str, int]
 
 __all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap"]
 

@@ -6,8 +6,10 @@ their own threads; the calls mirror the protocol (JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
 DeleteGroups) and return Kafka error codes, as the wire does. Blocking calls
 (a join waiting for the rebalance, a follower's sync waiting for the leader)
-wait on one ``threading.Condition``; one background thread expires session and
-rebalance deadlines.
+are delayed operations (:mod:`pylogq.cluster.delayed`) watched under their group:
+the ``*_async`` calls hand the answer to a callback and park no thread, the
+blocking calls wait for the same operation on the caller's own thread. One
+background thread expires session and rebalance deadlines.
 
 Group states, as Kafka's::
 
@@ -39,7 +41,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ..errors import (
     BrokerError,
@@ -68,6 +70,8 @@ from ..errors import (
 )
 from ..records import build_batch
 from . import offsets_schema as schema
+from .contract import GroupDescription, JoinResult, MemberDescription, SyncResult
+from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
 from .offsets_schema import java_string_hash, partition_for_group
 
 __all__ = [
@@ -109,45 +113,8 @@ NO_GENERATION = -1
 NO_MEMBER = ""
 
 Partition = Tuple[str, int]
+_R = TypeVar("_R")
 StorageRecord = Tuple[Optional[bytes], Optional[bytes]]
-
-
-class JoinResult(NamedTuple):
-    """The JoinGroup response; ``members`` is filled for the leader only."""
-
-    error_code: int
-    generation_id: int = NO_GENERATION
-    protocol_name: Optional[str] = None
-    leader_id: str = ""
-    member_id: str = ""
-    members: List[Tuple[str, Optional[str], bytes]] = []
-
-
-class SyncResult(NamedTuple):
-    """The SyncGroup response: this member's assignment."""
-
-    error_code: int
-    assignment: bytes = b""
-
-
-class MemberDescription(NamedTuple):
-    """One member as DescribeGroups reports it (metadata and assignment only when Stable)."""
-
-    member_id: str
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-class GroupDescription(NamedTuple):
-    """The DescribeGroups answer for one group; an unknown group is reported as Dead."""
-
-    error: int
-    state: str
-    protocol_type: str
-    protocol: str
-    members: List[MemberDescription]
 
 
 def raise_for(code: int) -> None:
@@ -327,6 +294,7 @@ class GroupCoordinator:
         group_max_session_timeout_ms: int = 1800000,
         offset_metadata_max_bytes: int = 4096,
         start_timer: bool = True,
+        timer: Optional[Timer] = None,
     ) -> None:
         if num_partitions <= 0:
             raise ValueError("num_partitions must be positive, got %r" % (num_partitions,))
@@ -340,8 +308,15 @@ class GroupCoordinator:
         self.group_min_session_timeout_ms = group_min_session_timeout_ms
         self.group_max_session_timeout_ms = group_max_session_timeout_ms
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
-        self._lock = threading.Lock()
+        # Reentrant: a waiting operation's deadline answer takes it, and may be forced
+        # from a path that already holds it.
+        self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
+        # Joins and syncs waiting for their answer, watched under their group id; the
+        # timer (the broker's, or one of our own) expires callers' ``timeout_s``.
+        self._own_timer = timer is None
+        self._delay_timer = timer if timer is not None else Timer("group-coordinator-delayed")
+        self._waits = DelayedOperationPurgatory("rebalance", self._delay_timer)
         self._groups: Dict[str, _Group] = {}
         self._closed = False
         self._timer: Optional[threading.Thread] = None
@@ -362,8 +337,13 @@ class GroupCoordinator:
                     if m.awaiting_sync and m.sync_result is None:
                         m.sync_result = SyncResult(CoordinatorNotAvailableError.code)
             self._cond.notify_all()
+            for group_id in list(self._groups):
+                self._waits.check_and_complete(group_id)
+        self._waits.close()
         if self._timer is not None and self._timer is not threading.current_thread():
             self._timer.join()
+        if self._own_timer:
+            self._delay_timer.close()
 
     def __enter__(self) -> "GroupCoordinator":
         return self
@@ -463,68 +443,108 @@ class GroupCoordinator:
         protocol. A join that does not complete within ``timeout_s`` returns
         REQUEST_TIMED_OUT and leaves the member in the group (it can rejoin).
         """
+        op = self.join_group_async(group_id, member_id, client_id, session_timeout_ms, rebalance_timeout_ms,
+                                   protocol_type, protocols, group_instance_id=group_instance_id,
+                                   timeout_s=timeout_s, client_host=client_host)
+        op.wait()
+        return op.answer()
+
+    def join_group_async(
+        self,
+        group_id: str,
+        member_id: str,
+        client_id: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: Sequence[Tuple[str, bytes]],
+        group_instance_id: Optional[str] = None,
+        timeout_s: Optional[float] = None,
+        client_host: str = "/127.0.0.1",
+        deliver: Callable[[JoinResult], None] = lambda result: None,
+    ) -> "DelayedCall[JoinResult]":
+        """:meth:`join_group` as a delayed operation: ``deliver(result)`` gets the answer.
+
+        Returns at once with the operation (completed already when the answer
+        needs no wait); no thread waits for it. ``deliver`` runs on whichever
+        thread completes the join and must not block.
+        """
         protocols = [(str(name), bytes(data)) for name, data in protocols]
         with self._cond:
-            if self._closed:
-                return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
-            if not group_id:
-                return JoinResult(InvalidGroupIdError.code, member_id=member_id)
-            if not self.group_min_session_timeout_ms <= session_timeout_ms <= self.group_max_session_timeout_ms:
-                return JoinResult(InvalidSessionTimeoutError.code, member_id=member_id)
-            if not protocol_type or not protocols:
-                return JoinResult(InconsistentGroupProtocolError.code, member_id=member_id)
-            group = self._groups.get(group_id)
-            if group is None:
-                if member_id:
-                    return JoinResult(UnknownMemberIdError.code, member_id=member_id)
-                group = self._groups[group_id] = _Group(group_id)
-            if not group.supports(protocol_type, protocols):
-                return JoinResult(InconsistentGroupProtocolError.code, member_id=member_id)
+            answer = self._join(group_id, member_id, client_id, session_timeout_ms, rebalance_timeout_ms,
+                                protocol_type, protocols, group_instance_id, client_host)
+            if isinstance(answer, JoinResult):
+                return _answered(answer, deliver)
+            member = answer
 
-            if not member_id:
-                member = _Member(
-                    "%s-%s" % (client_id, uuid.uuid4()),
-                    group_instance_id,
-                    client_id,
-                    client_host,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    protocol_type,
-                    protocols,
-                )
-                self._add_member_and_rebalance(group, member)
-            else:
-                member_or_none = group.members.get(member_id)
-                if member_or_none is None or group.state in (EMPTY, DEAD):
-                    return JoinResult(UnknownMemberIdError.code, member_id=member_id)
-                member = member_or_none
-                if group.state == PREPARING_REBALANCE:
-                    self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
-                elif group.state == COMPLETING_REBALANCE:
-                    if member.protocols == protocols:
-                        # The member lost the join response: answer again for this generation.
-                        return self._join_result(group, member)
-                    self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
-                else:  # Stable
-                    if member.member_id == group.leader_id or member.protocols != protocols:
-                        self._update_member_and_rebalance(
-                            group, member, protocols, rebalance_timeout_ms, session_timeout_ms
-                        )
-                    else:
-                        # A follower rejoining with unchanged metadata: no rebalance needed.
-                        self._touch(member)
-                        return self._join_result(group, member)
-
-            deadline = None if timeout_s is None else time.monotonic() + timeout_s
-            while True:
+            def check() -> Optional[JoinResult]:
                 result = member.join_result
                 if result is not None:
                     member.join_result = None
-                    return result
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return JoinResult(RequestTimedOutError.code, member_id=member.member_id)
-                self._cond.wait(remaining)
+                return result
+
+            def on_deadline() -> JoinResult:
+                with self._cond:
+                    return check() or JoinResult(RequestTimedOutError.code, member_id=member.member_id)
+
+            op = DelayedCall(None if timeout_s is None else time.monotonic() + timeout_s, check, on_deadline, deliver)
+            self._waits.try_complete_else_watch(op, [group_id])
+            return op
+
+    def _join(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
+              rebalance_timeout_ms: int, protocol_type: str, protocols: List[Tuple[str, bytes]],
+              group_instance_id: Optional[str], client_host: str) -> "JoinResult | _Member":
+        """A join's immediate answer, or the member that waits for the rebalance (lock held)."""
+        if self._closed:
+            return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
+        if not group_id:
+            return JoinResult(InvalidGroupIdError.code, member_id=member_id)
+        if not self.group_min_session_timeout_ms <= session_timeout_ms <= self.group_max_session_timeout_ms:
+            return JoinResult(InvalidSessionTimeoutError.code, member_id=member_id)
+        if not protocol_type or not protocols:
+            return JoinResult(InconsistentGroupProtocolError.code, member_id=member_id)
+        group = self._groups.get(group_id)
+        if group is None:
+            if member_id:
+                return JoinResult(UnknownMemberIdError.code, member_id=member_id)
+            group = self._groups[group_id] = _Group(group_id)
+        if not group.supports(protocol_type, protocols):
+            return JoinResult(InconsistentGroupProtocolError.code, member_id=member_id)
+
+        if not member_id:
+            member = _Member(
+                "%s-%s" % (client_id, uuid.uuid4()),
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+            )
+            self._add_member_and_rebalance(group, member)
+        else:
+            member_or_none = group.members.get(member_id)
+            if member_or_none is None or group.state in (EMPTY, DEAD):
+                return JoinResult(UnknownMemberIdError.code, member_id=member_id)
+            member = member_or_none
+            if group.state == PREPARING_REBALANCE:
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
+            elif group.state == COMPLETING_REBALANCE:
+                if member.protocols == protocols:
+                    # The member lost the join response: answer again for this generation.
+                    return self._join_result(group, member)
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
+            else:  # Stable
+                if member.member_id == group.leader_id or member.protocols != protocols:
+                    self._update_member_and_rebalance(
+                        group, member, protocols, rebalance_timeout_ms, session_timeout_ms
+                    )
+                else:
+                    # A follower rejoining with unchanged metadata: no rebalance needed.
+                    self._touch(member)
+                    return self._join_result(group, member)
+        return member
 
     def sync_group(
         self,
@@ -539,43 +559,75 @@ class GroupCoordinator:
         A follower blocks until the leader syncs, a new rebalance starts
         (REBALANCE_IN_PROGRESS) or ``timeout_s`` passes (REQUEST_TIMED_OUT).
         """
-        with self._cond:
-            if self._closed:
-                return SyncResult(CoordinatorNotAvailableError.code)
-            group = self._groups.get(group_id)
-            if group is None:
-                return SyncResult(UnknownMemberIdError.code)
-            member = group.members.get(member_id)
-            if member is None or group.state == EMPTY:
-                return SyncResult(UnknownMemberIdError.code)
-            if group.state == DEAD:
-                return SyncResult(CoordinatorNotAvailableError.code)
-            if generation_id != group.generation_id:
-                return SyncResult(IllegalGenerationError.code)
-            if group.state == PREPARING_REBALANCE:
-                return SyncResult(RebalanceInProgressError.code)
-            if group.state == STABLE:
-                self._touch(member)
-                return SyncResult(NONE, member.assignment)
+        op = self.sync_group_async(group_id, generation_id, member_id, assignments, timeout_s=timeout_s)
+        op.wait()
+        return op.answer()
 
-            # CompletingRebalance.
-            member.awaiting_sync = True
-            member.sync_result = None
-            if member_id == group.leader_id:
-                self._complete_sync(group, dict(assignments or {}))
-            deadline = None if timeout_s is None else time.monotonic() + timeout_s
-            while True:
-                sync_result = member.sync_result
-                if sync_result is not None:
+    def sync_group_async(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        assignments: Optional[Dict[str, bytes]] = None,
+        timeout_s: Optional[float] = None,
+        deliver: Callable[[SyncResult], None] = lambda result: None,
+    ) -> "DelayedCall[SyncResult]":
+        """:meth:`sync_group` as a delayed operation: ``deliver(result)`` gets the answer (see
+        :meth:`join_group_async`)."""
+        with self._cond:
+            answer = self._sync(group_id, generation_id, member_id, assignments)
+            if isinstance(answer, SyncResult):
+                return _answered(answer, deliver)
+            member = answer
+
+            def check() -> Optional[SyncResult]:
+                result = member.sync_result
+                if result is not None:
                     member.sync_result = None
-                    return sync_result
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    member.awaiting_sync = False
-                    self._touch(member)
-                    self._cond.notify_all()
+                return result
+
+            def on_deadline() -> SyncResult:
+                with self._cond:
+                    found = check()
+                    if found is not None:
+                        return found
+                    if member.awaiting_sync:
+                        member.awaiting_sync = False
+                        self._touch(member)
+                        self._cond.notify_all()
                     return SyncResult(RequestTimedOutError.code)
-                self._cond.wait(remaining)
+
+            op = DelayedCall(None if timeout_s is None else time.monotonic() + timeout_s, check, on_deadline, deliver)
+            self._waits.try_complete_else_watch(op, [group_id])
+            return op
+
+    def _sync(self, group_id: str, generation_id: int, member_id: str,
+              assignments: Optional[Dict[str, bytes]]) -> "SyncResult | _Member":
+        """A sync's immediate answer, or the member that waits for its assignment (lock held)."""
+        if self._closed:
+            return SyncResult(CoordinatorNotAvailableError.code)
+        group = self._groups.get(group_id)
+        if group is None:
+            return SyncResult(UnknownMemberIdError.code)
+        member = group.members.get(member_id)
+        if member is None or group.state == EMPTY:
+            return SyncResult(UnknownMemberIdError.code)
+        if group.state == DEAD:
+            return SyncResult(CoordinatorNotAvailableError.code)
+        if generation_id != group.generation_id:
+            return SyncResult(IllegalGenerationError.code)
+        if group.state == PREPARING_REBALANCE:
+            return SyncResult(RebalanceInProgressError.code)
+        if group.state == STABLE:
+            self._touch(member)
+            return SyncResult(NONE, member.assignment)
+
+        # CompletingRebalance.
+        member.awaiting_sync = True
+        member.sync_result = None
+        if member_id == group.leader_id:
+            self._complete_sync(group, dict(assignments or {}))
+        return member
 
     def _find_member(self, group_id: str, member_id: str) -> Tuple[int, Any, Any]:
         """(error code, group, member) for a member's call: NONE with both found, or the
@@ -774,6 +826,11 @@ class GroupCoordinator:
 
     # -- state machine (lock held) ----------------------------------------------------------
 
+    def _changed(self, group: _Group) -> None:
+        """Wake the timer (deadlines may have moved) and complete the group's waiting calls."""
+        self._cond.notify_all()
+        self._waits.check_and_complete(group.group_id)
+
     def _touch(self, member: _Member) -> None:
         member.heartbeat_deadline = self._clock() + member.session_timeout_ms / 1000.0
 
@@ -826,7 +883,7 @@ class GroupCoordinator:
         group.transition(PREPARING_REBALANCE)
         log.info("group %s preparing to rebalance (generation %d)", group.group_id, group.generation_id)
         self._try_complete_join(group)
-        self._cond.notify_all()
+        self._changed(group)
 
     def _maybe_prepare_rebalance(self, group: _Group) -> None:
         if group.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
@@ -865,7 +922,7 @@ class GroupCoordinator:
             group.leader_id = None
             group.transition(EMPTY)
             self._store_group(group, {})
-            self._cond.notify_all()
+            self._changed(group)
             return
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
@@ -877,7 +934,7 @@ class GroupCoordinator:
             member.join_result = self._join_result(group, member)
             self._touch(member)
         log.info("group %s generation %d: %d members", group.group_id, group.generation_id, len(group.members))
-        self._cond.notify_all()
+        self._changed(group)
 
     def _join_result(self, group: _Group, member: _Member) -> JoinResult:
         members: List[Tuple[str, Optional[str], bytes]] = []
@@ -904,7 +961,7 @@ class GroupCoordinator:
                 member.awaiting_sync = False
                 member.sync_result = SyncResult(NONE, member.assignment)
                 self._touch(member)
-        self._cond.notify_all()
+        self._changed(group)
 
     def _propagate_sync_error(self, group: _Group, code: int) -> None:
         for member in group.members.values():
@@ -912,7 +969,7 @@ class GroupCoordinator:
             if member.awaiting_sync:
                 member.awaiting_sync = False
                 member.sync_result = SyncResult(code)
-        self._cond.notify_all()
+        self._changed(group)
 
     def _drop_member(self, group: _Group, member: _Member) -> None:
         """Remove a member and answer any call it is blocked in with UNKNOWN_MEMBER_ID."""
@@ -925,7 +982,7 @@ class GroupCoordinator:
             member.sync_result = SyncResult(UnknownMemberIdError.code)
         if group.leader_id == member.member_id:
             group.leader_id = next(iter(group.members), None)
-        self._cond.notify_all()
+        self._changed(group)
 
     def _remove_member_and_update_group(self, group: _Group, member: _Member) -> None:
         self._drop_member(group, member)
@@ -995,3 +1052,10 @@ class GroupCoordinator:
             [schema.encode_group_metadata_value(value)],
             for_commit=False,
         )
+
+
+def _answered(result: _R, deliver: Callable[[_R], None]) -> "DelayedCall[_R]":
+    """A delayed operation completed already with ``result`` (an answer that needed no wait)."""
+    op: DelayedCall[_R] = DelayedCall(None, lambda: None, lambda: result, deliver)
+    op.complete_with(result)
+    return op

@@ -1,6 +1,22 @@
-"""The Kafka wire protocol server: ``pylogq-broker`` and :meth:`pylogq.Broker.serve`."""
+"""The Kafka wire protocol server: ``pylogq-broker`` and :meth:`pylogq.Broker.serve`.
 
+Importing it registers :class:`KafkaServer` as the listener that ``Broker.serve``
+opens (the broker, a layer below, never imports the server).
+"""
+
+from typing import Any, Mapping
+
+from ..cluster.contract import register_listener_factory
 from .listeners import Listener, parse_jaas_users, parse_listeners
 from .server import KafkaServer, new_event_loop
 
 __all__ = ["KafkaServer", "Listener", "new_event_loop", "parse_jaas_users", "parse_listeners"]
+
+
+def _serve(broker: Any, host: str, port: int, options: Mapping[str, Any]) -> KafkaServer:
+    server = KafkaServer(broker, listeners=[(host, port)], **options)
+    server.start_in_thread()
+    return server
+
+
+register_listener_factory(_serve)

@@ -1,4 +1,4 @@
-"""Fetch: long polls woken by appends, and responses framed around file regions for sendfile.
+"""Fetch responses framed around file regions, for sendfile.
 
 A Fetch response is mostly record bytes that already sit in segment files. It is framed
 by hand (``frame_fetch_response``) as a list of parts, ``bytes`` for the fields and
@@ -17,16 +17,14 @@ Layout of FetchResponse v4-v11 (non-flexible), after the response header:
 
 from __future__ import annotations
 
-import asyncio
 import struct
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
-from ..broker import Broker, FetchResult
+from ..cluster.contract import FetchResult, RecordsView
 
-__all__ = ["frame_fetch_response", "FetchWaiters", "Part"]
+__all__ = ["frame_fetch_response", "Part", "total_bytes"]
 
-Part = Union[bytes, Any]  # bytes or a FileRegion
-_T = TypeVar("_T")
+Part = Union[bytes, RecordsView]  # bytes, or a FileRegion to sendfile
 
 _I32 = struct.Struct(">i")
 _I16_I32 = struct.Struct(">hi")
@@ -89,74 +87,6 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
     assert isinstance(first, bytes)
     parts[0] = _I32.pack(total - 4) + first[4:]
     return parts, total
-
-
-class FetchWaiters:
-    """Long-poll fetches parked on the event loop until an append to one of their partitions.
-
-    Appends may come from any thread (the network server's loop, in-process producers);
-    ``notify`` hands the wakeup to the loop. A waiter re-reads after registering, so an
-    append that lands between its read and its registration is never missed. Not
-    thread-safe except ``notify``.
-    """
-
-    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
-        self._broker = broker
-        self._loop = loop
-        self._waiters: Dict[Tuple[str, int], Set["asyncio.Future[None]"]] = {}
-        broker.add_append_listener(self.notify)
-
-    def close(self) -> None:
-        try:
-            self._broker.remove_append_listener(self.notify)
-        except ValueError:
-            pass
-        for futures in self._waiters.values():
-            for fut in futures:
-                if not fut.done():
-                    fut.set_result(None)
-        self._waiters.clear()
-
-    def notify(self, topic: str, partition: int) -> None:
-        key = (topic, partition)
-        if key not in self._waiters:
-            return
-        try:
-            self._loop.call_soon_threadsafe(self._wake, key)
-        except RuntimeError:  # the loop closed: nobody is waiting any more
-            pass
-
-    def _wake(self, key: Tuple[str, int]) -> None:
-        for fut in self._waiters.pop(key, ()):
-            if not fut.done():
-                fut.set_result(None)
-
-    async def wait(self, keys: Sequence[Tuple[str, int]], timeout: float,
-                   read: Callable[[], Optional[_T]]) -> Optional[_T]:
-        """Register for appends to ``keys``, then ``read()``: its result when not None, else
-        wait until one of ``keys`` gets an append or ``timeout`` seconds pass (-> None).
-
-        Reading after registering means data that arrived since the caller last looked
-        is found at once, and one read per wakeup is enough.
-        """
-        fut: "asyncio.Future[None]" = self._loop.create_future()
-        for key in keys:
-            self._waiters.setdefault(key, set()).add(fut)
-        try:
-            found = read()
-            if found is not None:
-                return found
-            await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for key in keys:
-                waiting = self._waiters.get(key)
-                if waiting is not None:
-                    waiting.discard(fut)
-                    if not waiting:
-                        del self._waiters[key]
-        return None
 
 
 def total_bytes(results: Dict[Tuple[str, int], FetchResult]) -> Tuple[int, bool]:

@@ -4,8 +4,11 @@ Each handler takes the connection, the decoded request (a dict keyed by the snak
 field names of Kafka's schemas), the API version and the request's queue slot, and
 returns the response body as a dict, a list of framed parts (Fetch), ``None`` for no
 response (Produce with acks=0), or a coroutine for requests that wait (long-poll
-fetches, group joins). Operations that block a thread (joins and syncs that wait for
-other members, topic creation) run in the server's executor; quick ones run inline.
+fetches, group joins). A request that waits for an event (a long-poll fetch, a join
+waiting for the other members, a follower's sync) is one of the broker's delayed
+operations (:mod:`pylogq.cluster.delayed`), whose answer resolves a future on the
+loop: no thread is parked for it. Operations that do file work (topic creation and
+deletion) run in the server's executor; quick ones run inline.
 
 Errors that belong to one topic, partition or group become that entry's error code,
 with Kafka's codes from :mod:`pylogq.errors`; nothing a client sends can raise out of
@@ -18,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from .. import errors
-from ..broker import FetchResult
+from ..cluster.contract import FetchResult, JoinResult, SyncResult
+from ..cluster.delayed import DelayedCall
 from ..cluster.names import INTERNAL_TOPICS
 from ..protocol import (
     API_NAMES,
@@ -35,7 +39,7 @@ from ..protocol import (
     header_versions,
 )
 from .connection import CloseConnection, Connection, Outcome
-from .fetch import frame_fetch_response, total_bytes
+from .fetch import frame_fetch_response
 
 if TYPE_CHECKING:
     from .server import KafkaServer
@@ -73,10 +77,12 @@ def _message(exc: BaseException) -> Optional[str]:
     return str(exc) or type(exc).__name__
 
 
-def _enough(results: Dict[Tuple[str, int], FetchResult], min_bytes: int) -> bool:
-    """Whether a fetch can be answered now: ``min_bytes`` are there, or a partition failed."""
-    size, failed = total_bytes(results)
-    return size >= min_bytes or failed
+_T = TypeVar("_T")
+
+
+def _resolve(future: "asyncio.Future[_T]", value: _T) -> None:
+    if not future.done():  # the connection may have gone and cancelled it
+        future.set_result(value)
 
 
 class Handlers:
@@ -330,36 +336,19 @@ class Handlers:
             order.append((topic["topic"], indexes))
         isolation = "read_committed" if req["isolation_level"] == 1 else "read_uncommitted"
         max_bytes = min(req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
+        future: "asyncio.Future[Dict[Tuple[str, int], FetchResult]]" = self.server.new_future()
+        op = self.broker.fetch_async(requests, req["max_wait_ms"], req["min_bytes"], max_bytes, isolation,
+                                     deliver=self.server.on_loop(_resolve, future))
+        if op.completed:
+            return self._fetch_response(slot, version, order, op.answer(), isolation)
+        return self._fetch_wait(op, future, version, order, isolation, slot)
 
-        def read() -> Dict[Tuple[str, int], FetchResult]:
-            return self.broker.fetch(requests, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                                     isolation_level=isolation)
-
-        results = read()
-        if _enough(results, req["min_bytes"]) or req["max_wait_ms"] <= 0 or not requests:
-            return self._fetch_response(slot, version, order, results, isolation)
-        return self._fetch_wait(req, version, order, [(t, p) for t, p, _, _ in requests], read, isolation, slot)
-
-    async def _fetch_wait(self, req: Dict[str, Any], version: int, order: List[Tuple[str, List[int]]],
-                          keys: List[Tuple[str, int]], read: Callable[[], Dict[Tuple[str, int], FetchResult]],
-                          isolation: str, slot: Any) -> Any:
+    async def _fetch_wait(self, op: "DelayedCall[Dict[Tuple[str, int], FetchResult]]",
+                          future: "asyncio.Future[Dict[Tuple[str, int], FetchResult]]", version: int,
+                          order: List[Tuple[str, List[int]]], isolation: str, slot: Any) -> Any:
         slot.release()  # parked: the queue is for requests being worked on
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + req["max_wait_ms"] / 1000.0
-        waiters = self.server.fetch_waiters
-
-        def read_if_enough() -> Optional[Dict[Tuple[str, int], FetchResult]]:
-            found = read()
-            return found if _enough(found, req["min_bytes"]) else None
-
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0 or self.server.stopping:
-                break
-            results = await waiters.wait(keys, remaining, read_if_enough)
-            if results is not None:
-                return self._fetch_response(slot, version, order, results, isolation)
-        return self._fetch_response(slot, version, order, read(), isolation)
+        results = await self.server.parked(op, future)
+        return self._fetch_response(slot, version, order, results, isolation)
 
     def _fetch_response(self, slot: Any, version: int, order: List[Tuple[str, List[int]]],
                         results: Dict[Tuple[str, int], FetchResult], isolation: str) -> "_Framed":
@@ -434,11 +423,13 @@ class Handlers:
         rebalance_timeout = req["rebalance_timeout_ms"]
         if rebalance_timeout < 0:
             rebalance_timeout = req["session_timeout_ms"]
-        result = await self._blocking(
-            lambda: self._groups.join_group(
-                req["group_id"], req["member_id"], conn.client_id, req["session_timeout_ms"], rebalance_timeout,
-                req["protocol_type"], [(p["name"], p["metadata"]) for p in req["protocols"]],
-                group_instance_id=req["group_instance_id"], client_host="/" + conn.peer_host))
+        future: "asyncio.Future[JoinResult]" = self.server.new_future()
+        op = self._groups.join_group_async(
+            req["group_id"], req["member_id"], conn.client_id, req["session_timeout_ms"], rebalance_timeout,
+            req["protocol_type"], [(p["name"], p["metadata"]) for p in req["protocols"]],
+            group_instance_id=req["group_instance_id"], client_host="/" + conn.peer_host,
+            deliver=self.server.on_loop(_resolve, future))
+        result = await self.server.parked(op, future, JoinResult(errors.NotCoordinatorError.code))
         return {
             "throttle_time_ms": 0, "error_code": result.error_code, "generation_id": result.generation_id,
             "protocol_name": result.protocol_name or "", "leader": result.leader_id,
@@ -449,8 +440,10 @@ class Handlers:
     async def sync_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         slot.release()  # a follower waits for the leader's assignment
         assignments = {a["member_id"]: a["assignment"] for a in req["assignments"]} or None
-        result = await self._blocking(
-            lambda: self._groups.sync_group(req["group_id"], req["generation_id"], req["member_id"], assignments))
+        future: "asyncio.Future[SyncResult]" = self.server.new_future()
+        op = self._groups.sync_group_async(req["group_id"], req["generation_id"], req["member_id"], assignments,
+                                           deliver=self.server.on_loop(_resolve, future))
+        result = await self.server.parked(op, future, SyncResult(errors.NotCoordinatorError.code))
         return {"throttle_time_ms": 0, "error_code": result.error_code, "assignment": result.assignment}
 
     def heartbeat(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:

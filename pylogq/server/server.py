@@ -1,8 +1,10 @@
 """``KafkaServer``: the asyncio listener that serves a :class:`pylogq.Broker` to Kafka clients.
 
 One event loop (uvloop when installed and asked for) accepts connections on every
-listener, reads requests and writes responses; broker calls that block a thread
-(group joins waiting for other members, topic creation) run in a small executor.
+listener, reads requests and writes responses. Requests that wait for an event
+(long-poll fetches, group joins and syncs) are the broker's delayed operations,
+answered through futures on the loop (:meth:`KafkaServer.parked`); broker calls that
+do file work (topic creation and deletion) run in a small executor.
 ``stop()`` stops accepting, lets every request already read get its answer, and
 closes the connections; the broker itself is closed by its owner.
 """
@@ -15,11 +17,25 @@ import functools
 import logging
 import socket
 import threading
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
+from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError
 from .connection import Connection
-from .fetch import FetchWaiters
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
 
@@ -27,9 +43,15 @@ log = logging.getLogger("pylogq.server")
 
 __all__ = ["KafkaServer", "new_event_loop"]
 
+if TYPE_CHECKING:
+    from ..cluster.broker import Broker
+
+_T = TypeVar("_T")
+
 JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
-# Threads for broker calls that block; a join parks one until its rebalance completes.
-EXECUTOR_THREADS = 64
+# Threads for broker calls that do file work (topic creation, deletion, DeleteRecords);
+# nothing that waits for an event takes one.
+EXECUTOR_THREADS = 16
 STOP_TIMEOUT_S = 30.0
 
 
@@ -59,7 +81,7 @@ class KafkaServer:
     (``start_in_thread``).
     """
 
-    def __init__(self, broker: Any, listeners: Union[None, str, Sequence[Any]] = None,
+    def __init__(self, broker: "Broker", listeners: Union[None, str, Sequence[Any]] = None,
                  advertised_listeners: Optional[str] = None, sasl_users: Optional[Mapping[str, str]] = None,
                  socket_request_max_bytes: Optional[int] = None, queued_max_requests: Optional[int] = None,
                  connections_max_idle_ms: Optional[int] = None) -> None:
@@ -107,7 +129,10 @@ class KafkaServer:
         self._thread: Optional[threading.Thread] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
         self.request_slots: asyncio.Semaphore
-        self.fetch_waiters: FetchWaiters
+        self._loop_thread: Optional[int] = None
+        # Delayed operations a request is parked on -> the answer to give them at stop
+        # (None: complete them with what they have, as a fetch at its deadline).
+        self._parked: Dict[DelayedCall[Any], Any] = {}
 
     # -- lifecycle on the loop ------------------------------------------------------------
 
@@ -116,7 +141,7 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.request_slots = asyncio.Semaphore(self.queued_max_requests)
-        self.fetch_waiters = FetchWaiters(self.broker, loop)
+        self._loop_thread = threading.get_ident()
         try:
             for listener in self.listeners:
                 server = await asyncio.start_server(
@@ -151,8 +176,11 @@ class KafkaServer:
             server.close()
         for conn in list(self._connections):
             conn.stop_reading()
-        if hasattr(self, "fetch_waiters"):
-            self.fetch_waiters.close()  # parked long polls answer now, not at their max_wait_ms
+        for op, answer in list(self._parked.items()):  # parked requests answer now
+            if answer is None:
+                op.force_complete()  # a long poll: what is there now, not at its max_wait_ms
+            else:
+                op.complete_with(answer)  # a join or sync: NOT_COORDINATOR, the client finds the next one
         if self._connection_tasks:
             done, pending = await asyncio.wait(list(self._connection_tasks), timeout=STOP_TIMEOUT_S)
             for task in pending:
@@ -203,6 +231,46 @@ class KafkaServer:
                 if conn.idle and now - conn.last_active > limit:
                     conn.close_reason = "idle for more than connections.max.idle.ms (%d)" % self.connections_max_idle_ms
                     conn.stop_reading()
+
+    # -- delayed operations -----------------------------------------------------------------
+
+    def new_future(self) -> "asyncio.Future[Any]":
+        assert self._loop is not None
+        return self._loop.create_future()
+
+    def on_loop(self, fn: Callable[..., None], *args: Any) -> Callable[[Any], None]:
+        """A delayed operation's ``deliver``: ``fn(*args, answer)`` on the loop, from any thread.
+
+        Called on the loop's own thread (an answer found at once, an append from a
+        client of this server), it runs at once; from another thread it is handed over.
+        """
+        loop, thread = self._loop, self._loop_thread
+        assert loop is not None
+
+        def deliver(answer: Any) -> None:
+            if threading.get_ident() == thread:
+                fn(*args, answer)
+            else:
+                try:
+                    loop.call_soon_threadsafe(functools.partial(fn, *args, answer))
+                except RuntimeError:  # the loop closed: nobody waits for the answer any more
+                    pass
+
+        return deliver
+
+    async def parked(self, op: "DelayedCall[_T]", future: "asyncio.Future[_T]", at_stop: Optional[_T] = None) -> _T:
+        """Wait for a delayed operation's answer; at :meth:`stop` it is completed with
+        ``at_stop`` (None: with what it has)."""
+        if self.stopping and not op.completed:
+            if at_stop is None:
+                op.force_complete()
+            else:
+                op.complete_with(at_stop)
+        self._parked[op] = at_stop
+        try:
+            return await future
+        finally:
+            self._parked.pop(op, None)
 
     def advertised_for(self, conn: Connection) -> Tuple[str, int]:
         """The advertised (host, port) of the listener a connection came in on."""

@@ -26,7 +26,7 @@ from pylogq.client.consumer import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from pylogq.client.transport import InProcessTransport
+from pylogq.cluster.in_process import InProcessTransport
 from pylogq.errors import ConfigError, OffsetOutOfRangeError
 from pylogq.records import build_batch
 

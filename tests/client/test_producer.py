@@ -23,7 +23,7 @@ from pylogq.client.producer import (
     RecordMetadata,
     murmur2_many,
 )
-from pylogq.client.transport import InProcessTransport
+from pylogq.cluster.in_process import InProcessTransport
 from pylogq.cluster.partitioner import murmur2, partition_for_key
 from pylogq.errors import (
     ConfigError,

@@ -34,7 +34,7 @@ class BrokerProcess:
     """A ``pylogq-broker`` child process with its data directory and log file."""
 
     def __init__(self, data_dir: Path, log_path: Path, *overrides: str) -> None:
-        args = [sys.executable, "-m", "pylogq.server.main", "--data-dir", str(data_dir),
+        args = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", str(data_dir),
                 "--listeners", "PLAINTEXT://127.0.0.1:0",
                 "--override", "group.initial.rebalance.delay.ms=0",
                 "--override", "offsets.topic.num.partitions=4"]

@@ -32,10 +32,10 @@ ACKED_BEFORE_KILL = 5000
 
 
 class BrokerProcess:
-    """``python -m pylogq.server.main`` on a data directory, its stderr kept in a file."""
+    """``python -m pylogq.cli.broker`` on a data directory, its stderr kept in a file."""
 
     def __init__(self, data_dir: Path, log_path: Path, *args: str) -> None:
-        command = [sys.executable, "-m", "pylogq.server.main", "--data-dir", str(data_dir),
+        command = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", str(data_dir),
                    "--listeners", "PLAINTEXT://127.0.0.1:0",
                    "--override", "group.initial.rebalance.delay.ms=0",
                    "--override", "offsets.topic.num.partitions=2", *args]

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pylogq.broker import FetchResult
+from pylogq.cluster.contract import FetchResult
 from pylogq.protocol import RESPONSE_HEADER, RESPONSES, Writer
 from pylogq.server.fetch import frame_fetch_response
 from pylogq.storage.segment import FileRegion

@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import pytest
 
 from pylogq import Broker
-from pylogq import broker as broker_module
+from pylogq.cluster import broker as broker_module
 from pylogq.protocol import (
     REQUEST_HEADER,
     REQUESTS,

@@ -1,6 +1,6 @@
 """The ``pylogq-broker`` command: its ready line, settings sources, errors and log formats.
 
-Each test runs ``python -m pylogq.server.main`` as a process (the console script's
+Each test runs ``python -m pylogq.cli.broker`` as a process (the console script's
 module) and looks at what an operator sees: stdout, stderr and the exit status.
 """
 
@@ -58,7 +58,7 @@ class Running:
     """A started ``pylogq-broker``: its process, its address and, once stopped, its output."""
 
     def __init__(self, args: List[str], cwd: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "pylogq.server.main", *args], cwd=str(cwd),
+        self.proc = subprocess.Popen([sys.executable, "-m", "pylogq.cli.broker", *args], cwd=str(cwd),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         self.lines: List[str] = []
         self.port = self._wait_ready()
@@ -97,7 +97,7 @@ class Running:
 
 def run_failing(args: List[str], cwd: Path) -> Tuple[int, str, str]:
     """Run a broker that must not start; -> (exit status, stdout, stderr)."""
-    done = subprocess.run([sys.executable, "-m", "pylogq.server.main", *args], cwd=str(cwd), capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "pylogq.cli.broker", *args], cwd=str(cwd), capture_output=True,
                           timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 

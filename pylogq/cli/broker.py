@@ -29,10 +29,6 @@ from typing import Any, Dict, List, Optional
 __all__ = ["main"]
 
 DEFAULT_DATA_DIR = "pylogq-data"
-# With no properties file the broker takes the settings of the server.properties
-# that ships with Kafka for a single development node: no initial rebalance delay,
-# so a new consumer group gets its partitions at once (Kafka's code default is 3 s).
-DEVELOPMENT_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
 
 class _JsonFormatter(logging.Formatter):
@@ -74,13 +70,11 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 
 
 def _settings(args: argparse.Namespace) -> Dict[str, Any]:
+    from ..config import parse_properties
     from ..errors import ConfigError
-    from ..storage.config import parse_properties
 
     settings: Dict[str, Any] = {}
     path = args.config_flag or args.config
-    if not path:
-        settings.update(DEVELOPMENT_DEFAULTS)
     if path:
         try:
             with open(path) as f:
@@ -103,7 +97,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     log = logging.getLogger("pylogq.server")
     from .. import Broker
     from ..errors import ConfigError, PylogqError
-    from .server import KafkaServer, new_event_loop
+    from ..server import KafkaServer, new_event_loop
 
     try:
         settings = _settings(args)
@@ -114,7 +108,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.data_dir is not None:
             settings.pop("log.dir", None)
             settings["log.dirs"] = args.data_dir
-        broker = Broker(data_dir, **settings)
+        # With no properties file the broker takes the settings of the server.properties
+        # that ships with Kafka for a single development node (DEVELOPMENT_DEFAULTS).
+        broker = Broker(data_dir, development_defaults=not (args.config_flag or args.config), **settings)
     except (ConfigError, PylogqError, OSError) as exc:
         print("pylogq-broker: %s" % exc, file=sys.stderr)
         return 2

@@ -1,0 +1,231 @@
+"""The broker contract: the types and calls that the server and both client transports share.
+
+``pylogq.server`` answers the Kafka protocol by calling a broker through
+:class:`BrokerApi`; ``pylogq.client`` talks to a broker through a transport with the
+same calls (:class:`pylogq.client.transport.Transport`), in-process or over TCP.
+Both depend on this module only, never on the broker, the storage engine or the
+group coordinator, so a TCP-only client loads none of them.
+
+Results carry Kafka's error codes where the protocol has per-entry codes (a fetch's
+partitions, a join's answer); other failures raise the errors of
+:mod:`pylogq.errors`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
+
+
+
+__all__ = [
+    "BrokerApi",
+    "ConfigEntries",
+    "FetchRequest",
+    "FetchResult",
+    "GroupDescription",
+    "JoinResult",
+    "Listener",
+    "ListenerFactory",
+    "MemberDescription",
+    "ProduceResult",
+    "RecordsView",
+    "SyncResult",
+    "TopicDescription",
+    "TopicPartition",
+    "TopicPartitionInfo",
+    "listener_factory",
+    "register_listener_factory",
+]
+
+NO_GENERATION = -1
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic (kafka-python's ``TopicPartition``); equal to the plain tuple."""
+
+    topic: str
+    partition: int
+
+
+class RecordsView(Protocol):
+    """Record batches as a fetch returns them: a file region, or bytes read off the wire."""
+
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+
+#: One partition of a Fetch: (topic, partition, fetch offset, partition max bytes).
+FetchRequest = Tuple[str, int, int, int]
+
+#: DescribeConfigs for a topic: dotted key -> (value, is_default).
+ConfigEntries = Dict[str, Tuple[Optional[str], bool]]
+
+
+class ProduceResult(NamedTuple):
+    """Kafka's ProduceResponse for one partition."""
+
+    error_code: int
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+
+
+class FetchResult(NamedTuple):
+    """Kafka's FetchResponse for one partition; ``records`` is None on error."""
+
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: Optional[RecordsView]
+
+
+class TopicPartitionInfo(NamedTuple):
+    """One partition in Metadata: its leader, replicas and in-sync replicas (broker ids)."""
+
+    partition: int
+    leader: int
+    replicas: List[int]
+    isr: List[int]
+
+
+class TopicDescription(NamedTuple):
+    """A topic as Metadata and CreateTopics describe it."""
+
+    name: str
+    partitions: List[TopicPartitionInfo]
+    config: Dict[str, str]  # the topic's overrides, dotted keys
+    internal: bool
+
+
+class JoinResult(NamedTuple):
+    """The JoinGroup response; ``members`` is filled for the leader only."""
+
+    error_code: int
+    generation_id: int = NO_GENERATION
+    protocol_name: Optional[str] = None
+    leader_id: str = ""
+    member_id: str = ""
+    members: List[Tuple[str, Optional[str], bytes]] = []
+
+
+class SyncResult(NamedTuple):
+    """The SyncGroup response: this member's assignment."""
+
+    error_code: int
+    assignment: bytes = b""
+
+
+class MemberDescription(NamedTuple):
+    """One member as DescribeGroups reports it (metadata and assignment only when Stable)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+class GroupDescription(NamedTuple):
+    """The DescribeGroups answer for one group; an unknown group is reported as Dead."""
+
+    error: int
+    state: str
+    protocol_type: str
+    protocol: str
+    members: List[MemberDescription]
+
+
+class BrokerApi(Protocol):
+    """What a transport may call: Kafka's client-facing APIs, by name.
+
+    :class:`pylogq.Broker` implements it in this process (its group calls go to
+    its group coordinator); :class:`pylogq.client.tcp.TcpTransport` implements it
+    over the Kafka protocol.
+    """
+
+    # metadata
+    def partitions_for(self, topic: str, create: bool = False) -> Optional[int]: ...
+
+    def list_topics(self) -> List[str]: ...
+
+    def describe_topic(self, name: str) -> TopicDescription: ...
+
+    # produce / consume
+    def init_producer_id(self) -> Tuple[int, int]: ...
+
+    def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview],
+                acks: int) -> ProduceResult: ...
+
+    def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
+              isolation_level: str) -> Dict[Tuple[str, int], FetchResult]: ...
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]: ...
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
+
+    # groups
+    def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
+                   rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
+                   group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,
+                   client_host: str = "") -> JoinResult: ...
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                   assignments: Optional[Dict[str, bytes]] = None,
+                   timeout_s: Optional[float] = None) -> SyncResult: ...
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int: ...
+
+    def leave_group(self, group_id: str, member_id: str) -> int: ...
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                       offsets: Mapping[Tuple[str, int], Tuple[int, Optional[str]]]) -> Dict[Tuple[str, int], int]: ...
+
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
+                      ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]: ...
+
+    def list_groups(self) -> List[Tuple[str, str]]: ...
+
+    def describe_group(self, group_id: str) -> GroupDescription: ...
+
+    def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]: ...
+
+    # admin
+    def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
+                     config: Optional[Mapping[str, object]]) -> TopicDescription: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def create_partitions(self, name: str, total: int) -> TopicDescription: ...
+
+    def describe_configs(self, topic: str) -> ConfigEntries: ...
+
+    def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None: ...
+
+
+class Listener(Protocol):
+    """A network listener serving a broker in a thread of its own (``pylogq.server.KafkaServer``)."""
+
+    addresses: List[Tuple[str, int]]
+
+    def stop_thread(self) -> None: ...
+
+
+#: Opens a listener for ``Broker.serve``: (broker, host, port, options) -> a started listener.
+ListenerFactory = Callable[[Any, str, int, Mapping[str, Any]], Listener]
+
+_listener_factory: List[ListenerFactory] = []
+
+
+def register_listener_factory(factory: ListenerFactory) -> None:
+    """Called by :mod:`pylogq.server` when imported: how ``Broker.serve`` opens listeners.
+
+    The broker sits below the server and never imports it; the server registers itself here.
+    """
+    _listener_factory[:] = [factory]
+
+
+def listener_factory() -> Optional[ListenerFactory]:
+    """The registered listener factory, or None when :mod:`pylogq.server` was not imported."""
+    return _listener_factory[0] if _listener_factory else None

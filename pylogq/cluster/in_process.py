@@ -1,0 +1,128 @@
+"""The in-process transport: a client's calls on a :class:`pylogq.Broker` in this process.
+
+``Producer``, ``Consumer`` and ``AdminClient`` given ``broker=`` talk to it through
+:class:`InProcessTransport`, which implements the contract's
+:class:`~pylogq.cluster.contract.BrokerApi` by calling the broker and its group
+coordinator directly (no sockets, no encoding). The client layer reaches it through
+``Broker.transport()``, so it never imports the broker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..errors import UnknownTopicOrPartitionError
+from .contract import (
+    ConfigEntries,
+    FetchRequest,
+    FetchResult,
+    GroupDescription,
+    JoinResult,
+    ProduceResult,
+    SyncResult,
+    TopicDescription,
+)
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["InProcessTransport"]
+
+
+class InProcessTransport:
+    """Calls a :class:`pylogq.Broker` in this process. Thread-safe (the broker is)."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.coordinator = broker.group_coordinator
+
+    def partitions_for(self, topic: str, create: bool = False) -> Optional[int]:
+        try:
+            return self.broker.partitions_for(topic)
+        except UnknownTopicOrPartitionError:
+            if not create or not self.broker.config["auto.create.topics.enable"]:
+                return None
+            try:
+                self.broker.create_topic(topic)
+            except Exception:  # noqa: BLE001 - raced with another creator: it exists now
+                pass
+            return self.broker.partitions_for(topic)
+
+    def list_topics(self) -> List[str]:
+        return self.broker.list_topics()
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self.broker.describe_topic(name)
+
+    def init_producer_id(self) -> Tuple[int, int]:
+        return self.broker.init_producer_id()
+
+    def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview],
+                acks: int) -> ProduceResult:
+        return self.broker.produce(topic, partition, records, acks)
+
+    def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
+              isolation_level: str) -> Dict[Tuple[str, int], FetchResult]:
+        return self.broker.fetch(requests, max_wait_ms, min_bytes, max_bytes, isolation_level)
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
+        return self.broker.list_offsets(topic, partition, timestamp)
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        return self.broker.delete_records(topic, partition, offset)
+
+    def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
+                   rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
+                   group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,
+                   client_host: str = "/127.0.0.1") -> JoinResult:
+        return self.coordinator.join_group(group_id, member_id, client_id, session_timeout_ms, rebalance_timeout_ms,
+                                           protocol_type, protocols, group_instance_id=group_instance_id,
+                                           timeout_s=timeout_s, client_host=client_host or "/127.0.0.1")
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                   assignments: Optional[Dict[str, bytes]] = None, timeout_s: Optional[float] = None) -> SyncResult:
+        return self.coordinator.sync_group(group_id, generation_id, member_id, assignments, timeout_s=timeout_s)
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
+        return self.coordinator.heartbeat(group_id, generation_id, member_id)
+
+    def leave_group(self, group_id: str, member_id: str) -> int:
+        return self.coordinator.leave_group(group_id, member_id)
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                       offsets: Mapping[Tuple[str, int], Tuple[int, Optional[str]]]) -> Dict[Tuple[str, int], int]:
+        return self.coordinator.commit_offsets(group_id, generation_id, member_id, dict(offsets))
+
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
+                      ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
+        found: Dict[Tuple[str, int], Tuple[int, Optional[str], int]] = dict(
+            self.coordinator.fetch_offsets(group_id, None if partitions is None else list(partitions)))
+        return found
+
+    def list_groups(self) -> List[Tuple[str, str]]:
+        return self.coordinator.list_groups()
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return self.coordinator.describe_group(group_id)
+
+    def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]:
+        return self.coordinator.delete_groups(list(group_ids))
+
+    def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
+                     config: Optional[Mapping[str, object]]) -> TopicDescription:
+        return self.broker.create_topic(name, partitions, replication_factor, config)
+
+    def delete_topic(self, name: str) -> None:
+        self.broker.delete_topic(name)
+
+    def create_partitions(self, name: str, total: int) -> TopicDescription:
+        return self.broker.create_partitions(name, total)
+
+    def describe_configs(self, topic: str) -> ConfigEntries:
+        return self.broker.describe_configs(topic)
+
+    def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None:
+        self.broker.alter_configs(topic, config, incremental)
+
+    def close(self) -> None:
+        """Nothing to release: the broker stays up."""
