@@ -33,7 +33,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar
 
 from .errors import ConfigError
 
@@ -50,6 +50,7 @@ __all__ = [
     "parse_properties",
     "setting",
     "suggest",
+    "to_string",
 ]
 
 INT_MIN = -(2**31)
@@ -323,7 +324,7 @@ def _number(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() else repr(bound)
 
 
-def _to_string(value: Any) -> Optional[str]:
+def to_string(value: Any) -> Optional[str]:
     """A value in Kafka's string form, as a properties file or DescribeConfigs carries it."""
     if value is None:
         return None
@@ -385,6 +386,23 @@ class Config:
             names[spec.key] = f.name
         Config._tables[cls] = (specs, names)
         return specs, names
+
+    @classmethod
+    def build(cls: Type[_C], settings: Mapping[str, Any]) -> _C:
+        """An instance from a mapping of dotted and/or snake_case keys (unknown keys raise)."""
+        config = object.__new__(cls)
+        config._build({}, settings, strict=True)
+        return config
+
+    @classmethod
+    def accepts(cls, key: str) -> bool:
+        """Whether ``key`` (dotted, snake_case or an alias) names one of this class's settings."""
+        return key in cls._table()[1] or key in cls._ALIASES or key.replace("_", ".") in cls._ALIASES
+
+    @classmethod
+    def attribute(cls, key: str) -> Optional[str]:
+        """The attribute a key names (either spelling), or None for a key of another class."""
+        return cls._table()[1].get(key)
 
     @classmethod
     def known_keys(cls) -> Tuple[str, ...]:
@@ -461,11 +479,11 @@ class Config:
 
     def to_strings(self) -> Dict[str, Optional[str]]:
         """Dotted key -> Kafka's string form of the value (None for an unset optional setting)."""
-        return {key: _to_string(value) for key, value in self.to_dict().items()}
+        return {key: to_string(value) for key, value in self.to_dict().items()}
 
     def to_properties(self) -> str:
         """The settings that differ from Kafka's defaults as ``.properties`` text."""
-        lines = ["%s=%s" % (key, _escape(_to_string(value) or "")) for key, value in self.overrides().items()]
+        lines = ["%s=%s" % (key, _escape(to_string(value) or "")) for key, value in self.overrides().items()]
         return "".join(line + "\n" for line in lines)
 
     def overrides(self) -> Dict[str, Any]:

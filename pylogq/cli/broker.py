@@ -95,7 +95,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("pylogq.server")
-    from .. import Broker
+    from ..cluster.broker import Broker
     from ..errors import ConfigError, PylogqError
     from ..server import KafkaServer, new_event_loop
 

@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from ..storage.checkpoint import write_atomically
 from ..storage.config import LogConfig
 from ..storage.manager import LogManager
-from .broker_config import DEVELOPMENT_DEFAULTS, BrokerConfig
+from .broker_config import BrokerConfig, with_development_defaults
 from .contract import (
     FetchRequest,
     FetchResult,
@@ -83,7 +83,7 @@ class Broker:
             with open(config.pop("config_file")) as f:
                 config = {**parse_properties(f.read()), **config}
         if development_defaults:
-            config = {**DEVELOPMENT_DEFAULTS, **config}
+            config = with_development_defaults(config)
         if not any(k in config for k in ("log.dirs", "log_dirs", "log.dir", "log_dir")):
             config["log.dirs"] = self.data_dir
         self.config = BrokerConfig(config)

@@ -1,22 +1,25 @@
-"""The broker's settings: Kafka's broker keys beside the log manager's (``log.*``).
+"""The broker's settings: the node's keys, the log manager's (``log.*``) and the listener's.
 
-One :class:`BrokerConfig` reads a whole ``server.properties``: the node's keys
-(``broker.id``, ``num.partitions``, the group coordinator's, ...), every
-:class:`~pylogq.storage.config.LogManagerConfig` key, and the listener keys that
-:mod:`pylogq.server` reads from it. Values are parsed the way
-:mod:`pylogq.config` parses every key; an unknown key raises ConfigError naming it,
-with the closest known key as a suggestion.
+One :class:`BrokerConfig` reads a whole ``server.properties``. Each layer declares its
+own keys on :mod:`pylogq.config`'s machinery: the node's here (:class:`NodeConfig`:
+``broker.id``, ``num.partitions``, the group coordinator's, ...), the log manager's in
+:class:`~pylogq.storage.config.LogManagerConfig`, and the network listener's in
+``pylogq.server.config`` (``listeners``, ``socket.*``, SASL), which the server
+registers through the contract (the broker does not import the server). An unknown
+key raises ConfigError naming it, with the closest known key as a suggestion.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Type
 
-from ..config import suggest
+from ..config import _BOOLEAN, _INT, _LONG, _STRING, Config, setting, suggest, to_string
 from ..errors import ConfigError
 from ..storage.config import LogManagerConfig
+from .contract import listener_settings
 
-__all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS"]
+__all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "with_development_defaults"]
 
 #: The settings of Kafka's shipped single-node ``config/server.properties`` that differ
 #: from Kafka's defaults: what ``pylogq-broker`` without a properties file and an
@@ -27,101 +30,94 @@ DEVELOPMENT_DEFAULTS: Dict[str, Any] = {
 }
 
 
-def _as_int(key: str, value: Any, minimum: Optional[int] = None) -> int:
-    try:
-        result = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError("Invalid value %r for configuration %s: expected an integer" % (value, key)) from None
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ConfigError("Invalid value %r for configuration %s: expected an integer" % (value, key))
-    if minimum is not None and result < minimum:
-        raise ConfigError("Invalid value %r for configuration %s: value must be at least %d" % (value, key, minimum))
-    return result
+def with_development_defaults(settings: Mapping[str, Any]) -> Dict[str, Any]:
+    """``settings`` with :data:`DEVELOPMENT_DEFAULTS` for the keys it does not set in either spelling."""
+    given = {NodeConfig.attribute(key) for key in settings}
+    out = {key: value for key, value in DEVELOPMENT_DEFAULTS.items() if NodeConfig.attribute(key) not in given}
+    out.update(settings)
+    return out
 
 
-def _as_bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError("Invalid value %r for configuration %s: expected true or false" % (value, key))
+@dataclass(frozen=True, init=False)
+class NodeConfig(Config):
+    """The broker node's own keys, with Kafka's names and defaults. Immutable."""
 
-
-def _as_str(key: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError("Invalid value %r for configuration %s: expected a string" % (value, key))
-    return value.strip()
-
-
-# Broker settings beside the log manager's, with Kafka's names and defaults.
-_BROKER_KEYS: Dict[str, Tuple[Any, Callable[[str, Any], Any]]] = {
-    "broker.id": (0, lambda k, v: _as_int(k, v, 0)),
-    "num.partitions": (1, lambda k, v: _as_int(k, v, 1)),
-    "default.replication.factor": (1, lambda k, v: _as_int(k, v, 1)),
-    "auto.create.topics.enable": (True, _as_bool),
-    "delete.topic.enable": (True, _as_bool),
-    "offsets.topic.num.partitions": (50, lambda k, v: _as_int(k, v, 1)),
-    "offsets.topic.replication.factor": (1, lambda k, v: _as_int(k, v, 1)),
-    "offsets.topic.segment.bytes": (104857600, lambda k, v: _as_int(k, v, 14)),
-    "group.initial.rebalance.delay.ms": (3000, lambda k, v: _as_int(k, v, 0)),
-    "group.min.session.timeout.ms": (6000, lambda k, v: _as_int(k, v, 0)),
-    "group.max.session.timeout.ms": (1800000, lambda k, v: _as_int(k, v, 0)),
+    broker_id: int = setting("broker.id", _INT, 0, at_least=0)
+    num_partitions: int = setting("num.partitions", _INT, 1, at_least=1)
+    default_replication_factor: int = setting("default.replication.factor", _INT, 1, at_least=1)
+    auto_create_topics_enable: bool = setting("auto.create.topics.enable", _BOOLEAN, True)
+    delete_topic_enable: bool = setting("delete.topic.enable", _BOOLEAN, True)
+    offsets_topic_num_partitions: int = setting("offsets.topic.num.partitions", _INT, 50, at_least=1)
+    offsets_topic_replication_factor: int = setting("offsets.topic.replication.factor", _INT, 1, at_least=1)
+    offsets_topic_segment_bytes: int = setting("offsets.topic.segment.bytes", _INT, 104857600, at_least=14)
+    group_initial_rebalance_delay_ms: int = setting("group.initial.rebalance.delay.ms", _INT, 3000, at_least=0)
+    group_min_session_timeout_ms: int = setting("group.min.session.timeout.ms", _INT, 6000, at_least=0)
+    group_max_session_timeout_ms: int = setting("group.max.session.timeout.ms", _INT, 1800000, at_least=0)
     # How often the high watermarks go to replication-offset-checkpoint (Kafka's key and
     # default): readers of the files alone (pylogq.spark) take it as the committed end.
-    "replica.high.watermark.checkpoint.interval.ms": (5000, lambda k, v: _as_int(k, v, 1)),
-    # The network server's settings (pylogq.server), kept here so one file configures both.
-    "listeners": ("PLAINTEXT://127.0.0.1:9092", lambda k, v: _as_str(k, v)),
-    "advertised.listeners": (None, lambda k, v: _as_str(k, v)),
-    "socket.request.max.bytes": (104857600, lambda k, v: _as_int(k, v, 1)),
+    replica_high_watermark_checkpoint_interval_ms: int = setting(
+        "replica.high.watermark.checkpoint.interval.ms", _LONG, 5000, at_least=1)
     # Kafka's cap on one fetch response (KIP-541; Kafka's default is 55 MB). pylogq's is
     # 4 MiB: a consumer that asks for 50 MB gets it in responses it can decode while the
     # next one is on the wire, which librdkafka consumes at 2-3x the rate of one huge one.
-    "fetch.max.bytes": (4194304, lambda k, v: _as_int(k, v, 1024)),
-    "queued.max.requests": (500, lambda k, v: _as_int(k, v, 1)),
-    "connections.max.idle.ms": (600000, lambda k, v: _as_int(k, v, 1)),
-    # -1 (the OS's buffers, which Linux grows with the traffic) rather than Kafka's fixed
-    # 100 KB, which turns a 4 MiB fetch response into dozens of sendfile calls and waits.
-    "socket.send.buffer.bytes": (-1, lambda k, v: _as_int(k, v, -1)),
-    "socket.receive.buffer.bytes": (-1, lambda k, v: _as_int(k, v, -1)),
-    "sasl.enabled.mechanisms": ("PLAIN", lambda k, v: _as_str(k, v)),
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (None, lambda k, v: _as_str(k, v)),
+    fetch_max_bytes: int = setting("fetch.max.bytes", _INT, 4194304, at_least=1024)
     # Kafka settings that name JVM thread pools or ZooKeeper: accepted so a Kafka
     # server.properties loads unchanged; a single asyncio loop has no such pools.
-    "num.network.threads": (3, lambda k, v: _as_int(k, v, 1)),
-    "num.io.threads": (8, lambda k, v: _as_int(k, v, 1)),
-    "zookeeper.connect": (None, lambda k, v: _as_str(k, v)),
-    "zookeeper.connection.timeout.ms": (18000, lambda k, v: _as_int(k, v, 0)),
-    "transaction.state.log.replication.factor": (1, lambda k, v: _as_int(k, v, 1)),
-    "transaction.state.log.min.isr": (1, lambda k, v: _as_int(k, v, 1)),
-}
+    num_network_threads: int = setting("num.network.threads", _INT, 3, at_least=1)
+    num_io_threads: int = setting("num.io.threads", _INT, 8, at_least=1)
+    zookeeper_connect: Optional[str] = setting("zookeeper.connect", _STRING, None, nullable=True)
+    zookeeper_connection_timeout_ms: int = setting("zookeeper.connection.timeout.ms", _INT, 18000, at_least=0)
+    transaction_state_log_replication_factor: int = setting("transaction.state.log.replication.factor", _INT, 1,
+                                                            at_least=1)
+    transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", _INT, 1, at_least=1)
+
+    def _validate(self) -> None:
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
 
 
 class BrokerConfig:
-    """Broker settings: Kafka's broker keys plus every log manager key (``log.*``).
+    """A broker's whole configuration: the node's, the log manager's and the listener's keys.
 
-    Accepts Kafka's dotted keys or snake_case keywords; an unknown key or a bad
-    value raises ConfigError naming it.
+    Accepts Kafka's dotted keys or snake_case keywords. ``config[key]`` reads a node
+    or listener key by its dotted name; ``node``, ``log_manager`` and ``listener`` are
+    the typed parts (``listener`` is None when no listener settings are registered,
+    i.e. :mod:`pylogq.server` was not imported). Immutable.
     """
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
-        values = {k: default for k, (default, _) in _BROKER_KEYS.items()}
-        rest: Dict[str, Any] = {}
+    def __init__(self, settings: Mapping[str, Any], listener: Optional[Type[Config]] = None) -> None:
+        if listener is None:
+            listener = listener_settings()
+        node: Dict[str, Any] = {}
+        served: Dict[str, Any] = {}
+        logs: Dict[str, Any] = {}
         for key, value in settings.items():
-            dotted = key.replace("_", ".") if key.replace("_", ".") in _BROKER_KEYS else key
-            if dotted in _BROKER_KEYS:
-                values[dotted] = _BROKER_KEYS[dotted][1](dotted, value)
+            if not isinstance(key, str):
+                raise ConfigError("configuration keys must be strings, got %r" % (key,))
+            if NodeConfig.accepts(key):
+                node[key] = value
+            elif listener is not None and listener.accepts(key):
+                served[key] = value
+            elif LogManagerConfig.accepts(key):
+                logs[key] = value
             else:
-                rest[key] = value
-        self.values = values
-        known = set(LogManagerConfig.known_keys())
-        for key in rest:
-            if key not in known and key.replace("_", ".") not in known and key not in LogManagerConfig._ALIASES \
-                    and key.replace("_", ".") not in LogManagerConfig._ALIASES:
-                raise ConfigError("Unknown broker configuration %r%s" % (
-                    key, suggest(key, list(_BROKER_KEYS) + sorted(known))))
-        self.log_manager = LogManagerConfig.from_dict(rest)
-        if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
-            raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+                known = list(NodeConfig.known_keys()) + list(LogManagerConfig.known_keys())
+                if listener is not None:
+                    known += listener.known_keys()
+                raise ConfigError("Unknown broker configuration %r%s" % (key, suggest(key, known)))
+        self.node = NodeConfig.build(node)
+        self.listener: Optional[Config] = listener.build(served) if listener is not None else None
+        self.log_manager = LogManagerConfig.from_dict(logs)
+        #: Dotted key -> value of every node and listener setting.
+        self.values: Dict[str, Any] = dict(self.node.to_dict())
+        if self.listener is not None:
+            self.values.update(self.listener.to_dict())
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def to_strings(self) -> Dict[str, Optional[str]]:
+        """Every broker-level key (the log manager's included) in Kafka's string form."""
+        out = {key: to_string(value) for key, value in self.values.items()}
+        out.update(self.log_manager.to_strings())
+        return out

@@ -13,12 +13,19 @@ partitions, a join's answer); other failures raise the errors of
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
+
+from ..config import Config, LogConfig
+from .delayed import DelayedCall
 
 
 
 __all__ = [
     "BrokerApi",
+    "BrokerConfigView",
+    "FetchResults",
+    "GroupCoordinatorApi",
+    "ServedBroker",
     "ConfigEntries",
     "FetchRequest",
     "FetchResult",
@@ -34,6 +41,7 @@ __all__ = [
     "TopicPartition",
     "TopicPartitionInfo",
     "listener_factory",
+    "listener_settings",
     "register_listener_factory",
 ]
 
@@ -57,6 +65,9 @@ class RecordsView(Protocol):
 
 #: One partition of a Fetch: (topic, partition, fetch offset, partition max bytes).
 FetchRequest = Tuple[str, int, int, int]
+
+#: A Fetch's answer per (topic, partition).
+FetchResults = Dict[Tuple[str, int], "FetchResult"]
 
 #: DescribeConfigs for a topic: dotted key -> (value, is_default).
 ConfigEntries = Dict[str, Tuple[Optional[str], bool]]
@@ -204,6 +215,97 @@ class BrokerApi(Protocol):
     def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None: ...
 
 
+class GroupCoordinatorApi(Protocol):
+    """The group calls the server makes; the waiting ones are delayed operations that
+    hand their answer to ``deliver`` (on the thread that completes them)."""
+
+    def join_group_async(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
+                         rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
+                         group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,
+                         client_host: str = "/127.0.0.1",
+                         deliver: Callable[[JoinResult], None] = ...) -> DelayedCall[JoinResult]: ...
+
+    def sync_group_async(self, group_id: str, generation_id: int, member_id: str,
+                         assignments: Optional[Dict[str, bytes]] = None, timeout_s: Optional[float] = None,
+                         deliver: Callable[[SyncResult], None] = ...) -> DelayedCall[SyncResult]: ...
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int: ...
+
+    def leave_group(self, group_id: str, member_id: str) -> int: ...
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                       offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]],
+                       leader_epochs: Optional[Dict[Tuple[str, int], int]] = None) -> Dict[Tuple[str, int], int]: ...
+
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
+                      ) -> Dict[Tuple[str, int], Tuple[int, str, int]]: ...
+
+    def list_groups(self) -> List[Tuple[str, str]]: ...
+
+    def describe_group(self, group_id: str) -> GroupDescription: ...
+
+    def delete_groups(self, group_ids: Iterable[str]) -> Dict[str, int]: ...
+
+
+class BrokerConfigView(Protocol):
+    """A broker's configuration as the server reads it."""
+
+    @property
+    def listener(self) -> Optional[Config]: ...
+
+    def __getitem__(self, key: str) -> Any: ...
+
+    def to_strings(self) -> Dict[str, Optional[str]]: ...
+
+
+class ServedBroker(Protocol):
+    """What the Kafka protocol server calls on the broker it serves (:class:`pylogq.Broker`)."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def config(self) -> BrokerConfigView: ...
+
+    @property
+    def default_log_config(self) -> LogConfig: ...
+
+    @property
+    def group_coordinator(self) -> GroupCoordinatorApi: ...
+
+    def list_topics(self, include_internal: bool = False) -> List[str]: ...
+
+    def describe_topic(self, name: str) -> TopicDescription: ...
+
+    def partitions_for(self, topic: str) -> int: ...
+
+    def create_topic(self, name: str, partitions: Optional[int] = None, replication_factor: Optional[int] = None,
+                     config: Optional[Mapping[str, Any]] = None, validate_only: bool = False) -> TopicDescription: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicDescription: ...
+
+    def describe_configs(self, topic: str) -> ConfigEntries: ...
+
+    def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool = False) -> None: ...
+
+    def produce(self, topic: str, partition: int, records: Any, acks: int = 1) -> ProduceResult: ...
+
+    def fetch_async(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
+                    isolation_level: str = "read_uncommitted",
+                    deliver: Callable[[FetchResults], None] = ...) -> DelayedCall[FetchResults]: ...
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]: ...
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
+
+    def init_producer_id(self, transactional_id: Optional[str] = None) -> Tuple[int, int]: ...
+
+
 class Listener(Protocol):
     """A network listener serving a broker in a thread of its own (``pylogq.server.KafkaServer``)."""
 
@@ -213,19 +315,26 @@ class Listener(Protocol):
 
 
 #: Opens a listener for ``Broker.serve``: (broker, host, port, options) -> a started listener.
-ListenerFactory = Callable[[Any, str, int, Mapping[str, Any]], Listener]
+ListenerFactory = Callable[[ServedBroker, str, int, Mapping[str, Any]], Listener]
 
-_listener_factory: List[ListenerFactory] = []
+_listener: List[Tuple[ListenerFactory, Type[Config]]] = []
 
 
-def register_listener_factory(factory: ListenerFactory) -> None:
-    """Called by :mod:`pylogq.server` when imported: how ``Broker.serve`` opens listeners.
+def register_listener_factory(factory: ListenerFactory, settings: Type[Config]) -> None:
+    """Called by :mod:`pylogq.server` when imported: how ``Broker.serve`` opens listeners,
+    and the class of the listener's settings (``listeners``, ``socket.*``, SASL), which a
+    broker's configuration then accepts beside its own.
 
     The broker sits below the server and never imports it; the server registers itself here.
     """
-    _listener_factory[:] = [factory]
+    _listener[:] = [(factory, settings)]
 
 
 def listener_factory() -> Optional[ListenerFactory]:
     """The registered listener factory, or None when :mod:`pylogq.server` was not imported."""
-    return _listener_factory[0] if _listener_factory else None
+    return _listener[0][0] if _listener else None
+
+
+def listener_settings() -> Optional[Type[Config]]:
+    """The registered listener's settings class, or None when :mod:`pylogq.server` was not imported."""
+    return _listener[0][1] if _listener else None

@@ -6,17 +6,18 @@ opens (the broker, a layer below, never imports the server).
 
 from typing import Any, Mapping
 
-from ..cluster.contract import register_listener_factory
+from ..cluster.contract import ServedBroker, register_listener_factory
+from .config import ServerConfig
 from .listeners import Listener, parse_jaas_users, parse_listeners
 from .server import KafkaServer, new_event_loop
 
-__all__ = ["KafkaServer", "Listener", "new_event_loop", "parse_jaas_users", "parse_listeners"]
+__all__ = ["KafkaServer", "Listener", "ServerConfig", "new_event_loop", "parse_jaas_users", "parse_listeners"]
 
 
-def _serve(broker: Any, host: str, port: int, options: Mapping[str, Any]) -> KafkaServer:
+def _serve(broker: ServedBroker, host: str, port: int, options: Mapping[str, Any]) -> KafkaServer:
     server = KafkaServer(broker, listeners=[(host, port)], **options)
     server.start_in_thread()
     return server
 
 
-register_listener_factory(_serve)
+register_listener_factory(_serve, ServerConfig)

@@ -24,7 +24,7 @@ import struct
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from .. import errors
-from ..cluster.contract import FetchResult, JoinResult, SyncResult
+from ..cluster.contract import FetchResult, GroupCoordinatorApi, JoinResult, SyncResult
 from ..cluster.delayed import DelayedCall
 from ..cluster.names import INTERNAL_TOPICS
 from ..protocol import (
@@ -406,7 +406,7 @@ class Handlers:
     # -- groups --------------------------------------------------------------------------
 
     @property
-    def _groups(self) -> Any:
+    def _groups(self) -> GroupCoordinatorApi:
         return self.broker.group_coordinator
 
     def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
@@ -612,14 +612,11 @@ class Handlers:
         return entries
 
     def _broker_configs(self, synonyms: bool) -> List[Dict[str, Any]]:
-        values = dict(self.broker.config.values)
-        values.update(("log." + k if not k.startswith("log.") else k, v)
-                      for k, v in self.broker.default_log_config.to_strings().items())
-        values["log.dirs"] = ",".join(self.broker.config.log_manager.log_dirs)
         entries = []
-        for name, value in sorted(values.items()):
+        for name, text in sorted(self.broker.config.to_strings().items()):
             sensitive = "jaas" in name
-            text = None if value is None or sensitive else (str(value).lower() if isinstance(value, bool) else str(value))
+            if sensitive:
+                text = None
             entries.append({"name": name, "value": text, "read_only": True, "is_default": False,
                             "config_source": SOURCE_STATIC_BROKER, "is_sensitive": sensitive,
                             "synonyms": [{"name": name, "value": text, "source": SOURCE_STATIC_BROKER}]

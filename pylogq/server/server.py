@@ -18,7 +18,6 @@ import logging
 import socket
 import threading
 from typing import (
-    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -33,8 +32,10 @@ from typing import (
     Union,
 )
 
+from ..cluster.contract import ServedBroker
 from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError
+from .config import JAAS_KEY, ServerConfig
 from .connection import Connection
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
@@ -43,12 +44,8 @@ log = logging.getLogger("pylogq.server")
 
 __all__ = ["KafkaServer", "new_event_loop"]
 
-if TYPE_CHECKING:
-    from ..cluster.broker import Broker
-
 _T = TypeVar("_T")
 
-JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
 # Threads for broker calls that do file work (topic creation, deletion, DeleteRecords);
 # nothing that waits for an event takes one.
 EXECUTOR_THREADS = 16
@@ -81,41 +78,44 @@ class KafkaServer:
     (``start_in_thread``).
     """
 
-    def __init__(self, broker: "Broker", listeners: Union[None, str, Sequence[Any]] = None,
+    def __init__(self, broker: ServedBroker, listeners: Union[None, str, Sequence[Any]] = None,
                  advertised_listeners: Optional[str] = None, sasl_users: Optional[Mapping[str, str]] = None,
                  socket_request_max_bytes: Optional[int] = None, queued_max_requests: Optional[int] = None,
                  connections_max_idle_ms: Optional[int] = None) -> None:
-        config = broker.config
+        config = broker.config.listener
+        if not isinstance(config, ServerConfig):  # a broker made before pylogq.server was imported
+            config = ServerConfig()
         self.broker = broker
         if listeners is None:
-            listeners = config["listeners"]
+            listeners = config.listeners
         if isinstance(listeners, str):
             self.listeners = parse_listeners(listeners)
         else:
             protocol = "SASL_PLAINTEXT" if sasl_users else "PLAINTEXT"
             self.listeners = [item if isinstance(item, Listener) else Listener(protocol, item[0], int(item[1]))
                               for item in listeners]
-        advertised = advertised_listeners if advertised_listeners is not None else config["advertised.listeners"]
+        advertised = advertised_listeners if advertised_listeners is not None else config.advertised_listeners
         self._advertised: Dict[str, Listener] = {}
         if advertised:
             for item in parse_listeners(advertised, "advertised.listeners"):
                 self._advertised[item.protocol] = item
-        self.sasl_users: Dict[str, str] = dict(sasl_users) if sasl_users else parse_jaas_users(config[JAAS_KEY])
-        mechanisms = [m.strip() for m in config["sasl.enabled.mechanisms"].split(",") if m.strip()]
+        self.sasl_users: Dict[str, str] = dict(sasl_users) if sasl_users else parse_jaas_users(
+            config.listener_name_sasl_plaintext_plain_sasl_jaas_config)
+        mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
         if any(listener.sasl for listener in self.listeners):
             if mechanisms != ["PLAIN"]:
                 raise ConfigError("sasl.enabled.mechanisms: only PLAIN is supported, got %r"
-                                  % config["sasl.enabled.mechanisms"])
+                                  % config.sasl_enabled_mechanisms)
             if not self.sasl_users:
                 raise ConfigError("a SASL_PLAINTEXT listener needs users: set %s (user_NAME=\"PASSWORD\") "
                                   "or pass sasl_users" % JAAS_KEY)
         self.sasl_mechanisms = ("PLAIN",)
-        self.socket_request_max_bytes = int(socket_request_max_bytes or config["socket.request.max.bytes"])
-        self.queued_max_requests = int(queued_max_requests or config["queued.max.requests"])
-        self.connections_max_idle_ms = int(connections_max_idle_ms or config["connections.max.idle.ms"])
-        self.fetch_max_bytes = int(config["fetch.max.bytes"])
-        self._send_buffer = config["socket.send.buffer.bytes"]
-        self._receive_buffer = config["socket.receive.buffer.bytes"]
+        self.socket_request_max_bytes = int(socket_request_max_bytes or config.socket_request_max_bytes)
+        self.queued_max_requests = int(queued_max_requests or config.queued_max_requests)
+        self.connections_max_idle_ms = int(connections_max_idle_ms or config.connections_max_idle_ms)
+        self.fetch_max_bytes = int(broker.config["fetch.max.bytes"])
+        self._send_buffer = config.socket_send_buffer_bytes
+        self._receive_buffer = config.socket_receive_buffer_bytes
         self.handlers = Handlers(self)
         self.executor = concurrent.futures.ThreadPoolExecutor(EXECUTOR_THREADS, thread_name_prefix="pylogq-server")
         self.stopping = False

@@ -34,6 +34,7 @@ TEST_CONFIG: Dict[str, Any] = {"group.initial.rebalance.delay.ms": 0, "offsets.t
 DEADLINE_S = 10.0  # how long a test waits for something that should happen at once
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+CREATE_TOPICS = 19
 SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 17, 18, 36
 UNSUPPORTED_VERSION = 35
 SASL_AUTHENTICATION_FAILED = 58
