@@ -3,13 +3,72 @@
 Every broker-visible error is a subclass of :class:`BrokerError` that knows its
 Kafka ``code``, its protocol ``name`` and whether a client may retry it
 (``retriable``). ``error_for_code(code)`` maps a wire code back to its class.
-Errors that never cross the wire (bad arguments, a missing codec library) are
-plain :class:`PylogqError` subclasses.
+A refinement raised on this side for one cause of a coded error (a lost
+connection, a client-side timeout, a corrupt index) keeps its parent's code.
+Errors that never cross the wire (bad arguments, a missing codec library, a
+locked log directory) are plain :class:`PylogqError` subclasses.
+
+Every exception class pylogq defines is defined here; a module that raises one
+imports it from here (and keeps re-exporting the names it used to define).
 """
 
 from __future__ import annotations
 
 from typing import Dict, Optional, Type
+
+__all__ = [
+    "PylogqError", "BrokerError", "RetriableError", "UnknownServerError", "OffsetOutOfRangeError",
+    "CorruptRecordError", "UnknownTopicOrPartitionError", "InvalidFetchSizeError",
+    "LeaderNotAvailableError", "NotLeaderOrFollowerError", "NotLeaderForPartitionError",
+    "RequestTimedOutError", "BrokerNotAvailableError", "ReplicaNotAvailableError",
+    "MessageTooLargeError", "MessageSizeTooLargeError", "StaleControllerEpochError",
+    "OffsetMetadataTooLargeError", "NetworkExceptionError", "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError", "NotCoordinatorError", "InvalidTopicError",
+    "RecordListTooLargeError", "NotEnoughReplicasError", "NotEnoughReplicasAfterAppendError",
+    "InvalidRequiredAcksError", "IllegalGenerationError", "InconsistentGroupProtocolError",
+    "InvalidGroupIdError", "UnknownMemberIdError", "InvalidSessionTimeoutError",
+    "RebalanceInProgressError", "InvalidCommitOffsetSizeError", "TopicAuthorizationFailedError",
+    "GroupAuthorizationFailedError", "ClusterAuthorizationFailedError", "InvalidTimestampError",
+    "UnsupportedSaslMechanismError", "IllegalSaslStateError", "UnsupportedVersionError",
+    "TopicAlreadyExistsError", "InvalidPartitionsError", "InvalidReplicationFactorError",
+    "InvalidReplicationAssignmentError", "InvalidConfigError", "NotControllerError",
+    "InvalidRequestError", "UnsupportedForMessageFormatError", "PolicyViolationError",
+    "OutOfOrderSequenceNumberError", "DuplicateSequenceNumberError", "InvalidProducerEpochError",
+    "InvalidTxnStateError", "InvalidProducerIdMappingError", "InvalidTransactionTimeoutError",
+    "ConcurrentTransactionsError", "TransactionCoordinatorFencedError",
+    "TransactionalIdAuthorizationFailedError", "SecurityDisabledError",
+    "OperationNotAttemptedError", "KafkaStorageError", "LogDirNotFoundError",
+    "SaslAuthenticationFailedError", "UnknownProducerIdError", "ReassignmentInProgressError",
+    "DelegationTokenAuthDisabledError", "DelegationTokenNotFoundError",
+    "DelegationTokenOwnerMismatchError", "DelegationTokenRequestNotAllowedError",
+    "DelegationTokenAuthorizationFailedError", "DelegationTokenExpiredError",
+    "InvalidPrincipalTypeError", "NonEmptyGroupError", "GroupIdNotFoundError",
+    "FetchSessionIdNotFoundError", "InvalidFetchSessionEpochError", "ListenerNotFoundError",
+    "TopicDeletionDisabledError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
+    "UnsupportedCompressionTypeError", "StaleBrokerEpochError", "OffsetNotAvailableError",
+    "MemberIdRequiredError", "PreferredLeaderNotAvailableError", "GroupMaxSizeReachedError",
+    "FencedInstanceIdError", "EligibleLeadersNotAvailableError", "ElectionNotNeededError",
+    "NoReassignmentInProgressError", "GroupSubscribedToTopicError", "InvalidRecordError",
+    "UnstableOffsetCommitError", "ThrottlingQuotaExceededError", "ProducerFencedError",
+    "ResourceNotFoundError", "DuplicateResourceError", "UnacceptableCredentialError",
+    "InconsistentVoterSetError", "InvalidUpdateVersionError", "FeatureUpdateFailedError",
+    "PrincipalDeserializationFailureError", "SnapshotNotFoundError", "PositionOutOfRangeError",
+    "UnknownTopicIdError", "DuplicateBrokerRegistrationError", "BrokerIdNotRegisteredError",
+    "InconsistentTopicIdError", "InconsistentClusterIdError", "TransactionalIdNotFoundError",
+    "FetchSessionTopicIdError", "IneligibleReplicaError", "NewLeaderElectedError",
+    "OffsetMovedToTieredStorageError", "FencedMemberEpochError", "UnreleasedInstanceIdError",
+    "UnsupportedAssignorError", "StaleMemberEpochError", "MismatchedEndpointTypeError",
+    "UnsupportedEndpointTypeError", "UnknownControllerIdError", "UnknownSubscriptionIdError",
+    "TelemetryTooLargeError", "InvalidRegistrationError", "TransactionAbortableError",
+    "InvalidRecordStateError", "ShareSessionNotFoundError", "InvalidShareSessionEpochError",
+    "FencedStateEpochError", "InvalidVoterKeyError", "DuplicateVoterError", "VoterNotFoundError",
+    "CorruptIndexError", "KafkaConnectionError", "NoBrokersAvailable", "KafkaTimeoutError",
+    "BufferExhaustedError", "NoOffsetForPartitionError", "UnsupportedCodecError", "ConfigError",
+    "IllegalStateError", "ProtocolError", "OffsetMapFullError", "IndexFullError",
+    "InvalidIndexEntryError", "IndexClosedError", "CorruptCheckpointError", "LogDirInUseError",
+    "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError", "CommitFailedError",
+    "CommandError", "DumpError", "DataLossError", "error_for_code"
+]
 
 
 class PylogqError(Exception):
@@ -819,6 +878,43 @@ class VoterNotFoundError(BrokerError):
     message = "voter not found"
 
 
+# --------------------------------------------------------------------------- refinements of a code
+# Raised on this side of the wire for one cause of a coded error; each keeps its
+# parent's code, so error_for_code still names the parent.
+
+
+class CorruptIndexError(CorruptRecordError):
+    """An index file whose size or entries break the index's invariants.
+
+    The segment's recovery rebuilds such an index from its log file.
+    """
+
+
+class KafkaConnectionError(NetworkExceptionError):
+    """A broker connection could not be opened or was lost; retriable (another try reconnects)."""
+
+
+class NoBrokersAvailable(KafkaConnectionError):
+    """None of the bootstrap servers answered."""
+
+
+class KafkaTimeoutError(RequestTimedOutError):
+    """A client-side wait ran out: ``future.get``, ``flush``, or a batch past ``delivery_timeout_ms``."""
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """``send`` waited ``max_block_ms`` for ``buffer_memory`` to free up, in vain."""
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """A partition has no committed offset and ``auto_offset_reset`` is ``none``."""
+
+
+# --------------------------------------------------------------------------- local errors
+# Errors that never cross the wire, by the layer that raises them. Those that
+# also derive from a builtin (ValueError, RuntimeError) keep callers that catch
+# the builtin correct.
+
 
 class UnsupportedCodecError(PylogqError):
     """A compression codec that is unknown or whose library is not installed."""
@@ -828,8 +924,88 @@ class ConfigError(PylogqError, ValueError):
     """A configuration key that is unknown or a value of the wrong type or range."""
 
 
+class IllegalStateError(PylogqError, RuntimeError):
+    """A call that a client's state does not allow: a closed producer, a seek on an unassigned partition."""
+
+
+class ProtocolError(PylogqError):
+    """A protocol buffer is truncated or malformed."""
+
+
 class OffsetMapFullError(PylogqError):
     """An insert into a compaction offset map that has no free slot left."""
+
+
+class IndexFullError(PylogqError, ValueError):
+    """An append to an index that has no free entry left (the segment must roll)."""
+
+
+class InvalidIndexEntryError(PylogqError, ValueError):
+    """An entry that would break the index's order or does not fit its 32-bit fields."""
+
+
+class IndexClosedError(PylogqError, ValueError):
+    """An operation on an index after ``close()`` or ``delete()``.
+
+    A ValueError too, as a closed mmap's is: a reader that lost a race with a
+    segment's deletion catches ValueError and looks again.
+    """
+
+
+class CorruptCheckpointError(PylogqError):
+    """A checkpoint file that does not parse: wrong version, count mismatch, bad line."""
+
+    def __init__(self, path: str, line: Optional[int], problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.problem = problem
+        where = "%s, line %d" % (path, line) if line is not None else path
+        super().__init__("corrupt checkpoint file %s: %s" % (where, problem))
+
+
+class LogDirInUseError(PylogqError):
+    """A log directory is locked by another process (or another manager in this one)."""
+
+
+class CleaningAbortedError(PylogqError):
+    """A clean stopped before its swap: aborted, shut down, or the log changed under it."""
+
+
+class CloseConnection(PylogqError):
+    """Raised by a server handler to end its connection (after earlier responses are written)."""
+
+
+class InvalidConsumerProtocolError(PylogqError, ValueError):
+    """Consumer protocol bytes that do not parse, or values they cannot hold."""
+
+
+class CommitFailedError(PylogqError):
+    """A group commit was refused because the group rebalanced; the partitions may have moved."""
+
+
+class CommandError(PylogqError):
+    """A tool's request that cannot be carried out; the message is printed as is, exit status 1."""
+
+
+class DumpError(PylogqError):
+    """A file that cannot be dumped at all (missing, unreadable, misnamed): exit status 1."""
+
+
+class DataLossError(PylogqError):
+    """Records of a split were deleted (retention, DeleteRecords, topic deletion) before a task read them.
+
+    Spark's Kafka source fails the query in this case unless
+    ``failOnDataLoss`` is false; so does :func:`pylogq.spark.splits.read_split`
+    unless ``fail_on_data_loss=False``. ``start`` and ``end`` bound the lost
+    offsets (``end`` exclusive).
+    """
+
+    def __init__(self, message: str, topic: str = "", partition: int = -1, start: int = -1, end: int = -1) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
 
 
 def _index() -> Dict[int, Type[BrokerError]]:
@@ -838,7 +1014,7 @@ def _index() -> Dict[int, Type[BrokerError]]:
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
-        if cls not in (BrokerError, RetriableError):
+        if cls not in (BrokerError, RetriableError) and "code" in vars(cls):  # not a refinement
             table.setdefault(cls.code, cls)
     return table
 

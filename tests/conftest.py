@@ -1,31 +1,33 @@
 """Suite-wide checks: compiled kernels really loaded, and no silent skips in CI.
 
 ``PYLOGQ_NO_EXTENSIONS=1`` runs the suite on the pure-Python twins. Otherwise
-every kernel must import compiled: a build that silently fell back to pure
-Python fails the run before any test. ``PYLOGQ_REQUIRE_ALL=1`` (set by
+every kernel's choosers (``pylogq._speedups.KERNELS``) are imported and must
+have got the compiled module: a build that silently fell back to pure Python
+fails the run before any test. ``PYLOGQ_REQUIRE_ALL=1`` (set by
 ``.ci/run``) turns every skip into a failure, so a missing external part is
 never mistaken for a pass.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import pytest
 
 from pylogq import _speedups
 
-KERNELS = ("_crc", "_records", "_index", "_offset_map")
 REQUIRE_ALL = os.environ.get("PYLOGQ_REQUIRE_ALL", "") not in ("", "0")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if _speedups.NO_EXTENSIONS:
         return
-    missing = []
-    for name in KERNELS:
-        if _speedups.compiled(name) is None:
-            missing.append("%s (%s)" % (name, _speedups.failures.get(name)))
+    for choosers in _speedups.KERNELS.values():
+        for module in choosers:
+            importlib.import_module(module)  # the package's own choice, as a user gets it
+    missing = ["%s (%s)" % (name, _speedups.failures.get(name))
+               for name in _speedups.KERNELS if not _speedups.loaded.get(name)]
     if missing:
         raise pytest.UsageError(
             "compiled kernels expected but not loaded: %s. Build them (pip install -e .) "

@@ -211,3 +211,78 @@ def test_high_watermarks_are_checkpointed_periodically_and_at_close(tmp_path):
         broker.close()
     marks = _high_watermarks(tmp_path)
     assert marks[("t", 0)] == 1 and marks[("t", 1)] == 3
+
+
+def test_an_embedded_broker_starts_from_the_development_defaults(tmp_path):
+    # Kafka's shipped single-node server.properties: a new group's first member is
+    # answered at once, not after the 3 s that suit a production cluster.
+    with Broker(str(tmp_path / "plain")) as b:
+        assert b.config["group.initial.rebalance.delay.ms"] == 0
+        assert b.group_coordinator.initial_rebalance_delay_ms == 0
+    with Broker(str(tmp_path / "snake"), group_initial_rebalance_delay_ms=250) as b:
+        assert b.group_coordinator.initial_rebalance_delay_ms == 250  # a key given in either spelling wins
+    with Broker(str(tmp_path / "dotted"), **{"group.initial.rebalance.delay.ms": 250}) as b:
+        assert b.group_coordinator.initial_rebalance_delay_ms == 250
+    properties = tmp_path / "server.properties"
+    properties.write_text("num.partitions=2\n")
+    with Broker(str(tmp_path / "file"), config_file=str(properties)) as b:  # a file: Kafka's defaults
+        assert b.group_coordinator.initial_rebalance_delay_ms == 3000
+        assert b.config["num.partitions"] == 2
+    with Broker(str(tmp_path / "kafka"), development_defaults=False) as b:
+        assert b.group_coordinator.initial_rebalance_delay_ms == 3000
+
+
+def test_an_embedded_group_consumer_gets_its_partitions_on_the_first_poll(tmp_path):
+    from pylogq import Consumer
+
+    with Broker(str(tmp_path / "data")) as b:
+        b.create_topic("t", 2)
+        b.produce("t", 0, batch([b"first"]))
+        consumer = Consumer("t", broker=b, group_id="g", auto_offset_reset="earliest")
+        try:
+            polled = consumer.poll(timeout_ms=2500)  # under Kafka's 3 s delay this is empty
+            assert {tp.partition for tp in consumer.assignment()} == {0, 1}
+            assert [r.value for rs in polled.values() for r in rs] == [b"first"]
+        finally:
+            consumer.close()
+
+
+def test_close_answers_parked_fetches_and_deleting_a_topic_answers_its_own(broker):
+    broker.create_topic("gone")
+    broker.create_topic("stays")
+    parked = {name: broker.fetch_async([(name, 0, 0, 1 << 20)], max_wait_ms=60_000, min_bytes=1,
+                                    max_bytes=1 << 20)
+              for name in ("gone", "stays")}
+    assert broker.fetch_purgatory.watched() == 2
+    broker.delete_topic("gone")
+    assert parked["gone"].wait(10)
+    assert parked["gone"].answer()[("gone", 0)].error_code == errors.UnknownTopicOrPartitionError.code
+    assert not parked["stays"].completed
+    broker.close()
+    assert parked["stays"].wait(10)
+    answer = parked["stays"].answer()[("stays", 0)]
+    assert answer.error_code == errors.NotLeaderOrFollowerError.code and not parked["stays"].expired
+
+
+def test_a_high_watermark_advance_completes_parked_fetches(broker):
+    broker.create_topic("t")
+    op = broker.fetch_async([("t", 0, 0, 1 << 20)], max_wait_ms=60_000, min_bytes=1,
+                                    max_bytes=1 << 20)
+    part = broker.partition("t", 0)
+    # An append outside Broker.produce (a follower's, later) wakes nobody until the high
+    # watermark moves: the partition's hook does that.
+    part.single_replica = False
+    part.append(batch([b"x"]))
+    assert not op.completed
+    part.update_high_watermark(1)
+    assert op.wait(10) and fetched_values(op.answer()[("t", 0)]) == [b"x"]
+
+
+def test_every_wait_of_a_broker_runs_on_one_timer_thread(tmp_path):
+    before = {t.name for t in threading.enumerate()}
+    with Broker(str(tmp_path / "data")) as b:
+        assert b.group_coordinator._delay_timer is b.timer
+        started = [t.name for t in threading.enumerate() if t.name not in before]
+        assert started.count("pylogq-delayed-timer") == 1
+        assert not [name for name in started if "coordinator" in name]
+    assert "pylogq-delayed-timer" not in {t.name for t in threading.enumerate()} - before

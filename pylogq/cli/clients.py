@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 from ..client.admin import AdminClient
 from ..client.consumer import Consumer
 from ..client.producer import Producer
-from ..errors import PylogqError
+from ..errors import CommandError, PylogqError
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -33,10 +33,6 @@ __all__ = [
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
-
-
-class CommandError(PylogqError):
-    """A tool's request that cannot be carried out; the message is printed as is, exit status 1."""
 
 
 class Clients:

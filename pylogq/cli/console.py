@@ -40,9 +40,9 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, TextIO, Tuple,
 
 from .. import errors
 from ..client.consumer import TopicPartition
+from ..errors import CommandError
 from .clients import (
     Clients,
-    CommandError,
     add_bootstrap_argument,
     client_configs,
     int_argument,

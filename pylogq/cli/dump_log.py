@@ -28,10 +28,11 @@ Files are told apart by suffix (a trailing ``.deleted``, ``.cleaned`` or
     in Kafka's words. ``--verify-index-only`` prints only the mismatches;
     ``--index-sanity-check`` only runs the index's full sanity check.
 
-The tool only reads: indexes are opened read-only, the log is read with
-``pread`` one batch at a time (so a segment of any size dumps in constant
-memory), no lock is taken, so it is safe on the directory of a running
-broker. An index of a segment that is still active is preallocated and
+The tool only reads: indexes are opened read-only, the log is walked with
+storage's :class:`~pylogq.storage.segment.SegmentReader` (``pread`` of
+whole batches in chunks of about 1 MB, so a segment of any size dumps in
+constant memory), no lock is taken, so it is safe on the directory of a
+running broker. An index of a segment that is still active is preallocated and
 zero-filled past its last entry; as Kafka's tool does, the dump stops at the
 first zero entry after entry 0.
 
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import io
 import os
 import re
 import stat
@@ -53,13 +55,13 @@ import sys
 from typing import Any, Callable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
 
 from .. import records
-from ..errors import CorruptRecordError
+from ..errors import CorruptIndexError, CorruptRecordError, DumpError
 from ..records import codecs
 from ..records.crc import crc32
-from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, NO_SEQUENCE
+from ..records.default_records import NO_SEQUENCE
 from ..records.legacy import TIMESTAMP_TYPE_MASK as LEGACY_TIMESTAMP_TYPE_MASK
 from ..records.legacy import iter_legacy_messages
-from ..storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -67,8 +69,13 @@ from ..storage.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    parse_header,
+    BatchHeader,
+    SegmentReader,
+    WalkStop,
 )
+from ..storage.segment import CORRUPT as STOP_CORRUPT
+from ..storage.segment import END as STOP_END
+from ..storage.segment import PARTIAL as STOP_PARTIAL
 
 __all__ = ["SUMMARY", "DumpError", "add_arguments", "build_parser", "run", "main"]
 
@@ -78,19 +85,12 @@ SUMMARY = "print segment files (.log, .index, .timeindex) as Kafka's kafka-dump-
 MAX_BYTES_DEFAULT = 2**31 - 1
 RECORD_INDENT = "|"
 #: The most bytes read at once to find out why the tail of a log is invalid.
-_TAIL_PROBE = 64 * 1024
-_MIN_ENTRY = LOG_OVERHEAD + 5  # offset, length, then at least up to the magic byte
-_ENTRY_HEAD = struct.Struct(">qi")
 _CONTROL_KEY = struct.Struct(">hh")
 _END_TXN_VALUE = struct.Struct(">hi")
 _ERROR_PREFIX = re.compile(r"^\[Error -?\d+\] [A-Z_]+: ")
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 _CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 _TRANSIT_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
-
-
-class DumpError(Exception):
-    """A file that cannot be dumped at all (missing, unreadable, misnamed): exit status 1."""
 
 
 class _Options(NamedTuple):
@@ -102,10 +102,14 @@ class _Options(NamedTuple):
 
 
 class _Entry(NamedTuple):
-    """One whole entry of a log file: where it lies and its bytes."""
+    """One whole entry of a log file: its header and its bytes."""
 
-    position: int
+    header: BatchHeader
     data: bytes
+
+    @property
+    def position(self) -> int:
+        return self.header.position
 
 
 class _Report:
@@ -194,78 +198,61 @@ def _open_read(path: str) -> int:
 # --------------------------------------------------------------------------- walking a log file
 
 
-def _entry_error(data: bytes) -> Optional[str]:
-    """Why one framed entry cannot be dumped, or None (CRCs are reported per batch, not here)."""
-    result = records.scan(data, 0, False)
-    if result.error is not None or result.valid_bytes != len(data):
-        return result.error or "malformed entry at byte 0"
-    if data[16] < 2:
-        try:
-            next(iter_legacy_messages(data, validate_crc=False, allow_partial=False))
-        except CorruptRecordError as exc:
-            return "legacy message at byte 0: %s" % _ERROR_PREFIX.sub("", str(exc))
+def _open_log(path: str) -> SegmentReader:
+    """A read-only reader of a ``.log`` file; DumpError with the OS's reason otherwise."""
+    return SegmentReader(io.FileIO(_open_read(path), "r"), close_file=True)
+
+
+def _legacy_error(position: int, data: bytes) -> Optional[str]:
+    """Why a legacy entry cannot be dumped (its fields do not fill it), or None; CRCs are reported per entry."""
+    if data[16] >= 2:
+        return None
+    try:
+        next(iter_legacy_messages(data, validate_crc=False, allow_partial=False))
+    except CorruptRecordError as exc:
+        return _reason("legacy message at byte 0: %s" % _ERROR_PREFIX.sub("", str(exc)), position)
     return None
 
 
-class _Walk:
-    """Whole entries of a log file from position 0, read one at a time with pread.
+class _Entries:
+    """The whole entries of a log file from position 0 up to ``limit``, through the segment reader.
 
-    After iteration, ``end`` is where the whole entries stop and ``error``
-    says why the bytes from there on are not an entry (None at the end of
-    the data, or before a partial entry when ``partial_ok``).
+    The reader frames them (CRCs are reported per batch, not here); the dump
+    also stops before a legacy message it cannot decode. After iteration,
+    ``end`` is where the whole entries stop and ``error`` says why the bytes
+    from there on are not an entry (None at the end of the data, or before a
+    partial entry when ``partial_ok``).
     """
 
-    def __init__(self, fd: int, limit: int, partial_ok: bool) -> None:
-        self.fd = fd
+    def __init__(self, reader: SegmentReader, limit: int, partial_ok: bool) -> None:
+        self.reader = reader
         self.limit = limit
         self.partial_ok = partial_ok
         self.end = 0
         self.error: Optional[str] = None
 
     def __iter__(self) -> Iterator[_Entry]:
-        position = 0
-        limit = self.limit
-        while position < limit:
-            head = os.pread(self.fd, _MIN_ENTRY, position)
-            if len(head) < _MIN_ENTRY:
-                self._stop(position, self._probe(position))
-                return
-            _, length = _ENTRY_HEAD.unpack_from(head)
-            size = LOG_OVERHEAD + length
-            if length < 0 or position + size > limit:
-                self._stop(position, self._probe(position))
-                return
-            data = os.pread(self.fd, size, position)
-            if len(data) != size:  # the file shrank under the dump
-                self._stop(position, "the file ends after %d of the %d bytes of the entry at position %d"
-                           % (len(data), size, position))
-                return
-            error = _entry_error(data)
+        walk = self.reader.batches(0, self.limit)
+        for batch in walk:
+            data = bytes(batch.data)
+            error = _legacy_error(batch.header.position, data)
             if error is not None:
-                self._stop(position, _reason(error, position))
+                self.end, self.error = batch.header.position, error
                 return
-            yield _Entry(position, data)
-            position += size
-        self.end = position
+            yield _Entry(batch.header, data)
+        stop = walk.stop
+        assert stop is not None  # the walk ran to its end
+        self.end = stop.position
+        self.error = self._why(stop)
 
-    def _probe(self, position: int) -> Optional[str]:
-        """Why the bytes at ``position`` are no whole entry: a walker error, or a partial entry."""
-        tail = os.pread(self.fd, min(self.limit - position, _TAIL_PROBE), position)
-        result = records.scan(tail, 0, False)
-        if result.error is not None:
-            return _reason(result.error, position)
-        if self.partial_ok:
+    def _why(self, stop: WalkStop) -> Optional[str]:
+        if stop.reason == STOP_END or (stop.reason == STOP_PARTIAL and self.partial_ok):
             return None
-        if len(tail) >= LOG_OVERHEAD:
-            _, length = _ENTRY_HEAD.unpack_from(tail)
-            return "a partial batch: the entry at position %d declares %d bytes, %d remain" % (
-                position, LOG_OVERHEAD + length, self.limit - position)
-        return "a partial batch: %d bytes at position %d, too few for an entry header" % (
-            self.limit - position, position)
-
-    def _stop(self, position: int, error: Optional[str]) -> None:
-        self.end = position
-        self.error = error
+        if stop.reason == STOP_PARTIAL:
+            return "a partial batch: %s" % stop.detail
+        if stop.reason == STOP_CORRUPT:
+            return _reason(stop.detail or "", stop.position)
+        return stop.detail  # the file shrank under the dump
 
 
 # --------------------------------------------------------------------------- .log files
@@ -391,23 +378,19 @@ def _dump_legacy(entry: _Entry, opts: _Options, report: _Report, tracker: _Offse
 def dump_log_file(path: str, opts: _Options, report: _Report) -> None:
     """Print every batch of a ``.log`` file (and its records with deep iteration)."""
     base = _base_offset(path)
-    fd = _open_read(path)
-    try:
+    with _open_log(path) as reader:
         report.line("Log starting offset: %d" % base)
-        size = os.fstat(fd).st_size
         limited = opts.max_bytes < MAX_BYTES_DEFAULT
-        walk = _Walk(fd, min(size, opts.max_bytes), partial_ok=limited)
+        entries = _Entries(reader, min(reader.size, opts.max_bytes), partial_ok=limited)
         tracker = _OffsetTracker()
-        for entry in walk:
+        for entry in entries:
             if entry.data[16] >= 2:
                 _dump_v2(entry, opts, report, tracker)
             else:
                 _dump_legacy(entry, opts, report, tracker)
-        if walk.error is not None:
+        if entries.error is not None:
             report.line("Found %d invalid bytes at the end of %s, starting at position %d: %s" % (
-                walk.limit - walk.end, os.path.basename(path), walk.end, walk.error))
-    finally:
-        os.close(fd)
+                entries.limit - entries.end, os.path.basename(path), entries.end, entries.error))
     if tracker.gaps:
         report.problem("Non-consecutive offsets in %s" % os.path.abspath(path))
         for first, second in tracker.gaps:
@@ -421,14 +404,8 @@ class _LogBatches:
     """The whole batches of the ``.log`` next to an index, for verifying its entries."""
 
     def __init__(self, path: str) -> None:
-        fd = _open_read(path)
-        try:
-            size = os.fstat(fd).st_size
-            headers = []
-            for entry in _Walk(fd, size, partial_ok=True):
-                headers.append(parse_header(entry.data[:HEADER_SIZE], entry.position))
-        finally:
-            os.close(fd)
+        with _open_log(path) as reader:
+            headers = [entry.header for entry in _Entries(reader, reader.size, partial_ok=True)]
         self.by_position = {h.position: h for h in headers}
         self.headers = headers
         self.last_offsets = [h.last_offset for h in headers]

@@ -35,7 +35,8 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from .. import errors
 from ..client.consumer import OffsetAndMetadata, TopicPartition
-from .clients import Clients, CommandError, add_bootstrap_argument, int_argument
+from ..errors import CommandError
+from .clients import Clients, add_bootstrap_argument, int_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 

@@ -36,6 +36,8 @@ from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
 from . import console, dump_log, groups, perf, topics
 from .clients import Clients
 
+__all__ = ["build_parser", "run", "main"]
+
 
 def _demo(directory: str) -> int:
     """Append batches of every format to a log, close it, reopen it and read it back."""

@@ -42,9 +42,9 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 
 from .. import errors
 from ..client.consumer import TopicPartition
+from ..errors import CommandError
 from .clients import (
     Clients,
-    CommandError,
     add_bootstrap_argument,
     client_configs,
     int_argument,

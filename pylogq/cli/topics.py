@@ -34,7 +34,8 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 from .. import errors
 from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 from ..cluster.names import INTERNAL_TOPICS
-from .clients import Clients, CommandError, add_bootstrap_argument, int_argument, parse_key_values
+from ..errors import CommandError
+from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 

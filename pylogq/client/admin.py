@@ -17,13 +17,13 @@ error is raised once all items were attempted. Errors are the classes of
 
 from __future__ import annotations
 
-import enum
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import errors
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..errors import ConfigError
 from ..config import LogConfig
+from ..protocol.constants import AlterConfigOp, ConfigResourceType
 from . import assignors
 from .consumer import OffsetAndMetadata, TopicPartition
 from .transport import TCP_OPTIONS, Transport, connect
@@ -64,26 +64,6 @@ class GroupInformation(NamedTuple):
     protocol: str
     members: List[MemberInformation]
     authorized_operations: Optional[List[Any]] = None
-
-
-class ConfigResourceType(enum.IntEnum):
-    """Kafka's config resource types (the wire values)."""
-
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-    GROUP = 32
-
-
-class AlterConfigOp(enum.IntEnum):
-    """IncrementalAlterConfigs operations (the wire values)."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 class NewTopic:

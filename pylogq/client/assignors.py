@@ -43,7 +43,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
 
-from ..errors import PylogqError
+from ..errors import InvalidConsumerProtocolError
 
 __all__ = [
     "InvalidConsumerProtocolError",
@@ -74,10 +74,6 @@ _INT32 = struct.Struct(">i")
 _STRING_MAX = 0x7FFF
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
-
-
-class InvalidConsumerProtocolError(PylogqError, ValueError):
-    """Consumer protocol bytes that do not parse, or values they cannot hold."""
 
 
 @dataclass

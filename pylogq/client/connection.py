@@ -31,7 +31,9 @@ import threading
 from typing import Any, Deque, Dict, Mapping, Optional, Tuple
 
 from ..errors import (
-    NetworkExceptionError,
+    KafkaConnectionError,
+    NoBrokersAvailable,
+    ProtocolError,
     PylogqError,
     RequestTimedOutError,
     SaslAuthenticationFailedError,
@@ -39,71 +41,47 @@ from ..errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from ..protocol.constants import ApiKey
 from ..protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
 from ..protocol.messages import API_NAMES
-from ..protocol.types import ProtocolError, Reader, Writer
+from ..protocol.types import Reader, Writer
 
 __all__ = [
-    "API_VERSIONS", "BrokerConnection", "KafkaConnectionError", "NoBrokersAvailable", "CLIENT_VERSIONS",
+    "BrokerConnection", "KafkaConnectionError", "NoBrokersAvailable", "CLIENT_VERSIONS",
 ]
 
 log = logging.getLogger("pylogq.client.connection")
 
-PRODUCE = 0
-FETCH = 1
-LIST_OFFSETS = 2
-METADATA = 3
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-SASL_HANDSHAKE = 17
-API_VERSIONS = 18
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DELETE_RECORDS = 21
-INIT_PRODUCER_ID = 22
-DESCRIBE_CONFIGS = 32
-ALTER_CONFIGS = 33
-SASL_AUTHENTICATE = 36
-CREATE_PARTITIONS = 37
-DELETE_GROUPS = 42
-INCREMENTAL_ALTER_CONFIGS = 44
 
 #: API key -> (lowest, highest) version this client speaks. The highest is the one it is
 #: written for (CLIENTS.md's table); a lower one is used only when the broker's maximum is
 #: lower, down to the lowest version carrying every field the client relies on.
 CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
-    PRODUCE: (3, 7),  # v3: magic v2 record batches
-    FETCH: (4, 11),  # v4: last stable offset, isolation level
-    LIST_OFFSETS: (1, 2),  # v1: one offset per timestamp
-    METADATA: (1, 4),  # v1: controller id, internal flag
-    OFFSET_COMMIT: (2, 3),
-    OFFSET_FETCH: (1, 3),
-    FIND_COORDINATOR: (0, 1),
-    JOIN_GROUP: (1, 5),  # v1: rebalance timeout
-    HEARTBEAT: (0, 1),
-    LEAVE_GROUP: (0, 1),
-    SYNC_GROUP: (0, 3),
-    DESCRIBE_GROUPS: (0, 2),
-    LIST_GROUPS: (0, 1),
-    SASL_HANDSHAKE: (1, 1),  # v1: the exchange continues in SaslAuthenticate requests
-    API_VERSIONS: (0, 2),
-    CREATE_TOPICS: (0, 3),
-    DELETE_TOPICS: (0, 3),
-    DELETE_RECORDS: (0, 1),
-    INIT_PRODUCER_ID: (0, 1),
-    DESCRIBE_CONFIGS: (1, 1),  # v1: config source instead of is_default
-    ALTER_CONFIGS: (0, 1),
-    SASL_AUTHENTICATE: (0, 1),
-    CREATE_PARTITIONS: (0, 1),
-    DELETE_GROUPS: (0, 1),
-    INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.PRODUCE: (3, 7),  # v3: magic v2 record batches
+    ApiKey.FETCH: (4, 11),  # v4: last stable offset, isolation level
+    ApiKey.LIST_OFFSETS: (1, 2),  # v1: one offset per timestamp
+    ApiKey.METADATA: (1, 4),  # v1: controller id, internal flag
+    ApiKey.OFFSET_COMMIT: (2, 3),
+    ApiKey.OFFSET_FETCH: (1, 3),
+    ApiKey.FIND_COORDINATOR: (0, 1),
+    ApiKey.JOIN_GROUP: (1, 5),  # v1: rebalance timeout
+    ApiKey.HEARTBEAT: (0, 1),
+    ApiKey.LEAVE_GROUP: (0, 1),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 2),
+    ApiKey.LIST_GROUPS: (0, 1),
+    ApiKey.SASL_HANDSHAKE: (1, 1),  # v1: the exchange continues in SaslAuthenticate requests
+    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.CREATE_TOPICS: (0, 3),
+    ApiKey.DELETE_TOPICS: (0, 3),
+    ApiKey.DELETE_RECORDS: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.DESCRIBE_CONFIGS: (1, 1),  # v1: config source instead of is_default
+    ApiKey.ALTER_CONFIGS: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 1),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
 }
 
 #: The longest wait for a TCP connect (Kafka's socket.connection.setup.timeout.ms).
@@ -111,14 +89,6 @@ CONNECT_TIMEOUT_S = 10.0
 
 _SIZE = struct.Struct(">i")
 _UNSUPPORTED_VERSION = UnsupportedVersionError.code
-
-
-class KafkaConnectionError(NetworkExceptionError):
-    """A broker connection could not be opened or was lost; retriable (another try reconnects)."""
-
-
-class NoBrokersAvailable(KafkaConnectionError):
-    """None of the bootstrap servers answered."""
 
 
 class _InFlight:
@@ -267,7 +237,7 @@ class BrokerConnection:
         if not self._unanswered_writes or self.closed:
             return
         try:
-            self.request(API_VERSIONS, {})
+            self.request(ApiKey.API_VERSIONS, {})
             self._unanswered_writes = False
         except PylogqError as exc:
             log.debug("draining %s before close failed: %s", self.label, exc)
@@ -327,10 +297,10 @@ class BrokerConnection:
         self.close(reason)
 
     def _decode(self, entry: _InFlight, r: Reader, body: bytearray) -> Dict[str, Any]:
-        if entry.api_key == API_VERSIONS and r.remaining >= 2 and \
+        if entry.api_key == ApiKey.API_VERSIONS and r.remaining >= 2 and \
                 struct.unpack_from(">h", body, r.pos)[0] == _UNSUPPORTED_VERSION:
             # Answered in the v0 layout whatever version was asked (KIP-511).
-            return RESPONSES[API_VERSIONS].decode(memoryview(body)[r.pos:], 0)
+            return RESPONSES[ApiKey.API_VERSIONS].decode(memoryview(body)[r.pos:], 0)
         out = RESPONSES[entry.api_key].decode_from(r, entry.version)
         if r.remaining:
             raise ProtocolError("%d trailing bytes" % r.remaining)
@@ -359,14 +329,14 @@ class BrokerConnection:
     # -- handshake -------------------------------------------------------------------
 
     def _negotiate_versions(self) -> None:
-        version = CLIENT_VERSIONS[API_VERSIONS][1]
+        version = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         for _ in range(3):
-            response = self.request(API_VERSIONS, {}, version=version)
+            response = self.request(ApiKey.API_VERSIONS, {}, version=version)
             ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
             code = response["error_code"]
-            if code == _UNSUPPORTED_VERSION and API_VERSIONS in ranges:
-                lower = min(version, ranges[API_VERSIONS][1])
-                if lower < version and lower >= CLIENT_VERSIONS[API_VERSIONS][0]:
+            if code == _UNSUPPORTED_VERSION and ApiKey.API_VERSIONS in ranges:
+                lower = min(version, ranges[ApiKey.API_VERSIONS][1])
+                if lower < version and lower >= CLIENT_VERSIONS[ApiKey.API_VERSIONS][0]:
                     version = lower
                     continue
             if code:
@@ -384,13 +354,13 @@ class BrokerConnection:
         raise UnsupportedVersionError("broker %s and this client share no ApiVersions version" % self.address)
 
     def _authenticate(self, mechanism: str, username: str, password: str) -> None:
-        response = self.request(SASL_HANDSHAKE, {"mechanism": mechanism})
+        response = self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism})
         if response["error_code"]:
             cls = error_for_code(response["error_code"]) or UnsupportedSaslMechanismError
             raise cls("broker %s refused SASL mechanism %s; it offers %s"
                       % (self.address, mechanism, ", ".join(response["mechanisms"] or []) or "none"))
         token = b"\0" + username.encode("utf-8") + b"\0" + password.encode("utf-8")
-        response = self.request(SASL_AUTHENTICATE, {"auth_bytes": token})
+        response = self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
         if response["error_code"]:
             cls = error_for_code(response["error_code"]) or SaslAuthenticationFailedError
             raise cls("SASL/%s authentication of %r at %s failed: %s"

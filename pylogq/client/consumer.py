@@ -59,8 +59,11 @@ from typing import (
 
 from ..errors import (
     BrokerError,
+    CommitFailedError,
     ConfigError,
     IllegalGenerationError,
+    IllegalStateError,
+    NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     PylogqError,
     RebalanceInProgressError,
@@ -138,18 +141,6 @@ class ConsumerRecord(NamedTuple):
     serialized_key_size: int
     serialized_value_size: int
     serialized_header_size: int
-
-
-class NoOffsetForPartitionError(OffsetOutOfRangeError):
-    """A partition has no committed offset and ``auto_offset_reset`` is ``none``."""
-
-
-class IllegalStateError(PylogqError):
-    """A call that the consumer's state does not allow (seek on an unassigned partition, ...)."""
-
-
-class CommitFailedError(PylogqError):
-    """A group commit was refused because the group rebalanced; the partitions may have moved."""
 
 
 class ConsumerRebalanceListener:
@@ -401,8 +392,8 @@ class Consumer:
 
     # -- positions --------------------------------------------------------------------------
 
-    def _require_assigned(self, tp: Any) -> TopicPartition:
-        tp = _as_tp(tp)
+    def _require_assigned(self, partition: Any) -> TopicPartition:
+        tp = _as_tp(partition)
         if tp not in self._assigned:
             raise IllegalStateError("partition %s-%d is not assigned to this consumer" % tp)
         return tp

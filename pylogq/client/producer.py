@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from operator import itemgetter
-from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
 
 import numpy as np
 
@@ -40,19 +40,25 @@ from .. import records
 from ..cluster.partitioner import StickyPartitioner, partition_for_key
 from ..errors import (
     BrokerError,
+    BufferExhaustedError,
     ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
     MessageTooLargeError,
     PylogqError,
-    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
 from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, codecs
 from .transport import TCP_OPTIONS, Transport, connect
 
+__all__ = [
+    "DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "RecordMetadata", "BatchResult",
+    "murmur2_many", "BufferExhaustedError", "IllegalStateError", "KafkaTimeoutError"
+]
+
 log = logging.getLogger(__name__)
 
-TopicPartition = Tuple[str, int]
 
 #: kafka-python 3.0's defaults, for the settings that mean something here.
 DEFAULT_CONFIG: Dict[str, Any] = {
@@ -93,24 +99,12 @@ _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
 _CALLBACK_LOCK = threading.Lock()
 
 
-class KafkaTimeoutError(RequestTimedOutError):
-    """A client-side wait ran out: ``future.get``, ``flush``, or a batch past ``delivery_timeout_ms``."""
-
-
-class BufferExhaustedError(KafkaTimeoutError):
-    """``send`` waited ``max_block_ms`` for ``buffer_memory`` to free up, in vain."""
-
-
-class IllegalStateError(PylogqError, RuntimeError):
-    """An operation on a closed producer."""
-
-
 class RecordMetadata(NamedTuple):
     """Where the broker put one record (kafka-python's RecordMetadata, with ``log_start_offset``)."""
 
     topic: str
     partition: int
-    topic_partition: TopicPartition
+    topic_partition: Tuple[str, int]
     offset: int
     timestamp: int
     log_start_offset: int
@@ -261,7 +255,8 @@ class FutureRecordMetadata:
         self._add(fn, args, kwargs, False)
         return self._add(fn, args, kwargs, True)
 
-    def _add(self, fn: Callable[..., Any], args: tuple, kwargs: dict, is_errback: bool) -> "FutureRecordMetadata":
+    def _add(self, fn: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any],
+             is_errback: bool) -> "FutureRecordMetadata":
         if args or kwargs:
             inner = fn
 
@@ -298,7 +293,7 @@ def _serializer(obj: Any, name: str) -> Optional[Callable[[str, Any, Any], Any]]
         return None
     serialize = getattr(obj, "serialize", None)
     if serialize is not None:
-        return serialize
+        return cast(Callable[[str, Any, Any], Any], serialize)
     if callable(obj):
         return lambda topic, headers, data: obj(data)
     raise ConfigError("%s must be callable or have a serialize(topic, headers, data) method, not %r" % (name, obj))
@@ -396,13 +391,13 @@ class Producer:
             except BaseException:
                 self._transport.close()
                 raise
-        self._sequences: Dict[TopicPartition, int] = {}
+        self._sequences: Dict[Tuple[str, int], int] = {}
 
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)  # the sender waits here for work
         self._space = threading.Condition(self._lock)  # senders wait here for buffer memory
-        self._open: Dict[TopicPartition, _Batch] = {}
-        self._queues: Dict[TopicPartition, Deque[_Batch]] = {}
+        self._open: Dict[Tuple[str, int], _Batch] = {}
+        self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
         self._incomplete: Set[_Batch] = set()
         self._used = 0
         self._flushing = 0
@@ -566,7 +561,7 @@ class Producer:
                 raise IllegalStateError("the producer was closed while send() waited for buffer memory")
         self._used += need
 
-    def _new_batch(self, tp: TopicPartition, record_size: int) -> _Batch:
+    def _new_batch(self, tp: Tuple[str, int], record_size: int) -> _Batch:
         """Open a batch for ``tp`` (lock held): reserve its memory, stamp its producer fields."""
         now = time.monotonic()
         need = max(self._batch_size, record_size + HEADER_SIZE)
@@ -592,7 +587,7 @@ class Producer:
             self._wakeup.notify()
         return batch
 
-    def _close_batch(self, tp: TopicPartition, batch: _Batch) -> None:
+    def _close_batch(self, tp: Tuple[str, int], batch: _Batch) -> None:
         """Move an open batch to its partition's send queue; no record joins it after this. Lock held."""
         del self._open[tp]
         if self._idempotent:
@@ -724,7 +719,7 @@ class Producer:
             out.append(self._enqueue_built(tp, data, end - start, sequence, args))
             start = end
 
-    def _bulk_target(self, topic: str, partition: Optional[int], count: int) -> Tuple[TopicPartition, int]:
+    def _bulk_target(self, topic: str, partition: Optional[int], count: int) -> Tuple[Tuple[str, int], int]:
         """The partition of the next bulk batch and the sequence it would start at."""
         with self._lock:
             if partition is None:
@@ -739,14 +734,15 @@ class Producer:
                 self._close_batch(tp, batch)
             return tp, self._sequences.get(tp, 0) if self._idempotent else NO_SEQUENCE
 
-    def _build(self, args: tuple, sequence: int) -> bytearray:
+    def _build(self, args: Tuple[Any, ...], sequence: int) -> bytearray:
         values, keys, timestamps, headers = args
         if self._idempotent:
-            return records.build_batch(values, keys, timestamps, headers, self._codec, producer_id=self._producer_id,
-                                       producer_epoch=self._producer_epoch, base_sequence=sequence)
-        return records.build_batch(values, keys, timestamps, headers, self._codec)
+            return cast(bytearray, records.build_batch(
+                values, keys, timestamps, headers, self._codec, producer_id=self._producer_id,
+                producer_epoch=self._producer_epoch, base_sequence=sequence))
+        return cast(bytearray, records.build_batch(values, keys, timestamps, headers, self._codec))
 
-    def _enqueue_built(self, tp: TopicPartition, data: bytearray, count: int, sequence: int, args: tuple) -> _Batch:
+    def _enqueue_built(self, tp: Tuple[str, int], data: bytearray, count: int, sequence: int, args: Tuple[Any, ...]) -> _Batch:
         """Queue a built batch for the sender behind everything already queued for ``tp``."""
         now = time.monotonic()
         with self._lock:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ..cluster.contract import (
     FetchResult,
@@ -49,50 +49,26 @@ from ..errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     InvalidTopicError,
+    KafkaConnectionError,
     LeaderNotAvailableError,
     MemberIdRequiredError,
+    NoBrokersAvailable,
     NotControllerError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    ProtocolError,
     RequestTimedOutError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from ..protocol.types import ProtocolError
+from ..protocol.constants import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource
 from ..records import iter_batches
 from ..config import LogConfig
-from .connection import (
-    ALTER_CONFIGS,
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_GROUPS,
-    DELETE_RECORDS,
-    DELETE_TOPICS,
-    DESCRIBE_CONFIGS,
-    DESCRIBE_GROUPS,
-    FETCH,
-    FIND_COORDINATOR,
-    HEARTBEAT,
-    INCREMENTAL_ALTER_CONFIGS,
-    INIT_PRODUCER_ID,
-    JOIN_GROUP,
-    LEAVE_GROUP,
-    LIST_GROUPS,
-    LIST_OFFSETS,
-    METADATA,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
-    PRODUCE,
-    SYNC_GROUP,
-    BrokerConnection,
-    KafkaConnectionError,
-    NoBrokersAvailable,
-)
+from .connection import BrokerConnection
 from .transport import Transport
 
-TopicPartition = Tuple[str, int]
 
 __all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap"]
 
@@ -100,10 +76,6 @@ _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailabl
                                 CoordinatorLoadInProgressError.code))
 _STALE_LEADER_CODES = frozenset((NotLeaderOrFollowerError.code, LeaderNotAvailableError.code,
                                  UnknownTopicOrPartitionError.code))
-_BROKER_RESOURCE = 4
-_TOPIC_RESOURCE = 2
-_DYNAMIC_TOPIC_CONFIG = 1
-_SET, _DELETE = 0, 1
 _RETRY_BACKOFF_S = 0.05
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 
@@ -203,7 +175,8 @@ class TcpTransport(Transport):
     ``sasl_plain_username`` and ``sasl_plain_password``).
     """
 
-    def __init__(self, bootstrap_servers: Any, client_id: Optional[str] = "pylogq", request_timeout_ms: int = 30000,
+    def __init__(self, bootstrap_servers: Union[str, Sequence[str]], client_id: Optional[str] = "pylogq",
+                 request_timeout_ms: int = 30000,
                  security_protocol: str = "PLAINTEXT", sasl_mechanism: Optional[str] = None,
                  sasl_plain_username: Optional[str] = None, sasl_plain_password: Optional[str] = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
@@ -331,7 +304,7 @@ class TcpTransport(Transport):
         """A Metadata response (``topics`` None: every topic); refreshes brokers, controller and leaders."""
         body = {"topics": None if topics is None else [{"name": t} for t in topics],
                 "allow_auto_topic_creation": create}
-        response = self._call(None, METADATA, body)
+        response = self._call(None, ApiKey.METADATA, body)
         with self._lock:
             for b in response["brokers"]:
                 self._nodes[b["node_id"]] = (b["host"], b["port"])
@@ -362,7 +335,7 @@ class TcpTransport(Transport):
         deadline = time.monotonic() + self.timeout_s
         while True:
             response = self._metadata([topic], create)
-            entry = next((t for t in response["topics"] if t["name"] == topic), None)
+            entry: Optional[Dict[str, Any]] = next((t for t in response["topics"] if t["name"] == topic), None)
             code = -1 if entry is None else entry["error_code"]
             if code == 0 and entry is not None and all(p["leader_id"] >= 0 for p in entry["partitions"]):
                 return entry
@@ -414,7 +387,7 @@ class TcpTransport(Transport):
     # -- produce / fetch / offsets ---------------------------------------------------------
 
     def init_producer_id(self) -> Tuple[int, int]:
-        response = self._call(None, INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
+        response = self._call(None, ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
         _raise(response["error_code"], "InitProducerId")
         return response["producer_id"], response["producer_epoch"]
 
@@ -424,9 +397,9 @@ class TcpTransport(Transport):
         body = {"transactional_id": None, "acks": acks, "timeout_ms": self._timeout_ms,
                 "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
         if acks == 0:
-            conn.send(PRODUCE, body, expect_response=False)
+            conn.send(ApiKey.PRODUCE, body, expect_response=False)
             return ProduceResult(0, -1, -1, -1, count)
-        response = conn.request(PRODUCE, body)
+        response = conn.request(ApiKey.PRODUCE, body)
         part = response["responses"][0]["partition_responses"][0]
         code = part["error_code"]
         if code:
@@ -436,8 +409,8 @@ class TcpTransport(Transport):
         return ProduceResult(0, part["base_offset"], part["log_append_time_ms"], part["log_start_offset"], count)
 
     def fetch(self, requests: Sequence[Tuple[str, int, int, int]], max_wait_ms: int, min_bytes: int,
-              max_bytes: int, isolation_level: str) -> Dict[TopicPartition, FetchResult]:
-        out: Dict[TopicPartition, FetchResult] = {}
+              max_bytes: int, isolation_level: str) -> Dict[Tuple[str, int], FetchResult]:
+        out: Dict[Tuple[str, int], FetchResult] = {}
         by_node: Dict[int, Dict[str, List[Dict[str, Any]]]] = {}
         for topic, partition, offset, partition_max in requests:
             try:
@@ -457,12 +430,12 @@ class TcpTransport(Transport):
                     "forgotten_topics_data": [], "rack_id": ""}
             try:
                 conn = self._connection(node, "fetch")
-                sent.append((node, conn, conn.send(FETCH, body)))
+                sent.append((node, conn, conn.send(ApiKey.FETCH, body)))
             except (KafkaConnectionError, RequestTimedOutError) as exc:
                 self._fail_fetch(out, topics, exc.code)
         for node, conn, future in sent:
             try:
-                response = conn.wait(future, FETCH, self.timeout_s + max_wait_ms / 1000.0)
+                response = conn.wait(future, ApiKey.FETCH, self.timeout_s + max_wait_ms / 1000.0)
             except (KafkaConnectionError, RequestTimedOutError, ProtocolError) as exc:
                 self._fail_fetch(out, by_node[node], getattr(exc, "code", UnknownServerError.code))
                 continue
@@ -478,7 +451,7 @@ class TcpTransport(Transport):
                         None if code else FetchedRecords(data if data is not None else b""))
         return out
 
-    def _fail_fetch(self, out: Dict[TopicPartition, FetchResult], topics: Mapping[str, List[Dict[str, Any]]],
+    def _fail_fetch(self, out: Dict[Tuple[str, int], FetchResult], topics: Mapping[str, List[Dict[str, Any]]],
                     code: int) -> None:
         """Answer a node's partitions with a retriable code: the consumer backs off and fetches again."""
         for topic, parts in topics.items():
@@ -488,7 +461,7 @@ class TcpTransport(Transport):
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
         node = self._leader(topic, partition)
-        response = self._call(node, LIST_OFFSETS, {
+        response = self._call(node, ApiKey.LIST_OFFSETS, {
             "replica_id": -1, "isolation_level": 0,
             "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]})
         part = response["topics"][0]["partitions"][0]
@@ -500,7 +473,7 @@ class TcpTransport(Transport):
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         node = self._leader(topic, partition)
-        response = self._call(node, DELETE_RECORDS, {
+        response = self._call(node, ApiKey.DELETE_RECORDS, {
             "topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}],
             "timeout_ms": self._timeout_ms})
         part = response["topics"][0]["partitions"][0]
@@ -511,7 +484,7 @@ class TcpTransport(Transport):
             raise OffsetOutOfRangeError("cannot delete records of %s-%d before offset %d: it is past the high "
                                         "watermark %d" % (topic, partition, offset, end))
         _raise(code, "deleting records of %s-%d before offset %d" % (topic, partition, offset))
-        return part["low_watermark"]
+        return int(part["low_watermark"])
 
     # -- groups -------------------------------------------------------------------------------
 
@@ -522,7 +495,7 @@ class TcpTransport(Transport):
         if found is not None:
             return found
         while True:
-            response = self._call(None, FIND_COORDINATOR, {"key": group_id, "key_type": 0})
+            response = self._call(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
             code = response["error_code"]
             if code == 0:
                 with self._lock:
@@ -566,14 +539,14 @@ class TcpTransport(Transport):
             return UnknownServerError.code
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
-        return self._group_code(group_id, HEARTBEAT, {
+        return self._group_code(group_id, ApiKey.HEARTBEAT, {
             "group_id": group_id, "generation_id": generation_id, "member_id": member_id})
 
     def leave_group(self, group_id: str, member_id: str) -> int:
         with self._lock:
             for kind in ("join", "sync"):
                 self._pending.pop((kind, group_id), None)
-        return self._group_code(group_id, LEAVE_GROUP, {"group_id": group_id, "member_id": member_id})
+        return self._group_code(group_id, ApiKey.LEAVE_GROUP, {"group_id": group_id, "member_id": member_id})
 
     def _await_group(self, kind: str, group_id: str, signature: Any, body: Dict[str, Any], api_key: int,
                      deadline: float, expires_s: float) -> Optional[Dict[str, Any]]:
@@ -642,7 +615,7 @@ class TcpTransport(Transport):
                     "rebalance_timeout_ms": rebalance_timeout_ms, "member_id": member_id,
                     "group_instance_id": group_instance_id, "protocol_type": protocol_type,
                     "protocols": [{"name": n, "metadata": m} for n, m in protocols]}
-            response = self._await_group("join", group_id, signature, body, JOIN_GROUP, deadline, expires_s)
+            response = self._await_group("join", group_id, signature, body, ApiKey.JOIN_GROUP, deadline, expires_s)
             if response is None:
                 return JoinResult(RequestTimedOutError.code, member_id=member_id)
             code = response["error_code"]
@@ -662,14 +635,14 @@ class TcpTransport(Transport):
         deadline = time.monotonic() + (expires_s if timeout_s is None else timeout_s)
         body = {"group_id": group_id, "generation_id": generation_id, "member_id": member_id,
                 "group_instance_id": None, "assignments": [{"member_id": m, "assignment": a} for m, a in items]}
-        response = self._await_group("sync", group_id, (generation_id, member_id, tuple(items)), body, SYNC_GROUP,
+        response = self._await_group("sync", group_id, (generation_id, member_id, tuple(items)), body, ApiKey.SYNC_GROUP,
                                      deadline, expires_s)
         if response is None:
             return SyncResult(RequestTimedOutError.code)
         return SyncResult(response["error_code"], response["assignment"] or b"")
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
-                       offsets: Mapping[TopicPartition, Tuple[int, Optional[str]]]) -> Dict[TopicPartition, int]:
+                       offsets: Mapping[Tuple[str, int], Tuple[int, Optional[str]]]) -> Dict[Tuple[str, int], int]:
         grouped = _group_topics((t, p, v) for (t, p), v in offsets.items())
         body = {"group_id": group_id, "generation_id_or_member_epoch": generation_id, "member_id": member_id,
                 "retention_time_ms": -1,
@@ -681,12 +654,12 @@ class TcpTransport(Transport):
             return next((p["error_code"] for t in response["topics"] for p in t["partitions"]
                          if p["error_code"] in _COORDINATOR_CODES), 0)
 
-        response = self._group_call(group_id, OFFSET_COMMIT, body, code_of)
+        response = self._group_call(group_id, ApiKey.OFFSET_COMMIT, body, code_of)
         return {(t["name"], p["partition_index"]): p["error_code"]
                 for t in response["topics"] for p in t["partitions"]}
 
-    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None
-                      ) -> Dict[TopicPartition, Tuple[int, Optional[str], int]]:
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
+                      ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
         topics = None
         if partitions is not None:
             topics = [{"name": t, "partition_indexes": [p for p, _ in ps]}
@@ -697,7 +670,7 @@ class TcpTransport(Transport):
                 (p["error_code"] for t in response["topics"] for p in t["partitions"]
                  if p["error_code"] in _COORDINATOR_CODES), 0)
 
-        response = self._group_call(group_id, OFFSET_FETCH, {"group_id": group_id, "topics": topics}, code_of)
+        response = self._group_call(group_id, ApiKey.OFFSET_FETCH, {"group_id": group_id, "topics": topics}, code_of)
         _raise(response["error_code"], "fetching the committed offsets of group %r" % group_id)
         return {(t["name"], p["partition_index"]): (p["committed_offset"], p["metadata"] or "", p["error_code"])
                 for t in response["topics"] for p in t["partitions"]}
@@ -708,13 +681,13 @@ class TcpTransport(Transport):
             nodes = sorted(self._nodes)
         found: Set[Tuple[str, str]] = set()
         for node in nodes:
-            response = self._call(node, LIST_GROUPS, {})
+            response = self._call(node, ApiKey.LIST_GROUPS, {})
             _raise(response["error_code"], "listing the groups of broker %d" % node)
             found.update((g["group_id"], g["protocol_type"] or "") for g in response["groups"])
         return sorted(found)
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        response = self._group_call(group_id, DESCRIBE_GROUPS, {"groups": [group_id]},
+        response = self._group_call(group_id, ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]},
                                     lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
         g = next((g for g in response["groups"] if g["group_id"] == group_id), None)
         if g is None:
@@ -727,7 +700,7 @@ class TcpTransport(Transport):
     def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]:
         out: Dict[str, int] = {}
         for group_id in group_ids:
-            response = self._group_call(group_id, DELETE_GROUPS, {"groups_names": [group_id]},
+            response = self._group_call(group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]},
                                         lambda r: r["results"][0]["error_code"] if r["results"] else 0)
             for result in response["results"]:
                 out[result["group_id"]] = result["error_code"]
@@ -762,7 +735,7 @@ class TcpTransport(Transport):
             "assignments": [],
             "configs": [{"name": _dotted(k), "value": _config_value(v)} for k, v in (config or {}).items()],
         }], "timeout_ms": self._timeout_ms, "validate_only": False}
-        response = self._controller_call(CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"])
+        response = self._controller_call(ApiKey.CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"])
         result = response["topics"][0]
         _raise(result["error_code"], "creating topic %r" % name, result.get("error_message"))
         return self._await_topic(name, lambda d: True)
@@ -780,7 +753,7 @@ class TcpTransport(Transport):
                     raise
 
     def delete_topic(self, name: str) -> None:
-        response = self._controller_call(DELETE_TOPICS, {"topic_names": [name], "timeout_ms": self._timeout_ms},
+        response = self._controller_call(ApiKey.DELETE_TOPICS, {"topic_names": [name], "timeout_ms": self._timeout_ms},
                                          lambda r: r["responses"][0]["error_code"])
         self._forget_leaders(name)
         code = response["responses"][0]["error_code"]
@@ -793,25 +766,25 @@ class TcpTransport(Transport):
     def create_partitions(self, name: str, total: int) -> TopicDescription:
         body = {"topics": [{"name": name, "count": total, "assignments": None}], "timeout_ms": self._timeout_ms,
                 "validate_only": False}
-        response = self._controller_call(CREATE_PARTITIONS, body, lambda r: r["results"][0]["error_code"])
+        response = self._controller_call(ApiKey.CREATE_PARTITIONS, body, lambda r: r["results"][0]["error_code"])
         result = response["results"][0]
         _raise(result["error_code"], "creating partitions of topic %r" % name, result.get("error_message"))
         self._forget_leaders(name)
         return self._await_topic(name, lambda d: len(d.partitions) >= total)
 
     def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
-        response = self._call(None, DESCRIBE_CONFIGS, {
-            "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}],
+        response = self._call(None, ApiKey.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": ConfigResourceType.TOPIC, "resource_name": topic, "configuration_keys": None}],
             "include_synonyms": False})
         result = response["results"][0]
         _raise(result["error_code"], "describing the configs of topic %r" % topic, result.get("error_message"))
-        return {c["name"]: (c["value"], c["config_source"] != _DYNAMIC_TOPIC_CONFIG)
+        return {c["name"]: (c["value"], c["config_source"] != ConfigSource.DYNAMIC_TOPIC_CONFIG)
                 for c in sorted(result["configs"], key=lambda c: c["name"])}
 
     def broker_log_dirs(self) -> List[str]:
         """The ``log.dirs`` of the broker this transport reaches first (DescribeConfigs, broker resource)."""
-        response = self._call(None, DESCRIBE_CONFIGS, {
-            "resources": [{"resource_type": _BROKER_RESOURCE, "resource_name": "", "configuration_keys": ["log.dirs"]}],
+        response = self._call(None, ApiKey.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": ConfigResourceType.BROKER, "resource_name": "", "configuration_keys": ["log.dirs"]}],
             "include_synonyms": False})
         result = response["results"][0]
         _raise(result["error_code"], "describing the broker's configs", result.get("error_message"))
@@ -822,14 +795,14 @@ class TcpTransport(Transport):
 
     def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool) -> None:
         if incremental:
-            entries = [{"name": _dotted(k), "config_operation": _DELETE if v is None else _SET,
+            entries = [{"name": _dotted(k), "config_operation": AlterConfigOp.DELETE if v is None else AlterConfigOp.SET,
                         "value": _config_value(v)} for k, v in config.items()]
-            api_key = INCREMENTAL_ALTER_CONFIGS
+            api_key = ApiKey.INCREMENTAL_ALTER_CONFIGS
         else:
             entries = [{"name": _dotted(k), "value": _config_value(v)} for k, v in config.items()]
-            api_key = ALTER_CONFIGS
+            api_key = ApiKey.ALTER_CONFIGS
         response = self._call(None, api_key, {
-            "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": topic, "configs": entries}],
+            "resources": [{"resource_type": ConfigResourceType.TOPIC, "resource_name": topic, "configs": entries}],
             "validate_only": False})
         result = response["responses"][0]
         _raise(result["error_code"], "altering the configs of topic %r" % topic, result.get("error_message"))

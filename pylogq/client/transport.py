@@ -12,7 +12,7 @@ them, exceptions from pylogq.errors otherwise. This module imports neither.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Protocol, Union, cast
+from typing import Any, Dict, Protocol, Sequence, Union, cast
 
 from ..cluster.contract import BrokerApi
 from ..errors import ConfigError
@@ -44,7 +44,7 @@ TCP_OPTIONS: Dict[str, Any] = {
 }
 
 
-def connect(broker: Union[LocalBroker, Transport, None] = None, bootstrap_servers: Any = None,
+def connect(broker: Union[LocalBroker, Transport, None] = None, bootstrap_servers: Union[str, Sequence[str], None] = None,
             **options: Any) -> Transport:
     """The transport for a client's ``broker=`` or ``bootstrap_servers=`` argument.
 
@@ -64,4 +64,5 @@ def connect(broker: Union[LocalBroker, Transport, None] = None, bootstrap_server
         return cast(Transport, broker)  # already a transport (a test's wrapper around one, say)
     from .tcp import TcpTransport
 
+    assert bootstrap_servers is not None
     return TcpTransport(bootstrap_servers, **{**TCP_OPTIONS, **{k: v for k, v in options.items() if v is not None}})

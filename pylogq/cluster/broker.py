@@ -87,7 +87,7 @@ class Broker:
         if not any(k in config for k in ("log.dirs", "log_dirs", "log.dir", "log_dir")):
             config["log.dirs"] = self.data_dir
         self.config = BrokerConfig(config)
-        self.broker_id: int = self.config["broker.id"]
+        self.broker_id: int = self.config.node.broker_id
         self.cluster_id = self._load_meta()
         self.producer_ids = ProducerIdManager(self.data_dir)
         self._lock = threading.RLock()
@@ -108,19 +108,19 @@ class Broker:
                     self._open_partition(topic, p)
             self.offsets_topic = OffsetsTopic(self._offsets_partition)
             if OFFSETS_TOPIC not in self._topics:
-                self._create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], 1,
-                                   self.offsets_topic.config(self.config["offsets.topic.segment.bytes"]),
+                self._create_topic(OFFSETS_TOPIC, self.config.node.offsets_topic_num_partitions, 1,
+                                   self.offsets_topic.config(self.config.node.offsets_topic_segment_bytes),
                                    internal=True)
             self.group_coordinator = GroupCoordinator(
                 append=self.offsets_topic.append, read_all=self.offsets_topic.read_all,
                 timer=self.timer,
                 num_partitions=self._topics[OFFSETS_TOPIC].partitions,
-                initial_rebalance_delay_ms=self.config["group.initial.rebalance.delay.ms"],
-                group_min_session_timeout_ms=self.config["group.min.session.timeout.ms"],
-                group_max_session_timeout_ms=self.config["group.max.session.timeout.ms"],
+                initial_rebalance_delay_ms=self.config.node.group_initial_rebalance_delay_ms,
+                group_min_session_timeout_ms=self.config.node.group_min_session_timeout_ms,
+                group_max_session_timeout_ms=self.config.node.group_max_session_timeout_ms,
             )
             self.group_coordinator.load()
-            interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000.0
+            interval = self.config.node.replica_high_watermark_checkpoint_interval_ms / 1000.0
             self.logs.scheduler.schedule(self.checkpoint_high_watermarks, delay=interval, period=interval,
                                          name="high-watermark-checkpoint")
         except BaseException:
@@ -153,6 +153,8 @@ class Broker:
     def _open_partition(self, topic: str, index: int) -> Partition:
         log_ = self.logs.get_or_create_log(topic, index, self._log_config_for(topic))
         partition = Partition(topic, index, log_)
+        key = (topic, index)
+        partition.on_high_watermark_advanced = lambda: self._data_committed(key)
         self._partitions[(topic, index)] = partition
         return partition
 
@@ -183,11 +185,11 @@ class Broker:
                 raise errors.InvalidTopicError(
                     "topic %r collides with existing topic %r ('.' and '_' are the same in metric names)"
                     % (name, existing))
-        count = self.config["num.partitions"] if partitions is None else partitions
+        count = self.config.node.num_partitions if partitions is None else partitions
         if not isinstance(count, int) or count < 1:
             raise errors.InvalidPartitionsError("number of partitions must be at least 1, got %r" % (count,))
         _check_partitions_per_request(count)
-        factor = self.config["default.replication.factor"] if replication_factor is None else replication_factor
+        factor = self.config.node.default_replication_factor if replication_factor is None else replication_factor
         if factor != 1:
             raise errors.InvalidReplicationFactorError(
                 "replication factor %r is larger than the 1 available broker" % (factor,))
@@ -210,7 +212,7 @@ class Broker:
     def delete_topic(self, name: str) -> None:
         with self._lock:
             self._check_open()
-            if not self.config["delete.topic.enable"]:
+            if not self.config.node.delete_topic_enable:
                 raise errors.TopicDeletionDisabledError("delete.topic.enable is false")
             if name not in self._topics:
                 raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
@@ -310,7 +312,7 @@ class Broker:
             if found is not None:
                 return found
             if topic not in self._topics:
-                if create and self.config["auto.create.topics.enable"] and topic not in INTERNAL_TOPICS:
+                if create and self.config.node.auto_create_topics_enable and topic not in INTERNAL_TOPICS:
                     self._create_topic(topic, None, None, None, internal=False)
                     found = self._partitions.get((topic, index))
                     if found is not None:
@@ -325,9 +327,13 @@ class Broker:
             raise errors.InvalidRequiredAcksError("acks must be 0, 1 or -1 (all), got %r" % (acks,))
         target = self.partition(topic, partition, create=True)
         result = target.append(records, required_acks=acks)
-        self.fetch_purgatory.check_and_complete((topic, partition))
+        self._data_committed((topic, partition))  # one replica: the append moved the high watermark
         return ProduceResult(0, result.base_offset, result.log_append_time, result.log_start_offset,
                              result.record_count)
+
+    def _data_committed(self, key: Tuple[str, int]) -> None:
+        """A partition's high watermark moved: the fetches waiting on it may complete."""
+        self.fetch_purgatory.check_and_complete(key)
 
     def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int = 500, min_bytes: int = 1,
               max_bytes: int = 52428800, isolation_level: str = "read_uncommitted") -> FetchResults:
@@ -370,6 +376,8 @@ class Broker:
         budget = max_bytes
         for topic, index, offset, partition_max in requests:
             try:
+                if self.closed:  # shutting down: the client goes to the partition's next leader
+                    raise errors.NotLeaderOrFollowerError("broker %d is shutting down" % self.broker_id)
                 part = self.partition(topic, index)
                 limit = max(0, min(partition_max, budget))
                 region = part.read(offset, limit, isolation_level, min_one_batch=budget == max_bytes)

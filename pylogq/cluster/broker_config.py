@@ -105,7 +105,7 @@ class BrokerConfig:
                 if listener is not None:
                     known += listener.known_keys()
                 raise ConfigError("Unknown broker configuration %r%s" % (key, suggest(key, known)))
-        self.node = NodeConfig.build(node)
+        self.node: NodeConfig = NodeConfig.build(node)
         self.listener: Optional[Config] = listener.build(served) if listener is not None else None
         self.log_manager = LogManagerConfig.from_dict(logs)
         #: Dotted key -> value of every node and listener setting.

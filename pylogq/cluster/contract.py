@@ -27,6 +27,7 @@ __all__ = [
     "GroupCoordinatorApi",
     "ServedBroker",
     "ConfigEntries",
+    "ConfigValue",
     "FetchRequest",
     "FetchResult",
     "GroupDescription",
@@ -68,6 +69,9 @@ FetchRequest = Tuple[str, int, int, int]
 
 #: A Fetch's answer per (topic, partition).
 FetchResults = Dict[Tuple[str, int], "FetchResult"]
+
+#: A setting's parsed value (lists as tuples; None for an unset optional key).
+ConfigValue = Union[str, int, float, bool, Tuple[str, ...], None]
 
 #: DescribeConfigs for a topic: dotted key -> (value, is_default).
 ConfigEntries = Dict[str, Tuple[Optional[str], bool]]
@@ -253,7 +257,7 @@ class BrokerConfigView(Protocol):
     @property
     def listener(self) -> Optional[Config]: ...
 
-    def __getitem__(self, key: str) -> Any: ...
+    def __getitem__(self, key: str) -> "ConfigValue": ...
 
     def to_strings(self) -> Dict[str, Optional[str]]: ...
 
@@ -283,7 +287,7 @@ class ServedBroker(Protocol):
     def partitions_for(self, topic: str) -> int: ...
 
     def create_topic(self, name: str, partitions: Optional[int] = None, replication_factor: Optional[int] = None,
-                     config: Optional[Mapping[str, Any]] = None, validate_only: bool = False) -> TopicDescription: ...
+                     config: Optional[Mapping[str, object]] = None, validate_only: bool = False) -> TopicDescription: ...
 
     def delete_topic(self, name: str) -> None: ...
 
@@ -291,9 +295,10 @@ class ServedBroker(Protocol):
 
     def describe_configs(self, topic: str) -> ConfigEntries: ...
 
-    def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool = False) -> None: ...
+    def alter_configs(self, topic: str, config: Mapping[str, Optional[object]], incremental: bool = False) -> None: ...
 
-    def produce(self, topic: str, partition: int, records: Any, acks: int = 1) -> ProduceResult: ...
+    def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview],
+                acks: int = 1) -> ProduceResult: ...
 
     def fetch_async(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
                     isolation_level: str = "read_uncommitted",
@@ -315,6 +320,7 @@ class Listener(Protocol):
 
 
 #: Opens a listener for ``Broker.serve``: (broker, host, port, options) -> a started listener.
+#: ``options`` are the listener's own keyword arguments (``KafkaServer``'s), checked by it.
 ListenerFactory = Callable[[ServedBroker, str, int, Mapping[str, Any]], Listener]
 
 _listener: List[Tuple[ListenerFactory, Type[Config]]] = []

@@ -279,8 +279,11 @@ class DelayedOperationPurgatory:
             ops = list(watching)
         completed = 0
         for op in ops:
-            if not op.completed and op.try_complete():
-                completed += 1
+            try:
+                if not op.completed and op.try_complete():
+                    completed += 1
+            except Exception:  # noqa: BLE001 - one operation's failure must not stall the others
+                log.exception("delayed %s operation %r failed", self.name, op)
         with self._lock:
             watching = self._watchers.get(key)
             if watching is not None:
@@ -315,4 +318,7 @@ class DelayedOperationPurgatory:
             ops = {op for watching in self._watchers.values() for op in watching}
             self._watchers.clear()
         for op in ops:
-            op.force_complete()
+            try:
+                op.force_complete()
+            except Exception:  # noqa: BLE001 - every other operation still gets its answer
+                log.exception("delayed %s operation %r failed at close", self.name, op)

@@ -41,7 +41,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from ..errors import (
     BrokerError,
@@ -71,7 +71,7 @@ from ..errors import (
 from ..records import build_batch
 from . import offsets_schema as schema
 from .contract import GroupDescription, JoinResult, MemberDescription, SyncResult
-from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
+from .delayed import DelayedCall, DelayedOperation, DelayedOperationPurgatory, Timer
 from .offsets_schema import java_string_hash, partition_for_group
 
 __all__ = [
@@ -203,7 +203,7 @@ class _Member:
                 return data
         return b""
 
-    def vote(self, candidates: set) -> str:
+    def vote(self, candidates: Set[str]) -> str:
         """The first protocol in this member's preference order that every member supports."""
         for name, _ in self.protocols:
             if name in candidates:
@@ -242,7 +242,7 @@ class _Group:
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def candidate_protocols(self) -> set:
+    def candidate_protocols(self) -> Set[str]:
         sets = [{name for name, _ in m.protocols} for m in self.members.values()]
         return set.intersection(*sets) if sets else set()
 
@@ -276,11 +276,13 @@ class _Group:
 class GroupCoordinator:
     """Consumer groups and their committed offsets, stored in ``__consumer_offsets``.
 
-    Thread-safe: one lock guards every group; blocking calls wait on a
-    condition of that lock. A background thread (started unless
-    ``start_timer=False``; :meth:`tick` then expires deadlines by hand, as with
-    a fake ``clock``) removes members whose session timed out and completes
-    rebalances whose timeout passed. ``clock`` returns seconds.
+    Thread-safe: one lock guards every group. Calls that wait are delayed
+    operations watched under their group. Session and rebalance deadlines run on
+    the delayed operations' timer (the broker's, or one of the coordinator's own):
+    at the earliest one, members whose session timed out are removed and
+    rebalances whose timeout passed complete. With ``start_timer=False`` nothing
+    runs by itself and :meth:`tick` expires deadlines by hand, as with a fake
+    ``clock`` (seconds; with the timer it must be ``time.monotonic``).
     """
 
     def __init__(
@@ -319,15 +321,13 @@ class GroupCoordinator:
         self._waits = DelayedOperationPurgatory("rebalance", self._delay_timer)
         self._groups: Dict[str, _Group] = {}
         self._closed = False
-        self._timer: Optional[threading.Thread] = None
-        if start_timer:
-            self._timer = threading.Thread(target=self._run_timer, name="group-coordinator-timer", daemon=True)
-            self._timer.start()
+        self._deadlines_on_timer = start_timer
+        self._next_tick: Optional[_Tick] = None
 
     # -- lifecycle ---------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the timer thread and wake every blocked caller (they get COORDINATOR_NOT_AVAILABLE)."""
+        """Stop the deadlines and answer every waiting call (COORDINATOR_NOT_AVAILABLE)."""
         with self._cond:
             self._closed = True
             for group in self._groups.values():
@@ -336,12 +336,9 @@ class GroupCoordinator:
                         m.join_result = JoinResult(CoordinatorNotAvailableError.code)
                     if m.awaiting_sync and m.sync_result is None:
                         m.sync_result = SyncResult(CoordinatorNotAvailableError.code)
-            self._cond.notify_all()
             for group_id in list(self._groups):
                 self._waits.check_and_complete(group_id)
         self._waits.close()
-        if self._timer is not None and self._timer is not threading.current_thread():
-            self._timer.join()
         if self._own_timer:
             self._delay_timer.close()
 
@@ -418,7 +415,7 @@ class GroupCoordinator:
                         if group.leader_id not in group.members:
                             group.leader_id = next(iter(group.members))
                 self._groups[group_id] = group
-            self._cond.notify_all()
+            self._reschedule()
 
     # -- membership ----------------------------------------------------------------
 
@@ -594,7 +591,7 @@ class GroupCoordinator:
                     if member.awaiting_sync:
                         member.awaiting_sync = False
                         self._touch(member)
-                        self._cond.notify_all()
+                        self._reschedule()  # its session counts again
                     return SyncResult(RequestTimedOutError.code)
 
             op = DelayedCall(None if timeout_s is None else time.monotonic() + timeout_s, check, on_deadline, deliver)
@@ -796,13 +793,40 @@ class GroupCoordinator:
         with self._cond:
             self._expire(self._clock())
 
-    def _run_timer(self) -> None:
+    def _on_tick(self) -> None:
+        """The timer reached a scheduled deadline: expire what passed, schedule the next."""
         with self._cond:
-            while not self._closed:
-                now = self._clock()
-                next_deadline = self._expire(now)
-                timeout = None if next_deadline is None else max(0.0, next_deadline - self._clock())
-                self._cond.wait(timeout)
+            if self._closed:
+                return
+            self._next_tick = None
+            self._schedule(self._expire(self._clock()))
+
+    def _reschedule(self) -> None:
+        """Deadlines may have moved earlier (lock held): make sure the timer fires by the earliest."""
+        if self._deadlines_on_timer and not self._closed:
+            self._schedule(self._next_deadline())
+
+    def _schedule(self, deadline: Optional[float]) -> None:
+        if deadline is None or not self._deadlines_on_timer or self._closed:
+            return
+        current = self._next_tick
+        if current is not None and not current.completed and current.deadline is not None \
+                and current.deadline <= deadline:
+            return  # an earlier tick will look again
+        tick = _Tick(deadline, self._on_tick)
+        self._next_tick = tick
+        self._delay_timer.add(tick)
+
+    def _next_deadline(self) -> Optional[float]:
+        """The earliest session or rebalance deadline (lock held)."""
+        found: Optional[float] = None
+        for group in self._groups.values():
+            if group.join_deadline is not None and (found is None or group.join_deadline < found):
+                found = group.join_deadline
+            for member in group.members.values():
+                if not member.kept_alive() and (found is None or member.heartbeat_deadline < found):
+                    found = member.heartbeat_deadline
+        return found
 
     def _expire(self, now: float) -> Optional[float]:
         """Handle every passed deadline; return the earliest one still ahead (None if none)."""
@@ -827,8 +851,8 @@ class GroupCoordinator:
     # -- state machine (lock held) ----------------------------------------------------------
 
     def _changed(self, group: _Group) -> None:
-        """Wake the timer (deadlines may have moved) and complete the group's waiting calls."""
-        self._cond.notify_all()
+        """Deadlines may have moved and waiting calls may be answered: see to both (lock held)."""
+        self._reschedule()
         self._waits.check_and_complete(group.group_id)
 
     def _touch(self, member: _Member) -> None:
@@ -1059,3 +1083,20 @@ def _answered(result: _R, deliver: Callable[[_R], None]) -> "DelayedCall[_R]":
     op: DelayedCall[_R] = DelayedCall(None, lambda: None, lambda: result, deliver)
     op.complete_with(result)
     return op
+
+
+class _Tick(DelayedOperation):
+    """The coordinator's next deadline on the timer: nothing completes it but time."""
+
+    def __init__(self, deadline: float, run: Callable[[], None]) -> None:
+        super().__init__(deadline)
+        self._run = run
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        """Nothing to answer: the work is done at expiration."""
+
+    def on_expiration(self) -> None:
+        self._run()

@@ -40,7 +40,7 @@ class InProcessTransport:
         try:
             return self.broker.partitions_for(topic)
         except UnknownTopicOrPartitionError:
-            if not create or not self.broker.config["auto.create.topics.enable"]:
+            if not create or not self.broker.config.node.auto_create_topics_enable:
                 return None
             try:
                 self.broker.create_topic(topic)

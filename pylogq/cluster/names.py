@@ -15,6 +15,11 @@ from typing import FrozenSet
 
 from ..errors import InvalidTopicError
 
+__all__ = [
+    "MAX_NAME_LENGTH", "INTERNAL_TOPICS", "validate_topic_name", "unify_collision_chars",
+    "has_collision_chars", "collides", "is_internal"
+]
+
 #: Kafka's limit (Topic.MAX_NAME_LENGTH): room for "-<partition>" in a 255-byte file name.
 MAX_NAME_LENGTH = 249
 

@@ -18,7 +18,7 @@ gets its original offsets back and is not written again.
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 from .. import records
 from ..errors import (
@@ -30,6 +30,8 @@ from ..errors import (
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from ..storage.segment import FileRegion
 from .producer_state import DuplicateBatch, ProducerStateManager, producer_batches
+
+__all__ = ["ISOLATION_LEVELS", "ORIGINS", "PartitionAppendResult", "Partition"]
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 ORIGINS = ("client", "coordinator")
@@ -51,7 +53,7 @@ class Partition:
 
     Invariant: ``log_start_offset <= high_watermark <= log_end_offset``.
     Thread-safe: appends, high watermark changes and producer state are
-    serialized by one lock, whose condition wakes :meth:`wait_for_data`;
+    serialized by one lock;
     reads take no lock (the log's reads are lock-free snapshots and the high
     watermark is one attribute). The partition does not own its log: closing
     it leaves the log to whoever opened it (the LogManager).
@@ -67,7 +69,9 @@ class Partition:
         self._leader_epoch = leader_epoch
         self.single_replica = single_replica
         self._lock = threading.RLock()
-        self._data = threading.Condition(self._lock)
+        #: Called (outside the lock) when :meth:`update_high_watermark` moves the high
+        #: watermark forward: the broker checks the requests waiting on this partition.
+        self.on_high_watermark_advanced: Optional[Callable[[], None]] = None
         self.closed = False
         self.producer_state = ProducerStateManager()
         with log.lock:
@@ -115,9 +119,9 @@ class Partition:
                     % (offset, self.topic, self.index, self.log.log_start_offset, end))
             old = self._high_watermark
             self._high_watermark = offset
-            if offset > old:
-                self._data.notify_all()
-            return offset != old
+        if offset > old and self.on_high_watermark_advanced is not None:
+            self.on_high_watermark_advanced()
+        return offset != old
 
     # -- appending -----------------------------------------------------------------------
 
@@ -163,7 +167,6 @@ class Partition:
                                                first, last, timestamp)
             if self.single_replica:
                 self._high_watermark = self.log.log_end_offset
-            self._data.notify_all()
             return PartitionAppendResult(info.first_offset, info.last_offset, info.log_append_time,
                                          info.log_start_offset, info.record_count, False)
 
@@ -191,17 +194,6 @@ class Partition:
         _check_isolation(isolation_level)
         self._check_open()
         return self.log.read(offset, max_bytes, max_offset=self._high_watermark, min_one_batch=min_one_batch)
-
-    def wait_for_data(self, offset: int, timeout_s: float) -> bool:
-        """Block until the high watermark passes ``offset`` (a record at ``offset`` is readable),
-        the partition closes or ``timeout_s`` elapses; -> whether the record is readable.
-
-        Sleeps on a condition that appends and HW updates notify: no polling.
-        """
-        with self._data:
-            self._data.wait_for(lambda: self._high_watermark > offset or self.closed,
-                                timeout=max(timeout_s, 0.0))
-            return self._high_watermark > offset
 
     def offset_for_timestamp(self, timestamp: int,
                              isolation_level: str = "read_uncommitted") -> Optional[Tuple[int, int]]:
@@ -258,10 +250,9 @@ class Partition:
             raise NotLeaderOrFollowerError("partition %s-%d is closed on this broker" % (self.topic, self.index))
 
     def close(self) -> None:
-        """Stop serving: later calls raise NotLeaderOrFollowerError and waiters wake. The log stays open."""
+        """Stop serving: later calls raise NotLeaderOrFollowerError. The log stays open."""
         with self._lock:
             self.closed = True
-            self._data.notify_all()
 
     def __repr__(self) -> str:
         return "Partition(%s-%d, start=%d, hw=%d, end=%d, leader_epoch=%d)" % (

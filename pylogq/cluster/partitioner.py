@@ -15,9 +15,12 @@ from __future__ import annotations
 import random
 import struct
 import threading
+import types
 from typing import Callable, Dict, Optional, Sequence, Union
 
 from .._speedups import compiled
+
+__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "pure", "to_positive"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -58,8 +61,12 @@ def _py_murmur2(data: Buffer) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
-_kernel = compiled("_offset_map")
-murmur2: Callable[[Buffer], int] = _kernel.murmur2 if _kernel is not None else _py_murmur2
+#: The pure-Python twin of the compiled kernel's murmur2 (the rest of that kernel's
+#: twin, the compaction map's hashes, is pylogq.storage.offset_map's).
+pure = types.SimpleNamespace(murmur2=_py_murmur2)
+
+_kernel = compiled("_offset_map") or pure
+murmur2: Callable[[Buffer], int] = _kernel.murmur2
 
 
 def to_positive(value: int) -> int:

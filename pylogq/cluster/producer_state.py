@@ -39,6 +39,11 @@ from ..errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, U
 from ..records import iter_batches
 from ..records.default_records import INT32_MAX, LAST_OFFSET_DELTA_OFFSET, PRODUCER_ID_OFFSET
 
+__all__ = [
+    "NUM_BATCHES_TO_RETAIN", "BatchMetadata", "DuplicateBatch", "ProducerBatch", "last_sequence",
+    "in_sequence", "producer_batches", "ProducerStateManager"
+]
+
 if TYPE_CHECKING:
     from ..storage.log import Log
 

@@ -25,7 +25,8 @@ import struct
 import uuid as _uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .types import Buffer, ProtocolError, Reader, Writer
+from ..errors import ProtocolError
+from .types import Buffer, Reader, Writer
 
 __all__ = ["Schema", "parse_versions", "snake_case"]
 

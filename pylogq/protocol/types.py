@@ -28,7 +28,7 @@ import struct
 import uuid as _uuid
 from typing import Optional, Union
 
-from ..errors import PylogqError
+from ..errors import ProtocolError
 
 __all__ = ["ProtocolError", "Reader", "Writer"]
 
@@ -41,10 +41,6 @@ _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _F64 = struct.Struct(">d")
-
-
-class ProtocolError(PylogqError):
-    """A protocol buffer is truncated or malformed."""
 
 
 class Reader:

@@ -6,7 +6,7 @@ pure-Python twin (:mod:`pylogq.records.default_records`), chosen once at import.
 """
 
 from . import codecs
-from ._impl import impl as _impl
+from ._impl import Record, RecordBatch, RecordBatchBuilder, build_batch, decode_headers
 from .columnar import RecordColumns, decode_columns
 from .default_records import (
     CONTROL_MASK,
@@ -29,12 +29,6 @@ from .memory_records import (
     scan,
     valid_prefix_length,
 )
-
-Record = _impl.Record
-RecordBatch = _impl.RecordBatch
-RecordBatchBuilder = _impl.RecordBatchBuilder
-build_batch = _impl.build_batch
-decode_headers = _impl.decode_headers
 
 __all__ = [
     "AppendInfo",

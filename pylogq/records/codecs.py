@@ -27,6 +27,13 @@ from typing import Callable, Dict, Union
 
 from ..errors import CorruptRecordError, UnsupportedCodecError
 
+__all__ = [
+    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODEC_MASK", "NAMES", "BY_NAME", "MAX_DECOMPRESSED",
+    "codec_id", "gzip_encode", "gzip_decode", "snappy_encode", "snappy_decode", "lz4_encode",
+    "lz4_decode", "lz4_encode_v0", "lz4_decode_v0", "zstd_encode", "zstd_decode", "compress",
+    "decompress"
+]
+
 Buffer = Union[bytes, bytearray, memoryview]
 
 NONE = 0

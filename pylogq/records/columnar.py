@@ -14,8 +14,10 @@ from typing import Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .default_records import COLUMN_NAMES, Header
-from ._impl import impl
+from . import _impl
+from .default_records import Header
+
+__all__ = ["RecordColumns", "decode_columns"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -26,7 +28,7 @@ class RecordColumns:
     Immutable by convention; it keeps ``data`` (and so the input buffer) alive.
     """
 
-    __slots__ = ("data", "count") + COLUMN_NAMES
+    __slots__ = ("data", "count") + _impl.COLUMN_NAMES
 
     offsets: np.ndarray
     timestamps: np.ndarray
@@ -41,7 +43,7 @@ class RecordColumns:
     def __init__(self, data: Buffer, count: int, *columns: np.ndarray) -> None:
         self.data = data
         self.count = count
-        for name, column in zip(COLUMN_NAMES, columns):
+        for name, column in zip(_impl.COLUMN_NAMES, columns):
             setattr(self, name, column)
 
     def __len__(self) -> int:
@@ -77,7 +79,7 @@ class RecordColumns:
         n = int(self.headers_count[i])
         if n == 0:
             return []
-        return impl.decode_headers(self.data, int(self.headers_start[i]), n)
+        return _impl.decode_headers(self.data, int(self.headers_start[i]), n)
 
     def rows(self) -> Iterator[Tuple[int, int, int, Optional[bytes], Optional[bytes], List[Header]]]:
         """(offset, timestamp, timestamp_type, key, value, headers) per record."""
@@ -105,4 +107,4 @@ def decode_columns(
     batches unless ``skip_control=False``; a partial batch at the end is
     ignored (fetch responses end with one). Bad bytes raise CorruptRecordError.
     """
-    return RecordColumns(*impl.decode_columns(buffer, check_crc, skip_control, start_offset, end_offset))
+    return RecordColumns(*_impl.decode_columns(buffer, check_crc, skip_control, start_offset, end_offset))

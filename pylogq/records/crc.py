@@ -142,17 +142,9 @@ pure = types.SimpleNamespace(
     IMPLEMENTATION={"crc32c": _CRCMOD_NAME if _crcmod_32c else "python-table", "crc32": "zlib"},
 )
 
-_c = compiled("_crc")
-IMPLEMENTATION: Dict[str, str]
-if _c is not None:
-    crc32c = _c.crc32c
-    crc32 = _c.crc32
-    crc32c_combine = _c.crc32c_combine
-    crc32_combine = _c.crc32_combine
-    IMPLEMENTATION = dict(_c.IMPLEMENTATION)
-else:
-    crc32c = pure.crc32c
-    crc32 = pure.crc32
-    crc32c_combine = pure.crc32c_combine
-    crc32_combine = pure.crc32_combine
-    IMPLEMENTATION = dict(pure.IMPLEMENTATION)
+_kernel = compiled("_crc") or pure
+crc32c = _kernel.crc32c
+crc32 = _kernel.crc32
+crc32c_combine = _kernel.crc32c_combine
+crc32_combine = _kernel.crc32_combine
+IMPLEMENTATION: Dict[str, str] = dict(_kernel.IMPLEMENTATION)

@@ -39,6 +39,23 @@ from ..errors import CorruptRecordError, InvalidRecordError
 from . import codecs
 from .crc import crc32, crc32c
 
+__all__ = [
+    "BASE_OFFSET_OFFSET", "BASE_OFFSET_LENGTH", "LENGTH_OFFSET", "LENGTH_LENGTH",
+    "PARTITION_LEADER_EPOCH_OFFSET", "PARTITION_LEADER_EPOCH_LENGTH", "MAGIC_OFFSET",
+    "MAGIC_LENGTH", "CRC_OFFSET", "CRC_LENGTH", "ATTRIBUTES_OFFSET", "ATTRIBUTES_LENGTH",
+    "LAST_OFFSET_DELTA_OFFSET", "LAST_OFFSET_DELTA_LENGTH", "BASE_TIMESTAMP_OFFSET",
+    "BASE_TIMESTAMP_LENGTH", "MAX_TIMESTAMP_OFFSET", "MAX_TIMESTAMP_LENGTH", "PRODUCER_ID_OFFSET",
+    "PRODUCER_ID_LENGTH", "PRODUCER_EPOCH_OFFSET", "PRODUCER_EPOCH_LENGTH", "BASE_SEQUENCE_OFFSET",
+    "BASE_SEQUENCE_LENGTH", "RECORDS_COUNT_OFFSET", "RECORDS_COUNT_LENGTH", "RECORDS_OFFSET",
+    "HEADER_SIZE", "LOG_OVERHEAD", "MAGIC", "COMPRESSION_MASK", "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_MASK", "CONTROL_MASK", "DELETE_HORIZON_MASK", "CREATE_TIME", "LOG_APPEND_TIME",
+    "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "NO_PARTITION_LEADER_EPOCH", "INT32_MAX",
+    "MIN_RECORD_SIZE", "DEFAULT_BATCH_SIZE", "encode_varint", "size_of_varint", "decode_varint",
+    "Record", "RecordBatchBuilder", "build_batch", "RecordBatch", "decode_headers",
+    "ENTRY_MAGIC_OFFSET", "LEGACY_CRC_OFFSET", "scan_entries", "assign_offsets", "COLUMN_NAMES",
+    "decode_columns"
+]
+
 Buffer = Union[bytes, bytearray, memoryview]
 Header = Tuple[str, Optional[bytes]]
 
@@ -543,15 +560,11 @@ _RECORD_ERRORS = {
 }
 
 
-class _RecordFault(Exception):
-    """One structural problem in a record; turned into a CorruptRecordError by the caller."""
-
-
 def _varint_or_fault(data: Buffer, pos: int, end: int, max_bytes: int = 5) -> Tuple[int, int]:
     try:
         return decode_varint(data, pos, end, max_bytes)
     except CorruptRecordError:
-        raise _RecordFault("varint") from None
+        raise CorruptRecordError("varint") from None
 
 
 def _parse_record(data: Buffer, pos: int, end: int, prev_delta: int, last_delta: int) -> tuple:
@@ -559,41 +572,42 @@ def _parse_record(data: Buffer, pos: int, end: int, prev_delta: int, last_delta:
 
     -> (end, attributes, timestamp delta, offset delta, key pos, key length,
     value pos, value length, headers pos, headers count); lengths are -1 for
-    null; raises _RecordFault naming the problem. The compiled kernel's
-    ``_parse_record`` checks exactly the same things.
+    null. A problem raises CorruptRecordError whose one argument is its key in
+    ``_RECORD_ERRORS``; the caller, which knows the batch, writes the message.
+    The compiled kernel's ``_parse_record`` checks exactly the same things.
     """
     length, pos = _varint_or_fault(data, pos, end)
     if length < MIN_RECORD_SIZE - 1 or length > end - pos:
-        raise _RecordFault("length")
+        raise CorruptRecordError("length")
     rec_end = pos + length
     attributes = data[pos]
     pos += 1
     ts_delta, pos = _varint_or_fault(data, pos, rec_end, 10)
     delta, pos = _varint_or_fault(data, pos, rec_end)
     if delta <= prev_delta or delta > last_delta:
-        raise _RecordFault("delta")
+        raise CorruptRecordError("delta")
     fields = [rec_end, attributes, ts_delta, delta]
     for what in ("key", "value"):
         n, pos = _varint_or_fault(data, pos, rec_end)
         if n < -1 or n > rec_end - pos:
-            raise _RecordFault(what)
+            raise CorruptRecordError(what)
         fields += [pos, n]
         pos += max(n, 0)
     count, pos = _varint_or_fault(data, pos, rec_end)
     if count < 0 or count > rec_end - pos:
-        raise _RecordFault("headers")
+        raise CorruptRecordError("headers")
     fields += [pos, count]
     for _ in range(count):
         n, pos = _varint_or_fault(data, pos, rec_end)
         if n < 0 or n > rec_end - pos:
-            raise _RecordFault("headers")
+            raise CorruptRecordError("headers")
         pos += n
         n, pos = _varint_or_fault(data, pos, rec_end)
         if n < -1 or n > rec_end - pos:
-            raise _RecordFault("headers")
+            raise CorruptRecordError("headers")
         pos += max(n, 0)
     if pos != rec_end:
-        raise _RecordFault("trailing")
+        raise CorruptRecordError("trailing")
     return tuple(fields)
 
 
@@ -612,10 +626,10 @@ def _iter_fields(batch: "RecordBatch", data: Buffer, pos: int, end: int) -> Iter
     for _ in range(count):
         try:
             fields = _parse_record(data, pos, end, prev, batch.last_offset_delta)
-        except _RecordFault as fault:
+        except CorruptRecordError as fault:
             raise CorruptRecordError(
                 "record at byte %d of the batch at offset %d has %s"
-                % (pos, batch.base_offset, _RECORD_ERRORS[str(fault)])
+                % (pos, batch.base_offset, _RECORD_ERRORS[fault.args[0]])
             ) from None
         prev = fields[3]
         pos = fields[0]

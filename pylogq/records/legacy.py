@@ -59,6 +59,17 @@ from ..errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecErr
 from . import codecs
 from .crc import crc32
 
+__all__ = [
+    "OFFSET_OFFSET", "OFFSET_LENGTH", "SIZE_OFFSET", "SIZE_LENGTH", "LOG_OVERHEAD", "CRC_OFFSET",
+    "CRC_LENGTH", "MAGIC_OFFSET", "MAGIC_LENGTH", "ATTRIBUTES_OFFSET", "ATTRIBUTES_LENGTH",
+    "TIMESTAMP_OFFSET", "TIMESTAMP_LENGTH", "KEY_SIZE_OFFSET_V0", "KEY_SIZE_OFFSET_V1",
+    "KEY_SIZE_LENGTH", "VALUE_SIZE_LENGTH", "RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1",
+    "CODEC_MASK", "TIMESTAMP_TYPE_MASK", "CREATE_TIME", "LOG_APPEND_TIME", "NO_TIMESTAMP",
+    "NO_TIMESTAMP_TYPE", "INT32_MAX", "INT64_MAX", "LegacyRecord", "LegacyMessage",
+    "iter_legacy_messages", "iter_legacy_records", "valid_prefix_length", "validate_legacy",
+    "LegacyRecordMetadata", "LegacyRecordBatchBuilder", "assign_offsets_legacy"
+]
+
 Buffer = Union[bytes, bytearray, memoryview]
 
 OFFSET_OFFSET = 0

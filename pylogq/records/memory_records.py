@@ -15,8 +15,10 @@ import struct
 from typing import Iterator, NamedTuple, Optional, Union
 
 from ..errors import CorruptRecordError
+from . import _impl
 from . import default_records as _v2py
-from ._impl import impl
+
+__all__ = ["AppendInfo", "BatchInfo", "ScanResult", "assign_offsets", "iter_batches", "scan", "valid_prefix_length"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -54,12 +56,12 @@ class AppendInfo(NamedTuple):
 
 def scan(buffer: Buffer, position: int = 0, check_crc: bool = True) -> ScanResult:
     """Walk whole entries from ``position``; stop at the end, a partial or a bad entry."""
-    return ScanResult(*impl.scan_entries(buffer, position, check_crc))
+    return ScanResult(*_impl.scan_entries(buffer, position, check_crc))
 
 
 def valid_prefix_length(buffer: Buffer, position: int = 0, check_crc: bool = True) -> int:
     """Bytes of whole, well-formed entries from ``position`` (CRC checked by default)."""
-    return impl.scan_entries(buffer, position, check_crc)[0]
+    return _impl.scan_entries(buffer, position, check_crc)[0]
 
 
 _V2_FIELDS = struct.Struct(">qi")
@@ -79,7 +81,7 @@ def iter_batches(buffer: Buffer, position: int = 0, check_crc: bool = False) -> 
         if size == 0:
             return
         if check_crc:
-            _, _, error = impl.scan_entries(memoryview(buf)[pos : pos + size], 0, True)
+            _, _, error = _impl.scan_entries(memoryview(buf)[pos : pos + size], 0, True)
             if error is not None:
                 raise CorruptRecordError(error.replace("at byte 0", "at byte %d" % pos))
         (offset,) = struct.unpack_from(">q", buf, pos)
@@ -111,4 +113,4 @@ def assign_offsets(
     Raises CorruptRecordError for bad bytes and InvalidRecordError for a
     well-formed batch a producer may not send (no records, offset gaps).
     """
-    return AppendInfo(*impl.assign_offsets(buffer, base_offset, partition_leader_epoch, log_append_time))
+    return AppendInfo(*_impl.assign_offsets(buffer, base_offset, partition_leader_epoch, log_append_time))

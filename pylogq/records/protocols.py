@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Iterator, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
+__all__ = [
+    "BytesLike", "Header", "RecordProtocol", "RecordBatchProtocol", "RecordBatchBuilderProtocol"
+]
+
 Header = Tuple[str, Optional[bytes]]
 BytesLike = Union[bytes, bytearray, memoryview]
 

@@ -16,7 +16,8 @@ import os
 import struct
 from typing import TYPE_CHECKING, Any, Awaitable, List, Optional, Tuple, Union
 
-from ..protocol import REQUEST_HEADER, ProtocolError, Reader
+from ..errors import CloseConnection, ProtocolError
+from ..protocol import REQUEST_HEADER, Reader
 from .listeners import Listener
 
 if TYPE_CHECKING:
@@ -40,10 +41,6 @@ CLOSE_AFTER_RESPONSE_DELAY_S = 0.1
 
 Parts = Optional[List[Any]]
 Outcome = Union[Parts, Awaitable[Parts]]
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to end this connection (after earlier responses are written)."""
 
 
 class Connection:
@@ -275,7 +272,7 @@ class _RegionFile:
 
     def __init__(self, region: Any) -> None:
         self._region = region
-        self._position = region.position
+        self._position: int = region.position
 
     def fileno(self) -> int:
         return int(self._region.fileno())

@@ -27,18 +27,22 @@ from .. import errors
 from ..cluster.contract import FetchResult, GroupCoordinatorApi, JoinResult, SyncResult
 from ..cluster.delayed import DelayedCall
 from ..cluster.names import INTERNAL_TOPICS
+from ..errors import CloseConnection, ProtocolError
 from ..protocol import (
     API_NAMES,
+    AlterConfigOp,
+    ApiKey,
+    ConfigResourceType,
+    ConfigSource,
     REQUESTS,
     RESPONSE_HEADER,
     RESPONSES,
     SUPPORTED_VERSIONS,
-    ProtocolError,
     Reader,
     Writer,
     header_versions,
 )
-from .connection import CloseConnection, Connection, Outcome
+from .connection import Connection, Outcome
 from .fetch import frame_fetch_response
 
 if TYPE_CHECKING:
@@ -48,22 +52,10 @@ log = logging.getLogger("pylogq.server")
 
 __all__ = ["Handlers"]
 
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-
 _UNSUPPORTED_VERSION = errors.UnsupportedVersionError.code
 _UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 _I32 = struct.Struct(">i")
 
-# DescribeConfigs resource types and config sources (Kafka's ConfigResource.Type, ConfigSource).
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-# IncrementalAlterConfigs operations.
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 def _code(exc: BaseException) -> int:
@@ -89,21 +81,13 @@ class Handlers:
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
-    BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+    BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
     def __init__(self, server: "KafkaServer") -> None:
         self.server = server
         self.broker = server.broker
-        self._table: Dict[int, Callable[..., Any]] = {
-            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
-            8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
-            11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
-            15: self.describe_groups, 16: self.list_groups, 17: self.sasl_handshake,
-            18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
-            21: self.delete_records, 22: self.init_producer_id, 32: self.describe_configs,
-            33: self.alter_configs, 36: self.sasl_authenticate, 37: self.create_partitions,
-            42: self.delete_groups, 44: self.incremental_alter_configs,
-        }
+        # Each API's handler is the method named after it (ApiKey.JOIN_GROUP -> join_group).
+        self._table: Dict[int, Callable[..., Any]] = {key: getattr(self, key.name.lower()) for key in ApiKey}
         missing = set(SUPPORTED_VERSIONS) ^ set(self._table)
         if missing:
             raise AssertionError("handlers and SUPPORTED_VERSIONS disagree on API keys %s" % sorted(missing))
@@ -170,11 +154,11 @@ class Handlers:
         """
         log.info("unsupported version id=%d peer=%s client_id=%s api=%s version=%d",
                  conn.id, conn.peer, conn.client_id, self.name(api_key), version)
-        if api_key == API_VERSIONS:
+        if api_key == ApiKey.API_VERSIONS:
             w = Writer()
             w.int32(0)
             RESPONSE_HEADER.encode_into(w, {"correlation_id": correlation_id}, 0)
-            RESPONSES[API_VERSIONS].encode_into(
+            RESPONSES[ApiKey.API_VERSIONS].encode_into(
                 w, {"error_code": _UNSUPPORTED_VERSION, "api_keys": self._api_versions}, 0)
             data = bytearray(w.getvalue())
             _I32.pack_into(data, 0, len(data) - 4)
@@ -582,9 +566,9 @@ class Handlers:
                                    "resource_name": res["resource_name"], "configs": []}
             keys = res["configuration_keys"]
             try:
-                if res["resource_type"] == RESOURCE_TOPIC:
+                if res["resource_type"] == ConfigResourceType.TOPIC:
                     entries = self._topic_configs(res["resource_name"], req["include_synonyms"])
-                elif res["resource_type"] == RESOURCE_BROKER:
+                elif res["resource_type"] == ConfigResourceType.BROKER:
                     if res["resource_name"] not in ("", str(self.broker.broker_id)):
                         raise errors.InvalidRequestError("unknown broker %r" % res["resource_name"])
                     entries = self._broker_configs(req["include_synonyms"])
@@ -601,12 +585,12 @@ class Handlers:
         defaults = self.broker.default_log_config.to_strings()
         entries = []
         for name, (value, is_default) in self.broker.describe_configs(topic).items():
-            source = SOURCE_DEFAULT if is_default else SOURCE_DYNAMIC_TOPIC
+            source = ConfigSource.DEFAULT_CONFIG if is_default else ConfigSource.DYNAMIC_TOPIC_CONFIG
             syn = []
             if synonyms:
                 if not is_default:
-                    syn.append({"name": name, "value": value, "source": SOURCE_DYNAMIC_TOPIC})
-                syn.append({"name": name, "value": defaults.get(name), "source": SOURCE_DEFAULT})
+                    syn.append({"name": name, "value": value, "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
+                syn.append({"name": name, "value": defaults.get(name), "source": ConfigSource.DEFAULT_CONFIG})
             entries.append({"name": name, "value": value, "read_only": False, "is_default": is_default,
                             "config_source": source, "is_sensitive": False, "synonyms": syn})
         return entries
@@ -618,8 +602,8 @@ class Handlers:
             if sensitive:
                 text = None
             entries.append({"name": name, "value": text, "read_only": True, "is_default": False,
-                            "config_source": SOURCE_STATIC_BROKER, "is_sensitive": sensitive,
-                            "synonyms": [{"name": name, "value": text, "source": SOURCE_STATIC_BROKER}]
+                            "config_source": ConfigSource.STATIC_BROKER_CONFIG, "is_sensitive": sensitive,
+                            "synonyms": [{"name": name, "value": text, "source": ConfigSource.STATIC_BROKER_CONFIG}]
                             if synonyms else []})
         return entries
 
@@ -635,18 +619,18 @@ class Handlers:
         current: Optional[Dict[str, Tuple[Optional[str], bool]]] = None
         for c in res["configs"]:
             op, name, value = c["config_operation"], c["name"], c["value"]
-            if op == OP_SET:
+            if op == AlterConfigOp.SET:
                 changes[name] = value
-            elif op == OP_DELETE:
+            elif op == AlterConfigOp.DELETE:
                 changes[name] = None
-            elif op in (OP_APPEND, OP_SUBTRACT):
+            elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
                 if current is None:
                     current = self.broker.describe_configs(res["resource_name"])
                 if name not in current:
                     raise errors.InvalidConfigError("unknown config %r" % name)
                 items = [v for v in (current[name][0] or "").split(",") if v]
                 given = [v.strip() for v in (value or "").split(",") if v.strip()]
-                if op == OP_APPEND:
+                if op == AlterConfigOp.APPEND:
                     items += [v for v in given if v not in items]
                 else:
                     items = [v for v in items if v not in given]
@@ -662,10 +646,10 @@ class Handlers:
             entry = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
                      "resource_name": res["resource_name"]}
             try:
-                if res["resource_type"] == RESOURCE_BROKER:
+                if res["resource_type"] == ConfigResourceType.BROKER:
                     raise errors.InvalidRequestError(
                         "broker configs are static here: set them in server.properties or with --override")
-                if res["resource_type"] != RESOURCE_TOPIC:
+                if res["resource_type"] != ConfigResourceType.TOPIC:
                     raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
                 changes = changes_of(res)
                 if req["validate_only"]:

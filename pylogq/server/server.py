@@ -113,7 +113,9 @@ class KafkaServer:
         self.socket_request_max_bytes = int(socket_request_max_bytes or config.socket_request_max_bytes)
         self.queued_max_requests = int(queued_max_requests or config.queued_max_requests)
         self.connections_max_idle_ms = int(connections_max_idle_ms or config.connections_max_idle_ms)
-        self.fetch_max_bytes = int(broker.config["fetch.max.bytes"])
+        fetch_max_bytes = broker.config["fetch.max.bytes"]
+        assert isinstance(fetch_max_bytes, int)
+        self.fetch_max_bytes = fetch_max_bytes
         self._send_buffer = config.socket_send_buffer_bytes
         self._receive_buffer = config.socket_receive_buffer_bytes
         self.handlers = Handlers(self)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import pickle
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
-from .splits import SPARK_SCHEMA_DDL, DataLossError, Split, plan_splits, read_split
+from ..errors import DataLossError
+from .splits import SPARK_SCHEMA_DDL, Split, plan_splits, read_split
 from .writer import write_topic
 
 __all__ = [

@@ -35,8 +35,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-from ..errors import OffsetOutOfRangeError
-from .splits import SPARK_SCHEMA_DDL, DataLossError, DataLossWarning, Split, partition_bounds, plan_splits, read_split
+from ..errors import DataLossError, OffsetOutOfRangeError
+from .splits import SPARK_SCHEMA_DDL, DataLossWarning, Split, partition_bounds, plan_splits, read_split
 
 try:  # pyspark 4.2+: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow

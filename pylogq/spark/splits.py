@@ -10,14 +10,15 @@ split. :func:`read_split` reads a split's segment files directly, with no
 broker in the path, and yields Arrow record batches in the columns of Spark's
 Kafka source (:data:`ARROW_SCHEMA`, :data:`SPARK_SCHEMA_DDL`).
 
-Reads are safe beside a running broker: files are opened read-only, nothing
-is ever written into a log directory, and no recovery runs (so this module
-never uses :class:`pylogq.storage.log.Log`). The end of every split is fixed
-at planning time, so a read returns the same records however much the broker
-appends meanwhile. Records deleted by retention or DeleteRecords between
-planning and reading are reported as :class:`DataLossError`, or skipped with
-a :class:`DataLossWarning` when ``fail_on_data_loss=False`` (the option of
-Spark's Kafka source).
+Reads are safe beside a running broker: segment files are walked with
+:class:`pylogq.storage.segment.SegmentReader` (read-only, stopping at the
+valid prefix), nothing is ever written into a log directory, and no recovery
+runs (so this module never uses :class:`pylogq.storage.log.Log`). The end of
+every split is fixed at planning time, so a read returns the same records
+however much the broker appends meanwhile. Records deleted by retention or
+DeleteRecords between planning and reading are reported as
+:class:`DataLossError`, or skipped with a :class:`DataLossWarning` when
+``fail_on_data_loss=False`` (the option of Spark's Kafka source).
 
 pyarrow is imported on first use, so importing this module needs only numpy.
 """
@@ -35,10 +36,10 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from ..errors import OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
-from ..records import RecordColumns, decode_columns, decode_headers, valid_prefix_length
+from ..errors import DataLossError, OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
+from ..records import RecordColumns, decode_columns, decode_headers
 from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
-from ..storage.segment import BatchHeader, parse_header
+from ..storage.segment import SegmentReader
 
 __all__ = [
     "ARROW_SCHEMA",  # noqa: F822 - built on first access by the module __getattr__
@@ -74,30 +75,11 @@ LATEST = -1
 _LOG = ".log"
 _SWAP = ".swap"
 _INDEX = ".index"
-_HEADER_READ = 61  # a v2 batch header; enough for the v0/v1 fields too
-_MIN_ENTRY = 12 + 14  # the smallest entry of any format (a v0 message)
 _MIN_CHUNK = 1 << 20
 _MAX_CHUNK = 64 << 20
 _OPEN_RETRIES = 100  # segments renamed between a listing and an open (compaction, retention)
 
 OffsetSpec = Union[None, str, Mapping[Any, Any]]
-
-
-class DataLossError(PylogqError):
-    """Records of a split were deleted (retention, DeleteRecords, topic deletion) before a task read them.
-
-    Spark's Kafka source fails the query in this case unless
-    ``failOnDataLoss`` is false; so does :func:`read_split` unless
-    ``fail_on_data_loss=False``. ``start`` and ``end`` bound the lost
-    offsets (``end`` exclusive).
-    """
-
-    def __init__(self, message: str, topic: str = "", partition: int = -1, start: int = -1, end: int = -1) -> None:
-        super().__init__(message)
-        self.topic = topic
-        self.partition = partition
-        self.start = start
-        self.end = end
 
 
 class DataLossWarning(UserWarning):
@@ -322,34 +304,23 @@ def _read_index(segment: _Segment, log_size: int) -> Tuple[np.ndarray, np.ndarra
     return segment.base + rel[:n], pos[:n].copy()
 
 
-def _read_header(fd: int, position: int, limit: int) -> Optional[BatchHeader]:
-    """The header of the whole entry at ``position`` ending by ``limit``; None otherwise."""
-    head = os.pread(fd, _HEADER_READ, position)
-    if len(head) < 17 or head[16] > 2:
-        return None
-    header = parse_header(head, position)
-    if header.size < _MIN_ENTRY or position + header.size > limit or header.last_offset < header.base_offset:
-        return None
-    return header
-
-
-def _start_position(fd: int, offsets: np.ndarray, positions: np.ndarray, target: int, size: int) -> int:
+def _start_position(reader: SegmentReader, offsets: np.ndarray, positions: np.ndarray, target: int, size: int) -> int:
     """Where to scan from for ``target``: the last index entry at or before it, checked against the log."""
     k = int(np.searchsorted(offsets, target, side="right")) - 1
     if k < 0:
         return 0
-    header = _read_header(fd, int(positions[k]), size)
+    header = reader.header_at(int(positions[k]), size)
     if header is None or header.last_offset != int(offsets[k]):
         return 0  # an index that does not match its log: scan the segment from its start
     return int(positions[k])
 
 
-def _end_position(fd: int, offsets: np.ndarray, positions: np.ndarray, end: int, size: int) -> int:
+def _end_position(reader: SegmentReader, offsets: np.ndarray, positions: np.ndarray, end: int, size: int) -> int:
     """A byte position past every batch holding an offset below ``end`` (the file size at worst)."""
     k = int(np.searchsorted(offsets, end, side="left"))
     if k >= len(offsets):
         return size
-    header = _read_header(fd, int(positions[k]), size)
+    header = reader.header_at(int(positions[k]), size)
     if header is None or header.last_offset != int(offsets[k]):
         return size
     return header.position + header.size  # the batch ending at offsets[k] >= end; later ones start past end
@@ -358,23 +329,19 @@ def _end_position(fd: int, offsets: np.ndarray, positions: np.ndarray, end: int,
 def _segment_end(segment: _Segment) -> Optional[int]:
     """One past the last offset of the segment's last whole batch on disk now; None when it has none."""
     try:
-        fd = os.open(segment.path, os.O_RDONLY)
+        reader = SegmentReader.open(segment.path)
     except FileNotFoundError:
         return None
-    try:
-        size = os.fstat(fd).st_size
-        offsets, positions = _read_index(segment, size)
-        position = _start_position(fd, offsets, positions, 2**62, size)
+    with reader:
+        offsets, positions = _read_index(segment, reader.size)
+        position = _start_position(reader, offsets, positions, 2**62, reader.size)
         last = None
-        while position < size:
-            header = _read_header(fd, position, size)
-            if header is None:
-                break  # a batch still being written, or a preallocated file's zero tail
+        # The walk stops before a batch still being written, or a preallocated file's zero tail.
+        for header in reader.headers(position):
+            if header.last_offset < header.base_offset:
+                break  # offsets that go backwards: no end to trust past here
             last = header.last_offset
-            position += header.size
         return None if last is None else last + 1
-    finally:
-        os.close(fd)
 
 
 def _checkpointed(directory: str, name: str, topic: str, partition: int) -> Optional[int]:
@@ -744,15 +711,15 @@ def _iter_columns(split: Split, fail: bool, batch_rows: int) -> Iterator[RecordC
     retries = 0
     bytes_per_row = 128.0
     while position < end:
-        fd = -1
+        reader: Optional[SegmentReader] = None
         if k >= 0:
             try:
-                fd = os.open(segments[k].path, os.O_RDONLY)
+                reader = SegmentReader.open(segments[k].path)
             except FileNotFoundError:
                 pass  # renamed since the listing (retention, or a compaction swap)
             except OSError as exc:
                 raise PylogqError("cannot read segment %s: %s" % (segments[k].path, exc.strerror or exc)) from None
-        if fd < 0:
+        if reader is None:
             # The segment holding ``position`` is gone or moved: look again.
             retries += 1
             if retries > _OPEN_RETRIES:
@@ -764,14 +731,12 @@ def _iter_columns(split: Split, fail: bool, batch_rows: int) -> Iterator[RecordC
             segments, position, k = located
             continue
         segment = segments[k]
-        try:
-            for columns, chunk_bytes in _read_segment(fd, segment, position, end, batch_rows, bytes_per_row):
+        with reader:
+            for columns, chunk_bytes in _read_segment(reader, segment, position, end, batch_rows, bytes_per_row):
                 if len(columns):
                     bytes_per_row = max(chunk_bytes / len(columns), 1.0)
                     position = max(position, int(columns.offsets[-1]) + 1)
                     yield columns
-        finally:
-            os.close(fd)
         if position >= end:
             return
         if k + 1 < len(segments):
@@ -795,35 +760,24 @@ def _iter_columns(split: Split, fail: bool, batch_rows: int) -> Iterator[RecordC
             k = _segment_for(segments, position)
 
 
-def _read_segment(fd: int, segment: _Segment, start: int, end: int, batch_rows: int,
+def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int, batch_rows: int,
                   bytes_per_row: float) -> Iterator[Tuple[RecordColumns, int]]:
     """(columns, bytes read) of the records of one segment file with start <= offset < end.
 
     The file is read in chunks of whole batches sized to decode about
     ``batch_rows`` rows each, from the offset index entry before ``start`` to
-    the batch holding ``end - 1`` (or the file's end).
+    the batch holding ``end - 1`` (or the file's end); the reader stops where
+    the readable data ends (a batch being written, a preallocated zero tail).
+    CRCs are checked as the columns are decoded.
     """
-    size = os.fstat(fd).st_size
+    size = reader.size
     offsets, positions = _read_index(segment, size)
-    position = _start_position(fd, offsets, positions, start, size)
-    limit = _end_position(fd, offsets, positions, end, size)
-    while position < limit:
-        want = int(min(max(bytes_per_row * batch_rows * 0.9, _MIN_CHUNK), _MAX_CHUNK, limit - position))
-        data = os.pread(fd, want, position)
-        valid = valid_prefix_length(data, 0, False)
-        if valid == 0:
-            # The first batch is larger than the chunk, or this is where the readable data ends.
-            header = _read_header(fd, position, limit)
-            if header is None:
-                return
-            data = os.pread(fd, header.size, position)
-            valid = valid_prefix_length(data, 0, False)
-            if valid == 0:
-                return
-        chunk = data if valid == len(data) else memoryview(data)[:valid]
-        columns = decode_columns(chunk, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
-        yield columns, valid
-        position += valid
+    position = _start_position(reader, offsets, positions, start, size)
+    limit = _end_position(reader, offsets, positions, end, size)
+    chunk_bytes = int(min(max(bytes_per_row * batch_rows * 0.9, _MIN_CHUNK), _MAX_CHUNK))
+    for chunk in reader.chunks(position, limit, chunk_bytes):
+        columns = decode_columns(chunk.data, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
+        yield columns, len(chunk.data)
         if len(columns) and int(columns.offsets[-1]) >= end - 1:
             return
 

@@ -28,9 +28,9 @@ import errno
 import os
 import re
 import threading
-from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar, Union
 
-from ..errors import PylogqError
+from ..errors import CorruptCheckpointError
 
 __all__ = [
     "RECOVERY_POINT_CHECKPOINT",
@@ -65,19 +65,7 @@ _LONG_MAX = 2**63 - 1
 _INTEGER = re.compile(r"[+-]?[0-9]+\Z")
 
 PathType = Union[str, "os.PathLike[str]"]
-TopicPartition = Tuple[str, int]
 _T = TypeVar("_T")
-
-
-class CorruptCheckpointError(PylogqError):
-    """A checkpoint file that does not parse: wrong version, count mismatch, bad line."""
-
-    def __init__(self, path: str, line: Optional[int], problem: str) -> None:
-        self.path = path
-        self.line = line
-        self.problem = problem
-        where = "%s, line %d" % (path, line) if line is not None else path
-        super().__init__("corrupt checkpoint file %s: %s" % (where, problem))
 
 
 # --------------------------------------------------------------------------- atomic replacement
@@ -230,16 +218,16 @@ class OffsetCheckpoint(_CheckpointFile[Tuple[str, int, int]]):
 
     FIELDS = 3
 
-    def read(self) -> Dict[TopicPartition, int]:
+    def read(self) -> Dict[Tuple[str, int], int]:
         """The checkpointed offsets; empty when the file is missing or empty."""
-        result: Dict[TopicPartition, int] = {}
+        result: Dict[Tuple[str, int], int] = {}
         for number, (topic, partition, offset) in enumerate(self._read_entries(), start=3):
             if (topic, partition) in result:
                 raise CorruptCheckpointError(self.path, number, "duplicate entry for %s-%d" % (topic, partition))
             result[(topic, partition)] = offset
         return result
 
-    def write(self, entries: Mapping[TopicPartition, int]) -> None:
+    def write(self, entries: Mapping[Tuple[str, int], int]) -> None:
         """Replace the file's contents with ``entries``, atomically and durably."""
         rows = []
         for key, offset in entries.items():

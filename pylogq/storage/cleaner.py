@@ -67,7 +67,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import records
-from ..errors import PylogqError
+from ..errors import CleaningAbortedError, PylogqError
 from ..records.crc import crc32c
 from ..records.default_records import (
     ATTRIBUTES_OFFSET,
@@ -89,7 +89,7 @@ from .segment import CLEANED_SUFFIX, BatchHeader, FileRegion, LogSegment
 
 log = logging.getLogger("pylogq.storage.cleaner")
 
-__all__ = ["LogCleaner", "CleanerStats", "Throttler", "LogToClean", "group_segments_by_size"]
+__all__ = ["LogCleaner", "CleanerStats", "Throttler", "LogToClean", "group_segments_by_size", "CleaningAbortedError"]
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header, as default_records
 _ENTRY = struct.Struct(">qi")
@@ -100,10 +100,6 @@ _LEGACY_ATTRIBUTES = 17  # v0/v1: offset 8, size 4, crc 4, magic 1, attributes 1
 _LEGACY_TIMESTAMP = 18
 _INT32_MAX = 2**31 - 1
 _NEVER = 2**63 - 1
-
-
-class CleaningAbortedError(PylogqError):
-    """A clean stopped before its swap: aborted, shut down, or the log changed under it."""
 
 
 class CleanerStats:

@@ -42,7 +42,7 @@ from typing import Any, List, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptIndexError, IndexClosedError, IndexFullError, InvalidIndexEntryError
 from . import index_search
 from .index_search import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 
@@ -83,25 +83,6 @@ _time_entry = index_search.time_index_entry
 
 PathType = Union[str, "os.PathLike[str]"]
 _I = TypeVar("_I", bound="_Index")
-
-
-class IndexFullError(ValueError):
-    """An append to an index that has no free entry left (the segment must roll)."""
-
-
-class InvalidIndexEntryError(ValueError):
-    """An entry that would break the index's order or does not fit its 32-bit fields."""
-
-
-class IndexClosedError(ValueError):
-    """An operation on an index after ``close()`` or ``delete()``."""
-
-
-class CorruptIndexError(CorruptRecordError):
-    """An index file whose size or entries break the index's invariants.
-
-    The segment's recovery rebuilds such an index from its log file.
-    """
 
 
 # Bytes of zeros written ahead of the entries at a time (see _Index._ensure_filled).

@@ -17,14 +17,15 @@ used part (Kafka's ``AbstractIndex.indexSlotRangeFor``): readers and appends
 ask about recent offsets, so keeping their lookups on the warm tail pages
 avoids page faults on cold parts of the mmap.
 
-The compiled kernel ``pylogq._core._index`` is used when it loads; the
-``_py_*`` functions here are its pure-Python twin, with the same results and
-errors.
+The compiled kernel ``pylogq._core._index`` is used when it loads; :data:`pure`
+(the ``_py_*`` functions here) is its pure-Python twin, with the same results
+and errors.
 """
 
 from __future__ import annotations
 
 import struct
+import types
 from operator import index
 from typing import Any, Tuple
 
@@ -40,6 +41,7 @@ __all__ = [
     "time_index_upper",
     "offset_index_entry",
     "time_index_entry",
+    "pure",
 ]
 
 OFFSET_ENTRY_SIZE = 8
@@ -138,18 +140,20 @@ def _py_time_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
     return _entry(buf, slot, _TIME_ENTRY, "time")
 
 
-_c = compiled("_index")
-if _c is not None:
-    offset_index_lookup = _c.offset_index_lookup
-    offset_index_upper = _c.offset_index_upper
-    time_index_lookup = _c.time_index_lookup
-    time_index_upper = _c.time_index_upper
-    offset_index_entry = _c.offset_index_entry
-    time_index_entry = _c.time_index_entry
-else:
-    offset_index_lookup = _py_offset_index_lookup
-    offset_index_upper = _py_offset_index_upper
-    time_index_lookup = _py_time_index_lookup
-    time_index_upper = _py_time_index_upper
-    offset_index_entry = _py_offset_index_entry
-    time_index_entry = _py_time_index_entry
+#: The pure-Python twin of the compiled kernel: the same names, the same results and errors.
+pure = types.SimpleNamespace(
+    offset_index_lookup=_py_offset_index_lookup,
+    offset_index_upper=_py_offset_index_upper,
+    time_index_lookup=_py_time_index_lookup,
+    time_index_upper=_py_time_index_upper,
+    offset_index_entry=_py_offset_index_entry,
+    time_index_entry=_py_time_index_entry,
+)
+
+_kernel = compiled("_index") or pure
+offset_index_lookup = _kernel.offset_index_lookup
+offset_index_upper = _kernel.offset_index_upper
+time_index_lookup = _kernel.time_index_lookup
+time_index_upper = _kernel.time_index_upper
+offset_index_entry = _kernel.offset_index_entry
+time_index_entry = _kernel.time_index_entry

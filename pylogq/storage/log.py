@@ -50,6 +50,8 @@ from .segment import (
     parse_header,
 )
 
+__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "Log", "LogAppendInfo", "parse_dir_name"]
+
 log = logging.getLogger("pylogq.storage")
 
 # Kafka's rule for a partition directory: the topic, a dash, the partition number.

@@ -29,7 +29,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import ConfigError, PylogqError
+from ..errors import ConfigError, LogDirInUseError
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOCK_FILE,
@@ -46,13 +46,10 @@ from .scheduler import Scheduler
 if TYPE_CHECKING:
     from .cleaner import LogCleaner
 
+__all__ = ["LogDirInUseError", "LogManager"]
+
 log = logging.getLogger("pylogq.storage")
 
-TopicPartition = Tuple[str, int]
-
-
-class LogDirInUseError(PylogqError):
-    """A log directory is locked by another process (or another manager in this one)."""
 
 
 class _LogDir:
@@ -129,8 +126,8 @@ class LogManager:
         self._topic_config = topic_config
         self._clock = clock
         self._lock = threading.RLock()
-        self._logs: Dict[TopicPartition, Log] = {}
-        self._log_dir_of: Dict[TopicPartition, _LogDir] = {}
+        self._logs: Dict[Tuple[str, int], Log] = {}
+        self._log_dir_of: Dict[Tuple[str, int], _LogDir] = {}
         self.scheduler = Scheduler("pylogq-log-manager")
         self.closed = False
         self._dirs: List[_LogDir] = []
@@ -271,7 +268,7 @@ class LogManager:
                 d.recovery_points.write(d.recovery)
                 d.log_start_offsets.write(d.starts)
 
-    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+    def checkpoint_high_watermarks(self, high_watermarks: Mapping[Tuple[str, int], int]) -> None:
         """Write each dir's ``replication-offset-checkpoint`` (Kafka's high watermark checkpoint)
         for the partitions it holds: what readers of the files alone may treat as committed."""
         with self._lock:

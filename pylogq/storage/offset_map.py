@@ -14,13 +14,14 @@ addressing with linear probing from ``h1 % slots``; the map holds at most
 ``capacity = int(slots * 0.9)`` keys, so a probe always ends at an empty slot.
 
 The compiled kernel ``pylogq._core._offset_map`` is used when it loads;
-``_PyOffsetMap``, ``_py_key_digest`` and ``_py_murmur3_x64_128`` are its
-pure-Python twin: the same digests, table, probe order and statistics.
+:data:`pure` (``_PyOffsetMap``, ``_py_key_digest`` and ``_py_murmur3_x64_128``)
+is its pure-Python twin: the same digests, table, probe order and statistics.
 """
 
 from __future__ import annotations
 
 import struct
+import types
 from operator import index
 from typing import Any, Optional, Tuple
 
@@ -30,7 +31,7 @@ from .._speedups import compiled
 from ..records.columnar import decode_columns
 from ..errors import OffsetMapFullError
 
-__all__ = ["OffsetMap", "key_digest", "murmur3_x64_128", "put_batches", "SLOT_SIZE", "LOAD_FACTOR"]
+__all__ = ["OffsetMap", "key_digest", "murmur3_x64_128", "put_batches", "SLOT_SIZE", "LOAD_FACTOR", "pure"]
 
 SLOT_SIZE = 24
 LOAD_FACTOR = 0.9
@@ -395,15 +396,18 @@ class _PyOffsetMap:
         )
 
 
-_c = compiled("_offset_map")
-if _c is not None:
-    OffsetMap = _c.OffsetMap
-    key_digest = _c.key_digest
-    murmur3_x64_128 = _c.murmur3_x64_128
-else:
-    OffsetMap = _PyOffsetMap
-    key_digest = _py_key_digest
-    murmur3_x64_128 = _py_murmur3_x64_128
+#: The pure-Python twin of the compiled kernel's map and hashes (its murmur2's twin
+#: is the partitioner's, in pylogq.cluster.partitioner).
+pure = types.SimpleNamespace(
+    OffsetMap=_PyOffsetMap,
+    key_digest=_py_key_digest,
+    murmur3_x64_128=_py_murmur3_x64_128,
+)
+
+_kernel = compiled("_offset_map") or pure
+OffsetMap = _kernel.OffsetMap
+key_digest = _kernel.key_digest
+murmur3_x64_128 = _kernel.murmur3_x64_128
 
 
 def put_batches(

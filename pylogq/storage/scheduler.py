@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Callable, List, Optional, Tuple
 
+__all__ = ["Scheduler"]
+
 log = logging.getLogger("pylogq.storage")
 
 

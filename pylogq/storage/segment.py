@@ -13,6 +13,11 @@ being swapped in). Readers get :class:`FileRegion` objects: an open file, a
 position and a length, which a server can ``sendfile`` and a reader can decode.
 A region keeps its file open, so a segment deleted or renamed under a reader
 stays readable until the reader lets go (POSIX unlink semantics).
+
+Whatever walks a ``.log`` file entry by entry goes through :class:`SegmentReader`:
+the log itself (loading, recovery, offset lookups), Spark tasks reading a
+broker's directories and ``pylogq dump-log``. It only reads, stops at the
+valid prefix and says where and why (:class:`WalkStop`).
 """
 
 from __future__ import annotations
@@ -21,16 +26,26 @@ import io
 import os
 import struct
 import time
-from typing import Any, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
 from ..errors import OffsetOutOfRangeError
 from ..records import decode_columns
-from ..records._impl import impl
+from ..records._impl import scan_entries
 from ..records.default_records import LAST_OFFSET_DELTA_OFFSET, MAX_TIMESTAMP_OFFSET
+from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
+from ..records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from .config import LogConfig
 from .index import OffsetIndex, TimeIndex
+
+__all__ = [
+    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
+    "SWAP_SUFFIX", "NO_TIMESTAMP", "RESERVE_CHUNK", "reserve_blocks", "filename_prefix",
+    "offset_from_filename", "BatchHeader", "parse_header", "FileRegion", "LogSegment",
+    "END", "PARTIAL", "TRUNCATED", "CORRUPT", "DEFAULT_CHUNK_BYTES", "WalkStop",
+    "SegmentBatch", "SegmentChunk", "SegmentWalk", "SegmentReader",
+]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -40,7 +55,6 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 _ENTRY_HEAD = struct.Struct(">qi")  # base offset, length: the first 12 bytes of every entry
-_HEADER_READ = 61  # a v2 batch header; enough for the v0/v1 fields read here too
 NO_TIMESTAMP = -1
 
 
@@ -152,6 +166,261 @@ class FileRegion:
         return "FileRegion(segment=%d, position=%d, length=%d)" % (self.segment_base_offset, self.position, self.length)
 
 
+# -- walking a segment file, read-only ---------------------------------------------------------
+
+#: Why a walk over a segment file stopped (``WalkStop.reason``).
+END = "end"  # every entry up to the walk's end was whole
+PARTIAL = "partial"  # the entry there runs past the walk's end: a torn tail, a batch being written, an end that cuts it
+TRUNCATED = "truncated"  # the file ends before the walk's end: it shrank under the reader
+CORRUPT = "corrupt"  # the entry there is malformed, or (when CRCs are checked) fails its CRC
+
+# The records walker's framing rules (``records.scan``): the magic is byte 16 in every format,
+# and an entry is at least the smallest message of its magic, offset and length included.
+_FRAME_BYTES = MAGIC_OFFSET + 1
+_MIN_ENTRY = (LOG_OVERHEAD + RECORD_OVERHEAD_V0, LOG_OVERHEAD + RECORD_OVERHEAD_V1, HEADER_SIZE)
+#: Bytes a bulk walk reads at once unless told otherwise: few reads, and a chunk stays in the CPU's
+#: cache while the walker checks it (recovering a 1 GB segment from the page cache is faster this
+#: way than through a mapping of the whole file, and slower with 8 MB chunks).
+DEFAULT_CHUNK_BYTES = 1 << 20
+
+_T = TypeVar("_T")
+
+
+class WalkStop(NamedTuple):
+    """Where a walk over a segment file stopped and why: from its start up to ``position``, entries were whole."""
+
+    position: int
+    reason: str  # END, PARTIAL, TRUNCATED or CORRUPT
+    detail: Optional[str]  # what is wrong at ``position``, in words (None at END)
+
+
+class SegmentBatch(NamedTuple):
+    """One whole entry of a segment file: its header and its bytes."""
+
+    header: BatchHeader
+    data: memoryview  # a view of the chunk it was read with
+
+
+class SegmentChunk(NamedTuple):
+    """Whole entries laid end to end, read from ``position`` of a segment file."""
+
+    position: int
+    data: Union[bytes, memoryview]
+
+
+class SegmentWalk(Generic[_T]):
+    """One pass over the entries of a segment file, from ``start`` up to ``end``: iterate it once.
+
+    ``position`` is the end of the last item yielded (``start`` before the
+    first). When the iteration has ended, ``stop`` says where the valid prefix
+    ends and why; it is None before, and when the caller left the loop early.
+    The words for a framing stop are worked out when ``stop`` is first read,
+    so walks that never ask (the log's offset lookups, which routinely stop
+    at an end inside a batch) read nothing more. Not thread-safe.
+    """
+
+    __slots__ = ("reader", "start", "end", "position", "finished", "_known_stop", "_steps")
+
+    def __init__(self, reader: "SegmentReader", start: int, end: int,
+                 steps: Callable[["SegmentWalk[_T]"], Iterator[_T]]) -> None:
+        self.reader = reader
+        self.start = start
+        self.end = end
+        self.position = start
+        self.finished = False
+        self._known_stop: Optional[WalkStop] = None  # set by a step that found the reason itself (a CRC)
+        self._steps = steps
+
+    def __iter__(self) -> Iterator[_T]:
+        return self._steps(self)
+
+    @property
+    def stop(self) -> Optional[WalkStop]:
+        if self._known_stop is None and self.finished:
+            self._known_stop = self.reader.stop_at(self.position, self.end)
+        return self._known_stop
+
+
+def _at(error: str, position: int) -> str:
+    """A records-walker error about the entry at byte 0 of a read, placed in the file."""
+    return error.replace("at byte 0", "at byte %d" % position)
+
+
+class SegmentReader:
+    """Walks the entries of one segment's ``.log`` file, read-only: Kafka's FileLogInputStream.
+
+    The one way pylogq reads a segment file entry by entry: the log itself
+    (loading, recovery, offset lookups), Spark tasks reading a broker's
+    directories from outside it, and ``pylogq dump-log``. So it never writes,
+    truncates, locks or maps the file, and reads with ``pread`` only (no
+    shared file position; and no mapping, which a file truncated under it
+    would turn into SIGBUS). Every walk is bounded by an end the caller fixes
+    (``size``: the file's size when opened, or what the log hands out), so
+    bytes appended meanwhile are not seen, and it stops at the valid prefix:
+    at its end, before a partial entry (a torn tail, a batch still being
+    written), before a malformed entry (the records walker's framing: magic
+    0-2, a length no smaller than the magic's smallest entry) or, in a bulk
+    walk with ``check_crc``, one failing its CRC, or where the file ends
+    early because it shrank; ``walk.stop`` says which.
+
+    Three walks: :meth:`headers` reads only each entry's header (61 bytes,
+    for offset lookups through an index); :meth:`chunks` reads whole entries
+    in chunks of about ``chunk_bytes``, cut by the compiled records walker
+    (for decoding in bulk); :meth:`batches` is the chunked walk one entry at
+    a time with its header. Borrows ``file`` unless ``close_file``; always
+    asks it for its descriptor, so a closed file raises rather than a reused
+    descriptor being read. Reads keep no state, so walks may run in any
+    threads at once; each walk is iterated by one thread.
+    """
+
+    __slots__ = ("file", "size", "_close_file")
+
+    def __init__(self, file: io.FileIO, size: Optional[int] = None, close_file: bool = False) -> None:
+        self.file = file
+        self.size = os.fstat(file.fileno()).st_size if size is None else size
+        self._close_file = close_file
+
+    @classmethod
+    def open(cls, path: str, size: Optional[int] = None) -> "SegmentReader":
+        """``path`` opened read-only; OSError (FileNotFoundError when it is gone) as the OS says."""
+        return cls(io.FileIO(path, "r"), size, close_file=True)
+
+    def close(self) -> None:
+        if self._close_file:
+            self.file.close()
+
+    def __enter__(self) -> "SegmentReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, position: int, size: int) -> bytes:
+        """``size`` bytes at ``position``, or fewer where the file ends."""
+        return os.pread(self.file.fileno(), size, position)
+
+    def header_at(self, position: int, end: Optional[int] = None) -> Optional[BatchHeader]:
+        """The header of the whole entry at ``position`` ending by ``end``; None when there is none.
+
+        Reads the header only; the CRC is not checked. ``stop_at`` says why there is none.
+        """
+        limit = self.size if end is None else end
+        head = os.pread(self.file.fileno(), HEADER_SIZE, position)
+        n = len(head)
+        if n < _FRAME_BYTES:
+            return None
+        magic = head[MAGIC_OFFSET]
+        if magic > 2:
+            return None
+        header = parse_header(head, position)
+        size = header.size
+        if size < _MIN_ENTRY[magic] or position + size > limit or (n < HEADER_SIZE and n < size):
+            return None  # (the last: the file is shorter than the end it was given)
+        return header
+
+    def stop_at(self, position: int, end: Optional[int] = None) -> WalkStop:
+        """Why no whole entry starts at ``position`` by ``end``, where a walk stopped (framing only, no CRC)."""
+        limit = self.size if end is None else end
+        remain = limit - position
+        if remain <= 0:
+            return WalkStop(position, END, None)
+        head = os.pread(self.file.fileno(), min(remain, HEADER_SIZE), position)
+        _, _, error = scan_entries(head, 0, False)
+        if error is not None:
+            return WalkStop(position, CORRUPT, _at(error, position))
+        if len(head) >= LOG_OVERHEAD:
+            declared = LOG_OVERHEAD + _ENTRY_HEAD.unpack_from(head)[1]
+            if declared > remain:
+                return WalkStop(position, PARTIAL, "the entry at position %d declares %d bytes, %d remain"
+                                % (position, declared, remain))
+            have = max(os.fstat(self.file.fileno()).st_size - position, 0)
+            return WalkStop(position, TRUNCATED, "the file ends after %d of the %d bytes of the entry at position %d"
+                            % (have, declared, position))
+        if len(head) < remain:
+            return WalkStop(position, TRUNCATED, "the file ends at position %d, before the end of the walk at %d"
+                            % (os.fstat(self.file.fileno()).st_size, limit))
+        return WalkStop(position, PARTIAL, "%d bytes at position %d, too few for an entry header" % (remain, position))
+
+    def headers(self, start: int = 0, end: Optional[int] = None) -> SegmentWalk[BatchHeader]:
+        """The header of each whole entry from ``start`` (an entry's position) up to ``end``, one small read each.
+
+        Bodies are not read: an entry counts as whole when its header fits it
+        by ``end``, so a file truncated under the walk is noticed at the first
+        header missing, not at the first body cut (the bulk walks see that).
+        """
+        return SegmentWalk(self, start, self.size if end is None else end, self._walk_headers)
+
+    def _walk_headers(self, walk: SegmentWalk[BatchHeader]) -> Iterator[BatchHeader]:
+        position, limit = walk.start, walk.end
+        header_at = self.header_at
+        while position < limit:
+            header = header_at(position, limit)
+            if header is None:
+                break
+            position += header.size
+            walk.position = position
+            yield header
+        walk.finished = True
+
+    def chunks(self, start: int = 0, end: Optional[int] = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+               check_crc: bool = False) -> SegmentWalk[SegmentChunk]:
+        """Whole entries from ``start`` up to ``end``, read ``chunk_bytes`` at a time and cut to whole entries.
+
+        An entry larger than ``chunk_bytes`` comes alone, read whole. With
+        ``check_crc`` every entry's CRC is checked too (the compiled walker
+        releases the GIL while it checks a large entry).
+        """
+        if chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be positive, got %r" % (chunk_bytes,))
+        limit = self.size if end is None else end
+        return SegmentWalk(self, start, limit, lambda walk: self._walk_chunks(walk, chunk_bytes, check_crc))
+
+    def _walk_chunks(self, walk: SegmentWalk[SegmentChunk], chunk_bytes: int,
+                     check_crc: bool) -> Iterator[SegmentChunk]:
+        position, limit = walk.start, walk.end
+        while position < limit:
+            data = os.pread(self.file.fileno(), min(chunk_bytes, limit - position), position)
+            valid, _, error = scan_entries(data, 0, check_crc)
+            if valid == 0 and error is None:
+                # The first entry is larger than the chunk, or not whole by the end.
+                header = self.header_at(position, limit)
+                if header is None:
+                    break
+                data = os.pread(self.file.fileno(), header.size, position)
+                valid, _, error = scan_entries(data, 0, check_crc)
+            if valid == 0:
+                if error is not None:
+                    walk._known_stop = WalkStop(position, CORRUPT, _at(error, position))
+                break  # else the file shrank under the read: stop_at says so
+            # A bad entry after ``valid`` bytes is read again at the top of the next round, as
+            # the first of its read, so the stop names its position in the file.
+            position += valid
+            walk.position = position
+            yield SegmentChunk(position - valid, data if valid == len(data) else memoryview(data)[:valid])
+        walk.finished = True
+
+    def batches(self, start: int = 0, end: Optional[int] = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                check_crc: bool = False) -> SegmentWalk[SegmentBatch]:
+        """Each whole entry from ``start`` up to ``end`` with its header and bytes, read in chunks as :meth:`chunks`."""
+        chunks = self.chunks(start, end, chunk_bytes, check_crc)
+        return SegmentWalk(self, start, chunks.end, lambda walk: self._walk_batches(walk, chunks))
+
+    @staticmethod
+    def _walk_batches(walk: SegmentWalk[SegmentBatch], chunks: SegmentWalk[SegmentChunk]) -> Iterator[SegmentBatch]:
+        for chunk in chunks:
+            view = memoryview(chunk.data)
+            n = len(view)
+            pos = 0
+            while pos < n:
+                header = parse_header(bytes(view[pos : pos + HEADER_SIZE]), chunk.position + pos)
+                end = pos + header.size
+                walk.position = chunk.position + end
+                yield SegmentBatch(header, view[pos:end])
+                pos = end
+        walk._known_stop = chunks._known_stop
+        walk.finished = True
+
+
 class LogSegment:
     """One segment: its log file, offset index and time index.
 
@@ -249,12 +518,7 @@ class LogSegment:
         self.offset_of_max_timestamp_so_far = self.base_offset
         self.rolling_timestamp = None
         self.bytes_since_last_index_entry = 0
-        data = _map_file(self.file, self.size)
-        try:
-            valid = _recover_scan(self, data, max_message_bytes)
-        finally:
-            if isinstance(data, memoryview):
-                data.release()
+        valid = _recover_scan(self, self.reader(), max_message_bytes)
         truncated = self.size - valid
         # Also releases blocks a crashed process had reserved past the end.
         os.ftruncate(self.file.fileno(), valid)
@@ -323,24 +587,18 @@ class LogSegment:
 
     # -- reading --------------------------------------------------------------
 
+    def reader(self) -> SegmentReader:
+        """A reader of the log file as the log sees it now: its first ``size`` bytes."""
+        return SegmentReader(self.file, self.size)
+
     def read_header(self, position: int) -> Optional[BatchHeader]:
         """The header of the entry at ``position``; None at the end or before a partial entry."""
-        head = os.pread(self.file.fileno(), _HEADER_READ, position)
-        if len(head) < 17:
-            return None
-        header = parse_header(head, position)
-        if header.size < 12 + 14 or position + header.size > self.size:
-            return None
-        return header
+        return self.reader().header_at(position)
 
     def iter_headers(self, position: int = 0, end: Optional[int] = None) -> Iterator[BatchHeader]:
-        limit = self.size if end is None else end
-        while position < limit:
-            header = self.read_header(position)
-            if header is None or position + header.size > limit:
-                return
-            yield header
-            position += header.size
+        """The headers of the whole entries from ``position`` (an entry's start) up to ``end``."""
+        limit = self.size if end is None else min(end, self.size)
+        return iter(SegmentReader(self.file, limit).headers(position))
 
     def translate_offset(self, offset: int, start_position: int = 0) -> Optional[BatchHeader]:
         """The first batch whose last offset is >= ``offset``, searching from the index."""
@@ -394,10 +652,11 @@ class LogSegment:
         """
         ts_entry = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(ts_entry[1], start_offset))
-        for header in self.iter_headers(position):
+        reader = self.reader()
+        for header in reader.headers(position):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
-            data = os.pread(self.file.fileno(), header.size, header.position)
+            data = reader.read(header.position, header.size)
             columns = decode_columns(data, start_offset=start_offset, skip_control=True)
             late = np.flatnonzero(columns.timestamps >= timestamp)
             if len(late):
@@ -511,26 +770,18 @@ class LogSegment:
         return "LogSegment(base_offset=%d, size=%d, path=%s)" % (self.base_offset, self.size, self.log_path)
 
 
-def _map_file(file: io.FileIO, size: int):
-    """The file's first ``size`` bytes as a read-only buffer (an mmap view, or b"" when empty)."""
-    if size == 0:
-        return b""
-    import mmap
+def _recover_scan(segment: LogSegment, reader: SegmentReader, max_message_bytes: int) -> int:
+    """Validate the segment batch by batch and rebuild its indexes; -> valid bytes.
 
-    m = mmap.mmap(file.fileno(), size, prot=mmap.PROT_READ)
-    return memoryview(m)
-
-
-def _recover_scan(segment: LogSegment, data, max_message_bytes: int) -> int:
-    """Validate ``data`` batch by batch and rebuild the segment's indexes; -> valid bytes."""
-    valid, _, error = impl.scan_entries(data, 0, True)
-    # Deep checks the framing walker does not do: size limit and monotonic offsets.
+    The reader checks framing and CRCs; the log's own rules follow here: the
+    size limit, and offsets that only go up from the segment's base.
+    """
     headers: List[BatchHeader] = []
     position = 0
     last = segment.base_offset - 1
-    limit = max_message_bytes + 12
-    while position < valid:
-        header = parse_header(bytes(data[position : position + _HEADER_READ]), position)
+    limit = max_message_bytes + LOG_OVERHEAD
+    for batch in reader.batches(0, check_crc=True):
+        header = batch.header
         if (header.size > limit or header.last_offset < header.base_offset or header.base_offset <= last
                 or header.base_offset < segment.base_offset):
             break

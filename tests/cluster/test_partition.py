@@ -57,15 +57,6 @@ def part(log):
     p.close()
 
 
-def wait_until(predicate, timeout=10.0):
-    """Wait for a condition with a deadline (a short timed wait, never an unbounded spin)."""
-    deadline = time.monotonic() + timeout
-    tick = threading.Event()
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in %.1f s" % timeout
-        tick.wait(0.001)
-
-
 # -- appends and reads -----------------------------------------------------------------------
 
 
@@ -298,74 +289,31 @@ def test_concurrent_idempotent_producers(part):
     assert sorted(results.values()) == list(range(0, 240, 2))
 
 
-# -- waiting ---------------------------------------------------------------------------------------
+# -- the high watermark hook, closing ----------------------------------------------------------------
 
 
-def test_wait_for_data_returns_at_once_when_readable(part):
-    part.append(batch(1))
-    assert part.wait_for_data(0, 5.0) is True
-    assert part.wait_for_data(1, 0) is False
-
-
-def test_wait_for_data_wakes_on_append_from_another_thread(part):
-    result = {}
-
-    def waiter():
-        start, cpu = time.monotonic(), time.thread_time()
-        result["ok"] = part.wait_for_data(0, 30.0)
-        result["elapsed"] = time.monotonic() - start
-        result["cpu"] = time.thread_time() - cpu
-
-    t = threading.Thread(target=waiter)
-    t.start()
-    wait_until(lambda: len(getattr(part._data, "_waiters", ())) == 1 or not t.is_alive())
-    part.append(batch(1))
-    t.join(timeout=10)
-    assert not t.is_alive()
-    assert result["ok"] is True
-    assert result["elapsed"] < 10.0
-    assert result["cpu"] < 0.05
-
-
-def test_wait_for_data_times_out_without_spinning(part):
-    part.append(batch(2))
-    start, cpu = time.monotonic(), time.thread_time()
-    assert part.wait_for_data(2, 0.5) is False
-    elapsed = time.monotonic() - start
-    used = time.thread_time() - cpu
-    assert 0.5 <= elapsed < 5.0
-    assert used < 0.05, "the wait used %.3f s of CPU: a busy loop" % used
-
-
-def test_wait_for_data_follows_the_high_watermark_not_the_log_end(log):
+def test_high_watermark_advance_calls_the_hook_outside_the_lock(log):
     part = Partition("t", 0, log, single_replica=False)
-    part.append(batch(2))
-    assert part.wait_for_data(0, 0.05) is False  # written, not committed
-    done = threading.Event()
-    outcome = []
+    part.append(batch(3))
+    calls = []
 
-    def waiter():
-        outcome.append(part.wait_for_data(1, 30.0))
-        done.set()
+    def hook():
+        # Outside the partition's lock: another thread can take it meanwhile.
+        taken = []
+        t = threading.Thread(target=lambda: taken.append(part._lock.acquire(timeout=5) and part._lock.release()))
+        t.start()
+        t.join(10)
+        calls.append((part.high_watermark, taken == [None]))
 
-    t = threading.Thread(target=waiter)
-    t.start()
-    wait_until(lambda: len(getattr(part._data, "_waiters", ())) == 1 or not t.is_alive())
-    part.update_high_watermark(1)  # offset 1 still not committed
-    assert not done.wait(0.05)
+    part.on_high_watermark_advanced = hook
     part.update_high_watermark(2)
-    assert done.wait(10) and outcome == [True]
-    t.join(timeout=10)
+    part.update_high_watermark(2)  # no move: no call
+    part.update_high_watermark(3)
+    assert calls == [(2, True), (3, True)]
 
 
-def test_close_wakes_waiters_and_refuses_work(part):
-    outcome = []
-    t = threading.Thread(target=lambda: outcome.append(part.wait_for_data(0, 30.0)))
-    t.start()
-    wait_until(lambda: len(getattr(part._data, "_waiters", ())) == 1 or not t.is_alive())
+def test_close_refuses_work(part):
     part.close()
-    t.join(timeout=10)
-    assert not t.is_alive() and outcome == [False]
     with pytest.raises(NotLeaderOrFollowerError):
         part.append(batch(1))
     with pytest.raises(NotLeaderOrFollowerError):

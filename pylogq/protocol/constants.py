@@ -1,0 +1,77 @@
+"""Kafka's protocol numbers, declared once: API keys and the config-resource enums.
+
+The server's dispatch table, the clients' requests and the message tables all name
+APIs through :class:`ApiKey`; DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs use :class:`ConfigResourceType`, :class:`ConfigSource` and
+:class:`AlterConfigOp` (Kafka's ``ConfigResource.Type``, ``DescribeConfigsResponse.
+ConfigSource`` and ``AlterConfigOp.OpType`` wire values). ``IntEnum`` members are the
+ints on the wire, so they encode, compare and index tables as plain numbers.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["AlterConfigOp", "ApiKey", "ConfigResourceType", "ConfigSource"]
+
+
+class ApiKey(enum.IntEnum):
+    """The API keys pylogq speaks (Kafka's ``ApiKeys``)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's config resource types (the wire values)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a described config value comes from (DescribeConfigs v1+)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class AlterConfigOp(enum.IntEnum):
+    """IncrementalAlterConfigs operations (the wire values)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
