@@ -14,6 +14,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdint cimport INT64_MAX, INT64_MIN
 from libc.string cimport memcpy
@@ -868,16 +869,24 @@ def scan_entries(buffer, Py_ssize_t position=0, bint check_crc=True):
         PyBuffer_Release(&view)
 
 
-cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer) except -1:
-    """Check one whole v2 batch at pos (CRC, count, every record); -> its record count."""
+cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer, bint require_keys,
+                          int64_t *keyless) except -1:
+    """Check one whole v2 batch at pos (CRC, count, every record); -> its record count.
+
+    With ``require_keys`` the offset delta of its first record without a key
+    goes to ``keyless[0]`` (left alone when every record has one; control
+    batches carry no application records and are not looked at).
+    """
     cdef int64_t base_offset = _i64(buf + pos)
     cdef Py_ssize_t size = LOG_OVERHEAD + _i32(buf + pos + LENGTH_OFFSET)
     cdef int32_t count = _i32(buf + pos + RECORDS_COUNT_OFFSET)
     cdef int32_t last_delta = _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET)
-    cdef int codec = _i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_MASK
+    cdef int attributes = _i16(buf + pos + ATTRIBUTES_OFFSET)
+    cdef int codec = attributes & COMPRESSION_MASK
     cdef const uint8_t *sec
     cdef Py_ssize_t spos, send, i
-    cdef int64_t prev = -1
+    cdef int64_t prev = -1, missing = -1
+    cdef bint keys = require_keys and not attributes & CONTROL_MASK
     cdef RecordFields f
     cdef int rc = 0
     if producer and (count <= 0 or last_delta != count - 1):
@@ -905,6 +914,8 @@ cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer) exc
             rc = _parse_record(sec, spos, send, prev, last_delta, &f)
             if rc:
                 break
+            if keys and f.key_len < 0 and missing < 0:
+                missing = f.offset_delta
             prev = f.offset_delta
             spos = f.end
     if rc:
@@ -912,66 +923,153 @@ cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer) exc
     if spos != send:
         raise CorruptRecordError("record batch at byte %d has %d bytes after its %d records"
                                  % (pos, send - spos, count))
+    if missing >= 0:
+        keyless[0] = missing
     return count
 
 
-def assign_offsets(buffer, int64_t base_offset, int32_t partition_leader_epoch=0, log_append_time=None):
-    """Validate a producer's v2 batches and give them offsets; -> AppendInfo fields.
+cdef tuple _header(const uint8_t *p, Py_ssize_t position, Py_ssize_t size):
+    """The BatchHeader fields of the v2 batch whose first byte is ``p`` (61 bytes checked by the caller)."""
+    cdef int64_t base = _i64(p)
+    return (position, size, MAGIC_V2, base, base + _i32(p + LAST_OFFSET_DELTA_OFFSET),
+            _i64(p + MAX_TIMESTAMP_OFFSET), _i32(p + RECORDS_COUNT_OFFSET), <uint16_t>_i16(p + ATTRIBUTES_OFFSET),
+            _i64(p + PRODUCER_ID_OFFSET), _i16(p + PRODUCER_EPOCH_OFFSET), _i32(p + BASE_SEQUENCE_OFFSET))
 
-    Returns (first offset, last offset, records, batches, max timestamp,
-    offset of max timestamp). See :func:`pylogq.records.assign_offsets`.
+
+cdef tuple _validate_batches(const uint8_t *buf, Py_ssize_t end, bint require_keys):
+    """The one pass over a producer's buffer: see :func:`validate_batches`."""
+    cdef Py_ssize_t pos = 0, size
+    cdef int64_t records = 0, offsets = 0, keyless = -1, missing
+    cdef int magic
+    cdef list headers = []
+    if end == 0:
+        raise InvalidRecordError("produce buffer holds no record batch")
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise CorruptRecordError("produce buffer ends with %d bytes at byte %d, fewer than a batch header"
+                                     % (end - pos, pos))
+        size = _frame(buf, pos, end, True, &magic)
+        if magic != MAGIC_V2:
+            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic))
+        if size == FRAME_PARTIAL:
+            raise CorruptRecordError("record batch at byte %d claims length %d but only %d bytes follow"
+                                     % (pos, _i32(buf + pos + LENGTH_OFFSET), end - pos - LOG_OVERHEAD))
+        missing = -1
+        records += _validate_v2(buf, pos, True, require_keys and keyless < 0, &missing)
+        if missing >= 0:
+            keyless = offsets + missing
+        headers.append(_header(buf + pos, pos, size))
+        offsets += _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET) + 1
+        pos += size
+    return headers, records, keyless
+
+
+def validate_batches(buffer, bint require_keys=False):
+    """Check a producer's v2 batches whole, in one pass; -> (headers, records, keyless).
+
+    See :func:`pylogq.records.validate_batches`. ``headers`` are BatchHeader
+    fields (tuples) as the buffer says; ``keyless`` is the offset delta, from
+    the buffer's first offset, of the first record without a key (-1: none,
+    or not asked).
     """
     cdef Py_buffer view
-    cdef uint8_t *buf
-    cdef Py_ssize_t pos = 0, end, size
-    cdef int64_t records = 0, next_offset = base_offset, last, batch_max, max_ts = -1, max_ts_offset = -1
-    cdef int64_t lat = 0
-    cdef Py_ssize_t batches = 0
-    cdef bint use_lat = log_append_time is not None
-    cdef int magic
-    if use_lat:
-        lat = log_append_time
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
-        PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
-    except BufferError:
-        raise TypeError("assign_offsets needs a writable buffer (bytearray or writable memoryview)") from None
+        return _validate_batches(<const uint8_t *>view.buf, view.len, require_keys)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef list _patch_offsets(uint8_t *buf, Py_ssize_t end, list headers, int64_t base_offset,
+                         int32_t partition_leader_epoch, bint use_lat, int64_t lat):
+    """Patch validated batches in place from their headers; -> the headers as written.
+
+    Reads no record: each header's place is checked against the buffer (the
+    batches lie end to end from byte 0 and fill it, each a whole v2 batch),
+    so a stale or foreign header list raises instead of writing astray.
+    """
+    cdef Py_ssize_t pos = 0, size, i, n = len(headers)
+    cdef int64_t next_offset = base_offset
+    cdef list out = [None] * n
+    # The checked sizes are kept here: the writes below go by them alone, whatever
+    # happens to the list (or to the buffer's length fields) meanwhile.
+    cdef Py_ssize_t *sizes = <Py_ssize_t *>PyMem_Malloc((n if n > 0 else 1) * sizeof(Py_ssize_t))
+    if sizes == NULL:
+        raise MemoryError()
     try:
-        buf = <uint8_t *>view.buf
-        end = view.len
-        if end == 0:
-            raise InvalidRecordError("produce buffer holds no record batch")
-        while pos < end:
-            if end - pos < HEADER_SIZE:
-                raise CorruptRecordError("produce buffer ends with %d bytes at byte %d, fewer than a batch header"
-                                         % (end - pos, pos))
-            size = _frame(buf, pos, end, True, &magic)
-            if magic != MAGIC_V2:
-                raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic))
-            if size == FRAME_PARTIAL:
-                raise CorruptRecordError("record batch at byte %d claims length %d but only %d bytes follow"
-                                         % (pos, _i32(buf + pos + LENGTH_OFFSET), end - pos - LOG_OVERHEAD))
-            records += _validate_v2(buf, pos, True)
+        for i in range(n):
+            header = headers[i]
+            if <Py_ssize_t>header[0] != pos:
+                raise ValueError("header %d is at byte %d, the batches lie end to end from 0 (expected %d)"
+                                 % (i, header[0], pos))
+            size = header[1]
+            if (size < HEADER_SIZE or size > end - pos or buf[pos + MAGIC_OFFSET] != MAGIC_V2
+                    or LOG_OVERHEAD + <Py_ssize_t>_i32(buf + pos + LENGTH_OFFSET) != size):
+                raise ValueError("header %d does not describe the v2 batch at byte %d of this buffer" % (i, pos))
+            sizes[i] = size
             pos += size
-            batches += 1
+        if pos != end:
+            raise ValueError("the headers cover %d of the buffer's %d bytes" % (pos, end))
         pos = 0
-        while pos < end:
-            size = LOG_OVERHEAD + _i32(buf + pos + LENGTH_OFFSET)
+        for i in range(n):
+            size = sizes[i]
             _put64(buf + pos, next_offset)
             _put32(buf + pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
             if use_lat:
                 _put16(buf + pos + ATTRIBUTES_OFFSET, _i16(buf + pos + ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK)
                 _put64(buf + pos + MAX_TIMESTAMP_OFFSET, lat)
                 _put32(buf + pos + CRC_OFFSET, _crc32c(buf + pos + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET))
-                batch_max = lat
-            else:
-                batch_max = _i64(buf + pos + MAX_TIMESTAMP_OFFSET)
-            last = next_offset + _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET)
-            if batch_max > max_ts:
-                max_ts = batch_max
-                max_ts_offset = last
-            next_offset = last + 1
+            out[i] = _header(buf + pos, pos, size)
+            next_offset += _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET) + 1
             pos += size
-        return base_offset, next_offset - 1, records, batches, max_ts, max_ts_offset
+        return out
+    finally:
+        PyMem_Free(sizes)
+
+
+cdef uint8_t *_writable(object buffer, Py_buffer *view, str caller) except NULL:
+    try:
+        PyObject_GetBuffer(buffer, view, PyBUF_WRITABLE)
+    except BufferError:
+        raise TypeError("%s needs a writable buffer (bytearray or writable memoryview)" % caller) from None
+    return <uint8_t *>view.buf
+
+
+def patch_offsets(buffer, headers, int64_t base_offset, int32_t partition_leader_epoch=0,
+                  log_append_time=None):
+    """Give batches that :func:`validate_batches` accepted their offsets, in place; -> headers as written.
+
+    See :func:`pylogq.records.patch_offsets`.
+    """
+    cdef Py_buffer view
+    cdef list checked = headers if type(headers) is list else list(headers)
+    cdef uint8_t *buf = _writable(buffer, &view, "patch_offsets")
+    try:
+        return _patch_offsets(buf, view.len, checked, base_offset, partition_leader_epoch,
+                              log_append_time is not None, log_append_time or 0)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def assign_offsets(buffer, int64_t base_offset, int32_t partition_leader_epoch=0, log_append_time=None):
+    """Validate a producer's v2 batches and give them offsets; -> AppendResult's offset fields.
+
+    Returns (first offset, last offset, records, batches, max timestamp,
+    offset of max timestamp): :func:`validate_batches` then
+    :func:`patch_offsets`. See :func:`pylogq.records.assign_offsets`.
+    """
+    cdef Py_buffer view
+    cdef uint8_t *buf = _writable(buffer, &view, "assign_offsets")
+    cdef int64_t max_ts = -1, max_ts_offset = -1, last = base_offset - 1
+    try:
+        headers, records, _ = _validate_batches(buf, view.len, False)
+        for header in _patch_offsets(buf, view.len, headers, base_offset, partition_leader_epoch,
+                                     log_append_time is not None, log_append_time or 0):
+            last = header[4]
+            if header[5] > max_ts:
+                max_ts = header[5]
+                max_ts_offset = last
+        return base_offset, last, records, len(headers), max_ts, max_ts_offset
     finally:
         PyBuffer_Release(&view)
 

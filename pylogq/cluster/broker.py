@@ -328,8 +328,7 @@ class Broker:
         target = self.partition(topic, partition, create=True)
         result = target.append(records, required_acks=acks)
         self._data_committed((topic, partition))  # one replica: the append moved the high watermark
-        return ProduceResult(0, result.base_offset, result.log_append_time, result.log_start_offset,
-                             result.record_count)
+        return result
 
     def _data_committed(self, key: Tuple[str, int]) -> None:
         """A partition's high watermark moved: the fetches waiting on it may complete."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
 
 from ..config import Config, LogConfig
+from ..records.memory_records import AppendResult
 from .delayed import DelayedCall
 
 
@@ -77,14 +78,10 @@ ConfigValue = Union[str, int, float, bool, Tuple[str, ...], None]
 ConfigEntries = Dict[str, Tuple[Optional[str], bool]]
 
 
-class ProduceResult(NamedTuple):
-    """Kafka's ProduceResponse for one partition."""
-
-    error_code: int
-    base_offset: int
-    log_append_time: int
-    log_start_offset: int
-    record_count: int
+#: Kafka's ProduceResponse for one partition: the append's own result, from the log to the
+#: wire (``error_code``, ``base_offset``, ``log_append_time``, ``log_start_offset``,
+#: ``record_count``, then what the log learned: last offset, batches, max timestamp, ...).
+ProduceResult = AppendResult
 
 
 class FetchResult(NamedTuple):

@@ -8,44 +8,34 @@ log, so an append moves the HW to the LEO. They stay two numbers so that
 replication can hold the HW back until followers have caught up
 (:meth:`Partition.update_high_watermark`).
 
-Idempotent producers: before an append, the producer id, epoch and sequence
-of each v2 batch (header bytes 43..56, see
-:mod:`pylogq.records.default_records`) are checked by the
-:class:`~pylogq.cluster.producer_state.ProducerStateManager`; a retried batch
-gets its original offsets back and is not written again.
+Idempotent producers: once the log has validated an append's batches (one
+pass over the buffer, which also reads each header), the producer id, epoch
+and sequence of each v2 batch are checked by the
+:class:`~pylogq.cluster.producer_state.ProducerStateManager` before anything
+is written; a retried batch gets its original offsets back and is not
+written again. The result is :class:`~pylogq.records.AppendResult`, the one
+shape an append has from the log to the wire.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Callable, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
-from .. import records
 from ..errors import (
-    CorruptRecordError,
     InvalidRequiredAcksError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
 )
+from ..records import AppendResult
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from ..storage.segment import FileRegion
-from .producer_state import DuplicateBatch, ProducerStateManager, producer_batches
+from .producer_state import ProducerStateManager
 
-__all__ = ["ISOLATION_LEVELS", "ORIGINS", "PartitionAppendResult", "Partition"]
+__all__ = ["ISOLATION_LEVELS", "ORIGINS", "Partition"]
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 ORIGINS = ("client", "coordinator")
-
-
-class PartitionAppendResult(NamedTuple):
-    """What a produce request learns about its append (Kafka's PartitionResponse)."""
-
-    base_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    record_count: int
-    duplicate: bool  # a retried batch: the offsets are those of the original append
 
 
 class Partition:
@@ -126,7 +116,7 @@ class Partition:
     # -- appending -----------------------------------------------------------------------
 
     def append(self, data: Union[bytes, bytearray, memoryview], required_acks: int = 1,
-               origin: str = "client") -> PartitionAppendResult:
+               origin: str = "client") -> AppendResult:
         """Append a producer's batches; -> their offsets (the original ones for a retried batch).
 
         ``required_acks`` is 0, 1 or -1 (all in-sync replicas); with one replica
@@ -135,10 +125,11 @@ class Partition:
         also when every in-sync replica has it. Other values raise
         InvalidRequiredAcksError. For ``origin="client"`` idempotent batches are
         checked (duplicate, OutOfOrderSequenceNumberError,
-        InvalidProducerEpochError, UnknownProducerIdError) before anything is
-        written; the broker's own writers (``"coordinator"``) are not checked.
-        Log.append's errors (CorruptRecordError, MessageTooLargeError, ...)
-        pass through, with nothing written.
+        InvalidProducerEpochError, UnknownProducerIdError) once the log has
+        validated them and before anything is written; the broker's own
+        writers (``"coordinator"``) are not checked. Log.append's errors
+        (CorruptRecordError, MessageTooLargeError, ...) pass through, with
+        nothing written. A retry's result has ``duplicate`` set.
         """
         if required_acks not in (0, 1, -1) or isinstance(required_acks, bool):
             raise InvalidRequiredAcksError(
@@ -146,39 +137,15 @@ class Partition:
         if origin not in ORIGINS:
             raise ValueError("origin must be one of %s, got %r" % (", ".join(ORIGINS), origin))
         buffer = bytearray(data)  # Log.append patches offsets into it in place
-        batches = producer_batches(buffer)
         with self._lock:
             self._check_open()
-            if batches and origin == "client":
-                duplicate = self.producer_state.check_batches(
-                    (b.producer_id, b.epoch, b.first_seq, b.last_seq) for b in batches)
-                if duplicate is not None:
-                    return self._duplicate_result(buffer, duplicate)
-            info = self.log.append(buffer, self._leader_epoch)
-            if batches:
-                # Offsets are assigned consecutively from the first one, batch after batch.
-                next_offset = info.first_offset
-                for b in batches:
-                    first = next_offset
-                    last = first + (b.last_offset - b.base_offset)
-                    next_offset = last + 1
-                    timestamp = info.log_append_time if info.log_append_time >= 0 else b.timestamp
-                    self.producer_state.update(b.producer_id, b.epoch, b.first_seq, b.last_seq,
-                                               first, last, timestamp)
-            if self.single_replica:
+            producers = self.producer_state
+            result = self.log.append(buffer, self._leader_epoch,
+                                     check_producers=producers.check_append if origin == "client" else None,
+                                     producers_appended=producers.appended)
+            if self.single_replica and not result.duplicate:
                 self._high_watermark = self.log.log_end_offset
-            return PartitionAppendResult(info.first_offset, info.last_offset, info.log_append_time,
-                                         info.log_start_offset, info.record_count, False)
-
-    def _duplicate_result(self, buffer: bytearray, duplicate: DuplicateBatch) -> PartitionAppendResult:
-        # Only the header was read so far: a corrupt retry must not pass for the original.
-        scan = records.scan(buffer)
-        if scan.error is not None or scan.valid_bytes != len(buffer):
-            raise CorruptRecordError(scan.error or "the data ends with a partial batch")
-        lat = duplicate.timestamp if self.log.config.log_append_time else -1
-        return PartitionAppendResult(duplicate.first_offset, duplicate.last_offset, lat,
-                                     self.log.log_start_offset,
-                                     duplicate.last_offset - duplicate.first_offset + 1, True)
+            return result
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -31,16 +31,15 @@ implemented): the table grows with the number of distinct producers.
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from typing import TYPE_CHECKING, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, UnknownProducerIdError
-from ..records import iter_batches
-from ..records.default_records import INT32_MAX, LAST_OFFSET_DELTA_OFFSET, PRODUCER_ID_OFFSET
+from ..records import BatchHeader, iter_batches
+from ..records.default_records import INT32_MAX
 
 __all__ = [
-    "NUM_BATCHES_TO_RETAIN", "BatchMetadata", "DuplicateBatch", "ProducerBatch", "last_sequence",
+    "NUM_BATCHES_TO_RETAIN", "BatchMetadata", "DuplicateBatch", "last_sequence",
     "in_sequence", "producer_batches", "ProducerStateManager"
 ]
 
@@ -50,9 +49,6 @@ if TYPE_CHECKING:
 #: Batches kept per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN).
 NUM_BATCHES_TO_RETAIN = 5
 
-# ProducerId int64, ProducerEpoch int16, BaseSequence int32: contiguous from header byte 43.
-_PRODUCER_FIELDS = struct.Struct(">qhi")
-_INT32 = struct.Struct(">i")
 _SEQUENCE_SPACE = INT32_MAX + 1
 
 
@@ -74,18 +70,6 @@ class DuplicateBatch(NamedTuple):
     timestamp: int
 
 
-class ProducerBatch(NamedTuple):
-    """The idempotence fields of one v2 batch header."""
-
-    producer_id: int
-    epoch: int
-    first_seq: int
-    last_seq: int
-    base_offset: int
-    last_offset: int
-    timestamp: int  # the batch's max timestamp (the log append time on LogAppendTime topics)
-
-
 def last_sequence(first_seq: int, last_offset_delta: int) -> int:
     """The sequence of a batch's last record, wrapping after Int32.MAX as the producer does."""
     return (first_seq + last_offset_delta) % _SEQUENCE_SPACE
@@ -96,24 +80,13 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
-def producer_batches(buffer: Union[bytes, bytearray]) -> List[ProducerBatch]:
-    """The idempotent (producer id >= 0) v2 batches of a buffer of batches, in order.
+def producer_batches(buffer: Union[bytes, bytearray]) -> List[BatchHeader]:
+    """The headers of the idempotent (producer id >= 0) v2 batches of a buffer of batches, in order.
 
     Framing errors raise CorruptRecordError (from the walker); CRCs are not
     checked here.
     """
-    out = []
-    for info in iter_batches(buffer):
-        if info.magic != 2:
-            continue
-        pos = info.position
-        pid, epoch, first_seq = _PRODUCER_FIELDS.unpack_from(buffer, pos + PRODUCER_ID_OFFSET)
-        if pid < 0:
-            continue
-        (delta,) = _INT32.unpack_from(buffer, pos + LAST_OFFSET_DELTA_OFFSET)
-        out.append(ProducerBatch(pid, epoch, first_seq, last_sequence(first_seq, delta),
-                                 info.base_offset, info.last_offset, info.max_timestamp))
-    return out
+    return [h for h in iter_batches(buffer) if h.magic == 2 and h.producer_id >= 0]
 
 
 class _Entry:
@@ -140,9 +113,10 @@ class ProducerStateManager:
     """Per-partition producer id -> (epoch, last 5 batches); decides duplicate / in sequence / error.
 
     Invariant: every producer id in the table has at least one retained batch,
-    and its batches' sequences and offsets increase. Not thread-safe: the
-    partition calls it under its own lock, checking before and updating after
-    each append.
+    and its batches' sequences and offsets increase. Not thread-safe: it is
+    used under the partition's lock, which hands :meth:`check_append` and
+    :meth:`appended` to ``Log.append`` (checking between validation and the
+    write, updating after it).
     """
 
     def __init__(self) -> None:
@@ -182,6 +156,16 @@ class ProducerStateManager:
         module docstring). Changes nothing.
         """
         return self.check_batches([(producer_id, epoch, first_seq, last_seq)])
+
+    def check_append(self, batches: Sequence[BatchHeader]) -> Optional[DuplicateBatch]:
+        """:meth:`check_batches` for an append's validated batch headers (non-idempotent ones pass).
+
+        What ``Log.append`` calls between validating and writing (its ``check_producers``).
+        """
+        return self.check_batches(
+            (h.producer_id, h.producer_epoch, h.base_sequence,
+             last_sequence(h.base_sequence, h.last_offset - h.base_offset))
+            for h in batches if h.producer_id >= 0)
 
     def check_batches(self, batches: Iterable[Tuple[int, int, int, int]]) -> Optional[DuplicateBatch]:
         """Validate the (producer id, epoch, first seq, last seq) of an append's batches, in order.
@@ -236,6 +220,16 @@ class ProducerStateManager:
             self._producers[producer_id] = entry
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
 
+    def appended(self, batches: Sequence[BatchHeader]) -> None:
+        """Record an append's idempotent batches as written (their offsets; the max timestamp
+        field holds the log append time on LogAppendTime topics). ``Log.append``'s
+        ``producers_appended``."""
+        for h in batches:
+            if h.producer_id >= 0:
+                self.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                            last_sequence(h.base_sequence, h.last_offset - h.base_offset),
+                            h.base_offset, h.last_offset, h.max_timestamp)
+
     def clear(self) -> None:
         """Forget every producer."""
         self._producers.clear()
@@ -256,18 +250,16 @@ class ProducerStateManager:
             if not data:
                 break
             last = offset - 1
-            for info in iter_batches(data):
-                last = info.last_offset
-                if info.magic != 2 or info.last_offset < offset or info.last_offset >= end:
+            for h in iter_batches(data):
+                last = h.last_offset
+                if h.magic != 2 or h.last_offset < offset or h.last_offset >= end:
                     continue  # an older format, already seen, or reaching past ``max_offset``
-                pos = info.position
-                pid, epoch, first_seq = _PRODUCER_FIELDS.unpack_from(data, pos + PRODUCER_ID_OFFSET)
-                if pid < 0:
+                if h.producer_id < 0:
                     continue
-                (delta,) = _INT32.unpack_from(data, pos + LAST_OFFSET_DELTA_OFFSET)
                 # The max timestamp field holds the log append time on LogAppendTime batches.
-                self.update(pid, epoch, first_seq, last_sequence(first_seq, delta),
-                            info.base_offset, info.last_offset, info.max_timestamp)
+                self.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                            last_sequence(h.base_sequence, h.last_offset - h.base_offset),
+                            h.base_offset, h.last_offset, h.max_timestamp)
                 seen += 1
             if last < offset:
                 break  # no progress: nothing more below ``end``

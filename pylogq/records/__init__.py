@@ -21,17 +21,22 @@ from .default_records import (
     TRANSACTIONAL_MASK,
 )
 from .memory_records import (
-    AppendInfo,
+    AppendResult,
+    BatchHeader,
     BatchInfo,
     ScanResult,
     assign_offsets,
     iter_batches,
+    parse_header,
+    patch_offsets,
     scan,
     valid_prefix_length,
+    validate_batches,
 )
 
 __all__ = [
-    "AppendInfo",
+    "AppendResult",
+    "BatchHeader",
     "BatchInfo",
     "CONTROL_MASK",
     "CREATE_TIME",
@@ -54,6 +59,9 @@ __all__ = [
     "decode_columns",
     "decode_headers",
     "iter_batches",
+    "parse_header",
+    "patch_offsets",
     "scan",
     "valid_prefix_length",
+    "validate_batches",
 ]

@@ -9,7 +9,7 @@ from . import default_records as pure
 
 __all__ = [
     "COLUMN_NAMES", "DEFAULT_BATCH_SIZE", "Record", "RecordBatch", "RecordBatchBuilder", "assign_offsets",
-    "build_batch", "decode_columns", "decode_headers", "scan_entries",
+    "build_batch", "decode_columns", "decode_headers", "patch_offsets", "scan_entries", "validate_batches",
 ]
 
 _kernel = compiled("_records") or pure
@@ -22,4 +22,6 @@ assign_offsets = _kernel.assign_offsets
 build_batch = _kernel.build_batch
 decode_columns = _kernel.decode_columns
 decode_headers = _kernel.decode_headers
+patch_offsets = _kernel.patch_offsets
 scan_entries = _kernel.scan_entries
+validate_batches = _kernel.validate_batches

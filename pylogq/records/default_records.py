@@ -52,7 +52,8 @@ __all__ = [
     "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "NO_PARTITION_LEADER_EPOCH", "INT32_MAX",
     "MIN_RECORD_SIZE", "DEFAULT_BATCH_SIZE", "encode_varint", "size_of_varint", "decode_varint",
     "Record", "RecordBatchBuilder", "build_batch", "RecordBatch", "decode_headers",
-    "ENTRY_MAGIC_OFFSET", "LEGACY_CRC_OFFSET", "scan_entries", "assign_offsets", "COLUMN_NAMES",
+    "ENTRY_MAGIC_OFFSET", "LEGACY_CRC_OFFSET", "scan_entries", "validate_batches", "patch_offsets",
+    "assign_offsets", "COLUMN_NAMES",
     "decode_columns"
 ]
 
@@ -750,27 +751,29 @@ def scan_entries(buffer: Buffer, position: int = 0, check_crc: bool = True) -> T
     return pos - position, n, None
 
 
-def assign_offsets(
-    buffer: Union[bytearray, memoryview],
-    base_offset: int,
-    partition_leader_epoch: int = 0,
-    log_append_time: Optional[int] = None,
-) -> Tuple[int, int, int, int, int, int]:
-    """Validate a producer's v2 batches and give them offsets; -> AppendInfo fields.
+def _header(buf: Buffer, pos: int, size: int) -> Tuple[int, ...]:
+    """The BatchHeader fields of the v2 batch at ``pos`` (its 61 header bytes checked by the caller)."""
+    (base, _, _, _, _, attributes, last_delta, _, max_ts, pid, epoch, seq, count) = _HEADER.unpack_from(buf, pos)
+    return (pos, size, MAGIC, base, base + last_delta, max_ts, count, attributes & 0xFFFF, pid, epoch, seq)
 
-    Returns (first offset, last offset, records, batches, max timestamp,
-    offset of max timestamp). See :func:`pylogq.records.assign_offsets`.
+
+def validate_batches(buffer: Buffer, require_keys: bool = False) -> Tuple[List[Tuple[int, ...]], int, int]:
+    """Check a producer's v2 batches whole, in one pass; -> (headers, records, keyless).
+
+    ``headers`` are BatchHeader fields (tuples) as the buffer says; ``keyless``
+    is the offset delta, from the buffer's first offset, of the first record
+    without a key when ``require_keys`` (control batches are not looked at),
+    else -1. See :func:`pylogq.records.validate_batches`.
     """
-    view = memoryview(buffer)
-    if view.readonly:
-        raise TypeError("assign_offsets needs a writable buffer (bytearray or writable memoryview)")
-    buf = view.cast("B")
+    buf = _as_bytes_view(buffer)
     end = len(buf)
     if end == 0:
         raise InvalidRecordError("produce buffer holds no record batch")
     pos = 0
-    batches = []
+    headers = []
     records = 0
+    offsets = 0
+    keyless = -1
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise CorruptRecordError(
@@ -792,30 +795,92 @@ def assign_offsets(
             )
         # With count == last delta + 1 and deltas strictly increasing up to the
         # last delta (checked by the parser), the deltas are exactly 0..count-1.
+        keys = require_keys and keyless < 0 and not batch.is_control_batch
         section = batch._records_section()
-        for _ in _iter_fields(batch, section, 0, len(section)):
+        for fields in _iter_fields(batch, section, 0, len(section)):
             records += 1
-        batches.append(batch)
+            if keys and fields[5] < 0 and keyless < 0:
+                keyless = offsets + fields[3]
+        headers.append(_header(buf, pos, size))
+        offsets += batch.last_offset_delta + 1
         pos = batch.end
+    return headers, records, keyless
+
+
+def patch_offsets(
+    buffer: Union[bytearray, memoryview],
+    headers: Sequence[Sequence[int]],
+    base_offset: int,
+    partition_leader_epoch: int = 0,
+    log_append_time: Optional[int] = None,
+) -> List[Tuple[int, ...]]:
+    """Give batches that :func:`validate_batches` accepted their offsets, in place; -> headers as written.
+
+    Reads no record. Each header's place is checked against the buffer (the
+    batches lie end to end from byte 0 and fill it, each a whole v2 batch),
+    so a stale or foreign header list raises ValueError instead of writing
+    astray. See :func:`pylogq.records.patch_offsets`.
+    """
+    view = memoryview(buffer)
+    if view.readonly:
+        raise TypeError("patch_offsets needs a writable buffer (bytearray or writable memoryview)")
+    buf = view.cast("B")
+    end = len(buf)
+    pos = 0
+    for i, header in enumerate(headers):
+        if header[0] != pos:
+            raise ValueError("header %d is at byte %d, the batches lie end to end from 0 (expected %d)"
+                             % (i, header[0], pos))
+        size = header[1]
+        if (size < HEADER_SIZE or size > end - pos or buf[pos + MAGIC_OFFSET] != MAGIC
+                or LOG_OVERHEAD + _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1] != size):
+            raise ValueError("header %d does not describe the v2 batch at byte %d of this buffer" % (i, pos))
+        pos += size
+    if pos != end:
+        raise ValueError("the headers cover %d of the buffer's %d bytes" % (pos, end))
+    out = []
     next_offset = base_offset
+    pos = 0
+    for header in headers:
+        size = header[1]
+        struct.pack_into(">q", buf, pos, next_offset)
+        struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+        if log_append_time is not None:
+            (attributes,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES_OFFSET)
+            struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+            struct.pack_into(">q", buf, pos + MAX_TIMESTAMP_OFFSET, log_append_time)
+            struct.pack_into(">I", buf, pos + CRC_OFFSET, crc32c(buf[pos + ATTRIBUTES_OFFSET : pos + size]))
+        written = _header(buf, pos, size)
+        out.append(written)
+        next_offset = written[4] + 1
+        pos += size
+    return out
+
+
+def assign_offsets(
+    buffer: Union[bytearray, memoryview],
+    base_offset: int,
+    partition_leader_epoch: int = 0,
+    log_append_time: Optional[int] = None,
+) -> Tuple[int, int, int, int, int, int]:
+    """Validate a producer's v2 batches and give them offsets; -> AppendResult's offset fields.
+
+    Returns (first offset, last offset, records, batches, max timestamp,
+    offset of max timestamp): :func:`validate_batches` then
+    :func:`patch_offsets`. See :func:`pylogq.records.assign_offsets`.
+    """
+    view = memoryview(buffer)
+    if view.readonly:
+        raise TypeError("assign_offsets needs a writable buffer (bytearray or writable memoryview)")
+    headers, records, _ = validate_batches(view)
     max_ts = -1
     max_ts_offset = -1
-    for batch in batches:
-        p = batch.position
-        struct.pack_into(">q", buf, p, next_offset)
-        struct.pack_into(">i", buf, p + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
-        batch_max = batch.max_timestamp
-        if log_append_time is not None:
-            struct.pack_into(">h", buf, p + ATTRIBUTES_OFFSET, batch.attributes | TIMESTAMP_TYPE_MASK)
-            struct.pack_into(">q", buf, p + MAX_TIMESTAMP_OFFSET, log_append_time)
-            struct.pack_into(">I", buf, p + CRC_OFFSET, crc32c(buf[p + ATTRIBUTES_OFFSET : batch.end]))
-            batch_max = log_append_time
-        last = next_offset + batch.last_offset_delta
-        if batch_max > max_ts:
-            max_ts = batch_max
-            max_ts_offset = last
-        next_offset = last + 1
-    return base_offset, next_offset - 1, records, len(batches), max_ts, max_ts_offset
+    last = base_offset - 1
+    for header in patch_offsets(view, headers, base_offset, partition_leader_epoch, log_append_time):
+        last = header[4]
+        if header[5] > max_ts:
+            max_ts, max_ts_offset = header[5], last
+    return base_offset, last, records, len(headers), max_ts, max_ts_offset
 
 
 def _as_bytes_view(buffer: Buffer) -> Buffer:

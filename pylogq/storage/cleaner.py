@@ -1,6 +1,8 @@
 """The log cleaner: compaction of logs whose ``cleanup.policy`` includes ``compact``.
 
-Kafka's LogCleaner, Cleaner and LogCleanerManager. A compacted log keeps, for
+Kafka's LogCleaner and Cleaner; which logs are being cleaned, aborted or paused is
+the log manager's (:class:`pylogq.storage.manager.CleaningRegistry`, Kafka's
+LogCleanerManager), so every cleaner of its logs respects it. A compacted log keeps, for
 every key, at least its latest record. Each log is split at its *first dirty
 offset*, kept per partition in ``cleaner-offset-checkpoint`` in the log's log
 directory (``<topic> <partition> <offset>`` lines, see
@@ -84,6 +86,7 @@ from ..records.default_records import (
 )
 from .checkpoint import CLEANER_CHECKPOINT, OffsetCheckpoint
 from .log import Log
+from .manager import CleaningProgress, CleaningRegistry
 from .offset_map import SLOT_SIZE, OffsetMap
 from .segment import CLEANED_SUFFIX, BatchHeader, FileRegion, LogSegment
 
@@ -231,16 +234,6 @@ class _Batch(NamedTuple):
     max_timestamp: int
 
 
-class _Progress:
-    """A clean in progress on one log."""
-
-    __slots__ = ("log", "aborted")
-
-    def __init__(self, log_: Log) -> None:
-        self.log = log_
-        self.aborted = False
-
-
 def group_segments_by_size(segments: Sequence[LogSegment], max_size: int,
                            max_index_size: int) -> List[List[LogSegment]]:
     """Consecutive segments in groups whose summed file and index sizes fit one segment.
@@ -384,7 +377,9 @@ class LogCleaner:
     synchronously in the caller's thread. Each thread owns an offset map of
     ``log.cleaner.dedupe.buffer.size / threads`` bytes; reads and writes share
     one throttle of ``log.cleaner.io.max.bytes.per.second``. A log is cleaned
-    by one thread at a time. Thread-safe.
+    by one thread at a time across every cleaner of the manager: each claims
+    its logs in the manager's :class:`~pylogq.storage.manager.CleaningRegistry`.
+    Thread-safe.
     """
 
     def __init__(self, manager, *, clock: Optional[Callable[[], float]] = None) -> None:
@@ -397,8 +392,7 @@ class LogCleaner:
         self._clock = clock
         self._stop = threading.Event()
         self.throttler = Throttler(cfg.log_cleaner_io_max_bytes_per_second, self._stop.wait)
-        self._cond = threading.Condition()
-        self._in_progress: Dict[int, _Progress] = {}
+        self.cleaning: CleaningRegistry = manager.cleaning  # shared by every cleaner of the manager
         self._checkpoint_lock = threading.Lock()
         self._local = threading.local()
         self._threads: List[threading.Thread] = []
@@ -434,16 +428,9 @@ class LogCleaner:
                 self._stop.wait(self.backoff)
 
     def abort(self, log_: Log) -> None:
-        """Stop cleaning ``log_`` now; returns once a clean of it in another thread has stopped."""
-        with self._cond:
-            progress = self._in_progress.get(id(log_))
-            if progress is None or progress.log is not log_:
-                return
-            progress.aborted = True
-            if getattr(self._local, "cleaning", None) is log_:
-                return  # called from within this log's clean: it stops at its next check
-            while self._in_progress.get(id(log_)) is progress:
-                self._cond.wait()
+        """Stop cleaning ``log_`` now, by this or any other cleaner of the manager; returns once a
+        clean of it in another thread has stopped."""
+        self.cleaning.abort(log_)
 
     # -- choosing -------------------------------------------------------------
 
@@ -495,42 +482,43 @@ class LogCleaner:
             needs_now = now - earliest > cfg.max_compaction_lag_ms
         return LogToClean(log_, first_dirty, uncleanable, clean_bytes, cleanable_bytes, needs_now)
 
-    def _grab_filthiest(self) -> Optional[Tuple[LogToClean, _Progress]]:
-        with self._cond:
-            best: Optional[LogToClean] = None
-            for log_ in self.manager.all_logs():
-                if log_.closed or not log_.config.compact or id(log_) in self._in_progress:
-                    continue
-                try:
-                    candidate = self.cleanable(log_)
-                except (ValueError, OSError):
-                    continue  # closed or deleted meanwhile
-                if candidate.cleanable_bytes == 0:
-                    continue
-                if not (candidate.needs_compaction_now
-                        or candidate.dirty_ratio > log_.config.min_cleanable_dirty_ratio):
-                    continue
-                if best is None or candidate.dirty_ratio > best.dirty_ratio:
-                    best = candidate
-            if best is None:
-                return None
-            progress = _Progress(best.log)
-            self._in_progress[id(best.log)] = progress
-            return best, progress
+    def _due(self, log_: Log) -> Optional[LogToClean]:
+        """``log_``'s cleanable range if it is due a clean (dirty enough, or past max.compaction.lag.ms)."""
+        if log_.closed or not log_.config.compact:
+            return None
+        try:
+            candidate = self.cleanable(log_)
+        except (ValueError, OSError):
+            return None  # closed or deleted meanwhile
+        if candidate.cleanable_bytes == 0:
+            return None
+        if not (candidate.needs_compaction_now or candidate.dirty_ratio > log_.config.min_cleanable_dirty_ratio):
+            return None
+        return candidate
 
-    def _begin(self, log_: Log) -> _Progress:
-        with self._cond:
-            while id(log_) in self._in_progress:
-                self._cond.wait()
-            progress = _Progress(log_)
-            self._in_progress[id(log_)] = progress
-            return progress
+    def _grab_filthiest(self) -> Optional[Tuple[LogToClean, CleaningProgress]]:
+        """Claim the dirtiest due log that no cleaner is cleaning.
 
-    def _end(self, progress: _Progress) -> None:
-        with self._cond:
-            if self._in_progress.get(id(progress.log)) is progress:
-                del self._in_progress[id(progress.log)]
-            self._cond.notify_all()
+        No lock is held while the manager lists its logs (its lock comes before
+        the registry's), and nothing is called while the registry's lock is held.
+        """
+        candidates = []
+        for log_ in self.manager.all_logs():
+            if self.cleaning.progress(log_) is None:
+                candidate = self._due(log_)
+                if candidate is not None:
+                    candidates.append(candidate)
+        candidates.sort(key=lambda c: c.dirty_ratio, reverse=True)  # stable: ties keep the manager's order
+        for candidate in candidates:
+            progress = self.cleaning.try_begin(candidate.log)
+            if progress is None:
+                continue  # taken by another cleaner meanwhile, or paused, or closed
+            # Measured again under the claim: another cleaner may have cleaned it since.
+            claimed = self._due(candidate.log)
+            if claimed is not None:
+                return claimed, progress
+            self.cleaning.end(progress)
+        return None
 
     # -- cleaning -------------------------------------------------------------
 
@@ -546,15 +534,16 @@ class LogCleaner:
         try:
             return self._clean(target, progress)
         finally:
-            self._end(progress)
+            self.cleaning.end(progress)
 
     def clean_log(self, log_: Log) -> CleanerStats:
-        """Clean ``log_`` now, whatever its dirty ratio (waits for a clean of it in another thread)."""
-        progress = self._begin(log_)
+        """Clean ``log_`` now, whatever its dirty ratio (waits for a clean of it in another thread,
+        by this or any other cleaner of the manager)."""
+        progress = self.cleaning.begin(log_)
         try:
             return self._clean(self.cleanable(log_), progress)
         finally:
-            self._end(progress)
+            self.cleaning.end(progress)
 
     def _offset_map(self):
         m = getattr(self._local, "offset_map", None)
@@ -563,14 +552,13 @@ class LogCleaner:
             self._local.offset_map = m
         return m
 
-    def _check_done(self, progress: _Progress) -> None:
-        if progress.aborted or self._stop.is_set():
+    def _check_done(self, progress: CleaningProgress) -> None:
+        if progress.aborted.is_set() or self._stop.is_set():
             raise CleaningAbortedError("cleaning of %s-%d was aborted" % (progress.log.topic, progress.log.partition))
 
-    def _clean(self, target: LogToClean, progress: _Progress) -> CleanerStats:
+    def _clean(self, target: LogToClean, progress: CleaningProgress) -> CleanerStats:
         log_ = target.log
         stats = CleanerStats(log_.topic, log_.partition)
-        self._local.cleaning = log_
         created: List[LogSegment] = []
         try:
             self._do_clean(target, progress, stats, created)
@@ -578,7 +566,6 @@ class LogCleaner:
             stats.aborted = True
             log.info("%s", exc)
         finally:
-            self._local.cleaning = None
             for segment in created:
                 if segment.log_path.endswith(CLEANED_SUFFIX):
                     segment.delete()
@@ -588,7 +575,7 @@ class LogCleaner:
         log.info("%s", stats.summary())
         return stats
 
-    def _do_clean(self, target: LogToClean, progress: _Progress, stats: CleanerStats,
+    def _do_clean(self, target: LogToClean, progress: CleaningProgress, stats: CleanerStats,
                   created: List[LogSegment]) -> None:
         log_ = target.log
         segments = log_.segments
@@ -611,7 +598,7 @@ class LogCleaner:
         self._write_checkpoint(log_, end)
 
     def _build_offset_map(self, log_: Log, segments: Sequence[LogSegment], first_dirty: int, uncleanable: int,
-                          offset_map, progress: _Progress, stats: CleanerStats) -> int:
+                          offset_map, progress: CleaningProgress, stats: CleanerStats) -> int:
         """Map the dirty section until the map is full; -> the first offset not mapped."""
         offset_map.clear()
         end = first_dirty
@@ -638,7 +625,7 @@ class LogCleaner:
             end = min(max(segment.next_offset, end), uncleanable)
         return max(end, first_dirty)
 
-    def _read(self, segment: LogSegment, size: int, progress: _Progress) -> bytes:
+    def _read(self, segment: LogSegment, size: int, progress: CleaningProgress) -> bytes:
         try:
             data = _read_segment(segment, size)
         except (ValueError, OSError) as exc:  # closed, or truncated under the clean
@@ -662,7 +649,7 @@ class LogCleaner:
         return last
 
     def _clean_group(self, log_: Log, group: List[LogSegment], offset_map, delete_horizon: Optional[int],
-                     producers: Dict[int, int], progress: _Progress, stats: CleanerStats,
+                     producers: Dict[int, int], progress: CleaningProgress, stats: CleanerStats,
                      created: List[LogSegment]) -> None:
         sizes = [s.size for s in group]
         out = _CleanedGroup(log_, group[0].base_offset, self.io_buffer_size)

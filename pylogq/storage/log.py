@@ -33,6 +33,7 @@ from ..errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from ..records import AppendResult, BatchHeader
 from ..records.legacy import assign_offsets_legacy
 from .config import LogConfig
 from .scheduler import Scheduler
@@ -43,14 +44,12 @@ from .segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    BatchHeader,
     FileRegion,
     LogSegment,
     offset_from_filename,
-    parse_header,
 )
 
-__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "Log", "LogAppendInfo", "parse_dir_name"]
+__all__ = ["CheckProducers", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "Log", "ProducersAppended", "parse_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
 
@@ -72,18 +71,27 @@ def parse_dir_name(path: str) -> Tuple[str, int]:
     return m.group("topic"), int(m.group("partition"))
 
 
-class LogAppendInfo(NamedTuple):
-    """What an append wrote: Kafka's LogAppendInfo, the fields a producer response needs."""
+#: ``Log.append``'s idempotence check: the validated batches -> None, or a retry's original
+#: (first offset, last offset, timestamp). The partition's producer state gives it.
+CheckProducers = Callable[[Sequence[BatchHeader]], Optional[Tuple[int, int, int]]]
+#: ``Log.append``'s report of the batches as written (their offsets and max timestamps).
+ProducersAppended = Callable[[Sequence[BatchHeader]], None]
 
-    first_offset: int
-    last_offset: int
-    record_count: int
-    batch_count: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    valid_bytes: int
+
+def _offset_of(headers: Sequence[BatchHeader], i: int, first_offset: Optional[int]) -> int:
+    """The offset batch ``i`` gets: its own (already assigned), or counted on from ``first_offset``."""
+    if first_offset is None:
+        return headers[i].base_offset
+    return first_offset + sum(h.last_offset - h.base_offset + 1 for h in headers[:i])
+
+
+def _max_timestamp(headers: Sequence[BatchHeader]) -> Tuple[int, int]:
+    """(the largest max timestamp, the last offset of the first batch with it); (-1, -1) for none."""
+    max_ts, max_ts_offset = -1, -1
+    for h in headers:
+        if h.max_timestamp > max_ts:
+            max_ts, max_ts_offset = h.max_timestamp, h.last_offset
+    return max_ts, max_ts_offset
 
 
 class _End(NamedTuple):
@@ -285,16 +293,31 @@ class Log:
 
     # -- appending ----------------------------------------------------------------
 
-    def append(self, data: Union[bytes, bytearray, memoryview], leader_epoch: int = 0) -> LogAppendInfo:
+    def append(self, data: Union[bytes, bytearray, memoryview], leader_epoch: int = 0, *,
+               check_producers: Optional[CheckProducers] = None,
+               producers_appended: Optional[ProducersAppended] = None) -> AppendResult:
         """Validate a producer's batches, give them the next offsets and write them.
 
         A ``bytearray`` is validated and patched in place (a produce request's
-        buffer need not be copied); other buffers are copied first.
+        buffer need not be copied); other buffers are copied first. v2 batches
+        are read once (:func:`~pylogq.records.validate_batches`): framing, CRC,
+        every record, and on a compacted topic every record's key; what that
+        pass collects (each batch's header) serves every check after it, the
+        offsets, the segment's index entries and the producer state.
         Raises CorruptRecordError for bad bytes, InvalidRecordError for batches a
-        producer may not send, MessageTooLargeError for a batch over
-        ``max.message.bytes``, RecordListTooLargeError for more than a segment
-        holds, InvalidTimestampError for a CreateTime timestamp further from now
-        than ``message.timestamp.difference.max.ms``. Nothing is written then.
+        producer may not send (and, on a compacted topic, for a record without
+        a key), MessageTooLargeError for a batch over ``max.message.bytes``,
+        RecordListTooLargeError for more than a segment holds,
+        InvalidTimestampError for a CreateTime timestamp further from now than
+        ``message.timestamp.difference.max.ms``. Nothing is written then.
+
+        The partition's idempotence checks come in as two callables (the log
+        knows no producers): ``check_producers`` sees the validated batches
+        before anything is checked against the log's settings and may answer
+        that they are a retry (the original first offset, last offset and
+        timestamp): nothing is written and the result says ``duplicate``.
+        ``producers_appended`` sees the batches as written (their offsets, the
+        log append time) once they are in the segment.
         """
         buffer = data if type(data) is bytearray else bytearray(data)  # patched in place
         with self._lock:
@@ -302,25 +325,46 @@ class Log:
             now = self._now_ms()
             lat = now if self.config.log_append_time else None
             if len(buffer) > 16 and buffer[16] < 2:
-                assigned, last = assign_offsets_legacy(buffer, self._end.offset, log_append_time=lat)
-                buffer = bytearray(assigned)
-                headers = self._headers(buffer)
-                info = records.AppendInfo(self._end.offset, last, len(headers), len(headers),
-                                          max(h.max_timestamp for h in headers), last)
-            else:
-                info = records.assign_offsets(buffer, self._end.offset, leader_epoch, lat)
-                headers = self._headers(buffer)
-            self._check_sizes(headers, len(buffer))
+                return self._append_legacy(buffer, lat, now)
+            batches, record_count, keyless = records.validate_batches(buffer, self.config.compact)
+            if check_producers is not None:
+                duplicate = check_producers(batches)
+                if duplicate is not None:
+                    first, last, timestamp = duplicate
+                    return AppendResult(0, first, timestamp if lat is not None else -1, self.log_start_offset,
+                                        last - first + 1, last, 1, timestamp, last, True)
+            first_offset = self._end.offset
+            self._check_sizes(batches, len(buffer), first_offset)
             if lat is None:
-                self._check_timestamps(headers, now)
-            if self.config.compact:
-                self._check_keys(buffer)
-            self._write(buffer, headers, info.last_offset, info.max_timestamp)
-            return LogAppendInfo(info.first_offset, info.last_offset, info.record_count, info.batch_count,
-                                 info.max_timestamp, info.offset_of_max_timestamp,
-                                 lat if lat is not None else -1, self.log_start_offset, len(buffer))
+                self._check_timestamps(batches, now, first_offset)
+            if keyless >= 0:
+                self._refuse_keyless(first_offset + keyless)
+            written = records.patch_offsets(buffer, batches, first_offset, leader_epoch, lat)
+            max_ts, max_ts_offset = _max_timestamp(written)
+            last_offset = written[-1].last_offset
+            self._write(buffer, written, last_offset, max_ts)
+            if producers_appended is not None:
+                producers_appended(written)
+            return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
+                                record_count, last_offset, len(written), max_ts, max_ts_offset)
 
-    def append_as_follower(self, data: bytes) -> LogAppendInfo:
+    def _append_legacy(self, buffer: bytearray, lat: Optional[int], now: int) -> AppendResult:
+        """A producer's v0/v1 message set (Kafka 0.8-0.10 clients): offsets, checks and write."""
+        first_offset = self._end.offset
+        assigned, last = assign_offsets_legacy(buffer, first_offset, log_append_time=lat)
+        buffer = bytearray(assigned)
+        headers = list(records.iter_batches(buffer))
+        self._check_sizes(headers, len(buffer), None)
+        if lat is None:
+            self._check_timestamps(headers, now, None)
+        if self.config.compact:
+            self._check_legacy_keys(buffer)
+        max_ts = max(h.max_timestamp for h in headers)
+        self._write(buffer, headers, last, max_ts)
+        return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
+                            len(headers), last, len(headers), max_ts, last)
+
+    def append_as_follower(self, data: bytes) -> AppendResult:
         """Append batches that already carry offsets (a replica's fetch, a copy of a log).
 
         Checks every batch (framing, CRC) and that offsets start at the log end
@@ -332,9 +376,9 @@ class Log:
             result = records.scan(buffer)
             if result.error is not None or result.valid_bytes != len(buffer):
                 raise CorruptRecordError(result.error or "the data ends with a partial batch")
-            headers = self._headers(buffer)
+            headers = list(records.iter_batches(buffer))
             if not headers:
-                return LogAppendInfo(-1, -1, 0, 0, -1, -1, -1, self.log_start_offset, 0)
+                return AppendResult(0, -1, -1, self.log_start_offset, 0)
             expected = self._end.offset
             for h in headers:
                 if h.base_offset < expected:
@@ -342,54 +386,47 @@ class Log:
                         "batch at offset %d is below the next offset %d: offsets must increase"
                         % (h.base_offset, expected))
                 expected = h.last_offset + 1
-            self._check_sizes(headers, len(buffer))
-            max_ts, max_ts_offset = -1, -1
-            for h in headers:
-                if h.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = h.max_timestamp, h.last_offset
+            self._check_sizes(headers, len(buffer), None)
+            max_ts, max_ts_offset = _max_timestamp(headers)
             if headers[0].base_offset > self._end.offset:
                 # A gap (compacted source or a fresh replica): the next segment starts there.
                 self._roll_locked(headers[0].base_offset)
             self._write(buffer, headers, headers[-1].last_offset, max_ts)
-            return LogAppendInfo(headers[0].base_offset, headers[-1].last_offset, -1, len(headers), max_ts,
-                                 max_ts_offset, -1, self.log_start_offset, len(buffer))
+            return AppendResult(0, headers[0].base_offset, -1, self.log_start_offset, -1, headers[-1].last_offset,
+                                len(headers), max_ts, max_ts_offset)
 
-    @staticmethod
-    def _headers(buffer: Union[bytes, bytearray]) -> List[BatchHeader]:
-        out = []
-        view = memoryview(buffer)
-        for info in records.iter_batches(buffer):
-            out.append(parse_header(bytes(view[info.position : info.position + 61]), info.position))
-        return out
-
-    def _check_sizes(self, headers: List[BatchHeader], total: int) -> None:
+    def _check_sizes(self, headers: Sequence[BatchHeader], total: int, first_offset: Optional[int]) -> None:
         limit = self.config.max_message_bytes
-        for h in headers:
+        for i, h in enumerate(headers):
             if h.size > limit + 12:
                 raise MessageTooLargeError(
-                    "batch of %d bytes at offset %d exceeds max.message.bytes=%d" % (h.size, h.base_offset, limit))
+                    "batch of %d bytes at offset %d exceeds max.message.bytes=%d"
+                    % (h.size, _offset_of(headers, i, first_offset), limit))
         if total > self.config.segment_bytes:
             raise RecordListTooLargeError(
                 "append of %d bytes exceeds segment.bytes=%d" % (total, self.config.segment_bytes))
 
-    def _check_keys(self, buffer: Union[bytes, bytearray]) -> None:
+    def _refuse_keyless(self, offset: int) -> None:
         """A compacted topic keeps the last record per key: a record without one is refused."""
+        raise InvalidRecordError(
+            "compacted topic %s-%d cannot accept a record without a key (offset %d)"
+            % (self.topic, self.partition, offset))
+
+    def _check_legacy_keys(self, buffer: Union[bytes, bytearray]) -> None:
+        """The key check of a v0/v1 message set (a v2 append's is part of its one pass)."""
         columns = records.decode_columns(buffer, check_crc=False)
         if len(columns) and (columns.key_length < 0).any():
-            offset = int(columns.offsets[int((columns.key_length < 0).argmax())])
-            raise InvalidRecordError(
-                "compacted topic %s-%d cannot accept a record without a key (offset %d)"
-                % (self.topic, self.partition, offset))
+            self._refuse_keyless(int(columns.offsets[int((columns.key_length < 0).argmax())]))
 
-    def _check_timestamps(self, headers: List[BatchHeader], now: int) -> None:
+    def _check_timestamps(self, headers: Sequence[BatchHeader], now: int, first_offset: Optional[int]) -> None:
         limit = self.config.message_timestamp_difference_max_ms
         if limit >= 2**63 - 1:
             return
-        for h in headers:
+        for i, h in enumerate(headers):
             if h.max_timestamp >= 0 and abs(h.max_timestamp - now) > limit:
                 raise InvalidTimestampError(
                     "timestamp %d of the batch at offset %d is more than %d ms from the broker's time %d"
-                    % (h.max_timestamp, h.base_offset, limit, now))
+                    % (h.max_timestamp, _offset_of(headers, i, first_offset), limit, now))
 
     def _write(self, buffer: Union[bytes, bytearray], headers: List[BatchHeader], last_offset: int, max_timestamp: int) -> None:
         segment = self._end.segment

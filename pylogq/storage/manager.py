@@ -46,7 +46,7 @@ from .scheduler import Scheduler
 if TYPE_CHECKING:
     from .cleaner import LogCleaner
 
-__all__ = ["LogDirInUseError", "LogManager"]
+__all__ = ["CleaningProgress", "CleaningRegistry", "LogDirInUseError", "LogManager"]
 
 log = logging.getLogger("pylogq.storage")
 
@@ -101,8 +101,98 @@ class _LogDir:
             self._lock_fd = -1
 
 
+class CleaningProgress:
+    """One clean in progress: its log, the thread running it, and the request to stop it."""
+
+    __slots__ = ("log", "thread", "aborted")
+
+    def __init__(self, log_: Log) -> None:
+        self.log = log_
+        self.thread = threading.get_ident()
+        self.aborted = threading.Event()  # set by abort(); the clean stops at its next check
+
+
+class CleaningRegistry:
+    """Which logs are being cleaned and which may not be now (Kafka's LogCleanerManager state).
+
+    Invariant: a log has at most one clean in progress, whichever cleaner (or
+    thread) runs it; every cleaner made for a manager claims its logs in the
+    manager's registry, and ``abort`` stops the clean of any of them. Logs are
+    known by identity, so a log outside the manager (opened on its own, cleaned
+    by a cleaner of the manager) is claimed the same way.
+
+    Thread-safe. Its lock is taken last: nothing is called while it is held, so
+    callers may hold the manager's lock or a log's. ``begin`` and ``abort`` wait
+    for a clean to end; a clean takes no lock of the manager, so ``delete_log``
+    may wait for one while holding the manager's lock.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._in_progress: Dict[int, CleaningProgress] = {}  # id(log): the progress holds the log
+        self._paused: Dict[int, Log] = {}
+
+    def try_begin(self, log_: Log) -> Optional[CleaningProgress]:
+        """Claim ``log_`` for a clean in this thread; None when it is being cleaned, paused or closed."""
+        with self._cond:
+            key = id(log_)
+            if key in self._in_progress or key in self._paused or log_.closed:
+                return None
+            progress = self._in_progress[key] = CleaningProgress(log_)
+            return progress
+
+    def begin(self, log_: Log) -> CleaningProgress:
+        """Claim ``log_`` for a clean in this thread, waiting while another clean of it runs
+        or its cleaning is paused."""
+        with self._cond:
+            key = id(log_)
+            while key in self._in_progress or key in self._paused:
+                self._cond.wait()
+            progress = self._in_progress[key] = CleaningProgress(log_)
+            return progress
+
+    def end(self, progress: CleaningProgress) -> None:
+        """Release the claim of a clean that has stopped (done or aborted)."""
+        with self._cond:
+            key = id(progress.log)
+            if self._in_progress.get(key) is progress:
+                del self._in_progress[key]
+            self._cond.notify_all()
+
+    def progress(self, log_: Log) -> Optional[CleaningProgress]:
+        """The clean of ``log_`` in progress, or None."""
+        with self._cond:
+            return self._in_progress.get(id(log_))
+
+    def abort(self, log_: Log, *, pause: bool = False) -> None:
+        """Stop the clean of ``log_`` by any cleaner; returns once it has stopped (at once when
+        called from within that clean). With ``pause``, no clean of it starts until ``resume``."""
+        with self._cond:
+            key = id(log_)
+            if pause:
+                self._paused[key] = log_
+            progress = self._in_progress.get(key)
+            if progress is None:
+                return
+            progress.aborted.set()
+            if progress.thread == threading.get_ident():
+                return  # called from within this clean: it stops at its next check
+            while self._in_progress.get(key) is progress:
+                self._cond.wait()
+
+    def resume(self, log_: Log) -> None:
+        """Let cleans of ``log_`` start again after ``abort(log_, pause=True)``."""
+        with self._cond:
+            if self._paused.pop(id(log_), None) is not None:
+                self._cond.notify_all()
+
+
 class LogManager:
-    """The logs of a set of log directories, with their background work. Thread-safe."""
+    """The logs of a set of log directories, with their background work. Thread-safe.
+
+    ``cleaning`` is the registry every cleaner of these logs claims them in, so
+    two cleaners never clean one log at once.
+    """
 
     _standalone: Dict[str, Tuple["LogManager", int]] = {}
     _standalone_lock = threading.Lock()
@@ -129,6 +219,7 @@ class LogManager:
         self._logs: Dict[Tuple[str, int], Log] = {}
         self._log_dir_of: Dict[Tuple[str, int], _LogDir] = {}
         self.scheduler = Scheduler("pylogq-log-manager")
+        self.cleaning = CleaningRegistry()
         self.closed = False
         self._dirs: List[_LogDir] = []
         try:
@@ -177,6 +268,10 @@ class LogManager:
         return log_
 
     def get_log(self, topic: str, partition: int) -> Optional[Log]:
+        return self._find_log(topic, partition, None)
+
+    def _find_log(self, topic: str, partition: int, config: Optional[LogConfig]) -> Optional[Log]:
+        """A loaded log, or one on disk loaded now with ``config`` (else its topic's config)."""
         with self._lock:
             found = self._logs.get((topic, partition))
             if found is not None or self.closed:
@@ -184,14 +279,19 @@ class LogManager:
             for d in self._dirs:  # a log not loaded yet (load_all=False)
                 path = os.path.join(d.path, "%s-%d" % (topic, partition))
                 if os.path.isdir(path):
-                    return self._load_log(d, path)
+                    return self._load_log(d, path, config)
             return None
 
     def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None) -> Log:
-        """The log of a partition, created in the log dir holding the fewest partitions."""
+        """The log of a partition, created in the log dir holding the fewest partitions.
+
+        A log on disk that is not loaded yet is loaded with ``config``, as a new one
+        is created with it; a log already loaded keeps the config it was loaded with
+        (Kafka's getOrCreateLog), which for logs loaded at start is the topic's.
+        """
         with self._lock:
             self._check_open()
-            existing = self.get_log(topic, partition)
+            existing = self._find_log(topic, partition, config)
             if existing is not None:
                 return existing
             counts = {id(d): 0 for d in self._dirs}
@@ -215,9 +315,13 @@ class LogManager:
             d = self._log_dir_of.pop(tp, None)
             if log_ is None or d is None:
                 return False
-            if self.cleaner is not None:
-                self.cleaner.abort(log_)
-            log_.close(flush=False)  # deleted: no fsync of data nobody will read
+            # Every cleaner's clean of it stops, and none starts (paused) until it is closed;
+            # after that a closed log is never claimed.
+            self.cleaning.abort(log_, pause=True)
+            try:
+                log_.close(flush=False)  # deleted: no fsync of data nobody will read
+            finally:
+                self.cleaning.resume(log_)
             doomed = "%s.%s-delete" % (log_.directory, uuid.uuid4().hex)
             os.rename(log_.directory, doomed)
             self.scheduler.schedule(lambda: shutil.rmtree(doomed, ignore_errors=True), name="delete-log")

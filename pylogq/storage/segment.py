@@ -31,9 +31,8 @@ from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional,
 import numpy as np
 
 from ..errors import OffsetOutOfRangeError
-from ..records import decode_columns
+from ..records import BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
-from ..records.default_records import LAST_OFFSET_DELTA_OFFSET, MAX_TIMESTAMP_OFFSET
 from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
 from ..records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from .config import LogConfig
@@ -102,31 +101,6 @@ def offset_from_filename(name: str) -> int:
     if len(stem) != 20 or not stem.isdigit():
         raise ValueError("%r is not a segment file name (20 digits then a suffix)" % name)
     return int(stem)
-
-
-class BatchHeader(NamedTuple):
-    """What the log needs from an entry's header, in any format."""
-
-    position: int
-    size: int
-    magic: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-
-
-def parse_header(head: bytes, position: int) -> BatchHeader:
-    """Decode the first bytes of an entry (at least 17; 61 for a v2 batch's max timestamp)."""
-    base, length = _ENTRY_HEAD.unpack_from(head, 0)
-    magic = head[16]
-    size = 12 + length
-    if magic == 2 and len(head) >= 61:
-        (delta,) = struct.unpack_from(">i", head, LAST_OFFSET_DELTA_OFFSET)
-        (max_ts,) = struct.unpack_from(">q", head, MAX_TIMESTAMP_OFFSET)
-        return BatchHeader(position, size, 2, base, base + delta, max_ts)
-    max_ts = struct.unpack_from(">q", head, 18)[0] if magic == 1 and len(head) >= 26 else NO_TIMESTAMP
-    # A v0/v1 entry is one message; a compressed wrapper carries its last inner offset.
-    return BatchHeader(position, size, magic, base, base, max_ts)
 
 
 class FileRegion:

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from pylogq import records
-from pylogq.cluster.partition import Partition, PartitionAppendResult
+from pylogq.cluster.partition import Partition
+from pylogq.records import AppendResult
 from pylogq.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -65,7 +66,8 @@ def test_append_read_round_trip_and_hw_follows_leo(part):
     r1 = part.append(batch(3))
     r2 = part.append(bytearray(batch(2, start=3)), required_acks=-1)
     r3 = part.append(memoryview(batch(1, start=5)), required_acks=0)
-    assert r1 == PartitionAppendResult(0, 2, -1, 0, 3, False)
+    assert r1 == AppendResult(0, 0, -1, 0, 3, last_offset=2, batch_count=1, max_timestamp=TS,
+                              offset_of_max_timestamp=2)
     assert (r2.base_offset, r2.last_offset, r2.record_count) == (3, 4, 2)
     assert (r3.base_offset, r3.last_offset) == (5, 5)
     assert part.high_watermark == part.log_end_offset == 6
@@ -155,7 +157,7 @@ def test_retried_batch_is_not_appended_twice(part):
     r = part.append(first)
     part.append(batch(2, start=3))  # someone else's records in between
     again = part.append(first)
-    assert again == PartitionAppendResult(0, 2, -1, 0, 3, True)
+    assert again == AppendResult(0, 0, -1, 0, 3, 2, 1, TS, 2, duplicate=True)
     assert part.log_end_offset == part.high_watermark == 5
     nxt = part.append(batch(2, start=5, pid=1000, epoch=0, seq=3))
     assert (nxt.base_offset, nxt.last_offset, nxt.duplicate) == (5, 6, False)
@@ -242,8 +244,8 @@ def test_producer_state_survives_reopening(tmp_path):
     with Log(path) as lg:
         part = Partition("t", 0, lg)
         assert part.high_watermark == 6
-        assert part.append(first) == PartitionAppendResult(0, 2, -1, 0, 3, True)
-        assert part.append(second) == PartitionAppendResult(4, 5, -1, 0, 2, True)
+        assert part.append(first) == AppendResult(0, 0, -1, 0, 3, 2, 1, TS, 2, duplicate=True)
+        assert part.append(second) == AppendResult(0, 4, -1, 0, 2, 5, 1, TS, 5, duplicate=True)
         with pytest.raises(OutOfOrderSequenceNumberError):
             part.append(batch(1, pid=42, epoch=4, seq=6))
         with pytest.raises(InvalidProducerEpochError):

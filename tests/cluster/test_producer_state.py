@@ -167,7 +167,8 @@ def idempotent_batch(n, pid, epoch, seq, ts=TS):
 def test_producer_batches_reads_the_header_fields():
     data = idempotent_batch(3, 11, 2, 7) + records.build_batch([b"x"], timestamps=TS) + idempotent_batch(2, 12, 0, 0)
     found = producer_batches(bytes(data))
-    assert [(b.producer_id, b.epoch, b.first_seq, b.last_seq) for b in found] == [(11, 2, 7, 9), (12, 0, 0, 1)]
+    assert [(b.producer_id, b.producer_epoch, b.base_sequence, last_sequence(b.base_sequence, b.last_offset))
+            for b in found] == [(11, 2, 7, 9), (12, 0, 0, 1)]  # as sent: every base offset is 0
     assert found[0].last_offset - found[0].base_offset == 2
 
 

@@ -128,6 +128,14 @@ def _assign(twin, data):
     return (info, bytes(buf))
 
 
+def _validate(twin, data):
+    """The one pass of an append (keys required, as on a compacted topic), then the patch from its headers."""
+    headers, count, keyless = twin.validate_batches(data, True)
+    buf = bytearray(data)
+    written = twin.patch_offsets(buf, headers, 77, 3, None)
+    return (headers, count, keyless, written, bytes(buf))
+
+
 ENTRY_POINTS = {
     "records": lambda twin, data: _records(twin, data, False),
     "records+crc": lambda twin, data: _records(twin, data, True),
@@ -136,6 +144,7 @@ ENTRY_POINTS = {
     "columns": lambda twin, data: _columns(twin, data, False),
     "columns+crc": lambda twin, data: _columns(twin, data, True),
     "assign": _assign,
+    "validate": _validate,
 }
 
 

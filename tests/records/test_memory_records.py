@@ -163,7 +163,6 @@ def test_assign_offsets_patches_base_offset_and_epoch_without_rehash(impl):
     buf = bytearray(a + b)
     info = impl.assign_offsets(buf, 1000, 7, None)
     assert info == (1000, 1007, 8, 2, TS + 4, 1007)
-    assert records.AppendInfo(*info).last_offset == 1007
     assert buf[21:len(a)] == a[21:]  # CRC-covered bytes untouched
     first = impl.RecordBatch(bytes(buf))
     second = impl.RecordBatch(bytes(buf), len(a))
@@ -260,7 +259,189 @@ def test_assign_offsets_checks_compressed_records(impl):
         impl.assign_offsets(bad, 0, 0, None)
 
 
-def test_public_assign_offsets_returns_append_info():
+def test_public_assign_offsets_returns_the_append_result():
     buf = bytearray(v2(4))
     info = records.assign_offsets(buf, 42)
-    assert info == records.AppendInfo(42, 45, 4, 1, TS + 3, 45)
+    assert info == records.AppendResult(0, 42, -1, -1, 4, last_offset=45, batch_count=1, max_timestamp=TS + 3,
+                                        offset_of_max_timestamp=45)
+    assert info.first_offset == 42
+
+
+# -- the one pass of an append: validate_batches, then patch_offsets --------------------------
+
+
+def _keyed(n, keys, codec=0, ts=TS, **kwargs):
+    """A producer's batch of ``n`` records; ``keys[i]`` False gives record i no key."""
+    return bytes(default_records.build_batch([b"value %d" % i for i in range(n)],
+                                             keys=[b"key %d" % i if keys[i] else None for i in range(n)],
+                                             timestamps=[ts + i for i in range(n)], compression_type=codec,
+                                             **kwargs))
+
+
+def _control(ts=TS):
+    """A commit marker: a control batch whose one record has no key (the key check passes over it)."""
+    builder = default_records.RecordBatchBuilder(is_control=True, producer_id=9, producer_epoch=2)
+    builder.append(0, ts, None, b"\x00\x00\x00\x00\x00\x00")
+    return bytes(builder.build())
+
+
+def _golden_buffer():
+    a = _keyed(3, [True] * 3, producer_id=9, producer_epoch=2, base_sequence=40)
+    c = _control(TS + 5)
+    b = _keyed(2, [True, False], codec=1, ts=TS + 10)
+    return a, c, b
+
+
+def test_validate_batches_golden(impl):
+    a, c, b = _golden_buffer()
+    buf = a + c + b
+    headers, count, keyless = impl.validate_batches(buf, True)
+    assert headers == [
+        (0, len(a), 2, 0, 2, TS + 2, 3, 0x00, 9, 2, 40),
+        (len(a), len(c), 2, 0, 0, TS + 5, 1, 0x20, 9, 2, -1),
+        (len(a) + len(c), len(b), 2, 0, 1, TS + 11, 2, 0x01, -1, -1, -1),
+    ]
+    # The gzip batch's second record has no key: offset delta 3 + 1 + 1 from the buffer's first.
+    assert (count, keyless) == (6, 5)
+    assert impl.validate_batches(buf, False)[1:] == (6, -1)
+    assert impl.validate_batches(a + c, True)[2] == -1  # the control record's missing key is no violation
+    assert [tuple(h) for h in records.iter_batches(buf)] == headers  # the walker reads the same headers
+
+
+def _expected_patch(data, bases, epoch, lat):
+    """The bytes an append writes, patched field by field here (independent of both twins)."""
+    out = bytearray(data)
+    pos = 0
+    for base in bases:
+        size = 12 + struct.unpack_from(">i", out, pos + 8)[0]
+        struct.pack_into(">q", out, pos, base)
+        struct.pack_into(">i", out, pos + 12, epoch)
+        if lat is not None:
+            struct.pack_into(">h", out, pos + 21, struct.unpack_from(">h", out, pos + 21)[0] | 0x08)
+            struct.pack_into(">q", out, pos + 35, lat)
+            struct.pack_into(">I", out, pos + 17, crc32c_peer.crc32c(bytes(out[pos + 21 : pos + size])))
+        pos += size
+    return bytes(out)
+
+
+@pytest.mark.parametrize("lat", [None, TS + 999], ids=["create-time", "log-append-time"])
+def test_patch_offsets_golden(impl, lat):
+    a, c, b = _golden_buffer()
+    data = a + c + b
+    headers, _, _ = impl.validate_batches(data, False)
+    buf = bytearray(data)
+    written = impl.patch_offsets(buf, headers, 1000, 7, lat)
+    assert bytes(buf) == _expected_patch(data, [1000, 1003, 1004], 7, lat)
+    max_ts = [TS + 2, TS + 5, TS + 11] if lat is None else [lat] * 3
+    attrs = [0x00, 0x20, 0x01] if lat is None else [0x08, 0x28, 0x09]
+    assert written == [
+        (0, len(a), 2, 1000, 1002, max_ts[0], 3, attrs[0], 9, 2, 40),
+        (len(a), len(c), 2, 1003, 1003, max_ts[1], 1, attrs[1], 9, 2, -1),
+        (len(a) + len(c), len(b), 2, 1004, 1005, max_ts[2], 2, attrs[2], -1, -1, -1),
+    ]
+    assert written == [tuple(h) for h in records.iter_batches(bytes(buf), check_crc=True)]
+
+
+def test_patch_offsets_refuses_headers_that_do_not_describe_the_buffer(impl):
+    a, c, b = _golden_buffer()
+    data = a + c + b
+    headers, _, _ = impl.validate_batches(data, False)
+    other, _, _ = impl.validate_batches(b + a, False)
+    shifted = [tuple(h[:1]) + (h[1] + 1,) + tuple(h[2:]) for h in headers]
+    for bad in (headers[:2], headers[1:], other, shifted, headers + headers[:1]):
+        buf = bytearray(data)
+        with pytest.raises(ValueError):
+            impl.patch_offsets(buf, bad, 0, 0, None)
+        assert bytes(buf) == data  # checked whole before the first write
+    with pytest.raises(TypeError, match="writable"):
+        impl.patch_offsets(data, headers, 0, 0, None)
+
+
+_batch_specs = st.lists(
+    st.tuples(
+        st.lists(st.booleans(), min_size=1, max_size=8),  # per record: has a key
+        st.sampled_from([0, 0, 1, 2, 3, 4]),  # codec
+        st.booleans(),  # a control batch
+        st.integers(-1, 5),  # producer id (-1: not idempotent)
+        st.integers(0, 2**31 - 1),  # base sequence
+        st.integers(-1, 10_000),  # timestamp delta from TS (-1 gives a max timestamp below TS)
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+def _build(specs):
+    out = []
+    for keys, codec, control, pid, seq, dts in specs:
+        idempotent = dict(producer_id=pid, producer_epoch=1, base_sequence=seq) if pid >= 0 else {}
+        out.append(_keyed(len(keys), keys, codec=codec, ts=TS + dts, is_control=control, **idempotent))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(specs=_batch_specs, require_keys=st.booleans(), base=st.integers(0, 2**40), epoch=st.integers(0, 50),
+       lat=st.one_of(st.none(), st.integers(0, 2**41)))
+def test_the_one_pass_agrees_with_the_separate_walks(impl, specs, require_keys, base, epoch, lat):
+    """What the one pass collects is what the walks it replaced found (headers, counts, keys, offsets)."""
+    batches = _build(specs)
+    data = b"".join(batches)
+    headers, count, keyless = impl.validate_batches(data, require_keys)
+    assert [tuple(h) for h in records.iter_batches(data, check_crc=True)] == headers
+    assert count == sum(len(keys) for keys, *_ in specs)
+    # The key check it replaced: every row of the columnar decode (control batches skipped), offsets from 0.
+    numbered = bytearray(data)
+    default_records.assign_offsets(numbered, 0)
+    columns = records.decode_columns(bytes(numbered))
+    missing = [int(o) for o, k in zip(columns.offsets, columns.key_length) if k < 0]
+    assert keyless == (missing[0] if require_keys and missing else -1)
+    # Patching from the headers writes what assigning offsets field by field would.
+    bases, offset = [], base
+    for keys, *_ in specs:
+        bases.append(offset)
+        offset += len(keys)
+    buf = bytearray(data)
+    written = impl.patch_offsets(buf, headers, base, epoch, lat)
+    assert bytes(buf) == _expected_patch(data, bases, epoch, lat)
+    assert [tuple(h) for h in records.iter_batches(bytes(buf), check_crc=True)] == written
+    # And the compiled kernel is the twin's double.
+    if impl is not default_records:
+        assert default_records.validate_batches(data, require_keys) == (headers, count, keyless)
+        twin_buf = bytearray(data)
+        assert default_records.patch_offsets(twin_buf, headers, base, epoch, lat) == written
+        assert twin_buf == buf
+
+
+@pytest.mark.parametrize(
+    "mutate, error, match",
+    [
+        (lambda b: b.__setitem__(70, b[70] ^ 0x40), CorruptRecordError, "CRC-32C"),
+        (lambda b: _recrc(_set_last_delta(b, 5)), InvalidRecordError, "last offset delta 5"),
+        (lambda b: b.extend(legacy(1, 4)), CorruptRecordError, "magic 1, expected 2"),
+        (lambda b: b.extend(b"\x00" * 10), CorruptRecordError, "fewer than a batch header"),
+    ],
+)
+def test_validate_batches_raises_what_assign_offsets_raised(impl, mutate, error, match):
+    buf = bytearray(v2(3))
+    mutate(buf)
+    with pytest.raises(error, match=match):
+        impl.validate_batches(bytes(buf), True)
+    with pytest.raises(error, match=match):
+        impl.assign_offsets(bytearray(buf), 0, 0, None)
+
+
+def _set_last_delta(buf, delta):
+    struct.pack_into(">i", buf, 23, delta)
+    return buf
+
+
+def test_public_validate_and_patch_give_batch_headers():
+    a, c, b = _golden_buffer()
+    buf = bytearray(a + c + b)
+    headers, count, keyless = records.validate_batches(buf, require_keys=True)
+    assert all(type(h) is records.BatchHeader for h in headers) and (count, keyless) == (6, 5)
+    assert headers[0].producer_id == 9 and headers[0].base_sequence == 40 and headers[1].attributes == 0x20
+    written = records.patch_offsets(buf, headers, 10)
+    assert all(type(h) is records.BatchHeader for h in written)
+    assert [(h.base_offset, h.last_offset) for h in written] == [(10, 12), (13, 13), (14, 15)]
+    assert records.BatchInfo is records.BatchHeader

@@ -99,9 +99,15 @@ def main(argv: List[str]) -> int:
     out.flush()
     if not sys.stdin.readline():
         return 0
-    manager = LogManager([directory], background=False)
     config = LogConfig(segment_bytes=SEGMENT_BYTES, flush_messages=rng.choice((1, 1, 1, 50, 2**62)))
+    # The manager loads the log left by the last child at start: with the topic's config, so
+    # every reopen (not only the first open) runs with this flush policy and segment size.
+    manager = LogManager([directory], background=False, topic_config=lambda topic: config)
     log = manager.get_or_create_log(TOPIC, PARTITION, config)
+    if log.config is not config:
+        out.write("error log opened with %r, expected %r\n" % (log.config, config))
+        out.flush()
+        return 1
     out.write("open %d %d\n" % (log.log_start_offset, log.log_end_offset))
     out.flush()
     for _ in range(MAX_APPENDS):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pylogq import records
 from pylogq.errors import OffsetOutOfRangeError
 from pylogq.storage.checkpoint import CLEANER_CHECKPOINT, OffsetCheckpoint
-from pylogq.storage.cleaner import LogCleaner, Throttler, group_segments_by_size
+from pylogq.storage.cleaner import CleanerStats, LogCleaner, Throttler, group_segments_by_size
 from pylogq.storage.config import LogConfig, LogManagerConfig
 from pylogq.storage.log import Log
 from pylogq.storage.manager import LogManager
@@ -530,10 +530,8 @@ def test_abort_from_another_thread_waits_for_the_clean_to_stop(manager, monkeypa
     assert reading.wait(30)
     aborter = threading.Thread(target=cleaner.abort, args=(log,))
     aborter.start()
-    deadline = time.monotonic() + 30
-    while not cleaner._in_progress[id(log)].aborted:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    progress = manager.cleaning.progress(log)
+    assert progress is not None and progress.aborted.wait(30)
     assert aborter.is_alive()  # abort waits for the clean to stop
     go.set()
     aborter.join(30)
@@ -541,6 +539,220 @@ def test_abort_from_another_thread_waits_for_the_clean_to_stop(manager, monkeypa
     assert not aborter.is_alive() and result[0].aborted
     assert [(r.offset, r.value) for r in _records(log)] == before
     assert [n for n in os.listdir(log.directory) if n.endswith(".cleaned")] == []
+
+
+# -- several cleaners over one manager's logs ------------------------------------------
+
+
+def _compacted_log(manager: LogManager, n: int = 60, keys: int = 5) -> Tuple[Log, List[Tuple[int, bytes, bytes]]]:
+    """A compacted log of many small segments; -> it and its compacted contents (offset, key, value)."""
+    log = manager.get_or_create_log("t", 0, _config(segment_bytes=300))
+    latest: Dict[bytes, Tuple[int, bytes]] = {}
+    for i in range(n):
+        key = b"k%d" % (i % keys)
+        _append(log, [(key, b"v%d" % i)], 1000 + i)
+        latest[key] = (log.log_end_offset - 1, b"v%d" % i)
+    log.roll()
+    return log, sorted((offset, key, value) for key, (offset, value) in latest.items())
+
+
+def _contents(log: Log) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
+    return [(r.offset, r.key, r.value) for r in _records(log)]
+
+
+class _CleansOfALog:
+    """Watches ``LogCleaner._do_clean`` of every cleaner: which cleaners started a clean (in
+    order) and whether two cleans of one log ever ran at once. The first clean parks at its
+    start until ``release`` is set."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.lock = threading.Lock()
+        self.running: Dict[int, int] = {}
+        self.overlaps: List[str] = []
+        self.started: List[LogCleaner] = []
+        self.first_inside = threading.Event()
+        self.release = threading.Event()
+        real = LogCleaner._do_clean
+
+        def do_clean(cleaner, target, progress, stats, created):
+            key = id(target.log)
+            with self.lock:
+                self.running[key] = self.running.get(key, 0) + 1
+                if self.running[key] > 1:
+                    self.overlaps.append("%d cleans of %s at once" % (self.running[key], target.log))
+                self.started.append(cleaner)
+                first = len(self.started) == 1
+            try:
+                if first:
+                    self.first_inside.set()
+                    assert self.release.wait(30)
+                return real(cleaner, target, progress, stats, created)
+            finally:
+                with self.lock:
+                    self.running[key] -= 1
+
+        monkeypatch.setattr(LogCleaner, "_do_clean", do_clean)
+
+
+def test_a_second_cleaner_never_picks_a_log_another_cleaner_is_cleaning(manager, monkeypatch):
+    log, expected = _compacted_log(manager)
+    watch = _CleansOfALog(monkeypatch)
+    cleaners = [LogCleaner(manager), LogCleaner(manager)]
+    start = threading.Barrier(2)
+    done = [threading.Event(), threading.Event()]
+    results: Dict[int, object] = {}
+
+    def run(i: int) -> None:
+        start.wait(30)
+        try:
+            results[i] = cleaners[i].clean_once()
+        finally:
+            done[i].set()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    assert watch.first_inside.wait(30)
+    holder = cleaners.index(watch.started[0])
+    other = 1 - holder
+    assert done[other].wait(30)  # while the holder is parked in its clean
+    watch.release.set()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert watch.overlaps == []
+    assert results[other] is None  # the only dirty log was taken: nothing to clean
+    stats = results[holder]
+    assert isinstance(stats, CleanerStats) and not stats.aborted
+    assert _contents(log) == expected
+    assert [n for n in os.listdir(log.directory) if n.endswith(".cleaned")] == []
+
+
+def test_clean_log_waits_while_another_cleaner_cleans_the_log(manager, monkeypatch):
+    log, expected = _compacted_log(manager)
+    watch = _CleansOfALog(monkeypatch)
+    cleaners = [LogCleaner(manager), LogCleaner(manager)]
+    start = threading.Barrier(3)
+    results: Dict[int, CleanerStats] = {}
+
+    def run(i: int) -> None:
+        start.wait(30)
+        results[i] = cleaners[i].clean_log(log)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    start.wait(30)
+    assert watch.first_inside.wait(30)
+    watch.release.set()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert watch.overlaps == []
+    assert len(watch.started) == 2 and set(results) == {0, 1}
+    assert not any(stats.aborted for stats in results.values())
+    assert _contents(log) == expected
+    assert cleaners[0].checkpointed_offset(log) == log.active_segment.base_offset
+
+
+def _park_the_first_read(monkeypatch) -> Tuple[threading.Event, threading.Event, list]:
+    """The first segment read of any cleaner parks until ``go``; -> (reading, go, [its progress])."""
+    reading, go = threading.Event(), threading.Event()
+    progresses: list = []
+    real = LogCleaner._read
+
+    def parked(self, segment, size, progress):
+        if not reading.is_set():
+            progresses.append(progress)
+            reading.set()
+            assert go.wait(30)
+        return real(self, segment, size, progress)
+
+    monkeypatch.setattr(LogCleaner, "_read", parked)
+    return reading, go, progresses
+
+
+def test_abort_by_any_cleaner_waits_for_the_cleaner_holding_the_log(manager, monkeypatch):
+    log, _ = _compacted_log(manager)
+    before = _contents(log)
+    holder, other = LogCleaner(manager), LogCleaner(manager)
+    reading, go, progresses = _park_the_first_read(monkeypatch)
+    result: List[CleanerStats] = []
+    worker = threading.Thread(target=lambda: result.append(holder.clean_log(log)))
+    worker.start()
+    assert reading.wait(30)
+    returned = threading.Event()
+
+    def abort() -> None:
+        other.abort(log)
+        returned.set()
+
+    aborter = threading.Thread(target=abort)
+    aborter.start()
+    assert progresses[0].aborted.wait(30)  # the other cleaner's abort reached the holder's clean
+    assert not returned.is_set()  # and waits for it to stop
+    go.set()
+    aborter.join(30)
+    worker.join(30)
+    assert returned.is_set() and not worker.is_alive()
+    assert result[0].aborted
+    assert _contents(log) == before
+    assert [n for n in os.listdir(log.directory) if n.endswith(".cleaned")] == []
+    assert manager.cleaning.progress(log) is None
+    assert not other.clean_log(log).aborted  # the log is free again
+
+
+def test_deleting_a_log_aborts_the_clean_of_any_cleaner_of_the_manager(manager, monkeypatch):
+    log, _ = _compacted_log(manager)
+    assert manager.cleaner is None  # the clean below is not the manager's own cleaner's
+    cleaner = LogCleaner(manager)
+    reading, go, progresses = _park_the_first_read(monkeypatch)
+    result: List[CleanerStats] = []
+    worker = threading.Thread(target=lambda: result.append(cleaner.clean_log(log)))
+    worker.start()
+    assert reading.wait(30)
+    deleted: List[bool] = []
+    deleter = threading.Thread(target=lambda: deleted.append(manager.delete_log("t", 0)))
+    deleter.start()
+    assert progresses[0].aborted.wait(30)
+    assert deleter.is_alive()  # delete_log waits for the clean to stop before it closes the log
+    go.set()
+    deleter.join(30)
+    worker.join(30)
+    assert deleted == [True] and result[0].aborted
+    assert not os.path.exists(log.directory)  # no .cleaned file brought the directory back
+    assert LogCleaner(manager).clean_once() is None
+
+
+def test_deleting_a_log_while_a_cleaner_lists_the_logs_does_not_deadlock(tmp_path, monkeypatch):
+    """The cleaner asks the manager for its logs holding no lock of its own or of the registry,
+    so delete_log (holding the manager's lock, aborting through the registry) cannot wait on it."""
+    manager = _manager(str(tmp_path))
+    _compacted_log(manager)
+    cleaner = LogCleaner(manager)
+    manager.cleaner = cleaner  # as the manager's own cleaner: delete_log aborts through it too
+    listing, go = threading.Event(), threading.Event()
+    real = manager.all_logs
+
+    def parked() -> List[Log]:
+        listing.set()
+        assert go.wait(30)
+        return real()
+
+    monkeypatch.setattr(manager, "all_logs", parked)
+    grabber = threading.Thread(target=cleaner.clean_once, daemon=True)
+    grabber.start()
+    assert listing.wait(30)
+    deleted = threading.Event()
+    deleter = threading.Thread(target=lambda: deleted.set() if manager.delete_log("t", 0) else None, daemon=True)
+    deleter.start()
+    finished = deleted.wait(30)
+    go.set()
+    if not finished:
+        pytest.fail("delete_log deadlocked with a cleaner asking the manager for its logs")
+    grabber.join(30)
+    assert not grabber.is_alive()
+    manager.close()
 
 
 def test_cleaner_threads_clean_in_the_background_and_shut_down(tmp_path):

@@ -352,6 +352,27 @@ def test_standalone_open_keeps_kafka_files_in_the_parent(tmp_path):
     lg.close()
 
 
+def test_a_reopened_standalone_log_runs_with_the_config_it_was_opened_with(tmp_path):
+    path = str(tmp_path / "events-0")
+    settings = dict(flush_messages=1, segment_bytes=65536)
+    lg = Log.open(path, **settings)
+    lg.append(batch(5))
+    lg.close()
+    lg = Log.open(path, **settings)
+    try:
+        assert (lg.config.segment_bytes, lg.config.flush_messages) == (65536, 1)
+        assert lg.log_end_offset == 5 and lg.num_segments == 1
+        lg.append(batch(5, start=5))
+        assert lg.recovery_point == 10  # flush.messages=1: every append is flushed
+        while lg.num_segments == 1:
+            lg.append(batch(20, start=lg.log_end_offset, size=200))
+            assert lg.log_end_offset < 10_000, "the log never rolled at segment.bytes=65536"
+        first = lg.segments[0]
+        assert 65536 - 20 * 300 < first.size <= 65536
+    finally:
+        lg.close()
+
+
 def test_a_second_process_cannot_open_a_dir_in_use(tmp_path):
     path = str(tmp_path / "events-0")
     lg = Log.open(path)
@@ -430,3 +451,68 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path):
         with pytest.raises(InvalidRecordError, match="without a key"):
             lg.append(batch(2, keys=False))
         assert lg.log_end_offset == 3
+
+
+# -- the one pass of an append ----------------------------------------------------------
+
+
+def test_an_append_reads_the_buffer_once(tmp_path, monkeypatch):
+    """A v2 append walks its buffer in ``validate_batches`` alone: no header walk, no decode for keys."""
+    passes = []
+    validate = records.validate_batches
+    monkeypatch.setattr(records, "validate_batches", lambda *a, **k: passes.append(a[1]) or validate(*a, **k))
+    for name in ("iter_batches", "decode_columns", "scan", "assign_offsets"):
+        monkeypatch.setattr(records, name, lambda *a, _name=name, **k: pytest.fail("%s walked the buffer" % _name))
+    cfg = LogConfig(cleanup_policy="compact", index_interval_bytes=100)
+    with Log(str(tmp_path / "t-0"), cfg) as lg:
+        info = lg.append(batch(3) + batch(4, start=3, codec=1))
+        assert (info.base_offset, info.last_offset, info.record_count, info.batch_count) == (0, 6, 7, 2)
+        assert passes == [True]  # keys required: a compacted topic
+        assert lg.active_segment.offset_index.entries == 1  # the second batch is past index.interval.bytes
+    monkeypatch.undo()
+    with Log(str(tmp_path / "t-0"), cfg) as lg:
+        assert [o for o, _ in read_all(lg)] == list(range(7))
+
+
+def test_a_record_without_a_key_in_a_later_compressed_batch_is_named_by_its_offset(tmp_path):
+    from pylogq.errors import InvalidRecordError
+
+    with Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="compact")) as lg:
+        lg.append(batch(5))
+        keyless = bytes(records.build_batch([b"a", b"b", b"c"], keys=[b"k", b"k", None], timestamps=TS,
+                                            compression_type="gzip"))
+        with pytest.raises(InvalidRecordError, match=r"without a key \(offset 9\)"):
+            lg.append(batch(2, start=5) + keyless)
+        assert lg.log_end_offset == 5 and lg.active_segment.size == len(batch(5))
+    with Log(str(tmp_path / "u-0")) as lg:  # a plain topic takes it
+        assert lg.append(batch(2) + keyless).record_count == 5
+
+
+def test_producer_hooks_see_validated_batches_then_written_ones(tmp_path):
+    """``check_producers`` runs after validation and before the log's own checks; a retry writes nothing."""
+    seen = []
+
+    def check(batches):
+        seen.append(("check", [(b.base_offset, b.producer_id, b.base_sequence) for b in batches]))
+        return (0, 2, TS + 2) if batches[0].base_sequence == 0 and len(seen) > 2 else None
+
+    def appended(batches):
+        seen.append(("appended", [(b.base_offset, b.last_offset, b.max_timestamp) for b in batches]))
+
+    idempotent = bytes(records.build_batch([b"a", b"b", b"c"], keys=[b"k"] * 3, timestamps=TS,
+                                           producer_id=4, producer_epoch=0, base_sequence=0))
+    cfg = LogConfig(max_message_bytes=100, message_timestamp_type="LogAppendTime")
+    with Log(str(tmp_path / "t-0"), cfg, clock=Clock(TS + 50)) as lg:
+        bad = bytearray(idempotent)
+        bad[-1] ^= 1
+        with pytest.raises(CorruptRecordError):
+            lg.append(bad, check_producers=check, producers_appended=appended)
+        assert seen == []  # bad bytes never reach the producer checks
+        with pytest.raises(MessageTooLargeError):
+            lg.append(idempotent + batch(5), check_producers=check, producers_appended=appended)
+        assert seen == [("check", [(0, 4, 0), (0, -1, -1)])]
+        lg.append(idempotent, check_producers=check, producers_appended=appended)
+        assert seen[1:] == [("check", [(0, 4, 0)]), ("appended", [(0, 2, TS + 50)])]
+        retry = lg.append(idempotent, check_producers=check, producers_appended=appended)
+        assert retry.duplicate and (retry.base_offset, retry.last_offset, retry.log_append_time) == (0, 2, TS + 2)
+        assert lg.log_end_offset == 3 and seen[-1][0] == "check"

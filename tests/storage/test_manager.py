@@ -137,6 +137,24 @@ def test_topic_configs_and_broker_defaults(tmp_path):
         assert m.get_or_create_log("plain", 1, LogConfig(segment_bytes=9000)).config.segment_bytes == 9000
 
 
+def test_a_log_loaded_from_disk_takes_the_config_it_is_opened_with(tmp_path):
+    cfg = LogConfig(segment_bytes=9000, flush_messages=1)
+    with manager(tmp_path) as m:
+        m.get_or_create_log("t", 0, cfg).append(batch())
+    # Loaded on demand (load_all=False): get_or_create_log's config, not the defaults.
+    m = LogManager(config=LogManagerConfig(log_dirs=[str(tmp_path)]), load_all=False, background=False)
+    with m:
+        lg = m.get_or_create_log("t", 0, cfg)
+        assert lg.log_end_offset == 5 and lg.config is cfg
+    # Loaded at start: the topic's config.
+    m = LogManager(config=LogManagerConfig(log_dirs=[str(tmp_path)]), topic_config={"t": cfg}.get,
+                   background=False)
+    with m:
+        lg = m.get_log("t", 0)
+        assert lg is not None and lg.config is cfg
+        assert m.get_or_create_log("t", 0, cfg) is lg
+
+
 def test_retention_pass_over_every_log(tmp_path):
     with manager(tmp_path, log_retention_bytes=2000, log_segment_bytes=1000,
                  log_segment_delete_delay_ms=0) as m:

@@ -78,7 +78,7 @@ def test_a_valid_segment_walks_to_its_end(tmp_path):
     with SegmentReader.open(path) as reader:
         assert reader.size == len(data)
         (headers, batches, chunks), (hs, bs, cs) = _walk_all(reader)
-        assert [tuple(h) for h in hs] == [tuple(i[:6]) for i in expected]
+        assert hs == expected  # one header type: the segment reader's and the records walker's
         assert [b.header for b in bs] == hs
         assert [bytes(b.data) for b in bs] == _entries()
         assert b"".join(bytes(c.data) for c in cs) == data and cs[0].position == 0
