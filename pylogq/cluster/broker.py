@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import errors
 from ..config import parse_properties
@@ -321,7 +321,7 @@ class Broker:
 
     # -- produce, fetch, offsets -----------------------------------------------------
 
-    def produce(self, topic: str, partition: int, records: Any, acks: int = 1) -> ProduceResult:
+    def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int = 1) -> ProduceResult:
         """Append one partition's record batches (Kafka's Produce). Errors raise."""
         if acks not in (0, 1, -1):
             raise errors.InvalidRequiredAcksError("acks must be 0, 1 or -1 (all), got %r" % (acks,))
