@@ -363,9 +363,12 @@ def test_records_cross_between_the_tools_and_kafka_python(pylogq_bootstrap: str)
 def test_a_signal_stops_the_consumer_cleanly(pylogq_broker: Any, pylogq_bootstrap: str, signum: int) -> None:
     pylogq_broker.create_topic("t", 1)
     pylogq_broker.produce("t", 0, records.build_batch([b"a", b"b"]))
+    # As in a terminal: SIGINT at its default, even when the suite itself was started with
+    # it ignored (a shell's background job), which a child would inherit and keep.
     proc = subprocess.Popen([sys.executable, "-m", "pylogq", "consume", "--bootstrap-server", pylogq_bootstrap,
                              "--topic", "t", "--group", "g", "--from-beginning"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         got = b""
         deadline = time.monotonic() + DEADLINE_S
