@@ -24,8 +24,7 @@ __all__ = ["AdminClient", "Broker", "Consumer", "Log", "Producer", "errors", "__
 
 _LAZY = {
     "AdminClient": "pylogq.client.admin",
-    # The broker with its Kafka listener: importing pylogq.server registers it for Broker.serve.
-    "Broker": "pylogq.server",
+    "Broker": "pylogq.cluster.broker",
     "Consumer": "pylogq.client.consumer",
     "Log": "pylogq.storage.log",
     "Producer": "pylogq.client.producer",
@@ -36,9 +35,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError("module 'pylogq' has no attribute %r" % name)
-    importlib.import_module(module)
-    value = getattr(importlib.import_module("pylogq.cluster.broker"), name) if name == "Broker" \
-        else getattr(importlib.import_module(module), name)
+    if name == "Broker":
+        importlib.import_module("pylogq.server")  # registers the Kafka listener that Broker.serve opens
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -34,6 +34,7 @@ from .broker_config import BrokerConfig, with_development_defaults
 from .contract import (
     FetchRequest,
     FetchResult,
+    FetchResults,
     Listener,
     ProduceResult,
     TopicDescription,
@@ -57,8 +58,6 @@ META_FILE = "meta.properties"
 # Kafka refuses to create more partitions than this in one request (POLICY_VIOLATION):
 # a count from a bad or hostile request must not make the broker open millions of logs.
 MAX_PARTITIONS_PER_REQUEST = 10000
-
-FetchResults = Dict[Tuple[str, int], FetchResult]
 
 
 class Broker:
@@ -326,9 +325,7 @@ class Broker:
         if acks not in (0, 1, -1):
             raise errors.InvalidRequiredAcksError("acks must be 0, 1 or -1 (all), got %r" % (acks,))
         target = self.partition(topic, partition, create=True)
-        result = target.append(records, required_acks=acks)
-        self._data_committed((topic, partition))  # one replica: the append moved the high watermark
-        return result
+        return target.append(records, required_acks=acks)  # its high watermark hook wakes parked fetches
 
     def _data_committed(self, key: Tuple[str, int]) -> None:
         """A partition's high watermark moved: the fetches waiting on it may complete."""

@@ -70,7 +70,7 @@ from ..errors import (
 )
 from ..records import build_batch
 from . import offsets_schema as schema
-from .contract import GroupDescription, JoinResult, MemberDescription, SyncResult
+from .contract import NO_GENERATION, GroupDescription, JoinResult, MemberDescription, SyncResult
 from .delayed import DelayedCall, DelayedOperation, DelayedOperationPurgatory, Timer
 from .offsets_schema import java_string_hash, partition_for_group
 
@@ -109,7 +109,6 @@ _VALID_PREVIOUS = {
 
 NONE = 0
 NO_OFFSET = -1
-NO_GENERATION = -1
 NO_MEMBER = ""
 
 Partition = Tuple[str, int]

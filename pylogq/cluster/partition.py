@@ -59,8 +59,9 @@ class Partition:
         self._leader_epoch = leader_epoch
         self.single_replica = single_replica
         self._lock = threading.RLock()
-        #: Called (outside the lock) when :meth:`update_high_watermark` moves the high
-        #: watermark forward: the broker checks the requests waiting on this partition.
+        #: Called (outside the lock) when the high watermark moves forward (an append with
+        #: one replica, or :meth:`update_high_watermark`): the broker checks the requests
+        #: waiting on this partition.
         self.on_high_watermark_advanced: Optional[Callable[[], None]] = None
         self.closed = False
         self.producer_state = ProducerStateManager()
@@ -143,9 +144,12 @@ class Partition:
             result = self.log.append(buffer, self._leader_epoch,
                                      check_producers=producers.check_append if origin == "client" else None,
                                      producers_appended=producers.appended)
-            if self.single_replica and not result.duplicate:
+            advanced = self.single_replica and not result.duplicate
+            if advanced:
                 self._high_watermark = self.log.log_end_offset
-            return result
+        if advanced and self.on_high_watermark_advanced is not None:
+            self.on_high_watermark_advanced()
+        return result
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 from ..cluster.contract import FetchResult, RecordsView
 
-__all__ = ["frame_fetch_response", "Part", "total_bytes"]
+__all__ = ["frame_fetch_response", "Part"]
 
 Part = Union[bytes, RecordsView]  # bytes, or a FileRegion to sendfile
 
@@ -87,15 +87,3 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
     assert isinstance(first, bytes)
     parts[0] = _I32.pack(total - 4) + first[4:]
     return parts, total
-
-
-def total_bytes(results: Dict[Tuple[str, int], FetchResult]) -> Tuple[int, bool]:
-    """(record bytes across partitions, whether any partition has an error)."""
-    size = 0
-    failed = False
-    for r in results.values():
-        if r.error_code:
-            failed = True
-        elif r.records is not None:
-            size += len(r.records)
-    return size, failed
