@@ -66,8 +66,8 @@ __all__ = [
     "BufferExhaustedError", "NoOffsetForPartitionError", "UnsupportedCodecError", "ConfigError",
     "IllegalStateError", "ProtocolError", "OffsetMapFullError", "IndexFullError",
     "InvalidIndexEntryError", "IndexClosedError", "CorruptCheckpointError", "LogDirInUseError",
-    "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError", "CommitFailedError",
-    "CommandError", "DumpError", "DataLossError", "error_for_code"
+    "CorruptMetadataError", "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError",
+    "CommitFailedError", "CommandError", "DumpError", "DataLossError", "error_for_code"
 ]
 
 
@@ -965,6 +965,21 @@ class CorruptCheckpointError(PylogqError):
 
 class LogDirInUseError(PylogqError):
     """A log directory is locked by another process (or another manager in this one)."""
+
+
+class CorruptMetadataError(PylogqError):
+    """A broker metadata file (``meta.properties``, ``pylogq-topics.json``, the producer-id
+    file) that cannot be read: the broker does not start.
+
+    The message is one line naming the file, what is wrong and what the operator can do
+    (``remedy``), which ``pylogq-broker`` prints as it is.
+    """
+
+    def __init__(self, path: str, problem: str, remedy: str) -> None:
+        self.path = path
+        self.problem = problem
+        self.remedy = remedy
+        super().__init__("cannot read %s: %s; %s" % (path, problem, remedy))
 
 
 class CleaningAbortedError(PylogqError):

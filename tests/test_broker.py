@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -286,3 +289,142 @@ def test_every_wait_of_a_broker_runs_on_one_timer_thread(tmp_path):
         assert started.count("pylogq-delayed-timer") == 1
         assert not [name for name in started if "coordinator" in name]
     assert "pylogq-delayed-timer" not in {t.name for t in threading.enumerate()} - before
+
+
+# -- metadata files found damaged or missing on restart, and a full disk (issue 14) --------------
+
+
+WRONG_VALUES = {"meta.properties": b"version=0\nbroker.id=zero\ncluster.id=abc\n",
+                "pylogq-topics.json": b'{"version": 1, "topics": {"kept": {"partitions": "two", "config": {}}}}',
+                "pylogq-producer-ids": b"-5\n"}
+
+
+def _garbage(path, kind):
+    garbage = {"binary": b"\x00\xff\xfe garbage \x80\x81", "empty": b"", "text": b"hello world\n",
+               "wrong values": WRONG_VALUES.get(path.name)}[kind]
+    with open(path, "wb") as f:
+        f.write(garbage)
+
+
+METADATA_FILES = ["meta.properties", "pylogq-topics.json", "pylogq-producer-ids"]
+
+
+def _broker_data_dir(tmp_path):
+    """A data dir with every metadata file written: a topic with records, a producer id handed out."""
+    path = tmp_path / "data"
+    with Broker(str(path), group_initial_rebalance_delay_ms=0) as b:
+        b.create_topic("kept", 2)
+        b.produce("kept", 1, batch([b"one", b"two"]))
+        b.init_producer_id()
+    return path
+
+
+@pytest.mark.parametrize("kind", ["binary", "empty", "text", "wrong values"])
+@pytest.mark.parametrize("name", METADATA_FILES)
+def test_an_unreadable_metadata_file_stops_the_broker_naming_the_file_and_the_way_out(tmp_path, name, kind):
+    path = _broker_data_dir(tmp_path)
+    _garbage(path / name, kind)
+    with pytest.raises(errors.CorruptMetadataError) as raised:
+        Broker(str(path), group_initial_rebalance_delay_ms=0)
+    message = str(raised.value)
+    assert str(path / name) in message and "\n" not in message
+    assert any(way in message for way in ("restore it from a backup", "write into it"))
+    # Nothing was locked or half-started: once the file is dealt with as the message says, the broker starts.
+    os.unlink(path / name)
+    with Broker(str(path), group_initial_rebalance_delay_ms=0) as b:
+        got = b.fetch([("kept", 1, 0, 1 << 20)], max_wait_ms=0)[("kept", 1)]
+        assert fetched_values(got) == [b"one", b"two"]
+
+
+@pytest.mark.parametrize("name", METADATA_FILES)
+def test_pylogq_broker_prints_one_line_for_an_unreadable_metadata_file(tmp_path, name):
+    path = _broker_data_dir(tmp_path)
+    _garbage(path / name, "binary")
+    done = subprocess.run([sys.executable, "-m", "pylogq.cli.broker", "--data-dir", str(path),
+                           "--listeners", "PLAINTEXT://127.0.0.1:0"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("pylogq-broker: cannot read %s: " % (path / name)), lines
+
+
+def test_a_missing_topics_file_is_rebuilt_from_the_partition_directories(tmp_path, caplog):
+    path = tmp_path / "data"
+    with Broker(str(path), group_initial_rebalance_delay_ms=0) as b:
+        b.create_topic("events", 3, config={"retention.bytes": 123456})
+        b.create_topic("one", 1)
+        for p in range(3):
+            b.produce("events", p, batch([b"e%d" % p]))
+        b.produce("one", 0, batch([b"only"]))
+        offsets_partitions = b.partitions_for(OFFSETS_TOPIC)
+    os.unlink(path / "pylogq-topics.json")
+    with Broker(str(path), group_initial_rebalance_delay_ms=0) as b:
+        assert b.list_topics() == ["events", "one"]
+        assert (b.partitions_for("events"), b.partitions_for("one")) == (3, 1)
+        assert b.partitions_for(OFFSETS_TOPIC) == offsets_partitions
+        for p in range(3):
+            assert fetched_values(b.fetch([("events", p, 0, 1 << 20)], max_wait_ms=0)[("events", p)]) == [b"e%d" % p]
+        assert fetched_values(b.fetch([("one", 0, 0, 1 << 20)], max_wait_ms=0)[("one", 0)]) == [b"only"]
+        assert b.describe_topic("events").config == {}  # configs are not in the directories: defaults
+        assert b.describe_configs(OFFSETS_TOPIC)["cleanup.policy"][0] == "compact"  # the broker knows its own
+        assert b.partition(OFFSETS_TOPIC, 0).log.config.compact
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("pylogq-topics.json is missing" in w and "events (3 partitions)" in w for w in warnings), warnings
+    with Broker(str(path), group_initial_rebalance_delay_ms=0) as b:  # written back: no warning the next time
+        assert b.list_topics() == ["events", "one"]
+    assert os.path.exists(path / "pylogq-topics.json")
+
+
+def _produce_over_the_wire(wire, values):
+    from .server.test_server import PRODUCE, produce_body
+
+    response = wire.request(PRODUCE, 7, produce_body("t", values))
+    answer = response["responses"][0]["partition_responses"][0]
+    return answer["error_code"], answer["base_offset"]
+
+
+def test_a_full_disk_answers_produce_with_kafka_storage_error_and_keeps_every_acknowledged_record(tmp_path):
+    from ._filesystem import fill, small_tmpfs
+    from .server.test_server import Wire
+
+    with small_tmpfs(tmp_path / "disk", 8 * 1024 * 1024) as disk:
+        data = str(disk / "data")
+        settings = dict(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=1)
+        acked = []
+        broker = Broker(data, **settings)
+        try:
+            broker.create_topic("t", 1)
+            log = broker.partition("t", 0).log
+            with Wire(broker.serve("127.0.0.1", 0)) as wire:
+                for i in range(20):
+                    values = [b"before-%d-%d-" % (i, j) + b"." * 200 for j in range(10)]
+                    code, base = _produce_over_the_wire(wire, values)
+                    assert (code, base) == (0, len(acked))
+                    acked += values
+                fill(disk / "filler")
+                end, size = log.log_end_offset, os.path.getsize(log.active_segment.log_path)
+                entries = log.active_segment.offset_index.entries
+                for i in range(3):  # each larger than the free bytes of the last page
+                    code, _ = _produce_over_the_wire(wire, [b"refused-%d-" % i + b"x" * 20_000])
+                    assert code == errors.KafkaStorageError.code == 56
+                    assert (log.log_end_offset, os.path.getsize(log.active_segment.log_path)) == (end, size)
+                    assert log.active_segment.offset_index.entries == entries
+                os.unlink(disk / "filler")
+                for i in range(20):
+                    values = [b"after-%d-%d-" % (i, j) + b"." * 2000 for j in range(10)]
+                    code, base = _produce_over_the_wire(wire, values)
+                    assert (code, base) == (0, len(acked))
+                    acked += values
+        finally:
+            broker.close()
+        with Broker(data, **settings) as again:
+            got, offset = [], 0
+            while offset < len(acked):
+                result = again.fetch([("t", 0, offset, 1 << 20)], max_wait_ms=0)[("t", 0)]
+                values = fetched_values(result)
+                assert values, "nothing read at offset %d of %d" % (offset, len(acked))
+                got += values
+                offset += len(values)
+            assert got == acked
+            assert again.partition("t", 0).log.log_end_offset == len(acked)

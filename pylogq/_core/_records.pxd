@@ -62,3 +62,19 @@ cdef class RecordBatchBuilder:
     cdef int _reserve(self, Py_ssize_t extra) except -1
     cdef Py_ssize_t _append(self, int64_t offset, object timestamp, object key, object value,
                             object headers) except -1
+
+
+cdef class _SectionReader:
+    cdef object stream              # the codecs.DecompressStream the section comes from
+    cdef bytes buf                  # decompressed bytes; buf[pos:] not walked yet
+    cdef Py_ssize_t pos
+    cdef int64_t base               # section position of buf[0]
+    cdef bytes rest                 # the chunk a gathered record ended in, from rest_pos
+    cdef Py_ssize_t rest_pos
+    cdef Py_ssize_t chunk           # bytes asked of the stream per step
+
+    cdef int64_t at(self)
+    cdef bytes _next(self, Py_ssize_t *start)
+    cdef int ensure(self, Py_ssize_t n) except -1
+    cdef int skip(self, int64_t n) except -1
+    cdef int64_t remaining(self) except -1

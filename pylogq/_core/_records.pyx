@@ -877,45 +877,47 @@ cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer, bin
     goes to ``keyless[0]`` (left alone when every record has one; control
     batches carry no application records and are not looked at).
     """
-    cdef int64_t base_offset = _i64(buf + pos)
     cdef Py_ssize_t size = LOG_OVERHEAD + _i32(buf + pos + LENGTH_OFFSET)
     cdef int32_t count = _i32(buf + pos + RECORDS_COUNT_OFFSET)
     cdef int32_t last_delta = _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET)
     cdef int attributes = _i16(buf + pos + ATTRIBUTES_OFFSET)
     cdef int codec = attributes & COMPRESSION_MASK
-    cdef const uint8_t *sec
-    cdef Py_ssize_t spos, send, i
-    cdef int64_t prev = -1, missing = -1
+    cdef int64_t missing = -1
     cdef bint keys = require_keys and not attributes & CONTROL_MASK
-    cdef RecordFields f
-    cdef int rc = 0
     if producer and (count <= 0 or last_delta != count - 1):
         raise InvalidRecordError("record batch at byte %d has %d records but last offset delta %d"
                                  % (pos, count, last_delta))
-    section = None
+    # With count == last delta + 1 (checked above for producers) and deltas
+    # strictly increasing up to the last delta (checked by the parser), a
+    # producer's deltas are exactly 0..count-1.
     if codec:
         if codec > 4:
             raise CorruptRecordError("record batch at byte %d names compression codec %d, which does not exist"
                                      % (pos, codec))
-        section = _codecs().decompress(codec, (<char *>buf + pos + RECORDS_OFFSET)[:size - RECORDS_OFFSET])
-        sec = <const uint8_t *>PyBytes_AS_STRING(section)
-        spos = 0
-        send = PyBytes_GET_SIZE(section)
+        _validate_compressed(buf, pos, size, codec, keys, &missing)
     else:
-        sec = buf
-        spos = pos + RECORDS_OFFSET
-        send = pos + size
+        _walk_section(buf, pos + RECORDS_OFFSET, pos + size, pos, _i64(buf + pos), count, last_delta, keys,
+                      &missing)
+    if missing >= 0:
+        keyless[0] = missing
+    return count
+
+
+cdef int _walk_section(const uint8_t *sec, Py_ssize_t spos, Py_ssize_t send, Py_ssize_t pos, int64_t base_offset,
+                       int32_t count, int32_t last_delta, bint keys, int64_t *missing) except -1:
+    """Check every record of a records section held whole, ``sec[spos:send]`` (the batch is at byte ``pos``)."""
+    cdef int64_t prev = -1
+    cdef Py_ssize_t i
+    cdef RecordFields f
+    cdef int rc = 0
     _check_count(base_offset, count, send - spos)
     with nogil:
         for i in range(count):
-            # With count == last delta + 1 (checked above for producers) and
-            # deltas strictly increasing up to the last delta, a producer's
-            # deltas are exactly 0..count-1.
             rc = _parse_record(sec, spos, send, prev, last_delta, &f)
             if rc:
                 break
-            if keys and f.key_len < 0 and missing < 0:
-                missing = f.offset_delta
+            if keys and f.key_len < 0 and missing[0] < 0:
+                missing[0] = f.offset_delta
             prev = f.offset_delta
             spos = f.end
     if rc:
@@ -923,9 +925,287 @@ cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer, bin
     if spos != send:
         raise CorruptRecordError("record batch at byte %d has %d bytes after its %d records"
                                  % (pos, send - spos, count))
-    if missing >= 0:
-        keyless[0] = missing
-    return count
+    return 0
+
+
+cdef int _validate_compressed(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, int codec, bint keys,
+                              int64_t *missing) except -1:
+    """Check a compressed batch's records as they decompress (see the twin's ``_validate_compressed``).
+
+    A section of up to ``codecs.STREAM_CHUNK`` bytes is decompressed whole
+    and walked in place; a larger one is walked a chunk at a time as it
+    decompresses (:func:`_walk_stream`), never held whole.
+    """
+    codecs = _codecs()
+    cdef Py_ssize_t chunk = codecs.STREAM_CHUNK
+    cdef bytes first
+    cdef int64_t base_offset = _i64(buf + pos)
+    cdef int32_t count = _i32(buf + pos + RECORDS_COUNT_OFFSET)
+    cdef int32_t last_delta = _i32(buf + pos + LAST_OFFSET_DELTA_OFFSET)
+    raw = (<char *>buf + pos + RECORDS_OFFSET)[:size - RECORDS_OFFSET]
+    stream = codecs.DecompressStream(codec, raw, 2, codecs.MAX_DECOMPRESSED, "record batch at byte %d" % pos)
+    try:
+        first = stream.read(chunk)
+        if PyBytes_GET_SIZE(first) < chunk or stream.at_end():
+            return _walk_section(<const uint8_t *>PyBytes_AS_STRING(first), 0, PyBytes_GET_SIZE(first), pos,
+                                 base_offset, count, last_delta, keys, missing)
+        return _walk_stream(_SectionReader(stream, first, chunk), pos, base_offset, count, last_delta, keys,
+                            codecs.DECOMPRESS_WINDOW, missing)
+    finally:
+        stream.close()
+
+
+cdef class _SectionReader:
+    """A batch's records section as it decompresses: the chunk being walked, the rest to come.
+
+    ``buf[pos:]`` is decompressed and not walked; ``base`` is the section
+    position of ``buf[0]`` (errors name section positions, as for a section
+    held whole). A record crossing a chunk's end is gathered into a ``buf``
+    of its own; the rest of the chunk it ends in waits in ``rest`` (from
+    ``rest_pos``). The twin's ``_SectionReader``; not thread-safe.
+    """
+
+    def __cinit__(self, stream, bytes first, Py_ssize_t chunk):
+        self.stream = stream
+        self.buf = first
+        self.pos = 0
+        self.base = 0
+        self.rest = b""
+        self.rest_pos = 0
+        self.chunk = chunk
+
+    cdef int64_t at(self):
+        return self.base + self.pos
+
+    cdef bytes _next(self, Py_ssize_t *start):
+        """The decompressed bytes that follow ``buf`` (from ``start[0]``); b"" at the end of the section."""
+        cdef bytes chunk
+        if self.rest_pos < PyBytes_GET_SIZE(self.rest):
+            chunk = self.rest
+            start[0] = self.rest_pos
+            self.rest = b""
+            self.rest_pos = 0
+            return chunk
+        start[0] = 0
+        return self.stream.read1(self.chunk)
+
+    cdef int ensure(self, Py_ssize_t n) except -1:
+        """At least ``n`` bytes at ``buf[pos:]``: 1, or 0 when the section ends first."""
+        cdef Py_ssize_t have = PyBytes_GET_SIZE(self.buf) - self.pos, start, take
+        cdef int64_t at
+        cdef bytes chunk
+        if have >= n:
+            return 1
+        at = self.base + self.pos
+        if have == 0:  # the next chunk, walked where it lies
+            chunk = self._next(&start)
+            self.buf = chunk
+            self.pos = start
+            self.base = at - start
+            have = PyBytes_GET_SIZE(chunk) - start
+            if have >= n or PyBytes_GET_SIZE(chunk) == 0:
+                return 1 if have >= n else 0
+        parts = [self.buf[self.pos:]]
+        while have < n:
+            chunk = self._next(&start)
+            if PyBytes_GET_SIZE(chunk) == 0:
+                break
+            take = PyBytes_GET_SIZE(chunk) - start
+            if take > n - have:
+                take = n - have
+            parts.append(chunk[start:start + take])
+            have += take
+            if start + take < PyBytes_GET_SIZE(chunk):
+                self.rest = chunk
+                self.rest_pos = start + take
+        self.buf = b"".join(parts)
+        self.pos = 0
+        self.base = at
+        return 1 if have >= n else 0
+
+    cdef int skip(self, int64_t n) except -1:
+        """Pass over ``n`` bytes without keeping them: 1, or 0 when the section ends first."""
+        cdef Py_ssize_t have = PyBytes_GET_SIZE(self.buf) - self.pos, start
+        cdef int64_t target
+        cdef bytes chunk
+        if have >= n:
+            self.pos += n
+            return 1
+        target = self.base + self.pos + n
+        n -= have
+        while True:
+            chunk = self._next(&start)
+            if PyBytes_GET_SIZE(chunk) == 0:
+                self.buf = b""
+                self.pos = 0
+                self.base = target - n
+                return 0
+            if PyBytes_GET_SIZE(chunk) - start >= n:
+                self.buf = chunk
+                self.pos = start + n
+                self.base = target - self.pos
+                return 1
+            n -= PyBytes_GET_SIZE(chunk) - start
+
+    cdef int64_t remaining(self) except -1:
+        """Bytes from ``at`` to the end of the section (decompressed and dropped)."""
+        cdef int64_t n = PyBytes_GET_SIZE(self.buf) - self.pos + PyBytes_GET_SIZE(self.rest) - self.rest_pos
+        cdef bytes chunk
+        self.rest = b""
+        self.rest_pos = 0
+        while True:
+            chunk = self.stream.read1(self.chunk)
+            if PyBytes_GET_SIZE(chunk) == 0:
+                return n
+            n += PyBytes_GET_SIZE(chunk)
+
+
+cdef int _walk_stream(_SectionReader r, Py_ssize_t batch_pos, int64_t base_offset, int32_t count,
+                      int32_t last_delta, bint keys, Py_ssize_t window, int64_t *missing) except -1:
+    """:func:`_parse_record`'s checks over a section read as it decompresses (the twin's ``_walk_stream``).
+
+    The records whole in memory are parsed in one run without the GIL; one
+    that is not (it crosses the end of what was decompressed) is gathered
+    whole when it is up to ``window`` bytes and parsed the same way, and a
+    larger one goes field by field (:func:`_parse_large`).
+    """
+    cdef int64_t prev = -1, length = 0, start, rest
+    cdef int32_t i = 0
+    cdef const uint8_t *p
+    cdef Py_ssize_t pos, end, after, size
+    cdef RecordFields f
+    cdef int rc = 0
+    while i < count:
+        p = <const uint8_t *>PyBytes_AS_STRING(r.buf)
+        pos = r.pos
+        end = PyBytes_GET_SIZE(r.buf)
+        with nogil:
+            while i < count:
+                rc = _parse_record(p, pos, end, prev, last_delta, &f)
+                if rc:
+                    break
+                if keys and f.key_len < 0 and missing[0] < 0:
+                    missing[0] = f.offset_delta
+                prev = f.offset_delta
+                pos = f.end
+                i += 1
+        r.pos = pos
+        if i == count:
+            break
+        # The record at pos is not whole in memory, or it is bad: gather it and look again.
+        start = r.at()
+        r.ensure(5)
+        p = <const uint8_t *>PyBytes_AS_STRING(r.buf)
+        pos = r.pos
+        after = pos
+        if not _varint(p, &after, PyBytes_GET_SIZE(r.buf), &length, 5):
+            _record_error(ERR_VARINT, base_offset, start)
+        if length < MIN_RECORD_SIZE - 1:
+            _record_error(ERR_LENGTH, base_offset, start)
+        size = after - pos + length
+        if size <= window:
+            if not r.ensure(size):
+                _record_error(ERR_LENGTH, base_offset, start)
+            p = <const uint8_t *>PyBytes_AS_STRING(r.buf)
+            rc = _parse_record(p, r.pos, r.pos + size, prev, last_delta, &f)
+            if rc:
+                _record_error(rc, base_offset, start)
+            r.pos += size
+        else:
+            rc = _parse_large(r, after - pos, length, prev, last_delta, &f)
+            if rc:
+                _record_error(rc, base_offset, start)
+        if keys and f.key_len < 0 and missing[0] < 0:
+            missing[0] = f.offset_delta
+        prev = f.offset_delta
+        i += 1
+    rest = r.remaining()
+    if rest:
+        raise CorruptRecordError("record batch at byte %d has %d bytes after its %d records"
+                                 % (batch_pos, rest, count))
+    return 0
+
+
+cdef int _large_varint(_SectionReader r, int64_t rec_end, int max_bytes, int64_t *out, int malformed) except -1:
+    """The varint at the reader inside a record ending at ``rec_end``: 0, ``malformed``, or ERR_LENGTH
+    when the section ends first."""
+    cdef int64_t left = rec_end - r.at()
+    cdef Py_ssize_t pos, end
+    if not r.ensure(max_bytes if max_bytes < left else left):
+        return ERR_LENGTH
+    pos = r.pos
+    end = PyBytes_GET_SIZE(r.buf)
+    if end - pos > left:
+        end = pos + left
+    if not _varint(<const uint8_t *>PyBytes_AS_STRING(r.buf), &pos, end, out, max_bytes):
+        return malformed
+    r.pos = pos
+    return 0
+
+
+cdef int _parse_large(_SectionReader r, Py_ssize_t header, int64_t length, int64_t prev_delta, int64_t last_delta,
+                      RecordFields *f) except -1:
+    """:func:`_parse_record` for a record longer than the window, field by field, its key, value and
+    header bytes skipped; 0 or an ERR_ code (ERR_LENGTH too where the section ends inside the record)."""
+    cdef int64_t rec_end = r.at() + header + length
+    cdef int64_t n, i
+    cdef int rc
+    r.pos += header
+    if not r.ensure(1):
+        return ERR_LENGTH
+    f.attributes = (<const uint8_t *>PyBytes_AS_STRING(r.buf))[r.pos]
+    r.pos += 1
+    rc = _large_varint(r, rec_end, 10, &f.timestamp_delta, ERR_VARINT)
+    if rc:
+        return rc
+    rc = _large_varint(r, rec_end, 5, &f.offset_delta, ERR_VARINT)
+    if rc:
+        return rc
+    if f.offset_delta <= prev_delta or f.offset_delta > last_delta:
+        return ERR_DELTA
+    rc = _large_varint(r, rec_end, 5, &f.key_len, ERR_VARINT)
+    if rc:
+        return rc
+    if f.key_len >= 0:
+        if f.key_len > rec_end - r.at():
+            return ERR_KEY
+        if not r.skip(f.key_len):
+            return ERR_LENGTH
+    elif f.key_len != -1:
+        return ERR_KEY
+    rc = _large_varint(r, rec_end, 5, &f.value_len, ERR_VARINT)
+    if rc:
+        return rc
+    if f.value_len >= 0:
+        if f.value_len > rec_end - r.at():
+            return ERR_VALUE
+        if not r.skip(f.value_len):
+            return ERR_LENGTH
+    elif f.value_len != -1:
+        return ERR_VALUE
+    rc = _large_varint(r, rec_end, 5, &f.headers_count, ERR_VARINT)
+    if rc:
+        return rc
+    if f.headers_count < 0 or f.headers_count > rec_end - r.at():
+        return ERR_HEADERS
+    for i in range(f.headers_count):
+        rc = _large_varint(r, rec_end, 5, &n, ERR_HEADERS)
+        if rc:
+            return rc
+        if n < 0 or n > rec_end - r.at():
+            return ERR_HEADERS
+        if not r.skip(n):
+            return ERR_LENGTH
+        rc = _large_varint(r, rec_end, 5, &n, ERR_HEADERS)
+        if rc:
+            return rc
+        if n < -1 or n > rec_end - r.at():
+            return ERR_HEADERS
+        if n > 0 and not r.skip(n):
+            return ERR_LENGTH
+    if r.at() != rec_end:
+        return ERR_TRAILING
+    return 0
 
 
 cdef tuple _header(const uint8_t *p, Py_ssize_t position, Py_ssize_t size):

@@ -11,7 +11,11 @@ flags. It prints one line when it is ready ("pylogq-broker 0 ready on
 127.0.0.1:9092") and logs connections and errors to stderr as ``key=value``
 lines (``--log-format json`` for one JSON object per line). SIGTERM or Ctrl-C stops
 it cleanly: requests already read are answered, the logs are flushed and their
-checkpoints written, so the next start needs no recovery.
+checkpoints written, so the next start needs no recovery. If that has not finished
+``--shutdown-timeout`` seconds after the signal (a request stuck, the event loop
+blocked), or at a second signal, it logs an error naming the step it was stuck in and
+exits with status 1 without finishing; the next start then recovers the logs as after
+a crash (acknowledged records are in the files already).
 """
 
 from __future__ import annotations
@@ -23,12 +27,120 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 __all__ = ["main"]
 
 DEFAULT_DATA_DIR = "pylogq-data"
+# How long a clean shutdown may take from the signal before the process exits anyway: past
+# the listeners' own 30 s for requests in flight and the broker's 30 s for a topic
+# administration, and below systemd's 90 s before SIGKILL.
+SHUTDOWN_TIMEOUT_S = 75.0
+EXIT_FORCED = 1
+# How long the watchdog waits for a log line to be written (the blocked thread may hold
+# the log handler's lock) before it exits regardless.
+_LOG_WAIT_S = 1.0
+
+
+class _Shutdown:
+    """Stops the process on SIGTERM or SIGINT even when the event loop is blocked.
+
+    A handler on the loop would never run while a request holds the loop, so the signals
+    are blocked in every thread (set in the main thread before any other thread starts,
+    and inherited) and taken by one watchdog thread with ``sigwait``. The first signal asks
+    for the clean path (``request``, once main has one: stop the listeners, answer what was
+    read, close the broker); if the process is still alive ``timeout`` seconds later, or
+    at a second signal, the watchdog logs an error naming ``stage`` and ends the process
+    with :data:`EXIT_FORCED`. SIGINT is left alone when it was ignored at start (a
+    background job). Thread-safe: ``stage`` is one string, ``request`` is set under a lock.
+
+    A thread started before :meth:`install` (a native library's, when ``main`` is called
+    from a program that loaded one) does not block the signals and may be the one the
+    kernel hands them to; :meth:`_forward` then passes the signal on to the watchdog from
+    the main thread, as Python's handler or, while the loop runs (:meth:`watch_loop`), as
+    the loop's signal handler, which the loop's wakeup runs at once. That case works
+    unless the loop is blocked; ``pylogq-broker`` starts no thread before ``main``.
+    """
+
+    def __init__(self, timeout: float, log: logging.Logger) -> None:
+        self.timeout = timeout
+        self.log = log
+        self.stage = "starting"
+        self.signals = {signal.SIGTERM}
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            self.signals.add(signal.SIGINT)
+        self._lock = threading.Lock()
+        self._request: Optional[Callable[[], None]] = None
+        self.requested = False
+        self._mask: Optional[Any] = None
+        self._handlers: Dict[int, Any] = {}
+        self._watchdog: Optional[threading.Thread] = None
+        self.installed = False
+
+    def install(self) -> None:
+        """Block the signals in this (the main) thread and start the watchdog."""
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.signals)
+        self._watchdog = threading.Thread(target=self._watch, name="pylogq-shutdown", daemon=True)
+        self._watchdog.start()
+        for sig in self.signals:
+            self._handlers[sig] = signal.signal(sig, self._forward)
+        self.installed = True
+
+    def uninstall(self) -> None:
+        """Give the process its handlers and this thread its mask back (main returning to
+        an in-process caller; the watchdog stays, waiting for nothing)."""
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler)
+        if self._mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+
+    def watch_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Forward the signals a thread without the mask takes from the loop, at once (a
+        Python handler would wait for the loop's next timer to run)."""
+        for sig in self.signals:
+            loop.add_signal_handler(sig, self._forward, sig, None)
+
+    def unwatch_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in self.signals:
+            loop.remove_signal_handler(sig)  # which resets Python's handler: ours again
+            signal.signal(sig, self._forward)
+
+    def _forward(self, signum: int, frame: Any) -> None:
+        if self._watchdog is not None and self._watchdog.ident is not None:
+            signal.pthread_kill(self._watchdog.ident, signum)
+
+    def on_signal(self, request: Callable[[], None]) -> None:
+        """How to ask for the clean path; called at once if a signal came first."""
+        with self._lock:
+            self._request = request
+            requested = self.requested
+        if requested:
+            request()
+
+    def _watch(self) -> None:
+        first = signal.sigwait(self.signals)
+        self._log(logging.INFO, "shutting down signal=%s timeout_s=%g", signal.Signals(first).name, self.timeout)
+        with self._lock:
+            self.requested = True
+            request = self._request
+        if request is not None:
+            request()
+        second = signal.sigtimedwait(self.signals, self.timeout)
+        if second is None:
+            why = "did not finish within %g s of %s" % (self.timeout, signal.Signals(first).name)
+        else:
+            why = "interrupted by a second signal (%s)" % signal.Signals(second.si_signo).name
+        self._log(logging.ERROR, "shutdown %s, stuck %s; exiting with status %d without a clean shutdown "
+                  "(the next start recovers the logs)", why, self.stage, EXIT_FORCED)
+        os._exit(EXIT_FORCED)
+
+    def _log(self, level: int, message: str, *args: Any) -> None:
+        # From a thread of its own: the blocked main thread may hold the log handler's lock.
+        writer = threading.Thread(target=self.log.log, args=(level, message, *args), daemon=True)
+        writer.start()
+        writer.join(_LOG_WAIT_S)
 
 
 class _JsonFormatter(logging.Formatter):
@@ -54,6 +166,16 @@ def _setup_logging(level: str, fmt: str) -> None:
     root.propagate = False
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("expected a positive number of seconds, got %r" % text)
+    return value
+
+
 def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="pylogq-broker", description="Serve a pylogq broker to Kafka clients over the Kafka protocol.")
@@ -66,6 +188,9 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop (must be installed)")
+    parser.add_argument("--shutdown-timeout", type=_seconds, default=SHUTDOWN_TIMEOUT_S, metavar="SECONDS",
+                        help="after SIGTERM or Ctrl-C, exit with status 1 if the clean shutdown has not "
+                             "finished within this time (default %.0f)" % SHUTDOWN_TIMEOUT_S)
     return parser.parse_args(argv)
 
 
@@ -95,10 +220,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("pylogq.server")
+    # Before any thread starts (the broker starts some), so that every thread inherits
+    # the blocked signals and only the watchdog takes them. Signals are the main thread's
+    # to handle: called from another thread, main leaves them to its caller.
+    shutdown = _Shutdown(args.shutdown_timeout, log)
+    if threading.current_thread() is threading.main_thread():
+        shutdown.install()
+    try:
+        return _run(args, shutdown, log)
+    finally:
+        shutdown.uninstall()
+
+
+def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger) -> int:
     from ..cluster.broker import Broker
     from ..errors import ConfigError, PylogqError
     from ..server import KafkaServer, new_event_loop
 
+    shutdown.stage = "opening the broker"
     try:
         settings = _settings(args)
         data_dir = args.data_dir
@@ -116,6 +255,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     loop = new_event_loop(args.uvloop)
     asyncio.set_event_loop(loop)
+    shutdown.stage = "starting the listeners"
     try:
         server = KafkaServer(broker)
         loop.run_until_complete(server.start())
@@ -124,19 +264,32 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("pylogq-broker: %s" % exc, file=sys.stderr)
         return 2
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+
+    def request_stop() -> None:
+        try:
+            loop.call_soon_threadsafe(stop.set)
+        except RuntimeError:  # the loop is closed: main is past serving already
+            pass
+
+    shutdown.stage = "waiting for the event loop to take the stop request"
+    if shutdown.installed:
+        shutdown.watch_loop(loop)
+    shutdown.on_signal(request_stop)
     print("pylogq-broker %d ready on %s" % (broker.broker_id, ", ".join("%s:%d" % a for a in server.addresses)),
           flush=True)
     log.info("ready broker_id=%d cluster_id=%s data_dir=%s pid=%d", broker.broker_id, broker.cluster_id,
              os.path.abspath(data_dir), os.getpid())
     try:
         loop.run_until_complete(stop.wait())
-        log.info("shutting down")
+        shutdown.stage = "stopping the listeners"
         loop.run_until_complete(server.stop())
     finally:
+        shutdown.stage = "closing the broker (flush and checkpoints)"
         broker.close()
+        if shutdown.installed:
+            shutdown.unwatch_loop(loop)
         loop.close()
+    shutdown.stage = "exiting (threads still running after the broker closed)"
     log.info("stopped cleanly")
     return 0
 

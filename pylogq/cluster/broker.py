@@ -58,6 +58,8 @@ META_FILE = "meta.properties"
 # Kafka refuses to create more partitions than this in one request (POLICY_VIOLATION):
 # a count from a bad or hostile request must not make the broker open millions of logs.
 MAX_PARTITIONS_PER_REQUEST = 10000
+# How long close() waits for a topic administration in progress.
+ADMIN_CLOSE_TIMEOUT_S = 30.0
 
 
 class Broker:
@@ -75,7 +77,6 @@ class Broker:
         without a ``config_file``) starts from :data:`DEVELOPMENT_DEFAULTS` instead of
         Kafka's code defaults, as ``pylogq-broker`` does without a properties file."""
         self.data_dir = os.path.abspath(data_dir)
-        os.makedirs(self.data_dir, exist_ok=True)
         if development_defaults is None:
             development_defaults = "config_file" not in config
         if "config_file" in config:
@@ -85,13 +86,19 @@ class Broker:
             config = with_development_defaults(config)
         if not any(k in config for k in ("log.dirs", "log_dirs", "log.dir", "log_dir")):
             config["log.dirs"] = self.data_dir
-        self.config = BrokerConfig(config)
+        self.config = BrokerConfig(config)  # every setting checked before anything is written
+        os.makedirs(self.data_dir, exist_ok=True)
         self.broker_id: int = self.config.node.broker_id
         self.cluster_id = self._load_meta()
         self.producer_ids = ProducerIdManager(self.data_dir)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the maps below; see "Locks" at the topics' methods
+        self._admin_lock = threading.RLock()
+        self._pending_configs: Dict[str, TopicMetadata] = {}  # topics being created, for their logs' config
         self._store = FileTopicStore(self.data_dir)
-        self._topics: Dict[str, TopicMetadata] = self._store.load()
+        # A missing topics file is rebuilt from the partition directories (the offsets topic with its own config).
+        offsets_config = OffsetsTopic.config(self.config.node.offsets_topic_segment_bytes)
+        self._topics: Dict[str, TopicMetadata] = self._store.load(
+            self.config.log_manager.log_dirs, {OFFSETS_TOPIC: {k: str(v) for k, v in offsets_config.items()}})
         self.default_log_config = self.config.log_manager.default_log_config()
         self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for)
         self._partitions: Dict[Tuple[str, int], Partition] = {}
@@ -104,7 +111,7 @@ class Broker:
         try:
             for topic, meta in self._topics.items():
                 for p in range(meta.partitions):
-                    self._open_partition(topic, p)
+                    self._partitions[(topic, p)] = self._open_partition(topic, p)
             self.offsets_topic = OffsetsTopic(self._offsets_partition)
             if OFFSETS_TOPIC not in self._topics:
                 self._create_topic(OFFSETS_TOPIC, self.config.node.offsets_topic_num_partitions, 1,
@@ -130,43 +137,97 @@ class Broker:
     # -- identity and metadata files ----------------------------------------------
 
     def _load_meta(self) -> str:
+        """The cluster id from ``meta.properties`` (Kafka's v0 layout: version, broker.id,
+        cluster.id), written on the first start. A file that does not parse stops the
+        broker with CorruptMetadataError; one of another broker.id with ConfigError."""
         path = os.path.join(self.data_dir, META_FILE)
+
+        def corrupt(problem: str) -> errors.CorruptMetadataError:
+            return errors.CorruptMetadataError(
+                path, problem, "restore it from a backup, or delete it to have the broker write a new one "
+                "(with a new cluster.id, which clients that remember the old one notice)")
+
+        props: Dict[str, str] = {}
         if os.path.exists(path):
-            with open(path) as f:
-                props = parse_properties(f.read())
-            stored = int(props.get("broker.id", self.broker_id))
-            if stored != self.broker_id:
-                raise ConfigError("data dir %s belongs to broker.id %d, not %d" % (self.data_dir, stored,
+            try:
+                with open(path, "rb") as f:
+                    props = parse_properties(f.read().decode("utf-8"))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise corrupt((exc.strerror or str(exc)) if isinstance(exc, OSError) else "not UTF-8 text") from None
+            if props.get("version", "").strip() not in ("0", "1"):
+                raise corrupt("version %r is not 0 or 1" % props.get("version"))
+            key = "broker.id" if "broker.id" in props else "node.id"
+            raw = props.get(key, "").strip()
+            if not raw.lstrip("-").isdigit():
+                raise corrupt("%s %r is not an integer" % (key, props.get(key)))
+            if int(raw) != self.broker_id:
+                raise ConfigError("data dir %s belongs to broker.id %d, not %d" % (self.data_dir, int(raw),
                                                                                   self.broker_id))
-            return str(props.get("cluster.id") or uuid.uuid4().hex[:22])
-        cluster_id = uuid.uuid4().hex[:22]
-        write_atomically(path, ("version=0\nbroker.id=%d\ncluster.id=%s\n" % (self.broker_id, cluster_id)).encode())
+        cluster_id = props.get("cluster.id", "").strip()
+        if not cluster_id:  # a new data dir (or a v0 file of a broker that predates cluster ids)
+            cluster_id = uuid.uuid4().hex[:22]
+            write_atomically(path, ("version=0\nbroker.id=%d\ncluster.id=%s\n"
+                                    % (self.broker_id, cluster_id)).encode())
         return cluster_id
 
     def _log_config_for(self, topic: str) -> Optional[LogConfig]:
-        meta = self._topics.get(topic)
+        meta = self._pending_configs.get(topic) or self._topics.get(topic)
         if meta is None:
             return None
         return self.default_log_config.merged(meta.config) if meta.config else None
 
     def _open_partition(self, topic: str, index: int) -> Partition:
+        """Open (or create) a partition's log and its Partition; not yet published in the maps."""
         log_ = self.logs.get_or_create_log(topic, index, self._log_config_for(topic))
         partition = Partition(topic, index, log_)
         key = (topic, index)
         partition.on_high_watermark_advanced = lambda: self._data_committed(key)
-        self._partitions[(topic, index)] = partition
         return partition
 
+    def _open_partitions(self, topic: str, indexes: Iterable[int]) -> Dict[Tuple[str, int], Partition]:
+        """Open several partitions, all or none: a failure removes the logs this call created."""
+        opened: Dict[Tuple[str, int], Partition] = {}
+        created: List[int] = []
+        try:
+            for p in indexes:
+                existed = self.logs.get_log(topic, p) is not None
+                opened[(topic, p)] = self._open_partition(topic, p)
+                if not existed:
+                    created.append(p)
+        except BaseException as exc:
+            for partition in opened.values():
+                partition.close()
+            for p in created:
+                try:
+                    self.logs.delete_log(topic, p)
+                except Exception:  # noqa: BLE001 - the first failure is the one to report
+                    log.exception("could not remove the log of %s-%d after a failed creation", topic, p)
+            if isinstance(exc, OSError):  # out of file descriptors or disk: the client may retry
+                log.error("could not open the partitions of %s (%s); none is kept", topic, exc)
+                raise errors.KafkaStorageError("could not create the partitions of %r: %s" % (topic, exc)) from exc
+            raise
+        return opened
+
     # -- topics -------------------------------------------------------------------
+    #
+    # Locks, in the order they may be taken (a thread holding one may take only those after it):
+    #   _admin_lock   one topic administration at a time (create, delete, add partitions,
+    #                 alter configs); held across their file work, so never taken on the
+    #                 server's event loop (those requests run in its executor);
+    #   _lock         the maps of topics and partitions; held only to read or publish them,
+    #                 never across file work or a call into another component, so the event
+    #                 loop may take it;
+    #   partition, log, log manager, cleaning registry: see docs/architecture.md.
 
     def create_topic(self, name: str, partitions: Optional[int] = None, replication_factor: Optional[int] = None,
                      config: Optional[Mapping[str, Any]] = None, validate_only: bool = False) -> TopicDescription:
         """Create a topic; Kafka's naming rules, config keys and validation apply.
 
         ``validate_only`` runs every check and returns the description the
-        topic would have, creating nothing (CreateTopics' validateOnly).
+        topic would have, creating nothing (CreateTopics' validateOnly). A topic
+        whose partitions cannot all be created is not created at all.
         """
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             return self._create_topic(name, partitions, replication_factor, config, internal=False,
                                       validate_only=validate_only)
@@ -174,78 +235,126 @@ class Broker:
     def _create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
                       config: Optional[Mapping[str, Any]], internal: bool,
                       validate_only: bool = False) -> TopicDescription:
+        """Under the admin lock: check, open every partition, then publish the topic."""
         validate_topic_name(name)
         if name in INTERNAL_TOPICS and not internal:
             raise errors.InvalidTopicError("%s is an internal topic; it cannot be created by a client" % name)
-        if name in self._topics:
-            raise errors.TopicAlreadyExistsError("topic %r already exists" % name)
-        for existing in self._topics:
-            if collides(name, existing):
-                raise errors.InvalidTopicError(
-                    "topic %r collides with existing topic %r ('.' and '_' are the same in metric names)"
-                    % (name, existing))
+        with self._lock:
+            if name in self._topics:
+                raise errors.TopicAlreadyExistsError("topic %r already exists" % name)
+            for existing in self._topics:
+                if collides(name, existing):
+                    raise errors.InvalidTopicError(
+                        "topic %r collides with existing topic %r ('.' and '_' are the same in metric names)"
+                        % (name, existing))
         count = self.config.node.num_partitions if partitions is None else partitions
-        if not isinstance(count, int) or count < 1:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise errors.InvalidPartitionsError("number of partitions must be at least 1, got %r" % (count,))
         _check_partitions_per_request(count)
         factor = self.config.node.default_replication_factor if replication_factor is None else replication_factor
+        if not isinstance(factor, int) or isinstance(factor, bool) or factor < 1:
+            raise errors.InvalidReplicationFactorError(
+                "replication factor must be at least 1, got %r" % (factor,))
         if factor != 1:
             raise errors.InvalidReplicationFactorError(
-                "replication factor %r is larger than the 1 available broker" % (factor,))
+                "replication factor %d is larger than the 1 available broker" % factor)
         overrides = dict(config or {})
         try:
             log_config = self.default_log_config.merged(overrides)
         except ConfigError as exc:
             raise errors.InvalidConfigError(str(exc)) from None
-        dotted = {k: v for k, v in log_config.to_strings().items() if k in _dotted_keys(overrides)}
+        dotted = {k: str(v) for k, v in log_config.to_strings().items() if k in _dotted_keys(overrides)}
         if validate_only:
             infos = [TopicPartitionInfo(p, self.broker_id, [self.broker_id], [self.broker_id]) for p in range(count)]
-            return TopicDescription(name, infos, {k: str(v) for k, v in dotted.items()}, internal)
-        self._topics[name] = TopicMetadata(count, {k: str(v) for k, v in dotted.items()})
-        self._store.put(name, self._topics[name])
-        for p in range(count):
-            self._open_partition(name, p)
+            return TopicDescription(name, infos, dotted, internal)
+        meta = TopicMetadata(count, dotted)
+        self._pending_configs[name] = meta  # the logs take the topic's config as they open
+        try:
+            opened = self._open_partitions(name, range(count))
+        finally:
+            del self._pending_configs[name]
+        try:
+            self._store.put(name, meta)
+        except BaseException:
+            for tp, partition in opened.items():
+                partition.close()
+                self.logs.delete_log(*tp)
+            raise
+        with self._lock:
+            self._topics[name] = meta
+            self._partitions.update(opened)
         log.info("created topic %s with %d partitions%s", name, count, " and config %s" % dotted if dotted else "")
-        return self._describe(name)
+        return self.describe_topic(name)
 
     def delete_topic(self, name: str) -> None:
-        with self._lock:
+        """Delete a topic, all or nothing: its partitions stop serving, their directories are
+        renamed ``*-delete`` (removed in the background), then its metadata goes. A failure
+        on the way puts back what was done and raises."""
+        with self._admin_lock:
             self._check_open()
             if not self.config.node.delete_topic_enable:
                 raise errors.TopicDeletionDisabledError("delete.topic.enable is false")
-            if name not in self._topics:
-                raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
             if name in INTERNAL_TOPICS:
                 raise errors.InvalidTopicError("%s is an internal topic; it cannot be deleted" % name)
-            count = self._topics[name].partitions
-            for p in range(count):
-                partition = self._partitions.pop((name, p))
-                partition.close()
-                self.logs.delete_log(name, p)
-            del self._topics[name]
-            self._store.remove(name)
-        for p in range(count):  # fetches parked on the topic answer now (UNKNOWN_TOPIC_OR_PARTITION)
-            self.fetch_purgatory.check_and_complete((name, p))
+            with self._lock:
+                meta = self._require_topic(name)
+                keys = [(name, p) for p in range(meta.partitions)]
+                detached = {tp: self._partitions.pop(tp) for tp in keys}
+                del self._topics[name]
+            try:
+                for partition in detached.values():
+                    partition.close()
+                self.logs.delete_logs(name, range(meta.partitions))
+                self._store.remove(name)
+            except BaseException as exc:
+                log.error("could not delete topic %s: %r; it stays as it was", name, exc)
+                self._reattach(name, meta)
+                raise errors.KafkaStorageError("could not delete topic %r: %s" % (name, exc)) from exc
+        log.info("deleted topic %s (%d partitions)", name, meta.partitions)
+        for tp in keys:  # fetches parked on the topic answer now (UNKNOWN_TOPIC_OR_PARTITION)
+            self.fetch_purgatory.check_and_complete(tp)
+
+    def _reattach(self, name: str, meta: TopicMetadata) -> None:
+        """Serve a topic again after a failed delete (its logs were put back by the log manager)."""
+        reopened: Dict[Tuple[str, int], Partition] = {}
+        for p in range(meta.partitions):
+            try:
+                reopened[(name, p)] = self._open_partition(name, p)
+            except Exception:  # noqa: BLE001 - logged; the topic serves what it can
+                log.exception("could not reopen %s-%d after a failed delete", name, p)
+        with self._lock:
+            self._topics[name] = meta
+            self._partitions.update(reopened)
 
     def create_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicDescription:
-        """Grow a topic to ``total`` partitions (Kafka never shrinks one).
+        """Grow a topic to ``total`` partitions (Kafka never shrinks one), all or none.
 
         ``validate_only`` runs the checks and changes nothing (CreatePartitions' validateOnly).
         """
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
-            meta = self._require_topic(name)
-            if total <= meta.partitions:
+            with self._lock:
+                meta = self._require_topic(name)
+            if not isinstance(total, int) or isinstance(total, bool) or total <= meta.partitions:
                 raise errors.InvalidPartitionsError(
-                    "topic %r has %d partitions; the new total %d must be larger" % (name, meta.partitions, total))
+                    "topic %r has %d partitions; the new total %r must be larger" % (name, meta.partitions, total))
             _check_partitions_per_request(total - meta.partitions)
             if validate_only:
-                return self._describe(name)
-            for p in range(meta.partitions, total):
-                self._open_partition(name, p)
-            self._topics[name] = meta._replace(partitions=total)
-            self._store.put(name, self._topics[name])
-            return self._describe(name)
+                return self.describe_topic(name)
+            opened = self._open_partitions(name, range(meta.partitions, total))
+            grown = meta._replace(partitions=total)
+            try:
+                self._store.put(name, grown)
+            except BaseException:
+                for tp, partition in opened.items():
+                    partition.close()
+                    self.logs.delete_log(*tp)
+                raise
+            with self._lock:
+                self._topics[name] = grown
+                self._partitions.update(opened)
+            log.info("topic %s grew from %d to %d partitions", name, meta.partitions, total)
+            return self.describe_topic(name)
 
     def list_topics(self, include_internal: bool = False) -> List[str]:
         with self._lock:
@@ -276,9 +385,10 @@ class Broker:
     def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool = False) -> None:
         """Replace a topic's overrides (``incremental``: set only the given keys;
         a value of None removes an override). Existing logs take the new config."""
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
-            meta = self._require_topic(topic)
+            with self._lock:
+                meta = self._require_topic(topic)
             overrides: Dict[str, Any] = dict(meta.config) if incremental else {}
             for key, value in config.items():
                 dotted = next(iter(_dotted_keys({key})))
@@ -291,16 +401,34 @@ class Broker:
             except ConfigError as exc:
                 raise errors.InvalidConfigError(str(exc)) from None
             strings = log_config.to_strings()
-            self._topics[topic] = meta._replace(config={k: str(strings[k]) for k in overrides})
-            self._store.put(topic, self._topics[topic])
-            for p in range(meta.partitions):
-                self._partitions[(topic, p)].log.config = log_config
+            altered = meta._replace(config={k: str(strings[k]) for k in overrides})
+            self._store.put(topic, altered)
+            with self._lock:
+                self._topics[topic] = altered
+                partitions = [self._partitions[(topic, p)] for p in range(meta.partitions)]
+            for partition in partitions:
+                partition.log.config = log_config
 
     def _require_topic(self, name: str) -> TopicMetadata:
         meta = self._topics.get(name)
         if meta is None:
             raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
         return meta
+
+    def auto_create_topic(self, name: str) -> TopicDescription:
+        """Create a topic a client asked for by name, with the broker's defaults
+        (``auto.create.topics.enable``, Kafka's Metadata and Produce); -> its description,
+        also when another request created it first."""
+        if not self.config.node.auto_create_topics_enable:
+            raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
+        if name in INTERNAL_TOPICS:
+            raise errors.InvalidTopicError("%s is an internal topic; it cannot be created by a client" % name)
+        try:
+            described = self.create_topic(name)
+        except errors.TopicAlreadyExistsError:
+            return self.describe_topic(name)
+        log.info("auto-created topic %s", name)
+        return described
 
     def partition(self, topic: str, index: int, create: bool = False) -> Partition:
         """The partition ``topic``-``index``; with ``create``, auto-create the topic
@@ -310,21 +438,31 @@ class Broker:
             found = self._partitions.get((topic, index))
             if found is not None:
                 return found
-            if topic not in self._topics:
-                if create and self.config.node.auto_create_topics_enable and topic not in INTERNAL_TOPICS:
-                    self._create_topic(topic, None, None, None, internal=False)
-                    found = self._partitions.get((topic, index))
-                    if found is not None:
-                        return found
-            raise errors.UnknownTopicOrPartitionError("%s-%d does not exist" % (topic, index))
+            exists = topic in self._topics
+        if create and not exists:
+            try:
+                self.auto_create_topic(topic)
+            except errors.UnknownTopicOrPartitionError:
+                pass  # auto.create.topics.enable is false
+            with self._lock:
+                found = self._partitions.get((topic, index))
+                if found is not None:
+                    return found
+        raise errors.UnknownTopicOrPartitionError("%s-%d does not exist" % (topic, index))
 
     # -- produce, fetch, offsets -----------------------------------------------------
 
-    def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int = 1) -> ProduceResult:
-        """Append one partition's record batches (Kafka's Produce). Errors raise."""
+    def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int = 1,
+                auto_create: bool = True) -> ProduceResult:
+        """Append one partition's record batches (Kafka's Produce). Errors raise.
+
+        ``auto_create`` creates a missing topic (``auto.create.topics.enable``) as the
+        in-process clients expect; the network server passes False, as Kafka's Produce
+        never creates a topic (a client's Metadata request does).
+        """
         if acks not in (0, 1, -1):
             raise errors.InvalidRequiredAcksError("acks must be 0, 1 or -1 (all), got %r" % (acks,))
-        target = self.partition(topic, partition, create=True)
+        target = self.partition(topic, partition, create=auto_create)
         return target.append(records, required_acks=acks)  # its high watermark hook wakes parked fetches
 
     def _data_committed(self, key: Tuple[str, int]) -> None:
@@ -460,6 +598,12 @@ class Broker:
             if self.closed:
                 return
             self.closed = True
+        # A topic administration in progress finishes first (new ones see the broker closed).
+        if not self._admin_lock.acquire(timeout=ADMIN_CLOSE_TIMEOUT_S):
+            log.error("a topic administration did not finish within %.0f s; closing without it",
+                      ADMIN_CLOSE_TIMEOUT_S)
+        else:
+            self._admin_lock.release()
         self.fetch_purgatory.close()  # parked fetches answer with what is there
         marks = {tp: partition.high_watermark for tp, partition in self._partitions.items()}
         coordinator = getattr(self, "group_coordinator", None)
@@ -468,7 +612,10 @@ class Broker:
         self.timer.close()
         for partition in list(self._partitions.values()):
             partition.close()
-        self.logs.checkpoint_high_watermarks(marks)
+        try:
+            self.logs.checkpoint_high_watermarks(marks)
+        except OSError as exc:  # a full disk: the logs still close; readers of the files see older marks
+            log.error("could not write the high watermark checkpoint at close: %s", exc)
         self.logs.close()
 
     def __enter__(self) -> "Broker":

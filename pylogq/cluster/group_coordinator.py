@@ -53,6 +53,7 @@ from ..errors import (
     InvalidFetchSizeError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
+    KafkaStorageError,
     MessageTooLargeError,
     NonEmptyGroupError,
     NotCoordinatorError,
@@ -139,7 +140,7 @@ def _storage_error_code(exc: BaseException, for_commit: bool) -> int:
         RequestTimedOutError.code,
     ):
         return CoordinatorNotAvailableError.code
-    if code == NotLeaderOrFollowerError.code:
+    if code in (NotLeaderOrFollowerError.code, KafkaStorageError.code):  # a full disk too, as in Kafka
         return NotCoordinatorError.code
     if code in (MessageTooLargeError.code, RecordListTooLargeError.code, InvalidFetchSizeError.code):
         return InvalidCommitOffsetSizeError.code if for_commit else UnknownServerError.code

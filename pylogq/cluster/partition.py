@@ -128,7 +128,8 @@ class Partition:
         checked (duplicate, OutOfOrderSequenceNumberError,
         InvalidProducerEpochError, UnknownProducerIdError) once the log has
         validated them and before anything is written; the broker's own
-        writers (``"coordinator"``) are not checked. Log.append's errors
+        writers (``"coordinator"``) are not checked, and only they may write
+        control batches (a client's get InvalidRecordError). Log.append's errors
         (CorruptRecordError, MessageTooLargeError, ...) pass through, with
         nothing written. A retry's result has ``duplicate`` set.
         """
@@ -143,7 +144,7 @@ class Partition:
             producers = self.producer_state
             result = self.log.append(buffer, self._leader_epoch,
                                      check_producers=producers.check_append if origin == "client" else None,
-                                     producers_appended=producers.appended)
+                                     producers_appended=producers.appended, allow_control=origin != "client")
             advanced = self.single_replica and not result.duplicate
             if advanced:
                 self._high_watermark = self.log.log_end_offset

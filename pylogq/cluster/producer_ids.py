@@ -12,12 +12,14 @@ import os
 import threading
 from typing import Tuple
 
+from ..errors import CorruptMetadataError
 from ..storage.checkpoint import write_atomically
 
 __all__ = ["PRODUCER_ID_BLOCK", "PRODUCER_IDS_FILE", "ProducerIdManager"]
 
 PRODUCER_IDS_FILE = "pylogq-producer-ids"
 PRODUCER_ID_BLOCK = 1000
+_MAX_ID = 2**62  # far below the int64 of the wire, with room for every block after it
 
 
 class ProducerIdManager:
@@ -27,11 +29,28 @@ class ProducerIdManager:
         self.path = os.path.join(data_dir, PRODUCER_IDS_FILE)
         self.block_size = block_size
         self._lock = threading.Lock()
-        start = 0
-        if os.path.exists(self.path):
-            with open(self.path) as f:
-                start = int(f.read().strip() or 0)
-        self._next = self._limit = start
+        self._next = self._limit = self._read()
+
+    def _read(self) -> int:
+        """The end of the last block reserved (0 without the file). A file that does not hold one
+        non-negative number raises CorruptMetadataError: ids below an unknown end may have been
+        handed out, and a producer given one of them again would be taken for another."""
+        try:
+            with open(self.path, "rb") as f:
+                text = f.read().decode("ascii", "replace").strip()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise self._corrupt(exc.strerror or str(exc)) from None
+        if not text.isdigit() or int(text) > _MAX_ID:
+            raise self._corrupt("%r is not a producer id (an integer from 0 to 2**62)" % text[:40])
+        return int(text)
+
+    def _corrupt(self, problem: str) -> CorruptMetadataError:
+        return CorruptMetadataError(
+            self.path, problem,
+            "write into it a number above every producer id this broker handed out (its current time in "
+            "milliseconds will do), or delete it if no idempotent producer has used this broker")
 
     def next_id(self) -> Tuple[int, int]:
         """A new (producer id, epoch)."""

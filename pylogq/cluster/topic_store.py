@@ -10,14 +10,20 @@ file, never a torn one); a cluster's stores (in memory for one process, ZooKeepe
 from __future__ import annotations
 
 import json
+import logging
 import os
-from typing import Dict, Iterator, Mapping, NamedTuple, Protocol
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Sequence
 
+from ..errors import CorruptMetadataError, InvalidTopicError
 from ..storage.checkpoint import write_atomically
+from ..storage.log import parse_dir_name
+from .names import validate_topic_name
 
 __all__ = ["FileTopicStore", "TOPICS_FILE", "TopicMetadata", "TopicStore"]
 
 TOPICS_FILE = "pylogq-topics.json"
+
+log = logging.getLogger("pylogq.broker")
 
 
 class TopicMetadata(NamedTuple):
@@ -44,21 +50,83 @@ class TopicStore(Protocol):
 
 
 class FileTopicStore:
-    """Topic metadata in one JSON file, rewritten atomically on every change. Not thread-safe."""
+    """Topic metadata in one JSON file, rewritten atomically on every change. Not thread-safe.
+
+    The file: ``{"version": 1, "topics": {"<name>": {"partitions": <n>, "config": {"<key>": "<value>"}}}}``.
+    One that does not parse stops the broker (:class:`~pylogq.errors.CorruptMetadataError`);
+    a missing one is rebuilt from the partition directories, with a warning (see :meth:`load`).
+    """
 
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, TOPICS_FILE)
         self._topics: Dict[str, TopicMetadata] = {}
 
-    def load(self) -> Dict[str, TopicMetadata]:
+    def load(self, log_dirs: Sequence[str] = (), configs: Optional[Mapping[str, Mapping[str, str]]] = None
+             ) -> Dict[str, TopicMetadata]:
+        """Every topic, as stored.
+
+        When the file is missing but ``log_dirs`` hold partition directories, the
+        topics are rebuilt from them rather than leaving their data orphaned: a
+        topic's partition count is one past its highest partition directory; its
+        config is ``configs[topic]`` where given (the broker's own topics), else
+        the broker's defaults. The rebuilt file is written and a warning names the
+        topics. A file that does not parse raises CorruptMetadataError.
+        """
         if not os.path.exists(self.path):
-            self._topics = {}
-        else:
-            with open(self.path) as f:
-                data = json.load(f)
-            self._topics = {t: TopicMetadata(int(m["partitions"]), dict(m.get("config", {})))
-                            for t, m in data.get("topics", {}).items()}
+            self._topics = self._rebuild(log_dirs, configs or {})
+            if self._topics:
+                self._save()
+            return dict(self._topics)
+        try:
+            with open(self.path, "rb") as f:
+                raw = f.read()
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except ValueError as exc:  # UnicodeDecodeError and json's JSONDecodeError
+                raise ValueError("not JSON (%s)" % exc) from None
+            topics = data.get("topics") if isinstance(data, dict) else None
+            if not isinstance(topics, dict):
+                raise ValueError('no "topics" object')
+            self._topics = {name: _parse_topic(name, m) for name, m in topics.items()}
+        except (OSError, ValueError) as exc:
+            raise CorruptMetadataError(
+                self.path, (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc),
+                "restore it from a backup, or move it away to have the broker rebuild the topics from their "
+                "partition directories (their configs reset to the broker's defaults)") from None
         return dict(self._topics)
+
+    def _rebuild(self, log_dirs: Sequence[str], configs: Mapping[str, Mapping[str, str]]) -> Dict[str, TopicMetadata]:
+        """The topics the ``<topic>-<partition>`` directories of ``log_dirs`` make (see :meth:`load`)."""
+        found: Dict[str, List[int]] = {}
+        for log_dir in log_dirs:
+            try:
+                names = sorted(os.listdir(log_dir))
+            except FileNotFoundError:
+                continue
+            for name in names:
+                path = os.path.join(log_dir, name)
+                if not os.path.isdir(path):
+                    continue
+                try:
+                    topic, partition = parse_dir_name(path)
+                    validate_topic_name(topic)
+                except (ValueError, InvalidTopicError):
+                    continue  # not a partition (the log manager warns about it)
+                found.setdefault(topic, []).append(partition)
+        if not found:
+            return {}
+        topics = {t: TopicMetadata(max(ps) + 1, dict(configs.get(t, {}))) for t, ps in sorted(found.items())}
+        log.warning("%s is missing but %d partition directories exist: rebuilt %s from them; topic configs "
+                    "are the broker's defaults (set any overrides again)", self.path,
+                    sum(len(ps) for ps in found.values()),
+                    ", ".join("%s (%d partition%s)" % (t, m.partitions, "s" * (m.partitions != 1))
+                              for t, m in topics.items()))
+        for t, ps in sorted(found.items()):
+            missing = sorted(set(range(max(ps) + 1)) - set(ps))
+            if missing:
+                log.warning("topic %s: no directory for partitions %s; they start empty",
+                            t, ", ".join(str(p) for p in missing))
+        return topics
 
     def put(self, name: str, metadata: TopicMetadata) -> None:
         self._topics[name] = metadata
@@ -72,7 +140,34 @@ class FileTopicStore:
         return iter(self._topics)
 
     def _save(self) -> None:
-        topics: Mapping[str, Dict[str, object]] = {
-            name: {"partitions": m.partitions, "config": m.config} for name, m in self._topics.items()}
-        body = json.dumps({"version": 1, "topics": topics}, indent=1, sort_keys=True).encode()
-        write_atomically(self.path, body)
+        # One topic a line, each encoded compactly (json's C encoder; its indenting one is
+        # pure Python and made a broker of thousands of topics slow to create one).
+        lines = ["%s: %s" % (json.dumps(name), json.dumps({"config": m.config, "partitions": m.partitions},
+                                                          sort_keys=True))
+                 for name, m in sorted(self._topics.items())]
+        body = '{"topics": {\n%s\n}, "version": 1}\n' % ",\n".join(lines)
+        write_atomically(self.path, body.encode())
+
+
+def _parse_topic(name: Any, entry: Any) -> TopicMetadata:
+    """One topic's entry of the file; ValueError saying what is wrong with it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a topic name %r is not a non-empty string" % (name,))
+    if not isinstance(entry, dict):
+        raise ValueError("topic %s: its entry is not an object" % name)
+    partitions = entry.get("partitions")
+    if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+        raise ValueError("topic %s: partitions %r is not a positive integer" % (name, partitions))
+    config = entry.get("config", {})
+    if not isinstance(config, dict):
+        raise ValueError("topic %s: config is not an object" % name)
+    values: Dict[str, str] = {}
+    for key, value in config.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            value = str(value)  # a hand-edited number: Kafka's configs are strings
+        if not isinstance(value, str):
+            raise ValueError("topic %s: config %s is %r, not a string" % (name, key, value))
+        values[key] = value
+    return TopicMetadata(partitions, values)

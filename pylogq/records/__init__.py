@@ -30,6 +30,7 @@ from .memory_records import (
     parse_header,
     patch_offsets,
     scan,
+    uncompressed_v2,
     valid_prefix_length,
     validate_batches,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "parse_header",
     "patch_offsets",
     "scan",
+    "uncompressed_v2",
     "valid_prefix_length",
     "validate_batches",
 ]

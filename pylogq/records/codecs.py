@@ -15,6 +15,14 @@ module adds the framing quirks that real Kafka clients put on the wire:
   reproduced when writing v0.
 * zstd: a standard zstd frame; the decoder does not require the content size
   in the header (librdkafka streams frames without it).
+
+Two ways to decompress. :func:`decompress` returns a payload whole (readers: a
+consumer, the columnar decoder, a tool). :class:`DecompressStream` hands it
+out in bounded steps, for the broker's validation of what producers send: a
+payload can stand for up to about 1,000 times its size (gzip) or far more
+(zstd), so the broker never holds more than :data:`DECOMPRESS_WINDOW` of one
+at once, and at most :data:`MAX_LARGE_STREAMS` streams go past that window at
+the same time (docs/operations.md, "Compressed batches").
 """
 
 from __future__ import annotations
@@ -23,15 +31,16 @@ import gzip as _gzip
 import struct
 import threading
 import zlib
-from typing import Callable, Dict, Union
+from typing import Any, Callable, Dict, Optional, Union
 
-from ..errors import CorruptRecordError, UnsupportedCodecError
+from ..errors import CorruptRecordError, MessageTooLargeError, UnsupportedCodecError
 
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODEC_MASK", "NAMES", "BY_NAME", "MAX_DECOMPRESSED",
+    "DECOMPRESS_WINDOW", "STREAM_CHUNK", "MAX_LARGE_STREAMS", "ZSTD_MAX_WINDOW",
     "codec_id", "gzip_encode", "gzip_decode", "snappy_encode", "snappy_decode", "lz4_encode",
     "lz4_decode", "lz4_encode_v0", "lz4_decode_v0", "zstd_encode", "zstd_decode", "compress",
-    "decompress"
+    "decompress", "DecompressStream"
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -55,8 +64,30 @@ _XERIAL_BLOCK = 32 * 1024  # the xerial library's default block size
 # The most bytes one payload may decompress to: a guard against a small
 # payload that inflates to exhaust memory (a "decompression bomb"). Record
 # sections are far smaller in practice (Kafka's default max.message.bytes is
-# about 1 MB, and producers rarely compress more than 100:1).
+# about 1 MB, and producers rarely compress more than 100:1). For a stream it
+# bounds the work (CPU) one batch may cost; its memory is bounded by the window.
 MAX_DECOMPRESSED = 1 << 30
+
+#: The most decompressed bytes of one payload validation holds at once. A
+#: records section is walked as it decompresses, STREAM_CHUNK at a time: a
+#: record up to this size that crosses a chunk's end is gathered whole, a
+#: longer one is checked field by field with its key, value and header bytes
+#: skipped instead of kept. One snappy block, and the inner message set of one
+#: v0/v1 wrapper, must fit in it (neither can be read in parts). A stream that
+#: produces more than this in all needs one of MAX_LARGE_STREAMS turns.
+DECOMPRESS_WINDOW = 8 << 20
+#: Bytes a stream decompresses per step. A section up to this size is
+#: decompressed whole and walked in place. Kept below the sizes the allocator
+#: serves with fresh pages (each a page fault), chunks reuse warm memory:
+#: walking a 1 MB section in chunks is faster than decompressing it whole.
+STREAM_CHUNK = 256 << 10
+#: Streams past the window at once in this process; more wait for a turn. Each
+#: holds up to a window, a chunk and its codec's state (a zstd frame's window,
+#: up to ZSTD_MAX_WINDOW), so this bounds the memory and the CPU that
+#: decompression bombs can take, however many arrive.
+MAX_LARGE_STREAMS = 2
+#: The largest window a zstd frame may ask for: zstd's own default limit (and Kafka's).
+ZSTD_MAX_WINDOW = 1 << 27
 
 
 def codec_id(codec: Union[int, str, None]) -> int:
@@ -364,3 +395,306 @@ def decompress(codec: int, data: Buffer, magic: int = 2, max_size: int = MAX_DEC
         raise CorruptRecordError(
             "%s payload does not decompress: %s" % (NAMES[codec], exc)
         ) from None
+
+
+# -- streaming: bounded steps, for validation ----------------------------------
+
+def _detail(exc: BaseException) -> str:
+    """An exception's own words (a BrokerError's str() adds its code and name)."""
+    text = str(exc.args[0]) if exc.args else ""
+    return text or type(exc).__name__
+
+
+_IN_STEP = 256 << 10  # compressed bytes handed to zlib per call: its unconsumed tail stays this small
+_large_streams = threading.BoundedSemaphore(MAX_LARGE_STREAMS)
+
+
+class _GzipSource:
+    """gzip (or zlib) members one after another, as :func:`gzip_decode` reads them."""
+
+    def __init__(self, data: Buffer) -> None:
+        self._input = memoryview(data).cast("B")
+        self._pos = 0
+        self._d = zlib.decompressobj(47)
+
+    def produce(self, n: int) -> bytes:
+        while True:
+            d = self._d
+            if d.unconsumed_tail:
+                chunk = d.decompress(d.unconsumed_tail, n)
+            elif d.eof:
+                # The bytes fed past this member's end are the next member's: step back to them.
+                self._pos -= len(d.unused_data)
+                if self._pos >= len(self._input):
+                    return b""
+                self._d = zlib.decompressobj(47)
+                continue
+            else:
+                if self._pos >= len(self._input):
+                    if self._pos == 0:
+                        return b""  # an empty payload, as gzip_decode reads it
+                    raise CorruptRecordError("gzip payload is truncated")
+                piece = self._input[self._pos : self._pos + _IN_STEP]
+                self._pos += len(piece)
+                chunk = d.decompress(piece, n)
+            if chunk:
+                return chunk
+
+
+class _SnappySource:
+    """Raw snappy, or xerial-framed blocks; a block is decompressed whole, so it must fit the window."""
+
+    def __init__(self, data: Buffer) -> None:
+        self._snappy = _snappy()
+        self._buf = bytes(data)
+        self._xerial = len(self._buf) >= 16 and self._buf[:8] == _XERIAL_MAGIC
+        self._pos = 16 if self._xerial else 0
+        self._raw_read = False
+        self._block = b""
+        self._block_pos = 0
+
+    def _next_block(self) -> bytes:
+        buf = self._buf
+        if self._xerial:
+            if self._pos >= len(buf):
+                return b""
+            if self._pos + 4 > len(buf):
+                raise CorruptRecordError("xerial snappy block length is truncated")
+            (n,) = struct.unpack_from(">i", buf, self._pos)
+            self._pos += 4
+            if n < 0 or self._pos + n > len(buf):
+                raise CorruptRecordError("xerial snappy block of %d bytes overruns the payload" % n)
+            block = buf[self._pos : self._pos + n]
+            self._pos += n
+        else:
+            if self._raw_read:
+                return b""
+            self._raw_read = True
+            block = buf
+        declared = _snappy_raw_length(block)
+        if declared > DECOMPRESS_WINDOW:
+            raise MessageTooLargeError(
+                "a snappy block decompresses to %d bytes, more than the %d one block may (a block is "
+                "decompressed whole)" % (declared, DECOMPRESS_WINDOW))
+        out = self._snappy.decompress(block)
+        return bytes(out)
+
+    def produce(self, n: int) -> bytes:
+        while self._block_pos >= len(self._block):
+            self._block = self._next_block()
+            self._block_pos = 0
+            if not self._block and (self._raw_read or self._pos >= len(self._buf)):
+                return b""
+        start = self._block_pos
+        self._block_pos = min(len(self._block), start + n)
+        if start == 0 and self._block_pos == len(self._block):
+            return self._block
+        return self._block[start : self._block_pos]
+
+
+class _Lz4Source:
+    """One LZ4 frame (a v0 message's with Kafka 0.8's header checksum repaired first)."""
+
+    def __init__(self, data: Buffer, magic: int) -> None:
+        if magic == 0:
+            frame = bytearray(data)
+            hs = _lz4_header_size(bytes(frame[:15]))
+            frame[hs - 1] = (_xxh32_short(bytes(frame[4 : hs - 1])) >> 8) & 0xFF
+            data = frame
+        self._data: Buffer = data
+        self._d = _lz4_frame().LZ4FrameDecompressor()
+        self._fed = False
+
+    def produce(self, n: int) -> bytes:
+        d = self._d
+        for _ in range(64):  # a frame header or an empty block gives no output: ask again
+            if d.eof:
+                return b""
+            if self._fed:
+                chunk = d.decompress(b"", max_length=n)
+            else:
+                self._fed = True
+                chunk = d.decompress(self._data, max_length=n)
+            if chunk:
+                return chunk
+            if d.needs_input and not d.eof:
+                raise CorruptRecordError("lz4 frame is truncated")
+        raise CorruptRecordError("lz4 frame gives no output")
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_DICT_ID_BYTES = (0, 1, 2, 4)
+
+
+def _zstd_check_frames(buf: memoryview) -> None:
+    """Walk the frames' and blocks' headers (no decompression): truncation and stray bytes are
+    found here, since a zstd stream reader ends quietly at the end of its input."""
+    n = len(buf)
+    pos = 0
+    while pos < n:
+        if n - pos < 8:
+            raise CorruptRecordError("zstd frame at byte %d is truncated" % pos)
+        magic = int.from_bytes(buf[pos : pos + 4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
+            pos += 8 + int.from_bytes(buf[pos + 4 : pos + 8], "little")
+            if pos > n:
+                raise CorruptRecordError("zstd skippable frame overruns the payload")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CorruptRecordError("zstd payload has no frame at byte %d" % pos)
+        descriptor = buf[pos + 4]
+        single_segment = descriptor >> 5 & 1
+        content_size_bytes = (single_segment, 2, 4, 8)[descriptor >> 6]
+        pos += 5 + (1 - single_segment) + _ZSTD_DICT_ID_BYTES[descriptor & 3] + content_size_bytes
+        while True:
+            if n - pos < 3:
+                raise CorruptRecordError("zstd frame is truncated")
+            header = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+            block_type = header >> 1 & 3
+            if block_type == 3:
+                raise CorruptRecordError("zstd block at byte %d has the reserved type" % pos)
+            pos += 3 + (1 if block_type == 1 else header >> 3)
+            if pos > n:
+                raise CorruptRecordError("zstd frame is truncated")
+            if header & 1:
+                break
+        if descriptor & 0x04:
+            pos += 4
+            if pos > n:
+                raise CorruptRecordError("zstd frame is truncated")
+
+
+class _ZstdSource:
+    """zstd frames one after another; a decoder of its own, so a large frame window is freed after."""
+
+    def __init__(self, data: Buffer) -> None:
+        view = memoryview(data).cast("B")
+        _zstd_check_frames(view)
+        decompressor = _zstd().ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+        self._reader = decompressor.stream_reader(view, read_size=_IN_STEP, read_across_frames=True)
+
+    def produce(self, n: int) -> bytes:
+        return self._reader.read(n)
+
+
+class DecompressStream:
+    """A compressed payload read as it decompresses, in bounded steps: what validation reads.
+
+    ``read(n)`` returns the next ``n`` decompressed bytes, fewer only at the
+    end of the payload (``b""`` after it); ``at_end()`` says whether any
+    remain. Bad or truncated data raise CorruptRecordError, more than
+    ``max_size`` bytes in all MessageTooLargeError (its message says ``why``
+    that is the limit); messages start with ``what`` (say "record batch at
+    byte 0"). Past :data:`DECOMPRESS_WINDOW`
+    bytes a stream waits for one of :data:`MAX_LARGE_STREAMS` turns and keeps
+    it until it ends or is closed: use it as a context manager. Not
+    thread-safe (one reader).
+    """
+
+    def __init__(self, codec: int, data: Buffer, magic: int = 2, max_size: int = MAX_DECOMPRESSED,
+                 what: str = "payload", why: str = "the most one batch may (a bound on the work of decompressing it)"
+                 ) -> None:
+        self.codec = codec
+        self.what = what
+        self.why = why
+        self.max_size = max_size
+        self.total = 0  # bytes the codec has produced, read or not
+        self._pending = b""  # produced by at_end, not read yet
+        self._large = False
+        self._ended = False
+        self._source: Optional[Any] = None
+        if codec not in _DECODERS:
+            raise CorruptRecordError("%s names compression codec %d, which does not exist" % (what, codec))
+        self._source = self._guarded(lambda: _SOURCES[codec](data, magic))
+
+    def _guarded(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except UnsupportedCodecError:
+            raise
+        except MessageTooLargeError as exc:
+            raise MessageTooLargeError("%s: %s" % (self.what, _detail(exc))) from None
+        except CorruptRecordError as exc:
+            raise CorruptRecordError("%s: %s" % (self.what, _detail(exc))) from None
+        except Exception as exc:  # each library has its own error types
+            raise CorruptRecordError(
+                "%s: %s payload does not decompress: %s" % (self.what, NAMES[self.codec], _detail(exc))) from None
+
+    def _produce(self, n: int) -> bytes:
+        """The codec's next 1..n bytes; b"" at the end."""
+        if self._ended or self._source is None:
+            return b""
+        # A stream bounded by the window itself never holds more: it needs no turn.
+        if not self._large and self.total + n > DECOMPRESS_WINDOW and self.max_size > DECOMPRESS_WINDOW:
+            _large_streams.acquire()
+            self._large = True
+        source = self._source
+        chunk = self._guarded(lambda: source.produce(min(n, self.max_size - self.total + 1)))
+        if not chunk:
+            self.close()
+            self._ended = True
+            return b""
+        self.total += len(chunk)
+        if self.total > self.max_size:
+            raise MessageTooLargeError("%s: %s payload decompresses to more than %d bytes, %s"
+                                       % (self.what, NAMES[self.codec], self.max_size, self.why))
+        return chunk
+
+    def read(self, n: int) -> bytes:
+        """The next ``n`` decompressed bytes, fewer only at the end of the payload."""
+        parts = []
+        have = 0
+        if self._pending:
+            chunk, self._pending = self._pending, b""
+            if len(chunk) > n:
+                chunk, self._pending = chunk[:n], chunk[n:]
+            parts.append(chunk)
+            have = len(chunk)
+        while have < n:
+            chunk = self._produce(n - have)
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
+
+    def read1(self, n: int) -> bytes:
+        """The next 1..n decompressed bytes, as many as one step of the codec gives (no joining);
+        ``b""`` only at the end."""
+        if self._pending:
+            chunk, self._pending = self._pending, b""
+            if len(chunk) > n:
+                chunk, self._pending = chunk[:n], chunk[n:]
+            return chunk
+        return self._produce(n)
+
+    def at_end(self) -> bool:
+        """True when every byte has been read (this may decompress the next step to find out)."""
+        if self._pending:
+            return False
+        self._pending = self._produce(STREAM_CHUNK)
+        return not self._pending
+
+    def close(self) -> None:
+        """Give the large-stream turn back and drop the codec's state (its buffers)."""
+        self._source = None
+        self._pending = b""
+        if self._large:
+            self._large = False
+            _large_streams.release()
+
+    def __enter__(self) -> "DecompressStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_SOURCES: Dict[int, Callable[[Buffer, int], Any]] = {
+    GZIP: lambda data, magic: _GzipSource(data),
+    SNAPPY: lambda data, magic: _SnappySource(data),
+    LZ4: _Lz4Source,
+    ZSTD: lambda data, magic: _ZstdSource(data),
+}

@@ -54,7 +54,7 @@ __all__ = [
     "Record", "RecordBatchBuilder", "build_batch", "RecordBatch", "decode_headers",
     "ENTRY_MAGIC_OFFSET", "LEGACY_CRC_OFFSET", "scan_entries", "validate_batches", "patch_offsets",
     "assign_offsets", "COLUMN_NAMES",
-    "decode_columns"
+    "decode_columns", "iter_record_times"
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -796,15 +796,292 @@ def validate_batches(buffer: Buffer, require_keys: bool = False) -> Tuple[List[T
         # With count == last delta + 1 and deltas strictly increasing up to the
         # last delta (checked by the parser), the deltas are exactly 0..count-1.
         keys = require_keys and keyless < 0 and not batch.is_control_batch
-        section = batch._records_section()
-        for fields in _iter_fields(batch, section, 0, len(section)):
-            records += 1
-            if keys and fields[5] < 0 and keyless < 0:
-                keyless = offsets + fields[3]
+        if batch.compression_type == codecs.NONE:
+            section = memoryview(buf)[pos + RECORDS_OFFSET : batch.end]
+            for fields in _iter_fields(batch, section, 0, len(section)):
+                records += 1
+                if keys and fields[5] < 0 and keyless < 0:
+                    keyless = offsets + fields[3]
+        else:
+            count, missing = _validate_compressed(batch, buf, pos, keys)
+            records += count
+            if missing >= 0:
+                keyless = offsets + missing
         headers.append(_header(buf, pos, size))
         offsets += batch.last_offset_delta + 1
         pos = batch.end
     return headers, records, keyless
+
+
+def _validate_compressed(batch: RecordBatch, buf: Buffer, pos: int, want_keys: bool) -> Tuple[int, int]:
+    """Check a compressed batch's records as they decompress; -> (records, offset delta of the first without a key).
+
+    A section of up to ``codecs.STREAM_CHUNK`` bytes is decompressed whole and
+    walked as an uncompressed one. A larger one is walked as it decompresses,
+    a chunk at a time (:class:`_SectionReader`): a record crossing a chunk's
+    end is gathered whole when it is at most ``codecs.DECOMPRESS_WINDOW``
+    bytes, and a longer one is checked field by field, its key, value and
+    header bytes skipped, not kept. Memory stays within about a window and two
+    chunks whatever the compression ratio; ``codecs.MAX_DECOMPRESSED`` bounds
+    the work. The delta is -1 unless ``want_keys`` and a record has no key.
+    """
+    codec = batch.compression_type
+    if codec not in codecs.NAMES:
+        raise CorruptRecordError("record batch at byte %d names compression codec %d, which does not exist"
+                                 % (pos, codec))
+    raw = memoryview(buf)[pos + RECORDS_OFFSET : batch.end]
+    with codecs.DecompressStream(codec, raw, 2, codecs.MAX_DECOMPRESSED, "record batch at byte %d" % pos) as stream:
+        first = stream.read(codecs.STREAM_CHUNK)
+        if len(first) < codecs.STREAM_CHUNK or stream.at_end():
+            missing = -1
+            for fields in _iter_fields(batch, first, 0, len(first)):
+                if want_keys and fields[5] < 0 and missing < 0:
+                    missing = fields[3]
+            return batch.records_count, missing
+        return _walk_stream(batch, _SectionReader(stream, first), want_keys, codecs.DECOMPRESS_WINDOW)
+
+
+class _SectionReader:
+    """A batch's records section as it decompresses: the chunk being walked, the rest to come.
+
+    ``buf[pos:]`` is decompressed and not walked; ``base`` is the section
+    position of ``buf[0]``, so ``at`` is the section position of the walk
+    (errors name it, as for a section held whole). A record crossing a
+    chunk's end is gathered into a ``buf`` of its own; the rest of the chunk
+    it ends in waits in ``rest`` (from ``rest_pos``). Not thread-safe.
+    """
+
+    __slots__ = ("stream", "buf", "pos", "base", "rest", "rest_pos")
+
+    def __init__(self, stream: codecs.DecompressStream, first: bytes) -> None:
+        self.stream = stream
+        self.buf = first
+        self.pos = 0
+        self.base = 0
+        self.rest = b""
+        self.rest_pos = 0
+
+    @property
+    def at(self) -> int:
+        return self.base + self.pos
+
+    def _next(self) -> Tuple[bytes, int]:
+        """The decompressed bytes that follow ``buf``: (bytes, start), b"" at the end of the section."""
+        if self.rest_pos < len(self.rest):
+            chunk, start = self.rest, self.rest_pos
+            self.rest, self.rest_pos = b"", 0
+            return chunk, start
+        return self.stream.read1(codecs.STREAM_CHUNK), 0
+
+    def ensure(self, n: int) -> bool:
+        """At least ``n`` bytes at ``buf[pos:]``; False when the section ends first."""
+        have = len(self.buf) - self.pos
+        if have >= n:
+            return True
+        at = self.at
+        if have == 0:  # the next chunk, walked where it lies
+            chunk, start = self._next()
+            self.buf, self.pos, self.base = chunk, start, at - start
+            have = len(chunk) - start
+            if have >= n or not chunk:
+                return have >= n
+        parts = [self.buf[self.pos :]]
+        while have < n:
+            chunk, start = self._next()
+            if not chunk:
+                break
+            take = min(n - have, len(chunk) - start)
+            parts.append(chunk[start : start + take])
+            have += take
+            if start + take < len(chunk):
+                self.rest, self.rest_pos = chunk, start + take
+        self.buf, self.pos, self.base = b"".join(parts), 0, at
+        return have >= n
+
+    def skip(self, n: int) -> bool:
+        """Pass over ``n`` bytes without keeping them; False when the section ends first."""
+        have = len(self.buf) - self.pos
+        if have >= n:
+            self.pos += n
+            return True
+        target = self.at + n
+        n -= have
+        while True:
+            chunk, start = self._next()
+            if not chunk:
+                self.buf, self.pos, self.base = b"", 0, target - n
+                return False
+            if len(chunk) - start >= n:
+                self.buf, self.pos = chunk, start + n
+                self.base = target - self.pos
+                return True
+            n -= len(chunk) - start
+
+    def remaining(self) -> int:
+        """Bytes from ``at`` to the end of the section (decompressed and dropped)."""
+        n = len(self.buf) - self.pos + len(self.rest) - self.rest_pos
+        self.rest, self.rest_pos = b"", 0
+        while True:
+            chunk = self.stream.read1(codecs.STREAM_CHUNK)
+            if not chunk:
+                return n
+            n += len(chunk)
+
+
+def _walk_stream(batch: RecordBatch, reader: _SectionReader, want_keys: bool, window: int) -> Tuple[int, int]:
+    """:func:`_iter_fields`' checks over a section read as it decompresses; -> (records, first keyless delta).
+
+    A record of up to ``window`` bytes is gathered whole and parsed as in a
+    section held whole; a larger one goes field by field (:func:`_parse_large`).
+    The compiled kernel's ``_walk_stream`` checks exactly the same things.
+    """
+    prev = -1
+    missing = -1
+    last = batch.last_offset_delta
+    for _ in range(batch.records_count):
+        try:  # the usual case: the record lies whole in the chunk being walked
+            fields = _parse_record(reader.buf, reader.pos, len(reader.buf), prev, last)
+        except CorruptRecordError:
+            pass  # not whole here, or bad: gathered and looked at again below
+        else:
+            reader.pos = fields[0]
+            prev = fields[3]
+            if want_keys and fields[5] < 0 and missing < 0:
+                missing = prev
+            continue
+        start = reader.at
+        reader.ensure(5)
+        try:
+            length, after = _varint_or_fault(reader.buf, reader.pos, len(reader.buf))
+            if length < MIN_RECORD_SIZE - 1:
+                raise CorruptRecordError("length")
+            size = after - reader.pos + length
+            if size <= window:
+                if not reader.ensure(size):
+                    raise CorruptRecordError("length")
+                fields = _parse_record(reader.buf, reader.pos, reader.pos + size, prev, last)
+                reader.pos += size
+                delta, key_length = fields[3], fields[5]
+            else:
+                delta, key_length = _parse_large(reader, after - reader.pos, length, prev, last)
+        except CorruptRecordError as fault:
+            if not fault.args or fault.args[0] not in _RECORD_ERRORS:
+                raise  # the codec's (bad or truncated compressed data)
+            raise CorruptRecordError(
+                "record at byte %d of the batch at offset %d has %s"
+                % (start, batch.base_offset, _RECORD_ERRORS[fault.args[0]])
+            ) from None
+        prev = delta
+        if want_keys and key_length < 0 and missing < 0:
+            missing = delta
+    rest = reader.remaining()
+    if rest:
+        raise CorruptRecordError(
+            "record batch at offset %d has %d bytes after its %d records" % (batch.base_offset, rest, batch.records_count)
+        )
+    return batch.records_count, missing
+
+
+def iter_record_times(buffer: Buffer, position: int = 0) -> Iterator[Tuple[int, int]]:
+    """(offset, timestamp) of each record of the v2 batch at ``position``, in bounded memory.
+
+    What a search by timestamp needs of a batch and no more: a compressed
+    section is read as it decompresses (:class:`codecs.DecompressStream`) and
+    each record's key, value and headers are skipped, so a batch of extreme
+    ratio costs a chunk of memory, not its decompressed size. A section that
+    fits one chunk is read by the columnar decoder instead (compiled). Control
+    batches have no records here. The batch must have passed validation (it is
+    read from the log); bad bytes still raise CorruptRecordError.
+    """
+    from .columnar import decode_columns
+
+    batch = RecordBatch(buffer, position, check_crc=False)
+    if batch.is_control_batch:
+        return
+    log_append = batch.timestamp_type == LOG_APPEND_TIME
+    codec = batch.compression_type
+    if codec != 0:
+        raw = memoryview(batch._buf)[position + RECORDS_OFFSET : batch.end]
+        with codecs.DecompressStream(codec, raw, 2, codecs.MAX_DECOMPRESSED,
+                                     "record batch at offset %d" % batch.base_offset) as stream:
+            first = stream.read(codecs.STREAM_CHUNK)
+            if not stream.at_end():
+                yield from _stream_record_times(batch, _SectionReader(stream, first), log_append)
+                return
+    columns = decode_columns(memoryview(batch._buf)[position : batch.end])
+    yield from zip(columns.offsets.tolist(), columns.timestamps.tolist())
+
+
+def _stream_record_times(batch: RecordBatch, reader: "_SectionReader", log_append: bool) -> Iterator[Tuple[int, int]]:
+    for _ in range(batch.records_count):
+        if not reader.ensure(5):  # a record is at least MIN_RECORD_SIZE (7) bytes
+            raise CorruptRecordError("record batch at offset %d ends before its %d records"
+                                     % (batch.base_offset, batch.records_count))
+        length, after = _varint_or_fault(reader.buf, reader.pos, len(reader.buf))
+        head = after - reader.pos
+        if length < MIN_RECORD_SIZE - 1 or not reader.ensure(head + min(length, 16)):
+            raise CorruptRecordError("record batch at offset %d has a record of bad length %d"
+                                     % (batch.base_offset, length))
+        at = reader.pos + head + 1  # past the attributes
+        end = reader.pos + head + min(length, 16)
+        ts_delta, at = _varint_or_fault(reader.buf, at, end, 10)
+        delta, _ = _varint_or_fault(reader.buf, at, end)
+        yield batch.base_offset + delta, batch.max_timestamp if log_append else batch.base_timestamp + ts_delta
+        if not reader.skip(head + length):
+            raise CorruptRecordError("record batch at offset %d ends inside a record" % batch.base_offset)
+
+
+def _parse_large(reader: _SectionReader, header: int, length: int, prev_delta: int, last_delta: int) -> Tuple[int, int]:
+    """Check a record longer than the window field by field, skipping its key, value and header bytes.
+
+    ``reader`` is at the record, whose length varint takes ``header`` bytes.
+    -> (offset delta, key length). Faults are :func:`_parse_record`'s, and
+    "length" where the section ends inside the record.
+    """
+    end = reader.at + header + length
+
+    def varint(max_bytes: int) -> int:
+        left = end - reader.at
+        if not reader.ensure(min(max_bytes, left)):
+            raise CorruptRecordError("length")
+        limit = reader.pos + min(len(reader.buf) - reader.pos, left)
+        value, reader.pos = _varint_or_fault(reader.buf, reader.pos, limit, max_bytes)
+        return value
+
+    def skip(n: int) -> None:
+        if not reader.skip(n):
+            raise CorruptRecordError("length")
+
+    reader.pos += header
+    if not reader.ensure(1):
+        raise CorruptRecordError("length")
+    reader.pos += 1  # attributes
+    varint(10)  # timestamp delta
+    delta = varint(5)
+    if delta <= prev_delta or delta > last_delta:
+        raise CorruptRecordError("delta")
+    lengths = []
+    for what in ("key", "value"):
+        n = varint(5)
+        if n < -1 or n > end - reader.at:
+            raise CorruptRecordError(what)
+        skip(max(n, 0))
+        lengths.append(n)
+    count = varint(5)
+    if count < 0 or count > end - reader.at:
+        raise CorruptRecordError("headers")
+    for _ in range(count):
+        n = varint(5)
+        if n < 0 or n > end - reader.at:
+            raise CorruptRecordError("headers")
+        skip(n)
+        n = varint(5)
+        if n < -1 or n > end - reader.at:
+            raise CorruptRecordError("headers")
+        skip(max(n, 0))
+    if reader.at != end:
+        raise CorruptRecordError("trailing")
+    return delta, lengths[0]
 
 
 def patch_offsets(

@@ -67,7 +67,7 @@ __all__ = [
     "CODEC_MASK", "TIMESTAMP_TYPE_MASK", "CREATE_TIME", "LOG_APPEND_TIME", "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE", "INT32_MAX", "INT64_MAX", "LegacyRecord", "LegacyMessage",
     "iter_legacy_messages", "iter_legacy_records", "valid_prefix_length", "validate_legacy",
-    "LegacyRecordMetadata", "LegacyRecordBatchBuilder", "assign_offsets_legacy"
+    "LegacyRecordMetadata", "LegacyRecordBatchBuilder", "assign_offsets_legacy", "first_keyless_offset"
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -368,12 +368,16 @@ def _read_message(
     return LegacyMessage(offset, pos, end - pos, crc, magic, attributes, timestamp, key, value, view[pos:end], where)
 
 
+def _where(wrapper: LegacyMessage) -> str:
+    return "%swrapper at offset %d: " % (wrapper._where, wrapper.offset)
+
+
 def _inner_messages(wrapper: LegacyMessage, validate_crc: bool) -> List[LegacyMessage]:
     """Decompress a wrapper and check its inner set whole: no partial, no nesting, same magic."""
     codec = wrapper.compression_type
     if codec == codecs.NONE:
         raise ValueError("the message at offset %d is not a wrapper" % wrapper.offset)
-    where = "%swrapper at offset %d: " % (wrapper._where, wrapper.offset)
+    where = _where(wrapper)
     if wrapper._value is None:
         raise CorruptRecordError("%scompressed value is null" % where)
     try:
@@ -384,11 +388,17 @@ def _inner_messages(wrapper: LegacyMessage, validate_crc: bool) -> List[LegacyMe
         raise CorruptRecordError(
             "%s%s payload does not decompress: %s" % (where, codecs.NAMES[codec], _detail(exc))
         ) from None
+    return list(_iter_inner(wrapper, data, validate_crc))
+
+
+def _iter_inner(wrapper: LegacyMessage, data: bytes, validate_crc: bool) -> Iterator[LegacyMessage]:
+    """The messages of a wrapper's decompressed inner set ``data``, each checked as it comes
+    (no partial, no nesting, the wrapper's magic): a caller that keeps none holds one at a time."""
+    where = _where(wrapper)
     view = memoryview(data)
     limit = len(data)
     if limit == 0:
         raise CorruptRecordError("%sinner message set is empty" % where)
-    inner = []
     pos = 0
     while pos < limit:
         msg = _read_message(view, pos, limit, validate_crc, False, where + "inner ")
@@ -400,9 +410,24 @@ def _inner_messages(wrapper: LegacyMessage, validate_crc: bool) -> List[LegacyMe
             )
         if msg.is_wrapper:
             raise CorruptRecordError("%sinner message at offset %d is itself compressed" % (where, msg.offset))
-        inner.append(msg)
+        yield msg
         pos += msg.size
-    return inner
+
+
+def _bounded_inner_set(wrapper: LegacyMessage) -> bytes:
+    """A producer's wrapper decompressed for the broker: at most ``codecs.DECOMPRESS_WINDOW`` bytes.
+
+    The inner set is renumbered and recompressed whole (v0), so it cannot be
+    streamed: a larger one is refused (MessageTooLargeError) instead.
+    """
+    where = _where(wrapper)
+    if wrapper._value is None:
+        raise CorruptRecordError("%scompressed value is null" % where)
+    window = codecs.DECOMPRESS_WINDOW
+    why = "the most a v0/v1 wrapper's inner message set may (the broker decompresses it whole)"
+    with codecs.DecompressStream(wrapper.compression_type, wrapper._value, wrapper.magic, max_size=window,
+                                 what=where[:-2], why=why) as stream:
+        return stream.read(window + 1)
 
 
 def _records_of(msg: LegacyMessage, validate_crc: bool) -> List[LegacyRecord]:
@@ -459,6 +484,30 @@ def iter_legacy_records(
     """Every record of a message set in order, wrappers decompressed and flattened."""
     for msg in iter_legacy_messages(buffer, validate_crc, allow_partial):
         yield from _records_of(msg, validate_crc)
+
+
+def first_keyless_offset(buffer: Buffer) -> int:
+    """The offset of the first record without a key in a checked message set; -1 when all have one.
+
+    The compacted topic's check of a producer's set after its offsets were
+    assigned (:func:`assign_offsets_legacy`): wrappers are decompressed as that
+    bounds them, and no record is kept, so memory stays within the window.
+    """
+    for msg in iter_legacy_messages(buffer, False, False):
+        if not msg.is_wrapper:
+            if msg._key is None:
+                return msg.offset
+            continue
+        data = _bounded_inner_set(msg)
+        base = -1
+        if msg.magic > 0:
+            # The last inner message's relative offset: the walk needs it first.
+            for m in _iter_inner(msg, data, False):
+                base = msg.offset - m.offset
+        for m in _iter_inner(msg, data, False):
+            if m._key is None:
+                return m.offset + base if base >= 0 else m.offset
+    return -1
 
 
 def valid_prefix_length(buffer: Buffer) -> int:
@@ -678,6 +727,8 @@ def assign_offsets_legacy(
     ``log_append_time`` (ms), every v1 message (a wrapper, not its inner
     messages) gets the LogAppendTime bit and that timestamp, and a new CRC,
     as a broker does for a LogAppendTime topic; v0 messages have no timestamp.
+    A wrapper's inner set may decompress to at most ``codecs.DECOMPRESS_WINDOW``
+    bytes (it is handled whole): a larger one raises MessageTooLargeError.
     """
     base_offset = _check_offset(base_offset, "base_offset")
     if log_append_time is not None:
@@ -692,11 +743,18 @@ def assign_offsets_legacy(
         last = next_offset
         replacement = None
         if msg.is_wrapper:
-            inner = _inner_messages(msg, True)
-            last = next_offset + len(inner) - 1
+            # Bounded (the window), and no inner message is kept: a set of tiny messages
+            # would otherwise cost far more as objects than as bytes.
+            data = _bounded_inner_set(msg)
             first_inner = 0 if msg.magic > 0 else next_offset
-            if last <= INT64_MAX and any(m.offset != first_inner + i for i, m in enumerate(inner)):
-                replacement = _rewrap(msg, inner, first_inner, last, log_append_time)
+            count = 0
+            in_order = True
+            for m in _iter_inner(msg, data, True):
+                in_order = in_order and m.offset == first_inner + count
+                count += 1
+            last = next_offset + count - 1
+            if last <= INT64_MAX and not in_order:
+                replacement = _rewrap(msg, data, first_inner, last, log_append_time)
                 rebuild = True
         if last > INT64_MAX:
             raise ValueError("offsets from %d overflow int64 at the message at byte %d" % (base_offset, msg.position))
@@ -738,14 +796,16 @@ def _patch(
 
 
 def _rewrap(
-    wrapper: LegacyMessage, inner: List[LegacyMessage], first: int, offset: int, log_append_time: Optional[int]
+    wrapper: LegacyMessage, data: bytes, first: int, offset: int, log_append_time: Optional[int]
 ) -> bytearray:
-    """The wrapper re-encoded around its inner set renumbered first, first+1, ..., at outer ``offset``."""
-    inner_set = bytearray()
-    for i, m in enumerate(inner):
-        start = len(inner_set)
-        inner_set += m._entry
-        _INT64.pack_into(inner_set, start, first + i)
+    """The wrapper re-encoded around its (checked) inner set ``data`` renumbered first, first+1, ...,
+    at outer ``offset``."""
+    inner_set = bytearray(data)
+    pos = i = 0
+    while pos < len(inner_set):
+        _INT64.pack_into(inner_set, pos, first + i)
+        pos += LOG_OVERHEAD + _INT32.unpack_from(inner_set, pos + SIZE_OFFSET)[0]
+        i += 1
     value = codecs.compress(wrapper.compression_type, inner_set, wrapper.magic)
     attributes, timestamp = wrapper.attributes, wrapper.timestamp
     if log_append_time is not None and wrapper.magic == 1:

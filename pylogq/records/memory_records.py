@@ -20,7 +20,7 @@ from . import default_records as _v2py
 
 __all__ = [
     "AppendResult", "BatchHeader", "BatchInfo", "ScanResult", "assign_offsets", "iter_batches", "parse_header",
-    "patch_offsets", "scan", "valid_prefix_length", "validate_batches",
+    "patch_offsets", "scan", "uncompressed_v2", "valid_prefix_length", "validate_batches",
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -144,6 +144,35 @@ def iter_batches(buffer: Buffer, position: int = 0, check_crc: bool = False) -> 
         pos += size
 
 
+def uncompressed_v2(buffer: Buffer) -> bool:
+    """True when every entry of a producer's buffer is an uncompressed v2 batch.
+
+    Such a buffer is validated in one pass over its bytes; a compressed batch
+    may stand for far more bytes than it has, and a v0/v1 message set is
+    checked message by message in Python. Only each entry's length, magic and
+    attributes are read, nothing is checked: a malformed buffer answers either
+    way and fails its (then cheap) validation. The server appends what this
+    accepts on its event loop and the rest in its executor.
+    """
+    view = buffer if isinstance(buffer, (bytes, bytearray)) else memoryview(buffer).cast("B")
+    end = len(view)
+    pos = 0
+    while pos < end:
+        if end - pos <= _v2py.MAGIC_OFFSET:
+            return True
+        if view[pos + _v2py.MAGIC_OFFSET] != _v2py.MAGIC:
+            return False
+        if end - pos < _v2py.HEADER_SIZE:
+            return True
+        if view[pos + _v2py.ATTRIBUTES_OFFSET + 1] & _v2py.COMPRESSION_MASK:
+            return False
+        length = _ENTRY_HEAD.unpack_from(view, pos)[1]
+        if length < _v2py.HEADER_SIZE - _v2py.LOG_OVERHEAD:
+            return True
+        pos += _v2py.LOG_OVERHEAD + length
+    return True
+
+
 def validate_batches(buffer: Buffer, require_keys: bool = False) -> Tuple[List[BatchHeader], int, int]:
     """Check a producer's v2 batches in one pass over the buffer; -> (headers, records, keyless).
 
@@ -156,6 +185,13 @@ def validate_batches(buffer: Buffer, require_keys: bool = False) -> Tuple[List[B
     offset, -1 when every record has one. Patches nothing. Raises
     CorruptRecordError for bad bytes and InvalidRecordError for a well-formed
     batch a producer may not send (no records, offset gaps).
+
+    A compressed batch is read as it decompresses (``codecs.DecompressStream``),
+    a chunk at a time, the bytes of records larger than
+    ``codecs.DECOMPRESS_WINDOW`` skipped instead of kept, so memory stays
+    bounded whatever the compression ratio; more than
+    ``codecs.MAX_DECOMPRESSED`` decompressed bytes in one batch raise
+    MessageTooLargeError (docs/operations.md, "Compressed batches").
     """
     headers, records, keyless = _impl.validate_batches(buffer, require_keys)
     return [BatchHeader._make(h) for h in headers], records, keyless

@@ -6,6 +6,15 @@ parked long-poll fetch still appends; responses leave in request order, as the
 protocol requires. Bad frames (a size below zero or above ``socket.request.max.bytes``,
 an unknown API, bytes that do not decode) close this connection only, after the
 responses already due are written.
+
+What a client can make the broker hold, and for how long: a request takes one of the
+server's ``queued.max.requests`` slots only once it has arrived whole, so clients that
+send a size and stop hold no slot. From its size prefix, a request must arrive within
+``socket.request.read.timeout.ms``, and a connection that receives nothing (between
+requests or inside one) for ``connections.max.idle.ms`` with nothing in flight is
+closed; the server's reaper enforces both. The body is kept as it arrives, never
+allocated at its declared size, and ``queued.max.request.bytes`` (when set) bounds the
+declared sizes of the requests being read or waiting for their answer.
 """
 
 from __future__ import annotations
@@ -14,7 +23,8 @@ import asyncio
 import logging
 import os
 import struct
-from typing import TYPE_CHECKING, Any, Awaitable, List, Optional, Tuple, Union
+from collections import deque
+from typing import TYPE_CHECKING, Any, Awaitable, Deque, List, Optional, Tuple, Union
 
 from ..errors import CloseConnection, ProtocolError
 from ..protocol import REQUEST_HEADER, Reader
@@ -25,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["Connection", "CloseConnection"]
+__all__ = ["Connection", "CloseConnection", "RequestMemory"]
 
 _HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -65,9 +75,20 @@ class Connection:
         self.client_id = ""
         self.requests = 0
         self.in_flight = 0
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = asyncio.get_running_loop().time()  # the last byte received or response written
+        # The request being read: when its size prefix arrived (None between requests),
+        # its declared size and the bytes received so far; the server's reaper reads them.
+        self.reading_since: Optional[float] = None
+        self.reading_size = 0
+        self.reading_received = 0
+        # Waiting for the server (a request slot, request memory), not for the client:
+        # neither idle nor late, whatever the clock says.
+        self.waiting_for_server = False
         self.close_reason = "client closed"
         self.close_after_response = False  # set by a handler whose answer ends the connection
+        # Done when this connection's last Produce handled off the loop has appended: the next
+        # one waits for it (Handlers.produce), so produces append in request order.
+        self.produce_tail: "Optional[asyncio.Future[None]]" = None
         self._pending: "asyncio.Queue[Optional[Tuple[asyncio.Future[Parts], _Slot]]]" = asyncio.Queue(MAX_IN_FLIGHT)
         self._reading: Optional["asyncio.Task[None]"] = None
         self._stopped_reading = False
@@ -104,7 +125,9 @@ class Connection:
 
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0
+        """Nothing in flight and not waiting for the server: an idle connection, or one
+        inside a partial request (no progress since ``last_active`` is idleness too)."""
+        return self.in_flight == 0 and not self.waiting_for_server
 
     # -- reading ---------------------------------------------------------------------
 
@@ -112,6 +135,7 @@ class Connection:
         reader = self.reader
         server = self.server
         limit = server.socket_request_max_bytes
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 head = await reader.readexactly(4)
@@ -123,17 +147,27 @@ class Connection:
                 log.warning("bad request id=%d peer=%s error=%r", self.id, self.peer, self.close_reason)
                 return
             slot = _Slot(server)
-            await slot.acquire()
             try:
-                body = await reader.readexactly(size)
+                if server.request_memory is not None:
+                    self.waiting_for_server = True
+                    await slot.reserve(server.request_memory, size)
+                    self.waiting_for_server = False
+                self.reading_since = self.last_active = loop.time()
+                body = await self._read_body(size)
+                self.reading_since = None
+                # The request is whole: only now does it take one of the queued.max.requests slots.
+                self.waiting_for_server = True
+                await slot.acquire()
+                self.waiting_for_server = False
             except (asyncio.IncompleteReadError, ConnectionError):
+                self.reading_since = None
                 slot.release()
                 self.close_reason = "connection closed mid-request"
                 return
-            except BaseException:  # stopped (idle or shutdown) mid-body: give the slot back
+            except BaseException:  # stopped (idle, late or shutdown) mid-request: give back what it holds
+                self.reading_since = None
                 slot.release()
                 raise
-            self.last_active = asyncio.get_running_loop().time()
             self.requests += 1
             try:
                 outcome = self._dispatch(body, slot)
@@ -149,7 +183,7 @@ class Connection:
                 log.exception("request failed id=%d peer=%s client_id=%s", self.id, self.peer, self.client_id)
                 return
             if isinstance(outcome, list) or outcome is None:
-                fut: "asyncio.Future[Parts]" = asyncio.get_running_loop().create_future()
+                fut: "asyncio.Future[Parts]" = loop.create_future()
                 fut.set_result(outcome)
             else:
                 fut = asyncio.ensure_future(outcome)
@@ -158,6 +192,32 @@ class Connection:
             if self.close_after_response:
                 self.close_reason = "closed after an error response"
                 return
+
+    async def _read_body(self, size: int) -> bytes:
+        """The next ``size`` bytes, kept as they arrive (a declared size allocates nothing);
+        each chunk is progress (``last_active``) for the idle reaper."""
+        self.reading_size = size
+        self.reading_received = 0
+        if size == 0:
+            return b""
+        reader = self.reader
+        chunk = await reader.read(size)
+        if len(chunk) == size:  # the usual case: the request came in one piece
+            self.reading_received = size
+            return chunk
+        loop = asyncio.get_running_loop()
+        chunks = []
+        received = 0
+        while True:
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", size)
+            chunks.append(chunk)
+            received += len(chunk)
+            self.reading_received = received
+            self.last_active = loop.time()
+            if received == size:
+                return b"".join(chunks)
+            chunk = await reader.read(size - received)
 
     def _dispatch(self, body: bytes, slot: "_Slot") -> Outcome:
         if self.sasl_raw_token:
@@ -242,17 +302,26 @@ class Connection:
 
 
 class _Slot:
-    """One of the server's ``queued.max.requests`` places, held from a request's read until its
-    response is written, or until it parks (a long poll, a join) so parked requests never
+    """What one request holds of the server: one of the ``queued.max.requests`` places, taken
+    once the request has arrived whole, and its declared size of ``queued.max.request.bytes``
+    (when bounded), taken before its body is read. Both are held until the response is
+    written, or until the request parks (a long poll, a join) so parked requests never
     starve the rest. Carries the request's correlation id for handlers that frame their
-    own responses."""
+    own responses. Runs on the loop (not thread-safe); ``release`` is idempotent."""
 
-    __slots__ = ("_server", "_held", "correlation_id")
+    __slots__ = ("_server", "_held", "_memory", "_bytes", "correlation_id")
 
     def __init__(self, server: "KafkaServer") -> None:
         self._server = server
         self._held = False
+        self._memory: Optional[RequestMemory] = None
+        self._bytes = 0
         self.correlation_id = 0
+
+    async def reserve(self, memory: "RequestMemory", size: int) -> None:
+        await memory.acquire(size)
+        self._memory = memory
+        self._bytes = size
 
     async def acquire(self) -> None:
         await self._server.request_slots.acquire()
@@ -262,6 +331,54 @@ class _Slot:
         if self._held:
             self._held = False
             self._server.request_slots.release()
+        if self._memory is not None:
+            memory, self._memory = self._memory, None
+            memory.release(self._bytes)
+
+
+class RequestMemory:
+    """``queued.max.request.bytes``: a budget of request bytes, as Kafka's memory pool.
+
+    A request reserves its declared size before its body is read and gives it back with
+    its slot. As in Kafka (a non-strict pool), a reservation is granted whenever some
+    budget is left, even if the request is larger than what is left: a request as large
+    as ``socket.request.max.bytes`` is never starved, and what is reserved stays below
+    the budget plus one request. Waiters are served in order. Runs on the loop (not
+    thread-safe).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.available = capacity
+        self._waiters: Deque[Tuple["asyncio.Future[None]", int]] = deque()
+
+    async def acquire(self, size: int) -> None:
+        if self.available > 0 and not self._waiters:
+            self.available -= size
+            return
+        future: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self._waiters.append((future, size))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # granted, but the waiter was stopped
+                self.release(size)
+            elif (future, size) in self._waiters:
+                self._waiters.remove((future, size))
+                self._grant()  # it may have been first in line
+            raise
+
+    def release(self, size: int) -> None:
+        self.available += size
+        self._grant()
+
+    def _grant(self) -> None:
+        while self._waiters and self.available > 0:
+            future, wanted = self._waiters.popleft()
+            if future.done():  # cancelled; its waiter has not run yet
+                continue
+            self.available -= wanted
+            future.set_result(None)
 
 
 class _RegionFile:

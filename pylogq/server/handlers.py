@@ -8,7 +8,8 @@ fetches, group joins). A request that waits for an event (a long-poll fetch, a j
 waiting for the other members, a follower's sync) is one of the broker's delayed
 operations (:mod:`pylogq.cluster.delayed`), whose answer resolves a future on the
 loop: no thread is parked for it. Operations that do file work (topic creation and
-deletion) run in the server's executor; quick ones run inline.
+deletion) run in the server's executor, and so do Produce requests whose data must be
+decompressed (:meth:`Handlers.produce`); quick ones run inline.
 
 Errors that belong to one topic, partition or group become that entry's error code,
 with Kafka's codes from :mod:`pylogq.errors`; nothing a client sends can raise out of
@@ -28,6 +29,7 @@ from ..cluster.contract import FetchResult, GroupCoordinatorApi, JoinResult, Syn
 from ..cluster.delayed import DelayedCall
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CloseConnection, ProtocolError
+from ..records import uncompressed_v2
 from ..protocol import (
     API_NAMES,
     AlterConfigOp,
@@ -55,6 +57,13 @@ __all__ = ["Handlers"]
 _UNSUPPORTED_VERSION = errors.UnsupportedVersionError.code
 _UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 _I32 = struct.Struct(">i")
+# Topics one Metadata request may auto-create; the others answer LEADER_NOT_AVAILABLE
+# (retriable) and are created by the client's next request.
+MAX_AUTO_CREATE_PER_REQUEST = 100
+# Produce requests with compressed (or v0/v1) data appended in the executor at once; more wait
+# for a turn on the loop, holding no thread. Each may hold a decompression window (8 MiB,
+# records.codecs.DECOMPRESS_WINDOW); the streams past it are bounded on their own.
+MAX_DECOMPRESSING_PRODUCES = 4
 
 
 
@@ -94,6 +103,10 @@ class Handlers:
         self._api_versions = [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
         ]
+        # Loop state of the produces appended off the loop: the turns, and per partition how
+        # many are appending (an inline append there would wait for the partition's lock).
+        self._decompressing = asyncio.Semaphore(MAX_DECOMPRESSING_PRODUCES)
+        self._appending_off_loop: Dict[Tuple[str, int], int] = {}
 
     # -- framing --------------------------------------------------------------------
 
@@ -172,8 +185,24 @@ class Handlers:
                               % ((self.name(api_key), version) + SUPPORTED_VERSIONS[api_key]))
 
     async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a broker call that may block (waits on other members, creates files) off the loop."""
+        """Run a broker call that does file work (DeleteRecords, group deletion) off the loop."""
         return await asyncio.get_running_loop().run_in_executor(self.server.executor, fn, *args)
+
+    async def _admin(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a topic administration (create, delete, add partitions, alter configs, auto-create)
+        on the server's admin thread: they take the broker's admin lock one at a time, and
+        must not hold the threads other file work needs while they wait for it."""
+        return await asyncio.get_running_loop().run_in_executor(self.server.admin_executor, fn, *args)
+
+    @staticmethod
+    def _failed(conn: Connection, exc: BaseException, what: str) -> BaseException:
+        """Log an operation's failure (with its traceback when it is not one of Kafka's errors,
+        i.e. a bug or an environment fault); -> the exception, to answer with its code."""
+        if isinstance(exc, errors.BrokerError):
+            log.debug("%s failed id=%d client_id=%s error=%r", what, conn.id, conn.client_id, exc)
+        else:
+            log.error("%s failed id=%d client_id=%s", what, conn.id, conn.client_id, exc_info=exc)
+        return exc
 
     # -- ApiVersions, SASL -----------------------------------------------------------
 
@@ -230,38 +259,67 @@ class Handlers:
 
     # -- Metadata ------------------------------------------------------------------------
 
-    def metadata(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def metadata(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+        """Kafka's Metadata; topics to auto-create are created off the loop, at most
+        :data:`MAX_AUTO_CREATE_PER_REQUEST` per request (the rest answer LEADER_NOT_AVAILABLE,
+        which clients retry)."""
         broker = self.broker
-        host, port = self.server.advertised_for(conn)
-        topics_out = []
         requested = req["topics"]
         if requested is None:
             names = broker.list_topics(include_internal=True)
         else:
             names = [t["name"] for t in requested]
-        auto_create = req["allow_auto_topic_creation"] and broker.config["auto.create.topics.enable"]
+        auto_create = bool(requested is not None and req["allow_auto_topic_creation"]
+                           and broker.config["auto.create.topics.enable"])
+        found: Dict[str, Any] = {}
+        missing: List[str] = []
         for name in names:
-            entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": []}
             try:
-                try:
-                    described = broker.describe_topic(name)
-                except errors.UnknownTopicOrPartitionError:
-                    if not (auto_create and requested is not None):
-                        raise
-                    described = broker.create_topic(name)
-                    log.info("auto-created topic %s for client_id=%s", name, conn.client_id)
-            except errors.TopicAlreadyExistsError:
-                described = broker.describe_topic(name)
+                found[name] = broker.describe_topic(name)
+            except errors.UnknownTopicOrPartitionError as exc:
+                if auto_create and name not in found and name not in missing:
+                    missing.append(name)
+                else:
+                    found[name] = exc
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
-                entry["error_code"] = _code(exc)
-                topics_out.append(entry)
-                continue
-            entry["error_code"] = 0
-            entry["partitions"] = [
-                {"error_code": 0, "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": 0,
-                 "replica_nodes": p.replicas, "isr_nodes": p.isr, "offline_replicas": []}
-                for p in described.partitions
-            ]
+                found[name] = self._failed(conn, exc, "metadata of topic %s" % name)
+        if missing:
+            return self._metadata_creating(conn, names, found, missing)
+        return self._metadata_response(conn, names, found)
+
+    async def _metadata_creating(self, conn: Connection, names: List[str], found: Dict[str, Any],
+                                 missing: List[str]) -> Dict[str, Any]:
+        for name in missing[:MAX_AUTO_CREATE_PER_REQUEST]:
+            try:
+                found[name] = await self._admin(self.broker.auto_create_topic, name)
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                found[name] = self._failed(conn, exc, "auto-creating topic %s" % name)
+        later = missing[MAX_AUTO_CREATE_PER_REQUEST:]
+        if later:
+            log.info("metadata request id=%d client_id=%s names %d new topics; %d created now, the rest "
+                     "answer LEADER_NOT_AVAILABLE until a retry", conn.id, conn.client_id, len(missing),
+                     MAX_AUTO_CREATE_PER_REQUEST)
+            for name in later:
+                found[name] = errors.LeaderNotAvailableError(
+                    "topic %r is being created (at most %d per Metadata request)" % (name, MAX_AUTO_CREATE_PER_REQUEST))
+        return self._metadata_response(conn, names, found)
+
+    def _metadata_response(self, conn: Connection, names: List[str], found: Dict[str, Any]) -> Dict[str, Any]:
+        broker = self.broker
+        host, port = self.server.advertised_for(conn)
+        topics_out = []
+        for name in names:
+            described = found[name]
+            entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": []}
+            if isinstance(described, BaseException):
+                entry["error_code"] = _code(described)
+            else:
+                entry["error_code"] = 0
+                entry["partitions"] = [
+                    {"error_code": 0, "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": 0,
+                     "replica_nodes": p.replicas, "isr_nodes": p.isr, "offline_replicas": []}
+                    for p in described.partitions
+                ]
             topics_out.append(entry)
         return {
             "throttle_time_ms": 0,
@@ -273,7 +331,78 @@ class Handlers:
 
     # -- Produce, Fetch, ListOffsets, DeleteRecords --------------------------------------
 
-    def produce(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Optional[Dict[str, Any]]:
+    def produce(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+        """Kafka's Produce: inline when every partition's data is uncompressed v2 batches, else off the loop.
+
+        Uncompressed v2 data is validated in one cheap pass, on the loop. A
+        compressed batch may decompress to far more than it is (and v0/v1
+        data is checked message by message): such a request is appended in
+        the server's executor, :data:`MAX_DECOMPRESSING_PRODUCES` at once, so
+        other connections keep their latency. A connection's produces append
+        in request order (an idempotent producer pipelines up to five): one
+        behind an off-loop produce waits for it (``Connection.produce_tail``),
+        and an inline one also goes off the loop while another connection's
+        append to one of its partitions runs there (it would wait for that
+        partition's lock).
+        """
+        partitions = [(t["name"], p["index"]) for t in req["topic_data"] for p in t["partition_data"]]
+        heavy = any(p["records"] is not None and not uncompressed_v2(p["records"])
+                    for t in req["topic_data"] for p in t["partition_data"])
+        tail = conn.produce_tail
+        if not heavy and (tail is None or tail.done()) and not self._busy(partitions):
+            return self._produce(conn, req)
+        done: "asyncio.Future[None]" = self.server.new_future()
+        conn.produce_tail = done
+        return self._produce_off_loop(conn, req, heavy, partitions, tail, done)
+
+    def _busy(self, partitions: List[Tuple[str, int]]) -> bool:
+        appending = self._appending_off_loop
+        return bool(appending) and any(key in appending for key in partitions)
+
+    async def _produce_off_loop(self, conn: Connection, req: Dict[str, Any], heavy: bool,
+                                partitions: List[Tuple[str, int]], tail: "Optional[asyncio.Future[None]]",
+                                done: "asyncio.Future[None]") -> Optional[Dict[str, Any]]:
+        """:meth:`produce` after the connection's previous produce, in the executor when it must be."""
+        handed_over = False
+        try:
+            if tail is not None and not tail.done():
+                await asyncio.wait([tail])  # never cancels it: its own response waits for it
+            if not heavy and not self._busy(partitions):
+                return self._produce(conn, req)
+            if heavy:
+                await self._decompressing.acquire()
+            appending = self._appending_off_loop
+            for key in partitions:
+                appending[key] = appending.get(key, 0) + 1
+
+            def finished(_: Any = None) -> None:
+                for key in partitions:
+                    left = appending[key] - 1
+                    if left:
+                        appending[key] = left
+                    else:
+                        del appending[key]
+                if heavy:
+                    self._decompressing.release()
+                if not done.done():
+                    done.set_result(None)
+
+            try:
+                work = asyncio.get_running_loop().run_in_executor(self.server.executor, self._produce, conn, req)
+            except BaseException:  # the executor is shut down: the server is stopping
+                finished()
+                raise
+            # Cancelled meanwhile (the connection or the server going away), the append still
+            # runs in its thread: its partitions, turn and place in order are freed when it ends.
+            work.add_done_callback(finished)
+            handed_over = True
+            return await asyncio.shield(work)
+        finally:
+            if not handed_over and not done.done():
+                done.set_result(None)
+
+    def _produce(self, conn: Connection, req: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """The appends of one Produce request and its response (None for acks=0); any thread."""
         acks = req["acks"]
         broker = self.broker
         responses = []
@@ -290,7 +419,9 @@ class Handlers:
                             "transactions are not supported by this broker")
                     if p["records"] is None:
                         raise errors.CorruptRecordError("null records")
-                    result = broker.produce(name, p["index"], p["records"], acks)
+                    if name in INTERNAL_TOPICS:  # the broker's own (Kafka refuses clients the same way)
+                        raise errors.InvalidTopicError("clients cannot append to the internal topic %s" % name)
+                    result = broker.produce(name, p["index"], p["records"], acks, auto_create=False)
                     out["base_offset"] = result.base_offset
                     out["log_append_time_ms"] = result.log_append_time
                     out["log_start_offset"] = result.log_start_offset
@@ -341,7 +472,14 @@ class Handlers:
                                         read_committed=isolation == "read_committed")
         return _Framed(parts)
 
-    def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+        """Kafka's ListOffsets: latest and earliest inline; a search by timestamp reads batches
+        (and may decompress one) in the executor."""
+        if any(p["timestamp"] >= 0 for t in req["topics"] for p in t["partitions"]):
+            return self._blocking(self._list_offsets, conn, req, version)
+        return self._list_offsets(conn, req, version)
+
+    def _list_offsets(self, conn: Connection, req: Dict[str, Any], version: int) -> Dict[str, Any]:
         topics = []
         for topic in req["topics"]:
             name = topic["name"]
@@ -360,7 +498,7 @@ class Handlers:
                     out["error_code"] = errors.InvalidRequestError.code
                     log.debug("list offsets error id=%d error=%r", conn.id, exc)
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = _code(exc)
+                    out["error_code"] = _code(self._failed(conn, exc, "list offsets of %s-%s" % (name, p["partition_index"])))
                 parts.append(out)
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -375,7 +513,8 @@ class Handlers:
                     out["low_watermark"] = await self._blocking(
                         self.broker.delete_records, topic["name"], p["partition_index"], p["offset"])
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = _code(exc)
+                    out["error_code"] = _code(self._failed(
+                        conn, exc, "delete records of %s-%s" % (topic["name"], p["partition_index"])))
                 parts.append(out)
             topics.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -384,7 +523,8 @@ class Handlers:
         try:
             pid, epoch = self.broker.init_producer_id(req["transactional_id"])
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
-            return {"throttle_time_ms": 0, "error_code": _code(exc), "producer_id": -1, "producer_epoch": -1}
+            code = _code(self._failed(conn, exc, "init producer id"))
+            return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
 
     # -- groups --------------------------------------------------------------------------
@@ -527,10 +667,11 @@ class Handlers:
                                 "replica assignment %s names brokers other than %d"
                                 % (a["broker_ids"], self.broker.broker_id))
                 config = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
-                await self._blocking(lambda: self.broker.create_topic(
+                await self._admin(lambda: self.broker.create_topic(
                     t["name"], None if partitions == -1 else partitions, None if factor == -1 else factor,
                     config, validate_only=req["validate_only"]))
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                self._failed(conn, exc, "creating topic %s" % t["name"])
                 out["error_code"] = _code(exc)
                 out["error_message"] = _message(exc)
             results.append(out)
@@ -541,8 +682,9 @@ class Handlers:
         for name in req["topic_names"]:
             out = {"name": name, "error_code": 0}
             try:
-                await self._blocking(self.broker.delete_topic, name)
+                await self._admin(self.broker.delete_topic, name)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                self._failed(conn, exc, "deleting topic %s" % name)
                 out["error_code"] = _code(exc)
             results.append(out)
         return {"throttle_time_ms": 0, "responses": results}
@@ -552,8 +694,9 @@ class Handlers:
         for t in req["topics"]:
             out = {"name": t["name"], "error_code": 0, "error_message": None}
             try:
-                await self._blocking(self.broker.create_partitions, t["name"], t["count"], req["validate_only"])
+                await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"])
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                self._failed(conn, exc, "adding partitions to topic %s" % t["name"])
                 out["error_code"] = _code(exc)
                 out["error_message"] = _message(exc)
             results.append(out)
@@ -576,6 +719,7 @@ class Handlers:
                     raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
                 out["configs"] = [e for e in entries if keys is None or e["name"] in keys]
             except Exception as exc:  # noqa: BLE001 - reported as this resource's error
+                self._failed(conn, exc, "describe configs of %s" % res["resource_name"])
                 out["error_code"] = _code(exc)
                 out["error_message"] = _message(exc)
             results.append(out)
@@ -608,11 +752,12 @@ class Handlers:
         return entries
 
     async def alter_configs(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        return await self._alter(req, lambda res: {c["name"]: c["value"] for c in res["configs"]}, incremental=False)
+        return await self._alter(conn, req, lambda res: {c["name"]: c["value"] for c in res["configs"]},
+                                 incremental=False)
 
     async def incremental_alter_configs(self, conn: Connection, req: Dict[str, Any], version: int,
                                         slot: Any) -> Dict[str, Any]:
-        return await self._alter(req, self._incremental_changes, incremental=True)
+        return await self._alter(conn, req, self._incremental_changes, incremental=True)
 
     def _incremental_changes(self, res: Dict[str, Any]) -> Dict[str, Optional[str]]:
         changes: Dict[str, Optional[str]] = {}
@@ -639,7 +784,7 @@ class Handlers:
                 raise errors.InvalidRequestError("unknown config operation %d for %r" % (op, name))
         return changes
 
-    async def _alter(self, req: Dict[str, Any], changes_of: Callable[[Dict[str, Any]], Dict[str, Optional[str]]],
+    async def _alter(self, conn: Connection, req: Dict[str, Any], changes_of: Callable[[Dict[str, Any]], Dict[str, Optional[str]]],
                      incremental: bool) -> Dict[str, Any]:
         out = []
         for res in req["resources"]:
@@ -656,11 +801,12 @@ class Handlers:
                     self.broker.default_log_config.merged({k: v for k, v in changes.items() if v is not None})
                     self.broker.describe_configs(res["resource_name"])
                 else:
-                    await self._blocking(self.broker.alter_configs, res["resource_name"], changes, incremental)
+                    await self._admin(self.broker.alter_configs, res["resource_name"], changes, incremental)
             except errors.ConfigError as exc:
                 entry["error_code"] = errors.InvalidConfigError.code
                 entry["error_message"] = _message(exc)
             except Exception as exc:  # noqa: BLE001 - reported as this resource's error
+                self._failed(conn, exc, "altering the configs of %s" % res["resource_name"])
                 entry["error_code"] = _code(exc)
                 entry["error_message"] = _message(exc)
             out.append(entry)

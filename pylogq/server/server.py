@@ -7,6 +7,12 @@ answered through futures on the loop (:meth:`KafkaServer.parked`); broker calls 
 do file work (topic creation and deletion) run in a small executor.
 ``stop()`` stops accepting, lets every request already read get its answer, and
 closes the connections; the broker itself is closed by its owner.
+
+Connection limits (docs/operations.md, "Connection limits"): ``max.connections`` and
+``max.connections.per.ip`` (with ``max.connections.per.ip.overrides``) are checked as a
+connection is accepted, and one over a limit is closed at once; one reaper task closes
+connections that stay idle past ``connections.max.idle.ms`` and requests that do not
+arrive within ``socket.request.read.timeout.ms`` (see :mod:`.connection`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import ipaddress
 import logging
 import socket
 import threading
@@ -35,8 +42,8 @@ from typing import (
 from ..cluster.contract import ServedBroker
 from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError
-from .config import JAAS_KEY, ServerConfig
-from .connection import Connection
+from .config import JAAS_KEY, ServerConfig, parse_connection_overrides
+from .connection import Connection, RequestMemory
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
 
@@ -50,6 +57,9 @@ _T = TypeVar("_T")
 # nothing that waits for an event takes one.
 EXECUTOR_THREADS = 16
 STOP_TIMEOUT_S = 30.0
+# At most one "connection rejected" line per this many seconds: a client opening
+# connections in a loop must not flood the log (the next line counts the ones left out).
+REJECTION_LOG_INTERVAL_S = 10.0
 
 
 def new_event_loop(use_uvloop: bool = False) -> asyncio.AbstractEventLoop:
@@ -113,6 +123,15 @@ class KafkaServer:
         self.socket_request_max_bytes = int(socket_request_max_bytes or config.socket_request_max_bytes)
         self.queued_max_requests = int(queued_max_requests or config.queued_max_requests)
         self.connections_max_idle_ms = int(connections_max_idle_ms or config.connections_max_idle_ms)
+        self.socket_request_read_timeout_ms = config.socket_request_read_timeout_ms
+        self.queued_max_request_bytes = config.queued_max_request_bytes  # 0 or less: unbounded, as Kafka
+        self.request_memory: Optional[RequestMemory] = None
+        self.max_connections = config.max_connections
+        self.max_connections_per_ip = config.max_connections_per_ip
+        self.max_connections_per_ip_overrides = _resolve_overrides(config.max_connections_per_ip_overrides)
+        self._connections_per_ip: Dict[str, int] = {}  # accepted and not yet closed, by address
+        self._accepted = 0  # their sum: what max.connections limits
+        self._rejections = _RateLimitedLog(REJECTION_LOG_INTERVAL_S)
         fetch_max_bytes = broker.config["fetch.max.bytes"]
         assert isinstance(fetch_max_bytes, int)
         self.fetch_max_bytes = fetch_max_bytes
@@ -120,6 +139,10 @@ class KafkaServer:
         self._receive_buffer = config.socket_receive_buffer_bytes
         self.handlers = Handlers(self)
         self.executor = concurrent.futures.ThreadPoolExecutor(EXECUTOR_THREADS, thread_name_prefix="pylogq-server")
+        # Topic administration (create, delete, add partitions, alter configs, auto-creation)
+        # runs one at a time under the broker's admin lock: one thread of its own, so it
+        # never holds the threads above while it waits for that lock.
+        self.admin_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pylogq-admin")
         self.stopping = False
         self.addresses: List[Tuple[str, int]] = []  # advertised (host, port) per listener, once started
         self._bound: Dict[int, Listener] = {}  # local port -> advertised listener
@@ -143,6 +166,8 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.request_slots = asyncio.Semaphore(self.queued_max_requests)
+        if self.queued_max_request_bytes > 0:
+            self.request_memory = RequestMemory(self.queued_max_request_bytes)
         self._loop_thread = threading.get_ident()
         try:
             for listener in self.listeners:
@@ -192,12 +217,47 @@ class KafkaServer:
         for server in self._servers:
             await server.wait_closed()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.admin_executor.shutdown(wait=False, cancel_futures=True)
         log.info("stopped listeners=%d", len(self._servers))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener) -> None:
         if self.stopping:
             writer.close()
             return
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        ip = _normal_ip(str(peer[0]))
+        refused = self._over_limit(ip)
+        if refused is not None:
+            assert self._loop is not None
+            self._rejections.warning(self._loop.time(), "connection rejected peer=%s:%s listener=%s reason=%s",
+                                     ip, peer[1], listener.protocol, refused)
+            writer.close()
+            return
+        self._connections_per_ip[ip] = self._connections_per_ip.get(ip, 0) + 1
+        self._accepted += 1
+        try:
+            await self._serve_connection(reader, writer, listener)
+        finally:
+            self._accepted -= 1
+            count = self._connections_per_ip[ip] - 1
+            if count:
+                self._connections_per_ip[ip] = count
+            else:
+                del self._connections_per_ip[ip]
+
+    def _over_limit(self, ip: str) -> Optional[str]:
+        """Why a new connection from ``ip`` is refused (Kafka's checks, per IP first), or None."""
+        limit = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+        if self._connections_per_ip.get(ip, 0) >= limit:
+            key = "max.connections.per.ip.overrides" if ip in self.max_connections_per_ip_overrides else \
+                "max.connections.per.ip"
+            return "%s (%d) reached for %s" % (key, limit, ip)
+        if self._accepted >= self.max_connections:
+            return "max.connections (%d) reached" % self.max_connections
+        return None
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                listener: Listener) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
@@ -222,15 +282,29 @@ class KafkaServer:
                 self._connection_tasks.discard(task)
 
     async def _reap_idle(self) -> None:
-        """Close connections idle (nothing in flight) for ``connections.max.idle.ms``."""
+        """Close connections idle (nothing in flight, nothing received) for
+        ``connections.max.idle.ms``, and those whose request has not arrived whole within
+        ``socket.request.read.timeout.ms`` of its size prefix.
+
+        One timer for every connection rather than one per request: a limit is enforced
+        within a quarter of itself late, and a request costs no timer."""
         loop = asyncio.get_running_loop()
-        limit = self.connections_max_idle_ms / 1000.0
-        period = min(max(limit / 4, 0.01), 30.0)
+        idle_limit = self.connections_max_idle_ms / 1000.0
+        read_limit = self.socket_request_read_timeout_ms / 1000.0
+        period = min(max(min(idle_limit, read_limit) / 4, 0.01), 30.0)
         while True:
             await asyncio.sleep(period)  # a timer, not synchronization
             now = loop.time()
             for conn in list(self._connections):
-                if conn.idle and now - conn.last_active > limit:
+                if conn.reading_since is not None and now - conn.reading_since > read_limit:
+                    conn.close_reason = ("request not received within socket.request.read.timeout.ms (%d): "
+                                         "%d of %d bytes" % (self.socket_request_read_timeout_ms,
+                                                             conn.reading_received, conn.reading_size))
+                    log.warning("request read timed out id=%d peer=%s received=%d size=%d timeout_ms=%d",
+                                conn.id, conn.peer, conn.reading_received, conn.reading_size,
+                                self.socket_request_read_timeout_ms)
+                    conn.stop_reading()
+                elif conn.idle and now - conn.last_active > idle_limit:
                     conn.close_reason = "idle for more than connections.max.idle.ms (%d)" % self.connections_max_idle_ms
                     conn.stop_reading()
 
@@ -337,3 +411,53 @@ class KafkaServer:
 
 def _hosts(items: Iterable[Tuple[str, int]]) -> str:
     return ", ".join("%s:%d" % item for item in items)
+
+
+def _normal_ip(host: str) -> str:
+    """An address as the per-IP limits key it: canonical text, IPv4-mapped IPv6 as IPv4."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+def _resolve_overrides(text: str) -> Dict[str, int]:
+    """``max.connections.per.ip.overrides`` keyed by address: a host name counts for each
+    of its addresses, resolved once at start, as Kafka does."""
+    resolved: Dict[str, int] = {}
+    for host, count in parse_connection_overrides(text).items():
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:
+            resolved[_normal_ip(host)] = count
+            continue
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as exc:
+            raise ConfigError("max.connections.per.ip.overrides: cannot resolve %r: %s" % (host, exc)) from None
+        for info in infos:
+            resolved[_normal_ip(str(info[4][0]))] = count
+    return resolved
+
+
+class _RateLimitedLog:
+    """A warning logged at most once per ``interval`` seconds; the next line logged says how
+    many were left out. Runs on the loop (not thread-safe)."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last = float("-inf")  # when the last line was logged
+        self._left_out = 0
+
+    def warning(self, now: float, message: str, *args: Any) -> None:
+        if now - self._last < self.interval:
+            self._left_out += 1
+            return
+        self._last = now
+        left_out, self._left_out = self._left_out, 0
+        log.warning(message + " not_logged_since_last=%d", *args, left_out)

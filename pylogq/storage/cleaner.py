@@ -568,8 +568,7 @@ class LogCleaner:
         finally:
             for segment in created:
                 if segment.log_path.endswith(CLEANED_SUFFIX):
-                    segment.delete()
-                    segment.file.close()
+                    segment.delete()  # lets go of its file too
         stats.elapsed = time.monotonic() - stats.started
         self.last_stats = stats
         log.info("%s", stats.summary())
@@ -639,10 +638,11 @@ class LogCleaner:
         """producer id -> base offset of its last batch in ``segments``."""
         last: Dict[int, int] = {}
         for segment in segments:
+            file = segment.file  # held: the file cache may let go of it, this read keeps it open
             for header in segment.iter_headers():
                 if header.magic != 2:
                     continue
-                head = os.pread(segment.file.fileno(), HEADER_SIZE, header.position)
+                head = os.pread(file.fileno(), HEADER_SIZE, header.position)
                 pid = _V2_HEADER.unpack_from(head)[9]
                 if pid != NO_PRODUCER_ID:
                     last[pid] = header.base_offset

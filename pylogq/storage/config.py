@@ -40,6 +40,8 @@ from ..config import (
     setting,
 )
 from ..errors import ConfigError
+from .file_cache import MIN_CAPACITY
+from .reservation import DEFAULT_BUDGET
 
 __all__ = [
     "LONG_MAX",
@@ -138,6 +140,16 @@ class LogManagerConfig(Config):
     message_max_bytes: int = setting("message.max.bytes", _INT, 1048588, at_least=0)
     log_segment_delete_delay_ms: int = setting("log.segment.delete.delay.ms", _LONG, 60000, at_least=0)
     log_preallocate: bool = setting("log.preallocate", _BOOLEAN, False)
+    log_open_files_max: Optional[int] = setting(
+        "log.open.files.max", _INT, None, nullable=True, at_least=MIN_CAPACITY,
+        doc="pylogq's own key: most segment files and index maps open at once in the process (each holds one "
+            "descriptor); segments are opened on demand and the least recently used let go. Unset: a quarter "
+            "of the open-file limit (RLIMIT_NOFILE), from 16 to 16384. See docs/operations.md.")
+    log_reserve_bytes_max: int = setting(
+        "log.reserve.bytes.max", _LONG, DEFAULT_BUDGET, at_least=0,
+        doc="pylogq's own key: disk space all active segments of the process may hold reserved ahead of "
+            "their appends; only segments written at a sustained rate reserve, in chunks of 1 to 16 MiB. "
+            "0 reserves nothing; log.preallocate is not counted. See docs/operations.md.")
     min_insync_replicas: int = setting("min.insync.replicas", _INT, 1, at_least=1)
     unclean_leader_election_enable: bool = setting("unclean.leader.election.enable", _BOOLEAN, False)
     compression_type: str = setting("compression.type", _STRING, "producer", choices=COMPRESSION_TYPES)

@@ -29,6 +29,12 @@ tools) maps the file read-only and never changes it.
 Searches go through :mod:`pylogq.storage.index_search`, which looks at the warm
 tail of the used part first so that lookups near the end, the common case,
 stay on pages already in memory.
+
+An index holds no descriptor and no map while nobody uses it (Kafka's
+``LazyIndex``): the entry count and the last entry live in memory, the map is
+made on the first lookup or append through the process's bounded cache of
+open files (:mod:`pylogq.storage.file_cache`), which may let it go again, and
+one-off reads (the last entry on open, sanity checks) use ``pread`` instead.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import numpy as np
 
 from ..errors import CorruptIndexError, IndexClosedError, IndexFullError, InvalidIndexEntryError
 from . import index_search
+from .file_cache import LazyFile, open_files
 from .index_search import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 
 __all__ = [
@@ -101,7 +108,9 @@ class _Index:
     lock) and lookups from any thread. Lookups hold the lock for one binary
     search, so a concurrent close or remap never unmaps pages under a search:
     CPython's mmap cannot close or resize while a buffer is exported, and the
-    compiled search exports it with the GIL released on large indexes.
+    compiled search exports it with the GIL released on large indexes. The
+    map is taken from the file cache under the lock and held for the
+    operation, so the cache letting it go meanwhile unmaps nothing in use.
     """
 
     entry_size = 0
@@ -129,9 +138,11 @@ class _Index:
         self._max_index_size = max(0, max_index_size) // self.entry_size * self.entry_size
         self._writable = bool(writable)
         self._lock = threading.Lock()
-        self._mm: Optional[mmap.mmap] = None
-        self._length = 0
+        self._length = 0  # the file's length: what a map of it covers
+        self._filled = 0
+        self._dirty = False  # entries written through a map since the last flush
         self._closed = False
+        self._maps: LazyFile[mmap.mmap] = open_files().handle(self._open_map, self._closed_error)
         flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
         fd = os.open(self._path, flags, 0o644)
         try:
@@ -147,10 +158,12 @@ class _Index:
                 if length != wanted:
                     os.ftruncate(fd, wanted)
                     length = wanted
-            self._map(fd, length)
+            self._length = length
+            self._filled = min(self._entries * self.entry_size, length)
+            last = os.pread(fd, self.entry_size, (self._entries - 1) * self.entry_size) if self._entries else b""
         finally:
             os.close(fd)
-        self._load_last_entry()
+        self._set_last_entry(self._read_entry(last, 0) if len(last) == self.entry_size else None)
 
     # -- state -----------------------------------------------------------------
 
@@ -214,44 +227,95 @@ class _Index:
 
     # -- the map ---------------------------------------------------------------
 
-    def _map(self, fd: int, length: int) -> None:
-        """Map ``length`` bytes of ``fd`` (an empty file has no map: mmap refuses it)."""
-        self._filled = min(self._entries * self.entry_size, length)
-        if length:
-            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            self._mm = mmap.mmap(fd, length, access=access)
-        else:
-            self._mm = None
-        self._length = length
+    def _open_map(self) -> mmap.mmap:
+        """Map the whole file (the file cache calls this under the index's lock, on first use)."""
+        fd = os.open(self._path, os.O_RDWR if self._writable else os.O_RDONLY)
+        try:
+            return mmap.mmap(fd, self._length, access=mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+
+    def _closed_error(self) -> IndexClosedError:
+        return IndexClosedError("%s index %s is closed" % (self.kind, self._path))
+
+    def _map_locked(self) -> mmap.mmap:
+        """The map of the file, from the file cache; hold it only while the lock is held.
+
+        Only for a file with a length (an empty file has no map: mmap refuses it).
+        """
+        maps = self._maps
+        mm = maps.value
+        if mm is None:
+            return maps.get()
+        maps.referenced = True  # LazyFile.get() inlined: lookups and appends are hot
+        return mm
+
+    def _drop_map_locked(self, close: bool = False) -> None:
+        """Let go of the map (the file's length changed, or the index closes): nothing else uses it
+        now (every user holds the lock), so it is unmapped at once."""
+        mm = self._maps.close() if close else self._maps.forget()
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:  # still exported somewhere: it unmaps when that lets go
+                pass
+
+    def _slot_locked(self, n: int) -> Tuple[int, int]:
+        """Raw entry ``n``, from the map if it is open, else with one ``pread`` (opens no map)."""
+        mm = self._maps.peek()
+        if mm is not None:
+            return self._read_entry(mm, n)
+        return self._read_entry(self._pread(n * self.entry_size, self.entry_size), 0)
+
+    def _pread(self, position: int, size: int) -> bytes:
+        fd = os.open(self._path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, size, position)
+        finally:
+            os.close(fd)
+        if len(data) != size:
+            raise self._corrupt("the file ends at %d bytes, before its %d entries end", position + len(data),
+                                self._entries)
+        return data
 
     def _found(self, search: Any, target: int) -> Optional[Tuple[int, int]]:
         """The raw entry at the slot ``search`` picks for ``target``, or None.
 
         Under the lock: a search borrows the map (without the GIL on a large
-        index), which must not close or shrink meanwhile.
+        index), which must not close or shrink meanwhile. (acquire/release rather than
+        ``with``: every read and append comes here, and they cost half as much.)
         """
-        with self._lock:
-            mm = self._mm
+        lock = self._lock
+        lock.acquire()
+        try:
             n = self._entries
-            if mm is None or not n:
-                # A closed index has no map; an open one without a map is empty.
-                self._check_open()
+            if self._closed:
+                raise self._closed_error()
+            if not n:
                 return None
+            maps = self._maps  # _map_locked() inlined: every read looks up an offset
+            mm = maps.value
+            if mm is None:
+                mm = maps.get()
+            else:
+                maps.referenced = True
             slot = search(mm, n, target)
             if slot < 0:
                 return None
             return self._read_entry(mm, slot)
+        finally:
+            lock.release()
 
     def _raw_entry(self, n: int) -> Tuple[int, int]:
         """The raw entry ``n``; IndexError outside ``[0, entries)``."""
         n = _int(n)
         with self._lock:
             self._check_open()
-            if not 0 <= n < self._entries or self._mm is None:
+            if not 0 <= n < self._entries:
                 raise IndexError(
                     "%s index %s has %d entries, no entry %d" % (self.kind, self._path, self._entries, n)
                 )
-            return self._read_entry(self._mm, n)
+            return self._read_entry(self._map_locked(), n)
 
     def _ensure_filled(self, upto: int) -> None:
         """Write zeros through the file ahead of the entries, a chunk at a time.
@@ -273,11 +337,6 @@ class _Index:
             os.close(fd)
         self._filled = end
 
-    def _unmap(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-
     def _check_open(self) -> None:
         if self._closed:
             raise IndexClosedError("%s index %s is closed" % (self.kind, self._path))
@@ -296,17 +355,16 @@ class _Index:
             )
         if new_size == self._length:
             return False
-        # Map the new length before dropping the old map, so a failure leaves
-        # the index as it was. No search runs meanwhile: the lock is held.
-        old = self._mm
+        # The old map goes first: no page past a shorter file's end stays mapped. No
+        # search runs meanwhile (the lock is held); the next use maps the new length.
+        self._drop_map_locked()
         fd = os.open(self._path, os.O_RDWR)
         try:
             os.ftruncate(fd, new_size)
-            self._map(fd, new_size)
         finally:
             os.close(fd)
-        if old is not None:
-            old.close()
+        self._length = new_size
+        self._filled = min(self._entries * self.entry_size, new_size)
         return True
 
     def resize(self, new_size: int) -> bool:
@@ -328,11 +386,21 @@ class _Index:
             self._resize_locked(self._entries * self.entry_size)
 
     def flush(self) -> None:
-        """Write the mapped entries to the file (msync)."""
+        """Make the entries written since the last flush durable (msync, or fsync once the map was let go)."""
         with self._lock:
             self._check_open()
-            if self._writable and self._mm is not None:
-                self._mm.flush()
+            if not (self._writable and self._dirty and self._length):
+                return
+            mm = self._maps.peek()
+            if mm is not None:
+                mm.flush()
+            else:  # the pages written through a map that was let go are the file's dirty pages
+                fd = os.open(self._path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self._dirty = False
 
     def close(self) -> None:
         """Trim the file (if writable) and unmap it; later calls do nothing.
@@ -346,7 +414,7 @@ class _Index:
                 if self._writable:
                     self._resize_locked(self._entries * self.entry_size)
             finally:
-                self._unmap()
+                self._drop_map_locked(close=True)
                 self._closed = True
 
     def delete(self) -> bool:
@@ -355,7 +423,7 @@ class _Index:
         -> whether a file was removed.
         """
         with self._lock:
-            self._unmap()
+            self._drop_map_locked(close=True)
             self._closed = True
             try:
                 os.unlink(self._path)
@@ -388,16 +456,20 @@ class _Index:
 
     def _truncate_entries(self, entries: int) -> None:
         self._entries = entries
-        self._load_last_entry()
+        self._set_last_entry(self._slot_locked(entries - 1) if entries else None)
 
-    def _load_last_entry(self) -> None:
+    def _set_last_entry(self, raw: Optional[Tuple[int, int]]) -> None:
+        """Remember the last entry (raw, as stored; None when there is none)."""
         raise NotImplementedError
 
     def _used_bytes(self) -> bytes:
-        """A copy of the used part (no buffer export outlives the call)."""
-        if self._mm is None or not self._entries:
+        """A copy of the used part (no buffer export outlives the call); read with ``pread``
+        when no map is open (a sanity check on load maps nothing)."""
+        if not self._entries:
             return b""
-        return self._mm[: self._entries * self.entry_size]
+        size = self._entries * self.entry_size
+        mm = self._maps.peek()
+        return mm[:size] if mm is not None else self._pread(0, size)
 
     def _corrupt(self, message: str, *args: object) -> CorruptIndexError:
         return CorruptIndexError(
@@ -427,12 +499,8 @@ class OffsetIndex(_Index):
     kind = "offset"
     _read_entry = staticmethod(_offset_entry)
 
-    def _load_last_entry(self) -> None:
-        if self._entries and self._mm is not None:
-            rel, _ = _offset_entry(self._mm, self._entries - 1)
-            self._last_offset = self._base_offset + rel
-        else:
-            self._last_offset = self._base_offset
+    def _set_last_entry(self, raw: Optional[Tuple[int, int]]) -> None:
+        self._last_offset = self._base_offset + (raw[0] if raw is not None else 0)
 
     @property
     def last_offset(self) -> int:
@@ -444,9 +512,9 @@ class OffsetIndex(_Index):
         """The last ``(offset, position)``; ``(base_offset, 0)`` when empty."""
         with self._lock:
             self._check_open()
-            if not self._entries or self._mm is None:
+            if not self._entries:
                 return self._base_offset, 0
-            rel, position = _offset_entry(self._mm, self._entries - 1)
+            rel, position = self._slot_locked(self._entries - 1)
         return self._base_offset + rel, position
 
     def append(self, offset: int, position: int) -> None:
@@ -458,11 +526,13 @@ class OffsetIndex(_Index):
         """
         offset = _int(offset)
         position = _int(position)
-        with self._lock:
+        lock = self._lock  # acquire/release rather than ``with``: the produce path (see _found)
+        lock.acquire()
+        try:
             if self._closed or not self._writable:
                 self._check_writable()
             n = self._entries
-            if n * OFFSET_ENTRY_SIZE >= self._length or self._mm is None:
+            if n * OFFSET_ENTRY_SIZE >= self._length:
                 raise IndexFullError(
                     "offset index %s is full (%d entries)" % (self._path, n)
                 )
@@ -484,9 +554,12 @@ class OffsetIndex(_Index):
                     % (position, offset, self._path, INT32_MAX)
                 )
             self._ensure_filled((n + 1) * OFFSET_ENTRY_SIZE)
-            _OFFSET_ENTRY.pack_into(self._mm, n * OFFSET_ENTRY_SIZE, relative, position)
+            _OFFSET_ENTRY.pack_into(self._map_locked(), n * OFFSET_ENTRY_SIZE, relative, position)
+            self._dirty = True
             self._last_offset = offset
             self._entries = n + 1
+        finally:
+            lock.release()
 
     def lookup(self, target_offset: int) -> Tuple[int, int]:
         """The last ``(offset, position)`` with offset <= ``target_offset``.
@@ -507,19 +580,22 @@ class OffsetIndex(_Index):
     def floor_position(self, position: int) -> Tuple[int, int]:
         """The last ``(offset, position)`` whose position is <= ``position``; ``(base_offset, 0)``
         when there is none. Positions grow with offsets, so a binary search over entries works."""
-        lo, hi = 0, self.entries - 1
-        best = (self._base_offset, 0)
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            try:
-                found = self.entry(mid)
-            except IndexError:  # truncated under us: what was found so far still holds
-                break
-            if found[1] <= position:
-                best = found
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        base = self._base_offset
+        best = (base, 0)
+        with self._lock:  # one search over one map, as the kernels' searches
+            self._check_open()
+            lo, hi = 0, self._entries - 1
+            if hi < 0:
+                return best
+            mm = self._map_locked()
+            while lo <= hi:
+                mid = (lo + hi) >> 1
+                rel, found = _offset_entry(mm, mid)
+                if found <= position:
+                    best = (base + rel, found)
+                    lo = mid + 1
+                else:
+                    hi = mid - 1
         return best
 
     def entry(self, n: int) -> Tuple[int, int]:
@@ -541,9 +617,9 @@ class OffsetIndex(_Index):
         with self._lock:
             self._check_writable()
             n = self._entries
-            if not n or self._mm is None:
+            if not n:
                 return
-            slot = _offset_upper(self._mm, n, target)
+            slot = _offset_upper(self._map_locked(), n, target)
             if slot >= 0:
                 self._truncate_entries(slot)
 
@@ -615,12 +691,8 @@ class TimeIndex(_Index):
     kind = "time"
     _read_entry = staticmethod(_time_entry)
 
-    def _load_last_entry(self) -> None:
-        if self._entries and self._mm is not None:
-            ts, rel = _time_entry(self._mm, self._entries - 1)
-            self._last_entry = (ts, self._base_offset + rel)
-        else:
-            self._last_entry = (NO_TIMESTAMP, self._base_offset)
+    def _set_last_entry(self, raw: Optional[Tuple[int, int]]) -> None:
+        self._last_entry = (raw[0], self._base_offset + raw[1]) if raw is not None else (NO_TIMESTAMP, self._base_offset)
 
     @property
     def max_entries(self) -> int:
@@ -650,7 +722,9 @@ class TimeIndex(_Index):
         """
         timestamp = _int(timestamp)
         offset = _int(offset)
-        with self._lock:
+        lock = self._lock  # acquire/release rather than ``with``: the produce path (see _found)
+        lock.acquire()
+        try:
             self._check_writable()
             n = self._entries
             if not skip_full_check and n >= self.max_entries:
@@ -676,12 +750,14 @@ class TimeIndex(_Index):
                 )
             if (n + 1) * TIME_ENTRY_SIZE > self._length:
                 self._resize_locked((n + 1) * TIME_ENTRY_SIZE)
-            assert self._mm is not None
             self._ensure_filled((n + 1) * TIME_ENTRY_SIZE)
-            _TIME_ENTRY.pack_into(self._mm, n * TIME_ENTRY_SIZE, timestamp, relative)
+            _TIME_ENTRY.pack_into(self._map_locked(), n * TIME_ENTRY_SIZE, timestamp, relative)
+            self._dirty = True
             self._last_entry = (timestamp, offset)
             self._entries = n + 1
             return True
+        finally:
+            lock.release()
 
     def lookup(self, target_ts: int) -> Tuple[int, int]:
         """The last ``(timestamp, offset)`` with timestamp <= ``target_ts``.
@@ -717,9 +793,9 @@ class TimeIndex(_Index):
         target = _int(offset) - self._base_offset
         with self._lock:
             self._check_writable()
-            mm = self._mm
-            if mm is None:
+            if not self._entries:
                 return
+            mm = self._map_locked()
             # Offsets never decrease, so binary search for the first >= target.
             lo, hi = 0, self._entries
             while lo < hi:
@@ -743,9 +819,9 @@ class TimeIndex(_Index):
             self._check_open()
             self._check_length()
             n = self._entries
-            if n and self._mm is not None:
+            if n:
                 last_ts, last_offset = self._last_entry
-                first_ts, _ = _time_entry(self._mm, 0)
+                first_ts, _ = self._slot_locked(0)
                 if last_ts < first_ts:
                     raise self._corrupt(
                         "%d entries but the last timestamp %d is below the first %d",

@@ -22,28 +22,28 @@ import os
 import re
 import threading
 import time
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import records
 from ..errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
 from ..records import AppendResult, BatchHeader
-from ..records.legacy import assign_offsets_legacy
+from ..records.legacy import assign_offsets_legacy, first_keyless_offset
 from .config import LogConfig
 from .scheduler import Scheduler
 from .segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
+    END,
     LOG_SUFFIX,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     FileRegion,
     LogSegment,
     offset_from_filename,
@@ -55,6 +55,16 @@ log = logging.getLogger("pylogq.storage")
 
 # Kafka's rule for a partition directory: the topic, a dash, the partition number.
 _DIR_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+# The files of a segment: the base offset in 20 digits, the kind, a suffix while in transit.
+_SEGMENT_FILE = re.compile(
+    r"^(?P<base>\d{20})(?P<kind>\.log|\.index|\.timeindex|\.snapshot|\.txnindex)"
+    r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$")
+# Kafka's producer snapshots and transaction indexes: a partition directory copied from
+# Kafka has them; pylogq neither reads nor removes them.
+_UNUSED_KINDS = (".snapshot", ".txnindex")
+# The other files a partition directory holds (the second one Kafka's).
+_KNOWN_FILES = frozenset(["leader-epoch-checkpoint", "partition.metadata"])
+_TMP_SUFFIX = ".tmp"
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
@@ -71,6 +81,15 @@ def parse_dir_name(path: str) -> Tuple[str, int]:
     return m.group("topic"), int(m.group("partition"))
 
 
+def _end_of(segment: LogSegment) -> int:
+    """One past the last offset of the whole batches at the start of a segment not loaded yet
+    (its base offset when it has none): every header is read, none of the indexes."""
+    end = segment.base_offset
+    for header in segment.reader().headers():
+        end = max(end, header.last_offset + 1)
+    return end
+
+
 #: ``Log.append``'s idempotence check: the validated batches -> None, or a retry's original
 #: (first offset, last offset, timestamp). The partition's producer state gives it.
 CheckProducers = Callable[[Sequence[BatchHeader]], Optional[Tuple[int, int, int]]]
@@ -83,6 +102,15 @@ def _offset_of(headers: Sequence[BatchHeader], i: int, first_offset: Optional[in
     if first_offset is None:
         return headers[i].base_offset
     return first_offset + sum(h.last_offset - h.base_offset + 1 for h in headers[:i])
+
+
+def _refuse_control(headers: Sequence[BatchHeader]) -> None:
+    """A client may not write control batches (Kafka answers INVALID_RECORD)."""
+    for h in headers:
+        if h.attributes & records.CONTROL_MASK:
+            raise InvalidRecordError(
+                "record batch at byte %d is a control batch (attributes 0x%x): only the broker writes "
+                "control records (transaction markers)" % (h.position, h.attributes))
 
 
 def _max_timestamp(headers: Sequence[BatchHeader]) -> Tuple[int, int]:
@@ -132,6 +160,7 @@ class Log:
         self._segments: Tuple[LogSegment, ...] = ()
         self._bases: Tuple[int, ...] = ()
         self.recovered_bytes = 0  # bytes truncated by recovery on this open (for tests and logs)
+        self._write_failed = False  # the last append failed to write (logged once until one succeeds)
         self._close_hook: Optional[Callable[["Log"], None]] = None  # set by a standalone log's manager
         self._load(clean_shutdown, log_start_offset)
 
@@ -154,40 +183,94 @@ class Log:
         return int(self._clock() * 1000)
 
     def _load(self, clean_shutdown: bool, log_start_offset: Optional[int]) -> None:
-        names = sorted(os.listdir(self.directory))
-        # Leftovers of interrupted work: temp files and unswapped compaction output go;
-        # segments already renamed for deletion are finished off.
-        for name in names:
-            path = os.path.join(self.directory, name)
-            if name.endswith(".tmp") or name.endswith(CLEANED_SUFFIX):
-                os.unlink(path)
-            elif name.endswith(DELETED_SUFFIX):
-                os.unlink(path)
-        names = sorted(os.listdir(self.directory))
-        swaps = [n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
-        for name in names:
-            if name.endswith(SWAP_SUFFIX) and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                os.unlink(os.path.join(self.directory, name))  # swap indexes are rebuilt
-        segments: dict = {}
-        for name in sorted(os.listdir(self.directory)):
-            if name.endswith(LOG_SUFFIX):
-                base = offset_from_filename(name)
-                segments[base] = LogSegment.open(self.directory, base, self.config)
-            elif name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX):
-                log_file = os.path.join(self.directory, name.split(".", 1)[0] + LOG_SUFFIX)
-                if not os.path.exists(log_file):
-                    os.unlink(os.path.join(self.directory, name))  # an index without its log
-        # A .swap file is compaction output whose swap was interrupted after the
-        # point of no return: it replaces the segments it covers.
+        segments, swaps = self._open_segments()
+        # A .swap file is compaction output whose swap was interrupted after the point of
+        # no return: it replaces the segments it covers, once it is shown to be whole.
         for name in swaps:
             self._complete_swap(name, segments)
         ordered = [segments[b] for b in sorted(segments)]
-        # After a crash, every segment that may hold unflushed data is checked batch
-        # by batch; after a clean shutdown only the indexes' sanity is checked.
+        kept = self._check_segments(ordered, clean_shutdown)
+        end = self._segments_end(kept)
+        if self.recovery_point > end:
+            # The checkpoint says more was flushed than the files hold: they changed since
+            # it was written. Nothing it said is trusted: every segment is checked.
+            log.warning("%s: the recovery point %d (recovery-point-offset-checkpoint) is past the log end %d; "
+                        "ignored: every segment is checked", self.directory, self.recovery_point, end)
+            self.recovery_point = 0
+            kept = self._check_segments(kept, clean_shutdown=False)
+        if not kept:
+            start = log_start_offset or 0
+            kept = [LogSegment(self.directory, start, self.config)]
+        for segment in kept[:-1]:
+            segment.offset_index.trim_to_valid_size()
+            segment.time_index.trim_to_valid_size()
+        self._publish(tuple(kept))
+        active = kept[-1]
+        self._end = _End(self._segments_end(kept), active, active.size)
+        first = kept[0].base_offset
+        if log_start_offset is not None and log_start_offset > self._end.offset:
+            # Kafka deletes every segment here and starts the log at the checkpoint; a
+            # checkpoint that contradicts the files must not hide or delete what they hold.
+            log.warning("%s: the log start offset %d (log-start-offset-checkpoint) is past the log end %d; "
+                        "ignored: the log starts at %d", self.directory, log_start_offset, self._end.offset, first)
+            log_start_offset = None
+        self.log_start_offset = max(first, log_start_offset or 0)
+        self.recovery_point = self._end.offset if clean_shutdown else min(max(self.recovery_point, 0), self._end.offset)
+
+    def _open_segments(self) -> Tuple[Dict[int, LogSegment], List[str]]:
+        """Tidy the directory and open its segments; -> {base offset: segment}, the ``.log.swap`` names.
+
+        Leftovers of interrupted work go: temp files, unswapped compaction output,
+        segments already renamed for deletion, indexes whose ``.log`` is gone. A
+        file that is none of a partition directory's is warned about and left alone.
+        """
+        bases: List[int] = []
+        swaps: List[str] = []
+        indexes: List[Tuple[int, str]] = []
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
+            m = _SEGMENT_FILE.match(name)
+            if m is None or not os.path.isfile(path):
+                if name in _KNOWN_FILES:
+                    continue
+                if name.endswith(_TMP_SUFFIX) and os.path.isfile(path) and (
+                        name[: -len(_TMP_SUFFIX)] in _KNOWN_FILES or _SEGMENT_FILE.match(name[: -len(_TMP_SUFFIX)])):
+                    os.unlink(path)  # a checkpoint or segment file being written when the process stopped
+                    continue
+                log.warning("%s: %s is not a segment or checkpoint file; left alone", self.directory, name)
+                continue
+            kind, suffix = m.group("kind"), m.group("suffix")
+            if suffix in (CLEANED_SUFFIX, DELETED_SUFFIX):
+                os.unlink(path)  # a clean that did not finish; a deletion that did not finish
+            elif kind in _UNUSED_KINDS:
+                continue  # Kafka's producer snapshots and transaction indexes: pylogq keeps none
+            elif suffix == SWAP_SUFFIX:
+                if kind == LOG_SUFFIX:
+                    swaps.append(name)
+                else:
+                    os.unlink(path)  # the indexes of a swap are rebuilt
+            elif kind == LOG_SUFFIX:
+                bases.append(int(m.group("base")))
+            else:
+                indexes.append((int(m.group("base")), path))
+        for base, path in indexes:
+            if base not in bases:
+                os.unlink(path)  # an index without its log
+        return {b: LogSegment.open(self.directory, b, self.config) for b in bases}, swaps
+
+    def _check_segments(self, ordered: Sequence[LogSegment], clean_shutdown: bool) -> List[LogSegment]:
+        """Load or recover each segment; -> the segments kept (those after a truncated one are deleted).
+
+        After a crash, every segment that may hold unflushed data is checked batch
+        by batch; after a clean shutdown only the indexes' sanity is checked, and
+        the last segment's tail against its index (one cheap check that catches a
+        ``.log`` cut or damaged after the shutdown).
+        """
         kept: List[LogSegment] = []
         for i, segment in enumerate(ordered):
             unflushed = not clean_shutdown and self._after_recovery_point(i, ordered)
-            if not unflushed and self._index_sane(segment, full=True):
+            if not unflushed and self._index_sane(segment, full=True) and (
+                    i + 1 < len(ordered) or self._tail_agrees(segment)):
                 segment.load_state()
                 kept.append(segment)
                 continue
@@ -201,22 +284,15 @@ class Log:
                     log.warning("%s: deleting segment %d after a truncated one", self.directory, later.base_offset)
                     later.delete()
                 break
-        if not kept:
-            start = log_start_offset or 0
-            kept = [LogSegment(self.directory, start, self.config)]
-        for segment in kept[:-1]:
-            segment.offset_index.trim_to_valid_size()
-            segment.time_index.trim_to_valid_size()
-        self._publish(tuple(kept))
-        active = kept[-1]
-        self._end = _End(active.next_offset if active.size else active.base_offset, active, active.size)
-        if self._end.offset < active.base_offset:
-            self._end = _End(active.base_offset, active, active.size)
-        first = kept[0].base_offset
-        self.log_start_offset = max(first, log_start_offset or 0)
-        if self.log_start_offset > self._end.offset:
-            self.log_start_offset = self._end.offset
-        self.recovery_point = self._end.offset if clean_shutdown else min(max(self.recovery_point, 0), self._end.offset)
+        return kept
+
+    @staticmethod
+    def _segments_end(segments: Sequence[LogSegment]) -> int:
+        """The log end offset of loaded segments: one past the active segment's last offset."""
+        if not segments:
+            return 0
+        active = segments[-1]
+        return max(active.next_offset if active.size else active.base_offset, active.base_offset)
 
     def _after_recovery_point(self, i: int, ordered: Sequence[LogSegment]) -> bool:
         """Whether segment ``i`` may hold unflushed data: its range reaches the recovery point."""
@@ -239,19 +315,101 @@ class Log:
             return False  # an emptied index on a segment that must have entries
         return True
 
-    def _complete_swap(self, swap_name: str, segments: dict) -> None:
+    def _tail_agrees(self, segment: LogSegment) -> bool:
+        """Whether a segment's ``.log`` ends where its indexes say: the last offset index entry
+        points at a whole batch inside the file, the batches from there are whole up to the
+        end of the file, the last one passes its CRC, and neither index points past it.
+
+        Reads the few batch headers after the last index entry and the last batch, as
+        loading does anyway. A ``.log`` cut or overwritten after a clean shutdown fails it.
+        """
+        problem = self._tail_problem(segment)
+        if problem is not None:
+            log.warning("%s: recovering segment %d: %s", self.directory, segment.base_offset, problem)
+        return problem is None
+
+    @staticmethod
+    def _tail_problem(segment: LogSegment) -> Optional[str]:
+        """What :meth:`_tail_agrees` finds wrong, in words; None when nothing is."""
+        reader = segment.reader()
+        index_offset, position = segment.offset_index.last_entry
+        indexed = segment.offset_index.entries > 0
+        if indexed:
+            header = reader.header_at(position)
+            if header is None or index_offset < header.base_offset:
+                return ("the last offset index entry (offset %d at byte %d) points at no whole batch holding it "
+                        "in the %d-byte .log file" % (index_offset, position, segment.size))
+        walk = reader.headers(position)
+        last: Optional[BatchHeader] = None
+        for last in walk:
+            pass
+        stop = walk.stop
+        if stop is not None and stop.reason != END:
+            return stop.detail
+        if last is not None:
+            check = reader.batches(last.position, check_crc=True)
+            for _ in check:
+                pass
+            if check.stop is not None and check.stop.reason != END:
+                return "its last batch: %s" % check.stop.detail
+        last_offset = last.last_offset if last is not None else segment.base_offset - 1
+        if indexed and index_offset > last_offset:
+            return "the last offset index entry (offset %d) is past the last batch (offset %d)" % (
+                index_offset, last_offset)
+        ts, ts_offset = segment.time_index.last_entry
+        if segment.time_index.entries and ts_offset > last_offset:
+            return "the last time index entry points at offset %d, past the last offset %d" % (ts_offset, last_offset)
+        return None
+
+    def _complete_swap(self, swap_name: str, segments: Dict[int, LogSegment]) -> None:
+        """Put a ``.log.swap`` segment in place of the segments it covers, once it is shown
+        to be compaction output for them; otherwise remove it and keep them."""
         base = offset_from_filename(swap_name)
-        swap_path = os.path.join(self.directory, swap_name)
-        live_path = swap_path[: -len(SWAP_SUFFIX)]
         swap = LogSegment.open(self.directory, base, self.config, suffix=SWAP_SUFFIX)
-        swap.recover(self.config.max_message_bytes)
+        problem = self._swap_problem(swap, segments)
+        if problem is not None:
+            log.warning("%s: removing %s, an interrupted compaction swap that cannot replace anything: %s; "
+                        "the live segments are kept", self.directory, swap_name, problem)
+            swap.delete()
+            return
         end = swap.next_offset
         for old_base in [b for b in segments if base <= b < end]:
             segments.pop(old_base).delete()
         swap.change_suffix(SWAP_SUFFIX, "")
-        assert swap.log_path == live_path
         segments[base] = swap
         log.info("%s: completed an interrupted compaction swap of segment %d", self.directory, base)
+
+    def _swap_problem(self, swap: LogSegment, segments: Mapping[int, LogSegment]) -> Optional[str]:
+        """Why a ``.swap`` segment must not replace anything, or None.
+
+        Compaction output is whole batches that pass their CRCs, with offsets from
+        the segments it replaces: it starts after the segment before them ends,
+        ends within the last of them still there, and never reaches the last
+        segment (compaction never touches the active one). Recovers ``swap``
+        (rebuilding its indexes) as it checks it.
+        """
+        base = swap.base_offset
+        truncated = swap.recover(self.config.max_message_bytes)
+        if truncated:
+            return "%d of its %d bytes are not whole, valid batches" % (truncated, truncated + swap.size)
+        if swap.size == 0:
+            return "it holds no batch"
+        end = swap.next_offset
+        before = [b for b in segments if b < base]
+        replaced = sorted(b for b in segments if base <= b < end)
+        if not any(b >= end for b in segments):
+            return "its offsets %d..%d reach the last segment" % (base, end - 1)
+        if before:
+            previous_end = _end_of(segments[max(before)])
+            if previous_end > base:
+                return "it starts at offset %d, inside segment %d (which ends at %d)" % (
+                    base, max(before), previous_end - 1)
+        if replaced:
+            last_end = _end_of(segments[replaced[-1]])
+            if end > last_end:
+                return "its last offset %d is past the last offset %d of the segments it would replace" % (
+                    end - 1, last_end - 1)
+        return None
 
     def _publish(self, segments: Tuple[LogSegment, ...]) -> None:
         # One assignment of a tuple pair: a reader sees the old or the new list, whole.
@@ -295,7 +453,8 @@ class Log:
 
     def append(self, data: Union[bytes, bytearray, memoryview], leader_epoch: int = 0, *,
                check_producers: Optional[CheckProducers] = None,
-               producers_appended: Optional[ProducersAppended] = None) -> AppendResult:
+               producers_appended: Optional[ProducersAppended] = None,
+               allow_control: bool = True) -> AppendResult:
         """Validate a producer's batches, give them the next offsets and write them.
 
         A ``bytearray`` is validated and patched in place (a produce request's
@@ -318,15 +477,29 @@ class Log:
         timestamp): nothing is written and the result says ``duplicate``.
         ``producers_appended`` sees the batches as written (their offsets, the
         log append time) once they are in the segment.
+
+        ``allow_control=False`` (a client's append, Kafka's origin CLIENT)
+        refuses control batches with InvalidRecordError: transaction markers
+        are the broker's to write.
+
+        The pass over the records reads nothing of the log, so it runs before
+        the log's lock is taken: a compressed batch may take long to walk
+        (docs/operations.md, "Compressed batches"), and flushes, retention and
+        other appends need not wait for it.
         """
         buffer = data if type(data) is bytearray else bytearray(data)  # patched in place
+        self._check_open()
+        legacy = len(buffer) > 16 and buffer[16] < 2
+        if not legacy:
+            batches, record_count, keyless = records.validate_batches(buffer, self.config.compact)
+            if not allow_control:
+                _refuse_control(batches)
         with self._lock:
             self._check_open()
             now = self._now_ms()
             lat = now if self.config.log_append_time else None
-            if len(buffer) > 16 and buffer[16] < 2:
+            if legacy:
                 return self._append_legacy(buffer, lat, now)
-            batches, record_count, keyless = records.validate_batches(buffer, self.config.compact)
             if check_producers is not None:
                 duplicate = check_producers(batches)
                 if duplicate is not None:
@@ -345,6 +518,7 @@ class Log:
             self._write(buffer, written, last_offset, max_ts)
             if producers_appended is not None:
                 producers_appended(written)
+            self._flush_if_due_by_messages()
             return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
                                 record_count, last_offset, len(written), max_ts, max_ts_offset)
 
@@ -361,6 +535,7 @@ class Log:
             self._check_legacy_keys(buffer)
         max_ts = max(h.max_timestamp for h in headers)
         self._write(buffer, headers, last, max_ts)
+        self._flush_if_due_by_messages()
         return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
                             len(headers), last, len(headers), max_ts, last)
 
@@ -390,8 +565,12 @@ class Log:
             max_ts, max_ts_offset = _max_timestamp(headers)
             if headers[0].base_offset > self._end.offset:
                 # A gap (compacted source or a fresh replica): the next segment starts there.
-                self._roll_locked(headers[0].base_offset)
+                try:
+                    self._roll_locked(headers[0].base_offset)
+                except OSError as exc:
+                    raise self._storage_error("roll a segment at offset %d" % headers[0].base_offset, exc) from exc
             self._write(buffer, headers, headers[-1].last_offset, max_ts)
+            self._flush_if_due_by_messages()
             return AppendResult(0, headers[0].base_offset, -1, self.log_start_offset, -1, headers[-1].last_offset,
                                 len(headers), max_ts, max_ts_offset)
 
@@ -414,9 +593,9 @@ class Log:
 
     def _check_legacy_keys(self, buffer: Union[bytes, bytearray]) -> None:
         """The key check of a v0/v1 message set (a v2 append's is part of its one pass)."""
-        columns = records.decode_columns(buffer, check_crc=False)
-        if len(columns) and (columns.key_length < 0).any():
-            self._refuse_keyless(int(columns.offsets[int((columns.key_length < 0).argmax())]))
+        offset = first_keyless_offset(buffer)
+        if offset >= 0:
+            self._refuse_keyless(offset)
 
     def _check_timestamps(self, headers: Sequence[BatchHeader], now: int, first_offset: Optional[int]) -> None:
         limit = self.config.message_timestamp_difference_max_ms
@@ -429,14 +608,42 @@ class Log:
                     % (h.max_timestamp, _offset_of(headers, i, first_offset), limit, now))
 
     def _write(self, buffer: Union[bytes, bytearray], headers: List[BatchHeader], last_offset: int, max_timestamp: int) -> None:
+        """Write validated batches at the end, rolling first when due.
+
+        A failure to write (a full disk: ENOSPC; an I/O error) raises
+        KafkaStorageError with the log as it was: the segment cut back to its
+        last whole batch, its indexes and the log end offset unchanged, so the
+        log takes the next append once the cause is gone.
+        """
         segment = self._end.segment
-        if self._should_roll(segment, len(buffer), last_offset, max_timestamp):
-            segment = self._roll_locked(headers[0].base_offset)
-        segment.append(buffer, headers)
+        try:
+            if self._should_roll(segment, len(buffer), last_offset, max_timestamp):
+                segment = self._roll_locked(headers[0].base_offset)
+            segment.append(buffer, headers)
+        except OSError as exc:
+            raise self._storage_error("append offsets %d..%d" % (headers[0].base_offset, last_offset), exc) from exc
         self._end = _End(last_offset + 1, segment, segment.size)
         self._unflushed += sum(h.last_offset - h.base_offset + 1 for h in headers)
+        if self._write_failed:
+            self._write_failed = False
+            log.warning("%s: appends succeed again from offset %d", self.directory, headers[0].base_offset)
+
+    def _flush_if_due_by_messages(self) -> None:
+        """``flush.messages``: fsync once that many records were appended since the last flush."""
         if self._unflushed >= self.config.flush_messages:
-            self._flush_locked(self._end.offset)
+            try:
+                self._flush_locked(self._end.offset)
+            except OSError as exc:
+                raise self._storage_error("flush (the records were written, not fsynced)", exc) from exc
+
+    def _storage_error(self, what: str, exc: OSError) -> KafkaStorageError:
+        """The KafkaStorageError (56) for a failed write; logged once until a write succeeds again."""
+        if not self._write_failed:
+            self._write_failed = True
+            log.error("%s: could not %s: %s; appends to this partition fail with KAFKA_STORAGE_ERROR "
+                      "until a write succeeds (free space on the disk)", self.directory, what, exc)
+        return KafkaStorageError("%s-%d: could not %s: %s" % (self.topic, self.partition, what,
+                                                              exc.strerror or exc))
 
     def _should_roll(self, segment: LogSegment, size: int, last_offset: int, max_timestamp: int) -> bool:
         if segment.is_full_for(size, last_offset):
@@ -528,7 +735,7 @@ class Log:
                     "offset %d is out of range for %s-%d: log start %d, log end %d"
                     % (offset, self.topic, self.partition, start, end.offset))
             if offset == end.offset or (max_offset is not None and offset >= max_offset):
-                return FileRegion(end.segment.file, end.position, 0, end.segment.base_offset)
+                return FileRegion.empty(end.segment.base_offset, end.position)
             i = max(bisect.bisect_right(bases, offset) - 1, 0)
             try:
                 while i < len(segments):
@@ -546,7 +753,7 @@ class Log:
             except ValueError:
                 # A segment was deleted or truncated under this snapshot: look again.
                 continue
-            return FileRegion(end.segment.file, end.position, 0, end.segment.base_offset)
+            return FileRegion.empty(end.segment.base_offset, end.position)
         raise OffsetOutOfRangeError(
             "offset %d of %s-%d was removed while being read" % (offset, self.topic, self.partition))
 

@@ -21,15 +21,16 @@ checkpoints and the marker, so the next start skips recovery.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from ..errors import ConfigError, LogDirInUseError
+from ..errors import ConfigError, CorruptCheckpointError, LogDirInUseError
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOCK_FILE,
@@ -39,6 +40,7 @@ from .checkpoint import (
     OffsetCheckpoint,
     write_atomically,
 )
+from . import file_cache, reservation
 from .config import LogConfig, LogManagerConfig
 from .log import Log, parse_dir_name
 from .scheduler import Scheduler
@@ -46,9 +48,22 @@ from .scheduler import Scheduler
 if TYPE_CHECKING:
     from .cleaner import LogCleaner
 
-__all__ = ["CleaningProgress", "CleaningRegistry", "LogDirInUseError", "LogManager"]
+__all__ = ["CleaningProgress", "CleaningRegistry", "LogDirInUseError", "LogManager", "delete_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
+
+DELETE_SUFFIX = "-delete"
+# The longest file name Linux file systems take (NAME_MAX).
+_NAME_MAX = 255
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """The name a deleted partition's directory takes: ``<topic>-<partition>.<id>-delete``,
+    the topic shortened when the whole would not fit a file name (Kafka's
+    ``logDeleteDirName``: a topic name may be 249 characters)."""
+    unique = uuid.uuid4().hex
+    room = _NAME_MAX - (len(DELETE_SUFFIX) + len(unique) + 1 + len(str(partition)) + 1)
+    return "%s-%d.%s%s" % (topic[:max(room, 0)], partition, unique, DELETE_SUFFIX)
 
 
 
@@ -72,21 +87,26 @@ class _LogDir:
             os.unlink(marker)  # from now on a crash must not look clean
         self.recovery_points = OffsetCheckpoint(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT))
         self.log_start_offsets = OffsetCheckpoint(os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT))
-        self.recovery = self.recovery_points.read()
-        self.starts = self.log_start_offsets.read()
+        self.recovery = _read_or_ignore(self.recovery_points, "every log is recovered as after a crash"
+                                        if not self.clean_shutdown else "no log needs it after a clean shutdown")
+        self.starts = _read_or_ignore(self.log_start_offsets, "each log starts at its first segment")
 
     def partition_dirs(self) -> List[str]:
+        """The ``<topic>-<partition>`` directories; a deleted topic's leftovers are removed,
+        anything else is warned about and left alone."""
         out = []
         for name in sorted(os.listdir(self.path)):
             full = os.path.join(self.path, name)
             if not os.path.isdir(full):
                 continue
-            if name.endswith("-delete"):
+            if name.endswith(DELETE_SUFFIX):
                 shutil.rmtree(full, ignore_errors=True)  # a deleted topic's leftovers
                 continue
             try:
                 parse_dir_name(full)
             except ValueError:
+                log.warning("%s: the directory %s is not a partition (<topic>-<partition>); left alone",
+                            self.path, name)
                 continue
             out.append(full)
         return out
@@ -212,6 +232,9 @@ class LogManager:
         elif log_dirs is not None:
             raise ConfigError("give log dirs either as log_dirs or in the config, not both")
         self.config = config
+        # One file cache and one reservation budget per process: the last manager started sets them.
+        file_cache.configure(config.log_open_files_max)
+        reservation.configure(config.log_reserve_bytes_max)
         self.default_log_config = config.default_log_config()
         self._topic_config = topic_config
         self._clock = clock
@@ -294,10 +317,13 @@ class LogManager:
             existing = self._find_log(topic, partition, config)
             if existing is not None:
                 return existing
-            counts = {id(d): 0 for d in self._dirs}
-            for tp, d in self._log_dir_of.items():
-                counts[id(d)] += 1
-            d = min(self._dirs, key=lambda d: (counts[id(d)], self._dirs.index(d)))
+            if len(self._dirs) == 1:
+                d = self._dirs[0]
+            else:
+                counts = {id(d): 0 for d in self._dirs}
+                for tp, d in self._log_dir_of.items():
+                    counts[id(d)] += 1
+                d = min(self._dirs, key=lambda d: (counts[id(d)], self._dirs.index(d)))
             path = os.path.join(d.path, "%s-%d" % (topic, partition))
             parse_dir_name(path)  # the topic's characters must make a valid directory name
             return self._load_log(d, path, config)
@@ -307,14 +333,37 @@ class LogManager:
             return list(self._logs.values())
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Remove a partition's log: renamed ``*-delete`` at once, its files removed in the background."""
+        """Remove a partition's log: renamed ``*-delete`` at once, its files removed in the
+        background; -> False when there is no such log."""
         with self._lock:
-            tp = (topic, partition)
-            log_ = self._logs.pop(tp, None) or self.get_log(topic, partition)
-            self._logs.pop(tp, None)
-            d = self._log_dir_of.pop(tp, None)
-            if log_ is None or d is None:
+            if (topic, partition) not in self._logs and self.get_log(topic, partition) is None:
                 return False
+        self.delete_logs(topic, [partition])
+        return True
+
+    def delete_logs(self, topic: str, partitions: Iterable[int]) -> None:
+        """Remove several logs of a topic, all or none (a topic's delete).
+
+        Each log leaves the manager, its cleaning stops and it closes; then each
+        directory is renamed ``<topic>-<partition>.<id>-delete`` (the topic shortened
+        so the name fits a file name, as Kafka does) and removed in the background.
+        When a rename fails, the ones done are renamed back and every log is loaded
+        again, then the error is raised. Nothing that waits (a clean stopping, a
+        close's flush) runs under the manager's lock.
+        """
+        taken: List[Tuple[Tuple[str, int], Log, _LogDir]] = []
+        with self._lock:
+            self._check_open()
+            for p in partitions:
+                tp = (topic, p)
+                log_ = self._logs.get(tp) or self.get_log(topic, p)
+                d = self._log_dir_of.get(tp)
+                if log_ is None or d is None:
+                    continue
+                del self._logs[tp]
+                del self._log_dir_of[tp]
+                taken.append((tp, log_, d))
+        for tp, log_, d in taken:
             # Every cleaner's clean of it stops, and none starts (paused) until it is closed;
             # after that a closed log is never claimed.
             self.cleaning.abort(log_, pause=True)
@@ -322,13 +371,34 @@ class LogManager:
                 log_.close(flush=False)  # deleted: no fsync of data nobody will read
             finally:
                 self.cleaning.resume(log_)
-            doomed = "%s.%s-delete" % (log_.directory, uuid.uuid4().hex)
-            os.rename(log_.directory, doomed)
-            self.scheduler.schedule(lambda: shutil.rmtree(doomed, ignore_errors=True), name="delete-log")
-            d.recovery.pop(tp, None)
-            d.starts.pop(tp, None)
-            self.checkpoint()
-            return True
+        renamed: List[Tuple[str, str]] = []
+        current = ""
+        try:
+            for tp, log_, d in taken:
+                current = log_.directory
+                doomed = os.path.join(d.path, delete_dir_name(*tp))
+                os.rename(current, doomed)
+                renamed.append((current, doomed))
+        except OSError as exc:
+            log.error("could not rename %s for deletion: %s; the topic's logs are kept", current, exc)
+            for original, doomed in reversed(renamed):
+                try:
+                    os.rename(doomed, original)
+                except OSError:
+                    log.exception("could not rename %s back to %s", doomed, original)
+            with self._lock:
+                for tp, log_, d in taken:
+                    if os.path.isdir(log_.directory):
+                        self._load_log(d, log_.directory, log_.config)
+            raise
+        for _, doomed in renamed:
+            self.scheduler.schedule(functools.partial(shutil.rmtree, doomed, ignore_errors=True), name="delete-log")
+        with self._lock:
+            for tp, _, d in taken:
+                d.recovery.pop(tp, None)
+                d.starts.pop(tp, None)
+            if not self.closed:
+                self.checkpoint()
 
     # -- background work -------------------------------------------------------------
 
@@ -398,12 +468,26 @@ class LogManager:
             self.cleaner.shutdown()
         self.scheduler.shutdown(run_pending=True)
         with self._lock:
+            # A full disk or an I/O error fails a flush or a checkpoint: without the marker
+            # the next start recovers the logs from their segments, as after a crash.
+            clean = True
             for log_ in self._logs.values():
-                log_.close()
-            self.checkpoint()
+                try:
+                    log_.close()
+                except OSError as exc:
+                    clean = False
+                    log.error("could not flush and close %s: %s; the next start recovers it", log_.directory, exc)
+            try:
+                self.checkpoint()
+            except OSError as exc:
+                clean = False
+                log.error("could not write the checkpoints: %s; the next start recovers every log", exc)
             for d in self._dirs:
-                d.mark_clean()
-                d.release()
+                try:
+                    if clean:
+                        d.mark_clean()
+                finally:
+                    d.release()
 
     def __enter__(self) -> "LogManager":
         return self
@@ -453,6 +537,16 @@ class LogManager:
                 manager.close()
             else:
                 cls._standalone[parent] = (manager, count - 1)
+
+
+def _read_or_ignore(checkpoint: OffsetCheckpoint, consequence: str) -> Dict[Tuple[str, int], int]:
+    """A checkpoint's entries; an unreadable one is reported and read as empty: it only
+    spares work (recovery) or hides records (the log start), so without it nothing is lost."""
+    try:
+        return checkpoint.read()
+    except (CorruptCheckpointError, OSError) as exc:
+        log.warning("%s; ignored: %s (the next checkpoint rewrites it)", exc, consequence)
+        return {}
 
 
 def _as_list(value: Any) -> List[str]:

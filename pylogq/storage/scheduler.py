@@ -12,7 +12,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 __all__ = ["Scheduler"]
 
@@ -29,6 +29,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._thread: Optional[threading.Thread] = None
         self._stopped = False
+        self._failing: Dict[str, str] = {}  # task -> its last failure, while it keeps failing
 
     def schedule(self, fn: Callable[[], None], delay: float = 0.0, period: Optional[float] = None,
                  name: str = "") -> None:
@@ -53,10 +54,24 @@ class Scheduler:
                 due, _, fn, period, name = heapq.heappop(self._queue)
                 if period is not None:
                     heapq.heappush(self._queue, (max(due + period, time.monotonic()), next(self._seq), fn, period, name))
-            try:
-                fn()
-            except Exception:  # a failing task must not stop the others
-                log.exception("scheduled task %s failed", name or fn)
+            self._call(fn, name)
+
+    def _call(self, fn: Callable[[], None], name: str) -> None:
+        """Run a task; a failure is logged with its traceback, and the same failure again
+        (a full disk fails every flush) in one line, until the task succeeds."""
+        key = name or repr(fn)
+        try:
+            fn()
+        except Exception as exc:  # a failing task must not stop the others
+            text = "%s: %s" % (type(exc).__name__, exc)
+            if self._failing.get(key) == text:
+                log.warning("scheduled task %s failed again: %s", key, text)
+            else:
+                self._failing[key] = text
+                log.exception("scheduled task %s failed", key)
+        else:
+            if self._failing.pop(key, None) is not None:
+                log.warning("scheduled task %s succeeds again", key)
 
     def run_pending(self, only_one_shot: bool = True) -> None:
         """Run every queued one-shot task now, in this thread (used at shutdown)."""
@@ -65,10 +80,7 @@ class Scheduler:
             self._queue = [t for t in self._queue if only_one_shot and t[3] is not None]
             heapq.heapify(self._queue)
         for _, _, fn, _, name in sorted(tasks, key=lambda t: (t[0], t[1])):
-            try:
-                fn()
-            except Exception:
-                log.exception("scheduled task %s failed", name or fn)
+            self._call(fn, name)
 
     def shutdown(self, run_pending: bool = True) -> None:
         """Stop the thread; with ``run_pending``, run the queued one-shot tasks first."""

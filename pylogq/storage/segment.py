@@ -14,6 +14,13 @@ position and a length, which a server can ``sendfile`` and a reader can decode.
 A region keeps its file open, so a segment deleted or renamed under a reader
 stays readable until the reader lets go (POSIX unlink semantics).
 
+A segment holds no descriptor while nobody uses it: its ``.log`` file and its
+index maps are opened on demand through the process's bounded cache of open
+files (:mod:`pylogq.storage.file_cache`), the writer's included, and a region
+or reader keeps the file it was given open after the cache let go of it.
+Blocks are reserved ahead of appends only for segments written at a sustained
+rate, within the process's budget (:mod:`pylogq.storage.reservation`).
+
 Whatever walks a ``.log`` file entry by entry goes through :class:`SegmentReader`:
 the log itself (loading, recovery, offset lookups), Spark tasks reading a
 broker's directories and ``pylogq dump-log``. It only reads, stops at the
@@ -22,9 +29,11 @@ valid prefix and says where and why (:class:`WalkStop`).
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import struct
+import threading
 import time
 from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
@@ -33,10 +42,12 @@ import numpy as np
 from ..errors import OffsetOutOfRangeError
 from ..records import BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
-from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
+from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, iter_record_times
 from ..records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from .config import LogConfig
+from .file_cache import SharedFile, open_files
 from .index import OffsetIndex, TimeIndex
+from .reservation import RESERVE_MAX, RESERVE_MIN, next_chunk, reservation_budget
 
 __all__ = [
     "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
@@ -57,8 +68,9 @@ _ENTRY_HEAD = struct.Struct(">qi")  # base offset, length: the first 12 bytes of
 NO_TIMESTAMP = -1
 
 
-# Appends reserve disk blocks ahead of the write position, this much at a time.
-RESERVE_CHUNK = 16 * 1024 * 1024
+# The most a segment reserves ahead of its appends at once (pylogq.storage.reservation decides when and how much).
+RESERVE_CHUNK = RESERVE_MAX
+_NEVER = 2**62  # a position no append reaches: no reservation is tried again
 _FALLOC_FL_KEEP_SIZE = 1
 _fallocate: Any = None  # libc's fallocate(2), looked up on first use; False where there is none
 
@@ -107,28 +119,37 @@ class FileRegion:
     """A byte range of a segment file: what a read returns, ready for sendfile or decoding.
 
     Holds the open file, so the bytes stay readable even if the segment is
-    deleted afterwards. ``read()`` raises if the file was truncated under the
-    region (a replica truncating its log), rather than returning a torn batch.
+    deleted, or its file leaves the file cache, afterwards. ``read()`` raises
+    if the file was truncated under the region (a replica truncating its log),
+    rather than returning a torn batch. An empty region (:meth:`empty`, a read
+    at the log end) holds no file.
     """
 
     __slots__ = ("file", "position", "length", "segment_base_offset")
 
-    def __init__(self, file: io.FileIO, position: int, length: int, segment_base_offset: int) -> None:
+    def __init__(self, file: Optional[io.FileIO], position: int, length: int, segment_base_offset: int) -> None:
         self.file = file
         self.position = position
         self.length = length
         self.segment_base_offset = segment_base_offset
 
+    @classmethod
+    def empty(cls, segment_base_offset: int, position: int) -> "FileRegion":
+        """No bytes, at ``position`` of a segment: opens nothing (idle partitions are polled at their end)."""
+        return cls(None, position, 0, segment_base_offset)
+
     def __len__(self) -> int:
         return self.length
 
     def fileno(self) -> int:
+        if self.file is None:
+            raise ValueError("an empty region of segment %d has no file" % self.segment_base_offset)
         return self.file.fileno()
 
     def read(self) -> bytes:
         if self.length == 0:
             return b""
-        data = os.pread(self.file.fileno(), self.length, self.position)
+        data = os.pread(self.fileno(), self.length, self.position)
         if len(data) != self.length:
             raise OffsetOutOfRangeError(
                 "segment %d was truncated while being read: %d of %d bytes at position %d"
@@ -403,6 +424,14 @@ class LogSegment:
     or follow the entry's offset. Appends, truncation, renames and close come
     from one thread at a time (the log's lock); reads may run concurrently in
     any thread, up to a position the log hands them.
+
+    Files: the ``.log`` file and the index maps are opened on demand through
+    the process's file cache (:attr:`file` opens it again when the cache has
+    let it go), so a segment nobody uses holds no descriptor. Blocks reserved
+    ahead of appends (:mod:`pylogq.storage.reservation`) end at ``_allocated``;
+    the write lock orders every change of the file's size (appends,
+    truncation, giving reserved blocks back) with the budget asking for them
+    back from another thread.
     """
 
     def __init__(self, directory: str, base_offset: int, config: LogConfig, suffix: str = "",
@@ -412,21 +441,31 @@ class LogSegment:
         self.config = config
         prefix = os.path.join(directory, filename_prefix(base_offset))
         self.log_path = prefix + LOG_SUFFIX + suffix
+        self.closed = False
+        self._deleted = False
+        self._file = open_files().handle(self._open_log, self._closed_error)
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.file = io.FileIO(fd, "r+", closefd=True)
+        file = self._file.put(SharedFile(fd, "r+", closefd=True))
         self.size = os.fstat(fd).st_size
         self.preallocated = False
-        self._reserved = self.size  # disk blocks allocated up to here (see reserve_blocks)
+        self._write_lock = threading.Lock()
+        self._allocated = self.size  # disk blocks allocated up to here (see reserve_blocks)
+        # Reservation ahead of appends: none for compaction output (written once, then inactive).
+        self._reserve_at = self.size + RESERVE_MIN if not suffix else _NEVER  # where to consider the next chunk
+        self._chunk = 0  # the last chunk granted
+        self._chunk_started = time.monotonic()  # when the bytes up to _reserve_at started coming
         if config.preallocate and self.size == 0 and not suffix:
             # Kafka's preallocate: reserve the whole segment now, so appends write
             # into allocated blocks (faster); the file is cut to its data on roll
             # and close, and recovery cuts a crashed segment's zero tail.
             try:
-                os.posix_fallocate(fd, 0, config.segment_bytes)
+                os.posix_fallocate(file.fileno(), 0, config.segment_bytes)
                 self.preallocated = True
-                self._reserved = config.segment_bytes
+                self._allocated = config.segment_bytes
+                self._reserve_at = _NEVER
             except OSError:  # a filesystem without fallocate: plain appends
                 pass
+        del file
         # Missing index files (deleted, or never written before a crash) must be rebuilt.
         self.indexes_existed = os.path.exists(prefix + INDEX_SUFFIX + suffix) and os.path.exists(
             prefix + TIME_INDEX_SUFFIX + suffix)
@@ -438,7 +477,29 @@ class LogSegment:
         self.offset_of_max_timestamp_so_far = base_offset
         self.rolling_timestamp: Optional[int] = None  # the first batch's max timestamp (time-based roll)
         self._last_offset = base_offset - 1  # the largest offset appended; known after load or append
-        self.closed = False
+
+    @property
+    def file(self) -> io.FileIO:
+        """The open ``.log`` file, opened again if the file cache let it go.
+
+        Keep it only for the operation in hand, or hand it to a region or reader
+        (which keeps it open). ValueError once the segment is closed or deleted.
+        """
+        return self._file.get()
+
+    def _open_log(self) -> SharedFile:
+        while True:
+            path = self.log_path
+            try:
+                return SharedFile(path, "r+")  # never O_CREAT: a file deleted under us stays deleted
+            except FileNotFoundError:
+                if self.log_path == path:
+                    raise
+                # renamed meanwhile (.deleted, .swap): open it by its new name
+
+    def _closed_error(self) -> Exception:
+        return ValueError("segment %d of %s is %s" % (self.base_offset, self.directory,
+                                                       "deleted" if self._deleted else "closed"))
 
     # -- loading ------------------------------------------------------------
 
@@ -494,10 +555,12 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         valid = _recover_scan(self, self.reader(), max_message_bytes)
         truncated = self.size - valid
-        # Also releases blocks a crashed process had reserved past the end.
-        os.ftruncate(self.file.fileno(), valid)
-        self.size = valid
-        self._reserved = valid
+        with self._write_lock:
+            # Also releases blocks a crashed process had reserved past the end.
+            file = self._file.get()
+            os.ftruncate(file.fileno(), valid)
+            self.size = valid
+            self._unreserve_locked()
         self.time_index.trim_to_valid_size()
         self.offset_index.resize(self.config.segment_index_bytes)
         self.time_index.resize(self.config.segment_index_bytes)
@@ -509,21 +572,103 @@ class LogSegment:
         """Write validated batches (their headers in ``batches``) at the end of the file."""
         if not data:
             return
+        lock = self._write_lock
+        lock.acquire()  # (not ``with``: this is the produce path, and acquire/release cost half as much)
+        try:
+            # The file is held for the whole append: the cache may let it go meanwhile, this write keeps it open.
+            self._append_locked(self._file.get(), data, batches)
+        finally:
+            lock.release()
+
+    def _append_locked(self, file: io.FileIO, data: Union[bytes, bytearray], batches: List[BatchHeader]) -> None:
         position = self.size
         end = position + len(data)
-        if end > self._reserved:
-            target = max(end, min(self._reserved + RESERVE_CHUNK, self.config.segment_bytes))
-            if reserve_blocks(self.file.fileno(), self._reserved, target - self._reserved):
-                self._reserved = target
-            else:
-                self._reserved = 2**62  # not available here: stop trying
-        written = os.pwrite(self.file.fileno(), data, position)
-        if written != len(data):
-            # A short write leaves a partial batch: cut it off so the file stays whole.
-            os.ftruncate(self.file.fileno(), position)
-            raise OSError("short write to %s: %d of %d bytes" % (self.log_path, written, len(data)))
-        self._index_batches(batches, position)
+        if end > self._reserve_at:
+            self._reserve_ahead(file, position, end)
+        saved = (self._last_offset, self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                 self.rolling_timestamp, self.bytes_since_last_index_entry)
+        try:
+            view = memoryview(data)
+            written = 0
+            while written < len(data):  # a short write is retried: the next one says why (ENOSPC)
+                n = os.pwrite(file.fileno(), view[written:], position + written)
+                if n <= 0:
+                    raise OSError(errno.EIO, "write to %s made no progress" % self.log_path)
+                written += n
+            self._index_batches(batches, position)
+        except OSError:
+            # A full disk or an I/O error: the segment goes back to exactly what it was (a
+            # partial batch cut off, this append's index entries dropped), so it takes the
+            # next append as if this one never happened.
+            os.ftruncate(file.fileno(), position)
+            self._unreserve_locked()  # the cut released the reserved blocks too
+            self.offset_index.truncate_to(batches[0].base_offset)
+            self.time_index.truncate_to(batches[0].base_offset)
+            (self._last_offset, self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+             self.rolling_timestamp, self.bytes_since_last_index_entry) = saved
+            raise
         self.size = position + len(data)
+
+    def _reserve_ahead(self, file: io.FileIO, position: int, end: int) -> None:
+        """The append to ``end`` passed the point to consider reserving: reserve the next chunk
+        if the writes since the last one came fast enough and the budget grants it."""
+        now = time.monotonic()
+        chunk = next_chunk(self._chunk, now - self._chunk_started)
+        self._chunk_started = now
+        if not chunk:  # slow writes: nothing reserved; look again after another RESERVE_MIN
+            self._chunk = 0
+            self._reserve_at = end + RESERVE_MIN
+            return
+        budget = reservation_budget()
+        if budget.request(self, chunk) != chunk:  # no room now: ask for as much after another chunk's worth
+            self._reserve_at = end + chunk
+            return
+        start = max(position, self._allocated)
+        target = min(end + chunk, max(self.config.segment_bytes, end))
+        if target <= start or reserve_blocks(file.fileno(), start, target - start):
+            self._allocated = max(self._allocated, target)
+            self._reserve_at = target
+            self._chunk = chunk
+        else:
+            budget.release(self)
+            self._reserve_at = _NEVER  # not available here: stop trying
+
+    def release_reservation(self, wait: bool = True) -> bool:
+        """Give back the blocks reserved past the data and the budget's grant; -> whether it did.
+
+        The budget calls this from another segment's append to make room
+        (``wait=False``: a segment being written keeps its blocks).
+        """
+        if not self._write_lock.acquire(blocking=wait):
+            return False
+        try:
+            if self.closed:
+                reservation_budget().release(self)
+                return True
+            try:
+                self._trim_locked()
+            except (OSError, ValueError):  # gone or failing: the grant goes all the same, never held forever
+                reservation_budget().release(self)
+            return True
+        finally:
+            self._write_lock.release()
+
+    def _trim_locked(self) -> None:
+        """Cut the file to its data, releasing the blocks reserved past it (under the write lock)."""
+        if self.preallocated or self.size < self._allocated:
+            file = self._file.get()
+            os.ftruncate(file.fileno(), self.size)
+        self.preallocated = False
+        self._unreserve_locked()
+
+    def _unreserve_locked(self) -> None:
+        """Nothing is reserved past the data any more: return the grant, start again from no chunk."""
+        self._allocated = self.size
+        if self._reserve_at != _NEVER:
+            self._reserve_at = self.size + RESERVE_MIN
+        self._chunk = 0
+        self._chunk_started = time.monotonic()
+        reservation_budget().release(self)
 
     def _index_batches(self, batches: List[BatchHeader], position: int) -> None:
         interval = self.config.index_interval_bytes
@@ -631,6 +776,11 @@ class LogSegment:
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
             data = reader.read(header.position, header.size)
+            if header.magic >= 2:  # read as it decompresses: a batch of extreme ratio stays small
+                for offset, ts in iter_record_times(data):
+                    if offset >= start_offset and ts >= timestamp:
+                        return ts, offset
+                continue
             columns = decode_columns(data, start_offset=start_offset, skip_control=True)
             late = np.flatnonzero(columns.timestamps >= timestamp)
             if len(late):
@@ -647,7 +797,12 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self.file.fileno()).st_mtime * 1000)
+        file = self._file.peek()  # retention asks every segment: no file is opened for it
+        try:
+            st = os.fstat(file.fileno()) if file is not None else os.stat(self.log_path)
+        except (FileNotFoundError, ValueError):  # deleted meanwhile: when it was opened or made will do
+            return self.created_ms
+        return int(st.st_mtime * 1000)
 
     # -- truncation, flush, lifecycle --------------------------------------------------
 
@@ -664,9 +819,11 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        os.ftruncate(self.file.fileno(), position)
-        self.size = position
-        self._reserved = position
+        with self._write_lock:
+            file = self._file.get()
+            os.ftruncate(file.fileno(), position)
+            self.size = position
+            self._unreserve_locked()
         # Rebuild the in-memory trackers from what is left.
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = self.base_offset
@@ -677,7 +834,8 @@ class LogSegment:
         return removed
 
     def flush(self) -> None:
-        os.fsync(self.file.fileno())
+        file = self._file.get()  # a descriptor opened now syncs the file's pages all the same
+        os.fsync(file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -691,22 +849,28 @@ class LogSegment:
 
     def _trim_preallocation(self) -> None:
         """Cut the file to its data and release blocks reserved past it."""
-        if self.preallocated or self.size < self._reserved < 2**62:
-            os.ftruncate(self.file.fileno(), self.size)
-        self.preallocated = False
-        self._reserved = self.size
+        with self._write_lock:
+            self._trim_locked()
 
     def close(self) -> None:
+        """Trim the indexes and the file to their data and let go of the file.
+
+        The file is not closed under a region or reader still holding it: it
+        closes when the last of them lets go.
+        """
         if self.closed:
             return
-        self.closed = True
         if self.max_timestamp_so_far != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
                                          skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
-        self._trim_preallocation()
-        self.file.close()
+        with self._write_lock:
+            self.closed = True
+            try:
+                self._trim_locked()
+            finally:
+                self._file.close()
 
     def change_suffix(self, old: str, new: str) -> None:
         """Rename the three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
@@ -734,6 +898,9 @@ class LogSegment:
             self.closed = True
             self.offset_index.close()
             self.time_index.close()
+        self._deleted = True
+        self._file.close()
+        reservation_budget().release(self)  # the blocks go with the file
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             try:
                 os.unlink(path)

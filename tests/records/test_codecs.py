@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import threading
+import time
 import zlib
 
 import kafka.codec as kp_codec
@@ -16,7 +18,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pylogq.errors import CorruptRecordError, UnsupportedCodecError
+from pylogq.errors import CorruptRecordError, MessageTooLargeError, UnsupportedCodecError
 from pylogq.records import codecs
 
 ALL = [codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
@@ -120,3 +122,108 @@ def test_codecs_are_safe_to_share_between_threads(codec):
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(round_trip, payloads))
+
+
+# -- DecompressStream: what validation reads ----------------------------------------------
+
+
+def _read_all(stream, step):
+    parts = []
+    while True:
+        chunk = stream.read(step)
+        assert len(chunk) <= step
+        if not chunk:
+            return b"".join(parts)
+        assert len(chunk) == step or stream.at_end()  # short only at the end
+        parts.append(chunk)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.binary(max_size=60_000), codec=st.sampled_from(ALL), magic=st.sampled_from([0, 1, 2]),
+       step=st.integers(1, 70_000))
+def test_stream_gives_what_decompress_gives_in_any_steps(data, codec, magic, step):
+    payload = codecs.compress(codec, data, magic)
+    with codecs.DecompressStream(codec, payload, magic) as stream:
+        assert _read_all(stream, step) == codecs.decompress(codec, payload, magic) == data
+        assert stream.at_end() and stream.total == len(data)
+
+
+def test_stream_reads_what_clients_write():
+    data = os.urandom(100) * 5000
+    gz = gzip.compress(data[:1000]) + gzip.compress(data[1000:])  # concatenated members
+    members = codecs.DecompressStream(codecs.GZIP, gz)
+    assert _read_all(members, 7777) == data
+    no_size = zstandard.ZstdCompressor().compressobj()
+    frames = no_size.compress(data) + no_size.flush() + zstandard.ZstdCompressor().compress(b"second frame")
+    skippable = struct.pack("<II", 0x184D2A53, 3) + b"abc"
+    assert _read_all(codecs.DecompressStream(codecs.ZSTD, skippable + frames), 4096) == data + b"second frame"
+    raw = snappy.compress(data[:60_000])
+    assert _read_all(codecs.DecompressStream(codecs.SNAPPY, raw), 999) == data[:60_000]
+    assert _read_all(codecs.DecompressStream(codecs.LZ4, codecs.lz4_encode_v0(data), 0), 1 << 16) == data
+
+
+@pytest.mark.parametrize("codec", ALL, ids=[codecs.NAMES[c] for c in ALL])
+def test_stream_garbage_and_truncation_are_corruption_naming_the_batch(codec):
+    good = codecs.compress(codec, os.urandom(64) * 2000)
+    cases = [b"\x00garbage that is not a frame at all"] + [good[:cut] for cut in (1, len(good) // 2, len(good) - 1)]
+    for bad in cases:
+        with pytest.raises(CorruptRecordError, match="CORRUPT_MESSAGE: record batch at byte 7: "):
+            with codecs.DecompressStream(codec, bad, what="record batch at byte 7") as stream:
+                _read_all(stream, 1 << 20)
+
+
+@pytest.mark.parametrize("codec", ALL, ids=[codecs.NAMES[c] for c in ALL])
+def test_stream_past_max_size_is_too_large_and_bounded_per_step(codec):
+    bomb = codecs.compress(codec, bytes(5_000_000))
+    with codecs.DecompressStream(codec, bomb, max_size=5_000_000) as stream:
+        sizes = []
+        while True:
+            chunk = stream.read(100_000)
+            if not chunk:
+                break
+            sizes.append(len(chunk))
+        assert max(sizes) == 100_000 and sum(sizes) == 5_000_000
+    with pytest.raises(MessageTooLargeError, match="decompresses to more than 1000000 bytes, the most one batch"):
+        with codecs.DecompressStream(codec, bomb, max_size=1_000_000) as stream:
+            _read_all(stream, 300_000)
+
+
+def test_a_snappy_block_larger_than_the_window_is_refused(monkeypatch):
+    monkeypatch.setattr(codecs, "DECOMPRESS_WINDOW", 100_000)
+    with pytest.raises(MessageTooLargeError, match="snappy block decompresses to 200000 bytes"):
+        codecs.DecompressStream(codecs.SNAPPY, snappy.compress(bytes(200_000))).read(10)
+    # The Java client's xerial blocks (32 KB) fit any window.
+    framed = codecs.snappy_encode(bytes(200_000))
+    assert _read_all(codecs.DecompressStream(codecs.SNAPPY, framed), 50_000) == bytes(200_000)
+
+
+def test_streams_past_the_window_take_turns(monkeypatch):
+    """At most MAX_LARGE_STREAMS streams hold more than the window at once; a turn is given back
+    at the end of the stream or when it is closed."""
+    monkeypatch.setattr(codecs, "DECOMPRESS_WINDOW", 1000)
+    bomb = codecs.compress(codecs.ZSTD, bytes(50_000))
+    free = codecs._large_streams._value
+    small = codecs.DecompressStream(codecs.ZSTD, codecs.compress(codecs.ZSTD, bytes(1000)))
+    assert len(small.read(1000)) == 1000 and small.at_end()  # exactly the window: no turn taken
+    assert codecs._large_streams._value == free
+    held = [codecs.DecompressStream(codecs.ZSTD, bomb) for _ in range(codecs.MAX_LARGE_STREAMS)]
+    for stream in held:
+        stream.read(2000)
+    assert codecs._large_streams._value == 0
+    waiting = codecs.DecompressStream(codecs.ZSTD, bomb)
+    waiting.read(1000)  # within the window
+    got = []
+    thread = threading.Thread(target=lambda: got.append(len(_read_all(waiting, 4096))))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not codecs._large_streams._cond._waiters:  # it waits for a turn
+        assert time.monotonic() < deadline, "the third stream never waited for a turn"
+        time.sleep(0.001)
+    assert not got
+    held[0].close()
+    thread.join(30)
+    assert got == [49_000]
+    _read_all(held[1], 10_000)  # read to the end: its turn is given back
+    for stream in held:
+        stream.close()
+    assert codecs._large_streams._value == free

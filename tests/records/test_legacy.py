@@ -9,13 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pylogq.errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
+from pylogq.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError, UnsupportedCodecError
 from pylogq.records import codecs
 from pylogq.records.legacy import (
     LegacyMessage,
     LegacyRecord,
     LegacyRecordBatchBuilder,
     assign_offsets_legacy,
+    first_keyless_offset,
     iter_legacy_messages,
     iter_legacy_records,
     valid_prefix_length,
@@ -705,3 +706,29 @@ def test_inner_messages_of_a_plain_message_is_a_usage_error():
     with pytest.raises(ValueError):
         msg.inner_messages()
     assert summary(msg.records()) == [(9, -1, -1, b"k", b"v")]
+
+
+# -- a producer's wrappers are bounded ---------------------------------------------
+
+
+@pytest.mark.parametrize("magic", MAGICS)
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_assign_offsets_refuses_a_wrapper_larger_than_the_window(monkeypatch, magic, codec):
+    """The inner set is decompressed (and for v0 recompressed) whole, so it is bounded by the window."""
+    inner = b"".join(raw_message(i, magic, b"k", bytes(3000), timestamp=i) for i in range(10))
+    data = wrapper_message(9, magic, codec, inner, timestamp=9)
+    monkeypatch.setattr(codecs, "DECOMPRESS_WINDOW", len(inner))
+    out, last = assign_offsets_legacy(bytearray(data), 100)
+    assert last == 109 and _offsets(out) == list(range(100, 110))
+    monkeypatch.setattr(codecs, "DECOMPRESS_WINDOW", len(inner) - 1)
+    # (snappy says it of its one block)
+    with pytest.raises(MessageTooLargeError, match="wrapper at offset 9: .* more than( the)? %d" % (len(inner) - 1)):
+        assign_offsets_legacy(bytearray(data), 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sets=message_sets(), base=st.integers(0, 2**40))
+def test_first_keyless_offset_is_the_first_record_without_a_key(sets, base):
+    out, _ = assign_offsets_legacy(sets[0], base)
+    keyless = [r.offset for r in iter_legacy_records(out) if r.key is None]
+    assert first_keyless_offset(out) == (keyless[0] if keyless else -1)

@@ -445,3 +445,20 @@ def test_public_validate_and_patch_give_batch_headers():
     assert all(type(h) is records.BatchHeader for h in written)
     assert [(h.base_offset, h.last_offset) for h in written] == [(10, 12), (13, 13), (14, 15)]
     assert records.BatchInfo is records.BatchHeader
+
+
+# -- which produce data the server appends on its event loop -------------------------------
+
+
+def test_uncompressed_v2_is_true_only_for_plain_v2_batches():
+    plain = v2(3)
+    assert records.uncompressed_v2(plain) and records.uncompressed_v2(plain + v2(2))
+    assert records.uncompressed_v2(bytearray(plain)) and records.uncompressed_v2(memoryview(plain))
+    for codec in (1, 2, 3, 4):
+        assert not records.uncompressed_v2(v2(3, codec)), codec
+        assert not records.uncompressed_v2(plain + v2(3, codec)), codec  # any batch of the buffer
+    for magic in (0, 1):
+        assert not records.uncompressed_v2(legacy(magic, 2))  # checked message by message: off the loop
+        assert not records.uncompressed_v2(legacy(magic, 2, 1))
+    # Malformed buffers answer either way; their validation is cheap and refuses them.
+    assert records.uncompressed_v2(b"") and records.uncompressed_v2(plain[:20]) and records.uncompressed_v2(plain[:-1])

@@ -11,7 +11,13 @@ correlation id is the request's, and a response to a known API and version
 decodes), or give no answer only where Kafka gives none (Produce with acks=0), or
 close; a request that waits (a long poll, a join) is abandoned with its connection.
 Size prefixes are corrupted in a stream mode of their own, since they unframe the
-rest of the connection.
+rest of the connection; in another, whole frames arrive in small pieces and the
+connection ends inside a partial one (every whole frame answered, then a close).
+
+Produce seeds carry compressed batches of every codec: ordinary ones, valid ones
+of extreme ratio (megabytes from a few kilobytes, validated as they decompress),
+ones damaged before compression behind a good CRC (the damage reaches the record
+walk) and ones whose compressed bytes are cut short; and v0/v1 wrappers.
 
 Afterwards the broker must still serve a real client, log no error (an unhandled
 exception would), and its logs must be valid: every segment scans whole and
@@ -53,6 +59,7 @@ from .test_server import encode_request
 
 REQUESTS_PER_RUN = 10_000
 STREAM_RUNS = 300  # connections whose size prefixes are corrupted (counted on top)
+PARTIAL_RUNS = 200  # connections sending whole frames in pieces, then a partial one (on top)
 WORKERS = 4
 ANSWER_TIMEOUT_S = 3.0  # a request not answered in this time must be one that may wait
 WAITING_APIS = {1: "Fetch", 11: "JoinGroup", 14: "SyncGroup"}
@@ -149,6 +156,38 @@ def generated_seeds() -> List[Frame]:
         for version in range(lo, hi + 1):
             out.append(encode_request(api_key, version, request_body(api_key, version), 1000 + api_key,
                                       client_id="fuzz-generated"))
+    return out
+
+
+def _produce_frame(version: int, batch: bytes, correlation_id: int) -> Frame:
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]}
+    return encode_request(0, version, body, correlation_id, client_id="fuzz-compressed")
+
+
+def compressed_seeds() -> List[Frame]:
+    """Produce requests with compressed batches of every codec (see the module docstring)."""
+    from pylogq.records import codecs
+    from tests.records.test_fuzz import _damaged_compressed, _extreme_batch
+
+    rng = random.Random(5)
+    mib = 1 << 20
+    out = []
+    for codec in (codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD):
+        name = codecs.NAMES[codec]
+        out.append(_produce_frame(7, bytes(build_batch([b"value-%d" % i * 20 for i in range(30)],
+                                                       keys=[b"k%d" % i for i in range(30)],
+                                                       compression_type=name)), 2000 + codec))
+        big = 12 * mib if codec == codecs.SNAPPY else 40 * mib  # snappy compresses 20:1 at most
+        extreme = [(1, mib // 2, [])] * (big // mib * 2) if codec == codecs.SNAPPY else [(1, big, []), (1, 0, [])]
+        out.append(_produce_frame(7, _extreme_batch(codec, extreme), 2100 + codec))
+        for i in range(6):
+            out.append(_produce_frame(7, _damaged_compressed(rng, codec), 2200 + 10 * codec + i))
+    for magic, codec in ((1, codecs.GZIP), (1, codecs.SNAPPY), (1, codecs.LZ4), (0, codecs.LZ4), (0, codecs.GZIP)):
+        legacy = LegacyRecordBatchBuilder(magic, codec)
+        for i in range(5):
+            legacy.append(i, None, b"k%d" % i, b"legacy-%d" % i * 10)
+        out.append(_produce_frame(2 if magic else 1, bytes(legacy.build()), 2300 + 10 * magic + codec))
     return out
 
 
@@ -506,7 +545,7 @@ class Tally:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.counts: Dict[str, int] = {"answered": 0, "no response (acks=0)": 0, "closed": 0, "waiting": 0,
-                                       "stream": 0}
+                                       "stream": 0, "partial": 0}
 
     def add(self, outcome: str) -> None:
         with self.lock:
@@ -587,6 +626,35 @@ def stream_run(address: Tuple[str, int], rng: random.Random, seeds: Sequence[Fra
         raise AssertionError("more responses than requests for %r" % frames)
 
 
+def partial_run(address: Tuple[str, int], rng: random.Random, seeds: Sequence[Frame]) -> None:
+    """Whole frames in small pieces, then the first part of another and end of input: the server
+    answers every whole frame, in order, and closes without an answer to the partial one."""
+    answered = [PROBE] + [seed for seed in seeds if struct.unpack_from(">h", seed, 4)[0] == 0
+                          and (parse_request(seed[4:]) or (0, 0, {"acks": 0}))[2]["acks"] != 0]
+    with socket.create_connection(address, timeout=ANSWER_TIMEOUT_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        frames = [rng.choice(answered) for _ in range(rng.randint(1, 3))]
+        partial = rng.choice(seeds)
+        data = b"".join(frames) + partial[:rng.randrange(1, len(partial))]
+        pos = 0
+        while pos < len(data):
+            step = rng.choice([1, 2, 3, 4, 5, 7, 64, 1000, rng.randrange(1, len(data) + 1)])
+            sock.sendall(data[pos:pos + step])
+            pos += step
+        sock.shutdown(socket.SHUT_WR)
+        for frame in frames:
+            try:
+                response = read_frame(sock)
+            except socket.timeout:
+                raise AssertionError("no answer to a whole frame sent in pieces: %r" % frame[:64]) from None
+            assert response is not None, "closed before answering a whole frame sent in pieces: %r" % frame[:64]
+            assert response[:4] == frame[8:12], "answers out of order"
+        try:
+            assert read_frame(sock) is None, "an answer to a partial frame"
+        except socket.timeout:
+            raise AssertionError("the server did not close after a partial frame and end of input") from None
+
+
 # -- the run ---------------------------------------------------------------------------
 
 
@@ -609,7 +677,7 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> List[Frame]:
     apis = {struct.unpack_from(">h", f, 4)[0] for f in recorded}
     # The clients' sessions cover the data path, groups and admin APIs.
     assert {0, 1, 3, 8, 9, 10, 11, 14, 18, 19, 32}.issubset(apis), sorted(apis)
-    return generated_seeds() + recorded
+    return generated_seeds() + compressed_seeds() + recorded
 
 
 @pytest.fixture
@@ -651,6 +719,9 @@ def test_fuzzed_requests_never_break_the_broker(tmp_path: Any, seeds: List[Frame
                 for _ in range(STREAM_RUNS // WORKERS):
                     stream_run(address, rng, seeds)
                     tally.add("stream")
+                for _ in range(PARTIAL_RUNS // WORKERS):
+                    partial_run(plain, rng, seeds)  # (SASL closes before authentication)
+                    tally.add("partial")
             except BaseException as exc:  # noqa: BLE001 - handed to the test thread
                 failures.append(exc)
 

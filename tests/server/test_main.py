@@ -187,9 +187,12 @@ def test_kafka_server_properties_loads(tmp_path: Path) -> None:
     ("log.segment.bytes=big", "log.segment.bytes"),
     ("auto.create.topics.enable=maybe", "auto.create.topics.enable"),
     ("listeners=HTTP://127.0.0.1:0", "listeners"),
+    ("listeners=PLAINTEXT://127.0.0.1", "listeners"),
+    ("advertised.listeners=PLAINTEXT:/host:1", "advertised.listeners"),
     ("missing-equals-sign", "missing-equals-sign"),
 ])
 def test_bad_setting_exits_2_naming_it(tmp_path: Path, override: str, named: str) -> None:
+    """Refused before anything is written: not even the data directory is created."""
     status, out, err = run_failing(["--data-dir", str(tmp_path / "data"), "--override",
                                     "offsets.topic.num.partitions=2", "--override", override], tmp_path)
     assert status == 2, (out, err)
@@ -197,6 +200,7 @@ def test_bad_setting_exits_2_naming_it(tmp_path: Path, override: str, named: str
     message = err.strip().splitlines()[-1]
     assert message.startswith("pylogq-broker: ") and named in message, err
     assert "Traceback" not in err
+    assert not (tmp_path / "data").exists()
 
 
 def test_bad_properties_file_exits_2(tmp_path: Path) -> None:
@@ -238,3 +242,136 @@ def test_json_log_format(tmp_path: Path, base_args: List[str]) -> None:
     assert any(m.startswith("connection opened") for m in messages), messages
     assert any(m.startswith("connection closed") for m in messages), messages
     assert messages[-1] == "stopped cleanly"
+
+
+# -- stopping: SIGTERM and Ctrl-C, even with the event loop blocked ------------------------
+
+# The broker as the console script runs it, with ApiVersions replaced by a handler that
+# blocks the event loop for good (as a lock-order deadlock once did); SIGINT back at its
+# default, as in a terminal (a suite started as a background job ignores SIGINT, and a
+# child inherits that). The handler is replaced once main has started, as the console
+# script imports the server: importing it starts native threads (numpy's).
+BLOCKING_BROKER = """\
+import logging, signal, sys, threading
+from pylogq.cli import broker
+
+never = threading.Event()
+
+def blocked(self, conn, req, version, slot):
+    logging.getLogger("pylogq.test").warning("api_versions blocks the event loop")
+    never.wait()
+
+def run_blocking(*args):
+    from pylogq.server.handlers import Handlers
+    Handlers.api_versions = blocked
+    return run(*args)
+
+if sys.argv[1] == "block":
+    run, broker._run = broker._run, run_blocking
+elif sys.argv[1] == "native-threads":
+    import pylogq.records  # numpy's threads start now, the signals unblocked in them
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.exit(broker.main(sys.argv[2:]))
+"""
+BLOCKED = "api_versions blocks the event loop"
+
+
+class Child:
+    """``pylogq-broker`` run through :data:`BLOCKING_BROKER`, its log in a file to watch."""
+
+    def __init__(self, mode: str, args: List[str], cwd: Path) -> None:
+        self.log_path = cwd / ("%s.log" % mode)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-c", BLOCKING_BROKER, mode, *args], cwd=str(cwd),
+                                         stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        assert self.proc.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + TIMEOUT_S
+            while not selector.select(max(deadline - time.monotonic(), 0)) and time.monotonic() < deadline:
+                pass
+            match = READY.match(self.proc.stdout.readline().decode().rstrip("\n"))
+        if match is None:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("no ready line; log:\n%s" % self.log())
+        self.address = ("127.0.0.1", int(match.group(1)))
+
+    def log(self) -> str:
+        return self.log_path.read_text("utf-8", "replace")
+
+    def wait_logged(self, text: str) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while text not in self.log():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("%r not logged; log:\n%s" % (text, self.log()))
+            time.sleep(0.01)  # polling a file another process writes: nothing can wake us
+
+    def exit_status(self) -> int:
+        """The exit status; fails if the process is still running after TIMEOUT_S."""
+        try:
+            return self.proc.wait(TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("still running %.0f s after the signal; log:\n%s" % (TIMEOUT_S, self.log())) from None
+        finally:
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+
+
+def test_sigterm_exits_with_status_1_when_the_event_loop_is_blocked(tmp_path: Path, base_args: List[str]) -> None:
+    child = Child("block", base_args + ["--shutdown-timeout", "1"], tmp_path)
+    with Wire(child.address) as wire:
+        wire.send(18, 2)
+        child.wait_logged(BLOCKED)
+        child.proc.send_signal(signal.SIGTERM)
+        status = child.exit_status()
+    log = child.log()
+    assert status == 1, log
+    assert "shutting down signal=SIGTERM" in log
+    assert ("ERROR pylogq.server shutdown did not finish within 1 s of SIGTERM, stuck waiting for the event loop "
+            "to take the stop request; exiting with status 1") in log, log
+    assert "stopped cleanly" not in log
+
+
+def test_a_second_ctrl_c_exits_at_once(tmp_path: Path, base_args: List[str]) -> None:
+    child = Child("block", base_args, tmp_path)  # the default timeout: only the second signal can end it
+    with Wire(child.address) as wire:
+        wire.send(18, 2)
+        child.wait_logged(BLOCKED)
+        child.proc.send_signal(signal.SIGINT)
+        child.wait_logged("shutting down signal=SIGINT")  # taken: a second one now is not merged with it
+        child.proc.send_signal(signal.SIGINT)
+        status = child.exit_status()
+    log = child.log()
+    assert status == 1, log
+    assert "shutdown interrupted by a second signal (SIGINT)" in log, log
+
+
+def test_ctrl_c_stops_cleanly(tmp_path: Path, base_args: List[str]) -> None:
+    child = Child("serve", base_args, tmp_path)
+    with Wire(child.address) as wire:
+        assert wire.request(18, 2)["error_code"] == 0
+        assert wire.request(3, 4, {"topics": [{"name": "kept"}], "allow_auto_topic_creation": True})["topics"]
+        child.proc.send_signal(signal.SIGINT)
+        assert wire.closed_by_server()
+    status = child.exit_status()
+    log = child.log()
+    assert status == 0, log
+    assert "shutting down signal=SIGINT" in log and "stopped cleanly" in log, log
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
+
+
+def test_sigterm_stops_cleanly_when_threads_started_before_main(tmp_path: Path, base_args: List[str]) -> None:
+    """A program that loaded a native library (threads of its own) before calling main:
+    the kernel may hand SIGTERM to one of those threads; it still stops the broker cleanly."""
+    child = Child("native-threads", base_args, tmp_path)
+    with Wire(child.address) as wire:
+        assert wire.request(18, 2)["error_code"] == 0
+        child.proc.send_signal(signal.SIGTERM)
+        assert wire.closed_by_server()
+    status = child.exit_status()
+    log = child.log()
+    assert status == 0, log
+    assert "shutting down signal=SIGTERM" in log and "stopped cleanly" in log, log

@@ -30,8 +30,8 @@ import pytest
 
 from pylogq import records
 from pylogq.errors import OffsetOutOfRangeError
-from pylogq.storage.checkpoint import CLEAN_SHUTDOWN_FILE
-from pylogq.storage.config import LogConfig
+from pylogq.storage.checkpoint import CLEAN_SHUTDOWN_FILE, OffsetCheckpoint
+from pylogq.storage.config import LogConfig, LogManagerConfig
 from pylogq.storage.log import Log
 from pylogq.storage.manager import LogManager
 from pylogq.storage.scheduler import Scheduler
@@ -545,3 +545,277 @@ def test_clean_shutdown_skips_recovery(tmp_path, scheduler, monkeypatch) -> None
         assert log.recovered_bytes == 0 and log.log_end_offset == end
     finally:
         log.close()
+
+
+# -- faults found on restart (issue 14, point 6) ---------------------------------------------
+#
+# Each test damages the files of a closed log the way a bad disk, a mistaken copy or an
+# operator's edit would, opens them again, and checks that nothing valid was lost, hidden or
+# deleted, and that the damage was reported.
+
+
+def _warnings(caplog) -> List[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name.startswith("pylogq")]
+
+
+def _swap_garbage(kind: str, log: Log) -> Tuple[int, bytes]:
+    """(base offset, bytes) of a ``.log.swap`` no compaction could have written."""
+    segments = log.segments
+    second, last = segments[1], segments[-1]
+    data = _read(second.log_path)
+    if kind == "random":
+        return second.base_offset, random.Random(11).randbytes(50_000)
+    if kind == "zeros":
+        return second.base_offset, bytes(8192)
+    if kind == "empty":
+        return second.base_offset, b""
+    if kind == "a bad CRC":
+        batches = list(records.iter_batches(data))
+        victim = batches[len(batches) // 2]
+        at = victim.position + victim.size - 3
+        return second.base_offset, data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
+    if kind == "a torn batch":
+        return second.base_offset, data[: len(data) - 7]
+    if kind == "offsets reaching the active segment":
+        return second.base_offset, _read(last.log_path)
+    if kind == "a start inside the previous segment":
+        return segments[0].base_offset + 1, data
+    raise ValueError(kind)
+
+
+SWAP_GARBAGE = ["random", "zeros", "empty", "a bad CRC", "a torn batch", "offsets reaching the active segment",
+                "a start inside the previous segment"]
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
+@pytest.mark.parametrize("kind", SWAP_GARBAGE)
+def test_a_swap_file_that_is_not_compaction_output_is_removed_and_the_live_segments_kept(
+        tmp_path, scheduler, caplog, kind, clean) -> None:
+    directory = str(tmp_path / "t-0")
+    log, batches = _fill(directory, scheduler)
+    assert log.num_segments >= 4
+    end, bases = log.log_end_offset, [s.base_offset for s in log.segments]
+    base, garbage = _swap_garbage(kind, log)
+    log.close()
+    swap = os.path.join(directory, filename_prefix(base) + LOG_SUFFIX + ".swap")
+    with open(swap, "wb") as f:
+        f.write(garbage)
+    log = _reopen(directory, scheduler, clean=clean, recovery_point=end)
+    try:
+        assert [s.base_offset for s in log.segments] == bases
+        assert (log.log_start_offset, log.log_end_offset) == (0, end)
+        assert check_contents(log) == end
+        check_segments(log)
+        _check_lookups(log, batches)
+        assert not os.path.exists(swap)
+        assert any("removing %s" % os.path.basename(swap) in w and "live segments are kept" in w
+                   for w in _warnings(caplog)), _warnings(caplog)
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("old_segments", ["still live", "already renamed .deleted"])
+def test_a_whole_swap_file_replaces_the_segments_it_covers(tmp_path, scheduler, caplog, old_segments) -> None:
+    """A genuine interrupted swap still completes: here, segment 1 recopied whole by compaction."""
+    caplog.set_level("INFO", logger="pylogq")
+    directory = str(tmp_path / "t-0")
+    log, batches = _fill(directory, scheduler)
+    end, bases = log.log_end_offset, [s.base_offset for s in log.segments]
+    second = log.segments[1]
+    log.close()
+    prefix = os.path.join(directory, filename_prefix(second.base_offset))
+    with open(prefix + LOG_SUFFIX + ".swap", "wb") as f:
+        f.write(_read(prefix + LOG_SUFFIX))
+    if old_segments == "already renamed .deleted":
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            os.rename(prefix + suffix, prefix + suffix + DELETED_SUFFIX)
+    log = _reopen(directory, scheduler, clean=False, recovery_point=end)
+    try:
+        assert [s.base_offset for s in log.segments] == bases
+        assert check_contents(log) == end
+        check_segments(log)
+        _check_lookups(log, batches)
+        assert any("completed an interrupted compaction swap" in r.getMessage() for r in caplog.records)
+    finally:
+        log.close()
+
+
+def _manager(root: str) -> LogManager:
+    """A manager of ``root`` without background work whose logs keep their records (no retention by time)."""
+    return LogManager(config=LogManagerConfig(log_dirs=[root], log_retention_ms=-1), background=False)
+
+
+def _manager_log(root: str, appends: int = 80) -> Tuple[int, int]:
+    """A log ``t-0`` of several segments written and closed cleanly by a manager; -> (end, segments)."""
+    with _manager(root) as manager:
+        log = manager.get_or_create_log("t", 0, CONFIG)
+        rng = random.Random(8)
+        for _ in range(appends):
+            log.append(b"".join(child.build_batches(records, rng, log.log_end_offset)))
+        return log.log_end_offset, log.num_segments
+
+
+def _write_checkpoint(root: str, name: str, entries: Dict[Tuple[str, int], int]) -> None:
+    from pylogq.storage.checkpoint import OffsetCheckpoint
+
+    OffsetCheckpoint(os.path.join(root, name)).write(entries)
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
+def test_a_log_start_checkpoint_past_the_log_end_is_reported_and_ignored(tmp_path, caplog, clean) -> None:
+    """Kafka would delete every segment; the records must stay readable and retention must keep them."""
+    from pylogq.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT
+
+    root = str(tmp_path)
+    end, segments = _manager_log(root)
+    assert segments >= 4
+    _write_checkpoint(root, LOG_START_OFFSET_CHECKPOINT, {("t", 0): end + 1000})
+    if not clean:
+        os.unlink(os.path.join(root, CLEAN_SHUTDOWN_FILE))
+    with _manager(root) as manager:
+        log = manager.get_log("t", 0)
+        assert (log.log_start_offset, log.log_end_offset, log.num_segments) == (0, end, segments)
+        assert check_contents(log) == end
+        assert manager.cleanup_logs() == 0
+        assert log.num_segments == segments
+        assert any("log start offset %d (log-start-offset-checkpoint) is past the log end %d" % (end + 1000, end)
+                   in w for w in _warnings(caplog)), _warnings(caplog)
+    assert OffsetCheckpoint(os.path.join(root, LOG_START_OFFSET_CHECKPOINT)).read() == {("t", 0): 0}
+
+
+def test_a_log_start_checkpoint_inside_the_log_is_kept(tmp_path) -> None:
+    """DeleteRecords' offsets are trusted: the checkpoint agrees with the files."""
+    from pylogq.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT
+
+    root = str(tmp_path)
+    end, _ = _manager_log(root)
+    _write_checkpoint(root, LOG_START_OFFSET_CHECKPOINT, {("t", 0): end // 2})
+    with _manager(root) as manager:
+        assert manager.get_log("t", 0).log_start_offset == end // 2
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
+def test_a_recovery_point_past_the_log_end_is_reported_and_every_segment_checked(
+        tmp_path, monkeypatch, caplog, clean) -> None:
+    from pylogq.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
+
+    root = str(tmp_path)
+    end, segments = _manager_log(root)
+    _write_checkpoint(root, RECOVERY_POINT_CHECKPOINT, {("t", 0): end + 5})
+    if not clean:
+        os.unlink(os.path.join(root, CLEAN_SHUTDOWN_FILE))
+    recovered = []
+    original = LogSegment.recover
+    monkeypatch.setattr(LogSegment, "recover", lambda self, m: recovered.append(self.base_offset) or original(self, m))
+    with _manager(root) as manager:
+        log = manager.get_log("t", 0)
+        assert (log.log_end_offset, log.num_segments, log.recovered_bytes) == (end, segments, 0)
+        assert check_contents(log) == end
+        assert set(recovered) == {s.base_offset for s in log.segments}
+        assert log.recovery_point == (end if clean else 0)
+        assert any("recovery point %d (recovery-point-offset-checkpoint) is past the log end %d" % (end + 5, end)
+                   in w for w in _warnings(caplog)), _warnings(caplog)
+
+
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint"])
+def test_an_unreadable_checkpoint_is_reported_and_ignored(tmp_path, caplog, name) -> None:
+    root = str(tmp_path)
+    end, segments = _manager_log(root)
+    with open(os.path.join(root, name), "wb") as f:
+        f.write(b"\x00\xff garbage\n")
+    with _manager(root) as manager:
+        log = manager.get_log("t", 0)
+        assert (log.log_start_offset, log.log_end_offset, log.num_segments) == (0, end, segments)
+        assert check_contents(log) == end
+        assert any(name in w and "ignored" in w for w in _warnings(caplog)), _warnings(caplog)
+    assert OffsetCheckpoint(os.path.join(root, name)).read()[("t", 0)] in (0, end)
+
+
+def _cut_after_clean_shutdown(path: str, how: str) -> Tuple[int, int]:
+    """Damage the last segment's ``.log`` of a cleanly closed log; -> (bytes kept, offset the log ends at)."""
+    data = _read(path)
+    batches = list(records.iter_batches(data))
+    if how == "mid-batch":
+        victim = batches[-3]
+        os.truncate(path, victim.position + victim.size // 2)
+        return victim.position, victim.base_offset
+    if how == "last batch corrupted":
+        victim = batches[-1]
+        at = victim.position + victim.size - 5
+        with open(path, "r+b") as f:
+            f.seek(at)
+            f.write(bytes([data[at] ^ 0x10]))
+        return victim.position, victim.base_offset
+    if how == "emptied":
+        os.truncate(path, 0)
+        return 0, -1
+    raise ValueError(how)
+
+
+@pytest.mark.parametrize("how", ["mid-batch", "last batch corrupted", "emptied"])
+def test_a_log_cut_after_a_clean_shutdown_is_recovered_and_takes_appends_that_survive(tmp_path, caplog, how) -> None:
+    """The end offset comes from the batches, never from a stale index: a new record lands where it is readable."""
+    root = str(tmp_path)
+    end, _ = _manager_log(root)
+    with _manager(root) as manager:
+        active = manager.get_log("t", 0).active_segment
+        path, base = active.log_path, active.base_offset
+    kept, new_end = _cut_after_clean_shutdown(path, how)
+    new_end = base if new_end < 0 else new_end
+    assert os.path.exists(os.path.join(root, CLEAN_SHUTDOWN_FILE))
+    with _manager(root) as manager:
+        log = manager.get_log("t", 0)
+        assert log.log_end_offset == new_end < end
+        assert os.path.getsize(path) == kept
+        assert check_contents(log) == new_end
+        check_segments(log)
+        info = log.append(b"".join(child.build_batches(records, random.Random(9), new_end)))
+        assert info.first_offset == new_end
+        after = log.log_end_offset
+        assert check_contents(log) == after
+        assert any("recovering segment %d" % base in w for w in _warnings(caplog)), _warnings(caplog)
+    with _manager(root) as manager:  # the acknowledged append survives a clean restart
+        log = manager.get_log("t", 0)
+        assert log.log_end_offset == after
+        assert check_contents(log) == after
+
+
+def test_stray_files_in_a_partition_directory_are_reported_and_left_alone(tmp_path, scheduler, caplog) -> None:
+    directory = str(tmp_path / "t-0")
+    log, batches = _fill(directory, scheduler)
+    end = log.log_end_offset
+    log.close()
+    stray = {"foo.log": b"x", "123.log": b"yy", "0000000000000000abcd.log": b"zzz", "foo.index": b"\x00" * 8,
+             "00000000000000000007.log.bak": b"copy", "notes.tmp": b"mine", "README": b"hello"}
+    for name, body in stray.items():
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(body)
+    os.mkdir(os.path.join(directory, "00000000000000000009.log"))
+    for clean in (True, False):
+        caplog.clear()
+        log = _reopen(directory, scheduler, clean=clean, recovery_point=end)
+        try:
+            assert log.log_end_offset == end
+            assert check_contents(log) == end
+            _check_lookups(log, batches)
+        finally:
+            log.close()
+        for name, body in stray.items():
+            assert _read(os.path.join(directory, name)) == body
+            assert any(name in w and "left alone" in w for w in _warnings(caplog)), (name, _warnings(caplog))
+        assert os.path.isdir(os.path.join(directory, "00000000000000000009.log"))
+
+
+def test_stray_directories_in_a_log_dir_are_reported_and_left_alone(tmp_path, caplog) -> None:
+    root = str(tmp_path)
+    end, _ = _manager_log(root)
+    for name in ("lost+found", "backup", "t-x", "t-0.bak"):
+        os.mkdir(os.path.join(root, name))
+        with open(os.path.join(root, name, "00000000000000000000.log"), "wb") as f:
+            f.write(b"not mine")
+    with _manager(root) as manager:
+        assert [(lg.topic, lg.partition) for lg in manager.all_logs()] == [("t", 0)]
+        assert check_contents(manager.get_log("t", 0)) == end
+    for name in ("lost+found", "backup", "t-x", "t-0.bak"):
+        assert _read(os.path.join(root, name, "00000000000000000000.log")) == b"not mine"
+        assert any(name in w and "left alone" in w for w in _warnings(caplog)), (name, _warnings(caplog))

@@ -424,23 +424,33 @@ def test_preallocate_reserves_the_segment_and_trims_it(tmp_path):
     crashed.close()
 
 
-def test_appends_reserve_blocks_ahead_without_changing_the_size(tmp_path):
-    from pylogq.storage.segment import RESERVE_CHUNK, reserve_blocks
+def test_a_sustained_writer_reserves_blocks_ahead_without_changing_the_size(tmp_path, monkeypatch):
+    from pylogq.storage import reservation
+    from pylogq.storage.segment import reserve_blocks
 
+    # Every write counts as sustained (no clock in the test), and this test has the budget to itself.
+    monkeypatch.setattr(reservation, "RESERVE_WINDOW_S", float("inf"))
+    monkeypatch.setattr(reservation, "_shared", reservation.ReservationBudget())
     probe = os.open(str(tmp_path / "probe"), os.O_RDWR | os.O_CREAT)
     supported = reserve_blocks(probe, 0, 4096)
     os.close(probe)
     path = str(tmp_path / "t-0")
     lg = Log(path, LogConfig(segment_bytes=1 << 30))
-    lg.append(batch(10))
     log_file = os.path.join(path, "%020d.log" % 0)
-    st = os.stat(log_file)
-    assert st.st_size == lg.active_segment.size  # readers and recovery see only the data
+    lg.append(batch(10))
+    assert os.stat(log_file).st_blocks * 512 < reservation.RESERVE_MIN  # a small append reserves nothing
+    ahead = 0
+    while lg.active_segment.size <= 3 * reservation.RESERVE_MIN:
+        lg.append(batch(100, size=1000))
+        st = os.stat(log_file)
+        assert st.st_size == lg.active_segment.size  # readers and recovery see only the data
+        ahead = max(ahead, st.st_blocks * 512 - st.st_size)
     if supported:  # Linux filesystems with fallocate
-        assert st.st_blocks * 512 >= RESERVE_CHUNK
+        assert ahead >= 2 * reservation.RESERVE_MIN  # the second chunk is twice the first
     lg.close()
     st = os.stat(log_file)
-    assert st.st_blocks * 512 < RESERVE_CHUNK  # released on close
+    assert st.st_blocks * 512 < st.st_size + 64 * 1024  # released on close
+    assert reservation.reservation_budget().used == 0
 
 
 def test_a_compacted_log_refuses_records_without_a_key(tmp_path):

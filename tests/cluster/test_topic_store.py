@@ -1,0 +1,76 @@
+"""pylogq-topics.json: read and written whole, refused with a clear error when damaged, rebuilt when missing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pylogq.cluster.topic_store import TOPICS_FILE, FileTopicStore, TopicMetadata
+from pylogq.errors import CorruptMetadataError
+
+
+def test_topics_round_trip(tmp_path):
+    store = FileTopicStore(str(tmp_path))
+    assert store.load() == {}
+    store.put("a", TopicMetadata(3, {"retention.ms": "1000"}))
+    store.put("b", TopicMetadata(1, {}))
+    store.remove("b")
+    assert FileTopicStore(str(tmp_path)).load() == {"a": TopicMetadata(3, {"retention.ms": "1000"})}
+
+
+DAMAGED = {
+    "binary": b"\x00\xff\x80",
+    "empty": b"",
+    "not JSON": b'{"version": 1, "topics": {',
+    "a list": b"[1, 2, 3]",
+    "no topics": b'{"version": 1}',
+    "partitions not a number": b'{"topics": {"a": {"partitions": "3"}}}',
+    "no partitions": b'{"topics": {"a": {"config": {}}}}',
+    "zero partitions": b'{"topics": {"a": {"partitions": 0}}}',
+    "config not an object": b'{"topics": {"a": {"partitions": 1, "config": [1]}}}',
+    "a nested config value": b'{"topics": {"a": {"partitions": 1, "config": {"k": {"x": 1}}}}}',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGED))
+def test_a_damaged_file_is_refused_naming_it_and_the_way_out(tmp_path, kind):
+    (tmp_path / TOPICS_FILE).write_bytes(DAMAGED[kind])
+    with pytest.raises(CorruptMetadataError) as raised:
+        FileTopicStore(str(tmp_path)).load([str(tmp_path)])
+    message = str(raised.value)
+    assert message.startswith("cannot read %s: " % (tmp_path / TOPICS_FILE)) and "\n" not in message
+    assert "restore it from a backup, or move it away" in message
+    assert (tmp_path / TOPICS_FILE).read_bytes() == DAMAGED[kind]  # never overwritten
+
+
+def test_hand_edited_numbers_in_configs_are_taken_as_strings(tmp_path):
+    (tmp_path / TOPICS_FILE).write_text(json.dumps(
+        {"topics": {"a": {"partitions": 2, "config": {"retention.ms": 1000, "preallocate": True}}}}))
+    assert FileTopicStore(str(tmp_path)).load() == {
+        "a": TopicMetadata(2, {"retention.ms": "1000", "preallocate": "true"})}
+
+
+def test_a_missing_file_is_rebuilt_from_the_partition_directories(tmp_path, caplog):
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    for d, names in ((first, ["events-0", "events-2", "__consumer_offsets-0", "lost+found", "x-1.abc-delete"]),
+                     (second, ["events-1", "solo-0"])):
+        for name in names:
+            os.makedirs(d / name)
+    (first / "stray-file-0").write_bytes(b"a file, not a partition directory")
+    store = FileTopicStore(str(first))
+    topics = store.load([str(first), str(second), str(tmp_path / "gone")],
+                        {"__consumer_offsets": {"cleanup.policy": "compact"}})
+    assert topics == {"events": TopicMetadata(3, {}), "solo": TopicMetadata(1, {}),
+                      "__consumer_offsets": TopicMetadata(1, {"cleanup.policy": "compact"})}
+    assert FileTopicStore(str(first)).load() == topics  # written back
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("%s is missing but 5 partition directories exist" % (first / TOPICS_FILE) in w
+               and "events (3 partitions)" in w and "solo (1 partition)" in w for w in warnings), warnings
+
+
+def test_a_missing_file_without_partition_directories_is_a_new_broker(tmp_path, caplog):
+    assert FileTopicStore(str(tmp_path)).load([str(tmp_path)]) == {}
+    assert not (tmp_path / TOPICS_FILE).exists()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
