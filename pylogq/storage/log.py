@@ -20,6 +20,7 @@ import bisect
 import logging
 import os
 import re
+import struct
 import threading
 import time
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
@@ -95,6 +96,25 @@ def _end_of(segment: LogSegment) -> int:
 CheckProducers = Callable[[Sequence[BatchHeader]], Optional[Tuple[int, int, int]]]
 #: ``Log.append``'s report of the batches as written (their offsets and max timestamps).
 ProducersAppended = Callable[[Sequence[BatchHeader]], None]
+
+
+_BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch: its size after the offset and this field
+_LOG_OVERHEAD = 12
+
+
+def _check_batch_sizes(buffer: Union[bytes, bytearray], limit: int) -> None:
+    """``max.message.bytes`` from the batches' length fields alone, before any batch is read
+    (Kafka checks sizes first too): an oversized compressed batch is refused without being
+    decompressed. Framing faults are left to the validation that follows."""
+    pos, end = 0, len(buffer)
+    while pos + _LOG_OVERHEAD <= end:
+        size = _BATCH_LENGTH.unpack_from(buffer, pos + 8)[0] + _LOG_OVERHEAD
+        if size <= _LOG_OVERHEAD:
+            return
+        if size > limit + _LOG_OVERHEAD:
+            raise MessageTooLargeError("batch of %d bytes at byte %d of the append exceeds max.message.bytes=%d"
+                                       % (size, pos, limit))
+        pos += size
 
 
 def _offset_of(headers: Sequence[BatchHeader], i: int, first_offset: Optional[int]) -> int:
@@ -491,6 +511,7 @@ class Log:
         self._check_open()
         legacy = len(buffer) > 16 and buffer[16] < 2
         if not legacy:
+            _check_batch_sizes(buffer, self.config.max_message_bytes)
             batches, record_count, keyless = records.validate_batches(buffer, self.config.compact)
             if not allow_control:
                 _refuse_control(batches)

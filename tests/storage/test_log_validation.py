@@ -151,3 +151,29 @@ def test_a_search_by_timestamp_in_a_batch_of_extreme_ratio_stays_small(tmp_path:
     found, before, after = done.stdout.split(")")[0] + ")", *done.stdout.split(")")[1].split()
     assert found == "(399, 1399)"
     assert int(after) - int(before) < 64 * 1024, (before, after)  # KiB: far below the 400 MiB it holds
+
+
+def test_an_oversized_batch_is_refused_before_it_is_decompressed(tmp_path: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """max.message.bytes is checked from the length fields: a compressed batch over it is
+    never walked (nor decompressed), whatever it would expand to."""
+    batch = bytes(records.build_batch([bytes(range(256)) * 64 for _ in range(8)], timestamps=TS,
+                                      compression_type="zstd"))
+    walked: List[int] = []
+    real = records.validate_batches
+
+    def spy(buffer: Any, require_keys: bool = False) -> Any:
+        walked.append(len(buffer))
+        return real(buffer, require_keys)
+
+    monkeypatch.setattr(records, "validate_batches", spy)
+    with Log(str(tmp_path / "t-0"), LogConfig(max_message_bytes=len(batch) - 13)) as lg:
+        small = bytes(records.build_batch([b"ok"], timestamps=TS))
+        with pytest.raises(MessageTooLargeError, match="batch of %d bytes at byte %d of the append exceeds "
+                                                       "max.message.bytes=%d" % (len(batch), len(small),
+                                                                                 len(batch) - 13)):
+            lg.append(small + batch)
+        assert walked == [] and lg.log_end_offset == 0
+        lg.config = LogConfig(max_message_bytes=len(batch) - 12)
+        lg.append(small + batch)
+        assert walked == [len(small) + len(batch)] and lg.log_end_offset == 9
