@@ -21,6 +21,10 @@ partition, or ``T:0,2``) or ``--all-topics`` (those it has committed) to
 ``[log start, log end]`` range. It prints the plan (``GROUP TOPIC PARTITION
 NEW-OFFSET``) and commits it only with ``--execute``; the group must have no
 active members. ``--delete --group G`` deletes empty groups with their offsets.
+``--delete-offsets --group G --topic T[:P,P]`` deletes a group's committed
+offsets of those partitions (Kafka's OffsetDelete): any partition of an empty
+group, and of a group with members those of topics it does not subscribe to. It
+prints ``TOPIC PARTITION STATUS`` per partition, as Kafka's tool does.
 
 Exit status: 0 on success, 1 when the group does not exist, the broker refused,
 or some group could not be deleted; 2 for usage errors.
@@ -54,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_argument("--describe", action="store_true", help="describe groups: offsets, lag, members")
     actions.add_argument("--reset-offsets", action="store_true", help="move a group's committed offsets")
     actions.add_argument("--delete", action="store_true", help="delete empty groups and their offsets")
+    actions.add_argument("--delete-offsets", action="store_true",
+                         help="delete a group's committed offsets of --topic (topics it does not subscribe to)")
     parser.add_argument("--group", action="append", help="the group; repeatable")
     parser.add_argument("--all-groups", action="store_true", help="every group (--describe, --delete)")
     view = parser.add_mutually_exclusive_group()
@@ -63,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="--describe: offsets in ConsumerOffsetChecker's columns (Kafka 0.8)")
     parser.add_argument("--verbose", action="store_true", help="--describe --members: each member's partitions")
     parser.add_argument("--topic", action="append", metavar="TOPIC[:P,P]",
-                        help="--reset-offsets: a topic, or some of its partitions; repeatable")
+                        help="--reset-offsets, --delete-offsets: a topic, or some of its partitions; repeatable")
     parser.add_argument("--all-topics", action="store_true",
                         help="--reset-offsets: every topic the group has offsets for")
     spec = parser.add_mutually_exclusive_group()
@@ -91,6 +97,8 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
             return _describe(args, clients, admin, out, err)
         if args.reset_offsets:
             return _reset(args, clients, admin, out, err)
+        if args.delete_offsets:
+            return _delete_offsets(args, clients, admin, out, err)
         return _delete(args, admin, out, err)
     except (errors.PylogqError, OSError) as exc:
         err.write("Error: %s\n" % (_message(exc),))
@@ -371,4 +379,53 @@ def _delete(args: argparse.Namespace, admin: Any, out: TextIO, err: TextIO) -> i
             err.write("* Group '%s' could not be deleted due to: %s\n" % (group_id, _message(error)))
     if ok:
         out.write("Deletion of requested consumer groups (%s) was successful.\n" % ", ".join("'%s'" % g for g in ok))
+    return 1 if failed else 0
+
+
+def _delete_offsets(args: argparse.Namespace, clients: Clients, admin: Any, out: TextIO, err: TextIO) -> int:
+    if args.all_groups or not args.group or len(args.group) != 1:
+        raise CommandError("--delete-offsets works on one group at a time: give one --group")
+    if not args.topic:
+        raise CommandError("--delete-offsets needs --topic (a topic, or some of its partitions)")
+    group_id = args.group[0]
+    reader = clients.consumer(enable_auto_commit=False)
+    wanted: List[TopicPartition] = []
+    missing: List[str] = []  # topics given without partitions that do not exist
+    for spec in args.topic:
+        topic, sep, parts = spec.partition(":")
+        if not sep:
+            existing = reader.partitions_for_topic(topic)
+            if existing is None:
+                missing.append(topic)
+            else:
+                wanted.extend(TopicPartition(topic, p) for p in sorted(existing))
+            continue
+        for part in parts.split(","):
+            if not re.fullmatch(r"\s*\d+\s*", part):
+                raise CommandError("--topic %r: %r is not a partition number" % (spec, part))
+            wanted.append(TopicPartition(topic, int(part)))
+    try:
+        results = admin.delete_consumer_group_offsets(group_id, wanted, raise_errors=False) if wanted else {}
+    except errors.GroupIdNotFoundError:
+        err.write("Error: '%s' does not exist.\n" % group_id)
+        return 1
+    except errors.NonEmptyGroupError:
+        err.write("Error: Deleting offsets of a consumer group '%s' is forbidden if the group is not empty.\n"
+                  % group_id)
+        return 1
+    rows: List[Tuple[str, str, Optional[BaseException]]] = [
+        (tp.topic, str(tp.partition), error) for tp, error in results.items()]
+    rows.extend((topic, "Not Provided", errors.UnknownTopicOrPartitionError(
+        "topic %s does not exist" % topic)) for topic in missing)
+    failed = any(error is not None for _, _, error in rows)
+    if failed:
+        err.write("Error: Encounter some partition level error, see the follow-up details:\n")
+    else:
+        out.write("Request succeed for deleting offsets with topic %s group %s\n" % (", ".join(args.topic), group_id))
+    line = "%-30s %-15s %s"
+    out.write("\n" + line % ("TOPIC", "PARTITION", "STATUS") + "\n")
+    for topic, partition, error in sorted(rows, key=lambda r: (r[0], r[1].zfill(10))):
+        status = "Successful" if error is None else "Error: %s" % (
+            error.message if isinstance(error, errors.BrokerError) else error)
+        out.write((line % (topic, partition, status)).rstrip() + "\n")
     return 1 if failed else 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import errors
+from ..cluster.contract import ProducerDescription
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..errors import ConfigError
 from ..config import LogConfig
@@ -38,6 +39,7 @@ __all__ = [
     "NewPartitions",
     "NewTopic",
     "OffsetAndMetadata",
+    "ProducerDescription",
     "TopicPartition",
 ]
 
@@ -525,6 +527,48 @@ class AdminClient:
         _finish(results, raise_errors)
         return list(results.items())
 
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[Any], raise_errors: bool = True
+                                      ) -> Dict[TopicPartition, Optional[errors.BrokerError]]:
+        """Delete a group's committed offsets of ``partitions`` (Kafka's OffsetDelete);
+        -> ``{TopicPartition: None or the error}``.
+
+        An unknown group raises GroupIdNotFoundError, a group with members that
+        are not consumers NonEmptyGroupError. A consumer group with members keeps
+        the offsets of topics it subscribes to (GroupSubscribedToTopicError for
+        those partitions); a partition that does not exist answers
+        UnknownTopicOrPartitionError.
+        """
+        transport = self._check_open()
+        wanted = list(dict.fromkeys(_topic_partition(tp) for tp in _items(partitions, "partitions")))
+        group_error, codes = transport.delete_offsets(group_id, [(tp.topic, tp.partition) for tp in wanted])
+        cls = errors.error_for_code(group_error)
+        if cls is errors.NonEmptyGroupError:
+            raise cls("group %r has members that are not consumers: its offsets can be deleted once they have "
+                      "left" % group_id)
+        if cls is not None:
+            raise cls(_group_error_message(cls, group_id, "deleting the offsets of"))
+        results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
+        for tp in wanted:
+            cls = errors.error_for_code(codes.get((tp.topic, tp.partition), 0))
+            results[tp] = None if cls is None else cls(
+                "deleting the offset of group %r for %s-%d: %s" % (group_id, tp.topic, tp.partition, cls.message))
+        if raise_errors:
+            for error in results.values():
+                if error is not None:
+                    raise error
+        return results
+
+    # -- producers ------------------------------------------------------------------------
+
+    def describe_producers(self, partitions: Iterable[Any]) -> Dict[TopicPartition, List[ProducerDescription]]:
+        """The active idempotent producers of each partition (Kafka's DescribeProducers);
+        a partition that does not exist raises UnknownTopicOrPartitionError."""
+        transport = self._check_open()
+        out: Dict[TopicPartition, List[ProducerDescription]] = {}
+        for tp in (_topic_partition(p) for p in _items(partitions, "partitions")):
+            out[tp] = transport.describe_producers(tp.topic, tp.partition)
+        return out
+
     # -- records --------------------------------------------------------------------------
 
     def delete_records(self, records_to_delete: Mapping[Any, int], timeout_ms: Optional[int] = None,
@@ -547,6 +591,55 @@ class AdminClient:
                 raise errors.OffsetOutOfRangeError("cannot delete records of %s-%d before offset %r"
                                                    % (tp.topic, tp.partition, offset))
         return {tp: transport.delete_records(tp.topic, tp.partition, offset) for tp, offset in requests}
+
+    # -- cluster and log dirs -------------------------------------------------------------
+
+    def describe_cluster(self) -> Dict[str, Any]:
+        """The cluster as kafka-python's ``describe_cluster`` returns it (Kafka's DescribeCluster):
+        ``{"cluster_id", "controller_id", "brokers": [{"broker_id", "host", "port", "rack"}]}``."""
+        described = self._check_open().describe_cluster()
+        return {"cluster_id": described.cluster_id, "controller_id": described.controller_id,
+                "brokers": [b._asdict() for b in described.brokers]}
+
+    def describe_log_dirs(self, topic_partitions: Any = None, brokers: Optional[Iterable[int]] = None
+                          ) -> List[Dict[str, Any]]:
+        """Each broker's log directories as kafka-python's ``describe_log_dirs`` returns them:
+        ``[{"broker": id, "log_dirs": [{"error_code", "log_dir", "topics": [{"name", "partitions":
+        [{"partition_index", "partition_size", "offset_lag", "is_future_key"}]}], "total_bytes",
+        "usable_bytes"}]}]``.
+
+        ``topic_partitions``: ``{topic: [partitions]}``, a list of topics (all their
+        partitions; an unknown topic has none), or None for every partition. ``brokers``:
+        the broker ids to ask (None: all).
+        """
+        transport = self._check_open()
+        query: Optional[Dict[str, List[int]]] = None
+        if isinstance(topic_partitions, Mapping):
+            query = {str(t): [int(p) for p in parts] for t, parts in topic_partitions.items()}
+        elif topic_partitions is not None:
+            query = {}
+            for topic in _names(topic_partitions, "topic_partitions"):
+                count = transport.partitions_for(topic)
+                query[topic] = list(range(count or 0))
+        found = transport.describe_log_dirs(query)
+        wanted = None if brokers is None else list(brokers)
+        out = []
+        for broker_id in (sorted(found) if wanted is None else wanted):
+            if broker_id not in found:
+                raise errors.BrokerNotAvailableError("broker %r is not in the cluster (brokers: %s)"
+                                                     % (broker_id, ", ".join(map(str, sorted(found)))))
+            log_dirs = []
+            for d in found[broker_id]:
+                topics: Dict[str, List[Dict[str, Any]]] = {}
+                for r in d.replicas:
+                    topics.setdefault(r.topic, []).append(
+                        {"partition_index": r.partition, "partition_size": r.size, "offset_lag": r.offset_lag,
+                         "is_future_key": r.is_future})
+                log_dirs.append({"error_code": d.error_code, "log_dir": d.path,
+                                 "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                                 "total_bytes": d.total_bytes, "usable_bytes": d.usable_bytes})
+            out.append({"broker": broker_id, "log_dirs": log_dirs})
+        return out
 
     def __repr__(self) -> str:
         return "AdminClient(client_id=%r%s)" % (self.config["client_id"], ", closed" if self._closed else "")
@@ -589,12 +682,19 @@ def _raise_code(code: int, context: str) -> None:
         raise cls("%s: %s" % (context, cls.message))
 
 
-def _group_error_message(cls: type, group_id: str) -> str:
+def _group_error_message(cls: type, group_id: str, what: str = "deleting") -> str:
     if cls is errors.NonEmptyGroupError:
         return "group %r still has members; it can be deleted once they have left" % group_id
     if cls is errors.GroupIdNotFoundError:
         return "group %r does not exist" % group_id
-    return "deleting group %r failed" % group_id
+    return "%s group %r failed" % (what, group_id)
+
+
+def _items(values: Iterable[Any], what: str) -> List[Any]:
+    """A list from an iterable of items; a lone TopicPartition or pair is refused by name."""
+    if isinstance(values, (str, bytes)) or hasattr(values, "topic"):
+        raise TypeError("%s must be a list of TopicPartitions or (topic, partition) pairs, got %r" % (what, values))
+    return list(values)
 
 
 def _decode(decoder: Any, data: bytes) -> Any:

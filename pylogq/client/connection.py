@@ -82,6 +82,10 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),  # v4: total and usable bytes
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
 #: The longest wait for a TCP connect (Kafka's socket.connection.setup.timeout.ms).

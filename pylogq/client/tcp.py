@@ -33,11 +33,18 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ..cluster.contract import (
+    BrokerNode,
+    ClusterDescription,
     FetchResult,
     GroupDescription,
     JoinResult,
+    LogDirDescription,
+    LogDirsQuery,
     MemberDescription,
+    OffsetDeleteResult,
     ProduceResult,
+    ProducerDescription,
+    ReplicaInfo,
     SyncResult,
     TopicDescription,
     TopicPartitionInfo,
@@ -61,6 +68,7 @@ from ..errors import (
     RequestTimedOutError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from ..protocol.constants import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource
@@ -706,6 +714,29 @@ class TcpTransport(Transport):
                 out[result["group_id"]] = result["error_code"]
         return out
 
+    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
+        topics: Dict[str, List[Dict[str, int]]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append({"partition_index": partition})
+        response = self._group_call(group_id, ApiKey.OFFSET_DELETE, {
+            "group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+            lambda r: r["error_code"])
+        codes = {(t["name"], p["partition_index"]): p["error_code"]
+                 for t in response["topics"] for p in t["partitions"]}
+        return response["error_code"], codes
+
+    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
+        node = self._leader(topic, partition)
+        response = self._call(node, ApiKey.DESCRIBE_PRODUCERS, {
+            "topics": [{"name": topic, "partition_indexes": [partition]}]})
+        part = response["topics"][0]["partitions"][0]
+        if part["error_code"] in _STALE_LEADER_CODES:
+            self._forget_leaders(topic)
+        _raise(part["error_code"], "describing the producers of %s-%d" % (topic, partition), part["error_message"])
+        return [ProducerDescription(p["producer_id"], p["producer_epoch"], p["last_sequence"], p["last_timestamp"],
+                                    p["coordinator_epoch"], p["current_txn_start_offset"])
+                for p in part["active_producers"]]
+
     # -- admin ------------------------------------------------------------------------------------
 
     def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int]
@@ -806,6 +837,38 @@ class TcpTransport(Transport):
             "validate_only": False})
         result = response["responses"][0]
         _raise(result["error_code"], "altering the configs of topic %r" % topic, result.get("error_message"))
+
+    def describe_cluster(self) -> ClusterDescription:
+        """DescribeCluster, or Metadata from a broker that does not speak it (Kafka before 2.8)."""
+        try:
+            response = self._call(None, ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False})
+        except UnsupportedVersionError:
+            metadata = self._metadata([])
+            return ClusterDescription(metadata["cluster_id"] or "", metadata["controller_id"],
+                                      [BrokerNode(b["node_id"], b["host"], b["port"], b["rack"])
+                                       for b in metadata["brokers"]])
+        _raise(response["error_code"], "describing the cluster", response["error_message"])
+        return ClusterDescription(response["cluster_id"], response["controller_id"],
+                                  [BrokerNode(b["broker_id"], b["host"], b["port"], b["rack"])
+                                   for b in response["brokers"]])
+
+    def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
+        """DescribeLogDirs to every broker in the metadata; -> broker id -> its log directories."""
+        self._metadata([])
+        with self._lock:
+            nodes = sorted(self._nodes)
+        body = {"topics": None if partitions is None else
+                [{"topic": t, "partitions": list(indexes)} for t, indexes in partitions.items()]}
+        out: Dict[int, List[LogDirDescription]] = {}
+        for node in nodes:
+            response = self._call(node, ApiKey.DESCRIBE_LOG_DIRS, body)
+            _raise(response["error_code"], "describing the log dirs of broker %d" % node)
+            out[node] = [LogDirDescription(
+                r["log_dir"], r["error_code"],
+                [ReplicaInfo(t["name"], p["partition_index"], p["partition_size"], p["offset_lag"], p["is_future_key"])
+                 for t in r["topics"] for p in t["partitions"]],
+                r["total_bytes"], r["usable_bytes"]) for r in response["results"]]
+        return out
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

@@ -30,13 +30,25 @@ from ..errors import ConfigError
 from ..storage.checkpoint import write_atomically
 from ..storage.config import LogConfig
 from ..storage.manager import LogManager
+from ..storage.partition_metadata import (
+    PARTITION_METADATA_FILE,
+    ZERO_TOPIC_ID,
+    new_topic_id,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from .broker_config import BrokerConfig, with_development_defaults
 from .contract import (
     FetchRequest,
     FetchResult,
     FetchResults,
     Listener,
+    LogDirDescription,
+    LogDirsQuery,
+    OffsetDeleteResult,
     ProduceResult,
+    ReplicaInfo,
+    ProducerDescription,
     TopicDescription,
     TopicPartitionInfo,
     listener_factory,
@@ -99,6 +111,7 @@ class Broker:
         offsets_config = OffsetsTopic.config(self.config.node.offsets_topic_segment_bytes)
         self._topics: Dict[str, TopicMetadata] = self._store.load(
             self.config.log_manager.log_dirs, {OFFSETS_TOPIC: {k: str(v) for k, v in offsets_config.items()}})
+        self._topic_names: Dict[str, str] = {m.topic_id: t for t, m in self._topics.items()}  # id -> name
         self.default_log_config = self.config.log_manager.default_log_config()
         self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for)
         self._partitions: Dict[Tuple[str, int], Partition] = {}
@@ -111,7 +124,7 @@ class Broker:
         try:
             for topic, meta in self._topics.items():
                 for p in range(meta.partitions):
-                    self._partitions[(topic, p)] = self._open_partition(topic, p)
+                    self._partitions[(topic, p)] = self._open_partition(topic, p, meta.topic_id)
             self.offsets_topic = OffsetsTopic(self._offsets_partition)
             if OFFSETS_TOPIC not in self._topics:
                 self._create_topic(OFFSETS_TOPIC, self.config.node.offsets_topic_num_partitions, 1,
@@ -176,24 +189,36 @@ class Broker:
             return None
         return self.default_log_config.merged(meta.config) if meta.config else None
 
-    def _open_partition(self, topic: str, index: int) -> Partition:
-        """Open (or create) a partition's log and its Partition; not yet published in the maps."""
+    def _open_partition(self, topic: str, index: int, topic_id: str) -> Partition:
+        """Open (or create) a partition's log and its Partition; not yet published in the maps.
+
+        The directory's ``partition.metadata`` is written when missing; one holding another
+        topic id refuses the partition (InconsistentTopicIdError naming the file), as Kafka
+        takes such a log directory offline: its data may be another topic's.
+        """
         log_ = self.logs.get_or_create_log(topic, index, self._log_config_for(topic))
+        found = read_partition_metadata(log_.directory)
+        if found is None:
+            write_partition_metadata(log_.directory, topic_id)
+        elif found != topic_id:
+            raise errors.InconsistentTopicIdError(
+                "%s holds topic id %s but topic %s has id %s: the directory may hold another topic's data; "
+                "move it away, or delete the file if the data is this topic's"
+                % (os.path.join(log_.directory, PARTITION_METADATA_FILE), found, topic, topic_id))
         partition = Partition(topic, index, log_)
         key = (topic, index)
         partition.on_high_watermark_advanced = lambda: self._data_committed(key)
         return partition
 
-    def _open_partitions(self, topic: str, indexes: Iterable[int]) -> Dict[Tuple[str, int], Partition]:
+    def _open_partitions(self, topic: str, indexes: Iterable[int], topic_id: str) -> Dict[Tuple[str, int], Partition]:
         """Open several partitions, all or none: a failure removes the logs this call created."""
         opened: Dict[Tuple[str, int], Partition] = {}
         created: List[int] = []
         try:
             for p in indexes:
-                existed = self.logs.get_log(topic, p) is not None
-                opened[(topic, p)] = self._open_partition(topic, p)
-                if not existed:
-                    created.append(p)
+                if self.logs.get_log(topic, p) is None:
+                    created.append(p)  # before opening: a log made by a failing open goes too
+                opened[(topic, p)] = self._open_partition(topic, p, topic_id)
         except BaseException as exc:
             for partition in opened.values():
                 partition.close()
@@ -266,11 +291,15 @@ class Broker:
         dotted = {k: str(v) for k, v in log_config.to_strings().items() if k in _dotted_keys(overrides)}
         if validate_only:
             infos = [TopicPartitionInfo(p, self.broker_id, [self.broker_id], [self.broker_id]) for p in range(count)]
-            return TopicDescription(name, infos, dotted, internal)
-        meta = TopicMetadata(count, dotted)
+            return TopicDescription(name, infos, dotted, internal, ZERO_TOPIC_ID)
+        with self._lock:
+            topic_id = new_topic_id()
+            while topic_id in self._topic_names:  # 2^-122 a pair, but an id must name one topic
+                topic_id = new_topic_id()
+        meta = TopicMetadata(count, dotted, topic_id)
         self._pending_configs[name] = meta  # the logs take the topic's config as they open
         try:
-            opened = self._open_partitions(name, range(count))
+            opened = self._open_partitions(name, range(count), topic_id)
         finally:
             del self._pending_configs[name]
         try:
@@ -282,8 +311,10 @@ class Broker:
             raise
         with self._lock:
             self._topics[name] = meta
+            self._topic_names[topic_id] = name
             self._partitions.update(opened)
-        log.info("created topic %s with %d partitions%s", name, count, " and config %s" % dotted if dotted else "")
+        log.info("created topic %s with %d partitions (topic id %s)%s", name, count, topic_id,
+                 " and config %s" % dotted if dotted else "")
         return self.describe_topic(name)
 
     def delete_topic(self, name: str) -> None:
@@ -301,6 +332,7 @@ class Broker:
                 keys = [(name, p) for p in range(meta.partitions)]
                 detached = {tp: self._partitions.pop(tp) for tp in keys}
                 del self._topics[name]
+                self._topic_names.pop(meta.topic_id, None)
             try:
                 for partition in detached.values():
                     partition.close()
@@ -319,11 +351,12 @@ class Broker:
         reopened: Dict[Tuple[str, int], Partition] = {}
         for p in range(meta.partitions):
             try:
-                reopened[(name, p)] = self._open_partition(name, p)
+                reopened[(name, p)] = self._open_partition(name, p, meta.topic_id)
             except Exception:  # noqa: BLE001 - logged; the topic serves what it can
                 log.exception("could not reopen %s-%d after a failed delete", name, p)
         with self._lock:
             self._topics[name] = meta
+            self._topic_names[meta.topic_id] = name
             self._partitions.update(reopened)
 
     def create_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicDescription:
@@ -341,7 +374,7 @@ class Broker:
             _check_partitions_per_request(total - meta.partitions)
             if validate_only:
                 return self.describe_topic(name)
-            opened = self._open_partitions(name, range(meta.partitions, total))
+            opened = self._open_partitions(name, range(meta.partitions, total), meta.topic_id)
             grown = meta._replace(partitions=total)
             try:
                 self._store.put(name, grown)
@@ -369,7 +402,21 @@ class Broker:
         meta = self._topics[name]
         infos = [TopicPartitionInfo(p, self.broker_id, [self.broker_id], [self.broker_id])
                  for p in range(meta.partitions)]
-        return TopicDescription(name, infos, dict(meta.config), name in INTERNAL_TOPICS)
+        return TopicDescription(name, infos, dict(meta.config), name in INTERNAL_TOPICS, meta.topic_id)
+
+    def topic_id(self, name: str) -> str:
+        """The id of topic ``name`` (Kafka's base64url ``Uuid``), kept for the topic's life."""
+        with self._lock:
+            return self._require_topic(name).topic_id
+
+    def topic_name(self, topic_id: str) -> str:
+        """The name of the topic with id ``topic_id``; UnknownTopicIdError when none has it
+        (a deleted topic's id names nothing, even when a topic of that name exists again)."""
+        with self._lock:
+            name = self._topic_names.get(topic_id)
+        if name is None:
+            raise errors.UnknownTopicIdError("no topic has id %r" % (topic_id,))
+        return name
 
     def partitions_for(self, topic: str) -> int:
         with self._lock:
@@ -548,6 +595,51 @@ class Broker:
         self._check_open()
         return self.producer_ids.next_id()
 
+    def describe_log_dirs(self, partitions: LogDirsQuery = None) -> List[LogDirDescription]:
+        """Kafka's DescribeLogDirs: each log directory with its logs of ``partitions``
+        (None: every partition), their sizes in bytes, and the volume's total and usable
+        bytes. A directory whose volume cannot be read answers KAFKA_STORAGE_ERROR.
+
+        Takes the log manager's lock (logs being opened may hold it): not for the event loop.
+        """
+        self._check_open()
+        wanted = None if partitions is None else {(t, p) for t, indexes in partitions.items() for p in indexes}
+        out = []
+        for path, logs in self.logs.logs_by_dir():
+            try:
+                volume = os.statvfs(path)
+            except OSError as exc:
+                log.warning("describe log dirs: cannot read the volume of %s: %s", path, exc)
+                out.append(LogDirDescription(path, errors.KafkaStorageError.code, []))
+                continue
+            # With one replica the high watermark is the log end: no lag, and no future logs
+            # (AlterReplicaLogDirs is not supported).
+            replicas = [ReplicaInfo(lg.topic, lg.partition, lg.size_in_bytes, 0, False) for lg in logs
+                        if wanted is None or (lg.topic, lg.partition) in wanted]
+            out.append(LogDirDescription(path, 0, replicas, volume.f_blocks * volume.f_frsize,
+                                         volume.f_bavail * volume.f_frsize))
+        return out
+
+    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
+        """Kafka's DescribeProducers for one partition: its active idempotent producers."""
+        return self.partition(topic, partition).active_producers()
+
+    # -- groups ----------------------------------------------------------------------------
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
+        """Kafka's OffsetDelete: partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
+        (checked here, as Kafka's KafkaApis does against its metadata), the group
+        coordinator deletes the others' offsets."""
+        with self._lock:
+            self._check_open()
+            known = [tp for tp in partitions if tp in self._partitions]
+            unknown = {tp: errors.UnknownTopicOrPartitionError.code for tp in partitions if tp not in self._partitions}
+        group_error, codes = self.group_coordinator.delete_offsets(group_id, known)
+        if group_error:
+            return group_error, {}
+        codes.update(unknown)
+        return group_error, codes
+
     def _offsets_partition(self, index: int) -> Partition:
         return self._partitions[(OFFSETS_TOPIC, index)]
 
@@ -580,6 +672,11 @@ class Broker:
         server = factory(self, host, port, options)
         self._servers.append(server)
         return server.addresses[0]
+
+    @property
+    def listener_addresses(self) -> List[Tuple[str, int]]:
+        """The (host, port) of every listener :meth:`serve` opened, in order."""
+        return [address for server in list(self._servers) for address in server.addresses]
 
     def transport(self) -> "InProcessTransport":
         """The contract's calls on this broker, for clients given ``broker=``."""

@@ -24,6 +24,11 @@ from .delayed import DelayedCall
 __all__ = [
     "BrokerApi",
     "BrokerConfigView",
+    "BrokerNode",
+    "ClusterDescription",
+    "LogDirDescription",
+    "LogDirsQuery",
+    "ReplicaInfo",
     "FetchResults",
     "GroupCoordinatorApi",
     "ServedBroker",
@@ -36,7 +41,9 @@ __all__ = [
     "Listener",
     "ListenerFactory",
     "MemberDescription",
+    "OffsetDeleteResult",
     "ProduceResult",
+    "ProducerDescription",
     "RecordsView",
     "SyncResult",
     "TopicDescription",
@@ -109,6 +116,9 @@ class TopicDescription(NamedTuple):
     partitions: List[TopicPartitionInfo]
     config: Dict[str, str]  # the topic's overrides, dotted keys
     internal: bool
+    # Kafka's base64url topic id; when none is known, the zero id (Kafka's Uuid.ZERO_UUID,
+    # storage.partition_metadata.ZERO_TOPIC_ID, not imported: TCP clients load no storage).
+    topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 class JoinResult(NamedTuple):
@@ -147,6 +157,63 @@ class GroupDescription(NamedTuple):
     protocol_type: str
     protocol: str
     members: List[MemberDescription]
+
+
+class ProducerDescription(NamedTuple):
+    """One active producer of a partition, as DescribeProducers reports it (no
+    transactions: coordinator epoch and transaction start offset are -1)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
+
+
+#: OffsetDelete's answer: the group's error code, and each partition's (empty with a group error).
+OffsetDeleteResult = Tuple[int, Dict[Tuple[str, int], int]]
+
+
+class BrokerNode(NamedTuple):
+    """A broker as DescribeCluster describes it: its advertised address and rack (None: no rack)."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: Optional[str] = None
+
+
+class ClusterDescription(NamedTuple):
+    """The DescribeCluster answer: the cluster id, the controller and the brokers."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: List[BrokerNode]
+
+
+class ReplicaInfo(NamedTuple):
+    """One partition's log in a log directory (Kafka's ``DescribeLogDirsResponse.ReplicaInfo``)."""
+
+    topic: str
+    partition: int
+    size: int  # bytes of the log's segments
+    offset_lag: int  # log end offset - high watermark: 0 with one replica
+    is_future: bool  # a log being moved by AlterReplicaLogDirs (never, here)
+
+
+class LogDirDescription(NamedTuple):
+    """One log directory as DescribeLogDirs describes it; the volume's sizes are -1 when unknown."""
+
+    path: str
+    error_code: int
+    replicas: List[ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
+#: Which partitions DescribeLogDirs describes: topic -> partition indexes (None: every partition).
+LogDirsQuery = Optional[Mapping[str, Sequence[int]]]
 
 
 class BrokerApi(Protocol):
@@ -203,6 +270,10 @@ class BrokerApi(Protocol):
 
     def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]: ...
 
+    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult: ...
+
+    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]: ...
+
     # admin
     def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
                      config: Optional[Mapping[str, object]]) -> TopicDescription: ...
@@ -214,6 +285,10 @@ class BrokerApi(Protocol):
     def describe_configs(self, topic: str) -> ConfigEntries: ...
 
     def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None: ...
+
+    def describe_cluster(self) -> ClusterDescription: ...
+
+    def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]: ...
 
 
 class GroupCoordinatorApi(Protocol):
@@ -246,6 +321,8 @@ class GroupCoordinatorApi(Protocol):
     def describe_group(self, group_id: str) -> GroupDescription: ...
 
     def delete_groups(self, group_ids: Iterable[str]) -> Dict[str, int]: ...
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[Tuple[str, int]]) -> OffsetDeleteResult: ...
 
 
 class BrokerConfigView(Protocol):
@@ -308,6 +385,12 @@ class ServedBroker(Protocol):
     def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
 
     def init_producer_id(self, transactional_id: Optional[str] = None) -> Tuple[int, int]: ...
+
+    def describe_log_dirs(self, partitions: LogDirsQuery = None) -> List[LogDirDescription]: ...
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult: ...
+
+    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]: ...
 
 
 class Listener(Protocol):

@@ -4,7 +4,7 @@ One :class:`GroupCoordinator` holds every group (Kafka's GroupCoordinator,
 GroupMetadata and GroupMetadataManager in one place). Members call it from
 their own threads; the calls mirror the protocol (JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-DeleteGroups) and return Kafka error codes, as the wire does. Blocking calls
+DeleteGroups, OffsetDelete) and return Kafka error codes, as the wire does. Blocking calls
 (a join waiting for the rebalance, a follower's sync waiting for the leader)
 are delayed operations (:mod:`pylogq.cluster.delayed`) watched under their group:
 the ``*_async`` calls hand the answer to a callback and park no thread, the
@@ -38,6 +38,7 @@ log equal to the order of the in-memory changes.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 import uuid
@@ -47,6 +48,7 @@ from ..errors import (
     BrokerError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidCommitOffsetSizeError,
@@ -145,6 +147,27 @@ def _storage_error_code(exc: BaseException, for_commit: bool) -> int:
     if code in (MessageTooLargeError.code, RecordListTooLargeError.code, InvalidFetchSizeError.code):
         return InvalidCommitOffsetSizeError.code if for_commit else UnknownServerError.code
     return code
+
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+def _subscribed_topics(metadata: bytes) -> Set[str]:
+    """The topics of a consumer protocol subscription (every version starts with
+    ``version int16, topics [string]``); empty when it does not parse, as Kafka then
+    knows no subscription."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(count):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            if size < 0 or pos + 2 + size > len(metadata):
+                return set()
+            topics.add(bytes(metadata[pos + 2:pos + 2 + size]).decode("utf-8"))
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()
 
 
 def _now_ms() -> int:
@@ -785,6 +808,50 @@ class GroupCoordinator:
                     del self._groups[group_id]
                 out[group_id] = code
         return out
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[Partition]) -> Tuple[int, Dict[Partition, int]]:
+        """Kafka's OffsetDelete: tombstone a group's committed offsets; -> (group error, per-partition codes).
+
+        As Kafka's handleDeleteOffsets: an unknown group answers GROUP_ID_NOT_FOUND; an
+        Empty group may delete any offset; a consumer group with members only those of
+        topics none of them subscribes to (the others GROUP_SUBSCRIBED_TO_TOPIC); any
+        other group with members NON_EMPTY_GROUP. A group left Empty without offsets
+        is removed (Dead), its metadata tombstoned in the same batch.
+        """
+        wanted = list(dict.fromkeys(partitions))
+        with self._cond:
+            if not group_id:
+                return InvalidGroupIdError.code, {}
+            group = self._groups.get(group_id)
+            if group is None or group.state == DEAD:
+                return GroupIdNotFoundError.code, {}
+            codes: Dict[Partition, int] = {}
+            if group.state == EMPTY:
+                eligible = wanted
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                subscribed: Set[str] = set()
+                for m in group.members.values():
+                    subscribed |= _subscribed_topics(m.metadata(group.protocol_name))
+                eligible = [tp for tp in wanted if tp[0] not in subscribed]
+                codes = {tp: GroupSubscribedToTopicError.code for tp in wanted if tp[0] in subscribed}
+            else:
+                return NonEmptyGroupError.code, {}
+            removed = [tp for tp in eligible if tp in group.offsets]
+            dead = group.state == EMPTY and not group.members and len(removed) == len(group.offsets)
+            keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in removed]
+            if dead and removed:
+                keys.append(schema.encode_group_metadata_key(group_id))
+            code = self._store(group_id, keys, [None] * len(keys), for_commit=False) if keys else NONE
+            if code != NONE:
+                return code, {}
+            for tp in removed:
+                del group.offsets[tp]
+            if dead and removed:
+                group.transition(DEAD)
+                del self._groups[group_id]
+            for tp in eligible:
+                codes[tp] = NONE
+            return NONE, codes
 
     # -- timers ----------------------------------------------------------------------
 

@@ -13,12 +13,18 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Seque
 
 from ..errors import UnknownTopicOrPartitionError
 from .contract import (
+    BrokerNode,
+    ClusterDescription,
     ConfigEntries,
     FetchRequest,
     FetchResult,
     GroupDescription,
     JoinResult,
+    LogDirDescription,
+    LogDirsQuery,
+    OffsetDeleteResult,
     ProduceResult,
+    ProducerDescription,
     SyncResult,
     TopicDescription,
 )
@@ -108,6 +114,12 @@ class InProcessTransport:
     def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]:
         return self.coordinator.delete_groups(list(group_ids))
 
+    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
+        return self.broker.delete_offsets(group_id, partitions)
+
+    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
+        return self.broker.describe_producers(topic, partition)
+
     def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
                      config: Optional[Mapping[str, object]]) -> TopicDescription:
         return self.broker.create_topic(name, partitions, replication_factor, config)
@@ -123,6 +135,16 @@ class InProcessTransport:
 
     def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None:
         self.broker.alter_configs(topic, config, incremental)
+
+    def describe_cluster(self) -> ClusterDescription:
+        """This broker, at the address of its first listener (Kafka's no-node ("", -1) when it serves none)."""
+        addresses = self.broker.listener_addresses
+        host, port = addresses[0] if addresses else ("", -1)
+        broker_id = self.broker.broker_id
+        return ClusterDescription(self.broker.cluster_id, broker_id, [BrokerNode(broker_id, host, port)])
+
+    def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
+        return {self.broker.broker_id: self.broker.describe_log_dirs(partitions)}
 
     def close(self) -> None:
         """Nothing to release: the broker stays up."""

@@ -20,7 +20,7 @@ shape an append has from the log to the wire.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 from ..errors import (
     InvalidRequiredAcksError,
@@ -30,6 +30,7 @@ from ..errors import (
 from ..records import AppendResult
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from ..storage.segment import FileRegion
+from .contract import ProducerDescription
 from .producer_state import ProducerStateManager
 
 __all__ = ["ISOLATION_LEVELS", "ORIGINS", "Partition"]
@@ -205,6 +206,15 @@ class Partition:
                     "cannot delete records of %s-%d before offset %d: it must lie between 0 and the "
                     "high watermark %d" % (self.topic, self.index, offset, self._high_watermark))
             return self.log.delete_records_before(offset)
+
+    def active_producers(self) -> List[ProducerDescription]:
+        """Kafka's DescribeProducers for this partition: each idempotent producer's epoch,
+        last sequence and last batch's timestamp, by producer id."""
+        with self._lock:
+            self._check_open()
+            table = self.producer_state.snapshot()
+        return [ProducerDescription(pid, epoch, batches[-1].last_seq, batches[-1].timestamp)
+                for pid, (epoch, batches) in sorted(table.items())]
 
     def truncate_to(self, offset: int) -> bool:
         """Remove records at ``offset`` and beyond (a follower diverging from its leader);

@@ -14,9 +14,10 @@ import logging
 import os
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Sequence
 
-from ..errors import CorruptMetadataError, InvalidTopicError
+from ..errors import CorruptMetadataError, InconsistentTopicIdError, InvalidTopicError
 from ..storage.checkpoint import write_atomically
 from ..storage.log import parse_dir_name
+from ..storage.partition_metadata import PARTITION_METADATA_FILE, new_topic_id, parse_topic_id, read_partition_metadata
 from .names import validate_topic_name
 
 __all__ = ["FileTopicStore", "TOPICS_FILE", "TopicMetadata", "TopicStore"]
@@ -27,10 +28,15 @@ log = logging.getLogger("pylogq.broker")
 
 
 class TopicMetadata(NamedTuple):
-    """One topic: its partition count and its config overrides (dotted keys, string values)."""
+    """One topic: its partition count, its config overrides (dotted keys, string values) and its id.
+
+    ``topic_id`` is Kafka's topic id (base64url, see :mod:`pylogq.storage.partition_metadata`),
+    given at creation and kept for the topic's life; "" only before one is assigned.
+    """
 
     partitions: int
     config: Dict[str, str]
+    topic_id: str = ""
 
 
 class TopicStore(Protocol):
@@ -52,9 +58,10 @@ class TopicStore(Protocol):
 class FileTopicStore:
     """Topic metadata in one JSON file, rewritten atomically on every change. Not thread-safe.
 
-    The file: ``{"version": 1, "topics": {"<name>": {"partitions": <n>, "config": {"<key>": "<value>"}}}}``.
-    One that does not parse stops the broker (:class:`~pylogq.errors.CorruptMetadataError`);
-    a missing one is rebuilt from the partition directories, with a warning (see :meth:`load`).
+    The file: ``{"version": 1, "topics": {"<name>": {"partitions": <n>, "config": {"<key>": "<value>"},
+    "topic_id": "<id>"}}}``. One that does not parse stops the broker
+    (:class:`~pylogq.errors.CorruptMetadataError`); a missing one is rebuilt from the partition
+    directories, with a warning (see :meth:`load`).
     """
 
     def __init__(self, data_dir: str) -> None:
@@ -71,12 +78,18 @@ class FileTopicStore:
         config is ``configs[topic]`` where given (the broker's own topics), else
         the broker's defaults. The rebuilt file is written and a warning names the
         topics. A file that does not parse raises CorruptMetadataError.
+
+        A topic without an id (the file of a pylogq that predates topic ids, or a
+        rebuilt topic) takes the one its partition directories' ``partition.metadata``
+        files agree on, else a new one, and the file is written back. Files that
+        disagree raise InconsistentTopicIdError naming them.
         """
         if not os.path.exists(self.path):
             self._topics = self._rebuild(log_dirs, configs or {})
             if self._topics:
                 self._save()
             return dict(self._topics)
+        owners: Dict[str, str] = {}  # topic id -> name
         try:
             with open(self.path, "rb") as f:
                 raw = f.read()
@@ -88,34 +101,39 @@ class FileTopicStore:
             if not isinstance(topics, dict):
                 raise ValueError('no "topics" object')
             self._topics = {name: _parse_topic(name, m) for name, m in topics.items()}
+            for name, m in sorted(self._topics.items()):
+                if m.topic_id and m.topic_id in owners:
+                    raise ValueError("topics %s and %s have the same topic id %s" % (owners[m.topic_id], name,
+                                                                                      m.topic_id))
+                if m.topic_id:
+                    owners[m.topic_id] = name
         except (OSError, ValueError) as exc:
             raise CorruptMetadataError(
                 self.path, (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc),
                 "restore it from a backup, or move it away to have the broker rebuild the topics from their "
                 "partition directories (their configs reset to the broker's defaults)") from None
+        without_id = sorted(name for name, m in self._topics.items() if not m.topic_id)
+        if without_id:
+            on_disk = _partition_dirs(log_dirs)
+            for name in without_id:
+                topic_id = _topic_id_from(name, on_disk.get(name, {}))
+                if topic_id in owners:  # another topic's: a new id, and opening the partitions names the files
+                    topic_id = new_topic_id()
+                owners[topic_id] = name
+                self._topics[name] = self._topics[name]._replace(topic_id=topic_id)
+            self._save()
+            log.info("%s: gave topic ids to %d topic%s that had none: %s", self.path, len(without_id),
+                     "s" * (len(without_id) != 1), ", ".join(without_id))
         return dict(self._topics)
 
     def _rebuild(self, log_dirs: Sequence[str], configs: Mapping[str, Mapping[str, str]]) -> Dict[str, TopicMetadata]:
         """The topics the ``<topic>-<partition>`` directories of ``log_dirs`` make (see :meth:`load`)."""
-        found: Dict[str, List[int]] = {}
-        for log_dir in log_dirs:
-            try:
-                names = sorted(os.listdir(log_dir))
-            except FileNotFoundError:
-                continue
-            for name in names:
-                path = os.path.join(log_dir, name)
-                if not os.path.isdir(path):
-                    continue
-                try:
-                    topic, partition = parse_dir_name(path)
-                    validate_topic_name(topic)
-                except (ValueError, InvalidTopicError):
-                    continue  # not a partition (the log manager warns about it)
-                found.setdefault(topic, []).append(partition)
+        dirs = _partition_dirs(log_dirs)
+        found: Dict[str, List[int]] = {t: sorted(ps) for t, ps in dirs.items()}
         if not found:
             return {}
-        topics = {t: TopicMetadata(max(ps) + 1, dict(configs.get(t, {}))) for t, ps in sorted(found.items())}
+        topics = {t: TopicMetadata(max(ps) + 1, dict(configs.get(t, {})), _topic_id_from(t, dirs[t]))
+                  for t, ps in sorted(found.items())}
         log.warning("%s is missing but %d partition directories exist: rebuilt %s from them; topic configs "
                     "are the broker's defaults (set any overrides again)", self.path,
                     sum(len(ps) for ps in found.values()),
@@ -129,6 +147,7 @@ class FileTopicStore:
         return topics
 
     def put(self, name: str, metadata: TopicMetadata) -> None:
+        parse_topic_id(metadata.topic_id)  # ValueError: every stored topic has its id
         self._topics[name] = metadata
         self._save()
 
@@ -142,8 +161,8 @@ class FileTopicStore:
     def _save(self) -> None:
         # One topic a line, each encoded compactly (json's C encoder; its indenting one is
         # pure Python and made a broker of thousands of topics slow to create one).
-        lines = ["%s: %s" % (json.dumps(name), json.dumps({"config": m.config, "partitions": m.partitions},
-                                                          sort_keys=True))
+        lines = ["%s: %s" % (json.dumps(name), json.dumps({"config": m.config, "partitions": m.partitions,
+                                                           "topic_id": m.topic_id}, sort_keys=True))
                  for name, m in sorted(self._topics.items())]
         body = '{"topics": {\n%s\n}, "version": 1}\n' % ",\n".join(lines)
         write_atomically(self.path, body.encode())
@@ -170,4 +189,51 @@ def _parse_topic(name: Any, entry: Any) -> TopicMetadata:
         if not isinstance(value, str):
             raise ValueError("topic %s: config %s is %r, not a string" % (name, key, value))
         values[key] = value
-    return TopicMetadata(partitions, values)
+    topic_id = entry.get("topic_id")
+    if topic_id is not None:  # absent in the file of a pylogq that predates topic ids: load() assigns one
+        try:
+            parse_topic_id(topic_id)
+        except ValueError as exc:
+            raise ValueError("topic %s: %s" % (name, exc)) from None
+    return TopicMetadata(partitions, values, topic_id or "")
+
+
+def _partition_dirs(log_dirs: Sequence[str]) -> Dict[str, Dict[int, str]]:
+    """topic -> {partition: path} of the ``<topic>-<partition>`` directories in ``log_dirs``."""
+    found: Dict[str, Dict[int, str]] = {}
+    for log_dir in log_dirs:
+        try:
+            names = sorted(os.listdir(log_dir))
+        except FileNotFoundError:
+            continue
+        for name in names:
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            try:
+                topic, partition = parse_dir_name(path)
+                validate_topic_name(topic)
+            except (ValueError, InvalidTopicError):
+                continue  # not a partition (the log manager warns about it)
+            found.setdefault(topic, {})[partition] = path
+    return found
+
+
+def _topic_id_from(topic: str, dirs: Mapping[int, str]) -> str:
+    """The id the ``partition.metadata`` files of ``dirs`` agree on, else a new one.
+
+    Files that disagree raise InconsistentTopicIdError naming them (Kafka takes
+    such a log directory offline); a file that does not parse, CorruptMetadataError.
+    """
+    ids: Dict[str, List[str]] = {}
+    for _, path in sorted(dirs.items()):
+        topic_id = read_partition_metadata(path)
+        if topic_id is not None:
+            ids.setdefault(topic_id, []).append(os.path.join(path, PARTITION_METADATA_FILE))
+    if len(ids) > 1:
+        raise InconsistentTopicIdError(
+            "topic %s: its partition.metadata files hold different topic ids (%s); remove the wrong ones"
+            % (topic, "; ".join("%s in %s" % (i, ", ".join(paths)) for i, paths in sorted(ids.items()))))
+    if ids:
+        return next(iter(ids))
+    return new_topic_id()

@@ -31,7 +31,9 @@ __all__ = [
     "ALTER_CONFIGS_REQUEST", "ALTER_CONFIGS_RESPONSE", "SASL_AUTHENTICATE_REQUEST",
     "SASL_AUTHENTICATE_RESPONSE", "CREATE_PARTITIONS_REQUEST", "CREATE_PARTITIONS_RESPONSE",
     "DELETE_GROUPS_REQUEST", "DELETE_GROUPS_RESPONSE", "INCREMENTAL_ALTER_CONFIGS_REQUEST",
-    "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "REQUESTS",
+    "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "DESCRIBE_LOG_DIRS_REQUEST", "DESCRIBE_LOG_DIRS_RESPONSE",
+    "DESCRIBE_CLUSTER_REQUEST", "DESCRIBE_CLUSTER_RESPONSE", "OFFSET_DELETE_REQUEST", "OFFSET_DELETE_RESPONSE",
+    "DESCRIBE_PRODUCERS_REQUEST", "DESCRIBE_PRODUCERS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "REQUESTS",
     "RESPONSES", "header_versions",
 ]
 
@@ -910,6 +912,43 @@ ALTER_CONFIGS_RESPONSE = Schema({
     ],
 })
 
+# -- DescribeLogDirs (35) --------------------------------------------------------------------------
+DESCRIBE_LOG_DIRS_REQUEST = Schema({
+    "apiKey": 35, "type": "request", "name": "DescribeLogDirsRequest",
+    "validVersions": "0-4", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "Topics", "type": "[]DescribableLogDirTopic", "versions": "0+", "nullableVersions": "0+",
+         "fields": [
+            {"name": "Topic", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]int32", "versions": "0+"},
+        ]},
+    ],
+})
+
+DESCRIBE_LOG_DIRS_RESPONSE = Schema({
+    "apiKey": 35, "type": "response", "name": "DescribeLogDirsResponse",
+    "validVersions": "0-4", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "3+"},
+        {"name": "Results", "type": "[]DescribeLogDirsResult", "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "LogDir", "type": "string", "versions": "0+"},
+            {"name": "Topics", "type": "[]DescribeLogDirsTopic", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "Partitions", "type": "[]DescribeLogDirsPartition", "versions": "0+", "fields": [
+                    {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                    {"name": "PartitionSize", "type": "int64", "versions": "0+"},
+                    {"name": "OffsetLag", "type": "int64", "versions": "0+"},
+                    {"name": "IsFutureKey", "type": "bool", "versions": "0+"},
+                ]},
+            ]},
+            {"name": "TotalBytes", "type": "int64", "versions": "4+", "default": "-1"},
+            {"name": "UsableBytes", "type": "int64", "versions": "4+", "default": "-1"},
+        ]},
+    ],
+})
+
 # -- SaslAuthenticate (36) -------------------------------------------------------------------------
 SASL_AUTHENTICATE_REQUEST = Schema({
     "apiKey": 36, "type": "request", "name": "SaslAuthenticateRequest",
@@ -1016,6 +1055,107 @@ INCREMENTAL_ALTER_CONFIGS_RESPONSE = Schema({
     ],
 })
 
+# -- OffsetDelete (47) -----------------------------------------------------------------------------
+OFFSET_DELETE_REQUEST = Schema({
+    "apiKey": 47, "type": "request", "name": "OffsetDeleteRequest",
+    "validVersions": "0", "flexibleVersions": "none",
+    "fields": [
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+        {"name": "Topics", "type": "[]OffsetDeleteRequestTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]OffsetDeleteRequestPartition", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+OFFSET_DELETE_RESPONSE = Schema({
+    "apiKey": 47, "type": "response", "name": "OffsetDeleteResponse",
+    "validVersions": "0", "flexibleVersions": "none",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Topics", "type": "[]OffsetDeleteResponseTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]OffsetDeleteResponsePartition", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- DescribeCluster (60) --------------------------------------------------------------------------
+DESCRIBE_CLUSTER_REQUEST = Schema({
+    "apiKey": 60, "type": "request", "name": "DescribeClusterRequest",
+    "validVersions": "0-1", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "IncludeClusterAuthorizedOperations", "type": "bool", "versions": "0+"},
+        {"name": "EndpointType", "type": "int8", "versions": "1+", "default": "1"},
+    ],
+})
+
+DESCRIBE_CLUSTER_RESPONSE = Schema({
+    "apiKey": 60, "type": "response", "name": "DescribeClusterResponse",
+    "validVersions": "0-1", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+",
+         "default": "null"},
+        {"name": "EndpointType", "type": "int8", "versions": "1+", "default": "1"},
+        {"name": "ClusterId", "type": "string", "versions": "0+"},
+        {"name": "ControllerId", "type": "int32", "versions": "0+", "default": "-1"},
+        {"name": "Brokers", "type": "[]DescribeClusterBroker", "versions": "0+", "fields": [
+            {"name": "BrokerId", "type": "int32", "versions": "0+"},
+            {"name": "Host", "type": "string", "versions": "0+"},
+            {"name": "Port", "type": "int32", "versions": "0+"},
+            {"name": "Rack", "type": "string", "versions": "0+", "nullableVersions": "0+",
+             "default": "null"},
+        ]},
+        {"name": "ClusterAuthorizedOperations", "type": "int32", "versions": "0+",
+         "default": "-2147483648"},
+    ],
+})
+
+# -- DescribeProducers (61) ------------------------------------------------------------------------
+DESCRIBE_PRODUCERS_REQUEST = Schema({
+    "apiKey": 61, "type": "request", "name": "DescribeProducersRequest",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "Topics", "type": "[]TopicRequest", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "PartitionIndexes", "type": "[]int32", "versions": "0+"},
+        ]},
+    ],
+})
+
+DESCRIBE_PRODUCERS_RESPONSE = Schema({
+    "apiKey": 61, "type": "response", "name": "DescribeProducersResponse",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Topics", "type": "[]TopicResponse", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]PartitionResponse", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+",
+                 "default": "null"},
+                {"name": "ActiveProducers", "type": "[]ProducerState", "versions": "0+", "fields": [
+                    {"name": "ProducerId", "type": "int64", "versions": "0+"},
+                    {"name": "ProducerEpoch", "type": "int32", "versions": "0+"},
+                    {"name": "LastSequence", "type": "int32", "versions": "0+", "default": "-1"},
+                    {"name": "LastTimestamp", "type": "int64", "versions": "0+", "default": "-1"},
+                    {"name": "CoordinatorEpoch", "type": "int32", "versions": "0+"},
+                    {"name": "CurrentTxnStartOffset", "type": "int64", "versions": "0+", "default": "-1"},
+                ]},
+            ]},
+        ]},
+    ],
+})
+
 #: API key -> Kafka's name for the API.
 API_NAMES: Dict[int, str] = {
     ApiKey.PRODUCE: "Produce",
@@ -1043,6 +1183,10 @@ API_NAMES: Dict[int, str] = {
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.DELETE_GROUPS: "DeleteGroups",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    ApiKey.OFFSET_DELETE: "OffsetDelete",
+    ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
+    ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
 }
 
 #: API key -> (min, max) version the broker advertises in ApiVersions.
@@ -1072,6 +1216,10 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
 #: API key -> request table.
@@ -1101,6 +1249,10 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_REQUEST,
     ApiKey.DELETE_GROUPS: DELETE_GROUPS_REQUEST,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: INCREMENTAL_ALTER_CONFIGS_REQUEST,
+    ApiKey.OFFSET_DELETE: OFFSET_DELETE_REQUEST,
+    ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_REQUEST,
+    ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_REQUEST,
+    ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_REQUEST,
 }
 
 #: API key -> response table.
@@ -1130,6 +1282,10 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_RESPONSE,
     ApiKey.DELETE_GROUPS: DELETE_GROUPS_RESPONSE,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+    ApiKey.OFFSET_DELETE: OFFSET_DELETE_RESPONSE,
+    ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_RESPONSE,
+    ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_RESPONSE,
+    ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_RESPONSE,
 }
 
 def header_versions(api_key: int, api_version: int) -> Tuple[int, int]:

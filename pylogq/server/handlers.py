@@ -64,6 +64,15 @@ MAX_AUTO_CREATE_PER_REQUEST = 100
 # for a turn on the loop, holding no thread. Each may hold a decompression window (8 MiB,
 # records.codecs.DECOMPRESS_WINDOW); the streams past it are bounded on their own.
 MAX_DECOMPRESSING_PRODUCES = 4
+# DescribeCluster's endpoint types (KIP-919): a broker describes brokers (1), not controllers (2).
+_BROKERS_ENDPOINT = 1
+_ENDPOINT_TYPES = (1, 2)
+# Authorized operations: the schema's "not computed", and every operation Kafka defines on
+# the cluster resource (a bit per AclOperation code: CREATE 5, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12), what a
+# broker without an authorizer answers when asked.
+_NOT_COMPUTED = -2147483648
+_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 
@@ -527,6 +536,63 @@ class Handlers:
             return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
 
+    # -- DescribeCluster, DescribeLogDirs -----------------------------------------------
+
+    def describe_cluster(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        """Kafka's DescribeCluster: the cluster id, this broker as controller and as the one
+        broker, at the address advertised for the listener the request came in on.
+
+        As Kafka's brokers: an unknown endpoint type answers UNSUPPORTED_ENDPOINT_TYPE,
+        controllers (2) MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST for either at v0, which
+        has no endpoint type). Asked for the cluster's authorized operations, a broker
+        without an authorizer allows every operation on the cluster resource.
+        """
+        endpoint = req["endpoint_type"]
+        if endpoint not in _ENDPOINT_TYPES:
+            code = errors.UnsupportedEndpointTypeError.code
+            message = "unsupported endpoint type %d" % endpoint
+        elif endpoint != _BROKERS_ENDPOINT:
+            code = errors.MismatchedEndpointTypeError.code
+            message = "the request was sent to an endpoint of type brokers (1), but wanted type %d" % endpoint
+        else:
+            code, message = 0, None
+        if code:
+            return {"throttle_time_ms": 0, "error_code": errors.InvalidRequestError.code if version == 0 else code,
+                    "error_message": message}
+        host, port = self.server.advertised_for(conn)
+        broker_id = self.broker.broker_id
+        operations = _CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else _NOT_COMPUTED
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": endpoint,
+                "cluster_id": self.broker.cluster_id, "controller_id": broker_id,
+                "brokers": [{"broker_id": broker_id, "host": host, "port": port, "rack": None}],
+                "cluster_authorized_operations": operations}
+
+    async def describe_log_dirs(self, conn: Connection, req: Dict[str, Any], version: int,
+                                slot: Any) -> Dict[str, Any]:
+        """Kafka's DescribeLogDirs (null topics: every partition), off the loop: it takes the
+        log manager's lock, which opening logs holds."""
+        query: Optional[Dict[str, List[int]]] = None
+        if req["topics"] is not None:
+            query = {}
+            for topic in req["topics"]:
+                query.setdefault(topic["topic"], []).extend(topic["partitions"])
+        try:
+            dirs = await self._blocking(self.broker.describe_log_dirs, query)
+        except Exception as exc:  # noqa: BLE001 - reported as the response's error (v3+)
+            return {"throttle_time_ms": 0, "error_code": _code(self._failed(conn, exc, "describe log dirs")),
+                    "results": []}
+        results = []
+        for d in dirs:
+            topics: Dict[str, List[Dict[str, Any]]] = {}
+            for r in d.replicas:
+                topics.setdefault(r.topic, []).append(
+                    {"partition_index": r.partition, "partition_size": r.size, "offset_lag": r.offset_lag,
+                     "is_future_key": r.is_future})
+            results.append({"error_code": d.error_code, "log_dir": d.path,
+                            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                            "total_bytes": d.total_bytes, "usable_bytes": d.usable_bytes})
+        return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+
     # -- groups --------------------------------------------------------------------------
 
     @property
@@ -645,6 +711,38 @@ class Handlers:
     async def delete_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         codes = await self._blocking(self._groups.delete_groups, list(req["groups_names"]))
         return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": codes[g]} for g in req["groups_names"]]}
+
+    async def offset_delete(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        wanted = [(t["name"], p["partition_index"]) for t in req["topics"] for p in t["partitions"]]
+        try:
+            group_error, codes = await self._blocking(self.broker.delete_offsets, req["group_id"], wanted)
+        except Exception as exc:  # noqa: BLE001 - reported as the response's error
+            group_error, codes = _code(self._failed(conn, exc, "delete offsets of group %r" % req["group_id"])), {}
+        if group_error:
+            return {"error_code": group_error, "throttle_time_ms": 0, "topics": []}
+        by_topic: Dict[str, List[int]] = {}
+        for topic, partition in dict.fromkeys(wanted):
+            by_topic.setdefault(topic, []).append(partition)
+        return {"error_code": 0, "throttle_time_ms": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": p, "error_code": codes[(topic, p)]} for p in parts]}
+            for topic, parts in by_topic.items()]}
+
+    def describe_producers(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        topics = []
+        for topic in req["topics"]:
+            parts = []
+            for index in topic["partition_indexes"]:
+                out: Dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
+                                       "active_producers": []}
+                try:
+                    out["active_producers"] = [d._asdict() for d in
+                                               self.broker.describe_producers(topic["name"], index)]
+                except Exception as exc:  # noqa: BLE001 - reported as this partition's error
+                    failure = self._failed(conn, exc, "describe producers of %s-%d" % (topic["name"], index))
+                    out["error_code"], out["error_message"] = _code(failure), _message(failure)
+                parts.append(out)
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
 
     # -- topics and configs -----------------------------------------------------------------
 

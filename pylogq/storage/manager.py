@@ -332,6 +332,13 @@ class LogManager:
         with self._lock:
             return list(self._logs.values())
 
+    def logs_by_dir(self) -> List[Tuple[str, List[Log]]]:
+        """Each log directory (absolute path, in ``log.dirs`` order) with the logs it holds
+        (Kafka's DescribeLogDirs walks the live dirs the same way)."""
+        with self._lock:
+            return [(d.path, [log_ for tp, log_ in sorted(self._logs.items()) if self._log_dir_of.get(tp) is d])
+                    for d in self._dirs]
+
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log: renamed ``*-delete`` at once, its files removed in the
         background; -> False when there is no such log."""

@@ -225,6 +225,31 @@ def test_delete(cli: Cli, broker: Any, member: Consumer) -> None:
     ]
 
 
+def test_delete_offsets(cli: Cli, broker: Any, member: Consumer) -> None:
+    commit(broker, "idle", {0: 1, 1: 2})
+    deleted = cli("groups", "--delete-offsets", "--group", "idle", "--topic", "t:0")
+    assert deleted.status == 0 and deleted.err == ""
+    assert deleted.out.splitlines() == [
+        "Request succeed for deleting offsets with topic t:0 group idle", "",
+        "TOPIC                          PARTITION       STATUS",
+        "t                              0               Successful",
+    ]
+    assert committed(broker, "idle") == {1: 2}
+    # A live group keeps the offsets of the topics it subscribes to.
+    refused = cli("groups", "--delete-offsets", "--group", "live", "--topic", "t", "--topic", "nope")
+    assert refused.status == 1
+    assert refused.err == "Error: Encounter some partition level error, see the follow-up details:\n"
+    assert refused.out.splitlines()[2:] == [
+        "nope                           Not Provided    Error: unknown topic or partition",
+        "t                              0               Error: group subscribed to topic",
+        "t                              1               Error: group subscribed to topic",
+    ]
+    assert committed(broker, "live") == {0: 4}
+    ghost = cli("groups", "--delete-offsets", "--group", "ghost", "--topic", "t")
+    assert ghost == (1, "", "Error: 'ghost' does not exist.\n")
+    assert cli("groups", "--delete-offsets", "--group", "idle").status == 1  # --topic is required
+
+
 def test_group_is_required(cli: Cli) -> None:
     missing = cli("groups", "--describe")
     assert missing.status == 1 and "give --group" in missing.err
@@ -268,6 +293,18 @@ def test_describe_a_kafka_python_group_then_reset_it(pylogq_broker: Any, pylogq_
     assert run_process(pylogq_bootstrap, "groups", "--list") == (0, "kp\n", "")
     assert run_process(pylogq_bootstrap, "groups", "--delete", "--group", "kp").status == 0
     assert run_process(pylogq_bootstrap, "groups", "--list") == (0, "", "")
+
+
+def test_delete_offsets_over_tcp(pylogq_broker: Any, pylogq_bootstrap: str) -> None:
+    pylogq_broker.create_topic("t", 2)
+    commit(pylogq_broker, "g", {0: 1, 1: 1})
+    deleted = run_process(pylogq_bootstrap, "groups", "--delete-offsets", "--group", "g", "--topic", "t:1,5")
+    assert deleted.status == 1 and "partition level error" in deleted.err
+    assert deleted.out.splitlines()[-2:] == [
+        "t                              1               Successful",
+        "t                              5               Error: unknown topic or partition",
+    ]
+    assert committed(pylogq_broker, "g") == {0: 1}
 
 
 def test_describe_after_the_topic_was_deleted(cli: Cli, broker: Any, topic: str) -> None:

@@ -143,8 +143,12 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
         36: {"auth_bytes": b"\x00alice\x00secret"},
         37: {"topics": [{"name": "fuzz-created", "count": 3, "assignments": None}], "timeout_ms": 5000,
              "validate_only": False},
+        35: {"topics": [{"topic": TOPIC, "partitions": [0]}] if version % 2 else None},
         42: {"groups_names": [GROUP]},
         44: {"resources": topic_config, "validate_only": True},
+        47: {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
+        60: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
+        61: {"topics": [{"name": TOPIC, "partition_indexes": [0, 7]}]},
     }
     return bodies[api_key]
 
