@@ -1206,7 +1206,7 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 1),
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 2),
-    ApiKey.CREATE_TOPICS: (2, 3),
+    ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 1),

@@ -20,8 +20,10 @@ parse or must refuse).
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import struct
+import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from .. import errors
@@ -81,6 +83,11 @@ def _code(exc: BaseException) -> int:
     if isinstance(exc, errors.BrokerError):
         return int(exc.code)
     return _UNKNOWN_SERVER_ERROR
+
+
+def _uuid_of(topic_id: str) -> uuid.UUID:
+    """A topic id as the wire's uuid: Kafka's base64url text is its 16 bytes."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
 
 
 def _message(exc: BaseException) -> Optional[str]:
@@ -765,15 +772,29 @@ class Handlers:
                                 "replica assignment %s names brokers other than %d"
                                 % (a["broker_ids"], self.broker.broker_id))
                 config = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
-                await self._admin(lambda: self.broker.create_topic(
+                created = await self._admin(lambda: self.broker.create_topic(
                     t["name"], None if partitions == -1 else partitions, None if factor == -1 else factor,
                     config, validate_only=req["validate_only"]))
+                if version >= 5:  # what was created (KIP-525): counts and every config with its source
+                    out.update(self._created_topic(created))
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._failed(conn, exc, "creating topic %s" % t["name"])
                 out["error_code"] = _code(exc)
                 out["error_message"] = _message(exc)
             results.append(out)
         return {"throttle_time_ms": 0, "topics": results}
+
+    def _created_topic(self, created: Any) -> Dict[str, Any]:
+        """CreateTopics v5+'s description of a topic created (or that would be, validateOnly)."""
+        overrides = created.config
+        effective = self.broker.default_log_config.merged(overrides).to_strings()
+        configs = [{"name": name, "value": value, "read_only": False, "is_sensitive": False,
+                    "config_source": ConfigSource.DEFAULT_CONFIG if name not in overrides
+                    else ConfigSource.DYNAMIC_TOPIC_CONFIG}
+                   for name, value in sorted(effective.items())]
+        factor = len(created.partitions[0].replicas) if created.partitions else -1
+        return {"num_partitions": len(created.partitions), "replication_factor": factor, "configs": configs,
+                "topic_id": _uuid_of(created.topic_id)}
 
     async def delete_topics(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         results = []

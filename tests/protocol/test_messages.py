@@ -65,14 +65,14 @@ from pylogq.protocol import (
 ADVERTISED = {
     0: (0, 7), 1: (4, 11), 2: (1, 2), 3: (4, 4), 8: (2, 3), 9: (1, 3), 10: (0, 1), 11: (0, 5),
     12: (0, 1), 13: (0, 1), 14: (0, 3), 15: (0, 2), 16: (0, 1), 17: (0, 1), 18: (0, 2),
-    19: (2, 3), 20: (1, 3), 21: (0, 1), 22: (0, 1), 32: (1, 1), 33: (0, 1), 36: (0, 1),
+    19: (0, 7), 20: (1, 3), 21: (0, 1), 22: (0, 1), 32: (1, 1), 33: (0, 1), 36: (0, 1),
     37: (0, 1), 42: (0, 1), 44: (0, 0),
     35: (0, 4), 60: (0, 1),  # DescribeLogDirs, DescribeCluster: Kafka 3.9's whole ranges
     47: (0, 0), 61: (0, 0),  # OffsetDelete, DescribeProducers: Kafka 3.9's whole ranges
 }
 
 #: APIs served over Kafka 3.9's whole range, flexible versions included (issue 15).
-FLEXIBLE_SERVED = {35, 60, 61}
+FLEXIBLE_SERVED = {19, 35, 60, 61}
 
 #: API name -> (module of kafka-python's JSON-driven classes, module of its hand-written ones).
 PEERS: Dict[str, Tuple[ModuleType, Optional[ModuleType]]] = {
@@ -338,13 +338,14 @@ def test_golden_against_kafka_python(schema: Schema, version: int, nulls: bool) 
 
 
 def test_peer_comparison_covers_the_advertised_range() -> None:
-    """Only Produce v0-2 and DescribeLogDirs v0 lie outside the peer's JSON schemas; its
-    hand-written classes have them."""
+    """Only Produce v0-2, CreateTopics v0-1 and DescribeLogDirs v0 lie outside the peer's JSON
+    schemas; its hand-written classes have them."""
     uncovered = {(schema.name, v) for schema in TABLES
                  for v in _advertised(schema)
                  if v not in _peer_versions(schema)}
     assert uncovered == {(name, v) for name in ("ProduceRequest", "ProduceResponse")
-                         for v in (0, 1, 2)} | {("DescribeLogDirsRequest", 0), ("DescribeLogDirsResponse", 0)}
+                         for v in (0, 1, 2)} | {("DescribeLogDirsRequest", 0), ("DescribeLogDirsResponse", 0)} \
+        | {(name, v) for name in ("CreateTopicsRequest", "CreateTopicsResponse") for v in (0, 1)}
 
 
 @pytest.mark.parametrize("schema", TABLES, ids=[t.name for t in TABLES])
@@ -440,6 +441,7 @@ def test_hand_written_peer_coverage() -> None:
                        ("IncrementalAlterConfigsResponse", 0)} \
         | {(name, v) for name in ("DescribeLogDirsRequest", "DescribeLogDirsResponse") for v in range(1, 5)} \
         | {("DescribeLogDirsRequest", 0)} \
+        | {(name, v) for name in ("CreateTopicsRequest", "CreateTopicsResponse") for v in range(4, 8)} \
         | {(name, v) for name in ("DescribeClusterRequest", "DescribeClusterResponse") for v in (0, 1)} \
         | {(name, 0) for name in ("OffsetDeleteRequest", "OffsetDeleteResponse", "DescribeProducersRequest",
                                   "DescribeProducersResponse")}
