@@ -210,27 +210,3 @@ def test_the_deletion_holds_after_a_restart(tmp_path: Path) -> None:
             assert "g" not in {g for g, _ in admin.list_consumer_groups()}
             committed = admin.list_consumer_group_offsets("g", [("t", 0)])
             assert committed[TopicPartition("t", 0)].offset == -1
-
-
-def test_confluent_kafka_admin(bootstrap: str, admin: AdminClient) -> None:
-    confluent_admin = pytest.importorskip("confluent_kafka.admin")
-    if not hasattr(confluent_admin.AdminClient, "delete_consumer_group_offsets"):
-        pytest.skip("this confluent-kafka has no AdminClient.delete_consumer_group_offsets")
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka import TopicPartition as ConfluentTopicPartition
-
-    topic, group = unique("od-ck"), unique("od-ck-group")
-    admin.create_topics([NewTopic(topic, 1, 1)])
-    conn = _connection(bootstrap)
-    try:
-        conn.request(ApiKey.OFFSET_COMMIT, {
-            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]})
-        client = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
-        futures = client.delete_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, [ConfluentTopicPartition(topic, 0)])])
-        futures[group].result(TIMEOUT_S)
-        assert _committed(conn, group, topic, [0]) == {0: -1}
-    finally:
-        conn.close()
-
