@@ -14,7 +14,7 @@ imports it from here (and keeps re-exporting the names it used to define).
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 __all__ = [
     "PylogqError", "BrokerError", "RetriableError", "UnknownServerError", "OffsetOutOfRangeError",
@@ -633,9 +633,16 @@ class GroupSubscribedToTopicError(BrokerError):
 
 
 class InvalidRecordError(BrokerError):
+    """``record_errors``: (index of the record in its batch, why) for the records that made the
+    batch fail, as Produce v8+ reports them (KIP-467); empty when the fault is the batch's."""
+
     code = 87
     name = "INVALID_RECORD"
     message = "invalid record"
+
+    def __init__(self, *args: object, record_errors: Sequence[Tuple[int, str]] = ()) -> None:
+        super().__init__(*args)
+        self.record_errors: List[Tuple[int, str]] = list(record_errors)
 
 
 class UnstableOffsetCommitError(RetriableError):

@@ -1191,7 +1191,7 @@ API_NAMES: Dict[int, str] = {
 
 #: API key -> (min, max) version the broker advertises in ApiVersions.
 SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 7),
+    ApiKey.PRODUCE: (0, 11),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 2),
     ApiKey.METADATA: (4, 4),

@@ -444,6 +444,9 @@ class Handlers:
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
                     out["error_code"] = _code(exc)
                     out["error_message"] = _message(exc)
+                    if isinstance(exc, errors.InvalidRecordError):  # v8+: which records (KIP-467)
+                        out["record_errors"] = [{"batch_index": i, "batch_index_error_message": why}
+                                                for i, why in exc.record_errors]
                     if not isinstance(exc, errors.BrokerError):
                         log.exception("produce failed id=%d topic=%s partition=%s", conn.id, name, p["index"])
                     else:

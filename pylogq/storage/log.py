@@ -117,6 +117,16 @@ def _check_batch_sizes(buffer: Union[bytes, bytearray], limit: int) -> None:
         pos += size
 
 
+def _index_in_batch(headers: Sequence[BatchHeader], delta: int) -> int:
+    """The place in its batch of the record ``delta`` offsets after the first batch's first."""
+    for h in headers:
+        count = h.last_offset - h.base_offset + 1
+        if delta < count:
+            return delta
+        delta -= count
+    return delta
+
+
 def _offset_of(headers: Sequence[BatchHeader], i: int, first_offset: Optional[int]) -> int:
     """The offset batch ``i`` gets: its own (already assigned), or counted on from ``first_offset``."""
     if first_offset is None:
@@ -532,7 +542,7 @@ class Log:
             if lat is None:
                 self._check_timestamps(batches, now, first_offset)
             if keyless >= 0:
-                self._refuse_keyless(first_offset + keyless)
+                self._refuse_keyless(first_offset + keyless, _index_in_batch(batches, keyless))
             written = records.patch_offsets(buffer, batches, first_offset, leader_epoch, lat)
             max_ts, max_ts_offset = _max_timestamp(written)
             last_offset = written[-1].last_offset
@@ -606,11 +616,12 @@ class Log:
             raise RecordListTooLargeError(
                 "append of %d bytes exceeds segment.bytes=%d" % (total, self.config.segment_bytes))
 
-    def _refuse_keyless(self, offset: int) -> None:
-        """A compacted topic keeps the last record per key: a record without one is refused."""
-        raise InvalidRecordError(
-            "compacted topic %s-%d cannot accept a record without a key (offset %d)"
-            % (self.topic, self.partition, offset))
+    def _refuse_keyless(self, offset: int, index: Optional[int] = None) -> None:
+        """A compacted topic keeps the last record per key: a record without one is refused
+        (``index``: its place in its batch, which Produce v8+ names)."""
+        message = "compacted topic %s-%d cannot accept a record without a key (offset %d)" % (
+            self.topic, self.partition, offset)
+        raise InvalidRecordError(message, record_errors=[] if index is None else [(index, message)])
 
     def _check_legacy_keys(self, buffer: Union[bytes, bytearray]) -> None:
         """The key check of a v0/v1 message set (a v2 append's is part of its one pass)."""

@@ -63,7 +63,7 @@ from pylogq.protocol import (
 
 #: The "advertise min-max" column of the reference client table.
 ADVERTISED = {
-    0: (0, 7), 1: (4, 11), 2: (1, 2), 3: (4, 4), 8: (2, 3), 9: (1, 3), 10: (0, 1), 11: (0, 5),
+    0: (0, 11), 1: (4, 11), 2: (1, 2), 3: (4, 4), 8: (2, 3), 9: (1, 3), 10: (0, 1), 11: (0, 5),
     12: (0, 1), 13: (0, 1), 14: (0, 3), 15: (0, 2), 16: (0, 1), 17: (0, 1), 18: (0, 2),
     19: (0, 7), 20: (1, 3), 21: (0, 1), 22: (0, 1), 32: (1, 1), 33: (0, 1), 36: (0, 1),
     37: (0, 1), 42: (0, 1), 44: (0, 0),
@@ -72,7 +72,7 @@ ADVERTISED = {
 }
 
 #: APIs served over Kafka 3.9's whole range, flexible versions included (issue 15).
-FLEXIBLE_SERVED = {19, 35, 60, 61}
+FLEXIBLE_SERVED = {0, 19, 35, 60, 61}
 
 #: API name -> (module of kafka-python's JSON-driven classes, module of its hand-written ones).
 PEERS: Dict[str, Tuple[ModuleType, Optional[ModuleType]]] = {
@@ -442,6 +442,7 @@ def test_hand_written_peer_coverage() -> None:
         | {(name, v) for name in ("DescribeLogDirsRequest", "DescribeLogDirsResponse") for v in range(1, 5)} \
         | {("DescribeLogDirsRequest", 0)} \
         | {(name, v) for name in ("CreateTopicsRequest", "CreateTopicsResponse") for v in range(4, 8)} \
+        | {(name, v) for name in ("ProduceRequest", "ProduceResponse") for v in range(9, 12)} \
         | {(name, v) for name in ("DescribeClusterRequest", "DescribeClusterResponse") for v in (0, 1)} \
         | {(name, 0) for name in ("OffsetDeleteRequest", "OffsetDeleteResponse", "DescribeProducersRequest",
                                   "DescribeProducersResponse")}
