@@ -17,11 +17,7 @@ import errno
 import os
 import random
 import re
-import selectors
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -30,10 +26,11 @@ import pytest
 from pylogq import Broker, errors, records
 from pylogq.storage.manager import LogManager
 
+from .server.conftest import BrokerProcess
+
 LIMIT = 1024
 PARTITIONS = 10_000
 SAMPLE = 200
-READY = re.compile(r"^pylogq-broker (\d+) ready on (\S+):(\d+)$")
 START_TIMEOUT_S = 120.0  # loading 10,000 logs on a loaded 2-core machine
 REQUEST_TIMEOUT_MS = 120_000  # creating 10,000 partitions in one request
 TS = 1_700_000_000_000
@@ -50,57 +47,17 @@ sys.exit(main(sys.argv[1:]))
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/<pid>/fd")
 
 
-class LimitedBroker:
+def limited_broker(data_dir: Path, log_path: Path) -> BrokerProcess:
     """``pylogq-broker`` in a child process limited to LIMIT open files."""
+    return BrokerProcess(data_dir, log_path,
+                         "log.index.size.max.bytes=4096",  # small sparse index files
+                         "log.segment.bytes=1048576",
+                         command=(sys.executable, "-c", CHILD, "--log-level", "warning"),
+                         start_timeout_s=START_TIMEOUT_S, stop_timeout_s=START_TIMEOUT_S)
 
-    def __init__(self, data_dir: Path, log_path: Path) -> None:
-        args = [sys.executable, "-c", CHILD, "--data-dir", str(data_dir),
-                "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-level", "warning",
-                "--override", "log.index.size.max.bytes=4096",  # small sparse index files
-                "--override", "log.segment.bytes=1048576"]
-        self.log_path = log_path
-        self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
-        self.bootstrap = "%s:%d" % self._wait_ready()
 
-    def _wait_ready(self) -> Tuple[str, int]:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not selector.select(deadline - time.monotonic()):
-                    continue
-                line = self.proc.stdout.readline().decode("utf-8", "replace").strip()
-                if not line and self.proc.poll() is not None:
-                    break
-                match = READY.match(line)
-                if match:
-                    return match.group(2), int(match.group(3))
-        self.proc.kill()
-        self.proc.wait()
-        raise AssertionError("the broker printed no ready line within %.0f s; its log:\n%s"
-                             % (START_TIMEOUT_S, self.log()))
-
-    def open_fds(self) -> int:
-        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
-
-    def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text("utf-8", "replace")[-5000:]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(START_TIMEOUT_S)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
-            self._log.close()
+def open_fds(broker: BrokerProcess) -> int:
+    return len(os.listdir("/proc/%d/fd" % broker.proc.pid))
 
 
 def batch(partition: int, round_: int) -> bytes:
@@ -117,11 +74,11 @@ def fetch_all(transport, topic: str, partitions: List[int]):
     return transport.fetch([(topic, p, 0, 1 << 20) for p in partitions], 0, 1, 64 << 20, "read_uncommitted")
 
 
-def check_fds(broker: LimitedBroker, step: str, counts: List[Tuple[str, int]]) -> None:
-    n = broker.open_fds()
+def check_fds(broker: BrokerProcess, step: str, counts: List[Tuple[str, int]]) -> None:
+    n = open_fds(broker)
     counts.append((step, n))
     assert n < LIMIT // 2, "%s: the broker holds %d descriptors (limit %d): %s\n%s" % (
-        step, n, LIMIT, counts, broker.log())
+        step, n, LIMIT, counts, broker.log()[-5000:])
 
 
 @needs_proc
@@ -133,7 +90,7 @@ def test_a_broker_with_10000_partitions_starts_serves_and_restarts_under_ulimit_
     log_path = tmp_path / "broker.log"
     sample = sorted(random.Random(14).sample(range(PARTITIONS), SAMPLE))
     counts: List[Tuple[str, int]] = []
-    broker: Optional[LimitedBroker] = LimitedBroker(data_dir, log_path)
+    broker: Optional[BrokerProcess] = limited_broker(data_dir, log_path)
     try:
         assert broker is not None
         check_fds(broker, "started", counts)
@@ -160,7 +117,7 @@ def test_a_broker_with_10000_partitions_starts_serves_and_restarts_under_ulimit_
         broker = None
         assert status == 0
 
-        broker = LimitedBroker(data_dir, log_path)  # every log loaded again under the same limit
+        broker = limited_broker(data_dir, log_path)  # every log loaded again under the same limit
         check_fds(broker, "restarted", counts)
         transport = TcpTransport(broker.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Dict, Iterator, List, Set, Tuple
 
@@ -138,7 +139,8 @@ def test_server_and_client_use_only_the_broker_contract() -> None:
 
 def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The walker resolves relative imports: a storage module importing the server is caught."""
-    fake = PACKAGE / "storage" / "_layer_probe_test.py"
+    # A name of its own: two runs of the suite at once must not share (and delete) one probe.
+    fake = PACKAGE / "storage" / ("_layer_probe_%s.py" % uuid.uuid4().hex)
     assert not fake.exists()
     fake.write_text("from ..server import KafkaServer\nfrom . import log\n")
     try:
@@ -147,7 +149,7 @@ def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
     finally:
         fake.unlink()
     assert imports == [(1, "pylogq.server"), (2, "pylogq.storage.log")]
-    assert any("_layer_probe_test" in line for line in upward)
+    assert any(fake.stem in line for line in upward)
 
 
 def test_tcp_clients_load_no_storage_broker_or_coordinator() -> None:

@@ -233,6 +233,16 @@ class Broker:
             raise
         return opened
 
+    def _store_or_discard(self, name: str, meta: TopicMetadata, opened: Dict[Tuple[str, int], Partition]) -> None:
+        """Store a topic's metadata; when that fails, remove the partitions opened for it."""
+        try:
+            self._store.put(name, meta)
+        except BaseException:
+            for tp, partition in opened.items():
+                partition.close()
+                self.logs.delete_log(*tp)
+            raise
+
     # -- topics -------------------------------------------------------------------
     #
     # Locks, in the order they may be taken (a thread holding one may take only those after it):
@@ -302,13 +312,7 @@ class Broker:
             opened = self._open_partitions(name, range(count), topic_id)
         finally:
             del self._pending_configs[name]
-        try:
-            self._store.put(name, meta)
-        except BaseException:
-            for tp, partition in opened.items():
-                partition.close()
-                self.logs.delete_log(*tp)
-            raise
+        self._store_or_discard(name, meta, opened)
         with self._lock:
             self._topics[name] = meta
             self._topic_names[topic_id] = name
@@ -376,13 +380,7 @@ class Broker:
                 return self.describe_topic(name)
             opened = self._open_partitions(name, range(meta.partitions, total), meta.topic_id)
             grown = meta._replace(partitions=total)
-            try:
-                self._store.put(name, grown)
-            except BaseException:
-                for tp, partition in opened.items():
-                    partition.close()
-                    self.logs.delete_log(*tp)
-                raise
+            self._store_or_discard(name, grown, opened)
             with self._lock:
                 self._topics[name] = grown
                 self._partitions.update(opened)

@@ -10,9 +10,7 @@ hand-written per-version classes (``kafka.protocol.old``), compared over the adv
 
 from __future__ import annotations
 
-import json
 import uuid
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
@@ -60,6 +58,8 @@ from pylogq.protocol import (
     header_versions,
     parse_versions,
 )
+
+from . import _kafka_json as kafka_json
 
 #: The "advertise min-max" column of the reference client table.
 ADVERTISED = {
@@ -509,56 +509,13 @@ def test_response_fields_by_version() -> None:
 # below is not defined at all (rather than skipped), so a checkout without them cannot fail a
 # run that treats skips as failures; the golden-bytes tests above hold either way.
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "kafka-reference" / "message"
+REFERENCE = kafka_json.MESSAGES
 
 
-def _strip_comments(text: str) -> str:
-    """Drop ``//`` comments outside strings (Kafka's schema files are JSON with comments)."""
-    out: List[str] = []
-    i, n, in_string = 0, len(text), False
-    while i < n:
-        c = text[i]
-        if in_string:
-            out.append(c)
-            if c == "\\":
-                out.append(text[i + 1])
-                i += 2
-                continue
-            in_string = c != '"'
-        elif c == '"':
-            in_string = True
-            out.append(c)
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _expected_default(spec: Dict[str, Any]) -> Any:
-    text = spec.get("default")
-    text = None if text is None else str(text).lower() if isinstance(text, bool) else str(text)
-    ftype = spec["type"]
-    if ftype.startswith("[]"):
-        return None if text == "null" else []
-    if "fields" in spec:
-        return None
-    if ftype.startswith("int"):
-        return int(text, 0) if text else 0
-    if ftype == "bool":
-        return text == "true"
-    if ftype == "uuid":
-        return uuid.UUID(int=0)
-    if ftype == "string":
-        return None if text == "null" else text or ""
-    if ftype == "bytes":
-        return None if text == "null" else b""
-    if ftype == "records":
-        return None
-    raise AssertionError("unexpected type %r" % ftype)
+def _expected_default(spec: Dict[str, Any], version: int) -> Any:
+    """A field's default as the table states it (a struct, not an array of them, has none)."""
+    struct = "fields" in spec and not spec["type"].startswith("[]")
+    return None if struct else kafka_json.default(spec, version)
 
 
 def _expected_fields(specs: List[Dict[str, Any]], version: int) -> List[Any]:
@@ -569,7 +526,7 @@ def _expected_fields(specs: List[Dict[str, Any]], version: int) -> List[Any]:
         tagged = "tag" in spec and _in(parse_versions(spec.get("taggedVersions")), version)
         out.append((spec["name"], spec["type"], _in(parse_versions(spec.get("nullableVersions")),
                                                      version),
-                    spec["tag"] if tagged else None, _expected_default(spec),
+                    spec["tag"] if tagged else None, _expected_default(spec, version),
                     _expected_fields(spec.get("fields", []), version)))
     return out
 
@@ -584,7 +541,7 @@ def _actual_fields(struct: Any, version: int) -> List[Any]:
 if REFERENCE.is_dir():
     @pytest.mark.parametrize("schema", TABLES, ids=[t.name for t in TABLES])
     def test_structure_matches_kafka_json(schema: Schema) -> None:
-        spec = json.loads(_strip_comments((REFERENCE / (schema.name + ".json")).read_text()))
+        spec = kafka_json.load(schema.name)
         assert (spec["apiKey"], spec["type"], spec["name"]) == (schema.api_key, schema.type,
                                                               schema.name)
         lo, hi = parse_versions(spec["validVersions"]) or (0, -1)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Iterator, Sequence, Tuple
 
 import pytest
 
@@ -33,8 +33,14 @@ STOP_TIMEOUT_S = 30.0
 class BrokerProcess:
     """A ``pylogq-broker`` child process with its data directory and log file."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *overrides: str) -> None:
-        args = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", str(data_dir),
+    def __init__(self, data_dir: Path, log_path: Path, *overrides: str,
+                 command: Sequence[str] = (sys.executable, "-m", "pylogq.cli.broker"),
+                 start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """``command`` starts ``pylogq-broker`` (its arguments follow); the log file is
+        appended to, so a restarted broker's log follows the first one's."""
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        args = [*command, "--data-dir", str(data_dir),
                 "--listeners", "PLAINTEXT://127.0.0.1:0",
                 "--override", "group.initial.rebalance.delay.ms=0",
                 "--override", "offsets.topic.num.partitions=4"]
@@ -42,14 +48,14 @@ class BrokerProcess:
             args += ["--override", item]
         self.data_dir = data_dir
         self.log_path = log_path
-        self._log = open(log_path, "wb")
+        self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
         self.host, self.port = self._wait_ready()
         self.bootstrap = "%s:%d" % (self.host, self.port)
 
     def _wait_ready(self) -> Tuple[str, int]:
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         selector = selectors.DefaultSelector()
         selector.register(self.proc.stdout, selectors.EVENT_READ)
         try:
@@ -67,7 +73,7 @@ class BrokerProcess:
         self.proc.kill()
         self.proc.wait()
         raise AssertionError("pylogq-broker printed no ready line within %.0f s; its log:\n%s"
-                             % (START_TIMEOUT_S, self.log()))
+                             % (self.start_timeout_s, self.log()))
 
     def log(self) -> str:
         if not self._log.closed:
@@ -79,12 +85,12 @@ class BrokerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(STOP_TIMEOUT_S)
+            return self.proc.wait(self.stop_timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError("pylogq-broker did not stop within %.0f s of SIGTERM; its log:\n%s"
-                                 % (STOP_TIMEOUT_S, self.log()))
+                                 % (self.stop_timeout_s, self.log()))
         finally:
             assert self.proc.stdout is not None
             self.proc.stdout.close()

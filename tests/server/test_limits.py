@@ -25,7 +25,8 @@ from pylogq.errors import ConfigError
 from pylogq.server import KafkaServer, ServerConfig
 from pylogq.server.connection import Connection
 
-from .test_server import API_VERSIONS, DEADLINE_S, TEST_CONFIG, Wire, encode_request, wait_for
+from .test_server import (  # noqa: F401 - no_server_errors is an autouse fixture: it applies here too
+    API_VERSIONS, DEADLINE_S, TEST_CONFIG, Wire, encode_request, no_server_errors, wait_for)
 
 Address = Tuple[str, int]
 HALF_OPEN = 500  # Kafka's default queued.max.requests: once every slot was taken by these
@@ -79,16 +80,6 @@ def serve(tmp_path: Any) -> Iterator[Any]:
     yield start
     for broker in started:
         broker.close()
-
-
-@pytest.fixture(autouse=True)
-def no_server_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Refusing and closing connections is the server working: nothing is logged as an error."""
-    caplog.set_level("INFO", logger="pylogq")
-    yield
-    bad = [r for r in caplog.get_records("call") + caplog.get_records("teardown")
-           if r.levelno >= 40 and (r.name.startswith("pylogq") or r.name == "asyncio")]
-    assert not bad, "server errors logged: %s" % ["%s: %s" % (r.name, r.getMessage()) for r in bad]
 
 
 def logged(caplog: pytest.LogCaptureFixture, text: str) -> List[str]:
