@@ -20,15 +20,11 @@ parse or must refuse).
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import struct
-import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .. import errors
-from ..cluster.contract import FetchResult, GroupCoordinatorApi, JoinResult, SyncResult
-from ..cluster.delayed import DelayedCall
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CloseConnection, ProtocolError
 from ..records import uncompressed_v2
@@ -47,7 +43,9 @@ from ..protocol import (
     header_versions,
 )
 from .connection import Connection, Outcome
-from .fetch import frame_fetch_response
+from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, uuid_of
+from .handlers_fetch import FetchHandlers
+from .handlers_groups import GroupHandlers
 
 if TYPE_CHECKING:
     from .server import KafkaServer
@@ -57,7 +55,6 @@ log = logging.getLogger("pylogq.server")
 __all__ = ["Handlers"]
 
 _UNSUPPORTED_VERSION = errors.UnsupportedVersionError.code
-_UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 _I32 = struct.Struct(">i")
 # Topics one Metadata request may auto-create; the others answer LEADER_NOT_AVAILABLE
 # (retriable) and are created by the client's next request.
@@ -73,44 +70,18 @@ _ENDPOINT_TYPES = (1, 2)
 # the cluster resource (a bit per AclOperation code: CREATE 5, ALTER 7, DESCRIBE 8,
 # CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12), what a
 # broker without an authorizer answers when asked.
-_NOT_COMPUTED = -2147483648
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 
-def _code(exc: BaseException) -> int:
-    """Kafka's error code for an exception raised by a broker operation."""
-    if isinstance(exc, errors.BrokerError):
-        return int(exc.code)
-    return _UNKNOWN_SERVER_ERROR
-
-
-def _uuid_of(topic_id: str) -> uuid.UUID:
-    """A topic id as the wire's uuid: Kafka's base64url text is its 16 bytes."""
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
-
-
-def _message(exc: BaseException) -> Optional[str]:
-    return str(exc) or type(exc).__name__
-
-
-_T = TypeVar("_T")
-
-
-def _resolve(future: "asyncio.Future[_T]", value: _T) -> None:
-    if not future.done():  # the connection may have gone and cancelled it
-        future.set_result(value)
-
-
-class Handlers:
+class Handlers(FetchHandlers, GroupHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
     BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
     def __init__(self, server: "KafkaServer") -> None:
-        self.server = server
-        self.broker = server.broker
+        super().__init__(server)
         # Each API's handler is the method named after it (ApiKey.JOIN_GROUP -> join_group).
         self._table: Dict[int, Callable[..., Any]] = {key: getattr(self, key.name.lower()) for key in ApiKey}
         missing = set(SUPPORTED_VERSIONS) ^ set(self._table)
@@ -169,7 +140,7 @@ class Handlers:
     def _respond(self, api_key: int, version: int, correlation_id: int, body: Any) -> Optional[List[Any]]:
         if body is None or isinstance(body, list):
             return body
-        if isinstance(body, _Framed):
+        if isinstance(body, Framed):
             return body.parts
         return self.encode(api_key, version, correlation_id, body)
 
@@ -199,26 +170,6 @@ class Handlers:
             return self.encode(api_key, version, correlation_id, {"error_code": _UNSUPPORTED_VERSION})
         raise CloseConnection("%s v%d is not supported (versions %d-%d are)"
                               % ((self.name(api_key), version) + SUPPORTED_VERSIONS[api_key]))
-
-    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a broker call that does file work (DeleteRecords, group deletion) off the loop."""
-        return await asyncio.get_running_loop().run_in_executor(self.server.executor, fn, *args)
-
-    async def _admin(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a topic administration (create, delete, add partitions, alter configs, auto-create)
-        on the server's admin thread: they take the broker's admin lock one at a time, and
-        must not hold the threads other file work needs while they wait for it."""
-        return await asyncio.get_running_loop().run_in_executor(self.server.admin_executor, fn, *args)
-
-    @staticmethod
-    def _failed(conn: Connection, exc: BaseException, what: str) -> BaseException:
-        """Log an operation's failure (with its traceback when it is not one of Kafka's errors,
-        i.e. a bug or an environment fault); -> the exception, to answer with its code."""
-        if isinstance(exc, errors.BrokerError):
-            log.debug("%s failed id=%d client_id=%s error=%r", what, conn.id, conn.client_id, exc)
-        else:
-            log.error("%s failed id=%d client_id=%s", what, conn.id, conn.client_id, exc_info=exc)
-        return exc
 
     # -- ApiVersions, SASL -----------------------------------------------------------
 
@@ -328,7 +279,7 @@ class Handlers:
             described = found[name]
             entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": []}
             if isinstance(described, BaseException):
-                entry["error_code"] = _code(described)
+                entry["error_code"] = error_code(described)
             else:
                 entry["error_code"] = 0
                 entry["partitions"] = [
@@ -442,8 +393,8 @@ class Handlers:
                     out["log_append_time_ms"] = result.log_append_time
                     out["log_start_offset"] = result.log_start_offset
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = _code(exc)
-                    out["error_message"] = _message(exc)
+                    out["error_code"] = error_code(exc)
+                    out["error_message"] = error_message(exc)
                     if isinstance(exc, errors.InvalidRecordError):  # v8+: which records (KIP-467)
                         out["record_errors"] = [{"batch_index": i, "batch_index_error_message": why}
                                                 for i, why in exc.record_errors]
@@ -456,40 +407,6 @@ class Handlers:
         if acks == 0:
             return None  # kafka-python closes the connection if a response comes
         return {"responses": responses, "throttle_time_ms": 0}
-
-    def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
-        if req["replica_id"] >= 0:
-            raise CloseConnection("follower fetches are not served by a single-node broker")
-        requests: List[Tuple[str, int, int, int]] = []
-        order: List[Tuple[str, List[int]]] = []
-        for topic in req["topics"]:
-            indexes = []
-            for p in topic["partitions"]:
-                requests.append((topic["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"]))
-                indexes.append(p["partition"])
-            order.append((topic["topic"], indexes))
-        isolation = "read_committed" if req["isolation_level"] == 1 else "read_uncommitted"
-        max_bytes = min(req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
-        future: "asyncio.Future[Dict[Tuple[str, int], FetchResult]]" = self.server.new_future()
-        op = self.broker.fetch_async(requests, req["max_wait_ms"], req["min_bytes"], max_bytes, isolation,
-                                     deliver=self.server.on_loop(_resolve, future))
-        if op.completed:
-            return self._fetch_response(slot, version, order, op.answer(), isolation)
-        return self._fetch_wait(op, future, version, order, isolation, slot)
-
-    async def _fetch_wait(self, op: "DelayedCall[Dict[Tuple[str, int], FetchResult]]",
-                          future: "asyncio.Future[Dict[Tuple[str, int], FetchResult]]", version: int,
-                          order: List[Tuple[str, List[int]]], isolation: str, slot: Any) -> Any:
-        slot.release()  # parked: the queue is for requests being worked on
-        results = await self.server.parked(op, future)
-        return self._fetch_response(slot, version, order, results, isolation)
-
-    def _fetch_response(self, slot: Any, version: int, order: List[Tuple[str, List[int]]],
-                        results: Dict[Tuple[str, int], FetchResult], isolation: str) -> "_Framed":
-        topics = [(name, [(i, results[(name, i)]) for i in indexes]) for name, indexes in order]
-        parts, _ = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, topics,
-                                        read_committed=isolation == "read_committed")
-        return _Framed(parts)
 
     def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
         """Kafka's ListOffsets: latest and earliest inline; a search by timestamp reads batches
@@ -517,7 +434,7 @@ class Handlers:
                     out["error_code"] = errors.InvalidRequestError.code
                     log.debug("list offsets error id=%d error=%r", conn.id, exc)
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = _code(self._failed(conn, exc, "list offsets of %s-%s" % (name, p["partition_index"])))
+                    out["error_code"] = error_code(self._failed(conn, exc, "list offsets of %s-%s" % (name, p["partition_index"])))
                 parts.append(out)
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -532,7 +449,7 @@ class Handlers:
                     out["low_watermark"] = await self._blocking(
                         self.broker.delete_records, topic["name"], p["partition_index"], p["offset"])
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = _code(self._failed(
+                    out["error_code"] = error_code(self._failed(
                         conn, exc, "delete records of %s-%s" % (topic["name"], p["partition_index"])))
                 parts.append(out)
             topics.append({"name": topic["name"], "partitions": parts})
@@ -542,7 +459,7 @@ class Handlers:
         try:
             pid, epoch = self.broker.init_producer_id(req["transactional_id"])
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
-            code = _code(self._failed(conn, exc, "init producer id"))
+            code = error_code(self._failed(conn, exc, "init producer id"))
             return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
 
@@ -571,7 +488,7 @@ class Handlers:
                     "error_message": message}
         host, port = self.server.advertised_for(conn)
         broker_id = self.broker.broker_id
-        operations = _CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else _NOT_COMPUTED
+        operations = _CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else NOT_COMPUTED
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": endpoint,
                 "cluster_id": self.broker.cluster_id, "controller_id": broker_id,
                 "brokers": [{"broker_id": broker_id, "host": host, "port": port, "rack": None}],
@@ -589,7 +506,7 @@ class Handlers:
         try:
             dirs = await self._blocking(self.broker.describe_log_dirs, query)
         except Exception as exc:  # noqa: BLE001 - reported as the response's error (v3+)
-            return {"throttle_time_ms": 0, "error_code": _code(self._failed(conn, exc, "describe log dirs")),
+            return {"throttle_time_ms": 0, "error_code": error_code(self._failed(conn, exc, "describe log dirs")),
                     "results": []}
         results = []
         for d in dirs:
@@ -603,140 +520,6 @@ class Handlers:
                             "total_bytes": d.total_bytes, "usable_bytes": d.usable_bytes})
         return {"throttle_time_ms": 0, "error_code": 0, "results": results}
 
-    # -- groups --------------------------------------------------------------------------
-
-    @property
-    def _groups(self) -> GroupCoordinatorApi:
-        return self.broker.group_coordinator
-
-    def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        host, port = self.server.advertised_for(conn)
-        if req["key_type"] != 0:
-            return {"throttle_time_ms": 0, "error_code": errors.CoordinatorNotAvailableError.code,
-                    "error_message": "transactions are not supported by this broker",
-                    "node_id": -1, "host": "", "port": -1}
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                "node_id": self.broker.broker_id, "host": host, "port": port}
-
-    async def join_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        slot.release()  # parked until the rebalance completes
-        rebalance_timeout = req["rebalance_timeout_ms"]
-        if rebalance_timeout < 0:
-            rebalance_timeout = req["session_timeout_ms"]
-        future: "asyncio.Future[JoinResult]" = self.server.new_future()
-        op = self._groups.join_group_async(
-            req["group_id"], req["member_id"], conn.client_id, req["session_timeout_ms"], rebalance_timeout,
-            req["protocol_type"], [(p["name"], p["metadata"]) for p in req["protocols"]],
-            group_instance_id=req["group_instance_id"], client_host="/" + conn.peer_host,
-            deliver=self.server.on_loop(_resolve, future))
-        result = await self.server.parked(op, future, JoinResult(errors.NotCoordinatorError.code))
-        return {
-            "throttle_time_ms": 0, "error_code": result.error_code, "generation_id": result.generation_id,
-            "protocol_name": result.protocol_name or "", "leader": result.leader_id,
-            "member_id": result.member_id,
-            "members": [{"member_id": m, "group_instance_id": g, "metadata": md} for m, g, md in result.members],
-        }
-
-    async def sync_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        slot.release()  # a follower waits for the leader's assignment
-        assignments = {a["member_id"]: a["assignment"] for a in req["assignments"]} or None
-        future: "asyncio.Future[SyncResult]" = self.server.new_future()
-        op = self._groups.sync_group_async(req["group_id"], req["generation_id"], req["member_id"], assignments,
-                                           deliver=self.server.on_loop(_resolve, future))
-        result = await self.server.parked(op, future, SyncResult(errors.NotCoordinatorError.code))
-        return {"throttle_time_ms": 0, "error_code": result.error_code, "assignment": result.assignment}
-
-    def heartbeat(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        code = self._groups.heartbeat(req["group_id"], req["generation_id"], req["member_id"])
-        return {"throttle_time_ms": 0, "error_code": code}
-
-    def leave_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        members = req["members"] or [{"member_id": req["member_id"]}]
-        codes = [self._groups.leave_group(req["group_id"], m["member_id"]) for m in members]
-        return {"throttle_time_ms": 0, "error_code": codes[0] if len(codes) == 1 else 0,
-                "members": [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
-                             "error_code": c} for m, c in zip(members, codes)]}
-
-    def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]] = {}
-        epochs: Dict[Tuple[str, int], int] = {}
-        for topic in req["topics"]:
-            for p in topic["partitions"]:
-                tp = (topic["name"], p["partition_index"])
-                offsets[tp] = (p["committed_offset"], p["committed_metadata"])
-                epochs[tp] = p["committed_leader_epoch"]
-        unknown = {tp for tp in offsets if not self._partition_exists(*tp)}
-        codes = self._groups.commit_offsets(
-            req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
-            {tp: v for tp, v in offsets.items() if tp not in unknown},
-            {tp: e for tp, e in epochs.items() if tp not in unknown}) if len(unknown) < len(offsets) else {}
-        for tp in unknown:
-            codes[tp] = errors.UnknownTopicOrPartitionError.code
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": topic["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": codes[(topic["name"], p["partition_index"])]}
-                for p in topic["partitions"]]}
-            for topic in req["topics"]]}
-
-    def _partition_exists(self, topic: str, partition: int) -> bool:
-        try:
-            return 0 <= partition < self.broker.partitions_for(topic)
-        except errors.UnknownTopicOrPartitionError:
-            return False
-
-    def offset_fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        wanted = None
-        if req["topics"] is not None:
-            wanted = [(t["name"], p) for t in req["topics"] for p in t["partition_indexes"]]
-        found = self._groups.fetch_offsets(req["group_id"], wanted)
-        by_topic: Dict[str, List[Dict[str, Any]]] = {}
-        for (topic, partition), (offset, metadata, code) in sorted(found.items()):
-            by_topic.setdefault(topic, []).append({
-                "partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
-                "metadata": metadata if offset >= 0 else "", "error_code": code})
-        if wanted is not None:  # keep the request's order
-            order = list(dict.fromkeys(t for t, _ in wanted))
-            topics = [{"name": t, "partitions": by_topic.get(t, [])} for t in order]
-        else:
-            topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
-        return {"throttle_time_ms": 0, "topics": topics, "error_code": 0}
-
-    def describe_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        out = []
-        for group_id in req["groups"]:
-            d = self._groups.describe_group(group_id)
-            out.append({
-                "error_code": d.error, "group_id": group_id, "group_state": d.state,
-                "protocol_type": d.protocol_type, "protocol_data": d.protocol,
-                "members": [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                             "member_metadata": m.metadata, "member_assignment": m.assignment}
-                            for m in d.members],
-            })
-        return {"throttle_time_ms": 0, "groups": out}
-
-    def list_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        groups = [{"group_id": g, "protocol_type": t} for g, t in self._groups.list_groups()]
-        return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
-
-    async def delete_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        codes = await self._blocking(self._groups.delete_groups, list(req["groups_names"]))
-        return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": codes[g]} for g in req["groups_names"]]}
-
-    async def offset_delete(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        wanted = [(t["name"], p["partition_index"]) for t in req["topics"] for p in t["partitions"]]
-        try:
-            group_error, codes = await self._blocking(self.broker.delete_offsets, req["group_id"], wanted)
-        except Exception as exc:  # noqa: BLE001 - reported as the response's error
-            group_error, codes = _code(self._failed(conn, exc, "delete offsets of group %r" % req["group_id"])), {}
-        if group_error:
-            return {"error_code": group_error, "throttle_time_ms": 0, "topics": []}
-        by_topic: Dict[str, List[int]] = {}
-        for topic, partition in dict.fromkeys(wanted):
-            by_topic.setdefault(topic, []).append(partition)
-        return {"error_code": 0, "throttle_time_ms": 0, "topics": [
-            {"name": topic, "partitions": [{"partition_index": p, "error_code": codes[(topic, p)]} for p in parts]}
-            for topic, parts in by_topic.items()]}
-
     def describe_producers(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         topics = []
         for topic in req["topics"]:
@@ -749,7 +532,7 @@ class Handlers:
                                                self.broker.describe_producers(topic["name"], index)]
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
                     failure = self._failed(conn, exc, "describe producers of %s-%d" % (topic["name"], index))
-                    out["error_code"], out["error_message"] = _code(failure), _message(failure)
+                    out["error_code"], out["error_message"] = error_code(failure), error_message(failure)
                 parts.append(out)
             topics.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -782,8 +565,8 @@ class Handlers:
                     out.update(self._created_topic(created))
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._failed(conn, exc, "creating topic %s" % t["name"])
-                out["error_code"] = _code(exc)
-                out["error_message"] = _message(exc)
+                out["error_code"] = error_code(exc)
+                out["error_message"] = error_message(exc)
             results.append(out)
         return {"throttle_time_ms": 0, "topics": results}
 
@@ -797,7 +580,7 @@ class Handlers:
                    for name, value in sorted(effective.items())]
         factor = len(created.partitions[0].replicas) if created.partitions else -1
         return {"num_partitions": len(created.partitions), "replication_factor": factor, "configs": configs,
-                "topic_id": _uuid_of(created.topic_id)}
+                "topic_id": uuid_of(created.topic_id)}
 
     async def delete_topics(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         results = []
@@ -807,7 +590,7 @@ class Handlers:
                 await self._admin(self.broker.delete_topic, name)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._failed(conn, exc, "deleting topic %s" % name)
-                out["error_code"] = _code(exc)
+                out["error_code"] = error_code(exc)
             results.append(out)
         return {"throttle_time_ms": 0, "responses": results}
 
@@ -819,8 +602,8 @@ class Handlers:
                 await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"])
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._failed(conn, exc, "adding partitions to topic %s" % t["name"])
-                out["error_code"] = _code(exc)
-                out["error_message"] = _message(exc)
+                out["error_code"] = error_code(exc)
+                out["error_message"] = error_message(exc)
             results.append(out)
         return {"throttle_time_ms": 0, "results": results}
 
@@ -842,8 +625,8 @@ class Handlers:
                 out["configs"] = [e for e in entries if keys is None or e["name"] in keys]
             except Exception as exc:  # noqa: BLE001 - reported as this resource's error
                 self._failed(conn, exc, "describe configs of %s" % res["resource_name"])
-                out["error_code"] = _code(exc)
-                out["error_message"] = _message(exc)
+                out["error_code"] = error_code(exc)
+                out["error_message"] = error_message(exc)
             results.append(out)
         return {"throttle_time_ms": 0, "results": results}
 
@@ -926,19 +709,10 @@ class Handlers:
                     await self._admin(self.broker.alter_configs, res["resource_name"], changes, incremental)
             except errors.ConfigError as exc:
                 entry["error_code"] = errors.InvalidConfigError.code
-                entry["error_message"] = _message(exc)
+                entry["error_message"] = error_message(exc)
             except Exception as exc:  # noqa: BLE001 - reported as this resource's error
                 self._failed(conn, exc, "altering the configs of %s" % res["resource_name"])
-                entry["error_code"] = _code(exc)
-                entry["error_message"] = _message(exc)
+                entry["error_code"] = error_code(exc)
+                entry["error_message"] = error_message(exc)
             out.append(entry)
         return {"throttle_time_ms": 0, "responses": out}
-
-
-class _Framed:
-    """A response already framed as parts (Fetch's zero-copy frames)."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: List[Any]) -> None:
-        self.parts = parts

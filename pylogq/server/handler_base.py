@@ -1,0 +1,89 @@
+"""What every API handler shares: error codes from exceptions, futures resolved on the loop,
+pre-framed responses, and the ways a handler runs file work off the event loop.
+
+:class:`HandlerBase` is the base of the handler classes, one per family of APIs
+(:mod:`.handlers` for the rest, :mod:`.handlers_fetch`, :mod:`.handlers_groups`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, TypeVar
+
+from .. import errors
+from .connection import Connection
+
+if TYPE_CHECKING:
+    from .server import KafkaServer
+
+log = logging.getLogger("pylogq.server")
+
+__all__ = ["HandlerBase", "Framed", "error_code", "error_message", "resolve", "uuid_of", "NOT_COMPUTED"]
+
+_UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
+# Authorized operations the schema's way of saying "not computed" (not asked for).
+NOT_COMPUTED = -2147483648
+
+
+def error_code(exc: BaseException) -> int:
+    """Kafka's error code for an exception raised by a broker operation."""
+    if isinstance(exc, errors.BrokerError):
+        return int(exc.code)
+    return _UNKNOWN_SERVER_ERROR
+
+
+def error_message(exc: BaseException) -> Optional[str]:
+    return str(exc) or type(exc).__name__
+
+
+def uuid_of(topic_id: str) -> uuid.UUID:
+    """A topic id as the wire's uuid: Kafka's base64url text is its 16 bytes."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+_T = TypeVar("_T")
+
+
+def resolve(future: "asyncio.Future[_T]", value: _T) -> None:
+    if not future.done():  # the connection may have gone and cancelled it
+        future.set_result(value)
+
+
+class Framed:
+    """A response already framed as parts (Fetch's zero-copy frames)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: List[Any]) -> None:
+        self.parts = parts
+
+
+class HandlerBase:
+    """The server, its broker, and how a handler runs work off the loop."""
+
+    def __init__(self, server: "KafkaServer") -> None:
+        self.server = server
+        self.broker = server.broker
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a broker call that does file work (DeleteRecords, group deletion) off the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.server.executor, fn, *args)
+
+    async def _admin(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a topic administration (create, delete, add partitions, alter configs, auto-create)
+        on the server's admin thread: they take the broker's admin lock one at a time, and
+        must not hold the threads other file work needs while they wait for it."""
+        return await asyncio.get_running_loop().run_in_executor(self.server.admin_executor, fn, *args)
+
+    @staticmethod
+    def _failed(conn: Connection, exc: BaseException, what: str) -> BaseException:
+        """Log an operation's failure (with its traceback when it is not one of Kafka's errors,
+        i.e. a bug or an environment fault); -> the exception, to answer with its code."""
+        if isinstance(exc, errors.BrokerError):
+            log.debug("%s failed id=%d client_id=%s error=%r", what, conn.id, conn.client_id, exc)
+        else:
+            log.error("%s failed id=%d client_id=%s", what, conn.id, conn.client_id, exc_info=exc)
+        return exc
