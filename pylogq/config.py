@@ -405,6 +405,16 @@ class Config:
         return cls._table()[1].get(key)
 
     @classmethod
+    def describe_key(cls, key: str) -> Optional[Tuple[str, str]]:
+        """(Kafka's type name, e.g. ``"LONG"``, and the documentation) of a setting, or None
+        for a key of another class."""
+        attribute = cls._table()[1].get(key)
+        if attribute is None:
+            return None
+        spec = cls._table()[0][attribute]
+        return spec.kind, spec.doc
+
+    @classmethod
     def known_keys(cls) -> Tuple[str, ...]:
         """Every dotted key this class knows, in declaration order."""
         return tuple(spec.key for spec in cls._table()[0].values())

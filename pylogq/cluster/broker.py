@@ -571,12 +571,19 @@ class Broker:
         return out
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
-        """Kafka's ListOffsets: -1 latest, -2 earliest, else the first offset at or after
-        ``timestamp``; -> (offset, timestamp), offset -1 when none is that late."""
+        """Kafka's ListOffsets: -1 latest, -2 earliest (and -4, earliest local), -3 the record
+        with the largest timestamp, else the first offset at or after ``timestamp``;
+        -> (offset, timestamp), offset -1 when none is that late (and for -5, latest tiered)."""
         found = self.partition(topic, partition).offset_for_timestamp(timestamp)
         if found is None:
             return -1, -1
         return found
+
+    def legacy_offsets_before(self, topic: str, partition: int, timestamp: int, max_count: int) -> List[int]:
+        """ListOffsets v0 (Kafka 0.8's offsets before a time): up to ``max_count`` segment
+        base offsets of segments last modified by ``timestamp``, newest first (-1: from the
+        high watermark, -2: the log start)."""
+        return self.partition(topic, partition).legacy_offsets_before(timestamp, max_count)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """Kafka's DeleteRecords: -> the new log start offset (offset -1: up to the high watermark)."""

@@ -12,7 +12,7 @@ key raises ConfigError naming it, with the closest known key as a suggestion.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Type
+from typing import Any, Dict, Mapping, Optional, Tuple, Type
 
 from ..config import _BOOLEAN, _INT, _LONG, _STRING, Config, setting, suggest, to_string
 from ..errors import ConfigError
@@ -115,6 +115,15 @@ class BrokerConfig:
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def describe_key(self, key: str) -> Optional[Tuple[str, str]]:
+        """(Kafka's type name, documentation) of a broker-level key, or None when unknown."""
+        for part in (self.node, self.listener, self.log_manager):
+            if part is not None:
+                found = type(part).describe_key(key)
+                if found is not None:
+                    return found
+        return None
 
     def to_strings(self) -> Dict[str, Optional[str]]:
         """Every broker-level key (the log manager's included) in Kafka's string form."""

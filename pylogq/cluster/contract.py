@@ -26,6 +26,7 @@ __all__ = [
     "BrokerConfigView",
     "BrokerNode",
     "ClusterDescription",
+    "CommittedOffset",
     "LogDirDescription",
     "LogDirsQuery",
     "ReplicaInfo",
@@ -39,6 +40,7 @@ __all__ = [
     "GroupDescription",
     "JoinResult",
     "Listener",
+    "ListedGroup",
     "ListenerFactory",
     "MemberDescription",
     "OffsetDeleteResult",
@@ -122,7 +124,12 @@ class TopicDescription(NamedTuple):
 
 
 class JoinResult(NamedTuple):
-    """The JoinGroup response; ``members`` is filled for the leader only."""
+    """The JoinGroup response; ``members`` is filled for the leader only.
+
+    ``protocol_type`` is the group's (None on an error); ``skip_assignment`` tells a
+    static leader that rejoined a Stable group that it must not compute a new
+    assignment (JoinGroup v9, KIP-814).
+    """
 
     error_code: int
     generation_id: int = NO_GENERATION
@@ -130,6 +137,8 @@ class JoinResult(NamedTuple):
     leader_id: str = ""
     member_id: str = ""
     members: List[Tuple[str, Optional[str], bytes]] = []
+    protocol_type: Optional[str] = None
+    skip_assignment: bool = False
 
 
 class SyncResult(NamedTuple):
@@ -147,6 +156,7 @@ class MemberDescription(NamedTuple):
     client_host: str
     metadata: bytes
     assignment: bytes
+    group_instance_id: Optional[str] = None
 
 
 class GroupDescription(NamedTuple):
@@ -169,6 +179,24 @@ class ProducerDescription(NamedTuple):
     last_timestamp: int
     coordinator_epoch: int = -1
     current_txn_start_offset: int = -1
+
+
+class ListedGroup(NamedTuple):
+    """One group as ListGroups reports it; every pylogq group is a classic group."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+class CommittedOffset(NamedTuple):
+    """A committed offset as OffsetFetch reports it (offset -1, epoch -1 and "" when none)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    error_code: int = 0
 
 
 #: OffsetDelete's answer: the group's error code, and each partition's (empty with a group error).
@@ -299,24 +327,43 @@ class GroupCoordinatorApi(Protocol):
                          rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
                          group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,
                          client_host: str = "/127.0.0.1",
-                         deliver: Callable[[JoinResult], None] = ...) -> DelayedCall[JoinResult]: ...
+                         deliver: Callable[[JoinResult], None] = ..., *,
+                         require_known_member_id: bool = False, supports_skip_assignment: bool = False,
+                         reason: Optional[str] = None) -> DelayedCall[JoinResult]: ...
 
     def sync_group_async(self, group_id: str, generation_id: int, member_id: str,
                          assignments: Optional[Dict[str, bytes]] = None, timeout_s: Optional[float] = None,
-                         deliver: Callable[[SyncResult], None] = ...) -> DelayedCall[SyncResult]: ...
+                         deliver: Callable[[SyncResult], None] = ..., *,
+                         group_instance_id: Optional[str] = None, protocol_type: Optional[str] = None,
+                         protocol_name: Optional[str] = None) -> DelayedCall[SyncResult]: ...
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int: ...
+    def group_protocol(self, group_id: str) -> Tuple[int, Optional[str], Optional[str]]: ...
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: Optional[str] = None) -> int: ...
 
     def leave_group(self, group_id: str, member_id: str) -> int: ...
 
+    def leave_group_members(self, group_id: str, members: Sequence[Tuple[str, Optional[str]]],
+                            reason: Optional[str] = None) -> Tuple[int, List[int]]: ...
+
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                        offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]],
-                       leader_epochs: Optional[Dict[Tuple[str, int], int]] = None) -> Dict[Tuple[str, int], int]: ...
+                       leader_epochs: Optional[Dict[Tuple[str, int], int]] = None, *,
+                       group_instance_id: Optional[str] = None,
+                       commit_timestamps: Optional[Dict[Tuple[str, int], int]] = None,
+                       unknown_group_not_found: bool = False) -> Dict[Tuple[str, int], int]: ...
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
                       ) -> Dict[Tuple[str, int], Tuple[int, str, int]]: ...
 
+    def fetch_committed(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
+                        ) -> Tuple[int, Dict[Tuple[str, int], CommittedOffset]]: ...
+
     def list_groups(self) -> List[Tuple[str, str]]: ...
+
+    def listed_groups(self, states: Optional[Iterable[str]] = None,
+                      types: Optional[Iterable[str]] = None) -> List[ListedGroup]: ...
 
     def describe_group(self, group_id: str) -> GroupDescription: ...
 
@@ -332,6 +379,8 @@ class BrokerConfigView(Protocol):
     def listener(self) -> Optional[Config]: ...
 
     def __getitem__(self, key: str) -> "ConfigValue": ...
+
+    def describe_key(self, key: str) -> Optional[Tuple[str, str]]: ...
 
     def to_strings(self) -> Dict[str, Optional[str]]: ...
 
@@ -360,6 +409,10 @@ class ServedBroker(Protocol):
 
     def partitions_for(self, topic: str) -> int: ...
 
+    def topic_id(self, name: str) -> str: ...
+
+    def topic_name(self, topic_id: str) -> str: ...
+
     def create_topic(self, name: str, partitions: Optional[int] = None, replication_factor: Optional[int] = None,
                      config: Optional[Mapping[str, object]] = None, validate_only: bool = False) -> TopicDescription: ...
 
@@ -381,6 +434,8 @@ class ServedBroker(Protocol):
                     deliver: Callable[[FetchResults], None] = ...) -> DelayedCall[FetchResults]: ...
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]: ...
+
+    def legacy_offsets_before(self, topic: str, partition: int, timestamp: int, max_count: int) -> List[int]: ...
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
 

@@ -20,6 +20,7 @@ shape an append has from the log to the wire.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable, List, Optional, Tuple, Union
 
 from ..errors import (
@@ -28,7 +29,14 @@ from ..errors import (
     OffsetOutOfRangeError,
 )
 from ..records import AppendResult
-from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from ..storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+)
 from ..storage.segment import FileRegion
 from .contract import ProducerDescription
 from .producer_state import ProducerStateManager
@@ -173,23 +181,37 @@ class Partition:
         """Kafka's ListOffsets: -> (offset, timestamp), or None when no committed record is that late.
 
         -1 (latest) answers the high watermark, as Kafka does for consumers
-        (they may not read past it); -2 (earliest) the log start. Another value
-        finds the first batch whose max timestamp is at least ``timestamp``,
-        among the batches below the high watermark.
+        (they may not read past it); -2 (earliest) and -4 (earliest local: there
+        is no tiered storage) the log start; -3 the first record holding the
+        largest timestamp (KIP-734); -5 (latest tiered) None, nothing being
+        tiered. Another value finds the first batch whose max timestamp is at
+        least ``timestamp``, among the batches below the high watermark.
         """
         _check_isolation(isolation_level)
         self._check_open()
         hw = self._high_watermark
         if timestamp == LATEST_TIMESTAMP:
             return hw, -1
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return self.log.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            return self.log.offset_of_max_timestamp(below=hw)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return None
         if timestamp < 0:
-            raise ValueError("timestamp must be -1 (latest), -2 (earliest) or a time in ms, got %d" % timestamp)
+            raise ValueError("timestamp must be -1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest "
+                             "local), -5 (latest tiered) or a time in ms, got %d" % timestamp)
         found = self.log.offset_for_timestamp(timestamp)
         if found is None or found[0] >= hw:
             return None
         return found
+
+    def legacy_offsets_before(self, timestamp: int, max_count: int) -> List[int]:
+        """ListOffsets v0's offsets (:meth:`Log.legacy_offsets_before`), the high watermark
+        standing for the log end."""
+        self._check_open()
+        return self.log.legacy_offsets_before(timestamp, max_count, int(time.time() * 1000),
+                                              below=self._high_watermark)
 
     # -- deletion and lifecycle -------------------------------------------------------------
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["HandlerBase", "Framed", "error_code", "error_message", "resolve", "uuid_of", "NOT_COMPUTED"]
+__all__ = ["HandlerBase", "Framed", "error_code", "error_message", "resolve", "text_of", "uuid_of", "NOT_COMPUTED"]
 
 _UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 # Authorized operations the schema's way of saying "not computed" (not asked for).
@@ -42,6 +42,11 @@ def error_message(exc: BaseException) -> Optional[str]:
 def uuid_of(topic_id: str) -> uuid.UUID:
     """A topic id as the wire's uuid: Kafka's base64url text is its 16 bytes."""
     return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+def text_of(topic_id: uuid.UUID) -> str:
+    """A wire uuid as a topic id's text (Kafka's base64url, unpadded)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
 
 
 _T = TypeVar("_T")

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import struct
+import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .. import errors
@@ -43,7 +45,7 @@ from ..protocol import (
     header_versions,
 )
 from .connection import Connection, Outcome
-from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, uuid_of
+from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, text_of, uuid_of
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 
@@ -71,6 +73,23 @@ _ENDPOINT_TYPES = (1, 2)
 # CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12), what a
 # broker without an authorizer answers when asked.
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# ... and on a topic: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11.
+_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# The highest DescribeGroups version aiokafka decodes right (see Handlers.api_versions).
+_AIOKAFKA_DESCRIBE_GROUPS_MAX = 2
+# What ApiVersions v3+ accepts as a client's software name and version (Kafka's pattern).
+_SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+_ZERO_UUID = uuid.UUID(int=0)
+# Every partition's leader epoch: a single node leads from its first epoch for good.
+_LEADER_EPOCH = 0
+# ListOffsets' special timestamp for the record with the largest timestamp (KIP-734).
+MAX_TIMESTAMP = -3
+# Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
+_BY_ID = "\x00id:"
+# DescribeConfigs v3+'s ConfigType per kind of setting (PASSWORD 9 for the sensitive ones).
+_CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
+_PASSWORD = 9
 
 
 
@@ -89,6 +108,10 @@ class Handlers(FetchHandlers, GroupHandlers):
             raise AssertionError("handlers and SUPPORTED_VERSIONS disagree on API keys %s" % sorted(missing))
         self._api_versions = [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+        ]
+        self._api_versions_for_aiokafka = [
+            dict(entry, max_version=min(entry["max_version"], _AIOKAFKA_DESCRIBE_GROUPS_MAX))
+            if entry["api_key"] == ApiKey.DESCRIBE_GROUPS else entry for entry in self._api_versions
         ]
         # Loop state of the produces appended off the loop: the turns, and per partition how
         # many are appending (an inline append there would wait for the partition's lock).
@@ -174,7 +197,23 @@ class Handlers(FetchHandlers, GroupHandlers):
     # -- ApiVersions, SASL -----------------------------------------------------------
 
     def api_versions(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        return {"error_code": 0, "api_keys": self._api_versions, "throttle_time_ms": 0}
+        """Kafka's ApiVersions: every API with Kafka 3.9's range. From v3 the client names its
+        software, which must match Kafka's pattern (else INVALID_REQUEST, as Kafka answers).
+
+        aiokafka (it always asks at v0, with a client id of ``aiokafka-<version>`` unless the
+        application sets another) decodes DescribeGroups v3+ answers with the v2 layout and
+        fails on two or more groups: it is offered DescribeGroups up to v2, everyone else
+        the whole range.
+        """
+        if version >= 3:
+            for key in ("client_software_name", "client_software_version"):
+                if not _SOFTWARE_NAME.fullmatch(req[key] or ""):
+                    return {"error_code": errors.InvalidRequestError.code, "api_keys": self._api_versions,
+                            "throttle_time_ms": 0}
+        table = self._api_versions
+        if version == 0 and (conn.client_id or "").startswith("aiokafka"):
+            table = self._api_versions_for_aiokafka
+        return {"error_code": 0, "api_keys": table, "throttle_time_ms": 0, "finalized_features_epoch": -1}
 
     def sasl_handshake(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         mechanisms = self.server.sasl_mechanisms
@@ -232,12 +271,56 @@ class Handlers(FetchHandlers, GroupHandlers):
         which clients retry)."""
         broker = self.broker
         requested = req["topics"]
-        if requested is None:
+        if requested is None or (version == 0 and not requested):  # v0: an empty list means every topic
+            requested = None
             names = broker.list_topics(include_internal=True)
         else:
-            names = [t["name"] for t in requested]
+            names = []
+            by_id: Dict[str, Any] = {}
+            for t in requested:
+                name, topic_id = t["name"], t.get("topic_id", _ZERO_UUID)
+                if name is not None and topic_id == _ZERO_UUID:
+                    names.append(name)
+                    continue
+                # Topic ids are asked for by v12+ only, with a null name (Kafka refuses the rest).
+                key = _BY_ID + str(topic_id)
+                names.append(key)
+                if version < 12 or name is not None:
+                    by_id[key] = errors.InvalidRequestError(
+                        "topic ids are asked for at Metadata v12+, with a null name" if version >= 12
+                        else "Metadata v%d cannot name topics by id" % version)
+                    continue
+                try:
+                    by_id[key] = broker.topic_name(text_of(topic_id))
+                except errors.UnknownTopicIdError as exc:
+                    by_id[key] = exc
+            if by_id:
+                return self._metadata_by_id(conn, req, version, names, by_id)
         auto_create = bool(requested is not None and req["allow_auto_topic_creation"]
                            and broker.config["auto.create.topics.enable"])
+        return self._metadata_by_name(conn, req, version, names, auto_create)
+
+    def _metadata_by_id(self, conn: Connection, req: Dict[str, Any], version: int, names: List[str],
+                        by_id: Dict[str, Any]) -> Dict[str, Any]:
+        """Metadata v12 for topics named by id (none is auto-created: an id names what exists)."""
+        resolved = [n if n not in by_id or isinstance(by_id[n], BaseException) else by_id[n] for n in names]
+        answer = self._metadata_by_name(conn, req, version, [n for n in resolved if n not in by_id], False)
+        assert isinstance(answer, dict)
+        described = iter(answer["topics"])
+        topics: List[Dict[str, Any]] = []
+        for key in names:
+            failure = by_id.get(key)
+            if isinstance(failure, BaseException):
+                topics.append({"name": None if version >= 12 else "", "topic_id": uuid.UUID(key[len(_BY_ID):]),
+                               "error_code": error_code(failure), "is_internal": False, "partitions": [], "topic_authorized_operations": NOT_COMPUTED})
+            else:
+                topics.append(next(described))
+        answer["topics"] = topics
+        return answer
+
+    def _metadata_by_name(self, conn: Connection, req: Dict[str, Any], version: int, names: List[str],
+                          auto_create: bool) -> Any:
+        broker = self.broker
         found: Dict[str, Any] = {}
         missing: List[str] = []
         for name in names:
@@ -251,11 +334,11 @@ class Handlers(FetchHandlers, GroupHandlers):
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 found[name] = self._failed(conn, exc, "metadata of topic %s" % name)
         if missing:
-            return self._metadata_creating(conn, names, found, missing)
-        return self._metadata_response(conn, names, found)
+            return self._metadata_creating(conn, req, names, found, missing)
+        return self._metadata_response(conn, req, names, found)
 
-    async def _metadata_creating(self, conn: Connection, names: List[str], found: Dict[str, Any],
-                                 missing: List[str]) -> Dict[str, Any]:
+    async def _metadata_creating(self, conn: Connection, req: Dict[str, Any], names: List[str],
+                                 found: Dict[str, Any], missing: List[str]) -> Dict[str, Any]:
         for name in missing[:MAX_AUTO_CREATE_PER_REQUEST]:
             try:
                 found[name] = await self._admin(self.broker.auto_create_topic, name)
@@ -269,21 +352,27 @@ class Handlers(FetchHandlers, GroupHandlers):
             for name in later:
                 found[name] = errors.LeaderNotAvailableError(
                     "topic %r is being created (at most %d per Metadata request)" % (name, MAX_AUTO_CREATE_PER_REQUEST))
-        return self._metadata_response(conn, names, found)
+        return self._metadata_response(conn, req, names, found)
 
-    def _metadata_response(self, conn: Connection, names: List[str], found: Dict[str, Any]) -> Dict[str, Any]:
+    def _metadata_response(self, conn: Connection, req: Dict[str, Any], names: List[str],
+                           found: Dict[str, Any]) -> Dict[str, Any]:
+        """The answer; with no authorizer, every operation is authorized (v8+, when asked)."""
         broker = self.broker
         host, port = self.server.advertised_for(conn)
+        topic_operations = _TOPIC_OPERATIONS if req.get("include_topic_authorized_operations") else NOT_COMPUTED
         topics_out = []
         for name in names:
             described = found[name]
-            entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": []}
+            entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+                                     "topic_id": _ZERO_UUID, "topic_authorized_operations": NOT_COMPUTED}
             if isinstance(described, BaseException):
                 entry["error_code"] = error_code(described)
             else:
                 entry["error_code"] = 0
+                entry["topic_id"] = uuid_of(described.topic_id)
+                entry["topic_authorized_operations"] = topic_operations
                 entry["partitions"] = [
-                    {"error_code": 0, "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": 0,
+                    {"error_code": 0, "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": _LEADER_EPOCH,
                      "replica_nodes": p.replicas, "isr_nodes": p.isr, "offline_replicas": []}
                     for p in described.partitions
                 ]
@@ -294,6 +383,8 @@ class Handlers(FetchHandlers, GroupHandlers):
             "cluster_id": broker.cluster_id,
             "controller_id": broker.broker_id,
             "topics": topics_out,
+            "cluster_authorized_operations": _CLUSTER_OPERATIONS
+            if req.get("include_cluster_authorized_operations") else NOT_COMPUTED,
         }
 
     # -- Produce, Fetch, ListOffsets, DeleteRecords --------------------------------------
@@ -409,35 +500,67 @@ class Handlers(FetchHandlers, GroupHandlers):
         return {"responses": responses, "throttle_time_ms": 0}
 
     def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
-        """Kafka's ListOffsets: latest and earliest inline; a search by timestamp reads batches
-        (and may decompress one) in the executor."""
-        if any(p["timestamp"] >= 0 for t in req["topics"] for p in t["partitions"]):
+        """Kafka's ListOffsets: latest and earliest inline; a search by timestamp or for the
+        max timestamp reads batches (and may decompress one), and v0 stats segment files:
+        those run in the executor."""
+        if version == 0 or any(p["timestamp"] >= 0 or p["timestamp"] == MAX_TIMESTAMP
+                               for t in req["topics"] for p in t["partitions"]):
             return self._blocking(self._list_offsets, conn, req, version)
         return self._list_offsets(conn, req, version)
 
     def _list_offsets(self, conn: Connection, req: Dict[str, Any], version: int) -> Dict[str, Any]:
+        """Every version's semantics: v0 answers a list of segment offsets (up to its
+        ``max_num_offsets``, Kafka's pre-0.10.1 lookup), v1+ one offset and its timestamp; a
+        partition named twice answers INVALID_REQUEST (v1+); v4+ fences a current leader epoch
+        other than the partition's (0 on a single node), as Kafka does."""
+        seen: Dict[Tuple[str, int], int] = {}
+        if version >= 1:
+            for t in req["topics"]:
+                for p in t["partitions"]:
+                    tp = (t["name"], p["partition_index"])
+                    seen[tp] = seen.get(tp, 0) + 1
         topics = []
         for topic in req["topics"]:
             name = topic["name"]
             parts = []
             for p in topic["partitions"]:
-                out = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": -1,
+                index = p["partition_index"]
+                out = {"partition_index": index, "error_code": 0, "timestamp": -1, "offset": -1,
                        "old_style_offsets": [], "leader_epoch": -1}
                 try:
-                    offset, timestamp = self.broker.list_offsets(name, p["partition_index"], p["timestamp"])
-                    out["offset"], out["timestamp"] = offset, timestamp
+                    if seen.get((name, index), 0) > 1:
+                        raise errors.InvalidRequestError("partition %s-%d is listed more than once" % (name, index))
+                    self._check_leader_epoch(name, index, p.get("current_leader_epoch", -1))
                     if version == 0:
-                        out["old_style_offsets"] = [offset] if offset >= 0 else []
-                    if offset >= 0:
-                        out["leader_epoch"] = 0
+                        out["old_style_offsets"] = self.broker.legacy_offsets_before(
+                            name, index, p["timestamp"], p["max_num_offsets"])
+                    else:
+                        offset, timestamp = self.broker.list_offsets(name, index, p["timestamp"])
+                        out["offset"], out["timestamp"] = offset, timestamp
+                        if offset >= 0:
+                            out["leader_epoch"] = _LEADER_EPOCH
                 except ValueError as exc:
                     out["error_code"] = errors.InvalidRequestError.code
                     log.debug("list offsets error id=%d error=%r", conn.id, exc)
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = error_code(self._failed(conn, exc, "list offsets of %s-%s" % (name, p["partition_index"])))
+                    out["error_code"] = error_code(self._failed(conn, exc, "list offsets of %s-%s" % (name, index)))
                 parts.append(out)
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    def _check_leader_epoch(self, topic: str, partition: int, current: int) -> None:
+        """Kafka's fencing by leader epoch (KIP-320): a client that knows a newer epoch than
+        the leader's gets UNKNOWN_LEADER_EPOCH, one that knows an older FENCED_LEADER_EPOCH;
+        -1 skips the check."""
+        if current < 0:
+            return
+        self.broker.partitions_for(topic)  # an unknown topic answers as such first
+        if current > _LEADER_EPOCH:
+            raise errors.UnknownLeaderEpochError("leader epoch %d of %s-%d is newer than the leader's (%d)"
+                                                 % (current, topic, partition, _LEADER_EPOCH))
+        if current < _LEADER_EPOCH:
+            raise errors.FencedLeaderEpochError("leader epoch %d of %s-%d is older than the leader's (%d)"
+                                                % (current, topic, partition, _LEADER_EPOCH))
 
     async def delete_records(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         topics = []
@@ -457,6 +580,10 @@ class Handlers(FetchHandlers, GroupHandlers):
 
     def init_producer_id(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         try:
+            # v3+ (KIP-360) names the producer asking again: an idempotent one gets a new id, as
+            # from Kafka; giving only one of the id and the epoch is an invalid request.
+            if (req.get("producer_id", -1) == -1) != (req.get("producer_epoch", -1) == -1):
+                raise errors.InvalidRequestError("give both the producer id and epoch, or neither")
             pid, epoch = self.broker.init_producer_id(req["transactional_id"])
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
             code = error_code(self._failed(conn, exc, "init producer id"))
@@ -583,14 +710,30 @@ class Handlers(FetchHandlers, GroupHandlers):
                 "topic_id": uuid_of(created.topic_id)}
 
     async def delete_topics(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        """Kafka's DeleteTopics; from v6 a topic is named by name or by id (not both), and the
+        answer carries both (an unknown id answers UNKNOWN_TOPIC_ID)."""
+        if version >= 6:
+            wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
+        else:
+            wanted = [(name, _ZERO_UUID) for name in req["topic_names"]]
         results = []
-        for name in req["topic_names"]:
-            out = {"name": name, "error_code": 0}
+        for name, topic_id in wanted:
+            out: Dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
             try:
+                if name is not None and topic_id != _ZERO_UUID:
+                    raise errors.InvalidRequestError("name a topic by its name or by its id, not both")
+                if name is None:
+                    name = out["name"] = self.broker.topic_name(text_of(topic_id))
+                elif version >= 6:
+                    try:
+                        out["topic_id"] = uuid_of(self.broker.topic_id(name))
+                    except errors.UnknownTopicOrPartitionError:
+                        pass  # answered by the delete below
                 await self._admin(self.broker.delete_topic, name)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
-                self._failed(conn, exc, "deleting topic %s" % name)
+                self._failed(conn, exc, "deleting topic %s" % (name if name is not None else topic_id))
                 out["error_code"] = error_code(exc)
+                out["error_message"] = error_message(exc)
             results.append(out)
         return {"throttle_time_ms": 0, "responses": results}
 
@@ -599,6 +742,10 @@ class Handlers(FetchHandlers, GroupHandlers):
         for t in req["topics"]:
             out = {"name": t["name"], "error_code": 0, "error_message": None}
             try:
+                for a in t["assignments"] or []:  # where the new partitions go: only here
+                    if set(a["broker_ids"]) != {self.broker.broker_id}:
+                        raise errors.InvalidReplicationAssignmentError(
+                            "replica assignment %s names brokers other than %d" % (a["broker_ids"], self.broker.broker_id))
                 await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"])
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._failed(conn, exc, "adding partitions to topic %s" % t["name"])
@@ -616,13 +763,20 @@ class Handlers(FetchHandlers, GroupHandlers):
             try:
                 if res["resource_type"] == ConfigResourceType.TOPIC:
                     entries = self._topic_configs(res["resource_name"], req["include_synonyms"])
+                    describe_key = type(self.broker.default_log_config).describe_key
                 elif res["resource_type"] == ConfigResourceType.BROKER:
                     if res["resource_name"] not in ("", str(self.broker.broker_id)):
                         raise errors.InvalidRequestError("unknown broker %r" % res["resource_name"])
                     entries = self._broker_configs(req["include_synonyms"])
+                    describe_key = self.broker.config.describe_key
                 else:
                     raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
                 out["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                if version >= 3:  # each config's type, and its documentation when asked for
+                    for e in out["configs"]:
+                        kind, doc = describe_key(e["name"]) or ("", "")
+                        e["config_type"] = _PASSWORD if e["is_sensitive"] else _CONFIG_TYPES.get(kind, 0)
+                        e["documentation"] = (doc or None) if req["include_documentation"] else None
             except Exception as exc:  # noqa: BLE001 - reported as this resource's error
                 self._failed(conn, exc, "describe configs of %s" % res["resource_name"])
                 out["error_code"] = error_code(exc)

@@ -44,13 +44,15 @@ from .segment import (
     DELETED_SUFFIX,
     END,
     LOG_SUFFIX,
+    NO_TIMESTAMP,
     SWAP_SUFFIX,
     FileRegion,
     LogSegment,
     offset_from_filename,
 )
 
-__all__ = ["CheckProducers", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "Log", "ProducersAppended", "parse_dir_name"]
+__all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIERED_TIMESTAMP", "LATEST_TIMESTAMP",
+           "MAX_TIMESTAMP", "Log", "ProducersAppended", "parse_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
 
@@ -68,6 +70,9 @@ _KNOWN_FILES = frozenset(["leader-epoch-checkpoint", "partition.metadata"])
 _TMP_SUFFIX = ".tmp"
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
+EARLIEST_LOCAL_TIMESTAMP = -4  # the local log's start (KIP-405): the log start without tiered storage
+LATEST_TIERED_TIMESTAMP = -5  # the last offset in tiered storage (KIP-1005): none here
 
 
 def parse_dir_name(path: str) -> Tuple[str, int]:
@@ -816,6 +821,47 @@ class Log:
                 ts, offset = found
                 return offset, ts
         return None
+
+    def offset_of_max_timestamp(self, below: Optional[int] = None) -> Optional[Tuple[int, int]]:
+        """Kafka's ListOffsets by max timestamp (-3): -> (offset, timestamp) of the first
+        record holding the log's largest timestamp among those below ``below`` (the log
+        end by default), or None when none has a timestamp."""
+        start = self.log_start_offset
+        end = self._end.offset if below is None else below
+        best: Optional[Tuple[int, int]] = None
+        for segment in self._view[1]:
+            if segment.next_offset <= start or segment.base_offset >= end:
+                continue
+            if segment.max_timestamp_so_far == NO_TIMESTAMP or (best is not None and
+                                                                 segment.max_timestamp_so_far <= best[1]):
+                continue
+            found = segment.find_max_timestamp(start)
+            if found is not None and found[1] < end and (best is None or found[0] > best[1]):
+                best = found[1], found[0]
+        return best
+
+    def legacy_offsets_before(self, timestamp: int, max_count: int, now_ms: int,
+                              below: Optional[int] = None) -> List[int]:
+        """ListOffsets v0's answer (Kafka's fetchOffsetsBefore): the base offsets of the
+        segments last modified at or before ``timestamp``, newest first, with the log end
+        (``below``, default the log end offset) standing for a non-empty active segment;
+        -1 starts from the end, -2 gives the log start; at most ``max_count`` offsets."""
+        start = self.log_start_offset
+        segments = self._view[1]
+        pairs = [(max(s.base_offset, start), s.last_modified_ms) for s in segments]
+        end = self._end.offset if below is None else below
+        if segments and segments[-1].size > 0:
+            pairs.append((end, now_ms))
+        if timestamp == LATEST_TIMESTAMP:
+            index = len(pairs) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            index = 0 if pairs else -1
+        else:
+            index = len(pairs) - 1
+            while index >= 0 and pairs[index][1] > timestamp:
+                index -= 1
+        count = max(0, min(max_count, index + 1))
+        return sorted((pairs[index - j][0] for j in range(count)), reverse=True)
 
     # -- truncation and deletion -------------------------------------------------------
 

@@ -788,6 +788,23 @@ class LogSegment:
                 return int(columns.timestamps[i]), int(columns.offsets[i])
         return None
 
+    def find_max_timestamp(self, start_offset: int = 0) -> Optional[Tuple[int, int]]:
+        """The first record at or after ``start_offset`` holding the segment's largest
+        timestamp: -> (that timestamp, its offset), or None when the segment has none.
+
+        Kafka's ListOffsets by max timestamp (KIP-734): the batch headers find the first
+        batch whose max timestamp is the segment's, then its records are read for the
+        first one carrying it.
+        """
+        best = NO_TIMESTAMP
+        reader = self.reader()
+        for header in reader.headers(0):
+            if header.last_offset >= start_offset and header.max_timestamp > best:
+                best = header.max_timestamp
+        if best == NO_TIMESTAMP:
+            return None
+        return self.find_offset_by_timestamp(best, start_offset)
+
     @property
     def largest_timestamp(self) -> int:
         """The largest timestamp in the segment, or its file's mtime when it has none."""

@@ -37,6 +37,8 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 CREATE_TOPICS = 19
 SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 17, 18, 36
 UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+DESCRIBE_GROUPS = 15
 SASL_AUTHENTICATION_FAILED = 58
 
 Address = Tuple[str, int]
@@ -72,7 +74,8 @@ def decode_response(api_key: int, version: int, frame: bytes,
 class Wire:
     """One raw Kafka protocol connection with blocking reads bounded by a deadline."""
 
-    def __init__(self, address: Address, timeout: float = DEADLINE_S) -> None:
+    def __init__(self, address: Address, timeout: float = DEADLINE_S, client_id: Optional[str] = "pylogq-test") -> None:
+        self.client_id = client_id
         self.sock = socket.create_connection(address, timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._next_id = 0
@@ -92,7 +95,7 @@ class Wire:
         if correlation_id is None:
             self._next_id += 1
             correlation_id = self._next_id
-        self.sock.sendall(encode_request(api_key, version, body, correlation_id))
+        self.sock.sendall(encode_request(api_key, version, body, correlation_id, self.client_id))
         return correlation_id
 
     def read_frame(self) -> Optional[bytes]:
@@ -249,22 +252,58 @@ def test_api_versions_answers_the_advertised_table(served: Tuple[Broker, Address
 
 
 @pytest.mark.parametrize("version", [3, 4])
-def test_flexible_api_versions_gets_v0_layout_unsupported_with_the_full_list(
-        served: Tuple[Broker, Address], version: int) -> None:
-    """kafka-python opens with v4 and librdkafka with v3 (request header v2): both must
-    read a v0 response with error 35 and the table, then retry at a version in it."""
+def test_flexible_api_versions_answered_in_its_own_layout(served: Tuple[Broker, Address], version: int) -> None:
+    """kafka-python opens with v4 and librdkafka with v3 (request header v2, response header v0)."""
     with Wire(served[1]) as wire:
-        assert header_versions(API_VERSIONS, version)[0] == 2
-        cid = wire.send(API_VERSIONS, version,
-                        {"client_software_name": "pylogq-test", "client_software_version": "1.0"})
+        assert header_versions(API_VERSIONS, version) == (2, 0)
+        response = wire.request(API_VERSIONS, version,
+                                {"client_software_name": "pylogq-test", "client_software_version": "1.0"})
+        assert response["error_code"] == 0
+        assert response["api_keys"] == advertised_table()
+        assert response["finalized_features_epoch"] == -1 and response["supported_features"] == []
+
+
+@pytest.mark.parametrize("name, version", [("", "1.0"), ("-bad", "1.0"), ("ok", "1.0 beta"), ("ok", "")])
+def test_api_versions_v3_refuses_a_bad_client_software_name(served: Tuple[Broker, Address], name: str,
+                                                            version: str) -> None:
+    with Wire(served[1]) as wire:
+        response = wire.request(API_VERSIONS, 3, {"client_software_name": name, "client_software_version": version})
+        assert response["error_code"] == INVALID_REQUEST
+
+
+def test_a_newer_api_versions_gets_v0_layout_unsupported_with_the_full_list(served: Tuple[Broker, Address]) -> None:
+    """A client newer than the broker opens with an ApiVersions version past the table: it must
+    read a v0 response with error 35 and the table, then retry at a version in it."""
+    newest = SUPPORTED_VERSIONS[API_VERSIONS][1]
+    with Wire(served[1]) as wire:
+        cid = 7
+        frame = bytearray(encode_request(API_VERSIONS, newest, {"client_software_name": "future",
+                                                                "client_software_version": "9"}, cid))
+        struct.pack_into(">h", frame, 6, newest + 1)  # the request header's version
+        wire.sock.sendall(frame)
         frame = wire.read_frame()
         assert frame is not None
         got, response = decode_response(API_VERSIONS, 0, frame, header_version=0)
         assert got == cid
         assert response["error_code"] == UNSUPPORTED_VERSION
         assert response["api_keys"] == advertised_table()
-        # The connection stays usable: the client retries at v2 on it.
-        assert wire.request(API_VERSIONS, 2)["error_code"] == 0
+        # The connection stays usable: the client retries at a version it shares.
+        retry = wire.request(API_VERSIONS, newest, {"client_software_name": "future", "client_software_version": "9"})
+        assert retry["error_code"] == 0
+
+
+def test_aiokafka_is_offered_describe_groups_up_to_v2(served: Tuple[Broker, Address]) -> None:
+    """aiokafka 0.14 decodes DescribeGroups v3+ with the v2 layout: its ApiVersions (v0, client id
+    aiokafka-<version>) gets DescribeGroups up to v2; other clients, even at v0, get every version."""
+    def describe_groups_range(client_id: str, version: int) -> Tuple[int, int]:
+        with Wire(served[1], client_id=client_id) as wire:
+            table = wire.request(API_VERSIONS, version)["api_keys"]
+        (entry,) = [e for e in table if e["api_key"] == DESCRIBE_GROUPS]
+        return entry["min_version"], entry["max_version"]
+
+    assert describe_groups_range("aiokafka-0.14.0", 0) == (0, 2)
+    assert describe_groups_range("aiokafka-0.14.0", 3) == SUPPORTED_VERSIONS[DESCRIBE_GROUPS]
+    assert describe_groups_range("kafka-python-3.0.12", 0) == SUPPORTED_VERSIONS[DESCRIBE_GROUPS]
 
 
 def _unadvertised_versions() -> List[Tuple[int, int]]:
@@ -704,14 +743,17 @@ def test_sasl_unauthenticated_requests_close_the_connection(
     assert broker.list_offsets("t", 0, -1)[0] == 0
 
 
-def test_sasl_handshake_v1_then_authenticate(serve: ServeFn) -> None:
+@pytest.mark.parametrize("version", range(3))
+def test_sasl_handshake_v1_then_authenticate(serve: ServeFn, version: int) -> None:
     _, address = serve(sasl_users=SASL_USERS)
     with Wire(address) as wire:
         assert wire.request(SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})["error_code"] == 33
     with Wire(address) as wire:
         assert wire.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        answer = wire.request(SASL_AUTHENTICATE, 0, {"auth_bytes": b"alice\x00alice\x00secret"})
-        assert answer["error_code"] == 0
+        answer = wire.request(SASL_AUTHENTICATE, version, {"auth_bytes": b"alice\x00alice\x00secret"})
+        assert answer["error_code"] == 0 and answer["auth_bytes"] == b""
+        if version >= 1:
+            assert answer["session_lifetime_ms"] == 0  # no re-authentication required
         response = wire.request(METADATA, 4, metadata_body())
         assert response["brokers"][0]["port"] == address[1]
 
