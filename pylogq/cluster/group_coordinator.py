@@ -27,12 +27,20 @@ one v2 record batch and ``read_all(partition)`` yields every ``(key, value)`` of
 a partition in offset order. :meth:`GroupCoordinator.load` rebuilds the state
 from them.
 
-Differences from Kafka, all for the in-process API: a join with an empty
-member id gets its id at once (Kafka >= 2.2 first answers MEMBER_ID_REQUIRED to
-v4+ joins and expects a second join); ``group_instance_id`` (static membership)
-is recorded and stored but a static member that restarts joins as a new member;
-a storage call runs under the coordinator's lock, which keeps the order of the
-log equal to the order of the in-memory changes.
+A dynamic member's first join with an empty member id gets MEMBER_ID_REQUIRED
+and a generated id when the caller asks for it (``require_known_member_id``, as
+Kafka does for JoinGroup v4+, KIP-394): the id waits as a pending member until
+the member joins again with it, or its session timeout passes. A static member
+(``group_instance_id``, KIP-345) that joins with an empty member id takes over
+its instance's place in the group, and calls made with the replaced member id
+are fenced (FENCED_INSTANCE_ID).
+
+Differences from Kafka: the in-process API's join with an empty member id gets
+its id at once; committed offsets never expire (no ``offsets.retention.minutes``:
+a commit's retention time is accepted and ignored, and offsets stay until their
+group or the offsets are deleted); a storage call runs under the coordinator's
+lock, which keeps the order of the log equal to the order of the in-memory
+changes.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 from ..errors import (
     BrokerError,
     CoordinatorNotAvailableError,
+    FencedInstanceIdError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     IllegalGenerationError,
@@ -56,6 +65,7 @@ from ..errors import (
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     KafkaStorageError,
+    MemberIdRequiredError,
     MessageTooLargeError,
     NonEmptyGroupError,
     NotCoordinatorError,
@@ -73,7 +83,15 @@ from ..errors import (
 )
 from ..records import build_batch
 from . import offsets_schema as schema
-from .contract import NO_GENERATION, GroupDescription, JoinResult, MemberDescription, SyncResult
+from .contract import (
+    NO_GENERATION,
+    CommittedOffset,
+    GroupDescription,
+    JoinResult,
+    ListedGroup,
+    MemberDescription,
+    SyncResult,
+)
 from .delayed import DelayedCall, DelayedOperation, DelayedOperationPurgatory, Timer
 from .offsets_schema import java_string_hash, partition_for_group
 
@@ -250,6 +268,8 @@ class _Group:
         self.generation_id = 0
         self.leader_id: Optional[str] = None
         self.members: Dict[str, _Member] = {}
+        # Member ids handed out with MEMBER_ID_REQUIRED, by the deadline of their second join.
+        self.pending: Dict[str, float] = {}
         self.offsets: Dict[Partition, schema.OffsetCommitValue] = {}
         self.join_deadline: Optional[float] = None
         self.initial_delay_active = False
@@ -293,7 +313,30 @@ class _Group:
         return min(name for name, n in votes.items() if n == best)
 
     def all_joined(self) -> bool:
-        return all(m.awaiting_join for m in self.members.values())
+        """Kafka's hasAllMembersJoined: a pending member holds the join phase open too."""
+        return not self.pending and all(m.awaiting_join for m in self.members.values())
+
+    def static_member_id(self, group_instance_id: Optional[str]) -> Optional[str]:
+        """The member id that holds ``group_instance_id`` now (None if none does)."""
+        if group_instance_id is None:
+            return None
+        for m in self.members.values():
+            if m.group_instance_id == group_instance_id:
+                return m.member_id
+        return None
+
+    def validate_member(self, member_id: str, group_instance_id: Optional[str]) -> int:
+        """Kafka's ClassicGroup.validateMember: a static member must hold its instance id
+        (else FENCED_INSTANCE_ID: another process took it over), and the member must exist."""
+        if group_instance_id is not None:
+            current = self.static_member_id(group_instance_id)
+            if current is None:
+                return UnknownMemberIdError.code
+            if current != member_id:
+                return FencedInstanceIdError.code
+        if member_id not in self.members:
+            return UnknownMemberIdError.code
+        return NONE
 
 
 class GroupCoordinator:
@@ -482,17 +525,30 @@ class GroupCoordinator:
         timeout_s: Optional[float] = None,
         client_host: str = "/127.0.0.1",
         deliver: Callable[[JoinResult], None] = lambda result: None,
+        *,
+        require_known_member_id: bool = False,
+        supports_skip_assignment: bool = False,
+        reason: Optional[str] = None,
     ) -> "DelayedCall[JoinResult]":
         """:meth:`join_group` as a delayed operation: ``deliver(result)`` gets the answer.
 
         Returns at once with the operation (completed already when the answer
         needs no wait); no thread waits for it. ``deliver`` runs on whichever
         thread completes the join and must not block.
+
+        ``require_known_member_id`` (JoinGroup v4+): a dynamic member joining with an
+        empty id gets MEMBER_ID_REQUIRED and its id, and must join again with it.
+        ``supports_skip_assignment`` (JoinGroup v9+): a static leader that rejoins a
+        Stable group is told it leads and must skip the assignment. ``reason`` is
+        the client's reason for joining, for the log.
         """
         protocols = [(str(name), bytes(data)) for name, data in protocols]
+        if reason:
+            log.info("member %r joins group %s: %s", member_id or client_id, group_id, reason)
         with self._cond:
             answer = self._join(group_id, member_id, client_id, session_timeout_ms, rebalance_timeout_ms,
-                                protocol_type, protocols, group_instance_id, client_host)
+                                protocol_type, protocols, group_instance_id, client_host,
+                                require_known_member_id, supports_skip_assignment)
             if isinstance(answer, JoinResult):
                 return _answered(answer, deliver)
             member = answer
@@ -513,7 +569,8 @@ class GroupCoordinator:
 
     def _join(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
               rebalance_timeout_ms: int, protocol_type: str, protocols: List[Tuple[str, bytes]],
-              group_instance_id: Optional[str], client_host: str) -> "JoinResult | _Member":
+              group_instance_id: Optional[str], client_host: str, require_known_member_id: bool = False,
+              supports_skip_assignment: bool = False) -> "JoinResult | _Member":
         """A join's immediate answer, or the member that waits for the rebalance (lock held)."""
         if self._closed:
             return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
@@ -528,42 +585,107 @@ class GroupCoordinator:
             if member_id:
                 return JoinResult(UnknownMemberIdError.code, member_id=member_id)
             group = self._groups[group_id] = _Group(group_id)
+        if group.state == DEAD:
+            return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
         if not group.supports(protocol_type, protocols):
             return JoinResult(InconsistentGroupProtocolError.code, member_id=member_id)
 
         if not member_id:
-            member = _Member(
-                "%s-%s" % (client_id, uuid.uuid4()),
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-            )
+            # Kafka's generateMemberId: a static member's id starts with its instance id.
+            new_id = "%s-%s" % (group_instance_id if group_instance_id is not None else client_id, uuid.uuid4())
+            if group_instance_id is not None:
+                old_id = group.static_member_id(group_instance_id)
+                if old_id is not None:
+                    log.info("static member %s of group %s rejoins as %s", group_instance_id, group_id, new_id)
+                    return self._replace_static_member(group, old_id, new_id, protocols, rebalance_timeout_ms,
+                                                       session_timeout_ms, supports_skip_assignment)
+            elif require_known_member_id:
+                group.pending[new_id] = self._clock() + session_timeout_ms / 1000.0
+                self._reschedule()
+                return JoinResult(MemberIdRequiredError.code, member_id=new_id)
+            member = _Member(new_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                             session_timeout_ms, protocol_type, protocols)
             self._add_member_and_rebalance(group, member)
-        else:
-            member_or_none = group.members.get(member_id)
-            if member_or_none is None or group.state in (EMPTY, DEAD):
-                return JoinResult(UnknownMemberIdError.code, member_id=member_id)
-            member = member_or_none
-            if group.state == PREPARING_REBALANCE:
+            return member
+        if member_id in group.pending and group_instance_id is None:
+            # The second join of a member that was told MEMBER_ID_REQUIRED.
+            del group.pending[member_id]
+            member = _Member(member_id, None, client_id, client_host, rebalance_timeout_ms,
+                             session_timeout_ms, protocol_type, protocols)
+            self._add_member_and_rebalance(group, member)
+            return member
+        code = group.validate_member(member_id, group_instance_id)
+        if code != NONE or group.state == EMPTY:
+            return JoinResult(code or UnknownMemberIdError.code, member_id=member_id)
+        member = group.members[member_id]
+        if group.state == PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
+        elif group.state == COMPLETING_REBALANCE:
+            if member.protocols == protocols:
+                # The member lost the join response: answer again for this generation.
+                return self._join_result(group, member)
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
+        else:  # Stable
+            if member.member_id == group.leader_id or member.protocols != protocols:
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
-            elif group.state == COMPLETING_REBALANCE:
-                if member.protocols == protocols:
-                    # The member lost the join response: answer again for this generation.
-                    return self._join_result(group, member)
-                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
-            else:  # Stable
-                if member.member_id == group.leader_id or member.protocols != protocols:
-                    self._update_member_and_rebalance(
-                        group, member, protocols, rebalance_timeout_ms, session_timeout_ms
-                    )
-                else:
-                    # A follower rejoining with unchanged metadata: no rebalance needed.
-                    self._touch(member)
-                    return self._join_result(group, member)
+            else:
+                # A follower rejoining with unchanged metadata: no rebalance needed.
+                self._touch(member)
+                return self._join_result(group, member)
+        return member
+
+    def _replace_static_member(self, group: _Group, old_id: str, new_id: str, protocols: List[Tuple[str, bytes]],
+                               rebalance_timeout_ms: int, session_timeout_ms: int,
+                               supports_skip_assignment: bool) -> "JoinResult | _Member":
+        """A static member rejoined with a new member id (Kafka's updateStaticMemberAndRebalance).
+
+        The old id is fenced: a join or sync it is blocked in is answered
+        FENCED_INSTANCE_ID. In a Stable group whose protocol stays the same the
+        member keeps its assignment and no rebalance starts; otherwise the group
+        rebalances. Lock held.
+        """
+        old = group.members.pop(old_id)
+        current_leader = group.leader_id
+        if old.awaiting_join:
+            old.awaiting_join = False
+            old.join_result = JoinResult(FencedInstanceIdError.code, member_id=old_id)
+        if old.awaiting_sync:
+            old.awaiting_sync = False
+            old.sync_result = SyncResult(FencedInstanceIdError.code)
+        member = _Member(new_id, old.group_instance_id, old.client_id, old.client_host, old.rebalance_timeout_ms,
+                         old.session_timeout_ms, old.protocol_type, old.protocols)
+        member.assignment = old.assignment
+        group.members[new_id] = member
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        self._touch(member)
+        if group.state == STABLE:
+            member.protocols = protocols
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+            member.session_timeout_ms = session_timeout_ms
+            if group.select_protocol() == group.protocol_name:
+                code = self._store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+                if code != NONE:  # as Kafka: the old member id stays the instance's
+                    del group.members[new_id]
+                    group.members[old_id] = old
+                    group.leader_id = current_leader
+                    self._touch(old)
+                    self._changed(group)
+                    return JoinResult(code, group.generation_id, group.protocol_name, current_leader or "",
+                                      "", protocol_type=group.protocol_type)
+                self._changed(group)
+                if supports_skip_assignment and group.leader_id == new_id:
+                    # KIP-814: the leader learns it leads, but keeps the current assignment.
+                    result = self._join_result(group, member)
+                    return result._replace(skip_assignment=True)
+                # The old leader id keeps a rejoining leader from assigning anew: a Stable
+                # group would not pass its next sync's assignment on.
+                return JoinResult(NONE, group.generation_id, group.protocol_name, current_leader or "", new_id, [],
+                                  protocol_type=group.protocol_type)
+            member.awaiting_join = True
+            self._prepare_rebalance(group)
+            return member
+        self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
         return member
 
     def sync_group(
@@ -591,11 +713,21 @@ class GroupCoordinator:
         assignments: Optional[Dict[str, bytes]] = None,
         timeout_s: Optional[float] = None,
         deliver: Callable[[SyncResult], None] = lambda result: None,
+        *,
+        group_instance_id: Optional[str] = None,
+        protocol_type: Optional[str] = None,
+        protocol_name: Optional[str] = None,
     ) -> "DelayedCall[SyncResult]":
         """:meth:`sync_group` as a delayed operation: ``deliver(result)`` gets the answer (see
-        :meth:`join_group_async`)."""
+        :meth:`join_group_async`).
+
+        A static member's ``group_instance_id`` must still be its own (else
+        FENCED_INSTANCE_ID); a ``protocol_type`` or ``protocol_name`` given (SyncGroup
+        v5+, KIP-559) must be the group's (else INCONSISTENT_GROUP_PROTOCOL).
+        """
         with self._cond:
-            answer = self._sync(group_id, generation_id, member_id, assignments)
+            answer = self._sync(group_id, generation_id, member_id, assignments, group_instance_id,
+                                protocol_type, protocol_name)
             if isinstance(answer, SyncResult):
                 return _answered(answer, deliver)
             member = answer
@@ -621,21 +753,26 @@ class GroupCoordinator:
             self._waits.try_complete_else_watch(op, [group_id])
             return op
 
-    def _sync(self, group_id: str, generation_id: int, member_id: str,
-              assignments: Optional[Dict[str, bytes]]) -> "SyncResult | _Member":
+    def _sync(self, group_id: str, generation_id: int, member_id: str, assignments: Optional[Dict[str, bytes]],
+              group_instance_id: Optional[str] = None, protocol_type: Optional[str] = None,
+              protocol_name: Optional[str] = None) -> "SyncResult | _Member":
         """A sync's immediate answer, or the member that waits for its assignment (lock held)."""
         if self._closed:
             return SyncResult(CoordinatorNotAvailableError.code)
         group = self._groups.get(group_id)
         if group is None:
             return SyncResult(UnknownMemberIdError.code)
-        member = group.members.get(member_id)
-        if member is None or group.state == EMPTY:
-            return SyncResult(UnknownMemberIdError.code)
         if group.state == DEAD:
             return SyncResult(CoordinatorNotAvailableError.code)
+        code = group.validate_member(member_id, group_instance_id)
+        if code != NONE or group.state == EMPTY:
+            return SyncResult(code or UnknownMemberIdError.code)
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return SyncResult(IllegalGenerationError.code)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(InconsistentGroupProtocolError.code)
         if group.state == PREPARING_REBALANCE:
             return SyncResult(RebalanceInProgressError.code)
         if group.state == STABLE:
@@ -649,44 +786,91 @@ class GroupCoordinator:
             self._complete_sync(group, dict(assignments or {}))
         return member
 
-    def _find_member(self, group_id: str, member_id: str) -> Tuple[int, Any, Any]:
-        """(error code, group, member) for a member's call: NONE with both found, or the
-        code a heartbeat or leave answers (caller holds the lock)."""
-        if self._closed:
-            return CoordinatorNotAvailableError.code, None, None
-        group = self._groups.get(group_id)
-        if group is None:
-            return UnknownMemberIdError.code, None, None
-        if group.state == DEAD:
-            return CoordinatorNotAvailableError.code, group, None
-        member = group.members.get(member_id)
-        if member is None:
-            return UnknownMemberIdError.code, group, None
-        return NONE, group, member
+    def group_protocol(self, group_id: str) -> Tuple[int, Optional[str], Optional[str]]:
+        """(generation, protocol type, protocol name) of a group; (-1, None, None) if unknown.
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
-        """Keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+        Both stay the same for as long as a generation lasts: the answer for a sync
+        of the same generation is that generation's (SyncGroup v5 returns them).
+        """
         with self._cond:
-            code, group, member = self._find_member(group_id, member_id)
-            if code:
+            group = self._groups.get(group_id)
+            if group is None or group.state == DEAD:
+                return NO_GENERATION, None, None
+            return group.generation_id, group.protocol_type, group.protocol_name
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: Optional[str] = None) -> int:
+        """Keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+
+        A static member whose instance id another member took over is FENCED_INSTANCE_ID.
+        """
+        with self._cond:
+            if self._closed:
+                return CoordinatorNotAvailableError.code
+            group = self._groups.get(group_id)
+            if group is None:
+                return UnknownMemberIdError.code
+            if group.state == DEAD:
+                return CoordinatorNotAvailableError.code
+            code = group.validate_member(member_id, group_instance_id)
+            if code != NONE:
                 return code
             if group.state == EMPTY:
                 return UnknownMemberIdError.code
             if generation_id != group.generation_id:
                 return IllegalGenerationError.code
-            self._touch(member)
+            self._touch(group.members[member_id])
             if group.state == PREPARING_REBALANCE:
                 return RebalanceInProgressError.code
             return NONE
 
     def leave_group(self, group_id: str, member_id: str) -> int:
         """Remove a member at once; the others rebalance."""
+        code, codes = self.leave_group_members(group_id, [(member_id, None)])
+        return code or codes[0]
+
+    def leave_group_members(self, group_id: str, members: Sequence[Tuple[str, Optional[str]]],
+                            reason: Optional[str] = None) -> Tuple[int, List[int]]:
+        """LeaveGroup v3+: remove several members; -> (group error, each member's code).
+
+        Each member is named by member id, or (an administrator removing a static
+        member) by its group instance id with an empty member id. A group error
+        (unknown group: UNKNOWN_MEMBER_ID) answers no member. ``reason`` is logged.
+        """
         with self._cond:
-            code, group, member = self._find_member(group_id, member_id)
-            if code:
-                return code
-            self._remove_member_and_update_group(group, member)
-            return NONE
+            if self._closed:
+                return CoordinatorNotAvailableError.code, []
+            group = self._groups.get(group_id)
+            if group is None:
+                return UnknownMemberIdError.code, []
+            if group.state == DEAD:
+                return CoordinatorNotAvailableError.code, []
+            codes = []
+            for member_id, group_instance_id in members:
+                if not member_id:
+                    current = group.static_member_id(group_instance_id)
+                    if current is None:
+                        codes.append(UnknownMemberIdError.code)
+                        continue
+                    member_id = current
+                elif member_id in group.pending:
+                    del group.pending[member_id]
+                    log.info("pending member %s left group %s%s", member_id, group_id,
+                             "; reason: %s" % reason if reason else "")
+                    if group.state == PREPARING_REBALANCE:
+                        self._try_complete_join(group)
+                    self._changed(group)
+                    codes.append(NONE)
+                    continue
+                else:
+                    code = group.validate_member(member_id, group_instance_id)
+                    if code != NONE:
+                        codes.append(code)
+                        continue
+                log.info("member %s left group %s%s", member_id, group_id, "; reason: %s" % reason if reason else "")
+                self._remove_member_and_update_group(group, group.members[member_id])
+                codes.append(NONE)
+            return NONE, codes
 
     # -- offsets ---------------------------------------------------------------------
 
@@ -697,14 +881,23 @@ class GroupCoordinator:
         member_id: str,
         offsets: Dict[Partition, Tuple[int, Optional[str]]],
         leader_epochs: Optional[Dict[Partition, int]] = None,
+        *,
+        group_instance_id: Optional[str] = None,
+        commit_timestamps: Optional[Dict[Partition, int]] = None,
+        unknown_group_not_found: bool = False,
     ) -> Dict[Partition, int]:
         """Commit offsets for a group member, or (generation -1, member "") for a group without members.
 
         The commit is written to ``__consumer_offsets`` before this returns; a
-        failed write answers every partition with the mapped error code.
+        failed write answers every partition with the mapped error code. A
+        partition's commit timestamp is ``commit_timestamps``' (OffsetCommit v1)
+        unless missing or -1, then now. A member commit to an unknown group is
+        ILLEGAL_GENERATION, or GROUP_ID_NOT_FOUND with ``unknown_group_not_found``
+        (OffsetCommit v9+).
         """
         with self._cond:
-            error = self._validate_commit(group_id, generation_id, member_id)
+            error = self._validate_commit(group_id, generation_id, member_id, group_instance_id,
+                                          unknown_group_not_found)
             if error != NONE:
                 return {tp: error for tp in offsets}
             group = self._groups.get(group_id)
@@ -722,7 +915,9 @@ class GroupCoordinator:
                     result[tp] = OffsetMetadataTooLargeError.code
                     continue
                 epoch = -1 if leader_epochs is None else leader_epochs.get(tp, -1)
-                to_write[tp] = schema.OffsetCommitValue(offset, metadata, now_ms, epoch)
+                timestamp = -1 if commit_timestamps is None else commit_timestamps.get(tp, -1)
+                to_write[tp] = schema.OffsetCommitValue(offset, metadata, now_ms if timestamp == -1 else timestamp,
+                                                        epoch)
             if to_write:
                 keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in to_write]
                 values = [
@@ -734,7 +929,8 @@ class GroupCoordinator:
                     result[tp] = code
                     if code == NONE:
                         group.offsets[tp] = value
-            if not group.members and not group.offsets and group.state == EMPTY and group.protocol_type is None:
+            if not group.members and not group.pending and not group.offsets and group.state == EMPTY \
+                    and group.protocol_type is None:
                 self._groups.pop(group_id, None)
             return result
 
@@ -745,25 +941,55 @@ class GroupCoordinator:
 
         ``partitions=None`` returns every committed partition of the group.
         """
+        wanted = None if partitions is None else list(partitions)
+        code, found = self.fetch_committed(group_id, wanted)
+        if code != NONE:
+            return {tp: (NO_OFFSET, "", code) for tp in wanted or ()}
+        return {tp: (c.offset, c.metadata, c.error_code) for tp, c in found.items()}
+
+    def fetch_committed(
+        self, group_id: str, partitions: Optional[Iterable[Partition]] = None
+    ) -> Tuple[int, Dict[Partition, CommittedOffset]]:
+        """OffsetFetch: (group error, committed offset and leader epoch per partition).
+
+        A partition without a committed offset reports offset -1, epoch -1 and "";
+        ``partitions=None`` returns every committed partition of the group. An
+        unknown group has no offsets (not an error, as in Kafka).
+        """
         with self._cond:
+            if self._closed:
+                return CoordinatorNotAvailableError.code, {}
             group = self._groups.get(group_id)
             stored = group.offsets if group is not None else {}
-            if partitions is None:
-                return {tp: (v.offset, v.metadata, NONE) for tp, v in stored.items()}
-            out: Dict[Partition, Tuple[int, str, int]] = {}
-            for tp in partitions:
+            wanted = list(stored) if partitions is None else list(partitions)
+            out: Dict[Partition, CommittedOffset] = {}
+            for tp in wanted:
                 v = stored.get(tp)
-                out[tp] = (NO_OFFSET, "", NONE) if v is None else (v.offset, v.metadata, NONE)
-            return out
+                out[tp] = CommittedOffset(NO_OFFSET) if v is None else CommittedOffset(v.offset, v.leader_epoch,
+                                                                                      v.metadata)
+            return NONE, out
 
     # -- administration ------------------------------------------------------------------
 
     def list_groups(self) -> List[Tuple[str, str]]:
         """Every live group as ``(group_id, protocol_type)``; "" for groups that only commit offsets."""
+        return [(g.group_id, g.protocol_type) for g in self.listed_groups()]
+
+    def listed_groups(self, states: Optional[Iterable[str]] = None,
+                      types: Optional[Iterable[str]] = None) -> List[ListedGroup]:
+        """ListGroups: every live group with its state, sorted by id.
+
+        A non-empty ``states`` keeps the groups in one of them, a non-empty
+        ``types`` those of one of those group types (every group here is
+        "classic"); both compare case-insensitively, as Kafka's coordinator does.
+        """
+        state_set = {x.strip().lower() for x in states or ()}
+        type_set = {x.strip().lower() for x in types or ()}
         with self._cond:
-            return sorted(
-                (g.group_id, g.protocol_type or "") for g in self._groups.values() if g.state != DEAD
-            )
+            out = [ListedGroup(g.group_id, g.protocol_type or "", g.state) for g in self._groups.values()
+                   if g.state != DEAD]
+        return sorted(g for g in out if (not state_set or g.state.lower() in state_set)
+                      and (not type_set or g.group_type in type_set))
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """Kafka's DescribeGroups for one group; member metadata and assignments only when Stable."""
@@ -779,6 +1005,7 @@ class GroupCoordinator:
                     m.client_host,
                     m.metadata(group.protocol_name) if stable else b"",
                     m.assignment if stable else b"",
+                    m.group_instance_id,
                 )
                 for m in group.members.values()
             ]
@@ -890,6 +1117,9 @@ class GroupCoordinator:
         for group in self._groups.values():
             if group.join_deadline is not None and (found is None or group.join_deadline < found):
                 found = group.join_deadline
+            for deadline in group.pending.values():
+                if found is None or deadline < found:
+                    found = deadline
             for member in group.members.values():
                 if not member.kept_alive() and (found is None or member.heartbeat_deadline < found):
                     found = member.heartbeat_deadline
@@ -899,6 +1129,13 @@ class GroupCoordinator:
         """Handle every passed deadline; return the earliest one still ahead (None if none)."""
         next_deadline: Optional[float] = None
         for group in list(self._groups.values()):
+            expired = [mid for mid, deadline in group.pending.items() if deadline <= now]
+            for mid in expired:
+                log.info("pending member %s of group %s did not join again in time", mid, group.group_id)
+                del group.pending[mid]
+            if expired:
+                self._try_complete_join(group)
+                self._changed(group)
             if group.join_deadline is not None and group.join_deadline <= now:
                 self._on_join_deadline(group, now)
             for member in list(group.members.values()):
@@ -908,6 +1145,7 @@ class GroupCoordinator:
                     log.info("member %s of group %s timed out", member.member_id, group.group_id)
                     self._remove_member_and_update_group(group, member)
             deadlines = [m.heartbeat_deadline for m in group.members.values() if not m.kept_alive()]
+            deadlines.extend(group.pending.values())
             if group.join_deadline is not None:
                 deadlines.append(group.join_deadline)
             if deadlines:
@@ -1034,7 +1272,8 @@ class GroupCoordinator:
                 (m.member_id, m.group_instance_id, m.metadata(group.protocol_name)) for m in group.members.values()
             ]
         return JoinResult(
-            NONE, group.generation_id, group.protocol_name, group.leader_id or "", member.member_id, members
+            NONE, group.generation_id, group.protocol_name, group.leader_id or "", member.member_id, members,
+            protocol_type=group.protocol_type,
         )
 
     def _complete_sync(self, group: _Group, assignments: Dict[str, bytes]) -> None:
@@ -1082,7 +1321,9 @@ class GroupCoordinator:
         elif group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def _validate_commit(self, group_id: str, generation_id: int, member_id: str) -> int:
+    def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: Optional[str] = None, unknown_group_not_found: bool = False) -> int:
+        """Kafka's validateOffsetCommit for a classic group (lock held)."""
         if self._closed:
             return CoordinatorNotAvailableError.code
         if not group_id:
@@ -1090,17 +1331,24 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             # Only a consumer that manages its own partitions may create a group by committing.
-            return NONE if generation_id < 0 else IllegalGenerationError.code
+            if generation_id < 0:
+                return NONE
+            return GroupIdNotFoundError.code if unknown_group_not_found else IllegalGenerationError.code
         if group.state == DEAD:
             return CoordinatorNotAvailableError.code
         if generation_id < 0 and group.state == EMPTY:
-            return NONE
+            return NONE  # a simple commit: the admin client, or a consumer without group management
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            code = group.validate_member(member_id, group_instance_id)
+            if code != NONE:
+                return code
+            if generation_id != group.generation_id:
+                return IllegalGenerationError.code
+        elif group.state != EMPTY:
+            # A commit without member and generation (OffsetCommit v0) needs an Empty group.
+            return UnknownMemberIdError.code
         if group.state == COMPLETING_REBALANCE:
             return RebalanceInProgressError.code
-        if member_id not in group.members:
-            return UnknownMemberIdError.code
-        if generation_id != group.generation_id:
-            return IllegalGenerationError.code
         return NONE
 
     # -- storage (lock held) ------------------------------------------------------------

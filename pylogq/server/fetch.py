@@ -6,80 +6,182 @@ by hand (``frame_fetch_response``) as a list of parts, ``bytes`` for the fields 
 connection can write the fields and ``sendfile`` the records without copying them
 through Python. The bytes equal what the generic codec writes (tested).
 
-Layout of FetchResponse v4-v11 (non-flexible), after the response header:
+Layout of FetchResponse v0-v17, after the response header (v0 below v12; v1 from v12,
+which adds an empty tagged-field section after the correlation id):
 
-    ThrottleTimeMs int32 | ErrorCode int16 (v7+) | SessionId int32 (v7+)
-    [Topic string | [PartitionIndex int32 | ErrorCode int16 | HighWatermark int64
-      | LastStableOffset int64 | LogStartOffset int64 (v5+)
-      | AbortedTransactions nullable [ProducerId int64 | FirstOffset int64]
-      | PreferredReadReplica int32 (v11+) | Records nullable bytes]]
+    ThrottleTimeMs int32 (v1+) | ErrorCode int16 (v7+) | SessionId int32 (v7+)
+    [Topic string (v0-12) | TopicId uuid (v13+)
+     [PartitionIndex int32 | ErrorCode int16 | HighWatermark int64
+      | LastStableOffset int64 (v4+) | LogStartOffset int64 (v5+)
+      | AbortedTransactions nullable [ProducerId int64 | FirstOffset int64] (v4+)
+      | PreferredReadReplica int32 (v11+) | Records nullable bytes
+      | TaggedFields (v12+)]
+     | TaggedFields (v12+)]
+    | TaggedFields (v12+)
+
+From v12 (flexible, KIP-482) strings, arrays and bytes are compact: an unsigned
+varint of length + 1 (0 for null) in place of the int16/int32 length. The tagged
+fields pylogq could send (a partition's DivergingEpoch, CurrentLeader, SnapshotId;
+the response's NodeEndpoints) are all absent: each section is the single byte 0.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Dict, List, Sequence, Tuple, Union
+import uuid
+from typing import List, Sequence, Tuple, Union
 
 from ..cluster.contract import FetchResult, RecordsView
 
-__all__ = ["frame_fetch_response", "Part"]
+__all__ = ["frame_fetch_response", "Part", "BufferedRecords", "TopicKey"]
 
 Part = Union[bytes, RecordsView]  # bytes, or a FileRegion to sendfile
+#: How a response names a topic: its name below v13, its id (Kafka's Uuid) from v13.
+TopicKey = Union[str, uuid.UUID]
+
+# Records below this go into the field bytes: a sendfile call costs more than the copy.
+_INLINE_RECORDS = 4096
+FIRST_FLEXIBLE = 12
+FIRST_TOPIC_ID = 13
+MAX_VERSION = 17
 
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 _I16_I32 = struct.Struct(">hi")
+_PARTITION_V0 = struct.Struct(">ihq")
 _PARTITION_V4 = struct.Struct(">ihqq")
 _I64 = struct.Struct(">q")
+_NO_TAGS = b"\x00"
+_NULL_ABORTED = _I32.pack(-1)
+_NO_ABORTED = _I32.pack(0)
+_NO_REPLICA = _I32.pack(-1)
+_EMPTY_RECORDS = _I32.pack(0)
+# Compact forms (v12+): a null array is 0, an empty one 1.
+_NULL_ABORTED_COMPACT = b"\x00"
+_NO_ABORTED_COMPACT = b"\x01"
+_EMPTY_RECORDS_COMPACT = b"\x01"
+
+
+class BufferedRecords:
+    """Records held in memory (down-converted for an old Fetch version), framed as bytes.
+
+    A :class:`~pylogq.cluster.contract.RecordsView` like a file region, but never sent
+    with sendfile: its bytes are already in memory. Immutable.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def read(self) -> bytes:
+        return self.data
+
+    def __repr__(self) -> str:
+        return "BufferedRecords(%d bytes)" % len(self.data)
+
+
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
+
+
+def _uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint (the compact length prefix); lengths of records take 2-4 bytes."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, (value >> 7) & 0x7F | 0x80, value >> 14))
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: int, error_code: int,
-                         session_id: int, topics: Sequence[Tuple[str, Sequence[Tuple[int, FetchResult]]]],
+                         session_id: int, topics: Sequence[Tuple[TopicKey, Sequence[Tuple[int, FetchResult]]]],
                          read_committed: bool = False) -> Tuple[List[Part], int]:
-    """Frame a whole FetchResponse (v4-v11) with its size prefix; -> (parts, total size).
+    """Frame a whole FetchResponse (v0-v17) with its size prefix; -> (parts, total size).
 
+    A topic is named by its name below v13 and by its id (a :class:`uuid.UUID`) from v13.
     Aborted transactions are null for read_uncommitted and an empty list for
     read_committed, as Kafka sends them (pylogq has no transactions to abort).
+    A partition's records are a file region (sent with sendfile when large) or
+    :class:`BufferedRecords`; fields a version lacks (throttle time before v1, the
+    session before v7, ...) are left out.
     """
-    if not 4 <= version <= 11:
-        raise ValueError("frame_fetch_response covers Fetch v4-v11, not v%d" % version)
+    if not 0 <= version <= MAX_VERSION:
+        raise ValueError("frame_fetch_response covers Fetch v0-v%d, not v%d" % (MAX_VERSION, version))
+    flexible = version >= FIRST_FLEXIBLE
+    by_id = version >= FIRST_TOPIC_ID
     parts: List[Part] = []
     buf = bytearray(8)  # size prefix, filled in last, then the correlation id
     _I32.pack_into(buf, 4, correlation_id)
-    buf += _I32.pack(throttle_time_ms)
+    if flexible:
+        buf += _NO_TAGS  # response header v1
+    if version >= 1:
+        buf += _I32.pack(throttle_time_ms)
     if version >= 7:
         buf += _I16_I32.pack(error_code, session_id)
-    buf += _I32.pack(len(topics))
+    buf += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    if flexible:
+        aborted_null, aborted_empty = _NULL_ABORTED_COMPACT, _NO_ABORTED_COMPACT
+    else:
+        aborted_null, aborted_empty = _NULL_ABORTED, _NO_ABORTED
+    empty_records = _EMPTY_RECORDS_COMPACT if flexible else _EMPTY_RECORDS
     total = 0
-    for name, partitions in topics:
-        encoded = name.encode("utf-8")
-        buf += struct.pack(">h", len(encoded))
-        buf += encoded
-        buf += _I32.pack(len(partitions))
+    for key, partitions in topics:
+        if by_id:
+            if not isinstance(key, uuid.UUID):
+                raise TypeError("Fetch v%d names topics by id (a uuid.UUID), not %r" % (version, key))
+            buf += key.bytes
+        else:
+            if not isinstance(key, str):
+                raise TypeError("Fetch v%d names topics by name (a str), not %r" % (version, key))
+            encoded = key.encode("utf-8")
+            buf += _uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
+            buf += encoded
+        buf += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for index, result in partitions:
-            lso = result.high_watermark
-            buf += _PARTITION_V4.pack(index, result.error_code, result.high_watermark, lso)
-            if version >= 5:
-                buf += _I64.pack(result.log_start_offset)
-            buf += _I32.pack(0 if read_committed and not result.error_code else -1)
-            if version >= 11:
-                buf += _I32.pack(-1)
+            if version >= 4:
+                lso = result.high_watermark  # no transactions: the last stable offset is the HW
+                buf += _PARTITION_V4.pack(index, result.error_code, result.high_watermark, lso)
+                if version >= 5:
+                    buf += _I64.pack(result.log_start_offset)
+                buf += aborted_empty if read_committed and not result.error_code else aborted_null
+                if version >= 11:
+                    buf += _NO_REPLICA
+            else:
+                buf += _PARTITION_V0.pack(index, result.error_code, result.high_watermark)
             region = result.records
             if region is None:
                 # An empty record set, not null: librdkafka fails the whole response on a
                 # null one ("invalid MessageSetSize -1"); Kafka sends empty records too.
-                buf += _I32.pack(0)
+                buf += empty_records
             else:
                 length = len(region)
-                buf += _I32.pack(length)
+                buf += _uvarint(length + 1) if flexible else _I32.pack(length)
                 if length:
-                    if length < 4096:
+                    if length < _INLINE_RECORDS:
                         buf += region.read()  # cheaper than a sendfile call
                     else:
                         total += len(buf)
                         parts.append(bytes(buf))
-                        parts.append(region)
+                        # In-memory records go out as bytes; a file region with sendfile.
+                        parts.append(region.data if isinstance(region, BufferedRecords) else region)
                         total += length
                         buf = bytearray()
+            if flexible:
+                buf += _NO_TAGS  # partition
+        if flexible:
+            buf += _NO_TAGS  # topic
+    if flexible:
+        buf += _NO_TAGS  # response (NodeEndpoints absent)
     if buf:
         total += len(buf)
         parts.append(bytes(buf))

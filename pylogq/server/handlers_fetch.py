@@ -1,57 +1,191 @@
 """Fetch: the handler that reads partitions, waiting as a delayed operation for long polls.
 
-The response is framed around file regions (:mod:`.fetch`) so its records go out with sendfile.
+Every version Kafka 3.9 serves is answered, 0-17. The response is framed around file
+regions (:mod:`.fetch`) so its records go out with sendfile; v0-3 clients read the
+legacy message formats, so their records are down-converted
+(:mod:`pylogq.records.downconvert`) off the event loop first. From v13 topics are
+named by id (Kafka's ``Uuid``), in requests and responses; an id no topic has (the
+zero id included) answers UNKNOWN_TOPIC_ID for each of its partitions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Tuple
+import os
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..cluster.contract import FetchResult
+from .. import errors
+from ..cluster.contract import FetchResult, RecordsView
 from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
+from ..records.downconvert import down_convert, target_magic
 from .connection import Connection
-from .fetch import frame_fetch_response
-from .handler_base import Framed, HandlerBase, resolve
+from .fetch import FIRST_TOPIC_ID, BufferedRecords, TopicKey, frame_fetch_response
+from .handler_base import Framed, HandlerBase, resolve, text_of
 
 __all__ = ["FetchHandlers"]
+
+_ZERO_UUID = uuid.UUID(int=0)
+_UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.code
+#: The first version whose clients read v2 record batches; older ones get legacy messages.
+FIRST_V2_RECORDS = 4
+#: The first version with the client's current leader epoch (KIP-320), and every partition's epoch here.
+FIRST_LEADER_EPOCH = 9
+LEADER_EPOCH = 0
+#: The first version with a ReplicaState (KIP-903) in place of the ReplicaId field.
+FIRST_REPLICA_STATE = 15
+
+Results = Dict[Tuple[str, int], FetchResult]
+#: Per topic of a request: how the response names it, its name (None for an unknown id),
+#: and its partitions in request order.
+Order = List[Tuple[TopicKey, Optional[str], List[int]]]
 
 
 class FetchHandlers(HandlerBase):
     """Fetch (API 1)."""
 
     def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
-        if req["replica_id"] >= 0:
+        replica_id = req["replica_state"]["replica_id"] if version >= FIRST_REPLICA_STATE else req["replica_id"]
+        if replica_id >= 0:
             raise CloseConnection("follower fetches are not served by a single-node broker")
         requests: List[Tuple[str, int, int, int]] = []
-        order: List[Tuple[str, List[int]]] = []
+        order: Order = []
+        offsets: Dict[Tuple[str, int], Tuple[int, int]] = {}  # what down-conversion needs (v0-3)
+        fenced: Results = {}
+        legacy = version < FIRST_V2_RECORDS
         for topic in req["topics"]:
+            name = self._topic_of(topic, version)
             indexes = []
             for p in topic["partitions"]:
-                requests.append((topic["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"]))
-                indexes.append(p["partition"])
-            order.append((topic["topic"], indexes))
+                index = p["partition"]
+                indexes.append(index)
+                if name is not None and version >= FIRST_LEADER_EPOCH and p["current_leader_epoch"] > LEADER_EPOCH:
+                    # KIP-320: a client that knows a newer epoch than the leader's is answered
+                    # at once (an older one cannot exist: every partition is led from epoch 0).
+                    fenced[(name, index)] = FetchResult(errors.UnknownLeaderEpochError.code, -1, -1, None)
+                elif name is not None:
+                    requests.append((name, index, p["fetch_offset"], p["partition_max_bytes"]))
+                    if legacy:
+                        offsets[(name, index)] = (p["fetch_offset"], p["partition_max_bytes"])
+            order.append((topic["topic_id"] if version >= FIRST_TOPIC_ID else name or "", name, indexes))
+        # Sessions are not kept: every fetch is a full one (session id 0 in the answer), so
+        # forgotten_topics_data, which only an incremental fetch of a session uses, is ignored.
         isolation = "read_committed" if req["isolation_level"] == 1 else "read_uncommitted"
         max_bytes = min(req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
-        future: "asyncio.Future[Dict[Tuple[str, int], FetchResult]]" = self.server.new_future()
-        op = self.broker.fetch_async(requests, req["max_wait_ms"], req["min_bytes"], max_bytes, isolation,
-                                     deliver=self.server.on_loop(resolve, future))
+        future: "asyncio.Future[Results]" = self.server.new_future()
+        op = self.broker.fetch_async(requests, 0 if fenced else req["max_wait_ms"], req["min_bytes"], max_bytes,
+                                     isolation, deliver=self.server.on_loop(resolve, future))
         if op.completed:
-            return self._fetch_response(slot, version, order, op.answer(), isolation)
-        return self._fetch_wait(op, future, version, order, isolation, slot)
+            results = {**op.answer(), **fenced} if fenced else op.answer()
+            if legacy and _has_records(results):
+                return self._fetch_converted(slot, version, order, results, offsets, max_bytes)
+            return self._fetch_response(slot, version, order, results, isolation)
+        return self._fetch_wait(op, future, version, order, isolation, slot, offsets, max_bytes, fenced)
 
-    async def _fetch_wait(self, op: "DelayedCall[Dict[Tuple[str, int], FetchResult]]",
-                          future: "asyncio.Future[Dict[Tuple[str, int], FetchResult]]", version: int,
-                          order: List[Tuple[str, List[int]]], isolation: str, slot: Any) -> Any:
+    def _topic_of(self, topic: Dict[str, Any], version: int) -> Optional[str]:
+        """The name of a requested topic; None when it is named by an id no topic has."""
+        if version < FIRST_TOPIC_ID:
+            name: str = topic["topic"]
+            return name
+        topic_id: uuid.UUID = topic["topic_id"]
+        if topic_id == _ZERO_UUID:
+            return None
+        try:
+            return self.broker.topic_name(text_of(topic_id))
+        except errors.UnknownTopicIdError:
+            return None
+
+    async def _fetch_wait(self, op: "DelayedCall[Results]", future: "asyncio.Future[Results]", version: int,
+                          order: Order, isolation: str, slot: Any, offsets: Dict[Tuple[str, int], Tuple[int, int]],
+                          max_bytes: int, fenced: Results) -> Any:
         slot.release()  # parked: the queue is for requests being worked on
         results = await self.server.parked(op, future)
+        if fenced:
+            results = {**results, **fenced}
+        if version < FIRST_V2_RECORDS and _has_records(results):
+            return await self._fetch_converted(slot, version, order, results, offsets, max_bytes)
         return self._fetch_response(slot, version, order, results, isolation)
 
-    def _fetch_response(self, slot: Any, version: int, order: List[Tuple[str, List[int]]],
-                        results: Dict[Tuple[str, int], FetchResult], isolation: str) -> "Framed":
-        topics = [(name, [(i, results[(name, i)]) for i in indexes]) for name, indexes in order]
+    async def _fetch_converted(self, slot: Any, version: int, order: Order, results: Results,
+                               offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int) -> "Framed":
+        """Answer an old version with its records down-converted in the executor: decompressing
+        and re-encoding batches must not stall the other connections on the loop."""
+        converted = await self._blocking(_down_convert_results, results, order, offsets, target_magic(version),
+                                         max_bytes if version >= 3 else 0x7FFFFFFF)
+        return self._fetch_response(slot, version, order, converted, "read_uncommitted")
+
+    def _fetch_response(self, slot: Any, version: int, order: Order, results: Results,
+                        isolation: str) -> "Framed":
+        topics = [(key, [(i, _result_of(results, name, i)) for i in indexes]) for key, name, indexes in order]
         parts, _ = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, topics,
                                         read_committed=isolation == "read_committed")
         return Framed(parts)
 
+
+def _result_of(results: Results, name: Optional[str], index: int) -> FetchResult:
+    if name is None:
+        return FetchResult(_UNKNOWN_TOPIC_ID, -1, -1, None)
+    return results[(name, index)]
+
+
+def _has_records(results: Results) -> bool:
+    return any(r.records is not None and len(r.records) for r in results.values())
+
+
+def _reader(region: RecordsView) -> Any:
+    """``read_at(position, n)`` over a region: pread from its file, one entry at a time,
+    when it is a file region; else slices of its bytes."""
+    fileno = getattr(region, "fileno", None)
+    base = getattr(region, "position", None)
+    if fileno is not None and isinstance(base, int):
+        fd = fileno()
+
+        def read_file(position: int, n: int) -> bytes:
+            return os.pread(fd, n, base + position)
+
+        return read_file
+    data = region.read()
+
+    def read_bytes(position: int, n: int) -> bytes:
+        return data[position:position + n]
+
+    return read_bytes
+
+
+def _down_convert_results(results: Results, order: Order, offsets: Dict[Tuple[str, int], Tuple[int, int]],
+                          magic: int, max_bytes: int) -> Results:
+    """Each partition's records as magic ``magic`` messages (in the executor).
+
+    A partition gets at most its max bytes, and the response at most ``max_bytes``,
+    except that the first partition with records gets at least its first message
+    set; a partition whose first batch is zstd answers UNSUPPORTED_COMPRESSION_TYPE (76).
+    """
+    out = dict(results)
+    budget = max_bytes
+    first = True
+    for _, name, indexes in order:
+        if name is None:
+            continue
+        for index in indexes:
+            key = (name, index)
+            result = results[key]
+            region = result.records
+            if region is None or not len(region):
+                continue
+            fetch_offset, partition_max = offsets[key]
+            limit = min(partition_max, budget)
+            if limit <= 0 and not first:
+                out[key] = result._replace(records=BufferedRecords(b""))
+                continue
+            try:
+                data = down_convert(_reader(region), len(region), magic, fetch_offset, limit)
+            except errors.BrokerError as exc:
+                # A zstd first batch (UNSUPPORTED_COMPRESSION_TYPE), or bytes that do not
+                # decode: the partition's error, answered as Kafka answers one (no offsets).
+                out[key] = FetchResult(int(exc.code), -1, -1, None)
+                continue
+            budget -= len(data)
+            first = first and not data
+            out[key] = result._replace(records=BufferedRecords(data))
+    return out

@@ -11,11 +11,22 @@ import asyncio
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import errors
-from ..cluster.contract import GroupCoordinatorApi, JoinResult, SyncResult
+from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult
 from .connection import Connection
-from .handler_base import HandlerBase, error_code, resolve
+from .handler_base import NOT_COMPUTED, HandlerBase, error_code, resolve
 
 __all__ = ["GroupHandlers"]
+
+
+# FindCoordinator key types (Kafka's CoordinatorType).
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+SHARE_KEY = 2
+
+# DescribeGroups' authorized operations without an authorizer: every operation Kafka 3.9
+# defines on a group (AclEntry.supportedOperations) is allowed. Bit n is AclOperation code n:
+# READ 3, DELETE 6, DESCRIBE 8.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 class GroupHandlers(HandlerBase):
@@ -26,29 +37,51 @@ class GroupHandlers(HandlerBase):
         return self.broker.group_coordinator
 
     def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        host, port = self.server.advertised_for(conn)
-        if req["key_type"] != 0:
-            return {"throttle_time_ms": 0, "error_code": errors.CoordinatorNotAvailableError.code,
-                    "error_message": "transactions are not supported by this broker",
-                    "node_id": -1, "host": "", "port": -1}
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                "node_id": self.broker.broker_id, "host": host, "port": port}
+        """v0-3 look one key up; v4+ a batch (KIP-699), each key answered on its own."""
+        if version < 4:
+            found = self._coordinator_for(conn, req["key_type"], version)
+            return {"throttle_time_ms": 0, "error_code": found["error_code"],
+                    "error_message": found["error_message"], "node_id": found["node_id"],
+                    "host": found["host"], "port": found["port"]}
+        return {"throttle_time_ms": 0, "coordinators": [
+            dict(self._coordinator_for(conn, req["key_type"], version), key=key)
+            for key in req["coordinator_keys"]]}
+
+    def _coordinator_for(self, conn: Connection, key_type: int, version: int) -> Dict[str, Any]:
+        """This broker coordinates every group. There is no transaction coordinator, and no
+        share group coordinator (KIP-932): Kafka answers a share key INVALID_REQUEST before
+        v6, and so does a Kafka broker without share groups at v6."""
+        if key_type == GROUP_KEY:
+            host, port = self.server.advertised_for(conn)
+            return {"error_code": 0, "error_message": None, "node_id": self.broker.broker_id,
+                    "host": host, "port": port}
+        if key_type == TRANSACTION_KEY:
+            code, message = errors.CoordinatorNotAvailableError.code, "transactions are not supported by this broker"
+        elif key_type == SHARE_KEY:
+            code, message = errors.InvalidRequestError.code, "share groups are not supported by this broker"
+        else:
+            code, message = errors.InvalidRequestError.code, "unknown coordinator key type %d" % key_type
+        return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
     async def join_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         slot.release()  # parked until the rebalance completes
         rebalance_timeout = req["rebalance_timeout_ms"]
-        if rebalance_timeout < 0:
+        if rebalance_timeout < 0:  # v0 has none: the session timeout stands in
             rebalance_timeout = req["session_timeout_ms"]
         future: "asyncio.Future[JoinResult]" = self.server.new_future()
         op = self._groups.join_group_async(
             req["group_id"], req["member_id"], conn.client_id, req["session_timeout_ms"], rebalance_timeout,
             req["protocol_type"], [(p["name"], p["metadata"]) for p in req["protocols"]],
             group_instance_id=req["group_instance_id"], client_host="/" + conn.peer_host,
-            deliver=self.server.on_loop(resolve, future))
+            deliver=self.server.on_loop(resolve, future),
+            require_known_member_id=version >= 4, supports_skip_assignment=version >= 9, reason=req["reason"])
         result = await self.server.parked(op, future, JoinResult(errors.NotCoordinatorError.code))
         return {
             "throttle_time_ms": 0, "error_code": result.error_code, "generation_id": result.generation_id,
-            "protocol_name": result.protocol_name or "", "leader": result.leader_id,
+            "protocol_type": result.protocol_type,
+            # Nullable from v7; before, an error's protocol name is "".
+            "protocol_name": result.protocol_name if version >= 7 else result.protocol_name or "",
+            "leader": result.leader_id, "skip_assignment": result.skip_assignment,
             "member_id": result.member_id,
             "members": [{"member_id": m, "group_instance_id": g, "metadata": md} for m, g, md in result.members],
         }
@@ -58,34 +91,66 @@ class GroupHandlers(HandlerBase):
         assignments = {a["member_id"]: a["assignment"] for a in req["assignments"]} or None
         future: "asyncio.Future[SyncResult]" = self.server.new_future()
         op = self._groups.sync_group_async(req["group_id"], req["generation_id"], req["member_id"], assignments,
-                                           deliver=self.server.on_loop(resolve, future))
+                                           deliver=self.server.on_loop(resolve, future),
+                                           group_instance_id=req["group_instance_id"],
+                                           protocol_type=req["protocol_type"], protocol_name=req["protocol_name"])
         result = await self.server.parked(op, future, SyncResult(errors.NotCoordinatorError.code))
-        return {"throttle_time_ms": 0, "error_code": result.error_code, "assignment": result.assignment}
+        protocol_type = protocol_name = None
+        if result.error_code == 0 and version >= 5:
+            # The generation's protocol: it cannot change before the next generation.
+            generation, protocol_type, protocol_name = self._groups.group_protocol(req["group_id"])
+            if generation != req["generation_id"]:  # a later generation already: the ones checked
+                protocol_type, protocol_name = req["protocol_type"], req["protocol_name"]
+        return {"throttle_time_ms": 0, "error_code": result.error_code, "protocol_type": protocol_type,
+                "protocol_name": protocol_name, "assignment": result.assignment}
 
     def heartbeat(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        code = self._groups.heartbeat(req["group_id"], req["generation_id"], req["member_id"])
+        code = self._groups.heartbeat(req["group_id"], req["generation_id"], req["member_id"],
+                                      req["group_instance_id"])
         return {"throttle_time_ms": 0, "error_code": code}
 
     def leave_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        members = req["members"] or [{"member_id": req["member_id"]}]
-        codes = [self._groups.leave_group(req["group_id"], m["member_id"]) for m in members]
-        return {"throttle_time_ms": 0, "error_code": codes[0] if len(codes) == 1 else 0,
-                "members": [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
+        """v0-2 name one member; v3+ a batch, by member id or by group instance id (KIP-345),
+        with each member's code and the group's at the top; v5 adds each member's reason."""
+        members = req["members"] if version >= 3 else [{"member_id": req["member_id"], "group_instance_id": None}]
+        reasons = sorted({m["reason"] for m in members if m.get("reason")})
+        group_code, codes = self._groups.leave_group_members(
+            req["group_id"], [(m["member_id"], m["group_instance_id"]) for m in members],
+            reason="; ".join(reasons) or None)
+        if version < 3:  # as Kafka's LeaveGroupResponse: the group's error, else the member's
+            return {"throttle_time_ms": 0, "error_code": group_code or (codes[0] if codes else 0), "members": []}
+        return {"throttle_time_ms": 0, "error_code": group_code,
+                "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
                              "error_code": c} for m, c in zip(members, codes)]}
 
     def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        """Every version commits to ``__consumer_offsets``: Kafka stored v0 commits in
+        ZooKeeper, which pylogq does not have.
+
+        v0 carries no generation or member: a simple commit (the defaults -1 and ""). v1
+        sets each partition's commit timestamp (-1: now). v2-4 carry a retention time:
+        pylogq's coordinator expires no offsets, so any retention (-1, the broker default,
+        included) keeps them until the group or the offsets are deleted. v6 adds the
+        leader epoch, v7 the group instance id (a static member's commit is fenced when
+        another member took its instance over). v9: for a classic group the generation,
+        and an unknown group is GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION.
+        """
         offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]] = {}
         epochs: Dict[Tuple[str, int], int] = {}
+        timestamps: Dict[Tuple[str, int], int] = {}
         for topic in req["topics"]:
             for p in topic["partitions"]:
                 tp = (topic["name"], p["partition_index"])
                 offsets[tp] = (p["committed_offset"], p["committed_metadata"])
                 epochs[tp] = p["committed_leader_epoch"]
+                timestamps[tp] = p["commit_timestamp"]
         unknown = {tp for tp in offsets if not self._partition_exists(*tp)}
         codes = self._groups.commit_offsets(
             req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
             {tp: v for tp, v in offsets.items() if tp not in unknown},
-            {tp: e for tp, e in epochs.items() if tp not in unknown}) if len(unknown) < len(offsets) else {}
+            {tp: e for tp, e in epochs.items() if tp not in unknown},
+            group_instance_id=req["group_instance_id"], commit_timestamps=timestamps,
+            unknown_group_not_found=version >= 9) if len(unknown) < len(offsets) else {}
         for tp in unknown:
             codes[tp] = errors.UnknownTopicOrPartitionError.code
         return {"throttle_time_ms": 0, "topics": [
@@ -101,38 +166,72 @@ class GroupHandlers(HandlerBase):
             return False
 
     def offset_fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        """v0-7 fetch one group's offsets, v8+ several groups' (each with its own error).
+
+        v0 read ZooKeeper in Kafka; here every version reads ``__consumer_offsets``.
+        v0-1 have no top-level error: a group error goes to every partition. v2+ accept
+        null topics (every committed partition). v5+ return the committed leader epoch.
+        v7's require_stable never waits: without transactions no commit is pending.
+        v9's member id and epoch concern KIP-848 consumer groups; a classic group
+        ignores them, as Kafka does.
+        """
+        if version >= 8:
+            return {"throttle_time_ms": 0, "groups": [
+                dict(self._fetch_group(g["group_id"], g["topics"], version), group_id=g["group_id"])
+                for g in req["groups"]]}
+        found = self._fetch_group(req["group_id"], req["topics"], version)
+        if version < 2 and found["error_code"]:
+            code = found["error_code"]
+            for topic in found["topics"]:
+                for p in topic["partitions"]:
+                    p["error_code"] = code
+        return {"throttle_time_ms": 0, "topics": found["topics"], "error_code": found["error_code"]}
+
+    def _fetch_group(self, group_id: str, topics: Optional[List[Dict[str, Any]]], version: int) -> Dict[str, Any]:
         wanted = None
-        if req["topics"] is not None:
-            wanted = [(t["name"], p) for t in req["topics"] for p in t["partition_indexes"]]
-        found = self._groups.fetch_offsets(req["group_id"], wanted)
+        if topics is not None:
+            wanted = [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+        code, found = self._groups.fetch_committed(group_id, wanted)
+        if code and wanted is not None:
+            found = {tp: CommittedOffset(-1) for tp in wanted}
         by_topic: Dict[str, List[Dict[str, Any]]] = {}
-        for (topic, partition), (offset, metadata, code) in sorted(found.items()):
+        for (topic, partition), c in sorted(found.items()):
             by_topic.setdefault(topic, []).append({
-                "partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
-                "metadata": metadata if offset >= 0 else "", "error_code": code})
+                "partition_index": partition, "committed_offset": c.offset,
+                "committed_leader_epoch": c.leader_epoch if c.offset >= 0 else -1,
+                "metadata": c.metadata if c.offset >= 0 else "", "error_code": c.error_code})
         if wanted is not None:  # keep the request's order
             order = list(dict.fromkeys(t for t, _ in wanted))
-            topics = [{"name": t, "partitions": by_topic.get(t, [])} for t in order]
+            out = [{"name": t, "partitions": by_topic.get(t, [])} for t in order]
         else:
-            topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
-        return {"throttle_time_ms": 0, "topics": topics, "error_code": 0}
+            out = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        return {"topics": out, "error_code": code}
 
     def describe_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+        """v3+ may ask for the authorized operations: without an authorizer, all of a
+        group's (only for a group described without error, as Kafka); v4+ report each
+        member's group instance id."""
         out = []
         for group_id in req["groups"]:
             d = self._groups.describe_group(group_id)
             out.append({
                 "error_code": d.error, "group_id": group_id, "group_state": d.state,
                 "protocol_type": d.protocol_type, "protocol_data": d.protocol,
-                "members": [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                             "client_id": m.client_id, "client_host": m.client_host,
                              "member_metadata": m.metadata, "member_assignment": m.assignment}
                             for m in d.members],
+                "authorized_operations": GROUP_OPERATIONS if req["include_authorized_operations"] and not d.error
+                else NOT_COMPUTED,
             })
         return {"throttle_time_ms": 0, "groups": out}
 
     def list_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        groups = [{"group_id": g, "protocol_type": t} for g, t in self._groups.list_groups()]
-        return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
+        """v4+ filter by state and report it, v5+ by type (every group here is "classic")."""
+        listed = self._groups.listed_groups(req["states_filter"], req["types_filter"])
+        return {"throttle_time_ms": 0, "error_code": 0, "groups": [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+             "group_type": g.group_type} for g in listed]}
 
     async def delete_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         codes = await self._blocking(self._groups.delete_groups, list(req["groups_names"]))

@@ -824,20 +824,20 @@ class Log:
 
     def offset_of_max_timestamp(self, below: Optional[int] = None) -> Optional[Tuple[int, int]]:
         """Kafka's ListOffsets by max timestamp (-3): -> (offset, timestamp) of the first
-        record holding the log's largest timestamp among those below ``below`` (the log
-        end by default), or None when none has a timestamp."""
+        record holding the log's largest timestamp, or None when no record has one or, as
+        Kafka answers, when that record is at or past ``below`` (the high watermark)."""
         start = self.log_start_offset
-        end = self._end.offset if below is None else below
         best: Optional[Tuple[int, int]] = None
         for segment in self._view[1]:
-            if segment.next_offset <= start or segment.base_offset >= end:
+            if segment.next_offset <= start or segment.max_timestamp_so_far == NO_TIMESTAMP:
                 continue
-            if segment.max_timestamp_so_far == NO_TIMESTAMP or (best is not None and
-                                                                 segment.max_timestamp_so_far <= best[1]):
-                continue
+            if best is not None and segment.max_timestamp_so_far <= best[1]:
+                continue  # an earlier segment holds a record as late: the first one wins
             found = segment.find_max_timestamp(start)
-            if found is not None and found[1] < end and (best is None or found[0] > best[1]):
+            if found is not None and (best is None or found[0] > best[1]):
                 best = found[1], found[0]
+        if best is None or (below is not None and best[0] >= below):
+            return None
         return best
 
     def legacy_offsets_before(self, timestamp: int, max_count: int, now_ms: int,

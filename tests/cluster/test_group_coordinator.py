@@ -636,3 +636,81 @@ def test_list_groups(coord: GroupCoordinator) -> None:
     join(coord, group="g2", protocol_type="connect")
     assert coord.list_groups() == [("g1", "consumer"), ("g2", "connect")]
     assert coord.describe_group("nope") == gc.GroupDescription(0, gc.DEAD, "", "", [])
+
+
+# -- protocol versions: member ids, static members, commit timestamps ---------------------------------
+
+
+def _join_async(c: GroupCoordinator, member_id: str = "", instance: Optional[str] = None,
+                require: bool = True, skip: bool = False) -> "Future[JoinResult]":
+    future: "Future[JoinResult]" = Future()
+    c.join_group_async("g", member_id, "client", 10000, 5000, "consumer", [("range", b"m")],
+                       group_instance_id=instance, deliver=future.set_result,
+                       require_known_member_id=require, supports_skip_assignment=skip)
+    return future
+
+
+def test_a_pending_member_holds_the_join_phase_until_it_expires(coord: GroupCoordinator, clock: FakeClock) -> None:
+    from pylogq.errors import MemberIdRequiredError
+
+    a = join(coord)
+    assert coord.sync_group("g", 1, a.member_id, {a.member_id: b""}).error_code == 0
+    pending = _join_async(coord).result(timeout=DEADLINE_S)
+    assert pending.error_code == MemberIdRequiredError.code and pending.member_id.startswith("client-")
+    assert coord.describe_group("g").state == gc.STABLE  # no rebalance for a pending member
+    # A rebalance now waits for the pending member's second join too.
+    a_again = _join_async(coord, a.member_id)
+    assert coord.describe_group("g").state == gc.PREPARING_REBALANCE and not a_again.done()
+    clock.advance(10.0)  # the pending member's session timeout
+    coord.tick()
+    assert a_again.result(timeout=DEADLINE_S).generation_id == 2
+    assert join(coord, pending.member_id).error_code == UnknownMemberIdError.code
+
+
+def test_a_static_member_replacing_itself_fences_a_blocked_sync(coord: GroupCoordinator) -> None:
+    from pylogq.errors import FencedInstanceIdError
+
+    leader = join(coord, client_id="other")
+    assert coord.sync_group("g", 1, leader.member_id, {leader.member_id: b""}).error_code == 0
+    static = _join_async(coord, instance="i")  # static: no second join, and a rebalance
+    assert join(coord, leader.member_id).generation_id == 2
+    first = static.result(timeout=DEADLINE_S)
+    assert first.error_code == 0 and first.member_id.startswith("i-") and first.leader_id == leader.member_id
+    blocked: "Future[int]" = Future()
+    coord.sync_group_async("g", 2, first.member_id, group_instance_id="i",
+                           deliver=lambda r: blocked.set_result(r.error_code))
+    assert not blocked.done()  # a follower waits for the leader's assignment
+    replaced = _join_async(coord, instance="i")  # the same instance, restarted
+    assert blocked.result(timeout=DEADLINE_S) == FencedInstanceIdError.code
+    assert coord.describe_group("g").state == gc.PREPARING_REBALANCE
+    assert join(coord, leader.member_id).generation_id == 3
+    result = replaced.result(timeout=DEADLINE_S)
+    assert result.error_code == 0 and result.member_id not in (first.member_id, "")
+    assert coord.heartbeat("g", 3, first.member_id, "i") == FencedInstanceIdError.code
+    assert coord.heartbeat("g", 3, result.member_id, "i") == 0
+
+
+def test_commit_timestamps_and_group_not_found(coord: GroupCoordinator) -> None:
+    codes = coord.commit_offsets("g", -1, "", {("t", 0): (5, None), ("t", 1): (6, "x")}, {("t", 0): 3},
+                                 commit_timestamps={("t", 0): 1234, ("t", 1): -1})
+    assert codes == {("t", 0): 0, ("t", 1): 0}
+    code, found = coord.fetch_committed("g", [("t", 0), ("t", 1), ("t", 2)])
+    assert code == 0
+    assert [tuple(found[("t", p)]) for p in range(3)] == [(5, 3, "", 0), (6, -1, "x", 0), (-1, -1, "", 0)]
+    group = coord._groups["g"]
+    assert group.offsets[("t", 0)].commit_timestamp == 1234
+    assert abs(group.offsets[("t", 1)].commit_timestamp - time.time() * 1000) < 60_000
+    assert coord.commit_offsets("other", 1, "m", {("t", 0): (1, None)}) == {("t", 0): IllegalGenerationError.code}
+    assert coord.commit_offsets("other", 1, "m", {("t", 0): (1, None)}, unknown_group_not_found=True) == {
+        ("t", 0): GroupIdNotFoundError.code}
+
+
+def test_listed_groups_filter_by_state_and_type(coord: GroupCoordinator) -> None:
+    a = join(coord)
+    coord.sync_group("g", 1, a.member_id, {a.member_id: b""})
+    coord.commit_offsets("simple", -1, "", {("t", 0): (1, None)})
+    assert [(g.group_id, g.state, g.group_type) for g in coord.listed_groups()] == [
+        ("g", gc.STABLE, "classic"), ("simple", gc.EMPTY, "classic")]
+    assert [g.group_id for g in coord.listed_groups(states=["STABLE"])] == ["g"]
+    assert [g.group_id for g in coord.listed_groups(types=["consumer"])] == []
+    assert coord.list_groups() == [("g", "consumer"), ("simple", "")]

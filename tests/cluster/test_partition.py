@@ -338,8 +338,15 @@ def test_offset_for_timestamp(part):
     part.update_high_watermark(4)
     assert part.offset_for_timestamp(-1) == (4, -1)  # latest is the high watermark
     assert part.offset_for_timestamp(TS + 150) is None  # only at or past the HW
+    # -3: the first record with the largest timestamp (KIP-734), none while it is past the
+    # high watermark (as Kafka answers); -4: the log start (no tiered storage); -5: none.
+    assert part.offset_for_timestamp(-3) is None
+    part.update_high_watermark(6)
+    assert part.offset_for_timestamp(-3) == (4, TS + 200)
+    assert part.offset_for_timestamp(-4) == (0, -1)
+    assert part.offset_for_timestamp(-5) is None
     with pytest.raises(ValueError, match="timestamp"):
-        part.offset_for_timestamp(-3)
+        part.offset_for_timestamp(-6)
 
 
 def test_delete_records_before_is_bounded_by_the_hw(part):

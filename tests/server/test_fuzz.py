@@ -518,8 +518,7 @@ def parse_request(body: bytes) -> Optional[Tuple[int, int, Dict[str, Any]]]:
         request = REQUESTS[api_key].decode_from(r, version)
     except (ProtocolError, ValueError, UnicodeDecodeError):
         return None
-    if r.remaining:
-        return None
+    # Bytes after the body are ignored, as Kafka's RequestContext.parseRequest ignores them.
     return api_key, version, request
 
 

@@ -108,6 +108,7 @@ class WireFrom(Wire):
         except OSError as exc:
             pytest.skip("cannot connect from %s: %s" % (source, exc))
         self._next_id = 0
+        self.client_id = "pylogq-test"
 
 
 # -- request slots: taken once the request has arrived -----------------------------------

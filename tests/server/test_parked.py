@@ -36,6 +36,7 @@ from .test_server import (
 __all__ = ["no_server_errors", "serve"]  # fixtures shared with test_server
 
 JOIN_GROUP = 11
+MEMBER_ID_REQUIRED = 79
 PARKED = 1000
 # The first member of a new group waits this long for others (Kafka's initial rebalance
 # delay): long enough that every join of the test stays parked until it ends.
@@ -86,7 +87,11 @@ def test_parked_joins_and_fetches_take_no_threads_and_stall_no_one(parking_broke
     threads_before = threading.active_count()
     with wires(address, PARKED) as joiners, wires(address, PARKED) as fetchers:
         for i, wire in enumerate(joiners):
-            wire.send(JOIN_GROUP, 5, join_body("parked-group-%d" % i))
+            # JoinGroup v4+ (KIP-394): the first join gets a member id, the second waits with it.
+            body = join_body("parked-group-%d" % i)
+            first = wire.request(JOIN_GROUP, 5, body)
+            assert first["error_code"] == MEMBER_ID_REQUIRED and first["member_id"], first
+            wire.send(JOIN_GROUP, 5, dict(body, member_id=first["member_id"]))
         for wire in fetchers:
             wire.send(FETCH, 11, fetch_body("waiting", 0, max_wait_ms=PARK_MS))
         wait_for(lambda: broker.group_coordinator._waits.watched() == PARKED, "every join to park")
