@@ -27,6 +27,7 @@ from pylogq.records import build_batch
 
 PRODUCE, FETCH, JOIN_GROUP, CREATE_TOPICS = 0, 1, 11, 19
 PARKED = 1000
+MEMBER_ID_REQUIRED = 79
 PARK_MS = 120000
 TARGET_S = 0.100
 ROUNDS = 30
@@ -112,10 +113,14 @@ def parked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Address]:
         for i in range(PARKED):
             conn = _Raw(address)
             conns.append(conn)
-            conn.send(JOIN_GROUP, 5, {
-                "group_id": "g-%d" % i, "session_timeout_ms": 6000, "rebalance_timeout_ms": PARK_MS,
-                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b"\x00" * 10}]})
+            join = {"group_id": "g-%d" % i, "session_timeout_ms": 6000, "rebalance_timeout_ms": PARK_MS,
+                    "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b"\x00" * 10}]}
+            # JoinGroup v4+ (KIP-394): the first join gets a member id, the second parks with it.
+            conn.send(JOIN_GROUP, 5, join)
+            first = conn.receive(JOIN_GROUP, 5)
+            assert first["error_code"] == MEMBER_ID_REQUIRED and first["member_id"], first
+            conn.send(JOIN_GROUP, 5, dict(join, member_id=first["member_id"]))
         for _ in range(PARKED):
             conn = _Raw(address)
             conns.append(conn)
