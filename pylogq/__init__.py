@@ -16,15 +16,17 @@ if TYPE_CHECKING:
     from .client.consumer import Consumer
     from .client.producer import Producer
     from .cluster.broker import Broker
+    from .cluster.local_cluster import Cluster
     from .storage.log import Log
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["AdminClient", "Broker", "Consumer", "Log", "Producer", "errors", "__version__"]
+__all__ = ["AdminClient", "Broker", "Cluster", "Consumer", "Log", "Producer", "errors", "__version__"]
 
 _LAZY = {
     "AdminClient": "pylogq.client.admin",
     "Broker": "pylogq.cluster.broker",
+    "Cluster": "pylogq.cluster.local_cluster",
     "Consumer": "pylogq.client.consumer",
     "Log": "pylogq.storage.log",
     "Producer": "pylogq.client.producer",
@@ -35,7 +37,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError("module 'pylogq' has no attribute %r" % name)
-    if name == "Broker":
+    if name in ("Broker", "Cluster"):
         importlib.import_module("pylogq.server")  # registers the Kafka listener that Broker.serve opens
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

@@ -31,7 +31,7 @@ __all__ = [
     "GroupAuthorizationFailedError", "ClusterAuthorizationFailedError", "InvalidTimestampError",
     "UnsupportedSaslMechanismError", "IllegalSaslStateError", "UnsupportedVersionError",
     "TopicAlreadyExistsError", "InvalidPartitionsError", "InvalidReplicationFactorError",
-    "InvalidReplicationAssignmentError", "InvalidConfigError", "NotControllerError",
+    "InvalidReplicationAssignmentError", "InvalidConfigError", "NotControllerError", "ControllerMovedError",
     "InvalidRequestError", "UnsupportedForMessageFormatError", "PolicyViolationError",
     "OutOfOrderSequenceNumberError", "DuplicateSequenceNumberError", "InvalidProducerEpochError",
     "InvalidTxnStateError", "InvalidProducerIdMappingError", "InvalidTransactionTimeoutError",
@@ -67,7 +67,9 @@ __all__ = [
     "IllegalStateError", "ProtocolError", "OffsetMapFullError", "IndexFullError",
     "InvalidIndexEntryError", "IndexClosedError", "CorruptCheckpointError", "LogDirInUseError",
     "CorruptMetadataError", "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError",
-    "CommitFailedError", "CommandError", "DumpError", "DataLossError", "error_for_code"
+    "CommitFailedError", "CommandError", "DumpError", "DataLossError", "MetadataStoreError",
+    "NoNodeError", "NodeExistsError", "BadVersionError", "NotEmptyError", "NoChildrenForEphemeralsError",
+    "InvalidPathError", "SessionExpiredError", "StoreConnectionError", "error_for_code"
 ]
 
 
@@ -360,6 +362,11 @@ class NotControllerError(RetriableError):
     code = 41
     name = "NOT_CONTROLLER"
     message = "not controller"
+
+
+class ControllerMovedError(NotControllerError):
+    """A controller's write was refused: a newer controller epoch exists (this broker's
+    controller lost its election without noticing). It resigns; on the wire, NOT_CONTROLLER."""
 
 
 class InvalidRequestError(BrokerError):
@@ -1028,6 +1035,79 @@ class DataLossError(PylogqError):
         self.partition = partition
         self.start = start
         self.end = end
+
+
+# --------------------------------------------------------------------------- metadata store
+# The errors of the cluster's metadata store (pylogq.cluster.metadata_store): ZooKeeper's
+# KeeperException codes, raised alike by the in-memory store and the ZooKeeper one.
+
+
+class MetadataStoreError(PylogqError):
+    """A metadata store call that failed; ``path`` is the znode it was about ("" for none)."""
+
+    #: What went wrong, before the path in the message.
+    problem: str = "metadata store error"
+
+    def __init__(self, path: str = "", detail: str = "") -> None:
+        self.path = path
+        message = "%s: %s" % (self.problem, path) if path else self.problem
+        super().__init__(message + ("; " + detail if detail else ""))
+
+
+class NoNodeError(MetadataStoreError):
+    """The znode (or, for a create, its parent) does not exist (ZooKeeper's NONODE)."""
+
+    problem = "no such znode"
+
+
+class NodeExistsError(MetadataStoreError):
+    """A create of a znode that exists already (NODEEXISTS)."""
+
+    problem = "znode exists already"
+
+
+class BadVersionError(MetadataStoreError):
+    """A conditional set, delete or check whose expected version is not the znode's (BADVERSION)."""
+
+    problem = "znode version does not match"
+
+
+class NotEmptyError(MetadataStoreError):
+    """A delete of a znode that has children, without ``recursive`` (NOTEMPTY)."""
+
+    problem = "znode has children"
+
+
+class NoChildrenForEphemeralsError(MetadataStoreError):
+    """A create under an ephemeral znode, which may have no children (NOCHILDRENFOREPHEMERALS)."""
+
+    problem = "ephemeral znodes have no children"
+
+
+class InvalidPathError(MetadataStoreError, ValueError):
+    """A path ZooKeeper refuses: relative, a trailing or doubled ``/``, ``.`` or ``..``, control
+    characters, or the root where a node is needed (BADARGUMENTS)."""
+
+    problem = "invalid znode path"
+
+
+class SessionExpiredError(MetadataStoreError):
+    """The call's session ended (expired or closed) before it was answered (SESSIONEXPIRED).
+
+    The store's next session starts without the old one's ephemerals and watches.
+    """
+
+    problem = "metadata store session expired"
+
+
+class StoreConnectionError(MetadataStoreError):
+    """The store could not be reached: no connection within the timeout, or the connection
+    was lost before the call was answered (CONNECTIONLOSS; a write may or may not have been applied).
+
+    ``path`` is the connect string for a failed connect, the call's znode otherwise.
+    """
+
+    problem = "metadata store not reachable"
 
 
 def _index() -> Dict[int, Type[BrokerError]]:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import uuid
+from typing import Iterator
 
 import pytest
 
 from pylogq import _speedups
+
+from ._zookeeper import ZooKeeperServer
 
 REQUIRE_ALL = os.environ.get("PYLOGQ_REQUIRE_ALL", "") not in ("", "0")
 
@@ -52,3 +56,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
 
 #: The implementations a twin-parametrized test runs against.
 IMPLEMENTATIONS = ["pure"] if _speedups.NO_EXTENSIONS else ["compiled", "pure"]
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper (Debian's, standalone) for the whole test session; skips without Java or ZooKeeper."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zookeeper_connect(zookeeper: ZooKeeperServer) -> Iterator[str]:
+    """A ``zookeeper.connect`` string with a chroot of the test's own, deleted after it."""
+    if not zookeeper.running:  # a test that stopped the shared server
+        zookeeper.start()
+    connect = zookeeper.fresh_chroot("pylogq-test-%s" % uuid.uuid4().hex[:12])
+    yield connect
+    zookeeper.delete_chroot(connect)

@@ -259,7 +259,14 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger) -> 
     try:
         server = KafkaServer(broker)
         loop.run_until_complete(server.start())
-    except (ConfigError, OSError) as exc:
+        # A broker of a cluster registers once its listeners are bound (Kafka's order).
+        shutdown.stage = "joining the cluster"
+        broker.join_cluster(server.endpoints())
+    except (ConfigError, PylogqError, OSError) as exc:
+        try:
+            loop.run_until_complete(server.stop())
+        except NameError:
+            pass
         broker.close()
         print("pylogq-broker: %s" % exc, file=sys.stderr)
         return 2
@@ -281,6 +288,10 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger) -> 
              os.path.abspath(data_dir), os.getpid())
     try:
         loop.run_until_complete(stop.wait())
+        if broker.clustered:
+            # Controlled shutdown while still serving: leaderships move first, clients follow.
+            shutdown.stage = "moving leaderships away (controlled shutdown)"
+            loop.run_until_complete(loop.run_in_executor(None, broker.controlled_shutdown))
         shutdown.stage = "stopping the listeners"
         loop.run_until_complete(server.stop())
     finally:

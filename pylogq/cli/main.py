@@ -16,6 +16,10 @@ process, for instance) and streams it chooses.
 reads (v2 with none, gzip, snappy, lz4 and zstd; legacy v0 and v1) to a log
 ``DIR/demo-0``, closes it, reopens it (no recovery needed after a clean close)
 and reads it back as Kafka fetches do, printing each batch and the kernels in use.
+
+``pylogq zookeeper-server-start [zookeeper.properties]`` runs the system's ZooKeeper
+in the foreground, as Kafka's ``zookeeper-server-start.sh`` does (see
+:mod:`pylogq.cli.zookeeper_server`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import IO, Any, BinaryIO, Iterator, List, Optional, TextIO, cast
 from .. import _speedups, records
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
-from . import console, dump_log, groups, perf, topics
+from . import console, dump_log, groups, perf, topics, zookeeper_server
 from .clients import Clients
 
 __all__ = ["build_parser", "run", "main"]
@@ -105,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                  description=console.CONSUME_SUMMARY))
     groups.add_arguments(sub.add_parser("groups", help=groups.SUMMARY, description=groups.SUMMARY))
     perf.add_arguments(sub.add_parser("perf", help=perf.SUMMARY, description=perf.SUMMARY))
+    zookeeper_server.add_arguments(sub.add_parser("zookeeper-server-start", help=zookeeper_server.SUMMARY,
+                                                  description=zookeeper_server.SUMMARY))
     return parser
 
 
@@ -146,6 +152,8 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
     err = sys.stderr if stderr is None else stderr
     if args.command == "dump-log":
         return dump_log.run(args, out, err)
+    if args.command == "zookeeper-server-start":
+        return zookeeper_server.run(args, out, err)
     if clients is None:
         clients = Clients(bootstrap_servers=perf.bootstrap_override(args) or args.bootstrap_server)
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
 import uuid
@@ -39,23 +40,36 @@ from ..storage.partition_metadata import (
 )
 from .broker_config import BrokerConfig, with_development_defaults
 from .contract import (
+    BrokerEndpoint,
+    BrokerNode,
+    BrokerRegistration,
+    ClusterDescription,
+    EpochEndOffset,
     FetchRequest,
     FetchResult,
     FetchResults,
     Listener,
     LogDirDescription,
     LogDirsQuery,
+    InterBrokerConnector,
+    LeaderAndIsrRequest,
     OffsetDeleteResult,
     ProduceResult,
+    ReplicaFetchPartition,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    inter_broker_connector,
     ReplicaInfo,
     ProducerDescription,
     TopicDescription,
     TopicPartitionInfo,
     listener_factory,
 )
+from .cluster_node import ClusterNode
 from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
-from .group_coordinator import GroupCoordinator
+from .group_coordinator import GroupCoordinator, storage_error_code
 from .in_process import InProcessTransport
+from .metadata_store import MetadataStore
 from .names import INTERNAL_TOPICS, collides, validate_topic_name
 from .offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from .partition import Partition
@@ -83,11 +97,18 @@ class Broker:
     as ``pylogq-broker`` does without a properties file.
     """
 
-    def __init__(self, data_dir: str, *, development_defaults: Optional[bool] = None, **config: Any) -> None:
+    def __init__(self, data_dir: str, *, development_defaults: Optional[bool] = None,
+                 metadata_store: Optional[MetadataStore] = None, inter_broker: Optional[InterBrokerConnector] = None,
+                 **config: Any) -> None:
         """``config``: Kafka's broker keys (dotted or snake_case), or ``config_file=`` a
         ``server.properties`` with keywords on top. ``development_defaults`` (default:
         without a ``config_file``) starts from :data:`DEVELOPMENT_DEFAULTS` instead of
-        Kafka's code defaults, as ``pylogq-broker`` does without a properties file."""
+        Kafka's code defaults, as ``pylogq-broker`` does without a properties file.
+
+        With ``zookeeper.connect`` (or a ``metadata_store``, :class:`pylogq.Cluster`'s) the
+        broker is a member of a replicated cluster (:attr:`cluster`); it joins when
+        :meth:`join_cluster` (or :meth:`serve`) gives it its endpoints. ``inter_broker``
+        reaches the other brokers (default: over the Kafka protocol)."""
         self.data_dir = os.path.abspath(data_dir)
         if development_defaults is None:
             development_defaults = "config_file" not in config
@@ -107,9 +128,12 @@ class Broker:
         self._admin_lock = threading.RLock()
         self._pending_configs: Dict[str, TopicMetadata] = {}  # topics being created, for their logs' config
         self._store = FileTopicStore(self.data_dir)
+        clustered = metadata_store is not None or self.config.node.zookeeper_connect is not None
         # A missing topics file is rebuilt from the partition directories (the offsets topic with its own config).
         offsets_config = OffsetsTopic.config(self.config.node.offsets_topic_segment_bytes)
-        self._topics: Dict[str, TopicMetadata] = self._store.load(
+        # A single node's topics; a cluster member's are in the metadata store (this map then
+        # holds the topics it hosts replicas of, for their logs' config).
+        self._topics: Dict[str, TopicMetadata] = {} if clustered else self._store.load(
             self.config.log_manager.log_dirs, {OFFSETS_TOPIC: {k: str(v) for k, v in offsets_config.items()}})
         self._topic_names: Dict[str, str] = {m.topic_id: t for t, m in self._topics.items()}  # id -> name
         self.default_log_config = self.config.log_manager.default_log_config()
@@ -121,31 +145,320 @@ class Broker:
         self.timer = Timer("pylogq-delayed-timer")
         #: Long-poll fetches, watched under (topic, partition) and checked after appends.
         self.fetch_purgatory = DelayedOperationPurgatory("fetch", self.timer)
+        #: This broker's part in a cluster (None for a single node).
+        self.cluster: Optional[ClusterNode] = None
         try:
+            if clustered:
+                self.cluster = self._cluster_node(metadata_store, inter_broker)
+                zk = self.cluster.zk
+                self.producer_ids = ProducerIdManager(  # blocks unique across the cluster
+                    self.data_dir, allocate=lambda size: zk.allocate_producer_id_block(self.broker_id, size))
             for topic, meta in self._topics.items():
                 for p in range(meta.partitions):
                     self._partitions[(topic, p)] = self._open_partition(topic, p, meta.topic_id)
             self.offsets_topic = OffsetsTopic(self._offsets_partition)
-            if OFFSETS_TOPIC not in self._topics:
+            if OFFSETS_TOPIC not in self._topics and self.cluster is None:
                 self._create_topic(OFFSETS_TOPIC, self.config.node.offsets_topic_num_partitions, 1,
                                    self.offsets_topic.config(self.config.node.offsets_topic_segment_bytes),
                                    internal=True)
             self.group_coordinator = GroupCoordinator(
                 append=self.offsets_topic.append, read_all=self.offsets_topic.read_all,
                 timer=self.timer,
-                num_partitions=self._topics[OFFSETS_TOPIC].partitions,
+                num_partitions=self._topics[OFFSETS_TOPIC].partitions if self.cluster is None
+                else self.config.node.offsets_topic_num_partitions,
                 initial_rebalance_delay_ms=self.config.node.group_initial_rebalance_delay_ms,
                 group_min_session_timeout_ms=self.config.node.group_min_session_timeout_ms,
                 group_max_session_timeout_ms=self.config.node.group_max_session_timeout_ms,
             )
-            self.group_coordinator.load()
+            if self.cluster is None:
+                self.group_coordinator.load()
+            else:
+                # A cluster member coordinates the groups of the offsets partitions it leads.
+                self.group_coordinator.serve_partitions([])
+                self._group_loads: "queue.Queue[Optional[int]]" = queue.Queue()
+                self._group_loader = threading.Thread(target=self._load_groups, daemon=True,
+                                                      name="pylogq-group-loader-%d" % self.broker_id)
+                self._group_loader.start()
             interval = self.config.node.replica_high_watermark_checkpoint_interval_ms / 1000.0
             self.logs.scheduler.schedule(self.checkpoint_high_watermarks, delay=interval, period=interval,
                                          name="high-watermark-checkpoint")
         except BaseException:
+            if self.cluster is not None:
+                self.cluster.close()
             self.timer.close()
             self.logs.close()
             raise
+
+    # -- cluster membership -----------------------------------------------------------
+
+    def _cluster_node(self, store: Optional[MetadataStore], connector: Optional[InterBrokerConnector]) -> ClusterNode:
+        node = self.config.node
+        if store is None:
+            from .zk_store import ZooKeeperStore  # kazoo is loaded only by brokers of a cluster
+
+            assert node.zookeeper_connect is not None
+            store = ZooKeeperStore(node.zookeeper_connect, session_timeout_ms=node.zookeeper_session_timeout_ms,
+                                   connection_timeout_ms=node.zookeeper_connection_timeout_ms)
+        if connector is None:
+            connector = inter_broker_connector()
+            if connector is None:
+                store.close()
+                raise errors.PylogqError("a broker of a cluster needs pylogq.server (import it) to reach the others")
+
+        def schedule(fn: Callable[[], None], delay: float, period: Optional[float], name: str) -> None:
+            self.logs.scheduler.schedule(fn, delay=delay, period=period, name=name)
+
+        return ClusterNode(self.broker_id, node, store, connector, self, self.timer, schedule,
+                           self._unclean_leader_election, self.fetch_purgatory,
+                           on_leadership=self._leadership_changed, on_topic_config=self._topic_config_changed)
+
+    def _leadership_changed(self, led: List[Tuple[str, int]], followed: List[Tuple[str, int]]) -> None:
+        """The group coordinator follows the leadership of ``__consumer_offsets``' partitions:
+        it loads a partition's groups when this broker comes to lead it (in a thread of its
+        own: the read may be long) and drops them when the leadership goes."""
+        for topic, p in followed:
+            if topic == OFFSETS_TOPIC:
+                self.group_coordinator.unload_partition(p)
+        for topic, p in led:
+            if topic == OFFSETS_TOPIC:
+                self._group_loads.put(p)
+
+    def _load_groups(self) -> None:
+        while True:
+            p = self._group_loads.get()
+            if p is None:
+                return
+            partition = self._partitions.get((OFFSETS_TOPIC, p))
+            if partition is None or not partition.is_leader or self.closed:
+                continue
+            try:
+                self.group_coordinator.load_partition(p)
+            except Exception:  # noqa: BLE001 - the partition's groups stay unavailable until the next leadership
+                log.exception("could not load the groups of %s-%d", OFFSETS_TOPIC, p)
+                self.group_coordinator.unload_partition(p)
+
+    def coordinator_for(self, group_id: str) -> Tuple[int, int]:
+        """FindCoordinator for a group: (error code, the coordinator's broker id). In a cluster,
+        the leader of the group's ``__consumer_offsets`` partition; the topic is created on
+        first use, as Kafka does (:meth:`ensure_offsets_topic`, which the caller runs first)."""
+        if self.cluster is None:
+            return 0, self.broker_id
+        leader = self.cluster.metadata.leader_of(OFFSETS_TOPIC, self.group_coordinator.partition_for(group_id))
+        if leader < 0:
+            return errors.CoordinatorNotAvailableError.code, -1
+        return 0, leader
+
+    def offsets_topic_ready(self) -> bool:
+        return self.cluster is None or self.cluster.metadata.has_topic(OFFSETS_TOPIC)
+
+    def ensure_offsets_topic(self) -> int:
+        """Create ``__consumer_offsets`` if the cluster has none yet (Kafka creates it when a
+        coordinator is first looked up); -> 0, or COORDINATOR_NOT_AVAILABLE while fewer brokers
+        are alive than ``offsets.topic.replication.factor``. Blocking (admin work)."""
+        if self.offsets_topic_ready():
+            return 0
+        assert self.cluster is not None
+        node = self.config.node
+        alive = len(self.cluster.live_brokers())
+        if alive < node.offsets_topic_replication_factor:
+            log.info("not creating %s: %d live brokers, offsets.topic.replication.factor is %d", OFFSETS_TOPIC,
+                     alive, node.offsets_topic_replication_factor)
+            return errors.CoordinatorNotAvailableError.code
+        with self._admin_lock:
+            try:
+                self._create_cluster_topic(OFFSETS_TOPIC, node.offsets_topic_num_partitions,
+                                           node.offsets_topic_replication_factor,
+                                           self.offsets_topic.config(node.offsets_topic_segment_bytes), False,
+                                           internal=True)
+            except errors.TopicAlreadyExistsError:
+                self.cluster.wait_for_metadata(self.offsets_topic_ready, 30.0)
+        return 0 if self.offsets_topic_ready() else errors.CoordinatorNotAvailableError.code
+
+    def group_writes_replicated_async(self, group_id: str, for_commit: bool,
+                                      deliver: Callable[[int], None] = lambda code: None) -> "DelayedCall[int]":
+        """A barrier after the group coordinator wrote for ``group_id``: completes when every
+        in-sync replica of its ``__consumer_offsets`` partition has the writes, with the code
+        the coordinator answers (0; COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...). At once
+        on a single node."""
+        if self.cluster is None:
+            op: DelayedCall[int] = DelayedCall(None, lambda: None, lambda: 0, deliver)
+            op.complete_with(0)
+            return op
+        partition = self._partitions.get((OFFSETS_TOPIC, self.group_coordinator.partition_for(group_id)))
+
+        def mapped(code: int) -> None:
+            deliver(_coordinator_code(code, for_commit))
+
+        if partition is None or not partition.is_leader:
+            failed: DelayedCall[int] = DelayedCall(None, lambda: None, lambda: 0, mapped)
+            failed.complete_with(errors.NotLeaderOrFollowerError.code)
+            return failed
+        return self.cluster.replicas.wait_replicated(partition, self.config.node.offsets_commit_timeout_ms, mapped)
+
+    def join_cluster(self, endpoints: Sequence[BrokerEndpoint]) -> None:
+        """Register in the cluster with ``endpoints`` (once the listeners are bound), or
+        advertise new ones. Nothing for a single node."""
+        if self.cluster is None:
+            return
+        if self.cluster.registration is None:
+            self.cluster_id = self.cluster.start(self.cluster_id, endpoints)
+            self._write_meta_cluster_id()
+        else:
+            self.cluster.update_endpoints(endpoints)
+
+    def _write_meta_cluster_id(self) -> None:
+        write_atomically(os.path.join(self.data_dir, META_FILE),
+                         ("version=0\nbroker.id=%d\ncluster.id=%s\n" % (self.broker_id, self.cluster_id)).encode())
+
+    def _unclean_leader_election(self, topic: str) -> bool:
+        assert self.cluster is not None
+        overrides = self.cluster.topic_config(topic)
+        return bool(self.default_log_config.merged(overrides).unclean_leader_election_enable)
+
+    # The ReplicaHost calls: the replica manager asks the broker for partitions and their logs.
+
+    def hosted(self, tp: Tuple[str, int]) -> Optional[Partition]:
+        return self._partitions.get(tp)
+
+    def hosted_partitions(self) -> List[Partition]:
+        with self._lock:
+            return list(self._partitions.values())
+
+    def host_partition(self, topic: str, index: int, topic_id: Optional[str]) -> Partition:
+        """Open a replica the controller assigned to this broker (its log created if new)."""
+        assert self.cluster is not None
+        with self._lock:
+            found = self._partitions.get((topic, index))
+            if found is not None:
+                return found
+            meta = self._topics.get(topic)
+        if meta is None or (topic_id and meta.topic_id != topic_id):
+            config = self.cluster.topic_config(topic)
+            meta = TopicMetadata(index + 1, config, topic_id or ZERO_TOPIC_ID)
+            with self._lock:
+                self._topics[topic] = meta
+                if topic_id:
+                    self._topic_names[topic_id] = topic
+        partition = self._open_partition(topic, index, meta.topic_id)
+        with self._lock:
+            self._partitions[(topic, index)] = partition
+        return partition
+
+    def unhost_partition(self, topic: str, index: int, delete: bool) -> None:
+        """Stop a replica (and delete its log)."""
+        with self._lock:
+            partition = self._partitions.pop((topic, index), None)
+            if not any(t == topic for t, _ in self._partitions):
+                meta = self._topics.pop(topic, None)
+                if meta is not None:
+                    self._topic_names.pop(meta.topic_id, None)
+        if partition is not None:
+            partition.close()
+        if delete:
+            self.logs.delete_logs(topic, [index])
+        self.fetch_purgatory.check_and_complete((topic, index))
+
+    def _topic_config_changed(self, topic: str, config: Dict[str, str]) -> None:
+        """A topic's config changed in the cluster: its logs here take it."""
+        with self._lock:
+            meta = self._topics.get(topic)
+            if meta is None:
+                return
+            self._topics[topic] = meta._replace(config=dict(config))
+            partitions = [p for (t, _), p in self._partitions.items() if t == topic]
+        try:
+            log_config = self.default_log_config.merged(config)
+        except ConfigError as exc:
+            log.error("topic %s: the cluster's config %s is invalid here: %s", topic, config, exc)
+            return
+        for partition in partitions:
+            partition.log.config = log_config
+
+    # The controller's and followers' requests (the server and the in-process cluster call these).
+
+    def _require_cluster(self) -> ClusterNode:
+        if self.cluster is None:
+            raise errors.PylogqError("broker %d is a single node: it takes no inter-broker requests" % self.broker_id)
+        return self.cluster
+
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[Tuple[str, int], int]]:
+        return self._require_cluster().leader_and_isr(request)
+
+    def update_metadata(self, request: UpdateMetadataRequest) -> int:
+        return self._require_cluster().update_metadata(request)
+
+    def stop_replica(self, request: StopReplicaRequest) -> Tuple[int, Dict[Tuple[str, int], int]]:
+        return self._require_cluster().stop_replica(request)
+
+    def controlled_shutdown_of(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[Tuple[str, int]]]:
+        """Another broker's ControlledShutdown, answered by this broker's controller when active."""
+        return self._require_cluster().controlled_shutdown(broker_id, broker_epoch)
+
+    def replica_fetch_async(self, replica_id: int, broker_epoch: int, partitions: Sequence[ReplicaFetchPartition],
+                            max_wait_ms: int, min_bytes: int, max_bytes: int,
+                            deliver: Callable[[FetchResults], None] = lambda results: None
+                            ) -> "DelayedCall[FetchResults]":
+        """A follower's Fetch (a delayed operation woken by appends)."""
+        return self._require_cluster().replicas.fetch_for_replica(replica_id, broker_epoch, partitions, max_wait_ms,
+                                                                  min_bytes, max_bytes, deliver)
+
+    def offsets_for_leader_epoch(self, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
+                                 ) -> Dict[Tuple[str, int], EpochEndOffset]:
+        """OffsetForLeaderEpoch: for (topic, partition) -> (current leader epoch, epoch), where
+        ``epoch`` ends in this leader's log (a follower truncating, a consumer checking its
+        position after a leader change). Errors per partition."""
+        out = {}
+        for tp, (current, epoch) in partitions.items():
+            try:
+                part = self.leader_partition(*tp)
+                if current >= 0 and current != part.leader_epoch:
+                    error = errors.FencedLeaderEpochError if current < part.leader_epoch else \
+                        errors.UnknownLeaderEpochError
+                    raise error("leader epoch %d of %s-%d is not the leader's %d"
+                                % (current, tp[0], tp[1], part.leader_epoch))
+                found_epoch, end = part.end_offset_for_epoch(epoch)
+                out[tp] = EpochEndOffset(0, found_epoch, end)
+            except errors.BrokerError as exc:
+                out[tp] = EpochEndOffset(exc.code, -1, -1)
+        return out
+
+    def leader_epoch_of(self, topic: str, partition: int) -> int:
+        """The leader epoch of a partition this broker leads (NotLeaderOrFollowerError if not)."""
+        return self.leader_partition(topic, partition).leader_epoch
+
+    @property
+    def clustered(self) -> bool:
+        """Whether this broker is a member of a replicated cluster."""
+        return self.cluster is not None
+
+    def cluster_view(self) -> Optional[Tuple[int, List[BrokerRegistration]]]:
+        """(the controller's id, the live brokers) of this broker's cluster; None for a single node."""
+        if self.cluster is None:
+            return None
+        snapshot = self.cluster.metadata.snapshot
+        return snapshot.controller_id, [snapshot.brokers[b] for b in sorted(snapshot.brokers)]
+
+    def describe_cluster(self) -> ClusterDescription:
+        """The cluster id, the controller and the live brokers (their first endpoint)."""
+        if self.cluster is None:
+            addresses = self.listener_addresses
+            host, port = addresses[0] if addresses else ("", -1)
+            return ClusterDescription(self.cluster_id, self.broker_id, [BrokerNode(self.broker_id, host, port)])
+        out = []
+        for b, reg in sorted(self.cluster.metadata.live_brokers().items()):
+            endpoint = reg.endpoint()
+            out.append(BrokerNode(b, endpoint.host if endpoint else "", endpoint.port if endpoint else -1, reg.rack))
+        return ClusterDescription(self.cluster_id, self.cluster.metadata.controller_id, out)
+
+    def controlled_shutdown(self) -> bool:
+        """Move this broker's leaderships to other replicas before it stops (Kafka's controlled
+        shutdown, ``controlled.shutdown.*``); -> whether every one moved. Nothing for a
+        single node."""
+        if self.cluster is None or self.cluster.registration is None or not self.config.node.controlled_shutdown_enable:
+            return True
+        node = self.config.node
+        return self.cluster.controlled_shutdown_request(node.controlled_shutdown_max_retries,
+                                                        node.controlled_shutdown_retry_backoff_ms / 1000.0)
 
     # -- identity and metadata files ----------------------------------------------
 
@@ -205,8 +518,17 @@ class Broker:
                 "%s holds topic id %s but topic %s has id %s: the directory may hold another topic's data; "
                 "move it away, or delete the file if the data is this topic's"
                 % (os.path.join(log_.directory, PARTITION_METADATA_FILE), found, topic, topic_id))
-        partition = Partition(topic, index, log_)
         key = (topic, index)
+        if self.cluster is None:
+            partition = Partition(topic, index, log_, broker_id=self.broker_id)
+        else:
+            # A replica starts as a follower of no one: its role comes from the controller,
+            # its high watermark from the last checkpoint.
+            hw = self.logs.high_watermark_checkpoint().get(key, 0)
+            partition = Partition(topic, index, log_, broker_id=self.broker_id, high_watermark=hw,
+                                  single_replica=False)
+            partition.make_unassigned()
+            self.cluster.replicas.attach(partition)
         partition.on_high_watermark_advanced = lambda: self._data_committed(key)
         return partition
 
@@ -264,8 +586,49 @@ class Broker:
         """
         with self._admin_lock:
             self._check_open()
+            if self.cluster is not None:
+                return self._create_cluster_topic(name, partitions, replication_factor, config, validate_only)
             return self._create_topic(name, partitions, replication_factor, config, internal=False,
                                       validate_only=validate_only)
+
+    def _checked_topic_settings(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
+                                config: Optional[Mapping[str, Any]], internal: bool) -> Tuple[int, int, Dict[str, str]]:
+        """A new topic's partition count, replication factor and config overrides (dotted keys,
+        string values), each checked as Kafka does."""
+        validate_topic_name(name)
+        if name in INTERNAL_TOPICS and not internal:
+            raise errors.InvalidTopicError("%s is an internal topic; it cannot be created by a client" % name)
+        count = self.config.node.num_partitions if partitions is None else partitions
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise errors.InvalidPartitionsError("number of partitions must be at least 1, got %r" % (count,))
+        _check_partitions_per_request(count)
+        factor = self.config.node.default_replication_factor if replication_factor is None else replication_factor
+        if not isinstance(factor, int) or isinstance(factor, bool) or factor < 1:
+            raise errors.InvalidReplicationFactorError(
+                "replication factor must be at least 1, got %r" % (factor,))
+        overrides = dict(config or {})
+        try:
+            log_config = self.default_log_config.merged(overrides)
+        except ConfigError as exc:
+            raise errors.InvalidConfigError(str(exc)) from None
+        dotted = {k: str(v) for k, v in log_config.to_strings().items() if k in _dotted_keys(overrides)}
+        return count, factor, dotted
+
+    def _create_cluster_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
+                              config: Optional[Mapping[str, Any]], validate_only: bool,
+                              internal: bool = False) -> TopicDescription:
+        """CreateTopics in a cluster: the assignment and config go to the metadata store, the
+        controller elects the leaders; returns once this broker's metadata has them."""
+        assert self.cluster is not None
+        count, factor, dotted = self._checked_topic_settings(name, partitions, replication_factor, config, internal)
+        topic_id = new_topic_id()
+        assignment = self.cluster.create_topic(name, count, factor, dotted, topic_id, validate_only=validate_only)
+        if validate_only:
+            infos = [TopicPartitionInfo(p, r[0], list(r), list(r)) for p, r in sorted(assignment.items())]
+            return TopicDescription(name, infos, dotted, internal, ZERO_TOPIC_ID)
+        log.info("created topic %s with %d partitions and %d replicas (topic id %s)%s", name, count, factor,
+                 topic_id, " and config %s" % dotted if dotted else "")
+        return self.cluster.describe_topic(name, dotted)
 
     def _create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
                       config: Optional[Mapping[str, Any]], internal: bool,
@@ -331,6 +694,10 @@ class Broker:
                 raise errors.TopicDeletionDisabledError("delete.topic.enable is false")
             if name in INTERNAL_TOPICS:
                 raise errors.InvalidTopicError("%s is an internal topic; it cannot be deleted" % name)
+            if self.cluster is not None:
+                self.cluster.delete_topic(name)
+                log.info("deleted topic %s", name)
+                return
             with self._lock:
                 meta = self._require_topic(name)
                 keys = [(name, p) for p in range(meta.partitions)]
@@ -370,6 +737,11 @@ class Broker:
         """
         with self._admin_lock:
             self._check_open()
+            if self.cluster is not None:
+                if not isinstance(total, int) or isinstance(total, bool):
+                    raise errors.InvalidPartitionsError("the new total %r is not a number of partitions" % (total,))
+                self.cluster.create_partitions(name, total, validate_only)
+                return self.describe_topic(name)
             with self._lock:
                 meta = self._require_topic(name)
             if not isinstance(total, int) or isinstance(total, bool) or total <= meta.partitions:
@@ -388,10 +760,15 @@ class Broker:
             return self.describe_topic(name)
 
     def list_topics(self, include_internal: bool = False) -> List[str]:
+        if self.cluster is not None:
+            return self.cluster.list_topics(include_internal)
         with self._lock:
             return sorted(t for t in self._topics if include_internal or t not in INTERNAL_TOPICS)
 
     def describe_topic(self, name: str) -> TopicDescription:
+        if self.cluster is not None:
+            meta = self._topics.get(name)
+            return self.cluster.describe_topic(name, meta.config if meta is not None else None)
         with self._lock:
             self._require_topic(name)
             return self._describe(name)
@@ -404,12 +781,23 @@ class Broker:
 
     def topic_id(self, name: str) -> str:
         """The id of topic ``name`` (Kafka's base64url ``Uuid``), kept for the topic's life."""
+        if self.cluster is not None:
+            found = self.cluster.metadata.topic_id(name)
+            if found is None:
+                raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
+            return found
         with self._lock:
             return self._require_topic(name).topic_id
 
     def topic_name(self, topic_id: str) -> str:
         """The name of the topic with id ``topic_id``; UnknownTopicIdError when none has it
         (a deleted topic's id names nothing, even when a topic of that name exists again)."""
+        if self.cluster is not None:
+            ids = self.cluster.metadata.snapshot.topic_ids
+            name = next((t for t, i in ids.items() if i == topic_id), None)
+            if name is None:
+                raise errors.UnknownTopicIdError("no topic has id %r" % (topic_id,))
+            return name
         with self._lock:
             name = self._topic_names.get(topic_id)
         if name is None:
@@ -417,11 +805,22 @@ class Broker:
         return name
 
     def partitions_for(self, topic: str) -> int:
+        if self.cluster is not None:
+            count = len(self.cluster.metadata.partitions_of(topic))
+            if not count:
+                raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % topic)
+            return count
         with self._lock:
             return self._require_topic(topic).partitions
 
     def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
         """Every config key of a topic: -> {dotted key: (value, is_default)}."""
+        if self.cluster is not None:
+            if not self.cluster.metadata.has_topic(topic):
+                raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % topic)
+            overrides = self.cluster.topic_config(topic)
+            effective = self.default_log_config.merged(overrides).to_strings()
+            return {k: (v, k not in overrides) for k, v in sorted(effective.items())}
         with self._lock:
             meta = self._require_topic(topic)
             effective = self.default_log_config.merged(meta.config).to_strings()
@@ -432,6 +831,9 @@ class Broker:
         a value of None removes an override). Existing logs take the new config."""
         with self._admin_lock:
             self._check_open()
+            if self.cluster is not None:
+                self._alter_cluster_configs(topic, config, incremental)
+                return
             with self._lock:
                 meta = self._require_topic(topic)
             overrides: Dict[str, Any] = dict(meta.config) if incremental else {}
@@ -453,6 +855,23 @@ class Broker:
                 partitions = [self._partitions[(topic, p)] for p in range(meta.partitions)]
             for partition in partitions:
                 partition.log.config = log_config
+
+    def _alter_cluster_configs(self, topic: str, config: Mapping[str, Any], incremental: bool) -> None:
+        assert self.cluster is not None
+        if not self.cluster.metadata.has_topic(topic):
+            raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % topic)
+        overrides: Dict[str, Any] = dict(self.cluster.topic_config(topic)) if incremental else {}
+        for key, value in config.items():
+            dotted = next(iter(_dotted_keys({key})))
+            if value is None:
+                overrides.pop(dotted, None)
+            else:
+                overrides[dotted] = value
+        try:
+            strings = self.default_log_config.merged(overrides).to_strings()
+        except ConfigError as exc:
+            raise errors.InvalidConfigError(str(exc)) from None
+        self.cluster.set_topic_config(topic, {k: str(strings[k]) for k in overrides})
 
     def _require_topic(self, name: str) -> TopicMetadata:
         meta = self._topics.get(name)
@@ -493,12 +912,23 @@ class Broker:
                 found = self._partitions.get((topic, index))
                 if found is not None:
                     return found
+        if self.cluster is not None and self.cluster.metadata.partition(topic, index) is not None:
+            raise errors.NotLeaderOrFollowerError("broker %d has no replica of %s-%d (leader: %d)" % (
+                self.broker_id, topic, index, self.cluster.metadata.leader_of(topic, index)))
         raise errors.UnknownTopicOrPartitionError("%s-%d does not exist" % (topic, index))
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition, which this broker must lead (else NotLeaderOrFollowerError)."""
+        part = self.partition(topic, index)
+        if not part.is_leader:
+            raise errors.NotLeaderOrFollowerError("broker %d does not lead %s-%d (leader: %d)"
+                                                  % (self.broker_id, topic, index, part.leader_id))
+        return part
 
     # -- produce, fetch, offsets -----------------------------------------------------
 
     def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int = 1,
-                auto_create: bool = True) -> ProduceResult:
+                auto_create: bool = True, timeout_ms: int = 30000) -> ProduceResult:
         """Append one partition's record batches (Kafka's Produce). Errors raise.
 
         ``auto_create`` creates a missing topic (``auto.create.topics.enable``) as the
@@ -507,12 +937,37 @@ class Broker:
         """
         if acks not in (0, 1, -1):
             raise errors.InvalidRequiredAcksError("acks must be 0, 1 or -1 (all), got %r" % (acks,))
+        if self.cluster is not None:
+            op = self.produce_async(topic, partition, records, acks, timeout_ms, auto_create)
+            op.wait()
+            result = op.answer()
+            if result.error_code:
+                error = errors.error_for_code(result.error_code)
+                raise (error or errors.BrokerError)("produce to %s-%d failed after its append" % (topic, partition))
+            return result
         target = self.partition(topic, partition, create=auto_create)
         return target.append(records, required_acks=acks)  # its high watermark hook wakes parked fetches
 
+    def produce_async(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int,
+                      timeout_ms: int = 30000, auto_create: bool = False,
+                      deliver: Callable[[ProduceResult], None] = lambda result: None) -> "DelayedCall[ProduceResult]":
+        """:meth:`produce` as a delayed operation: an acks=-1 produce of a cluster completes when
+        every in-sync replica has the records (or ``timeout_ms`` passes: REQUEST_TIMED_OUT).
+        Errors of the append itself raise."""
+        target = self.partition(topic, partition, create=auto_create)
+        if self.cluster is None:
+            op: DelayedCall[ProduceResult] = DelayedCall(None, lambda: None, lambda: result, deliver)
+            result = target.append(records, required_acks=acks)
+            op.complete_with(result)
+            return op
+        return self.cluster.replicas.append_records(target, bytes(records), acks, timeout_ms, deliver=deliver)
+
     def _data_committed(self, key: Tuple[str, int]) -> None:
-        """A partition's high watermark moved: the fetches waiting on it may complete."""
+        """A partition's high watermark moved: the fetches (and acks=all produces) waiting on
+        it may complete."""
         self.fetch_purgatory.check_and_complete(key)
+        if self.cluster is not None:
+            self.cluster.replicas.high_watermark_advanced(key)
 
     def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int = 500, min_bytes: int = 1,
               max_bytes: int = 52428800, isolation_level: str = "read_uncommitted") -> FetchResults:
@@ -557,7 +1012,7 @@ class Broker:
             try:
                 if self.closed:  # shutting down: the client goes to the partition's next leader
                     raise errors.NotLeaderOrFollowerError("broker %d is shutting down" % self.broker_id)
-                part = self.partition(topic, index)
+                part = self.leader_partition(topic, index)
                 limit = max(0, min(partition_max, budget))
                 region = part.read(offset, limit, isolation_level, min_one_batch=budget == max_bytes)
                 budget -= len(region)
@@ -574,7 +1029,7 @@ class Broker:
         """Kafka's ListOffsets: -1 latest, -2 earliest (and -4, earliest local), -3 the record
         with the largest timestamp, else the first offset at or after ``timestamp``;
         -> (offset, timestamp), offset -1 when none is that late (and for -5, latest tiered)."""
-        found = self.partition(topic, partition).offset_for_timestamp(timestamp)
+        found = self.leader_partition(topic, partition).offset_for_timestamp(timestamp)
         if found is None:
             return -1, -1
         return found
@@ -583,7 +1038,7 @@ class Broker:
         """ListOffsets v0 (Kafka 0.8's offsets before a time): up to ``max_count`` segment
         base offsets of segments last modified by ``timestamp``, newest first (-1: from the
         high watermark, -2: the log start)."""
-        return self.partition(topic, partition).legacy_offsets_before(timestamp, max_count)
+        return self.leader_partition(topic, partition).legacy_offsets_before(timestamp, max_count)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """Kafka's DeleteRecords: -> the new log start offset (offset -1: up to the high watermark)."""
@@ -627,7 +1082,7 @@ class Broker:
 
     def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
         """Kafka's DescribeProducers for one partition: its active idempotent producers."""
-        return self.partition(topic, partition).active_producers()
+        return self.leader_partition(topic, partition).active_producers()
 
     # -- groups ----------------------------------------------------------------------------
 
@@ -678,6 +1133,10 @@ class Broker:
         self._servers.append(server)
         return server.addresses[0]
 
+    def listener_endpoints(self) -> List[BrokerEndpoint]:
+        """The advertised endpoints of the listeners :meth:`serve` opened."""
+        return [BrokerEndpoint("PLAINTEXT", host, port) for host, port in self.listener_addresses]
+
     @property
     def listener_addresses(self) -> List[Tuple[str, int]]:
         """The (host, port) of every listener :meth:`serve` opened, in order."""
@@ -706,6 +1165,10 @@ class Broker:
                       ADMIN_CLOSE_TIMEOUT_S)
         else:
             self._admin_lock.release()
+        if self.cluster is not None:
+            self.cluster.close()  # the controller resigns, fetchers stop, the registration goes
+            self._group_loads.put(None)
+            self._group_loader.join(30)
         self.fetch_purgatory.close()  # parked fetches answer with what is there
         marks = {tp: partition.high_watermark for tp, partition in self._partitions.items()}
         coordinator = getattr(self, "group_coordinator", None)
@@ -728,6 +1191,14 @@ class Broker:
 
     def __repr__(self) -> str:
         return "Broker(%s, broker_id=%d, topics=%d)" % (self.data_dir, self.broker_id, len(self._topics))
+
+
+def _coordinator_code(code: int, for_commit: bool) -> int:
+    """A replication wait's code as the group coordinator answers it (Kafka's mapping)."""
+    if not code:
+        return 0
+    error = errors.error_for_code(code)
+    return storage_error_code(error("") if error is not None else errors.UnknownServerError(""), for_commit)
 
 
 def _check_partitions_per_request(count: int) -> None:

@@ -50,6 +50,8 @@ class NodeConfig(Config):
     offsets_topic_num_partitions: int = setting("offsets.topic.num.partitions", _INT, 50, at_least=1)
     offsets_topic_replication_factor: int = setting("offsets.topic.replication.factor", _INT, 1, at_least=1)
     offsets_topic_segment_bytes: int = setting("offsets.topic.segment.bytes", _INT, 104857600, at_least=14)
+    # How long a commit (or another write of the group coordinator) waits for the in-sync replicas.
+    offsets_commit_timeout_ms: int = setting("offsets.commit.timeout.ms", _INT, 5000, at_least=1)
     group_initial_rebalance_delay_ms: int = setting("group.initial.rebalance.delay.ms", _INT, 3000, at_least=0)
     group_min_session_timeout_ms: int = setting("group.min.session.timeout.ms", _INT, 6000, at_least=0)
     group_max_session_timeout_ms: int = setting("group.max.session.timeout.ms", _INT, 1800000, at_least=0)
@@ -65,8 +67,23 @@ class NodeConfig(Config):
     # server.properties loads unchanged; a single asyncio loop has no such pools.
     num_network_threads: int = setting("num.network.threads", _INT, 3, at_least=1)
     num_io_threads: int = setting("num.io.threads", _INT, 8, at_least=1)
+    # A cluster (docs/replication.md): without zookeeper.connect the broker is a single node.
     zookeeper_connect: Optional[str] = setting("zookeeper.connect", _STRING, None, nullable=True)
     zookeeper_connection_timeout_ms: int = setting("zookeeper.connection.timeout.ms", _INT, 18000, at_least=0)
+    zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms", _INT, 18000, at_least=1)
+    broker_rack: Optional[str] = setting("broker.rack", _STRING, None, nullable=True)
+    inter_broker_listener_name: Optional[str] = setting("inter.broker.listener.name", _STRING, None, nullable=True)
+    replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms", _LONG, 30000, at_least=1)
+    replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms", _INT, 500, at_least=0)
+    replica_fetch_min_bytes: int = setting("replica.fetch.min.bytes", _INT, 1, at_least=1)
+    replica_fetch_max_bytes: int = setting("replica.fetch.max.bytes", _INT, 1048576, at_least=0)
+    replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes", _INT, 10485760, at_least=0)
+    replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms", _INT, 1000, at_least=0)
+    num_replica_fetchers: int = setting("num.replica.fetchers", _INT, 1, at_least=1)
+    controlled_shutdown_enable: bool = setting("controlled.shutdown.enable", _BOOLEAN, True)
+    controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries", _INT, 3, at_least=0)
+    controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms", _LONG, 5000,
+                                                        at_least=0)
     transaction_state_log_replication_factor: int = setting("transaction.state.log.replication.factor", _INT, 1,
                                                             at_least=1)
     transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", _INT, 1, at_least=1)
@@ -74,6 +91,10 @@ class NodeConfig(Config):
     def _validate(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
+            raise ConfigError("replica.fetch.wait.max.ms (%d) must not exceed replica.lag.time.max.ms (%d): a "
+                              "follower waiting that long at the leader would drop out of the ISR"
+                              % (self.replica_fetch_wait_max_ms, self.replica_lag_time_max_ms))
 
 
 class BrokerConfig:

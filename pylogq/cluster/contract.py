@@ -24,7 +24,20 @@ from .delayed import DelayedCall
 __all__ = [
     "BrokerApi",
     "BrokerConfigView",
+    "BrokerEndpoint",
     "BrokerNode",
+    "BrokerRegistration",
+    "EpochEndOffset",
+    "InterBrokerClient",
+    "InterBrokerConnector",
+    "LeaderAndIsrPartition",
+    "LeaderAndIsrRequest",
+    "ReplicaFetchPartition",
+    "StopReplicaRequest",
+    "UpdateMetadataPartition",
+    "UpdateMetadataRequest",
+    "inter_broker_connector",
+    "register_inter_broker_connector",
     "ClusterDescription",
     "CommittedOffset",
     "LogDirDescription",
@@ -103,12 +116,15 @@ class FetchResult(NamedTuple):
 
 
 class TopicPartitionInfo(NamedTuple):
-    """One partition in Metadata: its leader, replicas and in-sync replicas (broker ids)."""
+    """One partition in Metadata: its leader (-1: none), replicas, in-sync replicas, the
+    replicas on brokers that are down, and the leader's epoch (broker ids)."""
 
     partition: int
     leader: int
     replicas: List[int]
     isr: List[int]
+    offline_replicas: List[int] = []
+    leader_epoch: int = 0
 
 
 class TopicDescription(NamedTuple):
@@ -242,6 +258,156 @@ class LogDirDescription(NamedTuple):
 
 #: Which partitions DescribeLogDirs describes: topic -> partition indexes (None: every partition).
 LogDirsQuery = Optional[Mapping[str, Sequence[int]]]
+
+
+# -- replication: what brokers and the controller say to each other ----------------------------
+
+
+class BrokerEndpoint(NamedTuple):
+    """One advertised listener of a broker: ``PLAINTEXT://host:port``."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def connection_string(self) -> str:
+        return "%s://%s:%d" % (self.listener, "[%s]" % self.host if ":" in self.host else self.host, self.port)
+
+
+class BrokerRegistration(NamedTuple):
+    """A live broker: its id, advertised endpoints and rack (``/brokers/ids/<id>``).
+
+    ``epoch`` is the registration's creation zxid (Kafka's broker epoch, KIP-380): it
+    grows each time the broker registers, so a request stamped with an older epoch
+    comes from an earlier life of the broker. -1 when not known.
+    """
+
+    broker_id: int
+    endpoints: Tuple[BrokerEndpoint, ...]
+    rack: Optional[str] = None
+    epoch: int = -1
+
+    def endpoint(self, listener: Optional[str] = None) -> Optional[BrokerEndpoint]:
+        """The endpoint of ``listener``, or the first one when ``listener`` is None."""
+        for e in self.endpoints:
+            if listener is None or e.listener == listener:
+                return e
+        return None
+
+
+class LeaderAndIsrPartition(NamedTuple):
+    """One partition of a LeaderAndIsr or UpdateMetadata request: who leads it, in which
+    epoch, with which in-sync replicas. ``partition_epoch`` is the version of the
+    partition's state in the metadata store (Kafka's zkVersion)."""
+
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: List[int]
+    partition_epoch: int
+    replicas: List[int]
+    offline_replicas: List[int] = []
+    is_new: bool = False
+
+
+class LeaderAndIsrRequest(NamedTuple):
+    """The controller telling a broker which of its replicas lead and which follow."""
+
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: List[LeaderAndIsrPartition]
+    topic_ids: Dict[str, str]
+    live_leaders: List[BrokerRegistration]
+
+
+#: An UpdateMetadata partition has the same fields (``offline_replicas`` filled).
+UpdateMetadataPartition = LeaderAndIsrPartition
+
+
+class UpdateMetadataRequest(NamedTuple):
+    """The controller telling every broker the cluster's state: live brokers and partitions."""
+
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: List[UpdateMetadataPartition]
+    live_brokers: List[BrokerRegistration]
+    topic_ids: Dict[str, str]
+
+
+class StopReplicaRequest(NamedTuple):
+    """The controller telling a broker to stop replicas: (topic, partition) -> (leader epoch,
+    delete). ``delete`` removes the replica's log too (topic deletion, reassignment)."""
+
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: Dict[Tuple[str, int], Tuple[int, bool]]
+
+
+class ReplicaFetchPartition(NamedTuple):
+    """One partition of a follower's Fetch: where its log ends and the leader epoch it knows."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    log_start_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+class EpochEndOffset(NamedTuple):
+    """OffsetForLeaderEpoch's answer for one partition: the largest epoch at or below the one
+    asked about, and where it ends in the leader's log (-1, -1 when undefined)."""
+
+    error_code: int
+    leader_epoch: int
+    end_offset: int
+
+
+class InterBrokerClient(Protocol):
+    """The calls one broker makes on another: the controller's requests, a follower's fetches,
+    a broker's controlled shutdown. In this process (:class:`pylogq.Cluster`) or over the
+    Kafka protocol (``pylogq.server`` registers that connector). Calls raise
+    :class:`~pylogq.errors.BrokerNotAvailableError` when the other broker cannot be reached;
+    one client is used by one thread at a time."""
+
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[Tuple[str, int], int]]: ...
+
+    def update_metadata(self, request: UpdateMetadataRequest) -> int: ...
+
+    def stop_replica(self, request: StopReplicaRequest) -> Tuple[int, Dict[Tuple[str, int], int]]: ...
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[Tuple[str, int]]]: ...
+
+    def replica_fetch(self, replica_id: int, broker_epoch: int, partitions: Sequence[ReplicaFetchPartition],
+                      max_wait_ms: int, min_bytes: int, max_bytes: int) -> Dict[Tuple[str, int], "FetchResult"]: ...
+
+    def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
+                                 ) -> Dict[Tuple[str, int], EpochEndOffset]: ...
+
+    def close(self) -> None: ...
+
+
+#: Opens a client to another broker: (its broker id, host, port) -> a client.
+InterBrokerConnector = Callable[[int, str, int], InterBrokerClient]
+
+_inter_broker: List[InterBrokerConnector] = []
+
+
+def register_inter_broker_connector(connector: InterBrokerConnector) -> None:
+    """Called by :mod:`pylogq.server` when imported: how a broker reaches the others over the
+    Kafka protocol (the broker sits below the server and never imports it)."""
+    _inter_broker[:] = [connector]
+
+
+def inter_broker_connector() -> Optional[InterBrokerConnector]:
+    """The registered connector, or None when :mod:`pylogq.server` was not imported."""
+    return _inter_broker[0] if _inter_broker else None
 
 
 class BrokerApi(Protocol):
@@ -446,6 +612,41 @@ class ServedBroker(Protocol):
     def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult: ...
 
     def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]: ...
+
+    # groups in a cluster
+    def coordinator_for(self, group_id: str) -> Tuple[int, int]: ...
+
+    def offsets_topic_ready(self) -> bool: ...
+
+    def ensure_offsets_topic(self) -> int: ...
+
+    def group_writes_replicated_async(self, group_id: str, for_commit: bool,
+                                      deliver: Callable[[int], None] = ...) -> DelayedCall[int]: ...
+
+    # replication: the controller's and followers' requests
+    def leader_epoch_of(self, topic: str, partition: int) -> int: ...
+
+    @property
+    def clustered(self) -> bool: ...
+
+    def cluster_view(self) -> Optional[Tuple[int, List[BrokerRegistration]]]: ...
+
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[Tuple[str, int], int]]: ...
+
+    def update_metadata(self, request: UpdateMetadataRequest) -> int: ...
+
+    def stop_replica(self, request: StopReplicaRequest) -> Tuple[int, Dict[Tuple[str, int], int]]: ...
+
+    def controlled_shutdown_of(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[Tuple[str, int]]]: ...
+
+    def replica_fetch_async(self, replica_id: int, broker_epoch: int, partitions: Sequence[ReplicaFetchPartition],
+                            max_wait_ms: int, min_bytes: int, max_bytes: int,
+                            deliver: Callable[[FetchResults], None] = ...) -> DelayedCall[FetchResults]: ...
+
+    def offsets_for_leader_epoch(self, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
+                                 ) -> Dict[Tuple[str, int], EpochEndOffset]: ...
+
+    def join_cluster(self, endpoints: Sequence[BrokerEndpoint]) -> None: ...
 
 
 class Listener(Protocol):

@@ -50,10 +50,11 @@ import struct
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
 from ..errors import (
     BrokerError,
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     GroupIdNotFoundError,
@@ -108,6 +109,7 @@ __all__ = [
     "SyncResult",
     "java_string_hash",
     "partition_for_group",
+    "storage_error_code",
     "raise_for",
 ]
 
@@ -144,7 +146,7 @@ def raise_for(code: int) -> None:
         raise cls()
 
 
-def _storage_error_code(exc: BaseException, for_commit: bool) -> int:
+def storage_error_code(exc: BaseException, for_commit: bool) -> int:
     """Map a failed append to the code Kafka's coordinator answers with.
 
     An exception without a Kafka code (an OSError, a closed log) is the
@@ -386,6 +388,11 @@ class GroupCoordinator:
         self._delay_timer = timer if timer is not None else Timer("group-coordinator-delayed")
         self._waits = DelayedOperationPurgatory("rebalance", self._delay_timer)
         self._groups: Dict[str, _Group] = {}
+        # The __consumer_offsets partitions whose groups this coordinator serves (None: all of
+        # them, a single node), and those being loaded (their groups answer
+        # COORDINATOR_LOAD_IN_PROGRESS, others' NOT_COORDINATOR).
+        self._owned: Optional[Set[int]] = None
+        self._loading: Set[int] = set()
         self._closed = False
         self._deadlines_on_timer = start_timer
         self._next_tick: Optional[_Tick] = None
@@ -418,6 +425,73 @@ class GroupCoordinator:
         """The ``__consumer_offsets`` partition of ``group_id``."""
         return partition_for_group(group_id, self.num_partitions)
 
+    def _owner_error(self, group_id: str) -> int:
+        """NOT_COORDINATOR for a group whose partition this coordinator does not serve,
+        COORDINATOR_LOAD_IN_PROGRESS while it is loading, else NONE (lock held)."""
+        if self._owned is None:
+            return NONE
+        partition = self.partition_for(group_id)
+        if partition in self._loading:
+            return CoordinatorLoadInProgressError.code
+        if partition not in self._owned:
+            return NotCoordinatorError.code
+        return NONE
+
+    def serve_partitions(self, partitions: Iterable[int]) -> None:
+        """Serve only the groups of these partitions from now on (a cluster member: the
+        partitions it leads); the others' groups are dropped as by :meth:`unload_partition`."""
+        wanted = set(partitions)
+        with self._cond:
+            current = set(range(self.num_partitions)) if self._owned is None else set(self._owned)
+            self._owned = current & wanted
+        for p in current - wanted:
+            self.unload_partition(p)
+
+    def load_partition(self, partition: int) -> None:
+        """Become the coordinator of the groups in one ``__consumer_offsets`` partition: read it
+        (to its log end, as Kafka does; calls for its groups answer COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile) and serve them. Blocking: not for the event loop."""
+        with self._cond:
+            if self._owned is None:
+                self._owned = set()
+            self._loading.add(partition)
+        try:
+            loaded = self._read_partitions([partition])
+        except Exception:
+            with self._cond:
+                self._loading.discard(partition)
+            raise
+        with self._cond:
+            if partition not in self._loading:
+                return  # unloaded while it was read
+            self._loading.discard(partition)
+            self._owned.add(partition)
+            for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
+                del self._groups[group_id]
+            self._install(loaded)
+            log.info("coordinator: loaded %d groups of __consumer_offsets-%d", len(loaded), partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """Stop coordinating the groups of one partition (its leadership moved): their waiting
+        calls answer NOT_COORDINATOR and the clients find the new coordinator."""
+        with self._cond:
+            if self._owned is None:
+                self._owned = set(range(self.num_partitions))
+            self._owned.discard(partition)
+            self._loading.discard(partition)
+            gone = [g for g in self._groups if self.partition_for(g) == partition]
+            for group_id in gone:
+                group = self._groups.pop(group_id)
+                for m in group.members.values():
+                    if m.awaiting_join and m.join_result is None:
+                        m.join_result = JoinResult(NotCoordinatorError.code, member_id=m.member_id)
+                    if m.awaiting_sync and m.sync_result is None:
+                        m.sync_result = SyncResult(NotCoordinatorError.code)
+        for group_id in gone:
+            self._waits.check_and_complete(group_id)
+        if gone:
+            log.info("coordinator: unloaded %d groups of __consumer_offsets-%d", len(gone), partition)
+
     def load(self) -> None:
         """Rebuild groups and committed offsets from every partition of ``__consumer_offsets``.
 
@@ -426,9 +500,19 @@ class GroupCoordinator:
         their session timeouts); a group with no members, or with offsets only,
         comes back Empty.
         """
+        loaded = self._read_partitions(range(self.num_partitions))
+        with self._cond:
+            self._groups.clear()
+            self._install(loaded)
+
+    def _read_partitions(self, partitions: Iterable[int]
+                         ) -> Dict[str, Tuple[Dict[Partition, schema.OffsetCommitValue],
+                                              Optional[schema.GroupMetadataValue]]]:
+        """Each group's committed offsets and metadata in these partitions (the last record of a
+        key wins, a tombstone deletes it); groups with neither are left out."""
         offsets: Dict[str, Dict[Partition, schema.OffsetCommitValue]] = {}
         metadata: Dict[str, schema.GroupMetadataValue] = {}
-        for partition in range(self.num_partitions):
+        for partition in partitions:
             for key_bytes, value_bytes in self._read_all(partition):
                 key, value = schema.decode_record(key_bytes, value_bytes)
                 if isinstance(key, schema.OffsetCommitKey):
@@ -445,43 +529,50 @@ class GroupCoordinator:
                     else:
                         assert isinstance(value, schema.GroupMetadataValue)
                         metadata[key.group] = value
-        with self._cond:
-            now = self._clock()
-            self._groups.clear()
-            for group_id in set(offsets) | set(metadata):
-                group_offsets = offsets.get(group_id, {})
-                meta = metadata.get(group_id)
-                if meta is None and not group_offsets:
-                    continue
-                group = _Group(group_id)
-                group.offsets = dict(group_offsets)
-                if meta is not None:
-                    group.protocol_type = meta.protocol_type or None
-                    group.generation_id = meta.generation
-                    group.protocol_name = meta.protocol
-                    group.leader_id = meta.leader
-                    if meta.current_state_timestamp >= 0:
-                        group.state_timestamp = meta.current_state_timestamp
-                    for mm in meta.members:
-                        member = _Member(
-                            mm.member_id,
-                            mm.group_instance_id,
-                            mm.client_id,
-                            mm.client_host,
-                            mm.rebalance_timeout,
-                            mm.session_timeout,
-                            meta.protocol_type,
-                            [(meta.protocol or "", mm.subscription)],
-                        )
-                        member.assignment = mm.assignment
-                        member.heartbeat_deadline = now + mm.session_timeout / 1000.0
-                        group.members[mm.member_id] = member
-                    if group.members:
-                        group.state = STABLE
-                        if group.leader_id not in group.members:
-                            group.leader_id = next(iter(group.members))
-                self._groups[group_id] = group
-            self._reschedule()
+        out: Dict[str, Tuple[Dict[Partition, schema.OffsetCommitValue], Optional[schema.GroupMetadataValue]]] = {}
+        for group_id in set(offsets) | set(metadata):
+            group_offsets = offsets.get(group_id, {})
+            meta = metadata.get(group_id)
+            if meta is not None or group_offsets:
+                out[group_id] = (group_offsets, meta)
+        return out
+
+    def _install(self, loaded: Mapping[str, Tuple[Dict[Partition, schema.OffsetCommitValue],
+                                                  Optional[schema.GroupMetadataValue]]]) -> None:
+        """Put loaded groups in place (lock held): a group with stored members comes back
+        Stable (its members must heartbeat within their session timeouts); one with no
+        members, or with offsets only, Empty."""
+        now = self._clock()
+        for group_id, (group_offsets, meta) in loaded.items():
+            group = _Group(group_id)
+            group.offsets = dict(group_offsets)
+            if meta is not None:
+                group.protocol_type = meta.protocol_type or None
+                group.generation_id = meta.generation
+                group.protocol_name = meta.protocol
+                group.leader_id = meta.leader
+                if meta.current_state_timestamp >= 0:
+                    group.state_timestamp = meta.current_state_timestamp
+                for mm in meta.members:
+                    member = _Member(
+                        mm.member_id,
+                        mm.group_instance_id,
+                        mm.client_id,
+                        mm.client_host,
+                        mm.rebalance_timeout,
+                        mm.session_timeout,
+                        meta.protocol_type,
+                        [(meta.protocol or "", mm.subscription)],
+                    )
+                    member.assignment = mm.assignment
+                    member.heartbeat_deadline = now + mm.session_timeout / 1000.0
+                    group.members[mm.member_id] = member
+                if group.members:
+                    group.state = STABLE
+                    if group.leader_id not in group.members:
+                        group.leader_id = next(iter(group.members))
+            self._groups[group_id] = group
+        self._reschedule()
 
     # -- membership ----------------------------------------------------------------
 
@@ -576,6 +667,9 @@ class GroupCoordinator:
             return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
         if not group_id:
             return JoinResult(InvalidGroupIdError.code, member_id=member_id)
+        owner = self._owner_error(group_id)
+        if owner != NONE:
+            return JoinResult(owner, member_id=member_id)
         if not self.group_min_session_timeout_ms <= session_timeout_ms <= self.group_max_session_timeout_ms:
             return JoinResult(InvalidSessionTimeoutError.code, member_id=member_id)
         if not protocol_type or not protocols:
@@ -759,6 +853,9 @@ class GroupCoordinator:
         """A sync's immediate answer, or the member that waits for its assignment (lock held)."""
         if self._closed:
             return SyncResult(CoordinatorNotAvailableError.code)
+        owner = self._owner_error(group_id)
+        if owner != NONE:
+            return SyncResult(owner)
         group = self._groups.get(group_id)
         if group is None:
             return SyncResult(UnknownMemberIdError.code)
@@ -807,6 +904,9 @@ class GroupCoordinator:
         with self._cond:
             if self._closed:
                 return CoordinatorNotAvailableError.code
+            owner = self._owner_error(group_id)
+            if owner != NONE:
+                return owner
             group = self._groups.get(group_id)
             if group is None:
                 return UnknownMemberIdError.code
@@ -840,6 +940,9 @@ class GroupCoordinator:
         with self._cond:
             if self._closed:
                 return CoordinatorNotAvailableError.code, []
+            owner = self._owner_error(group_id)
+            if owner != NONE:
+                return owner, []
             group = self._groups.get(group_id)
             if group is None:
                 return UnknownMemberIdError.code, []
@@ -959,6 +1062,9 @@ class GroupCoordinator:
         with self._cond:
             if self._closed:
                 return CoordinatorNotAvailableError.code, {}
+            owner = self._owner_error(group_id)
+            if owner != NONE:
+                return owner, {}
             group = self._groups.get(group_id)
             stored = group.offsets if group is not None else {}
             wanted = list(stored) if partitions is None else list(partitions)
@@ -994,6 +1100,9 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> GroupDescription:
         """Kafka's DescribeGroups for one group; member metadata and assignments only when Stable."""
         with self._cond:
+            owner = self._owner_error(group_id)
+            if owner != NONE:
+                return GroupDescription(owner, DEAD, "", "", [])
             group = self._groups.get(group_id)
             if group is None or group.state == DEAD:
                 return GroupDescription(NONE, DEAD, "", "", [])
@@ -1019,6 +1128,10 @@ class GroupCoordinator:
             for group_id in group_ids:
                 if not group_id:
                     out[group_id] = InvalidGroupIdError.code
+                    continue
+                owner = self._owner_error(group_id)
+                if owner != NONE:
+                    out[group_id] = owner
                     continue
                 group = self._groups.get(group_id)
                 if group is None or group.state == DEAD:
@@ -1049,6 +1162,9 @@ class GroupCoordinator:
         with self._cond:
             if not group_id:
                 return InvalidGroupIdError.code, {}
+            owner = self._owner_error(group_id)
+            if owner != NONE:
+                return owner, {}
             group = self._groups.get(group_id)
             if group is None or group.state == DEAD:
                 return GroupIdNotFoundError.code, {}
@@ -1328,6 +1444,9 @@ class GroupCoordinator:
             return CoordinatorNotAvailableError.code
         if not group_id:
             return InvalidGroupIdError.code
+        owner = self._owner_error(group_id)
+        if owner != NONE:
+            return owner
         group = self._groups.get(group_id)
         if group is None:
             # Only a consumer that manages its own partitions may create a group by committing.
@@ -1361,7 +1480,7 @@ class GroupCoordinator:
             self._append(self.partition_for(group_id), bytes(batch))
         except Exception as exc:  # the storage layer's failure becomes the wire's error code
             log.warning("writing group %s to __consumer_offsets failed: %s", group_id, exc)
-            return _storage_error_code(exc, for_commit)
+            return storage_error_code(exc, for_commit)
         return NONE
 
     def _store_group(self, group: _Group, assignments: Dict[str, bytes]) -> int:

@@ -35,11 +35,14 @@ class OffsetsTopic:
         self._partition(partition).append(data, required_acks=-1)
 
     def read_all(self, partition: int) -> Iterator[Tuple[Optional[bytes], Optional[bytes]]]:
-        """Every (key, value) of a partition, in offset order, up to its high watermark."""
+        """Every (key, value) of a partition, in offset order, up to its log end (a new leader's
+        log holds everything committed, and what it holds past its high watermark will be
+        committed by it: Kafka's coordinator loads to the log end too)."""
         part = self._partition(partition)
         offset = part.log_start_offset
-        while offset < part.high_watermark:
-            region = part.read(offset, _READ_BYTES)
+        end = part.log_end_offset
+        while offset < end:
+            region = part.read_for_follower(offset, _READ_BYTES)
             if len(region) == 0:
                 return
             columns = decode_columns(region.read(), start_offset=offset)

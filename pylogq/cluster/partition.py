@@ -1,12 +1,11 @@
-"""One topic partition as its leader sees it: the log, the high watermark and producer state.
+"""One topic partition as its broker sees it: the log, the high watermark, producer state, and
+its replicas when it is replicated.
 
 Kafka's Partition (with the leader's part of ReplicaManager.appendRecords).
 The log end offset (LEO) is where the next append goes; the high watermark
 (HW) is the offset below which records are committed, the end of what
 consumers may read. With one replica a record is committed once it is in the
-log, so an append moves the HW to the LEO. They stay two numbers so that
-replication can hold the HW back until followers have caught up
-(:meth:`Partition.update_high_watermark`).
+log, so an append moves the HW to the LEO.
 
 Idempotent producers: once the log has validated an append's batches (one
 pass over the buffer, which also reads each header), the producer id, epoch
@@ -15,16 +14,35 @@ and sequence of each v2 batch are checked by the
 is written; a retried batch gets its original offsets back and is not
 written again. The result is :class:`~pylogq.records.AppendResult`, the one
 shape an append has from the log to the wire.
+
+Replication: a partition is led by one of its replicas and followed by the
+others. The leader appends producers' batches stamped with its leader epoch
+and tracks each follower from its fetches (:class:`ReplicaState`). A follower
+whose log reached the high watermark (and the start of the leader's epoch)
+joins the in-sync replicas (ISR); one that has not caught up with the leader's
+log end for ``replica.lag.time.max.ms`` leaves it (:meth:`Partition.maybe_shrink_isr`).
+The high watermark is the smallest log end among the ISR and only moves
+forward; until every follower of the ISR has fetched from a new leader it
+does not move at all. An ISR change is written to the metadata store first
+(``alter_isr``: a conditional write on the partition epoch) and applied here
+only when the store took it, so the store's ISR always includes every replica
+the leader counts on. A follower appends what it fetched as it is
+(:meth:`Partition.append_as_follower`), producer state included, and takes
+the leader's high watermark bounded by its own log end.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from .. import records
 from ..errors import (
     InvalidRequiredAcksError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
 )
@@ -38,40 +56,106 @@ from ..storage.log import (
     Log,
 )
 from ..storage.segment import FileRegion
-from .contract import ProducerDescription
+from .contract import LeaderAndIsrPartition, ProducerDescription
 from .producer_state import ProducerStateManager
 
-__all__ = ["ISOLATION_LEVELS", "ORIGINS", "Partition"]
+__all__ = ["AlterIsr", "ISOLATION_LEVELS", "NO_LEADER", "ORIGINS", "Partition", "ReplicaState", "UNKNOWN_OFFSET"]
+
+log = logging.getLogger("pylogq.partition")
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 ORIGINS = ("client", "coordinator")
+NO_LEADER = -1
+#: A follower's log end before its first fetch from this leader.
+UNKNOWN_OFFSET = -1
+
+#: Asks for a new ISR of a partition this broker leads to be written to the metadata store,
+#: conditionally on the partition epoch given: (partition, proposed ISR, partition epoch).
+#: It must not block (the caller holds the partition's lock); whoever writes it answers
+#: with :meth:`Partition.isr_change_done`.
+AlterIsr = Callable[["Partition", List[int], int], None]
+
+
+class ReplicaState:
+    """The leader's view of one follower, from its fetches. Guarded by the partition's lock."""
+
+    __slots__ = ("log_end_offset", "log_start_offset", "last_caught_up_ms", "last_fetch_leader_end", "last_fetch_ms")
+
+    def __init__(self, last_caught_up_ms: int = 0) -> None:
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.log_start_offset = UNKNOWN_OFFSET
+        self.last_caught_up_ms = last_caught_up_ms
+        self.last_fetch_leader_end = UNKNOWN_OFFSET
+        self.last_fetch_ms = 0
+
+    def update(self, fetch_offset: int, log_start_offset: int, fetch_ms: int, leader_end: int) -> None:
+        """A fetch from ``fetch_offset`` at ``fetch_ms`` while the leader's log ended at
+        ``leader_end``. The follower was caught up now if it asks for the leader's end, and
+        at its previous fetch if it asks for at least what the leader had then."""
+        if fetch_offset >= leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, fetch_ms)
+        elif fetch_offset >= self.last_fetch_leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.last_fetch_leader_end = leader_end
+        self.last_fetch_ms = fetch_ms
+
+    def __repr__(self) -> str:
+        return "ReplicaState(leo=%d, caught_up_ms=%d)" % (self.log_end_offset, self.last_caught_up_ms)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class Partition:
-    """A partition led by this broker: appends with producer checks, reads up to the high watermark.
+    """A partition hosted by this broker: its log, its high watermark, and its replicas' state.
 
-    Invariant: ``log_start_offset <= high_watermark <= log_end_offset``.
-    Thread-safe: appends, high watermark changes and producer state are
-    serialized by one lock;
-    reads take no lock (the log's reads are lock-free snapshots and the high
-    watermark is one attribute). The partition does not own its log: closing
-    it leaves the log to whoever opened it (the LogManager).
+    Invariant: ``log_start_offset <= high_watermark <= log_end_offset``; a leader's
+    ISR contains the leader; the ISR applied here is always one the metadata store
+    holds (or the store's is a superset being shrunk).
+    Thread-safe: appends, role and ISR changes, the high watermark and producer
+    state are serialized by one lock; reads take no lock (the log's reads are
+    lock-free snapshots and the high watermark is one attribute). The partition
+    does not own its log: closing it leaves the log to whoever opened it (the
+    LogManager).
     """
 
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0, *,
-                 high_watermark: Optional[int] = None, single_replica: bool = True) -> None:
+                 high_watermark: Optional[int] = None, single_replica: bool = True,
+                 broker_id: int = 0, alter_isr: Optional[AlterIsr] = None) -> None:
         """``high_watermark`` defaults to the log end (everything on disk is committed with
-        one replica); ``single_replica=False`` leaves the HW to :meth:`update_high_watermark`."""
+        one replica); ``single_replica=False`` leaves the HW to :meth:`update_high_watermark`.
+
+        The partition starts as the leader of its only replica, ``broker_id``; a
+        replicated partition takes its role from :meth:`make_leader` or
+        :meth:`make_follower`. ``alter_isr`` writes ISR changes to the metadata store."""
         self.topic = topic
         self.index = index
         self.log = log
+        self.broker_id = broker_id
         self._leader_epoch = leader_epoch
+        #: Whether an append moves the high watermark to the log end (this broker leads and
+        #: is the only in-sync replica).
         self.single_replica = single_replica
         self._lock = threading.RLock()
-        #: Called (outside the lock) when the high watermark moves forward (an append with
-        #: one replica, or :meth:`update_high_watermark`): the broker checks the requests
-        #: waiting on this partition.
+        self._leader_id = broker_id
+        self._assignment: Tuple[int, ...] = (broker_id,)
+        self._isr: Tuple[int, ...] = (broker_id,)
+        self._partition_epoch = 0
+        self._controller_epoch = -1
+        self._remote: Dict[int, ReplicaState] = {}
+        self._leader_epoch_start = 0  # where this leader's epoch begins in the log
+        self.alter_isr = alter_isr
+        #: An ISR change asked for and not yet answered (at most one at a time).
+        self._pending_isr: Optional[Tuple[int, ...]] = None
+        #: Called (outside the lock) when the high watermark moves forward: the broker checks
+        #: the requests waiting on this partition (consumers' fetches, acks=all produces).
         self.on_high_watermark_advanced: Optional[Callable[[], None]] = None
+        #: Called (outside the lock) after an append to a leader that has followers: their
+        #: fetches parked at the old log end may complete.
+        self.on_log_end_advanced: Optional[Callable[[], None]] = None
         self.closed = False
         self.producer_state = ProducerStateManager()
         with log.lock:
@@ -105,6 +189,37 @@ class Partition:
                 raise ValueError("leader epoch cannot go back from %d to %d" % (self._leader_epoch, epoch))
             self._leader_epoch = epoch
 
+    @property
+    def leader_id(self) -> int:
+        """The broker that leads this partition (-1: none known)."""
+        return self._leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader_id == self.broker_id
+
+    @property
+    def assignment(self) -> Tuple[int, ...]:
+        """The replicas, the preferred leader first."""
+        return self._assignment
+
+    @property
+    def isr(self) -> Tuple[int, ...]:
+        return self._isr
+
+    @property
+    def partition_epoch(self) -> int:
+        """The version of this partition's state in the metadata store that this broker knows."""
+        return self._partition_epoch
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._controller_epoch
+
+    def replica_state(self, broker_id: int) -> Optional[ReplicaState]:
+        """The leader's view of follower ``broker_id`` (None when it is not a follower here)."""
+        return self._remote.get(broker_id)
+
     def update_high_watermark(self, offset: int) -> bool:
         """Set the high watermark (replication's commit point); -> whether it moved.
 
@@ -123,18 +238,95 @@ class Partition:
             self.on_high_watermark_advanced()
         return offset != old
 
+    # -- roles ---------------------------------------------------------------------------
+
+    def make_leader(self, state: LeaderAndIsrPartition, now_ms: Optional[int] = None) -> bool:
+        """Lead this partition as the controller decided; -> whether the leadership is new
+        (this broker did not lead, or led in an older epoch).
+
+        A new leadership starts its epoch at the log end (recorded in the log's leader
+        epoch cache), forgets what it knew of the followers, and counts the ISR's
+        followers as caught up now: each has ``replica.lag.time.max.ms`` to fetch.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            new_leadership = not self.is_leader or state.leader_epoch != self._leader_epoch
+            self._set_state(state)
+            self._pending_isr = None
+            self._leader_id = self.broker_id
+            if new_leadership:
+                end = self.log.log_end_offset
+                self.log.assign_epoch_start_offset(state.leader_epoch, end)
+                self._leader_epoch_start = end
+                self._remote = {r: ReplicaState(now if r in state.isr else 0)
+                                for r in state.replicas if r != self.broker_id}
+            else:
+                for r in state.replicas:
+                    if r != self.broker_id and r not in self._remote:
+                        self._remote[r] = ReplicaState()
+                for r in list(self._remote):
+                    if r not in state.replicas:
+                        del self._remote[r]
+            self._update_single_replica()
+            advanced = self._maybe_increment_high_watermark()
+        self._notify(advanced)
+        return new_leadership
+
+    def make_unassigned(self) -> None:
+        """No role yet (a replica of a cluster opened before the controller's word): it takes
+        neither appends nor fetched records until :meth:`make_leader` or :meth:`make_follower`."""
+        with self._lock:
+            self._leader_id = NO_LEADER
+            self._assignment = ()
+            self._isr = ()
+            self._remote = {}
+            self.single_replica = False
+
+    def make_follower(self, state: LeaderAndIsrPartition) -> bool:
+        """Follow ``state.leader``; -> whether the leader or its epoch changed (the follower must
+        then check its log against the new leader's before fetching)."""
+        with self._lock:
+            self._check_open()
+            changed = state.leader != self._leader_id or state.leader_epoch != self._leader_epoch
+            self._set_state(state)
+            self._pending_isr = None
+            self._leader_id = state.leader
+            self._remote = {}
+            self.single_replica = False
+            return changed
+
+    def _set_state(self, state: LeaderAndIsrPartition) -> None:
+        if state.leader_epoch < self._leader_epoch:
+            raise ValueError("leader epoch of %s-%d cannot go back from %d to %d"
+                             % (self.topic, self.index, self._leader_epoch, state.leader_epoch))
+        self._assignment = tuple(state.replicas)
+        self._isr = tuple(state.isr)
+        self._leader_epoch = state.leader_epoch
+        self._partition_epoch = state.partition_epoch
+        self._controller_epoch = state.controller_epoch
+
+    def _update_single_replica(self) -> None:
+        self.single_replica = self.is_leader and self._isr == (self.broker_id,)
+
+    def _notify(self, advanced: bool) -> None:
+        if advanced and self.on_high_watermark_advanced is not None:
+            self.on_high_watermark_advanced()
+
     # -- appending -----------------------------------------------------------------------
 
     def append(self, data: Union[bytes, bytearray, memoryview], required_acks: int = 1,
                origin: str = "client") -> AppendResult:
         """Append a producer's batches; -> their offsets (the original ones for a retried batch).
 
-        ``required_acks`` is 0, 1 or -1 (all in-sync replicas); with one replica
-        they are the same here: the append returns once the log has it (in the
-        page cache; fsync follows ``flush.messages``/``flush.ms``), which is
-        also when every in-sync replica has it. Other values raise
-        InvalidRequiredAcksError. For ``origin="client"`` idempotent batches are
-        checked (duplicate, OutOfOrderSequenceNumberError,
+        Only the leader appends (else NotLeaderOrFollowerError). ``required_acks``
+        is 0, 1 or -1 (all in-sync replicas); the append returns once the log has
+        it (in the page cache; fsync follows ``flush.messages``/``flush.ms``): an
+        acks=-1 caller then waits for :meth:`check_replicated`. With fewer in-sync
+        replicas than ``min.insync.replicas`` an acks=-1 append is refused before
+        anything is written (NotEnoughReplicasError). Other ``required_acks``
+        raise InvalidRequiredAcksError. For ``origin="client"`` idempotent batches
+        are checked (duplicate, OutOfOrderSequenceNumberError,
         InvalidProducerEpochError, UnknownProducerIdError) once the log has
         validated them and before anything is written; the broker's own
         writers (``"coordinator"``) are not checked, and only they may write
@@ -150,6 +342,14 @@ class Partition:
         buffer = bytearray(data)  # Log.append patches offsets into it in place
         with self._lock:
             self._check_open()
+            if not self.is_leader:
+                raise NotLeaderOrFollowerError("broker %d does not lead %s-%d (leader: %d)"
+                                               % (self.broker_id, self.topic, self.index, self._leader_id))
+            if required_acks == -1 and len(self._isr) < self.log.config.min_insync_replicas:
+                raise NotEnoughReplicasError(
+                    "%s-%d has %d in-sync replicas %s, fewer than min.insync.replicas=%d"
+                    % (self.topic, self.index, len(self._isr), list(self._isr),
+                       self.log.config.min_insync_replicas))
             producers = self.producer_state
             result = self.log.append(buffer, self._leader_epoch,
                                      check_producers=producers.check_append if origin == "client" else None,
@@ -157,9 +357,187 @@ class Partition:
             advanced = self.single_replica and not result.duplicate
             if advanced:
                 self._high_watermark = self.log.log_end_offset
+            followers = bool(self._remote) and not result.duplicate
         if advanced and self.on_high_watermark_advanced is not None:
             self.on_high_watermark_advanced()
+        if followers and self.on_log_end_advanced is not None:
+            self.on_log_end_advanced()
         return result
+
+    def check_replicated(self, required_offset: int) -> Optional[int]:
+        """For an acks=-1 append ending before ``required_offset``: None while the high
+        watermark has not reached it, else the produce's error code: 0, or
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR has shrunk below
+        ``min.insync.replicas`` meanwhile, or NOT_LEADER_OR_FOLLOWER when this broker
+        no longer leads (the records may be lost with the leadership)."""
+        if self.closed or not self.is_leader:
+            return NotLeaderOrFollowerError.code
+        if self._high_watermark < required_offset:
+            return None
+        if len(self._isr) < self.log.config.min_insync_replicas:
+            return NotEnoughReplicasAfterAppendError.code
+        return 0
+
+    # -- the leader's view of its followers ------------------------------------------------
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
+                                    leader_end: int, now_ms: Optional[int] = None) -> bool:
+        """Record a follower's fetch (its log ends at ``fetch_offset``); it may join the ISR and
+        move the high watermark. -> whether the high watermark advanced.
+
+        ``leader_end`` is the leader's log end when the fetch was read. Raises
+        NotLeaderOrFollowerError when this broker does not lead, or the replica is not
+        one of the partition's.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            state = self._remote.get(replica_id) if self.is_leader else None
+            if state is None:
+                raise NotLeaderOrFollowerError(
+                    "broker %d is not a follower of %s-%d led by broker %d (replicas %s)"
+                    % (replica_id, self.topic, self.index, self._leader_id, list(self._assignment)))
+            state.update(fetch_offset, log_start_offset, now, leader_end)
+            self._maybe_expand_isr(replica_id, state)
+            advanced = self._maybe_increment_high_watermark()
+        self._notify(advanced)
+        return advanced
+
+    def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
+        """A follower that has reached the high watermark and this leader's epoch joins the ISR."""
+        if replica_id in self._isr or replica_id not in self._assignment or \
+                state.log_end_offset < max(self._high_watermark, self._leader_epoch_start):
+            return
+        self._alter_isr(list(self._isr) + [replica_id], "%d caught up at offset %d" % (replica_id, state.log_end_offset))
+
+    def maybe_shrink_isr(self, max_lag_ms: int, now_ms: Optional[int] = None) -> bool:
+        """Drop from the ISR each follower that has not caught up with the leader's log end for
+        ``max_lag_ms`` (Kafka's ``replica.lag.time.max.ms``); -> whether a change was asked for.
+        When the store takes it, the high watermark may advance (a smaller ISR may have a
+        larger minimum)."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            if self.closed or not self.is_leader:
+                return False
+            end = self.log.log_end_offset
+            lagging = []
+            for r in self._isr:
+                state = self._remote.get(r)
+                if state is not None and state.log_end_offset != end and now - state.last_caught_up_ms > max_lag_ms:
+                    lagging.append(r)
+            if not lagging:
+                return False
+            self._alter_isr([r for r in self._isr if r not in lagging],
+                            "%s not caught up for %d ms" % (lagging, max_lag_ms))
+            return True
+
+    def _alter_isr(self, new_isr: List[int], why: str) -> None:
+        """Ask for ``new_isr`` to be written to the metadata store (lock held); it applies when
+        the store took it (:meth:`isr_change_done`)."""
+        if self.alter_isr is None or self._pending_isr is not None:
+            return
+        log.info("ISR of %s-%d: asking %s -> %s (%s)", self.topic, self.index, list(self._isr), new_isr, why)
+        self._pending_isr = tuple(new_isr)
+        self.alter_isr(self, list(new_isr), self._partition_epoch)
+
+    def isr_change_done(self, proposed: Sequence[int], expected_epoch: int, new_epoch: Optional[int]) -> bool:
+        """The metadata store's answer to an ISR change asked at partition epoch
+        ``expected_epoch``: applied with its ``new_epoch``, or refused (None: the store holds
+        a newer state; the controller's next decision will tell). -> whether the high
+        watermark advanced."""
+        with self._lock:
+            if self._pending_isr != tuple(proposed) or self._partition_epoch != expected_epoch:
+                return False  # the controller decided meanwhile (make_leader/make_follower)
+            self._pending_isr = None
+            if new_epoch is None:
+                log.info("ISR of %s-%d stays %s: the metadata store holds a newer state than partition "
+                         "epoch %d", self.topic, self.index, list(self._isr), expected_epoch)
+                return False
+            self._isr = tuple(proposed)
+            self._partition_epoch = new_epoch
+            self._update_single_replica()
+            advanced = self._maybe_increment_high_watermark()
+        self._notify(advanced)
+        return advanced
+
+    def _maybe_increment_high_watermark(self) -> bool:
+        """Move the HW to the smallest log end among the ISR if that is further (lock held).
+
+        A follower being added to the ISR counts already (it has the records); one being
+        removed still counts until the store has taken its removal.
+        """
+        if not self.is_leader:
+            return False
+        new_hw = self.log.log_end_offset
+        members = self._isr if self._pending_isr is None else set(self._isr) | set(self._pending_isr)
+        for r in members:
+            if r == self.broker_id:
+                continue
+            state = self._remote.get(r)
+            if state is None or state.log_end_offset == UNKNOWN_OFFSET:
+                return False  # a follower of the ISR has not fetched from this leader yet
+            new_hw = min(new_hw, state.log_end_offset)
+        if new_hw > self._high_watermark:
+            self._high_watermark = new_hw
+            return True
+        return False
+
+    # -- following -----------------------------------------------------------------------
+
+    def _check_follower(self, leader_epoch: Optional[int]) -> None:
+        """A follower's operation: this broker must follow, in ``leader_epoch`` when given (lock held)."""
+        self._check_open()
+        if self.is_leader or (leader_epoch is not None and leader_epoch != self._leader_epoch):
+            raise NotLeaderOrFollowerError(
+                "broker %d no longer follows %s-%d in leader epoch %s (leader %d, epoch %d)"
+                % (self.broker_id, self.topic, self.index, leader_epoch, self._leader_id, self._leader_epoch))
+
+    def append_as_follower(self, data: Union[bytes, bytearray, memoryview],
+                           leader_epoch: Optional[int] = None) -> AppendResult:
+        """Append batches fetched from the leader as they are (their offsets and epochs), with
+        the producers they carry; the caller then sets the high watermark. With
+        ``leader_epoch``, only while this broker still follows in that epoch."""
+        buffer = bytes(data)
+        with self._lock:
+            self._check_follower(leader_epoch)
+            result = self.log.append_as_follower(buffer)
+            if result.batch_count:
+                self.producer_state.appended(list(records.iter_batches(buffer)))
+            return result
+
+    def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start: int,
+                                       leader_epoch: Optional[int] = None) -> bool:
+        """A follower takes the leader's high watermark and log start, bounded by its own log;
+        -> whether its high watermark advanced."""
+        with self._lock:
+            self._check_follower(leader_epoch)
+            end = self.log.log_end_offset
+            start = min(leader_log_start, end)
+            if start > self.log.log_start_offset:
+                self.log.delete_records_before(start)
+            hw = max(min(leader_high_watermark, end), self.log.log_start_offset)
+            advanced = hw > self._high_watermark
+            self._high_watermark = hw
+        self._notify(advanced)
+        return advanced
+
+    def truncate_as_follower(self, offset: int, leader_epoch: int) -> bool:
+        """:meth:`truncate_to`, only while this broker follows in ``leader_epoch``."""
+        with self._lock:
+            self._check_follower(leader_epoch)
+            return self.truncate_to(offset)
+
+    def truncate_fully_as_follower(self, offset: int, leader_epoch: int) -> None:
+        """:meth:`truncate_fully_and_start_at`, only while this broker follows in ``leader_epoch``."""
+        with self._lock:
+            self._check_follower(leader_epoch)
+            self.truncate_fully_and_start_at(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> Tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch at or below ``epoch``, where it ends); the
+        current epoch ends at the log end."""
+        self._check_open()
+        return self.log.end_offset_for_epoch(epoch)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -175,6 +553,12 @@ class Partition:
         _check_isolation(isolation_level)
         self._check_open()
         return self.log.read(offset, max_bytes, max_offset=self._high_watermark, min_one_batch=min_one_batch)
+
+    def read_for_follower(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FileRegion:
+        """Whole batches from ``offset`` up to the log end (a follower copies what is not yet
+        committed too)."""
+        self._check_open()
+        return self.log.read(offset, max_bytes, min_one_batch=min_one_batch)
 
     def offset_for_timestamp(self, timestamp: int,
                              isolation_level: str = "read_uncommitted") -> Optional[Tuple[int, int]]:
@@ -219,10 +603,14 @@ class Partition:
         """Kafka's DeleteRecords: make records below ``offset`` unreadable; -> the new log start.
 
         ``offset`` may not pass the high watermark (OffsetOutOfRangeError):
-        uncommitted records are not the client's to delete.
+        uncommitted records are not the client's to delete. Followers take the new
+        log start from the leader's fetch answers.
         """
         with self._lock:
             self._check_open()
+            if not self.is_leader:
+                raise NotLeaderOrFollowerError("broker %d does not lead %s-%d" % (self.broker_id, self.topic,
+                                                                                  self.index))
             if offset < 0 or offset > self._high_watermark:
                 raise OffsetOutOfRangeError(
                     "cannot delete records of %s-%d before offset %d: it must lie between 0 and the "
@@ -249,6 +637,15 @@ class Partition:
                 self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
             return removed
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (a follower whose log is entirely behind
+        the leader's log start)."""
+        with self._lock:
+            self._check_open()
+            self.log.truncate_fully_and_start_at(offset)
+            self.producer_state.clear()
+            self._high_watermark = offset
+
     def _check_open(self) -> None:
         if self.closed:
             raise NotLeaderOrFollowerError("partition %s-%d is closed on this broker" % (self.topic, self.index))
@@ -259,9 +656,9 @@ class Partition:
             self.closed = True
 
     def __repr__(self) -> str:
-        return "Partition(%s-%d, start=%d, hw=%d, end=%d, leader_epoch=%d)" % (
+        return "Partition(%s-%d, start=%d, hw=%d, end=%d, leader=%d, leader_epoch=%d, isr=%s)" % (
             self.topic, self.index, self.log.log_start_offset, self._high_watermark,
-            self.log.log_end_offset, self._leader_epoch)
+            self.log.log_end_offset, self._leader_id, self._leader_epoch, list(self._isr))
 
 
 def _check_isolation(level: str) -> None:

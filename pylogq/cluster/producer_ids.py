@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Tuple
+from typing import Callable, Optional, Tuple
 
 from ..errors import CorruptMetadataError
 from ..storage.checkpoint import write_atomically
@@ -25,11 +25,15 @@ _MAX_ID = 2**62  # far below the int64 of the wire, with room for every block af
 class ProducerIdManager:
     """Hands out producer ids with epoch 0. Thread-safe."""
 
-    def __init__(self, data_dir: str, block_size: int = PRODUCER_ID_BLOCK) -> None:
+    def __init__(self, data_dir: str, block_size: int = PRODUCER_ID_BLOCK,
+                 allocate: Optional[Callable[[int], Tuple[int, int]]] = None) -> None:
+        """``allocate(size)`` -> (first, last) reserves blocks elsewhere (a cluster's metadata
+        store, unique across brokers); without it blocks are reserved in this broker's file."""
         self.path = os.path.join(data_dir, PRODUCER_IDS_FILE)
         self.block_size = block_size
+        self._allocate = allocate
         self._lock = threading.Lock()
-        self._next = self._limit = self._read()
+        self._next = self._limit = 0 if allocate is not None else self._read()
 
     def _read(self) -> int:
         """The end of the last block reserved (0 without the file). A file that does not hold one
@@ -56,8 +60,12 @@ class ProducerIdManager:
         """A new (producer id, epoch)."""
         with self._lock:
             if self._next >= self._limit:
-                self._limit = self._next + self.block_size
-                write_atomically(self.path, b"%d\n" % self._limit)
+                if self._allocate is not None:
+                    first, last = self._allocate(self.block_size)
+                    self._next, self._limit = first, last + 1
+                else:
+                    self._limit = self._next + self.block_size
+                    write_atomically(self.path, b"%d\n" % self._limit)
             pid = self._next
             self._next += 1
             return pid, 0

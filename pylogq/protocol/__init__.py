@@ -1,7 +1,8 @@
 """Kafka wire protocol: primitive types, a declarative message codec and message tables.
 
 Every name of :mod:`pylogq.protocol.messages` (its ``__all__``: the tables, ``REQUESTS``,
-``RESPONSES``, ``SUPPORTED_VERSIONS``, ``API_NAMES``, ``header_versions``) is exported here.
+``RESPONSES``, ``SUPPORTED_VERSIONS``, ``INTER_BROKER_APIS``, ``API_NAMES``,
+``header_versions``) is exported here.
 """
 
 from ..errors import ProtocolError

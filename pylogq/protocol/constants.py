@@ -1,7 +1,7 @@
 """Kafka's protocol numbers, declared once: API keys and the config-resource enums.
 
 The server's dispatch table, the clients' requests and the message tables all name
-APIs through :class:`ApiKey`; DescribeConfigs, AlterConfigs and
+APIs through :class:`ApiKey` (the APIs brokers send one another among them); DescribeConfigs, AlterConfigs and
 IncrementalAlterConfigs use :class:`ConfigResourceType`, :class:`ConfigSource` and
 :class:`AlterConfigOp` (Kafka's ``ConfigResource.Type``, ``DescribeConfigsResponse.
 ConfigSource`` and ``AlterConfigOp.OpType`` wire values). ``IntEnum`` members are the
@@ -16,12 +16,20 @@ __all__ = ["AlterConfigOp", "ApiKey", "ConfigResourceType", "ConfigSource"]
 
 
 class ApiKey(enum.IntEnum):
-    """The API keys pylogq speaks (Kafka's ``ApiKeys``)."""
+    """The API keys the broker serves (Kafka's ``ApiKeys``).
+
+    Every member is served: the server's handler for each is the method named after it
+    (``JOIN_GROUP`` -> ``join_group``).
+    """
 
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -37,6 +45,7 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35

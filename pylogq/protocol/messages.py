@@ -1,15 +1,16 @@
 """Message tables for the APIs pylogq speaks, in the shape of Kafka's JSON message schemas.
 
 Each table transcribes one request or response schema (names, types, version ranges,
-nullability, defaults, tags) over the schema's full ``validVersions``;
+nullability, defaults, tags, common structs) over the schema's full ``validVersions``;
 :class:`~pylogq.protocol.schema.Schema` does the rest. ``SUPPORTED_VERSIONS`` is the range the
-broker serves per API: Kafka 3.9's whole range, flexible versions included. ``header_versions``
-picks the request/response header version for an API version.
+broker serves per API: Kafka 3.9's whole range, flexible versions included, the APIs brokers
+send one another (``INTER_BROKER_APIS``) among them. ``REQUESTS`` and ``RESPONSES`` hold a
+table for each. ``header_versions`` picks the request/response header version for an API version.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, FrozenSet, Tuple
 
 from .constants import ApiKey
 from .schema import Schema
@@ -17,7 +18,10 @@ from .schema import Schema
 __all__ = [
     "REQUEST_HEADER", "RESPONSE_HEADER", "PRODUCE_REQUEST", "PRODUCE_RESPONSE", "FETCH_REQUEST",
     "FETCH_RESPONSE", "LIST_OFFSETS_REQUEST", "LIST_OFFSETS_RESPONSE", "METADATA_REQUEST",
-    "METADATA_RESPONSE", "OFFSET_COMMIT_REQUEST", "OFFSET_COMMIT_RESPONSE", "OFFSET_FETCH_REQUEST",
+    "METADATA_RESPONSE", "LEADER_AND_ISR_REQUEST", "LEADER_AND_ISR_RESPONSE",
+    "STOP_REPLICA_REQUEST", "STOP_REPLICA_RESPONSE", "UPDATE_METADATA_REQUEST",
+    "UPDATE_METADATA_RESPONSE", "CONTROLLED_SHUTDOWN_REQUEST", "CONTROLLED_SHUTDOWN_RESPONSE",
+    "OFFSET_COMMIT_REQUEST", "OFFSET_COMMIT_RESPONSE", "OFFSET_FETCH_REQUEST",
     "OFFSET_FETCH_RESPONSE", "FIND_COORDINATOR_REQUEST", "FIND_COORDINATOR_RESPONSE",
     "JOIN_GROUP_REQUEST", "JOIN_GROUP_RESPONSE", "HEARTBEAT_REQUEST", "HEARTBEAT_RESPONSE",
     "LEAVE_GROUP_REQUEST", "LEAVE_GROUP_RESPONSE", "SYNC_GROUP_REQUEST", "SYNC_GROUP_RESPONSE",
@@ -26,14 +30,16 @@ __all__ = [
     "API_VERSIONS_REQUEST", "API_VERSIONS_RESPONSE", "CREATE_TOPICS_REQUEST",
     "CREATE_TOPICS_RESPONSE", "DELETE_TOPICS_REQUEST", "DELETE_TOPICS_RESPONSE",
     "DELETE_RECORDS_REQUEST", "DELETE_RECORDS_RESPONSE", "INIT_PRODUCER_ID_REQUEST",
-    "INIT_PRODUCER_ID_RESPONSE", "DESCRIBE_CONFIGS_REQUEST", "DESCRIBE_CONFIGS_RESPONSE",
+    "INIT_PRODUCER_ID_RESPONSE", "OFFSET_FOR_LEADER_EPOCH_REQUEST",
+    "OFFSET_FOR_LEADER_EPOCH_RESPONSE", "DESCRIBE_CONFIGS_REQUEST", "DESCRIBE_CONFIGS_RESPONSE",
     "ALTER_CONFIGS_REQUEST", "ALTER_CONFIGS_RESPONSE", "SASL_AUTHENTICATE_REQUEST",
     "SASL_AUTHENTICATE_RESPONSE", "CREATE_PARTITIONS_REQUEST", "CREATE_PARTITIONS_RESPONSE",
     "DELETE_GROUPS_REQUEST", "DELETE_GROUPS_RESPONSE", "INCREMENTAL_ALTER_CONFIGS_REQUEST",
-    "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "DESCRIBE_LOG_DIRS_REQUEST", "DESCRIBE_LOG_DIRS_RESPONSE",
-    "DESCRIBE_CLUSTER_REQUEST", "DESCRIBE_CLUSTER_RESPONSE", "OFFSET_DELETE_REQUEST", "OFFSET_DELETE_RESPONSE",
-    "DESCRIBE_PRODUCERS_REQUEST", "DESCRIBE_PRODUCERS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "REQUESTS",
-    "RESPONSES", "header_versions",
+    "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "DESCRIBE_LOG_DIRS_REQUEST",
+    "DESCRIBE_LOG_DIRS_RESPONSE", "DESCRIBE_CLUSTER_REQUEST", "DESCRIBE_CLUSTER_RESPONSE",
+    "OFFSET_DELETE_REQUEST", "OFFSET_DELETE_RESPONSE", "DESCRIBE_PRODUCERS_REQUEST",
+    "DESCRIBE_PRODUCERS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "INTER_BROKER_APIS",
+    "REQUESTS", "RESPONSES", "header_versions",
 ]
 
 REQUEST_HEADER = Schema({
@@ -300,6 +306,192 @@ METADATA_RESPONSE = Schema({
         ]},
         {"name": "ClusterAuthorizedOperations", "type": "int32", "versions": "8-10",
          "default": "-2147483648"},
+    ],
+})
+
+# -- LeaderAndIsr (4) ------------------------------------------------------------------------------
+LEADER_AND_ISR_REQUEST = Schema({
+    "apiKey": 4, "type": "request", "name": "LeaderAndIsrRequest",
+    "validVersions": "0-7", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ControllerId", "type": "int32", "versions": "0+"},
+        {"name": "isKRaftController", "type": "bool", "versions": "7+", "default": "false"},
+        {"name": "ControllerEpoch", "type": "int32", "versions": "0+"},
+        {"name": "BrokerEpoch", "type": "int64", "versions": "2+", "default": "-1"},
+        {"name": "Type", "type": "int8", "versions": "5+"},
+        {"name": "UngroupedPartitionStates", "type": "[]LeaderAndIsrPartitionState",
+         "versions": "0-1"},
+        {"name": "TopicStates", "type": "[]LeaderAndIsrTopicState", "versions": "2+", "fields": [
+            {"name": "TopicName", "type": "string", "versions": "2+"},
+            {"name": "TopicId", "type": "uuid", "versions": "5+"},
+            {"name": "PartitionStates", "type": "[]LeaderAndIsrPartitionState", "versions": "2+"},
+        ]},
+        {"name": "LiveLeaders", "type": "[]LeaderAndIsrLiveLeader", "versions": "0+", "fields": [
+            {"name": "BrokerId", "type": "int32", "versions": "0+"},
+            {"name": "HostName", "type": "string", "versions": "0+"},
+            {"name": "Port", "type": "int32", "versions": "0+"},
+        ]},
+    ],
+    "commonStructs": [
+        {"name": "LeaderAndIsrPartitionState", "versions": "0+", "fields": [
+            {"name": "TopicName", "type": "string", "versions": "0-1"},
+            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+            {"name": "ControllerEpoch", "type": "int32", "versions": "0+"},
+            {"name": "Leader", "type": "int32", "versions": "0+"},
+            {"name": "LeaderEpoch", "type": "int32", "versions": "0+"},
+            {"name": "Isr", "type": "[]int32", "versions": "0+"},
+            {"name": "PartitionEpoch", "type": "int32", "versions": "0+"},
+            {"name": "Replicas", "type": "[]int32", "versions": "0+"},
+            {"name": "AddingReplicas", "type": "[]int32", "versions": "3+"},
+            {"name": "RemovingReplicas", "type": "[]int32", "versions": "3+"},
+            {"name": "IsNew", "type": "bool", "versions": "1+", "default": "false"},
+            {"name": "LeaderRecoveryState", "type": "int8", "versions": "6+", "default": "0"},
+        ]},
+    ],
+})
+
+LEADER_AND_ISR_RESPONSE = Schema({
+    "apiKey": 4, "type": "response", "name": "LeaderAndIsrResponse",
+    "validVersions": "0-7", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "PartitionErrors", "type": "[]LeaderAndIsrPartitionError", "versions": "0-4"},
+        {"name": "Topics", "type": "[]LeaderAndIsrTopicError", "versions": "5+", "fields": [
+            {"name": "TopicId", "type": "uuid", "versions": "5+"},
+            {"name": "PartitionErrors", "type": "[]LeaderAndIsrPartitionError", "versions": "5+"},
+        ]},
+    ],
+    "commonStructs": [
+        {"name": "LeaderAndIsrPartitionError", "versions": "0+", "fields": [
+            {"name": "TopicName", "type": "string", "versions": "0-4"},
+            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        ]},
+    ],
+})
+
+# -- StopReplica (5) -------------------------------------------------------------------------------
+STOP_REPLICA_REQUEST = Schema({
+    "apiKey": 5, "type": "request", "name": "StopReplicaRequest",
+    "validVersions": "0-4", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ControllerId", "type": "int32", "versions": "0+"},
+        {"name": "isKRaftController", "type": "bool", "versions": "4+", "default": "false"},
+        {"name": "ControllerEpoch", "type": "int32", "versions": "0+"},
+        {"name": "BrokerEpoch", "type": "int64", "versions": "1+", "default": "-1"},
+        {"name": "DeletePartitions", "type": "bool", "versions": "0-2"},
+        {"name": "UngroupedPartitions", "type": "[]StopReplicaPartitionV0", "versions": "0",
+         "fields": [
+            {"name": "TopicName", "type": "string", "versions": "0"},
+            {"name": "PartitionIndex", "type": "int32", "versions": "0"},
+        ]},
+        {"name": "Topics", "type": "[]StopReplicaTopicV1", "versions": "1-2", "fields": [
+            {"name": "Name", "type": "string", "versions": "1-2"},
+            {"name": "PartitionIndexes", "type": "[]int32", "versions": "1-2"},
+        ]},
+        {"name": "TopicStates", "type": "[]StopReplicaTopicState", "versions": "3+", "fields": [
+            {"name": "TopicName", "type": "string", "versions": "3+"},
+            {"name": "PartitionStates", "type": "[]StopReplicaPartitionState",
+             "versions": "3+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "3+"},
+                {"name": "LeaderEpoch", "type": "int32", "versions": "3+", "default": "-1"},
+                {"name": "DeletePartition", "type": "bool", "versions": "3+"},
+            ]},
+        ]},
+    ],
+})
+
+STOP_REPLICA_RESPONSE = Schema({
+    "apiKey": 5, "type": "response", "name": "StopReplicaResponse",
+    "validVersions": "0-4", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "PartitionErrors", "type": "[]StopReplicaPartitionError",
+         "versions": "0+", "fields": [
+            {"name": "TopicName", "type": "string", "versions": "0+"},
+            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        ]},
+    ],
+})
+
+# -- UpdateMetadata (6) ----------------------------------------------------------------------------
+UPDATE_METADATA_REQUEST = Schema({
+    "apiKey": 6, "type": "request", "name": "UpdateMetadataRequest",
+    "validVersions": "0-8", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "ControllerId", "type": "int32", "versions": "0+"},
+        {"name": "isKRaftController", "type": "bool", "versions": "8+", "default": "false"},
+        {"name": "Type", "type": "int8", "versions": "8+", "default": "0", "tag": 0,
+         "taggedVersions": "8+"},
+        {"name": "ControllerEpoch", "type": "int32", "versions": "0+"},
+        {"name": "BrokerEpoch", "type": "int64", "versions": "5+", "default": "-1"},
+        {"name": "UngroupedPartitionStates", "type": "[]UpdateMetadataPartitionState",
+         "versions": "0-4"},
+        {"name": "TopicStates", "type": "[]UpdateMetadataTopicState", "versions": "5+",
+         "fields": [
+            {"name": "TopicName", "type": "string", "versions": "5+"},
+            {"name": "TopicId", "type": "uuid", "versions": "7+"},
+            {"name": "PartitionStates", "type": "[]UpdateMetadataPartitionState",
+             "versions": "5+"},
+        ]},
+        {"name": "LiveBrokers", "type": "[]UpdateMetadataBroker", "versions": "0+", "fields": [
+            {"name": "Id", "type": "int32", "versions": "0+"},
+            {"name": "V0Host", "type": "string", "versions": "0"},
+            {"name": "V0Port", "type": "int32", "versions": "0"},
+            {"name": "Endpoints", "type": "[]UpdateMetadataEndpoint", "versions": "1+", "fields": [
+                {"name": "Port", "type": "int32", "versions": "1+"},
+                {"name": "Host", "type": "string", "versions": "1+"},
+                {"name": "Listener", "type": "string", "versions": "3+"},
+                {"name": "SecurityProtocol", "type": "int16", "versions": "1+"},
+            ]},
+            {"name": "Rack", "type": "string", "versions": "2+", "nullableVersions": "0+"},
+        ]},
+    ],
+    "commonStructs": [
+        {"name": "UpdateMetadataPartitionState", "versions": "0+", "fields": [
+            {"name": "TopicName", "type": "string", "versions": "0-4"},
+            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+            {"name": "ControllerEpoch", "type": "int32", "versions": "0+"},
+            {"name": "Leader", "type": "int32", "versions": "0+"},
+            {"name": "LeaderEpoch", "type": "int32", "versions": "0+"},
+            {"name": "Isr", "type": "[]int32", "versions": "0+"},
+            {"name": "ZkVersion", "type": "int32", "versions": "0+"},
+            {"name": "Replicas", "type": "[]int32", "versions": "0+"},
+            {"name": "OfflineReplicas", "type": "[]int32", "versions": "4+"},
+        ]},
+    ],
+})
+
+UPDATE_METADATA_RESPONSE = Schema({
+    "apiKey": 6, "type": "response", "name": "UpdateMetadataResponse",
+    "validVersions": "0-8", "flexibleVersions": "6+",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+    ],
+})
+
+# -- ControlledShutdown (7) ------------------------------------------------------------------------
+# Version 0 goes with request header v0, which has no client id (see header_versions).
+CONTROLLED_SHUTDOWN_REQUEST = Schema({
+    "apiKey": 7, "type": "request", "name": "ControlledShutdownRequest",
+    "validVersions": "0-3", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "BrokerId", "type": "int32", "versions": "0+"},
+        {"name": "BrokerEpoch", "type": "int64", "versions": "2+", "default": "-1"},
+    ],
+})
+
+CONTROLLED_SHUTDOWN_RESPONSE = Schema({
+    "apiKey": 7, "type": "response", "name": "ControlledShutdownResponse",
+    "validVersions": "0-3", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "RemainingPartitions", "type": "[]RemainingPartition", "versions": "0+",
+         "fields": [
+            {"name": "TopicName", "type": "string", "versions": "0+"},
+            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+        ]},
     ],
 })
 
@@ -831,6 +1023,41 @@ INIT_PRODUCER_ID_RESPONSE = Schema({
     ],
 })
 
+# -- OffsetForLeaderEpoch (23) ---------------------------------------------------------------------
+OFFSET_FOR_LEADER_EPOCH_REQUEST = Schema({
+    "apiKey": 23, "type": "request", "name": "OffsetForLeaderEpochRequest",
+    "validVersions": "0-4", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ReplicaId", "type": "int32", "versions": "3+", "default": "-2"},
+        {"name": "Topics", "type": "[]OffsetForLeaderTopic", "versions": "0+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]OffsetForLeaderPartition", "versions": "0+",
+             "fields": [
+                {"name": "Partition", "type": "int32", "versions": "0+"},
+                {"name": "CurrentLeaderEpoch", "type": "int32", "versions": "2+", "default": "-1"},
+                {"name": "LeaderEpoch", "type": "int32", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = Schema({
+    "apiKey": 23, "type": "response", "name": "OffsetForLeaderEpochResponse",
+    "validVersions": "0-4", "flexibleVersions": "4+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "2+"},
+        {"name": "Topics", "type": "[]OffsetForLeaderTopicResult", "versions": "0+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]EpochEndOffset", "versions": "0+", "fields": [
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "Partition", "type": "int32", "versions": "0+"},
+                {"name": "LeaderEpoch", "type": "int32", "versions": "1+", "default": "-1"},
+                {"name": "EndOffset", "type": "int64", "versions": "0+", "default": "-1"},
+            ]},
+        ]},
+    ],
+})
+
 # -- DescribeConfigs (32) --------------------------------------------------------------------------
 DESCRIBE_CONFIGS_REQUEST = Schema({
     "apiKey": 32, "type": "request", "name": "DescribeConfigsRequest",
@@ -1161,6 +1388,10 @@ API_NAMES: Dict[int, str] = {
     ApiKey.FETCH: "Fetch",
     ApiKey.LIST_OFFSETS: "ListOffsets",
     ApiKey.METADATA: "Metadata",
+    ApiKey.LEADER_AND_ISR: "LeaderAndIsr",
+    ApiKey.STOP_REPLICA: "StopReplica",
+    ApiKey.UPDATE_METADATA: "UpdateMetadata",
+    ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
     ApiKey.OFFSET_COMMIT: "OffsetCommit",
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",
@@ -1176,6 +1407,7 @@ API_NAMES: Dict[int, str] = {
     ApiKey.DELETE_TOPICS: "DeleteTopics",
     ApiKey.DELETE_RECORDS: "DeleteRecords",
     ApiKey.INIT_PRODUCER_ID: "InitProducerId",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
@@ -1194,6 +1426,10 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.FETCH: (0, 17),
     ApiKey.LIST_OFFSETS: (0, 10),
     ApiKey.METADATA: (0, 12),
+    ApiKey.LEADER_AND_ISR: (0, 7),
+    ApiKey.STOP_REPLICA: (0, 4),
+    ApiKey.UPDATE_METADATA: (0, 8),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
     ApiKey.OFFSET_COMMIT: (0, 9),
     ApiKey.OFFSET_FETCH: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),
@@ -1209,6 +1445,7 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -1221,12 +1458,23 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
+#: The APIs a cluster's brokers send one another: the controller's LeaderAndIsr, StopReplica
+#: and UpdateMetadata, a broker's ControlledShutdown, a follower's OffsetForLeaderEpoch (which
+#: consumers send too, KIP-320).
+INTER_BROKER_APIS: FrozenSet[int] = frozenset({
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH})
+
 #: API key -> request table.
 REQUESTS: Dict[int, Schema] = {
     ApiKey.PRODUCE: PRODUCE_REQUEST,
     ApiKey.FETCH: FETCH_REQUEST,
     ApiKey.LIST_OFFSETS: LIST_OFFSETS_REQUEST,
     ApiKey.METADATA: METADATA_REQUEST,
+    ApiKey.LEADER_AND_ISR: LEADER_AND_ISR_REQUEST,
+    ApiKey.STOP_REPLICA: STOP_REPLICA_REQUEST,
+    ApiKey.UPDATE_METADATA: UPDATE_METADATA_REQUEST,
+    ApiKey.CONTROLLED_SHUTDOWN: CONTROLLED_SHUTDOWN_REQUEST,
     ApiKey.OFFSET_COMMIT: OFFSET_COMMIT_REQUEST,
     ApiKey.OFFSET_FETCH: OFFSET_FETCH_REQUEST,
     ApiKey.FIND_COORDINATOR: FIND_COORDINATOR_REQUEST,
@@ -1242,6 +1490,7 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.DELETE_TOPICS: DELETE_TOPICS_REQUEST,
     ApiKey.DELETE_RECORDS: DELETE_RECORDS_REQUEST,
     ApiKey.INIT_PRODUCER_ID: INIT_PRODUCER_ID_REQUEST,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_REQUEST,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_REQUEST,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_REQUEST,
     ApiKey.SASL_AUTHENTICATE: SASL_AUTHENTICATE_REQUEST,
@@ -1260,6 +1509,10 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.FETCH: FETCH_RESPONSE,
     ApiKey.LIST_OFFSETS: LIST_OFFSETS_RESPONSE,
     ApiKey.METADATA: METADATA_RESPONSE,
+    ApiKey.LEADER_AND_ISR: LEADER_AND_ISR_RESPONSE,
+    ApiKey.STOP_REPLICA: STOP_REPLICA_RESPONSE,
+    ApiKey.UPDATE_METADATA: UPDATE_METADATA_RESPONSE,
+    ApiKey.CONTROLLED_SHUTDOWN: CONTROLLED_SHUTDOWN_RESPONSE,
     ApiKey.OFFSET_COMMIT: OFFSET_COMMIT_RESPONSE,
     ApiKey.OFFSET_FETCH: OFFSET_FETCH_RESPONSE,
     ApiKey.FIND_COORDINATOR: FIND_COORDINATOR_RESPONSE,
@@ -1275,6 +1528,7 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.DELETE_TOPICS: DELETE_TOPICS_RESPONSE,
     ApiKey.DELETE_RECORDS: DELETE_RECORDS_RESPONSE,
     ApiKey.INIT_PRODUCER_ID: INIT_PRODUCER_ID_RESPONSE,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_RESPONSE,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_RESPONSE,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESPONSE,
     ApiKey.SASL_AUTHENTICATE: SASL_AUTHENTICATE_RESPONSE,
@@ -1292,11 +1546,14 @@ def header_versions(api_key: int, api_version: int) -> Tuple[int, int]:
 
     Flexible API versions use request header v2 and response header v1, except that the
     ApiVersions response header stays v0 so a client that does not yet know the broker's
-    versions can always read it.
+    versions can always read it, and that ControlledShutdown v0 has Kafka's one non-standard
+    request header, v0, which carries no client id.
     """
     request = REQUESTS.get(api_key)
     if request is None:
         raise KeyError(f"unknown API key {api_key}")
     flexible = request.is_flexible(api_version)
     response = 1 if flexible and api_key != API_VERSIONS_RESPONSE.api_key else 0
+    if api_key == CONTROLLED_SHUTDOWN_REQUEST.api_key and api_version == 0:
+        return 0, response
     return (2 if flexible else 1), response

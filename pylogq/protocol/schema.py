@@ -1,15 +1,19 @@
 """One generic encoder/decoder driven by a message table shaped like Kafka's JSON schemas.
 
 A table is a dict: ``name``, ``type`` ("request", "response" or "header"), ``apiKey``,
-``validVersions``, ``flexibleVersions`` and ``fields``. Each field has ``name`` (CamelCase, as
-in Kafka), ``type``, ``versions`` and optionally ``nullableVersions``, ``default``, ``tag`` with
-``taggedVersions``, a field-level ``flexibleVersions`` ("none" keeps a string non-compact, as
-the request header's client id does) and, for structs and arrays of structs, ``fields``.
-Versions are written "3+", "0-7", "5" or "none".
+``validVersions``, ``flexibleVersions``, ``fields`` and optionally ``commonStructs``. Each field
+has ``name`` (CamelCase, as in Kafka), ``type``, ``versions`` and optionally
+``nullableVersions``, ``default``, ``tag`` with ``taggedVersions``, a field-level
+``flexibleVersions`` ("none" keeps a string non-compact, as the request header's client id
+does) and, for structs and arrays of structs, ``fields``. Versions are written "3+", "0-7", "5"
+or "none".
 
 Field types: int8, int16, int32, int64, uint16, uint32, varint, varlong, float64, bool, uuid,
 string, bytes, records (raw bytes), ``[]T`` (array of a primitive or of a struct) and a struct
-name with ``fields``. In a flexible version strings, bytes, records and arrays are compact and
+name with ``fields``. A struct declared once in ``commonStructs`` (``name`` and ``fields``) is
+named by type, without ``fields``, wherever the message uses it (``[]LeaderAndIsrPartitionState``
+in two places of LeaderAndIsr), as in Kafka's schemas; each field keeps its own ``versions`` at
+every use. In a flexible version strings, bytes, records and arrays are compact and
 every struct ends with a tagged-fields section (fields with a ``tag`` are written there when
 they differ from their default; unknown tags are skipped when decoding).
 
@@ -105,7 +109,7 @@ class _Field:
         "flexible", "default_value",
     )
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
+    def __init__(self, spec: Mapping[str, Any], common: Optional[_CommonStructs] = None) -> None:
         self.name: str = spec["name"]
         self.key = snake_case(self.name)
         self.type: str = spec["type"]
@@ -114,8 +118,10 @@ class _Field:
         self.tag: Optional[int] = spec.get("tag")
         self.tagged = parse_versions(spec.get("taggedVersions")) if self.tag is not None else None
         self.flexible: VersionRange = parse_versions(spec.get("flexibleVersions", "0+"))
-        self.struct: Optional[_Struct] = _Struct(spec["fields"]) if "fields" in spec else None
         self.elem: Optional[str] = self.type[2:] if self.type.startswith("[]") else None
+        self.struct: Optional[_Struct] = (
+            _Struct(spec["fields"], common) if "fields" in spec
+            else common.get(self.elem or self.type) if common is not None else None)
         if self.elem is not None and self.struct is None and self.elem not in _FIXED \
                 and self.elem not in _SIZED:
             raise ValueError(f"field {self.name}: array of unknown type {self.elem!r}")
@@ -149,8 +155,9 @@ class _Struct:
 
     __slots__ = ("fields", "_plans")
 
-    def __init__(self, specs: List[Mapping[str, Any]]) -> None:
-        self.fields = [_Field(s) for s in specs]
+    def __init__(self, specs: List[Mapping[str, Any]],
+                 common: Optional[_CommonStructs] = None) -> None:
+        self.fields = [_Field(s, common) for s in specs]
         self._plans: Dict[int, Tuple[List[_Field], List[_Field], List[_Field]]] = {}
 
     def plan(self, version: int) -> Tuple[List[_Field], List[_Field], List[_Field]]:
@@ -221,6 +228,29 @@ class _Struct:
                         f"tagged field {known.name} (tag {tag}) used {sub.pos - start} of {size} bytes"
                     )
         return out
+
+
+class _CommonStructs:
+    """A message's ``commonStructs`` by name, each compiled on its first use and then shared
+    by every field that names it, as Kafka generates one class per common struct."""
+
+    __slots__ = ("_specs", "_compiled")
+
+    def __init__(self, specs: List[Mapping[str, Any]]) -> None:
+        self._specs = {s["name"]: s for s in specs}
+        self._compiled: Dict[str, Optional[_Struct]] = {}
+
+    def get(self, name: str) -> Optional[_Struct]:
+        """The struct called ``name``; None if the message declares no such common struct."""
+        if name not in self._specs:
+            return None
+        if name not in self._compiled:
+            self._compiled[name] = None  # under construction: a struct may not contain itself
+            self._compiled[name] = _Struct(self._specs[name]["fields"], self)
+        found = self._compiled[name]
+        if found is None:
+            raise ValueError(f"common struct {name} contains itself")
+        return found
 
 
 _MISSING = object()
@@ -306,7 +336,8 @@ class Schema:
             raise ValueError(f"{self.name}: validVersions must not be none")
         self.min_version, self.max_version = rng
         self.flexible_versions = parse_versions(spec.get("flexibleVersions", "none"))
-        self._struct = _Struct(spec["fields"])
+        common = spec.get("commonStructs")
+        self._struct = _Struct(spec["fields"], _CommonStructs(common) if common else None)
 
     def __repr__(self) -> str:
         return f"Schema({self.name} v{self.min_version}-{self.max_version})"

@@ -6,8 +6,9 @@ opens (the broker, a layer below, never imports the server).
 
 from typing import Any, Mapping
 
-from ..cluster.contract import ServedBroker, register_listener_factory
+from ..cluster.contract import ServedBroker, register_inter_broker_connector, register_listener_factory
 from .config import ServerConfig
+from .inter_broker import connect as _connect_to_broker
 from .listeners import Listener, parse_jaas_users, parse_listeners
 from .server import KafkaServer, new_event_loop
 
@@ -21,3 +22,4 @@ def _serve(broker: ServedBroker, host: str, port: int, options: Mapping[str, Any
 
 
 register_listener_factory(_serve, ServerConfig)
+register_inter_broker_connector(_connect_to_broker)

@@ -11,7 +11,7 @@ import asyncio
 import base64
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple, TypeVar
 
 from .. import errors
 from .connection import Connection
@@ -72,6 +72,24 @@ class HandlerBase:
     def __init__(self, server: "KafkaServer") -> None:
         self.server = server
         self.broker = server.broker
+
+    def _brokers_for(self, conn: Connection) -> Tuple[int, List[Tuple[int, str, int, Optional[str]]]]:
+        """(controller id, [(broker id, host, port, rack)]) as a client on ``conn`` should see
+        them: a single node is its own controller at this listener's advertised address; a
+        cluster's brokers are listed at their endpoint of the same listener (a broker without
+        one is left out, as Kafka does)."""
+        view = self.broker.cluster_view()
+        if view is None:
+            host, port = self.server.advertised_for(conn)
+            return self.broker.broker_id, [(self.broker.broker_id, host, port, None)]
+        controller, brokers = view
+        listener = self.server.listener_name_for(conn)
+        out = []
+        for b in brokers:
+            endpoint = b.endpoint(listener)
+            if endpoint is not None:
+                out.append((b.broker_id, endpoint.host, endpoint.port, b.rack))
+        return controller, out
 
     async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a broker call that does file work (DeleteRecords, group deletion) off the loop."""

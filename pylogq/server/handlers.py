@@ -48,6 +48,7 @@ from .connection import Connection, Outcome
 from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, text_of, uuid_of
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
+from .handlers_replication import ReplicationHandlers
 
 if TYPE_CHECKING:
     from .server import KafkaServer
@@ -81,8 +82,7 @@ _AIOKAFKA_DESCRIBE_GROUPS_MAX = 2
 # What ApiVersions v3+ accepts as a client's software name and version (Kafka's pattern).
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _ZERO_UUID = uuid.UUID(int=0)
-# Every partition's leader epoch: a single node leads from its first epoch for good.
-_LEADER_EPOCH = 0
+_LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.code
 # ListOffsets' special timestamp for the record with the largest timestamp (KIP-734).
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
@@ -93,7 +93,7 @@ _PASSWORD = 9
 
 
 
-class Handlers(FetchHandlers, GroupHandlers):
+class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
@@ -357,7 +357,6 @@ class Handlers(FetchHandlers, GroupHandlers):
                            found: Dict[str, Any]) -> Dict[str, Any]:
         """The answer; with no authorizer, every operation is authorized (v8+, when asked)."""
         broker = self.broker
-        host, port = self.server.advertised_for(conn)
         topic_operations = _TOPIC_OPERATIONS if req.get("include_topic_authorized_operations") else NOT_COMPUTED
         topics_out = []
         for name in names:
@@ -370,17 +369,21 @@ class Handlers(FetchHandlers, GroupHandlers):
                 entry["error_code"] = 0
                 entry["topic_id"] = uuid_of(described.topic_id)
                 entry["topic_authorized_operations"] = topic_operations
+                # A partition without a leader (all its in-sync replicas down) answers
+                # LEADER_NOT_AVAILABLE, which clients retry.
                 entry["partitions"] = [
-                    {"error_code": 0, "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": _LEADER_EPOCH,
-                     "replica_nodes": p.replicas, "isr_nodes": p.isr, "offline_replicas": []}
+                    {"error_code": 0 if p.leader >= 0 else _LEADER_NOT_AVAILABLE, "partition_index": p.partition,
+                     "leader_id": p.leader, "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
+                     "isr_nodes": p.isr, "offline_replicas": p.offline_replicas}
                     for p in described.partitions
                 ]
             topics_out.append(entry)
+        controller, brokers = self._brokers_for(conn)
         return {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+            "brokers": [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in brokers],
             "cluster_id": broker.cluster_id,
-            "controller_id": broker.broker_id,
+            "controller_id": controller,
             "topics": topics_out,
             "cluster_authorized_operations": _CLUSTER_OPERATIONS
             if req.get("include_cluster_authorized_operations") else NOT_COMPUTED,
@@ -529,7 +532,7 @@ class Handlers(FetchHandlers, GroupHandlers):
                 try:
                     if seen.get((name, index), 0) > 1:
                         raise errors.InvalidRequestError("partition %s-%d is listed more than once" % (name, index))
-                    self._check_leader_epoch(name, index, p.get("current_leader_epoch", -1))
+                    epoch = self._check_leader_epoch(name, index, p.get("current_leader_epoch", -1))
                     if version == 0:
                         out["old_style_offsets"] = self.broker.legacy_offsets_before(
                             name, index, p["timestamp"], p["max_num_offsets"])
@@ -537,7 +540,8 @@ class Handlers(FetchHandlers, GroupHandlers):
                         offset, timestamp = self.broker.list_offsets(name, index, p["timestamp"])
                         out["offset"], out["timestamp"] = offset, timestamp
                         if offset >= 0:
-                            out["leader_epoch"] = _LEADER_EPOCH
+                            out["leader_epoch"] = epoch if epoch is not None else \
+                                self.broker.leader_epoch_of(name, index)
                 except ValueError as exc:
                     out["error_code"] = errors.InvalidRequestError.code
                     log.debug("list offsets error id=%d error=%r", conn.id, exc)
@@ -547,19 +551,21 @@ class Handlers(FetchHandlers, GroupHandlers):
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _check_leader_epoch(self, topic: str, partition: int, current: int) -> None:
+    def _check_leader_epoch(self, topic: str, partition: int, current: int) -> Optional[int]:
         """Kafka's fencing by leader epoch (KIP-320): a client that knows a newer epoch than
         the leader's gets UNKNOWN_LEADER_EPOCH, one that knows an older FENCED_LEADER_EPOCH;
-        -1 skips the check."""
+        -1 skips the check. -> the leader's epoch when checked."""
         if current < 0:
-            return
+            return None
         self.broker.partitions_for(topic)  # an unknown topic answers as such first
-        if current > _LEADER_EPOCH:
+        epoch = self.broker.leader_epoch_of(topic, partition)
+        if current > epoch:
             raise errors.UnknownLeaderEpochError("leader epoch %d of %s-%d is newer than the leader's (%d)"
-                                                 % (current, topic, partition, _LEADER_EPOCH))
-        if current < _LEADER_EPOCH:
+                                                 % (current, topic, partition, epoch))
+        if current < epoch:
             raise errors.FencedLeaderEpochError("leader epoch %d of %s-%d is older than the leader's (%d)"
-                                                % (current, topic, partition, _LEADER_EPOCH))
+                                                % (current, topic, partition, epoch))
+        return epoch
 
     async def delete_records(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         topics = []
@@ -612,12 +618,11 @@ class Handlers(FetchHandlers, GroupHandlers):
         if code:
             return {"throttle_time_ms": 0, "error_code": errors.InvalidRequestError.code if version == 0 else code,
                     "error_message": message}
-        host, port = self.server.advertised_for(conn)
-        broker_id = self.broker.broker_id
+        controller, brokers = self._brokers_for(conn)
         operations = _CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else NOT_COMPUTED
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": endpoint,
-                "cluster_id": self.broker.cluster_id, "controller_id": broker_id,
-                "brokers": [{"broker_id": broker_id, "host": host, "port": port, "rack": None}],
+                "cluster_id": self.broker.cluster_id, "controller_id": controller,
+                "brokers": [{"broker_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in brokers],
                 "cluster_authorized_operations": operations}
 
     async def describe_log_dirs(self, conn: Connection, req: Dict[str, Any], version: int,

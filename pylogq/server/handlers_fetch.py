@@ -16,7 +16,7 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import errors
-from ..cluster.contract import FetchResult, RecordsView
+from ..cluster.contract import FetchResult, RecordsView, ReplicaFetchPartition
 from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
 from ..records.downconvert import down_convert, target_magic
@@ -30,9 +30,8 @@ _ZERO_UUID = uuid.UUID(int=0)
 _UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.code
 #: The first version whose clients read v2 record batches; older ones get legacy messages.
 FIRST_V2_RECORDS = 4
-#: The first version with the client's current leader epoch (KIP-320), and every partition's epoch here.
+#: The first version with the client's current leader epoch (KIP-320).
 FIRST_LEADER_EPOCH = 9
-LEADER_EPOCH = 0
 #: The first version with a ReplicaState (KIP-903) in place of the ReplicaId field.
 FIRST_REPLICA_STATE = 15
 
@@ -48,7 +47,9 @@ class FetchHandlers(HandlerBase):
     def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
         replica_id = req["replica_state"]["replica_id"] if version >= FIRST_REPLICA_STATE else req["replica_id"]
         if replica_id >= 0:
-            raise CloseConnection("follower fetches are not served by a single-node broker")
+            if not self.broker.clustered:
+                raise CloseConnection("follower fetches are not served by a single-node broker")
+            return self._replica_fetch(req, version, slot, replica_id)
         requests: List[Tuple[str, int, int, int]] = []
         order: Order = []
         offsets: Dict[Tuple[str, int], Tuple[int, int]] = {}  # what down-conversion needs (v0-3)
@@ -60,10 +61,12 @@ class FetchHandlers(HandlerBase):
             for p in topic["partitions"]:
                 index = p["partition"]
                 indexes.append(index)
-                if name is not None and version >= FIRST_LEADER_EPOCH and p["current_leader_epoch"] > LEADER_EPOCH:
-                    # KIP-320: a client that knows a newer epoch than the leader's is answered
-                    # at once (an older one cannot exist: every partition is led from epoch 0).
-                    fenced[(name, index)] = FetchResult(errors.UnknownLeaderEpochError.code, -1, -1, None)
+                code = self._fenced(name, index, p["current_leader_epoch"]) \
+                    if name is not None and version >= FIRST_LEADER_EPOCH else 0
+                if name is not None and code:
+                    # KIP-320: a client that knows another epoch than the leader's is answered
+                    # at once (UNKNOWN_LEADER_EPOCH for a newer one, FENCED for an older one).
+                    fenced[(name, index)] = FetchResult(code, -1, -1, None)
                 elif name is not None:
                     requests.append((name, index, p["fetch_offset"], p["partition_max_bytes"]))
                     if legacy:
@@ -82,6 +85,48 @@ class FetchHandlers(HandlerBase):
                 return self._fetch_converted(slot, version, order, results, offsets, max_bytes)
             return self._fetch_response(slot, version, order, results, isolation)
         return self._fetch_wait(op, future, version, order, isolation, slot, offsets, max_bytes, fenced)
+
+    def _fenced(self, topic: str, partition: int, current: int) -> int:
+        """The error for a fetch whose current leader epoch is not the leader's, else 0."""
+        if current < 0:
+            return 0
+        try:
+            epoch = self.broker.leader_epoch_of(topic, partition)
+        except errors.BrokerError:
+            return 0  # the fetch itself answers the partition's error
+        if current > epoch:
+            return int(errors.UnknownLeaderEpochError.code)
+        if current < epoch:
+            return int(errors.FencedLeaderEpochError.code)
+        return 0
+
+    def _replica_fetch(self, req: Dict[str, Any], version: int, slot: Any, replica_id: int) -> Any:
+        """A follower's Fetch: records up to the leader's log end, waiting for appends."""
+        broker_epoch = req["replica_state"]["replica_epoch"] if version >= FIRST_REPLICA_STATE else -1
+        asks: List[ReplicaFetchPartition] = []
+        order: Order = []
+        for topic in req["topics"]:
+            name = self._topic_of(topic, version)
+            indexes = [p["partition"] for p in topic["partitions"]]
+            order.append((topic["topic_id"] if version >= FIRST_TOPIC_ID else name or "", name, indexes))
+            if name is None:
+                continue
+            for p in topic["partitions"]:
+                asks.append(ReplicaFetchPartition(name, p["partition"], p["fetch_offset"], p["log_start_offset"],
+                                                  p["partition_max_bytes"], p["current_leader_epoch"]))
+        max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
+        future: "asyncio.Future[Results]" = self.server.new_future()
+        op = self.broker.replica_fetch_async(replica_id, broker_epoch, asks, req["max_wait_ms"], req["min_bytes"],
+                                             max_bytes, deliver=self.server.on_loop(resolve, future))
+        if op.completed:
+            return self._fetch_response(slot, version, order, op.answer(), "read_uncommitted")
+        return self._replica_fetch_wait(op, future, version, order, slot)
+
+    async def _replica_fetch_wait(self, op: "DelayedCall[Results]", future: "asyncio.Future[Results]", version: int,
+                                  order: Order, slot: Any) -> Any:
+        slot.release()  # parked: the queue is for requests being worked on
+        results = await self.server.parked(op, future)
+        return self._fetch_response(slot, version, order, results, "read_uncommitted")
 
     def _topic_of(self, topic: Dict[str, Any], version: int) -> Optional[str]:
         """The name of a requested topic; None when it is named by an id no topic has."""

@@ -36,25 +36,47 @@ class GroupHandlers(HandlerBase):
     def _groups(self) -> GroupCoordinatorApi:
         return self.broker.group_coordinator
 
-    def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        """v0-3 look one key up; v4+ a batch (KIP-699), each key answered on its own."""
+    def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+        """v0-3 look one key up; v4+ a batch (KIP-699), each key answered on its own. In a
+        cluster whose ``__consumer_offsets`` does not exist yet, it is created first (off the
+        loop), as Kafka does on the first lookup."""
+        if req["key_type"] == GROUP_KEY and not self.broker.offsets_topic_ready():
+            return self._find_coordinator_creating(conn, req, version)
+        return self._find_coordinator(conn, req, version)
+
+    async def _find_coordinator_creating(self, conn: Connection, req: Dict[str, Any],
+                                         version: int) -> Dict[str, Any]:
+        try:
+            await self._admin(self.broker.ensure_offsets_topic)
+        except Exception as exc:  # noqa: BLE001 - the lookup answers COORDINATOR_NOT_AVAILABLE, clients retry
+            self._failed(conn, exc, "creating the offsets topic")
+        return self._find_coordinator(conn, req, version)
+
+    def _find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int) -> Dict[str, Any]:
         if version < 4:
-            found = self._coordinator_for(conn, req["key_type"], version)
+            found = self._coordinator_for(conn, req["key_type"], version, req["key"])
             return {"throttle_time_ms": 0, "error_code": found["error_code"],
                     "error_message": found["error_message"], "node_id": found["node_id"],
                     "host": found["host"], "port": found["port"]}
         return {"throttle_time_ms": 0, "coordinators": [
-            dict(self._coordinator_for(conn, req["key_type"], version), key=key)
+            dict(self._coordinator_for(conn, req["key_type"], version, key), key=key)
             for key in req["coordinator_keys"]]}
 
-    def _coordinator_for(self, conn: Connection, key_type: int, version: int) -> Dict[str, Any]:
-        """This broker coordinates every group. There is no transaction coordinator, and no
-        share group coordinator (KIP-932): Kafka answers a share key INVALID_REQUEST before
-        v6, and so does a Kafka broker without share groups at v6."""
+    def _coordinator_for(self, conn: Connection, key_type: int, version: int, key: str) -> Dict[str, Any]:
+        """A group's coordinator: this broker on a single node, the leader of the group's
+        ``__consumer_offsets`` partition in a cluster. There is no transaction coordinator,
+        and no share group coordinator (KIP-932): Kafka answers a share key INVALID_REQUEST
+        before v6, and so does a Kafka broker without share groups at v6."""
         if key_type == GROUP_KEY:
-            host, port = self.server.advertised_for(conn)
-            return {"error_code": 0, "error_message": None, "node_id": self.broker.broker_id,
-                    "host": host, "port": port}
+            code, node = self.broker.coordinator_for(key)
+            if not code:
+                for broker_id, host, port, _ in self._brokers_for(conn)[1]:
+                    if broker_id == node:
+                        return {"error_code": 0, "error_message": None, "node_id": node, "host": host,
+                                "port": port}
+                code = errors.CoordinatorNotAvailableError.code
+            return {"error_code": code, "error_message": "the group's coordinator is not available yet",
+                    "node_id": -1, "host": "", "port": -1}
         if key_type == TRANSACTION_KEY:
             code, message = errors.CoordinatorNotAvailableError.code, "transactions are not supported by this broker"
         elif key_type == SHARE_KEY:
@@ -95,6 +117,11 @@ class GroupHandlers(HandlerBase):
                                            group_instance_id=req["group_instance_id"],
                                            protocol_type=req["protocol_type"], protocol_name=req["protocol_name"])
         result = await self.server.parked(op, future, SyncResult(errors.NotCoordinatorError.code))
+        if result.error_code == 0 and self.broker.clustered:
+            # The group's new state is answered once the offsets topic's replicas have it.
+            code = await self._replicated(req["group_id"], for_commit=False)
+            if code:
+                result = SyncResult(code)
         protocol_type = protocol_name = None
         if result.error_code == 0 and version >= 5:
             # The generation's protocol: it cannot change before the next generation.
@@ -123,7 +150,16 @@ class GroupHandlers(HandlerBase):
                 "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
                              "error_code": c} for m, c in zip(members, codes)]}
 
-    def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def _replicated(self, group_id: str, for_commit: bool) -> int:
+        """Wait until the coordinator's writes for ``group_id`` are on every in-sync replica of
+        the offsets topic; -> the code to answer with (0 when they are)."""
+        future: "asyncio.Future[int]" = self.server.new_future()
+        op = self.broker.group_writes_replicated_async(group_id, for_commit, deliver=self.server.on_loop(resolve,
+                                                                                                        future))
+        code: int = await self.server.parked(op, future, errors.NotCoordinatorError.code)
+        return code
+
+    def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
         """Every version commits to ``__consumer_offsets``: Kafka stored v0 commits in
         ZooKeeper, which pylogq does not have.
 
@@ -153,6 +189,20 @@ class GroupHandlers(HandlerBase):
             unknown_group_not_found=version >= 9) if len(unknown) < len(offsets) else {}
         for tp in unknown:
             codes[tp] = errors.UnknownTopicOrPartitionError.code
+        if self.broker.clustered and any(c == 0 for c in codes.values()):
+            return self._offset_commit_replicated(req, codes)
+        return self._offset_commit_response(req, codes)
+
+    async def _offset_commit_replicated(self, req: Dict[str, Any], codes: Dict[Tuple[str, int], int]
+                                        ) -> Dict[str, Any]:
+        """A commit is answered once every in-sync replica of the offsets topic has it (acks=all)."""
+        slot_code = await self._replicated(req["group_id"], for_commit=True)
+        if slot_code:
+            codes = {tp: c or slot_code for tp, c in codes.items()}
+        return self._offset_commit_response(req, codes)
+
+    @staticmethod
+    def _offset_commit_response(req: Dict[str, Any], codes: Dict[Tuple[str, int], int]) -> Dict[str, Any]:
         return {"throttle_time_ms": 0, "topics": [
             {"name": topic["name"], "partitions": [
                 {"partition_index": p["partition_index"], "error_code": codes[(topic["name"], p["partition_index"])]}

@@ -39,7 +39,7 @@ from typing import (
     Union,
 )
 
-from ..cluster.contract import ServedBroker
+from ..cluster.contract import BrokerEndpoint, ServedBroker
 from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError
 from .config import JAAS_KEY, ServerConfig, parse_connection_overrides
@@ -347,6 +347,18 @@ class KafkaServer:
             return await future
         finally:
             self._parked.pop(op, None)
+
+    def endpoints(self) -> List[BrokerEndpoint]:
+        """The advertised endpoints of the bound listeners (what a cluster member registers)."""
+        out = []
+        for listener, (host, port) in zip(self.listeners, self.addresses):
+            out.append(BrokerEndpoint(listener.protocol, host, port, listener.protocol))
+        return out
+
+    def listener_name_for(self, conn: Connection) -> str:
+        """The name of the listener a connection came in on (its protocol, ``PLAINTEXT``)."""
+        listener = self._bound.get(conn.local_port)
+        return listener.protocol if listener is not None else self.listeners[0].protocol
 
     def advertised_for(self, conn: Connection) -> Tuple[str, int]:
         """The advertised (host, port) of the listener a connection came in on."""

@@ -1,8 +1,12 @@
 """One partition's log: an ordered list of segments, appended to at the end.
 
 Kafka's Log. The directory is named ``<topic>-<partition>`` and holds the
-segments' files (see :mod:`pylogq.storage.segment`) and, written by the
-replication layer, ``leader-epoch-checkpoint``.
+segments' files (see :mod:`pylogq.storage.segment`) and the log's leader epoch
+cache, ``leader-epoch-checkpoint`` (see :mod:`pylogq.storage.leader_epoch`):
+where each leader epoch's records start. The log keeps it in step with its
+offsets: an append in a new epoch records the epoch's start before the
+records are written, a truncation cuts it, the log start moving up trims it,
+and opening the log cuts it to what recovery kept.
 
 Readers never block: the segment list is copy-on-write. Every change (roll,
 retention, truncation, compaction swap) builds a new tuple and publishes it
@@ -23,7 +27,7 @@ import re
 import struct
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import records
 from ..errors import (
@@ -36,8 +40,11 @@ from ..errors import (
     RecordListTooLargeError,
 )
 from ..records import AppendResult, BatchHeader
+from ..records.default_records import PARTITION_LEADER_EPOCH_OFFSET
 from ..records.legacy import assign_offsets_legacy, first_keyless_offset
+from .checkpoint import LEADER_EPOCH_CHECKPOINT
 from .config import LogConfig
+from .leader_epoch import LeaderEpochFileCache
 from .scheduler import Scheduler
 from .segment import (
     CLEANED_SUFFIX,
@@ -66,7 +73,7 @@ _SEGMENT_FILE = re.compile(
 # Kafka has them; pylogq neither reads nor removes them.
 _UNUSED_KINDS = (".snapshot", ".txnindex")
 # The other files a partition directory holds (the second one Kafka's).
-_KNOWN_FILES = frozenset(["leader-epoch-checkpoint", "partition.metadata"])
+_KNOWN_FILES = frozenset([LEADER_EPOCH_CHECKPOINT, "partition.metadata"])
 _TMP_SUFFIX = ".tmp"
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -104,6 +111,7 @@ ProducersAppended = Callable[[Sequence[BatchHeader]], None]
 
 
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch: its size after the offset and this field
+_LEADER_EPOCH = struct.Struct(">i")  # at byte 12 of a v2 batch: the epoch of the leader that wrote it
 _LOG_OVERHEAD = 12
 
 
@@ -197,6 +205,10 @@ class Log:
         self.recovered_bytes = 0  # bytes truncated by recovery on this open (for tests and logs)
         self._write_failed = False  # the last append failed to write (logged once until one succeeds)
         self._close_hook: Optional[Callable[["Log"], None]] = None  # set by a standalone log's manager
+        self._epochs: LeaderEpochFileCache  # loaded once the segments are
+        # The leader epoch an append may be in without touching the epoch cache (None: look).
+        # Any change of the cache resets it, so the hot path is one comparison.
+        self._append_epoch: Optional[int] = None
         self._load(clean_shutdown, log_start_offset)
 
     # -- construction -----------------------------------------------------------
@@ -251,6 +263,22 @@ class Log:
             log_start_offset = None
         self.log_start_offset = max(first, log_start_offset or 0)
         self.recovery_point = self._end.offset if clean_shutdown else min(max(self.recovery_point, 0), self._end.offset)
+        self._epochs = LeaderEpochFileCache(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT), self._batch_epochs)
+        # An epoch's start is written before its records, so a crash (or recovery cutting a torn
+        # tail) can leave entries past the end; retention that ran after the cache's last write
+        # leaves entries below the start. Neither describes a record of this log.
+        self._epochs.truncate_from_end(self._end.offset)
+        self._epochs.truncate_from_start(self.log_start_offset)
+
+    def _batch_epochs(self) -> Iterator[Tuple[int, int]]:
+        """(partition leader epoch, base offset) of every v2 batch, in offset order: what a leader
+        epoch checkpoint that does not parse is rebuilt from (legacy batches carry no epoch)."""
+        for segment in self._view[1]:
+            reader = segment.reader()
+            for header in reader.headers():
+                if header.magic >= 2:
+                    raw = reader.read(header.position + PARTITION_LEADER_EPOCH_OFFSET, _LEADER_EPOCH.size)
+                    yield _LEADER_EPOCH.unpack(raw)[0], header.base_offset
 
     def _open_segments(self) -> Tuple[Dict[int, LogSegment], List[str]]:
         """Tidy the directory and open its segments; -> {base offset: segment}, the ``.log.swap`` names.
@@ -484,6 +512,103 @@ class Log:
     def num_segments(self) -> int:
         return len(self._view[1])
 
+    # -- leader epochs ---------------------------------------------------------------
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
+        """Where each leader epoch's records start (``leader-epoch-checkpoint``). Read it freely;
+        change it only through the log, which keeps it in step with the offsets."""
+        return self._epochs
+
+    @property
+    def latest_epoch(self) -> Optional[int]:
+        """The latest leader epoch that wrote to the log (or was given its start); None when
+        none is known (an empty log, or one written before epochs were kept)."""
+        return self._epochs.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> Tuple[int, int]:
+        """Kafka's endOffsetForEpoch (OffsetsForLeaderEpoch): -> (epoch, end offset), the largest
+        known epoch not above ``leader_epoch`` and the offset its records stop at (the log end
+        offset for the latest epoch); (-1, -1) when the cache cannot say (see
+        :meth:`LeaderEpochFileCache.end_offset_for`). Under the log's lock, so the answer and
+        the log end offset it may give are of the same moment."""
+        with self._lock:
+            return self._epochs.end_offset_for(leader_epoch, self._end.offset)
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (Kafka's
+        maybeAssignEpochStartOffset: a replica becoming leader gives its epoch the log end
+        offset before it appends), by the cache's rule (:meth:`LeaderEpochFileCache.assign`).
+        ValueError past the log end offset, which no record holds yet."""
+        with self._lock:
+            self._check_open()
+            if start_offset > self._end.offset:
+                raise ValueError("leader epoch %d cannot start at offset %d, past the log end offset %d of %s-%d"
+                                 % (leader_epoch, start_offset, self._end.offset, self.topic, self.partition))
+            self._change_epochs("record leader epoch %d from offset %d" % (leader_epoch, start_offset),
+                                lambda: self._epochs.assign(leader_epoch, start_offset))
+
+    def _epoch_for_append(self, leader_epoch: int, first_offset: int) -> None:
+        """Before a leader's append at ``first_offset`` in an epoch the last append was not in (or
+        after the cache changed): record the epoch's start there if it is new, and write a cache
+        whose last write failed, so no record is written whose epoch the file lacks. A negative
+        epoch (none) records nothing."""
+        if leader_epoch >= 0:
+            self._change_epochs("record leader epoch %d from offset %d" % (leader_epoch, first_offset),
+                                lambda: self._epochs.assign(leader_epoch, first_offset))
+        self._append_epoch = leader_epoch
+
+    def _change_epochs(self, what: str, change: Callable[[], bool]) -> None:
+        """Run a change of the epoch cache (lock held); a checkpoint write that fails raises
+        KafkaStorageError, the cache left dirty (right in memory; written again before the
+        next records are)."""
+        self._append_epoch = None
+        try:
+            change()
+        except OSError as exc:
+            raise self._storage_error("%s (writing %s)" % (what, LEADER_EPOCH_CHECKPOINT), exc) from exc
+
+    def _trim_epochs(self, what: str, change: Callable[[], bool]) -> None:
+        """A change of the epoch cache after records went (a truncation, the log start moving;
+        lock held). A checkpoint write that fails is warned about, not raised: the records are
+        gone either way, memory is right, and the file, behind only by entries that describe
+        no record any more (which loading cuts), is written again before the next records are."""
+        self._append_epoch = None
+        try:
+            change()
+        except OSError as exc:
+            log.warning("%s: could not write %s to %s: %s; it is written again before the next append",
+                        self.directory, LEADER_EPOCH_CHECKPOINT, what, exc)
+
+    def _follow_epochs(self, buffer: bytes, headers: Sequence[BatchHeader]) -> None:
+        """Kafka's appendAsFollower rule: each v2 batch's own epoch starts at its base offset (a
+        batch without one adds nothing); a legacy batch carries none, so a cache that would not
+        describe it is cleared (Kafka reverts to truncating by the high watermark then). One
+        checkpoint write at most, and none when every batch is in the latest epoch."""
+        latest = self._epochs.latest_entry
+        updates: List[Tuple[int, int]] = []
+        clear = False
+        legacy = -1
+        for h in headers:
+            if h.magic < 2:
+                if updates or (latest is not None and not clear):
+                    clear, updates, legacy = True, [], h.magic
+                continue
+            epoch = _LEADER_EPOCH.unpack_from(buffer, h.position + PARTITION_LEADER_EPOCH_OFFSET)[0]
+            if epoch >= 0 and (updates or clear or latest is None or epoch != latest.epoch
+                               or h.base_offset < latest.start_offset):
+                updates.append((epoch, h.base_offset))
+        if not clear and not updates:
+            if self._epochs.dirty:
+                self._change_epochs("write the leader epochs", self._epochs.flush)
+            return
+        if clear:
+            log.warning("%s: clearing the leader epoch cache after a v%d batch (no leader epoch) was appended "
+                        "from offset %d", self.directory, legacy, headers[0].base_offset)
+        self._change_epochs("record the leader epochs of offsets %d..%d" % (headers[0].base_offset,
+                                                                           headers[-1].last_offset),
+                            lambda: self._epochs.assign_all(updates, clear=clear))
+
     # -- appending ----------------------------------------------------------------
 
     def append(self, data: Union[bytes, bytearray, memoryview], leader_epoch: int = 0, *,
@@ -517,6 +642,13 @@ class Log:
         refuses control batches with InvalidRecordError: transaction markers
         are the broker's to write.
 
+        ``leader_epoch`` is stamped on every v2 batch. An append that starts a
+        new epoch records it at its first offset in the leader epoch cache
+        before the batches are written (the only time the append path writes
+        ``leader-epoch-checkpoint``); a negative epoch records nothing. When
+        that file cannot be written the append raises KafkaStorageError with
+        nothing written.
+
         The pass over the records reads nothing of the log, so it runs before
         the log's lock is taken: a compressed batch may take long to walk
         (docs/operations.md, "Compressed batches"), and flushes, retention and
@@ -535,7 +667,7 @@ class Log:
             now = self._now_ms()
             lat = now if self.config.log_append_time else None
             if legacy:
-                return self._append_legacy(buffer, lat, now)
+                return self._append_legacy(buffer, lat, now, leader_epoch)
             if check_producers is not None:
                 duplicate = check_producers(batches)
                 if duplicate is not None:
@@ -548,6 +680,8 @@ class Log:
                 self._check_timestamps(batches, now, first_offset)
             if keyless >= 0:
                 self._refuse_keyless(first_offset + keyless, _index_in_batch(batches, keyless))
+            if leader_epoch != self._append_epoch:
+                self._epoch_for_append(leader_epoch, first_offset)
             written = records.patch_offsets(buffer, batches, first_offset, leader_epoch, lat)
             max_ts, max_ts_offset = _max_timestamp(written)
             last_offset = written[-1].last_offset
@@ -558,8 +692,12 @@ class Log:
             return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
                                 record_count, last_offset, len(written), max_ts, max_ts_offset)
 
-    def _append_legacy(self, buffer: bytearray, lat: Optional[int], now: int) -> AppendResult:
-        """A producer's v0/v1 message set (Kafka 0.8-0.10 clients): offsets, checks and write."""
+    def _append_legacy(self, buffer: bytearray, lat: Optional[int], now: int, leader_epoch: int) -> AppendResult:
+        """A producer's v0/v1 message set (Kafka 0.8-0.10 clients): offsets, checks and write.
+
+        The messages carry no leader epoch, but the leader knows the one it writes them in
+        and records its start as for v2 batches (Kafka converts such messages to v2 batches
+        stamped with it)."""
         first_offset = self._end.offset
         assigned, last = assign_offsets_legacy(buffer, first_offset, log_append_time=lat)
         buffer = bytearray(assigned)
@@ -569,6 +707,8 @@ class Log:
             self._check_timestamps(headers, now, None)
         if self.config.compact:
             self._check_legacy_keys(buffer)
+        if leader_epoch != self._append_epoch:
+            self._epoch_for_append(leader_epoch, first_offset)
         max_ts = max(h.max_timestamp for h in headers)
         self._write(buffer, headers, last, max_ts)
         self._flush_if_due_by_messages()
@@ -579,7 +719,9 @@ class Log:
         """Append batches that already carry offsets (a replica's fetch, a copy of a log).
 
         Checks every batch (framing, CRC) and that offsets start at the log end
-        offset or later and increase.
+        offset or later and increase. Each v2 batch's partition leader epoch is
+        recorded at its base offset when it starts a new epoch; a legacy batch
+        clears the epoch cache (see :meth:`_follow_epochs`).
         """
         buffer = bytes(data)
         with self._lock:
@@ -599,6 +741,7 @@ class Log:
                 expected = h.last_offset + 1
             self._check_sizes(headers, len(buffer), None)
             max_ts, max_ts_offset = _max_timestamp(headers)
+            self._follow_epochs(buffer, headers)
             if headers[0].base_offset > self._end.offset:
                 # A gap (compacted source or a fresh replica): the next segment starts there.
                 try:
@@ -873,6 +1016,10 @@ class Log:
             if offset < 0:
                 raise ValueError("cannot truncate to a negative offset %d" % offset)
             if offset >= self._end.offset:
+                # As Kafka does: an epoch given its start at the log end by a leader that wrote
+                # nothing before it lost the leadership conflicts with what a new leader sends.
+                self._trim_epochs("truncate it from offset %d" % self._end.offset,
+                                  lambda: self._epochs.truncate_from_end(self._end.offset))
                 return False
             if offset < self.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
@@ -890,10 +1037,14 @@ class Log:
             new_end = max(active.next_offset, active.base_offset) if active.size else active.base_offset
             self._end = _End(new_end, active, active.size)
             self.recovery_point = min(self.recovery_point, new_end)
+            # After the records, as Kafka does: a crash in between leaves entries past the end,
+            # which loading cuts; the other order could leave records whose epoch is gone. From
+            # the new end, which the batch holding ``offset`` may have pulled below it.
+            self._trim_epochs("truncate it from offset %d" % new_end, lambda: self._epochs.truncate_from_end(new_end))
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and start an empty log at ``offset``."""
+        """Delete every segment and start an empty log at ``offset``; the epoch cache is cleared."""
         with self._lock:
             self._check_open()
             for s in self._view[1]:
@@ -903,6 +1054,7 @@ class Log:
             self._end = _End(offset, new, 0)
             self.log_start_offset = offset
             self.recovery_point = offset
+            self._trim_epochs("clear it", self._epochs.clear)
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to ``offset`` (Kafka's DeleteRecords); -> the new log start.
@@ -918,6 +1070,7 @@ class Log:
             if offset > self.log_start_offset:
                 self.log_start_offset = offset
                 self._delete_segments(lambda s, nxt: nxt is not None and nxt <= offset, "log start offset")
+                self._epochs_start_moved()
             return self.log_start_offset
 
     def delete_old_segments(self) -> int:
@@ -963,11 +1116,20 @@ class Log:
             return 0
         remaining = segments[len(doomed):]
         self._publish(remaining)
-        self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
+        if remaining[0].base_offset > self.log_start_offset:
+            self.log_start_offset = remaining[0].base_offset
+            self._epochs_start_moved()
         for segment in doomed:
             log.info("%s: deleting segment %d (%s)", self.directory, segment.base_offset, reason)
             self._delete_segment(segment, asynchronous=True)
         return len(doomed)
+
+    def _epochs_start_moved(self) -> None:
+        """Trim the epoch cache to the new log start (lock held)."""
+        if self.closed:
+            return  # a closed log may be on its way out (its directory renamed); loading trims it
+        start = self.log_start_offset
+        self._trim_epochs("trim it to the log start offset %d" % start, lambda: self._epochs.truncate_from_start(start))
 
     def _delete_segment(self, segment: LogSegment, asynchronous: bool) -> None:
         """Rename to .deleted now, remove the files later (file.delete.delay.ms)."""
@@ -1025,6 +1187,13 @@ class Log:
                 return
             if flush:
                 self._flush_locked(self._end.offset)
+                if self._epochs.dirty:
+                    try:
+                        self._epochs.flush()
+                    except OSError as exc:
+                        # Behind memory only in ways loading repairs: no record lacks its epoch.
+                        log.warning("%s: could not write %s on close: %s", self.directory,
+                                    LEADER_EPOCH_CHECKPOINT, exc)
             self.closed = True
             for segment in self._view[1]:
                 segment.close()

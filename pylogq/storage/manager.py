@@ -457,6 +457,20 @@ class LogManager:
                 entries = {tp: hw for tp, hw in high_watermarks.items() if self._log_dir_of.get(tp) is d}
                 OffsetCheckpoint(os.path.join(d.path, REPLICATION_CHECKPOINT)).write(entries)
 
+    def high_watermark_checkpoint(self) -> Dict[Tuple[str, int], int]:
+        """Every dir's ``replication-offset-checkpoint``: the high watermarks written last. A
+        file that does not parse is reported and read as empty (a replica then learns its
+        high watermark again from its leader)."""
+        out: Dict[Tuple[str, int], int] = {}
+        with self._lock:
+            for d in self._dirs:
+                path = os.path.join(d.path, REPLICATION_CHECKPOINT)
+                try:
+                    out.update(OffsetCheckpoint(path).read())
+                except (CorruptCheckpointError, OSError) as exc:
+                    log.warning("ignoring %s: %s", path, exc)
+        return out
+
     # -- lifecycle -----------------------------------------------------------------
 
     def _check_open(self) -> None:

@@ -58,10 +58,27 @@ def key(name: str) -> str:
 
 
 def load(name: str) -> Dict[str, Any]:
-    """One message schema, ``//`` comments (outside strings) removed."""
+    """One message schema, ``//`` comments (outside strings) removed.
+
+    A field that names one of the message's ``commonStructs`` (``[]LeaderAndIsrPartitionState``)
+    gets that struct's ``fields``, so the rest of this module sees every struct inline.
+    """
     text = (MESSAGES / (name + ".json")).read_text()
-    return json.loads(re.sub(r'"(?:\\.|[^"\\])*"|//[^\n]*',
+    spec = json.loads(re.sub(r'"(?:\\.|[^"\\])*"|//[^\n]*',
                              lambda m: m.group(0) if m.group(0).startswith('"') else "", text))
+    common = {s["name"]: s["fields"] for s in spec.get("commonStructs", [])}
+    for fields in list(common.values()) + [spec["fields"]]:
+        _inline(fields, common)
+    return spec
+
+
+def _inline(fields: List[Dict[str, Any]], common: Dict[str, List[Dict[str, Any]]]) -> None:
+    for f in fields:
+        struct_name = f["type"][2:] if f["type"].startswith("[]") else f["type"]
+        if "fields" not in f and struct_name in common:
+            f["fields"] = common[struct_name]
+        elif "fields" in f:
+            _inline(f["fields"], common)
 
 
 # -- sample values -------------------------------------------------------------------------

@@ -240,6 +240,51 @@ def test_bad_values_raise_value_error() -> None:
         TOY.encode({}, 3)
 
 
+COMMON = Schema({
+    "name": "Common", "type": "request", "apiKey": 998, "validVersions": "0-1",
+    "flexibleVersions": "1+",
+    "fields": [
+        {"name": "Loose", "type": "[]Part", "versions": "0"},
+        {"name": "Topics", "type": "[]Topic", "versions": "1+", "fields": [
+            {"name": "Name", "type": "string", "versions": "1+"},
+            {"name": "Parts", "type": "[]Part", "versions": "1+"},
+        ]},
+        {"name": "Main", "type": "Part", "versions": "0+"},
+    ],
+    "commonStructs": [
+        {"name": "Part", "versions": "0+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "0"},
+            {"name": "Index", "type": "int32", "versions": "0+"},
+        ]},
+    ],
+})
+
+
+def test_common_structs_are_shared_and_follow_each_fields_versions() -> None:
+    loose, topics, main = COMMON._struct.fields
+    assert loose.struct is main.struct is topics.struct.fields[1].struct
+    v0 = {"loose": [{"topic": "a", "index": 1}], "main": {"topic": "b", "index": 2}}
+    assert COMMON.encode(v0, 0) == (b"\x00\x00\x00\x01" + b"\x00\x01a\x00\x00\x00\x01"
+                                    + b"\x00\x01b\x00\x00\x00\x02")
+    v1 = {"topics": [{"name": "t", "parts": [{"index": 3}]}], "main": {"index": 4}}
+    encoded = COMMON.encode(v1, 1)
+    # topics[1]: name, parts[1]: index, tags; tags; then main: index, tags; then the message's tags
+    assert encoded == b"\x02\x02t\x02\x00\x00\x00\x03\x00\x00" + b"\x00\x00\x00\x04\x00" + b"\x00"
+    assert COMMON.decode(encoded, 1) == {"loose": [], "topics": [
+        {"name": "t", "parts": [{"topic": "", "index": 3}]}], "main": {"topic": "", "index": 4}}
+
+
+def test_unknown_and_self_containing_common_structs_raise() -> None:
+    head = {"name": "Bad", "type": "request", "apiKey": 997, "validVersions": "0"}
+    with pytest.raises(ValueError, match="unknown type 'Missing'"):
+        Schema(dict(head, fields=[{"name": "X", "type": "[]Missing", "versions": "0+"}]))
+    loop = [{"name": "Loop", "versions": "0+", "fields": [
+        {"name": "Inner", "type": "Loop", "versions": "0+"}]}]
+    with pytest.raises(ValueError, match="common struct Loop contains itself"):
+        Schema(dict(head, fields=[{"name": "X", "type": "Loop", "versions": "0+"}],
+                    commonStructs=loop))
+
+
 def test_huge_array_count_raises() -> None:
     with pytest.raises(ProtocolError):
         API_VERSIONS_RESPONSE.decode(b"\x00\x00\x7f\xff\xff\xff", 0)

@@ -1,5 +1,8 @@
 """Message tables: the served version table, round trips, truncation, JSON structure.
 
+The inter-broker APIs have tables over Kafka 3.9's ranges but are not served; their round trips
+with the values brokers send are in ``test_inter_broker``.
+
 Every table is checked with the same generated sample values: one with every field set to a
 distinct non-default value (so a swapped or misplaced field changes the bytes) and one with
 every nullable field null. Golden bytes for every version, against an encoder written from
@@ -12,11 +15,13 @@ import uuid
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import pytest
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from pylogq.protocol import (
     API_NAMES,
     FETCH_RESPONSE,
+    INTER_BROKER_APIS,
     REQUESTS,
     RESPONSES,
     SUPPORTED_VERSIONS,
@@ -35,6 +40,13 @@ ADVERTISED = {
     19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 32: (0, 4), 33: (0, 2), 36: (0, 2),
     37: (0, 3), 42: (0, 2), 44: (0, 1), 35: (0, 4), 60: (0, 1), 47: (0, 0), 61: (0, 0),
 }
+
+#: Kafka 3.9's ranges of the inter-broker APIs (a cluster's brokers send them one another; a
+#: ZooKeeper-mode Kafka broker advertises them too, and clients ignore what they do not use).
+INTER_BROKER = {4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3), 23: (0, 4)}
+
+#: Every table's range: the advertised one, or Kafka 3.9's for an inter-broker API.
+RANGES = {**ADVERTISED, **INTER_BROKER}
 
 
 TABLES: List[Schema] = [t for k in sorted(REQUESTS) for t in (REQUESTS[k], RESPONSES[k])]
@@ -144,7 +156,7 @@ def _assert_contains(actual: Any, expected: Any) -> None:
 
 
 def _advertised(schema: Schema) -> range:
-    lo, hi = ADVERTISED[schema.api_key or 0]
+    lo, hi = RANGES[schema.api_key or 0]
     return range(lo, hi + 1)
 
 
@@ -159,13 +171,20 @@ def _cases(versions: Callable[[Schema], Iterable[int]]) -> List[Any]:
 
 
 def test_supported_versions_match_the_client_table() -> None:
-    assert SUPPORTED_VERSIONS == ADVERTISED
-    assert set(API_NAMES) == set(REQUESTS) == set(RESPONSES) == set(ADVERTISED)
+    assert SUPPORTED_VERSIONS == RANGES
+    assert set(API_NAMES) == set(REQUESTS) == set(RESPONSES) == set(RANGES)
 
 
-@pytest.mark.parametrize("api_key", sorted(ADVERTISED))
+def test_inter_broker_apis_are_served_over_kafkas_ranges() -> None:
+    assert INTER_BROKER_APIS == set(INTER_BROKER)
+    assert {k: SUPPORTED_VERSIONS[k] for k in INTER_BROKER_APIS} == INTER_BROKER
+    # Kafka 3.9's ranges as kafka-python records them for a 3.9 broker.
+    assert {k: BROKER_API_VERSIONS[(3, 9)][k] for k in INTER_BROKER} == INTER_BROKER
+
+
+@pytest.mark.parametrize("api_key", sorted(RANGES))
 def test_tables_cover_the_advertised_range(api_key: int) -> None:
-    lo, hi = SUPPORTED_VERSIONS[api_key]
+    lo, hi = RANGES[api_key]
     for table, kind in ((REQUESTS[api_key], "request"), (RESPONSES[api_key], "response")):
         assert table.api_key == api_key and table.type == kind
         assert table.name == API_NAMES[api_key] + kind.capitalize()
@@ -173,11 +192,14 @@ def test_tables_cover_the_advertised_range(api_key: int) -> None:
         assert (table.min_version, table.max_version) == (lo, hi)
 
 
-@pytest.mark.parametrize("api_key", sorted(ADVERTISED))
+@pytest.mark.parametrize("api_key", sorted(REQUESTS))
 def test_header_versions(api_key: int) -> None:
     table = REQUESTS[api_key]
     for version in range(table.min_version, table.max_version + 1):
-        if not table.is_flexible(version):
+        if api_key == 7 and version == 0:
+            # ControlledShutdown v0: Kafka's one request header without a client id.
+            assert header_versions(api_key, version) == (0, 0)
+        elif not table.is_flexible(version):
             assert header_versions(api_key, version) == (1, 0)
         elif api_key == 18:
             assert header_versions(api_key, version) == (2, 0)

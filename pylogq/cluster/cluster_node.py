@@ -1,0 +1,373 @@
+"""A broker's part in a replicated cluster (Kafka's KafkaServer in ZooKeeper mode, with its
+ZkAdminManager): registration, the controller, the replicas, the cluster's metadata,
+and topic administration through the metadata store.
+
+A :class:`pylogq.Broker` given ``zookeeper.connect`` (or, in one process, a store of
+:class:`pylogq.Cluster`'s) is a member of a cluster; this object holds everything that
+makes it one:
+
+- its registration in ``/brokers/ids`` (an ephemeral znode: it goes when the broker's
+  session does, and the controller acts on that), kept with the session: a new
+  session registers again;
+- its :class:`~.controller.KafkaController`, active when elected;
+- its :class:`~.replica_manager.ReplicaManager` (leaders, followers, fetchers);
+- its :class:`~.metadata_cache.MetadataCache`, which the controller keeps current and
+  from which every broker answers Metadata alike;
+- topic administration: CreateTopics writes the assignment (spread over the live
+  brokers, racks considered) and the config; the controller does the rest and the
+  call returns once this broker's metadata shows a leader for every new partition.
+  Deletion marks the topic; the controller stops and deletes its replicas. Config
+  changes are written with a change notification each broker applies to its logs.
+
+Thread-safety: the calls are made by the broker from any thread; the parts guard
+their own state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from .. import errors
+from ..config import ConfigError
+from .contract import (
+    BrokerEndpoint,
+    BrokerRegistration,
+    InterBrokerConnector,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    TopicDescription,
+    TopicPartitionInfo,
+    UpdateMetadataRequest,
+)
+from .controller import KafkaController
+from .metadata_cache import MetadataCache
+from .metadata_store import CONNECTED, EXPIRED, MetadataStore, WatchedEvent
+from .names import INTERNAL_TOPICS, collides, validate_topic_name
+from .partition import Partition
+from .replica_assignment import assign_replicas
+from .replica_fetcher import FetcherSettings
+from .replica_manager import ReplicaHost, ReplicaManager, ReplicationSettings
+from .zk_client import KafkaZkClient
+from .zk_data import TopicAssignment, broker_path, encode_broker, topic_path
+
+if TYPE_CHECKING:  # the broker owns this object; only its type is needed here
+    from .broker_config import NodeConfig
+
+__all__ = ["ClusterNode"]
+
+log = logging.getLogger("pylogq.cluster")
+
+TopicPartition = Tuple[str, int]
+#: How long an admin call waits for the controller to carry it out by default.
+ADMIN_TIMEOUT_S = 30.0
+
+
+class ClusterNode:
+    """Everything that makes a broker a member of a cluster."""
+
+    def __init__(self, broker_id: int, node: "NodeConfig", store: MetadataStore, connector: InterBrokerConnector,
+                 host: ReplicaHost, timer: Any, schedule: Callable[[Callable[[], None], float, Optional[float], str], None],
+                 unclean_leader_election: Callable[[str], bool], consumer_fetches: Any,
+                 on_leadership: Optional[Callable[[List[TopicPartition], List[TopicPartition]], None]] = None,
+                 on_topic_config: Optional[Callable[[str, Dict[str, str]], None]] = None) -> None:
+        self.broker_id = broker_id
+        self.node = node
+        self.store = store
+        self.zk = KafkaZkClient(store)
+        self.metadata = MetadataCache()
+        self._metadata_changed = threading.Condition()
+        self._on_topic_config = on_topic_config
+        self._registration: Optional[BrokerRegistration] = None
+        self._epoch = -1
+        self._lock = threading.RLock()
+        self._seen_changes: Set[str] = set()  # config change notifications already applied
+        self.closed = False
+        self.controller = KafkaController(broker_id, self.zk, connector, unclean_leader_election,
+                                          node.inter_broker_listener_name)
+        settings = ReplicationSettings(
+            replica_lag_time_max_ms=node.replica_lag_time_max_ms,
+            fetcher=FetcherSettings(node.replica_fetch_wait_max_ms, node.replica_fetch_min_bytes,
+                                    node.replica_fetch_max_bytes, node.replica_fetch_response_max_bytes,
+                                    node.replica_fetch_backoff_ms, node.num_replica_fetchers),
+            inter_broker_listener=node.inter_broker_listener_name)
+        self.replicas = ReplicaManager(broker_id, host, self.zk, settings, connector, timer, schedule,
+                                       lambda: self._epoch, on_leadership, consumer_fetches)
+        self._connector = connector
+
+    # -- membership ---------------------------------------------------------------------
+
+    @property
+    def broker_epoch(self) -> int:
+        return self._epoch
+
+    def start(self, cluster_id: str, endpoints: Sequence[BrokerEndpoint]) -> str:
+        """Join: the cluster id (the first broker writes it), then registration and the
+        controller. -> the cluster's id."""
+        self.zk.ensure_layout()
+        cluster_id = self.zk.get_or_create_cluster_id(cluster_id)
+        self._registration = BrokerRegistration(self.broker_id, tuple(endpoints), self.node.broker_rack)
+        self._register()
+        self.store.add_listener(self._session_state)
+        self.zk.get_config_changes(watch=self._config_changes_watch)
+        self.controller.startup()
+        return cluster_id
+
+    def _register(self) -> None:
+        assert self._registration is not None
+        wait_s = max(self.store.session_timeout_ms / 1000.0 * 1.5, 1.0)
+        self._epoch = self.zk.register_broker(self._registration, wait_s)
+        log.info("broker %d registered at epoch %d with endpoints %s", self.broker_id, self._epoch,
+                 [e.connection_string() for e in self._registration.endpoints])
+
+    def _session_state(self, state: str) -> None:
+        if state == CONNECTED and not self.closed and self._registration is not None:
+            stat = self.store.exists(broker_path(self.broker_id))
+            if stat is None or stat.ephemeral_owner != self.store.session_id:
+                threading.Thread(target=self._reregister, name="pylogq-register-%d" % self.broker_id,
+                                 daemon=True).start()
+        elif state == EXPIRED:
+            log.warning("broker %d lost its metadata store session; it registers again when connected",
+                        self.broker_id)
+
+    def _reregister(self) -> None:
+        try:
+            self._register()
+        except Exception:  # noqa: BLE001 - logged; the broker keeps serving what it has
+            log.exception("broker %d could not register again", self.broker_id)
+
+    def update_endpoints(self, endpoints: Sequence[BrokerEndpoint]) -> None:
+        """Advertise new endpoints (a listener opened after the broker joined)."""
+        with self._lock:
+            assert self._registration is not None
+            self._registration = self._registration._replace(endpoints=tuple(endpoints))
+            self.store.set(broker_path(self.broker_id), encode_broker(self._registration))
+
+    @property
+    def registration(self) -> Optional[BrokerRegistration]:
+        return self._registration
+
+    # -- requests from the controller ---------------------------------------------------
+
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[TopicPartition, int]]:
+        return self.replicas.become_leader_or_follower(request)
+
+    def update_metadata(self, request: UpdateMetadataRequest) -> int:
+        if request.controller_epoch < self.replicas.controller_epoch:
+            return errors.StaleControllerEpochError.code
+        self.metadata.update(request)
+        with self._metadata_changed:
+            self._metadata_changed.notify_all()
+        return 0
+
+    def stop_replica(self, request: StopReplicaRequest) -> Tuple[int, Dict[TopicPartition, int]]:
+        return self.replicas.stop_replicas(request)
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[TopicPartition]]:
+        """Answered by the active controller; others say NOT_CONTROLLER."""
+        if not self.controller.active:
+            return errors.NotControllerError.code, []
+        return self.controller.controlled_shutdown(broker_id, broker_epoch)
+
+    # -- waiting for the cluster ----------------------------------------------------------
+
+    def wait_for_metadata(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``condition()`` holds of this broker's metadata (woken by UpdateMetadata)."""
+        deadline = time.monotonic() + timeout_s
+        with self._metadata_changed:
+            while not condition():
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    return condition()
+                self._metadata_changed.wait(min(left, 0.5))
+        return True
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def list_topics(self, include_internal: bool = False) -> List[str]:
+        return [t for t in self.metadata.topics() if include_internal or t not in INTERNAL_TOPICS]
+
+    def describe_topic(self, name: str, config: Optional[Dict[str, str]] = None) -> TopicDescription:
+        parts = self.metadata.partitions_of(name)
+        if not parts:
+            raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
+        infos = [TopicPartitionInfo(p, s.leader, list(s.replicas), list(s.isr), list(s.offline_replicas), s.leader_epoch)
+                 for p, s in sorted(parts.items())]
+        return TopicDescription(name, infos, dict(config or {}), name in INTERNAL_TOPICS,
+                                self.metadata.topic_id(name) or "AAAAAAAAAAAAAAAAAAAAAA")
+
+    def live_brokers(self) -> Dict[int, Optional[str]]:
+        """Live broker id -> rack, from the store (what a new topic's replicas spread over)."""
+        brokers = self.zk.get_all_brokers()
+        return {b: r.rack for b, r in brokers.items()}
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str],
+                     topic_id: str, validate_only: bool = False, timeout_s: float = ADMIN_TIMEOUT_S,
+                     assignment: Optional[Dict[int, List[int]]] = None) -> Dict[int, List[int]]:
+        """Write a new topic; -> its assignment. Waits for leaders unless ``validate_only``."""
+        validate_topic_name(name)
+        for existing in self.zk.get_topics():
+            if existing == name:
+                raise errors.TopicAlreadyExistsError("topic %r already exists" % name)
+            if collides(name, existing):
+                raise errors.InvalidTopicError("topic %r collides with existing topic %r ('.' and '_' are the same "
+                                               "in metric names)" % (name, existing))
+        if assignment is None:
+            brokers = self.live_brokers()
+            if replication_factor > len(brokers):
+                raise errors.InvalidReplicationFactorError(
+                    "replication factor: %d larger than available brokers: %d" % (replication_factor, len(brokers)))
+            assignment = assign_replicas(partitions, replication_factor, brokers)
+        if validate_only:
+            return assignment
+        self.zk.create_topic(name, TopicAssignment(assignment, topic_id), config)
+        self._wait_for_leaders(name, len(assignment), timeout_s)
+        return assignment
+
+    def _wait_for_leaders(self, name: str, count: int, timeout_s: float) -> None:
+        def ready() -> bool:
+            parts = self.metadata.partitions_of(name)
+            return len(parts) >= count and all(s.leader >= 0 for s in parts.values())
+
+        if not self.wait_for_metadata(ready, timeout_s):
+            raise errors.RequestTimedOutError("topic %r was created but not every partition had a leader within "
+                                              "%.0f s (are its replicas' brokers alive?)" % (name, timeout_s))
+
+    def delete_topic(self, name: str, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+        """Mark a topic for deletion; -> once this broker's metadata no longer has it (as
+        Kafka's DeleteTopics answers) and, within ``timeout_s``, once its replicas are deleted
+        and its znodes gone, so that the name can be used again. Replicas on brokers that
+        are down are deleted when they come back; the topic's znodes go only then."""
+        if not self.zk.topic_exists(name):
+            raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
+        deadline = time.monotonic() + timeout_s
+        self.zk.mark_topic_for_deletion(name)
+        if not self.wait_for_metadata(lambda: not self.metadata.has_topic(name), timeout_s):
+            raise errors.RequestTimedOutError("topic %r is marked for deletion; the controller had not started "
+                                              "within %.0f s" % (name, timeout_s))
+        while time.monotonic() < deadline:
+            gone = threading.Event()
+            if self.store.exists(topic_path(name), watch=lambda event: gone.set()) is None:
+                return
+            gone.wait(deadline - time.monotonic())
+        log.info("topic %s is still being deleted (a replica's broker may be down)", name)
+
+    def create_partitions(self, name: str, total: int, validate_only: bool = False,
+                          timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+        """Grow a topic to ``total`` partitions, the new ones continuing its pattern."""
+        for _attempt in range(5):
+            found = self.zk.get_topic_assignment(name)
+            if found is None or self.zk.is_marked_for_deletion(name):
+                raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
+            current, version = found
+            have = len(current.partitions)
+            if total <= have:
+                raise errors.InvalidPartitionsError("topic %r has %d partitions; the new total %r must be larger"
+                                                    % (name, have, total))
+            factor = len(current.partitions[0])
+            brokers = self.live_brokers()
+            if factor > len(brokers):
+                raise errors.InvalidReplicationFactorError(
+                    "replication factor: %d larger than available brokers: %d" % (factor, len(brokers)))
+            order = sorted(brokers)
+            first = current.partitions[0][0]
+            start = order.index(first) if first in order else -1
+            added = assign_replicas(total - have, factor, brokers, start_partition=have, fixed_start=start)
+            if validate_only:
+                return
+            partitions = dict(current.partitions)
+            partitions.update(added)
+            try:
+                self.zk.set_topic_assignment(name, TopicAssignment(partitions, current.topic_id), version)
+            except errors.BadVersionError:
+                continue  # another change of the topic got there first: compute again
+            self._wait_for_leaders(name, total, timeout_s)
+            return
+        raise errors.RequestTimedOutError("the partitions of %r kept changing; try again" % name)
+
+    def topic_config(self, name: str) -> Dict[str, str]:
+        return self.zk.get_topic_config(name)
+
+    def set_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        if not self.zk.topic_exists(name):
+            raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
+        self.zk.set_topic_config(name, config)
+
+    def _config_changes_watch(self, event: WatchedEvent) -> None:
+        threading.Thread(target=self._apply_config_changes, name="pylogq-config-changes-%d" % self.broker_id,
+                         daemon=True).start()
+
+    def _apply_config_changes(self) -> None:
+        """Apply topic config changes to this broker's logs (each broker reads every notification;
+        the controller-side cleanup of old notifications is Kafka's 15-minute expiry)."""
+        if self.closed:
+            return
+        try:
+            names = self.zk.get_config_changes(watch=self._config_changes_watch)
+        except Exception:  # noqa: BLE001 - the store is unreachable: the next change retries
+            log.warning("could not read config changes", exc_info=True)
+            return
+        with self._lock:
+            seen = self._seen_changes
+            for name in names:
+                if name in seen:
+                    continue
+                seen.add(name)
+                entity = self.zk.read_config_change(name)
+                if entity is None or not entity.startswith("topics/"):
+                    continue
+                topic = entity[len("topics/"):]
+                if self._on_topic_config is not None:
+                    self._on_topic_config(topic, self.zk.get_topic_config(topic))
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def controlled_shutdown_request(self, retries: int, backoff_s: float) -> bool:
+        """Ask the controller to move this broker's leaderships away; -> whether it succeeded."""
+        self.replicas.shutting_down = True
+        for attempt in range(retries + 1):
+            controller = self.metadata.controller_id
+            if controller < 0:
+                found = self.zk.get_controller_id()
+                controller = found if found is not None else -1
+            try:
+                if controller == self.broker_id:
+                    code, remaining = self.controller.controlled_shutdown(self.broker_id, self._epoch)
+                else:
+                    reg = self.zk.get_broker(controller) if controller >= 0 else None
+                    endpoint = reg.endpoint(self.node.inter_broker_listener_name) or reg.endpoint() \
+                        if reg is not None else None
+                    if reg is None or endpoint is None:
+                        raise errors.BrokerNotAvailableError("no controller is reachable")
+                    client = self._connector(reg.broker_id, endpoint.host, endpoint.port)
+                    try:
+                        code, remaining = client.controlled_shutdown(self.broker_id, self._epoch)
+                    finally:
+                        client.close()
+                if code == 0 and not remaining:
+                    log.info("controlled shutdown of broker %d: every leadership moved", self.broker_id)
+                    return True
+                log.info("controlled shutdown of broker %d: %s, %d partitions still led (attempt %d)",
+                         self.broker_id, code, len(remaining), attempt + 1)
+            except (errors.BrokerError, errors.MetadataStoreError, errors.PylogqError) as exc:
+                log.info("controlled shutdown of broker %d: %s (attempt %d)", self.broker_id, exc, attempt + 1)
+            if attempt < retries:
+                time.sleep(backoff_s)
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        self.store.remove_listener(self._session_state)
+        with self._metadata_changed:
+            self._metadata_changed.notify_all()
+        self.controller.shutdown()
+        self.replicas.close()
+        try:
+            self.store.close()  # the registration goes with the session
+        except Exception:  # noqa: BLE001 - closing a broken session
+            log.debug("closing the metadata store session", exc_info=True)

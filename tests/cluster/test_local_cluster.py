@@ -1,0 +1,418 @@
+"""pylogq.Cluster: replication in one process, with the in-memory metadata store.
+
+Real brokers with real logs on disk, the in-memory store's ZooKeeper semantics (a
+killed broker's session expires after its timeout), real controller, fetchers and
+delayed produces. Failures are injected by stopping brokers abruptly.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+import pylogq
+from pylogq import errors, records
+from pylogq.cluster.broker import Broker
+from pylogq.cluster.local_cluster import Cluster
+from pylogq.cluster.zk_client import KafkaZkClient
+
+SESSION_MS = 600
+FAST = {
+    "zookeeper.session.timeout.ms": SESSION_MS,
+    "replica.lag.time.max.ms": 2000,
+    "replica.fetch.wait.max.ms": 100,
+    "replica.fetch.backoff.ms": 50,
+}
+TIMEOUT_S = 20.0
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(3, str(tmp_path), **FAST)
+    yield c
+    c.close()
+
+
+def batch(values: List[bytes], pid: int = -1, epoch: int = -1, seq: int = -1) -> bytes:
+    return bytes(records.build_batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
+
+
+def read_all(broker: Broker, topic: str, partition: int, upto: Optional[int] = None) -> List[Tuple[int, bytes]]:
+    """(offset, value) of the partition's records on ``broker``'s replica below ``upto`` (its HW)."""
+    part = broker.hosted((topic, partition))
+    assert part is not None
+    end = part.high_watermark if upto is None else upto
+    out: List[Tuple[int, bytes]] = []
+    offset = part.log_start_offset
+    while offset < end:
+        data = part.log.read(offset, 1 << 20, max_offset=end).read()
+        if not data:
+            break
+        for info in records.iter_batches(data):
+            for r in records.RecordBatch(data, info.position):
+                if offset <= r.offset < end:
+                    out.append((r.offset, r.value))
+        offset = out[-1][0] + 1 if out else end
+    return out
+
+
+def leader_broker(c: Cluster, topic: str, partition: int) -> Broker:
+    c.wait_until(lambda: c.running(c.leader(topic, partition)) is not None, TIMEOUT_S, "a live leader")
+    return c.broker(c.leader(topic, partition))
+
+
+def in_sync(c: Cluster, topic: str, partition: int, size: int) -> bool:
+    leader = c.running(c.leader(topic, partition))
+    part = leader.hosted((topic, partition)) if leader is not None else None
+    return part is not None and part.is_leader and len(part.isr) == size
+
+
+def test_a_topic_gets_leaders_and_full_isrs_on_every_replica(cluster):
+    cluster.create_topic("t", 4, 3)
+    for p in range(4):
+        leader = cluster.leader("t", p)
+        assert leader in (0, 1, 2)
+        for b in cluster.brokers:
+            part = b.hosted(("t", p))
+            assert part is not None, "broker %d hosts no replica of t-%d" % (b.broker_id, p)
+            assert part.leader_id == leader and sorted(part.isr) == [0, 1, 2]
+            assert part.is_leader == (b.broker_id == leader)
+    # The preferred leaders are spread over the brokers, one replica per broker per partition.
+    leaders = [cluster.leader("t", p) for p in range(4)]
+    assert len(set(leaders)) == 3
+    for b in cluster.brokers:
+        described = b.describe_topic("t")
+        assert [(i.partition, i.leader, sorted(i.replicas)) for i in described.partitions] == \
+            [(p, leaders[p], [0, 1, 2]) for p in range(4)]
+
+
+def test_acks_all_waits_for_every_in_sync_replica(cluster):
+    cluster.create_topic("t", 1, 3)
+    leader = leader_broker(cluster, "t", 0)
+    for i in range(20):
+        r = leader.produce("t", 0, batch([b"v%d" % i]), acks=-1)
+        assert r.error_code == 0 and r.base_offset == i
+        # Acknowledged means committed: the high watermark has passed it already.
+        assert leader.hosted(("t", 0)).high_watermark >= i + 1
+    cluster.wait_until(lambda: all(b.hosted(("t", 0)).high_watermark == 20 for b in cluster.brokers), TIMEOUT_S,
+                       "every replica's high watermark at 20")
+    expected = [(i, b"v%d" % i) for i in range(20)]
+    for b in cluster.brokers:
+        assert read_all(b, "t", 0) == expected
+    # Followers carry the leader's epoch stamps and epoch cache.
+    for b in cluster.brokers:
+        assert b.hosted(("t", 0)).log.latest_epoch == 0
+
+
+def test_a_follower_refuses_producers_and_consumers(cluster):
+    cluster.create_topic("t", 1, 3)
+    leader = leader_broker(cluster, "t", 0)
+    follower = next(b for b in cluster.brokers if b is not leader)
+    with pytest.raises(errors.NotLeaderOrFollowerError):
+        follower.produce("t", 0, batch([b"x"]), acks=1)
+    results = follower.fetch([("t", 0, 0, 1 << 20)], max_wait_ms=0)
+    assert results[("t", 0)].error_code == errors.NotLeaderOrFollowerError.code
+
+
+def test_killing_the_leader_elects_an_isr_member_and_loses_nothing_acknowledged(cluster):
+    cluster.create_topic("t", 1, 3)
+    old = leader_broker(cluster, "t", 0)
+    acked = [old.produce("t", 0, batch([b"a%d" % i]), acks=-1).base_offset for i in range(50)]
+    assert acked == list(range(50))
+    old_epoch = old.hosted(("t", 0)).leader_epoch
+    cluster.stop_broker(old.broker_id, abrupt=True)
+    new = leader_broker(cluster, "t", 0)
+    assert new.broker_id != old.broker_id
+    part = new.hosted(("t", 0))
+    assert part.leader_epoch > old_epoch
+    assert read_all(new, "t", 0)[:50] == [(i, b"a%d" % i) for i in range(50)]
+    # The shrunk ISR is in every live broker's metadata.
+    cluster.wait_until(lambda: all(sorted(b.describe_topic("t").partitions[0].isr) == sorted(
+        x.broker_id for x in cluster.brokers) for b in cluster.brokers), TIMEOUT_S, "the shrunk ISR")
+    r = new.produce("t", 0, batch([b"after"]), acks=-1)
+    assert r.base_offset == 50
+    # The old leader comes back as a follower, catches up and rejoins the ISR.
+    cluster.start_broker(old.broker_id)
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the restarted broker back in the ISR")
+    back = cluster.broker(old.broker_id)
+    cluster.wait_until(lambda: back.hosted(("t", 0)).high_watermark == 51, TIMEOUT_S, "its high watermark")
+    assert read_all(back, "t", 0) == read_all(cluster.broker(cluster.leader("t", 0)), "t", 0)
+
+
+def test_min_insync_replicas_refuses_acks_all_before_the_append(tmp_path):
+    with Cluster(3, str(tmp_path), **dict(FAST, **{"min.insync.replicas": 2})) as c:
+        c.create_topic("t", 1, 3)
+        leader = leader_broker(c, "t", 0)
+        others = [b.broker_id for b in c.brokers if b is not leader]
+        for b in others:
+            c.stop_broker(b, abrupt=True)
+        c.wait_until(lambda: in_sync(c, "t", 0, 1), TIMEOUT_S, "the ISR to shrink to the leader")
+        end = leader.hosted(("t", 0)).log_end_offset
+        with pytest.raises(errors.NotEnoughReplicasError):
+            leader.produce("t", 0, batch([b"x"]), acks=-1)
+        assert leader.hosted(("t", 0)).log_end_offset == end  # nothing was written
+        assert leader.produce("t", 0, batch([b"y"]), acks=1).error_code == 0  # acks=1 still works
+
+
+def test_an_acks_all_produce_in_flight_when_the_isr_shrinks_answers_not_enough_replicas_after_append(tmp_path):
+    with Cluster(2, str(tmp_path), **dict(FAST, **{"min.insync.replicas": 2})) as c:
+        c.create_topic("t", 1, 2)
+        leader = leader_broker(c, "t", 0)
+        follower = next(b for b in c.brokers if b is not leader)
+        # The follower cannot fetch, its session stays: the ISR shrinks by lag.
+        c.cut(leader.broker_id, follower.broker_id)
+        op = leader.produce_async("t", 0, batch([b"x"]), acks=-1, timeout_ms=20000)
+        assert op.wait(TIMEOUT_S)
+        assert op.answer().error_code == errors.NotEnoughReplicasAfterAppendError.code
+
+
+def test_a_produce_that_cannot_replicate_in_time_times_out(tmp_path):
+    with Cluster(2, str(tmp_path), **dict(FAST, **{"replica.lag.time.max.ms": 60000})) as c:
+        c.create_topic("t", 1, 2)
+        leader = leader_broker(c, "t", 0)
+        follower = next(b for b in c.brokers if b is not leader)
+        c.cut(leader.broker_id, follower.broker_id)
+        op = leader.produce_async("t", 0, batch([b"x"]), acks=-1, timeout_ms=300)
+        assert op.wait(TIMEOUT_S)
+        assert op.answer().error_code == errors.RequestTimedOutError.code
+
+
+def test_controlled_shutdown_moves_leadership_first(cluster):
+    cluster.create_topic("t", 3, 3)
+    led = {p: cluster.leader("t", p) for p in range(3)}
+    victim = led[0]
+    cluster.stop_broker(victim, abrupt=False)
+    # No session had to expire: the store had the new leaders when the broker stopped.
+    zk = KafkaZkClient(cluster.zookeeper.connect())
+    for p in range(3):
+        state = zk.get_partition_state("t", p)
+        assert state is not None and state.leader != victim and victim not in state.isr
+    zk.store.close()
+    cluster.wait_until(lambda: all(cluster.leader("t", p) not in (victim, -1) for p in range(3)), TIMEOUT_S,
+                       "every broker's metadata to show the new leaders")
+    cluster.start_broker(victim)
+    cluster.wait_until(lambda: all(in_sync(cluster, "t", p, 3) for p in range(3)), TIMEOUT_S,
+                       "the broker back in every ISR")
+
+
+def test_uncommitted_records_of_a_dead_leader_are_truncated_by_leader_epoch(cluster):
+    """The old leader wrote records its followers never got; a new leader wrote others at the
+    same offsets. When the old leader comes back it must take the new leader's log."""
+    cluster.create_topic("t", 1, 3)
+    old = leader_broker(cluster, "t", 0)
+    for i in range(10):
+        old.produce("t", 0, batch([b"c%d" % i]), acks=-1)
+    followers = [b for b in cluster.brokers if b is not old]
+    for f in followers:  # the followers cannot fetch: what comes next stays on the leader
+        cluster.cut(old.broker_id, f.broker_id)
+    for i in range(5):
+        assert old.produce("t", 0, batch([b"lost%d" % i]), acks=1).base_offset == 10 + i
+    cluster.stop_broker(old.broker_id, abrupt=True)
+    cluster.heal()
+    new = leader_broker(cluster, "t", 0)
+    # A fetch already on its way when the links were cut may have copied the first of them.
+    kept = new.hosted(("t", 0)).log_end_offset - 10
+    assert 0 <= kept < 5
+    for i in range(7):
+        assert new.produce("t", 0, batch([b"new%d" % i]), acks=-1).base_offset == 10 + kept + i
+    cluster.start_broker(old.broker_id)
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the old leader back in the ISR")
+    end = 17 + kept
+    cluster.wait_until(lambda: all(b.hosted(("t", 0)).high_watermark == end for b in cluster.brokers), TIMEOUT_S,
+                       "every high watermark at the end")
+    expected = [(i, b"c%d" % i) for i in range(10)] + [(10 + i, b"lost%d" % i) for i in range(kept)] + \
+        [(10 + kept + i, b"new%d" % i) for i in range(7)]
+    for b in cluster.brokers:
+        assert read_all(b, "t", 0) == expected, "broker %d diverged" % b.broker_id
+    _assert_identical_below_hw(cluster, "t", 0)
+
+
+def _assert_identical_below_hw(c: Cluster, topic: str, partition: int) -> None:
+    """Every replica holds the same bytes below the high watermark (offsets and leader epochs
+    included: the leaders' stamps are copied as they are)."""
+    parts = [b.hosted((topic, partition)) for b in c.brokers]
+    hw = min(p.high_watermark for p in parts)
+    first = parts[0].log.read(parts[0].log_start_offset, 1 << 30, max_offset=hw).read()
+    for p in parts[1:]:
+        assert p.log.read(p.log_start_offset, 1 << 30, max_offset=hw).read() == first
+
+
+def test_offline_partition_without_unclean_election_waits_for_its_isr(tmp_path):
+    with Cluster(2, str(tmp_path), **FAST) as c:
+        c.create_topic("t", 1, 2)
+        leader = leader_broker(c, "t", 0)
+        other = next(b for b in c.brokers if b is not leader).broker_id
+        leader.produce("t", 0, batch([b"x"]), acks=-1)
+        # The follower leaves the ISR (it stops), then the leader dies: no ISR member is alive.
+        c.stop_broker(other, abrupt=False)
+        c.wait_until(lambda: in_sync(c, "t", 0, 1), TIMEOUT_S, "the ISR to shrink")
+        c.stop_broker(leader.broker_id, abrupt=True)
+        c.start_broker(other)
+        def offline() -> bool:
+            state = c.broker(other).cluster.metadata.partition("t", 0)
+            return state is not None and state.leader == -1
+
+        c.wait_until(offline, TIMEOUT_S, "the partition to be offline")
+        # The ISR member comes back: it leads again with everything it had.
+        c.start_broker(leader.broker_id)
+        c.wait_until(lambda: c.leader("t", 0) == leader.broker_id, TIMEOUT_S, "its election")
+        assert read_all(c.broker(leader.broker_id), "t", 0) == [(0, b"x")]
+
+
+def test_unclean_leader_election_picks_a_live_replica_when_enabled(tmp_path):
+    with Cluster(2, str(tmp_path), **FAST) as c:
+        c.create_topic("t", 1, 2, config={"unclean.leader.election.enable": "true"})
+        leader = leader_broker(c, "t", 0)
+        other = next(b for b in c.brokers if b is not leader).broker_id
+        c.stop_broker(other, abrupt=False)
+        c.wait_until(lambda: in_sync(c, "t", 0, 1), TIMEOUT_S, "the ISR to shrink")
+        c.stop_broker(leader.broker_id, abrupt=True)
+        c.start_broker(other)
+        c.wait_until(lambda: c.leader("t", 0) == other, TIMEOUT_S, "the unclean election")
+
+
+def test_topic_admin_across_the_cluster(cluster):
+    cluster.create_topic("t", 2, 2, config={"retention.ms": "3600000"})
+    with pytest.raises(errors.TopicAlreadyExistsError):
+        cluster.brokers[1].create_topic("t", 1, 1)
+    with pytest.raises(errors.InvalidReplicationFactorError):
+        cluster.brokers[0].create_topic("wide", 1, 4)
+    # More partitions, through another broker.
+    cluster.brokers[2].create_partitions("t", 5)
+    cluster.wait_for_topic("t")
+    for b in cluster.brokers:
+        assert b.partitions_for("t") == 5
+    hosts = {p: [b.broker_id for b in cluster.brokers if b.hosted(("t", p)) is not None] for p in range(5)}
+    assert all(len(v) == 2 for v in hosts.values())
+    # A config change reaches every replica's log.
+    cluster.brokers[1].alter_configs("t", {"retention.ms": "1000"}, incremental=True)
+    cluster.wait_until(lambda: all(b.hosted(("t", p)).log.config.retention_ms == 1000
+                                   for b in cluster.brokers for p in range(5) if b.hosted(("t", p)) is not None),
+                       TIMEOUT_S, "the config change on every replica")
+    assert cluster.brokers[0].describe_configs("t")["retention.ms"] == ("1000", False)
+    # Deletion: every replica's log goes, then the topic; the name can be used again.
+    dirs = [os.path.join(b.data_dir, "t-%d" % p) for b in cluster.brokers for p in range(5)
+            if b.hosted(("t", p)) is not None]
+    cluster.brokers[0].delete_topic("t")
+    assert "t" not in cluster.brokers[0].list_topics()  # the broker that was asked: at once
+    cluster.wait_until(lambda: all("t" not in b.list_topics() for b in cluster.brokers), TIMEOUT_S,
+                       "every broker's metadata to drop the topic")
+    cluster.wait_until(lambda: not any(os.path.exists(d) for d in dirs), TIMEOUT_S, "the logs to be deleted")
+    cluster.create_topic("t", 1, 3)
+    assert cluster.brokers[0].partitions_for("t") == 1
+
+
+def test_a_new_controller_takes_over_when_the_controller_dies(cluster):
+    cluster.create_topic("t", 3, 3)
+    controller = cluster.controller()
+    assert controller is not None
+    cluster.stop_broker(controller.broker_id, abrupt=True)
+    cluster.wait_until(lambda: cluster.controller() is not None, TIMEOUT_S, "a new controller")
+    new = cluster.controller()
+    assert new.broker_id != controller.broker_id
+    # It elects leaders for what the old controller led.
+    for p in range(3):
+        leader_broker(cluster, "t", p)
+    cluster.create_topic("u", 1, 2)
+    assert leader_broker(cluster, "u", 0).broker_id != controller.broker_id
+
+
+def test_idempotent_retries_after_a_failover_are_not_duplicated(cluster):
+    cluster.create_topic("t", 1, 3)
+    leader = leader_broker(cluster, "t", 0)
+    pid, epoch = leader.init_producer_id()
+    first = batch([b"once"], pid, epoch, 0)
+    assert leader.produce("t", 0, first, acks=-1).base_offset == 0
+    cluster.stop_broker(leader.broker_id, abrupt=True)
+    new = leader_broker(cluster, "t", 0)
+    retried = new.produce("t", 0, first, acks=-1)  # the producer never saw the ack: it retries
+    assert retried.base_offset == 0 and retried.duplicate
+    assert new.produce("t", 0, batch([b"next"], pid, epoch, 1), acks=-1).base_offset == 1
+    assert [v for _, v in read_all(new, "t", 0)] == [b"once", b"next"]
+
+
+@pytest.mark.slow
+def test_chaos_drill_with_the_in_memory_store(tmp_path):
+    """Kill a random broker (leaders and controllers included) and restart it, again and
+    again, under acks=all idempotent writes to several partitions with min.insync.replicas=2.
+    Every acknowledged record is read back exactly once, in order, at its offset."""
+    cycles = int(os.environ.get("PYLOGQ_CHAOS_CYCLES", "10"))
+    rng = random.Random(int(os.environ.get("PYLOGQ_CHAOS_SEED", random.randrange(1 << 30))))
+    partitions = 3
+    with Cluster(3, str(tmp_path), **dict(FAST, **{"min.insync.replicas": 2})) as c:
+        c.create_topic("chaos", partitions, 3)
+        acked: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        stop = threading.Event()
+        failures: List[BaseException] = []
+        pid_epoch: Dict[str, Tuple[int, int]] = {}
+
+        def producer(p: int) -> None:
+            seq = 0
+            try:
+                while not stop.is_set():
+                    value = b"p%d-%d" % (p, seq)
+                    offset = _produce_until_acked(c, "chaos", p, value, pid_epoch, seq, stop)
+                    if offset is None:
+                        return
+                    acked[p].append((offset, value))
+                    seq += 1
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=producer, args=(p,)) for p in range(partitions)]
+        for p in range(partitions):
+            pid_epoch["p%d" % p] = c.brokers[1].init_producer_id()
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(cycles):
+                victim = rng.randrange(3)
+                before = sum(len(v) for v in acked.values())
+                c.wait_until(lambda: sum(len(v) for v in acked.values()) >= before + 5 or failures, TIMEOUT_S,
+                             "writes between kills")
+                c.stop_broker(victim, abrupt=True)
+                c.start_broker(victim)
+                c.wait_until(lambda: all(in_sync(c, "chaos", p, 3) for p in range(partitions)) or failures,
+                             TIMEOUT_S * 2, "every ISR whole again")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(TIMEOUT_S)
+        assert not failures, failures[0]
+        for p in range(partitions):
+            c.wait_until(lambda: in_sync(c, "chaos", p, 3), TIMEOUT_S, "the ISR")
+            leader = leader_broker(c, "chaos", p)
+            hw = leader.hosted(("chaos", p)).high_watermark
+            c.wait_until(lambda: all(b.hosted(("chaos", p)).high_watermark == hw for b in c.brokers), TIMEOUT_S,
+                         "every replica at the leader's high watermark")
+            log_records = read_all(leader, "chaos", p)
+            assert log_records == sorted(acked[p]) == acked[p], "partition %d: acknowledged records differ" % p
+            _assert_identical_below_hw(c, "chaos", p)
+
+
+def _produce_until_acked(c: Cluster, topic: str, p: int, value: bytes, pid_epoch: Dict[str, Tuple[int, int]],
+                         seq: int, stop: threading.Event) -> Optional[int]:
+    """Send one idempotent batch to the partition's leader until it is acknowledged, retrying on
+    leadership changes as a client does; -> its offset (None when stopped)."""
+    pid, epoch = pid_epoch["p%d" % p]
+    data = batch([value], pid, epoch, seq)
+    while not stop.is_set():
+        broker = c.running(c.leader(topic, p))
+        if broker is None:
+            threading.Event().wait(0.01)
+            continue
+        try:
+            op = broker.produce_async(topic, p, data, acks=-1, timeout_ms=5000)
+        except (errors.RetriableError, errors.PylogqError):
+            threading.Event().wait(0.01)
+            continue
+        if not op.wait(30):
+            continue
+        result = op.answer()
+        if result.error_code == 0:
+            return result.base_offset
+    return None
