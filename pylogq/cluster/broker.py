@@ -84,6 +84,8 @@ META_FILE = "meta.properties"
 # Kafka refuses to create more partitions than this in one request (POLICY_VIOLATION):
 # a count from a bad or hostile request must not make the broker open millions of logs.
 MAX_PARTITIONS_PER_REQUEST = 10000
+# How long joining a cluster waits for the controller's first UpdateMetadata.
+JOIN_METADATA_TIMEOUT_S = 30.0
 # How long close() waits for a topic administration in progress.
 ADMIN_CLOSE_TIMEOUT_S = 30.0
 
@@ -303,6 +305,14 @@ class Broker:
         if self.cluster.registration is None:
             self.cluster_id = self.cluster.start(self.cluster_id, endpoints)
             self._write_meta_cluster_id()
+            # Clients are answered from the controller's picture of the cluster: wait for the
+            # first one that includes this broker (else a client connecting now would learn
+            # of no broker and no controller).
+            cluster = self.cluster
+            if not cluster.wait_for_metadata(lambda: self.broker_id in cluster.metadata.live_brokers(),
+                                             JOIN_METADATA_TIMEOUT_S):
+                log.warning("broker %d: no metadata from a controller within %.0f s of registering; serving "
+                            "anyway", self.broker_id, JOIN_METADATA_TIMEOUT_S)
         else:
             self.cluster.update_endpoints(endpoints)
 

@@ -595,6 +595,10 @@ class ServedBroker(Protocol):
     def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview],
                 acks: int = 1, auto_create: bool = True) -> ProduceResult: ...
 
+    def produce_async(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int,
+                      timeout_ms: int = 30000, auto_create: bool = False,
+                      deliver: Callable[[ProduceResult], None] = ...) -> DelayedCall[ProduceResult]: ...
+
     def fetch_async(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
                     isolation_level: str = "read_uncommitted",
                     deliver: Callable[[FetchResults], None] = ...) -> DelayedCall[FetchResults]: ...

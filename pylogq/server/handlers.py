@@ -24,7 +24,7 @@ import logging
 import re
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .. import errors
 from ..cluster.names import INTERNAL_TOPICS
@@ -45,7 +45,7 @@ from ..protocol import (
     header_versions,
 )
 from .connection import Connection, Outcome
-from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, text_of, uuid_of
+from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, resolve, text_of, uuid_of
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_replication import ReplicationHandlers
@@ -91,6 +91,13 @@ _BY_ID = "\x00id:"
 _CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
 _PASSWORD = 9
 
+
+
+class _Replicating(NamedTuple):
+    """A Produce response waiting for acks=all partitions: (their entry, operation, future)."""
+
+    response: Dict[str, Any]
+    partitions: List[Tuple[Dict[str, Any], Any, "asyncio.Future[Any]"]]
 
 
 class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
@@ -410,7 +417,8 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                     for t in req["topic_data"] for p in t["partition_data"])
         tail = conn.produce_tail
         if not heavy and (tail is None or tail.done()) and not self._busy(partitions):
-            return self._produce(conn, req)
+            answer = self._produce(conn, req)
+            return self._produce_replicated(answer) if isinstance(answer, _Replicating) else answer
         done: "asyncio.Future[None]" = self.server.new_future()
         conn.produce_tail = done
         return self._produce_off_loop(conn, req, heavy, partitions, tail, done)
@@ -428,7 +436,10 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
             if tail is not None and not tail.done():
                 await asyncio.wait([tail])  # never cancels it: its own response waits for it
             if not heavy and not self._busy(partitions):
-                return self._produce(conn, req)
+                answer = self._produce(conn, req)
+                if not done.done():
+                    done.set_result(None)  # appended: the connection's next produce may go
+                return await self._produce_replicated(answer) if isinstance(answer, _Replicating) else answer
             if heavy:
                 await self._decompressing.acquire()
             appending = self._appending_off_loop
@@ -456,16 +467,38 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
             # runs in its thread: its partitions, turn and place in order are freed when it ends.
             work.add_done_callback(finished)
             handed_over = True
-            return await asyncio.shield(work)
+            answer = await asyncio.shield(work)
+            return await self._produce_replicated(answer) if isinstance(answer, _Replicating) else answer
         finally:
             if not handed_over and not done.done():
                 done.set_result(None)
 
-    def _produce(self, conn: Connection, req: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        """The appends of one Produce request and its response (None for acks=0); any thread."""
+    async def _produce_replicated(self, waiting: "_Replicating") -> Optional[Dict[str, Any]]:
+        """An acks=all produce of a cluster: the response once each partition's records are on
+        every in-sync replica (or its wait ended with an error). No slot is held meanwhile."""
+        for out, op, future in waiting.partitions:
+            result = await self.server.parked(op, future)
+            if result.error_code:
+                out["error_code"] = result.error_code
+                out["error_message"] = "the records were appended but not replicated: %s" % (
+                    errors.error_for_code(result.error_code) or errors.BrokerError).__name__
+                out["base_offset"] = out["log_append_time_ms"] = -1
+            else:
+                out["base_offset"] = result.base_offset
+                out["log_append_time_ms"] = result.log_append_time
+                out["log_start_offset"] = result.log_start_offset
+        return waiting.response
+
+    def _produce(self, conn: Connection, req: Dict[str, Any]) -> Union[None, Dict[str, Any], "_Replicating"]:
+        """The appends of one Produce request and its response (None for acks=0); any thread.
+
+        In a cluster an acks=all append waits for the in-sync replicas as a delayed
+        operation: the answer is then a :class:`_Replicating` the caller awaits on the loop.
+        """
         acks = req["acks"]
         broker = self.broker
         responses = []
+        waiting: List[Tuple[Dict[str, Any], Any, "asyncio.Future[Any]"]] = []
         transactional = req["transactional_id"] is not None
         for topic in req["topic_data"]:
             name = topic["name"]
@@ -481,6 +514,13 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                         raise errors.CorruptRecordError("null records")
                     if name in INTERNAL_TOPICS:  # the broker's own (Kafka refuses clients the same way)
                         raise errors.InvalidTopicError("clients cannot append to the internal topic %s" % name)
+                    if acks == -1 and broker.clustered:
+                        future = self.server.new_future()
+                        op = broker.produce_async(name, p["index"], p["records"], acks, req["timeout_ms"],
+                                                  deliver=self.server.on_loop(resolve, future))
+                        waiting.append((out, op, future))
+                        parts.append(out)
+                        continue
                     result = broker.produce(name, p["index"], p["records"], acks, auto_create=False)
                     out["base_offset"] = result.base_offset
                     out["log_append_time_ms"] = result.log_append_time
@@ -499,7 +539,10 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
             responses.append({"name": name, "partition_responses": parts})
         if acks == 0:
             return None  # kafka-python closes the connection if a response comes
-        return {"responses": responses, "throttle_time_ms": 0}
+        response = {"responses": responses, "throttle_time_ms": 0}
+        if waiting:
+            return _Replicating(response, waiting)
+        return response
 
     def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
         """Kafka's ListOffsets: latest and earliest inline; a search by timestamp or for the

@@ -1,0 +1,239 @@
+"""Chaos: broker processes killed under an idempotent acks=all producer, nothing acknowledged lost.
+
+Real ZooKeeper, three ``pylogq-broker`` processes, a topic with replication factor 3 and
+``min.insync.replicas=2``, confluent-kafka (librdkafka) producing numbered records with
+``enable.idempotence`` and ``acks=all`` to several partitions, and a consumer reading
+alongside. Each cycle kills a broker with SIGKILL (the leader of a partition or the
+controller among them) and starts it again. At the end: every acknowledged record is
+read back exactly once, in order, at the offset it was acknowledged with; whatever the
+consumer read is still there; the replicas hold the same bytes below the high
+watermark; and no produce outage lasted two session timeouts. With SIGTERM (a
+controlled shutdown) instead, the producer sees no error at all.
+
+``PYLOGQ_CHAOS_CYCLES`` runs more cycles, ``PYLOGQ_CHAOS_SEED`` replays a run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+from pylogq import records
+from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
+from pylogq.storage.log import Log
+
+from ._processes import ProcessCluster
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+confluent_admin = pytest.importorskip("confluent_kafka.admin")
+
+TOPIC = "chaos"
+PARTITIONS = 3
+SESSION_MS = 3000
+CYCLES = int(os.environ.get("PYLOGQ_CHAOS_CYCLES", "10"))
+SEED = int(os.environ.get("PYLOGQ_CHAOS_SEED", random.randrange(1 << 30)))
+
+
+class Acks:
+    """What the producer got acknowledged, per partition: (offset, value, ack time)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.acked: Dict[int, List[Tuple[int, bytes, float]]] = {p: [] for p in range(PARTITIONS)}
+        self.errors: List[str] = []
+
+    def on_delivery(self, err, msg) -> None:  # type: ignore[no-untyped-def]
+        with self.lock:
+            if err is not None:
+                self.errors.append("%s: %s" % (msg.value(), err))
+            else:
+                self.acked[msg.partition()].append((msg.offset(), msg.value(), time.monotonic()))
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(len(v) for v in self.acked.values())
+
+
+def _produce(cluster: ProcessCluster, acks: Acks, stop: threading.Event, failures: List[BaseException]) -> None:
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+        "message.timeout.ms": 300000, "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
+        "reconnect.backoff.max.ms": 500})
+    try:
+        n = 0
+        while not stop.is_set():
+            try:
+                producer.produce(TOPIC, value=b"r-%d" % n, partition=n % PARTITIONS, on_delivery=acks.on_delivery)
+                n += 1
+            except BufferError:
+                producer.poll(0.05)
+                continue
+            producer.poll(0)
+            time.sleep(0.002)  # pacing: about 500 records a second, room for the brokers on two cores
+        left = producer.flush(120)
+        if left:
+            acks.errors.append("%d records still unacknowledged after the run" % left)
+    except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+        failures.append(exc)
+
+
+def _consume(cluster: ProcessCluster, seen: Dict[int, List[Tuple[int, bytes]]], stop: threading.Event,
+             failures: List[BaseException]) -> None:
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": "chaos-reader", "enable.auto.commit": False,
+        "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        while not stop.is_set():
+            m = consumer.poll(0.2)
+            if m is None or m.error():
+                continue
+            seen[m.partition()].append((m.offset(), m.value()))
+    except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+        failures.append(exc)
+    finally:
+        consumer.close()
+
+
+def _read_back(cluster: ProcessCluster) -> Dict[int, List[Tuple[int, bytes]]]:
+    """Every record of the topic, read by a fresh consumer to each partition's end."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-check",
+                                         "enable.auto.commit": False})
+    out: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=30)[1]
+                for p in range(PARTITIONS)}
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 120
+        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in range(PARTITIONS)):
+            assert time.monotonic() < deadline, "could not read the topic back to %s" % ends
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                out[m.partition()].append((m.offset(), m.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def _replicas_identical(cluster: ProcessCluster) -> None:
+    """After a clean stop: each partition's replicas hold the same batches below the high watermark."""
+    for p in range(PARTITIONS):
+        copies = []
+        marks = []
+        for b in cluster.brokers:
+            data_dir = cluster.data_dir(b)
+            marks.append(OffsetCheckpoint(str(data_dir / REPLICATION_CHECKPOINT)).read().get((TOPIC, p), 0))
+        hw = min(marks)
+        for b in cluster.brokers:
+            with Log.open(str(cluster.data_dir(b) / ("%s-%d" % (TOPIC, p)))) as log:
+                copies.append(log.read(log.log_start_offset, 1 << 30, max_offset=hw).read())
+        assert hw > 0
+        for b, copy in zip(cluster.brokers, copies):
+            assert copy == copies[0], "partition %d: broker %d's replica differs below the high watermark %d" % (
+                p, b, hw)
+        assert [r.offset for info in records.iter_batches(copies[0])
+                for r in records.RecordBatch(copies[0], info.position)] == list(range(hw))
+
+
+def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
+    rng = random.Random(SEED)
+    cluster = ProcessCluster(tmp_path, zookeeper_connect, 3, {"min.insync.replicas": 2,
+                                                             "zookeeper.session.timeout.ms": SESSION_MS})
+    stop = threading.Event()
+    failures: List[BaseException] = []
+    acks = Acks()
+    seen: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    threads: List[threading.Thread] = []
+    outages: List[float] = []
+    elections: List[float] = []
+    try:
+        cluster.start_all()
+        admin = confluent_admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([confluent_admin.NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        cluster.wait_until(lambda: cluster.full_isr(TOPIC, PARTITIONS), "the topic's full ISRs")
+        threads = [threading.Thread(target=_produce, args=(cluster, acks, stop, failures)),
+                   threading.Thread(target=_consume, args=(cluster, seen, stop, failures))]
+        for t in threads:
+            t.start()
+        cluster.wait_until(lambda: acks.count() > 200 or failures, "the first acknowledgements")
+        for cycle in range(CYCLES):
+            leaders = [cluster.state(TOPIC, p)[0] for p in range(PARTITIONS)]  # type: ignore[index]
+            choice = cycle % 3
+            victim = leaders[0] if choice == 0 else (cluster.controller() if choice == 1 else rng.randrange(3))
+            assert victim is not None and victim >= 0
+            led = [p for p in range(PARTITIONS) if leaders[p] == victim]
+            before = acks.count()
+            t0 = time.monotonic()
+            if kill:
+                cluster.kill(victim)
+                cluster.wait_until(lambda: all(cluster.state(TOPIC, p)[0] != victim for p in led),  # type: ignore[index]
+                                   "new leaders for broker %d's partitions" % victim)
+                elections.append(time.monotonic() - t0)
+            else:
+                assert cluster.stop(victim) == 0, cluster.brokers[victim].log_tail()
+            # Writes resume on the partitions it led (a new leader, or a shrunk ISR).
+            cluster.wait_until(lambda: all(_acked_after(acks, p, t0) for p in range(PARTITIONS)) or failures,
+                               "writes to resume after broker %d went" % victim, timeout=60)
+            if kill:
+                outages.append(max(_first_ack_after(acks, p, t0) - t0 for p in led) if led else 0.0)
+            cluster.start(victim)
+            cluster.wait_until(lambda: cluster.full_isr(TOPIC, PARTITIONS), "every ISR whole again", timeout=90)
+            assert acks.count() > before
+        stop.set()
+        for t in threads:
+            t.join(180)
+        assert not failures, failures[0]
+        assert not acks.errors, acks.errors[:5]
+        final = _read_back(cluster)
+        for p in range(PARTITIONS):
+            acked = [(o, v) for o, v, _ in acks.acked[p]]
+            assert sorted(acked) == acked, "partition %d: acknowledgements out of order" % p
+            by_offset = dict(final[p])
+            assert len(by_offset) == len(final[p]), "partition %d: an offset read twice" % p
+            for offset, value in acked:
+                assert by_offset.get(offset) == value, "partition %d: acknowledged %r at %d, read %r" % (
+                    p, value, offset, by_offset.get(offset))
+            values = [v for _, v in final[p]]
+            assert len(values) == len(set(values)), "partition %d: a record stored twice" % p
+            for offset, value in seen[p]:
+                assert by_offset.get(offset) == value, "partition %d: the consumer read %r at %d, later lost" % (
+                    p, value, offset)
+        statuses = cluster.stop_all()
+        assert all(s == 0 for s in statuses.values()), statuses
+        _replicas_identical(cluster)
+        for b in cluster.brokers.values():
+            assert "Traceback" not in b.log_path.read_text(), b.log_tail()
+        if kill:
+            assert max(outages) < 2 * SESSION_MS / 1000.0, "produce outages per kill: %s s (elections after %s s)" % (
+                outages, elections)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        cluster.close()
+
+
+def _acked_after(acks: Acks, partition: int, t0: float) -> bool:
+    with acks.lock:
+        return any(t > t0 for _, _, t in acks.acked[partition][-50:])
+
+
+def _first_ack_after(acks: Acks, partition: int, t0: float) -> float:
+    with acks.lock:
+        return min(t for _, _, t in acks.acked[partition] if t > t0)
+
+
+@pytest.mark.slow
+def test_kill_nine_chaos_loses_nothing_acknowledged(tmp_path: Path, zookeeper_connect: str) -> None:
+    _run(tmp_path, zookeeper_connect, kill=True)
+
+
+@pytest.mark.slow
+def test_controlled_shutdowns_show_the_producer_no_error(tmp_path: Path, zookeeper_connect: str) -> None:
+    _run(tmp_path, zookeeper_connect, kill=False)
