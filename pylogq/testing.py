@@ -6,10 +6,15 @@ Installing pylogq makes these available in any project's tests:
   Kafka protocol on a free loopback port; closed after the test.
 - ``pylogq_bootstrap``: that broker's ``"127.0.0.1:PORT"``, for ``bootstrap_servers``
   of kafka-python, aiokafka, confluent-kafka or pylogq's own clients.
+- ``pylogq_cluster``: a :class:`pylogq.Cluster` of three replicating brokers in this
+  process (no ZooKeeper: the in-memory store), each serving on a free loopback port;
+  ``pylogq_cluster.bootstrap_servers`` lists them. Stop one with
+  ``pylogq_cluster.stop_broker(id, abrupt=True)`` to see how your code takes a failover.
 
 Broker settings come from the ``pylogq_broker_config`` fixture (a dict of Kafka keys),
-which a test module can override. The defaults suit tests: no initial rebalance delay,
-so a group consumer gets its partitions at once.
+which a test module can override, for both. The defaults suit tests: no initial
+rebalance delay, so a group consumer gets its partitions at once; in the cluster, a
+session timeout of 2 s, so a stopped broker's partitions move quickly.
 """
 
 from __future__ import annotations
@@ -20,8 +25,16 @@ import pytest
 
 from . import server as _server  # noqa: F401 - registers the listener for Broker.serve
 from .cluster.broker import Broker
+from .cluster.local_cluster import Cluster
 
-__all__ = ["pylogq_broker", "pylogq_bootstrap", "pylogq_broker_config", "TEST_DEFAULTS"]
+__all__ = ["pylogq_broker", "pylogq_bootstrap", "pylogq_broker_config", "pylogq_cluster", "TEST_DEFAULTS"]
+
+#: What the ``pylogq_cluster`` fixture adds to the broker settings: failover within seconds.
+CLUSTER_TEST_DEFAULTS: Dict[str, Any] = {
+    "zookeeper.session.timeout.ms": 2000,
+    "replica.fetch.wait.max.ms": 100,
+    "replica.lag.time.max.ms": 5000,
+}
 
 TEST_DEFAULTS: Dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 0,
@@ -52,3 +65,17 @@ def pylogq_broker(tmp_path_factory: pytest.TempPathFactory,
 def pylogq_bootstrap(pylogq_broker: Broker) -> str:
     """``"127.0.0.1:PORT"`` of the ``pylogq_broker`` fixture."""
     return str(pylogq_broker.bootstrap_servers)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def pylogq_cluster(tmp_path_factory: pytest.TempPathFactory,
+                   pylogq_broker_config: Dict[str, Any]) -> Iterator[Cluster]:
+    """Three replicating brokers in this process, serving on free loopback ports."""
+    config = dict(CLUSTER_TEST_DEFAULTS)
+    config.update(pylogq_broker_config)
+    cluster = Cluster(3, str(tmp_path_factory.mktemp("pylogq-cluster")), **config)
+    try:
+        cluster.serve()
+        yield cluster
+    finally:
+        cluster.close()

@@ -401,13 +401,18 @@ class TcpTransport(Transport):
 
     def produce(self, topic: str, partition: int, records: Any, acks: int) -> ProduceResult:
         count = sum(max(info.records_count, 1) for info in iter_batches(records))
-        conn = self._connection(self._leader(topic, partition))
         body = {"transactional_id": None, "acks": acks, "timeout_ms": self._timeout_ms,
                 "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
-        if acks == 0:
-            conn.send(ApiKey.PRODUCE, body, expect_response=False)
-            return ProduceResult(0, -1, -1, -1, count)
-        response = conn.request(ApiKey.PRODUCE, body)
+        try:
+            conn = self._connection(self._leader(topic, partition))
+            if acks == 0:
+                conn.send(ApiKey.PRODUCE, body, expect_response=False)
+                return ProduceResult(0, -1, -1, -1, count)
+            response = conn.request(ApiKey.PRODUCE, body)
+        except KafkaConnectionError:
+            # The leader may be gone (a cluster elects another): look it up again next time.
+            self._forget_leaders(topic)
+            raise
         part = response["responses"][0]["partition_responses"][0]
         code = part["error_code"]
         if code:
@@ -468,10 +473,14 @@ class TcpTransport(Transport):
                 out[(topic, p["partition"])] = FetchResult(code, -1, -1, None)
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
-        node = self._leader(topic, partition)
-        response = self._call(node, ApiKey.LIST_OFFSETS, {
-            "replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]})
+        try:
+            node = self._leader(topic, partition)
+            response = self._call(node, ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]})
+        except KafkaConnectionError:
+            self._forget_leaders(topic)
+            raise
         part = response["topics"][0]["partitions"][0]
         if part["error_code"]:
             if part["error_code"] in _STALE_LEADER_CODES:
@@ -480,10 +489,14 @@ class TcpTransport(Transport):
         return part["offset"], part["timestamp"]
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
-        node = self._leader(topic, partition)
-        response = self._call(node, ApiKey.DELETE_RECORDS, {
-            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}],
-            "timeout_ms": self._timeout_ms})
+        try:
+            node = self._leader(topic, partition)
+            response = self._call(node, ApiKey.DELETE_RECORDS, {
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}],
+                "timeout_ms": self._timeout_ms})
+        except KafkaConnectionError:
+            self._forget_leaders(topic)
+            raise
         part = response["topics"][0]["partitions"][0]
         code = part["error_code"]
         if code == OffsetOutOfRangeError.code:

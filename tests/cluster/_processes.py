@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from pylogq import records
 from pylogq.cluster.zk_client import KafkaZkClient
+from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
+from pylogq.storage.log import Log
 from pylogq.cluster.zk_store import ZooKeeperStore
 
 from .._zookeeper import free_port
@@ -82,7 +85,10 @@ class ProcessCluster:
     """``n`` broker processes sharing ``zookeeper_connect`` (with its chroot)."""
 
     def __init__(self, base: Path, zookeeper_connect: str, n: int = 3, config: Optional[Mapping[str, Any]] = None,
-                 ports: Optional[Mapping[int, int]] = None) -> None:
+                 ports: Optional[Mapping[int, int]] = None,
+                 broker_config: Optional[Mapping[int, Mapping[str, Any]]] = None) -> None:
+        """``broker_config`` adds keys per broker (``advertised.listeners``, a ``zookeeper.connect``
+        through a proxy, ...)."""
         self.base = base
         self.zookeeper_connect = zookeeper_connect
         self.brokers: Dict[int, BrokerProcess] = {}
@@ -102,7 +108,10 @@ class ProcessCluster:
             props = base / ("server-%d.properties" % b)
             lines = ["broker.id=%d" % b, "listeners=PLAINTEXT://127.0.0.1:%d" % port,
                      "log.dirs=%s" % (base / ("data-%d" % b)), "zookeeper.connect=%s" % zookeeper_connect]
-            lines += ["%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v) for k, v in settings.items()]
+            own = dict(settings)
+            own.update((broker_config or {}).get(b, {}))
+            lines = [line for line in lines if line.split("=", 1)[0] not in own]
+            lines += ["%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v) for k, v in own.items()]
             props.write_text("\n".join(lines) + "\n")
             self.brokers[b] = BrokerProcess(b, props, base / ("broker-%d.log" % b), port)
         self._zk: Optional[KafkaZkClient] = None
@@ -176,3 +185,22 @@ class ProcessCluster:
         if self._zk is not None:
             self._zk.store.close()
             self._zk = None
+
+
+def replicas_identical(cluster: ProcessCluster, topic: str, partitions: int) -> None:
+    """After a clean stop: each partition's replicas hold the same batches below the high watermark
+    (the smallest a broker checkpointed), offsets 0 up to it without a gap."""
+    for p in range(partitions):
+        marks = [OffsetCheckpoint(str(cluster.data_dir(b) / REPLICATION_CHECKPOINT)).read().get((topic, p), 0)
+                 for b in cluster.brokers]
+        hw = min(marks)
+        copies = []
+        for b in cluster.brokers:
+            with Log.open(str(cluster.data_dir(b) / ("%s-%d" % (topic, p)))) as log:
+                copies.append(log.read(log.log_start_offset, 1 << 30, max_offset=hw).read())
+        assert hw > 0
+        for b, copy in zip(cluster.brokers, copies):
+            assert copy == copies[0], "%s-%d: broker %d's replica differs below the high watermark %d" % (
+                topic, p, b, hw)
+        assert [r.offset for info in records.iter_batches(copies[0])
+                for r in records.RecordBatch(copies[0], info.position)] == list(range(hw))

@@ -24,11 +24,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from pylogq import records
-from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
-from pylogq.storage.log import Log
-
-from ._processes import ProcessCluster
+from ._processes import ProcessCluster, replicas_identical
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -121,26 +117,6 @@ def _read_back(cluster: ProcessCluster) -> Dict[int, List[Tuple[int, bytes]]]:
     return out
 
 
-def _replicas_identical(cluster: ProcessCluster) -> None:
-    """After a clean stop: each partition's replicas hold the same batches below the high watermark."""
-    for p in range(PARTITIONS):
-        copies = []
-        marks = []
-        for b in cluster.brokers:
-            data_dir = cluster.data_dir(b)
-            marks.append(OffsetCheckpoint(str(data_dir / REPLICATION_CHECKPOINT)).read().get((TOPIC, p), 0))
-        hw = min(marks)
-        for b in cluster.brokers:
-            with Log.open(str(cluster.data_dir(b) / ("%s-%d" % (TOPIC, p)))) as log:
-                copies.append(log.read(log.log_start_offset, 1 << 30, max_offset=hw).read())
-        assert hw > 0
-        for b, copy in zip(cluster.brokers, copies):
-            assert copy == copies[0], "partition %d: broker %d's replica differs below the high watermark %d" % (
-                p, b, hw)
-        assert [r.offset for info in records.iter_batches(copies[0])
-                for r in records.RecordBatch(copies[0], info.position)] == list(range(hw))
-
-
 def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
     rng = random.Random(SEED)
     cluster = ProcessCluster(tmp_path, zookeeper_connect, 3, {"min.insync.replicas": 2,
@@ -206,7 +182,7 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
                     p, value, offset)
         statuses = cluster.stop_all()
         assert all(s == 0 for s in statuses.values()), statuses
-        _replicas_identical(cluster)
+        replicas_identical(cluster, TOPIC, PARTITIONS)
         for b in cluster.brokers.values():
             assert "Traceback" not in b.log_path.read_text(), b.log_tail()
         if kill:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 from typing import Dict, List, Optional, Tuple
 
 import pytest
@@ -416,3 +417,39 @@ def _produce_until_acked(c: Cluster, topic: str, p: int, value: bytes, pid_epoch
         if result.error_code == 0:
             return result.base_offset
     return None
+
+
+def test_pylogq_clients_follow_a_failover(pylogq_cluster: Cluster) -> None:
+    """pylogq's own Producer and Consumer over TCP, against the plugin's cluster fixture: an
+    idempotent acks=all producer and a group consumer go on through a leader's abrupt stop
+    (the group's coordinator may move with it)."""
+    cluster = pylogq_cluster
+    cluster.create_topic("failover", 2, 3, config={"min.insync.replicas": "2"})
+    boot = cluster.bootstrap_servers
+    producer = pylogq.Producer(bootstrap_servers=boot, acks="all", enable_idempotence=True, retries=1000,
+                               request_timeout_ms=10000, metadata_max_age_ms=1000)
+    consumer = pylogq.Consumer("failover", bootstrap_servers=boot, group_id="failover-readers",
+                               auto_offset_reset="earliest", metadata_max_age_ms=1000)
+    seen = set()
+
+    def consume(count: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(seen) < count and time.monotonic() < deadline:
+            for batch in consumer.poll(500).values():
+                seen.update(r.value for r in batch)
+        consumer.commit()
+
+    try:
+        futures = [producer.send("failover", value=b"v-%d" % i) for i in range(100)]
+        producer.flush(TIMEOUT_S)
+        consume(100)
+        victim = cluster.leader("failover", 0)
+        cluster.stop_broker(victim, abrupt=True)
+        futures += [producer.send("failover", value=b"v-%d" % i) for i in range(100, 200)]
+        producer.flush(60)
+        assert all(f.get(1) is not None for f in futures)
+        consume(200)
+    finally:
+        producer.close()
+        consumer.close()
+    assert seen == {b"v-%d" % i for i in range(200)}

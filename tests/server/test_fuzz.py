@@ -36,6 +36,7 @@ import socket
 import struct
 import threading
 import time
+import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
@@ -108,6 +109,11 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
     topic_partition = [{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1,
                                                         "current_leader_epoch": -1, "offset": 0,
                                                         "committed_offset": 1, "committed_metadata": ""}]}]
+    partition_state = {"partition_index": 0, "controller_epoch": 1, "leader": 1, "leader_epoch": 1, "isr": [1],
+                       "partition_epoch": 1, "replicas": [1], "adding_replicas": [], "removing_replicas": [],
+                       "is_new": False, "leader_recovery_state": 0}
+    metadata_state = {"partition_index": 0, "controller_epoch": 1, "leader": 1, "leader_epoch": 1, "isr": [1],
+                      "zk_version": 1, "replicas": [1], "offline_replicas": []}
     topic_config = [{"resource_type": 2, "resource_name": TOPIC, "configuration_keys": None,
                      "configs": [{"name": "retention.ms", "value": "86400000", "config_operation": 0}]}]
     bodies: Dict[int, Dict[str, Any]] = {
@@ -119,6 +125,24 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
                                                         "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]},
         2: {"replica_id": -1, "isolation_level": 0, "topics": topic_partition},
         3: {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": True},
+        # The controller's requests (a single node answers them STALE_CONTROLLER_EPOCH).
+        4: {"controller_id": 1, "controller_epoch": 1, "broker_epoch": -1, "type": 0,
+            "ungrouped_partition_states": [dict(partition_state, topic_name=TOPIC)],
+            "topic_states": [{"topic_name": TOPIC, "topic_id": uuid.UUID(int=7), "partition_states": [partition_state]}],
+            "live_leaders": [{"broker_id": 1, "host_name": "127.0.0.1", "port": 1}]},
+        5: {"controller_id": 1, "controller_epoch": 1, "broker_epoch": -1, "delete_partitions": False,
+            "ungrouped_partitions": [{"topic_name": TOPIC, "partition_index": 0}],
+            "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+            "topic_states": [{"topic_name": TOPIC, "partition_states": [
+                {"partition_index": 0, "leader_epoch": 1, "delete_partition": False}]}]},
+        6: {"controller_id": 1, "controller_epoch": 1, "broker_epoch": -1, "type": 0,
+            "ungrouped_partition_states": [dict(metadata_state, topic_name=TOPIC)],
+            "topic_states": [{"topic_name": TOPIC, "topic_id": uuid.UUID(int=7), "partition_states": [metadata_state]}],
+            "live_brokers": [{"id": 1, "v0_host": "127.0.0.1", "v0_port": 1, "rack": None, "endpoints": [
+                {"port": 1, "host": "127.0.0.1", "listener": "PLAINTEXT", "security_protocol": 0}]}]},
+        7: {"broker_id": 1, "broker_epoch": -1},
+        23: {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
         8: {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
             "topics": topic_partition},
         9: {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}]},
