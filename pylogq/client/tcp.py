@@ -44,6 +44,7 @@ from ..cluster.contract import (
     OffsetDeleteResult,
     ProduceResult,
     ProducerDescription,
+    RecordBytes,
     ReplicaInfo,
     SyncResult,
     TopicDescription,
@@ -112,22 +113,8 @@ def parse_bootstrap(servers: Any) -> List[Bootstrap]:
     return out
 
 
-class FetchedRecords:
-    """One partition's record bytes from a Fetch response; read like the in-process FileRegion."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def read(self) -> bytes:
-        return self.data
-
-    def __repr__(self) -> str:
-        return "FetchedRecords(%d bytes)" % len(self.data)
+#: One partition's record bytes from a Fetch response (read like the in-process file region).
+FetchedRecords = RecordBytes
 
 
 class _Pending(NamedTuple):

@@ -655,23 +655,10 @@ class Broker:
                     raise errors.InvalidTopicError(
                         "topic %r collides with existing topic %r ('.' and '_' are the same in metric names)"
                         % (name, existing))
-        count = self.config.node.num_partitions if partitions is None else partitions
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise errors.InvalidPartitionsError("number of partitions must be at least 1, got %r" % (count,))
-        _check_partitions_per_request(count)
-        factor = self.config.node.default_replication_factor if replication_factor is None else replication_factor
-        if not isinstance(factor, int) or isinstance(factor, bool) or factor < 1:
-            raise errors.InvalidReplicationFactorError(
-                "replication factor must be at least 1, got %r" % (factor,))
+        count, factor, dotted = self._checked_topic_settings(name, partitions, replication_factor, config, internal)
         if factor != 1:
             raise errors.InvalidReplicationFactorError(
                 "replication factor %d is larger than the 1 available broker" % factor)
-        overrides = dict(config or {})
-        try:
-            log_config = self.default_log_config.merged(overrides)
-        except ConfigError as exc:
-            raise errors.InvalidConfigError(str(exc)) from None
-        dotted = {k: str(v) for k, v in log_config.to_strings().items() if k in _dotted_keys(overrides)}
         if validate_only:
             infos = [TopicPartitionInfo(p, self.broker_id, [self.broker_id], [self.broker_id]) for p in range(count)]
             return TopicDescription(name, infos, dotted, internal, ZERO_TOPIC_ID)

@@ -27,6 +27,8 @@ __all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "with_developme
 #: answered at once instead of after the 3 s that suit a production cluster).
 DEVELOPMENT_DEFAULTS: Dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 0,
+    "offsets.topic.replication.factor": 1,
+    "transaction.state.log.replication.factor": 1,
 }
 
 
@@ -48,7 +50,7 @@ class NodeConfig(Config):
     auto_create_topics_enable: bool = setting("auto.create.topics.enable", _BOOLEAN, True)
     delete_topic_enable: bool = setting("delete.topic.enable", _BOOLEAN, True)
     offsets_topic_num_partitions: int = setting("offsets.topic.num.partitions", _INT, 50, at_least=1)
-    offsets_topic_replication_factor: int = setting("offsets.topic.replication.factor", _INT, 1, at_least=1)
+    offsets_topic_replication_factor: int = setting("offsets.topic.replication.factor", _INT, 3, at_least=1)
     offsets_topic_segment_bytes: int = setting("offsets.topic.segment.bytes", _INT, 104857600, at_least=14)
     # How long a commit (or another write of the group coordinator) waits for the in-sync replicas.
     offsets_commit_timeout_ms: int = setting("offsets.commit.timeout.ms", _INT, 5000, at_least=1)
@@ -80,11 +82,16 @@ class NodeConfig(Config):
     replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes", _INT, 10485760, at_least=0)
     replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms", _INT, 1000, at_least=0)
     num_replica_fetchers: int = setting("num.replica.fetchers", _INT, 1, at_least=1)
+    auto_leader_rebalance_enable: bool = setting("auto.leader.rebalance.enable", _BOOLEAN, True)
+    leader_imbalance_check_interval_seconds: int = setting("leader.imbalance.check.interval.seconds", _LONG, 300,
+                                                           at_least=1)
+    leader_imbalance_per_broker_percentage: int = setting("leader.imbalance.per.broker.percentage", _INT, 10,
+                                                          at_least=0)
     controlled_shutdown_enable: bool = setting("controlled.shutdown.enable", _BOOLEAN, True)
     controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries", _INT, 3, at_least=0)
     controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms", _LONG, 5000,
                                                         at_least=0)
-    transaction_state_log_replication_factor: int = setting("transaction.state.log.replication.factor", _INT, 1,
+    transaction_state_log_replication_factor: int = setting("transaction.state.log.replication.factor", _INT, 3,
                                                             at_least=1)
     transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", _INT, 1, at_least=1)
 

@@ -85,8 +85,10 @@ class ClusterNode:
         self._lock = threading.RLock()
         self._seen_changes: Set[str] = set()  # config change notifications already applied
         self.closed = False
-        self.controller = KafkaController(broker_id, self.zk, connector, unclean_leader_election,
-                                          node.inter_broker_listener_name)
+        self.controller = KafkaController(
+            broker_id, self.zk, connector, unclean_leader_election, node.inter_broker_listener_name,
+            rebalance_interval_s=node.leader_imbalance_check_interval_seconds if node.auto_leader_rebalance_enable
+            else 0.0, imbalance_percentage=node.leader_imbalance_per_broker_percentage)
         settings = ReplicationSettings(
             replica_lag_time_max_ms=node.replica_lag_time_max_ms,
             fetcher=FetcherSettings(node.replica_fetch_wait_max_ms, node.replica_fetch_min_bytes,

@@ -59,6 +59,7 @@ __all__ = [
     "OffsetDeleteResult",
     "ProduceResult",
     "ProducerDescription",
+    "RecordBytes",
     "RecordsView",
     "SyncResult",
     "TopicDescription",
@@ -85,6 +86,26 @@ class RecordsView(Protocol):
     def __len__(self) -> int: ...
 
     def read(self) -> bytes: ...
+
+
+class RecordBytes:
+    """A :class:`RecordsView` of record batches held in memory: read off the wire (a Fetch
+    response, a follower's fetch from another broker) or down-converted for an old client.
+    Immutable."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def read(self) -> bytes:
+        return self.data
+
+    def __repr__(self) -> str:
+        return "RecordBytes(%d bytes)" % len(self.data)
 
 
 #: One partition of a Fetch: (topic, partition, fetch offset, partition max bytes).

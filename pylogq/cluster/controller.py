@@ -102,8 +102,16 @@ class KafkaController:
 
     def __init__(self, broker_id: int, zk: KafkaZkClient, connector: InterBrokerConnector,
                  unclean_leader_election: Callable[[str], bool], listener: Optional[str] = None,
-                 on_delete_topic: Optional[Callable[[str], None]] = None) -> None:
+                 on_delete_topic: Optional[Callable[[str], None]] = None, rebalance_interval_s: float = 0.0,
+                 imbalance_percentage: int = 10) -> None:
+        """``rebalance_interval_s`` > 0 checks every so often that each broker leads the
+        partitions it is the preferred leader of (``auto.leader.rebalance.enable``,
+        ``leader.imbalance.check.interval.seconds``), moving them back once more than
+        ``imbalance_percentage`` of a broker's are led elsewhere."""
         self.broker_id = broker_id
+        self._rebalance_interval_s = rebalance_interval_s
+        self._imbalance_percentage = imbalance_percentage
+        self._rebalancer: Optional[threading.Timer] = None
         self.zk = zk
         self._unclean = unclean_leader_election
         self._on_delete_topic = on_delete_topic
@@ -132,6 +140,53 @@ class KafkaController:
         self._session = self.zk.store.session_id
         self._thread.start()
         self._enqueue("elect", self._elect)
+        self._schedule_rebalance()
+
+    def _schedule_rebalance(self) -> None:
+        if self._rebalance_interval_s <= 0 or self._stopped:
+            return
+        timer = threading.Timer(self._rebalance_interval_s, self._rebalance_due)
+        timer.daemon = True
+        timer.name = "pylogq-leader-rebalance-%d" % self.broker_id
+        self._rebalancer = timer
+        timer.start()
+
+    def _rebalance_due(self) -> None:
+        self._enqueue("preferred-leaders", self._rebalance_leaders)
+        self._schedule_rebalance()
+
+    def _rebalance_leaders(self) -> None:
+        """Kafka's auto leader rebalance: where a broker's share of partitions led by another
+        than their preferred leader (it) passes the threshold, give them back to it when it
+        is alive and in sync."""
+        if not self.active:
+            return
+        by_preferred: Dict[int, List[TopicPartition]] = {}
+        for tp, state in self.states.items():
+            replicas = self.assignments.get(tp[0], {}).get(tp[1])
+            if replicas and tp[0] not in self.deleting:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        batch = _Batch()
+        for broker, tps in by_preferred.items():
+            if broker not in self.live or broker in self.shutting_down:
+                continue
+            elsewhere = [tp for tp in tps if self.states[tp].leader != broker]
+            if not elsewhere or 100 * len(elsewhere) <= self._imbalance_percentage * len(tps):
+                continue
+            self._refresh(elsewhere)
+            for tp in elsewhere:
+                state = self.states[tp]
+                if state.leader == broker or broker not in state.isr:
+                    continue
+                written = self._write_state(tp, PartitionState(broker, state.leader_epoch + 1, list(state.isr),
+                                                               self.epoch[0], state.partition_epoch))
+                if written is not None:
+                    log.info("controller: %s-%d back to its preferred leader %d (epoch %d)", tp[0], tp[1], broker,
+                             written.leader_epoch)
+                    replicas = self.assignments[tp[0]][tp[1]]
+                    batch.leader_and_isr_to([r for r in replicas if r in self.live],
+                                            self._request_state(tp, written))
+        self._send(batch)
 
     def shutdown(self) -> None:
         """Stop deciding (resigning if active): the next controller takes over."""
@@ -145,6 +200,8 @@ class KafkaController:
             except (errors.MetadataStoreError, errors.BrokerError) as exc:
                 log.info("controller %d: stopping without resigning: %s", self.broker_id, exc)
         self._stopped = True
+        if self._rebalancer is not None:
+            self._rebalancer.cancel()
         self._events.put(None)
         if threading.current_thread() is not self._thread:
             self._thread.join(30)

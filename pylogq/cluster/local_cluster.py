@@ -28,6 +28,7 @@ from .contract import (
     EpochEndOffset,
     FetchResult,
     LeaderAndIsrRequest,
+    RecordBytes,
     ReplicaFetchPartition,
     StopReplicaRequest,
     UpdateMetadataRequest,
@@ -80,7 +81,7 @@ class InProcessInterBrokerClient:
         op.wait()
         # The records are read now, as they would be sent: a file region read later could see
         # the leader's file after a truncation.
-        return {tp: r._replace(records=_Bytes(r.records.read())) if r.records is not None else r
+        return {tp: r._replace(records=RecordBytes(r.records.read())) if r.records is not None else r
                 for tp, r in op.answer().items()}
 
     def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[TopicPartition, Tuple[int, int]]
@@ -89,21 +90,6 @@ class InProcessInterBrokerClient:
 
     def close(self) -> None:
         pass
-
-
-class _Bytes:
-    """Records read off the in-process wire."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def read(self) -> bytes:
-        return self.data
 
 
 class Cluster:

@@ -31,9 +31,9 @@ import struct
 import uuid
 from typing import List, Sequence, Tuple, Union
 
-from ..cluster.contract import FetchResult, RecordsView
+from ..cluster.contract import FetchResult, RecordBytes, RecordsView
 
-__all__ = ["frame_fetch_response", "Part", "BufferedRecords", "TopicKey"]
+__all__ = ["frame_fetch_response", "Part", "TopicKey"]
 
 Part = Union[bytes, RecordsView]  # bytes, or a FileRegion to sendfile
 #: How a response names a topic: its name below v13, its id (Kafka's Uuid) from v13.
@@ -60,28 +60,6 @@ _EMPTY_RECORDS = _I32.pack(0)
 _NULL_ABORTED_COMPACT = b"\x00"
 _NO_ABORTED_COMPACT = b"\x01"
 _EMPTY_RECORDS_COMPACT = b"\x01"
-
-
-class BufferedRecords:
-    """Records held in memory (down-converted for an old Fetch version), framed as bytes.
-
-    A :class:`~pylogq.cluster.contract.RecordsView` like a file region, but never sent
-    with sendfile: its bytes are already in memory. Immutable.
-    """
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def read(self) -> bytes:
-        return self.data
-
-    def __repr__(self) -> str:
-        return "BufferedRecords(%d bytes)" % len(self.data)
 
 
 _ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
@@ -112,7 +90,7 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
     Aborted transactions are null for read_uncommitted and an empty list for
     read_committed, as Kafka sends them (pylogq has no transactions to abort).
     A partition's records are a file region (sent with sendfile when large) or
-    :class:`BufferedRecords`; fields a version lacks (throttle time before v1, the
+    :class:`~pylogq.cluster.contract.RecordBytes`; fields a version lacks (throttle time before v1, the
     session before v7, ...) are left out.
     """
     if not 0 <= version <= MAX_VERSION:
@@ -173,7 +151,7 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
                         total += len(buf)
                         parts.append(bytes(buf))
                         # In-memory records go out as bytes; a file region with sendfile.
-                        parts.append(region.data if isinstance(region, BufferedRecords) else region)
+                        parts.append(region.data if isinstance(region, RecordBytes) else region)
                         total += length
                         buf = bytearray()
             if flexible:

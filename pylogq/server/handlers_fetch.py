@@ -16,12 +16,12 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import errors
-from ..cluster.contract import FetchResult, RecordsView, ReplicaFetchPartition
+from ..cluster.contract import FetchResult, RecordBytes, RecordsView, ReplicaFetchPartition
 from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
 from ..records.downconvert import down_convert, target_magic
 from .connection import Connection
-from .fetch import FIRST_TOPIC_ID, BufferedRecords, TopicKey, frame_fetch_response
+from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response
 from .handler_base import Framed, HandlerBase, resolve, text_of
 
 __all__ = ["FetchHandlers"]
@@ -221,7 +221,7 @@ def _down_convert_results(results: Results, order: Order, offsets: Dict[Tuple[st
             fetch_offset, partition_max = offsets[key]
             limit = min(partition_max, budget)
             if limit <= 0 and not first:
-                out[key] = result._replace(records=BufferedRecords(b""))
+                out[key] = result._replace(records=RecordBytes(b""))
                 continue
             try:
                 data = down_convert(_reader(region), len(region), magic, fetch_offset, limit)
@@ -232,5 +232,5 @@ def _down_convert_results(results: Results, order: Order, offsets: Dict[Tuple[st
                 continue
             budget -= len(data)
             first = first and not data
-            out[key] = result._replace(records=BufferedRecords(data))
+            out[key] = result._replace(records=RecordBytes(data))
     return out

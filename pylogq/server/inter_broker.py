@@ -25,6 +25,7 @@ from ..cluster.contract import (
     EpochEndOffset,
     FetchResult,
     LeaderAndIsrRequest,
+    RecordBytes,
     ReplicaFetchPartition,
     StopReplicaRequest,
     UpdateMetadataRequest,
@@ -43,21 +44,6 @@ VERSIONS: Dict[int, int] = {ApiKey.LEADER_AND_ISR: 7, ApiKey.UPDATE_METADATA: 8,
 SOCKET_TIMEOUT_S = 30.0
 #: The largest response accepted (a fetch answers at most replica.fetch.response.max.bytes).
 MAX_RESPONSE_BYTES = 1 << 30
-
-
-class _Records:
-    """Records read off the wire."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def read(self) -> bytes:
-        return self.data
 
 
 class TcpInterBrokerClient:
@@ -205,7 +191,7 @@ class TcpInterBrokerClient:
                 records = p["records"]
                 out[(t["topic"], p["partition_index"])] = FetchResult(
                     p["error_code"], p["high_watermark"], p["log_start_offset"],
-                    _Records(bytes(records)) if records is not None else None)
+                    RecordBytes(bytes(records)) if records is not None else None)
         return out
 
     def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[Tuple[str, int], Tuple[int, int]]

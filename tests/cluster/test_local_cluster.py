@@ -453,3 +453,18 @@ def test_pylogq_clients_follow_a_failover(pylogq_cluster: Cluster) -> None:
         producer.close()
         consumer.close()
     assert seen == {b"v-%d" % i for i in range(200)}
+
+
+def test_leaders_go_back_to_their_preferred_replicas(tmp_path) -> None:
+    """auto.leader.rebalance.enable: a restarted broker leads again what it is the preferred leader of."""
+    with Cluster(3, str(tmp_path), **dict(FAST, **{"leader.imbalance.check.interval.seconds": 1})) as c:
+        c.create_topic("t", 3, 3)
+        preferred = {p: c.broker(0).describe_topic("t").partitions[p].replicas[0] for p in range(3)}
+        assert {p: c.leader("t", p) for p in range(3)} == preferred
+        moved = preferred[0]
+        c.stop_broker(moved, abrupt=False)
+        c.wait_until(lambda: c.leader("t", 0) not in (moved, -1), TIMEOUT_S, "a leader elsewhere")
+        c.start_broker(moved)
+        c.wait_until(lambda: all(in_sync(c, "t", p, 3) for p in range(3)), TIMEOUT_S, "full ISRs")
+        c.wait_until(lambda: {p: c.leader("t", p) for p in range(3)} == preferred, TIMEOUT_S,
+                     "every partition led by its preferred replica again")

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from pylogq.cluster.contract import FetchResult
 from pylogq.protocol import RESPONSE_HEADER, RESPONSES, Writer, header_versions
-from pylogq.server.fetch import BufferedRecords, frame_fetch_response
+from pylogq.cluster.contract import RecordBytes
+from pylogq.server.fetch import frame_fetch_response
 from pylogq.storage.segment import FileRegion
 
 FETCH = 1
@@ -74,7 +75,7 @@ def codec_bytes(correlation_id: int, version: int, throttle_time_ms: int, error_
             region = result.records
             if region is None:
                 records = b""
-            elif isinstance(region, BufferedRecords):
+            elif isinstance(region, RecordBytes):
                 records = region.data
             else:
                 assert isinstance(region, FileRegion)
@@ -114,7 +115,7 @@ def build_topics(handle: io.FileIO, contents: bytes, version: int,
             if region is not None:
                 position, length, in_memory = region
                 if in_memory:
-                    records = BufferedRecords(contents[position:position + length])
+                    records = RecordBytes(contents[position:position + length])
                 else:
                     records = FileRegion(handle, position, length, 0)
             results.append((index, FetchResult(code, hw, start, records)))
