@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import uuid
-from typing import Iterator
+from typing import Iterator, List
 
 import pytest
 
@@ -42,6 +42,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     mode = "pure Python (PYLOGQ_NO_EXTENSIONS=1)" if _speedups.NO_EXTENSIONS else "compiled kernels"
     return "pylogq: %s; skips are failures: %s" % (mode, REQUIRE_ALL)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """The pure pass (``PYLOGQ_NO_EXTENSIONS=1``) is for the code that has pure-Python twins.
+    Tests marked ``compiled_pass`` (replication across broker processes and ZooKeeper: the
+    controller, fetchers and clients are the same Python in both passes, and the twins they
+    pass through are tested in both by the rest of the suite) run in the compiled pass only;
+    they are deselected here, not skipped, and the header says how many."""
+    if not _speedups.NO_EXTENSIONS:
+        return
+    kept = [item for item in items if item.get_closest_marker("compiled_pass") is None]
+    dropped = [item for item in items if item.get_closest_marker("compiled_pass") is not None]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -164,6 +164,12 @@ def _setup_logging(level: str, fmt: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level.upper()))
     root.propagate = False
+    # The ZooKeeper client's own messages (a broker of a cluster), in the same format; its
+    # connection retries are warnings at most.
+    kazoo = logging.getLogger("kazoo")
+    kazoo.handlers[:] = [handler]
+    kazoo.setLevel(max(logging.WARNING, root.level))
+    kazoo.propagate = False
 
 
 def _seconds(text: str) -> float:

@@ -119,6 +119,7 @@ class KafkaController:
         self._events: "queue.Queue[Optional[_Event]]" = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="pylogq-controller-%d" % broker_id, daemon=True)
         self._stopped = False
+        self._stopping = False
         # The active controller's state (empty while standing by).
         self.active = False
         self.epoch: ControllerEpochZkVersion = (0, -1)
@@ -194,6 +195,7 @@ class KafkaController:
             self.zk.store.remove_listener(self._session_state)
         except errors.MetadataStoreError:
             pass  # an abandoned session (a broker stopped abruptly)
+        self._stopping = True  # a watch firing on the resignation must not elect it again
         if self._thread.is_alive():
             try:
                 self._enqueue("shutdown", self._resign_and_release, wait=True, timeout=30)
@@ -255,7 +257,7 @@ class KafkaController:
 
     def _elect(self) -> None:
         """Stand for election (again), and watch ``/controller`` to stand again when it goes."""
-        if self._stopped:
+        if self._stopped or self._stopping:
             return
         current = self.zk.get_controller_id(watch=self._watch("controller-change", self._controller_changed))
         if current is not None:
@@ -783,7 +785,10 @@ class KafkaController:
             batch.stop_replica_to(broker_id, tp, self.states[tp].leader_epoch, False)
         self._remove_from_isr(followed, {broker_id}, batch)
         self._send(batch)
-        remaining = sorted(tp for tp, s in self.states.items() if s.leader == broker_id)
+        # What it still leads of the replicated partitions (a partition with one replica has
+        # nowhere to go: it is not waited for, as in Kafka).
+        remaining = sorted(tp for tp, s in self.states.items()
+                           if s.leader == broker_id and len(self.assignments.get(tp[0], {}).get(tp[1], [])) > 1)
         return 0, remaining
 
     # -- introspection ------------------------------------------------------------------

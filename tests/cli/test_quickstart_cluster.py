@@ -24,6 +24,9 @@ import pytest
 from .._zookeeper import four_letter_word, free_port, zookeeper_install_or_skip
 from ..server.conftest import READY
 
+#: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 TOPIC = "my-replicated-topic"
 DEADLINE_S = 60.0
 SESSION_MS = 2000

@@ -26,6 +26,9 @@ import pytest
 
 from ._processes import ProcessCluster, replicas_identical
 
+#: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
 

@@ -22,6 +22,9 @@ import pytest
 from .._zookeeper import ZooKeeperServer
 from ._processes import ProcessCluster
 
+#: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 TOTAL = 400
 PARTITIONS = 2
 DEADLINE_S = 120.0

@@ -18,6 +18,7 @@ import pytest
 import pylogq
 from pylogq import errors, records
 from pylogq.cluster.broker import Broker
+from pylogq.cluster.contract import LeaderAndIsrPartition, LeaderAndIsrRequest, StopReplicaRequest
 from pylogq.cluster.local_cluster import Cluster
 from pylogq.cluster.zk_client import KafkaZkClient
 
@@ -364,7 +365,31 @@ def test_chaos_drill_with_the_in_memory_store(tmp_path):
             except BaseException as exc:  # noqa: BLE001 - handed to the test thread
                 failures.append(exc)
 
+        read: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+
+        def reader() -> None:
+            """A consumer alongside: what it reads must never be taken back by a failover."""
+            position = {p: 0 for p in range(partitions)}
+            try:
+                while not stop.is_set():
+                    for p in range(partitions):
+                        broker = c.running(c.leader("chaos", p))
+                        if broker is None:
+                            continue
+                        result = broker.fetch([("chaos", p, position[p], 1 << 20)], max_wait_ms=20)[("chaos", p)]
+                        if result.error_code or result.records is None:
+                            continue
+                        data = result.records.read()
+                        for info in records.iter_batches(data):
+                            for r in records.RecordBatch(data, info.position):
+                                if r.offset >= position[p]:
+                                    read[p].append((r.offset, r.value))
+                                    position[p] = r.offset + 1
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                failures.append(exc)
+
         threads = [threading.Thread(target=producer, args=(p,)) for p in range(partitions)]
+        threads.append(threading.Thread(target=reader))
         for p in range(partitions):
             pid_epoch["p%d" % p] = c.brokers[1].init_producer_id()
         for t in threads:
@@ -392,24 +417,30 @@ def test_chaos_drill_with_the_in_memory_store(tmp_path):
                          "every replica at the leader's high watermark")
             log_records = read_all(leader, "chaos", p)
             assert log_records == sorted(acked[p]) == acked[p], "partition %d: acknowledged records differ" % p
+            stored = dict(log_records)
+            assert read[p] and all(stored.get(o) == v for o, v in read[p]), "partition %d: a read record was lost" % p
             _assert_identical_below_hw(c, "chaos", p)
 
 
 def _produce_until_acked(c: Cluster, topic: str, p: int, value: bytes, pid_epoch: Dict[str, Tuple[int, int]],
                          seq: int, stop: threading.Event) -> Optional[int]:
     """Send one idempotent batch to the partition's leader until it is acknowledged, retrying on
-    leadership changes as a client does; -> its offset (None when stopped)."""
+    leadership changes as a client does; -> its offset (None when stopped before it was sent:
+    once sent, it is retried until acknowledged, so the log holds no record left unacknowledged)."""
     pid, epoch = pid_epoch["p%d" % p]
     data = batch([value], pid, epoch, seq)
-    while not stop.is_set():
+    deadline = time.monotonic() + 120
+    sent = False
+    while time.monotonic() < deadline and (sent or not stop.is_set()):
         broker = c.running(c.leader(topic, p))
         if broker is None:
-            threading.Event().wait(0.01)
+            time.sleep(0.01)  # a client's retry backoff
             continue
         try:
             op = broker.produce_async(topic, p, data, acks=-1, timeout_ms=5000)
+            sent = True
         except (errors.RetriableError, errors.PylogqError):
-            threading.Event().wait(0.01)
+            time.sleep(0.01)  # a client's retry backoff
             continue
         if not op.wait(30):
             continue
@@ -468,3 +499,34 @@ def test_leaders_go_back_to_their_preferred_replicas(tmp_path) -> None:
         c.wait_until(lambda: all(in_sync(c, "t", p, 3) for p in range(3)), TIMEOUT_S, "full ISRs")
         c.wait_until(lambda: {p: c.leader("t", p) for p in range(3)} == preferred, TIMEOUT_S,
                      "every partition led by its preferred replica again")
+
+
+def test_a_broker_restarted_before_its_session_expired_waits_for_it(cluster):
+    """As Kafka does: the old registration (an ephemeral of the killed process's session) is
+    waited for, then the broker registers with a new broker epoch."""
+    cluster.create_topic("t", 1, 3)
+    victim = cluster.brokers[1]
+    old_epoch = victim.cluster.broker_epoch
+    cluster.stop_broker(1, abrupt=True)
+    started = time.monotonic()
+    back = cluster.start_broker(1)  # at once: the old session is still alive in the store
+    assert time.monotonic() - started >= SESSION_MS / 1000.0 * 0.5
+    assert back.cluster.broker_epoch > old_epoch
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the broker back in the ISR")
+
+
+def test_requests_of_an_older_controller_epoch_are_refused(cluster):
+    cluster.create_topic("t", 1, 3)
+    broker = cluster.brokers[0]
+    part = broker.hosted(("t", 0))
+    current = broker.cluster.replicas.controller_epoch
+    stale = LeaderAndIsrPartition("t", 0, current - 1, 2, part.leader_epoch + 5, [2], part.partition_epoch + 5,
+                                  [0, 1, 2])
+    code, per_partition = broker.leader_and_isr(LeaderAndIsrRequest(9, current - 1, -1, [stale], {}, []))
+    assert code == errors.StaleControllerEpochError.code
+    assert broker.hosted(("t", 0)).leader_epoch == part.leader_epoch  # nothing changed
+    code, _ = broker.stop_replica(StopReplicaRequest(9, current - 1, -1, {("t", 0): (-2, True)}))
+    assert code == errors.StaleControllerEpochError.code and broker.hosted(("t", 0)) is not None
+    # A request meant for an earlier life of the broker (its epoch) is refused too.
+    code, _ = broker.leader_and_isr(LeaderAndIsrRequest(9, current, broker.cluster.broker_epoch - 1, [], {}, []))
+    assert code == errors.StaleBrokerEpochError.code

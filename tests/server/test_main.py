@@ -48,7 +48,7 @@ log.retention.hours=168
 log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
 
-zookeeper.connect=localhost:2181
+zookeeper.connect={zookeeper}
 zookeeper.connection.timeout.ms=18000
 group.initial.rebalance.delay.ms=0
 """
@@ -155,11 +155,12 @@ def test_override_applies(tmp_path: Path, base_args: List[str]) -> None:
     assert status == 0, err
 
 
-def test_kafka_server_properties_loads(tmp_path: Path) -> None:
-    """Kafka's own server.properties keys load unchanged; --override wins over the file."""
+def test_kafka_server_properties_loads(tmp_path: Path, zookeeper_connect: str) -> None:
+    """Kafka's own server.properties keys load unchanged (its zookeeper.connect makes the broker
+    a cluster of one, on a real ZooKeeper); --override wins over the file."""
     log_dirs = tmp_path / "kafka-logs"
     properties = tmp_path / "server.properties"
-    properties.write_text(KAFKA_PROPERTIES.format(log_dirs=log_dirs))
+    properties.write_text(KAFKA_PROPERTIES.format(log_dirs=log_dirs, zookeeper=zookeeper_connect))
     broker = Running([str(properties), "--override", "offsets.topic.num.partitions=2"], tmp_path)
     try:
         assert auto_created_partitions(broker.address, "from-file") == 2
