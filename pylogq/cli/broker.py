@@ -31,6 +31,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from . import allocator as _allocator
+
 __all__ = ["main"]
 
 DEFAULT_DATA_DIR = "pylogq-data"
@@ -226,6 +228,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("pylogq.server")
+    # Request buffers reused instead of page-faulted in afresh (pylogq/cli/allocator.py);
+    # this process is a broker, so malloc is its to tune.
+    if _allocator.tune():
+        log.debug("malloc mmap_threshold=%d trim_threshold=%d", _allocator.MMAP_THRESHOLD, _allocator.TRIM_THRESHOLD)
     # Before any thread starts (the broker starts some), so that every thread inherits
     # the blocked signals and only the watchdog takes them. Signals are the main thread's
     # to handle: called from another thread, main leaves them to its caller.

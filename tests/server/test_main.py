@@ -7,6 +7,8 @@ module) and looks at what an operator sees: stdout, stderr and the exit status.
 from __future__ import annotations
 
 import json
+import os
+import platform
 import re
 import selectors
 import signal
@@ -19,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from .test_server import METADATA, Wire
+from .test_server import METADATA, PRODUCE, Wire, produce_body
 
 READY = re.compile(r"^pylogq-broker 0 ready on 127\.0\.0\.1:(\d+)$")
 TIMEOUT_S = 30.0
@@ -57,8 +59,10 @@ group.initial.rebalance.delay.ms=0
 class Running:
     """A started ``pylogq-broker``: its process, its address and, once stopped, its output."""
 
-    def __init__(self, args: List[str], cwd: Path) -> None:
+    def __init__(self, args: List[str], cwd: Path, env: Optional[Dict[str, str]] = None) -> None:
+        """``env``: variables added to this process's environment for the broker."""
         self.proc = subprocess.Popen([sys.executable, "-m", "pylogq.cli.broker", *args], cwd=str(cwd),
+                                     env=None if env is None else {**os.environ, **env},
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         self.lines: List[str] = []
         self.port = self._wait_ready()
@@ -243,6 +247,44 @@ def test_json_log_format(tmp_path: Path, base_args: List[str]) -> None:
     assert any(m.startswith("connection opened") for m in messages), messages
     assert any(m.startswith("connection closed") for m in messages), messages
     assert messages[-1] == "stopped cleanly"
+
+
+# -- memory: request buffers reused, not faulted in afresh --------------------------------
+
+def minor_faults(pid: int) -> int:
+    """The process's minor page faults so far (proc(5): the 10th field of /proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        after_name = f.read().rsplit(")", 1)[1].split()
+    return int(after_name[7])
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/stat"),
+                    reason="pylogq-broker tunes glibc's malloc; page faults are read from Linux's /proc")
+def test_produce_requests_of_a_megabyte_reuse_the_brokers_memory(tmp_path: Path, base_args: List[str]) -> None:
+    """With glibc's adaptive thresholds each ~1 MB request body and its copies would come from
+    fresh pages (a few hundred faults per request, measured); pylogq-broker's malloc settings
+    (pylogq/cli/allocator.py) keep them for reuse. Counted after a warm-up, so the first
+    requests' growth of the heap is not counted; what remains is the index files' pages."""
+    values = [b"%06d" % i + b"v" * 1018 for i in range(1000)]  # one ~1 MB batch
+    body = produce_body("big", values)
+    megabytes = len(body["topic_data"][0]["partition_data"][0]["records"]) / 1e6
+    assert 0.9 < megabytes < 1.1
+    warm_up, measured = 10, 40
+    broker = Running(base_args, tmp_path)
+    try:
+        auto_created_partitions(broker.address, "big")
+        with Wire(broker.address) as wire:
+            for i in range(warm_up + measured):
+                if i == warm_up:
+                    start = minor_faults(broker.proc.pid)
+                response = wire.request(PRODUCE, 7, body)
+                assert response["responses"][0]["partition_responses"][0]["error_code"] == 0, response
+            faults = minor_faults(broker.proc.pid) - start
+    finally:
+        status, _, err = broker.stop()
+    assert status == 0, err
+    assert faults < 32 * measured * megabytes, "%d page faults for %d requests of %.2f MB" % (
+        faults, measured, megabytes)
 
 
 # -- stopping: SIGTERM and Ctrl-C, even with the event loop blocked ------------------------
