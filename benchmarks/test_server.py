@@ -23,6 +23,10 @@ Groups and targets, one partition, 100-byte values:
   answered). Target < 0.5 s for pylogq-broker. Also ``pylogq-inprocess``,
   the ``pylogq_broker`` fixture's steps (``Broker`` with the plugin's test
   defaults, ``serve()``) until ApiVersions is answered: target < 0.1 s.
+- "wire restart 1000 partitions": pylogq-broker started on a data directory
+  holding 1,000 partitions with records in each (10 topics of 100), left by
+  a clean shutdown; spawn to ready. Target < 0.5 s (no peer: Tansu's engine
+  here is in memory).
 
 How consume and produce are measured. On this 2-core virtual machine the
 client's speed drifts by up to a third over seconds to minutes, and both
@@ -108,7 +112,9 @@ ROUNDS = 11
 #: The consume workload's ``fetch.wait.max.ms`` (librdkafka's default is 500), for both brokers.
 CONSUME_WAIT_MS = 10
 TIMEOUT = 60.0
-STARTUP_TARGET = "pylogq-broker < 0.5 s from spawn to ready; in-process fixture < 0.1 s"
+STARTUP_TARGET = "pylogq-broker < 0.1 s from spawn to ready; in-process fixture < 0.1 s"
+RESTART_TARGET = "pylogq-broker < 0.5 s from spawn to ready on 1,000 partitions of data"
+RESTART_TOPICS, RESTART_PARTITIONS = 10, 100
 
 #: Identical for both brokers: tuned for throughput, delivery errors reported, nothing else.
 PRODUCER_CONFIG: Dict[str, Any] = {
@@ -650,3 +656,35 @@ def test_startup_inprocess(benchmark: Any, request: Any, tmp_path: Any) -> None:
     finally:
         for broker in started:
             broker.close()
+
+
+def test_restart_with_1000_partitions(benchmark: Any, request: Any, tmp_path: Any) -> None:
+    info(benchmark, "wire restart 1000 partitions", 1, "starts", target=RESTART_TARGET)
+    data_dir = str(tmp_path / "data")
+    with pylogq.Broker(data_dir, development_defaults=True) as broker:
+        batch = pylogq.records.build_batch([b"v" * VALUE_SIZE] * 10)
+        for t in range(RESTART_TOPICS):
+            broker.create_topic("t%d" % t, RESTART_PARTITIONS)
+            for p in range(RESTART_PARTITIONS):
+                assert broker.produce("t%d" % t, p, batch, acks=1).error_code == 0
+    started: List[BrokerProcess] = []
+
+    def setup() -> Any:
+        while started:
+            started.pop().stop()  # a clean shutdown: the next start recovers nothing
+        return (make_broker("pylogq", data_dir),), {}
+
+    def run(process: BrokerProcess) -> BrokerProcess:
+        started.append(process)
+        return process.start()
+
+    try:
+        process = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 3),
+                                     iterations=1, warmup_rounds=1)
+        assert process.process is not None and process.process.poll() is None
+    finally:
+        for process in started:
+            process.stop()
+    with pylogq.Broker(data_dir, development_defaults=True) as broker:
+        assert len(broker.list_topics()) == RESTART_TOPICS
+        assert broker.list_offsets("t9", RESTART_PARTITIONS - 1, -1)[0] == 10

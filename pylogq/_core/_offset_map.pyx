@@ -24,8 +24,6 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
-import numpy as np
-
 from pylogq.errors import OffsetMapFullError
 
 cdef extern from "murmur3.h":
@@ -390,6 +388,8 @@ cdef class OffsetMap:
         if kl.shape[0] != n:
             raise ValueError("columns differ in length: key_start %d, key_length %d"
                              % (n, kl.shape[0]))
+        import numpy as np  # not at import: a broker starting up needs none of it
+
         out = np.empty(n, dtype=np.int64)
         out_view = out
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)

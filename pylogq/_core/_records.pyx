@@ -19,9 +19,8 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.stdint cimport INT64_MAX, INT64_MIN
 from libc.string cimport memcpy
 
+import sys
 import time
-
-import numpy as np
 
 from pylogq.errors import CorruptRecordError, InvalidRecordError
 
@@ -758,6 +757,12 @@ cdef list _encode_headers(object headers):
     return [bytes(out)]
 
 
+def _is_ndarray(obj):
+    """Whether ``obj`` is a numpy array, without loading numpy (an array means it is loaded)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.ndarray)
+
+
 def build_batch(values, keys=None, timestamps=None, headers=None, compression_type=0, **kwargs):
     """Build one batch from sequences in one call (the bulk producer path).
 
@@ -772,7 +777,7 @@ def build_batch(values, keys=None, timestamps=None, headers=None, compression_ty
         raise ValueError("keys has %d items, values %d" % (len(keys), n))
     if headers is not None and len(headers) != n:
         raise ValueError("headers has %d items, values %d" % (len(headers), n))
-    if isinstance(timestamps, (list, tuple, np.ndarray)):
+    if isinstance(timestamps, (list, tuple)) or _is_ndarray(timestamps):
         if len(timestamps) != n:
             raise ValueError("timestamps has %d items, values %d" % (len(timestamps), n))
         ts_seq = True
@@ -1417,6 +1422,8 @@ def _new_columns(Py_ssize_t n):
     faults instead of one per 4 KB page, which dominated the decode.
     """
     cdef Py_ssize_t a = 8 * n, b = 4 * n
+    import numpy as np  # loaded by the first decode: a broker starting up needs none of it
+
     block = np.empty(5 * a + 3 * b + n, np.uint8)
     return (block[0:a].view(np.int64), block[a:2 * a].view(np.int64), block[5 * a + 3 * b:].view(np.int8),
             block[2 * a:3 * a].view(np.int64), block[5 * a:5 * a + b].view(np.int32),

@@ -321,12 +321,12 @@ class AdminClient:
         return _finish(results, raise_errors)
 
     def _broker_ids(self) -> Optional[List[int]]:
-        """The ids of the brokers that hold replicas (None when the transport cannot tell)."""
+        """The ids of the live brokers (None when the transport cannot tell)."""
         try:
-            desc = self._check_open().describe_topic(OFFSETS_TOPIC)
+            cluster = self._check_open().describe_cluster()
         except errors.BrokerError:
             return None
-        return sorted({r for p in desc.partitions for r in p.replicas})
+        return sorted(b.broker_id for b in cluster.brokers) or None
 
     # -- configs -------------------------------------------------------------------------
 

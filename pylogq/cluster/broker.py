@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import errors
 from ..config import parse_properties
@@ -65,16 +65,18 @@ from .contract import (
     TopicPartitionInfo,
     listener_factory,
 )
-from .cluster_node import ClusterNode
 from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
 from .group_coordinator import GroupCoordinator, storage_error_code
 from .in_process import InProcessTransport
-from .metadata_store import MetadataStore
 from .names import INTERNAL_TOPICS, collides, validate_topic_name
 from .offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from .partition import Partition
 from .producer_ids import ProducerIdManager
 from .topic_store import FileTopicStore, TopicMetadata
+
+if TYPE_CHECKING:  # a single node never loads the cluster's modules
+    from .cluster_node import ClusterNode
+    from .metadata_store import MetadataStore
 
 log = logging.getLogger("pylogq.broker")
 
@@ -159,21 +161,21 @@ class Broker:
                 for p in range(meta.partitions):
                     self._partitions[(topic, p)] = self._open_partition(topic, p, meta.topic_id)
             self.offsets_topic = OffsetsTopic(self._offsets_partition)
-            if OFFSETS_TOPIC not in self._topics and self.cluster is None:
-                self._create_topic(OFFSETS_TOPIC, self.config.node.offsets_topic_num_partitions, 1,
-                                   self.offsets_topic.config(self.config.node.offsets_topic_segment_bytes),
-                                   internal=True)
             self.group_coordinator = GroupCoordinator(
                 append=self.offsets_topic.append, read_all=self.offsets_topic.read_all,
                 timer=self.timer,
-                num_partitions=self._topics[OFFSETS_TOPIC].partitions if self.cluster is None
+                num_partitions=self._topics[OFFSETS_TOPIC].partitions if OFFSETS_TOPIC in self._topics
                 else self.config.node.offsets_topic_num_partitions,
                 initial_rebalance_delay_ms=self.config.node.group_initial_rebalance_delay_ms,
                 group_min_session_timeout_ms=self.config.node.group_min_session_timeout_ms,
                 group_max_session_timeout_ms=self.config.node.group_max_session_timeout_ms,
             )
-            if self.cluster is None:
+            if self.cluster is None and OFFSETS_TOPIC in self._topics:
                 self.group_coordinator.load()
+            elif self.cluster is None:
+                # Created on first use (:meth:`ensure_offsets_topic`); until then no group
+                # has a coordinator.
+                self.group_coordinator.serve_partitions([])
             else:
                 # A cluster member coordinates the groups of the offsets partitions it leads.
                 self.group_coordinator.serve_partitions([])
@@ -194,6 +196,8 @@ class Broker:
     # -- cluster membership -----------------------------------------------------------
 
     def _cluster_node(self, store: Optional[MetadataStore], connector: Optional[InterBrokerConnector]) -> ClusterNode:
+        from .cluster_node import ClusterNode
+
         node = self.config.node
         if store is None:
             from .zk_store import ZooKeeperStore  # kazoo is loaded only by brokers of a cluster
@@ -251,16 +255,26 @@ class Broker:
         return 0, leader
 
     def offsets_topic_ready(self) -> bool:
-        return self.cluster is None or self.cluster.metadata.has_topic(OFFSETS_TOPIC)
+        if self.cluster is None:
+            return OFFSETS_TOPIC in self._topics
+        return self.cluster.metadata.has_topic(OFFSETS_TOPIC)
 
     def ensure_offsets_topic(self) -> int:
-        """Create ``__consumer_offsets`` if the cluster has none yet (Kafka creates it when a
+        """Create ``__consumer_offsets`` if there is none yet (Kafka creates it when a
         coordinator is first looked up); -> 0, or COORDINATOR_NOT_AVAILABLE while fewer brokers
         are alive than ``offsets.topic.replication.factor``. Blocking (admin work)."""
         if self.offsets_topic_ready():
             return 0
-        assert self.cluster is not None
         node = self.config.node
+        if self.cluster is None:
+            with self._admin_lock:
+                self._check_open()
+                if not self.offsets_topic_ready():
+                    self._create_topic(OFFSETS_TOPIC, node.offsets_topic_num_partitions, 1,
+                                       self.offsets_topic.config(node.offsets_topic_segment_bytes), internal=True)
+                    # New and empty: nothing to load.
+                    self.group_coordinator.serve_new_partitions(range(self._topics[OFFSETS_TOPIC].partitions))
+            return 0
         alive = len(self.cluster.live_brokers())
         if alive < node.offsets_topic_replication_factor:
             log.info("not creating %s: %d live brokers, offsets.topic.replication.factor is %d", OFFSETS_TOPIC,

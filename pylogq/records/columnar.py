@@ -10,12 +10,13 @@ with :meth:`RecordColumns.headers`). When every batch is uncompressed v2,
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Tuple, Union
-
-import numpy as np
+from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple, Union
 
 from . import _impl
 from .default_records import Header
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["RecordColumns", "decode_columns"]
 
@@ -59,6 +60,8 @@ class RecordColumns:
 
     def data_array(self) -> np.ndarray:
         """``data`` as a uint8 numpy array (a view, no copy)."""
+        import numpy as np  # loaded with the first decode (the kernel's columns are arrays)
+
         return np.frombuffer(self.data, dtype=np.uint8)
 
     def key(self, i: int) -> Optional[bytes]:

@@ -30,10 +30,10 @@ Every decoder here checks each length against the bytes it has and raises
 from __future__ import annotations
 
 import struct
+import sys
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
 
 from ..errors import CorruptRecordError, InvalidRecordError
 from . import codecs
@@ -403,6 +403,16 @@ class RecordBatchBuilder:
         return buf
 
 
+if TYPE_CHECKING:
+    from typing import TypeGuard  # Python 3.10+
+
+
+def _is_ndarray(obj: object) -> TypeGuard[Sequence[int]]:
+    """Whether ``obj`` is a numpy array, without loading numpy (an array means it is loaded)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.ndarray)
+
+
 def build_batch(
     values: Sequence[Optional[Buffer]],
     keys: Optional[Sequence[Optional[Buffer]]] = None,
@@ -422,7 +432,7 @@ def build_batch(
         raise ValueError("keys has %d items, values %d" % (len(keys), n))
     if headers is not None and len(headers) != n:
         raise ValueError("headers has %d items, values %d" % (len(headers), n))
-    if isinstance(timestamps, (list, tuple, np.ndarray)):
+    if isinstance(timestamps, (list, tuple)) or _is_ndarray(timestamps):
         if len(timestamps) != n:
             raise ValueError("timestamps has %d items, values %d" % (len(timestamps), n))
     elif timestamps is None:
@@ -1189,6 +1199,8 @@ def _new_columns(n: int) -> list:
     faults instead of one per 4 KB page.
     """
     a, b = 8 * n, 4 * n
+    import numpy as np  # loaded by the first decode: a broker starting up needs none of it
+
     block = np.empty(5 * a + 3 * b + n, np.uint8)
     return [
         block[0:a].view(np.int64),

@@ -64,9 +64,7 @@ import os
 import struct
 import threading
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import records
 from ..errors import CleaningAbortedError, PylogqError
@@ -89,6 +87,9 @@ from .log import Log
 from .manager import CleaningProgress, CleaningRegistry
 from .offset_map import SLOT_SIZE, OffsetMap
 from .segment import CLEANED_SUFFIX, BatchHeader, FileRegion, LogSegment
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("pylogq.storage.cleaner")
 
@@ -684,6 +685,8 @@ class LogCleaner:
     def _clean_segment(self, data: bytes, offset_map, drop_tombstones: bool, producers: Dict[int, int],
                        out: _CleanedGroup, stats: CleanerStats) -> None:
         """Recopy the retained part of one segment's bytes into ``out``."""
+        import numpy as np  # not at import: a broker starting up needs none of it
+
         batches = _walk(data)
         if not batches:
             return

@@ -46,7 +46,6 @@ import threading
 from operator import index as _int
 from typing import Any, List, Optional, Tuple, TypeVar, Union
 
-import numpy as np
 
 from ..errors import CorruptIndexError, IndexClosedError, IndexFullError, InvalidIndexEntryError
 from . import index_search
@@ -646,6 +645,8 @@ class OffsetIndex(_Index):
             data = self._used_bytes()
         if not data:
             return
+        import numpy as np  # not at import: a broker starting up needs none of it
+
         table = np.frombuffer(data, dtype=">i4").reshape(-1, 2).astype(np.int64)
         rel, position = table[:, 0], table[:, 1]
         if rel[0] < 0:
@@ -841,6 +842,8 @@ class TimeIndex(_Index):
             data = self._used_bytes()
         if not data:
             return
+        import numpy as np  # not at import: a broker starting up needs none of it
+
         table = np.frombuffer(data, dtype=np.dtype([("ts", ">i8"), ("rel", ">i4")]))
         ts = table["ts"].astype(np.int64)
         rel = table["rel"].astype(np.int64)

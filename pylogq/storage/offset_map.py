@@ -23,9 +23,10 @@ from __future__ import annotations
 import struct
 import types
 from operator import index
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from .._speedups import compiled
 from ..records.columnar import decode_columns
@@ -327,6 +328,8 @@ class _PyOffsetMap:
                 raise ValueError(
                     "row %d: key bytes [%d, %d) lie outside data of %d bytes" % (row, s, s + length, data_len)
                 )
+        import numpy as np  # not at import: a broker starting up needs none of it
+
         out = np.empty(n, dtype=np.int64)
         table = self._table
         for row, (s, length) in enumerate(rows):

@@ -37,7 +37,6 @@ import threading
 import time
 from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
-import numpy as np
 
 from ..errors import OffsetOutOfRangeError
 from ..records import BatchHeader, decode_columns, parse_header
@@ -782,6 +781,8 @@ class LogSegment:
                         return ts, offset
                 continue
             columns = decode_columns(data, start_offset=start_offset, skip_control=True)
+            import numpy as np  # not at import: a broker starting up needs none of it
+
             late = np.flatnonzero(columns.timestamps >= timestamp)
             if len(late):
                 i = int(late[0])
