@@ -606,17 +606,14 @@ def test_group_first_record(benchmark: Any, request: Any, wire: Wire, loaded: st
         assert first.topic() == loaded and first.offset() == 0
 
 
-@pytest.mark.parametrize("name", BROKERS)
-def test_startup(benchmark: Any, request: Any, tmp_path: Any, name: str) -> None:
-    _skip_missing(name)
-    info(benchmark, "wire startup", 1, "starts", peer=name == PEER, target=STARTUP_TARGET)
+def _time_starts(benchmark: Any, request: Any, make: Callable[[], BrokerProcess], warmup: int) -> None:
+    """Spawn to ready, one broker process a round (the previous one stopped cleanly first)."""
     started: List[BrokerProcess] = []
-    rounds = itertools.count(1)
 
     def setup() -> Any:
         while started:
             started.pop().stop()
-        return (make_broker(name, str(tmp_path / ("data-%d" % next(rounds)))),), {}
+        return (make(),), {}
 
     def run(process: BrokerProcess) -> BrokerProcess:
         started.append(process)
@@ -624,11 +621,19 @@ def test_startup(benchmark: Any, request: Any, tmp_path: Any, name: str) -> None
 
     try:
         process = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 3),
-                                     iterations=1, warmup_rounds=0)
+                                     iterations=1, warmup_rounds=warmup)
         assert process.process is not None and process.process.poll() is None
     finally:
         for process in started:
             process.stop()
+
+
+@pytest.mark.parametrize("name", BROKERS)
+def test_startup(benchmark: Any, request: Any, tmp_path: Any, name: str) -> None:
+    _skip_missing(name)
+    info(benchmark, "wire startup", 1, "starts", peer=name == PEER, target=STARTUP_TARGET)
+    rounds = itertools.count(1)
+    _time_starts(benchmark, request, lambda: make_broker(name, str(tmp_path / ("data-%d" % next(rounds)))), 0)
 
 
 def test_startup_inprocess(benchmark: Any, request: Any, tmp_path: Any) -> None:
@@ -667,24 +672,8 @@ def test_restart_with_1000_partitions(benchmark: Any, request: Any, tmp_path: An
             broker.create_topic("t%d" % t, RESTART_PARTITIONS)
             for p in range(RESTART_PARTITIONS):
                 assert broker.produce("t%d" % t, p, batch, acks=1).error_code == 0
-    started: List[BrokerProcess] = []
-
-    def setup() -> Any:
-        while started:
-            started.pop().stop()  # a clean shutdown: the next start recovers nothing
-        return (make_broker("pylogq", data_dir),), {}
-
-    def run(process: BrokerProcess) -> BrokerProcess:
-        started.append(process)
-        return process.start()
-
-    try:
-        process = benchmark.pedantic(run, setup=setup, rounds=_rounds(request.config, 3),
-                                     iterations=1, warmup_rounds=1)
-        assert process.process is not None and process.process.poll() is None
-    finally:
-        for process in started:
-            process.stop()
+    # Each round's broker stopped cleanly before the next starts: no round recovers anything.
+    _time_starts(benchmark, request, lambda: make_broker("pylogq", data_dir), 1)
     with pylogq.Broker(data_dir, development_defaults=True) as broker:
         assert len(broker.list_topics()) == RESTART_TOPICS
         assert broker.list_offsets("t9", RESTART_PARTITIONS - 1, -1)[0] == 10
