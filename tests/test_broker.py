@@ -38,36 +38,14 @@ def test_topics_create_list_describe_delete(broker):
     assert all(p.leader == broker.broker_id and p.isr == [broker.broker_id] for p in desc.partitions)
     assert desc.config == {"retention.ms": "1000", "cleanup.policy": "compact"}
     assert broker.list_topics() == ["events"]
-    assert broker.list_topics(include_internal=True) == ["events"]  # __consumer_offsets comes with the first group
+    assert OFFSETS_TOPIC in broker.list_topics(include_internal=True)
+    assert broker.describe_topic(OFFSETS_TOPIC).internal
     configs = broker.describe_configs("events")
     assert configs["retention.ms"] == ("1000", False) and configs["segment.bytes"][1] is True
     broker.delete_topic("events")
     assert broker.list_topics() == []
     with pytest.raises(errors.UnknownTopicOrPartitionError):
         broker.describe_topic("events")
-
-
-def test_offsets_topic_is_created_on_first_use_and_kept(tmp_path):
-    """A new broker writes no ``__consumer_offsets``; an in-process client's first group call
-    creates it (as a network client's coordinator lookup does), and a restart loads it."""
-    from pylogq import Consumer
-
-    path = tmp_path / "data"
-    with Broker(str(path), **{"offsets.topic.num.partitions": 5}) as b:
-        b.create_topic("events", 1)
-        assert b.list_topics(include_internal=True) == ["events"]
-        assert sorted(os.listdir(path / "events-0")) and not list(path.glob(OFFSETS_TOPIC + "-*"))
-        consumer = Consumer(broker=b, group_id="g")
-        try:
-            consumer.assign([("events", 0)])
-            consumer.commit({("events", 0): 7})
-        finally:
-            consumer.close()
-        assert b.partitions_for(OFFSETS_TOPIC) == 5 and b.describe_topic(OFFSETS_TOPIC).internal
-        assert len(list(path.glob(OFFSETS_TOPIC + "-*"))) == 5
-    with Broker(str(path), **{"offsets.topic.num.partitions": 5}) as b:
-        assert b.offsets_topic_ready()
-        assert b.group_coordinator.fetch_offsets("g", [("events", 0)])[("events", 0)][0] == 7
 
 
 @pytest.mark.parametrize("name, error", [
@@ -379,7 +357,6 @@ def test_a_missing_topics_file_is_rebuilt_from_the_partition_directories(tmp_pat
         for p in range(3):
             b.produce("events", p, batch([b"e%d" % p]))
         b.produce("one", 0, batch([b"only"]))
-        assert b.ensure_offsets_topic() == 0
         offsets_partitions = b.partitions_for(OFFSETS_TOPIC)
     os.unlink(path / "pylogq-topics.json")
     with Broker(str(path), group_initial_rebalance_delay_ms=0) as b:

@@ -161,21 +161,21 @@ class Broker:
                 for p in range(meta.partitions):
                     self._partitions[(topic, p)] = self._open_partition(topic, p, meta.topic_id)
             self.offsets_topic = OffsetsTopic(self._offsets_partition)
+            if OFFSETS_TOPIC not in self._topics and self.cluster is None:
+                self._create_topic(OFFSETS_TOPIC, self.config.node.offsets_topic_num_partitions, 1,
+                                   self.offsets_topic.config(self.config.node.offsets_topic_segment_bytes),
+                                   internal=True)
             self.group_coordinator = GroupCoordinator(
                 append=self.offsets_topic.append, read_all=self.offsets_topic.read_all,
                 timer=self.timer,
-                num_partitions=self._topics[OFFSETS_TOPIC].partitions if OFFSETS_TOPIC in self._topics
+                num_partitions=self._topics[OFFSETS_TOPIC].partitions if self.cluster is None
                 else self.config.node.offsets_topic_num_partitions,
                 initial_rebalance_delay_ms=self.config.node.group_initial_rebalance_delay_ms,
                 group_min_session_timeout_ms=self.config.node.group_min_session_timeout_ms,
                 group_max_session_timeout_ms=self.config.node.group_max_session_timeout_ms,
             )
-            if self.cluster is None and OFFSETS_TOPIC in self._topics:
+            if self.cluster is None:
                 self.group_coordinator.load()
-            elif self.cluster is None:
-                # Created on first use (:meth:`ensure_offsets_topic`); until then no group
-                # has a coordinator.
-                self.group_coordinator.serve_partitions([])
             else:
                 # A cluster member coordinates the groups of the offsets partitions it leads.
                 self.group_coordinator.serve_partitions([])
@@ -255,26 +255,16 @@ class Broker:
         return 0, leader
 
     def offsets_topic_ready(self) -> bool:
-        if self.cluster is None:
-            return OFFSETS_TOPIC in self._topics
-        return self.cluster.metadata.has_topic(OFFSETS_TOPIC)
+        return self.cluster is None or self.cluster.metadata.has_topic(OFFSETS_TOPIC)
 
     def ensure_offsets_topic(self) -> int:
-        """Create ``__consumer_offsets`` if there is none yet (Kafka creates it when a
+        """Create ``__consumer_offsets`` if the cluster has none yet (Kafka creates it when a
         coordinator is first looked up); -> 0, or COORDINATOR_NOT_AVAILABLE while fewer brokers
         are alive than ``offsets.topic.replication.factor``. Blocking (admin work)."""
         if self.offsets_topic_ready():
             return 0
+        assert self.cluster is not None
         node = self.config.node
-        if self.cluster is None:
-            with self._admin_lock:
-                self._check_open()
-                if not self.offsets_topic_ready():
-                    self._create_topic(OFFSETS_TOPIC, node.offsets_topic_num_partitions, 1,
-                                       self.offsets_topic.config(node.offsets_topic_segment_bytes), internal=True)
-                    # New and empty: nothing to load.
-                    self.group_coordinator.serve_new_partitions(range(self._topics[OFFSETS_TOPIC].partitions))
-            return 0
         alive = len(self.cluster.live_brokers())
         if alive < node.offsets_topic_replication_factor:
             log.info("not creating %s: %d live brokers, offsets.topic.replication.factor is %d", OFFSETS_TOPIC,

@@ -447,12 +447,6 @@ class GroupCoordinator:
         for p in current - wanted:
             self.unload_partition(p)
 
-    def serve_new_partitions(self, partitions: Iterable[int]) -> None:
-        """Serve the groups of these partitions, just created and empty: nothing to read."""
-        with self._cond:
-            if self._owned is not None:
-                self._owned.update(partitions)
-
     def load_partition(self, partition: int) -> None:
         """Become the coordinator of the groups in one ``__consumer_offsets`` partition: read it
         (to its log end, as Kafka does; calls for its groups answer COORDINATOR_LOAD_IN_PROGRESS

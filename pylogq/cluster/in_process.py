@@ -77,43 +77,30 @@ class InProcessTransport:
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         return self.broker.delete_records(topic, partition, offset)
 
-    def _find_coordinator(self) -> None:
-        """What a client's FindCoordinator does first: create ``__consumer_offsets`` on first
-        use. A coordinator that cannot serve yet answers the call itself (COORDINATOR_NOT_AVAILABLE,
-        NOT_COORDINATOR)."""
-        if not self.broker.offsets_topic_ready():
-            self.broker.ensure_offsets_topic()
-
     def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
                    rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
                    group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,
                    client_host: str = "/127.0.0.1") -> JoinResult:
-        self._find_coordinator()
         return self.coordinator.join_group(group_id, member_id, client_id, session_timeout_ms, rebalance_timeout_ms,
                                            protocol_type, protocols, group_instance_id=group_instance_id,
                                            timeout_s=timeout_s, client_host=client_host or "/127.0.0.1")
 
     def sync_group(self, group_id: str, generation_id: int, member_id: str,
                    assignments: Optional[Dict[str, bytes]] = None, timeout_s: Optional[float] = None) -> SyncResult:
-        self._find_coordinator()
         return self.coordinator.sync_group(group_id, generation_id, member_id, assignments, timeout_s=timeout_s)
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
-        self._find_coordinator()
         return self.coordinator.heartbeat(group_id, generation_id, member_id)
 
     def leave_group(self, group_id: str, member_id: str) -> int:
-        self._find_coordinator()
         return self.coordinator.leave_group(group_id, member_id)
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                        offsets: Mapping[Tuple[str, int], Tuple[int, Optional[str]]]) -> Dict[Tuple[str, int], int]:
-        self._find_coordinator()
         return self.coordinator.commit_offsets(group_id, generation_id, member_id, dict(offsets))
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
                       ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
-        self._find_coordinator()
         found: Dict[Tuple[str, int], Tuple[int, Optional[str], int]] = dict(
             self.coordinator.fetch_offsets(group_id, None if partitions is None else list(partitions)))
         return found
@@ -122,15 +109,12 @@ class InProcessTransport:
         return self.coordinator.list_groups()
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        self._find_coordinator()
         return self.coordinator.describe_group(group_id)
 
     def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]:
-        self._find_coordinator()
         return self.coordinator.delete_groups(list(group_ids))
 
     def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
-        self._find_coordinator()
         return self.broker.delete_offsets(group_id, partitions)
 
     def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:

@@ -117,7 +117,6 @@ def test_create_topics_other_input_forms(admin, broker):
 
 
 def test_describe_unknown_and_internal_topics(admin):
-    admin.list_consumer_group_offsets("g")  # a coordinator lookup creates __consumer_offsets
     unknown, internal = admin.describe_topics(["missing", "__consumer_offsets"])
     assert unknown == {"error_code": errors.UnknownTopicOrPartitionError.code, "topic": "missing",
                        "is_internal": False, "partitions": []}

@@ -38,7 +38,6 @@ def served(tmp_path: Path) -> Iterator[Tuple[pylogq.Broker, Connect]]:
                                                    "offsets.topic.num.partitions": 4}) as broker:
         host, port = broker.serve("127.0.0.1", 0)
         broker.create_topic(TOPIC, partitions=2)
-        broker.ensure_offsets_topic()  # as the first FindCoordinator would: the raw calls below skip it
 
         def connect() -> BrokerConnection:
             conn = BrokerConnection(host, port, "group-versions-%d" % next(names), 10.0)
@@ -187,33 +186,6 @@ def test_find_coordinator(served: Tuple[pylogq.Broker, Connect], version: int) -
     for key_type in (2, 9):  # share groups (KIP-932) are not served here; 9 is no key type
         [bad] = find(key_type, "x")
         assert bad["error_code"] == errors.InvalidRequestError.code and bad["node_id"] == -1
-
-
-def test_offsets_topic_is_created_by_the_first_coordinator_lookup(tmp_path: Path) -> None:
-    """As Kafka: no ``__consumer_offsets`` until a FindCoordinator for a group; a group call
-    before it answers NOT_COORDINATOR, and the client looks the coordinator up."""
-    with pylogq.Broker(str(tmp_path / "data"), **{"offsets.topic.num.partitions": 3}) as broker:
-        host, port = broker.serve("127.0.0.1", 0)
-        broker.create_topic(TOPIC, partitions=1)
-        conn = BrokerConnection(host, port, "first-lookup", 10.0)
-        try:
-            assert broker.list_topics(include_internal=True) == [TOPIC]
-            assert not any(p.name.startswith("__consumer_offsets") for p in (tmp_path / "data").iterdir())
-            early = _join(conn, 5, "g")
-            assert early["error_code"] == errors.NotCoordinatorError.code
-            committed = conn.request(ApiKey.OFFSET_COMMIT, {
-                "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
-                "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]},
-                version=8)
-            [[code]] = [[p["error_code"] for p in t["partitions"]] for t in committed["topics"]]
-            assert code == errors.NotCoordinatorError.code
-            found = conn.request(ApiKey.FIND_COORDINATOR, {"key": "g", "key_type": 0}, version=3)
-            assert (found["error_code"], found["node_id"]) == (0, broker.broker_id)
-            assert broker.list_topics(include_internal=True) == ["__consumer_offsets", TOPIC]
-            assert broker.partitions_for("__consumer_offsets") == 3
-            assert _join(conn, 5, "g")["error_code"] == errors.MemberIdRequiredError.code
-        finally:
-            conn.close()
 
 
 # -- the membership APIs at each version --------------------------------------------------------
