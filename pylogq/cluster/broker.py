@@ -287,18 +287,14 @@ class Broker:
         the coordinator answers (0; COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...). At once
         on a single node."""
         if self.cluster is None:
-            op: DelayedCall[int] = DelayedCall(None, lambda: None, lambda: 0, deliver)
-            op.complete_with(0)
-            return op
+            return DelayedCall.immediate(0, deliver)
         partition = self._partitions.get((OFFSETS_TOPIC, self.group_coordinator.partition_for(group_id)))
 
         def mapped(code: int) -> None:
             deliver(_coordinator_code(code, for_commit))
 
         if partition is None or not partition.is_leader:
-            failed: DelayedCall[int] = DelayedCall(None, lambda: None, lambda: 0, mapped)
-            failed.complete_with(errors.NotLeaderOrFollowerError.code)
-            return failed
+            return DelayedCall.immediate(errors.NotLeaderOrFollowerError.code, mapped)
         return self.cluster.replicas.wait_replicated(partition, self.config.node.offsets_commit_timeout_ms, mapped)
 
     def join_cluster(self, endpoints: Sequence[BrokerEndpoint]) -> None:
@@ -837,19 +833,8 @@ class Broker:
                 return
             with self._lock:
                 meta = self._require_topic(topic)
-            overrides: Dict[str, Any] = dict(meta.config) if incremental else {}
-            for key, value in config.items():
-                dotted = next(iter(_dotted_keys({key})))
-                if value is None:
-                    overrides.pop(dotted, None)
-                else:
-                    overrides[dotted] = value
-            try:
-                log_config = self.default_log_config.merged(overrides)
-            except ConfigError as exc:
-                raise errors.InvalidConfigError(str(exc)) from None
-            strings = log_config.to_strings()
-            altered = meta._replace(config={k: str(strings[k]) for k in overrides})
+            overrides, log_config = self._altered_config(meta.config, config, incremental)
+            altered = meta._replace(config=overrides)
             self._store.put(topic, altered)
             with self._lock:
                 self._topics[topic] = altered
@@ -861,7 +846,14 @@ class Broker:
         assert self.cluster is not None
         if not self.cluster.metadata.has_topic(topic):
             raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % topic)
-        overrides: Dict[str, Any] = dict(self.cluster.topic_config(topic)) if incremental else {}
+        overrides, _ = self._altered_config(self.cluster.topic_config(topic), config, incremental)
+        self.cluster.set_topic_config(topic, overrides)
+
+    def _altered_config(self, current: Mapping[str, Any], config: Mapping[str, Any], incremental: bool
+                        ) -> Tuple[Dict[str, str], LogConfig]:
+        """A topic's overrides after AlterConfigs (``incremental``: on top of ``current``; a
+        value of None removes a key), as the strings stored, and the log config they make."""
+        overrides: Dict[str, Any] = dict(current) if incremental else {}
         for key, value in config.items():
             dotted = next(iter(_dotted_keys({key})))
             if value is None:
@@ -869,10 +861,11 @@ class Broker:
             else:
                 overrides[dotted] = value
         try:
-            strings = self.default_log_config.merged(overrides).to_strings()
+            log_config = self.default_log_config.merged(overrides)
         except ConfigError as exc:
             raise errors.InvalidConfigError(str(exc)) from None
-        self.cluster.set_topic_config(topic, {k: str(strings[k]) for k in overrides})
+        strings = log_config.to_strings()
+        return {k: str(strings[k]) for k in overrides}, log_config
 
     def _require_topic(self, name: str) -> TopicMetadata:
         meta = self._topics.get(name)
@@ -957,10 +950,7 @@ class Broker:
         Errors of the append itself raise."""
         target = self.partition(topic, partition, create=auto_create)
         if self.cluster is None:
-            op: DelayedCall[ProduceResult] = DelayedCall(None, lambda: None, lambda: result, deliver)
-            result = target.append(records, required_acks=acks)
-            op.complete_with(result)
-            return op
+            return DelayedCall.immediate(target.append(records, required_acks=acks), deliver)
         return self.cluster.replicas.append_records(target, bytes(records), acks, timeout_ms, deliver=deliver)
 
     def _data_committed(self, key: Tuple[str, int]) -> None:

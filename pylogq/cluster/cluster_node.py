@@ -42,6 +42,7 @@ from .contract import (
     TopicPartitionInfo,
     UpdateMetadataRequest,
 )
+from .broker_link import BrokerLink
 from .controller import KafkaController
 from .metadata_cache import MetadataCache
 from .metadata_store import CONNECTED, EXPIRED, MetadataStore, WatchedEvent
@@ -339,15 +340,13 @@ class ClusterNode:
                     code, remaining = self.controller.controlled_shutdown(self.broker_id, self._epoch)
                 else:
                     reg = self.zk.get_broker(controller) if controller >= 0 else None
-                    endpoint = reg.endpoint(self.node.inter_broker_listener_name) or reg.endpoint() \
-                        if reg is not None else None
-                    if reg is None or endpoint is None:
+                    if reg is None:
                         raise errors.BrokerNotAvailableError("no controller is reachable")
-                    client = self._connector(reg.broker_id, endpoint.host, endpoint.port)
+                    link = BrokerLink(reg, self._connector, self.node.inter_broker_listener_name)
                     try:
-                        code, remaining = client.controlled_shutdown(self.broker_id, self._epoch)
+                        code, remaining = link.client().controlled_shutdown(self.broker_id, self._epoch)
                     finally:
-                        client.close()
+                        link.close()
                 if code == 0 and not remaining:
                     log.info("controlled shutdown of broker %d: every leadership moved", self.broker_id)
                     return True

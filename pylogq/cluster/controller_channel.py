@@ -18,9 +18,9 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from .. import errors
+from .broker_link import BrokerLink
 from .contract import (
     BrokerRegistration,
-    InterBrokerClient,
     InterBrokerConnector,
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -43,12 +43,10 @@ class _Sender:
 
     def __init__(self, broker: BrokerRegistration, connector: InterBrokerConnector, listener: Optional[str]) -> None:
         self.broker = broker
-        self._connector = connector
-        self._listener = listener
+        self._link = BrokerLink(broker, connector, listener)
         self._cond = threading.Condition()
         self._queue: Deque[Tuple[ControllerRequest, Optional[Callback]]] = deque()
         self._stopped = False
-        self._client: Optional[InterBrokerClient] = None
         self._thread = threading.Thread(target=self._run, name="pylogq-controller-to-broker-%d" % broker.broker_id,
                                         daemon=True)
         self._thread.start()
@@ -90,7 +88,7 @@ class _Sender:
                     callback(self.broker.broker_id, response)
                 except Exception:  # noqa: BLE001 - a callback must not stop the sender
                     log.exception("controller callback for broker %d failed", self.broker.broker_id)
-        self._close_client()
+        self._link.close()
 
     def _deliver(self, request: ControllerRequest) -> Optional[Any]:
         """Send until delivered; None when the sender was stopped first."""
@@ -99,7 +97,7 @@ class _Sender:
                 if self._stopped:
                     return None
             try:
-                client = self._connection()
+                client = self._link.client()
                 if isinstance(request, LeaderAndIsrRequest):
                     return client.leader_and_isr(request)
                 if isinstance(request, UpdateMetadataRequest):
@@ -110,27 +108,11 @@ class _Sender:
             except Exception:  # noqa: BLE001 - retried like an unreachable broker
                 log.exception("controller: sending %s to broker %d failed; retrying", type(request).__name__,
                               self.broker.broker_id)
-            self._close_client()
+            self._link.close()
             with self._cond:
                 if self._stopped:
                     return None
                 self._cond.wait(RETRY_BACKOFF_S)
-
-    def _connection(self) -> InterBrokerClient:
-        if self._client is None:
-            endpoint = self.broker.endpoint(self._listener) or self.broker.endpoint()
-            if endpoint is None:
-                raise errors.BrokerNotAvailableError("broker %d has no endpoint" % self.broker.broker_id)
-            self._client = self._connector(self.broker.broker_id, endpoint.host, endpoint.port)
-        return self._client
-
-    def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection
-                log.debug("closing the controller's connection to broker %d", self.broker.broker_id, exc_info=True)
 
 
 class ControllerChannelManager:

@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Callable, Dict, Generic, Hashable, Iterable, List, Optional, Set, Tuple, TypeVar
 
-__all__ = ["DelayedCall", "DelayedOperation", "DelayedOperationPurgatory", "Timer"]
+__all__ = ["DelayedCall", "DelayedOperation", "DelayedOperationPurgatory", "TimedTask", "Timer"]
 
 log = logging.getLogger(__name__)
 
@@ -145,11 +145,37 @@ class DelayedCall(DelayedOperation, Generic[_T]):
             self._answer = self._on_deadline()
         self._deliver(self._answer)
 
+    @classmethod
+    def immediate(cls, answer: _T, deliver: Callable[[_T], None] = lambda answer: None) -> "DelayedCall[_T]":
+        """An operation answered already (``deliver`` called with ``answer`` now): the
+        answer of a call that needed no wait, in the shape of one that might have."""
+        op: DelayedCall[_T] = cls(None, lambda: None, lambda: answer, deliver)
+        op.complete_with(answer)
+        return op
+
     def answer(self) -> _T:
         """The answer once completed."""
         if self._answer is None:
             raise RuntimeError("the operation has not completed")
         return self._answer
+
+
+class TimedTask(DelayedOperation):
+    """``run()`` at a deadline on a :class:`Timer`: nothing completes it but time (a
+    coordinator's next deadline, a session's expiry)."""
+
+    def __init__(self, deadline: float, run: Callable[[], None]) -> None:
+        super().__init__(deadline)
+        self._run = run
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        """Nothing to answer: the work is done at expiration."""
+
+    def on_expiration(self) -> None:
+        self._run()
 
 
 class Timer:

@@ -50,7 +50,7 @@ import struct
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import (
     BrokerError,
@@ -93,7 +93,7 @@ from .contract import (
     MemberDescription,
     SyncResult,
 )
-from .delayed import DelayedCall, DelayedOperation, DelayedOperationPurgatory, Timer
+from .delayed import DelayedCall, DelayedOperationPurgatory, TimedTask, Timer
 from .offsets_schema import java_string_hash, partition_for_group
 
 __all__ = [
@@ -135,7 +135,6 @@ NO_OFFSET = -1
 NO_MEMBER = ""
 
 Partition = Tuple[str, int]
-_R = TypeVar("_R")
 StorageRecord = Tuple[Optional[bytes], Optional[bytes]]
 
 
@@ -395,7 +394,7 @@ class GroupCoordinator:
         self._loading: Set[int] = set()
         self._closed = False
         self._deadlines_on_timer = start_timer
-        self._next_tick: Optional[_Tick] = None
+        self._next_tick: Optional[TimedTask] = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -641,7 +640,7 @@ class GroupCoordinator:
                                 protocol_type, protocols, group_instance_id, client_host,
                                 require_known_member_id, supports_skip_assignment)
             if isinstance(answer, JoinResult):
-                return _answered(answer, deliver)
+                return DelayedCall.immediate(answer, deliver)
             member = answer
 
             def check() -> Optional[JoinResult]:
@@ -823,7 +822,7 @@ class GroupCoordinator:
             answer = self._sync(group_id, generation_id, member_id, assignments, group_instance_id,
                                 protocol_type, protocol_name)
             if isinstance(answer, SyncResult):
-                return _answered(answer, deliver)
+                return DelayedCall.immediate(answer, deliver)
             member = answer
 
             def check() -> Optional[SyncResult]:
@@ -1223,7 +1222,7 @@ class GroupCoordinator:
         if current is not None and not current.completed and current.deadline is not None \
                 and current.deadline <= deadline:
             return  # an earlier tick will look again
-        tick = _Tick(deadline, self._on_tick)
+        tick = TimedTask(deadline, self._on_tick)
         self._next_tick = tick
         self._delay_timer.add(tick)
 
@@ -1510,27 +1509,3 @@ class GroupCoordinator:
             [schema.encode_group_metadata_value(value)],
             for_commit=False,
         )
-
-
-def _answered(result: _R, deliver: Callable[[_R], None]) -> "DelayedCall[_R]":
-    """A delayed operation completed already with ``result`` (an answer that needed no wait)."""
-    op: DelayedCall[_R] = DelayedCall(None, lambda: None, lambda: result, deliver)
-    op.complete_with(result)
-    return op
-
-
-class _Tick(DelayedOperation):
-    """The coordinator's next deadline on the timer: nothing completes it but time."""
-
-    def __init__(self, deadline: float, run: Callable[[], None]) -> None:
-        super().__init__(deadline)
-        self._run = run
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        """Nothing to answer: the work is done at expiration."""
-
-    def on_expiration(self) -> None:
-        self._run()

@@ -38,7 +38,7 @@ from ..errors import (
     NotEmptyError,
     SessionExpiredError,
 )
-from .delayed import DelayedOperation, Timer
+from .delayed import TimedTask, Timer
 from .metadata_store import (
     CHANGED,
     CHILD,
@@ -114,23 +114,6 @@ class _Session:
         # path -> watchers, a dict as an ordered set: one call per function, in registration order.
         self.data_watches: Dict[str, Dict[Watcher, None]] = {}
         self.child_watches: Dict[str, Dict[Watcher, None]] = {}
-
-
-class _SessionTimeout(DelayedOperation):
-    """An abandoned session's expiry on the ensemble's timer: nothing completes it but time."""
-
-    def __init__(self, deadline: float, run: Callable[[], None]) -> None:
-        super().__init__(deadline)
-        self._run = run
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        """Nothing to answer: the session is expired at expiration."""
-
-    def on_expiration(self) -> None:
-        self._run()
 
 
 class InMemoryZooKeeper:
@@ -232,7 +215,7 @@ class InMemoryZooKeeper:
         def expire() -> None:
             self.expire_session(session.id)
 
-        self._timer.add(_SessionTimeout(deadline, expire))
+        self._timer.add(TimedTask(deadline, expire))
 
     # ------------------------------------------------------------------ the tree, under the lock
 

@@ -27,7 +27,8 @@ import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import errors
-from .contract import BrokerRegistration, FetchResult, InterBrokerClient, InterBrokerConnector, ReplicaFetchPartition
+from .broker_link import BrokerLink
+from .contract import BrokerRegistration, FetchResult, InterBrokerConnector, ReplicaFetchPartition
 from .offsets_schema import java_string_hash
 from .partition import Partition
 
@@ -90,13 +91,11 @@ class ReplicaFetcherThread:
         self.source = source
         self.fetcher = fetcher
         self.settings = settings
-        self._connector = connector
+        self._link = BrokerLink(source, connector, listener)
         self._partition_of = partitions
         self._broker_epoch = broker_epoch
-        self._listener = listener
         self._lock = threading.Condition(threading.RLock())
         self._states: Dict[TopicPartition, _FetchState] = {}
-        self._client: Optional[InterBrokerClient] = None
         self._stopped = False
         self.name = "pylogq-replica-fetcher-%d-from-%d-%d" % (broker_id, source.broker_id, fetcher)
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -138,23 +137,7 @@ class ReplicaFetcherThread:
             self._lock.notify_all()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(30)
-        self._close_client()
-
-    def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection
-                log.debug("closing the connection of %s", self.name, exc_info=True)
-
-    def _connection(self) -> InterBrokerClient:
-        if self._client is None:
-            endpoint = self.source.endpoint(self._listener) or self.source.endpoint()
-            if endpoint is None:
-                raise errors.BrokerNotAvailableError("broker %d has no endpoint" % self.source.broker_id)
-            self._client = self._connector(self.source.broker_id, endpoint.host, endpoint.port)
-        return self._client
+        self._link.close()
 
     def _run(self) -> None:
         while True:
@@ -175,11 +158,11 @@ class ReplicaFetcherThread:
                 self._fetch(ready)
             except errors.BrokerNotAvailableError as exc:
                 self._back_off(list(ready), "leader %d unreachable: %s" % (self.source.broker_id, exc))
-                self._close_client()
+                self._link.close()
             except Exception:  # noqa: BLE001 - a fetcher never dies of one bad answer
                 log.exception("%s: fetch failed; backing off", self.name)
                 self._back_off(list(ready), "an unexpected error")
-                self._close_client()
+                self._link.close()
 
     def _back_off(self, partitions: Sequence[TopicPartition], why: str) -> None:
         until = time.monotonic() + self.settings.backoff_ms / 1000.0
@@ -209,7 +192,7 @@ class ReplicaFetcherThread:
                 self._truncated(tp, states[tp], states[tp].fetch_offset, True)
         if not asks:
             return
-        answers = self._connection().offsets_for_leader_epoch(self.broker_id, asks)
+        answers = self._link.client().offsets_for_leader_epoch(self.broker_id, asks)
         with self._lock:
             for tp, (_, epoch) in asks.items():
                 current = self._states.get(tp)
@@ -279,7 +262,7 @@ class ReplicaFetcherThread:
                                               self.settings.max_bytes, s.leader_epoch))
         if not asks:
             return
-        answers = self._connection().replica_fetch(
+        answers = self._link.client().replica_fetch(
             self.broker_id, self._broker_epoch(), asks, self.settings.wait_max_ms, self.settings.min_bytes,
             self.settings.response_max_bytes)
         with self._lock:

@@ -269,3 +269,16 @@ def _field(f: Dict[str, Any], value: Any, version: int, flexible: Range) -> byte
 def encode(spec: Dict[str, Any], value: Dict[str, Any], version: int) -> bytes:
     """A whole message (request or response body, or a header) at ``version``."""
     return encode_struct(spec["fields"], value, version, versions(spec.get("flexibleVersions")))
+
+
+def contains(actual: Any, expected: Any, path: str = "") -> None:
+    """``actual`` equals ``expected`` except that dicts may carry extra (defaulted) keys."""
+    if isinstance(expected, dict):
+        for k, v in expected.items():
+            contains(actual[k], v, path + "." + k)
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), path
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            contains(a, e, "%s[%d]" % (path, i))
+    else:
+        assert actual == expected, path
