@@ -759,8 +759,8 @@ cdef list _encode_headers(object headers):
 
 def _is_ndarray(obj):
     """Whether ``obj`` is a numpy array, without loading numpy (an array means it is loaded)."""
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(obj, np.ndarray)
+    # (numpy half imported by another thread has no ndarray yet, and so no arrays)
+    return isinstance(obj, getattr(sys.modules.get("numpy"), "ndarray", ()))
 
 
 def build_batch(values, keys=None, timestamps=None, headers=None, compression_type=0, **kwargs):

@@ -22,6 +22,13 @@ The life of an operation::
         op.force_complete() -> op.on_expiration()
     op.force_complete() (any of the above, or close)
         the first caller wins and runs op.on_complete(); later calls return False
+
+An operation whose answer cannot be made (its condition or its deadline's answer
+raised: a bug) still completes: :attr:`DelayedOperation.error` keeps the exception,
+:meth:`DelayedCall.answer` raises it, and a ``deliver`` with a ``fail(exc)`` method
+(a server's future) is told, so a waiting client gets an answer (its connection is
+closed) instead of waiting forever. The exception is raised on to the caller too
+(the timer or the appender), which logs it.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ class DelayedOperation:
         #: ``time.monotonic()`` seconds at which the operation expires (None: never).
         self.deadline = deadline
         self.expired = False
+        #: The exception that completed the operation without an answer (None: it has one).
+        self.error: Optional[BaseException] = None
         self._completed = False
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -82,11 +91,24 @@ class DelayedOperation:
         self._finish()
         return True
 
+    def on_failure(self, exc: BaseException) -> None:
+        """Called once when completing raised ``exc`` (a bug): tell whoever waits."""
+
     def _finish(self) -> None:
         try:
             self.on_complete()
+        except Exception as exc:
+            self._failed(exc)
+            raise
         finally:
             self._done.set()
+
+    def _failed(self, exc: BaseException) -> None:
+        self.error = exc
+        try:
+            self.on_failure(exc)
+        except Exception:  # noqa: BLE001 - the first exception is the one raised on
+            log.exception("delayed operation %r could not report its failure", self)
 
     def expire(self) -> None:
         """The timer's call at the deadline."""
@@ -107,7 +129,9 @@ class DelayedCall(DelayedOperation, Generic[_T]):
     """A delayed operation built from functions: the condition returns the answer or None.
 
     ``check()`` returns the answer when it is ready (None while not);
-    ``on_deadline()`` the answer at the deadline; ``deliver(answer)`` hands it over.
+    ``on_deadline()`` the answer at the deadline; ``deliver(answer)`` hands it over,
+    and ``deliver.fail(exc)``, when ``deliver`` has it, is called instead if ``check``
+    or ``on_deadline`` raised.
     """
 
     def __init__(self, deadline: Optional[float], check: Callable[[], Optional[_T]],
@@ -122,11 +146,23 @@ class DelayedCall(DelayedOperation, Generic[_T]):
         with self._lock:
             if self._completed:
                 return False
-            answer = self._check()
-            if answer is None:
-                return False
-            self._answer = answer
-            self._completed = True
+            failed: Optional[Exception] = None
+            try:
+                answer = self._check()
+            except Exception as exc:
+                self._completed = True  # no answer can be made: completed with the error
+                failed = exc
+            else:
+                if answer is None:
+                    return False
+                self._answer = answer
+                self._completed = True
+        if failed is not None:
+            try:
+                self._failed(failed)
+            finally:
+                self._done.set()
+            raise failed
         self._finish()
         return True
 
@@ -145,6 +181,11 @@ class DelayedCall(DelayedOperation, Generic[_T]):
             self._answer = self._on_deadline()
         self._deliver(self._answer)
 
+    def on_failure(self, exc: BaseException) -> None:
+        fail = getattr(self._deliver, "fail", None)
+        if fail is not None:
+            fail(exc)
+
     @classmethod
     def immediate(cls, answer: _T, deliver: Callable[[_T], None] = lambda answer: None) -> "DelayedCall[_T]":
         """An operation answered already (``deliver`` called with ``answer`` now): the
@@ -154,7 +195,9 @@ class DelayedCall(DelayedOperation, Generic[_T]):
         return op
 
     def answer(self) -> _T:
-        """The answer once completed."""
+        """The answer once completed (the error that completed it raises)."""
+        if self.error is not None:
+            raise self.error
         if self._answer is None:
             raise RuntimeError("the operation has not completed")
         return self._answer

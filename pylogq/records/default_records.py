@@ -409,8 +409,8 @@ if TYPE_CHECKING:
 
 def _is_ndarray(obj: object) -> TypeGuard[Sequence[int]]:
     """Whether ``obj`` is a numpy array, without loading numpy (an array means it is loaded)."""
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(obj, np.ndarray)
+    # (numpy half imported by another thread has no ndarray yet, and so no arrays)
+    return isinstance(obj, getattr(sys.modules.get("numpy"), "ndarray", ()))
 
 
 def build_batch(

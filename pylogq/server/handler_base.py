@@ -1,4 +1,4 @@
-"""What every API handler shares: error codes from exceptions, futures resolved on the loop,
+"""What every API handler shares: error codes from exceptions,
 pre-framed responses, and the ways a handler runs file work off the event loop.
 
 :class:`HandlerBase` is the base of the handler classes, one per family of APIs
@@ -11,7 +11,7 @@ import asyncio
 import base64
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from .. import errors
 from .connection import Connection
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["HandlerBase", "Framed", "error_code", "error_message", "resolve", "text_of", "uuid_of", "NOT_COMPUTED"]
+__all__ = ["HandlerBase", "Framed", "error_code", "error_message", "text_of", "uuid_of", "NOT_COMPUTED"]
 
 _UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 # Authorized operations the schema's way of saying "not computed" (not asked for).
@@ -47,14 +47,6 @@ def uuid_of(topic_id: str) -> uuid.UUID:
 def text_of(topic_id: uuid.UUID) -> str:
     """A wire uuid as a topic id's text (Kafka's base64url, unpadded)."""
     return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
-
-
-_T = TypeVar("_T")
-
-
-def resolve(future: "asyncio.Future[_T]", value: _T) -> None:
-    if not future.done():  # the connection may have gone and cancelled it
-        future.set_result(value)
 
 
 class Framed:

@@ -45,7 +45,7 @@ from ..protocol import (
     header_versions,
 )
 from .connection import Connection, Outcome
-from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, resolve, text_of, uuid_of
+from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, text_of, uuid_of
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_replication import ReplicationHandlers
@@ -517,7 +517,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                     if acks == -1 and broker.clustered:
                         future = self.server.new_future()
                         op = broker.produce_async(name, p["index"], p["records"], acks, req["timeout_ms"],
-                                                  deliver=self.server.on_loop(resolve, future))
+                                                  deliver=self.server.deliver_to(future))
                         waiting.append((out, op, future))
                         parts.append(out)
                         continue

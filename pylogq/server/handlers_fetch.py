@@ -22,7 +22,7 @@ from ..errors import CloseConnection
 from ..records.downconvert import down_convert, target_magic
 from .connection import Connection
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response
-from .handler_base import Framed, HandlerBase, resolve, text_of
+from .handler_base import Framed, HandlerBase, text_of
 
 __all__ = ["FetchHandlers"]
 
@@ -78,7 +78,7 @@ class FetchHandlers(HandlerBase):
         max_bytes = min(req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
         future: "asyncio.Future[Results]" = self.server.new_future()
         op = self.broker.fetch_async(requests, 0 if fenced else req["max_wait_ms"], req["min_bytes"], max_bytes,
-                                     isolation, deliver=self.server.on_loop(resolve, future))
+                                     isolation, deliver=self.server.deliver_to(future))
         if op.completed:
             results = {**op.answer(), **fenced} if fenced else op.answer()
             if legacy and _has_records(results):
@@ -117,7 +117,7 @@ class FetchHandlers(HandlerBase):
         max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
         future: "asyncio.Future[Results]" = self.server.new_future()
         op = self.broker.replica_fetch_async(replica_id, broker_epoch, asks, req["max_wait_ms"], req["min_bytes"],
-                                             max_bytes, deliver=self.server.on_loop(resolve, future))
+                                             max_bytes, deliver=self.server.deliver_to(future))
         if op.completed:
             return self._fetch_response(slot, version, order, op.answer(), "read_uncommitted")
         return self._replica_fetch_wait(op, future, version, order, slot)

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import errors
 from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult
 from .connection import Connection
-from .handler_base import NOT_COMPUTED, HandlerBase, error_code, resolve
+from .handler_base import NOT_COMPUTED, HandlerBase, error_code
 
 __all__ = ["GroupHandlers"]
 
@@ -95,7 +95,7 @@ class GroupHandlers(HandlerBase):
             req["group_id"], req["member_id"], conn.client_id, req["session_timeout_ms"], rebalance_timeout,
             req["protocol_type"], [(p["name"], p["metadata"]) for p in req["protocols"]],
             group_instance_id=req["group_instance_id"], client_host="/" + conn.peer_host,
-            deliver=self.server.on_loop(resolve, future),
+            deliver=self.server.deliver_to(future),
             require_known_member_id=version >= 4, supports_skip_assignment=version >= 9, reason=req["reason"])
         result = await self.server.parked(op, future, JoinResult(errors.NotCoordinatorError.code))
         return {
@@ -113,7 +113,7 @@ class GroupHandlers(HandlerBase):
         assignments = {a["member_id"]: a["assignment"] for a in req["assignments"]} or None
         future: "asyncio.Future[SyncResult]" = self.server.new_future()
         op = self._groups.sync_group_async(req["group_id"], req["generation_id"], req["member_id"], assignments,
-                                           deliver=self.server.on_loop(resolve, future),
+                                           deliver=self.server.deliver_to(future),
                                            group_instance_id=req["group_instance_id"],
                                            protocol_type=req["protocol_type"], protocol_name=req["protocol_name"])
         result = await self.server.parked(op, future, SyncResult(errors.NotCoordinatorError.code))
@@ -154,8 +154,7 @@ class GroupHandlers(HandlerBase):
         """Wait until the coordinator's writes for ``group_id`` are on every in-sync replica of
         the offsets topic; -> the code to answer with (0 when they are)."""
         future: "asyncio.Future[int]" = self.server.new_future()
-        op = self.broker.group_writes_replicated_async(group_id, for_commit, deliver=self.server.on_loop(resolve,
-                                                                                                        future))
+        op = self.broker.group_writes_replicated_async(group_id, for_commit, deliver=self.server.deliver_to(future))
         code: int = await self.server.parked(op, future, errors.NotCoordinatorError.code)
         return code
 

@@ -28,6 +28,7 @@ from typing import (
     Any,
     Callable,
     Dict,
+    Generic,
     Iterable,
     List,
     Mapping,
@@ -314,25 +315,11 @@ class KafkaServer:
         assert self._loop is not None
         return self._loop.create_future()
 
-    def on_loop(self, fn: Callable[..., None], *args: Any) -> Callable[[Any], None]:
-        """A delayed operation's ``deliver``: ``fn(*args, answer)`` on the loop, from any thread.
-
-        Called on the loop's own thread (an answer found at once, an append from a
-        client of this server), it runs at once; from another thread it is handed over.
-        """
-        loop, thread = self._loop, self._loop_thread
-        assert loop is not None
-
-        def deliver(answer: Any) -> None:
-            if threading.get_ident() == thread:
-                fn(*args, answer)
-            else:
-                try:
-                    loop.call_soon_threadsafe(functools.partial(fn, *args, answer))
-                except RuntimeError:  # the loop closed: nobody waits for the answer any more
-                    pass
-
-        return deliver
+    def deliver_to(self, future: "asyncio.Future[_T]") -> "_FutureDelivery[_T]":
+        """A delayed operation's ``deliver``: the answer becomes ``future``'s result on the
+        loop, from any thread (and an operation that failed, its exception)."""
+        assert self._loop is not None
+        return _FutureDelivery(self._loop, self._loop_thread, future)
 
     async def parked(self, op: "DelayedCall[_T]", future: "asyncio.Future[_T]", at_stop: Optional[_T] = None) -> _T:
         """Wait for a delayed operation's answer; at :meth:`stop` it is completed with
@@ -473,3 +460,37 @@ class _RateLimitedLog:
         self._last = now
         left_out, self._left_out = self._left_out, 0
         log.warning(message + " not_logged_since_last=%d", *args, left_out)
+
+
+class _FutureDelivery(Generic[_T]):
+    """Hands a delayed operation's answer (or failure) to a loop's future from any thread.
+
+    Called on the loop's own thread (an answer found at once, an append from a client of
+    this server), it sets the future at once; from another thread it is handed over.
+    """
+
+    __slots__ = ("_loop", "_thread", "_future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, thread: Optional[int], future: "asyncio.Future[_T]") -> None:
+        self._loop = loop
+        self._thread = thread
+        self._future = future
+
+    def __call__(self, answer: _T) -> None:
+        self._on_loop(self._future.set_result, answer)
+
+    def fail(self, exc: BaseException) -> None:
+        self._on_loop(self._future.set_exception, exc)
+
+    def _on_loop(self, setter: Callable[[Any], None], value: Any) -> None:
+        def settle() -> None:
+            if not self._future.done():  # the connection may have gone and cancelled it
+                setter(value)
+
+        if threading.get_ident() == self._thread:
+            settle()
+        else:
+            try:
+                self._loop.call_soon_threadsafe(settle)
+            except RuntimeError:  # the loop closed: nobody waits for the answer any more
+                pass

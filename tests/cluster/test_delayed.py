@@ -199,3 +199,69 @@ def test_timer_expires_in_deadline_order(timer: Timer) -> None:
         timer.add(Op(n, now + delay))
     assert done.wait(10.0)
     assert order == [1, 2, 3]
+
+
+class Delivery:
+    """A deliver callback that is also told when the operation could not make its answer."""
+
+    def __init__(self) -> None:
+        self.answers: List[str] = []
+        self.failures: List[BaseException] = []
+        self.done = threading.Event()
+
+    def __call__(self, answer: str) -> None:
+        self.answers.append(answer)
+        self.done.set()
+
+    def fail(self, exc: BaseException) -> None:
+        self.failures.append(exc)
+        self.done.set()
+
+
+def _broken() -> str:
+    raise ZeroDivisionError("a bug while making the answer")
+
+
+def test_an_answer_that_raises_at_the_deadline_is_delivered_as_a_failure(
+        purgatory: DelayedOperationPurgatory, caplog: pytest.LogCaptureFixture) -> None:
+    delivery = Delivery()
+    op = DelayedCall(time.monotonic() + 0.05, lambda: None, _broken, delivery)
+    assert purgatory.try_complete_else_watch(op, ["k"]) is False
+    assert delivery.done.wait(10.0) and op.wait(10.0)
+    assert delivery.answers == [] and [type(e) for e in delivery.failures] == [ZeroDivisionError]
+    assert op.completed and isinstance(op.error, ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        op.answer()
+    # The timer logged it and goes on expiring the others.
+    box, answers = Box(), []
+    other = call(box, answers, deadline_s=0.05)
+    assert purgatory.try_complete_else_watch(other, ["k"]) is False
+    assert other.wait(10.0) and answers == ["expired"]
+    assert any("failed at its deadline" in r.getMessage() for r in caplog.records)
+
+
+def test_a_condition_that_raises_completes_the_operation_with_its_error(
+        purgatory: DelayedOperationPurgatory, caplog: pytest.LogCaptureFixture) -> None:
+    box = Box()
+    delivery = Delivery()
+    healthy: List[str] = []
+
+    def check() -> Optional[str]:
+        if box.value is not None:
+            raise ZeroDivisionError("a bug in the condition")
+        return None
+
+    op = DelayedCall(time.monotonic() + 60, check, lambda: "expired", delivery)
+    fine = call(box, healthy)
+    assert purgatory.try_complete_else_watch(op, ["k"]) is False
+    assert purgatory.try_complete_else_watch(fine, ["k"]) is False
+    box.value = "data"
+    # The appender's check completes the healthy operation whatever the broken one does.
+    assert purgatory.check_and_complete("k") == 1
+    assert healthy == ["data"]
+    assert op.completed and op.wait(0) and [type(e) for e in delivery.failures] == [ZeroDivisionError]
+    assert delivery.answers == [] and purgatory.watched() == 0
+    # Checked once more, it neither raises again nor answers twice.
+    assert purgatory.check_and_complete("k") == 0
+    assert len(delivery.failures) == 1
+    assert sum("failed" in r.getMessage() for r in caplog.records) == 1

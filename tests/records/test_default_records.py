@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import struct
+import sys
+import types
 
 import crc32c as crc32c_peer
 import pytest
@@ -198,6 +200,15 @@ def test_bulk_build_with_one_timestamp_and_no_keys(impl):
     assert as_tuples(impl.RecordBatch(data)) == [
         (0, TS, None, b"a", []), (1, TS, None, b"bb", []), (2, TS, None, b"ccc", []), (3, TS, None, b"dddd", [])
     ]
+
+
+def test_bulk_build_while_another_thread_is_still_importing_numpy(impl, monkeypatch):
+    # numpy is loaded lazily, maybe by another thread: half imported, it has no ndarray yet
+    # (and so no arrays to be given), which must not break a build with plain sequences.
+    monkeypatch.setitem(sys.modules, "numpy", types.ModuleType("numpy"))
+    for timestamps in (None, TS, [TS, TS + 1]):
+        data = impl.build_batch([b"a", b"b"], keys=[b"k", None], timestamps=timestamps)
+        assert [(r.offset, r.key, r.value) for r in impl.RecordBatch(data)] == [(0, b"k", b"a"), (1, None, b"b")]
 
 
 def test_bulk_build_rejects_mismatched_lengths(impl):

@@ -11,6 +11,7 @@ answered when their event comes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -119,3 +120,34 @@ def test_parked_joins_and_fetches_take_no_threads_and_stall_no_one(parking_broke
             assert partition["error_code"] == 0 and partition["high_watermark"] == 1
         assert broker.fetch_purgatory.watched() == 0
         assert broker.group_coordinator._waits.watched() == PARKED
+
+
+def test_a_parked_fetch_whose_answer_fails_closes_its_connection(parking_broker: Tuple[Broker, Address],
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A bug while making a parked request's answer closes that client's connection (with
+    the error logged) instead of leaving it waiting for an answer that never comes."""
+    broker, address = parking_broker
+    read = broker._fetch_once
+    broken: Dict[str, Any] = {"on": False}
+
+    def fetch_once(*args: Any) -> Any:
+        if broken["on"]:
+            raise ZeroDivisionError("a bug while reading")
+        return read(*args)
+
+    monkeypatch.setattr(broker, "_fetch_once", fetch_once)
+    with Wire(address) as parked, Wire(address) as other:
+        parked.send(FETCH, 11, fetch_body("waiting", 0, max_wait_ms=300))
+        wait_for(lambda: broker.fetch_purgatory.watched() == 1, "the fetch to park")
+        broken["on"] = True  # its answer at the deadline raises
+        assert parked.read_frame() is None, "the connection stayed open without an answer"
+        broken["on"] = False
+        # Nobody else is affected: the broker answers the next client at once.
+        produced = other.request(PRODUCE, 7, produce_body("waiting", [b"after"]))
+        assert produced["responses"][0]["partition_responses"][0]["error_code"] == 0
+        response = other.request(FETCH, 11, fetch_body("waiting", 0, max_wait_ms=0))
+        assert response["responses"][0]["partitions"][0]["high_watermark"] == 1
+    logged = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("a bug while reading" in str(r.exc_info and r.exc_info[1]) for r in logged), logged
+    caplog.clear()  # the errors this test caused on purpose
