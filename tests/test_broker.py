@@ -38,6 +38,9 @@ def test_topics_create_list_describe_delete(broker):
     assert all(p.leader == broker.broker_id and p.isr == [broker.broker_id] for p in desc.partitions)
     assert desc.config == {"retention.ms": "1000", "cleanup.policy": "compact"}
     assert broker.list_topics() == ["events"]
+    # __consumer_offsets is created on first use, as Kafka does.
+    assert OFFSETS_TOPIC not in broker.list_topics(include_internal=True)
+    assert broker.ensure_offsets_topic() == 0
     assert OFFSETS_TOPIC in broker.list_topics(include_internal=True)
     assert broker.describe_topic(OFFSETS_TOPIC).internal
     configs = broker.describe_configs("events")
@@ -250,6 +253,33 @@ def test_an_embedded_group_consumer_gets_its_partitions_on_the_first_poll(tmp_pa
             consumer.close()
 
 
+def test_offsets_topic_is_made_once_on_first_group_use_and_kept_across_restarts(tmp_path):
+    from pylogq import Consumer
+    from pylogq.client.consumer import OffsetAndMetadata, TopicPartition
+
+    path = str(tmp_path / "data")
+    with Broker(path, offsets_topic_num_partitions=3) as b:
+        b.create_topic("t", 1)
+    with Broker(path, offsets_topic_num_partitions=3) as b:  # a restart does not make it either
+        assert b.list_topics(include_internal=True) == ["t"] and not b.offsets_topic_ready()
+        # Racing first users make it once.
+        codes = []
+        threads = [threading.Thread(target=lambda: codes.append(b.ensure_offsets_topic())) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert codes == [0] * 8 and b.partitions_for(OFFSETS_TOPIC) == 3
+        consumer = Consumer(broker=b, group_id="g")
+        consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(5, "m", -1)})
+        consumer.close()
+    with Broker(path, offsets_topic_num_partitions=3) as b:  # loaded at start, not made again
+        assert b.offsets_topic_ready()
+        consumer = Consumer(broker=b, group_id="g")
+        assert consumer.committed(TopicPartition("t", 0)) == 5
+        consumer.close()
+
+
 def test_close_answers_parked_fetches_and_deleting_a_topic_answers_its_own(broker):
     broker.create_topic("gone")
     broker.create_topic("stays")
@@ -357,6 +387,7 @@ def test_a_missing_topics_file_is_rebuilt_from_the_partition_directories(tmp_pat
         for p in range(3):
             b.produce("events", p, batch([b"e%d" % p]))
         b.produce("one", 0, batch([b"only"]))
+        b.ensure_offsets_topic()
         offsets_partitions = b.partitions_for(OFFSETS_TOPIC)
     os.unlink(path / "pylogq-topics.json")
     with Broker(str(path), group_initial_rebalance_delay_ms=0) as b:

@@ -161,21 +161,22 @@ class Broker:
                 for p in range(meta.partitions):
                     self._partitions[(topic, p)] = self._open_partition(topic, p, meta.topic_id)
             self.offsets_topic = OffsetsTopic(self._offsets_partition)
-            if OFFSETS_TOPIC not in self._topics and self.cluster is None:
-                self._create_topic(OFFSETS_TOPIC, self.config.node.offsets_topic_num_partitions, 1,
-                                   self.offsets_topic.config(self.config.node.offsets_topic_segment_bytes),
-                                   internal=True)
+            # __consumer_offsets is created on first use (ensure_offsets_topic), as Kafka does.
+            offsets_meta = self._topics.get(OFFSETS_TOPIC) if self.cluster is None else None
+            self._offsets_ready = offsets_meta is not None
             self.group_coordinator = GroupCoordinator(
                 append=self.offsets_topic.append, read_all=self.offsets_topic.read_all,
                 timer=self.timer,
-                num_partitions=self._topics[OFFSETS_TOPIC].partitions if self.cluster is None
+                num_partitions=offsets_meta.partitions if offsets_meta is not None
                 else self.config.node.offsets_topic_num_partitions,
                 initial_rebalance_delay_ms=self.config.node.group_initial_rebalance_delay_ms,
                 group_min_session_timeout_ms=self.config.node.group_min_session_timeout_ms,
                 group_max_session_timeout_ms=self.config.node.group_max_session_timeout_ms,
             )
-            if self.cluster is None:
+            if self._offsets_ready:
                 self.group_coordinator.load()
+            elif self.cluster is None:
+                self.group_coordinator.serve_partitions([])  # NOT_COORDINATOR until the topic exists
             else:
                 # A cluster member coordinates the groups of the offsets partitions it leads.
                 self.group_coordinator.serve_partitions([])
@@ -255,16 +256,27 @@ class Broker:
         return 0, leader
 
     def offsets_topic_ready(self) -> bool:
-        return self.cluster is None or self.cluster.metadata.has_topic(OFFSETS_TOPIC)
+        """Whether ``__consumer_offsets`` exists (on a single node: and its groups are served)."""
+        return self._offsets_ready if self.cluster is None else self.cluster.metadata.has_topic(OFFSETS_TOPIC)
 
     def ensure_offsets_topic(self) -> int:
-        """Create ``__consumer_offsets`` if the cluster has none yet (Kafka creates it when a
-        coordinator is first looked up); -> 0, or COORDINATOR_NOT_AVAILABLE while fewer brokers
-        are alive than ``offsets.topic.replication.factor``. Blocking (admin work)."""
+        """Create ``__consumer_offsets`` if there is none yet (Kafka creates it when a
+        coordinator is first looked up; a single node also at its first group call); -> 0, or
+        COORDINATOR_NOT_AVAILABLE while fewer brokers of a cluster are alive than
+        ``offsets.topic.replication.factor``. Blocking (admin work): not for the event loop."""
         if self.offsets_topic_ready():
             return 0
-        assert self.cluster is not None
         node = self.config.node
+        if self.cluster is None:
+            with self._admin_lock:
+                if not self._offsets_ready:
+                    if OFFSETS_TOPIC not in self._topics:
+                        self._create_topic(OFFSETS_TOPIC, node.offsets_topic_num_partitions, 1,
+                                           self.offsets_topic.config(node.offsets_topic_segment_bytes),
+                                           internal=True)
+                    self.group_coordinator.serve_all_partitions()
+                    self._offsets_ready = True
+            return 0
         alive = len(self.cluster.live_brokers())
         if alive < node.offsets_topic_replication_factor:
             log.info("not creating %s: %d live brokers, offsets.topic.replication.factor is %d", OFFSETS_TOPIC,

@@ -446,6 +446,13 @@ class GroupCoordinator:
         for p in current - wanted:
             self.unload_partition(p)
 
+    def serve_all_partitions(self) -> None:
+        """Serve the groups of every partition (a single node once ``__consumer_offsets`` exists:
+        it was created empty, so there is nothing to load)."""
+        with self._cond:
+            self._owned = None
+            self._loading.clear()
+
     def load_partition(self, partition: int) -> None:
         """Become the coordinator of the groups in one ``__consumer_offsets`` partition: read it
         (to its log end, as Kafka does; calls for its groups answer COORDINATOR_LOAD_IN_PROGRESS

@@ -31,6 +31,7 @@ from .contract import (
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .group_coordinator import GroupCoordinator
 
 __all__ = ["InProcessTransport"]
 
@@ -40,7 +41,15 @@ class InProcessTransport:
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
-        self.coordinator = broker.group_coordinator
+        self._coordinator = broker.group_coordinator
+
+    @property
+    def coordinator(self) -> "GroupCoordinator":
+        """The broker's group coordinator, with ``__consumer_offsets`` created at the first
+        group call (as the first FindCoordinator does over the wire)."""
+        if not self.broker.offsets_topic_ready():
+            self.broker.ensure_offsets_topic()
+        return self._coordinator
 
     def partitions_for(self, topic: str, create: bool = False) -> Optional[int]:
         try:
@@ -115,6 +124,7 @@ class InProcessTransport:
         return self.coordinator.delete_groups(list(group_ids))
 
     def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
+        self.coordinator  # noqa: B018 - __consumer_offsets made on first use
         return self.broker.delete_offsets(group_id, partitions)
 
     def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:

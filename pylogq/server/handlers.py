@@ -105,6 +105,11 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
     BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+    # The group coordinator's APIs: on a single node the first of them creates __consumer_offsets
+    # (off the loop) when no FindCoordinator did; a cluster's other brokers answer NOT_COORDINATOR.
+    GROUP_APIS = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT,
+                            ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS,
+                            ApiKey.OFFSET_DELETE})
 
     def __init__(self, server: "KafkaServer") -> None:
         super().__init__(server)
@@ -158,10 +163,19 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
 
     def handle(self, conn: Connection, api_key: int, version: int, correlation_id: int,
                request: Dict[str, Any], slot: Any) -> Outcome:
+        if api_key in self.GROUP_APIS and not self.broker.offsets_topic_ready() and not self.broker.clustered:
+            return self._finish(self._after_offsets_topic(conn, api_key, version, request, slot),
+                                api_key, version, correlation_id)
         result = self._table[api_key](conn, request, version, slot)
         if asyncio.iscoroutine(result):
             return self._finish(result, api_key, version, correlation_id)
         return self._respond(api_key, version, correlation_id, result)
+
+    async def _after_offsets_topic(self, conn: Connection, api_key: int, version: int, request: Dict[str, Any],
+                                   slot: Any) -> Any:
+        await self._admin(self.broker.ensure_offsets_topic)
+        result = self._table[api_key](conn, request, version, slot)
+        return await result if asyncio.iscoroutine(result) else result
 
     async def _finish(self, pending: Any, api_key: int, version: int, correlation_id: int) -> Optional[List[Any]]:
         return self._respond(api_key, version, correlation_id, await pending)

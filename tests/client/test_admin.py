@@ -117,6 +117,10 @@ def test_create_topics_other_input_forms(admin, broker):
 
 
 def test_describe_unknown_and_internal_topics(admin):
+    # __consumer_offsets is created by the first group call (as Kafka's first coordinator lookup).
+    before = admin.describe_topics(["__consumer_offsets"])[0]
+    assert before["error_code"] == errors.UnknownTopicOrPartitionError.code
+    assert admin.describe_consumer_groups(["nobody"])[0].state == "Dead"
     unknown, internal = admin.describe_topics(["missing", "__consumer_offsets"])
     assert unknown == {"error_code": errors.UnknownTopicOrPartitionError.code, "topic": "missing",
                        "is_internal": False, "partitions": []}

@@ -88,6 +88,7 @@ def test_each_topic_gets_its_own_id_at_creation(tmp_path):
         assert a.topic_id != b.topic_id
         assert _uuid_of(a.topic_id).version == 4
         assert broker.describe_topic("a").topic_id == a.topic_id
+        broker.ensure_offsets_topic()  # (made by the first group lookup)
         internal = broker.topic_id("__consumer_offsets")
         assert len({a.topic_id, b.topic_id, internal}) == 3
         for p in range(2):

@@ -161,6 +161,36 @@ def test_every_kafka_version_is_served() -> None:
 # -- FindCoordinator ---------------------------------------------------------------------------
 
 
+def test_the_first_coordinator_lookup_creates_the_offsets_topic(served: Tuple[pylogq.Broker, Connect]) -> None:
+    broker, connect = served
+    conn = connect()
+    assert "__consumer_offsets" not in broker.list_topics(include_internal=True)  # none at start
+    # Topic metadata does not create it; the first FindCoordinator does, as on Kafka.
+    listed = conn.request(ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": True}, version=1)
+    assert [t["name"] for t in listed["topics"]] == [TOPIC]
+    r = conn.request(ApiKey.FIND_COORDINATOR, {"key": "g", "key_type": 0}, version=1)
+    assert r["error_code"] == 0 and r["node_id"] == broker.broker_id
+    assert broker.describe_topic("__consumer_offsets").internal
+    assert broker.partitions_for("__consumer_offsets") == 4  # offsets.topic.num.partitions
+
+
+@pytest.mark.parametrize("api", ["join", "commit"])
+def test_a_group_request_without_a_lookup_creates_the_offsets_topic_too(
+        served: Tuple[pylogq.Broker, Connect], api: str) -> None:
+    """A client that skips FindCoordinator on a single node is served, not NOT_COORDINATOR:
+    its request waits (off the loop) for __consumer_offsets to be made."""
+    broker, connect = served
+    conn = connect()
+    if api == "join":
+        assert _join_new(conn, 5, "g")["generation_id"] == 1
+    else:
+        r = conn.request(ApiKey.OFFSET_COMMIT, {
+            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 7}]}]}, version=2)
+        assert r["topics"][0]["partitions"][0]["error_code"] == 0
+    assert "__consumer_offsets" in broker.list_topics(include_internal=True)
+
+
 @pytest.mark.parametrize("version", range(7))
 def test_find_coordinator(served: Tuple[pylogq.Broker, Connect], version: int) -> None:
     broker, connect = served

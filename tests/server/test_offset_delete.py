@@ -172,6 +172,7 @@ def test_every_version_raw(bootstrap: str, admin: AdminClient) -> None:
 def test_a_group_of_another_protocol_with_members(tmp_path: Path) -> None:
     with Broker(str(tmp_path / "b"), group_initial_rebalance_delay_ms=0) as broker:
         broker.create_topic("t", 1)
+        broker.ensure_offsets_topic()  # what a FindCoordinator would do first
         coordinator = broker.group_coordinator
         joined = coordinator.join_group("connect-group", "", "worker", 10000, 10000, "connect", [("v0", b"")])
         assert joined.error_code == 0
