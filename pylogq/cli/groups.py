@@ -12,7 +12,11 @@ table, as Kafka does, stderr says when the group has no active members or is
 rebalancing. ``--offset-checker`` prints the same facts in the columns of the
 0.8 tool the seeds use, ``kafka.tools.ConsumerOffsetChecker``
 (``Group Topic Pid Offset logSize Lag Owner``). ``--members`` lists the members
-(with ``--verbose``, their partitions).
+(with ``--verbose``, their partitions); ``--state`` prints the group's
+coordinator, assignment strategy, state and number of members::
+
+    GROUP                     COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE           #MEMBERS
+    my-group                  127.0.0.1:9092  (0)       range                Stable          2
 
 ``--reset-offsets`` moves a group's committed offsets for ``--topic T`` (every
 partition, or ``T:0,2``) or ``--all-topics`` (those it has committed) to
@@ -65,6 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     view = parser.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="--describe: offsets and lag per partition (default)")
     view.add_argument("--members", action="store_true", help="--describe: the members")
+    view.add_argument("--state", action="store_true",
+                      help="--describe: the group's coordinator, assignment strategy, state and member count")
     view.add_argument("--offset-checker", action="store_true",
                       help="--describe: offsets in ConsumerOffsetChecker's columns (Kafka 0.8)")
     parser.add_argument("--verbose", action="store_true", help="--describe --members: each member's partitions")
@@ -166,6 +172,9 @@ def _describe(args: argparse.Namespace, clients: Clients, admin: Any, out: TextI
         if args.members:
             _print_members(group_id, info, args.verbose, out)
             continue
+        if args.state:
+            _print_state(group_id, info, admin.find_coordinator(group_id), out)
+            continue
         rows = _offset_rows(admin, group_id, info)
         if consumer is None:
             consumer = clients.consumer(enable_auto_commit=False)
@@ -236,6 +245,14 @@ def _print_offset_checker(group_id: str, rows: Sequence[_Row], out: TextIO) -> N
     for r in rows:
         out.write(line % (group_id, r.topic, r.partition, _dash(r.offset), _dash(r.end), _dash(r.lag),
                           "none" if r.consumer_id == "-" else r.consumer_id) + "\n")
+
+
+def _print_state(group_id: str, info: Any, coordinator: Any, out: TextIO) -> None:
+    """Kafka's ``--state`` table (its first column as wide as the coordinator's, as Kafka's is)."""
+    where = "%s:%d  (%d)" % (coordinator.host, coordinator.port, coordinator.broker_id)
+    line = "%%-%ds %%-25s %%-20s %%-15s %%s" % max(25, len(where))
+    out.write("\n" + line % ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS") + "\n")
+    out.write(line % (group_id, where, info.protocol or "", info.state, len(info.members)) + "\n")
 
 
 def _print_members(group_id: str, info: Any, verbose: bool, out: TextIO) -> None:

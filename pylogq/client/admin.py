@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import errors
-from ..cluster.contract import ProducerDescription
+from ..cluster.contract import BrokerNode, ProducerDescription
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..errors import ConfigError
 from ..config import LogConfig
@@ -495,6 +495,12 @@ class AdminClient:
             out.append(GroupInformation(desc.error, group_id, desc.state, desc.protocol_type, desc.protocol,
                                         members, [] if include_authorized_operations else None))
         return out
+
+    def find_coordinator(self, group_id: str) -> BrokerNode:
+        """The broker coordinating ``group_id`` (FindCoordinator): its id and advertised address."""
+        if not isinstance(group_id, str):
+            raise TypeError("group_id must be a str, not %r" % (group_id,))
+        return self._check_open().find_coordinator(group_id)
 
     def list_consumer_group_offsets(self, group_id: str, partitions: Optional[Iterable[Any]] = None,
                                     group_coordinator_id: Optional[int] = None

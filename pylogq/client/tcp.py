@@ -513,6 +513,13 @@ class TcpTransport(Transport):
             if code not in _COORDINATOR_CODES or not self._backoff(deadline):
                 _raise(code, "finding the coordinator of group %r" % group_id, response.get("error_message"))
 
+    def find_coordinator(self, group_id: str) -> BrokerNode:
+        """The broker coordinating ``group_id`` (FindCoordinator), with its advertised address."""
+        node = self._coordinator(group_id, time.monotonic() + self.timeout_s)
+        with self._lock:
+            host, port = self._nodes[node]
+        return BrokerNode(node, host, port)
+
     def _forget_coordinator(self, group_id: str) -> None:
         with self._lock:
             self._coordinators.pop(group_id, None)

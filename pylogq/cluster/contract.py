@@ -460,6 +460,8 @@ class BrokerApi(Protocol):
     def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
 
     # groups
+    def find_coordinator(self, group_id: str) -> BrokerNode: ...
+
     def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
                    rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
                    group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,

@@ -86,6 +86,11 @@ class InProcessTransport:
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         return self.broker.delete_records(topic, partition, offset)
 
+    def find_coordinator(self, group_id: str) -> BrokerNode:
+        """This broker (the coordinator of every group of a single node), as :meth:`describe_cluster` names it."""
+        self.coordinator  # noqa: B018 - __consumer_offsets made on first use, as a lookup does
+        return self.describe_cluster().brokers[0]
+
     def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
                    rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
                    group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,

@@ -121,6 +121,25 @@ def test_describe_members(cli: Cli, broker: Any, member: Consumer) -> None:
     assert table(verbose.out)[1][-1] == "t(0,1)"
 
 
+def test_describe_state(cli: Cli, broker: Any, member: Consumer) -> None:
+    described = cli("groups", "--describe", "--group", "live", "--state")
+    assert described.status == 0 and described.err == ""
+    lines = described.out.split("\n")
+    assert lines[0] == "" and lines[1].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                                                   "#MEMBERS"]
+    with AdminClient(broker=broker) as admin:
+        coordinator = admin.find_coordinator("live")
+    assert coordinator.broker_id == broker.broker_id
+    where = "%s:%d  (%d)" % (coordinator.host, coordinator.port, coordinator.broker_id)
+    # Kafka's layout: the first column as wide as the coordinator's (at least 25), then 25, 20, 15.
+    width = max(25, len(where))
+    assert lines[2] == "%-*s %-25s %-20s %-15s %s" % (width, "live", where, "range", "Stable", 1)
+    commit(broker, "idle", {0: 1})
+    idle = cli("groups", "--describe", "--group", "idle", "--state")
+    assert idle.err == "\nConsumer group 'idle' has no active members.\n"
+    assert table(idle.out)[1][:1] + table(idle.out)[1][-2:] == ["idle", "Empty", "0"]
+
+
 def test_describe_a_missing_group(cli: Cli) -> None:
     assert cli("groups", "--describe", "--group", "ghost") == (
         1, "", "Error: Consumer group 'ghost' does not exist.\n")
@@ -282,6 +301,9 @@ def test_describe_a_kafka_python_group_then_reset_it(pylogq_broker: Any, pylogq_
         described = run_process(pylogq_bootstrap, "groups", "--describe", "--group", "kp")
         (row,) = table(described.out)[1:]
         assert row[:6] == ["kp", "t", "0", "2", "6", "4"] and row[-2:] == ["/127.0.0.1", "kp-reader"]
+        state = run_process(pylogq_bootstrap, "groups", "--describe", "--group", "kp", "--state")
+        assert table(state.out)[1] == ["kp", pylogq_bootstrap, "(%d)" % pylogq_broker.broker_id, "range", "Stable",
+                                       "1"]
         refused = run_process(pylogq_bootstrap, "groups", "--reset-offsets", "--group", "kp", "--topic", "t",
                               "--to-latest", "--execute")
         assert refused.status == 1 and "inactive" in refused.err

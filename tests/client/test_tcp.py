@@ -185,6 +185,16 @@ def test_closed_clients_leave_no_connection_behind(broker: pylogq.Broker, bootst
         time.sleep(0.01)
 
 
+def test_find_coordinator_names_the_broker_and_its_address(broker: pylogq.Broker, bootstrap: str) -> None:
+    with AdminClient(bootstrap_servers=bootstrap) as a:
+        found = a.find_coordinator("g")
+    assert (found.broker_id, "%s:%d" % (found.host, found.port)) == (broker.broker_id, bootstrap)
+    with AdminClient(broker=broker) as a:  # in-process: the same broker, as DescribeCluster names it
+        assert a.find_coordinator("g")[:3] == found[:3]
+        with pytest.raises(TypeError, match="group_id"):
+            a.find_coordinator(["g"])  # type: ignore[arg-type]
+
+
 def test_request_timeout_names_the_request(tmp_path: Any) -> None:
     """A broker that accepts but never answers: RequestTimedOutError after request_timeout_ms."""
     with socket.socket() as server:
