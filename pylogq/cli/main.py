@@ -37,7 +37,7 @@ from typing import IO, Any, BinaryIO, Iterator, List, Optional, TextIO, cast
 from .. import _speedups, records
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
-from . import console, dump_log, groups, perf, topics, zookeeper_server
+from . import configs, console, dump_log, groups, perf, topics, zookeeper_server
 from .clients import Clients
 
 __all__ = ["build_parser", "run", "main"]
@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_consume_arguments(sub.add_parser("consume", help=console.CONSUME_SUMMARY,
                                                  description=console.CONSUME_SUMMARY))
     groups.add_arguments(sub.add_parser("groups", help=groups.SUMMARY, description=groups.SUMMARY))
+    configs.add_arguments(sub.add_parser("configs", help=configs.SUMMARY, description=configs.SUMMARY))
     perf.add_arguments(sub.add_parser("perf", help=perf.SUMMARY, description=perf.SUMMARY))
     zookeeper_server.add_arguments(sub.add_parser("zookeeper-server-start", help=zookeeper_server.SUMMARY,
                                                   description=zookeeper_server.SUMMARY))
@@ -168,6 +169,8 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
                 return console.run_consume(args, clients, _binary(out), err)
             if args.command == "groups":
                 return groups.run(args, clients, out, err)
+            if args.command == "configs":
+                return configs.run(args, clients, out, err)
             return perf.run(args, clients, out, err, progress=progress)
     finally:
         clients.close()

@@ -123,6 +123,22 @@ def _resource_type(value: Any) -> ConfigResourceType:
                           % (value, ", ".join(t.name for t in ConfigResourceType))) from None
 
 
+def _broker_id_of(resource: Any) -> int:
+    name = getattr(resource, "name", None)
+    try:
+        return int(str(name))
+    except ValueError:
+        raise errors.InvalidRequestError("a BROKER resource is named by a broker id, not %r" % (name,)) from None
+
+
+def _broker_entry(key: str, value: Optional[str], synonyms: bool) -> Dict[str, Any]:
+    entry: Dict[str, Any] = {"value": value, "read_only": True, "is_default": False,
+                             "config_source": "STATIC_BROKER_CONFIG", "is_sensitive": value is None}
+    if synonyms:
+        entry["synonyms"] = [{"name": key, "value": value, "source": "STATIC_BROKER_CONFIG"}]
+    return entry
+
+
 def _alter_op(value: Any) -> AlterConfigOp:
     try:
         if isinstance(value, str):
@@ -332,21 +348,32 @@ class AdminClient:
 
     def describe_configs(self, config_resources: Iterable[Any], include_synonyms: bool = False,
                          config_filter: str = "modified") -> Dict[str, Dict[str, Dict[str, Dict[str, Any]]]]:
-        """Configs of topics, as kafka-python 3 shapes them:
-        ``{"topic": {name: {key: {"value", "is_default", "config_source", "read_only", "is_sensitive"}}}}``.
+        """Configs of topics and brokers, as kafka-python 3 shapes them:
+        ``{"topic": {name: {key: {"value", "is_default", "config_source", "read_only", "is_sensitive"}}}}``
+        (``"broker"`` for a BROKER resource, named by its broker id).
 
         ``config_filter`` (kafka-python's default ``"modified"``) keeps only the
         topic's overrides; ``"all"`` lists every key with its effective value,
-        ``"default"`` only the keys left at their default. A resource's
-        ``configs`` (a list of keys, or a dict whose keys count) narrows the
-        keys; an unknown topic raises UnknownTopicOrPartitionError.
+        ``"default"`` only the keys left at their default. A broker's settings
+        are all static (``STATIC_BROKER_CONFIG``, read-only: set in
+        server.properties or when the Broker is opened), a sensitive one with
+        value None. A resource's ``configs`` (a list of keys, or a dict whose
+        keys count) narrows the keys; an unknown topic raises
+        UnknownTopicOrPartitionError.
         """
         transport = self._check_open()
         mode = _config_filter(config_filter)
         out: Dict[str, Dict[str, Dict[str, Dict[str, Any]]]] = {}
         for resource in config_resources:
-            rtype, name = self._topic_resource(resource, "describe_configs")
             wanted = None if resource.configs is None else set(resource.configs)
+            if _resource_type(getattr(resource, "resource_type", None)) is ConfigResourceType.BROKER:
+                broker_id = _broker_id_of(resource)
+                out.setdefault("broker", {})[str(broker_id)] = {
+                    key: _broker_entry(key, value, include_synonyms)
+                    for key, value in transport.describe_broker_configs(broker_id).items()
+                    if (wanted is None or key in wanted) and mode != "default"}
+                continue
+            rtype, name = self._topic_resource(resource, "describe_configs")
             entries: Dict[str, Dict[str, Any]] = {}
             for key, (value, is_default) in transport.describe_configs(name).items():
                 if wanted is not None and key not in wanted:

@@ -56,6 +56,7 @@ from ..errors import (
     ConfigError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    InvalidRequestError,
     InvalidTopicError,
     KafkaConnectionError,
     LeaderNotAvailableError,
@@ -817,6 +818,22 @@ class TcpTransport(Transport):
         result = response["results"][0]
         _raise(result["error_code"], "describing the configs of topic %r" % topic, result.get("error_message"))
         return {c["name"]: (c["value"], c["config_source"] != ConfigSource.DYNAMIC_TOPIC_CONFIG)
+                for c in sorted(result["configs"], key=lambda c: c["name"])}
+
+    def describe_broker_configs(self, broker_id: int) -> Dict[str, Optional[str]]:
+        """Every setting of broker ``broker_id`` (DescribeConfigs sent to it; sensitive ones None)."""
+        self._metadata([])
+        with self._lock:
+            known = broker_id in self._nodes
+        if not known:
+            raise InvalidRequestError("unknown broker %d (not in the cluster metadata)" % broker_id)
+        response = self._call(broker_id, ApiKey.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": ConfigResourceType.BROKER, "resource_name": str(broker_id),
+                           "configuration_keys": None}],
+            "include_synonyms": False})
+        result = response["results"][0]
+        _raise(result["error_code"], "describing the configs of broker %d" % broker_id, result.get("error_message"))
+        return {c["name"]: None if c["is_sensitive"] else c["value"]
                 for c in sorted(result["configs"], key=lambda c: c["name"])}
 
     def broker_log_dirs(self) -> List[str]:

@@ -822,6 +822,12 @@ class Broker:
         with self._lock:
             return self._require_topic(topic).partitions
 
+    def broker_configs(self) -> Dict[str, Optional[str]]:
+        """This broker's settings (static: server.properties, overrides, defaults) by dotted key;
+        a sensitive one (a JAAS config with passwords) is None, as DescribeConfigs hides it."""
+        return {name: None if _sensitive(name) else text
+                for name, text in sorted(self.config.to_strings().items())}
+
     def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
         """Every config key of a topic: -> {dotted key: (value, is_default)}."""
         if self.cluster is not None:
@@ -1233,3 +1239,8 @@ def _dotted_keys(keys: Iterable[str]) -> List[str]:
         else:
             out.append(key)
     return out
+
+
+def _sensitive(key: str) -> bool:
+    """A broker key whose value DescribeConfigs never shows (Kafka's PASSWORD type and JAAS configs)."""
+    return "jaas" in key or "password" in key or key.endswith(".secret")

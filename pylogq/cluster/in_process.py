@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import UnknownTopicOrPartitionError
+from ..errors import InvalidRequestError, UnknownTopicOrPartitionError
 from .contract import (
     BrokerNode,
     ClusterDescription,
@@ -147,6 +147,11 @@ class InProcessTransport:
 
     def describe_configs(self, topic: str) -> ConfigEntries:
         return self.broker.describe_configs(topic)
+
+    def describe_broker_configs(self, broker_id: int) -> Dict[str, Optional[str]]:
+        if broker_id != self.broker.broker_id:
+            raise InvalidRequestError("unknown broker %d (this is broker %d)" % (broker_id, self.broker.broker_id))
+        return self.broker.broker_configs()
 
     def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None:
         self.broker.alter_configs(topic, config, incremental)

@@ -861,10 +861,8 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
 
     def _broker_configs(self, synonyms: bool) -> List[Dict[str, Any]]:
         entries = []
-        for name, text in sorted(self.broker.config.to_strings().items()):
-            sensitive = "jaas" in name
-            if sensitive:
-                text = None
+        for name, text in self.broker.broker_configs().items():
+            sensitive = text is None
             entries.append({"name": name, "value": text, "read_only": True, "is_default": False,
                             "config_source": ConfigSource.STATIC_BROKER_CONFIG, "is_sensitive": sensitive,
                             "synonyms": [{"name": name, "value": text, "source": ConfigSource.STATIC_BROKER_CONFIG}]

@@ -257,11 +257,26 @@ def test_describe_configs_filters(admin):
     assert sorted(via_kafka_python["topic"]["c"]) == ["cleanup.policy", "retention.ms"]
 
 
+def test_describe_broker_configs(broker, admin):
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all",
+                                       include_synonyms=True)
+    entries = described["broker"]["0"]
+    assert entries["log.dirs"]["value"] == broker.config.to_strings()["log.dirs"]
+    assert entries["group.initial.rebalance.delay.ms"]["value"] == "0"  # as the broker was opened
+    assert all(e["config_source"] == "STATIC_BROKER_CONFIG" and e["read_only"] for e in entries.values())
+    assert entries["num.partitions"]["synonyms"] == [
+        {"name": "num.partitions", "value": entries["num.partitions"]["value"], "source": "STATIC_BROKER_CONFIG"}]
+    only = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0", ["log.dirs"])])
+    assert list(only["broker"]["0"]) == ["log.dirs"]
+
+
 def test_describe_configs_errors(admin):
     with pytest.raises(errors.UnknownTopicOrPartitionError, match="'missing'"):
         admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "missing")])
-    with pytest.raises(errors.InvalidRequestError, match="BROKER"):
-        admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")])
+    with pytest.raises(errors.InvalidRequestError, match="unknown broker 7"):
+        admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "7")])
+    with pytest.raises(errors.InvalidRequestError, match="broker id, not 'zero'"):
+        admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "zero")])
     with pytest.raises(errors.ConfigError, match="sometimes"):
         admin.describe_configs([ConfigResource("topic", "x")], config_filter="sometimes")
     with pytest.raises(errors.ConfigError, match="'table'"):

@@ -1,0 +1,196 @@
+"""``pylogq configs``: describe and alter topic and broker configs, as Kafka's ``kafka-configs.sh``.
+
+The entity is ``--entity-type topics|brokers`` with ``--entity-name N`` (or
+``--entity-default`` for brokers), or one of the shortcuts ``--topic T``,
+``--broker N`` and ``--broker-defaults``. ``--describe`` prints, as Kafka's
+command does, the dynamic configs (a topic's overrides; a broker has none:
+its settings are static) or, with ``--all``, every config::
+
+    Dynamic configs for topic events are:
+      retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}
+
+Without a name it describes every topic (internal ones included) or every
+broker. ``--alter`` changes only the keys named: ``--add-config
+k1=v1,k2=[a,b]`` (a list value in brackets) and ``--add-config-file`` (a
+properties file) set them, ``--delete-config k1,k2`` returns them to their
+defaults; deleting a key that is not overridden fails, as Kafka's does. A
+broker's configs are static (server.properties or ``--override``): altering
+them is refused. Client quotas and users come with quotas and SCRAM.
+
+Exit status: 0 on success, 1 when the broker refused or the entity does not
+exist (the reason on stderr), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any, Dict, List, Optional, TextIO, Tuple
+
+from .. import errors
+from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+from ..cluster.names import INTERNAL_TOPICS
+from ..errors import CommandError
+from .clients import Clients, add_bootstrap_argument, parse_key_values, read_properties
+
+__all__ = ["SUMMARY", "add_arguments", "run"]
+
+SUMMARY = "describe and alter topic and broker configs, as Kafka's kafka-configs.sh does"
+
+_ENTITY_TYPES = ("topics", "brokers")
+_KEY = re.compile(r"[a-zA-Z0-9._-]*\Z")  # Kafka's check on the keys to add
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_bootstrap_argument(parser)
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--describe", action="store_true", help="list the configs of the entity")
+    actions.add_argument("--alter", action="store_true", help="change the configs of the entity")
+    parser.add_argument("--entity-type", choices=_ENTITY_TYPES, help="the kind of entity: topics or brokers")
+    parser.add_argument("--entity-name", help="the topic's name or the broker's id")
+    parser.add_argument("--entity-default", action="store_true", help="the cluster-wide default of brokers")
+    parser.add_argument("--topic", help="shortcut for --entity-type topics --entity-name TOPIC")
+    parser.add_argument("--broker", help="shortcut for --entity-type brokers --entity-name ID")
+    parser.add_argument("--broker-defaults", action="store_true",
+                        help="shortcut for --entity-type brokers --entity-default")
+    parser.add_argument("--all", action="store_true", help="--describe: every config, not only the dynamic ones")
+    parser.add_argument("--add-config", action="append", metavar="K=V[,K=[A,B]]",
+                        help="--alter: configs to set, comma-separated (a list value in brackets)")
+    parser.add_argument("--add-config-file", metavar="FILE", help="--alter: a properties file of configs to set")
+    parser.add_argument("--delete-config", action="append", metavar="K[,K]",
+                        help="--alter: configs to return to their defaults, comma-separated")
+
+
+def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) -> int:
+    """Carry out one configs command; -> the exit status."""
+    try:
+        entity_type, name = _entity(args)
+        admin = clients.admin()
+        if args.describe:
+            return _describe(admin, entity_type, name, args.all, out)
+        return _alter(args, admin, entity_type, name, out)
+    except CommandError as exc:
+        err.write("%s\n" % exc)
+        return 1
+    except (errors.PylogqError, OSError) as exc:
+        err.write("Error while executing config command : %s\n" % _message(exc))
+        return 1
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, errors.BrokerError) and exc.args:
+        return "%s: %s" % (exc.name, exc.args[0])
+    return str(exc)
+
+
+def _entity(args: argparse.Namespace) -> Tuple[str, Optional[str]]:
+    """(entity type, name or None for all); the broker default is the name ""."""
+    chosen: List[Tuple[str, Optional[str]]] = []
+    if args.topic is not None:
+        chosen.append(("topics", args.topic))
+    if args.broker is not None:
+        chosen.append(("brokers", args.broker))
+    if args.broker_defaults:
+        chosen.append(("brokers", ""))
+    if args.entity_type is not None:
+        if args.entity_name is not None and args.entity_default:
+            raise CommandError("give --entity-name or --entity-default, not both")
+        if args.entity_default and args.entity_type != "brokers":
+            raise CommandError("--entity-default applies to brokers, not %s" % args.entity_type)
+        chosen.append((args.entity_type, "" if args.entity_default else args.entity_name))
+    elif args.entity_name is not None or args.entity_default:
+        raise CommandError("--entity-name and --entity-default need --entity-type")
+    if len(chosen) != 1:
+        raise CommandError("give one entity: --entity-type with --entity-name (or --entity-default), or one of "
+                           "--topic, --broker, --broker-defaults")
+    entity_type, name = chosen[0]
+    if entity_type == "brokers" and name:
+        if not re.fullmatch(r"\d+", name):
+            raise CommandError("The entity name for brokers must be a valid integer broker id, found: %s" % name)
+    if args.alter and name is None:
+        raise CommandError("--entity-name or --entity-default must be specified with each --entity-type for --alter")
+    return entity_type, name
+
+
+# -- describe ----------------------------------------------------------------------------------------
+
+
+def _describe(admin: Any, entity_type: str, name: Optional[str], every: bool, out: TextIO) -> int:
+    if entity_type == "topics":
+        names = [name] if name is not None else _every_topic(admin)
+        for topic in names:
+            out.write("%s configs for topic %s are:\n" % ("All" if every else "Dynamic", topic))
+            entries = _entries(admin, ConfigResourceType.TOPIC, topic, every)
+            _print_entries(entries, out)
+        return 0
+    ids = [name] if name is not None else [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]] + [""]
+    for broker in ids:
+        if broker == "":
+            # Kafka's cluster-wide dynamic defaults: none here, every broker setting is static.
+            out.write("Default configs for brokers in the cluster are:\n")
+            continue
+        entries = _entries(admin, ConfigResourceType.BROKER, broker, True)  # (an unknown broker raises)
+        out.write("%s configs for broker %s are:\n" % ("All" if every else "Dynamic", broker))
+        if every:  # (a broker's configs are all static: none is dynamic)
+            _print_entries(entries, out)
+    return 0
+
+
+def _every_topic(admin: Any) -> List[str]:
+    """Every topic, the internal ones included (as Kafka's describe of all topics lists them)."""
+    internal = [t["topic"] for t in admin.describe_topics(sorted(INTERNAL_TOPICS)) if t["error_code"] == 0]
+    return sorted(admin.list_topics() + internal)
+
+
+def _entries(admin: Any, rtype: ConfigResourceType, name: str, every: bool) -> Dict[str, Dict[str, Any]]:
+    described = admin.describe_configs([ConfigResource(rtype, name)], include_synonyms=True,
+                                       config_filter="all" if every else "modified")
+    return dict(described[rtype.name.lower()][name])
+
+
+def _print_entries(entries: Dict[str, Dict[str, Any]], out: TextIO) -> None:
+    for key in sorted(entries):
+        entry = entries[key]
+        synonyms = entry.get("synonyms") or [{"name": key, "value": entry["value"], "source": entry["config_source"]}]
+        out.write("  %s=%s sensitive=%s synonyms={%s}\n" % (
+            key, _text(entry["value"]), "true" if entry["is_sensitive"] else "false",
+            ", ".join("%s:%s=%s" % (s["source"], s["name"], _text(s["value"])) for s in synonyms)))
+
+
+def _text(value: Optional[str]) -> str:
+    return "null" if value is None else value
+
+
+# -- alter -------------------------------------------------------------------------------------------
+
+
+def _alter(args: argparse.Namespace, admin: Any, entity_type: str, name: Optional[str], out: TextIO) -> int:
+    assert name is not None
+    added = _to_add(args)
+    deleted = [k.strip() for item in args.delete_config or () for k in item.split(",") if k.strip()]
+    if not added and not deleted:
+        raise CommandError("--alter needs --add-config, --add-config-file or --delete-config")
+    if entity_type == "brokers":
+        raise errors.InvalidRequestError(
+            "broker configs are static here: set them in server.properties or with --override")
+    current = _entries(admin, ConfigResourceType.TOPIC, name, every=False)
+    missing = [k for k in deleted if k not in current]
+    if missing:
+        raise errors.InvalidConfigError("Invalid config(s): %s" % ",".join(missing))
+    changes: Dict[str, Any] = {k: v for k, v in added.items()}
+    changes.update({k: (AlterConfigOp.DELETE, None) for k in deleted})
+    admin.incremental_alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, changes)])
+    out.write("Completed updating config for topic %s.\n" % name)
+    return 0
+
+
+def _to_add(args: argparse.Namespace) -> Dict[str, str]:
+    added: Dict[str, str] = {}
+    if args.add_config_file:
+        added.update(read_properties(args.add_config_file))
+    for key, value in parse_key_values(args.add_config, "--add-config", split_commas=True).items():
+        added[key] = re.sub(r"[\[\]]", "", value).strip()  # a list in brackets: [compact,delete]
+    bad = [k for k in added if not _KEY.match(k)]
+    if bad:
+        raise CommandError("Invalid character found for config key: %s" % bad[0])
+    return added
