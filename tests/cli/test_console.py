@@ -386,7 +386,7 @@ def test_a_signal_stops_the_consumer_cleanly(pylogq_broker: Any, pylogq_bootstra
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130 and out == b""
+    assert proc.returncode == 130 and out == b"", err
     assert err.decode() == "Processed a total of 2 messages\n"
     with AdminClient(broker=pylogq_broker) as admin:
         assert admin.list_consumer_group_offsets("g")[TopicPartition("t", 0)].offset == 2
