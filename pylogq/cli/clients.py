@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 from ..client.admin import AdminClient
 from ..client.consumer import Consumer
 from ..client.producer import Producer
-from ..errors import CommandError, PylogqError
+from ..errors import BrokerError, CommandError, PylogqError
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -26,6 +26,7 @@ __all__ = [
     "CommandError",
     "add_bootstrap_argument",
     "client_configs",
+    "error_text",
     "parse_key_values",
     "read_properties",
 ]
@@ -101,6 +102,13 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
                         type=_bootstrap, default=DEFAULT_BOOTSTRAP,
                         help="the broker to connect to (default: %s)" % DEFAULT_BOOTSTRAP)
+
+
+def error_text(exc: BaseException) -> str:
+    """What a tool prints for a failure: a broker error as ``NAME: its message``."""
+    if isinstance(exc, BrokerError) and exc.args:
+        return "%s: %s" % (exc.name, exc.args[0])
+    return str(exc)
 
 
 def parse_key_values(items: Optional[Iterable[str]], what: str, split_commas: bool = False) -> Dict[str, str]:

@@ -31,7 +31,7 @@ from .. import errors
 from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CommandError
-from .clients import Clients, add_bootstrap_argument, parse_key_values, read_properties
+from .clients import Clients, add_bootstrap_argument, error_text, parse_key_values, read_properties
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -73,14 +73,8 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
         err.write("%s\n" % exc)
         return 1
     except (errors.PylogqError, OSError) as exc:
-        err.write("Error while executing config command : %s\n" % _message(exc))
+        err.write("Error while executing config command : %s\n" % error_text(exc))
         return 1
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, errors.BrokerError) and exc.args:
-        return "%s: %s" % (exc.name, exc.args[0])
-    return str(exc)
 
 
 def _entity(args: argparse.Namespace) -> Tuple[str, Optional[str]]:
@@ -177,7 +171,7 @@ def _alter(args: argparse.Namespace, admin: Any, entity_type: str, name: Optiona
     missing = [k for k in deleted if k not in current]
     if missing:
         raise errors.InvalidConfigError("Invalid config(s): %s" % ",".join(missing))
-    changes: Dict[str, Any] = {k: v for k, v in added.items()}
+    changes: Dict[str, Any] = dict(added)
     changes.update({k: (AlterConfigOp.DELETE, None) for k in deleted})
     admin.incremental_alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, changes)])
     out.write("Completed updating config for topic %s.\n" % name)

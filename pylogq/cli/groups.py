@@ -44,7 +44,7 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 from .. import errors
 from ..client.consumer import OffsetAndMetadata, TopicPartition
 from ..errors import CommandError
-from .clients import Clients, add_bootstrap_argument, int_argument
+from .clients import Clients, add_bootstrap_argument, error_text, int_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -107,14 +107,8 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
             return _delete_offsets(args, clients, admin, out, err)
         return _delete(args, admin, out, err)
     except (errors.PylogqError, OSError) as exc:
-        err.write("Error: %s\n" % (_message(exc),))
+        err.write("Error: %s\n" % (error_text(exc),))
         return 1
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, errors.BrokerError) and exc.args:
-        return "%s: %s" % (exc.name, exc.args[0])
-    return str(exc)
 
 
 def _groups(args: argparse.Namespace, admin: Any) -> List[str]:
@@ -393,7 +387,7 @@ def _delete(args: argparse.Namespace, admin: Any, out: TextIO, err: TextIO) -> i
     if failed:
         err.write("Error: Deletion of some consumer groups failed:\n")
         for group_id, error in failed:
-            err.write("* Group '%s' could not be deleted due to: %s\n" % (group_id, _message(error)))
+            err.write("* Group '%s' could not be deleted due to: %s\n" % (group_id, error_text(error)))
     if ok:
         out.write("Deletion of requested consumer groups (%s) was successful.\n" % ", ".join("'%s'" % g for g in ok))
     return 1 if failed else 0

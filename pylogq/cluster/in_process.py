@@ -47,8 +47,7 @@ class InProcessTransport:
     def coordinator(self) -> "GroupCoordinator":
         """The broker's group coordinator, with ``__consumer_offsets`` created at the first
         group call (as the first FindCoordinator does over the wire)."""
-        if not self.broker.offsets_topic_ready():
-            self.broker.ensure_offsets_topic()
+        self.broker.ensure_offsets_topic()
         return self._coordinator
 
     def partitions_for(self, topic: str, create: bool = False) -> Optional[int]:
@@ -88,7 +87,7 @@ class InProcessTransport:
 
     def find_coordinator(self, group_id: str) -> BrokerNode:
         """This broker (the coordinator of every group of a single node), as :meth:`describe_cluster` names it."""
-        self.coordinator  # noqa: B018 - __consumer_offsets made on first use, as a lookup does
+        self.broker.ensure_offsets_topic()  # made on first use, as a lookup does
         return self.describe_cluster().brokers[0]
 
     def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
@@ -129,7 +128,7 @@ class InProcessTransport:
         return self.coordinator.delete_groups(list(group_ids))
 
     def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
-        self.coordinator  # noqa: B018 - __consumer_offsets made on first use
+        self.broker.ensure_offsets_topic()
         return self.broker.delete_offsets(group_id, partitions)
 
     def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
