@@ -115,6 +115,7 @@ class ReplicaManager:
         self._isr_writes: "queue.Queue[Optional[Tuple[Partition, List[int], int]]]" = queue.Queue()
         self._isr_changed: Set[TopicPartition] = set()
         self._isr_changed_lock = threading.Lock()
+        self._propagate_lock = threading.Lock()  # announcements, and close, one at a time
         self._isr_writer = threading.Thread(target=self._write_isr_changes, name="pylogq-isr-writer-%d" % broker_id,
                                             daemon=True)
         self._isr_writer.start()
@@ -397,7 +398,9 @@ class ReplicaManager:
                                        expected)
                 done = self.zk.update_partition_state(partition.topic, partition.index, state)
                 written = done.partition_epoch if done is not None else None
-            except Exception:  # noqa: BLE001 - the store unreachable: the ISR stays as it is
+            except errors.MetadataStoreError as exc:  # the store unreachable: the ISR stays as it is
+                log.warning("could not write the ISR of %s-%d: %s", partition.topic, partition.index, exc)
+            except Exception:  # noqa: BLE001 - the writer thread must go on for the other partitions
                 log.exception("could not write the ISR of %s-%d", partition.topic, partition.index)
             partition.isr_change_done(proposed, expected, written)
             if written is not None:
@@ -405,15 +408,25 @@ class ReplicaManager:
                     self._isr_changed.add((partition.topic, partition.index))
 
     def propagate_isr_changes(self) -> None:
-        """Announce the partitions whose ISR this broker changed to the controller."""
+        """Announce the partitions whose ISR this broker changed to the controller (a
+        scheduled task; after close it does nothing, close itself announces the last ones
+        while the session is still open)."""
+        with self._propagate_lock:
+            if not self.closed:
+                self._announce_isr_changes()
+
+    def _announce_isr_changes(self) -> None:
         with self._isr_changed_lock:
             changed, self._isr_changed = sorted(self._isr_changed), set()
         if not changed:
             return
         try:
             self.zk.propagate_isr_changes(changed)
-        except Exception:  # noqa: BLE001 - tried again at the next period
-            log.warning("could not announce ISR changes of %d partitions; retrying", len(changed), exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - tried again at the next period
+            if isinstance(exc, errors.MetadataStoreError):  # the store unreachable: no traceback to show
+                log.warning("could not announce ISR changes of %d partitions (%s); retrying", len(changed), exc)
+            else:
+                log.exception("could not announce ISR changes of %d partitions; retrying", len(changed))
             with self._isr_changed_lock:
                 self._isr_changed.update(changed)
 
@@ -440,6 +453,10 @@ class ReplicaManager:
         self.replica_fetch_purgatory.close()
         self._isr_writes.put(None)
         self._isr_writer.join(10)
+        # The scheduled announcement stops (one in flight finishes first); the ISR changes
+        # written since the last one are announced now, before the session goes.
+        with self._propagate_lock:
+            self._announce_isr_changes()
 
 
 def _failed(result: AppendResult, code: int) -> AppendResult:
