@@ -157,7 +157,7 @@ class _PyOffsetMap:
 
     Keys are stored as their MurmurHash3_x64_128 digest (seed 0), chosen over
     Kafka's MD5 for speed. Two distinct keys collide with probability about
-    n**2 / 2**129 for n keys (about 1.5e-21 for 1e9 keys), for keys nobody
+    ``n**2 / 2**129`` for n keys (about 1.5e-21 for 1e9 keys), for keys nobody
     chose to collide. It is not a cryptographic hash: a producer crafting
     colliding keys could make compaction drop a record, the same class of risk
     Kafka accepts with MD5. An all-zero digest marks an empty slot, so a key
