@@ -297,6 +297,8 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger) -> 
     shutdown.on_signal(request_stop)
     print("pylogq-broker %d ready on %s" % (broker.broker_id, ", ".join("%s:%d" % a for a in server.addresses)),
           flush=True)
+    if broker.metrics_url is not None:
+        print("pylogq-broker %d metrics on %s" % (broker.broker_id, broker.metrics_url), flush=True)
     log.info("ready broker_id=%d cluster_id=%s data_dir=%s pid=%d", broker.broker_id, broker.cluster_id,
              os.path.abspath(data_dir), os.getpid())
     try:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, 
 from .. import errors
 from ..config import parse_properties
 from ..errors import ConfigError
+from ..metrics import MetricsRegistry, MetricsServer
 from ..storage.checkpoint import write_atomically
 from ..storage.config import LogConfig
 from ..storage.manager import LogManager
@@ -39,6 +40,7 @@ from ..storage.partition_metadata import (
     write_partition_metadata,
 )
 from .broker_config import BrokerConfig, with_development_defaults
+from .broker_metrics import broker_readings
 from .contract import (
     BrokerEndpoint,
     BrokerNode,
@@ -65,7 +67,7 @@ from .contract import (
     TopicPartitionInfo,
     listener_factory,
 )
-from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
+from .delayed import DelayedCall, DelayedOperationPurgatory, Tapped, Timer
 from .group_coordinator import GroupCoordinator, storage_error_code
 from .in_process import InProcessTransport
 from .names import INTERNAL_TOPICS, collides, validate_topic_name
@@ -141,7 +143,11 @@ class Broker:
             self.config.log_manager.log_dirs, {OFFSETS_TOPIC: {k: str(v) for k, v in offsets_config.items()}})
         self._topic_names: Dict[str, str] = {m.topic_id: t for t, m in self._topics.items()}  # id -> name
         self.default_log_config = self.config.log_manager.default_log_config()
+        #: This broker's metrics (:meth:`metrics`; served on ``metrics.listener``).
+        self.metrics_registry = MetricsRegistry()
+        self._metrics_server: Optional[MetricsServer] = None
         self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for)
+        self.logs.flush_listener = self._log_flushed
         self._partitions: Dict[Tuple[str, int], Partition] = {}
         self._servers: List[Listener] = []
         self.closed = False
@@ -187,6 +193,12 @@ class Broker:
             interval = self.config.node.replica_high_watermark_checkpoint_interval_ms / 1000.0
             self.logs.scheduler.schedule(self.checkpoint_high_watermarks, delay=interval, period=interval,
                                          name="high-watermark-checkpoint")
+            if self.cluster is not None:
+                self.cluster.replicas.metrics = self.metrics_registry
+            self.metrics_registry.add_collector(lambda: broker_readings(self))
+            if self.config.node.metrics_listener:
+                self._metrics_server = self.metrics_registry.serve(self.config.node.metrics_listener)
+                log.info("metrics served on %s", self._metrics_server.url)
         except BaseException:
             if self.cluster is not None:
                 self.cluster.close()
@@ -374,6 +386,7 @@ class Broker:
                 meta = self._topics.pop(topic, None)
                 if meta is not None:
                     self._topic_names.pop(meta.topic_id, None)
+                    self.metrics_registry.forget_topic(topic)
         if partition is not None:
             partition.close()
         if delete:
@@ -713,6 +726,7 @@ class Broker:
                 detached = {tp: self._partitions.pop(tp) for tp in keys}
                 del self._topics[name]
                 self._topic_names.pop(meta.topic_id, None)
+            self.metrics_registry.forget_topic(name)
             try:
                 for partition in detached.values():
                     partition.close()
@@ -957,8 +971,7 @@ class Broker:
                 error = errors.error_for_code(result.error_code)
                 raise (error or errors.BrokerError)("produce to %s-%d failed after its append" % (topic, partition))
             return result
-        target = self.partition(topic, partition, create=auto_create)
-        return target.append(records, required_acks=acks)  # its high watermark hook wakes parked fetches
+        return self._append(topic, partition, records, acks, auto_create)
 
     def produce_async(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int,
                       timeout_ms: int = 30000, auto_create: bool = False,
@@ -966,10 +979,70 @@ class Broker:
         """:meth:`produce` as a delayed operation: an acks=-1 produce of a cluster completes when
         every in-sync replica has the records (or ``timeout_ms`` passes: REQUEST_TIMED_OUT).
         Errors of the append itself raise."""
-        target = self.partition(topic, partition, create=auto_create)
         if self.cluster is None:
-            return DelayedCall.immediate(target.append(records, required_acks=acks), deliver)
-        return self.cluster.replicas.append_records(target, bytes(records), acks, timeout_ms, deliver=deliver)
+            return DelayedCall.immediate(self._append(topic, partition, records, acks, auto_create), deliver)
+        size = len(records)
+        try:
+            target = self.partition(topic, partition, create=auto_create)
+            return self.cluster.replicas.append_records(target, bytes(records), acks, timeout_ms, deliver=deliver,
+                                                        appended=lambda r: self._count_appended(topic, size, r))
+        except errors.BrokerError:
+            self._count_refused(topic, partition, size)
+            raise
+
+    def _append(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int,
+                auto_create: bool) -> ProduceResult:
+        """A single node's append (its high watermark hook wakes parked fetches), counted."""
+        try:
+            result = self.partition(topic, partition, create=auto_create).append(records, required_acks=acks)
+        except errors.BrokerError:
+            self._count_refused(topic, partition, len(records))
+            raise
+        self._count_appended(topic, len(records), result)
+        return result
+
+    def _count_refused(self, topic: str, partition: int, size: int) -> None:
+        items = (("kafka_server_brokertopicmetrics_totalproducerequests", 1),
+                 ("kafka_server_brokertopicmetrics_failedproducerequests", 1),
+                 ("kafka_server_brokertopicmetrics_bytesrejected", size))
+        if self.hosted((topic, partition)) is not None:
+            self.metrics_registry.count_topic(topic, items)
+        else:  # a name no partition here has: all topics' counts only (clients choose names)
+            self.metrics_registry.inc_all((name, (), amount) for name, amount in items)
+
+    def _count_appended(self, topic: str, size: int, result: ProduceResult) -> None:
+        self.metrics_registry.count_topic(topic, (
+            ("kafka_server_brokertopicmetrics_totalproducerequests", 1),
+            ("kafka_server_brokertopicmetrics_failedproducerequests", 0),  # the series exists from the start
+            ("kafka_server_brokertopicmetrics_messagesin", 0 if result.duplicate else result.record_count),
+            ("kafka_server_brokertopicmetrics_bytesin", size)))
+
+    def _count_fetched(self, results: FetchResults) -> None:
+        """The topic metrics of a consumer fetch's answer (bytes out, failed partitions)."""
+        registry = self.metrics_registry
+        for (topic, index), result in results.items():
+            records = result.records
+            items = (("kafka_server_brokertopicmetrics_totalfetchrequests", 1),
+                     ("kafka_server_brokertopicmetrics_failedfetchrequests", 1 if result.error_code else 0),
+                     ("kafka_server_brokertopicmetrics_bytesout", len(records) if records is not None else 0))
+            if records is not None or (topic, index) in self._partitions:
+                registry.count_topic(topic, items)
+            else:
+                registry.inc_all((name, (), amount) for name, amount in items)
+
+    def _log_flushed(self, ms: float) -> None:
+        self.metrics_registry.observe("kafka_log_logflushstats_logflushrateandtimems", (), ms)
+
+    def metrics(self) -> Dict[str, float]:
+        """Every metric's samples, as ``/metrics`` shows them: ``'name{label="v"}'`` -> value
+        (``docs/operations.md`` lists them; names follow Kafka's, as the Prometheus JMX
+        exporter renames them)."""
+        return self.metrics_registry.samples()
+
+    @property
+    def metrics_url(self) -> Optional[str]:
+        """Where ``/metrics`` is served (``metrics.listener``), or None."""
+        return self._metrics_server.url if self._metrics_server is not None else None
 
     def _data_committed(self, key: Tuple[str, int]) -> None:
         """A partition's high watermark moved: the fetches (and acks=all produces) waiting on
@@ -1007,7 +1080,7 @@ class Broker:
             return results if self.closed or _enough(results, min_bytes) else None
 
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000.0
-        op: DelayedCall[FetchResults] = DelayedCall(deadline, check, read, deliver)
+        op: DelayedCall[FetchResults] = DelayedCall(deadline, check, read, Tapped(deliver, self._count_fetched))
         if max_wait_ms <= 0 or not requests or self.closed:
             op.complete_with(read())
             return op
@@ -1179,6 +1252,8 @@ class Broker:
             self._group_loads.put(None)
             self._group_loader.join(30)
         self.fetch_purgatory.close()  # parked fetches answer with what is there
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         marks = {tp: partition.high_watermark for tp, partition in self._partitions.items()}
         coordinator = getattr(self, "group_coordinator", None)
         if coordinator is not None:

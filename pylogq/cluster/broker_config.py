@@ -16,6 +16,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Type
 
 from ..config import _BOOLEAN, _INT, _LONG, _STRING, Config, setting, suggest, to_string
 from ..errors import ConfigError
+from ..metrics import parse_listener
 from ..storage.config import LogManagerConfig
 from .contract import listener_settings
 
@@ -94,8 +95,12 @@ class NodeConfig(Config):
     transaction_state_log_replication_factor: int = setting("transaction.state.log.replication.factor", _INT, 3,
                                                             at_least=1)
     transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", _INT, 1, at_least=1)
+    # Where /metrics is served to Prometheus (http://host:port; docs/operations.md); off when unset.
+    metrics_listener: Optional[str] = setting("metrics.listener", _STRING, None, nullable=True)
 
     def _validate(self) -> None:
+        if self.metrics_listener:
+            parse_listener(self.metrics_listener)
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
         if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:

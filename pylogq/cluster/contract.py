@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
 
 from ..config import Config, LogConfig
+from ..metrics import MetricsRegistry
 from ..records.memory_records import AppendResult
 from .delayed import DelayedCall
 
@@ -593,6 +594,9 @@ class ServedBroker(Protocol):
 
     @property
     def group_coordinator(self) -> GroupCoordinatorApi: ...
+
+    @property
+    def metrics_registry(self) -> MetricsRegistry: ...
 
     def list_topics(self, include_internal: bool = False) -> List[str]: ...
 

@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Callable, Dict, Generic, Hashable, Iterable, List, Optional, Set, Tuple, TypeVar
 
-__all__ = ["DelayedCall", "DelayedOperation", "DelayedOperationPurgatory", "TimedTask", "Timer"]
+__all__ = ["DelayedCall", "DelayedOperation", "DelayedOperationPurgatory", "Tapped", "TimedTask", "Timer"]
 
 log = logging.getLogger(__name__)
 
@@ -391,3 +391,19 @@ class DelayedOperationPurgatory:
                 op.force_complete()
             except Exception:  # noqa: BLE001 - every other operation still gets its answer
                 log.exception("delayed %s operation %r failed at close", self.name, op)
+
+
+class Tapped(Generic[_T]):
+    """A ``deliver`` that shows each answer to ``tap`` first (metrics count what is
+    answered), and passes a failure on to ``deliver.fail`` as :class:`DelayedCall` expects."""
+
+    __slots__ = ("_deliver", "_tap", "fail")
+
+    def __init__(self, deliver: Callable[[_T], None], tap: Callable[[_T], None]) -> None:
+        self._deliver = deliver
+        self._tap = tap
+        self.fail = getattr(deliver, "fail", None)
+
+    def __call__(self, answer: _T) -> None:
+        self._tap(answer)
+        self._deliver(answer)

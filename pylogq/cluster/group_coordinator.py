@@ -395,6 +395,8 @@ class GroupCoordinator:
         self._closed = False
         self._deadlines_on_timer = start_timer
         self._next_tick: Optional[TimedTask] = None
+        #: Join phases that ended with a new generation (the rebalance metric).
+        self.completed_rebalances = 0
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -1103,6 +1105,13 @@ class GroupCoordinator:
         return sorted(g for g in out if (not state_set or g.state.lower() in state_set)
                       and (not type_set or g.group_type in type_set))
 
+    def metrics_snapshot(self) -> List[Tuple[str, str, int, List[Tuple[Partition, int]]]]:
+        """(group id, state, member count, [(partition, committed offset)]) of every group
+        this coordinator serves, for the broker's metrics."""
+        with self._cond:
+            return [(g.group_id, g.state, len(g.members), [(tp, v.offset) for tp, v in g.offsets.items()])
+                    for g in self._groups.values()]
+
     def describe_group(self, group_id: str) -> GroupDescription:
         """Kafka's DescribeGroups for one group; member metadata and assignments only when Stable."""
         with self._cond:
@@ -1368,6 +1377,7 @@ class GroupCoordinator:
         group.initial_delay_active = False
         group.new_member_added = False
         group.generation_id += 1
+        self.completed_rebalances += 1
         if not group.members:
             group.protocol_name = None
             group.leader_id = None

@@ -34,6 +34,7 @@ import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from .. import errors
+from ..metrics import MetricsRegistry
 from ..records import AppendResult
 from .contract import (
     BrokerRegistration,
@@ -45,7 +46,7 @@ from .contract import (
     ReplicaFetchPartition,
     StopReplicaRequest,
 )
-from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
+from .delayed import DelayedCall, DelayedOperationPurgatory, Tapped, Timer
 from .partition import Partition
 from .replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from .zk_client import KafkaZkClient
@@ -116,6 +117,11 @@ class ReplicaManager:
         self._isr_changed: Set[TopicPartition] = set()
         self._isr_changed_lock = threading.Lock()
         self._propagate_lock = threading.Lock()  # announcements, and close, one at a time
+        #: ISR changes written to the store, by direction (the ISR shrink and expand metrics).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        #: The broker's metrics (the replication bytes sent to followers are counted there).
+        self.metrics: Optional[MetricsRegistry] = None
         self._isr_writer = threading.Thread(target=self._write_isr_changes, name="pylogq-isr-writer-%d" % broker_id,
                                             daemon=True)
         self._isr_writer.start()
@@ -279,7 +285,8 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------
 
     def append_records(self, partition: Partition, data: bytes, acks: int, timeout_ms: int, origin: str = "client",
-                       deliver: Callable[[AppendResult], None] = lambda result: None) -> "DelayedCall[AppendResult]":
+                       deliver: Callable[[AppendResult], None] = lambda result: None,
+                       appended: Optional[Callable[[AppendResult], None]] = None) -> "DelayedCall[AppendResult]":
         """Append to a partition this broker leads; with acks=-1 the answer waits until every
         in-sync replica has the records (a delayed operation, ``deliver`` gets it).
 
@@ -288,6 +295,8 @@ class ReplicaManager:
         leadership moved; the records may be lost), or REQUEST_TIMED_OUT.
         """
         result = partition.append(data, required_acks=acks, origin=origin)
+        if appended is not None:
+            appended(result)  # the local append (the topic metrics count it)
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
         required = result.last_offset + 1
 
@@ -340,13 +349,19 @@ class ReplicaManager:
 
         first = self._read_for_replica(replica_id, partitions, max_bytes, record=True)
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000.0
-        op: DelayedCall[Dict[TopicPartition, FetchResult]] = DelayedCall(deadline, check, read, deliver)
+        op: DelayedCall[Dict[TopicPartition, FetchResult]] = DelayedCall(deadline, check, read,
+                                                                         Tapped(deliver, self._count_sent))
         size = sum(len(r.records) for r in first.values() if r.records is not None)
         if max_wait_ms <= 0 or size >= min_bytes or any(r.error_code for r in first.values()) or self.closed:
             op.complete_with(first)
             return op
         self.replica_fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in partitions])
         return op
+
+    def _count_sent(self, results: Dict[TopicPartition, FetchResult]) -> None:
+        if self.metrics is not None:
+            self.metrics.inc("kafka_server_brokertopicmetrics_replicationbytesout", (), sum(
+                len(r.records) for r in results.values() if r.records is not None))
 
     def _read_for_replica(self, replica_id: int, partitions: Sequence[ReplicaFetchPartition], max_bytes: int,
                           record: bool) -> Dict[TopicPartition, FetchResult]:
@@ -402,8 +417,13 @@ class ReplicaManager:
                 log.warning("could not write the ISR of %s-%d: %s", partition.topic, partition.index, exc)
             except Exception:  # noqa: BLE001 - the writer thread must go on for the other partitions
                 log.exception("could not write the ISR of %s-%d", partition.topic, partition.index)
+            before = len(partition.isr)
             partition.isr_change_done(proposed, expected, written)
             if written is not None:
+                if len(proposed) < before:
+                    self.isr_shrinks += 1
+                elif len(proposed) > before:
+                    self.isr_expands += 1
                 with self._isr_changed_lock:
                     self._isr_changed.add((partition.topic, partition.index))
 

@@ -23,8 +23,9 @@ import asyncio
 import logging
 import os
 import struct
+import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Awaitable, Deque, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Deque, Dict, List, Optional, Tuple, Union
 
 from ..errors import CloseConnection, ProtocolError
 from ..protocol import REQUEST_HEADER, Reader
@@ -155,10 +156,12 @@ class Connection:
                 self.reading_since = self.last_active = loop.time()
                 body = await self._read_body(size)
                 self.reading_since = None
+                arrived = time.monotonic()
                 # The request is whole: only now does it take one of the queued.max.requests slots.
                 self.waiting_for_server = True
                 await slot.acquire()
                 self.waiting_for_server = False
+                slot.arrived = arrived
             except (asyncio.IncompleteReadError, ConnectionError):
                 self.reading_since = None
                 slot.release()
@@ -169,6 +172,7 @@ class Connection:
                 slot.release()
                 raise
             self.requests += 1
+            slot.started = time.monotonic()
             try:
                 outcome = self._dispatch(body, slot)
             except CloseConnection as exc:
@@ -182,11 +186,13 @@ class Connection:
                 self.close_reason = "internal error: %r" % (exc,)
                 log.exception("request failed id=%d peer=%s client_id=%s", self.id, self.peer, self.client_id)
                 return
+            slot.done = slot.dispatched = time.monotonic()
             if isinstance(outcome, list) or outcome is None:
                 fut: "asyncio.Future[Parts]" = loop.create_future()
                 fut.set_result(outcome)
             else:
                 fut = asyncio.ensure_future(outcome)
+                fut.add_done_callback(slot.answered)
             self.in_flight += 1
             await self._pending.put((fut, slot))
             if self.close_after_response:
@@ -227,6 +233,8 @@ class Connection:
             raise CloseConnection("request of %d bytes is shorter than a request header" % len(body))
         api_key, version, correlation_id = _HEADER.unpack_from(body)
         slot.correlation_id = correlation_id
+        slot.api_key = api_key
+        slot.version = version
         handlers = self.server.handlers
         supported = handlers.supported(api_key)
         if supported is None:
@@ -273,6 +281,8 @@ class Connection:
             if broken:
                 # Drain the rest without answering: the connection is closing.
                 continue
+            sending = time.monotonic()
+            self.server.request_answered(slot)
             if parts:
                 try:
                     for part in parts:
@@ -285,6 +295,8 @@ class Connection:
                     self.close_reason = "write failed: %s" % exc
                     self.stop_reading()
                     broken = True
+            if not broken:
+                self.server.request_sent(slot, sending, time.monotonic())
             self.last_active = asyncio.get_running_loop().time()
 
     async def _send_region(self, region: Any) -> None:
@@ -309,7 +321,8 @@ class _Slot:
     starve the rest. Carries the request's correlation id for handlers that frame their
     own responses. Runs on the loop (not thread-safe); ``release`` is idempotent."""
 
-    __slots__ = ("_server", "_held", "_memory", "_bytes", "correlation_id")
+    __slots__ = ("_server", "_held", "_memory", "_bytes", "correlation_id", "api_key", "version", "follower",
+                 "errors", "metric_name", "arrived", "started", "dispatched", "done")
 
     def __init__(self, server: "KafkaServer") -> None:
         self._server = server
@@ -317,6 +330,18 @@ class _Slot:
         self._memory: Optional[RequestMemory] = None
         self._bytes = 0
         self.correlation_id = 0
+        # For the request metrics: what it was (api -1: not a Kafka request), the error
+        # codes of its answer, and when (time.monotonic) it arrived whole, took its slot
+        # and started, left its handler, and had its answer ready.
+        self.api_key = -1
+        self.version = 0
+        self.follower = False
+        self.errors: Optional[Dict[int, int]] = None
+        self.metric_name = ""
+        self.arrived = self.started = self.dispatched = self.done = 0.0
+
+    def answered(self, future: "asyncio.Future[Any]") -> None:
+        self.done = time.monotonic()
 
     async def reserve(self, memory: "RequestMemory", size: int) -> None:
         await memory.acquire(size)
@@ -326,10 +351,12 @@ class _Slot:
     async def acquire(self) -> None:
         await self._server.request_slots.acquire()
         self._held = True
+        self._server.slots_held += 1
 
     def release(self) -> None:
         if self._held:
             self._held = False
+            self._server.slots_held -= 1
             self._server.request_slots.release()
         if self._memory is not None:
             memory, self._memory = self._memory, None

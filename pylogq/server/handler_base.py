@@ -11,7 +11,7 @@ import asyncio
 import base64
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .. import errors
 from .connection import Connection
@@ -37,6 +37,36 @@ def error_code(exc: BaseException) -> int:
 
 def error_message(exc: BaseException) -> Optional[str]:
     return str(exc) or type(exc).__name__
+
+
+_ERROR_NAMES: Dict[int, str] = {0: "NONE"}
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of an error code (``NONE`` for 0), as the error metrics label it."""
+    name = _ERROR_NAMES.get(code)
+    if name is None:
+        error = errors.error_for_code(code)
+        name = _ERROR_NAMES[code] = error.name if error is not None else "UNKNOWN_%d" % code
+    return name
+
+
+def error_counts(body: Any, out: Optional[Dict[int, int]] = None) -> Dict[int, int]:
+    """How often each ``error_code`` occurs in a response body (Kafka's errorCounts: the
+    top-level code and every partition's, NONE included)."""
+    if out is None:
+        out = {}
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if key == "error_code":
+                out[value] = out.get(value, 0) + 1
+            elif isinstance(value, (list, dict)):
+                error_counts(value, out)
+    elif isinstance(body, list):
+        for item in body:
+            if isinstance(item, (dict, list)):
+                error_counts(item, out)
+    return out
 
 
 def uuid_of(topic_id: str) -> uuid.UUID:

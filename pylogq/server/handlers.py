@@ -45,7 +45,7 @@ from ..protocol import (
     header_versions,
 )
 from .connection import Connection, Outcome
-from .handler_base import NOT_COMPUTED, Framed, error_code, error_message, text_of, uuid_of
+from .handler_base import NOT_COMPUTED, Framed, error_code, error_counts, error_message, text_of, uuid_of
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_replication import ReplicationHandlers
@@ -165,11 +165,11 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                request: Dict[str, Any], slot: Any) -> Outcome:
         if api_key in self.GROUP_APIS and not self.broker.offsets_topic_ready() and not self.broker.clustered:
             return self._finish(self._after_offsets_topic(conn, api_key, version, request, slot),
-                                api_key, version, correlation_id)
+                                api_key, version, correlation_id, slot)
         result = self._table[api_key](conn, request, version, slot)
         if asyncio.iscoroutine(result):
-            return self._finish(result, api_key, version, correlation_id)
-        return self._respond(api_key, version, correlation_id, result)
+            return self._finish(result, api_key, version, correlation_id, slot)
+        return self._respond(api_key, version, correlation_id, result, slot)
 
     async def _after_offsets_topic(self, conn: Connection, api_key: int, version: int, request: Dict[str, Any],
                                    slot: Any) -> Any:
@@ -177,14 +177,17 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
         result = self._table[api_key](conn, request, version, slot)
         return await result if asyncio.iscoroutine(result) else result
 
-    async def _finish(self, pending: Any, api_key: int, version: int, correlation_id: int) -> Optional[List[Any]]:
-        return self._respond(api_key, version, correlation_id, await pending)
+    async def _finish(self, pending: Any, api_key: int, version: int, correlation_id: int,
+                      slot: Any) -> Optional[List[Any]]:
+        return self._respond(api_key, version, correlation_id, await pending, slot)
 
-    def _respond(self, api_key: int, version: int, correlation_id: int, body: Any) -> Optional[List[Any]]:
+    def _respond(self, api_key: int, version: int, correlation_id: int, body: Any,
+                 slot: Any) -> Optional[List[Any]]:
         if body is None or isinstance(body, list):
             return body
         if isinstance(body, Framed):
-            return body.parts
+            return body.parts  # its handler counted its error codes
+        slot.errors = error_counts(body)
         return self.encode(api_key, version, correlation_id, body)
 
     def unsupported_version(self, conn: Connection, api_key: int, version: int, correlation_id: int) -> Outcome:

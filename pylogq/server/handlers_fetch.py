@@ -102,6 +102,7 @@ class FetchHandlers(HandlerBase):
 
     def _replica_fetch(self, req: Dict[str, Any], version: int, slot: Any, replica_id: int) -> Any:
         """A follower's Fetch: records up to the leader's log end, waiting for appends."""
+        slot.follower = True
         broker_epoch = req["replica_state"]["replica_epoch"] if version >= FIRST_REPLICA_STATE else -1
         asks: List[ReplicaFetchPartition] = []
         order: Order = []
@@ -163,6 +164,11 @@ class FetchHandlers(HandlerBase):
     def _fetch_response(self, slot: Any, version: int, order: Order, results: Results,
                         isolation: str) -> "Framed":
         topics = [(key, [(i, _result_of(results, name, i)) for i in indexes]) for key, name, indexes in order]
+        counts = {0: 1}  # the top-level code (always NONE here), then each partition's
+        for _, answers in topics:
+            for _, result in answers:
+                counts[result.error_code] = counts.get(result.error_code, 0) + 1
+        slot.errors = counts
         parts, _ = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, topics,
                                         read_committed=isolation == "read_committed")
         return Framed(parts)

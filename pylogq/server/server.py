@@ -30,6 +30,7 @@ from typing import (
     Dict,
     Generic,
     Iterable,
+    Iterator,
     List,
     Mapping,
     Optional,
@@ -43,8 +44,11 @@ from typing import (
 from ..cluster.contract import BrokerEndpoint, ServedBroker
 from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError
+from ..metrics import MetricsRegistry
+from ..protocol import ApiKey
 from .config import JAAS_KEY, ServerConfig, parse_connection_overrides
 from .connection import Connection, RequestMemory
+from .handler_base import error_name
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
 
@@ -156,6 +160,9 @@ class KafkaServer:
         self._reaper: Optional["asyncio.Task[None]"] = None
         self.request_slots: asyncio.Semaphore
         self._loop_thread: Optional[int] = None
+        #: Requests holding a queued.max.requests slot (the request queue size metric).
+        self.slots_held = 0
+        self.metrics: MetricsRegistry = broker.metrics_registry
         # Delayed operations a request is parked on -> the answer to give them at stop
         # (None: complete them with what they have, as a fetch at its deadline).
         self._parked: Dict[DelayedCall[Any], Any] = {}
@@ -191,6 +198,7 @@ class KafkaServer:
             raise ConfigError("cannot listen on %s://%s:%d: %s" % (listener.protocol, listener.host, listener.port,
                                                                   exc)) from None
         self._reaper = loop.create_task(self._reap_idle())
+        self.metrics.add_collector(self._readings)
         for (host, port), listener in zip(self.addresses, self.listeners):
             log.info("listening listener=%s bind=%s:%d advertised=%s:%d", listener.protocol,
                      listener.host or "*", listener.port, host, port)
@@ -219,7 +227,49 @@ class KafkaServer:
             await server.wait_closed()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.admin_executor.shutdown(wait=False, cancel_futures=True)
+        self.metrics.remove_collector(self._readings)
         log.info("stopped listeners=%d", len(self._servers))
+
+    # -- metrics ----------------------------------------------------------------------------
+
+    def _readings(self) -> Iterator[Tuple[str, Tuple[str, ...], float]]:
+        """The network gauges (read at a scrape, from any thread: counts copied first)."""
+        counts: Dict[str, int] = {listener.protocol: 0 for listener in self.listeners}
+        for conn in list(self._connections):
+            counts[conn.listener.protocol] = counts.get(conn.listener.protocol, 0) + 1
+        for name, count in counts.items():
+            yield "kafka_server_socket_server_metrics_connection_count", (name,), count
+        yield "kafka_network_requestchannel_requestqueuesize", (), self.slots_held
+
+    def request_answered(self, slot: Any) -> None:
+        """A response is about to be written: count the request and its answer's error codes
+        (before the client can read it, so a client that has its answer sees it counted)."""
+        api_key = slot.api_key
+        if api_key < 0:
+            return
+        if api_key == ApiKey.FETCH:
+            name = "FetchFollower" if slot.follower else "FetchConsumer"
+        else:
+            name = self.handlers.name(api_key)
+        slot.metric_name = name
+        items = [("kafka_network_requestmetrics_requests", (name, str(slot.version)), 1)]
+        if slot.errors:
+            items.extend(("kafka_network_requestmetrics_errors", (name, error_name(code)), count)
+                         for code, count in slot.errors.items())
+        self.metrics.inc_all(items)
+
+    def request_sent(self, slot: Any, sending: float, sent: float) -> None:
+        """A response is written: the request's times, from its arrival to the last byte sent."""
+        if slot.api_key < 0:
+            return
+        key = (slot.metric_name,)
+        self.metrics.observe_all((
+            ("kafka_network_requestmetrics_totaltimems", key, (sent - slot.arrived) * 1000.0),
+            ("kafka_network_requestmetrics_requestqueuetimems", key, (slot.started - slot.arrived) * 1000.0),
+            ("kafka_network_requestmetrics_localtimems", key, (slot.dispatched - slot.started) * 1000.0),
+            ("kafka_network_requestmetrics_remotetimems", key, (slot.done - slot.dispatched) * 1000.0),
+            ("kafka_network_requestmetrics_responsequeuetimems", key, (sending - slot.done) * 1000.0),
+            ("kafka_network_requestmetrics_responsesendtimems", key, (sent - sending) * 1000.0)))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener) -> None:
         if self.stopping:
@@ -236,9 +286,11 @@ class KafkaServer:
             return
         self._connections_per_ip[ip] = self._connections_per_ip.get(ip, 0) + 1
         self._accepted += 1
+        self.metrics.inc("kafka_server_socket_server_metrics_connection_creation", (listener.protocol,))
         try:
             await self._serve_connection(reader, writer, listener)
         finally:
+            self.metrics.inc("kafka_server_socket_server_metrics_connection_close", (listener.protocol,))
             self._accepted -= 1
             count = self._connections_per_ip[ip] - 1
             if count:

@@ -206,6 +206,18 @@ class Throttler:
                 self._period_start = self._clock()
 
 
+class CleanerTotals(NamedTuple):
+    """The cleaner's metrics: Kafka's max-clean-time-secs (over the last cleaning of each
+    thread), cleaner-recopy-percent (of the last cleaning) and max-dirty-percent (the
+    dirtiest log due a cleaning when the cleaner last looked), with counts since start."""
+
+    cleanings: int
+    bytes_read: int
+    max_clean_time_s: float
+    recopy_percent: float
+    max_dirty_percent: float
+
+
 class LogToClean(NamedTuple):
     """A compacted log's cleanable range and its dirtiness (Kafka's LogToClean)."""
 
@@ -398,6 +410,19 @@ class LogCleaner:
         self._local = threading.local()
         self._threads: List[threading.Thread] = []
         self.last_stats: Optional[CleanerStats] = None
+        self._totals_lock = threading.Lock()
+        self._cleanings = 0
+        self._bytes_read = 0
+        self._recent_times: List[float] = []  # the last cleanings' durations (one per thread at most)
+        self._max_dirty_ratio = 0.0
+
+    def totals(self) -> "CleanerTotals":
+        """What the cleaner did since it started (its metrics)."""
+        with self._totals_lock:
+            last = self.last_stats
+            recopy = 100.0 * last.bytes_written / last.bytes_read if last is not None and last.bytes_read else 0.0
+            return CleanerTotals(self._cleanings, self._bytes_read, max(self._recent_times, default=0.0), recopy,
+                                 100.0 * self._max_dirty_ratio)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -510,6 +535,7 @@ class LogCleaner:
                 if candidate is not None:
                     candidates.append(candidate)
         candidates.sort(key=lambda c: c.dirty_ratio, reverse=True)  # stable: ties keep the manager's order
+        self._max_dirty_ratio = candidates[0].dirty_ratio if candidates else 0.0
         for candidate in candidates:
             progress = self.cleaning.try_begin(candidate.log)
             if progress is None:
@@ -572,6 +598,10 @@ class LogCleaner:
                     segment.delete()  # lets go of its file too
         stats.elapsed = time.monotonic() - stats.started
         self.last_stats = stats
+        with self._totals_lock:
+            self._cleanings += 1
+            self._bytes_read += stats.bytes_read
+            self._recent_times = (self._recent_times + [stats.elapsed])[-max(self.num_threads, 1):]
         log.info("%s", stats.summary())
         return stats
 

@@ -187,8 +187,11 @@ class Log:
         clean_shutdown: bool = False,
         scheduler: Optional[Scheduler] = None,
         clock: Callable[[], float] = time.time,
+        on_flush: Optional[Callable[[float], None]] = None,
     ) -> None:
         self.directory = os.path.abspath(directory)
+        #: Told the duration (ms) of each flush that synced segments (the flush metric).
+        self.on_flush = on_flush
         self.topic, self.partition = parse_dir_name(self.directory)
         self.config = config or LogConfig()
         self._clock = clock
@@ -882,9 +885,12 @@ class Log:
         if offset <= self.recovery_point:
             return
         bases, segments = self._view
+        started = time.monotonic()
         for segment in segments:
             if segment.next_offset > self.recovery_point and segment.base_offset < offset:
                 segment.flush()
+        if self.on_flush is not None:
+            self.on_flush((time.monotonic() - started) * 1000.0)
         self.recovery_point = min(offset, self._end.offset)
         self._unflushed = 0 if self.recovery_point >= self._end.offset else self._unflushed
         self._last_flush_ms = self._now_ms()

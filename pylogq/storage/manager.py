@@ -238,6 +238,8 @@ class LogManager:
         self.default_log_config = config.default_log_config()
         self._topic_config = topic_config
         self._clock = clock
+        #: Told the duration (ms) of every flush of a managed log (the broker's flush metric).
+        self.flush_listener: Optional[Callable[[float], None]] = None
         self._lock = threading.RLock()
         self._logs: Dict[Tuple[str, int], Log] = {}
         self._log_dir_of: Dict[Tuple[str, int], _LogDir] = {}
@@ -259,6 +261,11 @@ class LogManager:
         self.cleaner: Optional["LogCleaner"] = None
         if background:
             self._start_background()
+
+    def _flushed(self, ms: float) -> None:
+        listener = self.flush_listener
+        if listener is not None:
+            listener(ms)
 
     # -- opening logs -------------------------------------------------------------
 
@@ -282,6 +289,7 @@ class LogManager:
             clean_shutdown=d.clean_shutdown,
             scheduler=self.scheduler,
             clock=self._clock,
+            on_flush=self._flushed,
         )
         self._logs[tp] = log_
         self._log_dir_of[tp] = d

@@ -42,6 +42,7 @@ class _Partition:
     def __init__(self, topic: str, index: int) -> None:
         self.topic, self.index = topic, index
         self.leader_epoch = 3
+        self.isr = (1, 2)
         self.controller_epoch = 1
         self.answered = threading.Event()
         self.written: Optional[int] = None
