@@ -145,6 +145,7 @@ class Broker:
         self.default_log_config = self.config.log_manager.default_log_config()
         #: This broker's metrics (:meth:`metrics`; served on ``metrics.listener``).
         self.metrics_registry = MetricsRegistry()
+        self.metrics_registry.inc("kafka_server_brokertopicmetrics_replicationbytesout", (), 0)  # 0 on one node
         self._metrics_server: Optional[MetricsServer] = None
         self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for)
         self.logs.flush_listener = self._log_flushed

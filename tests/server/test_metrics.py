@@ -228,3 +228,54 @@ def test_a_metrics_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         _, port = parse_listener(first.metrics_url.rsplit("/", 1)[0])  # type: ignore[union-attr]
         with pytest.raises(errors.ConfigError, match="cannot listen"):
             pylogq.Broker(str(tmp_path / "b"), **{"metrics.listener": "http://127.0.0.1:%d" % port})
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "pylogq-dashboard.json"
+
+
+def _dashboard_names() -> Dict[str, List[str]]:
+    """Each metric name the dashboard's queries use -> the panels using it."""
+    import json
+    import re
+
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
+    queries += [("templating", v["query"]) for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    names: Dict[str, List[str]] = {}
+    for title, expr in queries:
+        for name in re.findall(r"\b(kafka_[a-z_]+)", expr):
+            names.setdefault(name, []).append(title)
+    return names
+
+
+def test_every_dashboard_query_names_a_metric_the_broker_serves(tmp_path: Path) -> None:
+    names = _dashboard_names()
+    assert len(names) >= 40
+    # A broker that has done a little of everything: produce, consume, commit, flush, compact.
+    with pylogq.Broker(str(tmp_path), **{"metrics.listener": "http://127.0.0.1:0", "log.flush.interval.messages": 1,
+                                         "log.cleaner.backoff.ms": 50}) as broker:
+        host, port = broker.serve()
+        bootstrap = "%s:%d" % (host, port)
+        broker.create_topic("compacted", 1, config={"cleanup.policy": "compact", "segment.bytes": 2048,
+                                                    "min.cleanable.dirty.ratio": 0.01})
+        producer = pylogq.Producer(bootstrap_servers=bootstrap, batch_size=512)  # batches below a segment
+        for i in range(200):
+            producer.send("compacted", b"v%d" % i, key=b"k%d" % (i % 3))
+        producer.flush()
+        producer.close()
+        consumer = pylogq.Consumer("compacted", bootstrap_servers=bootstrap, group_id="dash",
+                                   auto_offset_reset="earliest", enable_auto_commit=False)
+        got = 0
+        for _ in range(20):
+            got += sum(len(batch) for batch in consumer.poll(timeout_ms=1000).values())
+            if got:
+                break
+        assert got, "the consumer read nothing"
+        consumer.commit()
+        consumer.close()
+        assert broker.logs.cleaner is not None
+        broker.logs.cleaner.clean_once()
+        assert broker.metrics_url is not None
+        served = {key.split("{")[0] for key in scrape(broker.metrics_url)}
+    missing = {name: panels for name, panels in names.items() if name not in served}
+    assert not missing, "queries name metrics the broker does not serve: %s" % missing
