@@ -29,7 +29,6 @@ from __future__ import annotations
 import bisect
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
-from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
@@ -344,6 +343,8 @@ class MetricsServer:
 
 def parse_listener(text: str) -> Tuple[str, int]:
     """(host, port) of a ``metrics.listener`` value: ``http://host:port``."""
+    from urllib.parse import urlsplit  # only when a listener is configured
+
     parts = urlsplit(text.strip())
     try:
         port = parts.port
