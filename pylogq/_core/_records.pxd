@@ -51,7 +51,7 @@ cdef class RecordBatchBuilder:
     cdef readonly bint is_transactional
     cdef readonly bint is_control
     cdef readonly int timestamp_type
-    cdef readonly Py_ssize_t batch_size
+    cdef public Py_ssize_t batch_size      # the producer raises it as its memory reservation grows
     cdef int32_t _count
     cdef int64_t _last_delta
     cdef int64_t _first_ts

@@ -110,6 +110,13 @@ class RecordBatchBuilder:
         value: Optional[_Buffer],
         headers: Optional[Sequence[_HeaderIn]] = ...,
     ) -> int: ...
+    def append_next(
+        self,
+        timestamp: Optional[int],
+        key: Optional[_Buffer],
+        value: Optional[_Buffer],
+        headers: Optional[Sequence[_HeaderIn]] = ...,
+    ) -> int: ...
     def size(self) -> int: ...
     @property
     def record_count(self) -> int: ...

@@ -681,6 +681,17 @@ cdef class RecordBatchBuilder:
     def append(self, int64_t offset, timestamp, key, value, headers=None):
         return self._append(offset, timestamp, key, value, headers)
 
+    def append_next(self, timestamp, key, value, headers=None):
+        """Append at the next offset delta; -> that delta, or -1 when the record would pass ``batch_size``.
+
+        The producer's append (Kafka's ``MemoryRecordsBuilder.append``): the
+        delta is the record's index in the batch when every record came this way.
+        """
+        cdef int64_t delta = self._last_delta + 1
+        if self._append(delta, timestamp, key, value, headers):
+            return delta
+        return -1
+
     def size(self):
         """Bytes written so far, header included (before compression)."""
         return self._len

@@ -12,6 +12,10 @@ max latency.``, and at the end the total::
 
 (one line). A record's latency runs from ``send`` to its acknowledgement; the
 percentiles come from at most 500,000 evenly spaced samples, as in Kafka.
+The producer acknowledges a batch's records together, so the test notes each
+record's send time and, when its batch completes, the latency of each record
+of the batch: one callback per batch rather than one per record, which would
+cost more than the send itself.
 
 ``perf consume`` reads ``--messages`` records from the beginning of the topic
 (``--from-latest``: from its end) and prints ``kafka-consumer-perf-test.sh``'s
@@ -191,13 +195,13 @@ class Progress:
 class ProducerStats:
     """Kafka's ProducerPerformance.Stats: totals, sampled latencies and the current window.
 
-    ``record`` runs on the producer's sender thread and ``window_line`` /
-    ``total_line`` on the tool's, so both go through one lock.
+    ``record`` and ``record_run`` run on the producer's sender thread and
+    ``window_line`` / ``total_line`` on the tool's, so all go through one lock.
     """
 
     def __init__(self, num_records: int, reporting_interval_ms: int, clock: Callable[[], float] = time.monotonic
                  ) -> None:
-        self._clock = clock
+        self._clock = self.clock = clock
         self._lock = threading.Lock()
         self.start = clock()
         self.sampling = max(1, num_records // min(num_records, _MAX_SAMPLES))
@@ -232,9 +236,33 @@ class ProducerStats:
             if index % self.sampling == 0:
                 self.latencies.append(int(latency_ms))
 
-    def acknowledged(self, index: int, sent_at: float, size: int, metadata: Any) -> None:
-        """A producer callback: the ``index``-th record, sent at ``sent_at`` (the stats' clock), is acknowledged."""
-        self.record(index, (self._clock() - sent_at) * 1000.0, size)
+    def record_run(self, first: int, sent_at: List[float], size: int) -> None:
+        """Records ``first``, ``first + 1``, ... acknowledged now, sent at the (ascending) times ``sent_at``.
+
+        Each record's latency is now minus its send time, as if recorded one by
+        one; ``size`` is their bytes in all.
+        """
+        count = len(sent_at)
+        if not count:
+            return
+        now = self._clock()
+        total = (now * count - sum(sent_at)) * 1000.0
+        peak = (now - sent_at[0]) * 1000.0
+        sampling = self.sampling
+        start = -first % sampling  # the run's first record whose index is a multiple of sampling
+        samples = [int((now - t) * 1000.0) for t in sent_at[start::sampling]]
+        with self._lock:
+            self.count += count
+            self.bytes += size
+            self.total_latency += total
+            if peak > self.max_latency:
+                self.max_latency = peak
+            self.window_count += count
+            self.window_bytes += size
+            self.window_total += total
+            if peak > self.window_max:
+                self.window_max = peak
+            self.latencies.extend(samples)
 
     def window_line(self) -> Optional[str]:
         """The window line once ``interval`` has passed since the window began (then a new one begins)."""
@@ -283,6 +311,49 @@ def _payloads(args: argparse.Namespace) -> List[bytes]:
     return payloads
 
 
+class _Runs:
+    """Follows the records sent in runs that share a producer batch; one batch callback per run.
+
+    Used from the sending thread; the callbacks hand each finished run to the
+    stats (on the sender thread) or to ``failures``.
+    """
+
+    def __init__(self, stats: ProducerStats) -> None:
+        self.stats = stats
+        self.failures: List[BaseException] = []
+        self.failed = 0
+        self.batch: Any = None
+        self.first = 0
+        self.sent_at: List[float] = []
+        self.bytes = 0
+
+    def start(self, batch: Any, index: int) -> None:
+        """End the current run (its batch callback registered) and begin one at record ``index`` in ``batch``."""
+        self.end()
+        self.batch = batch
+        self.first = index
+        self.sent_at = []
+        self.bytes = 0
+
+    def end(self) -> None:
+        batch = self.batch
+        if batch is None:
+            return
+        self.batch = None
+        first, sent_at, size = self.first, self.sent_at, self.bytes
+        stats, failures = self.stats, self.failures
+
+        def done(finished: Any) -> None:
+            if finished.error is None:
+                stats.record_run(first, sent_at, size)
+            else:
+                if not failures:
+                    failures.append(finished.error)
+                self.failed += len(sent_at)
+
+        batch.add_done_callback(done)
+
+
 def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO, show: bool) -> int:
     payloads = _payloads(args)
     props: Dict[str, str] = {}
@@ -293,21 +364,34 @@ def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
     total = args.num_records
     stats = ProducerStats(total, args.reporting_interval)
     bar = Progress(total, "records", err, show)
-    failures: List[BaseException] = []
+    runs = _Runs(stats)
     rng = random.Random()
+    single = payloads[0] if len(payloads) == 1 else None
     throughput = args.throughput
-    clock = time.monotonic
+    clock = stats.clock
+    sleep = time.sleep
+    send = producer.send
     topic = args.topic
     try:
         start = stats.start = clock()
         stats._reset_window(start)
+        sent_at = runs.sent_at
+        run_bytes = 0
+        current = None
         for i in range(total):
-            value = payloads[0] if len(payloads) == 1 else payloads[rng.randrange(len(payloads))]
-            sent_at = clock()
-            future = producer.send(topic, value)
-            future.add_callback(stats.acknowledged, i, sent_at, len(value))
-            future.add_errback(failures.append)
-            if i & 1023 == 1023:
+            value = single if single is not None else payloads[rng.randrange(len(payloads))]
+            now = clock()
+            batch = send(topic, value).batch
+            if batch is not current:
+                runs.bytes += run_bytes
+                runs.start(batch, i)
+                current, sent_at, run_bytes = batch, runs.sent_at, 0
+                check = True
+            else:
+                check = i & 1023 == 1023
+            sent_at.append(now)
+            run_bytes += len(value)
+            if check:  # every 1024 records and at every new batch (which a throttled test reaches sooner)
                 bar.update_to(i + 1)
                 line = stats.window_line()
                 if line is not None:
@@ -315,15 +399,17 @@ def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
             if throughput > 0:
                 ahead = start + (i + 1) / throughput - clock()
                 if ahead > 0:
-                    time.sleep(ahead)  # throttling to the requested rate, as Kafka's ThroughputThrottler
+                    sleep(ahead)  # throttling to the requested rate, as Kafka's ThroughputThrottler
+        runs.bytes += run_bytes
+        runs.end()
         producer.flush()
         bar.update_to(total)
     finally:
         bar.close()
     out.write(stats.total_line() + "\n")
     out.flush()
-    if failures:
-        err.write("%d records failed; the first error: %s\n" % (len(failures), failures[0]))
+    if runs.failures:
+        err.write("%d records failed; the first error: %s\n" % (runs.failed, runs.failures[0]))
         return 1
     return 0
 

@@ -19,10 +19,23 @@ wrote it answers with the original offsets instead of writing it twice.
 (:func:`pylogq.records.build_batch`), keys hashed in one vectorised pass, and
 a compact result per batch instead of one future per record.
 
-Memory: each open batch reserves ``batch_size`` bytes (or its record's size,
-when larger) of ``buffer_memory`` until the broker acknowledges it; ``send``
-blocks up to ``max_block_ms`` for room, then raises
-:class:`BufferExhaustedError`.
+Memory: an open batch reserves 16 KiB of ``buffer_memory`` (or its first
+record's size, when larger) and doubles its reservation each time it fills,
+while memory is free, up to ``batch_size``; it holds what it reserved until
+the broker acknowledges it. ``send`` blocks up to ``max_block_ms`` for room,
+then raises :class:`BufferExhaustedError`. So ``buffer_memory`` bounds the
+bytes batches hold (to within a factor of two) however large ``batch_size``
+is and however many partitions have an open batch.
+
+Defaults: kafka-python's, except two that cost nothing in correctness and buy
+throughput. ``linger_ms`` is 5, Kafka 4.0's default (KIP-1030): a record waits
+at most 5 ms for others to join its batch, and ``flush()`` does not wait at
+all. ``batch_size`` is 1 MiB (librdkafka's is about the same, 1,000,000
+bytes): a batch is one Produce request and one round trip, and with Kafka's
+16 KiB a single partition's records wait behind a round trip per ~140 100-byte
+records; memory is reserved as batches fill (above), and a batch never grows
+past ``max_request_size``. Set ``linger_ms=0, batch_size=16384`` for
+kafka-python's behaviour.
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ import logging
 import threading
 import time
 from operator import itemgetter
+from time import time_ns as _time_ns
 from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
 
 import numpy as np
@@ -53,14 +67,15 @@ from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENC
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
-    "DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "RecordMetadata", "BatchResult",
+    "DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult",
     "murmur2_many", "BufferExhaustedError", "IllegalStateError", "KafkaTimeoutError"
 ]
 
 log = logging.getLogger(__name__)
 
 
-#: kafka-python 3.0's defaults, for the settings that mean something here.
+#: kafka-python 3.0's defaults, for the settings that mean something here, except
+#: ``linger_ms`` (Kafka 4.0's, KIP-1030) and ``batch_size`` (as librdkafka's): see the module docstring.
 DEFAULT_CONFIG: Dict[str, Any] = {
     "client_id": None,
     "key_serializer": None,
@@ -71,8 +86,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "acks": -1,
     "compression_type": None,
     "retries": 2147483647,
-    "batch_size": 16384,
-    "linger_ms": 0,
+    "batch_size": 1048576,
+    "linger_ms": 5,
     "partitioner": None,
     "max_block_ms": 60000,
     "max_request_size": 1048576,
@@ -95,6 +110,10 @@ _SEQUENCE_SPACE = 2**31
 # A record's framing beyond its key, value and headers: length, attributes,
 # timestamp and offset deltas, key and value lengths, header count (varints).
 _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
+
+# An open batch's first reservation of buffer memory (Kafka's batch.size default);
+# it doubles as the batch fills, up to batch_size (Producer._grow).
+_FIRST_RESERVATION = 16384
 
 _CALLBACK_LOCK = threading.Lock()
 
@@ -123,12 +142,18 @@ class BatchResult(NamedTuple):
     record_count: int
 
 
-class _Batch:
+class ProducerBatch:
     """One producer batch on its way to a partition; completed once, by the sender thread.
 
     While open (in the accumulator) ``builder`` collects records under the
     producer's lock; once drained ``data`` holds the built bytes, which every
     retry re-sends unchanged (same sequence numbers).
+
+    Its records are acknowledged together: code that follows many records
+    (``pylogq perf``) can follow their batches instead, through
+    ``FutureRecordMetadata.batch`` and :meth:`add_done_callback`. ``topic``,
+    ``partition``, ``done``, ``error`` and ``base_offset`` are for reading;
+    ``count`` is final once the batch is closed.
     """
 
     __slots__ = (
@@ -155,7 +180,8 @@ class _Batch:
         self.log_append_time = -1
         self.log_start_offset = -1
         self.error: Optional[BaseException] = None
-        self.callbacks: Optional[List[Tuple["FutureRecordMetadata", Callable[..., Any], bool]]] = []
+        # (future, fn, is_errback) of a record's callback; (None, fn, False) of add_done_callback's.
+        self.callbacks: Optional[List[Tuple[Optional["FutureRecordMetadata"], Callable[..., Any], bool]]] = []
         self.event = threading.Event()
 
     def complete(self, base_offset: int, log_append_time: int, log_start_offset: int,
@@ -177,8 +203,30 @@ class _Batch:
             self.callbacks = None
         self.data = None
         for future, fn, is_errback in callbacks or ():
-            future._run(fn, is_errback)
+            if future is not None:
+                future._run(fn, is_errback)
+            else:
+                self._run(fn)
         self.event.set()
+
+    def add_done_callback(self, fn: Callable[["ProducerBatch"], Any]) -> None:
+        """Call ``fn(batch)`` once the batch is acknowledged or failed (see ``error``).
+
+        On the sender thread, or at once when the batch is already done; an
+        exception in ``fn`` is logged.
+        """
+        with _CALLBACK_LOCK:
+            if not self.done:
+                assert self.callbacks is not None
+                self.callbacks.append((None, fn, False))
+                return
+        self._run(fn)
+
+    def _run(self, fn: Callable[["ProducerBatch"], Any]) -> None:
+        try:
+            fn(self)
+        except Exception:
+            log.exception("error in a producer batch callback")
 
 
 class FutureRecordMetadata:
@@ -189,27 +237,28 @@ class FutureRecordMetadata:
     ``succeeded()``, ``failed()``, ``is_done``, ``value``, ``exception``.
     Callbacks run on the sender thread (or at once, when already done); one
     that raises is logged and does not stop the others. The record's outcome
-    is its batch's: the future holds the batch and its index in it.
+    is its batch's: the future holds the :class:`ProducerBatch` (``batch``, to
+    read) and its index in it.
     """
 
-    __slots__ = ("_batch", "_args")
+    __slots__ = ("batch", "_args")
 
-    def __init__(self, batch: _Batch, index: int, timestamp: int, key_size: int, value_size: int,
+    def __init__(self, batch: ProducerBatch, index: int, timestamp: int, key_size: int, value_size: int,
                  header_size: int) -> None:
-        self._batch = batch
+        self.batch = batch
         self._args = (index, timestamp, key_size, value_size, header_size)
 
     @property
     def is_done(self) -> bool:
-        return self._batch.done
+        return self.batch.done
 
     @property
     def exception(self) -> Optional[BaseException]:
-        return self._batch.error if self._batch.done else None
+        return self.batch.error if self.batch.done else None
 
     @property
     def value(self) -> Optional[RecordMetadata]:
-        batch = self._batch
+        batch = self.batch
         if not batch.done or batch.error is not None:
             return None
         index, timestamp, key_size, value_size, header_size = self._args
@@ -223,10 +272,10 @@ class FutureRecordMetadata:
                               None, key_size, value_size, header_size)
 
     def succeeded(self) -> bool:
-        return self._batch.done and self._batch.error is None
+        return self.batch.done and self.batch.error is None
 
     def failed(self) -> bool:
-        return self._batch.done and self._batch.error is not None
+        return self.batch.done and self.batch.error is not None
 
     def retriable(self) -> bool:
         error = self.exception
@@ -234,7 +283,7 @@ class FutureRecordMetadata:
 
     def get(self, timeout: Optional[float] = None) -> RecordMetadata:
         """Wait up to ``timeout`` seconds (None: forever); -> the metadata, or raise the failure."""
-        batch = self._batch
+        batch = self.batch
         if not batch.done and not batch.event.wait(timeout):
             raise KafkaTimeoutError("timed out after %s s waiting for the record to be acknowledged" % (timeout,))
         if batch.error is not None:
@@ -263,7 +312,7 @@ class FutureRecordMetadata:
             def fn(result: Any) -> Any:
                 return inner(*args, result, **kwargs)
 
-        batch = self._batch
+        batch = self.batch
         with _CALLBACK_LOCK:
             if not batch.done:
                 assert batch.callbacks is not None
@@ -273,7 +322,7 @@ class FutureRecordMetadata:
         return self
 
     def _run(self, fn: Callable[..., Any], is_errback: bool) -> None:
-        error = self._batch.error
+        error = self.batch.error
         if (error is not None) != is_errback:
             return
         try:
@@ -283,8 +332,11 @@ class FutureRecordMetadata:
 
     def __repr__(self) -> str:
         state = "pending" if not self.is_done else ("failed: %r" % self.exception if self.failed() else "done")
-        return "<FutureRecordMetadata %s-%d #%d %s>" % (self._batch.topic, self._batch.partition,
+        return "<FutureRecordMetadata %s-%d #%d %s>" % (self.batch.topic, self.batch.partition,
                                                         self._args[0], state)
+
+
+_new_future = object.__new__
 
 
 def _serializer(obj: Any, name: str) -> Optional[Callable[[str, Any, Any], Any]]:
@@ -319,7 +371,9 @@ class Producer:
     keyless ones follow the sticky partitioner (KIP-480). A custom
     ``partitioner`` is ``callable(key_bytes, all_partitions, available)`` as in
     kafka-python 2. Serializers are skipped for a None key or value, so a
-    None value stays a tombstone.
+    None value stays a tombstone. Defaults are kafka-python's but for
+    ``linger_ms=5`` (Kafka 4.0's) and ``batch_size`` 1 MiB, whose memory is
+    taken as batches fill (see the module docstring for why).
     """
 
     def __init__(self, broker: Any = None, bootstrap_servers: Any = None, **configs: Any) -> None:
@@ -378,7 +432,8 @@ class Producer:
         # send()'s fast path applies: no serializer or partitioner to call.
         self._plain = (self._key_serializer is None and self._value_serializer is None
                        and self._partitioner is None)
-        self._plain_limit = self._max_request_size - HEADER_SIZE - _RECORD_OVERHEAD - 1
+        # No batch grows past one request: a record that fits an open batch fits max_request_size.
+        self._batch_limit = min(self._batch_size, self._max_request_size)
 
         self._transport: Transport = connect(
             broker=broker, bootstrap_servers=bootstrap_servers, client_id=config["client_id"] or "pylogq-producer",
@@ -396,9 +451,10 @@ class Producer:
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)  # the sender waits here for work
         self._space = threading.Condition(self._lock)  # senders wait here for buffer memory
-        self._open: Dict[Tuple[str, int], _Batch] = {}
-        self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
-        self._incomplete: Set[_Batch] = set()
+        self._open: Dict[Tuple[str, int], ProducerBatch] = {}
+        self._appendable: Dict[str, ProducerBatch] = {}  # topic -> the open batch of its sticky partition
+        self._queues: Dict[Tuple[str, int], Deque[ProducerBatch]] = {}
+        self._incomplete: Set[ProducerBatch] = set()
         self._used = 0
         self._flushing = 0
         self._sender_waiting = False
@@ -455,23 +511,20 @@ class Producer:
         A None ``value`` with a key is a tombstone. Blocks up to
         ``max_block_ms`` when ``buffer_memory`` is used up.
         """
-        if (key is None and headers is None and partition is None and type(value) is bytes and self._plain
-                and not self._closed):
-            # The common keyless record: append to the sticky partition's open batch
-            # when it has room; anything else (a new batch, a new topic) takes the full path.
-            n = self._partition_counts.get(topic)
-            size = len(value)
-            if n is not None and size < self._plain_limit:
-                if timestamp_ms is None:
-                    timestamp_ms = int(time.time() * 1000)
-                with self._lock:
-                    sticky_partition = self._sticky.get(topic)
-                    if sticky_partition is not None:
-                        batch = self._open.get((topic, sticky_partition))
-                        if batch is not None and batch.builder.append(batch.count, timestamp_ms, None, value, None):
-                            index = batch.count
-                            batch.count = index + 1
-                            return FutureRecordMetadata(batch, index, timestamp_ms, -1, size, -1)
+        if key is None and headers is None and partition is None and type(value) is bytes and self._plain:
+            # The common keyless record: one append to the open batch of the topic's
+            # sticky partition. Anything else (no such batch, a full one) takes the full path.
+            if timestamp_ms is None:
+                timestamp_ms = _time_ns() // 1000000
+            with self._lock:
+                batch = self._appendable.get(topic)
+                if batch is not None:
+                    index = batch.builder.append_next(timestamp_ms, None, value)
+                    if index >= 0:
+                        future = _new_future(FutureRecordMetadata)  # __init__'s work, without its call
+                        future.batch = batch
+                        future._args = (index, timestamp_ms, -1, len(value), -1)
+                        return future
         if self._closed:
             raise IllegalStateError("the producer is closed")
         if value is None and key is None:
@@ -507,7 +560,7 @@ class Producer:
         if n is None:
             n = self._num_partitions(topic)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = _time_ns() // 1000000
         sticky = False
         if partition is not None:
             if not (type(partition) is int and 0 <= partition < n):
@@ -516,6 +569,7 @@ class Producer:
             sticky = True
         else:
             partition = self._choose(topic, key, n)
+        record_size = size + _RECORD_OVERHEAD
         with self._lock:
             if sticky:
                 partition = self._sticky.get(topic)
@@ -524,27 +578,33 @@ class Producer:
             assert partition is not None
             tp = (topic, partition)
             batch = self._open.get(tp)
-            if batch is not None and batch.builder.append(batch.count, timestamp_ms, key, value, headers):
-                index = batch.count
-                batch.count = index + 1
-            else:
+            index = -1 if batch is None else self._append(tp, batch, timestamp_ms, key, value, headers, record_size)
+            if index < 0 and sticky:
+                # KIP-480: a keyless record that needs a new batch moves the topic on.
+                partition = self._sticky[topic] = self._sticky_partitioner.new_batch(topic, n, partition)
+                tp = (topic, partition)
+                batch = self._open.get(tp)
                 if batch is not None:
-                    self._close_batch(tp, batch)  # full
-                    batch = None
-                if sticky:
-                    # KIP-480: a keyless record that needs a new batch moves the topic on.
-                    partition = self._sticky[topic] = self._sticky_partitioner.new_batch(topic, n, partition)
-                    tp = (topic, partition)
-                    batch = self._open.get(tp)
-                if batch is None or not batch.builder.append(batch.count, timestamp_ms, key, value, headers):
-                    if batch is not None:
-                        self._close_batch(tp, batch)
-                    batch = self._new_batch(tp, size + _RECORD_OVERHEAD)
-                    if not batch.builder.append(0, timestamp_ms, key, value, headers):
-                        raise AssertionError("an empty batch refused a record")
-                index = batch.count
-                batch.count = index + 1
+                    index = self._append(tp, batch, timestamp_ms, key, value, headers, record_size)
+            if index < 0 or batch is None:
+                batch = self._new_batch(tp, record_size)
+                index = batch.builder.append_next(timestamp_ms, key, value, headers)
+                if index != 0:
+                    raise AssertionError("an empty batch refused a record")
+            if sticky:
+                self._appendable[topic] = batch  # send()'s fast path appends here next
         return FutureRecordMetadata(batch, index, timestamp_ms, key_size, value_size, header_size)
+
+    def _append(self, tp: Tuple[str, int], batch: ProducerBatch, timestamp_ms: int, key: Any, value: Any,
+                headers: Any, record_size: int) -> int:
+        """Append to an open batch, growing it if it is full; -> the record's index, or -1 (then
+        the batch is closed, full). Lock held."""
+        index: int = batch.builder.append_next(timestamp_ms, key, value, headers)
+        if index < 0 and self._grow(batch, record_size):
+            index = batch.builder.append_next(timestamp_ms, key, value, headers)
+        if index < 0:
+            self._close_batch(tp, batch)
+        return index
 
     def _reserve(self, need: int, deadline: float) -> None:
         """Take ``need`` bytes of buffer memory, waiting for the sender to free some. Lock held."""
@@ -561,10 +621,34 @@ class Producer:
                 raise IllegalStateError("the producer was closed while send() waited for buffer memory")
         self._used += need
 
-    def _new_batch(self, tp: Tuple[str, int], record_size: int) -> _Batch:
+    def _grow(self, batch: ProducerBatch, record_size: int) -> bool:
+        """Let an open batch that refused a record take more buffer memory, if free now. Lock held.
+
+        A batch starts with a reservation of ``_FIRST_RESERVATION`` bytes and
+        doubles it, up to ``batch_size``, each time it fills while buffer
+        memory is free; so buffer memory counts what batches hold (to within a
+        factor of two), not ``batch_size`` per partition, and a large
+        ``batch_size`` costs nothing when many partitions each get a few
+        records. -> False (the batch is full) when it is at ``batch_size`` or
+        the memory is taken: the caller closes it, as a full batch.
+        """
+        builder = batch.builder
+        limit = self._batch_limit
+        if batch.reserved >= limit:
+            return False
+        want = min(limit, max(2 * batch.reserved, builder.size() + record_size))
+        extra = want - batch.reserved
+        if self._used + extra > self._buffer_memory:
+            return False
+        self._used += extra
+        batch.reserved = want
+        builder.batch_size = want
+        return True
+
+    def _new_batch(self, tp: Tuple[str, int], record_size: int) -> ProducerBatch:
         """Open a batch for ``tp`` (lock held): reserve its memory, stamp its producer fields."""
         now = time.monotonic()
-        need = max(self._batch_size, record_size + HEADER_SIZE)
+        need = max(min(self._batch_limit, _FIRST_RESERVATION), record_size + HEADER_SIZE)
         self._reserve(need, now + self._max_block)
         if self._closed:
             self._release(need)
@@ -576,20 +660,23 @@ class Producer:
             sequence = self._sequences.get(tp, 0)
             builder = records.RecordBatchBuilder(self._codec, producer_id=self._producer_id,
                                                  producer_epoch=self._producer_epoch, base_sequence=sequence,
-                                                 batch_size=self._batch_size)
+                                                 batch_size=need)
         else:
             sequence = NO_SEQUENCE
-            builder = records.RecordBatchBuilder(self._codec, batch_size=self._batch_size)
-        batch = _Batch(tp[0], tp[1], builder, now, now + self._delivery_timeout, sequence, need)
+            builder = records.RecordBatchBuilder(self._codec, batch_size=need)
+        batch = ProducerBatch(tp[0], tp[1], builder, now, now + self._delivery_timeout, sequence, need)
         self._open[tp] = batch
         self._incomplete.add(batch)
         if self._sender_waiting:
             self._wakeup.notify()
         return batch
 
-    def _close_batch(self, tp: Tuple[str, int], batch: _Batch) -> None:
+    def _close_batch(self, tp: Tuple[str, int], batch: ProducerBatch) -> None:
         """Move an open batch to its partition's send queue; no record joins it after this. Lock held."""
         del self._open[tp]
+        if self._appendable.get(tp[0]) is batch:
+            del self._appendable[tp[0]]
+        batch.count = batch.builder.record_count
         if self._idempotent:
             self._sequences[tp] = (batch.base_sequence + batch.count) % _SEQUENCE_SPACE
         queue = self._queues.get(tp)
@@ -647,7 +734,7 @@ class Producer:
         count = self._num_partitions(topic)
         if partition is not None:
             self._check_partition(topic, partition)
-        batches: List[_Batch] = []
+        batches: List[ProducerBatch] = []
         if partition is not None or keys is None:
             self._bulk_group(topic, partition, values, keys, headers, timestamps, batches)
         else:
@@ -691,7 +778,7 @@ class Producer:
         return (murmur2_many(keys) & 0x7FFFFFFF) % count
 
     def _bulk_group(self, topic: str, partition: Optional[int], values: Sequence[Any], keys: Optional[Sequence[Any]],
-                    headers: Optional[Sequence[Any]], timestamps: Any, out: List[_Batch]) -> None:
+                    headers: Optional[Sequence[Any]], timestamps: Any, out: List[ProducerBatch]) -> None:
         """Build and queue the batches of one partition's records (partition None: sticky)."""
         n = len(values)
         limit = self._max_request_size
@@ -742,7 +829,7 @@ class Producer:
                 producer_epoch=self._producer_epoch, base_sequence=sequence))
         return cast(bytearray, records.build_batch(values, keys, timestamps, headers, self._codec))
 
-    def _enqueue_built(self, tp: Tuple[str, int], data: bytearray, count: int, sequence: int, args: Tuple[Any, ...]) -> _Batch:
+    def _enqueue_built(self, tp: Tuple[str, int], data: bytearray, count: int, sequence: int, args: Tuple[Any, ...]) -> ProducerBatch:
         """Queue a built batch for the sender behind everything already queued for ``tp``."""
         now = time.monotonic()
         with self._lock:
@@ -760,7 +847,7 @@ class Producer:
                     data = self._build(args, current)
                     sequence = current
                 self._sequences[tp] = (sequence + count) % _SEQUENCE_SPACE
-            batch = _Batch(tp[0], tp[1], None, now, now + self._delivery_timeout, sequence, len(data))
+            batch = ProducerBatch(tp[0], tp[1], None, now, now + self._delivery_timeout, sequence, len(data))
             batch.data = data
             batch.count = count
             self._incomplete.add(batch)
@@ -774,14 +861,14 @@ class Producer:
 
     # -- the sender ------------------------------------------------------------------
 
-    def _drain(self, now: float) -> Tuple[List[List[_Batch]], Optional[float]]:
+    def _drain(self, now: float) -> Tuple[List[List[ProducerBatch]], Optional[float]]:
         """Batches to send now, per partition in order, and when to look again. Lock held."""
         if self._open:
             urgent = self._flushing or self._stopping
             for tp, batch in list(self._open.items()):
                 if urgent or now - batch.created >= self._linger:
                     self._close_batch(tp, batch)
-        ready: List[List[_Batch]] = []
+        ready: List[List[ProducerBatch]] = []
         wake: Optional[float] = None
         for tp, queue in list(self._queues.items()):
             head = queue[0]
@@ -811,7 +898,7 @@ class Producer:
             for batches in ready:
                 self._send_partition(batches)
 
-    def _send_partition(self, batches: List[_Batch]) -> None:
+    def _send_partition(self, batches: List[ProducerBatch]) -> None:
         """Send one partition's batches in order; on a retry, requeue the rest behind the failed one."""
         for i, batch in enumerate(batches):
             if not self._send_one(batch):
@@ -826,7 +913,7 @@ class Producer:
                         self._wakeup.notify()
                 return
 
-    def _send_one(self, batch: _Batch) -> bool:
+    def _send_one(self, batch: ProducerBatch) -> bool:
         """One attempt; -> False when the batch must be retried later (its retry_at is set)."""
         if batch.data is None:
             batch.data = batch.builder.build()
@@ -863,7 +950,7 @@ class Producer:
         self._finish(batch, -1, -1, -1, error)
         return True
 
-    def _finish(self, batch: _Batch, base_offset: int, log_append_time: int, log_start_offset: int,
+    def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, log_start_offset: int,
                 error: Optional[BaseException]) -> None:
         """Complete a batch once (the sender and a closing thread may both try) and free its memory."""
         with self._lock:
@@ -906,6 +993,7 @@ class Producer:
             if self._closed and not self._sender.is_alive():
                 return
             self._closed = True
+            self._appendable.clear()
             self._space.notify_all()
         deadline = None if timeout is None else time.monotonic() + timeout
         abort = False

@@ -357,6 +357,21 @@ class RecordBatchBuilder:
         self._last_offset_delta = offset
         return size
 
+    def append_next(
+        self,
+        timestamp: Optional[int],
+        key: Optional[Buffer],
+        value: Optional[Buffer],
+        headers: Optional[Sequence[Header]] = None,
+    ) -> int:
+        """Append at the next offset delta; -> that delta, or -1 when the record would pass ``batch_size``.
+
+        The producer's append (Kafka's ``MemoryRecordsBuilder.append``): the
+        delta is the record's index in the batch when every record came this way.
+        """
+        delta = self._last_offset_delta + 1
+        return delta if self.append(delta, timestamp, key, value, headers) else -1
+
     def size(self) -> int:
         """Bytes written so far, header included (before compression)."""
         return len(self._buffer)

@@ -99,6 +99,14 @@ class RecordBatchBuilderProtocol(Protocol):
         headers: Optional[Sequence[Tuple[Union[str, bytes], Optional[BytesLike]]]] = None,
     ) -> int: ...
 
+    def append_next(
+        self,
+        timestamp: Optional[int],
+        key: Optional[BytesLike],
+        value: Optional[BytesLike],
+        headers: Optional[Sequence[Tuple[Union[str, bytes], Optional[BytesLike]]]] = None,
+    ) -> int: ...
+
     def size(self) -> int: ...
 
     @property

@@ -17,6 +17,9 @@ from pylogq.cli import perf
 from pylogq.cli.main import build_parser
 from pylogq.client.admin import AdminClient
 from pylogq.client.consumer import TopicPartition
+from pylogq.cli.clients import Clients
+from pylogq.cluster.in_process import InProcessTransport
+from pylogq.errors import NotEnoughReplicasError
 from pylogq.records import codecs
 
 from .conftest import Cli, run_process
@@ -25,6 +28,8 @@ TOTAL_LINE = re.compile(
     r"(\d+) records sent, (\d+\.\d{6}) records/sec \((\d+\.\d\d) MB/sec\), (\d+\.\d\d) ms avg latency, "
     r"(\d+\.\d\d) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th\.")
 TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"
+WINDOW_LINE = re.compile(r"(\d+) records sent, (\d+\.\d) records/sec \((\d+\.\d\d) MB/sec\), "
+                         r"(\d+\.\d) ms avg latency, (\d+\.\d) ms max latency\.")
 CONSUMER_HEADER = "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
 CONSUMER_LINE = re.compile(r"(%s), (%s), (\d+\.\d{4}), (\d+\.\d{4}), (\d+), (\d+\.\d{4})" % (TIME, TIME))
 
@@ -116,6 +121,88 @@ def test_stats_window_and_total_lines() -> None:
     clock.now += 5.0
     assert stats.total_line() == ("1000 records sent, 100.000000 records/sec (0.10 MB/sec), 4.50 ms avg latency, "
                                   "9.00 ms max latency, 4 ms 50th, 8 ms 95th, 8 ms 99th, 8 ms 99.9th.")
+
+
+def test_stats_of_a_run_are_those_of_its_records_one_by_one() -> None:
+    """``record_run`` (one call per batch) keeps the figures ``record`` (one per record) would."""
+    clock = Clock()
+    sent_at = [100.0 + i * 0.001 for i in range(1200)]
+    one_by_one = perf.ProducerStats(1_500_000, 5000, clock=clock)  # sampling: every 3rd record
+    by_run = perf.ProducerStats(1_500_000, 5000, clock=clock)
+    clock.now = 102.0
+    for first, end in ((0, 500), (500, 501), (501, 1200)):
+        for i in range(first, end):
+            one_by_one.record(i, (clock.now - sent_at[i]) * 1000.0, 100)
+        by_run.record_run(first, sent_at[first:end], 100 * (end - first))
+    assert by_run.latencies == one_by_one.latencies and len(by_run.latencies) == 400
+    assert (by_run.count, by_run.bytes, by_run.max_latency) == (one_by_one.count, one_by_one.bytes,
+                                                                 one_by_one.max_latency)
+    assert by_run.total_latency == pytest.approx(one_by_one.total_latency)
+    assert by_run.total_line() == one_by_one.total_line()
+    clock.now += 5.0
+    assert by_run.window_line() == one_by_one.window_line()
+
+
+class DelayedTransport(InProcessTransport):
+    """Acknowledges every produce ``delay`` seconds late (the records are written at once)."""
+
+    def __init__(self, broker: Any, delay: float) -> None:
+        super().__init__(broker)
+        self.delay = delay
+
+    def produce(self, topic: str, partition: int, records: Any, acks: int) -> Any:
+        result = super().produce(topic, partition, records, acks)
+        time.sleep(self.delay)  # the slow acknowledgement under test
+        return result
+
+
+def run_perf(transport: Any, *argv: str) -> Any:
+    args = build_parser().parse_args(["perf", "produce", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    with Clients(broker=transport) as clients:
+        status = perf.run(args, clients, out, err, progress=False)
+    return types.SimpleNamespace(status=status, out=out.getvalue(), err=err.getvalue())
+
+
+def test_latency_runs_from_each_send_to_its_acknowledgement(broker: Any) -> None:
+    """Every latency includes the broker's 50 ms; records that waited longer in their batch show more.
+
+    At 1,000 records/s with linger.ms=200, a batch holds the records of about
+    200 ms: its first record waits the whole linger, its last hardly at all, so
+    the figures are per record, not per batch.
+    """
+    AdminClient(broker=broker).create_topics(["perf"])
+    done = run_perf(DelayedTransport(broker, 0.05), "--topic", "perf", "--num-records", "600", "--record-size", "100",
+                    "--throughput", "1000", "--reporting-interval", "200",
+                    "--producer-props", "acks=1", "linger.ms=200")
+    assert done.status == 0 and done.err == ""
+    *windows, total = done.out.splitlines()
+    match = TOTAL_LINE.fullmatch(total)
+    assert match is not None, done.out
+    count, rate, mb_rate, avg, peak, p50, p95, p99, p999 = match.groups()
+    assert int(count) == 600 and float(rate) <= 1000 * 1.05
+    assert 50 <= int(p50) <= int(p95) <= int(p99) <= int(p999) <= float(peak) and float(avg) >= 50
+    assert float(peak) >= 50 + 200 * 0.9  # a batch's first record waited for linger.ms
+    assert int(p50) < float(peak) - 40  # ... and later ones less
+    assert windows and all(WINDOW_LINE.fullmatch(line) for line in windows), windows
+    assert sum(int(WINDOW_LINE.fullmatch(line).group(1)) for line in windows) <= 600  # type: ignore[union-attr]
+    assert all(float(WINDOW_LINE.fullmatch(line).group(4)) >= 50 for line in windows)  # type: ignore[union-attr]
+
+
+class RefusingTransport(InProcessTransport):
+    """Fails every produce with a non-retriable error."""
+
+    def produce(self, topic: str, partition: int, records: Any, acks: int) -> Any:
+        raise NotEnoughReplicasError("refused for the test")
+
+
+def test_failed_records_are_counted(broker: Any) -> None:
+    AdminClient(broker=broker).create_topics(["perf"])
+    done = run_perf(RefusingTransport(broker), "--topic", "perf", "--num-records", "300", "--record-size", "10",
+                    "--producer-props", "acks=1", "retries=0")
+    assert done.status == 1
+    assert done.err.startswith("300 records failed; the first error: ") and "refused for the test" in done.err
+    assert TOTAL_LINE.fullmatch(done.out.strip()).group(1) == "0"  # type: ignore[union-attr]
 
 
 def fill(broker: Any, topic: str, count: int, size: int) -> None:

@@ -20,6 +20,7 @@ from pylogq.client.producer import (
     IllegalStateError,
     KafkaTimeoutError,
     Producer,
+    ProducerBatch,
     RecordMetadata,
     murmur2_many,
 )
@@ -374,6 +375,60 @@ def test_buffer_memory_blocks_then_times_out(broker):
         gate.set()
         p.close()
     assert len(read_all(broker, "m", 0)) == len(futures) + 1
+
+
+def test_batches_take_memory_as_they_fill(broker):
+    """An open batch reserves 16 KiB and grows while memory is free: a large batch_size costs nothing per partition."""
+    broker.create_topic("g", 20)
+    with Producer(broker=broker, acks=1, linger_ms=60_000, batch_size=1 << 20, buffer_memory=400_000,
+                  max_block_ms=0) as p:
+        # 20 open batches of 16 KiB fit in 400 kB (20 of batch_size would not: max_block_ms=0 raises at once).
+        futures = [p.send("g", b"x" * 100, partition=i) for i in range(20)]
+        # One of them grows to 64 KiB, past its first reservation, and stays one batch.
+        futures += [p.send("g", b"y" * 1000, partition=0) for _ in range(60)]
+        p.flush()
+        assert all(f.succeeded() for f in futures)
+    assert [len(batch_headers(broker, "g", i)) for i in range(20)] == [1] * 20
+    assert batch_headers(broker, "g", 0)[0].records_count == 61
+
+
+def test_a_batch_that_cannot_grow_is_full(broker):
+    """Without free memory to grow into, a batch is closed as full, and the next waits for memory."""
+    broker.create_topic("f", 1)
+    with Producer(broker=broker, acks=1, linger_ms=60_000, batch_size=1 << 20, buffer_memory=40_000) as p:
+        futures = [p.send("f", b"x" * 1000, partition=0) for _ in range(100)]
+        p.flush()
+        assert all(f.succeeded() for f in futures)
+    batches = batch_headers(broker, "f", 0)
+    assert len(batches) > 1 and all(b.size_in_bytes <= 40_000 for b in batches)
+    assert sum(b.records_count for b in batches) == 100
+
+
+def test_a_batch_stays_within_max_request_size(broker):
+    broker.create_topic("r", 1)
+    with Producer(broker=broker, acks=1, linger_ms=60_000, batch_size=10 << 20, max_request_size=50_000) as p:
+        for _ in range(200):
+            p.send("r", b"x" * 1000)
+        p.flush()
+    batches = batch_headers(broker, "r", 0)
+    assert len(batches) > 1 and all(b.size_in_bytes <= 50_000 for b in batches)
+    assert sum(b.records_count for b in batches) == 200
+
+
+def test_batch_done_callback(broker):
+    """A batch's callback runs once, when its records are acknowledged (or at once, when they are)."""
+    broker.create_topic("d", 1)
+    with Producer(broker=broker, acks=1, linger_ms=60_000) as p:
+        futures = [p.send("d", b"%d" % i) for i in range(10)]
+        batch = futures[0].batch
+        assert isinstance(batch, ProducerBatch) and all(f.batch is batch for f in futures)
+        seen: List[Tuple[bool, Any, int]] = []
+        batch.add_done_callback(lambda b: seen.append((b.done, b.error, b.count)))
+        assert seen == []
+        p.flush()
+        assert seen == [(True, None, 10)]
+        batch.add_done_callback(lambda b: seen.append((b.done, b.error, b.base_offset)))
+        assert seen[1:] == [(True, None, 0)]
 
 
 # -- threads -----------------------------------------------------------------------------
