@@ -150,6 +150,9 @@ class Broker:
         self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for)
         self.logs.flush_listener = self._log_flushed
         self._partitions: Dict[Tuple[str, int], Partition] = {}
+        # The high watermarks of replicas stopped without deleting their logs (a controlled
+        # shutdown stops its followers): their logs stay, so their checkpoint entries do.
+        self._stopped_marks: Dict[Tuple[str, int], int] = {}
         self._servers: List[Listener] = []
         self.closed = False
         # Every call that waits is a delayed operation: one timer thread expires them all.
@@ -377,12 +380,17 @@ class Broker:
         partition = self._open_partition(topic, index, meta.topic_id)
         with self._lock:
             self._partitions[(topic, index)] = partition
+            self._stopped_marks.pop((topic, index), None)
         return partition
 
     def unhost_partition(self, topic: str, index: int, delete: bool) -> None:
         """Stop a replica (and delete its log)."""
         with self._lock:
             partition = self._partitions.pop((topic, index), None)
+            if delete:
+                self._stopped_marks.pop((topic, index), None)
+            elif partition is not None:
+                self._stopped_marks[(topic, index)] = partition.high_watermark
             if not any(t == topic for t, _ in self._partitions):
                 meta = self._topics.pop(topic, None)
                 if meta is not None:
@@ -1198,8 +1206,15 @@ class Broker:
         with self._lock:
             if self.closed:
                 return
-            marks = {tp: partition.high_watermark for tp, partition in self._partitions.items()}
+            marks = self._high_watermarks()
         self.logs.checkpoint_high_watermarks(marks)
+
+    def _high_watermarks(self) -> Dict[Tuple[str, int], int]:
+        """What the checkpoint holds: every hosted replica's high watermark, and the last one
+        of each replica stopped with its log kept (lock held)."""
+        marks = dict(self._stopped_marks)
+        marks.update((tp, partition.high_watermark) for tp, partition in self._partitions.items())
+        return marks
 
     def serve(self, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Tuple[str, int]:
         """Open a Kafka protocol listener in a background thread; -> its (host, port).
@@ -1255,7 +1270,8 @@ class Broker:
         self.fetch_purgatory.close()  # parked fetches answer with what is there
         if self._metrics_server is not None:
             self._metrics_server.close()
-        marks = {tp: partition.high_watermark for tp, partition in self._partitions.items()}
+        with self._lock:
+            marks = self._high_watermarks()
         coordinator = getattr(self, "group_coordinator", None)
         if coordinator is not None:
             coordinator.close()

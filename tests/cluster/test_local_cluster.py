@@ -530,3 +530,26 @@ def test_requests_of_an_older_controller_epoch_are_refused(cluster):
     # A request meant for an earlier life of the broker (its epoch) is refused too.
     code, _ = broker.leader_and_isr(LeaderAndIsrRequest(9, current, broker.cluster.broker_epoch - 1, [], {}, []))
     assert code == errors.StaleBrokerEpochError.code
+
+
+def test_a_replica_stopped_with_its_log_kept_keeps_its_high_watermark_checkpointed(cluster):
+    """A controlled shutdown stops the broker's followers (StopReplica without delete): their
+    logs stay, and so must their high watermarks in replication-offset-checkpoint, which a
+    reader of the files alone takes as the committed end."""
+    from pylogq.storage.checkpoint import OffsetCheckpoint
+
+    cluster.create_topic("t", 1, 3)
+    leader = leader_broker(cluster, "t", 0)
+    leader.produce("t", 0, batch([b"a", b"b", b"c"]), acks=-1)
+    follower = next(b for b in cluster.brokers if b is not leader)
+    cluster.wait_until(lambda: follower.hosted(("t", 0)).high_watermark == 3, TIMEOUT_S,
+                       "the follower to learn the high watermark")
+    current = follower.cluster.replicas.controller_epoch
+    epoch = follower.hosted(("t", 0)).leader_epoch
+    code, per_partition = follower.stop_replica(StopReplicaRequest(cluster.controller().broker_id, current, -1,
+                                                                   {("t", 0): (epoch, False)}))
+    assert code == 0 and per_partition == {("t", 0): 0}
+    assert follower.hosted(("t", 0)) is None
+    follower.checkpoint_high_watermarks()
+    path = os.path.join(follower.data_dir, "replication-offset-checkpoint")
+    assert OffsetCheckpoint(path).read()[("t", 0)] == 3
