@@ -46,6 +46,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 
 from .. import errors
 from ..client.consumer import TopicPartition
+from ..client.producer import ProducerBatch
 from ..errors import CommandError
 from .clients import (
     Clients,
@@ -312,38 +313,39 @@ def _payloads(args: argparse.Namespace) -> List[bytes]:
 
 
 class _Runs:
-    """Follows the records sent in runs that share a producer batch; one batch callback per run.
+    """The records sent, in runs that share a producer batch: one batch callback per run.
 
-    Used from the sending thread; the callbacks hand each finished run to the
-    stats (on the sender thread) or to ``failures``.
+    Used from the sending thread; each run's callback hands it to the stats
+    (on the producer's sender thread) or counts it failed.
     """
 
     def __init__(self, stats: ProducerStats) -> None:
         self.stats = stats
         self.failures: List[BaseException] = []
         self.failed = 0
-        self.batch: Any = None
+        self.batch: Optional[ProducerBatch] = None
         self.first = 0
         self.sent_at: List[float] = []
-        self.bytes = 0
 
-    def start(self, batch: Any, index: int) -> None:
-        """End the current run (its batch callback registered) and begin one at record ``index`` in ``batch``."""
-        self.end()
+    def switch(self, batch: ProducerBatch, index: int, size: int) -> List[float]:
+        """End the current run, whose records hold ``size`` bytes, and begin one at record ``index``
+        in ``batch``; -> the list for the new run's send times."""
+        self.end(size)
         self.batch = batch
         self.first = index
         self.sent_at = []
-        self.bytes = 0
+        return self.sent_at
 
-    def end(self) -> None:
+    def end(self, size: int) -> None:
+        """End the current run, whose records hold ``size`` bytes: its batch's callback takes it."""
         batch = self.batch
         if batch is None:
             return
         self.batch = None
-        first, sent_at, size = self.first, self.sent_at, self.bytes
+        first, sent_at = self.first, self.sent_at
         stats, failures = self.stats, self.failures
 
-        def done(finished: Any) -> None:
+        def done(finished: ProducerBatch) -> None:
             if finished.error is None:
                 stats.record_run(first, sent_at, size)
             else:
@@ -383,9 +385,8 @@ def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
             now = clock()
             batch = send(topic, value).batch
             if batch is not current:
-                runs.bytes += run_bytes
-                runs.start(batch, i)
-                current, sent_at, run_bytes = batch, runs.sent_at, 0
+                sent_at = runs.switch(batch, i, run_bytes)
+                current, run_bytes = batch, 0
                 check = True
             else:
                 check = i & 1023 == 1023
@@ -400,8 +401,7 @@ def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
                 ahead = start + (i + 1) / throughput - clock()
                 if ahead > 0:
                     sleep(ahead)  # throttling to the requested rate, as Kafka's ThroughputThrottler
-        runs.bytes += run_bytes
-        runs.end()
+        runs.end(run_bytes)
         producer.flush()
         bar.update_to(total)
     finally:

@@ -51,7 +51,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optio
 import numpy as np
 
 from .. import records
-from ..cluster.partitioner import StickyPartitioner, partition_for_key
+from ..cluster.partitioner import StickyPartitioner, murmur2, partition_for_key
 from ..errors import (
     BrokerError,
     BufferExhaustedError,
@@ -511,20 +511,35 @@ class Producer:
         A None ``value`` with a key is a tombstone. Blocks up to
         ``max_block_ms`` when ``buffer_memory`` is used up.
         """
-        if key is None and headers is None and partition is None and type(value) is bytes and self._plain:
-            # The common keyless record: one append to the open batch of the topic's
-            # sticky partition. Anything else (no such batch, a full one) takes the full path.
+        if headers is None and partition is None and type(value) is bytes and self._plain:
+            # The common records, keyless or with a bytes key: one append to an open batch
+            # (the sticky partition's, or the key's partition's). Anything else (no such
+            # batch, a full one, a topic not seen yet) takes the full path.
             if timestamp_ms is None:
                 timestamp_ms = _time_ns() // 1000000
-            with self._lock:
-                batch = self._appendable.get(topic)
-                if batch is not None:
-                    index = batch.builder.append_next(timestamp_ms, None, value)
-                    if index >= 0:
-                        future = _new_future(FutureRecordMetadata)  # __init__'s work, without its call
-                        future.batch = batch
-                        future._args = (index, timestamp_ms, -1, len(value), -1)
-                        return future
+            if key is None:
+                with self._lock:
+                    batch = self._appendable.get(topic)
+                    if batch is not None:
+                        index = batch.builder.append_next(timestamp_ms, None, value)
+                        if index >= 0:
+                            future = _new_future(FutureRecordMetadata)  # __init__'s work, without its call
+                            future.batch = batch
+                            future._args = (index, timestamp_ms, -1, len(value), -1)
+                            return future
+            elif type(key) is bytes:
+                n = self._partition_counts.get(topic)
+                if n is not None:
+                    tp = (topic, (murmur2(key) & 0x7FFFFFFF) % n)  # partition_for_key, inlined
+                    with self._lock:
+                        batch = self._open.get(tp)
+                        if batch is not None:
+                            index = batch.builder.append_next(timestamp_ms, key, value)
+                            if index >= 0:
+                                future = _new_future(FutureRecordMetadata)
+                                future.batch = batch
+                                future._args = (index, timestamp_ms, len(key), len(value), -1)
+                                return future
         if self._closed:
             raise IllegalStateError("the producer is closed")
         if value is None and key is None:

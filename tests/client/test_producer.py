@@ -123,6 +123,33 @@ def test_round_trip_values_keys_headers_timestamps(broker):
     assert metas[0].serialized_key_size == -1 and metas[0].serialized_header_size == -1
 
 
+def test_mixed_records_land_where_their_futures_say(broker):
+    """Keyless, keyed, tombstones, headers and explicit partitions interleaved (send's fast and full paths)."""
+    broker.create_topic("mix", 3)
+    sent = []
+    for i in range(3000):
+        key = None if i % 4 == 0 else b"k%d" % (i % 7)
+        value = None if key is not None and i % 11 == 0 else b"v%d" % i
+        headers = [("h", b"%d" % i)] if i % 13 == 0 else None
+        partition = i % 3 if i % 17 == 0 else None
+        sent.append((key, value, headers, partition))
+    with Producer(broker=broker, acks=1, batch_size=2048) as p:
+        futures = [p.send("mix", value=v, key=k, headers=h, partition=part) for k, v, h, part in sent]
+        p.flush()
+        metas = [f.get(timeout=10) for f in futures]
+    stored = {part: read_all(broker, "mix", part) for part in range(3)}
+    assert sum(len(rs) for rs in stored.values()) == len(sent)
+    for (key, value, headers, partition), meta in zip(sent, metas):
+        record = stored[meta.partition][meta.offset]
+        assert (record.key, record.value, record.headers) == (key, value, headers or [])
+        if partition is not None:
+            assert meta.partition == partition
+        elif key is not None:
+            assert meta.partition == partition_for_key(key, 3)
+        assert meta.serialized_key_size == (-1 if key is None else len(key))
+        assert meta.serialized_value_size == (-1 if value is None else len(value))
+
+
 def test_tombstone_and_columns(broker):
     broker.create_topic("t", 1)
     with Producer(broker=broker) as p:
