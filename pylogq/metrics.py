@@ -169,11 +169,7 @@ class MetricsRegistry:
 
     def inc(self, name: str, labels: Labels = (), amount: float = 1) -> None:
         """Add ``amount`` to a counter (``labels`` in its definition's order, or empty)."""
-        with self._lock:
-            series = self._counters.get(name)
-            if series is None:
-                series = self._counters[name] = {}
-            series[labels] = series.get(labels, 0) + amount
+        self.inc_all(((name, labels, amount),))
 
     def inc_all(self, items: Iterable[Tuple[str, Labels, float]]) -> None:
         """:meth:`inc` for several ``(name, labels, amount)`` under one lock."""
@@ -207,17 +203,7 @@ class MetricsRegistry:
 
     def observe(self, name: str, labels: Labels, value_ms: float) -> None:
         """Count a duration (milliseconds) into a histogram."""
-        bucket = bisect.bisect_left(BUCKETS_MS, value_ms)
-        with self._lock:
-            series = self._histograms.get(name)
-            if series is None:
-                series = self._histograms[name] = {}
-            h = series.get(labels)
-            if h is None:
-                h = series[labels] = _Histogram()
-            h.counts[bucket] += 1
-            h.sum += value_ms
-            h.count += 1
+        self.observe_all(((name, labels, value_ms),))
 
     def observe_all(self, items: Iterable[Tuple[str, Labels, float]]) -> None:
         """:meth:`observe` for several ``(name, labels, ms)`` under one lock."""
