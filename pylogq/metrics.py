@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Sequence, Tuple
 
 from .errors import ConfigError
 
@@ -181,17 +181,12 @@ class MetricsRegistry:
                     series = counters[name] = {}
                 series[labels] = series.get(labels, 0) + amount
 
-    def count_topic(self, topic: str, items: Iterable[Tuple[str, float]]) -> None:
-        """Add to topic metrics, for ``topic`` and for all topics (the unlabelled sample)."""
+    def count_topic(self, topic: str, items: Iterable[Tuple[str, float]], own: bool = True) -> None:
+        """Add to topic metrics for all topics (the unlabelled sample) and, when ``own``, for
+        ``topic`` itself (a name no partition here has gets no series: clients choose names)."""
         key = (topic,)
-        with self._lock:
-            counters = self._counters
-            for name, amount in items:
-                series = counters.get(name)
-                if series is None:
-                    series = counters[name] = {}
-                series[key] = series.get(key, 0) + amount
-                series[()] = series.get((), 0) + amount
+        self.inc_all(item for name, amount in items
+                     for item in (((name, (), amount), (name, key, amount)) if own else ((name, (), amount),)))
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's own samples of the topic metrics (all topics' stay)."""
@@ -231,11 +226,6 @@ class MetricsRegistry:
             if collector in self._collectors:
                 self._collectors.remove(collector)
 
-    def counter(self, name: str, labels: Labels = ()) -> float:
-        """A counter's current value (0 when never counted)."""
-        with self._lock:
-            return self._counters.get(name, {}).get(labels, 0)
-
     # -- reading --------------------------------------------------------------------
 
     def readings(self) -> Iterator[Tuple[str, Definition, str, Dict[str, str], float]]:
@@ -254,7 +244,9 @@ class MetricsRegistry:
         for name, definition in DEFINITIONS.items():
             names = definition.labels
             if definition.kind == "counter":
-                merged = dict(counters.get(name, {}))
+                # A counter of the whole broker (or of all topics) is there from the start, at 0.
+                merged: Dict[Labels, float] = {(): 0.0} if names in ((), (_TOPIC,)) else {}
+                merged.update(counters.get(name, {}))
                 for labels, value in gauges.get(name, {}).items():  # counted by their owner, read here
                     merged[labels] = merged.get(labels, 0) + value
                 for labels, value in sorted(merged.items()):
@@ -362,13 +354,3 @@ def _bound(bound: float) -> str:
     if bound == float("inf"):
         return "+Inf"
     return repr(float(bound))
-
-
-def check_definition(name: str, labels: Labels) -> Optional[str]:
-    """Why ``(name, labels)`` does not fit :data:`DEFINITIONS` (None when it does)."""
-    definition = DEFINITIONS.get(name)
-    if definition is None:
-        return "unknown metric %r" % name
-    if labels and len(labels) != len(definition.labels):
-        return "%s takes labels %s, got %r" % (name, definition.labels, labels)
-    return None

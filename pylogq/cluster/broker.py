@@ -145,10 +145,9 @@ class Broker:
         self.default_log_config = self.config.log_manager.default_log_config()
         #: This broker's metrics (:meth:`metrics`; served on ``metrics.listener``).
         self.metrics_registry = MetricsRegistry()
-        self.metrics_registry.inc("kafka_server_brokertopicmetrics_replicationbytesout", (), 0)  # 0 on one node
         self._metrics_server: Optional[MetricsServer] = None
-        self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for)
-        self.logs.flush_listener = self._log_flushed
+        self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for,
+                               on_flush=self._log_flushed)
         self._partitions: Dict[Tuple[str, int], Partition] = {}
         # The high watermarks of replicas stopped without deleting their logs (a controlled
         # shutdown stops its followers): their logs stay, so their checkpoint entries do.
@@ -197,8 +196,6 @@ class Broker:
             interval = self.config.node.replica_high_watermark_checkpoint_interval_ms / 1000.0
             self.logs.scheduler.schedule(self.checkpoint_high_watermarks, delay=interval, period=interval,
                                          name="high-watermark-checkpoint")
-            if self.cluster is not None:
-                self.cluster.replicas.metrics = self.metrics_registry
             self.metrics_registry.add_collector(lambda: broker_readings(self))
             if self.config.node.metrics_listener:
                 self._metrics_server = self.metrics_registry.serve(self.config.node.metrics_listener)
@@ -444,7 +441,8 @@ class Broker:
                             ) -> "DelayedCall[FetchResults]":
         """A follower's Fetch (a delayed operation woken by appends)."""
         return self._require_cluster().replicas.fetch_for_replica(replica_id, broker_epoch, partitions, max_wait_ms,
-                                                                  min_bytes, max_bytes, deliver)
+                                                                  min_bytes, max_bytes,
+                                                                  Tapped(deliver, self._count_replicated))
 
     def offsets_for_leader_epoch(self, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
                                  ) -> Dict[Tuple[str, int], EpochEndOffset]:
@@ -1014,10 +1012,7 @@ class Broker:
         items = (("kafka_server_brokertopicmetrics_totalproducerequests", 1),
                  ("kafka_server_brokertopicmetrics_failedproducerequests", 1),
                  ("kafka_server_brokertopicmetrics_bytesrejected", size))
-        if self.hosted((topic, partition)) is not None:
-            self.metrics_registry.count_topic(topic, items)
-        else:  # a name no partition here has: all topics' counts only (clients choose names)
-            self.metrics_registry.inc_all((name, (), amount) for name, amount in items)
+        self.metrics_registry.count_topic(topic, items, own=self.hosted((topic, partition)) is not None)
 
     def _count_appended(self, topic: str, size: int, result: ProduceResult) -> None:
         self.metrics_registry.count_topic(topic, (
@@ -1034,10 +1029,12 @@ class Broker:
             items = (("kafka_server_brokertopicmetrics_totalfetchrequests", 1),
                      ("kafka_server_brokertopicmetrics_failedfetchrequests", 1 if result.error_code else 0),
                      ("kafka_server_brokertopicmetrics_bytesout", len(records) if records is not None else 0))
-            if records is not None or (topic, index) in self._partitions:
-                registry.count_topic(topic, items)
-            else:
-                registry.inc_all((name, (), amount) for name, amount in items)
+            registry.count_topic(topic, items, own=records is not None or (topic, index) in self._partitions)
+
+    def _count_replicated(self, results: FetchResults) -> None:
+        """The bytes a follower's fetch answer carries (replication bytes out)."""
+        self.metrics_registry.inc("kafka_server_brokertopicmetrics_replicationbytesout", (), sum(
+            len(r.records) for r in results.values() if r.records is not None))
 
     def _log_flushed(self, ms: float) -> None:
         self.metrics_registry.observe("kafka_log_logflushstats_logflushrateandtimems", (), ms)

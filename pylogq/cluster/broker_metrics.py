@@ -68,8 +68,6 @@ def _log_and_replica_readings(broker: "Broker") -> Iterator[Reading]:
     if broker.cluster is None:
         for topic, count in per_topic.items():
             yield "kafka_topic_partitions", (topic,), count
-        yield "kafka_server_replicamanager_isrshrinks", (), 0  # one replica: its ISR never changes
-        yield "kafka_server_replicamanager_isrexpands", (), 0
     else:
         replicas = broker.cluster.replicas
         yield "kafka_server_replicamanager_isrshrinks", (), replicas.isr_shrinks

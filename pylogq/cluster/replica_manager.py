@@ -34,7 +34,6 @@ import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from .. import errors
-from ..metrics import MetricsRegistry
 from ..records import AppendResult
 from .contract import (
     BrokerRegistration,
@@ -46,7 +45,7 @@ from .contract import (
     ReplicaFetchPartition,
     StopReplicaRequest,
 )
-from .delayed import DelayedCall, DelayedOperationPurgatory, Tapped, Timer
+from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
 from .partition import Partition
 from .replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from .zk_client import KafkaZkClient
@@ -120,8 +119,6 @@ class ReplicaManager:
         #: ISR changes written to the store, by direction (the ISR shrink and expand metrics).
         self.isr_shrinks = 0
         self.isr_expands = 0
-        #: The broker's metrics (the replication bytes sent to followers are counted there).
-        self.metrics: Optional[MetricsRegistry] = None
         self._isr_writer = threading.Thread(target=self._write_isr_changes, name="pylogq-isr-writer-%d" % broker_id,
                                             daemon=True)
         self._isr_writer.start()
@@ -349,19 +346,13 @@ class ReplicaManager:
 
         first = self._read_for_replica(replica_id, partitions, max_bytes, record=True)
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000.0
-        op: DelayedCall[Dict[TopicPartition, FetchResult]] = DelayedCall(deadline, check, read,
-                                                                         Tapped(deliver, self._count_sent))
+        op: DelayedCall[Dict[TopicPartition, FetchResult]] = DelayedCall(deadline, check, read, deliver)
         size = sum(len(r.records) for r in first.values() if r.records is not None)
         if max_wait_ms <= 0 or size >= min_bytes or any(r.error_code for r in first.values()) or self.closed:
             op.complete_with(first)
             return op
         self.replica_fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in partitions])
         return op
-
-    def _count_sent(self, results: Dict[TopicPartition, FetchResult]) -> None:
-        if self.metrics is not None:
-            self.metrics.inc("kafka_server_brokertopicmetrics_replicationbytesout", (), sum(
-                len(r.records) for r in results.values() if r.records is not None))
 
     def _read_for_replica(self, replica_id: int, partitions: Sequence[ReplicaFetchPartition], max_bytes: int,
                           record: bool) -> Dict[TopicPartition, FetchResult]:

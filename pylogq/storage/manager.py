@@ -226,7 +226,10 @@ class LogManager:
         load_all: bool = True,
         background: bool = True,
         clock: Callable[[], float] = time.time,
+        on_flush: Optional[Callable[[float], None]] = None,
     ) -> None:
+        """``on_flush`` is told the duration (ms) of every flush of a managed log (the
+        broker's flush metric)."""
         if config is None:
             config = LogManagerConfig(log_dirs=list(_as_list(log_dirs))) if log_dirs is not None else LogManagerConfig()
         elif log_dirs is not None:
@@ -238,8 +241,7 @@ class LogManager:
         self.default_log_config = config.default_log_config()
         self._topic_config = topic_config
         self._clock = clock
-        #: Told the duration (ms) of every flush of a managed log (the broker's flush metric).
-        self.flush_listener: Optional[Callable[[float], None]] = None
+        self._on_flush = on_flush
         self._lock = threading.RLock()
         self._logs: Dict[Tuple[str, int], Log] = {}
         self._log_dir_of: Dict[Tuple[str, int], _LogDir] = {}
@@ -261,11 +263,6 @@ class LogManager:
         self.cleaner: Optional["LogCleaner"] = None
         if background:
             self._start_background()
-
-    def _flushed(self, ms: float) -> None:
-        listener = self.flush_listener
-        if listener is not None:
-            listener(ms)
 
     # -- opening logs -------------------------------------------------------------
 
@@ -289,7 +286,7 @@ class LogManager:
             clean_shutdown=d.clean_shutdown,
             scheduler=self.scheduler,
             clock=self._clock,
-            on_flush=self._flushed,
+            on_flush=self._on_flush,
         )
         self._logs[tp] = log_
         self._log_dir_of[tp] = d

@@ -553,3 +553,16 @@ def test_a_replica_stopped_with_its_log_kept_keeps_its_high_watermark_checkpoint
     follower.checkpoint_high_watermarks()
     path = os.path.join(follower.data_dir, "replication-offset-checkpoint")
     assert OffsetCheckpoint(path).read()[("t", 0)] == 3
+
+
+def test_a_leader_s_metrics_count_what_its_followers_fetched(cluster):
+    cluster.create_topic("t", 1, 3)
+    leader = leader_broker(cluster, "t", 0)
+    data = batch([b"x" * 100] * 10)
+    leader.produce("t", 0, data, acks=-1)  # answered once both followers have the batch
+    m = leader.metrics()
+    assert m["kafka_server_brokertopicmetrics_replicationbytesout_total"] >= 2 * len(data)
+    assert m['kafka_server_brokertopicmetrics_bytesin_total{topic="t"}'] == len(data)
+    assert m["kafka_server_replicamanager_underreplicatedpartitions"] == 0
+    follower = next(b for b in cluster.brokers if b is not leader)
+    assert follower.metrics()['kafka_log_log_logendoffset{partition="0",topic="t"}'] == 10
