@@ -27,7 +27,6 @@ too, as Kafka's clients share ``TopicConfig``.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -192,6 +191,8 @@ def _invalid(key: str, value: Any, rule: str) -> ConfigError:
 
 
 def suggest(word: str, candidates: Iterable[str]) -> str:
+    import difflib  # only for an unknown name: not on the startup path
+
     pool = list(candidates)
     lowered = {c.lower(): c for c in pool}
     match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)

@@ -235,3 +235,99 @@ def time_index_entry(buf, Py_ssize_t slot):
     finally:
         PyBuffer_Release(&view)
     return ts, rel
+
+
+# What an index's full sanity check finds, as (problem, slot): problem 0 is none; the
+# slot is the entry that breaks the rule (the later of two out of order).
+cdef enum:
+    INDEX_SOUND = 0
+    OFFSET_FIRST_NEGATIVE = 1
+    OFFSET_NOT_INCREASING = 2
+    POSITION_FIRST_NEGATIVE = 3
+    POSITION_DECREASING = 4
+    TIME_NOT_INCREASING = 1
+    TIME_FIRST_OFFSET_NEGATIVE = 2
+    TIME_OFFSET_DECREASING = 3
+
+
+cdef Py_buffer _entries_view(object buf, Py_ssize_t entries, Py_ssize_t size) except *:
+    cdef Py_buffer view
+    if entries < 0:
+        raise ValueError("entries must be >= 0, got %d" % entries)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    if entries > view.len // size:
+        PyBuffer_Release(&view)
+        raise ValueError(
+            "entries %d need %d bytes but the buffer holds %d"
+            % (entries, entries * size, view.len))
+    return view
+
+
+cdef int _offset_disorder(const unsigned char *p, Py_ssize_t n, Py_ssize_t *slot) noexcept nogil:
+    cdef Py_ssize_t i
+    if pylogq_be_i32(p) < 0:
+        return OFFSET_FIRST_NEGATIVE
+    for i in range(1, n):
+        if pylogq_be_i32(p + i * 8) <= pylogq_be_i32(p + (i - 1) * 8):
+            slot[0] = i
+            return OFFSET_NOT_INCREASING
+    if pylogq_be_i32(p + 4) < 0:
+        return POSITION_FIRST_NEGATIVE
+    for i in range(1, n):
+        if pylogq_be_i32(p + i * 8 + 4) < pylogq_be_i32(p + (i - 1) * 8 + 4):
+            slot[0] = i
+            return POSITION_DECREASING
+    return INDEX_SOUND
+
+
+cdef int _time_disorder(const unsigned char *p, Py_ssize_t n, Py_ssize_t *slot) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(1, n):
+        if pylogq_be_i64(p + i * 12) <= pylogq_be_i64(p + (i - 1) * 12):
+            slot[0] = i
+            return TIME_NOT_INCREASING
+    if pylogq_be_i32(p + 8) < 0:
+        return TIME_FIRST_OFFSET_NEGATIVE
+    for i in range(1, n):
+        if pylogq_be_i32(p + i * 12 + 8) < pylogq_be_i32(p + (i - 1) * 12 + 8):
+            slot[0] = i
+            return TIME_OFFSET_DECREASING
+    return INDEX_SOUND
+
+
+def offset_index_disorder(buf, Py_ssize_t entries):
+    """``(problem, slot)``: the first rule the offset index's entries break, 0 for none.
+
+    1: the first relative offset is negative; 2: entry ``slot``'s relative offset is
+    not above the one before; 3: the first position is negative; 4: entry ``slot``'s
+    position is below the one before. Rules are checked in that order.
+    """
+    cdef Py_buffer view = _entries_view(buf, entries, OFFSET_ENTRY_SIZE)
+    cdef Py_ssize_t slot = 0
+    cdef int problem = INDEX_SOUND
+    try:
+        if entries:
+            with nogil:
+                problem = _offset_disorder(<const unsigned char *>view.buf, entries, &slot)
+    finally:
+        PyBuffer_Release(&view)
+    return problem, slot
+
+
+def time_index_disorder(buf, Py_ssize_t entries):
+    """``(problem, slot)``: the first rule the time index's entries break, 0 for none.
+
+    1: entry ``slot``'s timestamp is not above the one before; 2: the first relative
+    offset is negative; 3: entry ``slot``'s relative offset is below the one before.
+    Rules are checked in that order.
+    """
+    cdef Py_buffer view = _entries_view(buf, entries, TIME_ENTRY_SIZE)
+    cdef Py_ssize_t slot = 0
+    cdef int problem = INDEX_SOUND
+    try:
+        if entries:
+            with nogil:
+                problem = _time_disorder(<const unsigned char *>view.buf, entries, &slot)
+    finally:
+        PyBuffer_Release(&view)
+    return problem, slot

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 
 __all__ = ["tune", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
 
@@ -43,12 +42,21 @@ TRIM_THRESHOLD = 64 << 20
 _ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
 
+def _glibc() -> bool:
+    """Whether the C library is glibc: its confstr names it (platform.libc_ver would read
+    the whole interpreter binary for the answer)."""
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError, AttributeError):  # not a glibc name, or no confstr at all
+        return False
+
+
 def tune() -> bool:
     """Set the thresholds; -> whether they were set (False: not glibc, or the
     environment chose its own). Safe to call more than once."""
     if any(name in os.environ for name in _ENVIRONMENT):
         return False
-    if platform.libc_ver()[0] != "glibc":
+    if not _glibc():
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -21,7 +21,7 @@ a crash (acknowledged records are in the files already).
 from __future__ import annotations
 
 import argparse
-import asyncio
+import gc
 import json
 import logging
 import os
@@ -29,9 +29,12 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from . import allocator as _allocator
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["main"]
 
@@ -225,6 +228,19 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    # Starting creates only objects that live as long as the broker (modules, classes, the
+    # logs): the cyclic collector is held off until the broker is ready, which spares the
+    # start a tenth of its time and would find nothing to free.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _main(argv, collecting)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _main(argv: Optional[List[str]], collecting: bool) -> int:
     args = _parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("pylogq.server")
@@ -239,12 +255,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if threading.current_thread() is threading.main_thread():
         shutdown.install()
     try:
-        return _run(args, shutdown, log)
+        return _run(args, shutdown, log, collecting)
     finally:
         shutdown.uninstall()
 
 
-def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger) -> int:
+def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger, collecting: bool) -> int:
+    import asyncio  # here, with the collector held off (see main)
+
     from ..cluster.broker import Broker
     from ..errors import ConfigError, PylogqError
     from ..server import KafkaServer, new_event_loop
@@ -295,6 +313,8 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger) -> 
     if shutdown.installed:
         shutdown.watch_loop(loop)
     shutdown.on_signal(request_stop)
+    if collecting:
+        gc.enable()
     print("pylogq-broker %d ready on %s" % (broker.broker_id, ", ".join("%s:%d" % a for a in server.addresses)),
           flush=True)
     if broker.metrics_url is not None:

@@ -325,6 +325,8 @@ class Schema:
     """One Kafka message (API request, response or header) as a table read by the codec.
 
     Immutable once built except for per-version plans cached on first use; safe to share.
+    The fields are compiled at the first encode or decode, not at construction: a broker
+    imports every message's table and starts before most are used.
     """
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -336,8 +338,17 @@ class Schema:
             raise ValueError(f"{self.name}: validVersions must not be none")
         self.min_version, self.max_version = rng
         self.flexible_versions = parse_versions(spec.get("flexibleVersions", "none"))
-        common = spec.get("commonStructs")
-        self._struct = _Struct(spec["fields"], _CommonStructs(common) if common else None)
+        self._spec = spec
+        self._compiled: Optional[_Struct] = None
+
+    @property
+    def _struct(self) -> _Struct:
+        struct = self._compiled
+        if struct is None:
+            # Two threads may both compile it; either result is the same table.
+            common = self._spec.get("commonStructs")
+            struct = self._compiled = _Struct(self._spec["fields"], _CommonStructs(common) if common else None)
+        return struct
 
     def __repr__(self) -> str:
         return f"Schema({self.name} v{self.min_version}-{self.max_version})"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import ipaddress
 import logging
 import socket
 import threading
@@ -466,6 +465,8 @@ def _hosts(items: Iterable[Tuple[str, int]]) -> str:
 
 def _normal_ip(host: str) -> str:
     """An address as the per-IP limits key it: canonical text, IPv4-mapped IPv6 as IPv4."""
+    import ipaddress  # after the first connection: not on the startup path
+
     try:
         address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
@@ -478,6 +479,8 @@ def _normal_ip(host: str) -> str:
 def _resolve_overrides(text: str) -> Dict[str, int]:
     """``max.connections.per.ip.overrides`` keyed by address: a host name counts for each
     of its addresses, resolved once at start, as Kafka does."""
+    import ipaddress
+
     resolved: Dict[str, int] = {}
     for host, count in parse_connection_overrides(text).items():
         try:

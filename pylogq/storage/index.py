@@ -86,6 +86,8 @@ _offset_entry = index_search.offset_index_entry
 _time_lookup = index_search.time_index_lookup
 _time_upper = index_search.time_index_upper
 _time_entry = index_search.time_index_entry
+_offset_disorder = index_search.offset_index_disorder
+_time_disorder = index_search.time_index_disorder
 
 PathType = Union[str, "os.PathLike[str]"]
 _I = TypeVar("_I", bound="_Index")
@@ -645,32 +647,25 @@ class OffsetIndex(_Index):
             data = self._used_bytes()
         if not data:
             return
-        import numpy as np  # not at import: a broker starting up needs none of it
-
-        table = np.frombuffer(data, dtype=">i4").reshape(-1, 2).astype(np.int64)
-        rel, position = table[:, 0], table[:, 1]
-        if rel[0] < 0:
-            raise self._corrupt("entry 0 has a negative relative offset %d", int(rel[0]))
-        bad = np.flatnonzero(np.diff(rel) <= 0)
-        if bad.size:
-            i = int(bad[0])
+        problem, i = _offset_disorder(data, len(data) // OFFSET_ENTRY_SIZE)
+        if not problem:
+            return
+        rel, position = _OFFSET_ENTRY.unpack_from(data, i * OFFSET_ENTRY_SIZE)
+        if problem in (2, 4):
+            before_rel, before_position = _OFFSET_ENTRY.unpack_from(data, (i - 1) * OFFSET_ENTRY_SIZE)
+        if problem == 1:
+            raise self._corrupt("entry 0 has a negative relative offset %d", rel)
+        if problem == 2:
             raise self._corrupt(
                 "offsets not strictly increasing: entry %d has offset %d after %d",
-                i + 1,
-                self._base_offset + int(rel[i + 1]),
-                self._base_offset + int(rel[i]),
+                i,
+                self._base_offset + rel,
+                self._base_offset + before_rel,
             )
-        if position[0] < 0:
-            raise self._corrupt("entry 0 has a negative position %d", int(position[0]))
-        bad = np.flatnonzero(np.diff(position) < 0)
-        if bad.size:
-            i = int(bad[0])
-            raise self._corrupt(
-                "positions decrease: entry %d has position %d after %d",
-                i + 1,
-                int(position[i + 1]),
-                int(position[i]),
-            )
+        if problem == 3:
+            raise self._corrupt("entry 0 has a negative position %d", position)
+        raise self._corrupt(
+            "positions decrease: entry %d has position %d after %d", i, position, before_position)
 
 
 class TimeIndex(_Index):
@@ -842,31 +837,24 @@ class TimeIndex(_Index):
             data = self._used_bytes()
         if not data:
             return
-        import numpy as np  # not at import: a broker starting up needs none of it
+        problem, i = _time_disorder(data, len(data) // TIME_ENTRY_SIZE)
+        if not problem:
+            return
+        ts, rel = _TIME_ENTRY.unpack_from(data, i * TIME_ENTRY_SIZE)
+        if problem != 2:
+            before_ts, before_rel = _TIME_ENTRY.unpack_from(data, (i - 1) * TIME_ENTRY_SIZE)
+        if problem == 1:
+            raise self._corrupt(
+                "timestamps not strictly increasing: entry %d has timestamp %d after %d", i, ts, before_ts)
+        if problem == 2:
+            raise self._corrupt("entry 0 has a negative relative offset %d", rel)
+        raise self._corrupt(
+            "offsets decrease: entry %d has offset %d after %d",
+            i,
+            self._base_offset + rel,
+            self._base_offset + before_rel,
+        )
 
-        table = np.frombuffer(data, dtype=np.dtype([("ts", ">i8"), ("rel", ">i4")]))
-        ts = table["ts"].astype(np.int64)
-        rel = table["rel"].astype(np.int64)
-        bad = np.flatnonzero(np.diff(ts) <= 0)
-        if bad.size:
-            i = int(bad[0])
-            raise self._corrupt(
-                "timestamps not strictly increasing: entry %d has timestamp %d after %d",
-                i + 1,
-                int(ts[i + 1]),
-                int(ts[i]),
-            )
-        if rel[0] < 0:
-            raise self._corrupt("entry 0 has a negative relative offset %d", int(rel[0]))
-        bad = np.flatnonzero(np.diff(rel) < 0)
-        if bad.size:
-            i = int(bad[0])
-            raise self._corrupt(
-                "offsets decrease: entry %d has offset %d after %d",
-                i + 1,
-                self._base_offset + int(rel[i + 1]),
-                self._base_offset + int(rel[i]),
-            )
 
 
 def open_index(

@@ -41,6 +41,8 @@ __all__ = [
     "time_index_upper",
     "offset_index_entry",
     "time_index_entry",
+    "offset_index_disorder",
+    "time_index_disorder",
     "pure",
 ]
 
@@ -140,6 +142,54 @@ def _py_time_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
     return _entry(buf, slot, _TIME_ENTRY, "time")
 
 
+def _py_offset_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
+    """``(problem, slot)``: the first rule the offset index's entries break, 0 for none.
+
+    1: the first relative offset is negative; 2: entry ``slot``'s relative offset is
+    not above the one before; 3: the first position is negative; 4: entry ``slot``'s
+    position is below the one before. Rules are checked in that order.
+    """
+    entries = index(entries)
+    _check_entries(buf, entries, OFFSET_ENTRY_SIZE)
+    if not entries:
+        return 0, 0
+    table = list(_OFFSET_ENTRY.iter_unpack(memoryview(buf)[: entries * OFFSET_ENTRY_SIZE]))
+    if table[0][0] < 0:
+        return 1, 0
+    for i in range(1, entries):
+        if table[i][0] <= table[i - 1][0]:
+            return 2, i
+    if table[0][1] < 0:
+        return 3, 0
+    for i in range(1, entries):
+        if table[i][1] < table[i - 1][1]:
+            return 4, i
+    return 0, 0
+
+
+def _py_time_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
+    """``(problem, slot)``: the first rule the time index's entries break, 0 for none.
+
+    1: entry ``slot``'s timestamp is not above the one before; 2: the first relative
+    offset is negative; 3: entry ``slot``'s relative offset is below the one before.
+    Rules are checked in that order.
+    """
+    entries = index(entries)
+    _check_entries(buf, entries, TIME_ENTRY_SIZE)
+    if not entries:
+        return 0, 0
+    table = list(_TIME_ENTRY.iter_unpack(memoryview(buf)[: entries * TIME_ENTRY_SIZE]))
+    for i in range(1, entries):
+        if table[i][0] <= table[i - 1][0]:
+            return 1, i
+    if table[0][1] < 0:
+        return 2, 0
+    for i in range(1, entries):
+        if table[i][1] < table[i - 1][1]:
+            return 3, i
+    return 0, 0
+
+
 #: The pure-Python twin of the compiled kernel: the same names, the same results and errors.
 pure = types.SimpleNamespace(
     offset_index_lookup=_py_offset_index_lookup,
@@ -148,6 +198,8 @@ pure = types.SimpleNamespace(
     time_index_upper=_py_time_index_upper,
     offset_index_entry=_py_offset_index_entry,
     time_index_entry=_py_time_index_entry,
+    offset_index_disorder=_py_offset_index_disorder,
+    time_index_disorder=_py_time_index_disorder,
 )
 
 _kernel = compiled("_index") or pure
@@ -157,3 +209,5 @@ time_index_lookup = _kernel.time_index_lookup
 time_index_upper = _kernel.time_index_upper
 offset_index_entry = _kernel.offset_index_entry
 time_index_entry = _kernel.time_index_entry
+offset_index_disorder = _kernel.offset_index_disorder
+time_index_disorder = _kernel.time_index_disorder

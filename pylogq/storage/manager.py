@@ -24,7 +24,6 @@ import fcntl
 import functools
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -66,6 +65,13 @@ def delete_dir_name(topic: str, partition: int) -> str:
     return "%s-%d.%s%s" % (topic[:max(room, 0)], partition, unique, DELETE_SUFFIX)
 
 
+def _remove_tree(path: str) -> None:
+    """Remove a directory and everything in it, errors ignored (shutil is imported on the
+    first removal: it is not needed to open the logs)."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
 
 class _LogDir:
     """One log directory: its lock and its checkpoint files."""
@@ -100,7 +106,7 @@ class _LogDir:
             if not os.path.isdir(full):
                 continue
             if name.endswith(DELETE_SUFFIX):
-                shutil.rmtree(full, ignore_errors=True)  # a deleted topic's leftovers
+                _remove_tree(full)  # a deleted topic's leftovers
                 continue
             try:
                 parse_dir_name(full)
@@ -404,7 +410,7 @@ class LogManager:
                         self._load_log(d, log_.directory, log_.config)
             raise
         for _, doomed in renamed:
-            self.scheduler.schedule(functools.partial(shutil.rmtree, doomed, ignore_errors=True), name="delete-log")
+            self.scheduler.schedule(functools.partial(_remove_tree, doomed), name="delete-log")
         with self._lock:
             for tp, _, d in taken:
                 d.recovery.pop(tp, None)

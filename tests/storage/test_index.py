@@ -38,6 +38,8 @@ KERNELS = {
     "_time_lookup": "time_index_lookup",
     "_time_upper": "time_index_upper",
     "_time_entry": "time_index_entry",
+    "_offset_disorder": "offset_index_disorder",
+    "_time_disorder": "time_index_disorder",
 }
 INT32_MAX = 2**31 - 1
 OFFSET_WARM = index_search.WARM_SECTION_BYTES // 8

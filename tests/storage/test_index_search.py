@@ -25,6 +25,8 @@ NAMES = (
     "time_index_upper",
     "offset_index_entry",
     "time_index_entry",
+    "offset_index_disorder",
+    "time_index_disorder",
 )
 IMPLS = ["pure"] if _speedups.NO_EXTENSIONS else ["compiled", "pure"]
 
@@ -264,3 +266,76 @@ def test_mmap_of_a_preallocated_index_file(impl, tmp_path):
         assert impl.offset_index_lookup(mm, full, 2**31 - 1) == full - 1
         with pytest.raises(ValueError, match="entries %d need" % (full + 1)):
             impl.offset_index_lookup(mm, full + 1, 0)
+
+
+def offset_disorder_reference(entries: Sequence[tuple]) -> tuple:
+    """The full sanity check's rules for an offset index, in order, on a list of entries."""
+    if not entries:
+        return 0, 0
+    if entries[0][0] < 0:
+        return 1, 0
+    for i in range(1, len(entries)):
+        if entries[i][0] <= entries[i - 1][0]:
+            return 2, i
+    if entries[0][1] < 0:
+        return 3, 0
+    for i in range(1, len(entries)):
+        if entries[i][1] < entries[i - 1][1]:
+            return 4, i
+    return 0, 0
+
+
+def time_disorder_reference(entries: Sequence[tuple]) -> tuple:
+    if not entries:
+        return 0, 0
+    for i in range(1, len(entries)):
+        if entries[i][0] <= entries[i - 1][0]:
+            return 1, i
+    if entries[0][1] < 0:
+        return 2, 0
+    for i in range(1, len(entries)):
+        if entries[i][1] < entries[i - 1][1]:
+            return 3, i
+    return 0, 0
+
+
+def _mostly_sound(draw_keys: List[int], rng: random.Random, flips: int) -> List[int]:
+    """Sorted keys with ``flips`` of them replaced by a random value (breaking order, or not)."""
+    keys = list(draw_keys)
+    for _ in range(flips):
+        if keys:
+            keys[rng.randrange(len(keys))] = rng.randint(-3, max(keys) + 3)
+    return keys
+
+
+@given(n=st.integers(0, 300), seed=st.integers(0, 2**32 - 1), flips=st.integers(0, 2),
+       tail=st.integers(0, 20))
+@settings(max_examples=300, deadline=None)
+def test_disorder_matches_the_reference(impl, n, seed, flips, tail):
+    rng = random.Random(seed)
+    rels = _mostly_sound(sorted(rng.sample(range(3 * n + 1), n)), rng, flips)
+    positions = _mostly_sound(sorted(rng.randint(0, 10 * n) for _ in range(n)), rng, flips)
+    entries = list(zip(rels, positions))
+    assert impl.offset_index_disorder(offset_index(entries, tail=tail), n) == offset_disorder_reference(entries)
+    stamps = _mostly_sound(sorted(rng.sample(range(1_700_000_000_000, 1_700_000_000_000 + 3 * n + 1), n)),
+                           rng, flips)
+    tentries = list(zip(stamps, _mostly_sound(sorted(rng.randint(0, 3 * n) for _ in range(n)), rng, flips)))
+    assert impl.time_index_disorder(time_index(tentries, tail=tail), n) == time_disorder_reference(tentries)
+
+
+def test_disorder_checks_only_the_entries_in_use_and_their_bounds(impl):
+    # A preallocated index's zero-filled tail is not checked: only ``entries`` are.
+    buf = offset_index([(0, 0), (5, 10)], tail=16)
+    assert impl.offset_index_disorder(buf, 2) == (0, 0)
+    assert impl.offset_index_disorder(buf, 3) == (2, 2)
+    assert impl.offset_index_disorder(buf, 0) == (0, 0)
+    # The highest keys and positions, and INT64 timestamps at their limits.
+    assert impl.offset_index_disorder(offset_index([(0, 0), (2**31 - 1, 2**31 - 1)]), 2) == (0, 0)
+    assert impl.time_index_disorder(time_index([(-2**63, 0), (2**63 - 1, 0)]), 2) == (0, 0)
+    assert impl.time_index_disorder(time_index([(5, 0), (5, 1)]), 2) == (1, 1)
+    with pytest.raises(ValueError, match=r"entries 5 need 40 bytes but the buffer holds 32"):
+        impl.offset_index_disorder(buf, 5)
+    with pytest.raises(ValueError, match=r"entries 2 need 24 bytes but the buffer holds 12"):
+        impl.time_index_disorder(time_index([(1, 0)]), 2)
+    with pytest.raises(ValueError, match="entries must be >= 0, got -1"):
+        impl.time_index_disorder(bytes(24), -1)
