@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import os
 import signal
@@ -156,6 +155,8 @@ class _JsonFormatter(logging.Formatter):
         }
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
+        import json  # only with --log-format json
+
         return json.dumps(entry)
 
 
@@ -187,9 +188,27 @@ def _seconds(text: str) -> float:
     return value
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, with the terminal's width found without importing shutil (argparse builds
+    a formatter for every argument added, so shutil would be imported at every start)."""
+
+    def __init__(self, prog: str) -> None:
+        columns = 80  # without COLUMNS, a terminal or a stdout at all
+        try:
+            columns = int(os.environ["COLUMNS"])
+        except (KeyError, ValueError):
+            if sys.__stdout__ is not None:
+                try:
+                    columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+                except (OSError, ValueError):
+                    pass
+        super().__init__(prog, width=max(columns - 2, 11))
+
+
 def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="pylogq-broker", description="Serve a pylogq broker to Kafka clients over the Kafka protocol.")
+        prog="pylogq-broker", description="Serve a pylogq broker to Kafka clients over the Kafka protocol.",
+        formatter_class=_HelpFormatter)
     parser.add_argument("config", nargs="?", help="server.properties file (Kafka's keys); also --config")
     parser.add_argument("--config", dest="config_flag", metavar="FILE", help="server.properties file")
     parser.add_argument("--data-dir", help="data directory (log.dirs); default ./%s" % DEFAULT_DATA_DIR)

@@ -9,7 +9,6 @@ file, never a torn one); a cluster's stores (in memory for one process, ZooKeepe
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Sequence
@@ -89,6 +88,8 @@ class FileTopicStore:
             if self._topics:
                 self._save()
             return dict(self._topics)
+        import json  # here and in _save: an empty data directory starts without it
+
         owners: Dict[str, str] = {}  # topic id -> name
         try:
             with open(self.path, "rb") as f:
@@ -159,6 +160,8 @@ class FileTopicStore:
         return iter(self._topics)
 
     def _save(self) -> None:
+        import json
+
         # One topic a line, each encoded compactly (json's C encoder; its indenting one is
         # pure Python and made a broker of thousands of topics slow to create one).
         lines = ["%s: %s" % (json.dumps(name), json.dumps({"config": m.config, "partitions": m.partitions,
