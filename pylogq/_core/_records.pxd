@@ -52,6 +52,7 @@ cdef class RecordBatchBuilder:
     cdef readonly bint is_control
     cdef readonly int timestamp_type
     cdef public Py_ssize_t batch_size      # the producer raises it as its memory reservation grows
+    cdef readonly Py_ssize_t max_record_size  # the largest record appended, encoded (Kafka's maxRecordSize)
     cdef int32_t _count
     cdef int64_t _last_delta
     cdef int64_t _first_ts

@@ -88,6 +88,7 @@ class RecordBatchBuilder:
     is_control: bool
     timestamp_type: int
     batch_size: int
+    max_record_size: int
     def __init__(
         self,
         compression_type: Union[int, str] = ...,

@@ -597,6 +597,7 @@ cdef class RecordBatchBuilder:
         self._last_delta = -1
         self._has_first = False
         self._max_ts = -1
+        self.max_record_size = 0
         self._built = False
 
     cdef int _reserve(self, Py_ssize_t extra) except -1:
@@ -669,6 +670,8 @@ cdef class RecordBatchBuilder:
             if vrel:
                 PyBuffer_Release(&vview)
         self._len += total
+        if total > self.max_record_size:
+            self.max_record_size = total
         if not self._has_first:
             self._has_first = True
             self._first_ts = ts

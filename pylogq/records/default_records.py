@@ -316,6 +316,7 @@ class RecordBatchBuilder:
         self._last_offset_delta = -1
         self._first_timestamp: Optional[int] = None
         self._max_timestamp = -1
+        self.max_record_size = 0  # the largest record appended, encoded (Kafka's maxRecordSize)
         self._built = False
 
     def append(
@@ -353,6 +354,8 @@ class RecordBatchBuilder:
         self._first_timestamp = first
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
+        if size > self.max_record_size:
+            self.max_record_size = size
         self._count += 1
         self._last_offset_delta = offset
         return size
