@@ -18,6 +18,11 @@ On connect, ApiVersions picks per API the highest version both sides speak
 version answers in the v0 layout with UNSUPPORTED_VERSION and its own range,
 and the request is repeated at a version it knows. With SASL_PLAINTEXT the
 SaslHandshake (v1) and SaslAuthenticate exchange follows before anything else.
+
+With ``sensors`` (the client's :class:`~pylogq.client.metrics.NodeSensors` of
+this broker) each request's bytes are recorded once written, and each
+response's bytes, latency (from just before the request was written to its
+response read whole) and throttle time before its waiter gets it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import logging
 import socket
 import struct
 import threading
+import time
 from typing import Any, Deque, Dict, Mapping, Optional, Tuple
 
 from ..errors import (
@@ -45,6 +51,7 @@ from ..protocol.constants import ApiKey
 from ..protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
 from ..protocol.messages import API_NAMES
 from ..protocol.types import Reader, Writer
+from .metrics import NodeSensors
 
 __all__ = [
     "BrokerConnection", "KafkaConnectionError", "NoBrokersAvailable", "CLIENT_VERSIONS",
@@ -98,13 +105,14 @@ _UNSUPPORTED_VERSION = UnsupportedVersionError.code
 class _InFlight:
     """A request waiting for its response: what to decode it with and who waits."""
 
-    __slots__ = ("correlation_id", "api_key", "version", "header_version", "future")
+    __slots__ = ("correlation_id", "api_key", "version", "header_version", "future", "sent_at")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, header_version: int) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
         self.header_version = header_version
+        self.sent_at = 0.0  # monotonic, just before the request was written
         self.future: "concurrent.futures.Future[Dict[str, Any]]" = concurrent.futures.Future()
 
 
@@ -119,7 +127,8 @@ class BrokerConnection:
     """
 
     def __init__(self, host: str, port: int, client_id: Optional[str], timeout_s: float,
-                 sasl: Optional[Tuple[str, str, str]] = None, label: str = "") -> None:
+                 sasl: Optional[Tuple[str, str, str]] = None, label: str = "",
+                 sensors: Optional[NodeSensors] = None) -> None:
         self.host = host
         self.port = port
         self.address = "%s:%d" % (host, port)
@@ -129,6 +138,9 @@ class BrokerConnection:
         self.versions: Dict[int, int] = {}  # negotiated version per API key
         self.broker_versions: Dict[int, Tuple[int, int]] = {}
         self.closed = False
+        #: Where requests and responses are counted (None: nowhere); the transport may move a
+        #: bootstrap connection's counts to the broker Metadata names at its address.
+        self.sensors = sensors
         self._send_lock = threading.Lock()
         self._in_flight: Deque[_InFlight] = collections.deque()
         self._correlation_id = 0
@@ -203,11 +215,15 @@ class BrokerConnection:
             else:
                 entry.future.set_result({})
                 self._unanswered_writes = True
+            entry.sent_at = time.monotonic()
             try:
                 self._sock.sendall(w.buf)
             except OSError as exc:
                 reason = "send failed: %s" % (exc.strerror or exc)
             else:
+                sensors = self.sensors
+                if sensors is not None:
+                    sensors.request_sent(len(w.buf), entry.sent_at)
                 return entry.future
         self.close(reason)
         raise KafkaConnectionError("connection to %s lost: %s" % (self.address, reason))
@@ -295,6 +311,9 @@ class BrokerConnection:
                         API_NAMES.get(entry.api_key, entry.api_key), entry.version, exc)
                     entry.future.set_exception(ProtocolError("from %s: %s" % (self.address, reason)))
                     break
+                sensors = self.sensors
+                if sensors is not None:
+                    sensors.response_read(entry.api_key, size + 4, entry.sent_at, decoded.get("throttle_time_ms"))
                 entry.future.set_result(decoded)
         except OSError as exc:
             reason = "receive failed: %s" % (exc.strerror or exc)

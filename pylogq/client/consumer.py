@@ -83,6 +83,20 @@ from .assignors import (
     encode_assignment,
 )
 from ..cluster.contract import TopicPartition
+from .metrics import (
+    AVG,
+    COUNT,
+    COUNT_RATE,
+    FETCH_API_KEY,
+    MAX,
+    RATE,
+    TOTAL,
+    VALUE,
+    MetricName,
+    Metrics,
+    NetworkSensors,
+    Sensor,
+)
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
@@ -154,16 +168,169 @@ class ConsumerRebalanceListener:
 
 
 class _Fetched:
-    """One partition's decoded fetch: records ``index..count`` are not returned yet."""
+    """One partition's decoded fetch: records ``index..count`` are not returned yet; ``size``
+    bytes came over the wire."""
 
-    __slots__ = ("columns", "data", "index", "count", "next_offset")
+    __slots__ = ("columns", "data", "index", "count", "next_offset", "size")
 
-    def __init__(self, columns: Any, data: bytes, next_offset: int) -> None:
+    def __init__(self, columns: Any, data: bytes, next_offset: int, size: int) -> None:
         self.columns = columns
         self.data = data
         self.index = 0
         self.count = len(columns)
         self.next_offset = next_offset
+        self.size = size
+
+
+class _FetchManagerMetrics:
+    """The consumer's fetch metrics (Kafka's ``FetchManagerMetrics``): per fetch and per poll.
+
+    A fetch records its latency, bytes and records once its response is in;
+    a poll records, per partition it returns records of, how many, their
+    share of the fetched bytes, and the partition's lag behind the high
+    watermark of its last fetch. Never per record.
+    """
+
+    GROUP = "consumer-fetch-manager-metrics"
+
+    def __init__(self, metrics: Metrics, network: NetworkSensors) -> None:
+        self.metrics = m = metrics
+        group = self.GROUP
+        self.latency = m.add_stats(m.sensor("fetch-latency"), group, [
+            ("fetch-latency-avg", AVG, "The average time taken for a fetch request."),
+            ("fetch-latency-max", MAX, "The max time taken for any fetch request."),
+            ("fetch-rate", COUNT_RATE, "The number of fetch requests per second."),
+            ("fetch-total", COUNT, "The total number of fetch requests."),
+        ])
+        self.bytes_fetched = m.add_stats(m.sensor("bytes-fetched"), group, [
+            ("fetch-size-avg", AVG, "The average number of bytes fetched per request"),
+            ("fetch-size-max", MAX, "The maximum number of bytes fetched per request"),
+        ])
+        self.records_fetched = m.add_stats(m.sensor("records-fetched"), group, [
+            ("records-per-request-avg", AVG, "The average number of records in each request"),
+        ])
+        self.bytes_consumed = m.add_stats(m.sensor("bytes-consumed"), group, [
+            ("bytes-consumed-rate", RATE, "The average number of bytes consumed per second"),
+            ("bytes-consumed-total", TOTAL, "The total number of bytes consumed"),
+        ])
+        self.records_consumed = m.add_stats(m.sensor("records-consumed"), group, [
+            ("records-consumed-rate", RATE, "The average number of records consumed per second"),
+            ("records-consumed-total", TOTAL, "The total number of records consumed"),
+        ])
+        self.lag = m.add_stats(m.sensor("records-lag"), group, [
+            ("records-lag-max", MAX, "The maximum lag in terms of number of records for any partition in this window"),
+        ])
+        self.throttle = m.add_stats(m.sensor("fetch-throttle-time"), group, [
+            ("fetch-throttle-time-avg", AVG, "The average throttle time in ms"),
+            ("fetch-throttle-time-max", MAX, "The maximum throttle time in ms"),
+        ])
+        network.api_throttle[FETCH_API_KEY] = self.throttle
+        # topic -> bytes fetched, records fetched, bytes consumed, records consumed
+        self._topics: Dict[str, Tuple[Sensor, Sensor, Sensor, Sensor]] = {}
+        self._partitions: Dict[TopicPartition, Sensor] = {}
+
+    def _topic(self, topic: str) -> Tuple[Sensor, Sensor, Sensor, Sensor]:
+        found = self._topics.get(topic)
+        if found is None:
+            m = self.metrics
+            tags = {"topic": topic}
+            name = "topic." + topic + "."
+            about = " for topic " + topic
+            found = self._topics[topic] = (
+                m.add_stats(m.sensor(name + "bytes-fetched"), self.GROUP, [
+                    ("fetch-size-avg", AVG, "The average number of bytes fetched per request" + about),
+                    ("fetch-size-max", MAX, "The maximum number of bytes fetched per request" + about)], tags),
+                m.add_stats(m.sensor(name + "records-fetched"), self.GROUP, [
+                    ("records-per-request-avg", AVG, "The average number of records in each request" + about)], tags),
+                m.add_stats(m.sensor(name + "bytes-consumed"), self.GROUP, [
+                    ("bytes-consumed-rate", RATE, "The average number of bytes consumed per second" + about),
+                    ("bytes-consumed-total", TOTAL, "The total number of bytes consumed" + about)], tags),
+                m.add_stats(m.sensor(name + "records-consumed"), self.GROUP, [
+                    ("records-consumed-rate", RATE, "The average number of records consumed per second" + about),
+                    ("records-consumed-total", TOTAL, "The total number of records consumed" + about)], tags),
+            )
+        return found
+
+    def _partition(self, tp: TopicPartition) -> Sensor:
+        """The partition's lag sensor: Java's ``<topic>-<partition>.records-lag`` (and -max, -avg)."""
+        found = self._partitions.get(tp)
+        if found is None:
+            m = self.metrics
+            name = "%s-%d.records-lag" % tp
+            found = self._partitions[tp] = m.add_stats(m.sensor(name), self.GROUP, [
+                (name, VALUE, "The latest lag of the partition"),
+                (name + "-max", MAX, "The max lag of the partition"),
+                (name + "-avg", AVG, "The average lag of the partition")])
+        return found
+
+    def forget(self, tp: TopicPartition) -> None:
+        """A partition left the assignment: its lag is no longer reported."""
+        if self._partitions.pop(tp, None) is not None:
+            self.metrics.remove_sensor("%s-%d.records-lag" % tp)
+
+    def fetched(self, started: float, now: float, per_topic: Dict[str, List[int]]) -> None:
+        """A fetch sent at ``started`` answered ``per_topic``: topic -> [bytes, records]."""
+        topics = [(self._topic(topic), counts) for topic, counts in per_topic.items()]
+        with self.metrics.lock:
+            self.latency.record_locked((now - started) * 1000.0, now)
+            self.bytes_fetched.record_locked(sum(c[0] for _, c in topics), now)
+            self.records_fetched.record_locked(sum(c[1] for _, c in topics), now)
+            for sensors, (nbytes, nrecords) in topics:
+                sensors[0].record_locked(nbytes, now)
+                sensors[1].record_locked(nrecords, now)
+
+    def consumed(self, tp: TopicPartition, records: int, nbytes: int, lag: Optional[int]) -> None:
+        """A poll returned ``records`` of ``tp`` (``nbytes`` of its fetch); ``lag`` records are left."""
+        topic = self._topic(tp.topic)
+        partition = self._partition(tp) if lag is not None else None
+        now = time.monotonic()
+        with self.metrics.lock:
+            self.records_consumed.record_locked(records, now)
+            self.bytes_consumed.record_locked(nbytes, now)
+            topic[2].record_locked(nbytes, now)
+            topic[3].record_locked(records, now)
+            if partition is not None:
+                assert lag is not None
+                self.lag.record_locked(lag, now)
+                partition.record_locked(lag, now)
+
+
+class _CoordinatorMetrics:
+    """The consumer's group metrics (Kafka's ``ConsumerCoordinatorMetrics``): per request."""
+
+    GROUP = "consumer-coordinator-metrics"
+
+    def __init__(self, metrics: Metrics, consumer: "Consumer") -> None:
+        m = metrics
+        group = self.GROUP
+        self.commit = m.add_stats(m.sensor("commit-latency"), group, [
+            ("commit-latency-avg", AVG, "The average time taken for a commit request"),
+            ("commit-latency-max", MAX, "The max time taken for a commit request"),
+            ("commit-rate", COUNT_RATE, "The number of commit calls per second"),
+            ("commit-total", COUNT, "The total number of commit calls"),
+        ])
+        self.heartbeat = m.add_stats(m.sensor("heartbeat-latency"), group, [
+            ("heartbeat-response-time-max", MAX, "The max time taken to receive a response to a heartbeat request"),
+            ("heartbeat-rate", COUNT_RATE, "The average number of heartbeats per second"),
+            ("heartbeat-total", COUNT, "The total number of heartbeats"),
+        ])
+        self.join = m.add_stats(m.sensor("join-latency"), group, [
+            ("join-time-avg", AVG, "The average time taken for a group rejoin"),
+            ("join-time-max", MAX, "The max time taken for a group rejoin"),
+            ("join-rate", COUNT_RATE, "The number of group joins per second"),
+            ("join-total", COUNT, "The total number of group joins"),
+        ])
+        self.sync = m.add_stats(m.sensor("sync-latency"), group, [
+            ("sync-time-avg", AVG, "The average time taken for a group sync"),
+            ("sync-time-max", MAX, "The max time taken for a group sync"),
+            ("sync-rate", COUNT_RATE, "The number of group syncs per second"),
+            ("sync-total", COUNT, "The total number of group syncs"),
+        ])
+        m.add(MetricName("assigned-partitions", group, "The number of partitions currently assigned to this consumer"),
+              lambda now: float(len(consumer._assignment)))
+        m.add(MetricName("last-heartbeat-seconds-ago", group,
+                         "The number of seconds since the last coordinator heartbeat was sent"),
+              lambda now: now - consumer._last_heartbeat)
 
 
 _AUTO_OFFSET_RESET = ("earliest", "latest", "none")
@@ -173,8 +340,8 @@ _COMPAT_KEYS = frozenset((
     "client_rack", "request_timeout_ms", "retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
     "max_in_flight_requests_per_connection", "check_crcs", "metadata_max_age_ms", "allow_auto_create_topics",
     "api_version", "connections_max_idle_ms", "enable_incremental_fetch_sessions", "group_instance_id",
-    "default_offset_commit_callback", "metrics_enabled", "security_protocol", "sasl_mechanism",
-    "sasl_plain_username", "sasl_plain_password",
+    "default_offset_commit_callback", "metrics_enabled", "metrics_num_samples", "metrics_sample_window_ms",
+    "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
 ))
 
 
@@ -267,8 +434,17 @@ class Consumer:
         self.assignors: List[PartitionAssignor] = [self._make_assignor(a) for a in partition_assignment_strategy]
         if not self.assignors:
             raise ConfigError("partition_assignment_strategy must name at least one assignor")
+        self._metrics = Metrics(_ms("metrics_num_samples", configs.get("metrics_num_samples", 2), 1),
+                                _ms("metrics_sample_window_ms", configs.get("metrics_sample_window_ms", 30000), 1),
+                                enabled=bool(configs.get("metrics_enabled", True)))
+        network = NetworkSensors(self._metrics, "consumer")
+        self._fetch_sensors = _FetchManagerMetrics(self._metrics, network)
+        self._group_sensors = _CoordinatorMetrics(self._metrics, self)
+        self._last_heartbeat = float("-inf")  # monotonic; when the last heartbeat was sent
+        self._join_started: Optional[float] = None  # the rejoin under way began (monotonic)
+        self._sync_started: Optional[float] = None
         self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers, client_id=client_id,
-                                             **{k: configs[k] for k in TCP_OPTIONS if k in configs})
+                                             metrics=network, **{k: configs[k] for k in TCP_OPTIONS if k in configs})
 
         # Partitions and positions (touched only by the polling thread).
         self._assignment: List[TopicPartition] = []
@@ -382,6 +558,8 @@ class Consumer:
     def _set_assignment(self, tps: Sequence[TopicPartition]) -> None:
         new = list(dict.fromkeys(tps))
         keep = set(new)
+        for tp in self._assigned - keep:
+            self._fetch_sensors.forget(tp)
         self._reset_iteration()
         self._positions = {tp: self._positions.get(tp) for tp in new}
         self._paused &= keep
@@ -538,32 +716,43 @@ class Consumer:
                         self._wakeup.wait(wait_s)
             return
         wait_ms = min(max_wait_ms, self.fetch_max_wait_ms)
+        started = time.monotonic()
         results = self._transport.fetch(requests, wait_ms, self.fetch_min_bytes, self.fetch_max_bytes,
                                         self.isolation_level)
-        for topic, index, offset, _ in requests:
-            result = results.get((topic, index))
-            tp = TopicPartition(topic, index)
-            if result is None or self._positions.get(tp) != offset or tp not in self._assigned:
-                continue  # reassigned or seeked while the fetch was out
-            if result.error_code:
-                self._on_fetch_error(tp, offset, result)
-                continue
-            self._highwater[tp] = result.high_watermark
-            region = result.records
-            if region is None or len(region) == 0:
-                continue
-            data = region.read()
-            columns = decode_columns(data, check_crc=self.check_crcs, start_offset=offset)
-            next_offset = offset
-            for info in iter_batches(data):
-                next_offset = info.last_offset + 1
-            if len(columns):
-                buffer = columns.data
-                if not isinstance(buffer, bytes):
-                    buffer = bytes(buffer)
-                self._buffered[tp] = _Fetched(columns, buffer, max(next_offset, offset))
-            elif next_offset > offset:
-                self._positions[tp] = next_offset  # only control batches or compacted-away records
+        answered = time.monotonic()
+        per_topic: Dict[str, List[int]] = {}  # topic -> [bytes, records] of this fetch
+        try:
+            for topic, index, offset, _ in requests:
+                result = results.get((topic, index))
+                tp = TopicPartition(topic, index)
+                if result is None or self._positions.get(tp) != offset or tp not in self._assigned:
+                    continue  # reassigned or seeked while the fetch was out
+                if result.error_code:
+                    self._on_fetch_error(tp, offset, result)
+                    continue
+                self._highwater[tp] = result.high_watermark
+                counts = per_topic.get(topic)
+                if counts is None:
+                    counts = per_topic[topic] = [0, 0]
+                region = result.records
+                if region is None or len(region) == 0:
+                    continue
+                data = region.read()
+                columns = decode_columns(data, check_crc=self.check_crcs, start_offset=offset)
+                next_offset = offset
+                for info in iter_batches(data):
+                    next_offset = info.last_offset + 1
+                counts[0] += len(data)
+                counts[1] += len(columns)
+                if len(columns):
+                    buffer = columns.data
+                    if not isinstance(buffer, bytes):
+                        buffer = bytes(buffer)
+                    self._buffered[tp] = _Fetched(columns, buffer, max(next_offset, offset), len(data))
+                elif next_offset > offset:
+                    self._positions[tp] = next_offset  # only control batches or compacted-away records
+        finally:
+            self._fetch_sensors.fetched(started, answered, per_topic)
 
     def _on_fetch_error(self, tp: TopicPartition, offset: int, result: Any) -> None:
         code = result.error_code
@@ -603,6 +792,10 @@ class Consumer:
                 self._positions[tp] = new_position
             else:
                 self._iter_final[tp] = new_position
+            highwater = self._highwater.get(tp)
+            size, count = fetched.size, fetched.count
+            self._fetch_sensors.consumed(tp, hi - lo, size * hi // count - size * lo // count,
+                                         None if highwater is None else highwater - new_position)
             out[tp] = records
             limit -= hi - lo
             if limit <= 0:
@@ -742,9 +935,11 @@ class Consumer:
             return
         with self._group_lock:
             generation, member_id = self._commit_identity()
+        started = time.monotonic()
         codes = self._transport.commit_offsets(
             group_id, generation, member_id,
             {(tp.topic, tp.partition): (om.offset, om.metadata) for tp, om in to_commit.items()})
+        self._group_sensors.commit.record((time.monotonic() - started) * 1000.0)
         failed = {tp: code for tp, code in codes.items() if code}
         if not failed:
             return
@@ -824,8 +1019,55 @@ class Consumer:
         count = self._transport.partitions_for(topic)
         return None if count is None else set(range(count))
 
-    def metrics(self, raw: bool = False) -> Dict[str, Any]:
-        return {}
+    def metrics(self, raw: bool = False) -> Dict[Any, Any]:
+        """The consumer's metrics, kafka-python's ``KafkaConsumer.metrics()``: ``{group: {name: value}}``.
+
+        With ``raw``, ``{MetricName: Metric}`` instead, each metric read when
+        its ``value()`` is called (:mod:`pylogq.client.metrics`). Windowed
+        stats cover ``metrics_num_samples`` samples of
+        ``metrics_sample_window_ms`` (2 of 30 s): ``-avg`` and ``-max`` over
+        the events in them, ``-rate`` per second; ``-total`` counts since the
+        consumer started (Java's names). Sizes are bytes, times ms.
+
+        ``consumer-fetch-manager-metrics``: per fetch (one per poll round,
+        over every fetchable partition), ``fetch-latency-avg``/``-max``,
+        ``fetch-rate``/``-total``, ``fetch-size-avg``/``-max`` (bytes of
+        records fetched), ``records-per-request-avg``; per poll, as records
+        are returned, ``records-consumed-rate``/``-total`` and
+        ``bytes-consumed-rate``/``-total`` (the returned records' share of
+        their fetch's bytes); ``records-lag-max``, and per assigned partition
+        ``<topic>-<partition>.records-lag`` (the latest), ``...-max`` and
+        ``...-avg``: the high watermark of the partition's last fetch minus
+        the position after the records a poll returned (Java's per-partition
+        names; kafka-python keeps only the max); ``fetch-throttle-time-avg``/``-max``
+        (Fetch responses' throttle times). The same per topic, tagged
+        ``{"topic": topic}``: ``fetch-size-avg``/``-max``,
+        ``records-per-request-avg``, ``bytes-consumed-rate``/``-total``,
+        ``records-consumed-rate``/``-total``, filed under
+        ``consumer-fetch-manager-metrics.<topic>``.
+
+        ``consumer-coordinator-metrics``: ``commit-latency-avg``/``-max``,
+        ``commit-rate``/``-total`` (per commit request),
+        ``heartbeat-response-time-max``, ``heartbeat-rate``/``-total``,
+        ``join-time-avg``/``-max``, ``join-rate``/``-total`` (a rejoin timed
+        from its first JoinGroup to the successful answer, across polls),
+        ``sync-time-avg``/``-max``, ``sync-rate``/``-total``,
+        ``assigned-partitions``, ``last-heartbeat-seconds-ago`` (inf before
+        the first).
+
+        ``consumer-metrics``, the transport's, per request:
+        ``request-rate``/``-total``, ``request-size-avg``/``-max``,
+        ``outgoing-byte-rate``/``-total``, ``response-rate``/``-total``,
+        ``incoming-byte-rate``/``-total``, ``request-latency-avg``/``-max``,
+        ``throttle-time-avg``/``-max``. Over TCP these count every request
+        on the wire, and again per broker in ``consumer-node-metrics.node-<id>``;
+        in process each call to the broker counts, timed around the call,
+        with no bytes and no node groups.
+
+        A max over windows without events is -inf, an average 0.0 (as
+        kafka-python). ``metrics_enabled=False``: nothing is kept, ``{}``.
+        """
+        return self._metrics.snapshot(raw)
 
     # -- group membership --------------------------------------------------------------------------
 
@@ -887,6 +1129,8 @@ class Consumer:
         with self._group_lock:
             self._rejoin_needed = True
             member_id = self._member_id
+        if self._join_started is None:
+            self._join_started = time.monotonic()
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             result = self._transport.join_group(
@@ -908,7 +1152,10 @@ class Consumer:
                 continue
             if code in _REJOIN_CODES:
                 return False
+            self._join_started = None
             raise (error_for_code(code) or BrokerError)("joining group %s" % group_id)
+        self._group_sensors.join.record((time.monotonic() - self._join_started) * 1000.0)
+        self._join_started = None
         assignments: Optional[Dict[str, bytes]] = None
         if result.member_id == result.leader_id:
             assignments = self._leader_assign(result.protocol_name, result.members)
@@ -941,11 +1188,16 @@ class Consumer:
         assert self._pending_sync is not None
         generation, protocol, assignments = self._pending_sync
         remaining = max(0.0, deadline - time.monotonic())
+        if self._sync_started is None:
+            self._sync_started = time.monotonic()
         result = self._transport.sync_group(self._require_group(), generation, self._member_id, assignments,
                                             timeout_s=remaining)
         code = result.error_code
         if code == RequestTimedOutError.code:
             return True
+        if code == 0:
+            self._group_sensors.sync.record((time.monotonic() - self._sync_started) * 1000.0)
+        self._sync_started = None
         self._pending_sync = None
         if code in _REJOIN_CODES:
             self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)
@@ -999,7 +1251,9 @@ class Consumer:
                 if self._rejoin_needed or not self._member_id or self._generation < 0:
                     continue
                 generation, member_id = self._generation, self._member_id
+            started = self._last_heartbeat = time.monotonic()
             code = self._transport.heartbeat(group_id, generation, member_id)
+            self._group_sensors.heartbeat.record((time.monotonic() - started) * 1000.0)
             if code in _REJOIN_CODES:
                 log.info("group %s: heartbeat answered %s; rejoining on the next poll", group_id,
                          error_for_code(code).name)  # type: ignore[union-attr]
@@ -1021,6 +1275,7 @@ class Consumer:
         with self._wakeup:
             self._stopping = False
         self._pending_sync = None
+        self._join_started = self._sync_started = None
         self._revoked = True
         if member_id and self.group_id is not None:
             code = self._transport.leave_group(self.group_id, member_id)

@@ -65,6 +65,7 @@ from ..errors import (
     error_for_code,
 )
 from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, codecs
+from .metrics import AVG, MAX, PRODUCE_API_KEY, RATE, TOTAL, MetricName, Metrics, NetworkSensors, Sensor
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
@@ -100,6 +101,10 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     # one request in flight per partition and no metadata cache to age.
     "max_in_flight_requests_per_connection": 5,
     "metadata_max_age_ms": 300000,
+    # metrics(): kept unless disabled, over 2 samples of 30 s (kafka-python's).
+    "metrics_enabled": True,
+    "metrics_num_samples": 2,
+    "metrics_sample_window_ms": 30000,
     # The TCP transport's (bootstrap_servers=): PLAINTEXT or SASL_PLAINTEXT with PLAIN.
     "security_protocol": "PLAINTEXT",
     "sasl_mechanism": None,
@@ -160,7 +165,7 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "builder", "data", "count", "created", "deadline", "base_sequence",
         "reserved", "attempts", "retry_at", "done", "base_offset", "log_append_time",
-        "log_start_offset", "error", "callbacks", "event",
+        "log_start_offset", "error", "callbacks", "event", "uncompressed", "max_record_size",
     )
 
     def __init__(self, topic: str, partition: int, builder: Any, created: float, deadline: float,
@@ -184,6 +189,9 @@ class ProducerBatch:
         # (future, fn, is_errback) of a record's callback; (None, fn, False) of add_done_callback's.
         self.callbacks: Optional[List[Tuple[Optional["FutureRecordMetadata"], Callable[..., Any], bool]]] = []
         self.event = threading.Event()
+        # Known once built from a builder (0: not known, a send_batch batch): for the metrics.
+        self.uncompressed = 0
+        self.max_record_size = 0
 
     def complete(self, base_offset: int, log_append_time: int, log_start_offset: int,
                  error: Optional[BaseException]) -> None:
@@ -352,6 +360,129 @@ def _serializer(obj: Any, name: str) -> Optional[Callable[[str, Any, Any], Any]]
     raise ConfigError("%s must be callable or have a serialize(topic, headers, data) method, not %r" % (name, obj))
 
 
+class _SenderMetrics:
+    """The producer's own metrics (Kafka's ``SenderMetrics``): recorded per batch, never per record.
+
+    The sender records a batch each time it sends it (a retry again, as
+    Kafka), before the request: its bytes, records, compression, the time since
+    it opened and its largest record; a retry and a failure count the batch's
+    records. Groups ``producer-metrics`` and ``producer-topic-metrics.<topic>``;
+    the request metrics of ``producer-metrics`` and
+    ``producer-node-metrics.node-<id>`` are the transport's
+    (:class:`~pylogq.client.metrics.NetworkSensors`).
+    """
+
+    def __init__(self, metrics: Metrics, network: NetworkSensors, producer: "Producer") -> None:
+        self.metrics = m = metrics
+        group = "producer-metrics"
+        self.batch_size = m.add_stats(m.sensor("batch-size"), group, [
+            ("batch-size-avg", AVG, "The average number of bytes sent per partition per-request."),
+            ("batch-size-max", MAX, "The max number of bytes sent per partition per-request."),
+        ])
+        self.compression = m.add_stats(m.sensor("compression-rate"), group, [
+            ("compression-rate-avg", AVG, "The average compression rate of record batches."),
+        ])
+        self.queue_time = m.add_stats(m.sensor("queue-time"), group, [
+            ("record-queue-time-avg", AVG, "The average time in ms record batches spent in the record accumulator."),
+            ("record-queue-time-max", MAX, "The maximum time in ms record batches spent in the record accumulator."),
+        ])
+        self.records = m.add_stats(m.sensor("records-per-request"), group, [
+            ("record-send-rate", RATE, "The average number of records sent per second."),
+            ("record-send-total", TOTAL, "The total number of records sent."),
+            ("records-per-request-avg", AVG, "The average number of records per request."),
+        ])
+        self.bytes = m.add_stats(m.sensor("bytes"), group, [
+            ("byte-rate", RATE, "The average number of bytes sent per second."),
+            ("byte-total", TOTAL, "The total number of bytes sent."),
+        ])
+        self.retries = m.add_stats(m.sensor("record-retries"), group, [
+            ("record-retry-rate", RATE, "The average per-second number of retried record sends"),
+            ("record-retry-total", TOTAL, "The total number of retried record sends"),
+        ])
+        self.errors = m.add_stats(m.sensor("errors"), group, [
+            ("record-error-rate", RATE, "The average per-second number of record sends that resulted in errors"),
+            ("record-error-total", TOTAL, "The total number of record sends that resulted in errors"),
+        ])
+        self.record_size = m.add_stats(m.sensor("record-size-max"), group, [
+            ("record-size-max", MAX, "The maximum record size across all batches"),
+            ("record-size-avg", AVG, "The average maximum record size per batch"),
+        ])
+        self.throttle = m.add_stats(m.sensor("produce-throttle-time"), group, [
+            ("produce-throttle-time-avg", AVG, "The average throttle time in ms"),
+            ("produce-throttle-time-max", MAX, "The maximum throttle time in ms"),
+        ])
+        network.api_throttle[PRODUCE_API_KEY] = self.throttle
+        self.buffer_wait = m.add_stats(m.sensor("bufferpool-wait-time"), group, [
+            ("bufferpool-wait-ratio", RATE, "The fraction of time an appender waits for space allocation."),
+        ])
+        m.add(MetricName("buffer-total-bytes", group, "The maximum amount of buffer memory the client can use."),
+              lambda now: float(producer._buffer_memory))
+        m.add(MetricName("buffer-available-bytes", group, "The total amount of buffer memory that is not being used."),
+              lambda now: float(producer._buffer_memory - producer._used))
+        self._topics: Dict[str, Tuple[Sensor, Sensor, Sensor, Sensor, Sensor]] = {}
+
+    def _topic(self, topic: str) -> Tuple[Sensor, Sensor, Sensor, Sensor, Sensor]:
+        """The topic's sensors: records, bytes, compression, retries, errors (made on first use)."""
+        found = self._topics.get(topic)
+        if found is None:
+            m = self.metrics
+            group = "producer-topic-metrics." + topic
+            name = "topic." + topic + "."
+            found = self._topics[topic] = (
+                m.add_stats(m.sensor(name + "records-per-batch"), group, [
+                    ("record-send-rate", RATE, "Records sent per second for topic " + topic),
+                    ("record-send-total", TOTAL, "Records sent for topic " + topic)]),
+                m.add_stats(m.sensor(name + "bytes"), group, [
+                    ("byte-rate", RATE, "Bytes per second for topic " + topic),
+                    ("byte-total", TOTAL, "Bytes sent for topic " + topic)]),
+                m.add_stats(m.sensor(name + "compression-rate"), group, [
+                    ("compression-rate", AVG, "Average Compression ratio for topic " + topic)]),
+                m.add_stats(m.sensor(name + "record-retries"), group, [
+                    ("record-retry-rate", RATE, "Record retries per second for topic " + topic),
+                    ("record-retry-total", TOTAL, "Record retries for topic " + topic)]),
+                m.add_stats(m.sensor(name + "record-errors"), group, [
+                    ("record-error-rate", RATE, "Record errors per second for topic " + topic),
+                    ("record-error-total", TOTAL, "Record errors for topic " + topic)]),
+            )
+        return found
+
+    def batch_sent(self, batch: "ProducerBatch", codec: int, now: float) -> None:
+        """The sender is about to send ``batch`` (built)."""
+        size = len(batch.data)
+        count = batch.count
+        records, nbytes, compression, _, _ = self._topic(batch.topic)
+        if batch.uncompressed:
+            ratio: Optional[float] = size / batch.uncompressed
+        else:  # built whole by send_batch: the size before compression is not known
+            ratio = 1.0 if codec == codecs.NONE else None
+        with self.metrics.lock:
+            records.record_locked(count, now)
+            nbytes.record_locked(size, now)
+            self.records.record_locked(count, now)
+            self.bytes.record_locked(size, now)
+            self.batch_size.record_locked(size, now)
+            self.queue_time.record_locked((now - batch.created) * 1000.0, now)
+            if ratio is not None:
+                compression.record_locked(ratio, now)
+                self.compression.record_locked(ratio, now)
+            if batch.max_record_size:
+                self.record_size.record_locked(batch.max_record_size, now)
+
+    def retried(self, batch: "ProducerBatch") -> None:
+        topic = self._topic(batch.topic)[3]
+        now = time.monotonic()
+        with self.metrics.lock:
+            topic.record_locked(batch.count, now)
+            self.retries.record_locked(batch.count, now)
+
+    def failed(self, batch: "ProducerBatch") -> None:
+        topic = self._topic(batch.topic)[4]
+        now = time.monotonic()
+        with self.metrics.lock:
+            topic.record_locked(batch.count, now)
+            self.errors.record_locked(batch.count, now)
+
+
 def _int_setting(config: Dict[str, Any], key: str, minimum: int) -> int:
     value = config[key]
     if isinstance(value, float) and value == float("inf"):
@@ -395,7 +526,8 @@ class Producer:
         for key, minimum in (("retries", 0), ("batch_size", 1), ("linger_ms", 0), ("buffer_memory", 1),
                              ("max_block_ms", 0), ("max_request_size", 1), ("retry_backoff_ms", 0),
                              ("request_timeout_ms", 1), ("delivery_timeout_ms", 1),
-                             ("max_in_flight_requests_per_connection", 1), ("metadata_max_age_ms", 0)):
+                             ("max_in_flight_requests_per_connection", 1), ("metadata_max_age_ms", 0),
+                             ("metrics_num_samples", 1), ("metrics_sample_window_ms", 1)):
             config[key] = _int_setting(config, key, minimum)
         # kafka-python 3: idempotence is on by default; a user's acks != all or
         # retries=0 turns it off, unless idempotence was asked for explicitly.
@@ -436,9 +568,13 @@ class Producer:
         # No batch grows past one request: a record that fits an open batch fits max_request_size.
         self._batch_limit = min(self._batch_size, self._max_request_size)
 
+        self._metrics = Metrics(config["metrics_num_samples"], config["metrics_sample_window_ms"],
+                                enabled=bool(config["metrics_enabled"]))
+        network = NetworkSensors(self._metrics, "producer")
+        self._sensors = _SenderMetrics(self._metrics, network, self)
         self._transport: Transport = connect(
             broker=broker, bootstrap_servers=bootstrap_servers, client_id=config["client_id"] or "pylogq-producer",
-            **{k: config[k] for k in TCP_OPTIONS if k != "client_id"})
+            metrics=network, **{k: config[k] for k in TCP_OPTIONS if k != "client_id"})
         self._idempotent = bool(config["enable_idempotence"])
         self._producer_id, self._producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if self._idempotent:
@@ -633,17 +769,22 @@ class Producer:
 
     def _reserve(self, need: int, deadline: float) -> None:
         """Take ``need`` bytes of buffer memory, waiting for the sender to free some. Lock held."""
-        while self._used and self._used + need > self._buffer_memory:
-            if self._sender_waiting:
-                self._wakeup.notify()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BufferExhaustedError(
-                    "no room for %d more bytes in buffer_memory=%d (%d in use) after max_block_ms=%d"
-                    % (need, self._buffer_memory, self._used, self.config["max_block_ms"]))
-            self._space.wait(remaining)
-            if self._closed:
-                raise IllegalStateError("the producer was closed while send() waited for buffer memory")
+        if self._used and self._used + need > self._buffer_memory:
+            started = time.monotonic()
+            try:
+                while self._used and self._used + need > self._buffer_memory:
+                    if self._sender_waiting:
+                        self._wakeup.notify()
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise BufferExhaustedError(
+                            "no room for %d more bytes in buffer_memory=%d (%d in use) after max_block_ms=%d"
+                            % (need, self._buffer_memory, self._used, self.config["max_block_ms"]))
+                    self._space.wait(remaining)
+                    if self._closed:
+                        raise IllegalStateError("the producer was closed while send() waited for buffer memory")
+            finally:
+                self._sensors.buffer_wait.record(time.monotonic() - started)
         self._used += need
 
     def _grow(self, batch: ProducerBatch, record_size: int) -> bool:
@@ -941,7 +1082,10 @@ class Producer:
     def _send_one(self, batch: ProducerBatch) -> bool:
         """One attempt; -> False when the batch must be retried later (its retry_at is set)."""
         if batch.data is None:
-            batch.data = batch.builder.build()
+            builder = batch.builder
+            batch.uncompressed = builder.size()
+            batch.max_record_size = builder.max_record_size
+            batch.data = builder.build()
             batch.builder = None
         now = time.monotonic()
         if now > batch.deadline:
@@ -950,6 +1094,7 @@ class Producer:
                 % (batch.count, batch.topic, batch.partition, self.config["delivery_timeout_ms"], batch.attempts)))
             return True
         batch.attempts += 1
+        self._sensors.batch_sent(batch, self._codec, now)
         error: Optional[BaseException] = None
         try:
             result = self._transport.produce(batch.topic, batch.partition, batch.data, self._acks)
@@ -970,6 +1115,7 @@ class Producer:
                 and batch.attempts <= self._retries and not self._abort
                 and time.monotonic() + self._backoff < batch.deadline):
             log.debug("retrying %s-%d after %r (attempt %d)", batch.topic, batch.partition, error, batch.attempts)
+            self._sensors.retried(batch)
             batch.retry_at = time.monotonic() + self._backoff
             return False
         self._finish(batch, -1, -1, -1, error)
@@ -985,6 +1131,8 @@ class Producer:
             self._release(batch.reserved)
             if self._stopping and not self._incomplete and self._sender_waiting:
                 self._wakeup.notify()
+        if error is not None:
+            self._sensors.failed(batch)
         batch.complete(base_offset, log_append_time, log_start_offset, error)
 
     # -- flush and close ---------------------------------------------------------------
@@ -1044,9 +1192,48 @@ class Producer:
                 % (batch.count, batch.topic, batch.partition)))
         self._transport.close()
 
-    def metrics(self, raw: bool = False) -> Dict[str, Any]:
-        """Producer metrics (none are kept yet): an empty dict, for kafka-python compatibility."""
-        return {}
+    def metrics(self, raw: bool = False) -> Dict[Any, Any]:
+        """The producer's metrics, kafka-python's ``KafkaProducer.metrics()``: ``{group: {name: value}}``.
+
+        With ``raw``, ``{MetricName: Metric}`` instead, each metric read when
+        its ``value()`` is called (:mod:`pylogq.client.metrics`). Windowed
+        stats cover ``metrics_num_samples`` samples of
+        ``metrics_sample_window_ms`` (2 of 30 s): ``-avg`` and ``-max`` over
+        the events in them, ``-rate`` per second; ``-total`` counts since the
+        producer started (Java's names). Sizes are bytes, times ms.
+
+        ``producer-metrics``, per batch sent (retries included, as Kafka):
+        ``batch-size-avg``/``-max`` (bytes sent per partition per request: one
+        batch), ``record-send-rate``/``-total``, ``records-per-request-avg``,
+        ``byte-rate``/``-total``, ``compression-rate-avg`` (bytes sent over
+        bytes before compression; a compressed ``send_batch`` batch is not
+        counted), ``record-queue-time-avg``/``-max`` (from the batch's opening
+        to its sending), ``record-size-max``/``-avg`` (each batch's largest
+        record, encoded; not known for ``send_batch`` batches);
+        ``record-retry-rate``/``-total`` and ``record-error-rate``/``-total``
+        (records of batches retried, and failed for good);
+        ``buffer-total-bytes``, ``buffer-available-bytes`` and
+        ``bufferpool-wait-ratio`` (the fraction of time ``send`` waited for
+        buffer memory); ``produce-throttle-time-avg``/``-max`` (Produce
+        responses' throttle times). And the transport's, per request:
+        ``request-rate``/``-total``, ``request-size-avg``/``-max``,
+        ``outgoing-byte-rate``/``-total``, ``response-rate``/``-total``,
+        ``incoming-byte-rate``/``-total``, ``request-latency-avg``/``-max``
+        (from the request's writing to its response read whole),
+        ``throttle-time-avg``/``-max``. Over TCP these count every request on
+        the wire, and again per broker in ``producer-node-metrics.node-<id>``
+        (``node-bootstrap-<i>`` for a bootstrap connection); in process each
+        call to the broker counts, timed around the call, with no bytes and
+        no node groups.
+
+        ``producer-topic-metrics.<topic>``: ``record-send-rate``/``-total``,
+        ``byte-rate``/``-total``, ``compression-rate``,
+        ``record-retry-rate``/``-total``, ``record-error-rate``/``-total``.
+
+        A max over windows without events is -inf, an average 0.0 (as
+        kafka-python). ``metrics_enabled=False``: nothing is kept, ``{}``.
+        """
+        return self._metrics.snapshot(raw)
 
     def __enter__(self) -> "Producer":
         return self

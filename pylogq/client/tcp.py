@@ -23,6 +23,12 @@ everything else (heartbeats included). A JoinGroup or SyncGroup whose caller's
 wait (``timeout_s``) runs out stays in flight; the next call with the same
 arguments waits for that same response instead of joining again, as the
 in-process coordinator keeps a timed-out member in the group.
+
+Metrics: given a client's :class:`~pylogq.client.metrics.NetworkSensors`,
+every connection to a broker records into that broker's sensors
+(``node-<id>``; ``bootstrap-<i>`` for the i-th bootstrap address until Metadata
+names the broker there, when the connection's later requests count as that
+broker's).
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ from ..protocol.constants import AlterConfigOp, ApiKey, ConfigResourceType, Conf
 from ..records import iter_batches
 from ..config import LogConfig
 from .connection import BrokerConnection
+from .metrics import NetworkSensors, NodeSensors
 from .transport import Transport
 
 
@@ -168,14 +175,17 @@ class TcpTransport(Transport):
     RequestTimedOutError, and the connection is dropped: its state is unknown);
     a long-polled Fetch gets its wait on top. ``security_protocol`` is
     ``PLAINTEXT`` or ``SASL_PLAINTEXT`` (with ``sasl_mechanism="PLAIN"``,
-    ``sasl_plain_username`` and ``sasl_plain_password``).
+    ``sasl_plain_username`` and ``sasl_plain_password``). ``metrics``: the
+    client's request sensors (see the module docstring).
     """
 
     def __init__(self, bootstrap_servers: Union[str, Sequence[str]], client_id: Optional[str] = "pylogq",
                  request_timeout_ms: int = 30000,
                  security_protocol: str = "PLAINTEXT", sasl_mechanism: Optional[str] = None,
-                 sasl_plain_username: Optional[str] = None, sasl_plain_password: Optional[str] = None) -> None:
+                 sasl_plain_username: Optional[str] = None, sasl_plain_password: Optional[str] = None,
+                 metrics: Optional[NetworkSensors] = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self._sensors = metrics
         if client_id is not None and not isinstance(client_id, str):
             raise ConfigError("client_id must be a str, not %r" % (client_id,))
         if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int) or request_timeout_ms < 1:
@@ -240,13 +250,24 @@ class TcpTransport(Transport):
                     host, port = address
                     label = "node %d %s:%d" % (node, host, port)
             conn = BrokerConnection(host, port, self.client_id, self.timeout_s, self._sasl,
-                                    label if channel == "default" else "%s %s" % (label, channel))
+                                    label if channel == "default" else "%s %s" % (label, channel),
+                                    self._node_sensors(node))
             with self._lock:
                 if self._closed:
                     conn.close()
                     raise KafkaConnectionError("this transport is closed")
                 self._connections[key] = conn
             return conn
+
+    def _node_sensors(self, node: NodeKey) -> Optional[NodeSensors]:
+        """Where a connection to ``node`` counts its requests (None without metrics)."""
+        if self._sensors is None:
+            return None
+        if isinstance(node, tuple):
+            address = (node[1], node[2])
+            index = self.bootstrap.index(address) if address in self.bootstrap else 0
+            return self._sensors.node("bootstrap-%d" % index)
+        return self._sensors.node(str(node))
 
     def _open_connection(self, key: Tuple[NodeKey, str]) -> Optional[BrokerConnection]:
         """The open connection under ``key``, if any (caller holds the lock)."""
@@ -324,6 +345,7 @@ class TcpTransport(Transport):
             conn = self._connections.get(key)
             if conn is not None and not conn.closed and (node, "default") not in self._connections:
                 self._connections[(node, "default")] = self._connections.pop(key)
+                conn.sensors = self._node_sensors(node)
 
     def _topic_metadata(self, topic: str, create: bool = False) -> Optional[Dict[str, Any]]:
         """The Metadata entry of ``topic``; None when it does not exist. Waits out a topic

@@ -8,14 +8,21 @@ direct calls, no sockets, no encoding); :class:`~pylogq.client.tcp.TcpTransport`
 speaks the Kafka protocol to ``pylogq-broker`` or any Kafka broker. Results and
 errors are the contract's: per-partition error codes where the Kafka protocol has
 them, exceptions from pylogq.errors otherwise. This module imports neither.
+
+A client that keeps metrics hands ``connect()`` its
+:class:`~pylogq.client.metrics.NetworkSensors`: the TCP transport's connections
+record every request and response on the wire; an in-process transport is
+wrapped so that each call counts as a request, timed around the call.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Protocol, Sequence, Union, cast
+import time
+from typing import Any, Dict, Optional, Protocol, Sequence, Union, cast
 
 from ..cluster.contract import BrokerApi
 from ..errors import ConfigError
+from .metrics import NetworkSensors
 
 __all__ = ["LocalBroker", "TCP_OPTIONS", "Transport", "connect"]
 
@@ -45,11 +52,12 @@ TCP_OPTIONS: Dict[str, Any] = {
 
 
 def connect(broker: Union[LocalBroker, Transport, None] = None, bootstrap_servers: Union[str, Sequence[str], None] = None,
-            **options: Any) -> Transport:
+            metrics: Optional[NetworkSensors] = None, **options: Any) -> Transport:
     """The transport for a client's ``broker=`` or ``bootstrap_servers=`` argument.
 
     ``options`` (the keys of :data:`TCP_OPTIONS`) configure the TCP transport;
-    an in-process broker needs none and ignores them.
+    an in-process broker needs none and ignores them. ``metrics``: the
+    client's request sensors, which the transport records into.
     """
     if (broker is None) == (bootstrap_servers is None):
         raise ConfigError("give exactly one of broker= (a pylogq.Broker in this process) or bootstrap_servers=")
@@ -60,9 +68,46 @@ def connect(broker: Union[LocalBroker, Transport, None] = None, bootstrap_server
         make = getattr(broker, "transport", None)
         if callable(make):
             transport: Transport = make()
+        else:
+            transport = cast(Transport, broker)  # already a transport (a test's wrapper around one, say)
+        if metrics is None or not metrics.metrics.enabled:
             return transport
-        return cast(Transport, broker)  # already a transport (a test's wrapper around one, say)
+        return cast(Transport, _MeteredTransport(transport, metrics))
     from .tcp import TcpTransport
 
     assert bootstrap_servers is not None
-    return TcpTransport(bootstrap_servers, **{**TCP_OPTIONS, **{k: v for k, v in options.items() if v is not None}})
+    return TcpTransport(bootstrap_servers, metrics=metrics,
+                        **{**TCP_OPTIONS, **{k: v for k, v in options.items() if v is not None}})
+
+
+class _MeteredTransport:
+    """An in-process transport whose calls count as the client's requests (``close`` aside).
+
+    Each call is timed from its start to its return (a long-polled fetch or a
+    join that waits for its group included, as on the wire) and recorded
+    before its result is handed back. The timed wrappers are made once per
+    method, on first use.
+    """
+
+    def __init__(self, transport: Transport, sensors: NetworkSensors) -> None:
+        self._transport = transport
+        self._sensors = sensors
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._transport, name)
+        if name.startswith("_") or name == "close" or not callable(attr):
+            return attr
+        call = self._sensors.call
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                call(started)
+
+        setattr(self, name, timed)
+        return timed
+
+    def __repr__(self) -> str:
+        return "<metered %r>" % (self._transport,)
