@@ -242,10 +242,11 @@ class _FetchManagerMetrics:
                     ("fetch-size-max", MAX, "The maximum number of bytes fetched per request" + about)], tags),
                 m.add_stats(m.sensor(name + "records-fetched"), self.GROUP, [
                     ("records-per-request-avg", AVG, "The average number of records in each request" + about)], tags),
-                m.add_stats(m.sensor(name + "bytes-consumed"), self.GROUP, [
+                # A poll's records count here and, as parents, consumer-wide.
+                m.add_stats(m.sensor(name + "bytes-consumed", [self.bytes_consumed]), self.GROUP, [
                     ("bytes-consumed-rate", RATE, "The average number of bytes consumed per second" + about),
                     ("bytes-consumed-total", TOTAL, "The total number of bytes consumed" + about)], tags),
-                m.add_stats(m.sensor(name + "records-consumed"), self.GROUP, [
+                m.add_stats(m.sensor(name + "records-consumed", [self.records_consumed]), self.GROUP, [
                     ("records-consumed-rate", RATE, "The average number of records consumed per second" + about),
                     ("records-consumed-total", TOTAL, "The total number of records consumed" + about)], tags),
             )
@@ -285,8 +286,6 @@ class _FetchManagerMetrics:
         partition = self._partition(tp) if lag is not None else None
         now = time.monotonic()
         with self.metrics.lock:
-            self.records_consumed.record_locked(records, now)
-            self.bytes_consumed.record_locked(nbytes, now)
             topic[2].record_locked(nbytes, now)
             topic[3].record_locked(records, now)
             if partition is not None:

@@ -308,6 +308,40 @@ class _Bound:
         return self.reading(self.sensor, now)
 
 
+def _request_sensors(metrics: Metrics, prefix: str, group: str,
+                     parents: Sequence[Sensor] = ()) -> Tuple[Sensor, Sensor, Sensor, Sensor]:
+    """The request metrics of ``group``: (bytes sent, bytes received, latency, throttle),
+    their sensors named ``<prefix>bytes-sent`` ..., each with its ``parents`` entry as a parent."""
+    tables: Sequence[Tuple[str, List[Tuple[str, Reading, str]]]] = (
+        ("bytes-sent", [
+            ("outgoing-byte-rate", RATE, "The average number of outgoing bytes sent per second."),
+            ("outgoing-byte-total", TOTAL, "The total number of outgoing bytes sent."),
+            ("request-rate", COUNT_RATE, "The average number of requests sent per second."),
+            ("request-total", COUNT, "The total number of requests sent."),
+            ("request-size-avg", AVG, "The average size of all requests in the window."),
+            ("request-size-max", MAX, "The maximum size of any request sent in the window."),
+        ]),
+        ("bytes-received", [
+            ("incoming-byte-rate", RATE, "The average number of bytes read off the sockets per second."),
+            ("incoming-byte-total", TOTAL, "The total number of bytes read off the sockets."),
+            ("response-rate", COUNT_RATE, "The average number of responses received per second."),
+            ("response-total", COUNT, "The total number of responses received."),
+        ]),
+        ("request-latency", [
+            ("request-latency-avg", AVG, "The average request latency in ms."),
+            ("request-latency-max", MAX, "The maximum request latency in ms."),
+        ]),
+        ("throttle-time", [
+            ("throttle-time-avg", AVG, "The average throttle time in ms."),
+            ("throttle-time-max", MAX, "The maximum throttle time in ms."),
+        ]),
+    )
+    sent, received, latency, throttle = (
+        metrics.add_stats(metrics.sensor(prefix + name, [parents[i]] if parents else []), group, stats)
+        for i, (name, stats) in enumerate(tables))
+    return sent, received, latency, throttle
+
+
 class NodeSensors:
     """What one broker's connections record: requests sent, responses read, latency, throttling.
 
@@ -319,31 +353,10 @@ class NodeSensors:
     __slots__ = ("network", "sent", "received", "latency", "throttle")
 
     def __init__(self, network: "NetworkSensors", node: str) -> None:
-        metrics = network.metrics
-        group = "%s-node-metrics.node-%s" % (network.prefix, node)
         self.network = network
-        self.sent = metrics.add_stats(metrics.sensor("node-%s.bytes-sent" % node, [network.sent]), group, [
-            ("outgoing-byte-rate", RATE, "The average number of outgoing bytes sent per second."),
-            ("outgoing-byte-total", TOTAL, "The total number of outgoing bytes sent."),
-            ("request-rate", COUNT_RATE, "The average number of requests sent per second."),
-            ("request-total", COUNT, "The total number of requests sent."),
-            ("request-size-avg", AVG, "The average size of all requests in the window."),
-            ("request-size-max", MAX, "The maximum size of any request sent in the window."),
-        ])
-        self.received = metrics.add_stats(metrics.sensor("node-%s.bytes-received" % node, [network.received]), group, [
-            ("incoming-byte-rate", RATE, "Bytes/second read off node-connection socket"),
-            ("incoming-byte-total", TOTAL, "The total number of bytes read off node-connection sockets."),
-            ("response-rate", COUNT_RATE, "The average number of responses received per second."),
-            ("response-total", COUNT, "The total number of responses received."),
-        ])
-        self.latency = metrics.add_stats(metrics.sensor("node-%s.latency" % node, [network.latency]), group, [
-            ("request-latency-avg", AVG, "The average request latency in ms."),
-            ("request-latency-max", MAX, "The maximum request latency in ms."),
-        ])
-        self.throttle = metrics.add_stats(metrics.sensor("node-%s.throttle" % node, [network.throttle]), group, [
-            ("throttle-time-avg", AVG, "The average throttle time in ms."),
-            ("throttle-time-max", MAX, "The maximum throttle time in ms."),
-        ])
+        self.sent, self.received, self.latency, self.throttle = _request_sensors(
+            network.metrics, "node-%s." % node, "%s-node-metrics.node-%s" % (network.prefix, node),
+            (network.sent, network.received, network.latency, network.throttle))
 
     def request_sent(self, nbytes: int, now: float) -> None:
         self.sent.record(nbytes, now)
@@ -351,13 +364,14 @@ class NodeSensors:
     def response_read(self, api_key: int, nbytes: int, sent_at: float, throttle_ms: Optional[int]) -> None:
         """A response of ``nbytes`` (size prefix included) to a request sent at ``sent_at``."""
         now = _monotonic()
-        self.received.record(nbytes, now)
-        self.latency.record((now - sent_at) * 1000.0, now)
-        if throttle_ms is not None:
-            self.throttle.record(throttle_ms, now)
-            api = self.network.api_throttle.get(api_key)
-            if api is not None:
-                api.record(throttle_ms, now)
+        api = self.network.api_throttle.get(api_key) if throttle_ms is not None else None
+        with self.network.metrics.lock:
+            self.received.record_locked(nbytes, now)
+            self.latency.record_locked((now - sent_at) * 1000.0, now)
+            if throttle_ms is not None:
+                self.throttle.record_locked(throttle_ms, now)
+                if api is not None:
+                    api.record_locked(throttle_ms, now)
 
 
 class NetworkSensors:
@@ -372,29 +386,7 @@ class NetworkSensors:
     def __init__(self, metrics: Metrics, prefix: str) -> None:
         self.metrics = metrics
         self.prefix = prefix
-        group = prefix + "-metrics"
-        self.sent = metrics.add_stats(metrics.sensor("bytes-sent"), group, [
-            ("outgoing-byte-rate", RATE, "The average number of outgoing bytes sent per second to all servers."),
-            ("outgoing-byte-total", TOTAL, "The total number of outgoing bytes sent to all servers."),
-            ("request-rate", COUNT_RATE, "The average number of requests sent per second."),
-            ("request-total", COUNT, "The total number of requests sent."),
-            ("request-size-avg", AVG, "The average size of all requests in the window."),
-            ("request-size-max", MAX, "The maximum size of any request sent in the window."),
-        ])
-        self.received = metrics.add_stats(metrics.sensor("bytes-received"), group, [
-            ("incoming-byte-rate", RATE, "Bytes/second read off all sockets"),
-            ("incoming-byte-total", TOTAL, "The total number of bytes read off all sockets."),
-            ("response-rate", COUNT_RATE, "Responses received per second."),
-            ("response-total", COUNT, "The total number of responses received."),
-        ])
-        self.latency = metrics.add_stats(metrics.sensor("request-latency"), group, [
-            ("request-latency-avg", AVG, "The average request latency in ms."),
-            ("request-latency-max", MAX, "The maximum request latency in ms."),
-        ])
-        self.throttle = metrics.add_stats(metrics.sensor("throttle-time"), group, [
-            ("throttle-time-avg", AVG, "The average throttle time in ms."),
-            ("throttle-time-max", MAX, "The maximum throttle time in ms."),
-        ])
+        self.sent, self.received, self.latency, self.throttle = _request_sensors(metrics, "", prefix + "-metrics")
         #: API key -> the sensor its responses' throttle times also go to (Produce's, Fetch's).
         self.api_throttle: Dict[int, Sensor] = {}
         self._nodes: Dict[str, NodeSensors] = {}
@@ -413,6 +405,7 @@ class NetworkSensors:
     def call(self, started: float) -> None:
         """An in-process call that began at ``started`` (monotonic s) has returned."""
         now = _monotonic()
-        self.sent.record(0, now)
-        self.received.record(0, now)
-        self.latency.record((now - started) * 1000.0, now)
+        with self.metrics.lock:
+            self.sent.record_locked(0, now)
+            self.received.record_locked(0, now)
+            self.latency.record_locked((now - started) * 1000.0, now)

@@ -375,9 +375,12 @@ class _SenderMetrics:
     def __init__(self, metrics: Metrics, network: NetworkSensors, producer: "Producer") -> None:
         self.metrics = m = metrics
         group = "producer-metrics"
-        self.batch_size = m.add_stats(m.sensor("batch-size"), group, [
+        # A batch's bytes: its size and the producer's byte rate.
+        self.bytes = m.add_stats(m.sensor("batch-size"), group, [
             ("batch-size-avg", AVG, "The average number of bytes sent per partition per-request."),
             ("batch-size-max", MAX, "The max number of bytes sent per partition per-request."),
+            ("byte-rate", RATE, "The average number of bytes sent per second."),
+            ("byte-total", TOTAL, "The total number of bytes sent."),
         ])
         self.compression = m.add_stats(m.sensor("compression-rate"), group, [
             ("compression-rate-avg", AVG, "The average compression rate of record batches."),
@@ -390,10 +393,6 @@ class _SenderMetrics:
             ("record-send-rate", RATE, "The average number of records sent per second."),
             ("record-send-total", TOTAL, "The total number of records sent."),
             ("records-per-request-avg", AVG, "The average number of records per request."),
-        ])
-        self.bytes = m.add_stats(m.sensor("bytes"), group, [
-            ("byte-rate", RATE, "The average number of bytes sent per second."),
-            ("byte-total", TOTAL, "The total number of bytes sent."),
         ])
         self.retries = m.add_stats(m.sensor("record-retries"), group, [
             ("record-retry-rate", RATE, "The average per-second number of retried record sends"),
@@ -460,7 +459,6 @@ class _SenderMetrics:
             nbytes.record_locked(size, now)
             self.records.record_locked(count, now)
             self.bytes.record_locked(size, now)
-            self.batch_size.record_locked(size, now)
             self.queue_time.record_locked((now - batch.created) * 1000.0, now)
             if ratio is not None:
                 compression.record_locked(ratio, now)
