@@ -12,6 +12,10 @@ it in exactly one way, once, at import::
     offset_index_lookup = _kernel.offset_index_lookup
     ...
 
+A twin that costs something to build (a library to import, tables to fill) is built by
+a function instead, ``_kernel = compiled("_crc") or _pure()``, which the module's
+``__getattr__`` also answers ``pure`` with: a process on the kernel never builds it.
+
 Everything else imports those names from the chooser: no other module imports
 ``pylogq._core``, calls :func:`compiled`, catches an ImportError around a
 kernel or reads ``PYLOGQ_NO_EXTENSIONS``. :data:`KERNELS` lists every kernel

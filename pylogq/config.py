@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar
 
@@ -163,27 +162,35 @@ def parse_properties(text: str) -> Dict[str, str]:
 # --------------------------------------------------------------------------- value parsing
 
 
-@dataclass(frozen=True)
 class _Spec:
     """One setting: its dotted key, Kafka type, default and validation rule."""
 
-    key: str
-    kind: str
-    default: Any
-    at_least: Optional[float] = None
-    at_most: Optional[float] = None
-    choices: Optional[Tuple[str, ...]] = None
-    nullable: bool = False
-    paths: bool = False
-    non_empty: bool = False
-    doc: str = ""
+    __slots__ = ("key", "kind", "default", "at_least", "at_most", "choices", "nullable", "paths", "non_empty", "doc")
+
+    def __init__(self, key: str, kind: str, default: Any, at_least: Optional[float] = None,
+                 at_most: Optional[float] = None, choices: Optional[Tuple[str, ...]] = None,
+                 nullable: bool = False, paths: bool = False, non_empty: bool = False, doc: str = "") -> None:
+        self.key = key
+        self.kind = kind
+        self.default = default
+        self.at_least = at_least
+        self.at_most = at_most
+        self.choices = choices
+        self.nullable = nullable
+        self.paths = paths
+        self.non_empty = non_empty
+        self.doc = doc
+
+    def __repr__(self) -> str:
+        return "_Spec(%r, %r, %r)" % (self.key, self.kind, self.default)
 
 
 def setting(key: str, kind: str, default: Any, *, at_least: Optional[float] = None,
              at_most: Optional[float] = None, choices: Optional[Tuple[str, ...]] = None,
              nullable: bool = False, paths: bool = False, non_empty: bool = False, doc: str = "") -> Any:
-    spec = _Spec(key, kind, default, at_least, at_most, choices, nullable, paths, non_empty, doc)
-    return field(default=default, metadata={"spec": spec})
+    """A setting of a :class:`Config` subclass, declared as ``segment_bytes: int =
+    setting("segment.bytes", ...)``: the class reads as the default, an instance as its value."""
+    return _Spec(key, kind, default, at_least, at_most, choices, nullable, paths, non_empty, doc)
 
 
 def _invalid(key: str, value: Any, rule: str) -> ConfigError:
@@ -353,40 +360,68 @@ _C = TypeVar("_C", bound="Config")
 
 
 class Config:
-    """Construction, validation and conversion shared by both config classes.
+    """Construction, validation, comparison and conversion shared by the config classes.
 
-    Subclasses are frozen dataclasses (``init=False``) whose fields carry a
-    ``_Spec`` in their metadata; this class supplies ``__init__``.
+    A subclass declares its settings as class attributes made by :func:`setting`, in
+    Kafka's order; instances are immutable, compare and hash by their values, and show
+    them in their repr. (Not dataclasses: generating a dataclass's methods for the
+    hundred-odd settings cost every process a few milliseconds of its start.)
     """
 
     #: Alternative keys and the key they stand for; the main key wins when both are given.
     _ALIASES: ClassVar[Mapping[str, str]] = {}
-    _tables: ClassVar[Dict[type, Tuple[Dict[str, _Spec], Dict[str, str]]]] = {}
+    #: (attribute -> spec, every accepted spelling -> attribute) of each class, its bases' first.
+    _spec_table: ClassVar[Tuple[Dict[str, _Spec], Dict[str, str]]] = ({}, {})
+    #: Attributes besides the settings that equality and the repr include (not the hash).
+    _COMPARED: ClassVar[Tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        specs = dict(cls._spec_table[0])
+        for name, value in list(vars(cls).items()):
+            if not isinstance(value, _Spec):
+                continue
+            if value.key.replace(".", "_") != name:
+                raise TypeError("setting %s does not match its key %s" % (name, value.key))
+            specs[name] = value
+            setattr(cls, name, value.default)  # the class reads as Kafka's default
+        names: Dict[str, str] = {}
+        for name, spec in specs.items():
+            names[name] = name
+            names[spec.key] = name
+        cls._spec_table = (specs, names)
 
     def __init__(self, **settings: Any) -> None:
         self._build({}, settings, strict=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("cannot assign to %s.%s: a %s is immutable" % (type(self).__name__, name, type(self).__name__))
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("cannot delete %s.%s: a %s is immutable" % (type(self).__name__, name, type(self).__name__))
+
+    def _key(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, attr) for attr in self._spec_table[0])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key() and all(
+            getattr(self, attr) == getattr(other, attr) for attr in self._COMPARED)
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        attrs = list(self._spec_table[0]) + list(self._COMPARED)
+        return "%s(%s)" % (type(self).__qualname__, ", ".join("%s=%r" % (a, getattr(self, a)) for a in attrs))
 
     # -- tables
 
     @classmethod
     def _table(cls) -> Tuple[Dict[str, _Spec], Dict[str, str]]:
-        """(attribute -> spec, every accepted spelling -> attribute), built once per class."""
-        cached = Config._tables.get(cls)
-        if cached is not None:
-            return cached
-        specs: Dict[str, _Spec] = {}
-        names: Dict[str, str] = {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            spec = f.metadata.get("spec")
-            if spec is None:
-                continue
-            if spec.key.replace(".", "_") != f.name:
-                raise TypeError("field %s does not match its key %s" % (f.name, spec.key))
-            specs[f.name] = spec
-            names[f.name] = f.name
-            names[spec.key] = f.name
-        Config._tables[cls] = (specs, names)
-        return specs, names
+        """(attribute -> spec, every accepted spelling -> attribute)."""
+        return cls._spec_table
 
     @classmethod
     def build(cls: Type[_C], settings: Mapping[str, Any]) -> _C:
@@ -506,7 +541,6 @@ class Config:
 # --------------------------------------------------------------------------- topic level
 
 
-@dataclass(frozen=True, init=False)
 class LogConfig(Config):
     """Kafka's topic-level log settings with Kafka's defaults; immutable and hashable.
 

@@ -67,7 +67,8 @@ def _sources() -> Dict[str, ast.Module]:
 
 
 def _chooser_statements(tree: ast.Module) -> List[str]:
-    """The kernel of every ``_kernel = compiled("<kernel>") or pure`` at the top of a module."""
+    """The kernel of every ``_kernel = compiled("<kernel>") or pure`` (or ``... or _pure()``)
+    at the top of a module."""
     found = []
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
@@ -78,7 +79,10 @@ def _chooser_statements(tree: ast.Module) -> List[str]:
                 and isinstance(value.values[0], ast.Call) and isinstance(value.values[0].func, ast.Name)
                 and value.values[0].func.id == "compiled" and len(value.values[0].args) == 1
                 and isinstance(value.values[0].args[0], ast.Constant)
-                and isinstance(value.values[1], ast.Name) and value.values[1].id == "pure"):
+                and (isinstance(value.values[1], ast.Name) and value.values[1].id == "pure"
+                     # or a twin built only when it is needed: `compiled("<kernel>") or _pure()`
+                     or isinstance(value.values[1], ast.Call) and not value.values[1].args
+                     and isinstance(value.values[1].func, ast.Name) and value.values[1].func.id == "_pure")):
             found.append(value.values[0].args[0].value)
     return found
 

@@ -309,9 +309,10 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger, col
         server = KafkaServer(broker)
         loop.run_until_complete(server.start())
         # A broker of a cluster registers once its listeners are bound (Kafka's order).
-        shutdown.stage = "joining the cluster"
-        # Off the loop, which serves the controller's requests meanwhile.
-        loop.run_until_complete(loop.run_in_executor(None, broker.join_cluster, server.endpoints()))
+        if broker.clustered:
+            shutdown.stage = "joining the cluster"
+            # Off the loop, which serves the controller's requests meanwhile.
+            loop.run_until_complete(loop.run_in_executor(None, broker.join_cluster, server.endpoints()))
     except (ConfigError, PylogqError, OSError) as exc:
         try:
             loop.run_until_complete(server.stop())

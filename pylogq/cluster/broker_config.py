@@ -11,7 +11,6 @@ key raises ConfigError naming it, with the closest known key as a suggestion.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple, Type
 
 from ..config import _BOOLEAN, _INT, _LONG, _STRING, Config, setting, suggest, to_string
@@ -41,7 +40,6 @@ def with_development_defaults(settings: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True, init=False)
 class NodeConfig(Config):
     """The broker node's own keys, with Kafka's names and defaults. Immutable."""
 

@@ -27,7 +27,6 @@ the same time (docs/operations.md, "Compressed batches").
 
 from __future__ import annotations
 
-import gzip as _gzip
 import struct
 import threading
 import zlib
@@ -111,8 +110,10 @@ def codec_id(codec: Union[int, str, None]) -> int:
 
 
 def gzip_encode(data: Buffer) -> bytes:
+    import gzip  # at the first gzip batch: a broker that never sees one never loads it
+
     # mtime=0 keeps the output deterministic, as the Java client's GZIPOutputStream.
-    return _gzip.compress(bytes(data), compresslevel=6, mtime=0)
+    return gzip.compress(bytes(data), compresslevel=6, mtime=0)
 
 
 def _too_large(codec: str, limit: int) -> CorruptRecordError:

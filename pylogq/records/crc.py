@@ -48,24 +48,19 @@ def _table(poly: int) -> List[int]:
 
 def _table_crc32c(data: memoryview, crc: int) -> int:
     """CRC-32C one byte at a time: the last resort when crcmod is missing."""
+    global _TABLE_32C
     table = _TABLE_32C
+    if table is None:
+        table = _TABLE_32C = _table(_POLY_32C)
     c = crc ^ _MASK
     for byte in data.tobytes():
         c = (c >> 8) ^ table[(c ^ byte) & 0xFF]
     return c ^ _MASK
 
 
-_TABLE_32C = _table(_POLY_32C)
-_crcmod_32c: Optional[Callable[..., int]]
-try:
-    import crcmod.predefined
-
-    _CRCMOD_NAME = "crcmod" if sys.modules["crcmod.crcmod"]._usingExtension else "crcmod-python"
-    # crcmod's function takes and returns the finished (post-inverted) value, so
-    # its second argument chains exactly as crc32c.crc32c's does.
-    _crcmod_32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
-except ImportError:
-    _crcmod_32c = None
+_TABLE_32C: Optional[List[int]] = None
+# crcmod's CRC-32C function, once the twin is built (None: crcmod is missing).
+_crcmod_32c: Optional[Callable[..., int]] = None
 
 
 def _buffer(data: object) -> memoryview:
@@ -126,23 +121,43 @@ def _make_combine(poly: int, doc: str) -> Callable[[int, int, int], int]:
     return combine
 
 
-_py_crc32c_combine = _make_combine(
-    _POLY_32C, "CRC-32C of a + b from crc1 = crc32c(a), crc2 = crc32c(b) and len2 = len(b)."
-)
-_py_crc32_combine = _make_combine(
-    _POLY_32, "CRC-32 of a + b from crc1 = crc32(a), crc2 = crc32(b) and len2 = len(b)."
-)
+def _pure() -> types.SimpleNamespace:
+    """The pure-Python twin of the compiled kernel: the same names, the same behaviour.
+    Built when first asked for (as :data:`pure`, or because the kernel did not load), so
+    a process on the kernel never imports crcmod or fills the twin's tables."""
+    global _crcmod_32c
+    twin = globals().get("pure")
+    if twin is not None:
+        return twin
+    try:
+        import crcmod.predefined
 
-#: The pure-Python twin of the compiled kernel: the same names, the same behaviour.
-pure = types.SimpleNamespace(
-    crc32c=_py_crc32c,
-    crc32=_py_crc32,
-    crc32c_combine=_py_crc32c_combine,
-    crc32_combine=_py_crc32_combine,
-    IMPLEMENTATION={"crc32c": _CRCMOD_NAME if _crcmod_32c else "python-table", "crc32": "zlib"},
-)
+        name = "crcmod" if sys.modules["crcmod.crcmod"]._usingExtension else "crcmod-python"
+        # crcmod's function takes and returns the finished (post-inverted) value, so
+        # its second argument chains exactly as crc32c.crc32c's does.
+        _crcmod_32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+    except ImportError:
+        name, _crcmod_32c = "python-table", None
+    twin = types.SimpleNamespace(
+        crc32c=_py_crc32c,
+        crc32=_py_crc32,
+        crc32c_combine=_make_combine(
+            _POLY_32C, "CRC-32C of a + b from crc1 = crc32c(a), crc2 = crc32c(b) and len2 = len(b)."),
+        crc32_combine=_make_combine(
+            _POLY_32, "CRC-32 of a + b from crc1 = crc32(a), crc2 = crc32(b) and len2 = len(b)."),
+        IMPLEMENTATION={"crc32c": name, "crc32": "zlib"},
+    )
+    globals()["pure"] = twin
+    return twin
 
-_kernel = compiled("_crc") or pure
+
+def __getattr__(name: str) -> types.SimpleNamespace:
+    if name == "pure":  # the twin, built on first use (see _pure)
+        return _pure()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+_kernel = compiled("_crc") or _pure()
 crc32c = _kernel.crc32c
 crc32 = _kernel.crc32
 crc32c_combine = _kernel.crc32c_combine

@@ -8,7 +8,6 @@ broker keeps them, unread, in ``BrokerConfig.listener``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, Optional
 
 from ..config import _INT, _LONG, _STRING, INT_MAX, Config, setting
@@ -20,7 +19,6 @@ __all__ = ["JAAS_KEY", "ServerConfig", "parse_connection_overrides"]
 JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
 
 
-@dataclass(frozen=True, init=False)
 class ServerConfig(Config):
     """Listener settings with Kafka's names; pylogq's defaults where noted. Immutable."""
 

@@ -479,10 +479,13 @@ def _normal_ip(host: str) -> str:
 def _resolve_overrides(text: str) -> Dict[str, int]:
     """``max.connections.per.ip.overrides`` keyed by address: a host name counts for each
     of its addresses, resolved once at start, as Kafka does."""
-    import ipaddress
+    overrides = parse_connection_overrides(text)
+    if not overrides:
+        return {}
+    import ipaddress  # only with overrides: not on the startup path
 
     resolved: Dict[str, int] = {}
-    for host, count in parse_connection_overrides(text).items():
+    for host, count in overrides.items():
         try:
             ipaddress.ip_address(host)
         except ValueError:

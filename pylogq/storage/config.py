@@ -12,7 +12,6 @@ time settings (``log.retention.ms`` > ``log.retention.minutes`` >
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
@@ -63,7 +62,6 @@ _MS_PER_MINUTE = 60 * 1000
 _MS_PER_HOUR = 60 * _MS_PER_MINUTE
 
 
-@dataclass(frozen=True, init=False)
 class LogManagerConfig(Config):
     """Kafka's broker-level log settings, including the broker defaults for topic settings.
 
@@ -153,7 +151,9 @@ class LogManagerConfig(Config):
     min_insync_replicas: int = setting("min.insync.replicas", _INT, 1, at_least=1)
     unclean_leader_election_enable: bool = setting("unclean.leader.election.enable", _BOOLEAN, False)
     compression_type: str = setting("compression.type", _STRING, "producer", choices=COMPRESSION_TYPES)
-    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    #: Keys this class does not know, kept when built with ``strict=False``.
+    extra: Mapping[str, Any]
+    _COMPARED = ("extra",)
 
     def __init__(self, *, strict: bool = True, **settings: Any) -> None:
         self._build({}, settings, strict=strict)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any, Dict
@@ -148,8 +147,21 @@ def test_empty_cleanup_policy_means_neither() -> None:
 
 def test_immutable() -> None:
     config = LogConfig()
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        config.segment_bytes = 5  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="immutable"):
+        config.segment_bytes = 5
+    with pytest.raises(AttributeError, match="immutable"):
+        del config.segment_bytes
+    assert config.segment_bytes == LogConfig.segment_bytes == 1073741824
+
+
+def test_equality_hash_and_repr_follow_the_values() -> None:
+    a, b = LogConfig(segment_bytes=2048), LogConfig.from_dict({"segment.bytes": "2048"})
+    assert a == b and hash(a) == hash(b) and a != LogConfig() and len({a, b, LogConfig()}) == 2
+    assert a != LogManagerConfig() and LogManagerConfig() == LogManagerConfig()
+    assert repr(a).startswith("LogConfig(segment_bytes=2048, segment_ms=604800000, ")
+    loose = LogManagerConfig(strict=False, **{"broker.id": 3})
+    assert loose != LogManagerConfig() and hash(loose) == hash(LogManagerConfig())  # extra: compared, not hashed
+    assert repr(loose).endswith("extra=mappingproxy({'broker.id': 3}))")
 
 
 # --------------------------------------------------------------------------- validation

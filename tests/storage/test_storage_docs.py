@@ -10,7 +10,6 @@ these tests. ``python tests/storage/test_storage_docs.py`` rewrites the tables.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import pathlib
 import re
@@ -167,7 +166,7 @@ def _valid(spec: Any) -> str:
 
 def specs(cls: Type[Any]) -> List[Any]:
     """The settings of a config class, in declaration order."""
-    return [f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata]
+    return list(cls._table()[0].values())
 
 
 def config_table(cls: Type[Any]) -> str:
