@@ -22,6 +22,18 @@ column pruning. The paths:
   (target: the direct path >= 3x faster);
 - ``parquet``: ``spark.read.parquet`` of the same rows, written in setup: the
   reference for what Spark ingests natively.
+- ``pylogq Consumer``: pylogq's own consumer inside ``mapPartitions`` (the
+  consumer path; target: the direct path >= 10x faster).
+
+Group "spark value only 100B": ``sum(length(value))``, the query that reads one
+column: ``read_topic(columns=["value"])`` against parquet of the same rows
+(target >= 0.6x parquet; the full-row group's direct and parquet give the
+full-row ratio, target >= 0.6x too).
+
+``test_timestamp_filter_bytes``: a filter selecting the last 1% of the topic by
+timestamp, planned and read with the pushdown Spark's filter pushdown hands the
+reader; the bytes read (``/proc/self/io`` rchar) must be at most 5% of the
+topic's bytes.
 """
 
 from __future__ import annotations
@@ -116,7 +128,8 @@ def broker(tmp_path_factory, count):
     for p in range(PARTITIONS):
         for base in range(0, per_partition, BATCH):
             n = min(BATCH, per_partition - base)
-            b.produce(TOPIC, p, build_batch(values[:n], timestamps=TS))
+            # Timestamps grow with the offsets, a millisecond per record: a topic written over time.
+            b.produce(TOPIC, p, build_batch(values[:n], timestamps=[TS + base + j for j in range(n)]))
     host, port = b.serve("127.0.0.1", 0)
     b.bootstrap_servers = "%s:%d" % (host, port)  # type: ignore[attr-defined]
     yield b
@@ -303,3 +316,123 @@ def test_parquet(benchmark, spark, broker, count, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("parquet") / "bench.parquet")
     read_topic(spark, broker.data_dir, TOPIC).write.parquet(path)
     _bench(benchmark, lambda: _run(spark.read.parquet(path), count))
+
+
+# -- the consumer path ------------------------------------------------------------------------------
+
+
+class _PylogqConsumerReader:
+    """A task: pylogq's Consumer reads one partition [start, end) from the broker as tuples."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def __call__(self, ranges: Iterator[Any]) -> Iterator[tuple]:
+        from pylogq import Consumer
+        from pylogq.client.consumer import TopicPartition
+
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        consumer = Consumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, max_poll_records=5000)
+        try:
+            for topic, partition, start, end in ranges:
+                tp = TopicPartition(topic, partition)
+                consumer.assign([tp])
+                consumer.seek(tp, start)
+                while consumer.position(tp) < end:
+                    for records in consumer.poll(timeout_ms=5000).values():
+                        for r in records:
+                            if r.offset >= end:
+                                break
+                            yield (r.key, r.value, r.topic, r.partition, r.offset,
+                                   epoch + datetime.timedelta(milliseconds=r.timestamp), r.timestamp_type,
+                                   [{"key": k, "value": v} for k, v in r.headers] or None)
+        finally:
+            consumer.close(autocommit=False)
+
+
+def test_pylogq_consumer(benchmark, spark, broker, count):
+    from pylogq.spark import SPARK_SCHEMA_DDL, plan_splits
+
+    info(benchmark, GROUP, count, "rows", target="direct >= 10x pylogq's Consumer in mapPartitions")
+    ranges = [(s.topic, s.partition, s.start_offset, s.end_offset) for s in plan_splits(broker.data_dir, TOPIC)]
+    reader = _PylogqConsumerReader(broker.bootstrap_servers)
+
+    def run() -> None:
+        rdd = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(reader)
+        _run(spark.createDataFrame(rdd, SPARK_SCHEMA_DDL), count)
+
+    _bench(benchmark, run)
+
+
+# -- one column ------------------------------------------------------------------------------------
+
+VALUE_GROUP = "spark value only 100B"
+VALUE_TARGET = "direct >= 0.6x parquet"
+
+
+def _run_values(df: Any, count: int) -> None:
+    row = df.selectExpr("count(*) AS rows", "sum(length(value)) AS value_bytes").collect()[0]
+    assert row["rows"] == count and row["value_bytes"] == 100 * count
+
+
+@pytest.fixture(scope="module")
+def parquet_path(spark, broker, tmp_path_factory):
+    from pylogq.spark import read_topic
+
+    path = str(tmp_path_factory.mktemp("parquet-values") / "bench.parquet")
+    read_topic(spark, broker.data_dir, TOPIC).write.parquet(path)
+    return path
+
+
+def test_value_only_direct(benchmark, spark, broker, count, warm):
+    from pylogq.spark import read_topic
+
+    info(benchmark, VALUE_GROUP, count, "rows", target=VALUE_TARGET)
+    _bench(benchmark, lambda: _run_values(read_topic(spark, broker.data_dir, TOPIC, columns=["value"]), count))
+
+
+def test_value_only_format_pylogq(benchmark, spark, broker, count, warm):
+    info(benchmark, VALUE_GROUP, count, "rows", target=VALUE_TARGET)
+    reader = (spark.read.format("pylogq").option("source", broker.data_dir).option("topic", TOPIC)
+              .schema("value BINARY"))
+    _bench(benchmark, lambda: _run_values(reader.load(), count))
+
+
+def test_value_only_parquet(benchmark, spark, parquet_path, count, warm):
+    info(benchmark, VALUE_GROUP, count, "rows", peer=True, target=VALUE_TARGET)
+    _bench(benchmark, lambda: _run_values(spark.read.parquet(parquet_path), count))
+
+
+# -- a timestamp filter -----------------------------------------------------------------------------
+
+
+def _read_chars() -> int:
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+def test_timestamp_filter_bytes(benchmark, broker, count):
+    """The last 1% of the topic by timestamp: the bytes the planner and the reader read, against
+    the bytes of the topic's segment files."""
+    from pylogq.spark import Pushdown, plan_splits, read_split
+
+    per_partition = count // PARTITIONS
+    pushdown = Pushdown(min_timestamp=TS + per_partition - per_partition // 100)
+    total = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(broker.data_dir)
+                for name in names if name.endswith(".log") and os.path.basename(root).startswith(TOPIC + "-"))
+    info(benchmark, "spark timestamp filter 1%", count, "rows", target="reads <= 5% of the topic's bytes")
+    outcome = {}
+
+    def run() -> None:
+        before = _read_chars()
+        rows = sum(batch.num_rows for split in plan_splits(broker.data_dir, TOPIC, pushdown=pushdown)
+                   for batch in read_split(split, pushdown=pushdown))
+        outcome.update(rows=rows, read=_read_chars() - before)
+
+    run()  # once before measuring: the first read imports pyarrow, whose files rchar counts too
+    _bench(benchmark, run)
+    assert outcome["rows"] == PARTITIONS * (per_partition // 100)
+    share = outcome["read"] / total
+    benchmark.extra_info.update(bytes_read=outcome["read"], topic_bytes=total, share=round(share, 4))
+    if not benchmark.disabled:  # (the smoke run's topic is 4 batches per partition: 1% of it is in one)
+        assert share <= 0.05, "read %d of %d bytes (%.1f%%)" % (outcome["read"], total, 100 * share)

@@ -18,20 +18,24 @@ works without it (the split planner and reader need only pyarrow).
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import DataLossError
-from .splits import SPARK_SCHEMA_DDL, Split, plan_splits, read_split
+from .splits import COLUMNS, SPARK_SCHEMA_DDL, Pushdown, Split, offset_for_time, plan_splits, read_split, schema_ddl
 from .writer import write_topic
 
 __all__ = [
+    "COLUMNS",
     "DataLossError",
+    "Pushdown",
     "SPARK_SCHEMA_DDL",
     "Split",
+    "offset_for_time",
     "plan_splits",
     "read_split",
     "read_topic",
     "register",
+    "schema_ddl",
     "write_topic",
 ]
 
@@ -48,21 +52,25 @@ class _SplitReader:
     imports pylogq) and only its two settings travel with each task.
     """
 
-    def __init__(self, fail_on_data_loss: bool, batch_rows: int) -> None:
+    def __init__(self, fail_on_data_loss: bool, batch_rows: int, columns: Optional[Tuple[str, ...]] = None) -> None:
         self.fail_on_data_loss = fail_on_data_loss
         self.batch_rows = batch_rows
+        self.columns = columns
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 split = pickle.loads(blob)
-                yield from read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows)
+                yield from read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
+                                      columns=self.columns)
 
 
 def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_offsets: Offsets = "earliest",
                ending_offsets: Offsets = "latest", fail_on_data_loss: bool = True,
                max_split_bytes: Optional[int] = None, bootstrap_servers: Optional[str] = None,
-               batch_rows: int = 65536) -> Any:
+               batch_rows: int = 65536, columns: Optional[Sequence[str]] = None,
+               starting_timestamp: Optional[int] = None, ending_timestamp: Optional[int] = None,
+               timestamp_strategy: str = "error") -> Any:
     """A DataFrame of ``topic``'s records read from the segment files under ``source``.
 
     The splits are planned here, on the driver, bounded by the committed high
@@ -78,18 +86,32 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     Records deleted by retention after planning fail the task with
     :class:`DataLossError` naming the lost offsets, unless
     ``fail_on_data_loss=False``, which skips them with a warning.
+
+    ``columns`` (a list, or comma-separated; None: all eight) makes a
+    DataFrame of just those columns, and only those are decoded and shipped:
+    Spark cannot prune the columns of a ``mapInArrow`` by itself, so name
+    what the query needs. ``starting_timestamp``/``ending_timestamp``
+    (milliseconds since the epoch; Spark's Kafka-source ``startingTimestamp``
+    and ``endingTimestamp``) start or end each partition at its first record
+    at or after that time, found through the time indexes, so the segments
+    before the start are not read (``timestamp_strategy``: see
+    :func:`plan_splits`).
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
-    kwargs: dict = {"bootstrap_servers": bootstrap_servers}
+    chosen = None if columns is None else tuple(c.strip() for c in (
+        columns.split(",") if isinstance(columns, str) else columns))
+    ddl = schema_ddl(chosen)
+    kwargs: dict = {"bootstrap_servers": bootstrap_servers, "starting_timestamp": starting_timestamp,
+                    "ending_timestamp": ending_timestamp, "timestamp_strategy": timestamp_strategy}
     if max_split_bytes is not None:
         kwargs["max_split_bytes"] = max_split_bytes
     splits = plan_splits(source, topic, starting_offsets, ending_offsets, **kwargs)
     if not splits:
-        return spark.createDataFrame([], SPARK_SCHEMA_DDL)
+        return spark.createDataFrame([], ddl)
     rows = spark.sparkContext.parallelize([(pickle.dumps(s),) for s in splits], len(splits))
     plan = spark.createDataFrame(rows, _SPLITS_DDL)
-    return plan.mapInArrow(_SplitReader(bool(fail_on_data_loss), batch_rows), SPARK_SCHEMA_DDL)
+    return plan.mapInArrow(_SplitReader(bool(fail_on_data_loss), batch_rows, chosen), ddl)
 
 
 def register(spark: Any) -> None:

@@ -18,7 +18,27 @@ failOnDataLoss       "true" (default): records deleted by retention before
 maxOffsetsPerTrigger streaming: at most this many offsets per micro-batch,
                      shared among the partitions in proportion to their lag
 maxSplitBytes        segment bytes per Spark task (big partitions get several)
+startingTimestamp    batch: start each partition at its first record at or
+                     after this time (milliseconds since the epoch); takes
+                     precedence over startingOffsets
+endingTimestamp      batch: end each partition at its first record at or
+                     after this time (else at its latest offset)
+startingOffsetsBy\
+TimestampStrategy    "error" (default) or "latest": a partition with no record
+                     at or after startingTimestamp fails the query, or reads
+                     nothing
+columns              the columns to read, comma-separated (also set by a
+                     schema given with ``.schema(...)``, a subset of these)
 ==================== ===========================================================
+
+Only the columns the DataFrame's schema names are decoded and shipped (PySpark
+4.3 gives a Python Data Source no projection hook, so give a narrower schema or
+the ``columns`` option). Filters on ``partition``, ``offset`` and ``timestamp``
+reach the batch reader through ``pushFilters`` (PySpark 4.1+, with
+``spark.sql.python.filterPushdown.enabled``): they narrow the splits, and a
+lower bound on ``timestamp`` starts each partition at its first record at or
+after it, found through the segments' time indexes, so the segments before it
+are never read.
 
 Streaming offsets are JSON like the Kafka source's, ``{"topic": {"0": 42}}``
 (the next offset to read per partition); Spark checkpoints them, and a
@@ -30,13 +50,15 @@ record once. ``Trigger.AvailableNow`` stops at the end seen when it started.
 from __future__ import annotations
 
 import json
+import sys
 import warnings
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ..errors import DataLossError, OffsetOutOfRangeError
-from .splits import SPARK_SCHEMA_DDL, DataLossWarning, Split, partition_bounds, plan_splits, read_split
+from .splits import (COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, partition_bounds, plan_splits,
+                     read_split, schema_ddl)
 
 try:  # pyspark 4.2+: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -119,6 +141,34 @@ class _Settings:
         self.max_offsets_per_trigger = _positive(options, "maxOffsetsPerTrigger")
         self.max_split_bytes = _positive(options, "maxSplitBytes")
         self.batch_rows = _positive(options, "batchRows") or 65536
+        self.starting_timestamp = _timestamp(options, "startingTimestamp")
+        self.ending_timestamp = _timestamp(options, "endingTimestamp")
+        if streaming and (self.starting_timestamp is not None or self.ending_timestamp is not None):
+            raise ValueError("options startingTimestamp and endingTimestamp apply to batch reads only")
+        self.timestamp_strategy = (_option(options, "startingOffsetsByTimestampStrategy") or "error").lower()
+        if self.timestamp_strategy not in ("error", "latest"):
+            raise ValueError("option startingOffsetsByTimestampStrategy must be error or latest, not %r"
+                             % self.timestamp_strategy)
+        columns = _option(options, "columns")
+        self.columns: Optional[Tuple[str, ...]] = None
+        if columns is not None:
+            self.columns = tuple(c.strip() for c in columns.split(",") if c.strip())
+            schema_ddl(self.columns)  # checks the names
+        self.pushdown: Optional[Pushdown] = None
+
+    def with_schema(self, schema: Any) -> None:
+        """Read the columns of ``schema`` (the one Spark hands the reader: ours, or the user's subset)."""
+        names = [f.name for f in schema.fields]
+        if names == list(COLUMNS):
+            return
+        expected = _SPARK_TYPES
+        for f in schema.fields:
+            if f.name not in expected:
+                raise ValueError("schema column %r is not one of pylogq's: %s" % (f.name, ", ".join(COLUMNS)))
+            if f.dataType.simpleString() != expected[f.name]:
+                raise ValueError("schema column %r has type %s; pylogq reads it as %s"
+                                 % (f.name, f.dataType.simpleString(), expected[f.name]))
+        self.columns = tuple(names)
 
     def plan(self, starting: Any, ending: Any) -> List[Split]:
         """The splits from ``starting`` to ``ending``; a start that retention deleted is data loss.
@@ -127,7 +177,10 @@ class _Settings:
         log start fails naming the lost offsets; without, the read starts at
         the log start instead, with a warning.
         """
-        kwargs: Dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers}
+        kwargs: Dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers, "pushdown": self.pushdown,
+                                  "starting_timestamp": self.starting_timestamp,
+                                  "ending_timestamp": self.ending_timestamp,
+                                  "timestamp_strategy": self.timestamp_strategy}
         if self.max_split_bytes is not None:
             kwargs["max_split_bytes"] = self.max_split_bytes
         try:
@@ -158,7 +211,24 @@ class _Settings:
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         split = partition.split if isinstance(partition, SplitPartition) else partition.value
-        return read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows)
+        if split is None:  # Spark's stand-in partition of a read planned to nothing
+            return iter(())
+        return read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
+                          columns=self.columns, pushdown=self.pushdown)
+
+    # -- filter pushdown ------------------------------------------------------------------
+
+    def push(self, filters: Sequence[Any]) -> List[Any]:
+        """Take the filters on partition, offset and timestamp into :attr:`pushdown`; -> the
+        filters Spark must still evaluate (every other one, and those taken only in part)."""
+        bounds: Dict[str, Any] = {}
+        left = []
+        for f in filters:
+            if not _take(f, bounds):
+                left.append(f)
+        if bounds:
+            self.pushdown = Pushdown(**bounds)
+        return left
 
 
 class PylogqDataSource(DataSource):
@@ -169,13 +239,20 @@ class PylogqDataSource(DataSource):
         return "pylogq"
 
     def schema(self) -> str:
-        return SPARK_SCHEMA_DDL
+        columns = _option(self.options, "columns")
+        return SPARK_SCHEMA_DDL if columns is None else schema_ddl(columns)
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return PylogqBatchReader(_Settings(self.options, streaming=False))
+        settings = _Settings(self.options, streaming=False)
+        settings.with_schema(schema)
+        if _asked_to_push_filters():
+            return PylogqFilteringReader(settings)
+        return PylogqBatchReader(settings)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return PylogqStreamReader(_Settings(self.options, streaming=True))
+        settings = _Settings(self.options, streaming=True)
+        settings.with_schema(schema)
+        return PylogqStreamReader(settings)
 
 
 class PylogqBatchReader(DataSourceReader):
@@ -189,6 +266,38 @@ class PylogqBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return self.settings.read(partition)
+
+
+class PylogqFilteringReader(PylogqBatchReader):
+    """A batch read that takes Spark's filters on partition, offset and timestamp (PySpark 4.1+)."""
+
+    def pushFilters(self, filters: List[Any]) -> Iterable[Any]:
+        """Filters on ``partition``, ``offset`` and ``timestamp`` narrow the read; the rest are Spark's."""
+        return self.settings.push(filters)
+
+
+#: The PySpark worker that asks a reader to take filters (only when filter pushdown is enabled).
+_PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+def _asked_to_push_filters() -> bool:
+    """Whether :meth:`PylogqDataSource.reader` was called to take filters.
+
+    PySpark (4.1 to 4.3) refuses to plan a read whose reader implements
+    ``pushFilters`` while ``spark.sql.python.filterPushdown.enabled`` is false,
+    and a data source cannot read that setting. Its filter-pushdown worker is
+    the only caller that pushes filters, so the reader with ``pushFilters`` is
+    handed to that worker alone: with pushdown off the read still works, with
+    it on the filters are taken.
+    """
+    frame = sys._getframe(1)
+    for _ in range(8):
+        if frame is None:
+            return False
+        if frame.f_globals.get("__name__") == _PUSHDOWN_WORKER:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 Offsets = Dict[int, int]
@@ -353,3 +462,120 @@ def _rate_limit(begin: Offsets, end: Offsets, cap: int) -> Offsets:
             share[p] += 1
             left -= 1
     return {p: begin[p] + share[p] for p in end}
+
+
+def _timestamp(options: Mapping[str, str], name: str) -> Optional[int]:
+    """A timestamp option: milliseconds since the epoch, as Spark's Kafka source takes it."""
+    value = _option(options, name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError("option %s must be milliseconds since the epoch, not %r" % (name, value)) from None
+
+
+#: Spark's simpleString of each column's type (a reader cannot parse DDL: it runs without a session).
+_SPARK_TYPES = {
+    "key": "binary", "value": "binary", "topic": "string", "partition": "int", "offset": "bigint",
+    "timestamp": "timestamp", "timestampType": "int", "headers": "array<struct<key:string,value:binary>>",
+}
+
+
+_FLOOR, _CEIL = 0, 1
+
+
+def _micros(value: Any) -> int:
+    """A filter's timestamp literal as microseconds since the epoch (a naive datetime is local time,
+    as PySpark converts TIMESTAMP values)."""
+    import datetime
+
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.astimezone()  # local time, as PySpark's conversion of TIMESTAMP
+        delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    if isinstance(value, datetime.date):
+        return _micros(datetime.datetime(value.year, value.month, value.day))
+    raise TypeError(value)
+
+
+def _millis(micros: int, rounding: int) -> int:
+    return -((-micros) // 1000) if rounding == _CEIL else micros // 1000
+
+
+def _integer(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _take(f: Any, bounds: Dict[str, Any]) -> bool:
+    """Fold one pushed filter into ``bounds`` (Pushdown's fields); -> whether the read then applies it
+    exactly (else Spark evaluates it after the read, which still gets narrower where it can)."""
+    from pyspark.sql import datasource as ds
+
+    attribute = getattr(f, "attribute", None)
+    if not isinstance(attribute, tuple) or len(attribute) != 1:
+        return False
+    column = attribute[0].lower()
+    value: Any = getattr(f, "value", None)
+    kind = type(f).__name__
+    if kind == "IsNotNull" and column in ("partition", "offset", "timestamp"):
+        return True  # never null
+    if column == "partition":
+        if kind == "In":
+            numbers = {v for v in value if _integer(v) is not None}
+            _narrow_set(bounds, numbers)
+            return len(numbers) == len(value)
+        number = _integer(value)
+        if number is None:
+            return False
+        if kind == "EqualTo":
+            _narrow_set(bounds, {number})
+            return True
+        return False
+    if column == "offset":
+        if kind == "In":
+            offsets = [v for v in value if _integer(v) is not None]
+            if len(offsets) == len(value) and offsets:
+                _narrow(bounds, "min_offset", min(offsets), max)
+                _narrow(bounds, "max_offset", max(offsets) + 1, min)
+            return False  # the offsets between them are Spark's to drop
+        number = _integer(value)
+        if number is None:
+            return False
+        low, high = {"EqualTo": (number, number + 1), "GreaterThan": (number + 1, None),
+                     "GreaterThanOrEqual": (number, None), "LessThan": (None, number),
+                     "LessThanOrEqual": (None, number + 1)}.get(kind, (None, None))
+        if low is None and high is None:
+            return False
+        if low is not None:
+            _narrow(bounds, "min_offset", low, max)
+        if high is not None:
+            _narrow(bounds, "max_offset", high, min)
+        return True
+    if column == "timestamp" and isinstance(f, (ds.EqualTo, ds.GreaterThan, ds.GreaterThanOrEqual, ds.LessThan,
+                                                 ds.LessThanOrEqual)):
+        try:
+            micros = _micros(value)
+        except TypeError:
+            return False
+        # A row's timestamp is whole milliseconds: t * 1000 compared with the literal's microseconds.
+        if kind in ("GreaterThanOrEqual", "EqualTo"):
+            _narrow(bounds, "min_timestamp", _millis(micros, _CEIL), max)
+        if kind == "GreaterThan":
+            _narrow(bounds, "min_timestamp", _millis(micros, _FLOOR) + 1, max)
+        if kind in ("LessThan",):
+            _narrow(bounds, "max_timestamp", _millis(micros, _CEIL), min)
+        if kind in ("LessThanOrEqual", "EqualTo"):
+            _narrow(bounds, "max_timestamp", _millis(micros, _FLOOR) + 1, min)
+        return True
+    return False
+
+
+def _narrow(bounds: Dict[str, Any], name: str, value: int, pick: Any) -> None:
+    bounds[name] = value if bounds.get(name) is None else pick(bounds[name], value)
+
+
+def _narrow_set(bounds: Dict[str, Any], numbers: set) -> None:
+    current = bounds.get("partitions")
+    bounds["partitions"] = frozenset(numbers if current is None else current & numbers)

@@ -38,11 +38,14 @@ import numpy as np
 
 from ..errors import DataLossError, OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
 from ..records import RecordColumns, decode_columns, decode_headers
+from ..records.default_records import HEADER_SIZE as HEADER_BYTES
 from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
 from ..storage.segment import SegmentReader
+from .replicas import choose_replicas
 
 __all__ = [
     "ARROW_SCHEMA",  # noqa: F822 - built on first access by the module __getattr__
+    "COLUMNS",
     "SPARK_SCHEMA_DDL",
     "DEFAULT_MAX_SPLIT_BYTES",
     "DEFAULT_BATCH_ROWS",
@@ -50,20 +53,36 @@ __all__ = [
     "LATEST",
     "DataLossError",
     "DataLossWarning",
+    "Pushdown",
     "Split",
     "arrow_schema",
+    "offset_for_time",
     "partition_bounds",
     "plan_splits",
     "read_split",
+    "schema_ddl",
 ]
 
 log = logging.getLogger("pylogq.spark")
 
+#: Spark's Kafka source columns, in its order.
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
+_DDL = {
+    "key": "key BINARY",
+    "value": "value BINARY",
+    "topic": "topic STRING",
+    "partition": "partition INT",
+    "offset": "offset BIGINT",
+    "timestamp": "timestamp TIMESTAMP",
+    "timestampType": "timestampType INT",
+    "headers": "headers ARRAY<STRUCT<key: STRING, value: BINARY>>",
+}
 #: Spark's Kafka source columns, as a Spark DDL string.
-SPARK_SCHEMA_DDL = (
-    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
-    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
-)
+SPARK_SCHEMA_DDL = ", ".join(_DDL[c] for c in COLUMNS)
+#: Columns that the batch headers give without reading the records (when a batch's offsets have no gaps).
+_FROM_HEADERS = frozenset(("topic", "partition", "offset"))
+#: The arrays of a RecordColumns, in its constructor's order.
+_COLUMN_ARRAYS = RecordColumns.__slots__[2:]
 #: A split holds about this many bytes of segment files (Spark's maxPartitionBytes).
 DEFAULT_MAX_SPLIT_BYTES = 128 * 1024 * 1024
 #: Rows per Arrow record batch out of :func:`read_split`.
@@ -75,6 +94,7 @@ LATEST = -1
 _LOG = ".log"
 _SWAP = ".swap"
 _INDEX = ".index"
+_TIME_INDEX = ".timeindex"
 _MIN_CHUNK = 1 << 20
 _MAX_CHUNK = 64 << 20
 _OPEN_RETRIES = 100  # segments renamed between a listing and an open (compaction, retention)
@@ -102,11 +122,69 @@ class Split:
     end_offset: int
 
 
+@dataclass(frozen=True)
+class Pushdown:
+    """What a query's filters allow, applied while planning and reading: exact, never approximate.
+
+    ``partitions`` (None: all) and the offsets ``[min_offset, max_offset)``
+    narrow the splits. The timestamps ``[min_timestamp, max_timestamp)``
+    (milliseconds since the epoch, None: unbounded) move each partition's
+    start to the first record at or after ``min_timestamp`` (found through
+    the time and offset indexes, as Kafka's ListOffsets by time), so earlier
+    segments are never read, and are applied to every row read as well
+    (timestamps need not grow with offsets).
+    """
+
+    partitions: Optional[frozenset] = None
+    min_offset: Optional[int] = None
+    max_offset: Optional[int] = None
+    min_timestamp: Optional[int] = None
+    max_timestamp: Optional[int] = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether no row can pass."""
+        return ((self.partitions is not None and not self.partitions)
+                or (self.min_offset is not None and self.max_offset is not None and self.min_offset >= self.max_offset)
+                or (self.min_timestamp is not None and self.max_timestamp is not None
+                    and self.min_timestamp >= self.max_timestamp))
+
+    @property
+    def filters_rows(self) -> bool:
+        """Whether rows are filtered by timestamp as they are read."""
+        return self.min_timestamp is not None or self.max_timestamp is not None
+
+
+def _columns(columns: Optional[Sequence[str]]) -> Tuple[str, ...]:
+    """The columns of a read, checked: Spark's Kafka-source names, each once, at least one."""
+    if columns is None:
+        return COLUMNS
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    chosen = tuple(columns)
+    unknown = [c for c in chosen if c not in _DDL]
+    if unknown:
+        raise ValueError("unknown column(s) %s: the columns are %s" % (", ".join(map(repr, unknown)), ", ".join(COLUMNS)))
+    if len(set(chosen)) != len(chosen):
+        raise ValueError("columns %r name a column twice" % (list(chosen),))
+    if not chosen:
+        raise ValueError("columns must name at least one of %s" % ", ".join(COLUMNS))
+    return chosen
+
+
+def schema_ddl(columns: Optional[Sequence[str]] = None) -> str:
+    """The Spark DDL of a read of ``columns`` (None: every column, :data:`SPARK_SCHEMA_DDL`)."""
+    return ", ".join(_DDL[c] for c in _columns(columns))
+
+
 # -- Arrow schema ------------------------------------------------------------------------------
 
 
-def arrow_schema() -> Any:
-    """The Arrow schema of :func:`read_split`'s batches (see :data:`ARROW_SCHEMA`)."""
+def arrow_schema(columns: Optional[Sequence[str]] = None) -> Any:
+    """The Arrow schema of :func:`read_split`'s batches of ``columns`` (None: all, :data:`ARROW_SCHEMA`)."""
+    if columns is not None:
+        full = arrow_schema()
+        return _pyarrow().schema([full.field(c) for c in _columns(columns)])
     global _SCHEMA
     if _SCHEMA is None:
         pa = _pyarrow()
@@ -200,12 +278,16 @@ def _listdir(path: str, what: str) -> List[str]:
         raise PylogqError("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
 
 
-def _partition_dirs(dirs: Sequence[str], topic: str) -> Dict[int, str]:
-    """partition -> directory, for every ``<topic>-<n>`` directory in ``dirs``."""
+def _partition_dirs(dirs: Sequence[str], topic: str, bootstrap_servers: Any = None) -> Dict[int, str]:
+    """partition -> directory, for every ``<topic>-<n>`` directory in ``dirs``.
+
+    A partition in the log directories of several brokers (a replicated
+    topic) is read from one replica: see :mod:`pylogq.spark.replicas`.
+    """
     if not isinstance(topic, str) or not topic:
         raise ValueError("topic must be a non-empty string, not %r" % (topic,))
     pattern = re.compile(re.escape(topic) + r"-(\d+)\Z")
-    found: Dict[int, str] = {}
+    candidates: Dict[int, List[str]] = {}
     for d in dirs:
         for name in _listdir(d, "log directory"):
             m = pattern.match(name)
@@ -214,16 +296,23 @@ def _partition_dirs(dirs: Sequence[str], topic: str) -> Dict[int, str]:
             full = os.path.join(d, name)
             if not os.path.isdir(full):
                 continue
-            p = int(m.group(1))
-            if p in found:
-                raise PylogqError("partition %s-%d is in two log directories: %s and %s"
-                                  % (topic, p, found[p], full))
-            found[p] = full
+            candidates.setdefault(int(m.group(1)), []).append(full)
+    found = choose_replicas(topic, candidates, _log_end, bootstrap_servers)
     if not found:
         raise UnknownTopicOrPartitionError("topic %r has no partition directories in %s"
                                            % (topic, ", ".join(dirs)))
     _check_all_partitions(dirs, topic, found)
     return found
+
+
+def _log_end(directory: str) -> int:
+    """One past the last whole batch in a partition directory's files now (0 when it has none)."""
+    try:
+        segments = _list_segments(directory)
+    except FileNotFoundError:
+        return 0
+    end = _segment_end(segments[-1]) if segments else None
+    return end if end is not None else (segments[-1].base if segments else 0)
 
 
 def _check_all_partitions(dirs: Sequence[str], topic: str, found: Mapping[int, str]) -> None:
@@ -275,6 +364,40 @@ def _index_path(segment: _Segment) -> str:
     return prefix + _INDEX + suffix
 
 
+def _read_entries(path: str, entry_size: int) -> bytes:
+    """The entries of an index file up to its zero-filled tail (b"" when it cannot be read).
+
+    The active segment's indexes are preallocated (10 MiB by default) and
+    zero past their entries: reading stops at the first all-zero entry after
+    the first, in reads that double from 64 KiB, so a read costs about what
+    the entries take.
+    """
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return b""
+    pieces: List[bytes] = []
+    want = 64 * 1024 // entry_size * entry_size
+    with f:
+        while True:
+            try:
+                piece = f.read(want)
+            except OSError:
+                break
+            piece = piece[:len(piece) // entry_size * entry_size]
+            if not piece:
+                break
+            rows = np.asarray(np.frombuffer(piece, np.uint8).reshape(-1, entry_size).any(axis=1))
+            first = 1 if not pieces else 0  # an index's first entry may be all zeros (offset 0 at position 0)
+            zero = np.flatnonzero(~rows[first:])
+            if zero.size:
+                pieces.append(piece[:(int(zero[0]) + first) * entry_size])
+                break
+            pieces.append(piece)
+            want = min(want * 2, 16 << 20)
+    return b"".join(pieces)
+
+
 def _read_index(segment: _Segment, log_size: int) -> Tuple[np.ndarray, np.ndarray]:
     """(absolute offsets, positions) of a segment's offset index: its trustworthy entries only.
 
@@ -285,11 +408,7 @@ def _read_index(segment: _Segment, log_size: int) -> Tuple[np.ndarray, np.ndarra
     the log file as sized by the caller. An entry ``(offset, position)``
     says the batch at ``position`` ends with ``offset``.
     """
-    try:
-        with open(_index_path(segment), "rb") as f:
-            raw = f.read()
-    except OSError:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
+    raw = _read_entries(_index_path(segment), 8)
     n = len(raw) // 8
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -344,6 +463,97 @@ def _segment_end(segment: _Segment) -> Optional[int]:
         return None if last is None else last + 1
 
 
+def _read_time_index(segment: _Segment, last_offset: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """(timestamps, absolute offsets) of a segment's time index: its trustworthy entries only.
+
+    An entry ``(timestamp, offset)`` says every record of the segment at or
+    below ``offset`` has a timestamp at or below ``timestamp`` (the largest
+    timestamp so far when it was written). Entries count while timestamps and
+    offsets increase (the active segment's file is preallocated and zero-filled
+    past them), and only up to ``last_offset`` when it is known.
+    """
+    prefix, _, suffix = segment.path.rpartition(_LOG)
+    raw = _read_entries(prefix + _TIME_INDEX + suffix, 12)
+    n = len(raw) // 12
+    if n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    entries = np.frombuffer(raw, dtype=np.dtype([("ts", ">i8"), ("rel", ">i4")]), count=n)
+    ts, rel = entries["ts"].astype(np.int64), entries["rel"].astype(np.int64)
+    bad = np.flatnonzero((np.diff(ts) <= 0) | (np.diff(rel) < 0))
+    if bad.size:
+        n = int(bad[0]) + 1
+    if rel[0] < 0:
+        n = 0
+    offsets = segment.base + rel[:n]
+    if last_offset is not None:
+        n = int(np.searchsorted(offsets, last_offset, side="right"))
+    return ts[:n].copy(), offsets[:n].copy()
+
+
+def offset_for_time(directory: str, timestamp: int, start: int = 0, end: Optional[int] = None,
+                    exact: bool = True) -> Optional[int]:
+    """The first offset in ``[start, end)`` of a partition directory whose record's timestamp is at or
+    after ``timestamp`` (milliseconds); None when there is none. Kafka's ListOffsets by time.
+
+    Reads only what it must: a segment whose time index shows every record
+    older is passed over after reading the batch headers past its last entry;
+    in the segment that holds the answer, the walk starts at the last entry
+    older than ``timestamp`` and decodes the one batch whose largest
+    timestamp reaches it. v0 records (no timestamp: -1) are never at or after
+    a timestamp >= 0. With ``exact=False`` the answer may be the first offset
+    of the v2 batch holding that record, which is then not read past its
+    header (for reads that filter their rows by timestamp anyway).
+    """
+    try:
+        segments = _list_segments(directory)
+    except FileNotFoundError:
+        return None
+    for i, segment in enumerate(segments):
+        following = segments[i + 1].base if i + 1 < len(segments) else None
+        if following is not None and following <= start:
+            continue
+        if end is not None and segment.base >= end:
+            return None
+        try:
+            reader = SegmentReader.open(segment.path)
+        except FileNotFoundError:
+            continue  # removed by retention or a compaction swap since the listing
+        with reader:
+            found = _segment_offset_for_time(reader, segment, following, timestamp, start, end, exact)
+        if found is not None:
+            return None if found < 0 else found
+    return None
+
+
+def _segment_offset_for_time(reader: SegmentReader, segment: _Segment, following: Optional[int], timestamp: int,
+                             start: int, end: Optional[int], exact: bool = True) -> Optional[int]:
+    """:func:`offset_for_time` in one segment: the offset, None to go on to the next segment, -1 when
+    the range ends here with no record at or after ``timestamp``."""
+    size = reader.size
+    times, time_offsets = _read_time_index(segment, None if following is None else following - 1)
+    k = int(np.searchsorted(times, timestamp, side="left")) - 1  # the last entry older than the target
+    scan_from = start if k < 0 else max(start, int(time_offsets[k]) + 1)
+    offsets, positions = _read_index(segment, size)
+    position = _start_position(reader, offsets, positions, scan_from, size)
+    for header in reader.headers(position):
+        if header.last_offset < scan_from:
+            continue
+        if end is not None and header.magic == 2 and header.base_offset >= end:
+            return -1
+        if header.max_timestamp < timestamp:
+            continue
+        if header.magic == 2 and header.attributes & 0x20:  # a control batch: no data records
+            continue
+        if not exact and header.magic == 2:
+            return max(header.base_offset, scan_from)
+        data = reader.read(header.position, header.size)
+        columns = decode_columns(data, check_crc=True, skip_control=True, start_offset=scan_from, end_offset=end)
+        hits = np.flatnonzero(columns.timestamps >= timestamp)
+        if hits.size:
+            return int(columns.offsets[hits[0]])
+    return None
+
+
 def _checkpointed(directory: str, name: str, topic: str, partition: int) -> Optional[int]:
     """The partition's entry in a checkpoint file of its log directory (None when absent)."""
     path = os.path.join(os.path.dirname(directory), name)
@@ -378,6 +588,12 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> 
       write every ``replica.high.watermark.checkpoint.interval.ms`` and at
       shutdown, so on a live broker it may lag by that interval).
 
+    With the log directories of several brokers of a cluster (a replicated
+    topic), each partition is read from one replica's directory: an ISR
+    member with ``bootstrap_servers``, else the replica with the highest
+    checkpointed high watermark, which then bounds the read
+    (:mod:`pylogq.spark.replicas`).
+
     Raises UnknownTopicOrPartitionError for a topic with no partition
     directory, PylogqError naming the path for a missing or unreadable
     directory.
@@ -388,7 +604,7 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> 
         bootstrap_servers = bootstrap_servers or source
         source = _broker_log_dirs(source)
     dirs = _source_dirs(source)
-    found = _partition_dirs(dirs, topic)
+    found = _partition_dirs(dirs, topic, bootstrap_servers)
     remote: Dict[int, Tuple[int, int]] = {}
     if bootstrap_servers:
         remote = _broker_offsets(bootstrap_servers, topic, sorted(found))
@@ -445,6 +661,10 @@ def plan_splits(
     ending_offsets: OffsetSpec = "latest",
     max_split_bytes: int = DEFAULT_MAX_SPLIT_BYTES,
     bootstrap_servers: Any = None,
+    starting_timestamp: Optional[int] = None,
+    ending_timestamp: Optional[int] = None,
+    timestamp_strategy: str = "error",
+    pushdown: Optional[Pushdown] = None,
 ) -> List[Split]:
     """The splits that read ``topic`` from ``starting_offsets`` up to ``ending_offsets``.
 
@@ -462,18 +682,58 @@ def plan_splits(
     files is cut at segment boundaries, or inside a segment larger than
     ``max_split_bytes`` at offset index entries, into splits of at most about
     ``max_split_bytes`` each.
+
+    ``starting_timestamp`` and ``ending_timestamp`` (milliseconds since the
+    epoch; Spark's Kafka-source options ``startingTimestamp`` and
+    ``endingTimestamp``) take precedence over the offsets: each partition
+    starts, or ends, at its first record with a timestamp at or after the
+    given one (Kafka's ListOffsets by time, through the segments' time and
+    offset indexes). A partition with no such record ends at its latest
+    offset; for a start, ``timestamp_strategy`` says what happens: "error"
+    (Spark's default) raises OffsetOutOfRangeError, "latest" starts at the
+    latest offset (nothing to read). A :class:`Pushdown` narrows the splits
+    further (filters on partition, offset and timestamp).
     """
     if isinstance(max_split_bytes, bool) or not isinstance(max_split_bytes, int) or max_split_bytes < 1:
         raise ValueError("max_split_bytes must be a positive integer, got %r" % (max_split_bytes,))
+    if timestamp_strategy not in ("error", "latest"):
+        raise ValueError("timestamp_strategy must be 'error' or 'latest', not %r" % (timestamp_strategy,))
+    for name, ts in (("starting_timestamp", starting_timestamp), ("ending_timestamp", ending_timestamp)):
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
+            raise ValueError("%s must be milliseconds since the epoch (an int), not %r" % (name, ts))
     bounds = partition_bounds(source, topic, bootstrap_servers=bootstrap_servers)
     starts = _resolve(starting_offsets, "starting_offsets", topic, bounds, EARLIEST)
     ends = _resolve(ending_offsets, "ending_offsets", topic, bounds, LATEST)
+    for p, (low, high, directory) in bounds.items():
+        if starting_timestamp is not None:
+            found = offset_for_time(directory, starting_timestamp, low, high)
+            if found is None and timestamp_strategy == "error":
+                raise OffsetOutOfRangeError(
+                    "starting_timestamp %d: %s-%d has no record at or after it (its offsets are %d..%d); "
+                    "timestamp_strategy='latest' (startingOffsetsByTimestampStrategy) starts such partitions "
+                    "at the latest offset" % (starting_timestamp, topic, p, low, high))
+            starts[p] = high if found is None else found
+        if ending_timestamp is not None:
+            found = offset_for_time(directory, ending_timestamp, low, high)
+            ends[p] = high if found is None else found
     splits: List[Split] = []
+    if pushdown is not None and pushdown.empty:
+        return splits
     for p, (_, _, directory) in sorted(bounds.items()):
         start, end = starts[p], ends[p]
         if start > end:
             raise OffsetOutOfRangeError("%s-%d: starting offset %d is past ending offset %d" % (topic, p, start, end))
-        if start == end:
+        if pushdown is not None:
+            if pushdown.partitions is not None and p not in pushdown.partitions:
+                continue
+            if pushdown.min_offset is not None:
+                start = max(start, pushdown.min_offset)
+            if pushdown.max_offset is not None:
+                end = min(end, pushdown.max_offset)
+            if start < end and pushdown.min_timestamp is not None:
+                found = offset_for_time(directory, pushdown.min_timestamp, start, end, exact=False)
+                start = end if found is None else found
+        if start >= end:
             continue
         cuts = _cut_points(directory, start, end, max_split_bytes)
         edges = [start] + cuts + [end]
@@ -615,7 +875,8 @@ def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> List[in
 # -- reading -----------------------------------------------------------------------------------------
 
 
-def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Any]:
+def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS,
+               columns: Optional[Sequence[str]] = None, pushdown: Optional[Pushdown] = None) -> Iterator[Any]:
     """Yield the split's records as pyarrow RecordBatches of at most ``batch_rows`` rows (:data:`ARROW_SCHEMA`).
 
     Reads the segment files of ``split.directory`` read-only with the
@@ -629,15 +890,51 @@ def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = D
     characters (as Kafka's Java client). Records deleted before they were
     read raise :class:`DataLossError`, or with ``fail_on_data_loss=False``
     are skipped with a :class:`DataLossWarning`.
+
+    ``columns`` (None: all) chooses the columns, in the order given: only
+    those are built. When they are among ``topic``, ``partition`` and
+    ``offset``, a batch whose header shows offsets without gaps is not read
+    past its header (nor decompressed, nor its CRC checked). ``pushdown``'s
+    timestamp bounds filter the rows (its other bounds are the planner's).
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError("batch_rows must be a positive integer, got %r" % (batch_rows,))
+    chosen = _columns(columns)
     pa = _pyarrow()
-    schema = arrow_schema()
-    for columns in _iter_columns(split, fail_on_data_loss, batch_rows):
-        n = len(columns)
+    schema = arrow_schema(chosen if columns is not None else None)
+    rows = pushdown if pushdown is not None and pushdown.filters_rows else None
+    headers_only = rows is None and _FROM_HEADERS.issuperset(chosen)
+    for decoded in _iter_columns(split, fail_on_data_loss, batch_rows, headers_only):
+        if rows is not None:
+            decoded = _rows_in_time(decoded, rows.min_timestamp, rows.max_timestamp)
+        n = len(decoded)
         for i in range(0, n, batch_rows):
-            yield _to_arrow(pa, schema, columns, i, min(n, i + batch_rows), split.topic, split.partition)
+            yield _to_arrow(pa, schema, chosen, decoded, i, min(n, i + batch_rows), split.topic, split.partition)
+
+
+class _Offsets:
+    """The offsets of a run of records, for reads of the columns that batch headers give."""
+
+    __slots__ = ("offsets",)
+
+    def __init__(self, offsets: np.ndarray) -> None:
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def _rows_in_time(c: RecordColumns, low: Optional[int], high: Optional[int]) -> RecordColumns:
+    """The rows of ``c`` with ``low <= timestamp < high`` (milliseconds; None: unbounded)."""
+    keep = np.ones(len(c), dtype=bool)
+    if low is not None:
+        keep &= c.timestamps >= low
+    if high is not None:
+        keep &= c.timestamps < high
+    if keep.all():
+        return c
+    rows = np.flatnonzero(keep)
+    return RecordColumns(c.data, len(rows), *(getattr(c, name)[rows] for name in _COLUMN_ARRAYS))
 
 
 def _lost(split: Split, start: int, end: int, log_start: int, fail: bool, why: str = "") -> None:
@@ -692,7 +989,7 @@ def _locate(split: Split, position: int, fail: bool) -> Optional[Tuple[List[Any]
     return segments, position, _segment_for(segments, position)
 
 
-def _iter_columns(split: Split, fail: bool, batch_rows: int) -> Iterator[RecordColumns]:
+def _iter_columns(split: Split, fail: bool, batch_rows: int, headers_only: bool = False) -> Iterator[Any]:
     """The split's records, decoded chunk by chunk (each about ``batch_rows`` rows).
 
     Walks the segments in order from the one holding the start, listing the
@@ -732,7 +1029,8 @@ def _iter_columns(split: Split, fail: bool, batch_rows: int) -> Iterator[RecordC
             continue
         segment = segments[k]
         with reader:
-            for columns, chunk_bytes in _read_segment(reader, segment, position, end, batch_rows, bytes_per_row):
+            for columns, chunk_bytes in _read_segment(reader, segment, position, end, batch_rows, bytes_per_row,
+                                                      headers_only):
                 if len(columns):
                     bytes_per_row = max(chunk_bytes / len(columns), 1.0)
                     position = max(position, int(columns.offsets[-1]) + 1)
@@ -761,7 +1059,7 @@ def _iter_columns(split: Split, fail: bool, batch_rows: int) -> Iterator[RecordC
 
 
 def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int, batch_rows: int,
-                  bytes_per_row: float) -> Iterator[Tuple[RecordColumns, int]]:
+                  bytes_per_row: float, headers_only: bool = False) -> Iterator[Tuple[Any, int]]:
     """(columns, bytes read) of the records of one segment file with start <= offset < end.
 
     The file is read in chunks of whole batches sized to decode about
@@ -774,6 +1072,9 @@ def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int
     offsets, positions = _read_index(segment, size)
     position = _start_position(reader, offsets, positions, start, size)
     limit = _end_position(reader, offsets, positions, end, size)
+    if headers_only:
+        yield from _read_offsets(reader, position, limit, start, end, batch_rows)
+        return
     chunk_bytes = int(min(max(bytes_per_row * batch_rows * 0.9, _MIN_CHUNK), _MAX_CHUNK))
     for chunk in reader.chunks(position, limit, chunk_bytes):
         columns = decode_columns(chunk.data, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
@@ -782,25 +1083,79 @@ def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int
             return
 
 
+def _read_offsets(reader: SegmentReader, position: int, limit: int, start: int, end: int,
+                  batch_rows: int) -> Iterator[Tuple[_Offsets, int]]:
+    """(offsets, bytes read) of the records from ``position`` to ``limit`` with start <= offset < end,
+    from the batch headers where they suffice.
+
+    A v2 batch whose record count fills its offset range holds every offset
+    from its base to its last; any other entry (a compacted batch with gaps,
+    a v0/v1 message or compressed wrapper) is read and decoded.
+    """
+    runs: List[np.ndarray] = []
+    count = 0
+    read = 0
+    for header in reader.headers(position, limit):
+        read += HEADER_BYTES
+        if header.last_offset < start:
+            continue
+        # (A v0/v1 compressed wrapper's header carries its last inner offset: only a decode says
+        # which of its records lie below ``end``.)
+        if header.magic == 2 and header.base_offset >= end:
+            break
+        if header.magic == 2:
+            if header.attributes & 0x20:  # a control batch: no data records
+                continue
+            if header.records_count == header.last_offset - header.base_offset + 1:
+                run = np.arange(max(header.base_offset, start), min(header.last_offset + 1, end), dtype=np.int64)
+                runs.append(run)
+                count += len(run)
+                if count >= batch_rows:
+                    yield _Offsets(np.concatenate(runs)), read
+                    runs, count, read = [], 0, 0
+                continue
+        data = reader.read(header.position, header.size)
+        read += len(data)
+        decoded = decode_columns(data, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
+        runs.append(np.asarray(decoded.offsets, dtype=np.int64))
+        count += len(decoded)
+        if header.last_offset >= end - 1:
+            break
+    if runs:
+        yield _Offsets(np.concatenate(runs)), read
+
+
 # -- Arrow conversion ------------------------------------------------------------------------------
 
 
-def _to_arrow(pa: Any, schema: Any, c: RecordColumns, lo: int, hi: int, topic: str, partition: int) -> Any:
-    """Rows ``lo..hi`` of decoded columns as one RecordBatch of ``schema``, with no per-row Python loop
-    (except to decode headers, for the rows that have them)."""
+def _to_arrow(pa: Any, schema: Any, columns: Sequence[str], c: Any, lo: int, hi: int, topic: str,
+              partition: int) -> Any:
+    """Rows ``lo..hi`` of decoded columns as one RecordBatch of ``schema`` (the ``columns`` chosen), with
+    no per-row Python loop (except to decode headers, for the rows that have them). Only the
+    columns chosen are built; ``c`` is an :class:`_Offsets` when they need nothing else."""
     n = hi - lo
-    data = pa.py_buffer(c.data)
-    timestamps = c.timestamps[lo:hi] * 1000
-    arrays = [
-        _binary(pa, data, c.data, c.key_start[lo:hi], c.key_length[lo:hi]),
-        _binary(pa, data, c.data, c.value_start[lo:hi], c.value_length[lo:hi]),
-        _repeated_string(pa, topic, n),
-        pa.array(np.full(n, partition, np.int32)),
-        pa.array(np.ascontiguousarray(c.offsets[lo:hi])),
-        pa.array(timestamps, type=schema.field("timestamp").type),
-        pa.array(c.timestamp_types[lo:hi].astype(np.int32)),
-        _headers(pa, schema.field("headers").type, c, lo, hi),
-    ]
+    arrays = []
+    data: Any = None
+    for name in columns:
+        if name == "key" or name == "value":
+            if data is None:
+                data = pa.py_buffer(c.data)
+            if name == "key":
+                arrays.append(_binary(pa, data, c.data, c.key_start[lo:hi], c.key_length[lo:hi]))
+            else:
+                arrays.append(_binary(pa, data, c.data, c.value_start[lo:hi], c.value_length[lo:hi]))
+        elif name == "topic":
+            arrays.append(_repeated_string(pa, topic, n))
+        elif name == "partition":
+            arrays.append(pa.array(np.full(n, partition, np.int32)))
+        elif name == "offset":
+            arrays.append(pa.array(np.ascontiguousarray(c.offsets[lo:hi])))
+        elif name == "timestamp":
+            arrays.append(pa.array(c.timestamps[lo:hi] * 1000, type=schema.field("timestamp").type))
+        elif name == "timestampType":
+            arrays.append(pa.array(c.timestamp_types[lo:hi].astype(np.int32)))
+        else:
+            arrays.append(_headers(pa, schema.field("headers").type, c, lo, hi))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

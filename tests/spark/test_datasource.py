@@ -81,3 +81,65 @@ def test_bad_options_name_the_problem(spark, mixed_topic, options, match):
 def test_partition_count(spark, mixed_topic):
     df = _reader(spark, mixed_topic).load()
     assert {r["partition"] for r in df.select("partition").distinct().collect()} == set(range(PARTITIONS))
+
+
+# -- column pruning and pushdown -------------------------------------------------------------------
+
+
+def test_a_narrower_schema_reads_only_its_columns(spark, mixed_topic):
+    df = _reader(spark, mixed_topic).schema("offset BIGINT, value BINARY, partition INT").load()
+    assert df.columns == ["offset", "value", "partition"]
+    got = sorted(tuple(r) for r in df.collect())
+    assert got == sorted((r[1], r[3], r[0]) for r in mixed_topic.rows)
+
+
+def test_the_columns_option(spark, compacted_topic):
+    df = _reader(spark, compacted_topic).option("columns", "partition,offset").load()
+    assert df.columns == ["partition", "offset"]
+    assert sorted(tuple(r) for r in df.collect()) == [(r[0], r[1]) for r in compacted_topic.rows]
+
+
+@pytest.mark.parametrize("schema, match", [
+    ("value BINARY, extra INT", "extra"),
+    ("value STRING", "value.*string.*binary"),
+])
+def test_a_schema_pylogq_cannot_read_is_named(spark, mixed_topic, schema, match):
+    with pytest.raises(Exception, match=match):
+        _reader(spark, mixed_topic).schema(schema).load().count()
+
+
+@pytest.mark.parametrize("pushdown", ["true", "false"])
+def test_filters_on_partition_offset_and_timestamp(spark, mixed_topic, pushdown):
+    low = 1700000000000 + 2000
+    where = ("partition IN (1, 2) AND offset >= 100 AND offset < 1500 AND timestamp >= timestamp_millis(%d) "
+             "AND timestamp < timestamp_millis(%d)" % (low, low + 3000))
+    previous = spark.conf.get("spark.sql.python.filterPushdown.enabled")
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", pushdown)
+    try:
+        df = _reader(spark, mixed_topic).load().where(where)
+        plan = df._jdf.queryExecution().optimizedPlan().toString()
+        # Taken by the source when pushdown is on: Spark keeps only its not-null checks.
+        assert ("timestamp_millis" not in plan and "IN (1,2)" not in plan) == (pushdown == "true"), plan
+        got = spark_rows(df)
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", previous)
+    want = [r for r in mixed_topic.rows if r[0] in (1, 2) and 100 <= r[1] < 1500 and low <= r[4] < low + 3000]
+    assert want and got == want
+
+
+def test_starting_and_ending_timestamp_options(spark, mixed_topic):
+    start, end = 1700000000000 + 5000, 1700000000000 + 9000
+    df = (_reader(spark, mixed_topic).option("startingTimestamp", str(start)).option("endingTimestamp", str(end))
+          .load())
+    got = spark_rows(df)
+    want = []
+    for p in range(PARTITIONS):
+        rows = [r for r in mixed_topic.rows if r[0] == p]
+        first = next(r[1] for r in rows if r[4] >= start)
+        last = next((r[1] for r in rows if r[4] >= end), rows[-1][1] + 1)
+        want += [r for r in rows if first <= r[1] < last]
+    assert want and got == want
+    with pytest.raises(Exception, match="no record at or after"):
+        _reader(spark, mixed_topic).option("startingTimestamp", str(end * 2)).load().count()
+    lenient = _reader(spark, mixed_topic).option("startingTimestamp", str(end * 2))
+    assert lenient.option("startingOffsetsByTimestampStrategy", "latest").load().count() == 0

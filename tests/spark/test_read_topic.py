@@ -124,3 +124,21 @@ def test_consumer_and_files_agree_after_the_read(mixed_topic):
     # The files were only read: a consumer still sees the same records.
     assert consume_all(mixed_topic.log_dir, "mixed") == mixed_topic.rows
     assert issubclass(DataLossError, pylogq.errors.PylogqError)
+
+
+def test_columns_and_timestamps(spark, mixed_topic, compacted_topic):
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", columns=["value", "offset"])
+    assert df.dtypes == [("value", "binary"), ("offset", "bigint")]
+    assert sorted((r[1], r[0]) for r in df.collect()) == sorted((r[1], r[3]) for r in mixed_topic.rows)
+    df = read_topic(spark, compacted_topic.log_dir, "compacted", columns="partition, offset")
+    assert sorted(tuple(r) for r in df.collect()) == [(r[0], r[1]) for r in compacted_topic.rows]
+    start = 1700000000000 + 15000
+    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_timestamp=start))
+    want = []
+    for p in range(PARTITIONS):
+        rows = [r for r in mixed_topic.rows if r[0] == p]
+        first = next(r[1] for r in rows if r[4] >= start)
+        want += [r for r in rows if r[1] >= first]
+    assert want and got == want
+    with pytest.raises(ValueError, match="unknown column"):
+        read_topic(spark, mixed_topic.log_dir, "mixed", columns=["vaule"])
