@@ -293,11 +293,16 @@ class _KafkaPythonReader:
 
 def test_kafka_python(benchmark, spark, broker, count):
     pytest.importorskip("kafka", reason="kafka-python is not installed")
-    from pylogq.spark import SPARK_SCHEMA_DDL, plan_splits
 
     info(benchmark, GROUP, count, "rows", target=TARGET)
+    _bench_consumer_path(benchmark, spark, broker, count, _KafkaPythonReader(broker.bootstrap_servers))
+
+
+def _bench_consumer_path(benchmark: Any, spark: Any, broker: Any, count: int, reader: Any) -> None:
+    """A client's consumer in ``mapPartitions``, one task per planned split, rows as tuples."""
+    from pylogq.spark import SPARK_SCHEMA_DDL, plan_splits
+
     ranges = [(s.topic, s.partition, s.start_offset, s.end_offset) for s in plan_splits(broker.data_dir, TOPIC)]
-    reader = _KafkaPythonReader(broker.bootstrap_servers)
 
     def run() -> None:
         rdd = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(reader)
@@ -351,17 +356,8 @@ class _PylogqConsumerReader:
 
 
 def test_pylogq_consumer(benchmark, spark, broker, count):
-    from pylogq.spark import SPARK_SCHEMA_DDL, plan_splits
-
     info(benchmark, GROUP, count, "rows", target="direct >= 10x pylogq's Consumer in mapPartitions")
-    ranges = [(s.topic, s.partition, s.start_offset, s.end_offset) for s in plan_splits(broker.data_dir, TOPIC)]
-    reader = _PylogqConsumerReader(broker.bootstrap_servers)
-
-    def run() -> None:
-        rdd = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(reader)
-        _run(spark.createDataFrame(rdd, SPARK_SCHEMA_DDL), count)
-
-    _bench(benchmark, run)
+    _bench_consumer_path(benchmark, spark, broker, count, _PylogqConsumerReader(broker.bootstrap_servers))
 
 
 # -- one column ------------------------------------------------------------------------------------
