@@ -43,7 +43,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 from summary import info
@@ -259,22 +259,25 @@ def test_naive_tuples(benchmark, spark, broker, count):
     _bench(benchmark, run)
 
 
-class _KafkaPythonReader:
-    """A task: kafka-python's consumer reads one partition [start, end) from the broker as tuples."""
+class _ConsumerReader:
+    """A task: a client's consumer reads each planned range [start, end) from the broker as row tuples."""
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
 
-    def __call__(self, ranges: Iterator[Any]) -> Iterator[tuple]:
-        from kafka import KafkaConsumer, TopicPartition
+    def _open(self) -> Tuple[Any, Any]:
+        """(a consumer, the client's TopicPartition type)."""
+        raise NotImplementedError
 
+    def _close(self, consumer: Any) -> None:
+        consumer.close()
+
+    def __call__(self, ranges: Iterator[Any]) -> Iterator[tuple]:
         epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                 max_poll_records=5000, fetch_max_bytes=50 * 1024 * 1024,
-                                 max_partition_fetch_bytes=16 * 1024 * 1024)
+        consumer, topic_partition = self._open()
         try:
             for topic, partition, start, end in ranges:
-                tp = TopicPartition(topic, partition)
+                tp = topic_partition(topic, partition)
                 consumer.assign([tp])
                 consumer.seek(tp, start)
                 position = start
@@ -288,7 +291,18 @@ class _KafkaPythonReader:
                                    [{"key": k, "value": v} for k, v in r.headers] or None)
                             position = r.offset + 1
         finally:
-            consumer.close()
+            self._close(consumer)
+
+
+class _KafkaPythonReader(_ConsumerReader):
+    """kafka-python's consumer."""
+
+    def _open(self) -> Tuple[Any, Any]:
+        from kafka import KafkaConsumer, TopicPartition
+
+        return KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, max_poll_records=5000,
+                             fetch_max_bytes=50 * 1024 * 1024,
+                             max_partition_fetch_bytes=16 * 1024 * 1024), TopicPartition
 
 
 def test_kafka_python(benchmark, spark, broker, count):
@@ -326,33 +340,17 @@ def test_parquet(benchmark, spark, broker, count, tmp_path_factory):
 # -- the consumer path ------------------------------------------------------------------------------
 
 
-class _PylogqConsumerReader:
-    """A task: pylogq's Consumer reads one partition [start, end) from the broker as tuples."""
+class _PylogqConsumerReader(_ConsumerReader):
+    """pylogq's Consumer."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-
-    def __call__(self, ranges: Iterator[Any]) -> Iterator[tuple]:
+    def _open(self) -> Tuple[Any, Any]:
         from pylogq import Consumer
         from pylogq.client.consumer import TopicPartition
 
-        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-        consumer = Consumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, max_poll_records=5000)
-        try:
-            for topic, partition, start, end in ranges:
-                tp = TopicPartition(topic, partition)
-                consumer.assign([tp])
-                consumer.seek(tp, start)
-                while consumer.position(tp) < end:
-                    for records in consumer.poll(timeout_ms=5000).values():
-                        for r in records:
-                            if r.offset >= end:
-                                break
-                            yield (r.key, r.value, r.topic, r.partition, r.offset,
-                                   epoch + datetime.timedelta(milliseconds=r.timestamp), r.timestamp_type,
-                                   [{"key": k, "value": v} for k, v in r.headers] or None)
-        finally:
-            consumer.close(autocommit=False)
+        return Consumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, max_poll_records=5000), TopicPartition
+
+    def _close(self, consumer: Any) -> None:
+        consumer.close(autocommit=False)
 
 
 def test_pylogq_consumer(benchmark, spark, broker, count):

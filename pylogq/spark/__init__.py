@@ -21,7 +21,8 @@ import pickle
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import DataLossError
-from .splits import COLUMNS, SPARK_SCHEMA_DDL, Pushdown, Split, offset_for_time, plan_splits, read_split, schema_ddl
+from .splits import (COLUMNS, SPARK_SCHEMA_DDL, Pushdown, Split, offset_for_time, parse_columns, plan_splits,
+                     read_split, schema_ddl)
 from .writer import write_topic
 
 __all__ = [
@@ -99,8 +100,7 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
-    chosen = None if columns is None else tuple(c.strip() for c in (
-        columns.split(",") if isinstance(columns, str) else columns))
+    chosen = None if columns is None else parse_columns(columns)
     ddl = schema_ddl(chosen)
     kwargs: dict = {"bootstrap_servers": bootstrap_servers, "starting_timestamp": starting_timestamp,
                     "ending_timestamp": ending_timestamp, "timestamp_strategy": timestamp_strategy}

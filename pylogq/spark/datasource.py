@@ -57,8 +57,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ..errors import DataLossError, OffsetOutOfRangeError
-from .splits import (COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, partition_bounds, plan_splits,
-                     read_split, schema_ddl)
+from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, parse_columns, partition_bounds,
+                     plan_splits, read_split, schema_ddl)
 
 try:  # pyspark 4.2+: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -150,10 +150,7 @@ class _Settings:
             raise ValueError("option startingOffsetsByTimestampStrategy must be error or latest, not %r"
                              % self.timestamp_strategy)
         columns = _option(options, "columns")
-        self.columns: Optional[Tuple[str, ...]] = None
-        if columns is not None:
-            self.columns = tuple(c.strip() for c in columns.split(",") if c.strip())
-            schema_ddl(self.columns)  # checks the names
+        self.columns: Optional[Tuple[str, ...]] = None if columns is None else parse_columns(columns)
         self.pushdown: Optional[Pushdown] = None
 
     def with_schema(self, schema: Any) -> None:
@@ -161,7 +158,7 @@ class _Settings:
         names = [f.name for f in schema.fields]
         if names == list(COLUMNS):
             return
-        expected = _SPARK_TYPES
+        expected = _SIMPLE_TYPES  # (a reader runs without a session to parse the DDL)
         for f in schema.fields:
             if f.name not in expected:
                 raise ValueError("schema column %r is not one of pylogq's: %s" % (f.name, ", ".join(COLUMNS)))
@@ -473,13 +470,6 @@ def _timestamp(options: Mapping[str, str], name: str) -> Optional[int]:
         return int(value)
     except ValueError:
         raise ValueError("option %s must be milliseconds since the epoch, not %r" % (name, value)) from None
-
-
-#: Spark's simpleString of each column's type (a reader cannot parse DDL: it runs without a session).
-_SPARK_TYPES = {
-    "key": "binary", "value": "binary", "topic": "string", "partition": "int", "offset": "bigint",
-    "timestamp": "timestamp", "timestampType": "int", "headers": "array<struct<key:string,value:binary>>",
-}
 
 
 _FLOOR, _CEIL = 0, 1

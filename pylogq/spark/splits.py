@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import DataLossError, OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
 from ..records import RecordColumns, decode_columns, decode_headers
+from ..records.default_records import CONTROL_MASK
 from ..records.default_records import HEADER_SIZE as HEADER_BYTES
 from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
 from ..storage.segment import SegmentReader
@@ -57,6 +58,7 @@ __all__ = [
     "Split",
     "arrow_schema",
     "offset_for_time",
+    "parse_columns",
     "partition_bounds",
     "plan_splits",
     "read_split",
@@ -79,6 +81,8 @@ _DDL = {
 }
 #: Spark's Kafka source columns, as a Spark DDL string.
 SPARK_SCHEMA_DDL = ", ".join(_DDL[c] for c in COLUMNS)
+#: Each column's type as Spark's ``DataType.simpleString()`` names it.
+_SIMPLE_TYPES = {c: _DDL[c].split(" ", 1)[1].lower().replace(" ", "") for c in COLUMNS}
 #: Columns that the batch headers give without reading the records (when a batch's offsets have no gaps).
 _FROM_HEADERS = frozenset(("topic", "partition", "offset"))
 #: The arrays of a RecordColumns, in its constructor's order.
@@ -155,8 +159,9 @@ class Pushdown:
         return self.min_timestamp is not None or self.max_timestamp is not None
 
 
-def _columns(columns: Optional[Sequence[str]]) -> Tuple[str, ...]:
-    """The columns of a read, checked: Spark's Kafka-source names, each once, at least one."""
+def parse_columns(columns: Optional[Sequence[str]]) -> Tuple[str, ...]:
+    """The columns of a read (a list, or comma-separated; None: all), checked: Spark's
+    Kafka-source names, each once, at least one."""
     if columns is None:
         return COLUMNS
     if isinstance(columns, str):
@@ -174,7 +179,7 @@ def _columns(columns: Optional[Sequence[str]]) -> Tuple[str, ...]:
 
 def schema_ddl(columns: Optional[Sequence[str]] = None) -> str:
     """The Spark DDL of a read of ``columns`` (None: every column, :data:`SPARK_SCHEMA_DDL`)."""
-    return ", ".join(_DDL[c] for c in _columns(columns))
+    return ", ".join(_DDL[c] for c in parse_columns(columns))
 
 
 # -- Arrow schema ------------------------------------------------------------------------------
@@ -184,7 +189,7 @@ def arrow_schema(columns: Optional[Sequence[str]] = None) -> Any:
     """The Arrow schema of :func:`read_split`'s batches of ``columns`` (None: all, :data:`ARROW_SCHEMA`)."""
     if columns is not None:
         full = arrow_schema()
-        return _pyarrow().schema([full.field(c) for c in _columns(columns)])
+        return _pyarrow().schema([full.field(c) for c in parse_columns(columns)])
     global _SCHEMA
     if _SCHEMA is None:
         pa = _pyarrow()
@@ -542,7 +547,7 @@ def _segment_offset_for_time(reader: SegmentReader, segment: _Segment, following
             return -1
         if header.max_timestamp < timestamp:
             continue
-        if header.magic == 2 and header.attributes & 0x20:  # a control batch: no data records
+        if header.magic == 2 and header.attributes & CONTROL_MASK:  # a control batch: no data records
             continue
         if not exact and header.magic == 2:
             return max(header.base_offset, scan_from)
@@ -899,7 +904,7 @@ def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = D
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError("batch_rows must be a positive integer, got %r" % (batch_rows,))
-    chosen = _columns(columns)
+    chosen = parse_columns(columns)
     pa = _pyarrow()
     schema = arrow_schema(chosen if columns is not None else None)
     rows = pushdown if pushdown is not None and pushdown.filters_rows else None
@@ -1104,7 +1109,7 @@ def _read_offsets(reader: SegmentReader, position: int, limit: int, start: int, 
         if header.magic == 2 and header.base_offset >= end:
             break
         if header.magic == 2:
-            if header.attributes & 0x20:  # a control batch: no data records
+            if header.attributes & CONTROL_MASK:  # a control batch: no data records
                 continue
             if header.records_count == header.last_offset - header.base_offset + 1:
                 run = np.arange(max(header.base_offset, start), min(header.last_offset + 1, end), dtype=np.int64)

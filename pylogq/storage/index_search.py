@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 import types
 from operator import index
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 from .._speedups import compiled
 
@@ -156,15 +156,22 @@ def _py_offset_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
     table = list(_OFFSET_ENTRY.iter_unpack(memoryview(buf)[: entries * OFFSET_ENTRY_SIZE]))
     if table[0][0] < 0:
         return 1, 0
-    for i in range(1, entries):
-        if table[i][0] <= table[i - 1][0]:
-            return 2, i
+    slot = _first_out_of_order(table, 0, strictly=True)
+    if slot:
+        return 2, slot
     if table[0][1] < 0:
         return 3, 0
-    for i in range(1, entries):
-        if table[i][1] < table[i - 1][1]:
-            return 4, i
-    return 0, 0
+    slot = _first_out_of_order(table, 1, strictly=False)
+    return (4, slot) if slot else (0, 0)
+
+
+def _first_out_of_order(table: List[Tuple[int, int]], column: int, strictly: bool) -> int:
+    """The first slot whose ``column`` is below the slot before's (or equal, when ``strictly``
+    increasing is the rule); 0 for none."""
+    for i in range(1, len(table)):
+        if table[i][column] < table[i - 1][column] or (strictly and table[i][column] == table[i - 1][column]):
+            return i
+    return 0
 
 
 def _py_time_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
@@ -179,15 +186,13 @@ def _py_time_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
     if not entries:
         return 0, 0
     table = list(_TIME_ENTRY.iter_unpack(memoryview(buf)[: entries * TIME_ENTRY_SIZE]))
-    for i in range(1, entries):
-        if table[i][0] <= table[i - 1][0]:
-            return 1, i
+    slot = _first_out_of_order(table, 0, strictly=True)
+    if slot:
+        return 1, slot
     if table[0][1] < 0:
         return 2, 0
-    for i in range(1, entries):
-        if table[i][1] < table[i - 1][1]:
-            return 3, i
-    return 0, 0
+    slot = _first_out_of_order(table, 1, strictly=False)
+    return (3, slot) if slot else (0, 0)
 
 
 #: The pure-Python twin of the compiled kernel: the same names, the same results and errors.
