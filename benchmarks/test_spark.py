@@ -11,8 +11,9 @@ column pruning. The paths:
   decoded in the tasks into Arrow batches (``mapInArrow`` over the splits);
 - ``direct format(pylogq)``: the same through the Python Data Source;
 - ``arrow ceiling`` (the peer): a Data Source yielding prebuilt Arrow batches
-  of the same rows (read from Arrow IPC files written in setup, memory-mapped,
-  so no decoding at all): what Python-to-Spark transfer costs here. Target:
+  of the same rows (read from Arrow IPC files written in setup, one per task
+  of ``read_topic``'s plan, memory-mapped, so no decoding at all): what
+  Python-to-Spark transfer costs here. Target:
   the direct path at >= 0.7x of it;
 - ``naive tuples``: rows as Python tuples through ``mapPartitions`` and
   ``createDataFrame``, the way a user without Arrow writes it (target: the
@@ -174,20 +175,22 @@ def test_direct_format_pylogq(benchmark, spark, broker, count, warm):
 
 
 @pytest.fixture(scope="module")
-def arrow_files(broker, tmp_path_factory):
-    """The topic's rows as one Arrow IPC file per split, decoded once in setup."""
+def arrow_files(spark, broker, tmp_path_factory):
+    """The topic's rows as one Arrow IPC file per task of ``read_topic``'s plan, decoded once in setup."""
     import pyarrow as pa
 
-    from pylogq.spark import plan_splits, read_split
+    from pylogq.spark import pack_splits, plan_splits, read_split
     from pylogq.spark.splits import arrow_schema
 
     directory = tmp_path_factory.mktemp("arrow")
     paths = []
-    for i, split in enumerate(plan_splits(broker.data_dir, TOPIC)):
-        path = str(directory / ("split-%d.arrow" % i))
+    tasks = pack_splits(plan_splits(broker.data_dir, TOPIC), spark.sparkContext.defaultParallelism)
+    for i, task in enumerate(tasks):
+        path = str(directory / ("task-%d.arrow" % i))
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, arrow_schema()) as writer:
-            for batch in read_split(split):
-                writer.write_batch(batch)
+            for split in task:
+                for batch in read_split(split):
+                    writer.write_batch(batch)
         paths.append(path)
     return paths
 

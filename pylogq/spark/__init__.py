@@ -17,12 +17,11 @@ works without it (the split planner and reader need only pyarrow).
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import DataLossError
-from .splits import (COLUMNS, SPARK_SCHEMA_DDL, Pushdown, Split, offset_for_time, parse_columns, plan_splits,
-                     read_split, schema_ddl)
+from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, offset_for_time,
+                     pack_splits, parse_columns, plan_splits, read_split, schema_ddl)
 from .writer import write_topic
 
 __all__ = [
@@ -32,6 +31,7 @@ __all__ = [
     "SPARK_SCHEMA_DDL",
     "Split",
     "offset_for_time",
+    "pack_splits",
     "plan_splits",
     "read_split",
     "read_topic",
@@ -40,30 +40,44 @@ __all__ = [
     "write_topic",
 ]
 
-#: The one-column schema of the DataFrame of splits that :func:`read_topic` maps over.
-_SPLITS_DDL = "split BINARY"
-
 Offsets = Union[str, Mapping[int, int], None]
 
 
 class _SplitReader:
-    """The function ``mapInArrow`` runs in each task: splits in, Arrow batches of their records out.
+    """The function ``mapInArrow`` runs in each task: task numbers in, Arrow batches of their splits' records out.
 
-    A class rather than a closure, so Spark pickles it by reference (the task
-    imports pylogq) and only its two settings travel with each task.
+    The read's tasks are ``spark.range(tasks)``, one number per Spark
+    partition, and this object carries each task's splits, so nothing but
+    the task number passes through a Python stage before the read. A class
+    rather than a closure, so Spark pickles it by reference (the task imports
+    pylogq) and only the splits and settings travel with it.
     """
 
-    def __init__(self, fail_on_data_loss: bool, batch_rows: int, columns: Optional[Tuple[str, ...]] = None) -> None:
+    def __init__(self, tasks: Sequence[Sequence[Split]], fail_on_data_loss: bool, batch_rows: int,
+                 columns: Optional[Tuple[str, ...]] = None) -> None:
+        self.tasks = [tuple(task) for task in tasks]
         self.fail_on_data_loss = fail_on_data_loss
         self.batch_rows = batch_rows
         self.columns = columns
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                split = pickle.loads(blob)
-                yield from read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
-                                      columns=self.columns)
+            for number in batch.column(0).to_pylist():
+                for split in self.tasks[number]:
+                    yield from read_split(split, fail_on_data_loss=self.fail_on_data_loss,
+                                          batch_rows=self.batch_rows, columns=self.columns)
+
+
+def _parallelism(spark: Any) -> Optional[int]:
+    """How many tasks a small read should fill: what Spark's file sources use (``spark.sql.leafNodeDefaultParallelism``,
+    else the default parallelism); None when the session cannot say (Spark Connect without the setting)."""
+    value = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
+    if value:
+        return max(int(value), 1)
+    try:
+        return max(int(spark.sparkContext.defaultParallelism), 1)
+    except (AttributeError, NotImplementedError):
+        return None
 
 
 def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_offsets: Offsets = "earliest",
@@ -77,10 +91,12 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     The splits are planned here, on the driver, bounded by the committed high
     watermark (the broker's at ``bootstrap_servers``; else what the files hold
     now, capped by a Kafka broker's replication checkpoint), so the DataFrame reads the same records however often it is
-    evaluated while the broker keeps appending. Each split becomes one Spark
-    task: ``sc.parallelize(splits, len(splits))`` as a one-column DataFrame,
-    then ``mapInArrow`` decodes the split's segment files into Arrow batches,
-    which reach the JVM without a per-row Python object. Offsets take Spark's
+    evaluated while the broker keeps appending. The splits are packed into
+    tasks as Spark packs files (:func:`pack_splits`: about one task per core
+    for a small read, at most about ``max_split_bytes`` each for a large
+    one); the DataFrame is ``spark.range(tasks)``, and ``mapInArrow`` decodes
+    each task's segment files into Arrow batches, which reach the JVM without
+    a per-row Python object. Offsets take Spark's
     Kafka-source forms: ``"earliest"``, ``"latest"``, ``{partition: offset}``
     or ``'{"topic": {"0": 23, "1": -2}}'`` (-2 earliest, -1 latest).
 
@@ -109,9 +125,13 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     splits = plan_splits(source, topic, starting_offsets, ending_offsets, **kwargs)
     if not splits:
         return spark.createDataFrame([], ddl)
-    rows = spark.sparkContext.parallelize([(pickle.dumps(s),) for s in splits], len(splits))
-    plan = spark.createDataFrame(rows, _SPLITS_DDL)
-    return plan.mapInArrow(_SplitReader(bool(fail_on_data_loss), batch_rows, chosen), ddl)
+    parallelism = _parallelism(spark)
+    if parallelism is None:
+        tasks = [[split] for split in splits]
+    else:
+        tasks = pack_splits(splits, parallelism, kwargs.get("max_split_bytes", DEFAULT_MAX_SPLIT_BYTES))
+    numbers = spark.range(0, len(tasks), 1, len(tasks))
+    return numbers.mapInArrow(_SplitReader(tasks, bool(fail_on_data_loss), batch_rows, chosen), ddl)
 
 
 def register(spark: Any) -> None:

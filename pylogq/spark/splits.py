@@ -31,7 +31,7 @@ import logging
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -49,6 +49,7 @@ __all__ = [
     "COLUMNS",
     "SPARK_SCHEMA_DDL",
     "DEFAULT_MAX_SPLIT_BYTES",
+    "OPEN_COST_BYTES",
     "DEFAULT_BATCH_ROWS",
     "EARLIEST",
     "LATEST",
@@ -58,6 +59,7 @@ __all__ = [
     "Split",
     "arrow_schema",
     "offset_for_time",
+    "pack_splits",
     "parse_columns",
     "partition_bounds",
     "plan_splits",
@@ -89,6 +91,8 @@ _FROM_HEADERS = frozenset(("topic", "partition", "offset"))
 _COLUMN_ARRAYS = RecordColumns.__slots__[2:]
 #: A split holds about this many bytes of segment files (Spark's maxPartitionBytes).
 DEFAULT_MAX_SPLIT_BYTES = 128 * 1024 * 1024
+#: What starting one more split in a task costs, in bytes of reading (Spark's openCostInBytes).
+OPEN_COST_BYTES = 4 * 1024 * 1024
 #: Rows per Arrow record batch out of :func:`read_split`.
 DEFAULT_BATCH_ROWS = 65536
 #: Offset specs of Spark's Kafka source JSON: -2 is the earliest offset, -1 the latest.
@@ -124,6 +128,9 @@ class Split:
     directory: str
     start_offset: int
     end_offset: int
+    #: About how many bytes of segment files the split spans (0: unknown); what
+    #: :func:`pack_splits` weighs. Not part of the split's identity.
+    size_bytes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -428,14 +435,22 @@ def _read_index(segment: _Segment, log_size: int) -> Tuple[np.ndarray, np.ndarra
     return segment.base + rel[:n], pos[:n].copy()
 
 
-def _start_position(reader: SegmentReader, offsets: np.ndarray, positions: np.ndarray, target: int, size: int) -> int:
-    """Where to scan from for ``target``: the last index entry at or before it, checked against the log."""
+def _start_position(reader: SegmentReader, offsets: np.ndarray, positions: np.ndarray, target: int, size: int,
+                    skip_older: bool = True) -> int:
+    """Where to scan from for ``target``: the last index entry at or before it, checked against the log.
+
+    An entry names the last offset of the batch at its position, so when that
+    offset is below ``target`` the scan starts past the batch (``skip_older``),
+    which a read starting mid-segment then never reads.
+    """
     k = int(np.searchsorted(offsets, target, side="right")) - 1
     if k < 0:
         return 0
     header = reader.header_at(int(positions[k]), size)
     if header is None or header.last_offset != int(offsets[k]):
         return 0  # an index that does not match its log: scan the segment from its start
+    if skip_older and header.last_offset < target:
+        return header.position + header.size
     return int(positions[k])
 
 
@@ -458,7 +473,7 @@ def _segment_end(segment: _Segment) -> Optional[int]:
         return None
     with reader:
         offsets, positions = _read_index(segment, reader.size)
-        position = _start_position(reader, offsets, positions, 2**62, reader.size)
+        position = _start_position(reader, offsets, positions, 2**62, reader.size, skip_older=False)
         last = None
         # The walk stops before a batch still being written, or a preallocated file's zero tail.
         for header in reader.headers(position):
@@ -740,10 +755,10 @@ def plan_splits(
                 start = end if found is None else found
         if start >= end:
             continue
-        cuts = _cut_points(directory, start, end, max_split_bytes)
+        cuts, sizes = _cut_points(directory, start, end, max_split_bytes)
         edges = [start] + cuts + [end]
-        for a, b in zip(edges, edges[1:]):
-            splits.append(Split(topic, p, directory, a, b))
+        for a, b, size in zip(edges, edges[1:], sizes):
+            splits.append(Split(topic, p, directory, a, b, size))
     return splits
 
 
@@ -821,8 +836,9 @@ def _partition_map(spec: Mapping[Any, Any], name: str, topic: str) -> Dict[int, 
     return out
 
 
-def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> List[int]:
-    """Offsets strictly inside (start, end) that cut the range into pieces of about ``max_bytes``.
+def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> Tuple[List[int], List[int]]:
+    """Offsets strictly inside (start, end) that cut the range into pieces of about ``max_bytes``,
+    and the bytes of segment files each piece spans (one more than the cuts; 0 when unknown).
 
     Candidates are segment base offsets and, inside segments larger than
     ``max_bytes``, the offset after each index entry (the start of the next
@@ -833,7 +849,7 @@ def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> List[in
     try:
         segments = _list_segments(directory)
     except FileNotFoundError:
-        return []
+        return [], [0]
     cand_off: List[np.ndarray] = []
     cand_pos: List[np.ndarray] = []
     total = 0
@@ -850,7 +866,7 @@ def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> List[in
             cand_pos.append(positions + total)
         total += size
     if not cand_off:
-        return []
+        return [], [0]
     off = np.concatenate(cand_off)
     pos = np.concatenate(cand_pos)
     order = np.argsort(off, kind="stable")
@@ -859,11 +875,14 @@ def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> List[in
     pos = np.maximum.accumulate(pos[first])
     k = int(np.searchsorted(off, start, side="right")) - 1
     last = int(pos[k]) if k >= 0 else 0
-    k = int(np.searchsorted(off, end, side="left"))
+    # An index candidate's position is the start of the batch holding the offset before it, so the first
+    # candidate past ``end`` bounds the bytes of the offsets below ``end``.
+    k = int(np.searchsorted(off, end, side="right"))
     end_pos = int(pos[k]) if k < len(off) else total
     inside = (off > start) & (off < end)
     off, pos = off[inside], pos[inside]
     cuts: List[int] = []
+    sizes: List[int] = []
     i, n = 0, len(off)
     while i < n and end_pos - last > max_bytes:
         j = max(int(np.searchsorted(pos, last + max_bytes, side="right")) - 1, i)
@@ -872,9 +891,44 @@ def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> List[in
         if j >= n:
             break
         cuts.append(int(off[j]))
+        sizes.append(int(pos[j]) - last)
         last = int(pos[j])
         i = j + 1
-    return cuts
+    sizes.append(max(end_pos - last, 0))
+    return cuts, sizes
+
+
+def pack_splits(splits: Sequence[Split], parallelism: int, max_bytes: int = DEFAULT_MAX_SPLIT_BYTES,
+                open_cost: int = OPEN_COST_BYTES) -> List[List[Split]]:
+    """The splits grouped into tasks, the way Spark's file sources pack files into partitions.
+
+    Each split weighs its ``size_bytes`` plus ``open_cost`` (what starting
+    one more read costs, Spark's ``spark.sql.files.openCostInBytes``). A task
+    takes splits in planning order until the next would take it past
+    ``min(max_bytes, max(open_cost, total weight / parallelism))``. So a read
+    of a few small partitions becomes about ``parallelism`` tasks, one wave
+    over the cores instead of one task per partition (every Python task has a
+    fixed cost in Spark), while a large read keeps tasks of at most about
+    ``max_bytes`` for retries and balance. Planning order keeps a partition's
+    neighbouring splits in the same task.
+    """
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError("parallelism must be a positive integer, got %r" % (parallelism,))
+    if not splits:
+        return []
+    total = sum(s.size_bytes + open_cost for s in splits)
+    target = min(max_bytes, max(open_cost, -(-total // parallelism)))
+    tasks: List[List[Split]] = []
+    current: List[Split] = []
+    weight = 0
+    for split in splits:
+        if current and weight + split.size_bytes > target:
+            tasks.append(current)
+            current, weight = [], 0
+        current.append(split)
+        weight += split.size_bytes + open_cost
+    tasks.append(current)
+    return tasks
 
 
 # -- reading -----------------------------------------------------------------------------------------

@@ -27,6 +27,21 @@ def test_rows_equal_what_a_consumer_reads(spark, mixed_topic):
     assert {r["topic"] for r in df.select("topic").distinct().collect()} == {"mixed"}
 
 
+def test_a_small_read_is_packed_into_one_task_per_core(spark, mixed_topic):
+    """Four small partitions on local[2]: two tasks of two splits each, as Spark packs small files."""
+    assert spark.sparkContext.defaultParallelism == 2
+    df = read_topic(spark, mixed_topic.log_dir, "mixed")
+    assert df.rdd.getNumPartitions() == 2
+    assert spark_rows(df) == mixed_topic.rows
+    spark.conf.set("spark.sql.leafNodeDefaultParallelism", "4")
+    try:
+        df = read_topic(spark, mixed_topic.log_dir, "mixed")
+        assert df.rdd.getNumPartitions() == PARTITIONS
+        assert spark_summary(df) == mixed_topic.summary()
+    finally:
+        spark.conf.unset("spark.sql.leafNodeDefaultParallelism")
+
+
 def test_compacted_topic_with_offset_gaps_and_tombstones(spark, compacted_topic):
     df = read_topic(spark, compacted_topic.log_dir, "compacted")
     assert spark_summary(df) == compacted_topic.summary()

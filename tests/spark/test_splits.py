@@ -10,6 +10,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,10 +23,12 @@ from pylogq.records.legacy import LegacyRecordBatchBuilder  # noqa: E402
 from pylogq.spark import splits as sp  # noqa: E402
 from pylogq.spark.splits import (  # noqa: E402
     ARROW_SCHEMA,
+    DEFAULT_MAX_SPLIT_BYTES,
     SPARK_SCHEMA_DDL,
     DataLossError,
     DataLossWarning,
     Split,
+    pack_splits,
     partition_bounds,
     plan_splits,
     read_split,
@@ -206,18 +209,32 @@ def test_a_split_starting_mid_segment_seeks_through_the_index(logs: Any, monkeyp
     rows = expected["mixed"][2]
     (split,) = [s for s in plan_splits(data_dir, "mixed") if s.partition == 2]
     start, end = rows[len(rows) // 3][0], rows[len(rows) // 2][0]
-    seen: List[int] = []
+    # A start just past an index entry: the entry's batch ends before it.
+    segment = sp._list_segments(split.directory)[2]
+    entries, _ = sp._read_index(segment, os.path.getsize(segment.path))
+    assert len(entries) and start < int(entries[0]) + 1 < end
+    start = int(entries[0]) + 1
     real = sp._start_position
 
-    def spy(fd: int, offsets: Any, positions: Any, target: int, size: int) -> int:
-        found = real(fd, offsets, positions, target, size)
+    def spy(reader: Any, offsets: Any, positions: Any, target: int, size: int, skip_older: bool = True) -> int:
+        found = real(reader, offsets, positions, target, size, skip_older)
         seen.append(found)
+        # The scan starts at the batch holding the target (or a later one), never at the older
+        # batch whose index entry comes before it.
+        header = reader.header_at(found, size)
+        assert header is None or header.last_offset >= target
+        k = int(np.searchsorted(offsets, target, side="right")) - 1
+        if k >= 0 and int(offsets[k]) < target:
+            skipped.append(found - int(positions[k]))
         return found
 
+    seen: List[int] = []
+    skipped: List[int] = []
     monkeypatch.setattr(sp, "_start_position", spy)
     got = _rows(read_split(Split("mixed", 2, split.directory, start, end)))
     assert got == [r for r in rows if start <= r[0] < end]
     assert seen and seen[0] > 0  # not scanned from the segment's first byte
+    assert skipped and all(n > 0 for n in skipped)
 
 
 # -- planning -------------------------------------------------------------------------------------
@@ -252,6 +269,64 @@ def test_big_partitions_are_cut_into_many_splits(logs: Any) -> None:
     # A segment larger than max_split_bytes is cut inside, at index entries.
     inside = plan_splits(data_dir, "mixed", max_split_bytes=1000)
     assert len(inside) > len(many)
+
+
+def test_splits_know_their_bytes(logs: Any) -> None:
+    """Each split spans about ``size_bytes`` of segment files: a partition's splits add up to its
+    files, and the size is not part of a split's identity."""
+    data_dir, _ = logs
+    for max_bytes in (DEFAULT_MAX_SPLIT_BYTES, 4096, 1000):
+        splits = plan_splits(data_dir, "mixed", max_split_bytes=max_bytes)
+        for p in {s.partition for s in splits}:
+            mine = [s for s in splits if s.partition == p]
+            files = sum(os.path.getsize(os.path.join(mine[0].directory, n))
+                        for n in os.listdir(mine[0].directory) if n.endswith(".log"))
+            assert sum(s.size_bytes for s in mine) == files
+            assert all(s.size_bytes > 0 for s in mine)
+    first = plan_splits(data_dir, "mixed")[0]
+    assert first == Split(first.topic, first.partition, first.directory, first.start_offset, first.end_offset)
+
+
+def _split(size: int, n: int = 0) -> Split:
+    return Split("t", n, "/nowhere", n, n + 1, size)
+
+
+def test_packing_a_small_read_fills_about_one_task_per_core() -> None:
+    MB = 1 << 20
+    four = [_split(28 * MB, p) for p in range(4)]
+    assert pack_splits(four, 2) == [four[:2], four[2:]]
+    assert pack_splits(four, 1) == [four]  # 128 MB with the open costs: one task's worth
+    assert pack_splits(four, 4) == [[s] for s in four]
+    assert pack_splits(four, 64) == [[s] for s in four]
+    # A big read keeps tasks of at most about max_bytes, whatever the parallelism.
+    big = [_split(100 * MB, p) for p in range(10)]
+    assert pack_splits(big, 2) == [[s] for s in big]
+    tiny = [_split(1000, p) for p in range(100)]
+    tasks = pack_splits(tiny, 2, max_bytes=64 * 1024 * 1024)
+    assert [len(t) for t in tasks] == [16] * 6 + [4]  # each split weighs its bytes and the 4 MiB open cost
+    assert pack_splits([], 2) == []
+    for bad in (0, -1, 1.5, True, None):
+        with pytest.raises(ValueError, match="parallelism"):
+            pack_splits(four, bad)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300 << 20), max_size=60), parallelism=st.integers(1, 16),
+       max_bytes=st.integers(1, 256 << 20), open_cost=st.integers(0, 8 << 20))
+def test_packing_keeps_every_split_once_in_order(sizes: List[int], parallelism: int, max_bytes: int,
+                                                 open_cost: int) -> None:
+    splits = [_split(size, n) for n, size in enumerate(sizes)]
+    tasks = pack_splits(splits, parallelism, max_bytes=max_bytes, open_cost=open_cost)
+    assert [s for t in tasks for s in t] == splits
+    assert all(tasks)
+    total = sum(size + open_cost for size in sizes)
+    target = min(max_bytes, max(open_cost, -(-total // parallelism))) if sizes else 0
+    for task in tasks:
+        # A task holds one split, or splits whose bytes stay within the target (each but the last with its open cost).
+        assert len(task) == 1 or sum(s.size_bytes + open_cost for s in task) - open_cost <= target
+    for a, b in zip(tasks, tasks[1:]):
+        # A task closes only when its next split would not fit.
+        assert sum(s.size_bytes + open_cost for s in a) + b[0].size_bytes > target
 
 
 def test_splits_pickle(logs: Any) -> None:
