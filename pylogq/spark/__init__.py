@@ -118,18 +118,17 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
         raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
     chosen = None if columns is None else parse_columns(columns)
     ddl = schema_ddl(chosen)
-    kwargs: dict = {"bootstrap_servers": bootstrap_servers, "starting_timestamp": starting_timestamp,
-                    "ending_timestamp": ending_timestamp, "timestamp_strategy": timestamp_strategy}
-    if max_split_bytes is not None:
-        kwargs["max_split_bytes"] = max_split_bytes
-    splits = plan_splits(source, topic, starting_offsets, ending_offsets, **kwargs)
+    max_bytes = DEFAULT_MAX_SPLIT_BYTES if max_split_bytes is None else max_split_bytes
+    splits = plan_splits(source, topic, starting_offsets, ending_offsets, max_split_bytes=max_bytes,
+                         bootstrap_servers=bootstrap_servers, starting_timestamp=starting_timestamp,
+                         ending_timestamp=ending_timestamp, timestamp_strategy=timestamp_strategy)
     if not splits:
         return spark.createDataFrame([], ddl)
     parallelism = _parallelism(spark)
     if parallelism is None:
         tasks = [[split] for split in splits]
     else:
-        tasks = pack_splits(splits, parallelism, kwargs.get("max_split_bytes", DEFAULT_MAX_SPLIT_BYTES))
+        tasks = pack_splits(splits, parallelism, max_bytes)
     numbers = spark.range(0, len(tasks), 1, len(tasks))
     return numbers.mapInArrow(_SplitReader(tasks, bool(fail_on_data_loss), batch_rows, chosen), ddl)
 
