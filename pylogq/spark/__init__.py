@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import DataLossError
-from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, offset_for_time,
-                     pack_splits, parse_columns, plan_splits, read_split, schema_ddl)
+from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, _freezing_after,
+                     offset_for_time, pack_splits, parse_columns, plan_splits, read_split, schema_ddl)
 from .writer import write_topic
 
 __all__ = [
@@ -61,6 +61,9 @@ class _SplitReader:
         self.columns = columns
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        return _freezing_after(self._read(batches))
+
+    def _read(self, batches: Iterable[Any]) -> Iterator[Any]:
         for batch in batches:
             for number in batch.column(0).to_pylist():
                 for split in self.tasks[number]:

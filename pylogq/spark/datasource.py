@@ -57,8 +57,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ..errors import DataLossError, OffsetOutOfRangeError
-from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, parse_columns, partition_bounds,
-                     plan_splits, read_split, schema_ddl)
+from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, _freezing_after,
+                     parse_columns, partition_bounds, plan_splits, read_split, schema_ddl)
 
 try:  # pyspark 4.2+: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -210,8 +210,8 @@ class _Settings:
         split = partition.split if isinstance(partition, SplitPartition) else partition.value
         if split is None:  # Spark's stand-in partition of a read planned to nothing
             return iter(())
-        return read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
-                          columns=self.columns, pushdown=self.pushdown)
+        return _freezing_after(read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
+                                          columns=self.columns, pushdown=self.pushdown))
 
     # -- filter pushdown ------------------------------------------------------------------
 

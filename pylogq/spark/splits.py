@@ -25,6 +25,7 @@ pyarrow is imported on first use, so importing this module needs only numpy.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import logging
@@ -971,6 +972,33 @@ def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = D
             yield _to_arrow(pa, schema, chosen, decoded, i, min(n, i + batch_rows), split.topic, split.partition)
 
 
+_worker_frozen = False
+
+
+def _freezing_after(batches: Iterator[Any]) -> Iterator[Any]:
+    """``batches`` (a Spark task's read), then once per process the worker's objects put out of the
+    cyclic garbage collector's walk.
+
+    Spark's Python worker daemon runs a full collection after every task of
+    a reused worker, and a full collection walks every object the worker
+    holds: pyspark, pyarrow, pandas (which pyarrow loads on its first
+    arrays), numpy and pylogq are some 80 000 objects, 60-90 ms of CPU per
+    task on a 2-core machine, spent while the JVM is still at work on the
+    query. The first read to finish in a worker, when the modules a read
+    needs are loaded, collects once and then freezes what is alive
+    (``gc.freeze``): later collections walk only what later tasks create.
+    An object frozen that later becomes part of an unreachable cycle is not
+    collected: a one-time, bounded cost (mostly the modules and classes a
+    worker keeps anyway).
+    """
+    global _worker_frozen
+    yield from batches
+    if not _worker_frozen:
+        _worker_frozen = True
+        gc.collect()
+        gc.freeze()
+
+
 class _Offsets:
     """The offsets of a run of records, for reads of the columns that batch headers give."""
 
@@ -1135,7 +1163,8 @@ def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int
         yield from _read_offsets(reader, position, limit, start, end, batch_rows)
         return
     chunk_bytes = int(min(max(bytes_per_row * batch_rows * 0.9, _MIN_CHUNK), _MAX_CHUNK))
-    for chunk in reader.chunks(position, limit, chunk_bytes):
+    # (The chunks share one buffer: read_split's Arrow batches copy what they keep.)
+    for chunk in reader.chunks(position, limit, chunk_bytes, reuse=True):
         columns = decode_columns(chunk.data, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
         yield columns, len(chunk.data)
         if len(columns) and int(columns.offsets[-1]) >= end - 1:

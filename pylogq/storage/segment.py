@@ -240,6 +240,25 @@ def _at(error: str, position: int) -> str:
     return error.replace("at byte 0", "at byte %d" % position)
 
 
+class _Reread:
+    """``pread`` into one buffer, reused by every read: -> a memoryview of the bytes read.
+
+    The buffer grows (a new one) when a read wants more than it holds.
+    """
+
+    __slots__ = ("file", "buffer")
+
+    def __init__(self, file: io.FileIO, size: int) -> None:
+        self.file = file
+        self.buffer = memoryview(bytearray(max(size, 0)))
+
+    def __call__(self, position: int, size: int) -> memoryview:
+        if size > len(self.buffer):
+            self.buffer = memoryview(bytearray(size))
+        view = self.buffer[:size]
+        return view[:os.preadv(self.file.fileno(), [view], position)]
+
+
 class SegmentReader:
     """Walks the entries of one segment's ``.log`` file, read-only: Kafka's FileLogInputStream.
 
@@ -357,30 +376,36 @@ class SegmentReader:
         walk.finished = True
 
     def chunks(self, start: int = 0, end: Optional[int] = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-               check_crc: bool = False) -> SegmentWalk[SegmentChunk]:
+               check_crc: bool = False, reuse: bool = False) -> SegmentWalk[SegmentChunk]:
         """Whole entries from ``start`` up to ``end``, read ``chunk_bytes`` at a time and cut to whole entries.
 
         An entry larger than ``chunk_bytes`` comes alone, read whole. With
         ``check_crc`` every entry's CRC is checked too (the compiled walker
-        releases the GIL while it checks a large entry).
+        releases the GIL while it checks a large entry). With ``reuse`` the
+        walk reads every chunk into one buffer of its own, so a chunk's data
+        (a memoryview) holds its bytes only until the next chunk is read:
+        for callers that are done with a chunk before asking for the next,
+        whose large reads then write into the same memory each time rather
+        than fresh pages the system must fault in and zero.
         """
         if chunk_bytes < 1:
             raise ValueError("chunk_bytes must be positive, got %r" % (chunk_bytes,))
         limit = self.size if end is None else end
-        return SegmentWalk(self, start, limit, lambda walk: self._walk_chunks(walk, chunk_bytes, check_crc))
+        return SegmentWalk(self, start, limit, lambda walk: self._walk_chunks(walk, chunk_bytes, check_crc, reuse))
 
     def _walk_chunks(self, walk: SegmentWalk[SegmentChunk], chunk_bytes: int,
-                     check_crc: bool) -> Iterator[SegmentChunk]:
+                     check_crc: bool, reuse: bool) -> Iterator[SegmentChunk]:
         position, limit = walk.start, walk.end
+        read = _Reread(self.file, min(chunk_bytes, limit - position)) if reuse else self.read
         while position < limit:
-            data = os.pread(self.file.fileno(), min(chunk_bytes, limit - position), position)
+            data = read(position, min(chunk_bytes, limit - position))
             valid, _, error = scan_entries(data, 0, check_crc)
             if valid == 0 and error is None:
                 # The first entry is larger than the chunk, or not whole by the end.
                 header = self.header_at(position, limit)
                 if header is None:
                     break
-                data = os.pread(self.file.fileno(), header.size, position)
+                data = read(position, header.size)
                 valid, _, error = scan_entries(data, 0, check_crc)
             if valid == 0:
                 if error is not None:

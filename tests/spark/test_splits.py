@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -202,6 +204,52 @@ def test_batches_hold_at_most_batch_rows(logs: Any) -> None:
     assert _rows(iter(batches)) == expected["mixed"][1]
     with pytest.raises(ValueError, match="batch_rows"):
         next(read_split(split, batch_rows=0))
+
+
+def test_batches_kept_past_later_reads_keep_their_rows(logs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A segment is read in chunks through one reused buffer: the batches of a chunk must not
+    # point into it. Small chunks make segments several reads; every batch is kept first.
+    data_dir, expected = logs
+    monkeypatch.setattr(sp, "_MIN_CHUNK", 256)
+    chunks = []
+    decode = sp.decode_columns
+    monkeypatch.setattr(sp, "decode_columns", lambda data, **kw: chunks.append(len(data)) or decode(data, **kw))
+    for split in plan_splits(data_dir, "mixed"):
+        segments = sp._list_segments(split.directory)
+        del chunks[:]
+        batches = list(read_split(split, batch_rows=2))
+        assert len(chunks) > 2 * len(segments)
+        assert _rows(iter(batches)) == expected["mixed"][split.partition]
+
+
+_FREEZE_CHECK = """
+import gc, json, sys
+from pylogq.spark import splits
+gc.collect()
+walked_before = len(gc.get_objects())
+left = splits._freezing_after(iter([1, 2]))
+assert next(left) == 1
+del left  # a read left early freezes nothing
+after_partial = gc.get_freeze_count()
+assert list(splits._freezing_after(iter([3]))) == [3]
+frozen = gc.get_freeze_count()
+walked_after = len(gc.get_objects())
+later = [[i] for i in range(1000)]
+assert list(splits._freezing_after(iter([]))) == []  # once per process
+print(json.dumps([walked_before, after_partial, frozen, walked_after, gc.get_freeze_count()]))
+"""
+
+
+def test_a_finished_read_freezes_the_worker_objects_once() -> None:
+    # In a process of its own: a freeze would last for the rest of this one.
+    out = subprocess.run([sys.executable, "-c", _FREEZE_CHECK], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert out.returncode == 0, out.stderr
+    walked_before, after_partial, frozen, walked_after, frozen_at_end = json.loads(out.stdout)
+    assert after_partial == 0
+    # What the daemon's collection after a task walks: from every module's objects to a few.
+    assert walked_before > 10_000 and frozen > 10_000 and walked_after < 100
+    assert frozen_at_end == frozen
 
 
 def test_a_split_starting_mid_segment_seeks_through_the_index(logs: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -111,6 +111,38 @@ def test_chunks_hold_whole_entries_and_a_larger_entry_comes_alone(tmp_path):
         assert len(big) == 1 and bytes(big[0].data) == data
 
 
+def test_a_reusing_chunk_walk_reads_the_same_chunks_into_one_buffer(tmp_path):
+    entries = _entries()
+    data = b"".join(entries)
+    assert max(len(e) for e in entries) < 700
+    with SegmentReader.open(_write(tmp_path, data)) as reader:
+        for chunk_bytes in (100, 700, len(data)):
+            fresh = [(c.position, bytes(c.data)) for c in reader.chunks(chunk_bytes=chunk_bytes)]
+            seen = []
+            buffers = set()
+            for chunk in reader.chunks(chunk_bytes=chunk_bytes, reuse=True):
+                # Each chunk's bytes are taken as it comes: the next read writes over them.
+                assert isinstance(chunk.data, memoryview)
+                seen.append((chunk.position, bytes(chunk.data)))
+                buffers.add(id(chunk.data.obj))
+            assert seen == fresh
+            if chunk_bytes > 100:
+                assert len(buffers) == 1
+            # (With 100, the entries larger than that come alone, each read into a buffer grown to fit it.)
+
+
+def test_a_reusing_walk_overwrites_the_chunk_before(tmp_path):
+    # Two entries of the same size: with chunks of one entry each, the second read lands
+    # where the first was, so a caller keeping a chunk past the next read sees the next's bytes.
+    entries = [_v2(0, 3), _v2(3, 3, value=b"w" * 40)]
+    assert len(entries[0]) == len(entries[1])
+    with SegmentReader.open(_write(tmp_path, b"".join(entries))) as reader:
+        kept = list(reader.chunks(chunk_bytes=len(entries[0]), reuse=True))
+        assert [bytes(c.data) for c in kept] == [entries[1], entries[1]]
+        assert [c.position for c in kept] == [0, len(entries[0])]
+        assert [bytes(c.data) for c in reader.chunks(chunk_bytes=len(entries[0]))] == entries
+
+
 def test_a_walk_starts_at_a_given_entry_and_stops_at_a_given_end(tmp_path):
     entries = _entries()
     data = b"".join(entries)
