@@ -1260,6 +1260,8 @@ def _binary(pa: Any, buffer: Any, raw: Any, starts: np.ndarray, lengths: np.ndar
     has_null = bool(null.any())
     if n == 0:
         return pa.array([], pa.binary())
+    if has_null and bool(null.all()):  # (records without keys, most topics' keys)
+        return pa.nulls(n, pa.binary())
     s = starts.astype(np.int64)
     e = s + (np.where(null, 0, lengths) if has_null else lengths)
     bounds = np.empty(2 * n, np.int64)
