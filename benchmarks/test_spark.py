@@ -131,7 +131,9 @@ def spark(tmp_path_factory):
 def broker(tmp_path_factory, count):
     """The topic in a broker's log directory, the broker serving it on a loopback port."""
     values = [os.urandom(100) for _ in range(BATCH)]
-    b = pylogq.Broker(str(tmp_path_factory.mktemp("spark-bench-log")), **{"offsets.topic.num.partitions": 1})
+    directory = str(tmp_path_factory.mktemp("spark-bench-log"))
+    settings = {"offsets.topic.num.partitions": 1}
+    b = pylogq.Broker(directory, **settings)
     b.create_topic(TOPIC, PARTITIONS)
     per_partition = count // PARTITIONS
     for p in range(PARTITIONS):
@@ -139,6 +141,11 @@ def broker(tmp_path_factory, count):
             n = min(BATCH, per_partition - base)
             # Timestamps grow with the offsets, a millisecond per record: a topic written over time.
             b.produce(TOPIC, p, build_batch(values[:n], timestamps=[TS + base + j for j in range(n)]))
+    # Closed and opened again, so the files' committed bound (the high watermark checkpoint, written
+    # every 5 s and at shutdown) holds every record: a slow setup (pure Python) would otherwise
+    # leave a checkpoint taken midway, and the reads would rightly stop there.
+    b.close()
+    b = pylogq.Broker(directory, **settings)
     host, port = b.serve("127.0.0.1", 0)
     b.bootstrap_servers = "%s:%d" % (host, port)  # type: ignore[attr-defined]
     yield b
