@@ -136,8 +136,10 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
         admin = confluent_admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([confluent_admin.NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
         cluster.wait_until(lambda: cluster.full_isr(TOPIC, PARTITIONS), "the topic's full ISRs")
-        threads = [threading.Thread(target=_produce, args=(cluster, acks, stop, failures)),
-                   threading.Thread(target=_consume, args=(cluster, seen, stop, failures))]
+        # Daemon threads: one stuck (a client's close that never returns) fails the test below
+        # rather than keeping the test process from exiting.
+        threads = [threading.Thread(target=_produce, args=(cluster, acks, stop, failures), daemon=True),
+                   threading.Thread(target=_consume, args=(cluster, seen, stop, failures), daemon=True)]
         for t in threads:
             t.start()
         cluster.wait_until(lambda: acks.count() > 200 or failures, "the first acknowledgements")
@@ -167,6 +169,7 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
         stop.set()
         for t in threads:
             t.join(180)
+            assert not t.is_alive(), "%s did not finish within 180 s of the stop" % t.name
         assert not failures, failures[0]
         assert not acks.errors, acks.errors[:5]
         final = _read_back(cluster)
