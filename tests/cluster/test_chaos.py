@@ -2,8 +2,8 @@
 
 Real ZooKeeper, three ``pylogq-broker`` processes, a topic with replication factor 3 and
 ``min.insync.replicas=2``, confluent-kafka (librdkafka) producing numbered records with
-``enable.idempotence`` and ``acks=all`` to several partitions, and a consumer reading
-alongside. Each cycle kills a broker with SIGKILL (the leader of a partition or the
+``enable.idempotence`` and ``acks=all`` to several partitions, and a kafka-python consumer
+reading alongside. Each cycle kills a broker with SIGKILL (the leader of a partition or the
 controller among them) and starts it again. At the end: every acknowledged record is
 read back exactly once, in order, at the offset it was acknowledged with; whatever the
 consumer read is still there; the replicas hold the same bytes below the high
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.compiled_pass
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
+kafka = pytest.importorskip("kafka")
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -84,20 +85,24 @@ def _produce(cluster: ProcessCluster, acks: Acks, stop: threading.Event, failure
 
 def _consume(cluster: ProcessCluster, seen: Dict[int, List[Tuple[int, bytes]]], stop: threading.Event,
              failures: List[BaseException]) -> None:
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": cluster.bootstrap, "group.id": "chaos-reader", "enable.auto.commit": False,
-        "topic.metadata.refresh.interval.ms": 1000})
+    # kafka-python reads alongside, not librdkafka: librdkafka 2.10 and later deadlock (their issue
+    # 5476, open in 2.16) when a broker that Metadata no longer lists is dropped while an
+    # OffsetForLeaderEpoch request to it waits, which brokers killed in a row make likely; the
+    # consumer then stops reading and its close never returns.
+    consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False,
+                                   metadata_max_age_ms=1000, request_timeout_ms=10000)
     try:
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        partitions = [kafka.TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, 0)
         while not stop.is_set():
-            m = consumer.poll(0.2)
-            if m is None or m.error():
-                continue
-            seen[m.partition()].append((m.offset(), m.value()))
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                seen[tp.partition].extend((r.offset, r.value) for r in records)
     except BaseException as exc:  # noqa: BLE001 - handed to the test thread
         failures.append(exc)
     finally:
-        consumer.close()
+        consumer.close(autocommit=False)
 
 
 def _read_back(cluster: ProcessCluster) -> Dict[int, List[Tuple[int, bytes]]]:
