@@ -33,8 +33,10 @@ from ..storage.checkpoint import write_atomically
 from ..storage.config import LogConfig
 from ..storage.manager import LogManager
 from ..storage.partition_metadata import (
+    META_FILE,
     PARTITION_METADATA_FILE,
     ZERO_TOPIC_ID,
+    meta_broker_id,
     new_topic_id,
     read_partition_metadata,
     write_partition_metadata,
@@ -84,7 +86,6 @@ log = logging.getLogger("pylogq.broker")
 
 __all__ = ["Broker", "FetchResults", "MAX_PARTITIONS_PER_REQUEST", "OFFSETS_TOPIC", "META_FILE"]
 
-META_FILE = "meta.properties"
 # Kafka refuses to create more partitions than this in one request (POLICY_VIOLATION):
 # a count from a bad or hostile request must not make the broker open millions of logs.
 MAX_PARTITIONS_PER_REQUEST = 10000
@@ -524,12 +525,11 @@ class Broker:
                 raise corrupt((exc.strerror or str(exc)) if isinstance(exc, OSError) else "not UTF-8 text") from None
             if props.get("version", "").strip() not in ("0", "1"):
                 raise corrupt("version %r is not 0 or 1" % props.get("version"))
-            key = "broker.id" if "broker.id" in props else "node.id"
-            raw = props.get(key, "").strip()
-            if not raw.lstrip("-").isdigit():
+            key, owner = meta_broker_id(props)
+            if owner is None:
                 raise corrupt("%s %r is not an integer" % (key, props.get(key)))
-            if int(raw) != self.broker_id:
-                raise ConfigError("data dir %s belongs to broker.id %d, not %d" % (self.data_dir, int(raw),
+            if owner != self.broker_id:
+                raise ConfigError("data dir %s belongs to broker.id %d, not %d" % (self.data_dir, owner,
                                                                                   self.broker_id))
         cluster_id = props.get("cluster.id", "").strip()
         if not cluster_id:  # a new data dir (or a v0 file of a broker that predates cluster ids)

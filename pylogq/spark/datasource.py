@@ -49,12 +49,14 @@ record once. ``Trigger.AvailableNow`` stops at the end seen when it started.
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 import warnings
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import TimestampType
 
 from ..errors import DataLossError, OffsetOutOfRangeError
 from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, _freezing_after,
@@ -476,17 +478,12 @@ _FLOOR, _CEIL = 0, 1
 
 
 def _micros(value: Any) -> int:
-    """A filter's timestamp literal as microseconds since the epoch (a naive datetime is local time,
-    as PySpark converts TIMESTAMP values)."""
-    import datetime
-
+    """A filter's timestamp literal as microseconds since the epoch, as PySpark converts TIMESTAMP
+    values (a naive datetime is local time; a date is its midnight)."""
     if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            value = value.astimezone()  # local time, as PySpark's conversion of TIMESTAMP
-        delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-        return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return TimestampType().toInternal(value)
     if isinstance(value, datetime.date):
-        return _micros(datetime.datetime(value.year, value.month, value.day))
+        return TimestampType().toInternal(datetime.datetime(value.year, value.month, value.day))
     raise TypeError(value)
 
 

@@ -48,11 +48,9 @@ from ..cluster.contract import TopicPartitionInfo
 from ..config import parse_properties
 from ..errors import PylogqError, UnknownTopicOrPartitionError
 from ..storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
+from ..storage.partition_metadata import META_FILE, meta_broker_id
 
-__all__ = ["META_PROPERTIES", "Replica", "broker_id_of", "choose_replicas"]
-
-#: The file naming the broker a log directory belongs to (Kafka's and pylogq's).
-META_PROPERTIES = "meta.properties"
+__all__ = ["Replica", "broker_id_of", "choose_replicas"]
 
 
 class Replica(NamedTuple):
@@ -68,7 +66,7 @@ class Replica(NamedTuple):
 
 def broker_id_of(log_dir: str) -> Optional[int]:
     """The ``broker.id`` (or KRaft's ``node.id``) in ``log_dir``'s ``meta.properties``; None without one."""
-    path = os.path.join(log_dir, META_PROPERTIES)
+    path = os.path.join(log_dir, META_FILE)
     try:
         with open(path, "rb") as f:
             props = parse_properties(f.read().decode("utf-8", "replace"))
@@ -76,10 +74,10 @@ def broker_id_of(log_dir: str) -> Optional[int]:
         return None
     except OSError as exc:
         raise PylogqError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
-    raw = props.get("broker.id", props.get("node.id", "")).strip()
-    if not raw.lstrip("-").isdigit():
-        raise PylogqError("%s has no integer broker.id or node.id (%r)" % (path, raw))
-    return int(raw)
+    key, broker_id = meta_broker_id(props)
+    if broker_id is None:
+        raise PylogqError("%s has no integer broker.id or node.id (%r)" % (path, props.get(key, "").strip()))
+    return broker_id
 
 
 def choose_replicas(topic: str, candidates: Mapping[int, Sequence[str]], log_end: Callable[[str], int],
@@ -130,7 +128,7 @@ def _check_distinct_brokers(topic: str, partition: int, found: Sequence[Replica]
         other = next(r for r in found if r is not unknown)
         raise PylogqError("partition %s-%d is in %s and in %s, and %s has no %s: cannot tell whether they are "
                           "replicas on two brokers" % (topic, partition, unknown.directory, other.directory,
-                                                       unknown.log_dir, META_PROPERTIES))
+                                                       unknown.log_dir, META_FILE))
     seen: Dict[Optional[int], Replica] = {}
     for r in found:
         if r.broker_id in seen:

@@ -1,4 +1,5 @@
-"""Topic ids (Kafka's ``Uuid``) and the ``partition.metadata`` file of a partition directory.
+"""Topic ids (Kafka's ``Uuid``), the ``partition.metadata`` file of a partition directory, and the
+broker id in a log directory's ``meta.properties``.
 
 A topic id is 16 random bytes (a type-4 UUID), written as Kafka's ``Uuid.toString``
 does: base64url without padding, 22 characters. The all-zero id
@@ -14,6 +15,9 @@ with ``-`` (Kafka avoids those, as a command line would take them for an option)
 
 It is replaced atomically (``<path>.tmp``, fsync, rename, directory fsync), so a
 reader sees the old file or the new one.
+
+``meta.properties`` (one per log directory, Kafka's broker metadata file) names
+the broker the directory belongs to: ``broker.id``, or KRaft's ``node.id``.
 """
 
 from __future__ import annotations
@@ -22,15 +26,17 @@ import base64
 import os
 import re
 import uuid
-from typing import Optional
+from typing import Mapping, Optional, Tuple
 
 from ..errors import CorruptMetadataError
 from .checkpoint import write_atomically
 
-__all__ = ["PARTITION_METADATA_FILE", "ZERO_TOPIC_ID", "new_topic_id", "parse_topic_id",
-           "read_partition_metadata", "write_partition_metadata"]
+__all__ = ["META_FILE", "PARTITION_METADATA_FILE", "ZERO_TOPIC_ID", "meta_broker_id", "new_topic_id",
+           "parse_topic_id", "read_partition_metadata", "write_partition_metadata"]
 
 PARTITION_METADATA_FILE = "partition.metadata"
+#: The file naming the broker a log directory belongs to (Kafka's and pylogq's).
+META_FILE = "meta.properties"
 PARTITION_METADATA_VERSION = 0
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 # Kafka's Uuid.METADATA_TOPIC_ID (0, 1): reserved for KRaft's __cluster_metadata.
@@ -102,3 +108,11 @@ def read_partition_metadata(directory: str) -> Optional[str]:
 
 
 _REMEDY = "delete it to have the broker write it again from the topic's id"
+
+
+def meta_broker_id(props: Mapping[str, str]) -> Tuple[str, Optional[int]]:
+    """The key naming the broker in a parsed ``meta.properties`` (``broker.id``, else KRaft's
+    ``node.id``) and its value as an integer (None when it is not one)."""
+    key = "broker.id" if "broker.id" in props else "node.id"
+    raw = props.get(key, "").strip()
+    return key, (int(raw) if raw.lstrip("-").isdigit() else None)

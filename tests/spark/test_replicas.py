@@ -23,7 +23,8 @@ from pylogq import Broker, Consumer, records  # noqa: E402
 from pylogq.client.consumer import TopicPartition  # noqa: E402
 from pylogq.cluster.local_cluster import Cluster  # noqa: E402
 from pylogq.errors import PylogqError  # noqa: E402
-from pylogq.spark.replicas import META_PROPERTIES, broker_id_of  # noqa: E402
+from pylogq.spark.replicas import broker_id_of  # noqa: E402
+from pylogq.storage.partition_metadata import META_FILE  # noqa: E402
 from pylogq.spark.splits import Split, _log_end, partition_bounds, plan_splits, read_split  # noqa: E402
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT  # noqa: E402
 
@@ -246,7 +247,7 @@ def _replica_of(source: str, path: str, broker_id: Optional[int]) -> str:
     """A copy of ``source``'s ``t-0`` in a log directory of broker ``broker_id`` (None: no meta.properties)."""
     shutil.copytree(os.path.join(source, "t-0"), os.path.join(path, "t-0"))
     if broker_id is not None:
-        with open(os.path.join(path, META_PROPERTIES), "w") as f:
+        with open(os.path.join(path, META_FILE), "w") as f:
             f.write("version=0\nbroker.id=%d\ncluster.id=abc\n" % broker_id)
     return path
 
