@@ -157,3 +157,33 @@ def test_columns_and_timestamps(spark, mixed_topic, compacted_topic):
     assert want and got == want
     with pytest.raises(ValueError, match="unknown column"):
         read_topic(spark, mixed_topic.log_dir, "mixed", columns=["vaule"])
+
+
+def test_a_spark_tasks_socket_is_found_and_set_to_answer_at_once(spark):
+    """In a real PySpark worker, the task's socket to the JVM is the one read_topic's tasks set
+    (TCP_QUICKACK and TCP_NODELAY: see pylogq.spark.splits._answer_promptly). A PySpark whose
+    worker no longer shows it would make reads wait on delayed acknowledgements again."""
+
+    def probe(batches):
+        import os
+        import socket
+
+        import pyarrow as pa
+
+        from pylogq.spark import splits
+
+        fd = splits._task_socket_fd()
+        sock = socket.socket(fileno=os.dup(fd)) if fd is not None else None
+        tuned = splits._answer_promptly()
+        after = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) if sock is not None else -1
+        family = sock.family.name if sock is not None else ""
+        if sock is not None:
+            sock.close()
+        numbers = [n for batch in batches for n in batch.column(0).to_pylist()]
+        yield pa.RecordBatch.from_pydict({"number": numbers, "tuned": [tuned] * len(numbers),
+                                          "family": [family] * len(numbers), "after": [after] * len(numbers)})
+
+    rows = spark.range(0, 4, 1, 4).mapInArrow(probe, "number LONG, tuned BOOLEAN, family STRING, after LONG").collect()
+    assert sorted(r["number"] for r in rows) == [0, 1, 2, 3]
+    for r in rows:
+        assert r["family"] in ("AF_INET", "AF_INET6") and r["tuned"] and r["after"] != 0, r

@@ -252,6 +252,93 @@ def test_a_finished_read_freezes_the_worker_objects_once() -> None:
     assert frozen_at_end == frozen
 
 
+@pytest.fixture
+def loopback_pair() -> Iterator[Tuple[Any, Any]]:
+    """(the accepting end, the connecting end) of a TCP connection on loopback, as a worker and the JVM."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        worker, _ = server.accept()
+    with worker, client:
+        yield worker, client
+
+
+def _in_pyspark_frame(outfile: Any, call: Any) -> Any:
+    """``call()`` from a frame of a module named like PySpark's worker, with ``outfile`` a local there."""
+    namespace = {"__name__": "pyspark.worker"}
+    exec("def invoke_udf(message_receiver, outfile, call):\n    return call()\n", namespace)
+    return namespace["invoke_udf"](None, outfile, call)
+
+
+def _nodelay(sock: Any) -> int:
+    import socket
+
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+def test_a_task_socket_is_set_to_answer_at_once(loopback_pair: Tuple[Any, Any]) -> None:
+    worker, client = loopback_pair
+    outfile = os.fdopen(os.dup(worker.fileno()), "wb", 65536)  # (as PySpark's daemon opens it)
+    try:
+        assert _nodelay(worker) == 0
+        assert _in_pyspark_frame(outfile, sp._task_socket_fd) == outfile.fileno()
+        assert _in_pyspark_frame(outfile, sp._answer_promptly) is True
+        assert _nodelay(worker) != 0
+        # Only the duplicate was closed: the connection still carries data both ways.
+        outfile.write(b"ping")
+        outfile.flush()
+        assert client.recv(4) == b"ping"
+        client.sendall(b"pong")
+        assert worker.recv(4) == b"pong"
+    finally:
+        outfile.close()
+
+
+def test_outside_a_pyspark_worker_no_socket_is_touched(loopback_pair: Tuple[Any, Any], tmp_path: Any) -> None:
+    import socket
+
+    worker, _ = loopback_pair
+    outfile = os.fdopen(os.dup(worker.fileno()), "wb")
+    try:
+        # A local named outfile in a frame that is not PySpark's is not the task's socket.
+        assert sp._task_socket_fd() is None and sp._answer_promptly() is False
+        assert _nodelay(worker) == 0 and outfile.fileno() >= 0
+    finally:
+        outfile.close()
+    # A worker on a Unix domain socket (spark.python.unix.domain.socket.enabled) has nothing to set.
+    left, right = socket.socketpair()
+    with left, right, open(os.devnull, "wb") as devnull:
+        with os.fdopen(os.dup(left.fileno()), "wb") as unix_out:
+            assert _in_pyspark_frame(unix_out, sp._answer_promptly) is False
+        # Nor has a file that is no socket at all.
+        assert _in_pyspark_frame(devnull, sp._answer_promptly) is False
+
+
+def test_read_topics_task_sets_its_socket_before_reading(loopback_pair: Tuple[Any, Any], logs: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_topic's task function sets the socket when Spark calls it, before it takes its input."""
+    from pylogq.spark import _SplitReader
+
+    monkeypatch.setattr(sp, "_worker_frozen", True)  # (a finished read would freeze this process's objects)
+    data_dir, expected = logs
+    worker, _ = loopback_pair
+    splits = plan_splits(data_dir, "mixed")
+    seen = []
+
+    def numbers() -> Iterator[Any]:
+        seen.append(_nodelay(worker))  # the input is read only after the socket is set
+        yield pa.RecordBatch.from_pydict({"id": [0]})
+
+    with os.fdopen(os.dup(worker.fileno()), "wb") as outfile:
+        read = _in_pyspark_frame(outfile, lambda: _SplitReader([splits], True, 1000)(numbers()))
+        assert _nodelay(worker) != 0
+        got = _rows(read)
+    assert seen and seen[0] != 0
+    assert [s.partition for s in splits] == sorted(expected["mixed"])
+    assert got == [r for s in splits for r in expected["mixed"][s.partition]]
+
+
 def test_a_split_starting_mid_segment_seeks_through_the_index(logs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir, expected = logs
     rows = expected["mixed"][2]
