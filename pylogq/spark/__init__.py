@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, T
 
 from ..errors import DataLossError
 from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, _worker_read,
-                     offset_for_time, pack_splits, parse_columns, plan_splits, read_split, schema_ddl)
+                     arrow_schema, offset_for_time, pack_splits, parse_columns, plan_splits, read_split, schema_ddl)
 from .writer import write_topic
 
 __all__ = [
@@ -83,6 +83,15 @@ def _parallelism(spark: Any) -> Optional[int]:
         return None
 
 
+def _spark_schema(columns: Optional[Tuple[str, ...]]) -> Any:
+    """The Spark schema of a read of ``columns`` (None: all), made from its Arrow schema in this
+    process: the same StructType that :func:`schema_ddl`'s DDL parses to, without the JVM round
+    trips a DDL string costs each DataFrame (about 3 ms)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema(columns))
+
+
 def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_offsets: Offsets = "earliest",
                ending_offsets: Offsets = "latest", fail_on_data_loss: bool = True,
                max_split_bytes: Optional[int] = None, bootstrap_servers: Optional[str] = None,
@@ -120,20 +129,20 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
     chosen = None if columns is None else parse_columns(columns)
-    ddl = schema_ddl(chosen)
+    schema = _spark_schema(chosen)
     max_bytes = DEFAULT_MAX_SPLIT_BYTES if max_split_bytes is None else max_split_bytes
     splits = plan_splits(source, topic, starting_offsets, ending_offsets, max_split_bytes=max_bytes,
                          bootstrap_servers=bootstrap_servers, starting_timestamp=starting_timestamp,
                          ending_timestamp=ending_timestamp, timestamp_strategy=timestamp_strategy)
     if not splits:
-        return spark.createDataFrame([], ddl)
+        return spark.createDataFrame([], schema)
     parallelism = _parallelism(spark)
     if parallelism is None:
         tasks = [[split] for split in splits]
     else:
         tasks = pack_splits(splits, parallelism, max_bytes)
     numbers = spark.range(0, len(tasks), 1, len(tasks))
-    return numbers.mapInArrow(_SplitReader(tasks, bool(fail_on_data_loss), batch_rows, chosen), ddl)
+    return numbers.mapInArrow(_SplitReader(tasks, bool(fail_on_data_loss), batch_rows, chosen), schema)
 
 
 def register(spark: Any) -> None:

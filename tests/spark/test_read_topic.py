@@ -159,6 +159,17 @@ def test_columns_and_timestamps(spark, mixed_topic, compacted_topic):
         read_topic(spark, mixed_topic.log_dir, "mixed", columns=["vaule"])
 
 
+def test_the_schema_is_what_the_ddl_parses_to(spark, mixed_topic):
+    """read_topic builds its Spark schema from the Arrow one; it is the schema Spark parses from schema_ddl."""
+    from pylogq.spark import COLUMNS, schema_ddl
+
+    for columns in (None, ["value"], ["headers", "key"], ["timestamp", "offset", "timestampType"], list(COLUMNS)):
+        parsed = spark.createDataFrame([], schema_ddl(columns)).schema
+        assert read_topic(spark, mixed_topic.log_dir, "mixed", columns=columns).schema == parsed
+        empty = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets="latest", columns=columns)
+        assert empty.schema == parsed and empty.count() == 0
+
+
 def test_a_spark_tasks_socket_is_found_and_set_to_answer_at_once(spark):
     """In a real PySpark worker, the task's socket to the JVM is the one read_topic's tasks set
     (TCP_QUICKACK and TCP_NODELAY: see pylogq.spark.splits._answer_promptly). A PySpark whose
