@@ -213,7 +213,7 @@ class _Settings:
         if split is None:  # Spark's stand-in partition of a read planned to nothing
             return iter(())
         return _worker_read(read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
-                                          columns=self.columns, pushdown=self.pushdown))
+                                       columns=self.columns, pushdown=self.pushdown))
 
     # -- filter pushdown ------------------------------------------------------------------
 
