@@ -59,8 +59,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import TimestampType
 
 from ..errors import DataLossError, OffsetOutOfRangeError
-from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, _worker_read,
-                     parse_columns, partition_bounds, plan_splits, read_split, schema_ddl)
+from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, _answer_promptly,
+                     _worker_read, parse_columns, partition_bounds, plan_splits, read_split, schema_ddl)
 
 try:  # pyspark 4.2+: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -154,6 +154,13 @@ class _Settings:
         columns = _option(options, "columns")
         self.columns: Optional[Tuple[str, ...]] = None if columns is None else parse_columns(columns)
         self.pushdown: Optional[Pushdown] = None
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        # Unpickled in a Spark task with the task's command, before the task reads its input (the
+        # partition to read, which comes after the command): the task's socket is set now, so that
+        # input is not held back waiting on a delayed acknowledgement (see _answer_promptly).
+        self.__dict__.update(state)
+        _answer_promptly()
 
     def with_schema(self, schema: Any) -> None:
         """Read the columns of ``schema`` (the one Spark hands the reader: ours, or the user's subset)."""

@@ -1011,7 +1011,8 @@ def _answer_promptly() -> bool:
     PySpark's workers talk to the JVM over loopback TCP with the kernel's
     defaults: Nagle's algorithm on both ends and delayed acknowledgements.
     A task's command reaches the worker first; the few bytes of input that
-    follow it (the task number of ``read_topic``'s plan) are held by the
+    follow it (the task number of ``read_topic``'s plan, the partition of a
+    Data Source read) are held by the
     JVM's Nagle until the worker acknowledges the command, which Linux delays
     up to 40 ms; the worker's last small writes of a task (its timings and
     end marker) can wait the same way at the other end. Measured on a local[2]

@@ -339,6 +339,25 @@ def test_read_topics_task_sets_its_socket_before_reading(loopback_pair: Tuple[An
     assert got == [r for s in splits for r in expected["mixed"][s.partition]]
 
 
+def test_a_data_source_task_sets_its_socket_when_its_command_is_unpickled(loopback_pair: Tuple[Any, Any],
+                                                                         tmp_path: Any) -> None:
+    """A Data Source read task gets its partition as input after the command: the reader's settings
+    set the socket as they are unpickled with the command, so that input is not held back."""
+    import pickle
+
+    pytest.importorskip("pyspark.sql.datasource", reason="pyspark is not installed")
+    from pylogq.spark.datasource import PylogqBatchReader, _Settings
+
+    worker, _ = loopback_pair
+    reader = PylogqBatchReader(_Settings({"source": str(tmp_path), "topic": "t"}, streaming=False))
+    command = pickle.dumps(reader)
+    assert _nodelay(worker) == 0
+    with os.fdopen(os.dup(worker.fileno()), "wb") as outfile:
+        unpickled = _in_pyspark_frame(outfile, lambda: pickle.loads(command))
+    assert _nodelay(worker) != 0
+    assert vars(unpickled.settings) == vars(reader.settings)
+
+
 def test_a_split_starting_mid_segment_seeks_through_the_index(logs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir, expected = logs
     rows = expected["mixed"][2]
