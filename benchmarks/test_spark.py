@@ -191,13 +191,18 @@ def warm(spark, broker, count, parquet_path):
     code for each plan); a path measured first would otherwise meet a colder
     JIT than one measured later.
     """
+    _warm_up(spark, broker.data_dir, parquet_path, count)
+
+
+def _warm_up(spark: Any, directory: str, parquet: str, count: int) -> None:
+    """Rounds of both groups' queries of one topic, pylogq's and parquet's in turn."""
     from pylogq.spark import read_topic
 
     for _ in range(1 if count < 1_000_000 else WARM_ROUNDS):
-        _run(read_topic(spark, broker.data_dir, TOPIC), count)
-        _run(spark.read.parquet(parquet_path), count)
-        _run_values(read_topic(spark, broker.data_dir, TOPIC, columns=["value"]), count)
-        _run_values(spark.read.parquet(parquet_path), count)
+        _run(read_topic(spark, directory, TOPIC), count)
+        _run(spark.read.parquet(parquet), count)
+        _run_values(read_topic(spark, directory, TOPIC, columns=["value"]), count)
+        _run_values(spark.read.parquet(parquet), count)
 
 
 def _run(df: Any, count: int) -> None:
@@ -469,13 +474,7 @@ def distinct_parquet(spark, distinct_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def warm_distinct(spark, distinct_dir, count, distinct_parquet, warm):
     """``warm``'s rounds, for the distinct topic's queries."""
-    from pylogq.spark import read_topic
-
-    for _ in range(1 if count < 1_000_000 else WARM_ROUNDS):
-        _run(read_topic(spark, distinct_dir, TOPIC), count)
-        _run(spark.read.parquet(distinct_parquet), count)
-        _run_values(read_topic(spark, distinct_dir, TOPIC, columns=["value"]), count)
-        _run_values(spark.read.parquet(distinct_parquet), count)
+    _warm_up(spark, distinct_dir, distinct_parquet, count)
 
 
 def test_distinct_direct_read_topic(benchmark, spark, distinct_dir, count, warm_distinct):

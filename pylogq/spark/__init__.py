@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import DataLossError
-from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, _worker_read,
-                     arrow_schema, offset_for_time, pack_splits, parse_columns, plan_splits, read_split, schema_ddl)
+from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, _answer_promptly,
+                     _freezing_after, arrow_schema, offset_for_time, pack_splits, parse_columns, plan_splits,
+                     read_split, schema_ddl)
 from .writer import write_topic
 
 __all__ = [
@@ -61,7 +62,8 @@ class _SplitReader:
         self.columns = columns
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        return _worker_read(self._read(batches))
+        _answer_promptly()  # (before the task's number is read from ``batches``)
+        return _freezing_after(self._read(batches))
 
     def _read(self, batches: Iterable[Any]) -> Iterator[Any]:
         for batch in batches:

@@ -60,7 +60,7 @@ from pyspark.sql.types import TimestampType
 
 from ..errors import DataLossError, OffsetOutOfRangeError
 from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, _answer_promptly,
-                     _worker_read, parse_columns, partition_bounds, plan_splits, read_split, schema_ddl)
+                     _freezing_after, parse_columns, partition_bounds, plan_splits, read_split, schema_ddl)
 
 try:  # pyspark 4.2+: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -219,8 +219,9 @@ class _Settings:
         split = partition.split if isinstance(partition, SplitPartition) else partition.value
         if split is None:  # Spark's stand-in partition of a read planned to nothing
             return iter(())
-        return _worker_read(read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
-                                       columns=self.columns, pushdown=self.pushdown))
+        # (The task's socket was set as these settings were unpickled: see __setstate__.)
+        return _freezing_after(read_split(split, fail_on_data_loss=self.fail_on_data_loss, batch_rows=self.batch_rows,
+                                          columns=self.columns, pushdown=self.pushdown))
 
     # -- filter pushdown ------------------------------------------------------------------
 

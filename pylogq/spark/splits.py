@@ -973,14 +973,6 @@ def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = D
             yield _to_arrow(pa, schema, chosen, decoded, i, min(n, i + batch_rows), split.topic, split.partition)
 
 
-def _worker_read(batches: Iterator[Any]) -> Iterator[Any]:
-    """A Spark task's read (``batches``) as the Python worker runs it: the task's socket set to
-    answer at once now (:func:`_answer_promptly`), the worker's objects frozen after
-    (:func:`_freezing_after`)."""
-    _answer_promptly()
-    return _freezing_after(batches)
-
-
 def _task_socket_fd() -> Optional[int]:
     """The file descriptor of the socket the PySpark worker running this code talks to the JVM
     through (None outside a PySpark worker).
@@ -1012,18 +1004,23 @@ def _answer_promptly() -> bool:
     defaults: Nagle's algorithm on both ends and delayed acknowledgements.
     A task's command reaches the worker first; the few bytes of input that
     follow it (the task number of ``read_topic``'s plan, the partition of a
-    Data Source read) are held by the
-    JVM's Nagle until the worker acknowledges the command, which Linux delays
-    up to 40 ms; the worker's last small writes of a task (its timings and
-    end marker) can wait the same way at the other end. Measured on a local[2]
-    session: an empty ``mapInArrow`` job of two tasks took 106-120 ms
-    against 66-75 ms with the socket set here, and reads of a topic 20-60 ms
-    less. Acknowledging at once sends the pending acknowledgement now,
-    so the input comes straight away; no delay keeps the small writes from
-    waiting. Both apply to that one connection, which the worker keeps for
-    later tasks. Nothing is done over a Unix domain socket
-    (``spark.python.unix.domain.socket.enabled``), which has neither
-    behaviour, nor outside a PySpark worker.
+    Data Source read) are held by the JVM's Nagle until the worker
+    acknowledges the command, which Linux delays up to 40 ms; the worker's
+    last small writes of a task (its timings and end marker) can wait the
+    same way at the other end. Measured on a local[2] session: an empty
+    ``mapInArrow`` job of two tasks took 106-120 ms against 66-75 ms with the
+    socket set here, and reads of a topic 20-60 ms less. Acknowledging at
+    once sends the pending acknowledgement now, so the input comes straight
+    away; no delay keeps the small writes from waiting. Both apply to that
+    one connection, which the worker keeps for later tasks. Nothing is done
+    over a Unix domain socket (``spark.python.unix.domain.socket.enabled``),
+    which has neither behaviour, nor outside a PySpark worker.
+
+    Called once per task, at the first point pylogq's code runs before the
+    task reads its input: ``read_topic``'s task function when Spark calls it
+    (it takes its input only after), a Data Source reader's settings as they
+    are unpickled with the command (PySpark's read function takes the
+    partition from the input before it calls the reader).
     """
     import socket
 
