@@ -99,7 +99,7 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
                max_split_bytes: Optional[int] = None, bootstrap_servers: Optional[str] = None,
                batch_rows: int = 65536, columns: Optional[Sequence[str]] = None,
                starting_timestamp: Optional[int] = None, ending_timestamp: Optional[int] = None,
-               timestamp_strategy: str = "error") -> Any:
+               timestamp_strategy: str = "error", engine: str = "auto") -> Any:
     """A DataFrame of ``topic``'s records read from the segment files under ``source``.
 
     The splits are planned here, on the driver, bounded by the committed high
@@ -127,9 +127,24 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     at or after that time, found through the time indexes, so the segments
     before the start are not read (``timestamp_strategy``: see
     :func:`plan_splits`).
+
+    ``engine`` chooses who decodes: ``"jvm"``, the JVM reader
+    (:mod:`pylogq.spark.jvm`), in Spark's task threads, as columnar batches
+    Spark reads without copying rows, which also prunes to the columns the
+    query reads by itself; ``"python"``, ``mapInArrow`` in Python workers;
+    ``"auto"`` (the default), the JVM reader when the session was started
+    with it (:func:`pylogq.spark.jvm.configure`), else Python.
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
+    if engine not in ("auto", "jvm", "python"):
+        raise ValueError("engine must be 'auto', 'jvm' or 'python', not %r" % (engine,))
+    from . import jvm
+
+    on_jvm = engine != "python" and jvm.available(spark)
+    if engine == "jvm" and not on_jvm:
+        raise jvm.JvmReaderUnavailable("this session was started without the JVM reader: build the session "
+                                       "with pylogq.spark.jvm.configure(SparkSession.builder)")
     chosen = None if columns is None else parse_columns(columns)
     schema = _spark_schema(chosen)
     max_bytes = DEFAULT_MAX_SPLIT_BYTES if max_split_bytes is None else max_split_bytes
@@ -143,8 +158,24 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
         tasks = [[split] for split in splits]
     else:
         tasks = pack_splits(splits, parallelism, max_bytes)
+    if on_jvm:
+        return _jvm_read(spark, tasks, schema, bool(fail_on_data_loss), batch_rows)
     numbers = spark.range(0, len(tasks), 1, len(tasks))
     return numbers.mapInArrow(_SplitReader(tasks, bool(fail_on_data_loss), batch_rows, chosen), schema)
+
+
+def _jvm_read(spark: Any, tasks: Sequence[Sequence[Split]], schema: Any, fail_on_data_loss: bool,
+              batch_rows: int) -> Any:
+    """The JVM reader's DataFrame of ``tasks`` (each a list of splits): one Spark partition per task."""
+    import json
+
+    from .jvm import SOURCE_CLASS
+
+    plan = json.dumps([[{"topic": s.topic, "partition": s.partition, "directory": s.directory,
+                         "start": s.start_offset, "end": s.end_offset} for s in task] for task in tasks])
+    return (spark.read.format(SOURCE_CLASS).schema(schema).option("splits", plan)
+            .option("failOnDataLoss", "true" if fail_on_data_loss else "false")
+            .option("batchRows", str(batch_rows)).load())
 
 
 def register(spark: Any) -> None:

@@ -46,9 +46,14 @@ def _java_problem() -> str:
     return ""
 
 
+#: Why the session has no JVM reader ('' when it has it).
+_jvm_problem = ""
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A local[2] SparkSession with pylogq's data source registered."""
+    """A local[2] SparkSession with pylogq's data source registered and its JVM reader on the classpath."""
+    global _jvm_problem
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'pyspark>=4.0' pyarrow 'pandas<3')")
     pytest.importorskip("pyarrow", reason="pyarrow is not installed")
     problem = _java_problem()
@@ -74,14 +79,31 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.local.dir", str(scratch / "local"))
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .getOrCreate()
     )
+    from pylogq.spark import jvm
+
+    try:
+        session = jvm.configure(session)
+    except jvm.JvmReaderUnavailable as exc:
+        _jvm_problem = str(exc)
+    session = session.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     pylogq.spark.register(session)
     try:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(params=["jvm", "python"])
+def engine(request: pytest.FixtureRequest, spark: Any) -> str:
+    """Each of read_topic's engines in turn; the JVM reader's runs skip (with the reason) without a JDK."""
+    if request.param == "jvm":
+        from pylogq.spark import jvm
+
+        if not jvm.available(spark):
+            pytest.skip(_jvm_problem or "the session has no JVM reader")
+    return str(request.param)
 
 
 class Expected(NamedTuple):

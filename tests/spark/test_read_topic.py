@@ -17,8 +17,8 @@ SCHEMA = [("key", "binary"), ("value", "binary"), ("topic", "string"), ("partiti
           ("headers", "array<struct<key:string,value:binary>>")]
 
 
-def test_rows_equal_what_a_consumer_reads(spark, mixed_topic):
-    df = read_topic(spark, mixed_topic.log_dir, "mixed", max_split_bytes=48 * 1024)
+def test_rows_equal_what_a_consumer_reads(spark, mixed_topic, engine):
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", max_split_bytes=48 * 1024, engine=engine)
     assert df.dtypes == SCHEMA
     # Small splits: each partition is read by several tasks, one range of segments each.
     assert df.rdd.getNumPartitions() > PARTITIONS
@@ -27,51 +27,51 @@ def test_rows_equal_what_a_consumer_reads(spark, mixed_topic):
     assert {r["topic"] for r in df.select("topic").distinct().collect()} == {"mixed"}
 
 
-def test_a_small_read_is_packed_into_one_task_per_core(spark, mixed_topic):
+def test_a_small_read_is_packed_into_one_task_per_core(spark, mixed_topic, engine):
     """Four small partitions on local[2]: two tasks of two splits each, as Spark packs small files."""
     assert spark.sparkContext.defaultParallelism == 2
-    df = read_topic(spark, mixed_topic.log_dir, "mixed")
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", engine=engine)
     assert df.rdd.getNumPartitions() == 2
     assert spark_rows(df) == mixed_topic.rows
     spark.conf.set("spark.sql.leafNodeDefaultParallelism", "4")
     try:
-        df = read_topic(spark, mixed_topic.log_dir, "mixed")
+        df = read_topic(spark, mixed_topic.log_dir, "mixed", engine=engine)
         assert df.rdd.getNumPartitions() == PARTITIONS
         assert spark_summary(df) == mixed_topic.summary()
     finally:
         spark.conf.unset("spark.sql.leafNodeDefaultParallelism")
 
 
-def test_compacted_topic_with_offset_gaps_and_tombstones(spark, compacted_topic):
-    df = read_topic(spark, compacted_topic.log_dir, "compacted")
+def test_compacted_topic_with_offset_gaps_and_tombstones(spark, compacted_topic, engine):
+    df = read_topic(spark, compacted_topic.log_dir, "compacted", engine=engine)
     assert spark_summary(df) == compacted_topic.summary()
     assert spark_rows(df) == compacted_topic.rows
     assert any(row[3] is None for row in compacted_topic.rows)  # tombstones came through as null values
 
 
-def test_offset_ranges_in_spark_kafka_forms(spark, mixed_topic):
+def test_offset_ranges_in_spark_kafka_forms(spark, mixed_topic, engine):
     spec = json.dumps({"mixed": {"0": 100, "1": -2, "2": -1, "3": 4000}})
     ending = json.dumps({"mixed": {"0": 200, "1": 50, "2": -1, "3": -1}})
-    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets=spec, ending_offsets=ending))
+    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets=spec, ending_offsets=ending, engine=engine))
     ends = {p: max(r[1] for r in mixed_topic.rows if r[0] == p) + 1 for p in range(PARTITIONS)}
     want = [r for r in mixed_topic.rows
             if (r[0] == 0 and 100 <= r[1] < 200) or (r[0] == 1 and r[1] < 50) or (r[0] == 3 and 4000 <= r[1] < ends[3])]
     assert got == want
     # A partition left out reads from earliest to latest.
-    df = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets={0: 10}, ending_offsets={0: 12})
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets={0: 10}, ending_offsets={0: 12}, engine=engine)
     got = spark_rows(df)
     assert [(r[0], r[1]) for r in got if r[0] == 0] == [(0, 10), (0, 11)]
     assert len(got) == 2 + sum(1 for r in mixed_topic.rows if r[0] != 0)
 
 
-def test_reads_are_bounded_by_the_high_watermark_while_the_broker_appends(spark, pylogq_broker, pylogq_bootstrap):
+def test_reads_are_bounded_by_the_high_watermark_while_the_broker_appends(spark, pylogq_broker, pylogq_bootstrap, engine):
     pylogq_broker.create_topic("live", PARTITIONS, config={"segment.bytes": 16 * 1024})
     write_mixed(pylogq_broker, "live", 2000)
-    df = read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap)
+    df = read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap, engine=engine)
     assert df.count() == 2000
     write_mixed(pylogq_broker, "live", 1000, start=2000)
     assert df.count() == 2000  # the planned DataFrame is repeatable
-    assert read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap).count() == 3000
+    assert read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap, engine=engine).count() == 3000
 
 
 def test_source_may_be_the_brokers_bootstrap_address(spark, pylogq_broker, pylogq_bootstrap):
@@ -96,10 +96,10 @@ def doomed_topic(tmp_path):
     broker.close()
 
 
-def test_records_deleted_between_planning_and_reading_fail_the_read(spark, doomed_topic):
+def test_records_deleted_between_planning_and_reading_fail_the_read(spark, doomed_topic, engine):
     directory = doomed_topic.data_dir
-    df = read_topic(spark, directory, "doomed", bootstrap_servers=None)
-    lenient = read_topic(spark, directory, "doomed", fail_on_data_loss=False)
+    df = read_topic(spark, directory, "doomed", bootstrap_servers=None, engine=engine)
+    lenient = read_topic(spark, directory, "doomed", fail_on_data_loss=False, engine=engine)
     before = len(plan_splits(directory, "doomed"))
     assert before >= 1
     new_start = doomed_topic.delete_records("doomed", 0, 1200)
@@ -141,14 +141,14 @@ def test_consumer_and_files_agree_after_the_read(mixed_topic):
     assert issubclass(DataLossError, pylogq.errors.PylogqError)
 
 
-def test_columns_and_timestamps(spark, mixed_topic, compacted_topic):
-    df = read_topic(spark, mixed_topic.log_dir, "mixed", columns=["value", "offset"])
+def test_columns_and_timestamps(spark, mixed_topic, compacted_topic, engine):
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", columns=["value", "offset"], engine=engine)
     assert df.dtypes == [("value", "binary"), ("offset", "bigint")]
     assert sorted((r[1], r[0]) for r in df.collect()) == sorted((r[1], r[3]) for r in mixed_topic.rows)
-    df = read_topic(spark, compacted_topic.log_dir, "compacted", columns="partition, offset")
+    df = read_topic(spark, compacted_topic.log_dir, "compacted", columns="partition, offset", engine=engine)
     assert sorted(tuple(r) for r in df.collect()) == [(r[0], r[1]) for r in compacted_topic.rows]
     start = 1700000000000 + 15000
-    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_timestamp=start))
+    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_timestamp=start, engine=engine))
     want = []
     for p in range(PARTITIONS):
         rows = [r for r in mixed_topic.rows if r[0] == p]
@@ -156,17 +156,17 @@ def test_columns_and_timestamps(spark, mixed_topic, compacted_topic):
         want += [r for r in rows if r[1] >= first]
     assert want and got == want
     with pytest.raises(ValueError, match="unknown column"):
-        read_topic(spark, mixed_topic.log_dir, "mixed", columns=["vaule"])
+        read_topic(spark, mixed_topic.log_dir, "mixed", columns=["vaule"], engine=engine)
 
 
-def test_the_schema_is_what_the_ddl_parses_to(spark, mixed_topic):
+def test_the_schema_is_what_the_ddl_parses_to(spark, mixed_topic, engine):
     """read_topic builds its Spark schema from the Arrow one; it is the schema Spark parses from schema_ddl."""
     from pylogq.spark import COLUMNS, schema_ddl
 
     for columns in (None, ["value"], ["headers", "key"], ["timestamp", "offset", "timestampType"], list(COLUMNS)):
         parsed = spark.createDataFrame([], schema_ddl(columns)).schema
-        assert read_topic(spark, mixed_topic.log_dir, "mixed", columns=columns).schema == parsed
-        empty = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets="latest", columns=columns)
+        assert read_topic(spark, mixed_topic.log_dir, "mixed", columns=columns, engine=engine).schema == parsed
+        empty = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets="latest", columns=columns, engine=engine)
         assert empty.schema == parsed and empty.count() == 0
 
 

@@ -1,0 +1,170 @@
+"""The JVM reader: pylogq's segment decoder as a Spark DataSource V2 that hands Spark columns.
+
+A Python source's rows reach Spark through a Python worker, a socket and a
+copy of every value into Spark's rows. The JVM reader reads the segment files
+in Spark's own task threads and gives the query columnar batches whose values
+are slices of the bytes read, so Spark copies each value once, when the query
+asks for it. It ships as Java sources in this package and is compiled on first
+use against the jars of the installed PySpark (Spark's reader interfaces change
+between releases), into a cache directory; that needs a JDK (``javac``).
+
+:func:`jar_path` builds or finds the jar; :func:`configure` adds it to a
+``SparkSession.builder``; :func:`available` says whether a running session
+has it. :func:`pylogq.spark.read_topic` uses it when the session has it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Any, List, Optional
+
+from ..errors import PylogqError
+
+__all__ = ["SOURCE_CLASS", "JvmReaderUnavailable", "available", "configure", "jar_path", "java_sources"]
+
+#: The DataSource V2 provider class, the name ``spark.read.format`` takes.
+SOURCE_CLASS = "pylogq.spark.jvm.SegmentSource"
+JAVA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
+_JAVA_RELEASE = "17"  # Spark 4 runs on Java 17 or later
+_built: Optional[str] = None
+
+
+class JvmReaderUnavailable(PylogqError):
+    """The JVM reader cannot be built here (no JDK, no PySpark) or is not in the session."""
+
+
+def java_sources() -> List[str]:
+    """The Java source files of the reader, sorted."""
+    found: List[str] = []
+    for root, _, names in os.walk(JAVA_DIR):
+        found.extend(os.path.join(root, n) for n in names if n.endswith(".java"))
+    return sorted(found)
+
+
+def _javac() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidates = [os.path.join(java_home, "bin", "javac")] if java_home else []
+    found = shutil.which("javac")
+    if found:
+        candidates.append(found)
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise JvmReaderUnavailable("no Java compiler: the JVM reader needs a JDK (javac), e.g. "
+                               "apt-get install default-jdk-headless, or JAVA_HOME pointing at one")
+
+
+def _spark_jars() -> str:
+    try:
+        import pyspark
+    except ImportError:
+        raise JvmReaderUnavailable("pyspark is not installed") from None
+    jars = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "jars")
+    if not os.path.isdir(jars):
+        raise JvmReaderUnavailable("pyspark has no jars directory at %s" % jars)
+    return jars
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("PYLOGQ_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pylogq")
+    return os.path.join(base, "spark")
+
+
+def jar_path(cache_dir: Optional[str] = None) -> str:
+    """The reader's jar, compiled from :func:`java_sources` against PySpark's jars if not built yet.
+
+    The jar's name carries a hash of the sources, the PySpark version and the
+    compiler's version, so an upgrade of any builds a new one; building goes
+    to a temporary directory and is renamed into place, so concurrent builds
+    (several test processes, several Spark drivers) each find a whole jar.
+    Raises :class:`JvmReaderUnavailable` without a JDK or PySpark, and
+    :class:`~pylogq.errors.PylogqError` with the compiler's output when the
+    sources do not compile against this PySpark.
+    """
+    global _built
+    if _built is not None and cache_dir is None and os.path.exists(_built):
+        return _built
+    javac = _javac()
+    jars = _spark_jars()
+    sources = java_sources()
+    if not sources:
+        raise JvmReaderUnavailable("the JVM reader's sources are missing from %s" % JAVA_DIR)
+    version = subprocess.run([javac, "-version"], capture_output=True, text=True, timeout=120)
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(os.path.relpath(path, JAVA_DIR).encode())
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    digest.update((version.stdout + version.stderr).encode())
+    digest.update(sorted(os.listdir(jars)).__repr__().encode())
+    directory = cache_dir or _cache_dir()
+    os.makedirs(directory, exist_ok=True)
+    target = os.path.join(directory, "pylogq-spark-%s.jar" % digest.hexdigest()[:16])
+    if not os.path.exists(target):
+        _compile(javac, jars, sources, directory, target)
+    if cache_dir is None:
+        _built = target
+    return target
+
+
+def _compile(javac: str, jars: str, sources: List[str], directory: str, target: str) -> None:
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as work:
+        classes = os.path.join(work, "classes")
+        os.mkdir(classes)
+        done = subprocess.run([javac, "--release", _JAVA_RELEASE, "-nowarn", "-encoding", "UTF-8",
+                               "-cp", os.path.join(jars, "*"), "-d", classes] + sources,
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise PylogqError("the JVM reader does not compile against %s:\n%s" % (jars, done.stderr or done.stdout))
+        jar = os.path.join(work, "reader.jar")
+        _zip_classes(classes, jar)
+        os.replace(jar, target)
+
+
+def _zip_classes(classes: str, jar: str) -> None:
+    """A jar of the compiled classes (a zip with a manifest; no ``jar`` tool needed)."""
+    import zipfile
+
+    with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: pylogq\r\n\r\n")
+        for root, _, names in os.walk(classes):
+            for name in sorted(names):
+                path = os.path.join(root, name)
+                z.write(path, os.path.relpath(path, classes))
+
+
+def configure(builder: Any, cache_dir: Optional[str] = None) -> Any:
+    """``builder`` (a ``SparkSession.Builder``) with the reader's jar added to ``spark.jars``.
+
+    The jar must be on the classpath when the session's JVM starts, as with
+    Spark's own Kafka source. Raises :class:`JvmReaderUnavailable` when it
+    cannot be built here.
+    """
+    jar = jar_path(cache_dir)
+    existing = builder._options.get("spark.jars") if hasattr(builder, "_options") else None
+    return builder.config("spark.jars", "%s,%s" % (existing, jar) if existing else jar)
+
+
+def available(spark: Any) -> bool:
+    """Whether ``spark``'s driver can load the reader (its jar was on the classpath at start)."""
+    cached = getattr(spark, "_pylogq_jvm_reader", None)
+    if cached is not None:
+        return bool(cached)
+    found = False
+    try:
+        jvm = spark._jvm
+        loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+        jvm.java.lang.Class.forName(SOURCE_CLASS, False, loader)
+        found = True
+    except Exception:  # py4j reports a missing class as a Py4JJavaError; Spark Connect has no _jvm
+        found = False
+    try:
+        spark._pylogq_jvm_reader = found
+    except AttributeError:
+        pass
+    return found
