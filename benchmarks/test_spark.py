@@ -601,3 +601,42 @@ def test_timestamp_filter_bytes(benchmark, broker, count):
     benchmark.extra_info.update(bytes_read=outcome["read"], topic_bytes=total, share=round(share, 4))
     if not benchmark.disabled:  # (the smoke run's topic is 4 batches per partition: 1% of it is in one)
         assert share <= 0.05, "read %d of %d bytes (%.1f%%)" % (outcome["read"], total, 100 * share)
+
+
+def _jvm_read_chars(spark: Any) -> int:
+    """The bytes the session's JVM (driver and local executors: one process) has read so far."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    with open("/proc/%d/io" % pid) as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+def test_timestamp_filter_bytes_jvm(benchmark, spark, jvm_reader, broker, count, warm):
+    """The same 1% as a filter on read_topic's DataFrame, which Spark pushes into the JVM reader's
+    scan: the bytes the JVM reads (its /proc rchar, which counts everything the process reads,
+    about 150 kB per query of Spark's own) and the planner's, against the topic's segment files."""
+    import datetime
+
+    from pylogq.spark import read_topic
+
+    per_partition = count // PARTITIONS
+    since = datetime.datetime.fromtimestamp((TS + per_partition - per_partition // 100) / 1000,
+                                            tz=datetime.timezone.utc)
+    total = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(broker.data_dir)
+                for name in names if name.endswith(".log") and os.path.basename(root).startswith(TOPIC + "-"))
+    info(benchmark, "spark timestamp filter 1% (JVM reader)", count, "rows", target="reads <= 5% of the topic's bytes")
+    outcome = {}
+
+    def run() -> None:
+        before, jvm_before = _read_chars(), _jvm_read_chars(spark)
+        df = read_topic(spark, broker.data_dir, TOPIC)
+        row = df.filter(df.timestamp >= since).selectExpr("count(*) AS rows", "sum(length(value)) AS value_bytes").collect()[0]
+        outcome.update(rows=row["rows"], read=_read_chars() - before + _jvm_read_chars(spark) - jvm_before)
+
+    run()
+    _bench(benchmark, run)
+    assert outcome["rows"] == PARTITIONS * (per_partition // 100)
+    share = outcome["read"] / total
+    benchmark.extra_info.update(bytes_read=outcome["read"], topic_bytes=total, share=round(share, 4))
+    if not benchmark.disabled:
+        assert share <= 0.05, "read %d of %d bytes (%.1f%%)" % (outcome["read"], total, 100 * share)
+

@@ -15,6 +15,8 @@ import struct
 from typing import Any, List, Sequence, Tuple
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 
@@ -192,3 +194,83 @@ def test_clear_errors_when_the_jar_cannot_be_built(tmp_path: Any, monkeypatch: p
     with pytest.raises(PylogqError, match="(?s)does not compile.*Broken.java"):
         jvm.jar_path(str(tmp_path / "cache"))
     assert not [n for n in os.listdir(str(tmp_path / "cache")) if n.endswith(".jar")]
+
+
+# -- filters ---------------------------------------------------------------------------------------
+
+
+def _utc(ms: int) -> Any:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_filters_give_exactly_the_consumers_rows(on_jvm: Any, logs: Any, data: st.DataObject) -> None:
+    """Spark's filters on partition, offset and timestamp, pushed into the scan (and applied again by Spark)."""
+    from pyspark.sql import functions as F
+
+    data_dir, expected = logs
+    topic = data.draw(st.sampled_from(TOPICS))
+    rows = [r for prow in expected[topic].values() for r in prow]
+    stamps = sorted({r[3] for r in rows})
+    last = max(r[0] for r in rows)
+    maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
+    partitions = data.draw(maybe(st.frozensets(st.sampled_from(sorted(expected[topic])))))
+    low, high = data.draw(maybe(st.integers(0, last + 1))), data.draw(maybe(st.integers(0, last + 2)))
+    stamp = st.one_of(st.sampled_from(stamps), st.integers(stamps[0] - 3, stamps[-1] + 3))
+    since, until = data.draw(maybe(stamp)), data.draw(maybe(stamp))
+    columns = data.draw(st.sampled_from(PROJECTIONS))
+    df = read_topic(on_jvm, data_dir, topic, engine="jvm", max_split_bytes=data.draw(st.sampled_from([2000, 10**9])))
+    keep = []
+    if partitions is not None:
+        df = df.filter(F.col("partition").isin(sorted(partitions)))
+        keep.append(lambda p, r: p in partitions)
+    if low is not None:
+        df = df.filter(F.col("offset") >= low)
+        keep.append(lambda p, r: r[0] >= low)
+    if high is not None:
+        df = df.filter(F.col("offset") < high)
+        keep.append(lambda p, r: r[0] < high)
+    if since is not None:
+        df = df.filter(F.col("timestamp") >= F.lit(_utc(since)))
+        keep.append(lambda p, r: r[3] >= since)
+    if until is not None:
+        df = df.filter(F.col("timestamp") <= F.lit(_utc(until)))
+        keep.append(lambda p, r: r[3] <= until)
+    want = _expected_rows(expected[topic], columns, topic, lambda p, r: all(k(p, r) for k in keep))
+    assert _in_order(_tuples(df.select(*columns), columns), columns) == _in_order(want, columns)
+
+
+def _jvm_read_chars(spark: Any) -> int:
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    with open("/proc/%d/io" % pid) as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+def test_a_timestamp_filter_reads_only_the_segments_that_can_hold_it(on_jvm: Any, tmp_path: Any) -> None:
+    broker = Broker(str(tmp_path), log_cleaner_enable=False)
+    broker.create_topic("t", 2, config={"segment.bytes": "200000"})
+    for i in range(2000):
+        broker.produce("t", i % 2, records.build_batch([os.urandom(200) for _ in range(10)], timestamps=TS + i))
+    broker.close()
+    since = _utc(TS + 1980)  # the last 1%
+
+    def query(filtered: bool) -> Any:
+        # A new DataFrame each time: collecting one again would reuse its shuffle and read nothing.
+        df = read_topic(on_jvm, str(tmp_path), "t", engine="jvm")
+        if filtered:
+            df = df.filter(df.timestamp >= since)
+        return df.selectExpr("count(*) AS n", "sum(length(value)) AS bytes")
+
+    assert "PushedFilters" in query(True)._jdf.queryExecution().executedPlan().toString()
+    assert query(True).collect()[0]["n"] == 200 and query(False).collect()[0]["n"] == 20000  # (and warm)
+    before = _jvm_read_chars(on_jvm)
+    assert query(False).collect()[0]["bytes"] == 20000 * 200
+    whole = _jvm_read_chars(on_jvm) - before
+    before = _jvm_read_chars(on_jvm)
+    assert query(True).collect()[0]["bytes"] == 200 * 200
+    part = _jvm_read_chars(on_jvm) - before
+    # (Each count includes about 150 kB that any Spark query reads: classes, cgroup statistics.)
+    assert whole > 4_000_000 and part < whole // 8, (part, whole)

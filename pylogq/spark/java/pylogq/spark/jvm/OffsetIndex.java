@@ -9,7 +9,7 @@ import java.util.Arrays;
 
 /**
  * A segment's offset index, its trustworthy entries only: the JVM twin of the Python reader's
- * {@code _read_index}.
+ * {@code _read_index}; and the one lookup the reader makes in a time index ({@link #firstOffsetFrom}).
  *
  * <p>Read with plain reads (never mapped: the broker may trim the file under us). The active
  * segment's index is preallocated and zero past its entries, and after a crash any index may
@@ -42,11 +42,15 @@ final class OffsetIndex {
         return i >= 0 ? i : -i - 1;
     }
 
-    static OffsetIndex read(SegmentWalk.Segment segment, long logSize) {
+    /** The index file beside a segment's log file: {@code .index} or {@code .timeindex}, with its {@code .swap}. */
+    private static String beside(SegmentWalk.Segment segment, String suffix) {
         String path = segment.path;
         int cut = path.lastIndexOf(".log");
-        String indexPath = path.substring(0, cut) + ".index" + path.substring(cut + 4);
-        byte[] raw = entries(indexPath);
+        return path.substring(0, cut) + suffix + path.substring(cut + 4);
+    }
+
+    static OffsetIndex read(SegmentWalk.Segment segment, long logSize) {
+        byte[] raw = entries(beside(segment, ".index"), 8);
         int n = raw.length / 8;
         if (n == 0) {
             return EMPTY;
@@ -74,6 +78,42 @@ final class OffsetIndex {
         return new OffsetIndex(offsets, positions, kept);
     }
 
+    /**
+     * The first offset of a segment that can hold a record at or after {@code timestamp}, by its
+     * time index (Long.MIN_VALUE when the index says nothing: not the segment's base, as a v0/v1
+     * wrapper's records may lie below it): one past the offset of the last trustworthy entry
+     * whose timestamp is below it. An entry {@code (timestamp, offset)}
+     * says every record of the segment at or below {@code offset} has a timestamp at or below
+     * {@code timestamp}. Entries count while timestamps increase and offsets do not go back (the
+     * active segment's file is preallocated and zero past them), as the Python reader's
+     * {@code _read_time_index} counts them.
+     */
+    static long firstOffsetFrom(SegmentWalk.Segment segment, long timestamp) {
+        byte[] raw = entries(beside(segment, ".timeindex"), 12);
+        int n = raw.length / 12;
+        long from = Long.MIN_VALUE;
+        long lastTs = Long.MIN_VALUE;
+        int lastRel = 0;
+        for (int i = 0; i < n; i++) {
+            long ts = readLong(raw, 12 * i);
+            int rel = readInt(raw, 12 * i + 8);
+            if (i == 0 ? rel < 0 : ts <= lastTs || rel < lastRel) {
+                break;
+            }
+            if (ts >= timestamp) {
+                break;
+            }
+            from = segment.base + rel + 1;
+            lastTs = ts;
+            lastRel = rel;
+        }
+        return from;
+    }
+
+    private static long readLong(byte[] b, int at) {
+        return ((long) readInt(b, at) << 32) | (readInt(b, at + 4) & 0xffffffffL);
+    }
+
     private static int readInt(byte[] b, int at) {
         return ((b[at] & 0xff) << 24) | ((b[at + 1] & 0xff) << 16) | ((b[at + 2] & 0xff) << 8) | (b[at + 3] & 0xff);
     }
@@ -83,21 +123,21 @@ final class OffsetIndex {
      * reading stops at the first all-zero entry after the first, in reads that double from
      * 64 KiB, so a read costs about what the entries take.
      */
-    private static byte[] entries(String path) {
+    private static byte[] entries(String path, int entrySize) {
         try (InputStream in = Files.newInputStream(Paths.get(path))) {
             byte[] out = new byte[0];
-            int want = 64 * 1024;
+            int want = 64 * 1024 / entrySize * entrySize;
             boolean first = true;
             while (true) {
                 byte[] piece = in.readNBytes(want);
-                int whole = piece.length / 8 * 8;
+                int whole = piece.length / entrySize * entrySize;
                 if (whole == 0) {
                     return out;
                 }
                 int zero = -1;
-                for (int e = first ? 1 : 0; e < whole / 8; e++) {
+                for (int e = first ? 1 : 0; e < whole / entrySize; e++) {
                     boolean allZero = true;
-                    for (int b = 8 * e; b < 8 * e + 8; b++) {
+                    for (int b = entrySize * e; b < entrySize * e + entrySize; b++) {
                         if (piece[b] != 0) {
                             allZero = false;
                             break;
@@ -108,7 +148,7 @@ final class OffsetIndex {
                         break;
                     }
                 }
-                int keep = zero >= 0 ? zero * 8 : whole;
+                int keep = zero >= 0 ? zero * entrySize : whole;
                 byte[] joined = Arrays.copyOf(out, out.length + keep);
                 System.arraycopy(piece, 0, joined, out.length, keep);
                 out = joined;
@@ -116,7 +156,7 @@ final class OffsetIndex {
                     return out;
                 }
                 first = false;
-                want = Math.min(want * 2, 16 << 20);
+                want = Math.min(want * 2, (16 << 20) / entrySize * entrySize);
             }
         } catch (NoSuchFileException e) {
             return new byte[0];

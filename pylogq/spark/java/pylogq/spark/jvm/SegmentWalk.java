@@ -50,6 +50,7 @@ final class SegmentWalk implements Closeable {
     private final Split split;
     private final boolean fail;
     private final boolean headersOnly;
+    private final long minTimestamp;
     private final int chunkBytes;
     private final long end;
     private long position;
@@ -70,10 +71,15 @@ final class SegmentWalk implements Closeable {
     private boolean chunkReachesLimit;
     private final ByteBuffer head = ByteBuffer.allocate(Entries.V2_HEADER);
 
-    SegmentWalk(Split split, boolean failOnDataLoss, boolean headersOnly, int chunkBytes) {
+    /**
+     * @param minTimestamp the rows' lower timestamp bound (Long.MIN_VALUE: none): each segment is
+     *     read from the first offset its time index allows to be at or after it
+     */
+    SegmentWalk(Split split, boolean failOnDataLoss, boolean headersOnly, long minTimestamp, int chunkBytes) {
         this.split = split;
         this.fail = failOnDataLoss;
         this.headersOnly = headersOnly;
+        this.minTimestamp = minTimestamp;
         this.chunkBytes = chunkBytes;
         this.end = split.end;
         this.position = split.start;
@@ -287,6 +293,17 @@ final class SegmentWalk implements Closeable {
     /** Opens the segment holding {@code position}, looking again while files move; false when none is left. */
     private boolean open() {
         while (position < end) {
+            if (minTimestamp != Long.MIN_VALUE && k >= 0) {
+                // Records below the time index's bound are all older than the rows wanted: not read.
+                position = Math.max(position, OffsetIndex.firstOffsetFrom(segments.get(k), minTimestamp));
+                if (position >= end) {
+                    return false;
+                }
+                if (k + 1 < segments.size() && position >= segments.get(k + 1).base) {
+                    k++;
+                    continue;
+                }
+            }
             FileChannel opened = null;
             if (k >= 0) {
                 try {

@@ -18,6 +18,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     private final int batchRows;
     private final boolean headersOnly;
     private final int chunkBytes;
+    private final long minTimestamp;
     private final Rows rows;
     private int next;
     private SegmentWalk walk;
@@ -36,6 +37,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
             onlyHeaders &= FROM_HEADERS.contains(c);
         }
         this.headersOnly = onlyHeaders;
+        this.minTimestamp = minTimestamp;
         this.chunkBytes = (int) Math.min(Math.max((long) batchRows * 128, 1 << 20), 64 << 20);
         this.rows = new Rows(Math.min(batchRows, 1 << 16), minTimestamp, maxTimestamp);
     }
@@ -49,7 +51,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
                     return false;
                 }
                 Split split = splits[next++];
-                walk = new SegmentWalk(split, failOnDataLoss, headersOnly, chunkBytes);
+                walk = new SegmentWalk(split, failOnDataLoss, headersOnly, minTimestamp, chunkBytes);
                 if (batchSplit == null || batchSplit.partition != split.partition
                         || !batchSplit.topic.equals(split.topic)) {
                     ColumnVector[] vectors = new ColumnVector[columns.length];
