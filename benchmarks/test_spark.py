@@ -114,7 +114,7 @@ def spark(tmp_path_factory):
     pytest.importorskip("pyspark", reason="pyspark is not installed")
     pytest.importorskip("pyarrow", reason="pyarrow is not installed")
     if _java_missing():
-        pytest.skip("no Java runtime for Spark (apt-get install default-jre-headless)")
+        pytest.skip("no Java runtime for Spark (apt-get install default-jdk-headless)")
     from pyspark.sql import SparkSession
 
     import pylogq.spark
@@ -623,13 +623,15 @@ def test_timestamp_filter_bytes_jvm(benchmark, spark, jvm_reader, broker, count,
                                             tz=datetime.timezone.utc)
     total = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(broker.data_dir)
                 for name in names if name.endswith(".log") and os.path.basename(root).startswith(TOPIC + "-"))
-    info(benchmark, "spark timestamp filter 1% (JVM reader)", count, "rows", target="reads <= 5% of the topic's bytes")
+    info(benchmark, "spark timestamp filter 1% (JVM reader)", count, "rows",
+         target="reads <= 5% of the topic's bytes")
     outcome = {}
 
     def run() -> None:
         before, jvm_before = _read_chars(), _jvm_read_chars(spark)
         df = read_topic(spark, broker.data_dir, TOPIC)
-        row = df.filter(df.timestamp >= since).selectExpr("count(*) AS rows", "sum(length(value)) AS value_bytes").collect()[0]
+        last = df.filter(df.timestamp >= since)
+        row = last.selectExpr("count(*) AS rows", "sum(length(value)) AS value_bytes").collect()[0]
         outcome.update(rows=row["rows"], read=_read_chars() - before + _jvm_read_chars(spark) - jvm_before)
 
     run()

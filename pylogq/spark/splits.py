@@ -38,12 +38,12 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from ..errors import DataLossError, OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
+from ..errors import CorruptRecordError, DataLossError, OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
 from ..records import RecordColumns, decode_columns, decode_headers
 from ..records.default_records import CONTROL_MASK
 from ..records.default_records import HEADER_SIZE as HEADER_BYTES
 from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
-from ..storage.segment import SegmentReader
+from ..storage.segment import CORRUPT, SegmentReader, SegmentWalk
 from .replicas import choose_replicas
 
 __all__ = [
@@ -108,6 +108,7 @@ _TIME_INDEX = ".timeindex"
 _MIN_CHUNK = 1 << 20
 _MAX_CHUNK = 64 << 20
 _OPEN_RETRIES = 100  # segments renamed between a listing and an open (compaction, retention)
+_FRAME_HEAD = 17  # an entry's offset, size, and the 4 bytes and magic that every magic starts with
 
 OffsetSpec = Union[None, str, Mapping[Any, Any]]
 
@@ -478,10 +479,13 @@ def _segment_end(segment: _Segment) -> Optional[int]:
         position = _start_position(reader, offsets, positions, 2**62, reader.size, skip_older=False)
         last = None
         # The walk stops before a batch still being written, or a preallocated file's zero tail.
-        for header in reader.headers(position):
+        walk = reader.headers(position)
+        for header in walk:
             if header.last_offset < header.base_offset:
                 break  # offsets that go backwards: no end to trust past here
             last = header.last_offset
+        else:
+            _check_stop(reader, walk, segment)
         return None if last is None else last + 1
 
 
@@ -1233,18 +1237,37 @@ def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int
     position = _start_position(reader, offsets, positions, start, size)
     limit = _end_position(reader, offsets, positions, end, size)
     if headers_only:
-        yield from _read_offsets(reader, position, limit, start, end, batch_rows)
+        yield from _read_offsets(reader, segment, position, limit, start, end, batch_rows)
         return
     chunk_bytes = int(min(max(bytes_per_row * batch_rows * 0.9, _MIN_CHUNK), _MAX_CHUNK))
     # (The chunks share one buffer: read_split's Arrow batches copy what they keep.)
-    for chunk in reader.chunks(position, limit, chunk_bytes, reuse=True):
+    walk = reader.chunks(position, limit, chunk_bytes, reuse=True)
+    for chunk in walk:
         columns = decode_columns(chunk.data, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
         yield columns, len(chunk.data)
         if len(columns) and int(columns.offsets[-1]) >= end - 1:
             return
+    _check_stop(reader, walk, segment)
 
 
-def _read_offsets(reader: SegmentReader, position: int, limit: int, start: int, end: int,
+def _check_stop(reader: SegmentReader, walk: SegmentWalk, segment: _Segment) -> None:
+    """Raise CorruptRecordError when a walk over a segment stopped at malformed bytes.
+
+    A walk ends quietly at the end of what it was asked to read, before an
+    entry still being written (or cut short by the end), where the file
+    shrank, and at a zero-filled tail (a preallocated file past its data);
+    anything else would leave the rest of the segment unread without a word.
+    """
+    stop = walk.stop
+    if stop is None or stop.reason != CORRUPT:
+        return
+    if not any(reader.read(stop.position, _FRAME_HEAD)):
+        return  # the zeros past a preallocated file's data
+    detail = re.sub(r"^\[Error \d+\] \w+: ", "", stop.detail or "")
+    raise CorruptRecordError("segment %s cannot be read past byte %d: %s" % (segment.path, stop.position, detail))
+
+
+def _read_offsets(reader: SegmentReader, segment: _Segment, position: int, limit: int, start: int, end: int,
                   batch_rows: int) -> Iterator[Tuple[_Offsets, int]]:
     """(offsets, bytes read) of the records from ``position`` to ``limit`` with start <= offset < end,
     from the batch headers where they suffice.
@@ -1256,7 +1279,8 @@ def _read_offsets(reader: SegmentReader, position: int, limit: int, start: int, 
     runs: List[np.ndarray] = []
     count = 0
     read = 0
-    for header in reader.headers(position, limit):
+    walk = reader.headers(position, limit)
+    for header in walk:
         read += HEADER_BYTES
         if header.last_offset < start:
             continue
@@ -1282,6 +1306,8 @@ def _read_offsets(reader: SegmentReader, position: int, limit: int, start: int, 
         count += len(decoded)
         if header.last_offset >= end - 1:
             break
+    else:
+        _check_stop(reader, walk, segment)
     if runs:
         yield _Offsets(np.concatenate(runs)), read
 

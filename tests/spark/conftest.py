@@ -38,7 +38,8 @@ def _java_problem() -> str:
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
     if not java or not os.path.exists(java):
-        return "no Java runtime (java on PATH or JAVA_HOME) for Spark; on Debian: apt-get install default-jre-headless"
+        return ("no Java runtime (java on PATH or JAVA_HOME) for Spark; on Debian: apt-get install "
+                "default-jdk-headless (a JDK: for Spark, and to build pylogq's JVM reader)")
     try:
         subprocess.run([java, "-version"], capture_output=True, check=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:

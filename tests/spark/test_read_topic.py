@@ -52,26 +52,30 @@ def test_compacted_topic_with_offset_gaps_and_tombstones(spark, compacted_topic,
 def test_offset_ranges_in_spark_kafka_forms(spark, mixed_topic, engine):
     spec = json.dumps({"mixed": {"0": 100, "1": -2, "2": -1, "3": 4000}})
     ending = json.dumps({"mixed": {"0": 200, "1": 50, "2": -1, "3": -1}})
-    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets=spec, ending_offsets=ending, engine=engine))
+    got = spark_rows(read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets=spec, ending_offsets=ending,
+                                engine=engine))
     ends = {p: max(r[1] for r in mixed_topic.rows if r[0] == p) + 1 for p in range(PARTITIONS)}
     want = [r for r in mixed_topic.rows
             if (r[0] == 0 and 100 <= r[1] < 200) or (r[0] == 1 and r[1] < 50) or (r[0] == 3 and 4000 <= r[1] < ends[3])]
     assert got == want
     # A partition left out reads from earliest to latest.
-    df = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets={0: 10}, ending_offsets={0: 12}, engine=engine)
+    df = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets={0: 10}, ending_offsets={0: 12},
+                    engine=engine)
     got = spark_rows(df)
     assert [(r[0], r[1]) for r in got if r[0] == 0] == [(0, 10), (0, 11)]
     assert len(got) == 2 + sum(1 for r in mixed_topic.rows if r[0] != 0)
 
 
-def test_reads_are_bounded_by_the_high_watermark_while_the_broker_appends(spark, pylogq_broker, pylogq_bootstrap, engine):
+def test_reads_are_bounded_by_the_high_watermark_while_the_broker_appends(spark, pylogq_broker, pylogq_bootstrap,
+                                                                         engine):
     pylogq_broker.create_topic("live", PARTITIONS, config={"segment.bytes": 16 * 1024})
     write_mixed(pylogq_broker, "live", 2000)
     df = read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap, engine=engine)
     assert df.count() == 2000
     write_mixed(pylogq_broker, "live", 1000, start=2000)
     assert df.count() == 2000  # the planned DataFrame is repeatable
-    assert read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap, engine=engine).count() == 3000
+    again = read_topic(spark, pylogq_broker.data_dir, "live", bootstrap_servers=pylogq_bootstrap, engine=engine)
+    assert again.count() == 3000
 
 
 def test_source_may_be_the_brokers_bootstrap_address(spark, pylogq_broker, pylogq_bootstrap):
@@ -166,7 +170,8 @@ def test_the_schema_is_what_the_ddl_parses_to(spark, mixed_topic, engine):
     for columns in (None, ["value"], ["headers", "key"], ["timestamp", "offset", "timestampType"], list(COLUMNS)):
         parsed = spark.createDataFrame([], schema_ddl(columns)).schema
         assert read_topic(spark, mixed_topic.log_dir, "mixed", columns=columns, engine=engine).schema == parsed
-        empty = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets="latest", columns=columns, engine=engine)
+        empty = read_topic(spark, mixed_topic.log_dir, "mixed", starting_offsets="latest", columns=columns,
+                           engine=engine)
         assert empty.schema == parsed and empty.count() == 0
 
 
@@ -198,3 +203,46 @@ def test_a_spark_tasks_socket_is_found_and_set_to_answer_at_once(spark):
     assert sorted(r["number"] for r in rows) == [0, 1, 2, 3]
     for r in rows:
         assert r["family"] in ("AF_INET", "AF_INET6") and r["tuned"] and r["after"] != 0, r
+
+
+def test_malformed_bytes_in_a_segment_fail_the_read(spark, tmp_path, engine):
+    """An entry whose magic or length no entry can have fails the read, naming the segment and byte, rather
+    than ending the partition there without a word; a zero-filled tail still ends it quietly."""
+    import struct
+
+    from pylogq.records import build_batch
+
+    broker = pylogq.Broker(str(tmp_path), log_cleaner_enable=False)
+    broker.create_topic("bad", 1, config={"segment.bytes": 2048})
+    for i in range(40):
+        broker.produce("bad", 0, build_batch([b"value %d.%d" % (i, j) for j in range(10)]))
+    broker.close()
+    directory = os.path.join(str(tmp_path), "bad-0")
+    first = os.path.join(directory, sorted(n for n in os.listdir(directory) if n.endswith(".log"))[0])
+    with open(first, "r+b") as f:
+        data = bytearray(f.read())
+        second = 12 + struct.unpack_from(">i", data, 8)[0]
+        data[second + 16] = 7  # the second entry's magic
+        f.seek(0)
+        f.write(data)
+    for columns in (["offset", "value"], ["offset"]):
+        df = read_topic(spark, str(tmp_path), "bad", columns=columns, engine=engine)
+        with pytest.raises(Exception) as failure:
+            df.collect()
+        assert "cannot be read past byte %d" % second in str(failure.value), columns
+        assert "magic 7" in str(failure.value)
+    # In the last segment, the planner meets it first.
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".log"))
+    last = os.path.join(directory, names[-1])
+    size = os.path.getsize(last)
+    with open(last, "ab") as f:
+        f.write(b"\0" * 64)  # a zero tail: not an error
+    later = int(names[1][:20])  # the second segment's base: past the damage
+    assert read_topic(spark, str(tmp_path), "bad", columns=["offset"], starting_offsets={0: later},
+                      engine=engine).count() == 400 - later
+    with open(last, "r+b") as f:
+        f.truncate(size)
+        f.seek(size)
+        f.write(struct.pack(">qii", 400, 52, 0) + b"\x07" + b"\x01" * 51)  # an entry of magic 7
+    with pytest.raises(pylogq.errors.CorruptRecordError, match="cannot be read past byte"):
+        read_topic(spark, str(tmp_path), "bad", engine=engine)

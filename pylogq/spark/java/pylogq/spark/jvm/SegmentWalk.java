@@ -367,8 +367,12 @@ final class SegmentWalk implements Closeable {
         }
     }
 
-    /** The header of the whole entry at {@code at} ending by {@code bound}, in {@link #head}; false when none. */
-    private boolean headerAt(long at, long bound) throws IOException {
+    /**
+     * The header of the whole entry at {@code at} ending by {@code bound}, in {@link #head}; false
+     * when none is there: the end, an entry cut short by {@code bound} or still being written, a
+     * zero-filled tail, or (unless {@code strict}, which throws instead) malformed bytes.
+     */
+    private boolean headerAt(long at, long bound, boolean strict) throws IOException {
         head.clear();
         while (head.hasRemaining()) {
             int n = channel.read(head, at + head.position());
@@ -381,13 +385,29 @@ final class SegmentWalk implements Closeable {
         if (n < 17) {
             return false;
         }
-        int magic = h[16];
-        if (magic < 0 || magic > 2) {
-            return false;
+        boolean zeros = true;
+        for (int i = 0; i < 17 && zeros; i++) {
+            zeros = h[i] == 0;
         }
+        if (zeros) {
+            return false;  // the zeros past a preallocated file's data
+        }
+        int magic = h[16];
         long size = Entries.LOG_OVERHEAD + (long) ByteBuffer.wrap(h, 8, 4).getInt();
         long least = magic == 0 ? 26 : magic == 1 ? 34 : Entries.V2_HEADER;
-        return size >= least && at + size <= bound && (n >= Entries.V2_HEADER || n >= size);
+        if (magic < 0 || magic > 2 || size < least) {
+            if (strict) {
+                throw corrupt(at, magic < 0 || magic > 2 ? "unknown magic " + magic
+                        : "a length of " + (size - Entries.LOG_OVERHEAD) + ", too small for magic " + magic);
+            }
+            return false;
+        }
+        return at + size <= bound && (n >= Entries.V2_HEADER || n >= size);
+    }
+
+    private CorruptRecordException corrupt(long at, String what) {
+        return new CorruptRecordException("segment " + segment.path + " cannot be read past byte " + at
+                + ": the entry there has " + what);
     }
 
     /** Where to scan from for {@code target}: past the index entry's batch when that batch ends below it. */
@@ -397,7 +417,7 @@ final class SegmentWalk implements Closeable {
             return 0;
         }
         long at = index.positions[i];
-        if (!headerAt(at, size) || Entries.lastOffset(head.array(), 0) != index.offsets[i]) {
+        if (!headerAt(at, size, false) || Entries.lastOffset(head.array(), 0) != index.offsets[i]) {
             return 0;  // an index that does not match its log: scan the segment from its start
         }
         if (Entries.lastOffset(head.array(), 0) < target) {
@@ -413,7 +433,7 @@ final class SegmentWalk implements Closeable {
             return size;
         }
         long at = index.positions[i];
-        if (!headerAt(at, size) || Entries.lastOffset(head.array(), 0) != index.offsets[i]) {
+        if (!headerAt(at, size, false) || Entries.lastOffset(head.array(), 0) != index.offsets[i]) {
             return size;
         }
         return at + Entries.LOG_OVERHEAD + ByteBuffer.wrap(head.array(), 8, 4).getInt();
@@ -450,7 +470,13 @@ final class SegmentWalk implements Closeable {
                     }
                     continue;
                 }
-                int size = Entries.frame(chunk, at, chunkLen);
+                int size;
+                try {
+                    size = Entries.frame(chunk, at, chunkLen);
+                } catch (CorruptRecordException e) {
+                    throw new CorruptRecordException("segment " + segment.path + " cannot be read past byte "
+                            + (filePos - chunkLen + at) + ": " + e.getMessage(), e);
+                }
                 if (size == 0) {
                     return false;  // a zero-filled tail, or nothing whole: the readable data ends here
                 }
@@ -519,7 +545,7 @@ final class SegmentWalk implements Closeable {
         try {
             while (filePos < limit) {
                 long at = filePos;
-                if (!headerAt(at, limit)) {
+                if (!headerAt(at, limit, true)) {
                     return false;
                 }
                 byte[] h = head.array();
