@@ -49,10 +49,13 @@ def million(tmp_path_factory: pytest.TempPathFactory) -> Expected:
     return expected
 
 
-def test_a_million_records_read_by_read_topic(spark: Any, million: Expected) -> None:
-    df = read_topic(spark, million.log_dir, "million", max_split_bytes=4 << 20)
+def test_a_million_records_read_by_read_topic(spark: Any, million: Expected, engine: str) -> None:
+    df = read_topic(spark, million.log_dir, "million", max_split_bytes=4 << 20, engine=engine)
     assert df.rdd.getNumPartitions() > PARTITIONS  # big partitions are read by several tasks
     assert spark_summary(df) == million.summary()
+    # Small batches: many per chunk read, and chunks read into arrays that earlier batches used.
+    small = read_topic(spark, million.log_dir, "million", batch_rows=999, engine=engine)
+    assert spark_summary(small) == million.summary()
 
 
 def test_a_million_records_read_by_the_data_source(spark: Any, million: Expected) -> None:

@@ -52,6 +52,7 @@ final class SegmentWalk implements Closeable {
     private final boolean headersOnly;
     private final long minTimestamp;
     private final int chunkBytes;
+    private final ChunkPool pool;
     private final long end;
     private long position;
     private List<Segment> segments;
@@ -75,12 +76,14 @@ final class SegmentWalk implements Closeable {
      * @param minTimestamp the rows' lower timestamp bound (Long.MIN_VALUE: none): each segment is
      *     read from the first offset its time index allows to be at or after it
      */
-    SegmentWalk(Split split, boolean failOnDataLoss, boolean headersOnly, long minTimestamp, int chunkBytes) {
+    SegmentWalk(Split split, boolean failOnDataLoss, boolean headersOnly, long minTimestamp, int chunkBytes,
+                ChunkPool pool) {
         this.split = split;
         this.fail = failOnDataLoss;
         this.headersOnly = headersOnly;
         this.minTimestamp = minTimestamp;
         this.chunkBytes = chunkBytes;
+        this.pool = pool;
         this.end = split.end;
         this.position = split.start;
         if (!locate(split.start)) {
@@ -505,10 +508,15 @@ final class SegmentWalk implements Closeable {
         }
     }
 
+    /** The array of the chunk being decoded (null: none), which rows of the next batch may point into. */
+    byte[] currentChunk() {
+        return chunk;
+    }
+
     /**
      * Reads the next chunk from the first entry not yet decoded: about {@code chunkBytes}, at
-     * least {@code atLeast}, never past the limit. A fresh array each time: the rows of the batch
-     * being filled keep pointing into the previous one. False when nothing is left to read.
+     * least {@code atLeast}, never past the limit. Never into the array of the previous chunk:
+     * rows of the batch being filled may point into it. False when nothing is left to read.
      */
     private boolean nextChunk(int atLeast) throws IOException {
         long from = chunk == null ? filePos : filePos - (chunkLen - chunkAt);
@@ -517,8 +525,8 @@ final class SegmentWalk implements Closeable {
             return false;
         }
         int n = (int) Math.min(Math.max(chunkBytes, atLeast), remain);
-        byte[] data = new byte[n];
-        ByteBuffer target = ByteBuffer.wrap(data);
+        byte[] data = pool.take(n);
+        ByteBuffer target = ByteBuffer.wrap(data, 0, n);
         while (target.hasRemaining()) {
             int got = channel.read(target, from + target.position());
             if (got < 0) {

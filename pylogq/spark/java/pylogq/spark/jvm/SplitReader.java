@@ -20,6 +20,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     private final int chunkBytes;
     private final long minTimestamp;
     private final Rows rows;
+    private final ChunkPool pool = new ChunkPool();
     private int next;
     private SegmentWalk walk;
     private ColumnarBatch batch;
@@ -45,13 +46,14 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     @Override
     public boolean next() {
         rows.reset();
+        pool.recycle(walk == null ? null : walk.currentChunk());
         while (true) {
             if (walk == null) {
                 if (next >= splits.length) {
                     return false;
                 }
                 Split split = splits[next++];
-                walk = new SegmentWalk(split, failOnDataLoss, headersOnly, minTimestamp, chunkBytes);
+                walk = new SegmentWalk(split, failOnDataLoss, headersOnly, minTimestamp, chunkBytes, pool);
                 if (batchSplit == null || batchSplit.partition != split.partition
                         || !batchSplit.topic.equals(split.topic)) {
                     ColumnVector[] vectors = new ColumnVector[columns.length];
