@@ -96,9 +96,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         session.stop()
 
 
-@pytest.fixture(params=["jvm", "python"])
+@pytest.fixture(params=[pytest.param("jvm", marks=pytest.mark.compiled_pass), "python"])
 def engine(request: pytest.FixtureRequest, spark: Any) -> str:
-    """Each of read_topic's engines in turn; the JVM reader's runs skip (with the reason) without a JDK."""
+    """Each of read_topic's engines in turn; the JVM reader's runs skip (with the reason) without a JDK.
+    (The JVM reader is Java either way: its runs are the compiled pass's only.)"""
     if request.param == "jvm":
         from pylogq.spark import jvm
 

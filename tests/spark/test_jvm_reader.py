@@ -27,6 +27,9 @@ from pylogq.spark import Split, _jvm_read, _spark_schema, jvm, read_topic  # noq
 from .test_pushdown import PROJECTIONS, TOPICS, _expected_rows  # noqa: E402
 from .test_splits import TS, logs  # noqa: E402,F401 - the fixture, shared
 
+# The reader is Java, the same in both passes; the Python it is compared with has its own tests in both.
+pytestmark = pytest.mark.compiled_pass
+
 
 @pytest.fixture
 def on_jvm(spark: Any) -> Any:

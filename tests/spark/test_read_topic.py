@@ -219,18 +219,22 @@ def test_malformed_bytes_in_a_segment_fail_the_read(spark, tmp_path, engine):
     broker.close()
     directory = os.path.join(str(tmp_path), "bad-0")
     first = os.path.join(directory, sorted(n for n in os.listdir(directory) if n.endswith(".log"))[0])
-    with open(first, "r+b") as f:
-        data = bytearray(f.read())
-        second = 12 + struct.unpack_from(">i", data, 8)[0]
+    with open(first, "rb") as f:
+        good = f.read()
+    second = 12 + struct.unpack_from(">i", good, 8)[0]
+    for claimed in (None, 0x7FFFFFF0):  # the entry's own size, or one that runs past the file
+        data = bytearray(good)
         data[second + 16] = 7  # the second entry's magic
-        f.seek(0)
-        f.write(data)
-    for columns in (["offset", "value"], ["offset"]):
-        df = read_topic(spark, str(tmp_path), "bad", columns=columns, engine=engine)
-        with pytest.raises(Exception) as failure:
-            df.collect()
-        assert "cannot be read past byte %d" % second in str(failure.value), columns
-        assert "magic 7" in str(failure.value)
+        if claimed is not None:
+            struct.pack_into(">i", data, second + 8, claimed)
+        with open(first, "wb") as f:
+            f.write(data)
+        for columns in (["offset", "value"], ["offset"]):
+            df = read_topic(spark, str(tmp_path), "bad", columns=columns, engine=engine)
+            with pytest.raises(Exception) as failure:
+                df.collect()
+            assert "cannot be read past byte %d" % second in str(failure.value), (claimed, columns)
+            assert "magic 7" in str(failure.value)
     # In the last segment, the planner meets it first.
     names = sorted(n for n in os.listdir(directory) if n.endswith(".log"))
     last = os.path.join(directory, names[-1])

@@ -465,23 +465,26 @@ final class SegmentWalk implements Closeable {
                     continue;
                 }
                 long declared = Entries.LOG_OVERHEAD + (long) ByteBuffer.wrap(chunk, at + 8, 4).getInt();
-                if (declared > chunkLen - at) {
-                    // Not whole in this chunk: read it again from its start, whole, unless it runs past the limit.
-                    if (chunkReachesLimit || declared <= Entries.LOG_OVERHEAD
-                            || filePos - (chunkLen - at) + declared > limit || !nextChunk((int) declared)) {
-                        return false;
-                    }
-                    continue;
-                }
                 int size;
                 try {
-                    size = Entries.frame(chunk, at, chunkLen);
+                    // The entry's magic and size checked as if it were whole here: bad ones fail the read
+                    // even when the size runs past what is read.
+                    size = Entries.frame(chunk, at, (int) Math.min(Integer.MAX_VALUE,
+                            at + Math.max(declared, Entries.LOG_OVERHEAD + 5)));
                 } catch (CorruptRecordException e) {
                     throw new CorruptRecordException("segment " + segment.path + " cannot be read past byte "
                             + (filePos - chunkLen + at) + ": " + e.getMessage(), e);
                 }
                 if (size == 0) {
-                    return false;  // a zero-filled tail, or nothing whole: the readable data ends here
+                    return false;  // a zero-filled tail: the readable data ends here
+                }
+                if (size > chunkLen - at) {
+                    // Not whole in this chunk: read it again from its start, whole, unless it runs past the
+                    // limit (a batch still being written, or cut short by the end of the read).
+                    if (chunkReachesLimit || filePos - (chunkLen - at) + size > limit || !nextChunk(size)) {
+                        return false;
+                    }
+                    continue;
                 }
                 int magic = Entries.magic(chunk, at);
                 if (magic == 2 && Entries.baseOffset(chunk, at) >= end) {
