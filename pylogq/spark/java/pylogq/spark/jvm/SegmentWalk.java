@@ -571,37 +571,23 @@ final class SegmentWalk implements Closeable {
                     done = true;
                     return false;
                 }
+                if (magic == 2 && Entries.isControl(h, 0)) {
+                    continue;  // a control batch: no data records
+                }
                 rows.lastOffered = -1;
-                if (magic == 2) {
-                    if (Entries.isControl(h, 0)) {
-                        continue;  // a control batch: no data records
-                    }
-                    long base = Entries.baseOffset(h, 0);
-                    if (Entries.recordsCount(h, 0) == last - base + 1) {
-                        rows.offsets(Math.max(base, readFrom), Math.min(last + 1, end));
-                        advanced(rows);
-                        if (last >= end - 1) {
-                            done = true;
-                            return false;
+                long base = Entries.baseOffset(h, 0);
+                if (magic == 2 && Entries.recordsCount(h, 0) == last - base + 1) {
+                    rows.offsets(Math.max(base, readFrom), Math.min(last + 1, end));
+                } else {
+                    byte[] data = new byte[size];
+                    ByteBuffer target = ByteBuffer.wrap(data);
+                    while (target.hasRemaining()) {
+                        if (channel.read(target, at + target.position()) < 0) {
+                            return false;  // the file shrank under the read
                         }
-                        if (rows.size >= want) {
-                            return true;
-                        }
-                        continue;
                     }
+                    Entries.decode(data, 0, size, readFrom, end, new OffsetsOnly(rows));
                 }
-                byte[] data = new byte[size];
-                ByteBuffer target = ByteBuffer.wrap(data);
-                while (target.hasRemaining()) {
-                    if (channel.read(target, at + target.position()) < 0) {
-                        return false;  // the file shrank under the read
-                    }
-                }
-                int framed = Entries.frame(data, 0, size);
-                if (framed == 0) {
-                    return false;
-                }
-                Entries.decode(data, 0, size, readFrom, end, new OffsetsOnly(rows));
                 advanced(rows);
                 if (last >= end - 1) {
                     done = true;
