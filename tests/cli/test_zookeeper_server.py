@@ -50,8 +50,14 @@ def test_serves_from_a_properties_file_and_stops_on_a_signal(tmp_path: Path, sig
     config.write_text("# as Kafka's config/zookeeper.properties, on a port of the test's own\n"
                       "dataDir=%s\nclientPort=%d\nmaxClientCnxns=0\nadmin.enableServer=false\n"
                       % (tmp_path / "data", port))
-    proc = subprocess.Popen([sys.executable, "-m", "pylogq", "zookeeper-server-start", str(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_environment())
+    # Started as from a terminal: SIGINT at its default, whatever this run inherited (a shell's
+    # background job ignores it, and the command rightly keeps ignoring it then). In a session of
+    # its own, so a failure can kill ZooKeeper with it rather than leave it holding the output pipe.
+    command = [sys.executable, "-m", "pylogq", "zookeeper-server-start", str(config)]
+    as_from_a_terminal = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                          "os.execv(sys.argv[1], sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", as_from_a_terminal] + command, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=_environment(), start_new_session=True)
     try:
         with ZooKeeperStore("127.0.0.1:%d/cli" % port, session_timeout_ms=4000,
                             connection_timeout_ms=60000) as store:
@@ -62,15 +68,17 @@ def test_serves_from_a_properties_file_and_stops_on_a_signal(tmp_path: Path, sig
         assert addresses and set(addresses) <= LOOPBACK, addresses  # 127.0.0.1 unless the file says otherwise
         proc.send_signal(signum)
         assert proc.wait(60) == status
+        assert four_letter_word(port, "ruok", timeout=5) == ""  # ZooKeeper is gone with the command
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(60)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the command and its ZooKeeper
+        except ProcessLookupError:
+            pass  # (nothing: the usual end)
+        proc.wait(60)
         assert proc.stdout is not None
         output = proc.stdout.read().decode("utf-8", "replace")
         proc.stdout.close()
     assert "binding to port" in output and "127.0.0.1:%d" % port in output  # ZooKeeper's log, on the console
-    assert four_letter_word(port, "ruok", timeout=5) == ""  # ZooKeeper is gone with the command
 
 
 def test_without_java_it_says_what_to_install(tmp_path: Path) -> None:
