@@ -67,7 +67,7 @@ __all__ = [
     "IllegalStateError", "ProtocolError", "OffsetMapFullError", "IndexFullError",
     "InvalidIndexEntryError", "IndexClosedError", "CorruptCheckpointError", "LogDirInUseError",
     "CorruptMetadataError", "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError",
-    "CommitFailedError", "CommandError", "DumpError", "DataLossError", "MetadataStoreError",
+    "CommitFailedError", "CommandError", "DumpError", "DataLossError", "JvmReaderUnavailable", "MetadataStoreError",
     "NoNodeError", "NodeExistsError", "BadVersionError", "NotEmptyError", "NoChildrenForEphemeralsError",
     "InvalidPathError", "SessionExpiredError", "StoreConnectionError", "error_for_code"
 ]
@@ -1035,6 +1035,14 @@ class DataLossError(PylogqError):
         self.partition = partition
         self.start = start
         self.end = end
+
+
+class JvmReaderUnavailable(PylogqError):
+    """pylogq's JVM reader for Spark cannot be built here (no JDK, no PySpark), or the session lacks it.
+
+    :func:`pylogq.spark.jvm.jar_path` raises it with what to install;
+    ``read_topic(engine="jvm")`` with how to start a session that has it.
+    """
 
 
 # --------------------------------------------------------------------------- metadata store

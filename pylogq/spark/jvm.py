@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from typing import Any, List, Optional
 
-from ..errors import PylogqError
+from ..errors import JvmReaderUnavailable, PylogqError
 
 __all__ = ["SOURCE_CLASS", "JvmReaderUnavailable", "available", "configure", "jar_path", "java_sources"]
 
@@ -31,10 +31,6 @@ SOURCE_CLASS = "pylogq.spark.jvm.SegmentSource"
 JAVA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
 _JAVA_RELEASE = "17"  # Spark 4 runs on Java 17 or later
 _built: Optional[str] = None
-
-
-class JvmReaderUnavailable(PylogqError):
-    """The JVM reader cannot be built here (no JDK, no PySpark) or is not in the session."""
 
 
 def java_sources() -> List[str]:

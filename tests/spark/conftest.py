@@ -90,6 +90,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session = session.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     pylogq.spark.register(session)
+    # PySpark's first column expression imports IPython for its error call sites, and IPython's
+    # jedi raises the recursion limit: here, rather than inside a hypothesis test, which warns.
+    from pyspark.sql import functions
+
+    _ = functions.col("offset") >= 0
     try:
         yield session
     finally:
