@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import CorruptRecordError, DataLossError, OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
 from ..records import RecordColumns, decode_columns, decode_headers
-from ..records.default_records import CONTROL_MASK
+from ..records.default_records import CONTROL_MASK, ENTRY_MAGIC_OFFSET
 from ..records.default_records import HEADER_SIZE as HEADER_BYTES
 from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
 from ..storage.segment import CORRUPT, SegmentReader, SegmentWalk
@@ -108,7 +108,6 @@ _TIME_INDEX = ".timeindex"
 _MIN_CHUNK = 1 << 20
 _MAX_CHUNK = 64 << 20
 _OPEN_RETRIES = 100  # segments renamed between a listing and an open (compaction, retention)
-_FRAME_HEAD = 17  # an entry's offset, size, and the 4 bytes and magic that every magic starts with
 
 OffsetSpec = Union[None, str, Mapping[Any, Any]]
 
@@ -1261,7 +1260,7 @@ def _check_stop(reader: SegmentReader, walk: SegmentWalk, segment: _Segment) -> 
     stop = walk.stop
     if stop is None or stop.reason != CORRUPT:
         return
-    if not any(reader.read(stop.position, _FRAME_HEAD)):
+    if not any(reader.read(stop.position, ENTRY_MAGIC_OFFSET + 1)):
         return  # the zeros past a preallocated file's data
     detail = re.sub(r"^\[Error \d+\] \w+: ", "", stop.detail or "")
     raise CorruptRecordError("segment %s cannot be read past byte %d: %s" % (segment.path, stop.position, detail))

@@ -24,7 +24,7 @@ from pylogq import Broker, records  # noqa: E402
 from pylogq.errors import PylogqError  # noqa: E402
 from pylogq.spark import Split, _jvm_read, _spark_schema, jvm, read_topic  # noqa: E402
 
-from .test_pushdown import PROJECTIONS, TOPICS, _expected_rows  # noqa: E402
+from .test_pushdown import PROJECTIONS, TOPICS, _draw_pushdown, _expected_rows, _keep  # noqa: E402
 from .test_splits import TS, logs  # noqa: E402,F401 - the fixture, shared
 
 # The reader is Java, the same in both passes; the Python it is compared with has its own tests in both.
@@ -216,33 +216,20 @@ def test_filters_give_exactly_the_consumers_rows(on_jvm: Any, logs: Any, data: s
 
     data_dir, expected = logs
     topic = data.draw(st.sampled_from(TOPICS))
-    rows = [r for prow in expected[topic].values() for r in prow]
-    stamps = sorted({r[3] for r in rows})
-    last = max(r[0] for r in rows)
-    maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
-    partitions = data.draw(maybe(st.frozensets(st.sampled_from(sorted(expected[topic])))))
-    low, high = data.draw(maybe(st.integers(0, last + 1))), data.draw(maybe(st.integers(0, last + 2)))
-    stamp = st.one_of(st.sampled_from(stamps), st.integers(stamps[0] - 3, stamps[-1] + 3))
-    since, until = data.draw(maybe(stamp)), data.draw(maybe(stamp))
+    bounds = _draw_pushdown(data, expected[topic])
     columns = data.draw(st.sampled_from(PROJECTIONS))
     df = read_topic(on_jvm, data_dir, topic, engine="jvm", max_split_bytes=data.draw(st.sampled_from([2000, 10**9])))
-    keep = []
-    if partitions is not None:
-        df = df.filter(F.col("partition").isin(sorted(partitions)))
-        keep.append(lambda p, r: p in partitions)
-    if low is not None:
-        df = df.filter(F.col("offset") >= low)
-        keep.append(lambda p, r: r[0] >= low)
-    if high is not None:
-        df = df.filter(F.col("offset") < high)
-        keep.append(lambda p, r: r[0] < high)
-    if since is not None:
-        df = df.filter(F.col("timestamp") >= F.lit(_utc(since)))
-        keep.append(lambda p, r: r[3] >= since)
-    if until is not None:
-        df = df.filter(F.col("timestamp") <= F.lit(_utc(until)))
-        keep.append(lambda p, r: r[3] <= until)
-    want = _expected_rows(expected[topic], columns, topic, lambda p, r: all(k(p, r) for k in keep))
+    if bounds.partitions is not None:
+        df = df.filter(F.col("partition").isin(sorted(bounds.partitions)))
+    if bounds.min_offset is not None:
+        df = df.filter(F.col("offset") >= bounds.min_offset)
+    if bounds.max_offset is not None:
+        df = df.filter(F.col("offset") < bounds.max_offset)
+    if bounds.min_timestamp is not None:
+        df = df.filter(F.col("timestamp") >= F.lit(_utc(bounds.min_timestamp)))
+    if bounds.max_timestamp is not None:  # (<= the millisecond before: Spark's LessThanOrEqual)
+        df = df.filter(F.col("timestamp") <= F.lit(_utc(bounds.max_timestamp - 1)))
+    want = _expected_rows(expected[topic], columns, topic, _keep(bounds))
     assert _in_order(_tuples(df.select(*columns), columns), columns) == _in_order(want, columns)
 
 

@@ -205,22 +205,28 @@ def _keep(pushdown: Pushdown) -> Any:
     return keep
 
 
+def _draw_pushdown(data: st.DataObject, partitions: Dict[int, List[Any]]) -> Pushdown:
+    """Bounds on a topic's partitions, offsets and timestamps, each maybe absent, around its rows."""
+    rows = [r for prow in partitions.values() for r in prow]
+    stamps = sorted({r[3] for r in rows})
+    last = max(r[0] for r in rows)
+    maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
+    stamp = st.one_of(st.sampled_from(stamps), st.integers(stamps[0] - 3, stamps[-1] + 3))
+    return Pushdown(
+        partitions=data.draw(maybe(st.frozensets(st.sampled_from(sorted(partitions))))),
+        min_offset=data.draw(maybe(st.integers(0, last + 1))),
+        max_offset=data.draw(maybe(st.integers(0, last + 2))),
+        min_timestamp=data.draw(maybe(stamp)),
+        max_timestamp=data.draw(maybe(stamp)),
+    )
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_filters_give_exactly_the_consumers_rows(logs: Any, data: st.DataObject) -> None:
     data_dir, expected = logs
     topic = data.draw(st.sampled_from(TOPICS))
-    rows = [r for prow in expected[topic].values() for r in prow]
-    stamps = sorted({r[3] for r in rows})
-    last = max(r[0] for r in rows)
-    maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
-    pushdown = Pushdown(
-        partitions=data.draw(maybe(st.frozensets(st.sampled_from(sorted(expected[topic]))))),
-        min_offset=data.draw(maybe(st.integers(0, last + 1))),
-        max_offset=data.draw(maybe(st.integers(0, last + 2))),
-        min_timestamp=data.draw(maybe(st.one_of(st.sampled_from(stamps), st.integers(stamps[0] - 3, stamps[-1] + 3)))),
-        max_timestamp=data.draw(maybe(st.one_of(st.sampled_from(stamps), st.integers(stamps[0] - 3, stamps[-1] + 3)))),
-    )
+    pushdown = _draw_pushdown(data, expected[topic])
     columns = data.draw(st.sampled_from(PROJECTIONS))
     splits = plan_splits(data_dir, topic, max_split_bytes=data.draw(st.sampled_from([2000, 10**9])),
                          pushdown=pushdown)

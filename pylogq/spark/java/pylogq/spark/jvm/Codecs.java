@@ -469,7 +469,7 @@ final class Codecs {
             } else {
                 int room = Math.min(blockMax, out.length - total);
                 int written = independent ? independentBlock(src, p, n, out, total, room)
-                                          : linkedBlock(src, p, n, out, total, room);
+                                          : (int) linkedBlock(src, p, n, out, total, room);
                 if (written < 0) {
                     if (room < blockMax && blockFits(src, p, n, blockMax, independent)) {
                         throw declared ? corrupt(LZ4, "the frame holds more than the " + contentSize
@@ -506,19 +506,20 @@ final class Codecs {
         // A linked block's matches may reach into earlier blocks, absent from scratch: counting its
         // output length needs no match bytes, so count it instead of decompressing it.
         return independent ? independentBlock(src, p, n, scratch, 0, blockMax) >= 0
-                           : linkedBlockLength(src, p, n) >= 0;
+                           : linkedBlock(src, p, n, null, 0, Long.MAX_VALUE) >= 0;
     }
 
     /**
      * A block of a linked frame (its matches may reach back into the blocks before it, which lie
      * in out before o) decompressed into out[o, o + room): its size, or -1 when malformed or
-     * larger than room.
+     * larger than room. With {@code out} null, only counted: its structure checked and its size
+     * returned, no byte copied (the earlier blocks its matches reach into are not needed then).
      */
-    private static int linkedBlock(byte[] src, int p, int n, byte[] out, int o, int room) {
+    private static long linkedBlock(byte[] src, int p, int n, byte[] out, int o, long room) {
         int s = p;
         int sEnd = p + n;
-        int d = o;
-        int dEnd = o + room;
+        long d = o;
+        long dEnd = o + room;
         while (s < sEnd) {
             int token = src[s++] & 0xFF;
             int literals = token >>> 4;
@@ -535,7 +536,9 @@ final class Codecs {
             if (literals > sEnd - s || literals > dEnd - d) {
                 return -1;
             }
-            System.arraycopy(src, s, out, d, literals);
+            if (out != null) {
+                System.arraycopy(src, s, out, (int) d, literals);
+            }
             s += literals;
             d += literals;
             if (s == sEnd) {
@@ -546,7 +549,7 @@ final class Codecs {
             }
             int distance = (src[s] & 0xFF) | (src[s + 1] & 0xFF) << 8;
             s += 2;
-            if (distance == 0 || distance > d) {
+            if (out != null && (distance == 0 || distance > d)) {
                 return -1;
             }
             int match = (token & 15) + 4;
@@ -563,63 +566,19 @@ final class Codecs {
             if (match > dEnd - d) {
                 return -1;
             }
-            int from = d - distance;
-            if (distance >= match) {
-                System.arraycopy(out, from, out, d, match);
-                d += match;
-            } else {
-                for (int i = 0; i < match; i++) {
-                    out[d++] = out[from + i];
+            if (out != null) {
+                int from = (int) d - distance;
+                if (distance >= match) {
+                    System.arraycopy(out, from, out, (int) d, match);
+                } else {
+                    for (int i = 0; i < match; i++) {
+                        out[(int) d + i] = out[from + i];
+                    }
                 }
             }
+            d += match;
         }
         return d - o;
-    }
-
-    /** The decompressed length of a block, its structure checked but no byte copied; -1 when malformed. */
-    private static long linkedBlockLength(byte[] src, int p, int n) {
-        int s = p;
-        int sEnd = p + n;
-        long length = 0;
-        while (s < sEnd) {
-            int token = src[s++] & 0xFF;
-            long literals = token >>> 4;
-            if (literals == 15) {
-                int b;
-                do {
-                    if (s >= sEnd) {
-                        return -1;
-                    }
-                    b = src[s++] & 0xFF;
-                    literals += b;
-                } while (b == 255);
-            }
-            if (literals > sEnd - s) {
-                return -1;
-            }
-            s += (int) literals;
-            length += literals;
-            if (s == sEnd) {
-                break;
-            }
-            if (sEnd - s < 2) {
-                return -1;
-            }
-            s += 2;
-            long match = (token & 15) + 4;
-            if ((token & 15) == 15) {
-                int b;
-                do {
-                    if (s >= sEnd) {
-                        return -1;
-                    }
-                    b = src[s++] & 0xFF;
-                    match += b;
-                } while (b == 255);
-            }
-            length += match;
-        }
-        return length;
     }
 
     // -- zstd ---------------------------------------------------------------------------------

@@ -77,6 +77,16 @@ final class Columns {
         @Override public ColumnVector getChild(int ordinal) { throw wrong("getChild"); }
     }
 
+    /** A vector that has no null. */
+    abstract static class NotNull extends Base {
+        NotNull(DataType type) {
+            super(type);
+        }
+
+        @Override public boolean hasNull() { return false; }
+        @Override public int numNulls() { return 0; }
+    }
+
     /** Keys or values: slices of each row's buffer, null where the length is -1. */
     static final class Slices extends Base {
         private final Rows rows;
@@ -105,7 +115,7 @@ final class Columns {
     }
 
     /** Offsets, or timestamps as Spark's microseconds. */
-    static final class Longs extends Base {
+    static final class Longs extends NotNull {
         private final Rows rows;
         private final boolean micros;
 
@@ -115,8 +125,6 @@ final class Columns {
             this.micros = micros;
         }
 
-        @Override public boolean hasNull() { return false; }
-        @Override public int numNulls() { return 0; }
 
         @Override
         public long getLong(int rowId) {
@@ -124,7 +132,7 @@ final class Columns {
         }
     }
 
-    static final class TimestampTypes extends Base {
+    static final class TimestampTypes extends NotNull {
         private final Rows rows;
 
         TimestampTypes(Rows rows) {
@@ -132,8 +140,6 @@ final class Columns {
             this.rows = rows;
         }
 
-        @Override public boolean hasNull() { return false; }
-        @Override public int numNulls() { return 0; }
 
         @Override
         public int getInt(int rowId) {
@@ -142,7 +148,7 @@ final class Columns {
     }
 
     /** The topic's name or the partition's number, the same in every row. */
-    static final class Constant extends Base {
+    static final class Constant extends NotNull {
         private final UTF8String text;
         private final int number;
 
@@ -152,8 +158,6 @@ final class Columns {
             this.number = number;
         }
 
-        @Override public boolean hasNull() { return false; }
-        @Override public int numNulls() { return 0; }
         @Override public int getInt(int rowId) { return number; }
         @Override public UTF8String getUTF8String(int rowId) { return text; }
     }
@@ -170,10 +174,13 @@ final class Columns {
         private int decodedFor = -1;
 
         Headers(Rows rows) {
-            super(new ArrayType(new StructType().add("key", DataTypes.StringType)
-                    .add("value", DataTypes.BinaryType), true));
+            this(rows, new HeaderItems());
+        }
+
+        private Headers(Rows rows, HeaderItems items) {
+            super(new ArrayType(items.dataType(), true));
             this.rows = rows;
-            this.items = new HeaderItems(rows);
+            this.items = items;
         }
 
         @Override
@@ -211,7 +218,7 @@ final class Columns {
     }
 
     /** The headers of a batch's rows, one after another: a struct vector of key and value. */
-    static final class HeaderItems extends Base {
+    static final class HeaderItems extends NotNull {
         int size;
         byte[][] buf = new byte[1024][];
         int[] keyPos = new int[1024];
@@ -221,7 +228,7 @@ final class Columns {
         private final ColumnVector keys;
         private final ColumnVector values;
 
-        HeaderItems(Rows rows) {
+        HeaderItems() {
             super(new StructType().add("key", DataTypes.StringType).add("value", DataTypes.BinaryType));
             keys = new HeaderKeys(this);
             values = new HeaderValues(this);
@@ -267,8 +274,6 @@ final class Columns {
             valueLen = Arrays.copyOf(valueLen, n);
         }
 
-        @Override public boolean hasNull() { return false; }
-        @Override public int numNulls() { return 0; }
 
         @Override
         public ColumnVector getChild(int ordinal) {
@@ -280,7 +285,7 @@ final class Columns {
      * Header keys as strings. Keys that are not UTF-8 decode with replacement characters, as
      * Kafka's Java client decodes them.
      */
-    static final class HeaderKeys extends Base {
+    static final class HeaderKeys extends NotNull {
         private final HeaderItems items;
 
         HeaderKeys(HeaderItems items) {
@@ -288,8 +293,6 @@ final class Columns {
             this.items = items;
         }
 
-        @Override public boolean hasNull() { return false; }
-        @Override public int numNulls() { return 0; }
 
         @Override
         public UTF8String getUTF8String(int rowId) {

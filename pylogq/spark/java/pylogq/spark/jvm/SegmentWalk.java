@@ -396,7 +396,7 @@ final class SegmentWalk implements Closeable {
             return false;  // the zeros past a preallocated file's data
         }
         int magic = h[16];
-        long size = Entries.LOG_OVERHEAD + (long) ByteBuffer.wrap(h, 8, 4).getInt();
+        long size = Entries.LOG_OVERHEAD + (long) Entries.readInt(h, 8);
         long least = magic == 0 ? 26 : magic == 1 ? 34 : Entries.V2_HEADER;
         if (magic < 0 || magic > 2 || size < least) {
             if (strict) {
@@ -424,7 +424,7 @@ final class SegmentWalk implements Closeable {
             return 0;  // an index that does not match its log: scan the segment from its start
         }
         if (Entries.lastOffset(head.array(), 0) < target) {
-            return at + Entries.LOG_OVERHEAD + ByteBuffer.wrap(head.array(), 8, 4).getInt();
+            return at + Entries.LOG_OVERHEAD + Entries.readInt(head.array(), 8);
         }
         return at;
     }
@@ -439,7 +439,7 @@ final class SegmentWalk implements Closeable {
         if (!headerAt(at, size, false) || Entries.lastOffset(head.array(), 0) != index.offsets[i]) {
             return size;
         }
-        return at + Entries.LOG_OVERHEAD + ByteBuffer.wrap(head.array(), 8, 4).getInt();
+        return at + Entries.LOG_OVERHEAD + Entries.readInt(head.array(), 8);
     }
 
     private void advanced(Rows rows) {
@@ -464,7 +464,7 @@ final class SegmentWalk implements Closeable {
                     }
                     continue;
                 }
-                long declared = Entries.LOG_OVERHEAD + (long) ByteBuffer.wrap(chunk, at + 8, 4).getInt();
+                long declared = Entries.LOG_OVERHEAD + (long) Entries.readInt(chunk, at + 8);
                 int size;
                 try {
                     // The entry's magic and size checked as if it were whole here: bad ones fail the read
@@ -560,7 +560,7 @@ final class SegmentWalk implements Closeable {
                     return false;
                 }
                 byte[] h = head.array();
-                int size = (int) (Entries.LOG_OVERHEAD + ByteBuffer.wrap(h, 8, 4).getInt());
+                int size = (int) (Entries.LOG_OVERHEAD + Entries.readInt(h, 8));
                 int magic = h[16];
                 long last = Entries.lastOffset(h, 0);
                 filePos = at + size;
