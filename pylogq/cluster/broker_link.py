@@ -41,6 +41,13 @@ class BrokerLink:
             self._client = self._connector(self.broker.broker_id, endpoint.host, endpoint.port)
         return self._client
 
+    def abort(self) -> None:
+        """From another thread: end the client's call in flight at once (see
+        :meth:`~.contract.InterBrokerClient.abort`)."""
+        client = self._client
+        if client is not None:
+            client.abort()
+
     def close(self) -> None:
         """Close the client, if open (a broken connection's close errors are only logged)."""
         client, self._client = self._client, None

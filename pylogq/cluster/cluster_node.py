@@ -126,20 +126,24 @@ class ClusterNode:
                  [e.connection_string() for e in self._registration.endpoints])
 
     def _session_state(self, state: str) -> None:
+        """On the store's thread: a lost connection loses this broker's watches (the config
+        changes'), an expired session its registration too; both come back once connected."""
         if state == CONNECTED and not self.closed and self._registration is not None:
-            stat = self.store.exists(broker_path(self.broker_id))
-            if stat is None or stat.ephemeral_owner != self.store.session_id:
-                threading.Thread(target=self._reregister, name="pylogq-register-%d" % self.broker_id,
-                                 daemon=True).start()
+            threading.Thread(target=self._reconnected, name="pylogq-register-%d" % self.broker_id,
+                             daemon=True).start()
         elif state == EXPIRED:
             log.warning("broker %d lost its metadata store session; it registers again when connected",
                         self.broker_id)
 
-    def _reregister(self) -> None:
+    def _reconnected(self) -> None:
         try:
-            self._register()
+            stat = self.store.exists(broker_path(self.broker_id))
+            if stat is None or stat.ephemeral_owner != self.store.session_id:
+                self._register()
         except Exception:  # noqa: BLE001 - logged; the broker keeps serving what it has
             log.exception("broker %d could not register again", self.broker_id)
+        # Config changes made while disconnected are read now, and the watch set again.
+        self._apply_config_changes()
 
     def update_endpoints(self, endpoints: Sequence[BrokerEndpoint]) -> None:
         """Advertise new endpoints (a listener opened after the broker joined)."""
@@ -158,8 +162,9 @@ class ClusterNode:
         return self.replicas.become_leader_or_follower(request)
 
     def update_metadata(self, request: UpdateMetadataRequest) -> int:
-        if request.controller_epoch < self.replicas.controller_epoch:
-            return errors.StaleControllerEpochError.code
+        stale = self.replicas.fence(request.controller_epoch, request.broker_epoch, "UpdateMetadata")
+        if stale is not None:
+            return stale
         self.metadata.update(request)
         with self._metadata_changed:
             self._metadata_changed.notify_all()
@@ -331,6 +336,14 @@ class ClusterNode:
         """Ask the controller to move this broker's leaderships away; -> whether it succeeded."""
         self.replicas.shutting_down = True
         for attempt in range(retries + 1):
+            try:
+                others = [b for b in self.zk.get_broker_ids() if b != self.broker_id]
+            except errors.MetadataStoreError:
+                others = [-1]  # unknown: ask the controller all the same
+            if not others:
+                log.info("controlled shutdown of broker %d: no other broker is alive to take its leaderships",
+                         self.broker_id)
+                return True
             controller = self.metadata.controller_id
             if controller < 0:
                 found = self.zk.get_controller_id()

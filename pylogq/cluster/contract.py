@@ -412,6 +412,12 @@ class InterBrokerClient(Protocol):
     def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
                                  ) -> Dict[Tuple[str, int], EpochEndOffset]: ...
 
+    def abort(self) -> None:
+        """From another thread: end the call in flight, if any, at once (it raises
+        BrokerNotAvailableError), as a broker that stopped answering would otherwise hold its
+        caller until the request times out. The client connects again at its next call."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -545,6 +551,14 @@ class GroupCoordinatorApi(Protocol):
                        group_instance_id: Optional[str] = None,
                        commit_timestamps: Optional[Dict[Tuple[str, int], int]] = None,
                        unknown_group_not_found: bool = False) -> Dict[Tuple[str, int], int]: ...
+
+    def commit_offsets_pending(self, group_id: str, generation_id: int, member_id: str,
+                               offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]],
+                               leader_epochs: Optional[Dict[Tuple[str, int], int]] = None, *,
+                               group_instance_id: Optional[str] = None,
+                               commit_timestamps: Optional[Dict[Tuple[str, int], int]] = None,
+                               unknown_group_not_found: bool = False
+                               ) -> Tuple[Dict[Tuple[str, int], int], Callable[[int], None]]: ...
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
                       ) -> Dict[Tuple[str, int], Tuple[int, str, int]]: ...

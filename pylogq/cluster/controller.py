@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from .. import errors
 from .contract import (
@@ -54,9 +54,9 @@ from .contract import (
 )
 from .controller_channel import ControllerChannelManager
 from .metadata_cache import LEADER_DURING_DELETE
-from .metadata_store import CONNECTED, EXPIRED, WatchedEvent
+from .metadata_store import CONNECTED, EXPIRED, SUSPENDED, WatchedEvent
 from .zk_client import ControllerEpochZkVersion, KafkaZkClient
-from .zk_data import NO_LEADER, PartitionState, TopicAssignment, broker_path
+from .zk_data import NO_LEADER, PartitionState, TopicAssignment, broker_path, partition_state_path
 
 __all__ = ["KafkaController"]
 
@@ -65,6 +65,13 @@ log = logging.getLogger("pylogq.controller")
 TopicPartition = Tuple[str, int]
 #: StopReplica's leader epoch for a partition being deleted.
 EPOCH_DURING_DELETE = -2
+#: How often a partition's state write is decided again on the state read back after a
+#: conflicting write (a leader changing its ISR meanwhile) before the event gives up.
+STATE_WRITE_ATTEMPTS = 10
+#: The pause before the controller reads the cluster again after an event failed on a
+#: metadata store error (doubling up to RESYNC_MAX_BACKOFF_S while it keeps failing).
+RESYNC_BACKOFF_S = 0.2
+RESYNC_MAX_BACKOFF_S = 5.0
 
 
 class _Event:
@@ -115,6 +122,7 @@ class KafkaController:
         self.zk = zk
         self._unclean = unclean_leader_election
         self._on_delete_topic = on_delete_topic
+        self._listener = listener
         self.channel = ControllerChannelManager(connector, listener)
         self._events: "queue.Queue[Optional[_Event]]" = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="pylogq-controller-%d" % broker_id, daemon=True)
@@ -133,6 +141,10 @@ class KafkaController:
         self._awaiting_delete: Dict[str, Set[Tuple[TopicPartition, int]]] = {}
         self._deleted_replicas: Dict[str, Set[Tuple[TopicPartition, int]]] = {}
         self._session = -1
+        #: The store's connection was lost since the watches were last set (kazoo drops them all).
+        self._watches_lost = False
+        self._resync_backoff_s = RESYNC_BACKOFF_S
+        self._resync_timer: Optional[threading.Timer] = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -176,11 +188,12 @@ class KafkaController:
                 continue
             self._refresh(elsewhere)
             for tp in elsewhere:
-                state = self.states[tp]
-                if state.leader == broker or broker not in state.isr:
-                    continue
-                written = self._write_state(tp, PartitionState(broker, state.leader_epoch + 1, list(state.isr),
-                                                               self.epoch[0], state.partition_epoch))
+                def back(state: PartitionState, broker: int = broker) -> Optional[PartitionState]:
+                    if state.leader == broker or broker not in state.isr:
+                        return None
+                    return PartitionState(broker, state.leader_epoch + 1, list(state.isr), self.epoch[0])
+
+                written = self._update_state(tp, back)
                 if written is not None:
                     log.info("controller: %s-%d back to its preferred leader %d (epoch %d)", tp[0], tp[1], broker,
                              written.leader_epoch)
@@ -196,25 +209,40 @@ class KafkaController:
         except errors.MetadataStoreError:
             pass  # an abandoned session (a broker stopped abruptly)
         self._stopping = True  # a watch firing on the resignation must not elect it again
-        if self._thread.is_alive():
-            try:
+        try:
+            if self._thread.is_alive():
                 self._enqueue("shutdown", self._resign_and_release, wait=True, timeout=30)
-            except (errors.MetadataStoreError, errors.BrokerError) as exc:
-                log.info("controller %d: stopping without resigning: %s", self.broker_id, exc)
+            else:  # never started (or already ended): nothing else touches the state
+                self._resign_and_release()
+        except (errors.MetadataStoreError, errors.BrokerError) as exc:
+            log.info("controller %d: stopping without resigning: %s", self.broker_id, exc)
         self._stopped = True
         if self._rebalancer is not None:
             self._rebalancer.cancel()
+        if self._resync_timer is not None:
+            self._resync_timer.cancel()
         self._events.put(None)
-        if threading.current_thread() is not self._thread:
+        if threading.current_thread() is not self._thread and self._thread.is_alive():
             self._thread.join(30)
         self.channel.shutdown()
 
     def _session_state(self, state: str) -> None:
-        if state == EXPIRED:
+        """The store's session states (on its callback thread, in order). Watches do not
+        survive a lost connection: after SUSPENDED, the same session connected again is
+        read again as a whole with new watches (Kafka's ZooKeeper client sets its watches
+        again on reconnect); a new session means a new election."""
+        if state == SUSPENDED:
+            self._watches_lost = True
+        elif state == EXPIRED:
+            self._watches_lost = True
             self._enqueue("session-expired", self._resign)
         elif state == CONNECTED and self.zk.store.session_id != self._session:
             self._session = self.zk.store.session_id
+            self._watches_lost = False
             self._enqueue("new-session", self._elect)
+        elif state == CONNECTED and self._watches_lost:
+            self._watches_lost = False
+            self._enqueue("reconnected", self._reconnected)
 
     def _enqueue(self, name: str, fn: Callable[[], Any], wait: bool = False, timeout: float = 60.0) -> Any:
         event = _Event(name, fn, wait)
@@ -243,12 +271,67 @@ class KafkaController:
                 log.warning("controller %d: %s during %s; resigning", self.broker_id, exc, event.name)
                 event.error = errors.NotControllerError(str(exc))
                 self._resign()
-                self._elect()
+                self._guarded(self._elect)
+            except errors.MetadataStoreError as exc:
+                # Part of the event's changes may be written: what it left undone is found by
+                # reading the whole cluster again once the store answers (Kafka's controller
+                # retries its ZooKeeper calls until they go through).
+                log.warning("controller %d: %s failed on the metadata store (%s); reading the cluster again",
+                            self.broker_id, event.name, exc)
+                event.error = exc
+                self._schedule_resync()
             except Exception as exc:  # noqa: BLE001 - the controller keeps running
                 log.exception("controller %d: %s failed", self.broker_id, event.name)
                 event.error = exc
+                self._schedule_resync()
             if event.done is not None:
                 event.done.set()
+
+    def _guarded(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on the event thread; a store error schedules a resync instead of escaping."""
+        try:
+            fn()
+        except errors.MetadataStoreError as exc:
+            log.warning("controller %d: %s; reading the cluster again", self.broker_id, exc)
+            self._schedule_resync()
+
+    def _schedule_resync(self) -> None:
+        if self._stopped or self._stopping:
+            return
+        if self._resync_timer is not None:
+            self._resync_timer.cancel()
+        delay = self._resync_backoff_s
+        self._resync_backoff_s = min(delay * 2, RESYNC_MAX_BACKOFF_S)
+        timer = threading.Timer(delay, lambda: self._enqueue("resync", self._resync))
+        timer.daemon = True
+        timer.name = "pylogq-controller-resync-%d" % self.broker_id
+        self._resync_timer = timer
+        timer.start()
+
+    def _reconnected(self) -> None:
+        """The session came back after a lost connection, without its watches."""
+        if self.active:
+            self._resync()
+        else:
+            self._elect()
+
+    def _resync(self) -> None:
+        """Read the whole cluster again and act on what changed unseen (an event that failed
+        half-way, watches lost with the connection): the active controller's failover, in
+        the same controller epoch. A standby stands for election again (its watch on
+        ``/controller`` may be lost too)."""
+        if self._stopped or self._stopping:
+            return
+        if not self.active:
+            self._elect()
+            self._resync_backoff_s = RESYNC_BACKOFF_S
+            return
+        log.info("controller %d: reading the cluster again", self.broker_id)
+        shutting_down = set(self.shutting_down)
+        self._clear_state()
+        self.shutting_down = shutting_down
+        self._load_and_reconcile()
+        self._resync_backoff_s = RESYNC_BACKOFF_S
 
     def _watch(self, name: str, fn: Callable[[], Any]) -> Callable[[WatchedEvent], None]:
         return lambda event: self._enqueue(name, fn)
@@ -292,6 +375,9 @@ class KafkaController:
         self.active = False
         self.channel.shutdown()
         self.channel = ControllerChannelManager(self.channel._connector, self.channel._listener)
+        self._clear_state()
+
+    def _clear_state(self) -> None:
         self.live.clear()
         self.shutting_down.clear()
         self.assignments.clear()
@@ -314,23 +400,38 @@ class KafkaController:
 
     def _failover(self) -> None:
         """Read the whole cluster, tell every broker, bring every partition online."""
+        self._load_and_reconcile()
+
+    def _load_and_reconcile(self) -> None:
+        """Read the cluster from the store (watching it), then repair every partition as if
+        each broker that is not registered, or registered again since the partition's state
+        was written, had just failed (Kafka's failover: its replica state machine takes the
+        replicas of dead brokers out of the ISRs), give partitions without a live leader
+        one, and tell every live broker the outcome."""
         ids = self.zk.get_broker_ids(watch=self._watch("broker-change", self._brokers_changed))
         for b in ids:
             reg = self._read_broker(b)
             if reg is not None:
                 self.live[b] = reg
                 self.channel.add_broker(reg)
+        for b in self.channel.brokers():
+            if b not in self.live:
+                self.channel.remove_broker(b)
+        self.shutting_down &= set(self.live)
         for topic in self.zk.get_topics(watch=self._watch("topic-change", self._topics_changed)):
             self._load_topic(topic)
         self.deleting = set(self.zk.get_topics_to_delete(watch=self._watch("topic-deletion", self._deletions_changed)))
         self.zk.get_isr_changes(watch=self._watch("isr-change", self._isr_changed))
         batch = _Batch()
         batch.update_metadata_all = True
+        self._repair([tp for tp in self.states if tp[0] not in self.deleting], batch)
+        self._online([tp for tp in self._offline_partitions() if tp not in self.states], batch)
+        # Every replica learns its partition's state as now decided (after the repair: a
+        # broker back with an empty disk must never hear that it still leads).
         for tp, state in self.states.items():
             if tp[0] not in self.deleting:
                 live = [r for r in self.assignments[tp[0]][tp[1]] if r in self.live]
                 batch.leader_and_isr_to(live, self._request_state(tp, state))
-        self._online(self._offline_partitions(), batch)
         self._send(batch)
         self._deletions_changed()
         self._isr_changed()
@@ -380,7 +481,7 @@ class KafkaController:
             request = LeaderAndIsrRequest(self.broker_id, epoch, reg.epoch, list(parts.values()),
                                           {t: i for t, i in self.topic_ids.items() if any(t == s.topic for s in
                                                                                           parts.values())},
-                                          [self.live[b] for b in leaders])
+                                          [self._inter_broker_view(self.live[b]) for b in leaders])
             self.channel.send(broker, request, self._leader_and_isr_answered)
         if batch.update_metadata_all or batch.update_metadata:
             tps = list(self.states) if batch.update_metadata_all else sorted(batch.update_metadata)
@@ -404,6 +505,12 @@ class KafkaController:
             self.channel.send(broker, StopReplicaRequest(self.broker_id, epoch, reg.epoch, stops),
                               self._stop_replica_answered)
 
+    def _inter_broker_view(self, reg: BrokerRegistration) -> BrokerRegistration:
+        """A leader as LeaderAndIsr names it: by its inter-broker listener's endpoint (the
+        request carries one endpoint per leader; its first could be a client listener)."""
+        endpoint = reg.endpoint(self._listener) or reg.endpoint()
+        return reg if endpoint is None else reg._replace(endpoints=(endpoint,))
+
     def _leader_and_isr_answered(self, broker: int, response: Tuple[int, Dict[TopicPartition, int]]) -> None:
         code, per_partition = response
         failed = {tp: c for tp, c in per_partition.items() if c}
@@ -415,26 +522,24 @@ class KafkaController:
 
     # -- leader election ----------------------------------------------------------------
 
-    def _online(self, tps: Iterable[TopicPartition], batch: _Batch, shutting: Optional[Set[int]] = None) -> None:
+    def _online(self, tps: Iterable[TopicPartition], batch: _Batch) -> None:
         """Give each partition a leader where a replica is eligible: new partitions their first
-        live replica, others a live ISR member (not one shutting down)."""
+        live replica, others a live ISR member (:meth:`_repair`)."""
         new: Dict[TopicPartition, PartitionState] = {}
         tps = list(tps)
-        self._refresh([tp for tp in tps if tp in self.states])
+        existing = [tp for tp in tps if tp in self.states]
+        self._refresh(existing)
+        self._repair(existing, batch)
         for tp in tps:
             replicas = self.assignments.get(tp[0], {}).get(tp[1])
-            if replicas is None:
+            if replicas is None or tp in self.states:
                 continue
-            state = self.states.get(tp)
-            if state is None:
-                live = [r for r in replicas if r in self.live and r not in self.shutting_down]
-                if not live:
-                    log.warning("controller: no live replica of new partition %s-%d (replicas %s)", tp[0], tp[1],
-                                replicas)
-                    continue
-                new[tp] = PartitionState(live[0], 0, live, self.epoch[0])
+            live = [r for r in replicas if r in self.live and r not in self.shutting_down]
+            if not live:
+                log.warning("controller: no live replica of new partition %s-%d (replicas %s)", tp[0], tp[1],
+                            replicas)
                 continue
-            self._elect_leader(tp, state, replicas, batch, shutting)
+            new[tp] = PartitionState(live[0], 0, live, self.epoch[0])
         if new:
             written = self.zk.create_partition_states(new, self.epoch)
             for tp, state in written.items():
@@ -443,74 +548,106 @@ class KafkaController:
                 batch.leader_and_isr_to([r for r in replicas if r in self.live],
                                         self._request_state(tp, state, is_new=True))
                 log.info("controller: new partition %s-%d led by %d, ISR %s", tp[0], tp[1], state.leader, state.isr)
-            for tp in set(new) - set(written):  # created by an earlier controller: read it
-                found = self.zk.get_partition_state(*tp)
-                if found is not None:
-                    self.states[tp] = found
-                    self._elect_leader(tp, found, self.assignments[tp[0]][tp[1]], batch, shutting)
+            created = [tp for tp in new if tp not in written]  # by an earlier controller: read it
+            self._refresh(created)
+            self._repair([tp for tp in created if tp in self.states], batch)
 
-    def _elect_leader(self, tp: TopicPartition, state: PartitionState, replicas: List[int], batch: _Batch,
-                      shutting: Optional[Set[int]]) -> None:
-        excluded = shutting or set()
-        if state.leader in self.live and state.leader not in excluded:
-            return  # it has a live leader
-        isr_live = [r for r in replicas if r in self.live and r in state.isr and r not in excluded]
-        unclean = False
-        if isr_live:
-            leader = isr_live[0]
-            isr = [r for r in state.isr if r in self.live and r not in excluded]
-        elif not shutting and self._unclean(tp[0]):
-            candidates = [r for r in replicas if r in self.live]
-            if not candidates:
-                return self._mark_offline(tp, state, replicas, batch)
-            leader, isr, unclean = candidates[0], [candidates[0]], True
-        else:
-            if shutting:
-                return  # no other ISR member: it stays with the broker shutting down
-            return self._mark_offline(tp, state, replicas, batch)
-        new = PartitionState(leader, state.leader_epoch + 1, isr, self.epoch[0], state.partition_epoch)
-        written = self._write_state(tp, new)
-        if written is None:
-            return
-        if unclean:
-            log.warning("controller: UNCLEAN leader election for %s-%d: %d leads without being in the ISR %s; "
-                        "records only the old ISR had are lost", tp[0], tp[1], leader, state.isr)
-        else:
-            log.info("controller: %s-%d led by %d in epoch %d, ISR %s", tp[0], tp[1], leader, written.leader_epoch,
-                     written.isr)
-        batch.leader_and_isr_to([r for r in replicas if r in self.live], self._request_state(tp, written))
+    def _bounced(self, broker: int, state: PartitionState) -> bool:
+        """Whether ``broker`` registered after ``state`` was written: it restarted since, and may
+        have come back without the records the state counts it for (an empty disk)."""
+        reg = self.live.get(broker)
+        return reg is not None and state.zxid >= 0 and reg.epoch > state.zxid
 
-    def _mark_offline(self, tp: TopicPartition, state: PartitionState, replicas: List[int], batch: _Batch) -> None:
-        """No eligible replica: the partition has no leader until one comes back."""
-        if state.leader == NO_LEADER:
-            return
+    def _repair(self, tps: Iterable[TopicPartition], batch: _Batch, failed: AbstractSet[int] = frozenset(),
+                moving: bool = False, untold: AbstractSet[int] = frozenset()) -> None:
+        """Bring each partition's state in line with the live brokers (Kafka's OfflineReplica
+        and OfflinePartition transitions, as one decision per partition).
+
+        ``failed`` brokers are treated as gone even if registered (a controlled shutdown's
+        broker, with ``moving``: its leaderships move only where another ISR member can
+        take them). Every live replica hears the outcome except ``untold`` brokers.
+        """
+        for tp in tps:
+            replicas = self.assignments.get(tp[0], {}).get(tp[1])
+            if replicas is None or tp[0] in self.deleting:
+                continue
+            written = self._update_state(tp, lambda state: self._decide(tp, state, replicas, failed, moving))
+            if written is not None:
+                batch.leader_and_isr_to([r for r in replicas if r in self.live and r not in untold],
+                                        self._request_state(tp, written))
+
+    def _decide(self, tp: TopicPartition, state: PartitionState, replicas: List[int], failed: AbstractSet[int],
+                moving: bool) -> Optional[PartitionState]:
+        """A partition's next state given who is alive; None when it stays as it is.
+
+        ISR members that are not registered, that registered again since the state was
+        written, or that are in ``failed`` leave the ISR, which is never emptied (its last
+        members stay: only they can hold every committed record). A leader among them is
+        replaced by the first live ISR member in replica order that is not shutting down
+        (a clean election); with none, by any live replica if the topic allows unclean
+        elections; else by a live member the ISR kept (one that restarted: the only one
+        that may have the records); else the partition has no leader (-1) until one
+        returns. Any change bumps the leader epoch, as Kafka's ZooKeeper controller does.
+        """
+        gone = {r for r in state.isr if r not in self.live or r in failed or self._bounced(r, state)}
+        isr = [r for r in state.isr if r not in gone]
+        epoch = state.leader_epoch + 1
+        if state.leader not in gone and state.leader in self.live:
+            if isr == state.isr:
+                return None
+            return PartitionState(state.leader, epoch, isr or [state.leader], self.epoch[0])
+        eligible = [r for r in replicas if r in isr and r not in self.shutting_down]
+        if eligible:
+            return PartitionState(eligible[0], epoch, isr, self.epoch[0])
+        if moving:
+            return None  # no other ISR member: it stays with the broker shutting down
+        if self._unclean(tp[0]):
+            candidates = [r for r in replicas if r in self.live and r not in failed and r not in self.shutting_down]
+            if candidates:
+                log.warning("controller: UNCLEAN leader election for %s-%d: %d leads without being in the ISR %s; "
+                            "records only the old ISR had are lost", tp[0], tp[1], candidates[0], state.isr)
+                return PartitionState(candidates[0], epoch, [candidates[0]], self.epoch[0])
+        kept = isr or list(state.isr)
+        back = [r for r in replicas if r in kept and r in self.live and r not in failed
+                and r not in self.shutting_down]
+        if back:
+            log.warning("controller: %s-%d: its only in-sync replica %d restarted since it was last decided; it "
+                        "leads again with whatever its log holds", tp[0], tp[1], back[0])
+            return PartitionState(back[0], epoch, kept, self.epoch[0])
+        if state.leader == NO_LEADER and kept == state.isr:
+            return None
         log.error("controller: %s-%d is OFFLINE: no live in-sync replica (ISR %s, live %s)", tp[0], tp[1],
                   state.isr, sorted(self.live))
-        written = self._write_state(tp, PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr, self.epoch[0],
-                                                       state.partition_epoch))
-        if written is not None:
-            batch.leader_and_isr_to([r for r in replicas if r in self.live], self._request_state(tp, written))
+        return PartitionState(NO_LEADER, epoch, kept, self.epoch[0])
 
-    def _write_state(self, tp: TopicPartition, state: PartitionState) -> Optional[PartitionState]:
-        """Write a partition's new state; a leader may have changed its ISR since it was read:
-        read it again and redo the decision's ISR part once. -> what was written, or None."""
-        written = self.zk.update_partition_state(tp[0], tp[1], state, self.epoch)
-        if written is not None:
-            self.states[tp] = written
-            return written
-        current = self.zk.get_partition_state(*tp)
-        if current is None:
-            return None
-        self.states[tp] = current
-        retry = state._replace(leader_epoch=max(state.leader_epoch, current.leader_epoch + 1),
-                               isr=[r for r in state.isr if r in current.isr or r == state.leader] or state.isr,
-                               partition_epoch=current.partition_epoch)
-        written = self.zk.update_partition_state(tp[0], tp[1], retry, self.epoch)
-        if written is not None:
-            self.states[tp] = written
-        else:
-            log.warning("controller: could not write the state of %s-%d (it keeps changing)", tp[0], tp[1])
-        return written
+    def _update_state(self, tp: TopicPartition,
+                      decide: Callable[[PartitionState], Optional[PartitionState]]) -> Optional[PartitionState]:
+        """Write the state ``decide`` makes of a partition's current one; -> what was written,
+        None when it decided to leave it. A conflicting write (a leader changed its ISR since
+        the state was read) makes the whole decision again on the state read back, as
+        Kafka's controller does, never a patch of the old one."""
+        for _ in range(STATE_WRITE_ATTEMPTS):
+            state = self.states.get(tp)
+            if state is None:
+                return None
+            new = decide(state)
+            if new is None:
+                return None
+            written = self.zk.update_partition_state(tp[0], tp[1], new._replace(
+                controller_epoch=self.epoch[0], partition_epoch=state.partition_epoch), self.epoch)
+            if written is not None:
+                self.states[tp] = written
+                if new.leader != state.leader:
+                    log.info("controller: %s-%d led by %d in epoch %d, ISR %s", tp[0], tp[1], written.leader,
+                             written.leader_epoch, written.isr)
+                return written
+            current = self.zk.get_partition_state(*tp)
+            if current is None:
+                self.states.pop(tp, None)
+                return None
+            self.states[tp] = current
+        raise errors.MetadataStoreError(partition_state_path(*tp), "the state kept changing under %d writes"
+                                        % STATE_WRITE_ATTEMPTS)
 
     def _refresh(self, tps: Iterable[TopicPartition]) -> None:
         """Read these partitions' states from the store: leaders change their ISRs there without
@@ -519,27 +656,6 @@ class KafkaController:
             found = self.zk.get_partition_state(*tp)
             if found is not None:
                 self.states[tp] = found
-
-    def _remove_from_isr(self, tps: Iterable[TopicPartition], brokers: Set[int], batch: _Batch,
-                         notify: bool = True) -> None:
-        """Take ``brokers`` out of these partitions' ISRs (never emptying one), with a new
-        leader epoch (Kafka's OfflineReplica). ``brokers`` get no LeaderAndIsr for them."""
-        tps = list(tps)
-        self._refresh(tps)
-        for tp in tps:
-            state = self.states.get(tp)
-            if state is None or not brokers & set(state.isr):
-                continue
-            isr = [r for r in state.isr if r not in brokers] or list(state.isr)
-            leader = NO_LEADER if state.leader in brokers else state.leader
-            if isr == state.isr and leader == state.leader:
-                continue
-            written = self._write_state(tp, PartitionState(leader, state.leader_epoch + 1, isr, self.epoch[0],
-                                                           state.partition_epoch))
-            if written is not None:
-                replicas = self.assignments[tp[0]][tp[1]]
-                batch.leader_and_isr_to([r for r in replicas if r in self.live and r not in brokers],
-                                        self._request_state(tp, written))
 
     # -- brokers ------------------------------------------------------------------------
 
@@ -598,10 +714,7 @@ class KafkaController:
         hosted = [tp for tp in self.states if tp[0] not in self.deleting
                   and dead & set(self.assignments.get(tp[0], {}).get(tp[1], []))]
         self._refresh(hosted)
-        led = [tp for tp in hosted if self.states[tp].leader in dead]
-        self._online(led, batch)
-        followed = [tp for tp in hosted if dead & set(self.states[tp].isr)]
-        self._remove_from_isr(followed, dead, batch)
+        self._repair(hosted, batch)
         self._send(batch)
 
     def _on_brokers_started(self, born: Mapping[int, BrokerRegistration]) -> None:
@@ -775,15 +888,15 @@ class KafkaController:
         hosted = [tp for tp in self.states if tp[0] not in self.deleting
                   and broker_id in self.assignments.get(tp[0], {}).get(tp[1], [])]
         self._refresh(hosted)
-        # Its leaderships go to other ISR members; it is told it follows (so it takes no more
-        # writes), and stops fetching as it shuts down.
+        # Its leaderships go to other ISR members, and it leaves those ISRs; it is told it
+        # follows (so it takes no more writes), and stops fetching as it shuts down.
         led = [tp for tp in hosted if self.states[tp].leader == broker_id and len(self.assignments[tp[0]][tp[1]]) > 1]
-        self._online(led, batch, shutting={broker_id})
+        self._repair(led, batch, failed={broker_id}, moving=True)
         # The replicas it follows stop and leave their ISRs.
         followed = [tp for tp in hosted if self.states[tp].leader != broker_id]
         for tp in followed:
             batch.stop_replica_to(broker_id, tp, self.states[tp].leader_epoch, False)
-        self._remove_from_isr(followed, {broker_id}, batch)
+        self._repair(followed, batch, failed={broker_id}, moving=True, untold={broker_id})
         self._send(batch)
         # What it still leads of the replicated partitions (a partition with one replica has
         # nowhere to go: it is not waited for, as in Kafka).

@@ -57,10 +57,12 @@ class _Sender:
             self._cond.notify()
 
     def stop(self) -> None:
+        """Stop sending; a request in flight to a broker that stopped answering is abandoned."""
         with self._cond:
             self._stopped = True
             self._queue.clear()
             self._cond.notify()
+        self._link.abort()
 
     def join(self, timeout: float) -> None:
         if threading.current_thread() is not self._thread:

@@ -272,6 +272,11 @@ class _Group:
         # Member ids handed out with MEMBER_ID_REQUIRED, by the deadline of their second join.
         self.pending: Dict[str, float] = {}
         self.offsets: Dict[Partition, schema.OffsetCommitValue] = {}
+        # Commits written and not yet replicated, by partition: (the write's sequence number,
+        # the value). OffsetFetch does not see them (Kafka's pendingOffsetCommits).
+        self.pending_offsets: Dict[Partition, Tuple[int, schema.OffsetCommitValue]] = {}
+        # The write sequence number of each committed offset (later writes win).
+        self.offset_writes: Dict[Partition, int] = {}
         self.join_deadline: Optional[float] = None
         self.initial_delay_active = False
         self.initial_delay_remaining_ms = 0
@@ -381,6 +386,7 @@ class GroupCoordinator:
         # from a path that already holds it.
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
+        self._write_seq = 0  # numbers the offset commits written, in the order written
         # Joins and syncs waiting for their answer, watched under their group id; the
         # timer (the broker's, or one of our own) expires callers' ``timeout_s``.
         self._own_timer = timer is None
@@ -1004,46 +1010,108 @@ class GroupCoordinator:
         partition's commit timestamp is ``commit_timestamps``' (OffsetCommit v1)
         unless missing or -1, then now. A member commit to an unknown group is
         ILLEGAL_GENERATION, or GROUP_ID_NOT_FOUND with ``unknown_group_not_found``
-        (OffsetCommit v9+).
+        (OffsetCommit v9+). The commit is visible at once: see
+        :meth:`commit_offsets_pending` for a write that must be replicated first.
         """
+        codes, complete = self.commit_offsets_pending(
+            group_id, generation_id, member_id, offsets, leader_epochs, group_instance_id=group_instance_id,
+            commit_timestamps=commit_timestamps, unknown_group_not_found=unknown_group_not_found)
+        complete(NONE)
+        return codes
+
+    def commit_offsets_pending(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        offsets: Dict[Partition, Tuple[int, Optional[str]]],
+        leader_epochs: Optional[Dict[Partition, int]] = None,
+        *,
+        group_instance_id: Optional[str] = None,
+        commit_timestamps: Optional[Dict[Partition, int]] = None,
+        unknown_group_not_found: bool = False,
+    ) -> Tuple[Dict[Partition, int], Callable[[int], None]]:
+        """:meth:`commit_offsets`, the written offsets kept pending: OffsetFetch goes on seeing
+        the previous commit until the returned function is called with the outcome of the
+        write's replication (Kafka's pending offset commits). 0 makes them the committed
+        offsets (unless a later write already is), an error code drops them."""
         with self._cond:
-            error = self._validate_commit(group_id, generation_id, member_id, group_instance_id,
-                                          unknown_group_not_found)
-            if error != NONE:
-                return {tp: error for tp in offsets}
+            codes, written = self._commit_locked(group_id, generation_id, member_id, offsets, leader_epochs,
+                                                 group_instance_id, commit_timestamps, unknown_group_not_found)
+        done: List[int] = []
+
+        def complete(code: int) -> None:
+            if not done:
+                done.append(code)
+                self._complete_commit(group_id, written, code)
+
+        return codes, complete
+
+    def _complete_commit(self, group_id: str, written: Dict[Partition, Tuple[int, schema.OffsetCommitValue]],
+                         code: int) -> None:
+        if not written:
+            return
+        with self._cond:
             group = self._groups.get(group_id)
             if group is None:
-                group = self._groups[group_id] = _Group(group_id)
-            member = group.members.get(member_id)
-            if member is not None:
-                self._touch(member)
-            now_ms = _now_ms()
-            result: Dict[Partition, int] = {}
-            to_write: Dict[Partition, schema.OffsetCommitValue] = {}
-            for tp, (offset, metadata) in offsets.items():
-                metadata = metadata or ""
-                if len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
-                    result[tp] = OffsetMetadataTooLargeError.code
-                    continue
-                epoch = -1 if leader_epochs is None else leader_epochs.get(tp, -1)
-                timestamp = -1 if commit_timestamps is None else commit_timestamps.get(tp, -1)
-                to_write[tp] = schema.OffsetCommitValue(offset, metadata, now_ms if timestamp == -1 else timestamp,
-                                                        epoch)
-            if to_write:
-                keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in to_write]
-                values = [
-                    schema.encode_offset_commit_value(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch)
-                    for v in to_write.values()
-                ]
-                code = self._store(group_id, keys, values, for_commit=True)
-                for tp, value in to_write.items():
-                    result[tp] = code
-                    if code == NONE:
-                        group.offsets[tp] = value
-            if not group.members and not group.pending and not group.offsets and group.state == EMPTY \
-                    and group.protocol_type is None:
-                self._groups.pop(group_id, None)
-            return result
+                return  # deleted or unloaded meanwhile: what the log holds is loaded again
+            for tp, (seq, value) in written.items():
+                pending = group.pending_offsets.get(tp)
+                if pending is not None and pending[0] == seq:
+                    del group.pending_offsets[tp]
+                if code == NONE and group.offset_writes.get(tp, -1) < seq:
+                    group.offsets[tp] = value
+                    group.offset_writes[tp] = seq
+            self._maybe_forget(group)
+
+    def _maybe_forget(self, group: "_Group") -> None:
+        if not group.members and not group.pending and not group.offsets and not group.pending_offsets \
+                and group.state == EMPTY and group.protocol_type is None:
+            self._groups.pop(group.group_id, None)
+
+    def _commit_locked(self, group_id: str, generation_id: int, member_id: str,
+                       offsets: Dict[Partition, Tuple[int, Optional[str]]],
+                       leader_epochs: Optional[Dict[Partition, int]], group_instance_id: Optional[str],
+                       commit_timestamps: Optional[Dict[Partition, int]], unknown_group_not_found: bool
+                       ) -> Tuple[Dict[Partition, int], Dict[Partition, Tuple[int, schema.OffsetCommitValue]]]:
+        error = self._validate_commit(group_id, generation_id, member_id, group_instance_id,
+                                      unknown_group_not_found)
+        if error != NONE:
+            return {tp: error for tp in offsets}, {}
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = _Group(group_id)
+        member = group.members.get(member_id)
+        if member is not None:
+            self._touch(member)
+        now_ms = _now_ms()
+        result: Dict[Partition, int] = {}
+        written: Dict[Partition, Tuple[int, schema.OffsetCommitValue]] = {}
+        to_write: Dict[Partition, schema.OffsetCommitValue] = {}
+        for tp, (offset, metadata) in offsets.items():
+            metadata = metadata or ""
+            if len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                result[tp] = OffsetMetadataTooLargeError.code
+                continue
+            epoch = -1 if leader_epochs is None else leader_epochs.get(tp, -1)
+            timestamp = -1 if commit_timestamps is None else commit_timestamps.get(tp, -1)
+            to_write[tp] = schema.OffsetCommitValue(offset, metadata, now_ms if timestamp == -1 else timestamp,
+                                                    epoch)
+        if to_write:
+            keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in to_write]
+            values = [
+                schema.encode_offset_commit_value(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch)
+                for v in to_write.values()
+            ]
+            code = self._store(group_id, keys, values, for_commit=True)
+            self._write_seq += 1
+            for tp, value in to_write.items():
+                result[tp] = code
+                if code == NONE:
+                    group.pending_offsets[tp] = (self._write_seq, value)
+                    written[tp] = (self._write_seq, value)
+        self._maybe_forget(group)
+        return result, written
 
     def fetch_offsets(
         self, group_id: str, partitions: Optional[Iterable[Partition]] = None

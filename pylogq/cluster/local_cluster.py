@@ -88,6 +88,9 @@ class InProcessInterBrokerClient:
                                  ) -> Dict[TopicPartition, EpochEndOffset]:
         return self._target().offsets_for_leader_epoch(dict(partitions))
 
+    def abort(self) -> None:
+        pass  # a direct call cannot be abandoned half-way
+
     def close(self) -> None:
         pass
 

@@ -241,24 +241,31 @@ class Partition:
     # -- roles ---------------------------------------------------------------------------
 
     def make_leader(self, state: LeaderAndIsrPartition, now_ms: Optional[int] = None) -> bool:
-        """Lead this partition as the controller decided; -> whether the leadership is new
-        (this broker did not lead, or led in an older epoch).
+        """Lead this partition as the controller decided; -> whether this broker did not lead it
+        before (Kafka's ``isNewLeader``: a new leader epoch of a leadership it kept is no new
+        leadership, and what waits on one, such as loading a coordinator's state, does not
+        start again).
 
-        A new leadership starts its epoch at the log end (recorded in the log's leader
-        epoch cache), forgets what it knew of the followers, and counts the ISR's
-        followers as caught up now: each has ``replica.lag.time.max.ms`` to fetch.
+        A new leader epoch starts at the log end (recorded in the log's leader epoch
+        cache). A new leadership also forgets what it knew of the followers and counts
+        the ISR's followers as caught up now: each has ``replica.lag.time.max.ms`` to
+        fetch. A leadership that only moves to a new epoch (the controller took a replica
+        out of the ISR, or a new controller restated it) keeps its followers' positions,
+        so the high watermark goes on moving with their next fetches.
         """
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
-            new_leadership = not self.is_leader or state.leader_epoch != self._leader_epoch
+            new_leadership = not self.is_leader
+            new_epoch = new_leadership or state.leader_epoch != self._leader_epoch
             self._set_state(state)
             self._pending_isr = None
             self._leader_id = self.broker_id
-            if new_leadership:
+            if new_epoch:
                 end = self.log.log_end_offset
                 self.log.assign_epoch_start_offset(state.leader_epoch, end)
                 self._leader_epoch_start = end
+            if new_leadership:
                 self._remote = {r: ReplicaState(now if r in state.isr else 0)
                                 for r in state.replicas if r != self.broker_id}
             else:
@@ -307,7 +314,10 @@ class Partition:
         self._controller_epoch = state.controller_epoch
 
     def _update_single_replica(self) -> None:
-        self.single_replica = self.is_leader and self._isr == (self.broker_id,)
+        """An append commits at once only while this leader is the whole ISR and no change of
+        the ISR is pending: an expansion being written already counts its new member (KIP-497's
+        maximal ISR), whose copy an acknowledged record must then be on."""
+        self.single_replica = self.is_leader and self._isr == (self.broker_id,) and self._pending_isr is None
 
     def _notify(self, advanced: bool) -> None:
         if advanced and self.on_high_watermark_advanced is not None:
@@ -438,7 +448,15 @@ class Partition:
             return
         log.info("ISR of %s-%d: asking %s -> %s (%s)", self.topic, self.index, list(self._isr), new_isr, why)
         self._pending_isr = tuple(new_isr)
+        self._update_single_replica()
         self.alter_isr(self, list(new_isr), self._partition_epoch)
+
+    def isr_change_pending(self, proposed: Sequence[int], expected_epoch: int) -> bool:
+        """Whether the ISR change ``proposed`` at partition epoch ``expected_epoch`` still waits
+        for its answer (no decision of the controller replaced it)."""
+        with self._lock:
+            return not self.closed and self._pending_isr == tuple(proposed) and \
+                self._partition_epoch == expected_epoch
 
     def isr_change_done(self, proposed: Sequence[int], expected_epoch: int, new_epoch: Optional[int]) -> bool:
         """The metadata store's answer to an ISR change asked at partition epoch
@@ -452,9 +470,9 @@ class Partition:
             if new_epoch is None:
                 log.info("ISR of %s-%d stays %s: the metadata store holds a newer state than partition "
                          "epoch %d", self.topic, self.index, list(self._isr), expected_epoch)
-                return False
-            self._isr = tuple(proposed)
-            self._partition_epoch = new_epoch
+            else:
+                self._isr = tuple(proposed)
+                self._partition_epoch = new_epoch
             self._update_single_replica()
             advanced = self._maybe_increment_high_watermark()
         self._notify(advanced)
@@ -463,8 +481,10 @@ class Partition:
     def _maybe_increment_high_watermark(self) -> bool:
         """Move the HW to the smallest log end among the ISR if that is further (lock held).
 
-        A follower being added to the ISR counts already (it has the records); one being
-        removed still counts until the store has taken its removal.
+        While a change is pending the maximal ISR counts (KIP-497): a follower being added
+        already (the controller may elect it as soon as the store has it, so it must hold
+        every committed record), and one being removed still, until the store has taken
+        its removal.
         """
         if not self.is_leader:
             return False

@@ -131,15 +131,27 @@ class ReplicaFetcherThread:
 
     # -- the thread ---------------------------------------------------------------------
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the thread. A request in flight is abandoned: its connection is shut down, so a
+        leader that stopped answering (a frozen process) holds nothing up, and its answer, if any,
+        is applied to no partition. ``wait=False`` returns without waiting for the thread to end
+        (it ends as soon as its request is over), so that a LeaderAndIsr request that removes a
+        frozen leader's partitions is not held by that leader."""
         with self._lock:
             self._stopped = True
+            self._states.clear()
             self._lock.notify_all()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+        self._link.abort()
+        if wait and self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(30)
-        self._link.close()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._link.close()
+
+    def _loop(self) -> None:
         while True:
             with self._lock:
                 if self._stopped:
@@ -160,6 +172,8 @@ class ReplicaFetcherThread:
                 self._back_off(list(ready), "leader %d unreachable: %s" % (self.source.broker_id, exc))
                 self._link.close()
             except Exception:  # noqa: BLE001 - a fetcher never dies of one bad answer
+                if self._stopped:
+                    return
                 log.exception("%s: fetch failed; backing off", self.name)
                 self._back_off(list(ready), "an unexpected error")
                 self._link.close()
@@ -352,7 +366,7 @@ class ReplicaFetcherManager:
                 fetcher = self._fetchers.get(key)
                 if fetcher is not None and fetcher.source.endpoints != leader.endpoints:
                     # The leader came back on another address: a new fetcher for it.
-                    fetcher.shutdown()
+                    fetcher.shutdown(wait=False)
                     fetcher = None
                 if fetcher is None:
                     fetcher = ReplicaFetcherThread(self.broker_id, leader, fid, self.settings, self._connector,
@@ -383,7 +397,7 @@ class ReplicaFetcherManager:
             for k, _ in idle:
                 del self._fetchers[k]
         for _, f in idle:
-            f.shutdown()
+            f.shutdown(wait=False)
 
     def fetcher_of(self, tp: TopicPartition) -> Optional[ReplicaFetcherThread]:
         with self._lock:

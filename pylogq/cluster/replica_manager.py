@@ -60,6 +60,8 @@ TopicPartition = Tuple[str, int]
 EPOCH_DURING_DELETE = -2
 #: OffsetForLeaderEpoch's "no epoch known".
 UNDEFINED_EPOCH = -1
+#: The first pause before an ISR write whose outcome is unknown is tried again (doubling to 1 s).
+ISR_WRITE_RETRY_BACKOFF_S = 0.05
 
 
 class ReplicationSettings(NamedTuple):
@@ -113,6 +115,7 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(broker_id, settings.fetcher, connector, host.hosted, broker_epoch,
                                               settings.inter_broker_listener)
         self._isr_writes: "queue.Queue[Optional[Tuple[Partition, List[int], int]]]" = queue.Queue()
+        self._closing = threading.Event()
         self._isr_changed: Set[TopicPartition] = set()
         self._isr_changed_lock = threading.Lock()
         self._propagate_lock = threading.Lock()  # announcements, and close, one at a time
@@ -159,6 +162,13 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         return None
 
+    def fence(self, controller_epoch: int, broker_epoch: int, what: str) -> Optional[int]:
+        """For a controller request that changes no replica (UpdateMetadata): the error code
+        when it is stale (an older controller epoch than one seen, or an earlier life of this
+        broker), else None, the request's controller epoch being remembered."""
+        with self._lock:
+            return self._fence(controller_epoch, broker_epoch, what)
+
     def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[TopicPartition, int]]:
         """Apply a LeaderAndIsr request; -> (request error, each partition's error)."""
         with self._lock:
@@ -194,30 +204,38 @@ class ReplicaManager:
                     continue
                 results[tp] = 0
                 (leaders if state.leader == self.broker_id else followers).append((partition, state))
-            self._make_leaders(leaders)
-            self._make_followers(followers, {b.broker_id: b for b in request.live_leaders})
-        if self._on_leadership is not None and (leaders or followers):
-            self._on_leadership([(p.topic, p.index) for p, _ in leaders], [(p.topic, p.index) for p, _ in followers])
+            led = self._make_leaders(leaders)
+            followed = self._make_followers(followers, {b.broker_id: b for b in request.live_leaders})
+        # Only leaderships that are new, and followers whose leader changed, are news to the
+        # coordinators: a new epoch of a leadership kept (a follower left the ISR) is not, and
+        # must not make the group coordinator load its groups again.
+        if self._on_leadership is not None and (led or followed):
+            self._on_leadership(led, followed)
         return 0, results
 
-    def _make_leaders(self, leaders: Sequence[Tuple[Partition, LeaderAndIsrPartition]]) -> None:
+    def _make_leaders(self, leaders: Sequence[Tuple[Partition, LeaderAndIsrPartition]]) -> List[TopicPartition]:
+        """-> the partitions this broker did not lead before."""
         if not leaders:
-            return
+            return []
         self.fetchers.remove_partitions([(p.topic, p.index) for p, _ in leaders])
+        led = []
         for partition, state in leaders:
             try:
                 if partition.make_leader(state):
-                    log.info("broker %d leads %s-%d in epoch %d (ISR %s, log end %d, high watermark %d)",
-                             self.broker_id, partition.topic, partition.index, state.leader_epoch, state.isr,
-                             partition.log_end_offset, partition.high_watermark)
+                    led.append((partition.topic, partition.index))
+                log.info("broker %d leads %s-%d in epoch %d (ISR %s, log end %d, high watermark %d)",
+                         self.broker_id, partition.topic, partition.index, state.leader_epoch, state.isr,
+                         partition.log_end_offset, partition.high_watermark)
             except (errors.BrokerError, ValueError) as exc:
                 log.error("cannot lead %s-%d: %s", partition.topic, partition.index, exc)
             self._wake(partition)
+        return led
 
     def _make_followers(self, followers: Sequence[Tuple[Partition, LeaderAndIsrPartition]],
-                        live_leaders: Dict[int, BrokerRegistration]) -> None:
+                        live_leaders: Dict[int, BrokerRegistration]) -> List[TopicPartition]:
+        """-> the partitions whose leader (or its epoch) changed."""
         if not followers:
-            return
+            return []
         changed = []
         for partition, state in followers:
             try:
@@ -235,11 +253,11 @@ class ReplicaManager:
             else:
                 log.info("%s-%d: leader %d is not live; not fetching until the controller elects one",
                          partition.topic, partition.index, state.leader)
-        if self.shutting_down:
-            return
-        for leader, partitions in by_leader.items():
-            self.fetchers.add_partitions(live_leaders[leader], partitions)
-            log.info("broker %d follows %d partitions of leader %d", self.broker_id, len(partitions), leader)
+        if not self.shutting_down:
+            for leader, partitions in by_leader.items():
+                self.fetchers.add_partitions(live_leaders[leader], partitions)
+                log.info("broker %d follows %d partitions of leader %d", self.broker_id, len(partitions), leader)
+        return [(p.topic, p.index) for p, _ in changed]
 
     def _wake(self, partition: Partition) -> None:
         key = (partition.topic, partition.index)
@@ -398,16 +416,7 @@ class ReplicaManager:
             if item is None:
                 return
             partition, proposed, expected = item
-            written: Optional[int] = None
-            try:
-                state = PartitionState(self.broker_id, partition.leader_epoch, proposed, partition.controller_epoch,
-                                       expected)
-                done = self.zk.update_partition_state(partition.topic, partition.index, state)
-                written = done.partition_epoch if done is not None else None
-            except errors.MetadataStoreError as exc:  # the store unreachable: the ISR stays as it is
-                log.warning("could not write the ISR of %s-%d: %s", partition.topic, partition.index, exc)
-            except Exception:  # noqa: BLE001 - the writer thread must go on for the other partitions
-                log.exception("could not write the ISR of %s-%d", partition.topic, partition.index)
+            written = self._write_isr(partition, proposed, expected)
             before = len(partition.isr)
             partition.isr_change_done(proposed, expected, written)
             if written is not None:
@@ -417,6 +426,34 @@ class ReplicaManager:
                     self.isr_expands += 1
                 with self._isr_changed_lock:
                     self._isr_changed.add((partition.topic, partition.index))
+
+    def _write_isr(self, partition: Partition, proposed: List[int], expected: int) -> Optional[int]:
+        """Write one ISR change; -> the new partition epoch, None when refused.
+
+        A write whose outcome is unknown (the connection was lost after the store may have
+        applied it) is tried again until it is known, as Kafka's leader does: the change
+        stays pending meanwhile, so the high watermark counts the maximal ISR. A retry
+        that finds the state already as proposed (the first write did land) takes it
+        (:meth:`~.zk_client.KafkaZkClient.update_partition_state`). It gives up when the
+        session is gone, the broker closes, or the controller decided meanwhile.
+        """
+        state = PartitionState(self.broker_id, partition.leader_epoch, proposed, partition.controller_epoch, expected)
+        backoff = ISR_WRITE_RETRY_BACKOFF_S
+        while True:
+            try:
+                done = self.zk.update_partition_state(partition.topic, partition.index, state)
+                return done.partition_epoch if done is not None else None
+            except errors.StoreConnectionError as exc:
+                log.warning("writing the ISR of %s-%d: %s; trying again", partition.topic, partition.index, exc)
+            except errors.MetadataStoreError as exc:  # the session is gone: the controller decides anew
+                log.warning("could not write the ISR of %s-%d: %s", partition.topic, partition.index, exc)
+                return None
+            except Exception:  # noqa: BLE001 - the writer thread must go on for the other partitions
+                log.exception("could not write the ISR of %s-%d", partition.topic, partition.index)
+                return None
+            if self._closing.wait(backoff) or not partition.isr_change_pending(proposed, expected):
+                return None
+            backoff = min(backoff * 2, 1.0)
 
     def propagate_isr_changes(self) -> None:
         """Announce the partitions whose ISR this broker changed to the controller (a
@@ -459,6 +496,7 @@ class ReplicaManager:
             if self.closed:
                 return
             self.closed = True
+        self._closing.set()
         self.fetchers.shutdown()
         self.produce_purgatory.close()
         self.replica_fetch_purgatory.close()

@@ -292,7 +292,7 @@ class KafkaZkClient:
             data, stat = self.store.get(partition_state_path(topic, partition))
         except errors.NoNodeError:
             return None
-        return decode_partition_state(topic, partition, data, stat.version)
+        return decode_partition_state(topic, partition, data, stat.version)._replace(zxid=stat.mzxid)
 
     def get_partition_states(self, topic: str, partitions: Sequence[int]) -> Dict[int, PartitionState]:
         out = {}
@@ -335,7 +335,7 @@ class KafkaZkClient:
         try:
             if controller is None:
                 stat = self.store.set(path, data, version=state.partition_epoch)
-                return state._replace(partition_epoch=stat.version)
+                return state._replace(partition_epoch=stat.version, zxid=stat.mzxid)
             results = self.store.multi([CheckOp(CONTROLLER_EPOCH_PATH, controller[1]),
                                         SetOp(path, data, state.partition_epoch)])
         except errors.BadVersionError:
@@ -343,12 +343,19 @@ class KafkaZkClient:
                 epoch = self.get_controller_epoch()
                 if epoch is not None and epoch[1] != controller[1]:
                     raise errors.ControllerMovedError("controller epoch %d is stale" % controller[0]) from None
+                return None
+            # A leader's write retried after a lost connection may find its own first try
+            # applied (Kafka's checkLeaderAndIsrZkData): the same state at the next version.
+            current = self.get_partition_state(topic, partition)
+            if current is not None and current.partition_epoch == state.partition_epoch + 1 and \
+                    current[:4] == state[:4]:
+                return current
             return None
         except errors.NoNodeError:
             return None
         stat_out = results[1]
         assert isinstance(stat_out, ZnodeStat)
-        return state._replace(partition_epoch=stat_out.version)
+        return state._replace(partition_epoch=stat_out.version, zxid=stat_out.mzxid)
 
     def propagate_isr_changes(self, partitions: Sequence[Tuple[str, int]]) -> None:
         """Tell the controller that these partitions' ISR changed (it then updates every

@@ -299,7 +299,10 @@ class PartitionState(NamedTuple):
     """A partition's leader, leader epoch and ISR, and the controller epoch that wrote them.
 
     ``partition_epoch`` is the state znode's version (Kafka's zkVersion): conditional
-    writes name it. -1 when not known (a state not yet read or written).
+    writes name it. -1 when not known (a state not yet read or written). ``zxid`` is the
+    zxid of the write that made this state (the znode's mzxid), -1 when not known: a
+    broker whose registration is younger (its broker epoch is larger) has restarted since
+    the state was decided, and the controller treats it as failed for this partition.
     """
 
     leader: int
@@ -307,6 +310,7 @@ class PartitionState(NamedTuple):
     isr: List[int]
     controller_epoch: int
     partition_epoch: int = -1
+    zxid: int = -1
 
 
 NO_LEADER = -1

@@ -8,7 +8,7 @@ broker's group coordinator (:class:`~pylogq.cluster.contract.GroupCoordinatorApi
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import errors
 from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult
@@ -180,22 +180,37 @@ class GroupHandlers(HandlerBase):
                 epochs[tp] = p["committed_leader_epoch"]
                 timestamps[tp] = p["commit_timestamp"]
         unknown = {tp for tp in offsets if not self._partition_exists(*tp)}
-        codes = self._groups.commit_offsets(
-            req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
-            {tp: v for tp, v in offsets.items() if tp not in unknown},
-            {tp: e for tp, e in epochs.items() if tp not in unknown},
-            group_instance_id=req["group_instance_id"], commit_timestamps=timestamps,
-            unknown_group_not_found=version >= 9) if len(unknown) < len(offsets) else {}
+        codes: Dict[Tuple[str, int], int] = {}
+        complete: Optional[Callable[[int], None]] = None
+        if len(unknown) < len(offsets):
+            codes, complete = self._groups.commit_offsets_pending(
+                req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
+                {tp: v for tp, v in offsets.items() if tp not in unknown},
+                {tp: e for tp, e in epochs.items() if tp not in unknown},
+                group_instance_id=req["group_instance_id"], commit_timestamps=timestamps,
+                unknown_group_not_found=version >= 9)
         for tp in unknown:
             codes[tp] = errors.UnknownTopicOrPartitionError.code
-        if self.broker.clustered and any(c == 0 for c in codes.values()):
-            return self._offset_commit_replicated(req, codes)
+        if self.broker.clustered and complete is not None and any(c == 0 for c in codes.values()):
+            return self._offset_commit_replicated(req, codes, complete)
+        if complete is not None:
+            complete(0)  # a single node: written is committed
         return self._offset_commit_response(req, codes)
 
-    async def _offset_commit_replicated(self, req: Dict[str, Any], codes: Dict[Tuple[str, int], int]
-                                        ) -> Dict[str, Any]:
-        """A commit is answered once every in-sync replica of the offsets topic has it (acks=all)."""
-        slot_code = await self._replicated(req["group_id"], for_commit=True)
+    async def _offset_commit_replicated(self, req: Dict[str, Any], codes: Dict[Tuple[str, int], int],
+                                        complete: Callable[[int], None]) -> Dict[str, Any]:
+        """A commit is answered once every in-sync replica of the offsets topic has it (acks=all);
+        until then OffsetFetch does not show it, and a commit whose replication fails is
+        dropped (the previous one stays), as Kafka's pending offset commits are."""
+        future: "asyncio.Future[int]" = self.server.new_future()
+        deliver = self.server.deliver_to(future)
+
+        def replicated(code: int) -> None:
+            complete(code)  # whether or not anyone still waits for the answer
+            deliver(code)
+
+        op = self.broker.group_writes_replicated_async(req["group_id"], True, deliver=replicated)
+        slot_code: int = await self.server.parked(op, future, errors.NotCoordinatorError.code)
         if slot_code:
             codes = {tp: c or slot_code for tp, c in codes.items()}
         return self._offset_commit_response(req, codes)

@@ -215,6 +215,15 @@ class TcpInterBrokerClient:
             except OSError:
                 pass
 
+    def abort(self) -> None:
+        """End the call in flight (its blocked read fails at once) without waiting for it."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # not connected, or closed meanwhile
+
     def close(self) -> None:
         with self._lock:
             self._close_locked()

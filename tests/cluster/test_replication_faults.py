@@ -1,0 +1,520 @@
+"""Replication's mechanisms under the faults issue 29 lists, one component at a time.
+
+Each test drives one part (a partition, the replica manager, the controller, the group
+coordinator) into the situation a fault creates and checks Kafka's behaviour:
+
+- a pending ISR expansion counts for the high watermark when the ISR is only the leader
+  (KIP-497's maximal ISR);
+- a controller whose state write conflicts with a leader's ISR change decides again on
+  the state it reads back, never patching its first decision;
+- an ISR write whose outcome is unknown (the connection lost after the store applied it)
+  is tried again and recognised as applied;
+- a controller event that fails on the store is finished by reading the cluster again;
+- a new leader epoch of a leadership kept does not make the group coordinator reload;
+- offset commits are not visible before they are replicated;
+- elections skip brokers in controlled shutdown; UpdateMetadata is fenced and remembers
+  the controller epoch; a new controller takes dead brokers out of the ISRs; LeaderAndIsr
+  names a leader by its inter-broker endpoint; a broker that restarted since a
+  partition's state was written is treated as failed for it (it may have an empty disk);
+  a leadership that only moves to a new epoch keeps its followers' positions; the last
+  live broker stops without asking anyone to take its leaderships.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+from pylogq import errors, records
+from pylogq.cluster.contract import (
+    BrokerEndpoint,
+    BrokerRegistration,
+    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
+    UpdateMetadataRequest,
+)
+from pylogq.cluster.controller import KafkaController, _Batch
+from pylogq.cluster.delayed import Timer
+from pylogq.cluster.group_coordinator import GroupCoordinator
+from pylogq.cluster.local_cluster import Cluster
+from pylogq.cluster.memory_store import InMemoryZooKeeper
+from pylogq.cluster.partition import Partition
+from pylogq.cluster.replica_manager import ReplicaManager, ReplicationSettings
+from pylogq.cluster.zk_client import KafkaZkClient
+from pylogq.cluster.zk_data import (
+    PartitionState,
+    TopicAssignment,
+    encode_partition_state,
+    partition_state_path,
+)
+from pylogq.records import RecordBatch
+from pylogq.storage.log import Log
+
+DEADLINE_S = 20.0
+TOPIC = "t"
+TP = (TOPIC, 0)
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for %s" % what)
+        time.sleep(0.01)
+
+
+def _batch(n: int) -> bytes:
+    return bytes(records.build_batch([b"v%d" % i for i in range(n)]))
+
+
+def _replica(log: Log, alter_isr: Any = None) -> Partition:
+    """A replica of a cluster as its broker opens it: no role until the controller's word."""
+    part = Partition(TOPIC, 0, log, single_replica=False, broker_id=1, alter_isr=alter_isr)
+    part.make_unassigned()
+    return part
+
+
+def _state(leader: int, epoch: int, isr: List[int], replicas: List[int], partition_epoch: int = 0,
+           controller_epoch: int = 1) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(TOPIC, 0, controller_epoch, leader, epoch, isr, partition_epoch, replicas)
+
+
+# -- the partition: maximal ISR, and a new epoch of a kept leadership --------------------------
+
+
+@pytest.fixture
+def log(tmp_path: Any) -> Iterator[Log]:
+    lg = Log(str(tmp_path / "t-0"))
+    yield lg
+    lg.close()
+
+
+def test_a_pending_isr_expansion_holds_the_high_watermark_of_a_leader_alone_in_its_isr(log: Log) -> None:
+    asked: List[Tuple[List[int], int]] = []
+    part = _replica(log, lambda p, isr, epoch: asked.append((isr, epoch)))
+    part.make_leader(_state(1, 1, [1], [1, 2]))
+    part.append(_batch(1), required_acks=-1)
+    assert part.high_watermark == 1
+    part.update_follower_fetch_state(2, 1, 0, part.log_end_offset)  # caught up: asks to join
+    assert asked == [([1, 2], 0)]
+    for _ in range(5):  # acks=all appends while the expansion is being written
+        part.append(_batch(1), required_acks=-1)
+    # Follower 2 may be elected once the store has the expansion: nothing it lacks is committed.
+    assert part.high_watermark == 1
+    assert part.check_replicated(6) is None
+    part.isr_change_done([1, 2], 0, 1)
+    assert part.isr == (1, 2) and part.high_watermark == 1
+    part.update_follower_fetch_state(2, 6, 0, part.log_end_offset)
+    assert part.high_watermark == 6 and part.check_replicated(6) == 0
+
+
+def test_a_refused_isr_expansion_lets_a_lone_leader_commit_again(log: Log) -> None:
+    part = _replica(log, lambda p, isr, epoch: None)
+    part.make_leader(_state(1, 1, [1], [1, 2]))
+    part.update_follower_fetch_state(2, 0, 0, part.log_end_offset)
+    part.append(_batch(3), required_acks=-1)
+    assert part.high_watermark == 0
+    part.isr_change_done([1, 2], 0, None)  # the store holds a newer state
+    assert part.isr == (1,) and part.high_watermark == 3
+
+
+def test_a_new_epoch_of_a_kept_leadership_keeps_the_followers_positions(log: Log) -> None:
+    part = _replica(log, lambda p, isr, epoch: None)
+    assert part.make_leader(_state(1, 1, [1, 2, 3], [1, 2, 3]))
+    part.append(_batch(5), required_acks=-1)
+    part.update_follower_fetch_state(3, 5, 0, 5)
+    part.update_follower_fetch_state(2, 3, 0, 5)
+    assert part.high_watermark == 3
+    # The controller restates the partition in a new epoch (say, another replica's failure
+    # was handled): the leadership is not new, and what the followers fetched still counts.
+    assert not part.make_leader(_state(1, 2, [1, 2, 3], [1, 2, 3], partition_epoch=1))
+    part.update_follower_fetch_state(2, 5, 0, 5)
+    assert part.high_watermark == 5
+
+
+# -- the replica manager: ISR writes of unknown outcome, leaderships that are news ----------------
+
+
+class _FlakyStore:
+    """A store whose next ``set`` is applied and then reported as a lost connection."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.lose_next_set = False
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Any:
+        stat = self._store.set(path, data, version)
+        if self.lose_next_set:
+            self.lose_next_set = False
+            raise errors.StoreConnectionError(path, "connection lost after the write")
+        return stat
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class _PendingPartition:
+    def __init__(self) -> None:
+        self.topic, self.index = TOPIC, 0
+        self.leader_epoch, self.isr, self.controller_epoch = 3, (1, 2), 1
+        self.answered = threading.Event()
+        self.written: Optional[int] = -2
+
+    def isr_change_pending(self, proposed: List[int], expected: int) -> bool:
+        return True
+
+    def isr_change_done(self, proposed: List[int], expected: int, written: Optional[int]) -> bool:
+        self.written = written
+        self.answered.set()
+        return False
+
+
+class _Host:
+    def __init__(self, partitions: Dict[Tuple[str, int], Partition]) -> None:
+        self.partitions = partitions
+
+    def hosted(self, tp: Tuple[str, int]) -> Optional[Partition]:
+        return self.partitions.get(tp)
+
+    def host_partition(self, topic: str, index: int, topic_id: Optional[str]) -> Partition:
+        return self.partitions[(topic, index)]
+
+    def unhost_partition(self, topic: str, index: int, delete: bool) -> None:
+        self.partitions.pop((topic, index), None)
+
+    def hosted_partitions(self) -> List[Partition]:
+        return list(self.partitions.values())
+
+
+def _replica_manager(zk: KafkaZkClient, host: _Host, timer: Timer,
+                     on_leadership: Optional[Callable[[List[Any], List[Any]], None]] = None) -> ReplicaManager:
+    def schedule(fn: Callable[[], None], delay: float, period: Optional[float], name: str) -> None:
+        pass  # the periodic tasks are not part of these tests
+
+    return ReplicaManager(1, host, zk, ReplicationSettings(), None, timer, schedule,  # type: ignore[arg-type]
+                          lambda: 1, on_leadership)
+
+
+def test_an_isr_write_whose_outcome_was_lost_is_tried_again_and_found_applied() -> None:
+    ensemble = InMemoryZooKeeper()
+    timer = Timer()
+    try:
+        flaky = _FlakyStore(ensemble.connect())
+        zk = KafkaZkClient(flaky)  # type: ignore[arg-type]
+        zk.ensure_layout()
+        flaky.create(partition_state_path(TOPIC, 0), encode_partition_state(PartitionState(1, 3, [1, 2], 1)),
+                     makepath=True)
+        manager = _replica_manager(zk, _Host({}), timer)
+        partition = _PendingPartition()
+        flaky.lose_next_set = True
+        manager._ask_isr_change(partition, [1], 0)  # type: ignore[arg-type]
+        assert partition.answered.wait(DEADLINE_S)
+        assert partition.written == 1  # taken, with the version the store holds
+        assert zk.get_partition_state(TOPIC, 0)[:5] == (1, 3, [1], 1, 1)  # type: ignore[index]
+        manager.close()
+    finally:
+        timer.close()
+        ensemble.close()
+
+
+def test_only_a_new_leadership_makes_the_coordinators_load(log: Log) -> None:
+    ensemble = InMemoryZooKeeper()
+    timer = Timer()
+    calls: List[Tuple[List[Any], List[Any]]] = []
+    try:
+        zk = KafkaZkClient(ensemble.connect())
+        part = _replica(log)
+        manager = _replica_manager(zk, _Host({TP: part}), timer, lambda led, followed: calls.append((led, followed)))
+
+        def request(leader: int, epoch: int, isr: List[int]) -> None:
+            state = _state(leader, epoch, isr, [1, 2, 3], partition_epoch=epoch)
+            live = [BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),)) for b in (1, 2, 3)]
+            assert manager.become_leader_or_follower(LeaderAndIsrRequest(0, 1, 1, [state], {}, live))[0] == 0
+
+        request(1, 1, [1, 2, 3])
+        request(1, 2, [1, 2])  # a follower died: a new epoch, the same leadership
+        request(1, 3, [1, 2, 3])
+        assert calls == [([TP], [])]
+        request(2, 4, [2, 3])  # the leadership goes
+        assert calls[-1] == ([], [TP])
+        manager.close()
+    finally:
+        timer.close()
+        ensemble.close()
+
+
+# -- the controller ------------------------------------------------------------------------------
+
+
+class _Recorder:
+    """A connector whose clients record the controller's requests and answer success."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: List[Tuple[int, Any]] = []
+
+    def __call__(self, broker_id: int, host: str, port: int) -> "_RecordingClient":
+        return _RecordingClient(self, broker_id)
+
+
+class _RecordingClient:
+    def __init__(self, recorder: _Recorder, broker_id: int) -> None:
+        self._recorder, self._broker_id = recorder, broker_id
+
+    def _record(self, request: Any) -> None:
+        with self._recorder.lock:
+            self._recorder.requests.append((self._broker_id, request))
+
+    def leader_and_isr(self, request: Any) -> Tuple[int, Dict[Any, int]]:
+        self._record(request)
+        return 0, {}
+
+    def update_metadata(self, request: Any) -> int:
+        self._record(request)
+        return 0
+
+    def stop_replica(self, request: Any) -> Tuple[int, Dict[Any, int]]:
+        self._record(request)
+        return 0, {}
+
+    def abort(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Brokers:
+    """Broker registrations in an in-memory store, each its own session (a process)."""
+
+    def __init__(self, ensemble: InMemoryZooKeeper) -> None:
+        self.ensemble = ensemble
+        self.sessions: Dict[int, Any] = {}
+
+    def register(self, broker_id: int, endpoints: Optional[Tuple[BrokerEndpoint, ...]] = None) -> KafkaZkClient:
+        zk = KafkaZkClient(self.ensemble.connect(session_timeout_ms=60000))
+        zk.ensure_layout()
+        endpoints = endpoints or (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id),)
+        zk.register_broker(BrokerRegistration(broker_id, endpoints), wait_s=5)
+        self.sessions[broker_id] = zk
+        return zk
+
+    def kill(self, broker_id: int) -> None:
+        self.sessions.pop(broker_id).store.close()
+
+
+@pytest.fixture
+def ensemble() -> Iterator[InMemoryZooKeeper]:
+    e = InMemoryZooKeeper()
+    yield e
+    e.close()
+
+
+def _topic(zk: KafkaZkClient, state: PartitionState, replicas: List[int] = [1, 2, 3]) -> None:
+    zk.create_topic(TOPIC, TopicAssignment({0: list(replicas)}, "AAAAAAAAAAAAAAAAAAAAAQ"), {})
+    zk.store.create(partition_state_path(TOPIC, 0), encode_partition_state(state), makepath=True)
+
+
+def _controller(zk: KafkaZkClient, recorder: Optional[_Recorder] = None, listener: Optional[str] = None,
+                unclean: bool = False) -> KafkaController:
+    """A controller elected on the calling thread (its events, queued by watches, are not run
+    unless the test starts its thread)."""
+    controller = KafkaController(0, zk, recorder or _Recorder(), lambda topic: unclean,  # type: ignore[arg-type]
+                                 listener)
+    controller._elect()
+    assert controller.active
+    return controller
+
+
+def _stored(zk: KafkaZkClient) -> Tuple[int, List[int]]:
+    state = zk.get_partition_state(TOPIC, 0)
+    assert state is not None
+    return state.leader, state.isr
+
+
+def test_a_leader_registered_again_since_its_state_was_written_is_replaced_at_failover(
+        ensemble: InMemoryZooKeeper) -> None:
+    brokers = _Brokers(ensemble)
+    zk0 = brokers.register(0)
+    for b in (1, 2, 3):
+        brokers.register(b)
+    _topic(zk0, PartitionState(1, 4, [1, 2, 3], 1))
+    # Broker 1 dies and comes back (maybe with an empty disk) before any controller saw it go.
+    brokers.kill(1)
+    brokers.register(1)
+    controller = _controller(zk0)
+    try:
+        assert _stored(zk0) == (2, [2, 3])
+        state = zk0.get_partition_state(TOPIC, 0)
+        assert state is not None and state.leader_epoch == 5
+    finally:
+        controller.shutdown()
+
+
+def test_a_new_controller_takes_dead_brokers_out_of_the_isrs(ensemble: InMemoryZooKeeper) -> None:
+    brokers = _Brokers(ensemble)
+    zk0 = brokers.register(0)
+    for b in (1, 2):
+        brokers.register(b)
+    _topic(zk0, PartitionState(1, 0, [1, 2, 3], 1))  # broker 3 is not registered
+    controller = _controller(zk0)
+    try:
+        assert _stored(zk0) == (1, [1, 2])
+    finally:
+        controller.shutdown()
+
+
+def test_an_election_skips_a_broker_in_controlled_shutdown(ensemble: InMemoryZooKeeper) -> None:
+    brokers = _Brokers(ensemble)
+    zk0 = brokers.register(0)
+    for b in (1, 2, 3):
+        brokers.register(b)
+    _topic(zk0, PartitionState(1, 0, [1, 2, 3], 1))
+    controller = _controller(zk0)
+    try:
+        controller.shutting_down.add(2)
+        brokers.kill(1)
+        controller._brokers_changed()
+        assert _stored(zk0) == (3, [2, 3])
+    finally:
+        controller.shutdown()
+
+
+def test_a_conflicting_write_makes_the_controller_decide_again_on_the_state_read_back(
+        ensemble: InMemoryZooKeeper) -> None:
+    brokers = _Brokers(ensemble)
+    zk0 = brokers.register(0)
+    zk1 = brokers.register(1)
+    for b in (2, 3):
+        brokers.register(b)
+    _topic(zk0, PartitionState(1, 0, [1, 2, 3], 1))
+    controller = _controller(zk0)
+    real = controller.zk.update_partition_state
+    raced = []
+
+    def racing_leader(topic: str, partition: int, state: PartitionState, epoch: Any = None) -> Any:
+        if epoch is not None and not raced:
+            raced.append(True)
+            # Meanwhile the leader drops broker 2 from the ISR (it stopped fetching).
+            current = zk1.get_partition_state(TOPIC, 0)
+            assert current is not None
+            assert zk1.update_partition_state(TOPIC, 0, current._replace(isr=[1, 3])) is not None
+        return real(topic, partition, state, epoch)
+
+    controller.zk.update_partition_state = racing_leader  # type: ignore[method-assign]
+    try:
+        assert controller._controlled_shutdown(1, -1)[0] == 0
+        assert raced
+        # Broker 2 is no longer in sync: 3 leads (leader 2 with ISR [2, 3] would lose what only 1 and 3 have).
+        assert _stored(zk0) == (3, [3])
+    finally:
+        controller.shutdown()
+
+
+def test_an_event_that_failed_on_the_store_is_finished_by_reading_the_cluster_again(
+        ensemble: InMemoryZooKeeper) -> None:
+    brokers = _Brokers(ensemble)
+    zk0 = brokers.register(0)
+    for b in (1, 2, 3):
+        brokers.register(b)
+    _topic(zk0, PartitionState(1, 0, [1, 2, 3], 1))
+    controller = KafkaController(0, zk0, _Recorder(), lambda topic: False)  # type: ignore[arg-type]
+    controller.startup()
+    try:
+        _wait_for(lambda: controller.active, "the controller's election")
+        controller.wait_idle()
+        real = controller.zk.update_partition_state
+        failures = []
+
+        def failing_once(topic: str, partition: int, state: PartitionState, epoch: Any = None) -> Any:
+            if not failures:
+                failures.append(True)
+                raise errors.StoreConnectionError(partition_state_path(topic, partition), "connection lost")
+            return real(topic, partition, state, epoch)
+
+        controller.zk.update_partition_state = failing_once  # type: ignore[method-assign]
+        brokers.kill(1)  # the broker change event fails half-way: 1 has left the live set already
+        _wait_for(lambda: _stored(zk0) == (2, [2, 3]), "a new leader after the store came back")
+        assert failures
+    finally:
+        controller.shutdown()
+
+
+def test_leader_and_isr_names_leaders_by_their_inter_broker_endpoint(ensemble: InMemoryZooKeeper) -> None:
+    brokers = _Brokers(ensemble)
+    zk0 = brokers.register(0)
+    internal = {b: BrokerEndpoint("INTERNAL", "10.0.0.%d" % b, 9093) for b in (1, 2, 3)}
+    for b in (1, 2, 3):
+        brokers.register(b, (BrokerEndpoint("CLIENTS", "broker%d.example" % b, 9092), internal[b]))
+    _topic(zk0, PartitionState(1, 0, [1, 2, 3], 1))
+    recorder = _Recorder()
+    controller = _controller(zk0, recorder, listener="INTERNAL")
+    try:
+        def leaders_named() -> List[Any]:
+            with recorder.lock:
+                return [r.live_leaders for _, r in recorder.requests if isinstance(r, LeaderAndIsrRequest)]
+
+        _wait_for(lambda: len(leaders_named()) == 3, "LeaderAndIsr to the three replicas")
+        for named in leaders_named():
+            assert [(b.broker_id, b.endpoints) for b in named] == [(1, (internal[1],))]
+    finally:
+        controller.shutdown()
+
+
+# -- the group coordinator: pending offset commits --------------------------------------------------
+
+
+def test_an_offset_commit_is_visible_only_once_replicated() -> None:
+    written: List[bytes] = []
+    coordinator = GroupCoordinator(lambda p, batch: written.append(batch), lambda p: iter(()), start_timer=False)
+    try:
+        assert coordinator.commit_offsets("g", -1, "", {("t", 0): (5, None)}) == {("t", 0): 0}
+        codes, complete = coordinator.commit_offsets_pending("g", -1, "", {("t", 0): (9, None)})
+        assert codes == {("t", 0): 0} and len(written) == 2
+        assert coordinator.fetch_offsets("g", [("t", 0)]) == {("t", 0): (5, "", 0)}
+        complete(errors.NotEnoughReplicasAfterAppendError.code)  # the write did not replicate
+        assert coordinator.fetch_offsets("g", [("t", 0)]) == {("t", 0): (5, "", 0)}
+        codes, complete = coordinator.commit_offsets_pending("g", -1, "", {("t", 0): (12, None)})
+        later, complete_later = coordinator.commit_offsets_pending("g", -1, "", {("t", 0): (15, None)})
+        complete_later(0)
+        complete(0)  # an earlier write completing last does not take the place of a later one
+        assert coordinator.fetch_offsets("g", [("t", 0)]) == {("t", 0): (15, "", 0)}
+        assert [RecordBatch(b).last_offset for b in written]  # real batches were written
+    finally:
+        coordinator.close()
+
+
+# -- the broker of a cluster: UpdateMetadata fencing, the last broker's shutdown ------------------
+
+
+def test_update_metadata_is_fenced_and_remembers_the_controller_epoch(tmp_path: Any) -> None:
+    with Cluster(2, str(tmp_path), **{"zookeeper.session.timeout.ms": 2000}) as cluster:
+        broker = cluster.broker(1)
+        node = broker.cluster
+        assert node is not None
+        seen = node.replicas.controller_epoch
+        newer = UpdateMetadataRequest(0, seen + 5, node.broker_epoch, [], [], {})
+        assert broker.update_metadata(newer) == 0
+        assert node.replicas.controller_epoch == seen + 5
+        stale = UpdateMetadataRequest(0, seen, node.broker_epoch, [], [], {})
+        assert broker.update_metadata(stale) == errors.StaleControllerEpochError.code
+        earlier_life = UpdateMetadataRequest(0, seen + 5, node.broker_epoch - 1, [], [], {})
+        assert broker.update_metadata(earlier_life) == errors.StaleBrokerEpochError.code
+
+
+def test_the_last_live_broker_stops_without_a_controlled_shutdown(tmp_path: Any) -> None:
+    with Cluster(2, str(tmp_path), **{"zookeeper.session.timeout.ms": 2000}) as cluster:
+        cluster.create_topic(TOPIC, partitions=2, replication_factor=2)
+        cluster.stop_broker(0)
+        node = cluster.broker(1).cluster
+        assert node is not None
+        answer: List[bool] = []
+        # With nowhere to move its leaderships, no attempt is made: a backoff would hang here.
+        worker = threading.Thread(target=lambda: answer.append(node.controlled_shutdown_request(3, 3600.0)),
+                                  daemon=True)
+        worker.start()
+        worker.join(DEADLINE_S)
+        assert answer == [True]
