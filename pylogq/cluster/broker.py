@@ -129,13 +129,14 @@ class Broker:
         self.config = BrokerConfig(config)  # every setting checked before anything is written
         os.makedirs(self.data_dir, exist_ok=True)
         self.broker_id: int = self.config.node.broker_id
-        self.cluster_id = self._load_meta()
+        clustered = metadata_store is not None or self.config.node.zookeeper_connect is not None
+        stored_cluster_id = self._load_meta(generate=not clustered)
+        self.cluster_id = stored_cluster_id or ""
         self.producer_ids = ProducerIdManager(self.data_dir)
         self._lock = threading.RLock()  # the maps below; see "Locks" at the topics' methods
         self._admin_lock = threading.RLock()
         self._pending_configs: Dict[str, TopicMetadata] = {}  # topics being created, for their logs' config
         self._store = FileTopicStore(self.data_dir)
-        clustered = metadata_store is not None or self.config.node.zookeeper_connect is not None
         # A missing topics file is rebuilt from the partition directories (the offsets topic with its own config).
         offsets_config = OffsetsTopic.config(self.config.node.offsets_topic_segment_bytes)
         # A single node's topics; a cluster member's are in the metadata store (this map then
@@ -164,6 +165,7 @@ class Broker:
         try:
             if clustered:
                 self.cluster = self._cluster_node(metadata_store, inter_broker)
+                self.cluster_id = self._join_cluster_id(stored_cluster_id)
                 zk = self.cluster.zk
                 self.producer_ids = ProducerIdManager(  # blocks unique across the cluster
                     self.data_dir, allocate=lambda size: zk.allocate_producer_id_block(self.broker_id, size))
@@ -330,7 +332,6 @@ class Broker:
             return
         if self.cluster.registration is None:
             self.cluster_id = self.cluster.start(self.cluster_id, endpoints)
-            self._write_meta_cluster_id()
             # Clients are answered from the controller's picture of the cluster: wait for the
             # first one that includes this broker (else a client connecting now would learn
             # of no broker and no controller).
@@ -342,9 +343,9 @@ class Broker:
         else:
             self.cluster.update_endpoints(endpoints)
 
-    def _write_meta_cluster_id(self) -> None:
+    def _write_meta_cluster_id(self, cluster_id: str) -> None:
         write_atomically(os.path.join(self.data_dir, META_FILE),
-                         ("version=0\nbroker.id=%d\ncluster.id=%s\n" % (self.broker_id, self.cluster_id)).encode())
+                         ("version=0\nbroker.id=%d\ncluster.id=%s\n" % (self.broker_id, cluster_id)).encode())
 
     def _unclean_leader_election(self, topic: str) -> bool:
         assert self.cluster is not None
@@ -505,10 +506,27 @@ class Broker:
 
     # -- identity and metadata files ----------------------------------------------
 
-    def _load_meta(self) -> str:
+    def _join_cluster_id(self, stored: Optional[str]) -> str:
+        """A cluster member's id is the cluster's, from the metadata store (the first broker
+        writes its own, or a new one), before the broker serves anyone: a broker whose disk
+        was replaced takes it, as Kafka's does. One whose ``meta.properties`` names another
+        cluster is refused (Kafka's InconsistentClusterIdException)."""
+        assert self.cluster is not None
+        cluster_id = self.cluster.zk.get_or_create_cluster_id(stored or uuid.uuid4().hex[:22])
+        if stored and stored != cluster_id:
+            raise ConfigError(
+                "the cluster id %s in the metadata store does not match %s in %s: this broker is joining another "
+                "cluster than its data belongs to (is zookeeper.connect right?)"
+                % (cluster_id, stored, os.path.join(self.data_dir, META_FILE)))
+        if stored != cluster_id:
+            self._write_meta_cluster_id(cluster_id)
+        return cluster_id
+
+    def _load_meta(self, generate: bool = True) -> Optional[str]:
         """The cluster id from ``meta.properties`` (Kafka's v0 layout: version, broker.id,
-        cluster.id), written on the first start. A file that does not parse stops the
-        broker with CorruptMetadataError; one of another broker.id with ConfigError."""
+        cluster.id), written on the first start: a new id when ``generate``, else None (a
+        cluster member takes the cluster's). A file that does not parse stops the broker
+        with CorruptMetadataError; one of another broker.id with ConfigError."""
         path = os.path.join(self.data_dir, META_FILE)
 
         def corrupt(problem: str) -> errors.CorruptMetadataError:
@@ -532,11 +550,10 @@ class Broker:
                 raise ConfigError("data dir %s belongs to broker.id %d, not %d" % (self.data_dir, owner,
                                                                                   self.broker_id))
         cluster_id = props.get("cluster.id", "").strip()
-        if not cluster_id:  # a new data dir (or a v0 file of a broker that predates cluster ids)
+        if not cluster_id and generate:  # a new data dir (or a v0 file of a broker that predates cluster ids)
             cluster_id = uuid.uuid4().hex[:22]
-            write_atomically(path, ("version=0\nbroker.id=%d\ncluster.id=%s\n"
-                                    % (self.broker_id, cluster_id)).encode())
-        return cluster_id
+            self._write_meta_cluster_id(cluster_id)
+        return cluster_id or None
 
     def _log_config_for(self, topic: str) -> Optional[LogConfig]:
         meta = self._pending_configs.get(topic) or self._topics.get(topic)

@@ -259,7 +259,8 @@ class ClusterNode:
             gone = threading.Event()
             if self.store.exists(topic_path(name), watch=lambda event: gone.set()) is None:
                 return
-            gone.wait(deadline - time.monotonic())
+            # Looked at again every second too: a watch is lost with the store's connection.
+            gone.wait(min(1.0, max(0.0, deadline - time.monotonic())))
         log.info("topic %s is still being deleted (a replica's broker may be down)", name)
 
     def create_partitions(self, name: str, total: int, validate_only: bool = False,

@@ -69,6 +69,8 @@ log = logging.getLogger("pylogq.zk")
 __all__ = ["ControllerEpochZkVersion", "KafkaZkClient", "Watcher"]
 
 Watcher = Callable[[WatchedEvent], None]
+#: How often a broker waiting for its previous registration to expire looks at it again.
+REGISTRATION_RECHECK_S = 1.0
 #: (controller epoch, version of the controller epoch znode): a controller's writes check it.
 ControllerEpochZkVersion = Tuple[int, int]
 
@@ -127,13 +129,15 @@ class KafkaZkClient:
             if stat.ephemeral_owner == self.store.session_id:
                 return stat.czxid
             left = deadline - time.monotonic()
-            if left <= 0 or not gone.wait(left):
+            if left <= 0:
                 raise errors.ConfigError(
                     "broker.id %d is registered in %s by another session (owner 0x%x) and it did not "
                     "expire within %.0f s: another broker is running with the same broker.id"
                     % (registration.broker_id, path, stat.ephemeral_owner, wait_s))
-            log.info("the registration of broker %d from an earlier session expired; registering",
-                     registration.broker_id)
+            # Looked at again every second too: a watch is lost with the store's connection.
+            if gone.wait(min(left, REGISTRATION_RECHECK_S)):
+                log.info("the registration of broker %d from an earlier session expired; registering",
+                         registration.broker_id)
 
     def get_broker_ids(self, watch: Optional[Watcher] = None) -> List[int]:
         return sorted(int(c) for c in self.store.get_children(BROKER_IDS_PATH, watch=watch) if c.isdigit())

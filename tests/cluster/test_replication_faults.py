@@ -518,3 +518,25 @@ def test_the_last_live_broker_stops_without_a_controlled_shutdown(tmp_path: Any)
         worker.start()
         worker.join(DEADLINE_S)
         assert answer == [True]
+
+
+def test_a_broker_with_an_empty_disk_takes_the_cluster_id_and_one_of_another_cluster_is_refused(
+        tmp_path: Any) -> None:
+    import os
+    import shutil
+
+    from pylogq.storage.partition_metadata import META_FILE
+
+    with Cluster(2, str(tmp_path), **{"zookeeper.session.timeout.ms": 2000}) as cluster:
+        cluster_id = cluster.broker(0).cluster_id
+        assert cluster.broker(1).cluster_id == cluster_id
+        cluster.stop_broker(1)
+        shutil.rmtree(cluster.broker_dir(1))  # the disk replaced
+        assert cluster.start_broker(1).cluster_id == cluster_id
+        with open(os.path.join(cluster.broker_dir(1), META_FILE)) as f:
+            assert "cluster.id=%s\n" % cluster_id in f.read()
+        cluster.stop_broker(1)
+        with open(os.path.join(cluster.broker_dir(1), META_FILE), "w") as f:
+            f.write("version=0\nbroker.id=1\ncluster.id=someOtherClusterId0000\n")
+        with pytest.raises(errors.ConfigError, match="does not match someOtherClusterId0000"):
+            cluster.start_broker(1)
