@@ -731,6 +731,12 @@ class KafkaController:
             here = [r for r in replicas if r in born]
             if here:
                 batch.leader_and_isr_to(here, self._request_state(tp, state))
+        # A broker back in an ISR it never left (its last member, kept while it was down)
+        # may have come back without its log: it leaves the ISR and rejoins once caught up.
+        stale = [tp for tp, state in self.states.items() if tp[0] not in self.deleting
+                 and state.leader in self.live and set(born) & set(state.isr)]
+        self._refresh(stale)
+        self._repair(stale, batch)
         self._online(self._offline_partitions(), batch)
         self._send(batch)
         if self.deleting:

@@ -22,6 +22,8 @@ coordinator) into the situation a fault creates and checks Kafka's behaviour:
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -52,6 +54,7 @@ from pylogq.cluster.zk_data import (
 )
 from pylogq.records import RecordBatch
 from pylogq.storage.log import Log
+from pylogq.storage.partition_metadata import META_FILE
 
 DEADLINE_S = 20.0
 TOPIC = "t"
@@ -522,11 +525,6 @@ def test_the_last_live_broker_stops_without_a_controlled_shutdown(tmp_path: Any)
 
 def test_a_broker_with_an_empty_disk_takes_the_cluster_id_and_one_of_another_cluster_is_refused(
         tmp_path: Any) -> None:
-    import os
-    import shutil
-
-    from pylogq.storage.partition_metadata import META_FILE
-
     with Cluster(2, str(tmp_path), **{"zookeeper.session.timeout.ms": 2000}) as cluster:
         cluster_id = cluster.broker(0).cluster_id
         assert cluster.broker(1).cluster_id == cluster_id
@@ -540,3 +538,25 @@ def test_a_broker_with_an_empty_disk_takes_the_cluster_id_and_one_of_another_clu
             f.write("version=0\nbroker.id=1\ncluster.id=someOtherClusterId0000\n")
         with pytest.raises(errors.ConfigError, match="does not match someOtherClusterId0000"):
             cluster.start_broker(1)
+
+
+def test_a_broker_back_in_an_isr_it_never_left_leaves_it_until_caught_up(ensemble: InMemoryZooKeeper) -> None:
+    brokers = _Brokers(ensemble)
+    zk0 = brokers.register(0)
+    for b in (1, 2):
+        brokers.register(b)
+    _topic(zk0, PartitionState(1, 0, [1, 2], 1), replicas=[1, 2])
+    controller = _controller(zk0)
+    try:
+        brokers.kill(1)
+        brokers.kill(2)
+        controller._brokers_changed()
+        assert _stored(zk0) == (-1, [1, 2])  # offline; the ISR keeps its last members
+        brokers.register(1)  # back: an ISR member, so it may lead
+        controller._brokers_changed()
+        assert _stored(zk0) == (1, [1, 2])
+        brokers.register(2)  # back in an ISR it never left, perhaps without its log
+        controller._brokers_changed()
+        assert _stored(zk0) == (1, [1])  # it rejoins only once it has caught up
+    finally:
+        controller.shutdown()
