@@ -6,9 +6,18 @@ Groups, 100-byte values, confluent-kafka (librdkafka) on loopback, real ZooKeepe
   ``acks``: replication factor 3 with ``acks=all`` (idempotent, ``min.insync.replicas=2``)
   against the peer row, replication factor 1 with ``acks=1``. LinkedIn measured 51%
   for Kafka on separate machines; here the three brokers share two cores with the
-  client. The summary gives the CPU the three brokers used per round together;
-  ``extra_info["cpu_us_per_record"]`` splits it by role (the leader, each follower),
-  so the cost per record of leading and of following shows.
+  client. Every round starts from the same state, outside the timed region: the
+  previous round's topic deleted (its logs gone from every broker, so the brokers' page
+  cache is recycled rather than grown round after round, and no follower still fetches
+  it), the new topic created, and the round's producer sending one record with the
+  round's ``acks`` and flushing it, so that the topic is served by every replica (a
+  follower whose first fetch reached the leader before the leader knew the topic backs
+  off ``replica.fetch.backoff.ms``) and the producer is connected and has its producer
+  id. One untimed round first warms the brokers the same way for both cases. The summary
+  gives the CPU the three brokers used per round together;
+  ``extra_info["cpu_us_per_record"]`` splits it by role (the leader, each follower), per
+  process and for its busiest thread: the leader's event loop (the produce requests and
+  the followers' fetches) and a follower's replica fetcher.
 - "failover to first ack": one round per benchmark: an idempotent acks=all producer
   writes steadily, the leader is killed with SIGKILL, and the time to the first
   acknowledgement of a record sent after the kill is measured
@@ -16,7 +25,7 @@ Groups, 100-byte values, confluent-kafka (librdkafka) on loopback, real ZooKeepe
   metadata refresh, ``topic.metadata.refresh.interval.ms`` 1000).
 
 N is 300k; under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` it is 5k and each
-benchmark runs one round.
+benchmark runs one round, without the warm-up round.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from summary import info
@@ -60,19 +69,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
         zookeeper.stop()
 
 
-def _cpu(pid: int) -> float:
-    total = 0
+def _threads_cpu(pid: int) -> Dict[int, float]:
+    """CPU seconds of each live thread of ``pid`` (its scheduler statistics, in ns)."""
+    out: Dict[int, float] = {}
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
             with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                total += int(f.read().split()[0])
+                out[int(tid)] = int(f.read().split()[0]) / 1e9
         except (OSError, ValueError, IndexError):
             continue
-    return total / 1e9
+    return out
 
 
-def _cpus(c: ProcessCluster) -> Dict[int, float]:
-    return {b: _cpu(p.proc.pid) for b, p in c.brokers.items() if p.proc is not None}
+def _cpus(c: ProcessCluster) -> Dict[int, Dict[int, float]]:
+    return {b: _threads_cpu(p.proc.pid) for b, p in c.brokers.items() if p.proc is not None}
+
+
+def _used(before: Dict[int, Dict[int, float]], after: Dict[int, Dict[int, float]]) -> Dict[int, Tuple[float, float]]:
+    """Each broker's CPU seconds between two samples: (the process's, its busiest thread's). A thread
+    started meanwhile counts from zero; none ends during a round (fetchers stop at the deletes)."""
+    out = {}
+    for b, threads in after.items():
+        used = [s - before.get(b, {}).get(tid, 0.0) for tid, s in threads.items()]
+        out[b] = (sum(used), max(used, default=0.0))
+    return out
 
 
 def _create(c: ProcessCluster, factor: int) -> str:
@@ -83,11 +103,27 @@ def _create(c: ProcessCluster, factor: int) -> str:
     return name
 
 
-def _produce(c: ProcessCluster, topic: str, n: int, acks: str) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "acks": acks,
-                                         "enable.idempotence": acks == "all", "linger.ms": 5,
-                                         "batch.size": 1000000, "queue.buffering.max.messages": n + 1000,
-                                         "queue.buffering.max.kbytes": 2097151})
+def _delete(c: ProcessCluster, name: str) -> None:
+    """Delete a topic and wait until no broker holds its logs (renamed for deletion or not)."""
+    admin = confluent_admin.AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.delete_topics([name])[name].result(30)
+
+    def gone() -> bool:
+        if c.zk.topic_exists(name) or c.zk.is_marked_for_deletion(name):
+            return False
+        return not any(entry.startswith(name + "-") for b in c.brokers for entry in os.listdir(c.data_dir(b)))
+
+    c.wait_until(gone, "the deletion of %s" % name)
+
+
+def _producer(c: ProcessCluster, n: int, acks: str) -> Any:
+    return confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "acks": acks,
+                                     "enable.idempotence": acks == "all", "linger.ms": 5,
+                                     "batch.size": 1000000, "queue.buffering.max.messages": n + 1000,
+                                     "queue.buffering.max.kbytes": 2097151})
+
+
+def _produce(producer: Any, topic: str, n: int) -> None:
     failed: List[str] = []
 
     def report(err, msg) -> None:  # type: ignore[no-untyped-def]
@@ -102,33 +138,47 @@ def _produce(c: ProcessCluster, topic: str, n: int, acks: str) -> None:
 
 def _run(benchmark: Any, c: ProcessCluster, factor: int, acks: str, peer: bool) -> None:
     quick = benchmark.disabled or os.environ.get("PYLOGQ_NO_EXTENSIONS") == "1"
-    rounds, n = (1, 5000) if quick else (5, 300000)
-    per_round: List[Dict[int, float]] = []
-    topics: List[str] = []
+    rounds, warmup, n = (1, 0, 5000) if quick else (5, 1, 300000)
+    samples: List[Dict[int, Dict[int, float]]] = []
+    per_round: List[Dict[int, Tuple[float, float]]] = []
     leaders: List[int] = []
 
     def setup() -> Any:
-        topics.append(_create(c, factor))
-        leaders.append(c.state(topics[-1], 0)[0])  # type: ignore[index]
-        per_round.append(_cpus(c))
-        return (), {}
+        topic = _create(c, factor)
+        producer = [_producer(c, n, acks)]  # the teardown lets it go before the topic does
+        _produce(producer[0], topic, 1)  # the topic served by every replica, the producer connected
+        leaders.append(c.state(topic, 0)[0])  # type: ignore[index]
+        samples.append(_cpus(c))
+        return (producer, topic), {}
 
-    def round_() -> None:
-        _produce(c, topics[-1], n, acks)
-        after = _cpus(c)
-        per_round[-1] = {b: after[b] - per_round[-1][b] for b in after}
+    def round_(producer: List[Any], topic: str) -> None:
+        _produce(producer[0], topic, n)
+        per_round.append(_used(samples[-1], _cpus(c)))
+
+    def teardown(producer: List[Any], topic: str) -> None:
+        producer.clear()
+        _delete(c, topic)
 
     info(benchmark, "replicated produce 100B", n, "records", peer=peer,
          target="replication factor 3 acks=all vs 1 acks=1 (LinkedIn: 51% on separate machines)")
-    benchmark.pedantic(round_, setup=setup, rounds=rounds, iterations=1)
-    benchmark.extra_info["broker_cpu_seconds"] = statistics.median(sum(r.values()) for r in per_round)
+    benchmark.pedantic(round_, setup=setup, teardown=teardown, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    # The warm-up round's figures are not the benchmark's.
+    per_round, leaders = per_round[-rounds:], leaders[-rounds:]
+    benchmark.extra_info["broker_cpu_seconds"] = statistics.median(sum(t for t, _ in r.values()) for r in per_round)
     # By role, not by broker: each round's fresh topic may have another leader. The
     # others are the followers with replication factor 3, idle brokers with 1.
+    others = "each follower" if factor > 1 else "each other broker"
+
+    def us(seconds: List[float]) -> float:
+        return round(statistics.median(seconds) / n * 1e6, 3)
+
     leader_cpu = [r[leader] for r, leader in zip(per_round, leaders)]
-    other_cpu = [statistics.mean(s for b, s in r.items() if b != leader) for r, leader in zip(per_round, leaders)]
+    other_cpu = [[s for b, s in r.items() if b != leader] for r, leader in zip(per_round, leaders)]
     benchmark.extra_info["cpu_us_per_record"] = {
-        "leader": round(statistics.median(leader_cpu) / n * 1e6, 3),
-        ("each follower" if factor > 1 else "each other broker"): round(statistics.median(other_cpu) / n * 1e6, 3)}
+        "leader": us([t for t, _ in leader_cpu]),
+        "leader's busiest thread": us([t for _, t in leader_cpu]),
+        others: us([statistics.mean(t for t, _ in o) for o in other_cpu]),
+        others + "'s busiest thread": us([statistics.mean(t for _, t in o) for o in other_cpu])}
     benchmark.extra_info["leaders"] = leaders
 
 

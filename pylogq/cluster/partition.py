@@ -38,7 +38,6 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .. import records
 from ..errors import (
     InvalidRequiredAcksError,
     NotEnoughReplicasAfterAppendError,
@@ -516,14 +515,12 @@ class Partition:
                            leader_epoch: Optional[int] = None) -> AppendResult:
         """Append batches fetched from the leader as they are (their offsets and epochs), with
         the producers they carry; the caller then sets the high watermark. With
-        ``leader_epoch``, only while this broker still follows in that epoch."""
-        buffer = bytes(data)
+        ``leader_epoch``, only while this broker still follows in that epoch. The log
+        checks only what keeps it whole (:meth:`Log.append_as_follower`) and hands the
+        producer state the headers of that one pass."""
         with self._lock:
             self._check_follower(leader_epoch)
-            result = self.log.append_as_follower(buffer)
-            if result.batch_count:
-                self.producer_state.appended(list(records.iter_batches(buffer)))
-            return result
+            return self.log.append_as_follower(data, producers_appended=self.producer_state.appended)
 
     def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start: int,
                                        leader_epoch: Optional[int] = None) -> bool:

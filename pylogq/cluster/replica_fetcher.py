@@ -313,11 +313,14 @@ class ReplicaFetcherThread:
         except errors.NotLeaderOrFollowerError as exc:
             self._delay(s, str(exc))
         except errors.CorruptRecordError as exc:
-            # Bytes that do not continue this log (it diverged): find the point again.
+            # Bytes that do not continue this log (it diverged): find the point again, after
+            # the back-off, as Kafka retries a partition with invalid records: bytes damaged on
+            # the leader's disk come back at every fetch, and without it this loop would spin.
             log.warning("%s-%d: the leader's records do not continue this replica's log (%s); truncating again",
                         tp[0], tp[1], exc)
             s.state = TRUNCATING
             s.fetch_offset = partition.high_watermark
+            self._delay(s, str(exc))
         except errors.KafkaStorageError as exc:
             log.error("%s-%d: cannot write fetched records: %s", tp[0], tp[1], exc)
             self._delay(s, str(exc))

@@ -718,21 +718,29 @@ class Log:
         return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
                             len(headers), last, len(headers), max_ts, last)
 
-    def append_as_follower(self, data: bytes) -> AppendResult:
+    def append_as_follower(self, data: Union[bytes, bytearray, memoryview], *,
+                           producers_appended: Optional[ProducersAppended] = None) -> AppendResult:
         """Append batches that already carry offsets (a replica's fetch, a copy of a log).
 
-        Checks every batch (framing, CRC) and that offsets start at the log end
-        offset or later and increase. Each v2 batch's partition leader epoch is
-        recorded at its base offset when it starts a new epoch; a legacy batch
-        clears the epoch cache (see :meth:`_follow_epochs`).
+        Kafka's appendAsFollower: the leader validated the batches and gave them their
+        offsets, so no record is read again. What keeps this log whole is checked:
+        each batch's framing and CRC (bytes damaged in transit or on the leader's
+        disk are not copied), offsets that start at the log end offset or later and
+        increase (bytes that do not continue this log), and the sizes; all raise
+        with nothing written. The framing and CRC pass reads only the buffer, so it
+        runs before the log's lock is taken. Each v2 batch's leader epoch is recorded
+        at its base offset when it starts a new epoch; a legacy batch clears the
+        epoch cache (:meth:`_follow_epochs`). ``producers_appended`` sees the
+        headers once written, as with :meth:`append`.
         """
-        buffer = bytes(data)
+        buffer = bytes(data)  # no copy of the usual bytes; a caller's bytearray may not change under the write
+        self._check_open()
+        result = records.scan(buffer)
+        if result.error is not None or result.valid_bytes != len(buffer):
+            raise CorruptRecordError(result.error or "the data ends with a partial batch")
+        headers = list(records.iter_batches(buffer))
         with self._lock:
             self._check_open()
-            result = records.scan(buffer)
-            if result.error is not None or result.valid_bytes != len(buffer):
-                raise CorruptRecordError(result.error or "the data ends with a partial batch")
-            headers = list(records.iter_batches(buffer))
             if not headers:
                 return AppendResult(0, -1, -1, self.log_start_offset, 0)
             expected = self._end.offset
@@ -752,6 +760,8 @@ class Log:
                 except OSError as exc:
                     raise self._storage_error("roll a segment at offset %d" % headers[0].base_offset, exc) from exc
             self._write(buffer, headers, headers[-1].last_offset, max_ts)
+            if producers_appended is not None:
+                producers_appended(headers)
             self._flush_if_due_by_messages()
             return AppendResult(0, headers[0].base_offset, -1, self.log_start_offset, -1, headers[-1].last_offset,
                                 len(headers), max_ts, max_ts_offset)

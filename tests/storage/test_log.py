@@ -314,6 +314,36 @@ def test_append_as_follower_keeps_offsets(tmp_path):
         assert follower.log_end_offset == 43 and follower.active_segment.base_offset == 40
 
 
+def test_append_as_follower_checks_what_keeps_the_log_whole(tmp_path):
+    """A follower refuses damaged bytes and bytes that do not continue its log, with nothing
+    written; the producer state gets the headers of the one pass."""
+    with Log(str(tmp_path / "leader-0")) as leader:
+        leader.append(batch(4, size=200) + batch(3, start=4))
+        data = leader.read(0, 1 << 20).read()
+    damaged = bytearray(data)
+    damaged[-1] ^= 0xFF  # in the last batch's last record: its CRC no longer holds
+    ahead = bytearray(batch(2))
+    records.assign_offsets(ahead, 5)  # offsets 5..6, which the leader's data has too
+    with Log(str(tmp_path / "follower-0")) as follower:
+        with pytest.raises(CorruptRecordError, match="CRC"):
+            follower.append_as_follower(bytes(damaged))
+        assert follower.log_end_offset == 0 and follower.size_in_bytes == 0
+        follower.append_as_follower(bytes(ahead))
+        with pytest.raises(CorruptRecordError, match="below the next offset"):
+            follower.append_as_follower(data)
+        assert follower.log_end_offset == 7 and [o for o, _ in read_all(follower)] == [5, 6]
+    with Log(str(tmp_path / "replica-0")) as replica:
+        seen = []
+        info = replica.append_as_follower(memoryview(data), producers_appended=seen.extend)
+        assert (info.first_offset, info.last_offset, info.batch_count) == (0, 6, 2)
+        assert [(h.base_offset, h.last_offset) for h in seen] == [(0, 3), (4, 6)]
+        assert [o for o, _ in read_all(replica)] == list(range(7))
+    with Log(str(tmp_path / "tiny-0"), LogConfig(segment_bytes=len(data) - 1)) as tiny:
+        with pytest.raises(RecordListTooLargeError):
+            tiny.append_as_follower(data, producers_appended=seen.extend)
+        assert tiny.log_end_offset == 0 and tiny.size_in_bytes == 0 and len(seen) == 2
+
+
 def test_closed_log_refuses_writes(tmp_path):
     lg = Log(str(tmp_path / "t-0"))
     lg.close()
