@@ -311,14 +311,16 @@ class DelayedOperationPurgatory:
         self._closed = False
         self._since_purge = 0
 
-    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable], checked: bool = False) -> bool:
         """Complete ``op`` now if it can; else watch it under ``keys`` until it completes.
 
         True when it completed within this call. The condition is checked again
         after the operation is watched, so a change between the first check and
-        the registration is never missed.
+        the registration is never missed. ``checked``: the caller has just found the
+        condition unmet itself, and the first check is skipped (a follower's fetch
+        has read the log once already).
         """
-        if op.try_complete():
+        if not checked and op.try_complete():
             return True
         keys = list(keys)
         with self._lock:

@@ -369,7 +369,8 @@ class ReplicaManager:
         if max_wait_ms <= 0 or size >= min_bytes or any(r.error_code for r in first.values()) or self.closed:
             op.complete_with(first)
             return op
-        self.replica_fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in partitions])
+        self.replica_fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in partitions],
+                                                             checked=True)
         return op
 
     def _read_for_replica(self, replica_id: int, partitions: Sequence[ReplicaFetchPartition], max_bytes: int,
