@@ -64,6 +64,9 @@ log = logging.getLogger("pylogq.cluster")
 TopicPartition = Tuple[str, int]
 #: How long an admin call waits for the controller to carry it out by default.
 ADMIN_TIMEOUT_S = 30.0
+#: The broker epoch of a broker that has not registered yet: larger than any real one, so
+#: every controller request naming an epoch is taken for one of an earlier life.
+NOT_REGISTERED = (1 << 63) - 1
 
 
 class ClusterNode:
@@ -97,7 +100,7 @@ class ClusterNode:
                                     node.replica_fetch_backoff_ms, node.num_replica_fetchers),
             inter_broker_listener=node.inter_broker_listener_name)
         self.replicas = ReplicaManager(broker_id, host, self.zk, settings, connector, timer, schedule,
-                                       lambda: self._epoch, on_leadership, consumer_fetches)
+                                       self._fencing_epoch, on_leadership, consumer_fetches)
         self._connector = connector
 
     # -- membership ---------------------------------------------------------------------
@@ -105,6 +108,22 @@ class ClusterNode:
     @property
     def broker_epoch(self) -> int:
         return self._epoch
+
+    def _fencing_epoch(self) -> int:
+        """The epoch controller requests are checked against (KIP-380): this broker's
+        registration's. Before it has registered (a broker restarted at once waits for its
+        previous registration to expire, its listener already bound), the one it has just
+        created if the store has it, else :data:`NOT_REGISTERED`: a request meant for the
+        previous life of this broker.id (which may have led partitions whose records this
+        disk no longer has) must not make it a leader. Kafka closes the same gap by
+        handling no request before it has registered."""
+        if self._epoch != -1:
+            return self._epoch
+        try:
+            own = self.zk.own_registration_epoch(self.broker_id)
+        except errors.MetadataStoreError:
+            return NOT_REGISTERED
+        return NOT_REGISTERED if own is None else own
 
     def start(self, cluster_id: str, endpoints: Sequence[BrokerEndpoint]) -> str:
         """Join: the cluster id (the first broker writes it), then registration and the

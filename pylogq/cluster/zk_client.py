@@ -139,6 +139,14 @@ class KafkaZkClient:
                 log.info("the registration of broker %d from an earlier session expired; registering",
                          registration.broker_id)
 
+    def own_registration_epoch(self, broker_id: int) -> Optional[int]:
+        """The epoch of ``/brokers/ids/<broker_id>`` if this session holds it, else None (not
+        registered, or registered by another session: an earlier life still to expire)."""
+        stat = self.store.exists(broker_path(broker_id))
+        if stat is None or stat.ephemeral_owner != self.store.session_id:
+            return None
+        return stat.czxid
+
     def get_broker_ids(self, watch: Optional[Watcher] = None) -> List[int]:
         return sorted(int(c) for c in self.store.get_children(BROKER_IDS_PATH, watch=watch) if c.isdigit())
 

@@ -566,3 +566,184 @@ def test_a_leader_s_metrics_count_what_its_followers_fetched(cluster):
     assert m["kafka_server_replicamanager_underreplicatedpartitions"] == 0
     follower = next(b for b in cluster.brokers if b is not leader)
     assert follower.metrics()['kafka_log_log_logendoffset{partition="0",topic="t"}'] == 10
+
+
+# -- faults: frozen brokers, lost store connections, store restarts -------------------------
+
+
+def _registered(c: Cluster) -> Dict[int, int]:
+    """Broker id -> broker epoch (its registration's czxid), as the store has them now."""
+    zk = KafkaZkClient(c.zookeeper.connect())
+    try:
+        return {b: reg.epoch for b, reg in zk.get_all_brokers().items()}
+    finally:
+        zk.store.close()
+
+
+def _call_in_thread(fn) -> Tuple[threading.Thread, List[object]]:
+    out: List[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            out.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_requests_to_a_frozen_broker_wait_for_it_or_time_out(tmp_path):
+    with Cluster(2, str(tmp_path), inter_broker_timeout_s=0.5, **FAST) as c:
+        client = c.inter_broker_client(0, 1)
+        assert client.offsets_for_leader_epoch(0, {}) == {}
+        c.freeze_broker(1)
+        assert c.frozen(1) and not c.frozen(0)
+        started = time.monotonic()
+        with pytest.raises(errors.BrokerNotAvailableError, match="frozen"):
+            client.offsets_for_leader_epoch(0, {})
+        assert time.monotonic() - started >= 0.5
+        # Thawed within the timeout, the waiting request is answered.
+        c.inter_broker_timeout_s = TIMEOUT_S
+        t, out = _call_in_thread(lambda: client.offsets_for_leader_epoch(0, {}))
+        c.thaw_broker(1)
+        t.join(TIMEOUT_S)
+        assert out == [{}]
+        # abort() ends a request waiting for a frozen broker at once; the next one works.
+        c.freeze_broker(1)
+        t, out = _call_in_thread(lambda: client.offsets_for_leader_epoch(0, {}))
+        deadline = time.monotonic() + TIMEOUT_S
+        while t.is_alive() and time.monotonic() < deadline:
+            client.abort()  # again, in case it came before the request was made
+            t.join(0.05)
+        assert len(out) == 1 and isinstance(out[0], errors.BrokerNotAvailableError)
+        c.thaw_broker(1)
+        assert client.offsets_for_leader_epoch(0, {}) == {}
+
+
+def test_a_frozen_broker_s_own_requests_wait_until_it_is_thawed(tmp_path):
+    # A session that outlives the second the test stays frozen.
+    with Cluster(2, str(tmp_path), inter_broker_timeout_s=0.5, **dict(FAST, **{"zookeeper.session.timeout.ms": 5000})
+                 ) as c:
+        client = c.inter_broker_client(0, 1)
+        c.freeze_broker(0)
+        t, out = _call_in_thread(lambda: client.offsets_for_leader_epoch(0, {}))
+        # Its store calls wait too: a write by another session is not seen until the thaw.
+        store = c.store_session(0)
+        t2, out2 = _call_in_thread(lambda: store.exists("/brokers/ids/1") is not None)
+        t.join(1.0)  # longer than the inter-broker timeout: a frozen caller has no clock running
+        assert t.is_alive() and t2.is_alive() and out == [] and out2 == []
+        c.thaw_broker(0)
+        t.join(TIMEOUT_S)
+        t2.join(TIMEOUT_S)
+        assert out == [{}] and out2 == [True]
+
+
+def test_a_broker_frozen_past_its_session_timeout_is_replaced_and_rejoins_when_thawed(cluster):
+    cluster.create_topic("t", 1, 3)
+    old = leader_broker(cluster, "t", 0)
+    for i in range(10):
+        assert old.produce("t", 0, batch([b"a%d" % i]), acks=-1).base_offset == i
+    before = _registered(cluster)
+    cluster.freeze_broker(old.broker_id)
+    cluster.wait_until(lambda: old.broker_id not in _registered(cluster), TIMEOUT_S,
+                       "the frozen broker's session to expire")
+    cluster.wait_until(lambda: cluster.leader("t", 0) not in (old.broker_id, -1)
+                       and all(b.cluster.metadata.partition("t", 0).leader not in (old.broker_id, -1)
+                               for b in cluster.brokers if b is not old), TIMEOUT_S,
+                       "a new leader in the other brokers' metadata")
+    new = cluster.broker(cluster.leader("t", 0))
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 2), TIMEOUT_S, "the ISR without the frozen broker")
+    assert new.produce("t", 0, batch([b"after"]), acks=-1).base_offset == 10
+    cluster.thaw_broker(old.broker_id)
+    cluster.wait_until(lambda: _registered(cluster).get(old.broker_id, -1) > before[old.broker_id], TIMEOUT_S,
+                       "the thawed broker to register in a new session")
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the thawed broker back in the ISR")
+    cluster.wait_until(lambda: all(b.hosted(("t", 0)).high_watermark == 11 for b in cluster.brokers), TIMEOUT_S,
+                       "every high watermark at 11")
+    assert read_all(old, "t", 0) == [(i, b"a%d" % i) for i in range(10)] + [(10, b"after")]
+    _assert_identical_below_hw(cluster, "t", 0)
+
+
+def _controller_noticed_the_death(c: Cluster, victim: int, topic: str, partitions: int) -> bool:
+    """Every live broker's metadata has ``victim`` gone and a leader other than it for each
+    partition: only the controller makes both so (a leader shrinks its ISR by itself)."""
+    for b in c.brokers:
+        view = b.cluster_view()
+        if view is None or victim in [r.broker_id for r in view[1]]:
+            return False
+        for p in range(partitions):
+            state = b.cluster.metadata.partition(topic, p)
+            if state is None or state.leader in (victim, -1):
+                return False
+    return True
+
+
+def test_a_store_blip_keeps_every_session_and_the_controller_still_reacts(cluster):
+    cluster.create_topic("t", 3, 3)
+    controller = cluster.controller()
+    assert controller is not None
+    before = _registered(cluster)
+    sessions = {b: cluster.store_session(b).session_id for b in before}
+    cluster.disconnect_store(controller.broker_id)
+    cluster.wait_until(lambda: cluster.store_session(controller.broker_id).state == "suspended", TIMEOUT_S,
+                       "SUSPENDED")
+    cluster.reconnect_store(controller.broker_id)
+    assert {b: cluster.store_session(b).session_id for b in before} == sessions
+    assert _registered(cluster) == before
+    # The watches it held went with the connection: it must still see a broker go.
+    victim = next(b for b in before if b != controller.broker_id)
+    assert victim in [cluster.leader("t", p) for p in range(3)]
+    cluster.stop_broker(victim, abrupt=True)
+    cluster.wait_until(lambda: _controller_noticed_the_death(cluster, victim, "t", 3), TIMEOUT_S,
+                       "the controller to act on broker %d's death" % victim)
+    assert cluster.controller() is controller
+
+
+def test_a_store_disconnection_past_the_session_timeout_expires_the_broker_and_it_registers_again(cluster):
+    cluster.create_topic("t", 1, 3)
+    controller = cluster.controller()
+    victim = next(b for b in cluster.brokers if b is not controller)
+    before = _registered(cluster)
+    cluster.disconnect_store(victim.broker_id)
+    cluster.wait_until(lambda: victim.broker_id not in _registered(cluster), TIMEOUT_S, "the session to expire")
+    cluster.wait_until(lambda: all(victim.broker_id not in b.describe_topic("t").partitions[0].isr
+                                   for b in cluster.brokers if b is not victim), TIMEOUT_S,
+                       "the expired broker out of the ISR")
+    cluster.reconnect_store(victim.broker_id)
+    cluster.wait_until(lambda: _registered(cluster).get(victim.broker_id, -1) > before[victim.broker_id], TIMEOUT_S,
+                       "the broker to register again")
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the broker back in the ISR")
+
+
+def test_a_store_restart_keeps_every_session(cluster):
+    cluster.create_topic("t", 1, 3)
+    leader = leader_broker(cluster, "t", 0)
+    leader.produce("t", 0, batch([b"before"]), acks=-1)
+    before = _registered(cluster)
+    sessions = {b: cluster.store_session(b).session_id for b in before}
+    cluster.restart_store(down_s=2 * SESSION_MS / 1000.0)  # down for longer than any session timeout
+    assert {b: cluster.store_session(b).session_id for b in before} == sessions
+    assert _registered(cluster) == before
+    leader = leader_broker(cluster, "t", 0)
+    assert leader.produce("t", 0, batch([b"after"]), acks=-1).base_offset == 1
+    # The controller still watches the brokers.
+    victim = leader.broker_id if leader is not cluster.controller() else \
+        next(b for b in before if b != leader.broker_id)
+    cluster.stop_broker(victim, abrupt=True)
+    cluster.wait_until(lambda: _controller_noticed_the_death(cluster, victim, "t", 1), TIMEOUT_S,
+                       "the controller to act on broker %d's death" % victim)
+
+
+def test_a_broker_restarted_on_an_empty_disk_copies_its_replicas_back(cluster):
+    cluster.create_topic("t", 1, 3)
+    leader = leader_broker(cluster, "t", 0)
+    for i in range(20):
+        leader.produce("t", 0, batch([b"v%d" % i]), acks=-1)
+    victim = next(b for b in cluster.brokers if b is not leader).broker_id
+    cluster.stop_broker(victim, abrupt=True)
+    back = cluster.start_broker(victim, wipe=True)
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the wiped broker back in the ISR")
+    cluster.wait_until(lambda: back.hosted(("t", 0)).high_watermark == 20, TIMEOUT_S, "its high watermark")
+    assert read_all(back, "t", 0) == [(i, b"v%d" % i) for i in range(20)]

@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -47,10 +47,15 @@ from pylogq.cluster.metadata_store import (
 )
 from pylogq.cluster.zk_store import ZooKeeperStore, split_connect_string
 
+from .._proxy import TcpProxy
 from .._zookeeper import ZooKeeperServer
 
 DEADLINE = 30.0  # seconds any expected event may take on a loaded machine
 STORE_TIMEOUT_MS = 4000  # the tests' sessions: long enough that a busy machine loses none by accident
+#: Sessions that must outlive a cut connection: kazoo tries again at most a second apart.
+BLIP_SESSION_MS = 8000
+#: Sessions that must outlive a restart of ZooKeeper (its JVM starts in a few seconds).
+RESTART_SESSION_MS = 20000
 
 
 class Recorder:
@@ -74,6 +79,13 @@ class Recorder:
 
     def wait_count(self, n: int, timeout: float = DEADLINE) -> List[Any]:
         return self.wait_for(lambda items: len(items) >= n, timeout)
+
+
+def heard(states: Recorder) -> List[Any]:
+    """The session states a listener got, without the first CONNECTED (kazoo may report the
+    connection a store was made with after a listener was added)."""
+    items = list(states.items)
+    return items[1:] if items[:1] == [CONNECTED] else items
 
 
 def barrier(observer: MetadataStore, writer: Optional[MetadataStore] = None) -> None:
@@ -117,6 +129,22 @@ class Backend:
         """A session, elsewhere, that created ``path`` as an ephemeral znode and will be killed."""
         raise NotImplementedError
 
+    def connect_cuttable(self, session_timeout_ms: int, connection_timeout_ms: Optional[int] = None) -> Any:
+        """A store whose connection :meth:`disconnect` can cut (and that survives a restart of the ensemble)."""
+        raise NotImplementedError
+
+    def disconnect(self, store: Any) -> None:
+        """Cut ``store``'s connection (it is told at once, as by a reset) and keep it from connecting again."""
+        raise NotImplementedError
+
+    def reconnect(self, store: Any) -> None:
+        """Let ``store`` connect again after :meth:`disconnect`."""
+        raise NotImplementedError
+
+    def restart_ensemble(self, while_down: Callable[[], None]) -> None:
+        """Stop the ensemble (every server, abruptly), call ``while_down``, start it on the same data."""
+        raise NotImplementedError
+
     def close(self) -> None:
         for store in self.stores:
             store.close()
@@ -142,9 +170,44 @@ class MemoryBackend(Backend):
         owner.create(path, b"owner", ephemeral=True)
         return DoomedOwner(owner.session_id, owner.abandon)
 
+    def connect_cuttable(self, session_timeout_ms: int, connection_timeout_ms: Optional[int] = None) -> Any:
+        store = self.ensemble.connect(session_timeout_ms, connection_timeout_ms)
+        self.stores.append(store)
+        return store
+
+    def disconnect(self, store: Any) -> None:
+        store.disconnect()
+
+    def reconnect(self, store: Any) -> None:
+        store.reconnect()
+
+    def restart_ensemble(self, while_down: Callable[[], None]) -> None:
+        self.ensemble.stop()
+        try:
+            while_down()
+        finally:
+            self.ensemble.start()
+
     def close(self) -> None:
         super().close()
         self.ensemble.close()
+
+
+class ResettingProxy(TcpProxy):
+    """A proxy whose :meth:`disconnect` closes the connections it carries (their client is told
+    at once, as by a connection reset or a server's restart) and holds new ones until
+    :meth:`~TcpProxy.heal`, so the client cannot connect again before it is let."""
+
+    def disconnect(self) -> None:
+        self.cut()
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+            labels = getattr(self, "_labels", {})
+            for a, b in pairs:
+                labels.pop(a, None)
+                labels.pop(b, None)
+        for a, b in pairs:
+            self._drop(a, b)
 
 
 # An ephemeral znode's owner in a process of its own, to be killed: the server hears nothing more.
@@ -164,6 +227,8 @@ class ZooKeeperBackend(Backend):
         self.server = server
         self.connect_string = connect
         self.owners: List["subprocess.Popen[str]"] = []
+        self.proxies: List[ResettingProxy] = []
+        self.proxy_of: Dict[int, ResettingProxy] = {}
 
     def connect(self, session_timeout_ms: int = STORE_TIMEOUT_MS) -> ZooKeeperStore:
         store = ZooKeeperStore(self.connect_string, session_timeout_ms=session_timeout_ms,
@@ -188,8 +253,38 @@ class ZooKeeperBackend(Backend):
 
         return DoomedOwner(int(line), kill)
 
+    def connect_cuttable(self, session_timeout_ms: int, connection_timeout_ms: Optional[int] = None) -> Any:
+        """Through a proxy of its own, named twice: a client waits for an unanswered connection
+        half the session timeout rather than all of it (see ``restartable_connect_string``)."""
+        proxy = ResettingProxy(("127.0.0.1", self.server.port))
+        self.proxies.append(proxy)
+        _, chroot = split_connect_string(self.connect_string)
+        connect = "%s,%s%s" % (proxy.address, proxy.address, chroot or "")
+        store = ZooKeeperStore(connect, session_timeout_ms=session_timeout_ms,
+                               connection_timeout_ms=connection_timeout_ms or 20000)
+        self.stores.append(store)
+        self.proxy_of[id(store)] = proxy
+        return store
+
+    def disconnect(self, store: Any) -> None:
+        self.proxy_of[id(store)].disconnect()
+
+    def reconnect(self, store: Any) -> None:
+        self.proxy_of[id(store)].heal()
+
+    def restart_ensemble(self, while_down: Callable[[], None]) -> None:
+        self.server.kill()
+        try:
+            while_down()
+        finally:
+            self.server.start()
+
     def close(self) -> None:
+        for proxy in self.proxies:
+            proxy.heal()  # a store closes through a live connection
         super().close()
+        for proxy in self.proxies:
+            proxy.close()
         for proc in self.owners:
             if proc.poll() is None:
                 proc.kill()
@@ -681,6 +776,133 @@ class StoreContract:
         kept.wait_for(lambda items: CONNECTED in items[items.index(EXPIRED):] if EXPIRED in items else False)
         assert removed.items == []
 
+    # ------------------------------------------------------------------ lost connections
+
+    def test_a_blip_within_the_session_timeout_keeps_the_session_and_drops_the_watches(
+            self, backend: Backend) -> None:
+        store = backend.connect_cuttable(session_timeout_ms=BLIP_SESSION_MS)
+        observer = backend.connect()
+        store.create("/eph", b"e", ephemeral=True)
+        store.create("/data", b"0")
+        states, data_watch, child_watch, absent_watch = Recorder(), Recorder(), Recorder(), Recorder()
+        store.add_listener(states)
+        store.get("/data", watch=data_watch)
+        store.get_children("/data", watch=child_watch)
+        store.exists("/absent", watch=absent_watch)
+        session = store.session_id
+        backend.disconnect(store)
+        states.wait_for(lambda items: SUSPENDED in items)
+        # Changes while it is away would have fired every one of its watches.
+        observer.set("/data", b"1")
+        observer.create("/data/child")
+        observer.create("/absent")
+        backend.reconnect(store)
+        states.wait_for(lambda items: items[-1:] == [CONNECTED])
+        assert heard(states) == [SUSPENDED, CONNECTED]
+        assert store.session_id == session and store.state == CONNECTED
+        stat = observer.exists("/eph")
+        assert stat is not None and stat.ephemeral_owner == session
+        observer.set("/data", b"2")
+        observer.delete("/absent")
+        barrier(store, observer)
+        assert data_watch.items == [] and child_watch.items == [] and absent_watch.items == []
+        # Set again, they work.
+        again = Recorder()
+        store.get("/data", watch=again)
+        observer.set("/data", b"3")
+        assert again.wait_count(1) == [WatchedEvent(CHANGED, "/data")]
+
+    def test_a_disconnection_past_the_session_timeout_expires_the_session(self, backend: Backend) -> None:
+        timeout_ms = 2000
+        store = backend.connect_cuttable(session_timeout_ms=timeout_ms)
+        observer = backend.connect()
+        store.create("/eph", ephemeral=True)
+        gone = Recorder()
+        observer.exists("/eph", watch=gone)
+        states = Recorder()
+        store.add_listener(states)
+        old = store.session_id
+        backend.disconnect(store)
+        cut = time.monotonic()
+        states.wait_for(lambda items: SUSPENDED in items)
+        # The ensemble expires the session at its timeout, the client away or not.
+        assert gone.wait_count(1) == [WatchedEvent(DELETED, "/eph")]
+        if backend.exact_timeout:
+            assert time.monotonic() - cut >= timeout_ms / 1000.0 * 0.99
+        assert heard(states) == [SUSPENDED]  # the client learns it from the ensemble, once connected
+        backend.reconnect(store)
+        states.wait_for(lambda items: items[-1:] == [CONNECTED])
+        assert heard(states) == [SUSPENDED, EXPIRED, CONNECTED]
+        assert store.session_id not in (0, old)
+        assert store.create("/eph", ephemeral=True) == "/eph"
+        stat = observer.exists("/eph")
+        assert stat is not None and stat.ephemeral_owner == store.session_id
+
+    def test_a_call_while_disconnected_waits_for_the_connection(self, backend: Backend) -> None:
+        store = backend.connect_cuttable(session_timeout_ms=BLIP_SESSION_MS)
+        store.create("/n", b"before")
+        states = Recorder()
+        store.add_listener(states)
+        backend.disconnect(store)
+        states.wait_for(lambda items: SUSPENDED in items)
+        answer: List[Any] = []
+
+        def call() -> None:
+            try:
+                answer.append(store.set("/n", b"during"))
+            except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+                answer.append(exc)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        backend.reconnect(store)
+        caller.join(DEADLINE)
+        assert not caller.is_alive()
+        assert isinstance(answer[0], ZnodeStat) and answer[0].version == 1, answer
+        assert store.get("/n")[0] == b"during"
+
+    def test_a_call_while_disconnected_gives_up_after_the_session_and_connection_timeouts(
+            self, backend: Backend) -> None:
+        store = backend.connect_cuttable(session_timeout_ms=1000, connection_timeout_ms=1000)
+        states = Recorder()
+        store.add_listener(states)
+        backend.disconnect(store)
+        states.wait_for(lambda items: SUSPENDED in items)
+        started = time.monotonic()
+        with pytest.raises(errors.StoreConnectionError, match="/"):
+            store.get("/")
+        waited = time.monotonic() - started
+        assert 2.0 * 0.95 <= waited < DEADLINE
+        backend.reconnect(store)
+        states.wait_for(lambda items: items[-1:] == [CONNECTED])
+        assert heard(states) == [SUSPENDED, EXPIRED, CONNECTED]
+        assert store.get("/")[1].num_children >= 0
+
+    def test_an_ensemble_restart_keeps_every_session(self, backend: Backend) -> None:
+        store = backend.connect_cuttable(session_timeout_ms=RESTART_SESSION_MS)
+        observer = backend.connect_cuttable(session_timeout_ms=RESTART_SESSION_MS)
+        store.create("/eph", b"e", ephemeral=True)
+        sessions = (store.session_id, observer.session_id)
+        states, observer_states, dropped = Recorder(), Recorder(), Recorder()
+        store.add_listener(states)
+        observer.add_listener(observer_states)
+        store.get("/eph", watch=dropped)
+
+        def while_down() -> None:
+            states.wait_for(lambda items: SUSPENDED in items)
+            observer_states.wait_for(lambda items: SUSPENDED in items)
+
+        backend.restart_ensemble(while_down)
+        states.wait_for(lambda items: items[-1:] == [CONNECTED])
+        observer_states.wait_for(lambda items: items[-1:] == [CONNECTED])
+        assert heard(states) == [SUSPENDED, CONNECTED] and heard(observer_states) == [SUSPENDED, CONNECTED]
+        assert (store.session_id, observer.session_id) == sessions
+        data, stat = observer.get("/eph")
+        assert data == b"e" and stat.ephemeral_owner == sessions[0]
+        observer.set("/eph", b"f")
+        barrier(store, observer)
+        assert dropped.items == []
+
 
 class TestInMemoryStore(StoreContract):
     @pytest.fixture
@@ -758,6 +980,159 @@ class TestInMemoryStore(StoreContract):
             assert clients[0].get("/counter")[0] == b"200"
             assert len(set(seq.items)) == 200
 
+    def test_a_frozen_client_waits_and_keeps_its_session_within_the_timeout(self) -> None:
+        with InMemoryZooKeeper() as ensemble:
+            client = ensemble.connect(session_timeout_ms=STORE_TIMEOUT_MS)
+            observer = ensemble.connect()
+            client.create("/eph", ephemeral=True)
+            client.create("/n", b"0")
+            states, watch = Recorder(), Recorder()
+            client.add_listener(states)
+            client.get("/n", watch=watch)
+            client.freeze()
+            assert client.frozen
+            answer: List[Any] = []
+            caller = threading.Thread(target=lambda: answer.append(client.get("/n")[0]))
+            caller.start()
+            observer.set("/n", b"1")  # its watch fires into the frozen client's queue
+            barrier(observer)
+            assert watch.items == [] and answer == [] and caller.is_alive()
+            client.thaw()
+            caller.join(DEADLINE)
+            assert answer == [b"1"]
+            assert watch.wait_count(1) == [WatchedEvent(CHANGED, "/n")]
+            barrier(client, observer)
+            assert states.items == [] and client.session_id in ensemble.live_sessions()
+            stat = observer.exists("/eph")
+            assert stat is not None and stat.ephemeral_owner == client.session_id
+
+    def test_a_client_frozen_past_the_timeout_finds_its_session_expired(self) -> None:
+        with InMemoryZooKeeper() as ensemble:
+            client = ensemble.connect(session_timeout_ms=500)
+            observer = ensemble.connect()
+            client.create("/eph", ephemeral=True)
+            client.create("/n", b"0")
+            states, watch, gone = Recorder(), Recorder(), Recorder()
+            client.add_listener(states)
+            client.get("/n", watch=watch)
+            observer.exists("/eph", watch=gone)
+            old = client.session_id
+            observer.set("/n", b"1")  # delivered before what the thawed client finds
+            client.freeze()
+            frozen = time.monotonic()
+            failed: List[Any] = []
+
+            def call() -> None:
+                try:
+                    client.get("/n")
+                except errors.SessionExpiredError as exc:
+                    failed.append(exc)
+
+            caller = threading.Thread(target=call)
+            caller.start()
+            assert gone.wait_count(1) == [WatchedEvent(DELETED, "/eph")]
+            assert time.monotonic() - frozen >= 0.5 * 0.99
+            assert old not in ensemble.live_sessions() and states.items == []
+            client.thaw()
+            caller.join(DEADLINE)
+            assert len(failed) == 1  # a call made in the old session fails with it
+            states.wait_count(3)
+            assert states.items == [SUSPENDED, EXPIRED, CONNECTED]
+            assert watch.items == [WatchedEvent(CHANGED, "/n")]
+            assert client.session_id not in (old, 0) and client.get("/n")[0] == b"1"
+
+    def test_a_disconnection_for_a_while_reconnects_by_itself(self) -> None:
+        with InMemoryZooKeeper() as ensemble:
+            client = ensemble.connect(session_timeout_ms=STORE_TIMEOUT_MS)
+            states = Recorder()
+            client.add_listener(states)
+            session = client.session_id
+            client.disconnect(for_s=0.2)
+            assert client.disconnected
+            assert states.wait_count(2) == [SUSPENDED, CONNECTED]
+            assert client.session_id == session and not client.disconnected
+            # A scheduled reconnection does not end a later disconnection.
+            client.disconnect(for_s=0.05)
+            client.reconnect()
+            client.disconnect()
+            # Another client's reconnection, due later on the same timer: once it is done, the
+            # first one's was due too.
+            other, other_states = ensemble.connect(), Recorder()
+            other.add_listener(other_states)
+            other.disconnect(for_s=0.1)
+            assert other_states.wait_count(2) == [SUSPENDED, CONNECTED]
+            assert states.items == [SUSPENDED, CONNECTED, SUSPENDED, CONNECTED, SUSPENDED] and client.disconnected
+            client.reconnect()
+            assert states.wait_count(6)[-1] == CONNECTED
+
+    def test_a_stopped_ensemble_expires_no_session_and_counts_again_from_its_start(self) -> None:
+        with InMemoryZooKeeper() as ensemble:
+            client = ensemble.connect(session_timeout_ms=1000)
+            away = ensemble.connect(session_timeout_ms=1000)
+            away.create("/away", ephemeral=True)
+            states = Recorder()
+            client.add_listener(states)
+            away.disconnect()  # on its own: it stays away after the restart
+            ensemble.stop()
+            assert not ensemble.serving
+            states.wait_count(1)
+            with pytest.raises(errors.StoreConnectionError):
+                ensemble.connect(session_timeout_ms=1000)  # waits for the ensemble, 1 s
+            # Down for longer than the timeout: no session expired meanwhile.
+            assert sorted(ensemble.live_sessions()) == sorted([client.session_id, away.session_id])
+            ensemble.start()
+            started = time.monotonic()
+            assert states.wait_count(2) == [SUSPENDED, CONNECTED]
+            observer = ensemble.connect()
+            gone = Recorder()
+            assert observer.exists("/away", watch=gone) is not None
+            gone.wait_count(1)  # the client that is still away: its timeout counts from the start
+            assert time.monotonic() - started >= 1.0 * 0.99
+            assert away.session_id not in ensemble.live_sessions()
+            assert client.session_id in ensemble.live_sessions()
+
+    def test_a_client_closed_while_away_leaves_its_session_to_expire(self) -> None:
+        with InMemoryZooKeeper() as ensemble:
+            client = ensemble.connect(session_timeout_ms=300)
+            observer = ensemble.connect()
+            client.create("/eph", ephemeral=True)
+            gone = Recorder()
+            observer.exists("/eph", watch=gone)
+            client.disconnect()
+            client.close()  # it cannot tell the ensemble
+            assert client.session_id in ensemble.live_sessions()
+            assert gone.wait_count(1) == [WatchedEvent(DELETED, "/eph")]
+            assert client.session_id not in ensemble.live_sessions()
+
+
+    def test_a_write_whose_answer_is_lost_is_applied_all_the_same(self) -> None:
+        with InMemoryZooKeeper() as ensemble:
+            client = ensemble.connect(session_timeout_ms=STORE_TIMEOUT_MS)
+            observer = ensemble.connect()
+            client.create("/n", b"0")
+            states = Recorder()
+            client.add_listener(states)
+            session = client.session_id
+            client.disconnect(for_s=0.1, after_next_write=True)
+            assert client.get("/n")[0] == b"0"  # reads are answered
+            with pytest.raises(errors.BadVersionError):
+                client.set("/n", b"x", version=7)  # a refused write is answered too
+            with pytest.raises(errors.StoreConnectionError, match="/n"):
+                client.set("/n", b"1", version=0)
+            assert observer.get("/n")[0] == b"1"  # applied
+            assert states.wait_count(2) == [SUSPENDED, CONNECTED]
+            assert client.session_id == session
+            assert client.set("/n", b"2", version=1).version == 2  # the next write is answered
+            # A multi's answer, and reconnect() calling off an armed loss.
+            client.disconnect(after_next_write=True)
+            with pytest.raises(errors.StoreConnectionError):
+                client.multi([SetOp("/n", b"3", 2), CreateOp("/m")])
+            assert observer.get("/n")[0] == b"3" and observer.exists("/m") is not None
+            client.reconnect()
+            client.disconnect(after_next_write=True)
+            client.reconnect()
+            assert client.create("/after") == "/after"
+            assert states.wait_count(4) == [SUSPENDED, CONNECTED, SUSPENDED, CONNECTED]
 
 class TestZooKeeperStore(StoreContract):
     @pytest.fixture

@@ -38,7 +38,8 @@ from pylogq.cluster.contract import (
     LeaderAndIsrRequest,
     UpdateMetadataRequest,
 )
-from pylogq.cluster.controller import KafkaController, _Batch
+from pylogq.cluster.cluster_node import NOT_REGISTERED
+from pylogq.cluster.controller import KafkaController
 from pylogq.cluster.delayed import Timer
 from pylogq.cluster.group_coordinator import GroupCoordinator
 from pylogq.cluster.local_cluster import Cluster
@@ -560,3 +561,28 @@ def test_a_broker_back_in_an_isr_it_never_left_leaves_it_until_caught_up(ensembl
         assert _stored(zk0) == (1, [1])  # it rejoins only once it has caught up
     finally:
         controller.shutdown()
+
+
+def test_a_broker_not_yet_registered_refuses_requests_meant_for_its_previous_life(
+        ensemble: InMemoryZooKeeper, log: Log) -> None:
+    # The previous life of broker 1 is still registered (its session has not expired); the
+    # new one, restarted at once on an empty disk, waits for it with its listener bound.
+    old = _Brokers(ensemble).register(1)
+    old_epoch = old.get_broker(1).epoch  # type: ignore[union-attr]
+    new = KafkaZkClient(ensemble.connect(session_timeout_ms=60000))
+    assert new.own_registration_epoch(1) is None
+    timer = Timer()
+    try:
+        part = _replica(log)
+        manager = _replica_manager(new, _Host({TP: part}), timer)
+        manager._broker_epoch = lambda: NOT_REGISTERED  # type: ignore[method-assign]
+        live = [BrokerRegistration(1, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),))]
+        request = LeaderAndIsrRequest(0, 2, old_epoch, [_state(1, 4, [1, 2, 3], [1, 2, 3])], {}, live)
+        assert manager.become_leader_or_follower(request)[0] == errors.StaleBrokerEpochError.code
+        assert not part.is_leader  # an empty log never leads what the old life led
+        manager.close()
+        old.store.close()  # the old registration goes; the new life registers
+        new.register_broker(BrokerRegistration(1, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),)), wait_s=5)
+        assert new.own_registration_epoch(1) == new.get_broker(1).epoch > old_epoch  # type: ignore[union-attr]
+    finally:
+        timer.close()
