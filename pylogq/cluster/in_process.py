@@ -110,7 +110,16 @@ class InProcessTransport:
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                        offsets: Mapping[Tuple[str, int], Tuple[int, Optional[str]]]) -> Dict[Tuple[str, int], int]:
-        return self.coordinator.commit_offsets(group_id, generation_id, member_id, dict(offsets))
+        """As OffsetCommit: in a cluster the commit is answered, and becomes visible, once every
+        in-sync replica of its ``__consumer_offsets`` partition has it."""
+        codes, complete = self.coordinator.commit_offsets_pending(group_id, generation_id, member_id, dict(offsets))
+        if not self.broker.clustered or not any(c == 0 for c in codes.values()):
+            complete(0)
+            return codes
+        op = self.broker.group_writes_replicated_async(group_id, True, deliver=complete)
+        op.wait()
+        code = op.answer()
+        return {tp: c or code for tp, c in codes.items()}
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
                       ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:

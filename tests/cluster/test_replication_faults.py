@@ -42,6 +42,7 @@ from pylogq.cluster.cluster_node import NOT_REGISTERED
 from pylogq.cluster.controller import KafkaController
 from pylogq.cluster.delayed import Timer
 from pylogq.cluster.group_coordinator import GroupCoordinator
+from pylogq.cluster.in_process import InProcessTransport
 from pylogq.cluster.local_cluster import Cluster
 from pylogq.cluster.memory_store import InMemoryZooKeeper
 from pylogq.cluster.partition import Partition
@@ -586,3 +587,28 @@ def test_a_broker_not_yet_registered_refuses_requests_meant_for_its_previous_lif
         assert new.own_registration_epoch(1) == new.get_broker(1).epoch > old_epoch  # type: ignore[union-attr]
     finally:
         timer.close()
+
+
+def test_an_embedded_commit_in_a_cluster_is_answered_and_visible_once_replicated(tmp_path: Any) -> None:
+    settings = {"zookeeper.session.timeout.ms": 60000, "replica.lag.time.max.ms": 60000,
+                "offsets.commit.timeout.ms": 2000}
+    with Cluster(3, str(tmp_path), **settings) as cluster:
+        cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+        transport = InProcessTransport(cluster.broker(0))
+        p = transport.coordinator.partition_for("g")
+        cluster.wait_for_topic("__consumer_offsets")  # every replica in sync and fetching
+        leader = cluster.leader("__consumer_offsets", p)
+        transport = InProcessTransport(cluster.broker(leader))
+        assert transport.commit_offsets("g", -1, "", {TP: (5, None)}) == {TP: 0}
+        followers = [b for b in range(3) if b != leader]
+        for b in followers:
+            cluster.freeze_broker(b)  # the commit cannot reach the rest of the ISR
+        try:
+            codes = transport.commit_offsets("g", -1, "", {TP: (9, None)})
+            assert codes[TP] != 0
+            assert transport.fetch_offsets("g", [TP]) == {TP: (5, "", 0)}
+        finally:
+            for b in followers:
+                cluster.thaw_broker(b)
+        assert transport.commit_offsets("g", -1, "", {TP: (12, None)}) == {TP: 0}
+        assert transport.fetch_offsets("g", [TP]) == {TP: (12, "", 0)}
