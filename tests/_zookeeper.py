@@ -16,13 +16,15 @@ with the reason (a failure under ``PYLOGQ_REQUIRE_ALL=1``).
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, List, Optional, Set
 
 import pytest
 
@@ -30,6 +32,7 @@ from pylogq.cli.zookeeper_server import ZooKeeperInstall, find_zookeeper, log4j_
 from pylogq.errors import CommandError
 
 TICK_MS = 100
+_SESSION_ID = re.compile(r"\bsid=0x([0-9a-fA-F]+)")
 # A JVM that starts fast and stays small: the suite shares two cores with other work.
 JVM_OPTIONS = ("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 
@@ -47,6 +50,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def dies_with_test(command: List[str]) -> List[str]:
+    """``command`` run so that it is killed (SIGKILL) if the test process dies first.
+
+    A test process that crashes (a segfault in a client library, say) runs no cleanup; the
+    servers it started would go on, taking CPU and ports from every later test. util-linux's
+    ``setpriv --pdeathsig`` sets the parent-death signal and execs the command (the pid stays
+    the command's); where it is missing, the command is run as it is. The signal comes when
+    the thread that started the process ends, so start servers from the test's main thread.
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] + list(command) if setpriv else list(command)
 
 
 def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
@@ -127,7 +143,7 @@ class ZooKeeperServer:
             command = server_command(self.install, str(config), str(self.directory / "log4j.properties"),
                                      JVM_OPTIONS)
             with open(self.directory / "zookeeper.out", "ab") as out:
-                self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                self.proc = subprocess.Popen(dies_with_test(command), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                              cwd=str(self.directory))
             if self._wait_serving(timeout):
                 return
@@ -216,6 +232,11 @@ class ZooKeeperServer:
         finally:
             store.remove_listener(listener)
 
+    def connected_sessions(self) -> Set[int]:
+        """The ids of the sessions that have a connection to the server now (``cons``); empty
+        when the server does not answer."""
+        return {int(sid, 16) for sid in _SESSION_ID.findall(four_letter_word(self.port, "cons"))}
+
     def fresh_chroot(self, name: str) -> str:
         """A connect string with a chroot no other test uses (the store creates it)."""
         return "%s/%s" % (self.connect_string, name)
@@ -232,4 +253,4 @@ class ZooKeeperServer:
                 store.delete(chroot, recursive=True)
 
 
-__all__ = ["ZooKeeperServer", "zookeeper_install_or_skip", "free_port", "four_letter_word", "TICK_MS"]
+__all__ = ["ZooKeeperServer", "zookeeper_install_or_skip", "free_port", "four_letter_word", "dies_with_test", "TICK_MS"]

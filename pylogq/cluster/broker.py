@@ -162,6 +162,9 @@ class Broker:
         self.fetch_purgatory = DelayedOperationPurgatory("fetch", self.timer)
         #: This broker's part in a cluster (None for a single node).
         self.cluster: Optional[ClusterNode] = None
+        self._joined = not clustered  # a member answers clients once it has joined
+        self._joined_lock = threading.Lock()
+        self._joined_callbacks: List[Callable[[], None]] = []
         try:
             if clustered:
                 self.cluster = self._cluster_node(metadata_store, inter_broker)
@@ -325,6 +328,26 @@ class Broker:
             return DelayedCall.immediate(errors.NotLeaderOrFollowerError.code, mapped)
         return self.cluster.replicas.wait_replicated(partition, self.config.node.offsets_commit_timeout_ms, mapped)
 
+    def when_joined(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once this broker has joined its cluster (at once if it has, or
+        is a single node). A listener answers clients only from then on: a broker restarted
+        at once waits up to a session timeout for its previous registration to expire, its
+        listener bound, and what it would answer meanwhile (no brokers, no topics) is false.
+        librdkafka drops every broker such a Metadata answer leaves out, and with none left
+        stops until it bootstraps again. Kafka serves no request before it has registered."""
+        with self._joined_lock:
+            if not self._joined:
+                self._joined_callbacks.append(callback)
+                return
+        callback()
+
+    def _mark_joined(self) -> None:
+        with self._joined_lock:
+            self._joined = True
+            callbacks, self._joined_callbacks = self._joined_callbacks, []
+        for callback in callbacks:
+            callback()
+
     def join_cluster(self, endpoints: Sequence[BrokerEndpoint]) -> None:
         """Register in the cluster with ``endpoints`` (once the listeners are bound), or
         advertise new ones. Nothing for a single node."""
@@ -340,6 +363,7 @@ class Broker:
                                              JOIN_METADATA_TIMEOUT_S):
                 log.warning("broker %d: no metadata from a controller within %.0f s of registering; serving "
                             "anyway", self.broker_id, JOIN_METADATA_TIMEOUT_S)
+            self._mark_joined()
         else:
             self.cluster.update_endpoints(endpoints)
 

@@ -697,6 +697,11 @@ class ServedBroker(Protocol):
 
     def join_cluster(self, endpoints: Sequence[BrokerEndpoint]) -> None: ...
 
+    def when_joined(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from any thread) once the broker has joined its cluster, at once
+        for a single node or a broker that has: until then it answers only other brokers."""
+        ...
+
 
 class Listener(Protocol):
     """A network listener serving a broker in a thread of its own (``pylogq.server.KafkaServer``)."""

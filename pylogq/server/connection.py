@@ -250,7 +250,18 @@ class Connection:
         except ProtocolError as exc:
             raise CloseConnection("malformed %s v%d request: %s" % (handlers.name(api_key), version, exc)) from None
         self.client_id = header["client_id"] or ""
+        if not self.server.joined.is_set() and api_key not in handlers.BEFORE_JOINING:
+            return self._after_joining(api_key, version, correlation_id, request, slot)
         return handlers.handle(self, api_key, version, correlation_id, request, slot)
+
+    async def _after_joining(self, api_key: int, version: int, correlation_id: int, request: Any,
+                             slot: "_Slot") -> Any:
+        """A client's request to a broker still joining its cluster, answered once it has."""
+        await self.server.joined.wait()
+        outcome = self.server.handlers.handle(self, api_key, version, correlation_id, request, slot)
+        if isinstance(outcome, list) or outcome is None:
+            return outcome
+        return await outcome
 
     # -- writing ---------------------------------------------------------------------
 

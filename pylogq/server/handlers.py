@@ -105,6 +105,12 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
     BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+    #: What a broker of a cluster answers before it has joined (see Broker.when_joined): the
+    #: other brokers' requests, the handshake, and fetches (which answer only what it hosts);
+    #: other requests wait until it has joined.
+    BEFORE_JOINING = BEFORE_AUTHENTICATION | frozenset({
+        ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.FETCH})
     # The group coordinator's APIs: on a single node the first of them creates __consumer_offsets
     # (off the loop) when no FindCoordinator did; a cluster's other brokers answer NOT_COORDINATOR.
     GROUP_APIS = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT,

@@ -158,6 +158,9 @@ class KafkaServer:
         self._thread: Optional[threading.Thread] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
         self.request_slots: asyncio.Semaphore
+        #: Set once the broker has joined its cluster (at start for a single node): until then
+        #: a connection answers only what Handlers.BEFORE_JOINING names.
+        self.joined: asyncio.Event
         self._loop_thread: Optional[int] = None
         #: Requests holding a queued.max.requests slot (the request queue size metric).
         self.slots_held = 0
@@ -172,6 +175,15 @@ class KafkaServer:
         """Bind every listener (port 0 takes a free port) and start accepting."""
         loop = asyncio.get_running_loop()
         self._loop = loop
+        self.joined = asyncio.Event()
+
+        def joined() -> None:
+            try:
+                loop.call_soon_threadsafe(self.joined.set)
+            except RuntimeError:
+                pass  # the loop is closed: stopped before the broker joined
+
+        self.broker.when_joined(joined)
         self.request_slots = asyncio.Semaphore(self.queued_max_requests)
         if self.queued_max_request_bytes > 0:
             self.request_memory = RequestMemory(self.queued_max_request_bytes)

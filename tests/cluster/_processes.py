@@ -5,14 +5,20 @@ client's bootstrap list stays good), its own data directory and log file, and it
 ``server.properties``. :meth:`ProcessCluster.kill` sends SIGKILL (its ZooKeeper session
 then expires after ``zookeeper.session.timeout.ms``), :meth:`ProcessCluster.stop` SIGTERM
 (a controlled shutdown), :meth:`ProcessCluster.start` starts it again on its data.
+:meth:`ProcessCluster.freeze` sends SIGSTOP (the process keeps its sockets and its
+session, and answers nothing until :meth:`ProcessCluster.thaw` sends SIGCONT); a frozen
+broker is thawed before it is stopped or killed. :meth:`ProcessCluster.wipe` empties a
+stopped broker's data directory, as a replaced disk would.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -23,10 +29,15 @@ from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.log import Log
 from pylogq.cluster.zk_store import ZooKeeperStore
 
-from .._zookeeper import free_port
+from .._zookeeper import dies_with_test, free_port
 from ..server.conftest import READY
 
 START_TIMEOUT_S = 60.0
+#: ``python -m pylogq.cli.broker``, with SIGUSR2 made to write every thread's stack to stderr
+#: (the broker's log file): a broker that hangs can say where.
+_BOOT = ("import faulthandler, runpy, signal\n"
+         "faulthandler.register(signal.SIGUSR2, all_threads=True)\n"
+         "runpy.run_module('pylogq.cli.broker', run_name='__main__', alter_sys=True)\n")
 
 
 class BrokerProcess:
@@ -38,30 +49,67 @@ class BrokerProcess:
         self.log_path = log
         self.port = port
         self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+        self.frozen = False
 
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> None:
+    @property
+    def pid(self) -> Optional[int]:
+        """The process id while it runs (frozen or not)."""
+        return self.proc.pid if self.running and self.proc is not None else None
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start it and wait for its ready line, at most ``timeout`` seconds (then it is killed)."""
         with open(self.log_path, "ab") as log:
             level = os.environ.get("PYLOGQ_TEST_BROKER_LOG_LEVEL", "info")
-            self.proc = subprocess.Popen([sys.executable, "-m", "pylogq.cli.broker", str(self.properties),
-                                          "--log-level", level],
+            self.proc = subprocess.Popen(dies_with_test([sys.executable, "-c", _BOOT,
+                                                         str(self.properties), "--log-level", level]),
                                          stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()  # the ready line, or end of output if it died
-        if not READY.match(line):
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("broker %d printed no ready line (%r); its log:\n%s"
-                                 % (self.broker_id, line, self.log_tail()))
+        self.frozen = False
+        proc = self.proc
+        assert proc.stdout is not None
+        lines: List[str] = []
+        # The ready line, or end of output if it died; read on a thread so that a broker that
+        # neither prints nor dies (waiting for ZooKeeper, say) fails the start at the deadline.
+        reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline().strip()),  # type: ignore[union-attr]
+                                  name="broker-%d-ready" % self.broker_id, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        line = lines[0] if lines else None
+        if line is None or not READY.match(line):
+            proc.kill()
+            proc.wait()
+            reader.join(10)
+            raise AssertionError("broker %d printed no ready line (%s); its log:\n%s"
+                                 % (self.broker_id, "%r" % line if line is not None
+                                    else "nothing within %.0f s" % timeout, self.log_tail()))
 
     def kill(self) -> None:
         if self.running:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGKILL)
+            self.thaw()  # a stopped process dies of SIGKILL too, but leaves nothing stopped behind
             self.proc.wait(30)
+        self.frozen = False
+
+    def dump_threads(self) -> None:
+        """Have it write every thread's stack to its log (SIGUSR2: see ``_BOOT``)."""
+        if self.running and not self.frozen and self.proc is not None:
+            self.proc.send_signal(signal.SIGUSR2)
+
+    def freeze(self) -> None:
+        """SIGSTOP: the process stays, with its sockets and ZooKeeper session, and does nothing."""
+        assert self.running and self.proc is not None, "broker %d is not running" % self.broker_id
+        self.proc.send_signal(signal.SIGSTOP)
+        self.frozen = True
+
+    def thaw(self) -> None:
+        """SIGCONT (harmless to a process that is not stopped)."""
+        if self.running and self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+        self.frozen = False
 
     def stop(self, timeout: float = 60.0) -> int:
         """SIGTERM (a controlled shutdown) and wait; -> the exit status."""
@@ -69,6 +117,8 @@ class BrokerProcess:
             return 0
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+            if self.frozen:
+                self.thaw()  # SIGTERM waits for it: sent first, it is the first thing the process sees
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -133,8 +183,24 @@ class ProcessCluster:
     def kill(self, broker_id: int) -> None:
         self.brokers[broker_id].kill()
 
-    def stop(self, broker_id: int) -> int:
-        return self.brokers[broker_id].stop()
+    def stop(self, broker_id: int, timeout: float = 60.0) -> int:
+        return self.brokers[broker_id].stop(timeout)
+
+    def freeze(self, broker_id: int) -> None:
+        self.brokers[broker_id].freeze()
+
+    def thaw(self, broker_id: int) -> None:
+        self.brokers[broker_id].thaw()
+
+    def wipe(self, broker_id: int) -> None:
+        """Empty a stopped broker's data directory (a new disk: no logs, checkpoints or meta.properties)."""
+        assert not self.brokers[broker_id].running, "broker %d is running" % broker_id
+        shutil.rmtree(self.data_dir(broker_id), ignore_errors=True)
+
+    def dump_threads(self) -> None:
+        """Every running broker writes its threads' stacks to its log."""
+        for b in self.brokers.values():
+            b.dump_threads()
 
     def stop_all(self) -> Dict[int, int]:
         return {b: p.stop() for b, p in self.brokers.items()}
@@ -176,10 +242,13 @@ class ProcessCluster:
     def logs(self) -> str:
         return "\n".join("--- broker %d ---\n%s" % (b, p.log_tail(25)) for b, p in self.brokers.items())
 
-    def close(self) -> None:
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop every broker (thawing frozen ones first), killing one that does not stop within ``timeout``."""
+        for b in self.brokers.values():
+            b.thaw()
         for b in self.brokers.values():
             try:
-                b.stop()
+                b.stop(timeout)
             except AssertionError:
                 pass
         if self._zk is not None:
@@ -187,20 +256,33 @@ class ProcessCluster:
             self._zk = None
 
 
-def replicas_identical(cluster: ProcessCluster, topic: str, partitions: int) -> None:
+def replicas_identical(cluster: ProcessCluster, topic: str, partitions: int, allow_empty: bool = False) -> None:
     """After a clean stop: each partition's replicas hold the same batches below the high watermark
-    (the smallest a broker checkpointed), offsets 0 up to it without a gap."""
+    (the smallest a broker checkpointed), offsets 0 up to it without a gap. ``allow_empty`` passes
+    a partition that nothing was committed to (``__consumer_offsets``' unused ones)."""
     for p in range(partitions):
         marks = [OffsetCheckpoint(str(cluster.data_dir(b) / REPLICATION_CHECKPOINT)).read().get((topic, p), 0)
                  for b in cluster.brokers]
         hw = min(marks)
+        if hw == 0 and allow_empty:
+            continue
         copies = []
         for b in cluster.brokers:
             with Log.open(str(cluster.data_dir(b) / ("%s-%d" % (topic, p)))) as log:
                 copies.append(log.read(log.log_start_offset, 1 << 30, max_offset=hw).read())
-        assert hw > 0
+        assert hw > 0, "%s-%d: no high watermark checkpointed (%s)" % (topic, p, dict(zip(cluster.brokers, marks)))
         for b, copy in zip(cluster.brokers, copies):
-            assert copy == copies[0], "%s-%d: broker %d's replica differs below the high watermark %d" % (
-                topic, p, b, hw)
+            assert copy == copies[0], "%s-%d: broker %d's replica differs below the high watermark %d (%s)" % (
+                topic, p, b, hw, _first_difference(copies[0], copy))
         assert [r.offset for info in records.iter_batches(copies[0])
                 for r in records.RecordBatch(copies[0], info.position)] == list(range(hw))
+
+
+def _first_difference(a: bytes, b: bytes) -> str:
+    """Where two copies of a log part ways: the offset of the first batch that differs."""
+    batches_a = [(info.base_offset, a[info.position:info.position + info.size]) for info in records.iter_batches(a)]
+    batches_b = [(info.base_offset, b[info.position:info.position + info.size]) for info in records.iter_batches(b)]
+    for (offset_a, x), (offset_b, y) in zip(batches_a, batches_b):
+        if (offset_a, x) != (offset_b, y):
+            return "first difference at batch offset %d vs %d" % (offset_a, offset_b)
+    return "%d batches vs %d" % (len(batches_a), len(batches_b))
