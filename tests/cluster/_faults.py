@@ -55,6 +55,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from pylogq.cluster.offsets_schema import partition_for_group
+
 from .._proxy import TcpProxy, peer_process
 from .._zookeeper import ZooKeeperServer, free_port
 from ..server.test_server import Wire
@@ -78,15 +80,8 @@ POLL_S = 0.1
 PRODUCE, METADATA, OFFSET_FETCH, FIND_COORDINATOR, DESCRIBE_CLUSTER = 0, 3, 9, 10, 60
 
 
-def java_hash(text: str) -> int:
-    """Java's String.hashCode, which Kafka maps a group to its offsets partition with."""
-    h = 0
-    for ch in text:
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-GROUP_PARTITION = (java_hash(GROUP) & 0x7FFFFFFF) % OFFSETS_PARTITIONS
+#: The offsets partition that holds the group: its leader is the group's coordinator.
+GROUP_PARTITION = partition_for_group(GROUP, OFFSETS_PARTITIONS)
 
 
 class FaultCluster:
@@ -229,9 +224,10 @@ class FaultCluster:
     def describe_cluster(self, broker: int) -> Optional[Dict[str, Any]]:
         return self.request(broker, DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
 
-    def committed(self) -> Optional[Dict[int, int]]:
+    def committed(self) -> Optional[Tuple[str, Dict[int, int]]]:
         """The group's committed offsets (partition -> offset, -1 for none) as its coordinator
-        answers, found and asked through brokers in the cluster now; None without an answer."""
+        answers, found and asked through brokers in the cluster now, as a client would, and who
+        said so ("coordinator c, named by b"); None without an answer."""
         found = None
         for b in self.live():
             found = self.request(b, FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0})
@@ -244,8 +240,9 @@ class FaultCluster:
             "require_stable": False})
         if answer is None or answer["error_code"] != 0:
             return None
-        return {p["partition_index"]: p["committed_offset"] for t in answer["topics"] for p in t["partitions"]
-                if p["error_code"] == 0}
+        return "coordinator %d, named by broker %d" % (found["node_id"], b), {
+            p["partition_index"]: p["committed_offset"] for t in answer["topics"] for p in t["partitions"]
+            if p["error_code"] == 0}
 
     def leadership_problems(self, brokers: Optional[Sequence[int]] = None, zk: bool = True) -> List[str]:
         """What keeps the cluster from having a live leader for every partition, visible in the
@@ -345,6 +342,12 @@ class FaultCluster:
                          for b, p in self.cluster.brokers.items())
 
 
+def wall_clock() -> str:
+    """The time of day as the brokers' logs write it, to find a moment in them."""
+    now = time.time()
+    return "%s,%03d" % (time.strftime("%H:%M:%S", time.localtime(now)), int(now * 1000) % 1000)
+
+
 def label(broker: int) -> str:
     return "broker-%d" % broker
 
@@ -402,7 +405,6 @@ class Workload:
         self.consumers_stop = threading.Event()
         self.threads: List[threading.Thread] = []
         fc.workloads.append(self)
-        self.started = time.monotonic()
 
     def start(self) -> None:
         targets: List[Tuple[str, Callable[[], None]]] = [("producer", self._produce)]
@@ -564,9 +566,10 @@ class Workload:
         highest: Dict[int, int] = {}
         while not self.consumers_stop.wait(0.25):
             asked = time.monotonic()
-            answer = self.fc.committed()
-            if answer is None:
+            found = self.fc.committed()
+            if found is None:
                 continue  # no coordinator during a failover: ask again
+            source, answer = found
             now = time.monotonic()
             for p, offset in sorted(answer.items()):
                 shown = offset if offset >= 0 else "none"  # negative: nothing committed
@@ -574,13 +577,13 @@ class Workload:
                     if offset >= 0:
                         self.commits[p].append((now, offset))
                     if p in highest and offset < highest[p]:
-                        self.backwards.append("%s-%d: committed offset %s read after %d (%.1f s into the run)"
-                                              % (TOPIC, p, shown, highest[p], now - self.started))
+                        self.backwards.append("%s-%d: committed offset %s read after %d (%s; at %s)"
+                                              % (TOPIC, p, shown, highest[p], source, wall_clock()))
                     acked = max((o for t, o in self.commit_acks[p] if t < asked), default=-1)
                     if offset < acked:
                         self.backwards.append("%s-%d: committed offset %s read after a commit of %d was "
-                                              "acknowledged (%.1f s into the run)"
-                                              % (TOPIC, p, shown, acked, now - self.started))
+                                              "acknowledged (%s; at %s)"
+                                              % (TOPIC, p, shown, acked, source, wall_clock()))
                     if offset >= 0:
                         highest[p] = max(highest.get(p, -1), offset)
 
@@ -623,6 +626,7 @@ class Step:
         self.role = role
         self.detail = ""
         self.start = 0.0
+        self.started_at = wall_clock()  # replaced when the fault is injected
         self.end = 0.0
         self.out: Optional[int] = None  # the broker out of the cluster during the fault, if one is
         self.hold_s = 0.0
@@ -632,8 +636,13 @@ class Step:
         self.recovery_problems: List[str] = []
         self.notes: List[str] = []
 
+    def begin(self) -> None:
+        """The fault is being injected now."""
+        self.start = time.monotonic()
+        self.started_at = wall_clock()
+
     def describe(self) -> str:
-        parts = ["%s (%s): %s" % (self.fault, self.role, self.detail)]
+        parts = ["at %s %s (%s): %s" % (self.started_at, self.fault, self.role, self.detail)]
         if self.out is not None:
             parts.append("failover %s" % ("%.2f s" % self.failover_s if self.failover_s is not None
                                           else "not seen in the %.1f s held" % self.hold_s))
@@ -792,7 +801,7 @@ def kill_kept_down(run: Run, step: Step) -> None:
     seconds = _out_for(run)
     step.detail = "kill -9 broker %d (%s; %s), down %.1f s" % (b, what, run.roles_of(b), seconds)
     step.out = b
-    step.start = time.monotonic()
+    step.begin()
     run.fc.cluster.kill(b)
     run.hold_out(step, seconds)
     run.fc.cluster.start(b)
@@ -803,7 +812,7 @@ def kill_bounce(run: Run, step: Step) -> None:
     """kill -9 and started again at once (its old session still registered)."""
     b, what = run.pick(step.role)
     step.detail = "kill -9 broker %d (%s; %s), started again at once" % (b, what, run.roles_of(b))
-    step.start = time.monotonic()
+    step.begin()
     run.fc.cluster.kill(b)
     run.fc.cluster.start(b)
     run.recovered(step)
@@ -816,7 +825,7 @@ def kill_empty_disk(run: Run, step: Step) -> None:
     seconds = _out_for(run) if down else 0.0
     step.detail = "kill -9 broker %d (%s; %s), data directory emptied, %s" % (
         b, what, run.roles_of(b), "down %.1f s" % seconds if down else "started again at once")
-    step.start = time.monotonic()
+    step.begin()
     run.fc.cluster.kill(b)
     run.fc.cluster.wipe(b)
     if down:
@@ -832,7 +841,7 @@ def freeze(run: Run, step: Step) -> None:
     seconds = _out_for(run)
     step.detail = "SIGSTOP broker %d (%s; %s) for %.1f s" % (b, what, run.roles_of(b), seconds)
     step.out = b
-    step.start = time.monotonic()
+    step.begin()
     run.fc.cluster.freeze(b)
     try:
         run.hold_out(step, seconds)
@@ -847,7 +856,7 @@ def clean_restart(run: Run, step: Step) -> None:
     down = run.rng.random() < 0.5
     seconds = _out_for(run) if down else 0.0
     roles = run.roles_of(b)
-    step.start = time.monotonic()
+    step.begin()
     status = run.fc.cluster.stop(b)
     took = time.monotonic() - step.start
     step.detail = "SIGTERM broker %d (%s; %s): exit %s after %.2f s, %s" % (
@@ -867,7 +876,7 @@ def zookeeper_bounce(run: Run, step: Step) -> None:
     how = run.rng.choice(["SIGTERM", "SIGKILL"])
     pause = run.rng.uniform(0.0, SESSION_S / 3)
     before = run.fc.registrations()
-    step.start = time.monotonic()
+    step.begin()
     zk.stop() if how == "SIGTERM" else zk.kill()
     stopped = time.monotonic()
     hold(pause)
@@ -895,7 +904,7 @@ def zookeeper_down(run: Run, step: Step) -> None:
     zk = run.fc.zookeeper
     how = run.rng.choice(["SIGTERM", "SIGKILL"])
     seconds = _out_for(run)
-    step.start = time.monotonic()
+    step.begin()
     zk.stop() if how == "SIGTERM" else zk.kill()
     hold(seconds)
     back = time.monotonic()
@@ -919,7 +928,7 @@ def partition_leader(run: Run, step: Step) -> None:
     step.detail = "broker %d (%s; %s) cut off from the others and ZooKeeper%s for %.1f s" % (
         b, what, run.roles_of(b), " and clients" if clients else " (clients still reach it)", seconds)
     step.out = b
-    step.start = time.monotonic()
+    step.begin()
     run.fc.isolate(b, clients)
     try:
         run.hold_out(step, seconds)
@@ -940,7 +949,7 @@ def partition_follower(run: Run, step: Step) -> None:
     seconds = run.rng.uniform(1.0, 2.5 * LAG_MS / 1000.0)
     step.detail = "broker %d (a follower of %s-%d) cut off from its leader %d for %.1f s" % (
         follower, TOPIC, p, leader, seconds)
-    step.start = time.monotonic()
+    step.begin()
     fc.sever(follower, leader)
     try:
         hold(seconds)
