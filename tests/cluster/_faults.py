@@ -1027,7 +1027,7 @@ def verify(fc: FaultCluster, workload: Workload, extra_acked: Sequence[Tuple[int
             lost = [(v, o, by_offset.get(o)) for o, v in acked if by_offset.get(o) != v]
             if lost:
                 failures.append("%s-%d: %d acknowledged records not at their offsets (end %d), first: %s" % (
-                    TOPIC, p, len(lost), len(final[p]), ", ".join("%r acked at %d, read %r" % x for x in lost[:5])))
+                    TOPIC, p, len(lost), len(final[p]), ", ".join("%r acked at %s, read %r" % x for x in lost[:5])))
             offsets = [o for o, _ in acked]
             if len(offsets) != len(set(offsets)):
                 failures.append("%s-%d: two records acknowledged at one offset" % (TOPIC, p))
