@@ -358,7 +358,7 @@ class KafkaController:
         log.info("broker %d is the controller (epoch %d)", self.broker_id, won[0])
         self.active = True
         try:
-            self._failover()
+            self._load_and_reconcile()
         except errors.ControllerMovedError:
             raise
         except Exception:
@@ -397,10 +397,6 @@ class KafkaController:
                 log.info("controller %d: could not delete /controller (%s)", self.broker_id, exc)
 
     # -- failover -----------------------------------------------------------------------
-
-    def _failover(self) -> None:
-        """Read the whole cluster, tell every broker, bring every partition online."""
-        self._load_and_reconcile()
 
     def _load_and_reconcile(self) -> None:
         """Read the cluster from the store (watching it), then repair every partition as if

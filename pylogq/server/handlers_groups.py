@@ -150,11 +150,20 @@ class GroupHandlers(HandlerBase):
                 "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
                              "error_code": c} for m, c in zip(members, codes)]}
 
-    async def _replicated(self, group_id: str, for_commit: bool) -> int:
+    async def _replicated(self, group_id: str, for_commit: bool,
+                          outcome: Optional[Callable[[int], None]] = None) -> int:
         """Wait until the coordinator's writes for ``group_id`` are on every in-sync replica of
-        the offsets topic; -> the code to answer with (0 when they are)."""
+        the offsets topic; -> the code to answer with (0 when they are). ``outcome`` is told
+        the code as the wait ends, whether or not anyone still waits for the answer."""
         future: "asyncio.Future[int]" = self.server.new_future()
-        op = self.broker.group_writes_replicated_async(group_id, for_commit, deliver=self.server.deliver_to(future))
+        deliver = self.server.deliver_to(future)
+
+        def replicated(code: int) -> None:
+            if outcome is not None:
+                outcome(code)
+            deliver(code)
+
+        op = self.broker.group_writes_replicated_async(group_id, for_commit, deliver=replicated)
         code: int = await self.server.parked(op, future, errors.NotCoordinatorError.code)
         return code
 
@@ -202,15 +211,7 @@ class GroupHandlers(HandlerBase):
         """A commit is answered once every in-sync replica of the offsets topic has it (acks=all);
         until then OffsetFetch does not show it, and a commit whose replication fails is
         dropped (the previous one stays), as Kafka's pending offset commits are."""
-        future: "asyncio.Future[int]" = self.server.new_future()
-        deliver = self.server.deliver_to(future)
-
-        def replicated(code: int) -> None:
-            complete(code)  # whether or not anyone still waits for the answer
-            deliver(code)
-
-        op = self.broker.group_writes_replicated_async(req["group_id"], True, deliver=replicated)
-        slot_code: int = await self.server.parked(op, future, errors.NotCoordinatorError.code)
+        slot_code = await self._replicated(req["group_id"], True, complete)
         if slot_code:
             codes = {tp: c or slot_code for tp, c in codes.items()}
         return self._offset_commit_response(req, codes)
