@@ -195,6 +195,7 @@ class Broker:
             else:
                 # A cluster member coordinates the groups of the offsets partitions it leads.
                 self.group_coordinator.serve_partitions([])
+                self.group_coordinator.partition_in_doubt = self._offsets_leadership_in_doubt
                 self._group_loads: "queue.Queue[Optional[int]]" = queue.Queue()
                 self._group_loader = threading.Thread(target=self._load_groups, daemon=True,
                                                       name="pylogq-group-loader-%d" % self.broker_id)
@@ -219,6 +220,7 @@ class Broker:
         from .cluster_node import ClusterNode
 
         node = self.config.node
+        own_store = store is None  # a broker process's own session, whose pauses are its own
         if store is None:
             from .zk_store import ZooKeeperStore  # kazoo is loaded only by brokers of a cluster
 
@@ -236,7 +238,8 @@ class Broker:
 
         return ClusterNode(self.broker_id, node, store, connector, self, self.timer, schedule,
                            self._unclean_leader_election, self.fetch_purgatory,
-                           on_leadership=self._leadership_changed, on_topic_config=self._topic_config_changed)
+                           on_leadership=self._leadership_changed, on_topic_config=self._topic_config_changed,
+                           watch_pauses=own_store)
 
     def _leadership_changed(self, led: List[Tuple[str, int]], followed: List[Tuple[str, int]]) -> None:
         """The group coordinator follows the leadership of ``__consumer_offsets``' partitions:
@@ -247,7 +250,14 @@ class Broker:
                 self.group_coordinator.unload_partition(p)
         for topic, p in led:
             if topic == OFFSETS_TOPIC:
+                self.group_coordinator.begin_loading(p)
                 self._group_loads.put(p)
+
+    def _offsets_leadership_in_doubt(self, p: int) -> bool:
+        """Whether this broker's leadership of ``__consumer_offsets``-``p`` is in doubt."""
+        partition = self._partitions.get((OFFSETS_TOPIC, p))
+        return (partition is not None and self.cluster is not None
+                and self.cluster.replicas.leadership_doubt(partition) is not None)
 
     def _load_groups(self) -> None:
         while True:
@@ -269,8 +279,9 @@ class Broker:
         first use, as Kafka does (:meth:`ensure_offsets_topic`, which the caller runs first)."""
         if self.cluster is None:
             return 0, self.broker_id
-        leader = self.cluster.metadata.leader_of(OFFSETS_TOPIC, self.group_coordinator.partition_for(group_id))
-        if leader < 0:
+        p = self.group_coordinator.partition_for(group_id)
+        leader = self.cluster.metadata.leader_of(OFFSETS_TOPIC, p)
+        if leader < 0 or (leader == self.broker_id and self._offsets_leadership_in_doubt(p)):
             return errors.CoordinatorNotAvailableError.code, -1
         return 0, leader
 

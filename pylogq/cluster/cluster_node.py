@@ -51,6 +51,7 @@ from .partition import Partition
 from .replica_assignment import assign_replicas
 from .replica_fetcher import FetcherSettings
 from .replica_manager import ReplicaHost, ReplicaManager, ReplicationSettings
+from .session_guard import SessionGuard
 from .zk_client import KafkaZkClient
 from .zk_data import TopicAssignment, broker_path, encode_broker, topic_path
 
@@ -76,7 +77,8 @@ class ClusterNode:
                  host: ReplicaHost, timer: Any, schedule: Callable[[Callable[[], None], float, Optional[float], str], None],
                  unclean_leader_election: Callable[[str], bool], consumer_fetches: Any,
                  on_leadership: Optional[Callable[[List[TopicPartition], List[TopicPartition]], None]] = None,
-                 on_topic_config: Optional[Callable[[str, Dict[str, str]], None]] = None) -> None:
+                 on_topic_config: Optional[Callable[[str, Dict[str, str]], None]] = None,
+                 watch_pauses: bool = False) -> None:
         self.broker_id = broker_id
         self.node = node
         self.store = store
@@ -99,8 +101,10 @@ class ClusterNode:
                                     node.replica_fetch_max_bytes, node.replica_fetch_response_max_bytes,
                                     node.replica_fetch_backoff_ms, node.num_replica_fetchers),
             inter_broker_listener=node.inter_broker_listener_name)
+        self.guard = SessionGuard(store.session_timeout_ms, self._owned_registration, lambda: self._epoch,
+                                  watch_pauses)
         self.replicas = ReplicaManager(broker_id, host, self.zk, settings, connector, timer, schedule,
-                                       self._fencing_epoch, on_leadership, consumer_fetches)
+                                       self._fencing_epoch, on_leadership, consumer_fetches, self.guard)
         self._connector = connector
 
     # -- membership ---------------------------------------------------------------------
@@ -125,6 +129,14 @@ class ClusterNode:
             return NOT_REGISTERED
         return NOT_REGISTERED if own is None else own
 
+    def _owned_registration(self) -> Optional[int]:
+        """The epoch of this broker's registration if its current session owns it, else None
+        (a store call: raises when the store does not answer)."""
+        stat = self.store.exists(broker_path(self.broker_id))
+        if stat is None or stat.ephemeral_owner != self.store.session_id:
+            return None
+        return stat.czxid
+
     def start(self, cluster_id: str, endpoints: Sequence[BrokerEndpoint]) -> str:
         """Join: the cluster id (the first broker writes it), then registration and the
         controller. -> the cluster's id."""
@@ -147,6 +159,7 @@ class ClusterNode:
     def _session_state(self, state: str) -> None:
         """On the store's thread: a lost connection loses this broker's watches (the config
         changes'), an expired session its registration too; both come back once connected."""
+        self.guard.session_state(state)
         if state == CONNECTED and not self.closed and self._registration is not None:
             threading.Thread(target=self._reconnected, name="pylogq-register-%d" % self.broker_id,
                              daemon=True).start()
@@ -396,6 +409,7 @@ class ClusterNode:
             if self.closed:
                 return
             self.closed = True
+        self.guard.close()
         self.store.remove_listener(self._session_state)
         with self._metadata_changed:
             self._metadata_changed.notify_all()

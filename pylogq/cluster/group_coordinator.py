@@ -398,6 +398,10 @@ class GroupCoordinator:
         # COORDINATOR_LOAD_IN_PROGRESS, others' NOT_COORDINATOR).
         self._owned: Optional[Set[int]] = None
         self._loading: Set[int] = set()
+        #: Set by a broker of a cluster: whether its leadership of a ``__consumer_offsets``
+        #: partition is in doubt (its store session may have ended); its groups then answer
+        #: NOT_COORDINATOR rather than from a cache a new coordinator may have overtaken.
+        self.partition_in_doubt: Optional[Callable[[int], bool]] = None
         self._closed = False
         self._deadlines_on_timer = start_timer
         self._next_tick: Optional[TimedTask] = None
@@ -442,7 +446,22 @@ class GroupCoordinator:
             return CoordinatorLoadInProgressError.code
         if partition not in self._owned:
             return NotCoordinatorError.code
+        if self.partition_in_doubt is not None and self.partition_in_doubt(partition):
+            return NotCoordinatorError.code
         return NONE
+
+    def serves_partition(self, partition: int) -> bool:
+        """Whether the groups of this ``__consumer_offsets`` partition are served (loaded)."""
+        with self._cond:
+            return self._owned is None or (partition in self._owned and partition not in self._loading)
+
+    def begin_loading(self, partition: int) -> None:
+        """Answer COORDINATOR_LOAD_IN_PROGRESS for the partition's groups from now until
+        :meth:`load_partition` (queued elsewhere) has read it, rather than NOT_COORDINATOR."""
+        with self._cond:
+            if self._owned is None:
+                self._owned = set()
+            self._loading.add(partition)
 
     def serve_partitions(self, partitions: Iterable[int]) -> None:
         """Serve only the groups of these partitions from now on (a cluster member: the

@@ -59,6 +59,7 @@ from .contract import (
     UpdateMetadataRequest,
 )
 from .memory_store import InMemoryStoreClient, InMemoryZooKeeper
+from .offsets_topic import OFFSETS_TOPIC
 
 __all__ = ["BrokerGate", "Cluster", "InProcessInterBrokerClient", "INTER_BROKER_TIMEOUT_S"]
 
@@ -529,7 +530,8 @@ class Cluster:
 
     def settled(self, topic: str) -> bool:
         """Whether every running broker's metadata has the topic with a leader for each partition,
-        and every running replica follows (or is) that leader (frozen brokers aside)."""
+        and every running replica follows (or is) that leader (frozen brokers aside); for
+        ``__consumer_offsets``, also whether each leader's group coordinator has loaded it."""
         brokers = self.thawed_brokers
         if not brokers or brokers[0].cluster is None:
             return False
@@ -547,6 +549,9 @@ class Cluster:
                     part = b.hosted((topic, p))
                     if part is None or part.leader_id != state.leader or part.leader_epoch != state.leader_epoch:
                         return False
+                if (topic == OFFSETS_TOPIC and b.broker_id == state.leader
+                        and not b.group_coordinator.serves_partition(p)):
+                    return False
         return True
 
     def wait_for_topic(self, topic: str, timeout_s: float = 30.0) -> None:

@@ -419,6 +419,20 @@ class Partition:
             return
         self._alter_isr(list(self._isr) + [replica_id], "%d caught up at offset %d" % (replica_id, state.log_end_offset))
 
+    def followers_silent_ms(self, now_ms: Optional[int] = None) -> Optional[int]:
+        """How long since an in-sync follower last fetched from this leader (the most recent
+        of them); None when the ISR has no other replica. Takes no lock (a guess for
+        :class:`~pylogq.cluster.session_guard.SessionGuard`, read under other locks)."""
+        now = _now_ms() if now_ms is None else now_ms
+        followers = [r for r in tuple(self._isr) if r != self.broker_id]
+        if not followers:
+            return None
+        remote = dict(self._remote)
+        # A follower counts as heard from when this broker became its leader, too.
+        last = max((max(remote[r].last_fetch_ms, remote[r].last_caught_up_ms) if r in remote else 0)
+                   for r in followers)
+        return now - last
+
     def maybe_shrink_isr(self, max_lag_ms: int, now_ms: Optional[int] = None) -> bool:
         """Drop from the ISR each follower that has not caught up with the leader's log end for
         ``max_lag_ms`` (Kafka's ``replica.lag.time.max.ms``); -> whether a change was asked for.

@@ -48,6 +48,7 @@ from .contract import (
 from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
 from .partition import Partition
 from .replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from .session_guard import SessionGuard
 from .zk_client import KafkaZkClient
 from .zk_data import PartitionState
 
@@ -94,8 +95,11 @@ class ReplicaManager:
                  schedule: Callable[[Callable[[], None], float, Optional[float], str], None],
                  broker_epoch: Callable[[], int],
                  on_leadership: Optional[Callable[[List[TopicPartition], List[TopicPartition]], None]] = None,
-                 consumer_fetches: Optional[DelayedOperationPurgatory] = None) -> None:
+                 consumer_fetches: Optional[DelayedOperationPurgatory] = None,
+                 guard: Optional[SessionGuard] = None) -> None:
         self.broker_id = broker_id
+        #: Whether the store session still vouches for this broker's leaderships.
+        self.guard = guard
         self.host = host
         self.zk = zk
         self.settings = settings
@@ -206,6 +210,8 @@ class ReplicaManager:
                 (leaders if state.leader == self.broker_id else followers).append((partition, state))
             led = self._make_leaders(leaders)
             followed = self._make_followers(followers, {b.broker_id: b for b in request.live_leaders})
+            if self.guard is not None:
+                self.guard.controller_spoke(request.broker_epoch)
         # Only leaderships that are new, and followers whose leader changed, are news to the
         # coordinators: a new epoch of a leadership kept (a follower left the ISR) is not, and
         # must not make the group coordinator load its groups again.
@@ -309,6 +315,10 @@ class ReplicaManager:
         the error code: NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER (the
         leadership moved; the records may be lost), or REQUEST_TIMED_OUT.
         """
+        doubt = self.leadership_doubt(partition)
+        if doubt is not None:
+            raise errors.NotLeaderOrFollowerError("broker %d may no longer lead %s-%d: %s"
+                                                  % (self.broker_id, partition.topic, partition.index, doubt))
         result = partition.append(data, required_acks=acks, origin=origin)
         if appended is not None:
             appended(result)  # the local append (the topic metrics count it)
@@ -328,6 +338,13 @@ class ReplicaManager:
             return op
         self.produce_purgatory.try_complete_else_watch(op, [(partition.topic, partition.index)])
         return op
+
+    def leadership_doubt(self, partition: Partition) -> Optional[str]:
+        """Why this broker must not act as the partition's leader although it believes it leads
+        it (see :mod:`~pylogq.cluster.session_guard`), or None."""
+        if self.guard is None:
+            return None
+        return self.guard.doubt(partition.followers_silent_ms)
 
     def wait_replicated(self, partition: Partition, timeout_ms: int,
                         deliver: Callable[[int], None] = lambda code: None) -> "DelayedCall[int]":

@@ -1072,5 +1072,5 @@ def base_seed() -> int:
 
 
 def schedule_count() -> int:
-    default = "1" if os.environ.get("PYLOGQ_FAULT_SEED") else "0"
+    default = "1" if os.environ.get("PYLOGQ_FAULT_SEED") else "5"
     return int(os.environ.get("PYLOGQ_FAULT_SCHEDULES", default))

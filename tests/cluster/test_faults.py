@@ -11,13 +11,11 @@ replicas must be byte-identical below the high watermark, and every fault must h
 every partition with a live leader, visible in every live broker's Metadata, within two
 session timeouts. The named tests are the issue's acceptance points.
 
-The randomized schedules run on request: ``PYLOGQ_FAULT_SCHEDULES=200`` runs 200 of them
-(seeds from the base seed up), ``PYLOGQ_FAULT_SEED`` replays one (the failure message names
-its seed), ``PYLOGQ_FAULT_STEPS`` sets the faults per schedule. They are not part of the
-default run yet: about one schedule in ten still ends with a failure (a group coordinator
-back from a partition or a pause past its session names itself coordinator and answers
-its stale committed offsets until it learns the session is gone), and a test that fails
-now and then would block every change. The named tests run always.
+Five randomized schedules run by default, from a base seed drawn anew each run;
+``PYLOGQ_FAULT_SCHEDULES=200`` runs 200 of them instead (the soak: seeds from the base seed
+up), ``PYLOGQ_FAULT_SEED`` replays one (the failure message names its seed) or sets the base
+seed of a soak, ``PYLOGQ_FAULT_STEPS`` sets the faults per schedule. The named tests run
+always.
 """
 
 from __future__ import annotations
@@ -147,7 +145,7 @@ def _direct_produce(fc: FaultCluster, broker: int, partition: int, value: bytes)
 # -- randomized schedules -------------------------------------------------------------------------------
 
 
-if SCHEDULES:  # opt-in (see the module docstring): no test at all otherwise, rather than a skip
+if SCHEDULES:  # PYLOGQ_FAULT_SCHEDULES=0 runs none: no test at all, rather than a skip
     @pytest.mark.slow
     @pytest.mark.parametrize("seed", [BASE_SEED + i for i in range(SCHEDULES)], ids=lambda s: "seed%d" % s)
     def test_random_schedule_keeps_every_guarantee(seed: int, make_cluster: Callable[..., FaultCluster]) -> None:
@@ -251,8 +249,9 @@ def test_zookeeper_restarted_then_the_leader_killed_gets_a_new_leader_within_two
     zk.stop()
     zk.start()
     took = time.monotonic() - bounce.start
+    # However long the restart takes (a loaded machine's JVM may take more than a session to
+    # start), ZooKeeper restores the sessions with their timeouts counted from its start.
     bounce.detail = "ZooKeeper SIGTERM and started again after %.2f s" % took
-    assert took < SESSION_S, "harness: ZooKeeper took %.2f s to restart, more than a session" % took
     back, problems = wait_for(lambda: [] if set(sessions.values()) <= zk.connected_sessions() else
                               ["sessions %s not all connected: %s" % (_faults._hex(sessions),
                                                                       sorted(zk.connected_sessions()))], 2 * SESSION_S)

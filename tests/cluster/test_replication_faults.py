@@ -17,7 +17,10 @@ coordinator) into the situation a fault creates and checks Kafka's behaviour:
   names a leader by its inter-broker endpoint; a broker that restarted since a
   partition's state was written is treated as failed for it (it may have an empty disk);
   a leadership that only moves to a new epoch keeps its followers' positions; the last
-  live broker stops without asking anyone to take its leaderships.
+  live broker stops without asking anyone to take its leaderships;
+- a leader whose store session may have ended (paused past it, expired, or cut off from
+  the store and from its followers) appends nothing and its group coordinator answers
+  nothing until the session is confirmed or the controller speaks to its new registration.
 """
 
 from __future__ import annotations
@@ -45,8 +48,10 @@ from pylogq.cluster.group_coordinator import GroupCoordinator
 from pylogq.cluster.in_process import InProcessTransport
 from pylogq.cluster.local_cluster import Cluster
 from pylogq.cluster.memory_store import InMemoryZooKeeper
+from pylogq.cluster.metadata_store import CONNECTED, EXPIRED, SUSPENDED
 from pylogq.cluster.partition import Partition
 from pylogq.cluster.replica_manager import ReplicaManager, ReplicationSettings
+from pylogq.cluster.session_guard import SessionGuard
 from pylogq.cluster.zk_client import KafkaZkClient
 from pylogq.cluster.zk_data import (
     PartitionState,
@@ -612,3 +617,128 @@ def test_an_embedded_commit_in_a_cluster_is_answered_and_visible_once_replicated
                 cluster.thaw_broker(b)
         assert transport.commit_offsets("g", -1, "", {TP: (12, None)}) == {TP: 0}
         assert transport.fetch_offsets("g", [TP]) == {TP: (12, "", 0)}
+
+
+# -- a leader whose session may have ended: paused, expired, or cut off ----------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _guard(clock: _Clock, owned: Callable[[], Optional[int]], epoch: int = 7,
+           watch_pauses: bool = True) -> SessionGuard:
+    return SessionGuard(3000, owned, lambda: epoch, watch_pauses, clock=clock)
+
+
+def test_a_broker_paused_past_its_session_leads_again_once_its_session_is_confirmed() -> None:
+    clock = _Clock()
+    answers: List[Any] = [errors.MetadataStoreError("no answer yet"), 7]  # the store answers late
+
+    def owned() -> Optional[int]:
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+    guard = _guard(clock, owned)
+    try:
+        assert guard.doubt(lambda: None) is None
+        clock.now += 1.9  # less than two thirds of the session: a stall, not a pause
+        assert guard.doubt(lambda: None) is None
+        clock.now += 2.5
+        assert "paused" in (guard.doubt(lambda: None) or "")
+        _wait_for(lambda: not guard.in_doubt, "the session to be confirmed")
+        assert answers == [7]  # asked again after the store's first silence
+    finally:
+        guard.close()
+
+
+def test_a_broker_whose_session_ended_leads_again_only_once_the_controller_speaks_to_its_new_registration(
+        ) -> None:
+    clock = _Clock()
+    guard = _guard(clock, lambda: None)  # the pause outlived the session: the registration is gone
+    try:
+        clock.now += 10
+        assert guard.in_doubt
+        _wait_for(lambda: "lost" in (guard.doubt(lambda: None) or ""), "the verification")
+        guard.controller_spoke(7)  # a request meant for the registration that expired
+        assert guard.in_doubt
+        guard.controller_spoke(9)
+        assert not guard.in_doubt
+    finally:
+        guard.close()
+    expired = _guard(_Clock(), lambda: 7, watch_pauses=False)
+    expired.session_state(SUSPENDED)
+    expired.session_state(EXPIRED)  # the store said so itself
+    expired.session_state(CONNECTED)  # a new session: the controller has not spoken yet
+    assert expired.in_doubt
+    expired.controller_spoke(8)
+    assert not expired.in_doubt
+
+
+def test_a_leader_cut_off_from_the_store_and_its_followers_stops_leading_but_not_during_a_store_outage() -> None:
+    clock = _Clock()
+    guard = _guard(clock, lambda: 7, watch_pauses=False)
+    silent = {"ms": 10_000}
+    followers = lambda: silent["ms"]  # noqa: E731
+    guard.session_state(SUSPENDED)
+    clock.now += 0.9  # under a third of the session: the session is surely alive
+    assert guard.doubt(followers) is None
+    clock.now += 0.5
+    assert "cut off" in (guard.doubt(followers) or "")
+    silent["ms"] = 300  # the followers still fetch: ZooKeeper is down, not this broker cut off
+    assert guard.doubt(followers) is None
+    assert guard.doubt(lambda: None) is None  # no other in-sync replica: nobody else could lead
+    silent["ms"] = 10_000
+    guard.session_state(CONNECTED)  # the same session, back
+    assert guard.doubt(followers) is None
+
+
+def test_a_leader_in_doubt_appends_nothing_and_its_coordinator_answers_nothing(log: Log) -> None:
+    ensemble = InMemoryZooKeeper()
+    timer = Timer()
+    clock = _Clock()
+    guard = _guard(clock, lambda: None)
+    try:
+        zk = KafkaZkClient(ensemble.connect())
+        part = _replica(log)
+
+        def schedule(fn: Callable[[], None], delay: float, period: Optional[float], name: str) -> None:
+            pass
+
+        registered = {"epoch": 7}
+        manager = ReplicaManager(1, _Host({TP: part}), zk, ReplicationSettings(), None,  # type: ignore[arg-type]
+                                 timer, schedule, lambda: registered["epoch"], guard=guard)
+        live = [BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),)) for b in (1, 2)]
+        lead = LeaderAndIsrRequest(0, 1, 7, [_state(1, 1, [1], [1, 2])], {}, live)
+        assert manager.become_leader_or_follower(lead)[0] == 0
+        manager.append_records(part, _batch(1), 1, 1000).wait()
+        clock.now += 10  # paused past the session
+        with pytest.raises(errors.NotLeaderOrFollowerError, match="may no longer lead"):
+            manager.append_records(part, _batch(1), 1, 1000)
+        assert part.log_end_offset == 1
+
+        coordinator = GroupCoordinator(lambda p, batch: None, lambda p: iter(()), start_timer=False)
+        coordinator.serve_partitions([])
+        coordinator.load_partition(coordinator.partition_for("g"))
+        coordinator.partition_in_doubt = lambda p: manager.leadership_doubt(part) is not None
+        assert coordinator.fetch_offsets("g", [TP]) == {TP: (-1, "", errors.NotCoordinatorError.code)}
+
+        _wait_for(lambda: "lost" in (guard.doubt(lambda: None) or ""), "the verification")
+        registered["epoch"] = 9  # registered again, with a new session
+        again = LeaderAndIsrRequest(0, 1, 9, [_state(1, 2, [1], [1, 2], partition_epoch=2)], {}, live)
+        assert manager.become_leader_or_follower(again)[0] == 0  # the controller, to the new registration
+        manager.append_records(part, _batch(1), 1, 1000).wait()
+        assert part.log_end_offset == 2
+        assert coordinator.fetch_offsets("g", [TP]) == {TP: (-1, "", 0)}
+        coordinator.close()
+        manager.close()
+    finally:
+        guard.close()
+        timer.close()
+        ensemble.close()
