@@ -60,7 +60,7 @@ from pylogq.cluster.offsets_schema import partition_for_group
 from .._proxy import TcpProxy, peer_process
 from .._zookeeper import ZooKeeperServer, free_port
 from ..server.test_server import Wire
-from ._processes import ProcessCluster, replicas_identical
+from ._processes import ProcessCluster, read_back, read_back_failures, replicas_identical
 
 SESSION_MS = 3000
 SESSION_S = SESSION_MS / 1000.0
@@ -979,28 +979,6 @@ ROLES = ["leader", "controller", "follower", "coordinator"]
 # -- after a schedule ------------------------------------------------------------------------------------
 
 
-def read_back(fc: FaultCluster) -> Dict[int, List[Tuple[int, bytes]]]:
-    """Every record of the topic up to each partition's high watermark, read by a fresh consumer."""
-    import confluent_kafka
-
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": fc.bootstrap, "group.id": "faults-check-%s"
-                                         % uuid.uuid4().hex[:6], "enable.auto.commit": False})
-    out: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-    try:
-        ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=30)[1]
-                for p in range(PARTITIONS)}
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 120
-        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in range(PARTITIONS)):
-            assert time.monotonic() < deadline, "could not read the topic back to %s" % ends
-            m = consumer.poll(0.5)
-            if m is not None and not m.error():
-                out[m.partition()].append((m.offset(), m.value()))  # type: ignore[index, arg-type]
-    finally:
-        consumer.close()
-    return out
-
-
 def verify(fc: FaultCluster, workload: Workload, extra_acked: Sequence[Tuple[int, int, bytes]] = ()) -> List[str]:
     """Stop the workload, read everything back, stop the cluster cleanly and check it; -> failures.
 
@@ -1012,36 +990,15 @@ def verify(fc: FaultCluster, workload: Workload, extra_acked: Sequence[Tuple[int
     failures += ["delivery error: %s" % e for e in workload.delivery_errors[:5]]
     failures += workload.backwards[:10]
     try:
-        final = read_back(fc)
+        final = read_back(fc.bootstrap, TOPIC, PARTITIONS, "faults-check-%s" % uuid.uuid4().hex[:6])
     except Exception:  # noqa: BLE001 - reported with the rest
         failures.append("read back: %s" % traceback.format_exc())
         final = None
     if final is not None:
-        for p in range(PARTITIONS):
-            by_offset: Dict[int, bytes] = {}
-            for offset, value in final[p]:
-                if offset in by_offset:
-                    failures.append("%s-%d: offset %d read twice" % (TOPIC, p, offset))
-                by_offset[offset] = value
-            acked = [(o, v) for o, v, _ in workload.acked[p]] + [(o, v) for q, o, v in extra_acked if q == p]
-            lost = [(v, o, by_offset.get(o)) for o, v in acked if by_offset.get(o) != v]
-            if lost:
-                failures.append("%s-%d: %d acknowledged records not at their offsets (end %d), first: %s" % (
-                    TOPIC, p, len(lost), len(final[p]), ", ".join("%r acked at %s, read %r" % x for x in lost[:5])))
-            offsets = [o for o, _ in acked]
-            if len(offsets) != len(set(offsets)):
-                failures.append("%s-%d: two records acknowledged at one offset" % (TOPIC, p))
-            counts: Dict[bytes, int] = {}
-            for _, v in final[p]:
-                counts[v] = counts.get(v, 0) + 1
-            twice = sorted(v for v, c in counts.items() if c > 1)
-            if twice:
-                failures.append("%s-%d: %d values stored more than once, first: %s" % (TOPIC, p, len(twice),
-                                                                                     twice[:5]))
-            unseen = [(v, o, by_offset.get(o)) for q, o, v, _ in workload.seen if q == p and by_offset.get(o) != v]
-            if unseen:
-                failures.append("%s-%d: the group read %d records that are not there at the end, first: %s" % (
-                    TOPIC, p, len(unseen), ", ".join("%r at %d (now %r)" % x for x in unseen[:5])))
+        acked = {p: [(o, v) for o, v, _ in workload.acked[p]] + [(o, v) for q, o, v in extra_acked if q == p]
+                 for p in range(PARTITIONS)}
+        seen = {p: [(o, v) for q, o, v, _ in workload.seen if q == p] for p in range(PARTITIONS)}
+        failures += read_back_failures(TOPIC, final, acked, seen)
     statuses: Dict[int, Optional[int]] = {}
     for b in fc.ids:
         try:

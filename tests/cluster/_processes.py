@@ -286,3 +286,60 @@ def _first_difference(a: bytes, b: bytes) -> str:
         if (offset_a, x) != (offset_b, y):
             return "first difference at batch offset %d vs %d" % (offset_a, offset_b)
     return "%d batches vs %d" % (len(batches_a), len(batches_b))
+
+
+Records = Dict[int, List[Tuple[int, bytes]]]  # per partition: (offset, value), in the order read
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, group_id: str) -> Records:
+    """Every record of the topic up to each partition's high watermark, read by a fresh consumer."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group_id,
+                                         "enable.auto.commit": False})
+    out: Records = {p: [] for p in range(partitions)}
+    try:
+        ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + 120
+        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in range(partitions)):
+            assert time.monotonic() < deadline, "could not read the topic back to %s" % ends
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                out[m.partition()].append((m.offset(), m.value()))  # type: ignore[index, arg-type]
+    finally:
+        consumer.close()
+    return out
+
+
+def read_back_failures(topic: str, final: Records, acked: Records, seen: Records) -> List[str]:
+    """What the records read back at the end break of the guarantees, per partition: every
+    acknowledged record (``acked``, in acknowledgement order) exactly once at its offset,
+    every record a consumer read (``seen``) still there at its offset."""
+    failures: List[str] = []
+    for p in sorted(final):
+        by_offset: Dict[int, bytes] = {}
+        for offset, value in final[p]:
+            if offset in by_offset:
+                failures.append("%s-%d: offset %d read twice" % (topic, p, offset))
+            by_offset[offset] = value
+        ours = acked.get(p, [])
+        lost = [(v, o, by_offset.get(o)) for o, v in ours if by_offset.get(o) != v]
+        if lost:
+            failures.append("%s-%d: %d acknowledged records not at their offsets (end %d), first: %s" % (
+                topic, p, len(lost), len(final[p]), ", ".join("%r acked at %s, read %r" % x for x in lost[:5])))
+        offsets = [o for o, _ in ours]
+        if len(offsets) != len(set(offsets)):
+            failures.append("%s-%d: two records acknowledged at one offset" % (topic, p))
+        counts: Dict[bytes, int] = {}
+        for _, v in final[p]:
+            counts[v] = counts.get(v, 0) + 1
+        twice = sorted(v for v, c in counts.items() if c > 1)
+        if twice:
+            failures.append("%s-%d: %d values stored more than once, first: %s" % (topic, p, len(twice), twice[:5]))
+        unseen = [(v, o, by_offset.get(o)) for o, v in seen.get(p, []) if by_offset.get(o) != v]
+        if unseen:
+            failures.append("%s-%d: a consumer read %d records that are not there at the end, first: %s" % (
+                topic, p, len(unseen), ", ".join("%r at %d (now %r)" % x for x in unseen[:5])))
+    return failures

@@ -50,6 +50,8 @@ from pylogq import errors, records
 from pylogq.cluster.broker import Broker
 from pylogq.cluster.local_cluster import Cluster
 
+from .test_local_cluster import read_all
+
 TOPIC = "faults"
 PARTITIONS = 2
 GROUP = "faults-readers"
@@ -811,24 +813,6 @@ def _leaked_threads(before: set) -> Optional[str]:  # type: ignore[type-arg]
 # -- the checks -------------------------------------------------------------------------------
 
 
-def read_log(broker: Broker, topic: str, partition: int, upto: int) -> List[Tuple[int, bytes]]:
-    """(offset, value) of every record of ``broker``'s replica below ``upto``."""
-    part = broker.hosted((topic, partition))
-    assert part is not None
-    out: List[Tuple[int, bytes]] = []
-    offset = part.log_start_offset
-    while offset < upto:
-        data = part.log.read(offset, 1 << 20, max_offset=upto).read()
-        if not data:
-            break
-        for info in records.iter_batches(data):
-            for r in records.RecordBatch(data, info.position):
-                if offset <= r.offset < upto:
-                    out.append((r.offset, r.value))
-        offset = out[-1][0] + 1 if out else upto
-    return out
-
-
 def replica_bytes(broker: Broker, topic: str, partition: int, upto: int) -> bytes:
     part = broker.hosted((topic, partition))
     assert part is not None
@@ -841,7 +825,7 @@ def check_logs(cluster: Cluster, workload: Workload) -> List[str]:
     for p in range(PARTITIONS):
         leader = cluster.broker(cluster.leader(TOPIC, p))
         hw = leader.hosted((TOPIC, p)).high_watermark
-        log_records = read_log(leader, TOPIC, p, hw)
+        log_records = read_all(leader, TOPIC, p, hw)
         by_offset = dict(log_records)
         values = [v for _, v in log_records]
         dupes = sorted({v for v in values if values.count(v) > 1}) if len(set(values)) != len(values) else []

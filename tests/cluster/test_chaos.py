@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from ._processes import ProcessCluster, replicas_identical
+from ._processes import ProcessCluster, read_back, read_back_failures, replicas_identical
 
 #: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
 pytestmark = pytest.mark.compiled_pass
@@ -105,26 +105,6 @@ def _consume(cluster: ProcessCluster, seen: Dict[int, List[Tuple[int, bytes]]], 
         consumer.close(autocommit=False)
 
 
-def _read_back(cluster: ProcessCluster) -> Dict[int, List[Tuple[int, bytes]]]:
-    """Every record of the topic, read by a fresh consumer to each partition's end."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-check",
-                                         "enable.auto.commit": False})
-    out: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-    try:
-        ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=30)[1]
-                for p in range(PARTITIONS)}
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 120
-        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in range(PARTITIONS)):
-            assert time.monotonic() < deadline, "could not read the topic back to %s" % ends
-            m = consumer.poll(0.5)
-            if m is not None and not m.error():
-                out[m.partition()].append((m.offset(), m.value()))
-    finally:
-        consumer.close()
-    return out
-
-
 def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
     rng = random.Random(SEED)
     cluster = ProcessCluster(tmp_path, zookeeper_connect, 3, {"min.insync.replicas": 2,
@@ -177,20 +157,12 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
             assert not t.is_alive(), "%s did not finish within 180 s of the stop" % t.name
         assert not failures, failures[0]
         assert not acks.errors, acks.errors[:5]
-        final = _read_back(cluster)
-        for p in range(PARTITIONS):
-            acked = [(o, v) for o, v, _ in acks.acked[p]]
-            assert sorted(acked) == acked, "partition %d: acknowledgements out of order" % p
-            by_offset = dict(final[p])
-            assert len(by_offset) == len(final[p]), "partition %d: an offset read twice" % p
-            for offset, value in acked:
-                assert by_offset.get(offset) == value, "partition %d: acknowledged %r at %d, read %r" % (
-                    p, value, offset, by_offset.get(offset))
-            values = [v for _, v in final[p]]
-            assert len(values) == len(set(values)), "partition %d: a record stored twice" % p
-            for offset, value in seen[p]:
-                assert by_offset.get(offset) == value, "partition %d: the consumer read %r at %d, later lost" % (
-                    p, value, offset)
+        final = read_back(cluster.bootstrap, TOPIC, PARTITIONS, "chaos-check")
+        acked = {p: [(o, v) for o, v, _ in acks.acked[p]] for p in range(PARTITIONS)}
+        for p, ours in acked.items():
+            assert sorted(ours) == ours, "partition %d: acknowledgements out of order" % p
+        problems = read_back_failures(TOPIC, final, acked, seen)
+        assert not problems, problems
         statuses = cluster.stop_all()
         assert all(s == 0 for s in statuses.values()), statuses
         replicas_identical(cluster, TOPIC, PARTITIONS)
