@@ -4,12 +4,12 @@ Keys are Kafka's. Each setting has a dotted key (``segment.bytes``) and an
 attribute named after it with dots turned into underscores
 (``segment_bytes``); constructors accept either spelling, and
 ``from_properties`` reads a Java ``.properties`` text. Values are parsed and
-validated the way Kafka's ``ConfigDef`` does:
+validated the way Kafka's ``ConfigDef`` does::
 
     INT     32-bit integer      int, or a string of decimal digits
     LONG    64-bit integer      int, or a string of decimal digits
-    DOUBLE  float               int, float, or a numeric string (``Infinity`` too)
-    BOOLEAN bool                bool, or the string ``true``/``false`` (any case)
+    DOUBLE  float               int, float, or a numeric string ("Infinity" too)
+    BOOLEAN bool                bool, or the string "true"/"false" (any case)
     STRING  str                 str, surrounding whitespace trimmed
     LIST    tuple of str        a comma-separated string, or a list/tuple of str
 

@@ -255,7 +255,13 @@ class MetricsRegistry:
                 for labels, value in sorted(gauges.get(name, {}).items()):
                     yield name, definition, name, _label_dict(names, labels), value
             else:
-                for labels, (counts, total, count) in sorted(histograms.get(name, {}).items()):
+                # A histogram of the whole broker (the log flush time) is there from the start,
+                # empty, as Kafka registers its timers: a broker that has not flushed yet (with
+                # Kafka's defaults, until a segment rolls) shows no flushes, not no data.
+                observed: Dict[Labels, Tuple[List[int], float, int]] = (
+                    {(): ([0] * (len(BUCKETS_MS) + 1), 0.0, 0)} if not names else {})
+                observed.update(histograms.get(name, {}))
+                for labels, (counts, total, count) in sorted(observed.items()):
                     base = _label_dict(names, labels)
                     running = 0
                     for bound, n in zip(BUCKETS_MS + (float("inf"),), counts):

@@ -27,9 +27,10 @@ CONFIG = ROOT / "mkdocs.yml"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    pytest.importorskip("mkdocs", reason="the docs site needs mkdocs (pip install -e '.[test]')")
+    # The docs extra has all the build needs; the test extra includes it.
+    pytest.importorskip("mkdocs", reason="the docs site needs mkdocs (pip install -e '.[docs]')")
     pytest.importorskip("mkdocstrings_handlers.python",
-                        reason="the API reference needs mkdocstrings[python] (pip install -e '.[test]')")
+                        reason="the API reference needs mkdocstrings[python] (pip install -e '.[docs]')")
     site_dir = tmp_path_factory.mktemp("site")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(CONFIG), "--site-dir", str(site_dir)],
@@ -68,6 +69,13 @@ def test_site_builds_with_api_reference(site: pathlib.Path) -> None:
     for page in sorted((DOCS / "api").glob("*.md")):
         built = site / "api" / ("" if page.stem == "index" else page.stem) / "index.html"
         assert built.exists(), "%s was not built" % page.relative_to(ROOT)
+
+
+def test_no_page_shows_rest_literal_markup(site: pathlib.Path) -> None:
+    # ``literal`` renders as code in prose, but a docstring's indented block is a Markdown
+    # code block, where the backticks would show as typed.
+    shown = sorted(str(page.relative_to(site)) for page in site.rglob("*.html") if "``" in _text(page))
+    assert not shown, "pages showing reST's ``literal`` markup as typed: %s" % ", ".join(shown)
 
 
 def test_every_page_is_in_the_nav() -> None:

@@ -232,7 +232,10 @@ def _pyarrow() -> Any:
     try:
         return importlib.import_module("pyarrow")
     except ImportError as exc:  # pragma: no cover - pyarrow is installed with pylogq[spark]
-        raise ImportError("pylogq.spark needs pyarrow: pip install 'pylogq[spark]' (%s)" % exc) from None
+        # The command of docs/spark.md: where pylogq is installed (editable too) it adds the
+        # extra's packages only; a checkout not installed yet takes the extra with pylogq.
+        raise ImportError("pylogq.spark needs pyarrow: pip install 'pylogq[spark]' (in a checkout where "
+                          "pylogq is not installed yet: pip install -e '.[spark]') (%s)" % exc) from None
 
 
 # -- files: log directories, segments, indexes, checkpoints ---------------------------------------

@@ -8,16 +8,19 @@ offset minus the committed offset, requests are counted per type.
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
 import pylogq
 from pylogq import errors
-from pylogq.metrics import BUCKETS_MS, DEFINITIONS, MetricsRegistry, parse_listener, sample_key
+from pylogq.metrics import BUCKETS_MS, DEFINITIONS, Definition, MetricsRegistry, parse_listener, sample_key
 
+from ._support import wait_for
 from .conftest import BrokerProcess
 from .test_server import Wire
 
@@ -231,28 +234,96 @@ def test_a_metrics_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
 
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "pylogq-dashboard.json"
+FLUSH = "kafka_log_logflushstats_logflushrateandtimems"
+SELECTOR = re.compile(r"\b(kafka_[a-z0-9_]+)\b(?:\{([^}]*)\})?")  # a metric and its label matchers
+MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+SCRAPE_LABELS = {"job", "instance"}  # added by Prometheus to every series it scrapes
 
 
-def _dashboard_names() -> Dict[str, List[str]]:
-    """Each metric name the dashboard's queries use -> the panels using it."""
-    import json
-    import re
-
+def _dashboard_queries() -> List[Tuple[str, str]]:
+    """(where, PromQL) of every query of the dashboard: each target of each panel (a row's
+    panels too), each query variable and annotation. A panel target without a query fails
+    here instead of going unchecked."""
     dashboard = json.loads(DASHBOARD.read_text())
-    queries = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
-    queries += [("templating", v["query"]) for v in dashboard["templating"]["list"] if v["type"] == "query"]
-    names: Dict[str, List[str]] = {}
-    for title, expr in queries:
-        for name in re.findall(r"\b(kafka_[a-z_]+)", expr):
-            names.setdefault(name, []).append(title)
-    return names
+    queries: List[Tuple[str, str]] = []
+
+    def walk(panels: List[Dict[str, Any]]) -> None:
+        for panel in panels:
+            walk(panel.get("panels", []))  # a collapsed row holds its panels
+            if panel.get("type") in ("row", "text"):
+                continue
+            assert panel.get("targets"), "panel %r has no query" % panel.get("title")
+            for target in panel["targets"]:
+                assert target.get("expr"), "panel %r has a target without a PromQL expr: %r" % (
+                    panel.get("title"), target)
+                queries.append((panel["title"], target["expr"]))
+
+    walk(dashboard["panels"])
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]
+            query = query.get("query", "") if isinstance(query, dict) else query
+            assert query, "variable %r has no query" % variable["name"]
+            queries.append(("variable $%s" % variable["name"], query))
+    for annotation in dashboard.get("annotations", {}).get("list", []):
+        if annotation.get("expr"):
+            queries.append(("annotation %r" % annotation.get("name"), annotation["expr"]))
+    return queries
 
 
-def test_every_dashboard_query_names_a_metric_the_broker_serves(tmp_path: Path) -> None:
-    names = _dashboard_names()
-    assert len(names) >= 40
-    # A broker that has done a little of everything: produce, consume, commit, flush, compact.
-    with pylogq.Broker(str(tmp_path), **{"metrics.listener": "http://127.0.0.1:0", "log.flush.interval.messages": 1,
+def _definition(sample: str) -> Tuple[str, Definition]:
+    """The family of a sample name (``..._total``, ``..._bucket``: the metric's own name)."""
+    for suffix in ("", "_total", "_bucket", "_sum", "_count"):
+        if sample.endswith(suffix) and sample[:len(sample) - len(suffix)] in DEFINITIONS:
+            base = sample[:len(sample) - len(suffix)]
+            return base, DEFINITIONS[base]
+    raise KeyError(sample)
+
+
+def _series(url: str) -> Dict[str, List[Dict[str, str]]]:
+    """The labels of every served series, by sample name."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    out: Dict[str, List[Dict[str, str]]] = {}
+    for family in parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append(dict(s.labels))
+    return out
+
+
+def _query_problems(where: str, expr: str, served: Dict[str, List[Dict[str, str]]]) -> List[str]:
+    """What in one query asks for series the broker does not serve: a metric name, a label
+    the metric does not have (in a matcher or a grouping), a label value no series has."""
+    problems: List[str] = []
+    labels_in_query = set(SCRAPE_LABELS)
+    for name, selector in SELECTOR.findall(expr):
+        series = served.get(name)
+        if not series:
+            problems.append("%s: %s is not served" % (where, name))
+            continue
+        _, definition = _definition(name)
+        known = set(definition.labels) | SCRAPE_LABELS | ({"le"} if name.endswith("_bucket") else set())
+        labels_in_query |= known
+        for label, op, value in MATCHER.findall(selector):
+            if label not in known:
+                problems.append("%s: %s has no label %r" % (where, name, label))
+            elif op == "=" and "$" not in value and not any(s.get(label, "") == value for s in series):
+                problems.append("%s: no series of %s has %s=%r" % (where, name, label, value))
+    for grouping in GROUPING.findall(expr):
+        for label in filter(None, (label.strip() for label in grouping.split(","))):
+            if label not in labels_in_query:
+                problems.append("%s: grouped by %r, which its metrics do not have" % (where, label))
+    return problems
+
+
+def test_every_dashboard_query_asks_for_series_the_broker_serves(tmp_path: Path) -> None:
+    queries = _dashboard_queries()
+    names = {name for _, expr in queries for name, _ in SELECTOR.findall(expr)}
+    assert len(names) >= 40 and len(queries) >= len(names)
+    # A broker with Kafka's defaults that has done a little of everything: produce, consume,
+    # commit, roll segments (each flushed as it rolls), compact.
+    with pylogq.Broker(str(tmp_path), **{"metrics.listener": "http://127.0.0.1:0",
                                          "log.cleaner.backoff.ms": 50}) as broker:
         host, port = broker.serve()
         bootstrap = "%s:%d" % (host, port)
@@ -276,6 +347,58 @@ def test_every_dashboard_query_names_a_metric_the_broker_serves(tmp_path: Path) 
         assert broker.logs.cleaner is not None
         broker.logs.cleaner.clean_once()
         assert broker.metrics_url is not None
-        served = {key.split("{")[0] for key in scrape(broker.metrics_url)}
-    missing = {name: panels for name, panels in names.items() if name not in served}
-    assert not missing, "queries name metrics the broker does not serve: %s" % missing
+        served = _series(broker.metrics_url)
+    problems = [problem for where, expr in queries for problem in _query_problems(where, expr, served)]
+    assert not problems, "queries of %s ask for what the broker does not serve:\n%s" % (
+        DASHBOARD.name, "\n".join(problems))
+
+
+def test_the_query_check_finds_what_is_not_served() -> None:
+    served = {"kafka_network_requestmetrics_totaltimems_bucket": [{"request": "Produce", "le": "1.0"}],
+              "kafka_server_brokertopicmetrics_bytesin_total": [{}, {"topic": "t"}]}
+    good = ('histogram_quantile(0.99, sum by (le) (rate(kafka_network_requestmetrics_totaltimems_bucket'
+            '{job=~"$job",request="Produce"}[5m])))', 'sum(rate(kafka_server_brokertopicmetrics_bytesin_total'
+            '{topic=""}[5m]))')
+    for expr in good:
+        assert _query_problems("q", expr, served) == []
+    bad = {'sum(kafka_log_logflushstats_logflushrateandtimems_count)': "is not served",
+           'kafka_network_requestmetrics_totaltimems_bucket{request="Fetch"}': "no series",
+           'kafka_network_requestmetrics_totaltimems_bucket{topic="t"}': "has no label 'topic'",
+           'sum by (partition) (kafka_server_brokertopicmetrics_bytesin_total)': "grouped by 'partition'"}
+    for expr, problem in bad.items():
+        found = _query_problems("q", expr, served)
+        assert len(found) == 1 and problem in found[0], (expr, found)
+
+
+def test_a_fresh_broker_serves_every_broker_wide_metric_the_dashboard_names(tmp_path: Path) -> None:
+    # Kafka's defaults: nothing produced and nothing flushed yet (a log is flushed when a
+    # segment rolls). A broker-wide series is there from the start, so its panel shows 0,
+    # not "No data".
+    queried = {_definition(name)[0] for _, expr in _dashboard_queries() for name, _ in SELECTOR.findall(expr)}
+    wide = sorted(name for name in queried if not DEFINITIONS[name].labels)
+    assert FLUSH in wide
+    with pylogq.Broker(str(tmp_path)) as broker:
+        broker.serve()  # as pylogq-broker starts it
+        served = {key.split("{")[0] for key in broker.metrics()}
+    missing = [name for name in wide if not any(key == name or key.startswith(name + "_") for key in served)]
+    assert not missing, "not served by a fresh broker: %s" % ", ".join(missing)
+
+
+def test_log_flush_times_are_measured_when_a_segment_rolls(tmp_path: Path) -> None:
+    with pylogq.Broker(str(tmp_path)) as broker:
+        before = broker.metrics()
+        assert before[FLUSH + "_count"] == 0 and before[FLUSH + '_bucket{le="+Inf"}'] == 0
+        broker.create_topic("rolled", 1, config={"segment.bytes": 2048})
+        producer = pylogq.Producer(broker=broker, batch_size=512)
+        for i in range(100):
+            producer.send("rolled", b"v" * 40, partition=0)
+        producer.flush()
+        producer.close()
+        log = broker.logs.get_log("rolled", 0)
+        assert log is not None and log.num_segments > 1
+        # Each rolled segment is flushed by a background task.
+        wait_for(lambda: broker.metrics()[FLUSH + "_count"] >= 1, what="a flush of a rolled segment")
+        after = broker.metrics()
+    assert after[FLUSH + "_count"] >= 1
+    assert after[FLUSH + '_bucket{le="+Inf"}'] == after[FLUSH + "_count"]
+    assert 0 < after[FLUSH + "_sum"] < 10000 * after[FLUSH + "_count"]  # the fsyncs' own time, in ms
