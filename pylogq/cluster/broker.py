@@ -489,7 +489,7 @@ class Broker:
         out = {}
         for tp, (current, epoch) in partitions.items():
             try:
-                part = self.leader_partition(*tp)
+                part = self.leader_partition(*tp, in_doubt=True)
                 if current >= 0 and current != part.leader_epoch:
                     error = errors.FencedLeaderEpochError if current < part.leader_epoch else \
                         errors.UnknownLeaderEpochError
@@ -1002,12 +1002,21 @@ class Broker:
                 self.broker_id, topic, index, self.cluster.metadata.leader_of(topic, index)))
         raise errors.UnknownTopicOrPartitionError("%s-%d does not exist" % (topic, index))
 
-    def leader_partition(self, topic: str, index: int) -> Partition:
-        """The partition, which this broker must lead (else NotLeaderOrFollowerError)."""
+    def leader_partition(self, topic: str, index: int, in_doubt: bool = False) -> Partition:
+        """The partition, which this broker must lead (else NotLeaderOrFollowerError): for a
+        client, also with its leadership not in doubt (:mod:`~pylogq.cluster.session_guard`:
+        a broker back from a pause or a partition past its session may have been replaced,
+        and its log end is no longer the partition's). ``in_doubt``: a leadership in doubt
+        will do (a follower asking where an epoch ends in this log)."""
         part = self.partition(topic, index)
         if not part.is_leader:
             raise errors.NotLeaderOrFollowerError("broker %d does not lead %s-%d (leader: %d)"
                                                   % (self.broker_id, topic, index, part.leader_id))
+        if not in_doubt and self.cluster is not None:
+            doubt = self.cluster.replicas.leadership_doubt(part)
+            if doubt is not None:
+                raise errors.NotLeaderOrFollowerError("broker %d may no longer lead %s-%d: %s"
+                                                      % (self.broker_id, topic, index, doubt))
         return part
 
     # -- produce, fetch, offsets -----------------------------------------------------

@@ -11,10 +11,13 @@ reaches it, it still believes it leads. Answering clients as a leader meanwhile 
   librdkafka) instead of NOT_LEADER_OR_FOLLOWER;
 - the group coordinator of a ``__consumer_offsets`` partition answers OffsetFetch from its
   cache, older than the commits the new coordinator has taken: committed offsets seem to
-  go backwards.
+  go backwards;
+- a consumer fetching from it is told its position is out of range (this log ends where
+  the pause began) and resets to ``auto.offset.reset``, then commits what it read again.
 
-So a leadership is *in doubt*, and this broker refuses to act on it (NOT_LEADER_OR_FOLLOWER,
-NOT_COORDINATOR), while any of these holds:
+So a leadership is *in doubt*, and this broker refuses to act on it (produce, consumer
+fetches and ListOffsets: NOT_LEADER_OR_FOLLOWER; its groups: NOT_COORDINATOR), while any of
+these holds:
 
 - **paused**: the broker's own clock shows a gap of more than two thirds of the session
   timeout between two ticks of a thread that ticks every 100 ms (the process did not run;

@@ -63,6 +63,8 @@ from pylogq.records import RecordBatch
 from pylogq.storage.log import Log
 from pylogq.storage.partition_metadata import META_FILE
 
+from .test_local_cluster import read_all
+
 DEADLINE_S = 20.0
 TOPIC = "t"
 TP = (TOPIC, 0)
@@ -742,3 +744,40 @@ def test_a_leader_in_doubt_appends_nothing_and_its_coordinator_answers_nothing(l
         guard.close()
         timer.close()
         ensemble.close()
+
+
+def test_a_leader_cut_off_from_the_store_and_its_followers_stops_serving_clients(tmp_path: Any) -> None:
+    with Cluster(3, str(tmp_path), **{"zookeeper.session.timeout.ms": 3000}) as cluster:
+        cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+        cluster.wait_for_topic(TOPIC)
+        leader = cluster.leader(TOPIC, 0)
+        broker = cluster.broker(leader)
+        broker.produce(TOPIC, 0, _batch(3), acks=-1)
+        assert broker.fetch([(TOPIC, 0, 0, 1 << 20)], 0, 1)[TP].error_code == 0
+        for b in range(3):
+            if b != leader:
+                cluster.cut(leader, b)
+        cluster.disconnect_store(leader)
+
+        def refused() -> bool:
+            return broker.fetch([(TOPIC, 0, 0, 1 << 20)], 0, 1)[TP].error_code == \
+                errors.NotLeaderOrFollowerError.code
+
+        # While it has been cut off for less than the bounds, it still leads (a ZooKeeper blip).
+        assert broker.fetch([(TOPIC, 0, 0, 1 << 20)], 0, 1)[TP].error_code == 0
+        _wait_for(refused, "the cut-off leader to stop serving fetches")
+        with pytest.raises(errors.NotLeaderOrFollowerError, match="cut off"):
+            broker.produce(TOPIC, 0, _batch(1), acks=1)
+        with pytest.raises(errors.NotLeaderOrFollowerError, match="may no longer lead"):
+            broker.list_offsets(TOPIC, 0, -1)
+        cluster.heal()
+        cluster.reconnect_store(leader)
+        _wait_for(lambda: cluster.settled(TOPIC), "the cluster to settle")
+        now = cluster.broker(cluster.leader(TOPIC, 0))
+        assert now.cluster is not None
+        part = now.hosted(TP)
+        assert part is not None
+        _wait_for(lambda: now.cluster.replicas.leadership_doubt(part) is None,  # type: ignore[union-attr]
+                  "the leader to hear from the store again")
+        now.produce(TOPIC, 0, _batch(1), acks=-1)
+        assert [o for o, _ in read_all(now, TOPIC, 0)] == [0, 1, 2, 3]  # nothing acknowledged was lost
