@@ -28,6 +28,20 @@ rejoin from their own polls; a heartbeat thread keeps the session alive and
 flags the rebalances the coordinator announces. Not thread-safe, as Kafka's
 consumer: one thread polls (the heartbeat thread touches only the group
 generation, under a lock).
+
+Following the cluster, as Kafka's consumer does: a subscription's metadata
+(which topics exist, or match the pattern, and how many partitions each has)
+is read again from ``poll`` every ``metadata_max_age_ms``, sooner after a
+fetch or offset lookup fails with a retriable error, and every
+``retry_backoff_ms`` doubling up to one second while a subscribed topic does
+not exist (Kafka retries a topic its metadata does not know the same way).
+Without a group the assignment is every partition of what the metadata
+shows, so it follows topics created, deleted and grown. With a group, the
+member that computed the assignment (the leader) compares the partition
+counts of every member's topics with those it assigned from, and a member
+whose pattern matches another set of topics compares that set with the one
+it joined with; either change rejoins the group, which rebalances (Kafka's
+``ConsumerCoordinator`` rejoins on the same two changes).
 """
 
 from __future__ import annotations
@@ -72,6 +86,7 @@ from ..errors import (
     error_for_code,
 )
 from ..records import decode_columns, iter_batches
+from ..cluster.names import validate_topic_name
 from .assignors import (
     Assignment,
     PartitionAssignor,
@@ -116,6 +131,9 @@ log = logging.getLogger("pylogq.consumer")
 EARLIEST = -2
 LATEST = -1
 _REJOIN_CODES = (RebalanceInProgressError.code, UnknownMemberIdError.code, IllegalGenerationError.code)
+# While a subscribed topic is missing, its metadata is asked for again after
+# retry_backoff_ms, doubling up to this (Kafka's retry.backoff.max.ms default).
+_METADATA_RETRY_MAX_S = 1.0
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -337,7 +355,7 @@ _ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 # kafka-python keys accepted for compatibility whose behaviour is fixed in-process.
 _COMPAT_KEYS = frozenset((
     "client_rack", "request_timeout_ms", "retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
-    "max_in_flight_requests_per_connection", "check_crcs", "metadata_max_age_ms", "allow_auto_create_topics",
+    "max_in_flight_requests_per_connection", "check_crcs", "allow_auto_create_topics",
     "api_version", "connections_max_idle_ms", "enable_incremental_fetch_sessions", "group_instance_id",
     "default_offset_commit_callback", "metrics_enabled", "metrics_num_samples", "metrics_sample_window_ms",
     "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
@@ -363,6 +381,8 @@ class Consumer:
 
     ``Consumer(*topics, broker=..., group_id=..., ...)``: keyword arguments are
     kafka-python's, with its defaults; an unknown one raises ConfigError.
+    ``metadata_max_age_ms`` (300000, Kafka's) is how often a subscription's
+    metadata is read again to follow created, deleted and grown topics.
     """
 
     def __init__(
@@ -389,6 +409,7 @@ class Consumer:
         isolation_level: str = "read_uncommitted",
         consumer_timeout_ms: float = float("inf"),
         exclude_internal_topics: bool = True,
+        metadata_max_age_ms: int = 300000,
         **configs: Any,
     ) -> None:
         unknown = sorted(set(configs) - _COMPAT_KEYS)
@@ -429,6 +450,7 @@ class Consumer:
         self.exclude_internal_topics = bool(exclude_internal_topics)
         self.check_crcs = bool(configs.get("check_crcs", True))
         self.retry_backoff_s = _ms("retry_backoff_ms", configs.get("retry_backoff_ms", 100)) / 1000.0
+        self.metadata_max_age_ms = _ms("metadata_max_age_ms", metadata_max_age_ms)
         self._commit_callback = configs.get("default_offset_commit_callback")
         self.assignors: List[PartitionAssignor] = [self._make_assignor(a) for a in partition_assignment_strategy]
         if not self.assignors:
@@ -456,6 +478,16 @@ class Consumer:
         self._backoff: Dict[TopicPartition, float] = {}
         self._subscription: Set[str] = set()
         self._pattern: Optional[Pattern[str]] = None
+        # The subscription's metadata (see the module docstring): when to read it next (monotonic;
+        # inf without a subscription), the wait after a refresh that found a topic missing, and
+        # what the assignment was made from: without a group, topic -> partitions; in a group, the
+        # topics this member joined with and, as the leader, the group's topics -> partitions.
+        self._metadata_due = math.inf
+        self._metadata_retry_s = 0.0
+        self._metadata_snapshot: Optional[Dict[str, int]] = None
+        self._joined_topics: Optional[Set[str]] = None
+        self._group_topics: List[str] = []
+        self._assignment_snapshot: Optional[Dict[str, int]] = None
         self._listener: Any = None
         self._iter_records: Deque[ConsumerRecord] = collections.deque()
         self._iter_final: Dict[TopicPartition, int] = {}
@@ -474,7 +506,11 @@ class Consumer:
         self._stopping = False
 
         if topics:
-            self.subscribe(topics)
+            try:
+                self.subscribe(topics)
+            except BaseException:
+                self.close()  # an illegal topic name: release the transport's connections
+                raise
 
     @staticmethod
     def _make_assignor(spec: Any) -> PartitionAssignor:
@@ -496,8 +532,12 @@ class Consumer:
         """Subscribe to topics (or a regex ``pattern``); with a group_id the group assigns the partitions.
 
         Without a group_id every partition of the subscribed topics is assigned
-        to this consumer. ``listener`` gets on_partitions_revoked /
-        on_partitions_assigned around each rebalance.
+        to this consumer. Topics that do not exist yet, or that a pattern will
+        match later, and partitions added later are picked up as the metadata
+        is refreshed (every ``metadata_max_age_ms``; see the module
+        docstring). ``listener`` gets on_partitions_revoked /
+        on_partitions_assigned around each rebalance. An illegal topic name
+        raises InvalidTopicError naming it and the rule it breaks.
         """
         self._check_open()
         if isinstance(topics, str):
@@ -510,14 +550,16 @@ class Consumer:
         if not topic_list and pattern is None:
             raise IllegalStateError("give topics or a pattern to subscribe to")
         for topic in topic_list:
-            if not isinstance(topic, str) or not topic:
-                raise TypeError("topic names must be non-empty strings, got %r" % (topic,))
+            if not isinstance(topic, str):
+                raise TypeError("topic names must be strings, got %r" % (topic,))
+            validate_topic_name(topic)
         if listener is not None and not (hasattr(listener, "on_partitions_revoked")
                                          and hasattr(listener, "on_partitions_assigned")):
             raise TypeError("listener must have on_partitions_revoked and on_partitions_assigned")
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._subscription = set(topic_list)
         self._listener = listener
+        self._forget_metadata(due=0.0)
         with self._group_lock:
             self._rejoin_needed = True
 
@@ -537,14 +579,20 @@ class Consumer:
         self._pattern = None
         self._listener = None
         self._manual = False
+        self._forget_metadata(due=math.inf)
         self._set_assignment([])
         with self._group_lock:
             self._rejoin_needed = False
 
     def assign(self, partitions: Iterable[Any]) -> None:
-        """Read exactly these partitions (no group rebalancing); replaces any previous assignment."""
+        """Read exactly these partitions (no group rebalancing); replaces any previous assignment.
+
+        An illegal topic name raises InvalidTopicError naming it and the rule it breaks.
+        """
         self._check_open()
         tps = [_as_tp(tp) for tp in partitions]
+        for tp in tps:
+            validate_topic_name(tp.topic)
         if self._subscription or self._pattern is not None:
             raise IllegalStateError("subscription to topics and manual assignment are mutually exclusive")
         self._manual = bool(tps)
@@ -628,8 +676,14 @@ class Consumer:
                 "partition %s-%d has no committed offset and auto_offset_reset is 'none'" % tp)
         self._positions[tp] = self._list_offset(tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
 
-    def _resolve_positions(self, tps: Sequence[TopicPartition]) -> None:
-        """Give each partition without a position its committed offset, or reset it."""
+    def _resolve_positions(self, tps: Sequence[TopicPartition], defer_retriable: bool = False) -> None:
+        """Give each partition without a position its committed offset, or reset it.
+
+        With ``defer_retriable`` (the fetch path), a reset that fails with a
+        retriable error (a topic just created whose leader is not known yet,
+        say) leaves the partition without a position for a retry backoff and
+        asks for fresh metadata, as Kafka's consumer retries its offset resets.
+        """
         committed: Dict[Tuple[str, int], Tuple[int, Any, int]] = {}
         if self.group_id is not None:
             committed = self._transport.fetch_offsets(self.group_id, [(tp.topic, tp.partition) for tp in tps])
@@ -637,8 +691,16 @@ class Consumer:
             found = committed.get((tp.topic, tp.partition))
             if found is not None and found[0] >= 0:
                 self._positions[tp] = found[0]
-            else:
+                continue
+            try:
                 self._reset_offset(tp)
+            except BrokerError as exc:
+                if not (defer_retriable and exc.retriable):
+                    raise
+                log.info("resetting the offset of %s-%d failed (%s); retrying after %.0f ms", tp.topic, tp.partition,
+                         exc, self.retry_backoff_s * 1000)
+                self._backoff[tp] = time.monotonic() + self.retry_backoff_s
+                self._request_metadata_update()
 
     # -- pause / resume ---------------------------------------------------------------------
 
@@ -674,22 +736,27 @@ class Consumer:
             raise ValueError("max_records must be an integer >= 1, got %r" % (max_records,))
         deadline = time.monotonic() + timeout_ms / 1000.0
         while True:
+            self._maybe_refresh_metadata()
             self._poll_group(deadline)
             if self.enable_auto_commit:
                 self._maybe_auto_commit()
             records = self._drain(limit, update_offsets)
             if records:
                 return records
-            self._fetch(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
+            # An idle wait ends in time for the next metadata refresh.
+            wake = min(deadline, self._metadata_due) if self._watching_metadata() else deadline
+            self._fetch(max(0, math.ceil((wake - time.monotonic()) * 1000)))
             records = self._drain(limit, update_offsets)
             if records or time.monotonic() >= deadline:
                 return records
 
     def _fetch(self, max_wait_ms: int) -> None:
         """One fetch over every fetchable partition; waits asleep up to ``max_wait_ms`` for data."""
-        need = [tp for tp in self._assignment if self._positions.get(tp) is None and tp not in self._paused]
+        now = time.monotonic()
+        need = [tp for tp in self._assignment if self._positions.get(tp) is None and tp not in self._paused
+                and self._backoff.get(tp, now) <= now]
         if need:
-            self._resolve_positions(need)
+            self._resolve_positions(need, defer_retriable=True)
         now = time.monotonic()
         requests: List[Tuple[str, int, int, int]] = []
         backoff_until = None
@@ -702,8 +769,10 @@ class Consumer:
                     backoff_until = until if backoff_until is None else min(backoff_until, until)
                     continue
                 del self._backoff[tp]
-            position = self._positions[tp]
-            assert position is not None
+            position = self._positions.get(tp)
+            if position is None:  # its backoff ended after the offsets were looked up: look again now
+                backoff_until = now
+                continue
             requests.append((tp.topic, tp.partition, position, self.max_partition_fetch_bytes))
         if not requests:
             wait_s = max_wait_ms / 1000.0
@@ -764,7 +833,10 @@ class Consumer:
             return
         cls = error_for_code(code)
         if cls is not None and cls.retriable:
+            # A leader moved, the topic was deleted or is not known yet: back off and read
+            # the metadata again (Kafka's consumer requests a metadata update on these errors).
             self._backoff[tp] = time.monotonic() + self.retry_backoff_s
+            self._request_metadata_update()
             return
         raise (cls or BrokerError)("fetching %s-%d at offset %d" % (tp.topic, tp.partition, offset))
 
@@ -1014,8 +1086,8 @@ class Consumer:
         return set(self._transport.list_topics())
 
     def partitions_for_topic(self, topic: str) -> Optional[Set[int]]:
-        """The partition ids of ``topic``; None when it does not exist."""
-        count = self._transport.partitions_for(topic)
+        """The partition ids of ``topic``; None when it does not exist (InvalidTopicError for an illegal name)."""
+        count = self._transport.partitions_for(validate_topic_name(topic))
         return None if count is None else set(range(count))
 
     def metrics(self, raw: bool = False) -> Dict[Any, Any]:
@@ -1068,18 +1140,117 @@ class Consumer:
         """
         return self._metrics.snapshot(raw)
 
-    # -- group membership --------------------------------------------------------------------------
+    # -- subscription metadata ---------------------------------------------------------------------
 
     def _group_managed(self) -> bool:
         return bool(self._subscription or self._pattern is not None) and not self._manual
 
+    def _forget_metadata(self, due: float) -> None:
+        """The subscription changed: nothing was assigned from metadata yet; refresh at ``due``."""
+        self._metadata_due = due
+        self._metadata_retry_s = 0.0
+        self._metadata_snapshot = None
+        self._joined_topics = None
+        self._group_topics = []
+        self._assignment_snapshot = None
+
+    def _watching_metadata(self) -> bool:
+        """Whether ``poll`` refreshes the metadata when it is due: for a subscription, and in a
+        group only between rebalances (a join reads the metadata afresh, then restarts the timer)."""
+        if not self._group_managed():
+            return False
+        if self.group_id is None:
+            return True
+        return self._joined_topics is not None and not self._rejoin_needed and self._pending_sync is None
+
+    def _schedule_metadata(self, missing: bool) -> None:
+        """Refresh next after ``metadata_max_age_ms``, or sooner, backing off, while a topic is ``missing``;
+        never sooner than ``retry_backoff_ms`` (Kafka's refresh backoff)."""
+        wait = self.metadata_max_age_ms / 1000.0
+        if missing:
+            self._metadata_retry_s = min(max(self._metadata_retry_s * 2, self.retry_backoff_s), _METADATA_RETRY_MAX_S)
+            wait = min(wait, self._metadata_retry_s)
+        else:
+            self._metadata_retry_s = 0.0
+        self._metadata_due = time.monotonic() + max(wait, self.retry_backoff_s)
+
+    def _request_metadata_update(self) -> None:
+        """An error says the metadata may be stale (Kafka's ``requestUpdate``): refresh after a backoff."""
+        self._metadata_due = min(self._metadata_due, time.monotonic() + self.retry_backoff_s)
+
+    def _maybe_refresh_metadata(self) -> None:
+        """Read the subscription's metadata when due and follow it (see the module docstring).
+
+        A retriable failure (no broker reachable, a leader being elected) is
+        logged and retried after a backoff; any other (InvalidTopicError,
+        an authorization error) is raised from ``poll``.
+        """
+        if time.monotonic() < self._metadata_due or not self._watching_metadata():
+            return
+        try:
+            missing = self._refresh_metadata()
+        except BrokerError as exc:
+            if not exc.retriable:
+                raise
+            log.warning("reading the metadata of the subscribed topics failed (%s); retrying", exc)
+            missing = True
+        self._schedule_metadata(missing)
+
+    def _matched_topics(self) -> List[str]:
+        """The existing topics the subscription's pattern matches (internal ones only if allowed)."""
+        pattern = self._pattern
+        assert pattern is not None
+        return sorted(t for t in self._transport.list_topics() if pattern.match(t)
+                      and not (self.exclude_internal_topics and t.startswith("__")))
+
+    def _partition_counts(self, topics: Iterable[str]) -> Dict[str, int]:
+        """Topic -> partition count, for those of ``topics`` that exist."""
+        counts: Dict[str, int] = {}
+        for topic in topics:
+            count = self._transport.partitions_for(topic)
+            if count:
+                counts[topic] = count
+        return counts
+
+    def _refresh_metadata(self) -> bool:
+        """Compare the metadata with what the assignment was made from and follow a change:
+        without a group, assign what it shows; in a group, rejoin. True when a topic
+        subscribed by name (or, for the leader, by a member) does not exist."""
+        topics = self._matched_topics() if self._pattern is not None else sorted(self._subscription)
+        if self.group_id is None:
+            counts = self._partition_counts(topics)
+            if self._pattern is not None:
+                self._subscription = set(topics)
+            if counts != self._metadata_snapshot:
+                if self._metadata_snapshot is not None:
+                    log.info("subscribed topics changed from %s to %s (topic: partitions); reassigning",
+                             self._metadata_snapshot, counts)
+                self._metadata_snapshot = counts
+                self._set_assignment([TopicPartition(t, p) for t in sorted(counts) for p in range(counts[t])])
+            return self._pattern is None and len(counts) < len(topics)
+        reason = None
+        if self._pattern is not None and set(topics) != self._joined_topics:
+            reason = "its pattern now matches %s" % topics
+        missing = False
+        if self._assignment_snapshot is not None:  # the leader watches every member's topics
+            counts = self._partition_counts(self._group_topics)
+            missing = len(counts) < len(self._group_topics)
+            if counts != self._assignment_snapshot and reason is None:
+                reason = "the group's topics changed from %s to %s (topic: partitions)" % (
+                    self._assignment_snapshot, counts)
+        if reason is not None:
+            log.info("group %s: rejoining: %s", self.group_id, reason)
+            with self._group_lock:
+                self._rejoin_needed = True
+        return missing
+
+    # -- group membership --------------------------------------------------------------------------
+
     def _subscribed_topics(self) -> List[str]:
+        """The topics to join with: the subscribed ones, or those the pattern matches now."""
         if self._pattern is None:
             return sorted(self._subscription)
-        pattern = self._pattern
-        names = self._transport.list_topics()
-        matched = sorted(t for t in names if pattern.match(t)
-                         and not (self.exclude_internal_topics and t.startswith("__")))
+        matched = self._matched_topics()
         self._subscription = set(matched)
         return matched
 
@@ -1089,10 +1260,7 @@ class Consumer:
             return
         if not self._group_managed():
             return
-        if self.group_id is None:
-            topics = self._subscribed_topics()
-            self._set_assignment([TopicPartition(t, p) for t in topics
-                                  for p in range(self._transport.partitions_for(t) or 0)])
+        if self.group_id is None:  # the metadata refresh assigns; nothing to join
             with self._group_lock:
                 self._rejoin_needed = False
             return
@@ -1156,8 +1324,12 @@ class Consumer:
         self._group_sensors.join.record((time.monotonic() - self._join_started) * 1000.0)
         self._join_started = None
         assignments: Optional[Dict[str, bytes]] = None
+        self._joined_topics = set(topics)
+        self._assignment_snapshot = None
         if result.member_id == result.leader_id:
             assignments = self._leader_assign(result.protocol_name, result.members)
+        self._schedule_metadata(self._assignment_snapshot is not None
+                                and len(self._assignment_snapshot) < len(self._group_topics))
         with self._group_lock:
             self._member_id = result.member_id
             self._generation = result.generation_id
@@ -1174,11 +1346,9 @@ class Consumer:
                        ) -> Dict[str, bytes]:
         assignor = self._assignor(protocol or "")
         subscriptions = {mid: decode_subscription(meta) for mid, _, meta in members}
-        cluster: Dict[str, int] = {}
-        for topic in sorted({t for s in subscriptions.values() for t in s.topics}):
-            count = self._transport.partitions_for(topic)
-            if count is not None:
-                cluster[topic] = count
+        self._group_topics = sorted({t for s in subscriptions.values() for t in s.topics})
+        cluster: Dict[str, int] = self._partition_counts(self._group_topics)
+        self._assignment_snapshot = dict(cluster)
         result = assignor.assign(cluster, subscriptions)
         return {mid: encode_assignment(a.partitions, a.user_data) for mid, a in result.items()}
 
