@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .cluster.local_cluster import Cluster
     from .storage.log import Log
 
-__version__ = "0.1.0.dev0"
+from ._version import __version__
 
 __all__ = ["AdminClient", "Broker", "Cluster", "Consumer", "Log", "Producer", "errors", "__version__"]
 

@@ -376,7 +376,7 @@ def test_pylogq_broker_prints_one_line_for_an_unreadable_metadata_file(tmp_path,
     assert done.returncode != 0 and done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    assert lines[0].startswith("pylogq-broker: cannot read %s: " % (path / name)), lines
+    assert lines[0].startswith("Error: cannot read %s: " % (path / name)), lines
 
 
 def test_a_missing_topics_file_is_rebuilt_from_the_partition_directories(tmp_path, caplog):

@@ -23,7 +23,7 @@ PACKAGE = Path(pylogq.__file__).parent
 
 # Rank per top-level package or module of pylogq; an import must go to a lower rank.
 RANKS: Dict[str, int] = {
-    "_speedups": 0, "_core": 0, "errors": 0,
+    "_speedups": 0, "_core": 0, "errors": 0, "_version": 0,
     "config": 1, "metrics": 1,
     "records": 2,
     "storage": 3,

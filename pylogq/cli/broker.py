@@ -16,6 +16,10 @@ checkpoints written, so the next start needs no recovery. If that has not finish
 blocked), or at a second signal, it logs an error naming the step it was stuck in and
 exits with status 1 without finishing; the next start then recovers the logs as after
 a crash (acknowledged records are in the files already).
+
+A broker that cannot start (a bad setting, a port in use, an unreadable file) says
+why in one line, ``Error: <message>``, as every pylogq tool does, and exits with
+status 2 (1 is the forced shutdown above). ``--version`` prints the package's version.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
+from .._version import __version__
 from . import allocator as _allocator
+from ._errors import report_error
 
 if TYPE_CHECKING:
     import asyncio
@@ -43,6 +49,7 @@ DEFAULT_DATA_DIR = "pylogq-data"
 # administration, and below systemd's 90 s before SIGKILL.
 SHUTDOWN_TIMEOUT_S = 75.0
 EXIT_FORCED = 1
+EXIT_NOT_STARTED = 2
 # How long the watchdog waits for a log line to be written (the blocked thread may hold
 # the log handler's lock) before it exits regardless.
 _LOG_WAIT_S = 1.0
@@ -209,6 +216,7 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="pylogq-broker", description="Serve a pylogq broker to Kafka clients over the Kafka protocol.",
         formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     parser.add_argument("config", nargs="?", help="server.properties file (Kafka's keys); also --config")
     parser.add_argument("--config", dest="config_flag", metavar="FILE", help="server.properties file")
     parser.add_argument("--data-dir", help="data directory (log.dirs); default ./%s" % DEFAULT_DATA_DIR)
@@ -300,8 +308,8 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger, col
         # that ships with Kafka for a single development node (DEVELOPMENT_DEFAULTS).
         broker = Broker(data_dir, development_defaults=not (args.config_flag or args.config), **settings)
     except (ConfigError, PylogqError, OSError) as exc:
-        print("pylogq-broker: %s" % exc, file=sys.stderr)
-        return 2
+        report_error(sys.stderr, exc)
+        return EXIT_NOT_STARTED
     loop = new_event_loop(args.uvloop)
     asyncio.set_event_loop(loop)
     shutdown.stage = "starting the listeners"
@@ -319,8 +327,8 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger, col
         except NameError:
             pass
         broker.close()
-        print("pylogq-broker: %s" % exc, file=sys.stderr)
-        return 2
+        report_error(sys.stderr, exc)
+        return EXIT_NOT_STARTED
     stop = asyncio.Event()
 
     def request_stop() -> None:

@@ -6,19 +6,25 @@ and its output streams, so the same code runs against ``--bootstrap-server``
 (the command line) and against a :class:`pylogq.Broker` in this process (the
 tests, and programs that embed the tools). Settings given on the command line
 in Kafka's dotted form (``--producer-property linger.ms=5``) become the
-clients' keyword arguments (``linger_ms=5``).
+clients' keyword arguments (``linger_ms=5``), and a client's configuration
+error names them in that form again (``unknown producer configuration:
+linger.mss``): what the user typed, not the keyword it became.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import re
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional
 
 from ..client.admin import AdminClient
 from ..client.consumer import Consumer
+from ..client.producer import DEFAULT_CONFIG as PRODUCER_DEFAULTS
 from ..client.producer import Producer
-from ..errors import BrokerError, CommandError, PylogqError
+from ..errors import CommandError, ConfigError, PylogqError
+from ._errors import error_text
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -58,17 +64,20 @@ class Clients:
         return {"bootstrap_servers": self.bootstrap_servers}
 
     def admin(self, **configs: Any) -> AdminClient:
-        client = AdminClient(**self._where(), **configs)
+        with _kafka_names(configs):
+            client = AdminClient(**self._where(), **configs)
         self._open.append(client)
         return client
 
     def producer(self, **configs: Any) -> Producer:
-        client = Producer(**self._where(), **configs)
+        with _kafka_names(configs, lambda: PRODUCER_DEFAULTS):
+            client = Producer(**self._where(), **configs)
         self._open.append(client)
         return client
 
     def consumer(self, *topics: str, **configs: Any) -> Consumer:
-        client = Consumer(*topics, **self._where(), **configs)
+        with _kafka_names(configs, lambda: inspect.signature(Consumer).parameters):
+            client = Consumer(*topics, **self._where(), **configs)
         self._open.append(client)
         return client
 
@@ -104,11 +113,19 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
                         help="the broker to connect to (default: %s)" % DEFAULT_BOOTSTRAP)
 
 
-def error_text(exc: BaseException) -> str:
-    """What a tool prints for a failure: a broker error as ``NAME: its message``."""
-    if isinstance(exc, BrokerError) and exc.args:
-        return "%s: %s" % (exc.name, exc.args[0])
-    return str(exc)
+@contextlib.contextmanager
+def _kafka_names(configs: Mapping[str, Any], known: Callable[[], Iterable[str]] = tuple) -> Iterator[None]:
+    """A client's ConfigError raised inside, with each keyword it names (``linger_mss``: given, or
+    among the client's ``known()`` ones) in Kafka's dotted spelling (``linger.mss``), as the command
+    line takes them. Every Kafka client setting is dotted where its keyword has an underscore."""
+    try:
+        yield
+    except ConfigError as exc:
+        names = sorted({name for name in (*configs, *known()) if "_" in name}, key=len, reverse=True)
+        if not names:
+            raise
+        pattern = re.compile(r"\b(%s)\b" % "|".join(map(re.escape, names)))
+        raise ConfigError(pattern.sub(lambda m: m.group(1).replace("_", "."), str(exc))) from None
 
 
 def parse_key_values(items: Optional[Iterable[str]], what: str, split_commas: bool = False) -> Dict[str, str]:

@@ -13,12 +13,20 @@ Without a name it describes every topic (internal ones included) or every
 broker. ``--alter`` changes only the keys named: ``--add-config
 k1=v1,k2=[a,b]`` (a list value in brackets) and ``--add-config-file`` (a
 properties file) set them, ``--delete-config k1,k2`` returns them to their
-defaults; deleting a key that is not overridden fails, as Kafka's does. A
-broker's configs are static (server.properties or ``--override``): altering
-them is refused. Client quotas and users come with quotas and SCRAM.
+defaults; the whole change is one IncrementalAlterConfigs request, applied
+entirely or not at all. Deleting a topic config that is not overridden does
+nothing, as IncrementalAlterConfigs has it (Kafka's kafka-configs.sh refuses it
+before sending anything, which made ``--add-config ... --delete-config ...``
+depend on what was set before); a key that is no topic config at all is refused.
+A broker's configs are static (server.properties or ``--override``): altering
+them is refused. With ``--all`` a broker's configs are labelled as Kafka labels
+them: ``STATIC_BROKER_CONFIG`` for those set in its properties file (or with
+``--override``), ``DEFAULT_CONFIG`` for the others, each with its default as a
+synonym. Client quotas and users come with quotas and SCRAM.
 
-Exit status: 0 on success, 1 when the broker refused or the entity does not
-exist (the reason on stderr), 2 for usage errors.
+Exit status: 0 on success; 1 when the broker refused, the entity does not exist
+or the options name no entity (``Error: <reason>`` on stderr, nothing on stdout);
+2 for options argparse rejects.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from .. import errors
 from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CommandError
-from .clients import Clients, add_bootstrap_argument, error_text, parse_key_values, read_properties
+from ._errors import report_error
+from .clients import Clients, add_bootstrap_argument, parse_key_values, read_properties
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -69,12 +78,8 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
         if args.describe:
             return _describe(admin, entity_type, name, args.all, out)
         return _alter(args, admin, entity_type, name, out)
-    except CommandError as exc:
-        err.write("%s\n" % exc)
-        return 1
-    except (errors.PylogqError, OSError) as exc:
-        err.write("Error while executing config command : %s\n" % error_text(exc))
-        return 1
+    except (errors.PylogqError, OSError) as exc:  # CommandError among them
+        return report_error(err, exc)
 
 
 def _entity(args: argparse.Namespace) -> Tuple[str, Optional[str]]:
@@ -113,8 +118,8 @@ def _describe(admin: Any, entity_type: str, name: Optional[str], every: bool, ou
     if entity_type == "topics":
         names = [name] if name is not None else _every_topic(admin)
         for topic in names:
+            entries = _entries(admin, ConfigResourceType.TOPIC, topic, every)  # (an unknown topic raises)
             out.write("%s configs for topic %s are:\n" % ("All" if every else "Dynamic", topic))
-            entries = _entries(admin, ConfigResourceType.TOPIC, topic, every)
             _print_entries(entries, out)
         return 0
     ids = [name] if name is not None else [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]] + [""]
@@ -125,7 +130,7 @@ def _describe(admin: Any, entity_type: str, name: Optional[str], every: bool, ou
             continue
         entries = _entries(admin, ConfigResourceType.BROKER, broker, True)  # (an unknown broker raises)
         out.write("%s configs for broker %s are:\n" % ("All" if every else "Dynamic", broker))
-        if every:  # (a broker's configs are all static: none is dynamic)
+        if every:  # (a broker's configs are static or defaults: none is dynamic)
             _print_entries(entries, out)
     return 0
 
@@ -167,10 +172,10 @@ def _alter(args: argparse.Namespace, admin: Any, entity_type: str, name: Optiona
     if entity_type == "brokers":
         raise errors.InvalidRequestError(
             "broker configs are static here: set them in server.properties or with --override")
-    current = _entries(admin, ConfigResourceType.TOPIC, name, every=False)
-    missing = [k for k in deleted if k not in current]
-    if missing:
-        raise errors.InvalidConfigError("Invalid config(s): %s" % ",".join(missing))
+    known = _entries(admin, ConfigResourceType.TOPIC, name, every=True)  # (an unknown topic raises)
+    unknown = [k for k in deleted if k not in known]
+    if unknown:
+        raise errors.InvalidConfigError("Invalid config(s): %s (not topic configs)" % ",".join(unknown))
     changes: Dict[str, Any] = dict(added)
     changes.update({k: (AlterConfigOp.DELETE, None) for k in deleted})
     admin.incremental_alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, changes)])

@@ -27,7 +27,9 @@ printed. ``--from-beginning`` starts where there is no committed offset at the
 start of the log instead of its end; ``--partition`` with ``--offset`` reads one
 partition from a chosen offset.
 
-Exit status: 0 when done, 1 on an error, 130 after Ctrl-C (the records read so
+Exit status: 0 when done (the reader of the output going away counts as done),
+1 on an error (``Error: ...`` on stderr; a record the producer could not send
+is reported so, and the others are sent), 130 after Ctrl-C (the records read so
 far were printed, and a producer's lines sent).
 """
 
@@ -41,6 +43,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, TextIO, Tuple,
 from .. import errors
 from ..client.consumer import TopicPartition
 from ..errors import CommandError
+from ._errors import error_text, report_error
 from .clients import (
     Clients,
     add_bootstrap_argument,
@@ -202,7 +205,7 @@ def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err
 
     def failed(exc: BaseException) -> None:
         failures.append(exc)
-        err.write("Error when sending message to topic %s with error: %s\n" % (args.topic, exc))
+        report_error(err, "sending a message to topic %s failed: %s" % (args.topic, error_text(exc)))
 
     try:
         reader = LineReader(parse_key_values(args.property, "--property"))
@@ -210,8 +213,7 @@ def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err
     except KeyboardInterrupt:
         return 130
     except (errors.PylogqError, OSError, ValueError, TypeError) as exc:
-        err.write("ERROR %s\n" % (exc,))
-        return 1
+        return report_error(err, exc)
     status = 0
     try:
         for raw in stdin:
@@ -229,15 +231,13 @@ def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err
     except KeyboardInterrupt:
         status = 130
     except (errors.PylogqError, OSError, ValueError, TypeError) as exc:
-        err.write("ERROR %s\n" % (exc,))
-        status = 1
+        status = report_error(err, exc)
     try:
         producer.flush()
     except KeyboardInterrupt:
         return 130  # a second Ctrl-C: stop waiting for the last acknowledgements
     except errors.PylogqError as exc:
-        err.write("ERROR %s\n" % (exc,))
-        return 1
+        return report_error(err, exc)
     return status or (1 if failures else 0)
 
 
@@ -377,14 +377,13 @@ def run_consume(args: argparse.Namespace, clients: Clients, out: BinaryIO, err: 
     except BrokenPipeError:
         status = 0  # the reader (head, less) has what it wanted
     except (errors.PylogqError, OSError, ValueError, TypeError) as exc:
-        err.write("ERROR %s\n" % (exc,))
-        status = 1
+        status = report_error(err, exc)
     finally:
         if consumer is not None:
             try:
                 consumer.close()
             except (errors.PylogqError, OSError, KeyboardInterrupt) as exc:
-                err.write("ERROR closing the consumer: %s\n" % (exc,))
+                report_error(err, "closing the consumer: %s" % error_text(exc))
     err.write("Processed a total of %d messages\n" % count)
     err.flush()
     return status

@@ -34,12 +34,15 @@ whole batches in chunks of about 1 MB, so a segment of any size dumps in
 constant memory), no lock is taken, so it is safe on the directory of a
 running broker. An index of a segment that is still active is preallocated and
 zero-filled past its last entry; as Kafka's tool does, the dump stops at the
-first zero entry after entry 0.
+first zero entry after entry 0, and the sanity check leaves out a tail of the
+file that is all zeros (the entries before it are checked).
 
 Exit status: 0 when every file was dumped (a dump that reports invalid bytes
-or mismatches still did its job); 1 when a file is missing or unreadable, or
-a check asked for (``--index-sanity-check``, ``--verify-index-only``) failed;
-2 for usage errors.
+or mismatches still did its job); 1 when a file is missing or unreadable
+(``Error: cannot read ...`` on stderr), or a check asked for
+(``--index-sanity-check``, ``--verify-index-only``) failed; 2 for usage errors.
+A closed output (``| head``) ends the dump quietly: the ``pylogq`` command
+handles it for every tool.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from ..records.crc import crc32
 from ..records.default_records import NO_SEQUENCE
 from ..records.legacy import TIMESTAMP_TYPE_MASK as LEGACY_TIMESTAMP_TYPE_MASK
 from ..records.legacy import iter_legacy_messages
+from ..storage import index_search
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.segment import (
     CLEANED_SUFFIX,
@@ -76,6 +80,7 @@ from ..storage.segment import (
 from ..storage.segment import CORRUPT as STOP_CORRUPT
 from ..storage.segment import END as STOP_END
 from ..storage.segment import PARTIAL as STOP_PARTIAL
+from ._errors import report_error
 
 __all__ = ["SUMMARY", "DumpError", "add_arguments", "build_parser", "run", "main"]
 
@@ -91,6 +96,13 @@ _ERROR_PREFIX = re.compile(r"^\[Error -?\d+\] [A-Z_]+: ")
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 _CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 _TRANSIT_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+_OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
+_TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+# The rules index_search's disorder kernels check, by the code they return.
+_OFFSET_RULES = {1: "the first offset is below the base offset", 2: "offsets not strictly increasing",
+                 3: "the first position is negative", 4: "positions decrease"}
+_TIME_RULES = {1: "timestamps not strictly increasing", 2: "the first offset is below the base offset",
+               3: "offsets decrease"}
 
 
 class _Options(NamedTuple):
@@ -127,6 +139,13 @@ class _Report:
         self.out.flush()
         self.err.write(text + "\n")
         self.err.flush()
+
+    def error(self, text: str) -> None:
+        """A file that could not be dumped: ``Error: <text>``, and the exit status is 1."""
+        self.out.flush()
+        report_error(self.err, text)
+        self.err.flush()
+        self.failed = True
 
 
 # --------------------------------------------------------------------------- helpers
@@ -430,10 +449,49 @@ def _sanity(index, path: str, report: _Report) -> None:
     try:
         index.sanity_check(full=True)
     except CorruptIndexError as exc:
-        report.line("%s failed sanity check: %s" % (path, exc))
-        report.failed = True
-        return
+        problem = _problem_before_zero_tail(index, path, str(exc))
+        if problem is not None:
+            report.line("%s failed sanity check: %s" % (path, problem))
+            report.failed = True
+            return
     report.line("%s passed sanity check." % path)
+
+
+def _problem_before_zero_tail(index: Any, path: str, problem: str) -> Optional[str]:
+    """The ``problem`` an index's sanity check found, seen past a zero-filled tail: ``problem``
+    itself when the file has no such tail, else that of the entries before it (None: none).
+
+    The index of a running broker's active segment is preallocated: its file is
+    zeros past the last entry, and an index opened read-only counts them as
+    entries (their offset is the base offset again). Kafka's tool stops at the
+    first of them; the entries before are checked here by the same kernels the
+    index's own check runs.
+    """
+    time_index = isinstance(index, TimeIndex)
+    layout = _TIME_ENTRY if time_index else _OFFSET_ENTRY
+    fd = _open_read(path)
+    try:
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
+    total, odd = divmod(len(data), layout.size)
+    live = max(1, -(-len(data.rstrip(b"\0")) // layout.size))  # up to the last entry with a non-zero byte
+    if odd or live >= total:
+        return problem
+    disorder = index_search.time_index_disorder if time_index else index_search.offset_index_disorder
+    code, slot = disorder(data, live)
+    if not code:
+        return None
+    base = index.base_offset
+
+    def entry(i: int) -> str:
+        first, second = layout.unpack_from(data, i * layout.size)
+        return "timestamp: %d offset: %d" % (first, base + second) if time_index else \
+            "offset: %d position: %d" % (base + first, second)
+
+    rule = (_TIME_RULES if time_index else _OFFSET_RULES)[code]
+    return "%s: entry %d is %s%s (the %d zero-filled entries after entry %d left out)" % (
+        rule, slot, entry(slot), " after %s" % entry(slot - 1) if slot else "", total - live, live - 1)
 
 
 def _live_entries(entries: List[Tuple[int, int]], base: int, offset_of: Callable[[Tuple[int, int]], int]):
@@ -591,27 +649,21 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         report.problem("pylogq dump-log: --files names no file")
         return 2
     dumpers = {LOG_SUFFIX: dump_log_file, INDEX_SUFFIX: dump_offset_index, TIME_INDEX_SUFFIX: dump_time_index}
-    try:
-        for path in files:
-            dumper = dumpers.get(_kind(path))
-            if dumper is None:
-                report.problem("Ignoring unknown file %s" % path)
-                continue
-            report.line("Dumping %s" % path)
-            try:
-                dumper(path, opts, report)
-            except DumpError as exc:
-                report.problem("pylogq dump-log: %s" % exc)
-                report.failed = True
-            except OSError as exc:
-                report.problem("pylogq dump-log: cannot read %s: %s" % (path, exc.strerror or exc))
-                report.failed = True
-        out.flush()
-    except BrokenPipeError:
-        # The reader went away (``| head``): stop quietly, as command-line tools do.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1 if report.failed else 0
+    for path in files:
+        dumper = dumpers.get(_kind(path))
+        if dumper is None:
+            report.problem("Ignoring unknown file %s" % path)
+            continue
+        report.line("Dumping %s" % path)
+        try:
+            dumper(path, opts, report)
+        except DumpError as exc:
+            report.error(str(exc))
+        except BrokenPipeError:
+            raise  # the output's reader went away, not the file: the caller stops quietly
+        except OSError as exc:
+            report.error("cannot read %s: %s" % (path, exc.strerror or exc))
+    out.flush()
     return 1 if report.failed else 0
 
 

@@ -44,7 +44,8 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 from .. import errors
 from ..client.consumer import OffsetAndMetadata, TopicPartition
 from ..errors import CommandError
-from .clients import Clients, add_bootstrap_argument, error_text, int_argument
+from ._errors import error_text, report_error
+from .clients import Clients, add_bootstrap_argument, int_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -107,8 +108,7 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
             return _delete_offsets(args, clients, admin, out, err)
         return _delete(args, admin, out, err)
     except (errors.PylogqError, OSError) as exc:
-        err.write("Error: %s\n" % (error_text(exc),))
-        return 1
+        return report_error(err, exc)
 
 
 def _groups(args: argparse.Namespace, admin: Any) -> List[str]:
@@ -156,8 +156,7 @@ def _describe(args: argparse.Namespace, clients: Clients, admin: Any, out: TextI
     for group_id in _groups(args, admin):
         info = admin.describe_consumer_groups([group_id])[0]
         if info.state == "Dead":
-            err.write("Error: Consumer group '%s' does not exist.\n" % group_id)
-            status = 1
+            status = report_error(err, "Consumer group '%s' does not exist." % group_id)
             continue
         if info.state == "Empty":
             err.write("\nConsumer group '%s' has no active members.\n" % group_id)
@@ -385,7 +384,7 @@ def _delete(args: argparse.Namespace, admin: Any, out: TextIO, err: TextIO) -> i
     ok = [g for g, error in results if error is None]
     failed = [(g, error) for g, error in results if error is not None]
     if failed:
-        err.write("Error: Deletion of some consumer groups failed:\n")
+        report_error(err, "Deletion of some consumer groups failed:")
         for group_id, error in failed:
             err.write("* Group '%s' could not be deleted due to: %s\n" % (group_id, error_text(error)))
     if ok:
@@ -418,19 +417,17 @@ def _delete_offsets(args: argparse.Namespace, clients: Clients, admin: Any, out:
     try:
         results = admin.delete_consumer_group_offsets(group_id, wanted, raise_errors=False) if wanted else {}
     except errors.GroupIdNotFoundError:
-        err.write("Error: '%s' does not exist.\n" % group_id)
-        return 1
+        return report_error(err, "'%s' does not exist." % group_id)
     except errors.NonEmptyGroupError:
-        err.write("Error: Deleting offsets of a consumer group '%s' is forbidden if the group is not empty.\n"
-                  % group_id)
-        return 1
+        return report_error(err, "Deleting offsets of a consumer group '%s' is forbidden if the group is not empty."
+                            % group_id)
     rows: List[Tuple[str, str, Optional[BaseException]]] = [
         (tp.topic, str(tp.partition), error) for tp, error in results.items()]
     rows.extend((topic, "Not Provided", errors.UnknownTopicOrPartitionError(
         "topic %s does not exist" % topic)) for topic in missing)
     failed = any(error is not None for _, _, error in rows)
     if failed:
-        err.write("Error: Encounter some partition level error, see the follow-up details:\n")
+        report_error(err, "Encounter some partition level error, see the follow-up details:")
     else:
         out.write("Request succeed for deleting offsets with topic %s group %s\n" % (", ".join(args.topic), group_id))
     line = "%-30s %-15s %s"

@@ -20,6 +20,13 @@ and reads it back as Kafka fetches do, printing each batch and the kernels in us
 ``pylogq zookeeper-server-start [zookeeper.properties]`` runs the system's ZooKeeper
 in the foreground, as Kafka's ``zookeeper-server-start.sh`` does (see
 :mod:`pylogq.cli.zookeeper_server`).
+
+Conventions every subcommand follows: a flag it does not know is a usage error
+reported with its own usage (``pylogq topics: error: unrecognized arguments:
+--bogus``, exit status 2); a failure is one line ``Error: <message>`` on stderr
+with exit status 1 (:mod:`pylogq.cli._errors`); ``pylogq --version`` prints the
+package's version; a closed stdout (``pylogq dump-log ... | head``) ends the
+command quietly with exit status 0 (:func:`main`).
 """
 
 from __future__ import annotations
@@ -35,9 +42,10 @@ import time
 from typing import IO, Any, BinaryIO, Iterator, List, Optional, TextIO, cast
 
 from .. import _speedups, records
+from .._version import __version__
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
-from . import configs, console, dump_log, groups, perf, topics, zookeeper_server
+from . import config_files, configs, console, dump_log, groups, perf, topics, zookeeper_server
 from .clients import Clients
 
 __all__ = ["build_parser", "run", "main"]
@@ -95,8 +103,26 @@ def _demo(directory: str) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that arguments a subcommand does not know are reported by that
+    subcommand's parser, with its usage.
+
+    A subparser is asked through ``parse_known_args`` and leaves what it does not
+    know to the top level, which would report it with the top-level usage.
+    ``add_subparsers`` makes subparsers of the parent's class, so every level
+    (``pylogq perf produce``) reports its own.
+    """
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error("unrecognized arguments: %s" % " ".join(extras))
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pylogq", description="pylogq command-line tools")
+    parser = _Parser(prog="pylogq", description="pylogq command-line tools")
+    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="append record batches in every format to a log and read them back")
     demo.add_argument("directory", nargs="?", help="the log directory to use (default: a temp dir)")
@@ -112,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_arguments(sub.add_parser("perf", help=perf.SUMMARY, description=perf.SUMMARY))
     zookeeper_server.add_arguments(sub.add_parser("zookeeper-server-start", help=zookeeper_server.SUMMARY,
                                                   description=zookeeper_server.SUMMARY))
+    config_files.add_arguments(sub.add_parser("config-files", help=config_files.SUMMARY,
+                                              description=config_files.SUMMARY))
     return parser
 
 
@@ -155,6 +183,8 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
         return dump_log.run(args, out, err)
     if args.command == "zookeeper-server-start":
         return zookeeper_server.run(args, out, err)
+    if args.command == "config-files":
+        return config_files.run(args, out, err)
     if clients is None:
         clients = Clients(bootstrap_servers=perf.bootstrap_override(args) or args.bootstrap_server)
     try:
@@ -176,15 +206,74 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
         clients.close()
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    status = run(argv)
+class _Stdout:
+    """The process's stdout for the tools: text written to a closed pipe ends the command.
+
+    It raises SystemExit(0) after pointing stdout at /dev/null: SystemExit is not an
+    Exception, so it goes through the tools' handlers of OSError (BrokenPipeError's
+    base) and ``except Exception`` up to the interpreter, which exits quietly.
+    ``buffer`` (and everything else) is the stream's own: ``consume`` writes
+    records to the bytes under it and handles a closed pipe itself, as it
+    reports how many records it printed.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _output_closed(self._stream)
+            raise  # not reached
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _output_closed(self._stream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _discard_stdout(stream: TextIO) -> None:
+    """Point stdout's descriptor at /dev/null: what is left in its buffer is flushed at exit,
+    and must find nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        sys.stdout.flush()
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
+def _output_closed(stream: TextIO) -> None:
+    """The reader of stdout went away: stop here, quietly, with exit status 0."""
+    _discard_stdout(stream)
+    raise SystemExit(0)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The ``pylogq`` command: :func:`run` on the process's streams; -> its exit status.
+
+    When the reader of stdout goes away (``pylogq dump-log ... | head``), the
+    command stops there, says nothing and exits with status 0, as the Python
+    documentation's note on SIGPIPE recommends handling it: catch
+    BrokenPipeError and send what stdout still holds to /dev/null (SIGPIPE itself
+    stays ignored, so a broker connection that breaks is an error, not a silent
+    death). Every subcommand gets it, through the stdout given to it.
+    """
+    real = sys.stdout
+    stdout = cast(TextIO, _Stdout(real))
+    sys.stdout = stdout  # print() too, as in demo
+    try:
+        status = run(argv, stdout=stdout)
+    finally:
+        sys.stdout = real
+    try:
+        real.flush()
     except BrokenPipeError:
-        # The reader went away (``pylogq consume ... | head``): nothing more to say, and
-        # the interpreter must not complain when it flushes stdout at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _discard_stdout(real)  # consume stopped at its closed pipe already; the records it could not write are left
     return status
 
 

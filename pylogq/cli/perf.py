@@ -48,6 +48,7 @@ from .. import errors
 from ..client.consumer import TopicPartition
 from ..client.producer import ProducerBatch
 from ..errors import CommandError
+from ._errors import report_error
 from .clients import (
     Clients,
     add_bootstrap_argument,
@@ -138,8 +139,7 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO,
     except KeyboardInterrupt:
         return 130
     except (errors.PylogqError, OSError, ValueError, TypeError) as exc:
-        err.write("ERROR %s\n" % (exc,))
-        return 1
+        return report_error(err, exc)
 
 
 def _isatty(stream: Any) -> bool:

@@ -19,10 +19,16 @@ the named keys change, the other overrides stay.
 ``--topic`` selects topics for ``--describe``, ``--alter``, ``--delete`` and
 ``--list`` as Kafka's does, as a regular expression (``,`` meaning ``|``),
 except that a name that exists exactly selects only that topic: deleting
-``a.b`` never deletes ``a_b`` too.
+``a.b`` never deletes ``a_b`` too. ``--list`` and ``--describe`` include the
+internal topics (``__consumer_offsets``, once a group has used it), as Kafka's
+do, unless ``--exclude-internal`` is given.
+
+``--create`` checks the name before anything else: an illegal one is refused
+without the warning a name with ``.`` or ``_`` gets (they could collide in
+metric names).
 
 Exit status: 0 on success, 1 when the broker refused (the reason goes to
-stderr as ``Error while executing topic command : ...``), 2 for usage errors.
+stderr as ``Error: ...``), 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -33,8 +39,9 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from .. import errors
 from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewPartitions, NewTopic
-from ..cluster.names import INTERNAL_TOPICS
+from ..cluster.names import INTERNAL_TOPICS, has_collision_chars, validate_topic_name
 from ..errors import CommandError
+from ._errors import report_error
 from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
@@ -80,6 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--describe: only partitions without a leader")
     parser.add_argument("--topics-with-overrides", action="store_true",
                         help="--describe: only topics that have config overrides")
+    parser.add_argument("--exclude-internal", action="store_true",
+                        help="--list, --describe: leave out internal topics (__consumer_offsets)")
 
 
 def _action(args: argparse.Namespace) -> str:
@@ -105,6 +114,7 @@ def _check_options(action: str, args: argparse.Namespace) -> None:
         "under_replicated_partitions": ("describe",),
         "unavailable_partitions": ("describe",),
         "topics_with_overrides": ("describe",),
+        "exclude_internal": ("list", "describe"),
     }
     for option, actions in allowed.items():
         value = getattr(args, option)
@@ -125,7 +135,7 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
         if action == "create":
             _create(admin, args, out)
         elif action == "list":
-            for name in _select(admin, args.topic, required=False):
+            for name in _select(admin, args.topic, required=False, internal=not args.exclude_internal):
                 out.write(name + "\n")
         elif action == "describe":
             _describe(admin, args, out)
@@ -134,24 +144,26 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
         else:
             _delete(admin, args, out)
     except (errors.PylogqError, OSError) as exc:
-        err.write("Error while executing topic command : %s\n" % (_message(exc),))
-        return 1
+        return report_error(err, exc)
     return 0
 
 
-def _message(exc: BaseException) -> str:
-    """A broker error's own words, without the ``[Error N] NAME:`` prefix when the text says enough."""
-    if isinstance(exc, errors.BrokerError) and exc.args:
-        return str(exc.args[0])
-    return str(exc)
+def _select(admin: Any, pattern: Optional[str], required: bool, if_exists: bool = False,
+            internal: Optional[bool] = None) -> List[str]:
+    """The topics ``pattern`` names (every topic when None); CommandError when none and ``required``.
 
-
-def _select(admin: Any, pattern: Optional[str], required: bool, if_exists: bool = False) -> List[str]:
-    """The topics ``pattern`` names (every topic when None); CommandError when none and ``required``."""
+    ``internal``: True, the internal topics that exist are selected as any other
+    (``--list``, ``--describe``); False, never (``--exclude-internal``); None, only
+    by their exact name (``--alter``, ``--delete``, which then refuse them).
+    """
     names = admin.list_topics()
+    if internal:
+        # The admin client's listing leaves them out, as kafka-python's does; Kafka's tool lists them.
+        names = sorted(names + [t["topic"] for t in admin.describe_topics(sorted(INTERNAL_TOPICS))
+                                if t["error_code"] == 0 and t["topic"] not in names])
     if pattern is None:
         return names
-    if pattern in names or (pattern in INTERNAL_TOPICS and _exists(admin, pattern)):
+    if pattern in names or (internal is None and pattern in INTERNAL_TOPICS and _exists(admin, pattern)):
         return [pattern]
     try:
         regex = re.compile(pattern.replace(",", "|"))
@@ -175,7 +187,8 @@ def _create(admin: Any, args: argparse.Namespace, out: TextIO) -> None:
         assignments = _parse_assignment(args.replica_assignment)
     topic = NewTopic(name, args.partitions or -1, args.replication_factor or -1,
                      replica_assignments=assignments, topic_configs=configs)
-    if "." in name or "_" in name:
+    validate_topic_name(name)  # an illegal name ("." say) is refused before any warning about it
+    if has_collision_chars(name):
         out.write(COLLISION_WARNING + "\n")
     try:
         admin.create_topics([topic])
@@ -198,7 +211,7 @@ def _parse_assignment(text: str) -> Dict[int, List[int]]:
 
 
 def _describe(admin: Any, args: argparse.Namespace, out: TextIO) -> None:
-    names = _select(admin, args.topic, required=True, if_exists=args.if_exists)
+    names = _select(admin, args.topic, required=True, if_exists=args.if_exists, internal=not args.exclude_internal)
     only_partitions = args.under_replicated_partitions or args.unavailable_partitions
     for desc in admin.describe_topics(names):
         if desc["error_code"]:

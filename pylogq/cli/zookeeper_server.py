@@ -28,6 +28,7 @@ import threading
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, TextIO, Tuple
 
 from ..errors import CommandError
+from ._errors import report_error
 
 __all__ = [
     "SUMMARY", "DEFAULT_PROPERTIES", "MAIN_CLASS", "INSTALL_HINT", "ZooKeeperInstall", "find_zookeeper",
@@ -156,13 +157,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             with open(args.config, encoding="utf-8") as f:
                 text = f.read()
         except OSError as exc:
-            err.write("pylogq zookeeper-server-start: cannot read %s: %s\n" % (args.config, exc.strerror))
-            return 1
+            return report_error(err, "cannot read %s: %s" % (args.config, exc.strerror))
     try:
         install = find_zookeeper()
     except CommandError as exc:
-        err.write("pylogq zookeeper-server-start: %s\n" % exc)
-        return 1
+        return report_error(err, exc)
     jvm_options = shlex.split(os.environ.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS))
     jvm_options += shlex.split(os.environ.get("KAFKA_OPTS", ""))
     with tempfile.TemporaryDirectory(prefix="pylogq-zookeeper-") as scratch:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import errors
-from ..cluster.contract import BrokerNode, ProducerDescription
+from ..cluster.contract import BrokerConfigEntry, BrokerNode, ProducerDescription
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..errors import ConfigError
 from ..config import LogConfig
@@ -131,11 +131,16 @@ def _broker_id_of(resource: Any) -> int:
         raise errors.InvalidRequestError("a BROKER resource is named by a broker id, not %r" % (name,)) from None
 
 
-def _broker_entry(key: str, value: Optional[str], synonyms: bool) -> Dict[str, Any]:
-    entry: Dict[str, Any] = {"value": value, "read_only": True, "is_default": False,
-                             "config_source": "STATIC_BROKER_CONFIG", "is_sensitive": value is None}
+def _broker_entry(key: str, described: BrokerConfigEntry, synonyms: bool) -> Dict[str, Any]:
+    """A broker setting as kafka-python shapes it; with ``synonyms``, where its value comes
+    from, then its default (Kafka's order)."""
+    is_default = described.source == "DEFAULT_CONFIG"
+    entry: Dict[str, Any] = {"value": described.value, "read_only": True, "is_default": is_default,
+                             "config_source": described.source, "is_sensitive": described.sensitive}
     if synonyms:
-        entry["synonyms"] = [{"name": key, "value": value, "source": "STATIC_BROKER_CONFIG"}]
+        entry["synonyms"] = ([] if is_default else [{"name": key, "value": described.value,
+                                                     "source": described.source}])
+        entry["synonyms"].append({"name": key, "value": described.default, "source": "DEFAULT_CONFIG"})
     return entry
 
 
@@ -353,11 +358,11 @@ class AdminClient:
         (``"broker"`` for a BROKER resource, named by its broker id).
 
         ``config_filter`` (kafka-python's default ``"modified"``) keeps only the
-        topic's overrides; ``"all"`` lists every key with its effective value,
-        ``"default"`` only the keys left at their default. A broker's settings
-        are all static (``STATIC_BROKER_CONFIG``, read-only: set in
-        server.properties or when the Broker is opened), a sensitive one with
-        value None. A resource's ``configs`` (a list of keys, or a dict whose
+        topic's overrides (a broker's settings it was given); ``"all"`` lists every
+        key with its effective value, ``"default"`` only the keys left at their
+        default. A broker's settings are read-only: ``STATIC_BROKER_CONFIG`` when
+        set in server.properties or when the Broker was opened, else
+        ``DEFAULT_CONFIG``; a sensitive one has value None. A resource's ``configs`` (a list of keys, or a dict whose
         keys count) narrows the keys; an unknown topic raises
         UnknownTopicOrPartitionError.
         """
@@ -369,9 +374,11 @@ class AdminClient:
             if _resource_type(getattr(resource, "resource_type", None)) is ConfigResourceType.BROKER:
                 broker_id = _broker_id_of(resource)
                 out.setdefault("broker", {})[str(broker_id)] = {
-                    key: _broker_entry(key, value, include_synonyms)
-                    for key, value in transport.describe_broker_configs(broker_id).items()
-                    if (wanted is None or key in wanted) and mode != "default"}
+                    key: _broker_entry(key, described, include_synonyms)
+                    for key, described in transport.describe_broker_configs(broker_id).items()
+                    if (wanted is None or key in wanted)
+                    and not (mode == "modified" and described.source == "DEFAULT_CONFIG")
+                    and not (mode == "default" and described.source != "DEFAULT_CONFIG")}
                 continue
             rtype, name = self._topic_resource(resource, "describe_configs")
             entries: Dict[str, Dict[str, Any]] = {}

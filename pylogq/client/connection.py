@@ -19,6 +19,14 @@ version answers in the v0 layout with UNSUPPORTED_VERSION and its own range,
 and the request is repeated at a version it knows. With SASL_PLAINTEXT the
 SaslHandshake (v1) and SaslAuthenticate exchange follows before anything else.
 
+A broker answers ApiVersions at once, so that first answer is waited for
+:data:`HANDSHAKE_TIMEOUT_S` at most, not the request timeout: a port that
+accepts connections but does not speak Kafka (an HTTP server, a listener that
+never answers, a stopped process) fails the connection in seconds, with
+RequestTimedOutError naming its address. A first answer that cannot be Kafka's
+(an HTTP reply read as a size is a gigabyte) fails it at once, with
+KafkaConnectionError, before anything of that size is read.
+
 With ``sensors`` (the client's :class:`~pylogq.client.metrics.NodeSensors` of
 this broker) each request's bytes are recorded once written, and each
 response's bytes, latency (from just before the request was written to its
@@ -97,6 +105,12 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
 
 #: The longest wait for a TCP connect (Kafka's socket.connection.setup.timeout.ms).
 CONNECT_TIMEOUT_S = 10.0
+#: The longest wait for the answer to a new connection's first request (ApiVersions), which
+#: a broker gives at once; the request timeout when that is shorter.
+HANDSHAKE_TIMEOUT_S = 5.0
+#: The largest response accepted before the handshake is done; an ApiVersions response is a
+#: few hundred bytes, and a size read from another protocol's answer is usually far larger.
+MAX_HANDSHAKE_RESPONSE = 1 << 20
 
 _SIZE = struct.Struct(">i")
 _UNSUPPORTED_VERSION = UnsupportedVersionError.code
@@ -146,6 +160,7 @@ class BrokerConnection:
         self._correlation_id = 0
         self._close_reason = ""
         self._unanswered_writes = False  # requests sent that get no response (acks=0 produces)
+        self._max_response: Optional[int] = MAX_HANDSHAKE_RESPONSE  # None once the handshake is done
         try:
             sock = socket.create_connection((host, port), timeout=min(timeout_s, CONNECT_TIMEOUT_S))
         except OSError as exc:
@@ -157,6 +172,7 @@ class BrokerConnection:
         self._reader.start()
         try:
             self._negotiate_versions()
+            self._max_response = None
             if sasl is not None:
                 self._authenticate(*sasl)
         except BaseException:
@@ -287,6 +303,11 @@ class BrokerConnection:
                 if size < 4:
                     reason = "bad response size %d" % size
                     break
+                limit = self._max_response
+                if limit is not None and size > limit:
+                    reason = "the first answer is not Kafka's (it starts with %r); is it a Kafka listener?" % (
+                        bytes(head),)
+                    break
                 body = self._read_exactly(size)
                 if body is None:
                     reason = "the broker closed the connection mid-response"
@@ -354,7 +375,7 @@ class BrokerConnection:
     def _negotiate_versions(self) -> None:
         version = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         for _ in range(3):
-            response = self.request(ApiKey.API_VERSIONS, {}, version=version)
+            response = self._first_answer(version)
             ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
             code = response["error_code"]
             if code == _UNSUPPORTED_VERSION and ApiKey.API_VERSIONS in ranges:
@@ -375,6 +396,14 @@ class BrokerConnection:
                     self.versions[api_key] = chosen
             return
         raise UnsupportedVersionError("broker %s and this client share no ApiVersions version" % self.address)
+
+    def _first_answer(self, version: int) -> Dict[str, Any]:
+        """The broker's ApiVersions response, waited for :data:`HANDSHAKE_TIMEOUT_S` at most."""
+        future = self.send(ApiKey.API_VERSIONS, {}, version)
+        try:
+            return self.wait(future, ApiKey.API_VERSIONS, min(self.timeout_s, HANDSHAKE_TIMEOUT_S))
+        except RequestTimedOutError as exc:
+            raise RequestTimedOutError("%s of connecting; is it a Kafka listener?" % exc.args[0]) from None
 
     def _authenticate(self, mechanism: str, username: str, password: str) -> None:
         response = self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism})

@@ -39,6 +39,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ..cluster.contract import (
+    BrokerConfigEntry,
     BrokerNode,
     ClusterDescription,
     FetchResult,
@@ -289,7 +290,7 @@ class TcpTransport(Transport):
         for node in candidates:
             try:
                 return self._connection(node)
-            except KafkaConnectionError as exc:
+            except (KafkaConnectionError, RequestTimedOutError) as exc:  # timed out: no answer to ApiVersions
                 failures.append(str(exc.args[0]) if exc.args else str(exc))
         raise NoBrokersAvailable("no broker reachable (bootstrap_servers %s): %s" % (
             ",".join("%s:%d" % a for a in self.bootstrap), "; ".join(failures)))
@@ -842,8 +843,9 @@ class TcpTransport(Transport):
         return {c["name"]: (c["value"], c["config_source"] != ConfigSource.DYNAMIC_TOPIC_CONFIG)
                 for c in sorted(result["configs"], key=lambda c: c["name"])}
 
-    def describe_broker_configs(self, broker_id: int) -> Dict[str, Optional[str]]:
-        """Every setting of broker ``broker_id`` (DescribeConfigs sent to it; sensitive ones None)."""
+    def describe_broker_configs(self, broker_id: int) -> Dict[str, BrokerConfigEntry]:
+        """Every setting of broker ``broker_id``, with its source and default (DescribeConfigs
+        with synonyms, sent to it; a sensitive one without a value)."""
         self._metadata([])
         with self._lock:
             known = broker_id in self._nodes
@@ -852,11 +854,20 @@ class TcpTransport(Transport):
         response = self._call(broker_id, ApiKey.DESCRIBE_CONFIGS, {
             "resources": [{"resource_type": ConfigResourceType.BROKER, "resource_name": str(broker_id),
                            "configuration_keys": None}],
-            "include_synonyms": False})
+            "include_synonyms": True})
         result = response["results"][0]
         _raise(result["error_code"], "describing the configs of broker %d" % broker_id, result.get("error_message"))
-        return {c["name"]: None if c["is_sensitive"] else c["value"]
-                for c in sorted(result["configs"], key=lambda c: c["name"])}
+        out: Dict[str, BrokerConfigEntry] = {}
+        for c in sorted(result["configs"], key=lambda c: c["name"]):
+            try:
+                source = ConfigSource(c["config_source"]).name
+            except ValueError:
+                source = ConfigSource.UNKNOWN.name
+            default = next((s["value"] for s in c.get("synonyms") or ()
+                            if s["source"] == ConfigSource.DEFAULT_CONFIG), None)
+            out[c["name"]] = BrokerConfigEntry(None if c["is_sensitive"] else c["value"], source,
+                                               bool(c["is_sensitive"]), default)
+        return out
 
     def broker_log_dirs(self) -> List[str]:
         """The ``log.dirs`` of the broker this transport reaches first (DescribeConfigs, broker resource)."""

@@ -44,6 +44,7 @@ from ..storage.partition_metadata import (
 from .broker_config import BrokerConfig, with_development_defaults
 from .broker_metrics import broker_readings
 from .contract import (
+    BrokerConfigEntry,
     BrokerEndpoint,
     BrokerNode,
     BrokerRegistration,
@@ -895,11 +896,19 @@ class Broker:
         with self._lock:
             return self._require_topic(topic).partitions
 
-    def broker_configs(self) -> Dict[str, Optional[str]]:
-        """This broker's settings (static: server.properties, overrides, defaults) by dotted key;
-        a sensitive one (a JAAS config with passwords) is None, as DescribeConfigs hides it."""
-        return {name: None if _sensitive(name) else text
-                for name, text in sorted(self.config.to_strings().items())}
+    def broker_configs(self) -> Dict[str, BrokerConfigEntry]:
+        """This broker's settings by dotted key: STATIC_BROKER_CONFIG for the keys it was given
+        (server.properties, ``--override``, keywords), DEFAULT_CONFIG for the others. A
+        sensitive one (a JAAS config with passwords) has no value, as DescribeConfigs hides it."""
+        defaults = self.config.default_strings()
+        out: Dict[str, BrokerConfigEntry] = {}
+        for name, text in sorted(self.config.to_strings().items()):
+            source = "STATIC_BROKER_CONFIG" if name in self.config.static_keys else "DEFAULT_CONFIG"
+            if _sensitive(name):
+                out[name] = BrokerConfigEntry(None, source, True, None)
+            else:
+                out[name] = BrokerConfigEntry(text, source, False, defaults.get(name))
+        return out
 
     def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
         """Every config key of a topic: -> {dotted key: (value, is_default)}."""

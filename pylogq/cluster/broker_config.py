@@ -11,7 +11,7 @@ key raises ConfigError naming it, with the closest known key as a suggestion.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple, Type
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Set, Tuple, Type
 
 from ..config import _BOOLEAN, _INT, _LONG, _STRING, Config, setting, suggest, to_string
 from ..errors import ConfigError
@@ -24,7 +24,9 @@ __all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "with_developme
 #: The settings of Kafka's shipped single-node ``config/server.properties`` that differ
 #: from Kafka's defaults: what ``pylogq-broker`` without a properties file and an
 #: embedded :class:`pylogq.Broker` start from (a consumer group's first member is
-#: answered at once instead of after the 3 s that suit a production cluster).
+#: answered at once instead of after the 3 s that suit a production cluster). The
+#: repository's ``config/server.properties`` (shipped as ``pylogq/config_files/``) sets
+#: exactly these apart from Kafka's defaults; tests/cli/test_config_files.py holds the two together.
 DEVELOPMENT_DEFAULTS: Dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.replication.factor": 1,
@@ -122,15 +124,19 @@ class BrokerConfig:
         node: Dict[str, Any] = {}
         served: Dict[str, Any] = {}
         logs: Dict[str, Any] = {}
+        given: Set[str] = set()
         for key, value in settings.items():
             if not isinstance(key, str):
                 raise ConfigError("configuration keys must be strings, got %r" % (key,))
             if NodeConfig.accepts(key):
                 node[key] = value
+                given.add(_dotted(NodeConfig, key))
             elif listener is not None and listener.accepts(key):
                 served[key] = value
+                given.add(_dotted(listener, key))
             elif LogManagerConfig.accepts(key):
                 logs[key] = value
+                given.add(_dotted(LogManagerConfig, key))
             else:
                 known = list(NodeConfig.known_keys()) + list(LogManagerConfig.known_keys())
                 if listener is not None:
@@ -143,6 +149,10 @@ class BrokerConfig:
         self.values: Dict[str, Any] = dict(self.node.to_dict())
         if self.listener is not None:
             self.values.update(self.listener.to_dict())
+        #: The dotted keys ``settings`` set, in either spelling or as an alias (``log.dir``):
+        #: DescribeConfigs' STATIC_BROKER_CONFIG; every other key is at its DEFAULT_CONFIG.
+        self.static_keys: FrozenSet[str] = frozenset(given)
+        self._listener_type = listener
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -161,3 +171,16 @@ class BrokerConfig:
         out = {key: to_string(value) for key, value in self.values.items()}
         out.update(self.log_manager.to_strings())
         return out
+
+    def default_strings(self) -> Dict[str, Optional[str]]:
+        """Every broker-level key's default (Kafka's, not DEVELOPMENT_DEFAULTS) in Kafka's string form."""
+        return BrokerConfig({}, self._listener_type).to_strings()
+
+
+def _dotted(part: Type[Config], key: str) -> str:
+    """The dotted key that ``key`` (dotted, snake_case or an alias such as ``log.dir``) sets in ``part``."""
+    attribute = part.attribute(key)
+    if attribute is None:  # an alias: Config.accepts took it
+        aliases = part._ALIASES
+        attribute = part.attribute(aliases.get(key) or aliases[key.replace("_", ".")])
+    return next(dotted for dotted in part.known_keys() if dotted.replace(".", "_") == attribute)

@@ -396,8 +396,10 @@ class ClusterNode:
                 if code == 0 and not remaining:
                     log.info("controlled shutdown of broker %d: every leadership moved", self.broker_id)
                     return True
-                log.info("controlled shutdown of broker %d: %s, %d partitions still led (attempt %d)",
-                         self.broker_id, code, len(remaining), attempt + 1)
+                refused = errors.error_for_code(code)
+                log.info("controlled shutdown of broker %d: %s%d partitions still led (attempt %d)",
+                         self.broker_id, "refused with %s, " % refused.name if refused is not None else "",
+                         len(remaining), attempt + 1)
             except (errors.BrokerError, errors.MetadataStoreError, errors.PylogqError) as exc:
                 log.info("controlled shutdown of broker %d: %s (attempt %d)", self.broker_id, exc, attempt + 1)
             if attempt < retries:

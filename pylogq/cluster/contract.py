@@ -24,6 +24,7 @@ from .delayed import DelayedCall
 
 __all__ = [
     "BrokerApi",
+    "BrokerConfigEntry",
     "BrokerConfigView",
     "BrokerEndpoint",
     "BrokerNode",
@@ -120,6 +121,22 @@ ConfigValue = Union[str, int, float, bool, Tuple[str, ...], None]
 
 #: DescribeConfigs for a topic: dotted key -> (value, is_default).
 ConfigEntries = Dict[str, Tuple[Optional[str], bool]]
+
+
+class BrokerConfigEntry(NamedTuple):
+    """One of a broker's settings as DescribeConfigs tells it.
+
+    ``source`` is Kafka's ConfigSource name: ``STATIC_BROKER_CONFIG`` for a key the broker
+    was given (its properties file, ``--override``, ``pylogq.Broker`` keywords),
+    ``DEFAULT_CONFIG`` for one left at its default. A sensitive key (a password, a JAAS
+    config) has ``value`` and ``default`` None; an unset optional key (``advertised.listeners``)
+    has ``value`` None and is not sensitive.
+    """
+
+    value: Optional[str]
+    source: str
+    sensitive: bool
+    default: Optional[str]
 
 
 #: Kafka's ProduceResponse for one partition: the append's own result, from the log to the
@@ -508,7 +525,7 @@ class BrokerApi(Protocol):
 
     def describe_configs(self, topic: str) -> ConfigEntries: ...
 
-    def describe_broker_configs(self, broker_id: int) -> Dict[str, Optional[str]]: ...
+    def describe_broker_configs(self, broker_id: int) -> Dict[str, BrokerConfigEntry]: ...
 
     def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None: ...
 
@@ -633,7 +650,7 @@ class ServedBroker(Protocol):
 
     def describe_configs(self, topic: str) -> ConfigEntries: ...
 
-    def broker_configs(self) -> Dict[str, Optional[str]]: ...
+    def broker_configs(self) -> Dict[str, BrokerConfigEntry]: ...
 
     def alter_configs(self, topic: str, config: Mapping[str, Optional[object]], incremental: bool = False) -> None: ...
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Seque
 
 from ..errors import InvalidRequestError, UnknownTopicOrPartitionError
 from .contract import (
+    BrokerConfigEntry,
     BrokerNode,
     ClusterDescription,
     ConfigEntries,
@@ -156,7 +157,7 @@ class InProcessTransport:
     def describe_configs(self, topic: str) -> ConfigEntries:
         return self.broker.describe_configs(topic)
 
-    def describe_broker_configs(self, broker_id: int) -> Dict[str, Optional[str]]:
+    def describe_broker_configs(self, broker_id: int) -> Dict[str, BrokerConfigEntry]:
         if broker_id != self.broker.broker_id:
             raise InvalidRequestError("unknown broker %d (this is broker %d)" % (broker_id, self.broker.broker_id))
         return self.broker.broker_configs()

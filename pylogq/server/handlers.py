@@ -869,13 +869,19 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
         return entries
 
     def _broker_configs(self, synonyms: bool) -> List[Dict[str, Any]]:
+        """Every broker setting, read-only: set in server.properties (STATIC_BROKER_CONFIG, its
+        default a synonym, as Kafka lists it) or left at its default (DEFAULT_CONFIG)."""
         entries = []
-        for name, text in self.broker.broker_configs().items():
-            sensitive = text is None
-            entries.append({"name": name, "value": text, "read_only": True, "is_default": False,
-                            "config_source": ConfigSource.STATIC_BROKER_CONFIG, "is_sensitive": sensitive,
-                            "synonyms": [{"name": name, "value": text, "source": ConfigSource.STATIC_BROKER_CONFIG}]
-                            if synonyms else []})
+        for name, entry in self.broker.broker_configs().items():
+            source = ConfigSource[entry.source]
+            syn: List[Dict[str, Any]] = []
+            if synonyms:
+                if source != ConfigSource.DEFAULT_CONFIG:
+                    syn.append({"name": name, "value": entry.value, "source": source})
+                syn.append({"name": name, "value": entry.default, "source": ConfigSource.DEFAULT_CONFIG})
+            entries.append({"name": name, "value": entry.value, "read_only": True,
+                            "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
+                            "is_sensitive": entry.sensitive, "synonyms": syn})
         return entries
 
     async def alter_configs(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:

@@ -63,8 +63,9 @@ def test_alter_from_a_properties_file(cli: Cli, broker: Any, topic: str, tmp_pat
 
 
 def test_alter_errors_change_nothing(cli: Cli, broker: Any, topic: str) -> None:
-    missing = cli("configs", "--alter", "--topic", topic, "--delete-config", "segment.ms")
-    assert missing.status == 1 and "Invalid config(s): segment.ms" in missing.err
+    missing = cli("configs", "--alter", "--topic", topic, "--add-config", "segment.ms=5", "--delete-config",
+                  "segment.mss")
+    assert missing == (1, "", "Error: INVALID_CONFIG: Invalid config(s): segment.mss (not topic configs)\n")
     typo = cli("configs", "--alter", "--topic", topic, "--add-config", "retention.mss=5")
     assert typo.status == 1 and "retention.mss" in typo.err
     bad = cli("configs", "--alter", "--topic", topic, "--add-config", "retention.ms=soon")
@@ -74,7 +75,7 @@ def test_alter_errors_change_nothing(cli: Cli, broker: Any, topic: str) -> None:
     assert broker.describe_topic(topic).config == {"retention.ms": "1000"}
     assert cli("configs", "--alter", "--topic", topic).status == 1  # nothing to change
     key = cli("configs", "--alter", "--topic", topic, "--add-config", "retention ms=5")
-    assert key == (1, "", "Invalid character found for config key: retention ms\n")
+    assert key == (1, "", "Error: Invalid character found for config key: retention ms\n")
 
 
 def test_entity_usage_errors(cli: Cli) -> None:
@@ -95,7 +96,8 @@ def test_broker_configs_are_static(cli: Cli, broker: Any) -> None:
     assert every[0] == "All configs for broker 0 are:"
     line = [x for x in every if x.startswith("  group.initial.rebalance.delay.ms=")]
     assert line == ["  group.initial.rebalance.delay.ms=0 sensitive=false "
-                    "synonyms={STATIC_BROKER_CONFIG:group.initial.rebalance.delay.ms=0}"]
+                    "synonyms={STATIC_BROKER_CONFIG:group.initial.rebalance.delay.ms=0, "
+                    "DEFAULT_CONFIG:group.initial.rebalance.delay.ms=3000}"]
     assert cli("configs", "--describe", "--entity-type", "brokers").out == (
         "Dynamic configs for broker 0 are:\nDefault configs for brokers in the cluster are:\n")
     refused = cli("configs", "--alter", "--broker", "0", "--add-config", "log.retention.ms=5")

@@ -47,7 +47,7 @@ def test_describe_filters(cli: Cli) -> None:
 def test_create_refuses_an_existing_topic_unless_if_not_exists(cli: Cli) -> None:
     assert cli("topics", "--create", "--topic", "t").status == 0
     again = cli("topics", "--create", "--topic", "t")
-    assert again == (1, "", 'Error while executing topic command : Topic "t" already exists.\n')
+    assert again == (1, "", 'Error: Topic "t" already exists.\n')
     assert cli("topics", "--create", "--topic", "t", "--if-not-exists") == (0, "", "")
 
 
@@ -149,7 +149,7 @@ def test_delete_exact_name_never_takes_regex_siblings(cli: Cli) -> None:
 def test_missing_topics(cli: Cli) -> None:
     for action in (["--delete"], ["--describe"], ["--alter", "--partitions", "3"]):
         missing = cli("topics", *action, "--topic", "ghost")
-        assert missing == (1, "", "Error while executing topic command : Topic 'ghost' does not exist\n")
+        assert missing == (1, "", "Error: Topic 'ghost' does not exist\n")
         assert cli("topics", *action, "--topic", "ghost", "--if-exists") == (0, "", "")
 
 
@@ -196,7 +196,7 @@ def test_unreachable_broker_is_an_error_not_a_traceback(capsys: Any) -> None:
         port = s.getsockname()[1]
         status = run(["topics", "--list", "--bootstrap-server", "127.0.0.1:%d" % port])
     err = capsys.readouterr().err
-    assert status == 1 and err.startswith("Error while executing topic command : ")
+    assert status == 1 and err.startswith("Error: ")
 
 
 # -- over TCP, as a user runs it --------------------------------------------------------------------

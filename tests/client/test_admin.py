@@ -263,9 +263,16 @@ def test_describe_broker_configs(broker, admin):
     entries = described["broker"]["0"]
     assert entries["log.dirs"]["value"] == broker.config.to_strings()["log.dirs"]
     assert entries["group.initial.rebalance.delay.ms"]["value"] == "0"  # as the broker was opened
-    assert all(e["config_source"] == "STATIC_BROKER_CONFIG" and e["read_only"] for e in entries.values())
+    assert all(e["read_only"] for e in entries.values())
+    # STATIC_BROKER_CONFIG for what the broker was given, DEFAULT_CONFIG for the rest (as Kafka labels them).
+    given = {k for k, e in entries.items() if e["config_source"] == "STATIC_BROKER_CONFIG"}
+    assert {"log.dirs", "group.initial.rebalance.delay.ms"} <= given
+    assert all(e["config_source"] == "DEFAULT_CONFIG" and e["is_default"] for k, e in entries.items() if k not in given)
+    assert entries["group.initial.rebalance.delay.ms"]["synonyms"] == [
+        {"name": "group.initial.rebalance.delay.ms", "value": "0", "source": "STATIC_BROKER_CONFIG"},
+        {"name": "group.initial.rebalance.delay.ms", "value": "3000", "source": "DEFAULT_CONFIG"}]
     assert entries["num.partitions"]["synonyms"] == [
-        {"name": "num.partitions", "value": entries["num.partitions"]["value"], "source": "STATIC_BROKER_CONFIG"}]
+        {"name": "num.partitions", "value": entries["num.partitions"]["value"], "source": "DEFAULT_CONFIG"}]
     only = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0", ["log.dirs"])])
     assert list(only["broker"]["0"]) == ["log.dirs"]
 

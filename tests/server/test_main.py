@@ -204,7 +204,7 @@ def test_bad_setting_exits_2_naming_it(tmp_path: Path, override: str, named: str
     assert status == 2, (out, err)
     assert "ready" not in out
     message = err.strip().splitlines()[-1]
-    assert message.startswith("pylogq-broker: ") and named in message, err
+    assert message.startswith("Error: ") and named in message, err
     assert "Traceback" not in err
     assert not (tmp_path / "data").exists()
 
@@ -228,7 +228,7 @@ def test_port_in_use_exits_2(tmp_path: Path) -> None:
                                         "--override", "offsets.topic.num.partitions=2"], tmp_path)
     assert status == 2, (out, err)
     message = err.strip().splitlines()[-1]
-    assert message.startswith("pylogq-broker: cannot listen on PLAINTEXT://127.0.0.1:%d" % port), err
+    assert message.startswith("Error: cannot listen on PLAINTEXT://127.0.0.1:%d" % port), err
     assert "in use" in message
     assert "Traceback" not in err
 
