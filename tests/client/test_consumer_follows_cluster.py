@@ -24,15 +24,16 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, List, Set
+from typing import Any, Iterator, List
 
 import pytest
 
 from pylogq import AdminClient, Consumer, Producer
 from pylogq.client.admin import NewPartitions, NewTopic
-from pylogq.client.consumer import ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from pylogq.client.consumer import ConsumerRebalanceListener, ConsumerRecord
 
 from ..server.conftest import BrokerProcess
+from .test_consumer_metadata import assigned_within, poll_until, tps
 
 DEADLINE_S = 60.0
 #: Issue 30: both consumers print the 50 records within 10 s of their being written.
@@ -69,28 +70,6 @@ def broker(tmp_path: Path) -> Iterator[_Broker]:
         status = process.stop()
         assert status == 0, "pylogq-broker exited with %s after SIGTERM; its log:\n%s" % (status, process.log())
         assert "Traceback" not in process.log(), process.log()
-
-
-def _poll_until(consumer: Consumer, done: Any, timeout_s: float = DEADLINE_S) -> List[ConsumerRecord]:
-    out: List[ConsumerRecord] = []
-    deadline = time.monotonic() + timeout_s
-    while not done(out) and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=100).values():
-            out.extend(records)
-    return out
-
-
-def _assigned_within(consumer: Consumer, wanted: Set[TopicPartition], timeout_s: float = DEADLINE_S) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while consumer.assignment() != wanted:
-        if time.monotonic() >= deadline:
-            return False
-        consumer.poll(timeout_ms=50)
-    return True
-
-
-def _tps(topic: str, count: int) -> Set[TopicPartition]:
-    return {TopicPartition(topic, p) for p in range(count)}
 
 
 class _GroupConsumer(threading.Thread):
@@ -191,14 +170,14 @@ def test_pattern_subscription_picks_up_a_second_topic_within_the_metadata_age(br
         with Consumer(bootstrap_servers=broker.bootstrap, group_id=group_id, auto_offset_reset="earliest",
                       metadata_max_age_ms=max_age_ms) as consumer:
             consumer.subscribe(pattern="metrics-.*")
-            assert _assigned_within(consumer, _tps("metrics-a", 1)), consumer.assignment()
+            assert assigned_within(consumer, tps("metrics-a", 1)), consumer.assignment()
             admin.create_topics([NewTopic("metrics-b", 2, 1)])
             created = time.monotonic()
-            assert _assigned_within(consumer, _tps("metrics-a", 1) | _tps("metrics-b", 2)), consumer.assignment()
+            assert assigned_within(consumer, tps("metrics-a", 1) | tps("metrics-b", 2)), consumer.assignment()
             assert time.monotonic() - created < max_age_ms / 1000.0 + 1.0
             with Producer(bootstrap_servers=broker.bootstrap) as producer:
                 producer.send("metrics-b", b"second", partition=1).get(timeout=DEADLINE_S)
-            assert [r.value for r in _poll_until(consumer, bool)] == [b"second"]
+            assert [r.value for r in poll_until(consumer, bool)] == [b"second"]
 
 
 @pytest.mark.parametrize("group_id", [None, "growing-readers"], ids=["no-group", "group"])
@@ -207,15 +186,15 @@ def test_partitions_added_to_a_subscribed_topic_are_consumed(broker: _Broker, gr
         admin.create_topics([NewTopic("grows", 1, 1)])
         with Consumer("grows", bootstrap_servers=broker.bootstrap, group_id=group_id, auto_offset_reset="earliest",
                       metadata_max_age_ms=500) as consumer:
-            assert _assigned_within(consumer, _tps("grows", 1))
+            assert assigned_within(consumer, tps("grows", 1))
             admin.create_partitions({"grows": NewPartitions(3)})
             with Producer(bootstrap_servers=broker.bootstrap) as producer:
                 for p in range(3):
                     producer.send("grows", b"p%d" % p, partition=p)
                 producer.flush()
-            got = _poll_until(consumer, lambda r: len(r) >= 3)
+            got = poll_until(consumer, lambda r: len(r) >= 3)
             assert sorted(r.value for r in got) == [b"p0", b"p1", b"p2"]
-            assert consumer.assignment() == _tps("grows", 3)
+            assert consumer.assignment() == tps("grows", 3)
 
 
 def test_console_consumer_of_an_illegal_topic_name_exits_with_the_reason(broker: _Broker) -> None:
