@@ -573,7 +573,24 @@ class Cluster:
             self._served[b] = (h, p)
             broker.join_cluster([BrokerEndpoint("PLAINTEXT", h, p),
                                  BrokerEndpoint(IN_PROCESS_LISTENER, "in-process", b, "PLAINTEXT")])
+        # The new endpoints reach every broker's metadata through the controller's UpdateMetadata:
+        # until then a client's Metadata would list no broker it can connect to.
+        self.wait_until(self._endpoints_known, 30.0, "every broker's metadata to list the served listeners")
         return self.bootstrap_servers
+
+    def _endpoints_known(self) -> bool:
+        with self._lock:
+            served = dict(self._served)
+        for broker in self.thawed_brokers:
+            if broker.cluster is None:
+                return False
+            live = broker.cluster.metadata.live_brokers()
+            for b, (h, p) in served.items():
+                reg = live.get(b)
+                if reg is None or not any(e.listener == "PLAINTEXT" and (e.host, e.port) == (h, p)
+                                          for e in reg.endpoints):
+                    return False
+        return True
 
     @property
     def bootstrap_servers(self) -> str:
