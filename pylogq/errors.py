@@ -305,9 +305,16 @@ class ClusterAuthorizationFailedError(BrokerError):
 
 
 class InvalidTimestampError(BrokerError):
+    """``record_errors`` as for :class:`InvalidRecordError`: the records whose timestamps (or,
+    in the same batch, keys) made it fail (KIP-467)."""
+
     code = 32
     name = "INVALID_TIMESTAMP"
     message = "invalid timestamp"
+
+    def __init__(self, *args: object, record_errors: Sequence[Tuple[int, str]] = ()) -> None:
+        super().__init__(*args)
+        self.record_errors: List[Tuple[int, str]] = list(record_errors)
 
 
 class UnsupportedSaslMechanismError(BrokerError):
@@ -640,8 +647,10 @@ class GroupSubscribedToTopicError(BrokerError):
 
 
 class InvalidRecordError(BrokerError):
-    """``record_errors``: (index of the record in its batch, why) for the records that made the
-    batch fail, as Produce v8+ reports them (KIP-467); empty when the fault is the batch's."""
+    """``record_errors``: (index of the record in its batch, why) for every record that made the
+    batch fail, as Produce v8+ reports them (KIP-467); empty when the fault is the batch's. A
+    client fails the records listed with this error and the others of the batch as failed by
+    another's (librdkafka's ``_INVALID_DIFFERENT_RECORD``)."""
 
     code = 87
     name = "INVALID_RECORD"

@@ -36,9 +36,10 @@ RANKS: Dict[str, int] = {
 }
 
 # What server/ and client/ may use of cluster/: the contract and the mechanisms it
-# hands out, never the broker, its storage or its coordinator.
+# hands out, never the broker, its storage or its coordinator (replica_assignment: the
+# checks of an explicit assignment, which the admin client's validate_only runs too).
 CONTRACT_MODULES = {"pylogq.cluster.contract", "pylogq.cluster.delayed", "pylogq.cluster.names",
-                    "pylogq.cluster.partitioner"}
+                    "pylogq.cluster.partitioner", "pylogq.cluster.replica_assignment"}
 
 
 def _module_name(path: Path) -> str:

@@ -17,11 +17,12 @@ error is raised once all items were attempted. Errors are the classes of
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from .. import errors
 from ..cluster.contract import BrokerConfigEntry, BrokerNode, ProducerDescription
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
+from ..cluster.replica_assignment import check_added_assignment, check_new_assignment
 from ..errors import ConfigError
 from ..config import LogConfig
 from ..protocol.constants import AlterConfigOp, ConfigResourceType
@@ -259,16 +260,16 @@ class AdminClient:
         seen: Dict[str, int] = {}
         for name, *_ in specs:
             seen[name] = seen.get(name, 0) + 1
-        broker_ids = self._broker_ids()
+        broker_ids = self._broker_ids() if validate_only else None
         for name, partitions, factor, assignments, configs in specs:
             try:
                 if seen[name] > 1:
                     raise errors.InvalidRequestError("topic %r appears more than once in the request" % (name,))
-                partitions, factor = _resolve_assignments(name, partitions, factor, assignments, broker_ids)
                 if validate_only:
+                    partitions, factor = _resolve_assignments(name, partitions, factor, assignments, broker_ids)
                     self._validate_new_topic(name, partitions, factor, configs)
-                else:
-                    transport.create_topic(name, partitions, factor, configs)
+                else:  # the broker checks an assignment and places the replicas as it says
+                    transport.create_topic(name, partitions, factor, configs, replica_assignment=assignments or None)
                 results[name] = None
             except errors.BrokerError as exc:
                 results[name] = exc
@@ -321,7 +322,7 @@ class AdminClient:
         self._timeout_ms(timeout_ms)
         if not isinstance(topic_partitions, Mapping):
             raise TypeError("create_partitions takes {topic: NewPartitions or total}, got %r" % (topic_partitions,))
-        broker_ids = self._broker_ids()
+        broker_ids = self._broker_ids() if validate_only else None
         results: Dict[str, Optional[errors.BrokerError]] = {}
         for topic, spec in topic_partitions.items():
             try:
@@ -332,10 +333,11 @@ class AdminClient:
                 if not isinstance(total, int) or isinstance(total, bool) or total <= current:
                     raise errors.InvalidPartitionsError(
                         "topic %r has %d partitions; the new total %r must be larger" % (topic, current, total))
-                if assignments is not None:
-                    _check_assignment_lists(topic, assignments, total - current, broker_ids)
-                if not validate_only:
-                    transport.create_partitions(topic, total)
+                if not validate_only:  # the broker checks an assignment, as Kafka's does
+                    transport.create_partitions(topic, total, replica_assignment=assignments)
+                elif assignments is not None:
+                    existing = {p.partition: list(p.replicas) for p in transport.describe_topic(topic).partitions}
+                    check_added_assignment(existing, total, assignments, _live(assignments, broker_ids))
                 results[topic] = None
             except errors.BrokerError as exc:
                 results[topic] = exc
@@ -833,33 +835,22 @@ def _new_topic_specs(new_topics: Any) -> List[_TopicSpec]:
 def _resolve_assignments(name: str, partitions: Optional[int], factor: Optional[int],
                          assignments: Dict[int, List[int]], broker_ids: Optional[List[int]]
                          ) -> Tuple[Optional[int], Optional[int]]:
-    """Partitions and replication factor implied by explicit replica assignments (Kafka's rules)."""
+    """Partitions and replication factor implied by explicit replica assignments, checked
+    as the broker checks them (validate_only, where nothing reaches the broker)."""
     if not assignments:
         return partitions, factor
     if partitions is not None or factor is not None:
-        raise errors.InvalidRequestError(
-            "topic %r: give either replica_assignments or num_partitions/replication_factor, not both" % name)
-    if sorted(assignments) != list(range(len(assignments))):
-        raise errors.InvalidReplicationAssignmentError(
-            "topic %r: assigned partitions %r must be 0..%d" % (name, sorted(assignments), len(assignments) - 1))
-    _check_assignment_lists(name, [assignments[p] for p in sorted(assignments)], len(assignments), broker_ids)
-    return len(assignments), len(assignments[0])
+        raise errors.InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                         "Both cannot be used at the same time.")
+    placed = check_new_assignment(assignments, _live(assignments.values(), broker_ids))
+    return len(placed), len(placed[0])
 
 
-def _check_assignment_lists(name: str, assignments: Sequence[Sequence[int]], expected: int,
-                            broker_ids: Optional[List[int]]) -> None:
-    if len(assignments) != expected:
-        raise errors.InvalidReplicationAssignmentError(
-            "topic %r: %d replica assignments given for %d partitions" % (name, len(assignments), expected))
-    for replicas in assignments:
-        replicas = list(replicas)
-        if not replicas or len(set(replicas)) != len(replicas):
-            raise errors.InvalidReplicationAssignmentError(
-                "topic %r: replica list %r must be non-empty without duplicates" % (name, replicas))
-        unknown = [r for r in replicas if broker_ids is not None and r not in broker_ids]
-        if unknown:
-            raise errors.InvalidReplicationAssignmentError(
-                "topic %r: replicas %r name unknown brokers (known: %r)" % (name, unknown, broker_ids))
+def _live(assignments: Iterable[Sequence[int]], broker_ids: Optional[List[int]]) -> Set[int]:
+    """The live brokers an assignment is checked against (every one it names when unknown)."""
+    if broker_ids is not None:
+        return set(broker_ids)
+    return {b for replicas in assignments for b in replicas}
 
 
 def _partitions_spec(topic: str, spec: Any) -> Tuple[Any, Optional[List[List[int]]]]:

@@ -790,11 +790,13 @@ class TcpTransport(Transport):
             return response
 
     def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
-                     config: Optional[Mapping[str, Any]]) -> TopicDescription:
+                     config: Optional[Mapping[str, Any]],
+                     replica_assignment: Optional[Mapping[int, Sequence[int]]] = None) -> TopicDescription:
         body = {"topics": [{
             "name": name, "num_partitions": -1 if partitions is None else partitions,
             "replication_factor": -1 if replication_factor is None else replication_factor,
-            "assignments": [],
+            "assignments": [{"partition_index": p, "broker_ids": list(r)}
+                            for p, r in sorted((replica_assignment or {}).items())],
             "configs": [{"name": _dotted(k), "value": _config_value(v)} for k, v in (config or {}).items()],
         }], "timeout_ms": self._timeout_ms, "validate_only": False}
         response = self._controller_call(ApiKey.CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"])
@@ -825,9 +827,12 @@ class TcpTransport(Transport):
             raise InvalidTopicError("cannot delete topic %r: it is an internal topic" % name)
         _raise(code, "deleting topic %r" % name)
 
-    def create_partitions(self, name: str, total: int) -> TopicDescription:
-        body = {"topics": [{"name": name, "count": total, "assignments": None}], "timeout_ms": self._timeout_ms,
-                "validate_only": False}
+    def create_partitions(self, name: str, total: int,
+                          replica_assignment: Optional[Sequence[Sequence[int]]] = None) -> TopicDescription:
+        assignments = (None if replica_assignment is None
+                       else [{"broker_ids": list(r)} for r in replica_assignment])
+        body = {"topics": [{"name": name, "count": total, "assignments": assignments}],
+                "timeout_ms": self._timeout_ms, "validate_only": False}
         response = self._controller_call(ApiKey.CREATE_PARTITIONS, body, lambda r: r["results"][0]["error_code"])
         result = response["results"][0]
         _raise(result["error_code"], "creating partitions of topic %r" % name, result.get("error_message"))

@@ -41,7 +41,7 @@ from ..storage.partition_metadata import (
     read_partition_metadata,
     write_partition_metadata,
 )
-from .broker_config import BrokerConfig, with_development_defaults
+from .broker_config import BrokerConfig, is_dynamic_in_kafka, with_development_defaults
 from .broker_metrics import broker_readings
 from .contract import (
     BrokerConfigEntry,
@@ -77,6 +77,7 @@ from .names import INTERNAL_TOPICS, collides, validate_topic_name
 from .offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from .partition import Partition
 from .producer_ids import ProducerIdManager
+from .replica_assignment import check_added_assignment, check_new_assignment
 from .topic_store import FileTopicStore, TopicMetadata
 
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
@@ -672,17 +673,31 @@ class Broker:
     #   partition, log, log manager, cleaning registry: see docs/architecture.md.
 
     def create_topic(self, name: str, partitions: Optional[int] = None, replication_factor: Optional[int] = None,
-                     config: Optional[Mapping[str, Any]] = None, validate_only: bool = False) -> TopicDescription:
+                     config: Optional[Mapping[str, Any]] = None, validate_only: bool = False,
+                     replica_assignment: Optional[Mapping[int, Sequence[int]]] = None) -> TopicDescription:
         """Create a topic; Kafka's naming rules, config keys and validation apply.
 
         ``validate_only`` runs every check and returns the description the
         topic would have, creating nothing (CreateTopics' validateOnly). A topic
         whose partitions cannot all be created is not created at all.
+        ``replica_assignment`` (partition -> broker ids, the first the preferred
+        leader) places the replicas as given, in place of ``partitions`` and
+        ``replication_factor``; Kafka's checks apply (on a single node every list is
+        this broker's id alone).
         """
         with self._admin_lock:
             self._check_open()
+            if replica_assignment:
+                if partitions is not None or replication_factor is not None:
+                    raise errors.InvalidRequestError(
+                        "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                        "Both cannot be used at the same time.")
+                if self.cluster is None:
+                    placed = check_new_assignment(replica_assignment, {self.broker_id})
+                    partitions, replication_factor = len(placed), len(placed[0])
             if self.cluster is not None:
-                return self._create_cluster_topic(name, partitions, replication_factor, config, validate_only)
+                return self._create_cluster_topic(name, partitions, replication_factor, config, validate_only,
+                                                  assignment=replica_assignment or None)
             return self._create_topic(name, partitions, replication_factor, config, internal=False,
                                       validate_only=validate_only)
 
@@ -711,13 +726,19 @@ class Broker:
 
     def _create_cluster_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
                               config: Optional[Mapping[str, Any]], validate_only: bool,
-                              internal: bool = False) -> TopicDescription:
+                              internal: bool = False,
+                              assignment: Optional[Mapping[int, Sequence[int]]] = None) -> TopicDescription:
         """CreateTopics in a cluster: the assignment and config go to the metadata store, the
-        controller elects the leaders; returns once this broker's metadata has them."""
+        controller elects the leaders; returns once this broker's metadata has them.
+        ``assignment`` is checked against the registered brokers and placed as given."""
         assert self.cluster is not None
+        if assignment is not None:
+            placed = check_new_assignment(assignment, set(self.cluster.live_brokers()))
+            partitions, replication_factor = len(placed), len(placed[0])
         count, factor, dotted = self._checked_topic_settings(name, partitions, replication_factor, config, internal)
         topic_id = new_topic_id()
-        assignment = self.cluster.create_topic(name, count, factor, dotted, topic_id, validate_only=validate_only)
+        assignment = self.cluster.create_topic(name, count, factor, dotted, topic_id, validate_only=validate_only,
+                                               assignment=None if assignment is None else placed)
         if validate_only:
             infos = [TopicPartitionInfo(p, r[0], list(r), list(r)) for p, r in sorted(assignment.items())]
             return TopicDescription(name, infos, dotted, internal, ZERO_TOPIC_ID)
@@ -813,23 +834,29 @@ class Broker:
             self._topic_names[meta.topic_id] = name
             self._partitions.update(reopened)
 
-    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicDescription:
+    def create_partitions(self, name: str, total: int, validate_only: bool = False,
+                          replica_assignment: Optional[Sequence[Sequence[int]]] = None) -> TopicDescription:
         """Grow a topic to ``total`` partitions (Kafka never shrinks one), all or none.
 
         ``validate_only`` runs the checks and changes nothing (CreatePartitions' validateOnly).
+        ``replica_assignment`` gives the new partitions' replica lists, one per new
+        partition, checked as Kafka checks them (None: placed as the topic's are).
         """
         with self._admin_lock:
             self._check_open()
             if self.cluster is not None:
                 if not isinstance(total, int) or isinstance(total, bool):
                     raise errors.InvalidPartitionsError("the new total %r is not a number of partitions" % (total,))
-                self.cluster.create_partitions(name, total, validate_only)
+                self.cluster.create_partitions(name, total, validate_only, assignment=replica_assignment)
                 return self.describe_topic(name)
             with self._lock:
                 meta = self._require_topic(name)
             if not isinstance(total, int) or isinstance(total, bool) or total <= meta.partitions:
                 raise errors.InvalidPartitionsError(
                     "topic %r has %d partitions; the new total %r must be larger" % (name, meta.partitions, total))
+            if replica_assignment is not None:
+                check_added_assignment({p: [self.broker_id] for p in range(meta.partitions)}, total,
+                                       replica_assignment, {self.broker_id})
             _check_partitions_per_request(total - meta.partitions)
             if validate_only:
                 return self.describe_topic(name)
@@ -922,6 +949,29 @@ class Broker:
             meta = self._require_topic(topic)
             effective = self.default_log_config.merged(meta.config).to_strings()
             return {k: (v, k not in meta.config) for k, v in sorted(effective.items())}
+
+    def alter_broker_configs(self, resource_name: str, config: Mapping[str, Optional[str]]) -> None:
+        """AlterConfigs on a BROKER resource (this broker's id, or "" for the cluster default).
+
+        No broker setting changes while the broker runs yet (dynamic broker configs are
+        later work). A key that Kafka too refuses to change is answered as Kafka answers
+        it: INVALID_REQUEST "Cannot update these configs dynamically". Removing a key
+        (None) removes nothing: a broker has no dynamic value to remove.
+        """
+        if resource_name not in ("", str(self.broker_id)):
+            raise errors.InvalidRequestError("Unexpected broker id, expected %d or empty string, but received %s"
+                                             % (self.broker_id, resource_name))
+        known = self.broker_configs()
+        setting = [k for k, v in config.items() if v is not None]
+        read_only = [k for k in setting if k in known and not is_dynamic_in_kafka(k)]
+        if read_only:
+            raise errors.InvalidRequestError(
+                "Invalid config value for resource ConfigResource(type=BROKER, name='%s'): "
+                "Cannot update these configs dynamically: Set(%s)" % (resource_name, ", ".join(read_only)))
+        if setting:
+            raise errors.InvalidRequestError(
+                "broker configs are static here (Kafka updates %s dynamically): set them in server.properties "
+                "or with --override" % ", ".join(setting))
 
     def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool = False) -> None:
         """Replace a topic's overrides (``incremental``: set only the given keys;
@@ -1246,12 +1296,18 @@ class Broker:
 
     def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
         """Kafka's OffsetDelete: partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
-        (checked here, as Kafka's KafkaApis does against its metadata), the group
-        coordinator deletes the others' offsets."""
+        (checked here, as Kafka's KafkaApis does against its metadata cache: in a cluster
+        the cluster's partitions, wherever their replicas live), the group coordinator
+        deletes the others' offsets."""
         with self._lock:
             self._check_open()
-            known = [tp for tp in partitions if tp in self._partitions]
-            unknown = {tp: errors.UnknownTopicOrPartitionError.code for tp in partitions if tp not in self._partitions}
+            if self.cluster is not None:
+                metadata = self.cluster.metadata
+                exists = [metadata.partition(t, p) is not None for t, p in partitions]
+            else:
+                exists = [tp in self._partitions for tp in partitions]
+        known = [tp for tp, ok in zip(partitions, exists) if ok]
+        unknown = {tp: errors.UnknownTopicOrPartitionError.code for tp, ok in zip(partitions, exists) if not ok}
         group_error, codes = self.group_coordinator.delete_offsets(group_id, known)
         if group_error:
             return group_error, {}

@@ -19,7 +19,36 @@ from ..metrics import parse_listener
 from ..storage.config import LogManagerConfig
 from .contract import listener_settings
 
-__all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "with_development_defaults"]
+__all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "is_dynamic_in_kafka", "with_development_defaults"]
+
+#: The broker keys Kafka updates without a restart (DynamicBrokerConfig.AllDynamicConfigs
+#: and DynamicConfig.Broker, Kafka 3.x), besides the ``ssl.``/``sasl.``/``listener.name.``
+#: families. Every other broker key is read-only there: AlterConfigs refuses it with
+#: INVALID_REQUEST "Cannot update these configs dynamically". pylogq updates none yet.
+_KAFKA_DYNAMIC_BROKER_KEYS = frozenset("""
+    log.segment.bytes log.roll.ms log.roll.hours log.roll.jitter.ms log.roll.jitter.hours
+    log.index.size.max.bytes log.flush.interval.messages log.flush.interval.ms log.retention.bytes
+    log.retention.ms log.retention.minutes log.retention.hours log.index.interval.bytes
+    log.cleaner.delete.retention.ms log.cleaner.min.compaction.lag.ms log.cleaner.max.compaction.lag.ms
+    log.segment.delete.delay.ms log.cleaner.min.cleanable.ratio log.cleanup.policy
+    unclean.leader.election.enable min.insync.replicas compression.type log.preallocate
+    log.message.timestamp.type log.message.timestamp.difference.max.ms log.message.timestamp.before.max.ms
+    log.message.timestamp.after.max.ms message.max.bytes log.message.downconversion.enable
+    log.local.retention.ms log.local.retention.bytes
+    log.cleaner.threads log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size
+    log.cleaner.io.buffer.load.factor log.cleaner.io.max.bytes.per.second log.cleaner.backoff.ms
+    num.io.threads num.replica.fetchers num.recovery.threads.per.data.dir background.threads
+    num.network.threads metric.reporters listeners advertised.listeners listener.security.protocol.map
+    max.connections.per.ip max.connections.per.ip.overrides max.connections max.connection.creation.rate
+    producer.id.expiration.ms transaction.partition.verification.enable
+    leader.replication.throttled.rate follower.replication.throttled.rate
+    replica.alter.log.dirs.io.max.bytes.per.second
+""".split())
+
+
+def is_dynamic_in_kafka(key: str) -> bool:
+    """Whether Kafka lets AlterConfigs change broker key ``key`` while the broker runs."""
+    return key in _KAFKA_DYNAMIC_BROKER_KEYS or key.startswith(("ssl.", "sasl.", "listener.name."))
 
 #: The settings of Kafka's shipped single-node ``config/server.properties`` that differ
 #: from Kafka's defaults: what ``pylogq-broker`` without a properties file and an

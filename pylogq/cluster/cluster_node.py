@@ -14,7 +14,7 @@ makes it one:
 - its :class:`~.metadata_cache.MetadataCache`, which the controller keeps current and
   from which every broker answers Metadata alike;
 - topic administration: CreateTopics writes the assignment (spread over the live
-  brokers, racks considered) and the config; the controller does the rest and the
+  brokers, racks considered, or as the request gives it) and the config; the controller does the rest and the
   call returns once this broker's metadata shows a leader for every new partition.
   Deletion marks the topic; the controller stops and deletes its replicas. Config
   changes are written with a change notification each broker applies to its logs.
@@ -48,7 +48,7 @@ from .metadata_cache import MetadataCache
 from .metadata_store import CONNECTED, EXPIRED, MetadataStore, WatchedEvent
 from .names import INTERNAL_TOPICS, collides, validate_topic_name
 from .partition import Partition
-from .replica_assignment import assign_replicas
+from .replica_assignment import assign_replicas, check_added_assignment, check_new_assignment
 from .replica_fetcher import FetcherSettings
 from .replica_manager import ReplicaHost, ReplicaManager, ReplicationSettings
 from .session_guard import SessionGuard
@@ -246,7 +246,12 @@ class ClusterNode:
     def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str],
                      topic_id: str, validate_only: bool = False, timeout_s: float = ADMIN_TIMEOUT_S,
                      assignment: Optional[Dict[int, List[int]]] = None) -> Dict[int, List[int]]:
-        """Write a new topic; -> its assignment. Waits for leaders unless ``validate_only``."""
+        """Write a new topic; -> its assignment. Waits for leaders unless ``validate_only``.
+
+        ``assignment`` (partition -> broker ids, the first the preferred leader) places the
+        replicas as given, after Kafka's checks against the registered brokers; without
+        it they are spread over the live brokers.
+        """
         validate_topic_name(name)
         for existing in self.zk.get_topics():
             if existing == name:
@@ -254,7 +259,9 @@ class ClusterNode:
             if collides(name, existing):
                 raise errors.InvalidTopicError("topic %r collides with existing topic %r ('.' and '_' are the same "
                                                "in metric names)" % (name, existing))
-        if assignment is None:
+        if assignment is not None:  # placed as given, once Kafka's checks pass
+            assignment = check_new_assignment(assignment, set(self.live_brokers()))
+        else:
             brokers = self.live_brokers()
             if replication_factor > len(brokers):
                 raise errors.InvalidReplicationFactorError(
@@ -296,8 +303,11 @@ class ClusterNode:
         log.info("topic %s is still being deleted (a replica's broker may be down)", name)
 
     def create_partitions(self, name: str, total: int, validate_only: bool = False,
-                          timeout_s: float = ADMIN_TIMEOUT_S) -> None:
-        """Grow a topic to ``total`` partitions, the new ones continuing its pattern."""
+                          timeout_s: float = ADMIN_TIMEOUT_S,
+                          assignment: Optional[Sequence[Sequence[int]]] = None) -> None:
+        """Grow a topic to ``total`` partitions, the new ones continuing its pattern, or
+        placed as ``assignment`` lists them (one replica list per new partition, checked
+        as Kafka checks them)."""
         for _attempt in range(5):
             found = self.zk.get_topic_assignment(name)
             if found is None or self.zk.is_marked_for_deletion(name):
@@ -309,13 +319,16 @@ class ClusterNode:
                                                     % (name, have, total))
             factor = len(current.partitions[0])
             brokers = self.live_brokers()
-            if factor > len(brokers):
-                raise errors.InvalidReplicationFactorError(
-                    "replication factor: %d larger than available brokers: %d" % (factor, len(brokers)))
-            order = sorted(brokers)
-            first = current.partitions[0][0]
-            start = order.index(first) if first in order else -1
-            added = assign_replicas(total - have, factor, brokers, start_partition=have, fixed_start=start)
+            if assignment is not None:
+                added = check_added_assignment(current.partitions, total, assignment, set(brokers))
+            else:
+                if factor > len(brokers):
+                    raise errors.InvalidReplicationFactorError(
+                        "replication factor: %d larger than available brokers: %d" % (factor, len(brokers)))
+                order = sorted(brokers)
+                first = current.partitions[0][0]
+                start = order.index(first) if first in order else -1
+                added = assign_replicas(total - have, factor, brokers, start_partition=have, fixed_start=start)
             if validate_only:
                 return
             partitions = dict(current.partitions)

@@ -145,14 +145,17 @@ class InProcessTransport:
         return self.broker.describe_producers(topic, partition)
 
     def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
-                     config: Optional[Mapping[str, object]]) -> TopicDescription:
-        return self.broker.create_topic(name, partitions, replication_factor, config)
+                     config: Optional[Mapping[str, object]],
+                     replica_assignment: Optional[Mapping[int, Sequence[int]]] = None) -> TopicDescription:
+        return self.broker.create_topic(name, partitions, replication_factor, config,
+                                        replica_assignment=replica_assignment)
 
     def delete_topic(self, name: str) -> None:
         self.broker.delete_topic(name)
 
-    def create_partitions(self, name: str, total: int) -> TopicDescription:
-        return self.broker.create_partitions(name, total)
+    def create_partitions(self, name: str, total: int,
+                          replica_assignment: Optional[Sequence[Sequence[int]]] = None) -> TopicDescription:
+        return self.broker.create_partitions(name, total, replica_assignment=replica_assignment)
 
     def describe_configs(self, topic: str) -> ConfigEntries:
         return self.broker.describe_configs(topic)

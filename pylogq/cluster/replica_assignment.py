@@ -8,16 +8,25 @@ that grows every time the partitions wrap around the broker list, so the followe
 of one broker's leaders do not all sit on the same next broker. With racks, the
 brokers are first listed alternating between racks, and a replica skips a broker
 whose rack already has one of the partition's replicas while some rack has none.
+
+An explicit assignment (CreateTopics' or CreatePartitions' ``assignments``) is placed
+as given once it passes Kafka's checks (AdminZkClient.validateTopicCreate and
+validateReplicaAssignment, ZkAdminManager.createPartitions), with Kafka's messages:
+every partition has the same number of replicas, none names a broker twice, the
+partitions of a new topic are numbered 0, 1, 2, ... and every broker named is
+registered (live). Kafka's ZooKeeper-mode CreateTopics leaves that last check out
+and its KRaft controller makes it; it is made here so that a topic is never
+created with a partition that no broker can lead.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Dict, List, Mapping, Optional
+from typing import AbstractSet, Dict, List, Mapping, Optional, Sequence
 
-from ..errors import InvalidReplicationFactorError
+from ..errors import InvalidReplicationAssignmentError, InvalidReplicationFactorError
 
-__all__ = ["assign_replicas", "rack_alternated"]
+__all__ = ["assign_replicas", "check_added_assignment", "check_new_assignment", "rack_alternated"]
 
 
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:
@@ -96,4 +105,65 @@ def assign_replicas(partitions: int, replication_factor: int, brokers: Mapping[i
                         break
         out[partition] = replicas
         partition += 1
+    return out
+
+
+def _unknown_brokers(replica_lists: Sequence[Sequence[int]], live: AbstractSet[int]) -> None:
+    unknown = sorted({b for replicas in replica_lists for b in replicas} - set(live))
+    if unknown:
+        raise InvalidReplicationAssignmentError(
+            "Unknown broker(s) in replica assignment: %s." % ", ".join(map(str, unknown)))
+
+
+def check_new_assignment(assignment: Mapping[int, Sequence[int]], live: AbstractSet[int]) -> Dict[int, List[int]]:
+    """A new topic's explicit assignment (partition -> broker ids), checked; -> a copy to place.
+
+    ``live`` holds the ids of the registered brokers.
+    """
+    if not assignment:
+        raise InvalidReplicationAssignmentError("the replica assignment names no partition")
+    out = {int(p): [int(b) for b in replicas] for p, replicas in assignment.items()}
+    if len({len(replicas) for replicas in out.values()}) != 1:
+        raise InvalidReplicationAssignmentError("All partitions should have the same number of replicas")
+    for p, replicas in sorted(out.items()):
+        if not replicas:
+            raise InvalidReplicationAssignmentError("Cannot have replication factor of 0 for partition id %d." % p)
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicationAssignmentError(
+                "Duplicate replica assignment found: %s" % {q: out[q] for q in sorted(out)})
+    if sorted(out) != list(range(len(out))):
+        raise InvalidReplicationAssignmentError("partitions should be a consecutive 0-based integer sequence")
+    _unknown_brokers(list(out.values()), live)
+    return out
+
+
+def check_added_assignment(existing: Mapping[int, Sequence[int]], total: int, added: Sequence[Sequence[int]],
+                           live: AbstractSet[int]) -> Dict[int, List[int]]:
+    """CreatePartitions' assignment of the partitions added to a topic, checked; -> the new
+    partitions (numbered on from the existing ones) and their replicas.
+
+    The checks and their order are Kafka's: unknown brokers, the number of lists, then
+    each list (not empty, no broker twice) and the replication factor of partition 0.
+    """
+    lists = [[int(b) for b in replicas] for replicas in added]
+    _unknown_brokers(lists, live)
+    increment = total - len(existing)
+    if len(lists) != increment:
+        raise InvalidReplicationAssignmentError(
+            "Increasing the number of partitions by %d but %d assignments provided." % (increment, len(lists)))
+    out = {len(existing) + i: replicas for i, replicas in enumerate(lists)}
+    for p, replicas in out.items():
+        if not replicas:
+            raise InvalidReplicationAssignmentError("Cannot have replication factor of 0 for partition id %d." % p)
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicationAssignmentError(
+                "Duplicate brokers not allowed in replica assignment: %s for partition id %d."
+                % (", ".join(map(str, replicas)), p))
+    factor = len(existing[0]) if 0 in existing else len(next(iter(out.values())))
+    bad = [(p, len(replicas)) for p, replicas in sorted(out.items()) if len(replicas) != factor]
+    if bad:
+        raise InvalidReplicationAssignmentError(
+            "Inconsistent replication factor between partitions, partition 0 has %d while partitions [%s] have "
+            "replication factors [%s], respectively." % (factor, ", ".join(str(p) for p, _ in bad),
+                                                        ", ".join(str(n) for _, n in bad)))
     return out

@@ -551,7 +551,8 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
                     out["error_code"] = error_code(exc)
                     out["error_message"] = error_message(exc)
-                    if isinstance(exc, errors.InvalidRecordError):  # v8+: which records (KIP-467)
+                    if isinstance(exc, (errors.InvalidRecordError, errors.InvalidTimestampError)):
+                        # v8+: which records (KIP-467)
                         out["record_errors"] = [{"batch_index": i, "batch_index_error_message": why}
                                                 for i, why in exc.record_errors]
                     if not isinstance(exc, errors.BrokerError):
@@ -741,23 +742,20 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
         for t in req["topics"]:
             out: Dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
             try:
-                partitions: Optional[int] = t["num_partitions"]
-                factor: Optional[int] = t["replication_factor"]
-                if t["assignments"]:
-                    if partitions != -1 or factor != -1:
-                        raise errors.InvalidRequestError(
-                            "give either partitions and replication factor or an assignment, not both")
-                    partitions = len(t["assignments"])
-                    factor = len(t["assignments"][0]["broker_ids"])
+                partitions: int = t["num_partitions"]
+                factor: int = t["replication_factor"]
+                assignment: Optional[Dict[int, List[int]]] = None
+                if t["assignments"]:  # placed as given; the broker checks them as Kafka does
+                    assignment = {}
                     for a in t["assignments"]:
-                        if set(a["broker_ids"]) != {self.broker.broker_id}:
+                        if a["partition_index"] in assignment:  # Kafka's map would keep one
                             raise errors.InvalidReplicationAssignmentError(
-                                "replica assignment %s names brokers other than %d"
-                                % (a["broker_ids"], self.broker.broker_id))
+                                "partitions should be a consecutive 0-based integer sequence")
+                        assignment[a["partition_index"]] = list(a["broker_ids"])
                 config = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
                 created = await self._admin(lambda: self.broker.create_topic(
                     t["name"], None if partitions == -1 else partitions, None if factor == -1 else factor,
-                    config, validate_only=req["validate_only"]))
+                    config, validate_only=req["validate_only"], replica_assignment=assignment))
                 if version >= 5:  # what was created (KIP-525): counts and every config with its source
                     out.update(self._created_topic(created))
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
@@ -812,11 +810,10 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
         for t in req["topics"]:
             out = {"name": t["name"], "error_code": 0, "error_message": None}
             try:
-                for a in t["assignments"] or []:  # where the new partitions go: only here
-                    if set(a["broker_ids"]) != {self.broker.broker_id}:
-                        raise errors.InvalidReplicationAssignmentError(
-                            "replica assignment %s names brokers other than %d" % (a["broker_ids"], self.broker.broker_id))
-                await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"])
+                # Where the new partitions go (null: as the topic's are); the broker checks them.
+                assignment = None if t["assignments"] is None else [list(a["broker_ids"]) for a in t["assignments"]]
+                await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"],
+                                  assignment)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._failed(conn, exc, "adding partitions to topic %s" % t["name"])
                 out["error_code"] = error_code(exc)
@@ -925,16 +922,15 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                      "resource_name": res["resource_name"]}
             try:
                 if res["resource_type"] == ConfigResourceType.BROKER:
-                    raise errors.InvalidRequestError(
-                        "broker configs are static here: set them in server.properties or with --override")
-                if res["resource_type"] != ConfigResourceType.TOPIC:
+                    self.broker.alter_broker_configs(res["resource_name"], changes_of(res))
+                elif res["resource_type"] != ConfigResourceType.TOPIC:
                     raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
-                changes = changes_of(res)
-                if req["validate_only"]:
+                elif req["validate_only"]:
+                    changes = changes_of(res)
                     self.broker.default_log_config.merged({k: v for k, v in changes.items() if v is not None})
                     self.broker.describe_configs(res["resource_name"])
                 else:
-                    await self._admin(self.broker.alter_configs, res["resource_name"], changes, incremental)
+                    await self._admin(self.broker.alter_configs, res["resource_name"], changes_of(res), incremental)
             except errors.ConfigError as exc:
                 entry["error_code"] = errors.InvalidConfigError.code
                 entry["error_message"] = error_message(exc)

@@ -40,8 +40,8 @@ from ..errors import (
     RecordListTooLargeError,
 )
 from ..records import AppendResult, BatchHeader
-from ..records.default_records import PARTITION_LEADER_EPOCH_OFFSET
-from ..records.legacy import assign_offsets_legacy, first_keyless_offset
+from ..records.default_records import PARTITION_LEADER_EPOCH_OFFSET, iter_record_times
+from ..records.legacy import is_legacy, up_convert
 from .checkpoint import LEADER_EPOCH_CHECKPOINT
 from .config import LogConfig
 from .leader_epoch import LeaderEpochFileCache
@@ -130,16 +130,6 @@ def _check_batch_sizes(buffer: Union[bytes, bytearray], limit: int) -> None:
         pos += size
 
 
-def _index_in_batch(headers: Sequence[BatchHeader], delta: int) -> int:
-    """The place in its batch of the record ``delta`` offsets after the first batch's first."""
-    for h in headers:
-        count = h.last_offset - h.base_offset + 1
-        if delta < count:
-            return delta
-        delta -= count
-    return delta
-
-
 def _offset_of(headers: Sequence[BatchHeader], i: int, first_offset: Optional[int]) -> int:
     """The offset batch ``i`` gets: its own (already assigned), or counted on from ``first_offset``."""
     if first_offset is None:
@@ -147,13 +137,33 @@ def _offset_of(headers: Sequence[BatchHeader], i: int, first_offset: Optional[in
     return first_offset + sum(h.last_offset - h.base_offset + 1 for h in headers[:i])
 
 
+_LONG_MAX = 2**63 - 1
+_CLIENT_CONTROL = "Clients are not allowed to write control records"
+
+
 def _refuse_control(headers: Sequence[BatchHeader]) -> None:
-    """A client may not write control batches (Kafka answers INVALID_RECORD)."""
+    """A client may not write control batches (Kafka answers INVALID_RECORD with its message).
+
+    Every record of the first control batch is listed (each is a control record); Kafka
+    names none, which its clients read the same way: the whole batch failed.
+    """
     for h in headers:
         if h.attributes & records.CONTROL_MASK:
             raise InvalidRecordError(
-                "record batch at byte %d is a control batch (attributes 0x%x): only the broker writes "
-                "control records (transaction markers)" % (h.position, h.attributes))
+                "%s (the record batch at byte %d is a control batch, attributes 0x%x)"
+                % (_CLIENT_CONTROL, h.position, h.attributes),
+                record_errors=[(i, _CLIENT_CONTROL) for i in range(h.last_offset - h.base_offset + 1)])
+
+
+def _rejected(record_errors: Sequence[Tuple[int, str]], timestamps: bool) -> Exception:
+    """Kafka's LogValidator.processRecordErrors: the error for the records of a batch that failed."""
+    if timestamps:
+        return InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
+                                     record_errors=record_errors)
+    shown = ", ".join("RecordError(batchIndex=%d, message='%s')" % e for e in record_errors[:3])
+    return InvalidRecordError("One or more records have been rejected due to %d record errors in total, and only "
+                              "showing the first three errors at most: [%s]" % (len(record_errors), shown),
+                              record_errors=record_errors)
 
 
 def _max_timestamp(headers: Sequence[BatchHeader]) -> Tuple[int, int]:
@@ -659,18 +669,16 @@ class Log:
         """
         buffer = data if type(data) is bytearray else bytearray(data)  # patched in place
         self._check_open()
-        legacy = len(buffer) > 16 and buffer[16] < 2
-        if not legacy:
-            _check_batch_sizes(buffer, self.config.max_message_bytes)
-            batches, record_count, keyless = records.validate_batches(buffer, self.config.compact)
-            if not allow_control:
-                _refuse_control(batches)
+        _check_batch_sizes(buffer, self.config.max_message_bytes)
+        if is_legacy(buffer):
+            buffer = up_convert(buffer)
+        batches, record_count, keyless = records.validate_batches(buffer, self.config.compact)
+        if not allow_control:
+            _refuse_control(batches)
         with self._lock:
             self._check_open()
             now = self._now_ms()
             lat = now if self.config.log_append_time else None
-            if legacy:
-                return self._append_legacy(buffer, lat, now, leader_epoch)
             if check_producers is not None:
                 duplicate = check_producers(batches)
                 if duplicate is not None:
@@ -679,10 +687,7 @@ class Log:
                                         last - first + 1, last, 1, timestamp, last, True)
             first_offset = self._end.offset
             self._check_sizes(batches, len(buffer), first_offset)
-            if lat is None:
-                self._check_timestamps(batches, now, first_offset)
-            if keyless >= 0:
-                self._refuse_keyless(first_offset + keyless, _index_in_batch(batches, keyless))
+            self._check_records(buffer, batches, keyless, None if lat is not None else now)
             if leader_epoch != self._append_epoch:
                 self._epoch_for_append(leader_epoch, first_offset)
             written = records.patch_offsets(buffer, batches, first_offset, leader_epoch, lat)
@@ -694,29 +699,6 @@ class Log:
             self._flush_if_due_by_messages()
             return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
                                 record_count, last_offset, len(written), max_ts, max_ts_offset)
-
-    def _append_legacy(self, buffer: bytearray, lat: Optional[int], now: int, leader_epoch: int) -> AppendResult:
-        """A producer's v0/v1 message set (Kafka 0.8-0.10 clients): offsets, checks and write.
-
-        The messages carry no leader epoch, but the leader knows the one it writes them in
-        and records its start as for v2 batches (Kafka converts such messages to v2 batches
-        stamped with it)."""
-        first_offset = self._end.offset
-        assigned, last = assign_offsets_legacy(buffer, first_offset, log_append_time=lat)
-        buffer = bytearray(assigned)
-        headers = list(records.iter_batches(buffer))
-        self._check_sizes(headers, len(buffer), None)
-        if lat is None:
-            self._check_timestamps(headers, now, None)
-        if self.config.compact:
-            self._check_legacy_keys(buffer)
-        if leader_epoch != self._append_epoch:
-            self._epoch_for_append(leader_epoch, first_offset)
-        max_ts = max(h.max_timestamp for h in headers)
-        self._write(buffer, headers, last, max_ts)
-        self._flush_if_due_by_messages()
-        return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
-                            len(headers), last, len(headers), max_ts, last)
 
     def append_as_follower(self, data: Union[bytes, bytearray, memoryview], *,
                            producers_appended: Optional[ProducersAppended] = None) -> AppendResult:
@@ -753,8 +735,9 @@ class Log:
             self._check_sizes(headers, len(buffer), None)
             max_ts, max_ts_offset = _max_timestamp(headers)
             self._follow_epochs(buffer, headers)
-            if headers[0].base_offset > self._end.offset:
-                # A gap (compacted source or a fresh replica): the next segment starts there.
+            if headers[0].base_offset > self._end.offset and headers[0].magic >= 2:
+                # A gap (compacted source or a fresh replica): the next segment starts there. A
+                # legacy wrapper's offset is its last record's, so it tells no gap.
                 try:
                     self._roll_locked(headers[0].base_offset)
                 except OSError as exc:
@@ -777,28 +760,60 @@ class Log:
             raise RecordListTooLargeError(
                 "append of %d bytes exceeds segment.bytes=%d" % (total, self.config.segment_bytes))
 
-    def _refuse_keyless(self, offset: int, index: Optional[int] = None) -> None:
-        """A compacted topic keeps the last record per key: a record without one is refused
-        (``index``: its place in its batch, which Produce v8+ names)."""
-        message = "compacted topic %s-%d cannot accept a record without a key (offset %d)" % (
-            self.topic, self.partition, offset)
-        raise InvalidRecordError(message, record_errors=[] if index is None else [(index, message)])
+    def _check_records(self, buffer: Union[bytes, bytearray], headers: Sequence[BatchHeader], keyless: int,
+                       now: Optional[int]) -> None:
+        """Kafka's per-record checks (LogValidator.validateRecord): a key on a compacted topic, a
+        CreateTime timestamp within ``message.timestamp.before.max.ms`` / ``after.max.ms`` of ``now``
+        (None: the topic stamps LogAppendTime, nothing to check).
 
-    def _check_legacy_keys(self, buffer: Union[bytes, bytearray]) -> None:
-        """The key check of a v0/v1 message set (a v2 append's is part of its one pass)."""
-        offset = first_keyless_offset(buffer)
-        if offset >= 0:
-            self._refuse_keyless(offset)
-
-    def _check_timestamps(self, headers: Sequence[BatchHeader], now: int, first_offset: Optional[int]) -> None:
-        limit = self.config.message_timestamp_difference_max_ms
-        if limit >= 2**63 - 1:
+        Raises for the first batch with a bad record, listing every bad record of it with Kafka's
+        message (its place in the batch, which Produce v8+ names, KIP-467): InvalidTimestampError
+        when a timestamp is among them, else InvalidRecordError. The validation pass found the
+        first keyless record (``keyless``, an offset delta from the first batch, -1 for none);
+        the batches from its are read again for the others, so an append of keyed records on a
+        compacted topic reads its records once. Timestamps are read only when a limit is set.
+        """
+        before, after = self._timestamp_limits()
+        times = now is not None and (before < _LONG_MAX or after < _LONG_MAX)
+        if keyless < 0 and not times:
             return
-        for i, h in enumerate(headers):
-            if h.max_timestamp >= 0 and abs(h.max_timestamp - now) > limit:
-                raise InvalidTimestampError(
-                    "timestamp %d of the batch at offset %d is more than %d ms from the broker's time %d"
-                    % (h.max_timestamp, _offset_of(headers, i, first_offset), limit, now))
+        assert now is not None or not times
+        at = 0
+        for h in headers:
+            count = h.last_offset - h.base_offset + 1
+            keys = 0 <= keyless < at + count
+            at += count
+            check_times = times and not h.attributes & records.TIMESTAMP_TYPE_MASK
+            if h.attributes & records.CONTROL_MASK or not (keys or check_times):
+                continue
+            bad: Dict[int, str] = {}
+            if keys:
+                message = "Compacted topic cannot accept message without key in topic partition %s-%d." % (
+                    self.topic, self.partition)
+                for i, record in enumerate(records.RecordBatch(buffer, h.position, check_crc=False)):
+                    if record.key is None:
+                        bad[i] = message
+            timestamps = False
+            if check_times:
+                assert now is not None
+                for i, (offset, timestamp) in enumerate(iter_record_times(buffer, h.position)):
+                    if i in bad or timestamp == NO_TIMESTAMP:
+                        continue
+                    if timestamp - now > after or now - timestamp > before:
+                        bad[i] = ("Timestamp %d of message with offset %d is out of range. The timestamp should be "
+                                  "within [%d, %d]" % (timestamp, offset, now - before, now + after))
+                        timestamps = True
+            if bad:
+                raise _rejected(sorted(bad.items()), timestamps)
+
+    def _timestamp_limits(self) -> Tuple[int, int]:
+        """(before, after) in ms: ``message.timestamp.before.max.ms`` and ``after.max.ms``, each
+        ``message.timestamp.difference.max.ms`` while unset (Long.MAX_VALUE), as Kafka reads them."""
+        config = self.config
+        difference = config.message_timestamp_difference_max_ms
+        before = config.message_timestamp_before_max_ms
+        after = config.message_timestamp_after_max_ms
+        return (before if before != _LONG_MAX else difference, after if after != _LONG_MAX else difference)
 
     def _write(self, buffer: Union[bytes, bytearray], headers: List[BatchHeader], last_offset: int, max_timestamp: int) -> None:
         """Write validated batches at the end, rolling first when due.

@@ -13,7 +13,7 @@ import pytest
 
 from pylogq import records
 from pylogq.records import codecs
-from pylogq.records.legacy import LegacyRecordBatchBuilder
+from pylogq.records.legacy import LegacyRecordBatchBuilder, assign_offsets_legacy
 from pylogq.storage.config import LogConfig
 from pylogq.storage.index import OffsetIndex, TimeIndex
 from pylogq.storage.log import Log
@@ -52,6 +52,12 @@ def _v2(codec: int, count: int, ts: int, **kwargs) -> bytearray:
     return builder.build()
 
 
+def _append_legacy(log: Log, data: bytes) -> None:
+    """A v0/v1 message set as an old segment holds it (a leader's append up-converts to v2)."""
+    stored, _ = assign_offsets_legacy(data, log.log_end_offset)
+    log.append_as_follower(stored)
+
+
 def _build_log(root: str) -> Built:
     directory = os.path.join(root, "events-0")
     log = Log(directory, LogConfig(index_interval_bytes=0))
@@ -64,11 +70,11 @@ def _build_log(root: str) -> Built:
         log.append(_v2(codecs.LZ4, 2, T0 + 20, producer_id=42, producer_epoch=3, base_sequence=10))  # 6-7
         legacy = LegacyRecordBatchBuilder(1, codecs.NONE)
         legacy.append(0, T0 + 30, b"lk", b"legacy")
-        log.append(legacy.build())                                            # offset 8, legacy v1
+        _append_legacy(log, legacy.build())                                   # offset 8, legacy v1
         wrapped = LegacyRecordBatchBuilder(1, codecs.GZIP)
         for i in range(3):
             wrapped.append(i, T0 + 40, b"lk", b"legacy%d" % i)
-        log.append(wrapped.build())                                           # offsets 9-11, v1 wrapper
+        _append_legacy(log, wrapped.build())                                  # offsets 9-11, v1 wrapper
         odd = records.RecordBatchBuilder(codecs.ZSTD)
         odd.append(0, T0 + 50, b"\xff\xfe", None)                             # offset 12, a tombstone
         odd.append(1, T0 + 51, "ключ".encode(), "значение".encode())          # offset 13, UTF-8
@@ -211,7 +217,7 @@ def test_a_v0_message_has_no_timestamp_type(tmp_path, dump):
     log = Log(str(tmp_path / "old-0"), LogConfig())
     v0 = LegacyRecordBatchBuilder(0, codecs.NONE)
     v0.append(0, None, b"k0", b"magic zero")
-    log.append(v0.build())
+    _append_legacy(log, v0.build())
     log.close()
     path = str(tmp_path / "old-0" / (FIRST + ".log"))
     data = open(path, "rb").read()

@@ -72,7 +72,7 @@ def test_create_with_replica_assignment(cli: Cli) -> None:
     assert cli("topics", "--describe", "--topic", "t").out.startswith(
         "Topic:t\tPartitionCount:3\tReplicationFactor:1\t")
     bad = cli("topics", "--create", "--topic", "u", "--replica-assignment", "0,7")
-    assert bad.status == 1 and "unknown brokers" in bad.err
+    assert bad.status == 1 and "Unknown broker(s) in replica assignment: 7." in bad.err
 
 
 def test_list_sorted_and_filtered_by_regex(cli: Cli) -> None:

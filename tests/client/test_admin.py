@@ -185,12 +185,20 @@ def test_validate_only_creates_nothing(admin):
 def test_replica_assignments(admin, broker):
     admin.create_topics([NewTopic("assigned", replica_assignments={0: [0], 1: [0]})])
     assert broker.partitions_for("assigned") == 2
-    with pytest.raises(errors.InvalidReplicationAssignmentError, match="unknown brokers"):
-        admin.create_topics([NewTopic("elsewhere", replica_assignments={0: [7]})])
-    with pytest.raises(errors.InvalidReplicationAssignmentError, match="0..1"):
-        admin.create_topics([NewTopic("gap", replica_assignments={0: [0], 2: [0]})])
-    with pytest.raises(errors.InvalidRequestError, match="not both"):
-        admin.create_topics([NewTopic("both", 1, 1, replica_assignments={0: [0]})])
+    # Kafka's checks and messages, from the broker (and from the client for validate_only).
+    for validate_only in (False, True):
+        with pytest.raises(errors.InvalidReplicationAssignmentError,
+                           match=r"Unknown broker\(s\) in replica assignment: 7\.$"):
+            admin.create_topics([NewTopic("elsewhere", replica_assignments={0: [7]})], validate_only=validate_only)
+        with pytest.raises(errors.InvalidReplicationAssignmentError,
+                           match="partitions should be a consecutive 0-based integer sequence$"):
+            admin.create_topics([NewTopic("gap", replica_assignments={0: [0], 2: [0]})], validate_only=validate_only)
+        with pytest.raises(errors.InvalidReplicationAssignmentError, match="Duplicate replica assignment found: "):
+            admin.create_topics([NewTopic("twice", replica_assignments={0: [0, 0]})], validate_only=validate_only)
+        with pytest.raises(errors.InvalidRequestError, match="Both numPartitions or replicationFactor and "
+                                                             "replicasAssignments were set"):
+            admin.create_topics([NewTopic("both", 1, 1, replica_assignments={0: [0]})], validate_only=validate_only)
+    assert admin.list_topics() == ["assigned"]
 
 
 def test_delete_topics(admin, broker):
@@ -225,13 +233,20 @@ def test_create_partitions(admin, broker):
     ({"grow": NewPartitions(3)}, errors.InvalidPartitionsError, "must be larger"),
     ({"grow": NewPartitions(1)}, errors.InvalidPartitionsError, "has 3 partitions"),
     ({"missing": NewPartitions(2)}, errors.UnknownTopicOrPartitionError, "'missing' does not exist"),
-    ({"grow": NewPartitions(5, [[0]])}, errors.InvalidReplicationAssignmentError, "1 replica assignments"),
-    ({"grow": NewPartitions(4, [[9]])}, errors.InvalidReplicationAssignmentError, "unknown brokers"),
+    ({"grow": NewPartitions(5, [[0]])}, errors.InvalidReplicationAssignmentError,
+     "Increasing the number of partitions by 2 but 1 assignments provided.$"),
+    ({"grow": NewPartitions(4, [[9]])}, errors.InvalidReplicationAssignmentError,
+     r"Unknown broker\(s\) in replica assignment: 9\.$"),
+    ({"grow": NewPartitions(4, [[0, 0]])}, errors.InvalidReplicationAssignmentError,
+     "Duplicate brokers not allowed in replica assignment: 0, 0 for partition id 3.$"),
+    ({"grow": NewPartitions(4, [[]])}, errors.InvalidReplicationAssignmentError,
+     "Cannot have replication factor of 0 for partition id 3.$"),
 ])
-def test_create_partitions_errors(admin, broker, spec, error, match):
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_create_partitions_errors(admin, broker, spec, error, match, validate_only):
     admin.create_topics([NewTopic("grow", 3, 1)])
     with pytest.raises(error, match=match):
-        admin.create_partitions(spec)
+        admin.create_partitions(spec, validate_only=validate_only)
     assert broker.partitions_for("grow") == 3
 
 

@@ -22,7 +22,8 @@ from pylogq import errors
 from pylogq.client.connection import BrokerConnection
 from pylogq.protocol import SUPPORTED_VERSIONS, ApiKey
 from pylogq.records import RecordBatch, build_batch, iter_batches
-from pylogq.records.legacy import LegacyRecordBatchBuilder, iter_legacy_messages, iter_legacy_records
+from pylogq.records.legacy import (LegacyRecordBatchBuilder, assign_offsets_legacy, iter_legacy_messages,
+                                   iter_legacy_records)
 from pylogq.server.handler_base import uuid_of
 from pylogq.storage.cleaner import LogCleaner
 
@@ -294,10 +295,13 @@ def test_a_log_of_legacy_message_sets(served: Tuple[pylogq.Broker, BrokerConnect
 
 
 def test_magic_1_sets_pass_through_unchanged_to_v2_and_v3(served: Tuple[pylogq.Broker, BrokerConnection]) -> None:
+    """A magic 1 set an old segment holds (appends are up-converted to v2) is served as it lies."""
     broker, conn = served
     broker.create_topic("old")
     data, _ = _legacy(1, "gzip", 0, 5)
-    _produce_raw(conn, 2, "old", data)
+    log = broker.logs.get_log("old", 0)
+    assert log is not None
+    log.append_as_follower(assign_offsets_legacy(data, 0)[0])
     stored = broker.fetch([("old", 0, 0, 1 << 20)], max_wait_ms=0)[("old", 0)].records
     assert stored is not None
     for version in (2, 3):

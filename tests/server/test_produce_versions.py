@@ -76,5 +76,6 @@ def test_a_keyless_record_in_a_compacted_topic_is_named_by_its_index(
     if version >= 8:
         [error] = part["record_errors"]
         assert error["batch_index"] == 2
-        assert "without a key" in error["batch_index_error_message"]
-        assert "without a key" in part["error_message"]
+        assert error["batch_index_error_message"] == (
+            "Compacted topic cannot accept message without key in topic partition compacted-0.")
+        assert "rejected due to 1 record errors" in part["error_message"]

@@ -21,7 +21,7 @@ pa = pytest.importorskip("pyarrow")
 from pylogq import Broker, Consumer, records  # noqa: E402
 from pylogq.client.consumer import TopicPartition  # noqa: E402
 from pylogq.errors import OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError  # noqa: E402
-from pylogq.records.legacy import LegacyRecordBatchBuilder  # noqa: E402
+from pylogq.records.legacy import LegacyRecordBatchBuilder, assign_offsets_legacy  # noqa: E402
 from pylogq.spark import splits as sp  # noqa: E402
 from pylogq.spark.splits import (  # noqa: E402
     ARROW_SCHEMA,
@@ -76,8 +76,11 @@ def _fill_mixed(broker: Broker, topic: str, partitions: int, rounds: int) -> Non
     for i in range(rounds):
         for p in range(partitions):
             broker.produce(topic, p, _v2(i, 5 + (i * 7 + p) % 30, CODECS[(i + p) % len(CODECS)]))
-            if i % 4 == 1:
-                broker.produce(topic, p, _legacy((i // 4) % 2, 3, CODECS[i % 3]))
+            if i % 4 == 1:  # as an old segment holds them (appends are up-converted to v2)
+                log = broker.logs.get_log(topic, p)
+                assert log is not None
+                stored, _ = assign_offsets_legacy(_legacy((i // 4) % 2, 3, CODECS[i % 3]), log.log_end_offset)
+                log.append_as_follower(stored)
         if i == rounds // 2:
             log = broker.logs.get_log(topic, 0)
             assert log is not None

@@ -801,7 +801,7 @@ def test_a_corrupt_checkpoint_is_rebuilt_from_the_log(tmp_path, caplog, kind):
     with open_log(directory, config=LogConfig(segment_bytes=400, index_interval_bytes=0)) as lg:
         for epoch in (0, 0, 1, 4, 4, 6):
             lg.append(batch(3), epoch)
-        lg.append(legacy_set(2), 7)  # a legacy set carries no epoch: the rebuild cannot know epoch 7
+        lg.append(legacy_set(2), 7)  # up-converted to a v2 batch: it carries epoch 7
         lg.append(batch(3), 7)
         assert lg.num_segments > 1
         kept = lg.leader_epoch_cache.entries
@@ -813,12 +813,12 @@ def test_a_corrupt_checkpoint_is_rebuilt_from_the_log(tmp_path, caplog, kind):
         f.write(damage[kind])
     with caplog.at_level(logging.WARNING, logger="pylogq.storage"):
         with open_log(directory) as lg:
-            # The batches say epoch 7 began with its first v2 batch, at 20.
-            assert lg.leader_epoch_cache.entries == ((0, 0), (1, 6), (4, 9), (6, 15), (7, 20))
-            assert lg.end_offset_for_epoch(6) == (6, 20) and lg.end_offset_for_epoch(7) == (7, 23)
+            # The batches say epoch 7 began with the up-converted legacy set, at 18.
+            assert lg.leader_epoch_cache.entries == ((0, 0), (1, 6), (4, 9), (6, 15), (7, 18))
+            assert lg.end_offset_for_epoch(6) == (6, 18) and lg.end_offset_for_epoch(7) == (7, 23)
     warned = warnings_of(caplog)
     assert len(warned) == 1 and path in warned[0], warned
-    assert read_file(path) == kafka_bytes([(0, 0), (1, 6), (4, 9), (6, 15), (7, 20)])
+    assert read_file(path) == kafka_bytes([(0, 0), (1, 6), (4, 9), (6, 15), (7, 18)])
 
 
 def test_entries_past_a_crashed_logs_end_are_cut(tmp_path):

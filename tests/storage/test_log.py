@@ -115,8 +115,11 @@ def test_size_and_timestamp_limits(tmp_path):
              clock=Clock()) as lg:
         with pytest.raises(MessageTooLargeError, match="max.message.bytes=500"):
             lg.append(batch(50))
-        with pytest.raises(InvalidTimestampError, match="more than 60000 ms"):
+        with pytest.raises(InvalidTimestampError, match="rejected due to invalid timestamp") as refused:
             lg.append(batch(2, ts=TS - 3_600_000))
+        assert [i for i, _ in refused.value.record_errors] == [0, 1]  # every record, as Kafka lists them
+        assert all("is out of range. The timestamp should be within [" in why
+                   for _, why in refused.value.record_errors)
         with pytest.raises(RecordListTooLargeError):
             lg.append(b"".join(batch(2, start=i) for i in range(1000)))
         with pytest.raises(CorruptRecordError):
@@ -483,13 +486,17 @@ def test_a_sustained_writer_reserves_blocks_ahead_without_changing_the_size(tmp_
     assert reservation.reservation_budget().used == 0
 
 
+KEYLESS = "Compacted topic cannot accept message without key in topic partition t-0."
+
+
 def test_a_compacted_log_refuses_records_without_a_key(tmp_path):
     from pylogq.errors import InvalidRecordError
 
     with Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="compact")) as lg:
         lg.append(batch(3))
-        with pytest.raises(InvalidRecordError, match="without a key"):
+        with pytest.raises(InvalidRecordError, match="rejected due to 2 record errors") as refused:
             lg.append(batch(2, keys=False))
+        assert refused.value.record_errors == [(0, KEYLESS), (1, KEYLESS)]
         assert lg.log_end_offset == 3
 
 
@@ -514,15 +521,16 @@ def test_an_append_reads_the_buffer_once(tmp_path, monkeypatch):
         assert [o for o, _ in read_all(lg)] == list(range(7))
 
 
-def test_a_record_without_a_key_in_a_later_compressed_batch_is_named_by_its_offset(tmp_path):
+def test_a_record_without_a_key_in_a_later_compressed_batch_is_named_by_its_index(tmp_path):
     from pylogq.errors import InvalidRecordError
 
     with Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="compact")) as lg:
         lg.append(batch(5))
         keyless = bytes(records.build_batch([b"a", b"b", b"c"], keys=[b"k", b"k", None], timestamps=TS,
                                             compression_type="gzip"))
-        with pytest.raises(InvalidRecordError, match=r"without a key \(offset 9\)"):
+        with pytest.raises(InvalidRecordError, match=r"batchIndex=2, message='Compacted topic") as refused:
             lg.append(batch(2, start=5) + keyless)
+        assert refused.value.record_errors == [(2, KEYLESS)]  # its place in its own batch
         assert lg.log_end_offset == 5 and lg.active_segment.size == len(batch(5))
     with Log(str(tmp_path / "u-0")) as lg:  # a plain topic takes it
         assert lg.append(batch(2) + keyless).record_count == 5

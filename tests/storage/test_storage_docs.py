@@ -43,11 +43,17 @@ MEANINGS: Dict[str, str] = {
                          "larger entry as invalid.",
     "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps every "
                               "appended batch with the log's clock.",
-    "message.timestamp.difference.max.ms": "With CreateTime, a batch whose max timestamp is further than "
-                                           "this from the log's clock is refused (InvalidTimestampError).",
-    "message.timestamp.before.max.ms": _UNUSED + " (message.timestamp.difference.max.ms is checked).",
-    "message.timestamp.after.max.ms": _UNUSED + " (message.timestamp.difference.max.ms is checked).",
-    "message.format.version": "Accepted and stored; pylogq writes each batch in the format it arrived in.",
+    "message.timestamp.difference.max.ms": "With CreateTime, the records of a batch whose timestamps are "
+                                           "further than this from the log's clock are refused, each named "
+                                           "(InvalidTimestampError); the default for the two keys below.",
+    "message.timestamp.before.max.ms": "With CreateTime, a record more than this before the log's clock is refused "
+                                       "(InvalidTimestampError); Long.MAX_VALUE takes "
+                                       "message.timestamp.difference.max.ms.",
+    "message.timestamp.after.max.ms": "With CreateTime, a record more than this after the log's clock is refused "
+                                      "(InvalidTimestampError); Long.MAX_VALUE takes "
+                                      "message.timestamp.difference.max.ms.",
+    "message.format.version": "Accepted and ignored, as Kafka 3.x ignores it: every append is written as v2 "
+                              "batches (legacy message sets up-converted).",
     "message.downconversion.enable": _UNUSED + " (no down-conversion happens in storage).",
     "flush.messages": "fsync the log once this many records were appended since the last flush.",
     "flush.ms": "fsync the log when this long has passed since the last flush; checked by the log "
