@@ -10,8 +10,7 @@ records down-converted to magic 0.
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any, Iterator, List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -23,23 +22,12 @@ from pylogq.records import RecordBatch, build_batch, iter_batches
 from pylogq.records.legacy import LegacyRecordBatchBuilder, assign_offsets_legacy, iter_legacy_records
 from pylogq.server.handler_base import uuid_of
 
-from .test_fetch_versions import fetch_request
+from .test_fetch_versions import fetch_request, served  # noqa: F401 - a fixture
 
 TS = 1_700_000_000_000
 #: librdkafka sizes its Metadata v0 parse buffer from the response; a short topic name on one
 #: broker makes it too small ("tmpabuf memory shortage"), so the names are as long as its tests'.
 TOPIC = "rdkafkatest_rnd_0052_msg_timestamps_legacy"
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Tuple[pylogq.Broker, BrokerConnection]]:
-    with pylogq.Broker(str(tmp_path / "data")) as broker:
-        host, port = broker.serve()
-        conn = BrokerConnection(host, port, "legacy-produce-test", 10.0)
-        try:
-            yield broker, conn
-        finally:
-            conn.close()
 
 
 def _legacy(magic: int, codec: int) -> bytes:
