@@ -65,6 +65,14 @@ def dies_with_test(command: List[str]) -> List[str]:
     return [setpriv, "--pdeathsig", "KILL", "--"] + list(command) if setpriv else list(command)
 
 
+def interruptible() -> None:
+    """``preexec_fn`` for a child the test stops with SIGINT (Ctrl-C): SIGINT's default action,
+    whatever the test process inherited. A suite started in the background by a shell without
+    job control (``cmd &`` in a script) runs with SIGINT ignored, every child inherits that,
+    and Python then installs no KeyboardInterrupt handler: the child would never stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
     """ZooKeeper's answer to a four-letter word ("" when nothing answers)."""
     try:

@@ -49,7 +49,7 @@ import pytest
 
 import pylogq
 
-from .._zookeeper import dies_with_test, four_letter_word, free_port, zookeeper_install_or_skip
+from .._zookeeper import dies_with_test, four_letter_word, free_port, interruptible, zookeeper_install_or_skip
 from ..server.conftest import READY
 
 #: Broker processes and ZooKeeper, whatever the kernels: the compiled pass only (tests/conftest.py).
@@ -219,7 +219,7 @@ class QuickStart:
 
     def _popen(self, command: str, **kwargs: object) -> "subprocess.Popen[bytes]":
         return subprocess.Popen(dies_with_test(["bash", "-c", "exec " + command]), cwd=self.cwd, env=self.env,
-                                **kwargs)  # type: ignore[call-overload]
+                                preexec_fn=interruptible, **kwargs)  # type: ignore[call-overload]
 
     def start_server(self, step: Step, command: str) -> None:
         command = command.rstrip(" &")

@@ -25,6 +25,8 @@ from typing import Iterator, Sequence, Tuple
 
 import pytest
 
+from .._zookeeper import interruptible
+
 READY = re.compile(r"^pylogq-broker (\d+) ready on (\S+):(\d+)$")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -49,7 +51,8 @@ class BrokerProcess:
         self.data_dir = data_dir
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL,
+                                     preexec_fn=interruptible)
         self.host, self.port = self._wait_ready()
         self.bootstrap = "%s:%d" % (self.host, self.port)
 
