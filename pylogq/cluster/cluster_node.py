@@ -169,8 +169,7 @@ class ClusterNode:
 
     def _reconnected(self) -> None:
         try:
-            stat = self.store.exists(broker_path(self.broker_id))
-            if stat is None or stat.ephemeral_owner != self.store.session_id:
+            if self._owned_registration() is None:
                 self._register()
         except Exception:  # noqa: BLE001 - logged; the broker keeps serving what it has
             log.exception("broker %d could not register again", self.broker_id)
