@@ -131,6 +131,10 @@ def test_killing_the_leader_elects_an_isr_member_and_loses_nothing_acknowledged(
     assert new.broker_id != old.broker_id
     part = new.hosted(("t", 0))
     assert part.leader_epoch > old_epoch
+    # Everything acknowledged is in the new leader's log at once. Its high watermark is the one it last heard
+    # as a follower, a fetch behind the old leader's: it reaches 50 when the other ISR follower fetches from it.
+    assert part.log_end_offset >= 50
+    cluster.wait_until(lambda: part.high_watermark >= 50, TIMEOUT_S, "the new leader's high watermark at 50")
     assert read_all(new, "t", 0)[:50] == [(i, b"a%d" % i) for i in range(50)]
     # The shrunk ISR is in every live broker's metadata.
     cluster.wait_until(lambda: all(sorted(b.describe_topic("t").partitions[0].isr) == sorted(
