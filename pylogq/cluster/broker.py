@@ -1373,6 +1373,8 @@ class Broker:
 
     def close(self) -> None:
         """Stop any listeners (answering the requests in flight), then flush and checkpoint."""
+        if self.cluster is not None:
+            self.cluster.begin_close()  # requests in flight stop waiting for the cluster's metadata
         for server in self._servers:
             server.stop_thread()
         self._servers.clear()

@@ -91,6 +91,7 @@ class ClusterNode:
         self._lock = threading.RLock()
         self._seen_changes: Set[str] = set()  # config change notifications already applied
         self.closed = False
+        self.stopping = False  # set by begin_close: waits for metadata end, the node is going
         self.controller = KafkaController(
             broker_id, self.zk, connector, unclean_leader_election, node.inter_broker_listener_name,
             rebalance_interval_s=node.leader_imbalance_check_interval_seconds if node.auto_leader_rebalance_enable
@@ -218,7 +219,7 @@ class ClusterNode:
         with self._metadata_changed:
             while not condition():
                 left = deadline - time.monotonic()
-                if left <= 0 or self.closed:
+                if left <= 0 or self.closed or self.stopping:
                     return condition()
                 self._metadata_changed.wait(min(left, 0.5))
         return True
@@ -278,6 +279,7 @@ class ClusterNode:
             return len(parts) >= count and all(s.leader >= 0 for s in parts.values())
 
         if not self.wait_for_metadata(ready, timeout_s):
+            self._check_not_stopping("topic %r was created; its leaders were not known here yet" % name)
             raise errors.RequestTimedOutError("topic %r was created but not every partition had a leader within "
                                               "%.0f s (are its replicas' brokers alive?)" % (name, timeout_s))
 
@@ -291,9 +293,10 @@ class ClusterNode:
         deadline = time.monotonic() + timeout_s
         self.zk.mark_topic_for_deletion(name)
         if not self.wait_for_metadata(lambda: not self.metadata.has_topic(name), timeout_s):
+            self._check_not_stopping("topic %r is marked for deletion" % name)
             raise errors.RequestTimedOutError("topic %r is marked for deletion; the controller had not started "
                                               "within %.0f s" % (name, timeout_s))
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.stopping:
             gone = threading.Event()
             if self.store.exists(topic_path(name), watch=lambda event: gone.set()) is None:
                 return
@@ -418,7 +421,21 @@ class ClusterNode:
                 time.sleep(backoff_s)
         return False
 
+    def begin_close(self) -> None:
+        """The broker is going: waits for metadata end now. Its listeners answer the requests
+        in flight before :meth:`close`, and a request waiting for this node's metadata (a
+        topic's leaders, say) could otherwise wait out its timeout for a controller that can
+        no longer reach a broker being removed."""
+        self.stopping = True
+        with self._metadata_changed:
+            self._metadata_changed.notify_all()
+
+    def _check_not_stopping(self, what: str) -> None:
+        if self.stopping or self.closed:
+            raise errors.BrokerNotAvailableError("broker %d is shutting down: %s" % (self.broker_id, what))
+
     def close(self) -> None:
+        self.begin_close()
         with self._lock:
             if self.closed:
                 return
