@@ -98,9 +98,14 @@ class Clients:
 
 
 def _bootstrap(text: str) -> str:
-    """Check ``host:port[,host:port...]`` so a typo fails before any connection attempt."""
+    """Check ``host:port[,host:port...]`` so a typo fails before any connection attempt. A
+    ``PLAINTEXT://`` or ``SASL_PLAINTEXT://`` prefix is taken, as Kafka's tools take it."""
     for item in text.split(","):
-        match = _HOST_PORT.match(item.strip())
+        bare = item.strip()
+        for prefix in ("PLAINTEXT://", "SASL_PLAINTEXT://"):
+            if bare.upper().startswith(prefix):
+                bare = bare[len(prefix):]
+        match = _HOST_PORT.match(bare)
         if match is None or not 0 < int(match.group(2)) < 65536:
             raise argparse.ArgumentTypeError("%r is not HOST:PORT (a list is comma-separated)" % (item,))
     return text

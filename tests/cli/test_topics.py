@@ -227,3 +227,12 @@ def test_main_with_bootstrap_server_in_process(pylogq_bootstrap: str, capsys: An
     assert capsys.readouterr().out.splitlines() == [
         'Created topic "t".', "Topic:t\tPartitionCount:1\tReplicationFactor:1\tConfigs:",
         "\tTopic: t\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0"]
+
+
+def test_a_bootstrap_server_with_its_listeners_protocol_is_taken(pylogq_broker: Any, pylogq_bootstrap: str) -> None:
+    """Kafka's tools take ``PLAINTEXT://host:port`` (librdkafka's test harness passes its brokers so)."""
+    pylogq_broker.create_topic("listed")
+    done = run_process("PLAINTEXT://%s,plaintext://%s" % (pylogq_bootstrap, pylogq_bootstrap), "topics", "--list")
+    assert done == (0, "listed\n", "")
+    refused = run_process("SSL://" + pylogq_bootstrap, "topics", "--list")
+    assert refused.status == 2 and "is not HOST:PORT" in refused.err
