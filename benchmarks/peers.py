@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Deque, List, Optional, Pattern
+from typing import Deque, Dict, List, Optional, Pattern
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Where scripts/fetch-tansu puts the binary; ``PYLOGQ_TANSU`` names another.
@@ -188,11 +188,17 @@ class BrokerProcess:
         return self.process.returncode
 
 
-def pylogq_broker(data_dir: str, port: int = 0) -> BrokerProcess:
-    """pylogq's broker with its log under ``data_dir``, listening on 127.0.0.1 (not started)."""
+def pylogq_broker(data_dir: str, port: int = 0, overrides: Optional[Dict[str, str]] = None) -> BrokerProcess:
+    """pylogq's broker with its log under ``data_dir``, listening on 127.0.0.1 (not started).
+
+    ``overrides``: Kafka keys set on the command line (``--override``), over the
+    settings it takes without a properties file (Kafka's shipped single-node file).
+    """
     port = port or free_port()
     argv = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", data_dir,
             "--listeners", "PLAINTEXT://127.0.0.1:%d" % port]
+    for key, value in sorted((overrides or {}).items()):
+        argv += ["--override", "%s=%s" % (key, value)]
     return BrokerProcess("pylogq", argv, PYLOGQ_READY, "127.0.0.1", port)
 
 
@@ -209,10 +215,10 @@ def tansu_broker(port: int = 0) -> BrokerProcess:
     return BrokerProcess("tansu", argv, TANSU_READY, "127.0.0.1", port, grace=1.0)
 
 
-def broker(name: str, data_dir: str) -> BrokerProcess:
-    """The named broker ("pylogq" or "tansu"), not started; ``data_dir`` is for pylogq's log."""
+def broker(name: str, data_dir: str, overrides: Optional[Dict[str, str]] = None) -> BrokerProcess:
+    """The named broker ("pylogq" or "tansu"), not started; ``data_dir`` and ``overrides`` are pylogq's."""
     if name == "pylogq":
-        return pylogq_broker(data_dir)
+        return pylogq_broker(data_dir, overrides=overrides)
     if name == "tansu":
         return tansu_broker()
     raise ValueError("unknown broker %r: expected one of %s" % (name, ", ".join(BROKERS)))

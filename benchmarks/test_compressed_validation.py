@@ -7,17 +7,20 @@ decompresses beyond it, never held whole; this file shows that ordinary batches
 kept (and gained) speed, and what a section past the 8 MiB window costs (it
 also takes one of the large-stream turns).
 
-Groups (no peer in the file: the reference is the same file run against
-another tree of pylogq, as benchmarks/test_produce_path.py is):
+Groups:
 - "validate <codec> 1MB section": one batch of 10,000 records of a 16-byte key
   and a 100-byte value (about 1.2 MB before compression, as a producer's
   ``batch.size`` of 1 MB gives), for gzip, snappy, lz4 and zstd.
 - "validate zstd 15MB section": 120,000 such records of a more repetitive
   value in one batch (about 15 MB decompressed from under 1 MB): past the
   window, walked in steps.
+The peer in every group (the ratio's reference) does the same task with
+aiokafka 0.14's Cython reader: the CRC check, then every record parsed out of
+the decompressed section (its reader raises on a record whose framing is off),
+counted. aiokafka decompresses a section whole, whatever its size.
 Throughput is decompressed bytes per second. Target: not slower than the
-previous tree for the 1 MB sections; the 15 MB one shows the streaming walk.
-Inputs are built outside the timed region.
+previous tree of pylogq (this file run against it) for the 1 MB sections; the
+15 MB one shows the streaming walk. Inputs are built outside the timed region.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import importlib
 from typing import Any, Dict, Tuple
 
 import pytest
+from aiokafka.record._crecords.default_records import DefaultRecordBatch as AioBatch
 from summary import info
 
 from pylogq import _speedups
@@ -85,3 +89,24 @@ def test_validate_section_past_the_window(benchmark: Any, name: str, impl: Any) 
     headers, count, _ = benchmark.pedantic(impl.validate_batches, (data, True), rounds=5 if name == "pure" else 20,
                                            iterations=1)
     assert count == 120_000
+
+
+def _aiokafka_validate(data: bytes) -> int:
+    """The CRC and every record of one compressed batch, with aiokafka's reader: -> the record count."""
+    batch = AioBatch(data)
+    if not batch.validate_crc():
+        raise AssertionError("crc")
+    return sum(1 for _ in batch)
+
+
+@pytest.mark.parametrize("codec", CODEC_NAMES)
+def test_validate_1mb_section_aiokafka(benchmark: Any, codec: str) -> None:
+    data, section = _cached(codec, 10_000, True)
+    info(benchmark, "validate %s 1MB section" % codec, section, "B", peer=True)
+    assert benchmark(_aiokafka_validate, data) == 10_000
+
+
+def test_validate_section_past_the_window_aiokafka(benchmark: Any) -> None:
+    data, section = _cached("zstd", 120_000, False)
+    info(benchmark, "validate zstd 15MB section", section, "B", peer=True)
+    assert benchmark.pedantic(_aiokafka_validate, (data,), rounds=20, iterations=1) == 120_000

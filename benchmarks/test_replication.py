@@ -22,7 +22,13 @@ Groups, 100-byte values, confluent-kafka (librdkafka) on loopback, real ZooKeepe
   writes steadily, the leader is killed with SIGKILL, and the time to the first
   acknowledgement of a record sent after the kill is measured
   (``zookeeper.session.timeout.ms`` 3000; the rest is the election and the client's
-  metadata refresh, ``topic.metadata.refresh.interval.ms`` 1000).
+  metadata refresh, ``topic.metadata.refresh.interval.ms`` 1000). Target: under
+  twice the session timeout, asserted only when timing is on (an untimed run checks
+  the outcome: a record sent after the kill is acknowledged, and the ISR is whole
+  again once the broker is back). The reference row (the ratio's) is the same
+  measurement when the leader is stopped with SIGTERM instead (a controlled
+  shutdown, which hands its leaderships over before it exits): the ratio is what
+  an abrupt failure costs over a planned one.
 
 N is 300k; under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` it is 5k and each
 benchmark runs one round, without the warm-up round.
@@ -190,9 +196,10 @@ def test_replication_factor_1_acks_1(benchmark: Any, cluster: ProcessCluster) ->
     _run(benchmark, cluster, 1, "1", peer=True)
 
 
-def test_failover_to_first_ack(benchmark: Any, cluster: ProcessCluster) -> None:
-    """Kill -9 the leader under steady acks=all writes; the time to the first acknowledgement
-    of a record sent after the kill."""
+@pytest.mark.parametrize("how", ["kill", "controlled"])
+def test_failover_to_first_ack(benchmark: Any, cluster: ProcessCluster, how: str) -> None:
+    """Kill -9 the leader (or stop it with SIGTERM: the reference) under steady acks=all writes; the
+    time to the first acknowledgement of a record sent after the kill."""
     topic = _create(cluster, 3)
     acks: List[Tuple[float, float]] = []  # (sent, acknowledged)
     stop = threading.Event()
@@ -212,12 +219,13 @@ def test_failover_to_first_ack(benchmark: Any, cluster: ProcessCluster) -> None:
             # arrives after the kill but says nothing about the failover.
             producer.produce(topic, value=VALUE, on_delivery=reporter(time.monotonic()))
             producer.poll(0)
-            time.sleep(0.002)
+            time.sleep(0.002)  # the writer's pace between records, not a wait for anything
         producer.flush(60)
 
     writer = threading.Thread(target=run)
     writer.start()
     killed: Dict[str, Any] = {}
+    stopping: List[threading.Thread] = []
     try:
         cluster.wait_until(lambda: len(acks) > 200, "steady writes")
 
@@ -225,20 +233,31 @@ def test_failover_to_first_ack(benchmark: Any, cluster: ProcessCluster) -> None:
             leader = cluster.state(topic, 0)[0]  # type: ignore[index]
             killed["broker"] = leader
             t0 = time.monotonic()
-            cluster.kill(leader)
+            if how == "kill":
+                cluster.kill(leader)
+            else:  # SIGTERM; the controlled shutdown runs on while the acknowledgements are awaited
+                stopper = threading.Thread(target=lambda: killed.update(status=cluster.stop(leader)))
+                stopper.start()
+                stopping.append(stopper)
             cluster.wait_until(lambda: any(sent > t0 for sent, _ in acks[-20:]),
-                               "the first acknowledgement of a record sent after the kill", timeout=60)
+                               "the first acknowledgement of a record sent after the %s" % how, timeout=60)
             killed["seconds"] = min(acked for sent, acked in acks if sent > t0) - t0
 
-        info(benchmark, "failover to first ack", 1, "failovers",
-             target="< 2 x zookeeper.session.timeout.ms (%d ms)" % SESSION_MS)
+        info(benchmark, "failover to first ack", 1, "failovers", peer=how == "controlled",
+             target="SIGKILL: < 2 x zookeeper.session.timeout.ms (%d ms)" % SESSION_MS)
         benchmark.pedantic(kill_and_wait, rounds=1, iterations=1)
-        benchmark.extra_info["kill_to_first_ack_s"] = round(killed["seconds"], 3)
+        benchmark.extra_info["leader_gone_to_first_ack_s"] = round(killed["seconds"], 3)
         benchmark.extra_info["session_timeout_ms"] = SESSION_MS
     finally:
         stop.set()
         writer.join(120)
+        for stopper in stopping:
+            stopper.join(120)
         if "broker" in killed:
             cluster.start(killed["broker"])
             cluster.wait_until(lambda: cluster.full_isr(topic, 1), "the ISR whole again")
-    assert killed["seconds"] < 2 * SESSION_MS / 1000.0
+    assert not writer.is_alive() and killed["seconds"] > 0
+    if how == "controlled":
+        assert killed["status"] == 0, "the leader's controlled shutdown exited with %s" % killed["status"]
+    if how == "kill" and not benchmark.disabled:  # a speed target: checked only where timing is on
+        assert killed["seconds"] < 2 * SESSION_MS / 1000.0, "%.1f s from the kill" % killed["seconds"]

@@ -13,7 +13,8 @@ column pruning. The paths:
 - ``read_topic python``: ``read_topic(engine="python")``, the segment files
   decoded in Python workers into Arrow batches (``mapInArrow`` over the splits);
 - ``direct format(pylogq)``: the same through the Python Data Source;
-- ``arrow ceiling`` (the peer): a Data Source yielding prebuilt Arrow batches
+- ``arrow ceiling`` (the Python engine's yardstick; the ratio's reference is
+  parquet): a Data Source yielding prebuilt Arrow batches
   of the same rows (read from Arrow IPC files written in setup, one per task
   of ``read_topic``'s plan, memory-mapped, so no decoding at all): what
   Python-to-Spark transfer costs here. Target:
@@ -24,8 +25,8 @@ column pruning. The paths:
 - ``kafka-python``: kafka-python's consumer inside ``mapPartitions`` reading
   the topic from the pylogq broker serving the same log directory over TCP
   (target: the direct path >= 3x faster);
-- ``parquet`` (the peer): ``spark.read.parquet`` of the same rows, written in
-  setup: the reference for what Spark ingests natively.
+- ``parquet`` (the peer, the ratio's reference): ``spark.read.parquet`` of the same
+  rows, written in setup: the reference for what Spark ingests natively.
 - ``pylogq Consumer``: pylogq's own consumer inside ``mapPartitions`` (the
   consumer path; target: the direct path >= 10x faster).
 
@@ -51,7 +52,12 @@ paths under a second are measured over ``FAST_ROUNDS`` rounds.
 ``test_timestamp_filter_bytes``: a filter selecting the last 1% of the topic by
 timestamp, planned and read with the pushdown Spark's filter pushdown hands the
 reader; the bytes read (``/proc/self/io`` rchar) must be at most 5% of the
-topic's bytes.
+topic's bytes. Its group's reference (the ratio's) is pyarrow reading the same
+1% from the parquet of the same rows with the same filter (``filters=``, which
+pyarrow checks against the row groups' statistics before reading them).
+``test_timestamp_filter_bytes_jvm``: the same filter on ``read_topic``'s
+DataFrame; its reference is the same query on ``spark.read.parquet`` of the
+same rows, where Spark pushes the filter into its parquet scan.
 """
 
 from __future__ import annotations
@@ -642,3 +648,52 @@ def test_timestamp_filter_bytes_jvm(benchmark, spark, jvm_reader, broker, count,
     if not benchmark.disabled:
         assert share <= 0.05, "read %d of %d bytes (%.1f%%)" % (outcome["read"], total, 100 * share)
 
+
+
+def _since(count: int) -> datetime.datetime:
+    """The first timestamp of the last 1% of each partition, as the parquet column holds it."""
+    per_partition = count // PARTITIONS
+    return datetime.datetime.fromtimestamp((TS + per_partition - per_partition // 100) / 1000,
+                                           tz=datetime.timezone.utc)
+
+
+def test_timestamp_filter_parquet(benchmark, parquet_path, count):
+    """The reference of the 1% filter: pyarrow reading the same rows' parquet with the same filter."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    per_partition = count // PARTITIONS
+    # Spark writes its timestamps as INT96, which pyarrow reads as UTC without a zone: compare alike.
+    column = ds.dataset(parquet_path, format="parquet").schema.field("timestamp").type
+    since = pa.scalar(_since(count) if column.tz else _since(count).replace(tzinfo=None), type=column)
+    info(benchmark, "spark timestamp filter 1%", count, "rows", peer=True)
+    outcome = {}
+
+    def run() -> None:
+        before = _read_chars()
+        table = pq.read_table(parquet_path, filters=[("timestamp", ">=", since)])
+        outcome.update(rows=table.num_rows, read=_read_chars() - before)
+
+    run()
+    _bench(benchmark, run)
+    assert outcome["rows"] == PARTITIONS * (per_partition // 100)
+    benchmark.extra_info.update(bytes_read=outcome["read"])
+
+
+def test_timestamp_filter_parquet_spark(benchmark, spark, parquet_path, count, warm):
+    """The reference of the JVM reader's 1% filter: the same query on the same rows' parquet in Spark."""
+    per_partition = count // PARTITIONS
+    since = _since(count)
+    info(benchmark, "spark timestamp filter 1% (JVM reader)", count, "rows", peer=True)
+    outcome = {}
+
+    def run() -> None:
+        df = spark.read.parquet(parquet_path)
+        last = df.filter(df.timestamp >= since)
+        row = last.selectExpr("count(*) AS rows", "sum(length(value)) AS value_bytes").collect()[0]
+        outcome.update(rows=row["rows"])
+
+    run()
+    _bench(benchmark, run)
+    assert outcome["rows"] == PARTITIONS * (per_partition // 100)

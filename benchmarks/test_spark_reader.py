@@ -5,8 +5,10 @@ Group "spark segment reader": a topic of 1M records with 100-byte values and
 written by a pylogq broker and closed; each round plans the splits and reads
 them all with :func:`pylogq.spark.splits.read_split`, keeping every Arrow
 batch's row count. This is the decoding half of the Spark read path
-(``read_topic`` adds Spark's transfer); there is no peer here: the Spark
-benchmarks compare against Spark's own paths.
+(``read_topic`` adds Spark's transfer). The reference (the ratio's) is pyarrow
+reading the same rows, every column, from parquet files written in setup (one
+per partition, with pyarrow's defaults), as Arrow tables: the same rows from
+files on disk into Arrow, from a format made for it.
 
 Without compiled kernels (``PYLOGQ_NO_EXTENSIONS=1``) or with
 ``--benchmark-disable`` (the CI smoke run) the topic has 50k records.
@@ -28,6 +30,9 @@ SMALL = 50_000
 PARTITIONS = 4
 PER_BATCH = 8192  # ~1 MB of 100-byte values per batch
 TS = 1_700_000_000_000
+#: Timed rounds of both rows, after WARMUP untimed ones.
+ROUNDS = 5
+WARMUP = 1
 
 
 def _full_size(request) -> bool:
@@ -62,5 +67,33 @@ def test_read_split_rows(benchmark, request, topic_dir) -> None:
         return rows
 
     info(benchmark, "spark segment reader", count, "rows")
-    rows = benchmark.pedantic(read_all, rounds=5, iterations=1, warmup_rounds=1)
+    rows = benchmark.pedantic(read_all, rounds=ROUNDS, iterations=1, warmup_rounds=WARMUP)
+    assert rows == count
+
+
+@pytest.fixture(scope="module")
+def parquet_files(topic_dir, tmp_path_factory) -> list:
+    """The topic's rows as parquet, one file per split, written with pyarrow from ``read_split``'s batches."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory = tmp_path_factory.mktemp("spark-reader-parquet")
+    paths = []
+    for i, split in enumerate(plan_splits(topic_dir, "bench")):
+        path = str(directory / ("split-%d.parquet" % i))
+        pq.write_table(pa.Table.from_batches(list(read_split(split))), path)
+        paths.append(path)
+    return paths
+
+
+def test_read_parquet_rows(benchmark, request, parquet_files) -> None:
+    import pyarrow.parquet as pq
+
+    count = RECORDS if _full_size(request) else SMALL
+
+    def read_all() -> int:
+        return sum(pq.read_table(path).num_rows for path in parquet_files)
+
+    info(benchmark, "spark segment reader", count, "rows", peer=True)
+    rows = benchmark.pedantic(read_all, rounds=ROUNDS, iterations=1, warmup_rounds=WARMUP)
     assert rows == count

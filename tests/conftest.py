@@ -4,14 +4,14 @@
 every kernel's choosers (``pylogq._speedups.KERNELS``) are imported and must
 have got the compiled module: a build that silently fell back to pure Python
 fails the run before any test. ``PYLOGQ_REQUIRE_ALL=1`` (set by
-``.ci/run``) turns every skip into a failure, so a missing external part is
-never mistaken for a pass.
+``.ci/run``) turns every skip into a failure, at collection and at run time,
+so a missing external part is never mistaken for a pass: the hooks are
+tests/_require_all.py's, which benchmarks/conftest.py shares.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import uuid
 from typing import Iterator, List
 
@@ -19,9 +19,9 @@ import pytest
 
 from pylogq import _speedups
 
+from ._require_all import header as _require_all_header
+from ._require_all import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 - hooks
 from ._zookeeper import ZooKeeperServer
-
-REQUIRE_ALL = os.environ.get("PYLOGQ_REQUIRE_ALL", "") not in ("", "0")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -41,7 +41,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     mode = "pure Python (PYLOGQ_NO_EXTENSIONS=1)" if _speedups.NO_EXTENSIONS else "compiled kernels"
-    return "pylogq: %s; skips are failures: %s" % (mode, REQUIRE_ALL)
+    return "pylogq: %s; %s" % (mode, _require_all_header())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -57,16 +57,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[type-arg]
-    outcome = yield
-    report = outcome.get_result()
-    if REQUIRE_ALL and report.skipped and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        report.outcome = "failed"
-        report.longrepr = "skipped under PYLOGQ_REQUIRE_ALL=1: %s" % reason
 
 
 #: The implementations a twin-parametrized test runs against.

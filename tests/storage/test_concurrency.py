@@ -26,16 +26,12 @@ import pytest
 
 from pylogq import _speedups, records
 from pylogq.errors import OffsetOutOfRangeError
+from pylogq.storage.cleaner import LogCleaner
 from pylogq.storage.config import LogConfig, LogManagerConfig
 from pylogq.storage.log import Log
 from pylogq.storage.manager import LogManager
 
 from . import _crash_child as child
-
-try:
-    from pylogq.storage.cleaner import LogCleaner
-except ImportError:  # the cleaner is optional for the delete-policy variant
-    LogCleaner = None
 
 READERS = 3
 APPENDS = 300 if _speedups.NO_EXTENSIONS else 1000
@@ -204,8 +200,6 @@ def _compaction(run: _Run, manager: LogManager) -> Callable[[], None]:
 
 @pytest.mark.parametrize("policy", ["delete", "compact"])
 def test_readers_see_whole_batches_in_order_under_writes_retention_and_compaction(tmp_path, policy) -> None:
-    if policy == "compact" and LogCleaner is None:
-        pytest.skip("pylogq.storage.cleaner is not available")
     settings = dict(segment_bytes=32 * 1024, index_interval_bytes=2048, file_delete_delay_ms=0,
                     message_timestamp_difference_max_ms=2**62, retention_ms=-1)
     if policy == "delete":
