@@ -21,6 +21,10 @@ The faults a production cluster meets, as far as one process can play them:
   kept (:meth:`Cluster.restart_store`);
 - the link between two brokers cut (:meth:`Cluster.cut`).
 
+With ``network=True`` the brokers reach each other over the Kafka protocol, through
+:class:`NetworkInterBrokerClient`, and the same faults apply to those connections: a cut
+link or a frozen broker gates a TCP request exactly as it gates a direct call.
+
 A frozen broker is gated, not stopped: Python cannot suspend another thread. Its
 store session stops heartbeating and its calls to the store and callbacks from it
 wait (:meth:`~pylogq.cluster.memory_store.InMemoryStoreClient.freeze`); its threads
@@ -52,16 +56,19 @@ from .contract import (
     BrokerEndpoint,
     EpochEndOffset,
     FetchResult,
+    InterBrokerClient,
     LeaderAndIsrRequest,
     RecordBytes,
     ReplicaFetchPartition,
     StopReplicaRequest,
     UpdateMetadataRequest,
+    inter_broker_connector,
 )
 from .memory_store import InMemoryStoreClient, InMemoryZooKeeper
 from .offsets_topic import OFFSETS_TOPIC
 
-__all__ = ["BrokerGate", "Cluster", "InProcessInterBrokerClient", "INTER_BROKER_TIMEOUT_S"]
+__all__ = ["BrokerGate", "Cluster", "InProcessInterBrokerClient", "INTER_BROKER_TIMEOUT_S",
+           "NetworkInterBrokerClient"]
 
 log = logging.getLogger("pylogq.cluster")
 
@@ -222,6 +229,64 @@ class InProcessInterBrokerClient:
         pass
 
 
+class NetworkInterBrokerClient(InProcessInterBrokerClient):
+    """Another broker of a ``network=True`` :class:`Cluster`, over the Kafka protocol (``remote``,
+    a client of its listener), with the cluster's faults applied as to a direct call: the
+    request fails as unreachable when the target is stopped or the link is cut, and waits
+    at the gates of a frozen caller or target. A call already on the wire when the link is
+    cut finishes, as a direct call does; :meth:`abort` ends it (its connection is shut
+    down, the next call opens another)."""
+
+    def __init__(self, cluster: "Cluster", source: int, broker_id: int, source_gate: BrokerGate,
+                 remote: InterBrokerClient) -> None:
+        super().__init__(cluster, source, broker_id, source_gate)
+        self._remote = remote
+        self._on_wire = False
+
+    def _remote_call(self, call: Callable[[], _T], wait_ms: int = 0) -> _T:
+        def sent(_: Broker) -> _T:
+            with self._lock:
+                self._on_wire = True
+            try:
+                return call()
+            finally:
+                with self._lock:
+                    self._on_wire = False
+
+        return self._call(sent, wait_ms)
+
+    def abort(self) -> None:
+        super().abort()
+        with self._lock:
+            on_wire = self._on_wire
+        if on_wire:
+            self._remote.abort()
+
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[TopicPartition, int]]:
+        return self._remote_call(lambda: self._remote.leader_and_isr(request))
+
+    def update_metadata(self, request: UpdateMetadataRequest) -> int:
+        return self._remote_call(lambda: self._remote.update_metadata(request))
+
+    def stop_replica(self, request: StopReplicaRequest) -> Tuple[int, Dict[TopicPartition, int]]:
+        return self._remote_call(lambda: self._remote.stop_replica(request))
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[TopicPartition]]:
+        return self._remote_call(lambda: self._remote.controlled_shutdown(broker_id, broker_epoch))
+
+    def replica_fetch(self, replica_id: int, broker_epoch: int, partitions: Sequence[ReplicaFetchPartition],
+                      max_wait_ms: int, min_bytes: int, max_bytes: int) -> Dict[TopicPartition, FetchResult]:
+        return self._remote_call(lambda: self._remote.replica_fetch(replica_id, broker_epoch, partitions, max_wait_ms,
+                                                                    min_bytes, max_bytes), max_wait_ms)
+
+    def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[TopicPartition, Tuple[int, int]]
+                                 ) -> Dict[TopicPartition, EpochEndOffset]:
+        return self._remote_call(lambda: self._remote.offsets_for_leader_epoch(replica_id, partitions))
+
+    def close(self) -> None:
+        self._remote.close()
+
+
 class Cluster:
     """``n_brokers`` replicating brokers in this process (ids 0..n-1), data under ``data_dir``.
 
@@ -234,8 +299,9 @@ class Cluster:
                  start: bool = True, network: bool = False, inter_broker_timeout_s: float = INTER_BROKER_TIMEOUT_S,
                  **config: Any) -> None:
         """``network=True``: the brokers talk to each other over the Kafka protocol on loopback
-        (each serves a listener from its start), as separate processes would; by default
-        they call each other directly. ``inter_broker_timeout_s``: how long a request to a
+        (each serves a listener from its start), as separate processes would, :meth:`cut`
+        and :meth:`freeze_broker` applying to those connections; by default they call each
+        other directly. ``inter_broker_timeout_s``: how long a request to a
         frozen broker waits for it (beyond its own wait) before it fails."""
         if n_brokers < 1:
             raise ValueError("a cluster has at least one broker, got %d" % n_brokers)
@@ -296,7 +362,7 @@ class Cluster:
             gate = BrokerGate(broker_id)
             try:
                 broker = Broker(self.broker_dir(broker_id), metadata_store=session,
-                                inter_broker=None if self.network else self._connector_of(broker_id, gate),
+                                inter_broker=self._connector_of(broker_id, gate),
                                 **settings)
             except BaseException:
                 session.close()
@@ -369,19 +435,29 @@ class Cluster:
             return [self._brokers[b] for b in sorted(self._brokers)]
 
     def _connector_of(self, source: int, gate: BrokerGate) -> Callable[[int, str, int], InProcessInterBrokerClient]:
+        """How broker ``source`` reaches the others: directly, or over the Kafka protocol to the
+        endpoint it was given (``network``), the cluster's faults applied either way."""
         def connect(broker_id: int, host: str, port: int) -> InProcessInterBrokerClient:
-            return InProcessInterBrokerClient(self, source, broker_id, gate)
+            if not self.network:
+                return InProcessInterBrokerClient(self, source, broker_id, gate)
+            tcp = inter_broker_connector()
+            if tcp is None:
+                raise errors.PylogqError("a network cluster needs pylogq.server (import it) to reach its brokers")
+            return NetworkInterBrokerClient(self, source, broker_id, gate, tcp(broker_id, host, port))
 
         return connect
 
     def inter_broker_client(self, source: int, target: int) -> InProcessInterBrokerClient:
         """A client of broker ``target`` as running broker ``source``'s threads call it (waiting
-        at ``source``'s gate when it is frozen)."""
+        at ``source``'s gate when it is frozen), over the Kafka protocol when ``network``."""
         with self._lock:
             gate = self._gates.get(source)
             if gate is None:
                 raise errors.BrokerNotAvailableError("broker %d is not running" % source)
-        return InProcessInterBrokerClient(self, source, target, gate)
+            host, port = self._served.get(target, ("in-process", target))
+            if self.network and target not in self._served:
+                raise errors.BrokerNotAvailableError("broker %d is not running" % target)
+        return self._connector_of(source, gate)(target, host, port)
 
     def _reach(self, source: int, target: int) -> Tuple[Broker, BrokerGate]:
         """The broker ``source`` calls and its gate; BrokerNotAvailableError when it is stopped

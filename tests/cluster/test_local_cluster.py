@@ -3,6 +3,12 @@
 Real brokers with real logs on disk, the in-memory store's ZooKeeper semantics (a
 killed broker's session expires after its timeout), real controller, fetchers and
 delayed produces. Failures are injected by stopping brokers abruptly.
+
+The tests of the ``cluster`` fixture, and those building their own cluster whose subject
+crosses brokers, run twice (the ``network`` fixture): with the brokers calling each other
+directly, and over the Kafka protocol on loopback (the TCP inter-broker client and the
+replication handlers), the cut links and frozen brokers applying alike. The chaos drill
+runs in process only: the process-cluster drill (test_chaos.py) covers it over TCP.
 """
 
 from __future__ import annotations
@@ -32,9 +38,16 @@ FAST = {
 TIMEOUT_S = 20.0
 
 
+@pytest.fixture(params=[False, True], ids=["in-process", "network"])
+def network(request) -> bool:
+    """Whether the brokers reach each other over the Kafka protocol on loopback (TCP clients, the
+    inter-broker handlers) rather than by calling each other; the faults apply alike."""
+    return bool(request.param)
+
+
 @pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(3, str(tmp_path), **FAST)
+def cluster(tmp_path, network):
+    c = Cluster(3, str(tmp_path), network=network, **FAST)
     yield c
     c.close()
 
@@ -149,8 +162,8 @@ def test_killing_the_leader_elects_an_isr_member_and_loses_nothing_acknowledged(
     assert read_all(back, "t", 0) == read_all(cluster.broker(cluster.leader("t", 0)), "t", 0)
 
 
-def test_min_insync_replicas_refuses_acks_all_before_the_append(tmp_path):
-    with Cluster(3, str(tmp_path), **dict(FAST, **{"min.insync.replicas": 2})) as c:
+def test_min_insync_replicas_refuses_acks_all_before_the_append(tmp_path, network):
+    with Cluster(3, str(tmp_path), network=network, **dict(FAST, **{"min.insync.replicas": 2})) as c:
         c.create_topic("t", 1, 3)
         leader = leader_broker(c, "t", 0)
         others = [b.broker_id for b in c.brokers if b is not leader]
@@ -176,8 +189,8 @@ def test_an_acks_all_produce_in_flight_when_the_isr_shrinks_answers_not_enough_r
         assert op.answer().error_code == errors.NotEnoughReplicasAfterAppendError.code
 
 
-def test_a_produce_that_cannot_replicate_in_time_times_out(tmp_path):
-    with Cluster(2, str(tmp_path), **dict(FAST, **{"replica.lag.time.max.ms": 60000})) as c:
+def test_a_produce_that_cannot_replicate_in_time_times_out(tmp_path, network):
+    with Cluster(2, str(tmp_path), network=network, **dict(FAST, **{"replica.lag.time.max.ms": 60000})) as c:
         c.create_topic("t", 1, 2)
         leader = leader_broker(c, "t", 0)
         follower = next(b for b in c.brokers if b is not leader)
@@ -247,8 +260,8 @@ def _assert_identical_below_hw(c: Cluster, topic: str, partition: int) -> None:
         assert p.log.read(p.log_start_offset, 1 << 30, max_offset=hw).read() == first
 
 
-def test_offline_partition_without_unclean_election_waits_for_its_isr(tmp_path):
-    with Cluster(2, str(tmp_path), **FAST) as c:
+def test_offline_partition_without_unclean_election_waits_for_its_isr(tmp_path, network):
+    with Cluster(2, str(tmp_path), network=network, **FAST) as c:
         c.create_topic("t", 1, 2)
         leader = leader_broker(c, "t", 0)
         other = next(b for b in c.brokers if b is not leader).broker_id
@@ -269,16 +282,82 @@ def test_offline_partition_without_unclean_election_waits_for_its_isr(tmp_path):
         assert read_all(c.broker(leader.broker_id), "t", 0) == [(0, b"x")]
 
 
-def test_unclean_leader_election_picks_a_live_replica_when_enabled(tmp_path):
-    with Cluster(2, str(tmp_path), **FAST) as c:
+def test_unclean_leader_election_picks_a_live_replica_when_enabled(tmp_path, network):
+    """The out-of-sync replica leads with what it had. Kept: the records it had copied before it
+    left the ISR. Gone: those acknowledged by the lost leader alone, which a consumer had read.
+    New records continue from the new leader's log end; a consumer at the position the lost
+    records took it to reads on from the new log only, and the old leader, back, truncates to it."""
+    from pylogq.client.consumer import TopicPartition
+
+    tp = TopicPartition("t", 0)
+
+    def read(reader: "pylogq.Consumer", count: int) -> List[Tuple[int, bytes]]:
+        got: List[Tuple[int, bytes]] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            got += [(r.offset, r.value) for r in reader.poll(timeout_ms=100).get(tp, [])]
+        return got
+
+    def reader_at(position: Optional[int]) -> "pylogq.Consumer":
+        # Bootstrapped from the brokers serving now: a broker started again serves on a new port.
+        reader = pylogq.Consumer(bootstrap_servers=c.serve(), auto_offset_reset="earliest")
+        reader.assign([tp])
+        if position is not None:
+            reader.seek(tp, position)
+        return reader
+
+    with Cluster(2, str(tmp_path), network=network, **FAST) as c:
         c.create_topic("t", 1, 2, config={"unclean.leader.election.enable": "true"})
         leader = leader_broker(c, "t", 0)
+        lost_id = leader.broker_id
         other = next(b for b in c.brokers if b is not leader).broker_id
+        kept = [(0, b"kept-0"), (1, b"kept-1")]
+        lost = [(2, b"lost-0"), (3, b"lost-1"), (4, b"lost-2")]
+        # acks=all with both replicas in the ISR: the follower has these.
+        assert leader.produce("t", 0, batch([v for _, v in kept]), acks=-1).base_offset == 0
         c.stop_broker(other, abrupt=False)
         c.wait_until(lambda: in_sync(c, "t", 0, 1), TIMEOUT_S, "the ISR to shrink")
-        c.stop_broker(leader.broker_id, abrupt=True)
+        # acks=all again, but the ISR is the leader alone: only it has these.
+        assert leader.produce("t", 0, batch([v for _, v in lost]), acks=-1).base_offset == 2
+        reader = reader_at(None)
+        try:
+            assert read(reader, 5) == kept + lost  # served: below the lost leader's high watermark
+            position = reader.position(tp)
+        finally:
+            reader.close()
+        assert position == 5
+
+        c.stop_broker(lost_id, abrupt=True)
         c.start_broker(other)
-        c.wait_until(lambda: c.leader("t", 0) == other, TIMEOUT_S, "the unclean election")
+        c.wait_until(lambda: c.leader("t", 0) == other and in_sync(c, "t", 0, 1), TIMEOUT_S, "the unclean election")
+        new = c.broker(other).hosted(("t", 0))
+        assert new is not None and new.is_leader
+        assert new.log_end_offset == 2 and read_all(c.broker(other), "t", 0, upto=2) == kept
+        after = [(2, b"after-0"), (3, b"after-1")]
+        assert c.broker(other).produce("t", 0, batch([v for _, v in after]), acks=-1).base_offset == 2
+        log = kept + after
+
+        # Position 5 is past the new log's end (4): out of range, the reader starts again from
+        # the earliest offset and reads the new log, none of the lost records.
+        reader = reader_at(position)
+        try:
+            assert read(reader, 4) == log
+        finally:
+            reader.close()
+
+        c.start_broker(lost_id)
+        c.wait_until(lambda: in_sync(c, "t", 0, 2), TIMEOUT_S, "the old leader back in the ISR")
+        c.wait_until(lambda: all(b.hosted(("t", 0)).high_watermark == 4 for b in c.brokers), TIMEOUT_S,
+                     "every high watermark at the new log's end")
+        for b in c.brokers:
+            assert read_all(b, "t", 0) == log, "broker %d" % b.broker_id
+        assert c.broker(lost_id).hosted(("t", 0)).log_end_offset == 4  # its lost records cut off
+        _assert_identical_below_hw(c, "t", 0)
+        reader = reader_at(0)
+        try:
+            assert read(reader, 4) == log
+        finally:
+            reader.close()
 
 
 def test_topic_admin_across_the_cluster(cluster):
@@ -490,9 +569,10 @@ def test_pylogq_clients_follow_a_failover(pylogq_cluster: Cluster) -> None:
     assert seen == {b"v-%d" % i for i in range(200)}
 
 
-def test_leaders_go_back_to_their_preferred_replicas(tmp_path) -> None:
+def test_leaders_go_back_to_their_preferred_replicas(tmp_path, network) -> None:
     """auto.leader.rebalance.enable: a restarted broker leads again what it is the preferred leader of."""
-    with Cluster(3, str(tmp_path), **dict(FAST, **{"leader.imbalance.check.interval.seconds": 1})) as c:
+    with Cluster(3, str(tmp_path), network=network,
+                 **dict(FAST, **{"leader.imbalance.check.interval.seconds": 1})) as c:
         c.create_topic("t", 3, 3)
         preferred = {p: c.broker(0).describe_topic("t").partitions[p].replicas[0] for p in range(3)}
         assert {p: c.leader("t", p) for p in range(3)} == preferred
@@ -598,8 +678,8 @@ def _call_in_thread(fn) -> Tuple[threading.Thread, List[object]]:
     return t, out
 
 
-def test_requests_to_a_frozen_broker_wait_for_it_or_time_out(tmp_path):
-    with Cluster(2, str(tmp_path), inter_broker_timeout_s=0.5, **FAST) as c:
+def test_requests_to_a_frozen_broker_wait_for_it_or_time_out(tmp_path, network):
+    with Cluster(2, str(tmp_path), network=network, inter_broker_timeout_s=0.5, **FAST) as c:
         client = c.inter_broker_client(0, 1)
         assert client.offsets_for_leader_epoch(0, {}) == {}
         c.freeze_broker(1)
@@ -626,10 +706,10 @@ def test_requests_to_a_frozen_broker_wait_for_it_or_time_out(tmp_path):
         assert client.offsets_for_leader_epoch(0, {}) == {}
 
 
-def test_a_frozen_broker_s_own_requests_wait_until_it_is_thawed(tmp_path):
+def test_a_frozen_broker_s_own_requests_wait_until_it_is_thawed(tmp_path, network):
     # A session that outlives the second the test stays frozen.
-    with Cluster(2, str(tmp_path), inter_broker_timeout_s=0.5, **dict(FAST, **{"zookeeper.session.timeout.ms": 5000})
-                 ) as c:
+    with Cluster(2, str(tmp_path), network=network, inter_broker_timeout_s=0.5,
+                 **dict(FAST, **{"zookeeper.session.timeout.ms": 5000})) as c:
         client = c.inter_broker_client(0, 1)
         c.freeze_broker(0)
         t, out = _call_in_thread(lambda: client.offsets_for_leader_epoch(0, {}))
