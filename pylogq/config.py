@@ -46,6 +46,7 @@ __all__ = [
     "Config",
     "LogConfig",
     "parse_properties",
+    "parse_setting",
     "setting",
     "suggest",
     "to_string",
@@ -326,6 +327,12 @@ def _parse_value(spec: _Spec, value: Any) -> Any:
     if spec.at_most is not None and result > spec.at_most:
         raise _invalid(spec.key, value, "value must be no more than %s" % _number(spec.at_most))
     return result
+
+
+def parse_setting(key: str, kind: str, value: Any, *, at_least: Optional[float] = None) -> Any:
+    """``value`` parsed and checked as a setting ``key`` of Kafka type ``kind`` would be (for a
+    key no Config class declares); raises ConfigError naming the key."""
+    return _parse_value(_Spec(key, kind, None, at_least=at_least), value)
 
 
 def _number(bound: float) -> str:

@@ -1,10 +1,10 @@
 """``pylogq configs``: describe and alter topic and broker configs, as Kafka's ``kafka-configs.sh``.
 
-The entity is ``--entity-type topics|brokers`` with ``--entity-name N`` (or
+The entity is ``--entity-type topics|brokers|users`` with ``--entity-name N`` (or
 ``--entity-default`` for brokers), or one of the shortcuts ``--topic T``,
 ``--broker N`` and ``--broker-defaults``. ``--describe`` prints, as Kafka's
-command does, the dynamic configs (a topic's overrides; a broker has none:
-its settings are static) or, with ``--all``, every config::
+command does, the dynamic configs (a topic's overrides, a broker's dynamic values)
+or, with ``--all``, every config::
 
     Dynamic configs for topic events are:
       retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}
@@ -18,11 +18,16 @@ entirely or not at all. Deleting a topic config that is not overridden does
 nothing, as IncrementalAlterConfigs has it (Kafka's kafka-configs.sh refuses it
 before sending anything, which made ``--add-config ... --delete-config ...``
 depend on what was set before); a key that is no topic config at all is refused.
-A broker's configs are static (server.properties or ``--override``): altering
-them is refused. With ``--all`` a broker's configs are labelled as Kafka labels
-them: ``STATIC_BROKER_CONFIG`` for those set in its properties file (or with
-``--override``), ``DEFAULT_CONFIG`` for the others, each with its default as a
-synonym. Client quotas and users come with quotas and SCRAM.
+A broker's dynamic configs are altered the same way (``--entity-name ID`` for one
+broker, ``--entity-default`` for every broker), as Kafka alters them: a key Kafka reads
+only at start is refused, and ``--describe`` lists the dynamic values (``Dynamic configs
+for broker 1 are:``, ``Default configs for brokers in the cluster are:``). With ``--all``
+a broker's configs are labelled as Kafka labels them: ``DYNAMIC_BROKER_CONFIG``,
+``DYNAMIC_DEFAULT_BROKER_CONFIG``, ``STATIC_BROKER_CONFIG`` for those set in its
+properties file (or with ``--override``), ``DEFAULT_CONFIG`` for the others, each with
+every source that has a value as a synonym, the winning one first.
+Users' SCRAM credentials: see :mod:`pylogq.cli._configs_users`; client
+and user quotas are not supported.
 
 Exit status: 0 on success; 1 when the broker refused, the entity does not exist
 or the options name no entity (``Error: <reason>`` on stderr, nothing on stdout);
@@ -39,6 +44,7 @@ from .. import errors
 from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CommandError
+from ._configs_users import alter_users, describe_users
 from ._errors import report_error
 from .clients import Clients, add_bootstrap_argument, parse_key_values, read_properties
 
@@ -46,7 +52,7 @@ __all__ = ["SUMMARY", "add_arguments", "run"]
 
 SUMMARY = "describe and alter topic and broker configs, as Kafka's kafka-configs.sh does"
 
-_ENTITY_TYPES = ("topics", "brokers")
+_ENTITY_TYPES = ("topics", "brokers", "users")
 _KEY = re.compile(r"[a-zA-Z0-9._-]*\Z")  # Kafka's check on the keys to add
 
 
@@ -55,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list the configs of the entity")
     actions.add_argument("--alter", action="store_true", help="change the configs of the entity")
-    parser.add_argument("--entity-type", choices=_ENTITY_TYPES, help="the kind of entity: topics or brokers")
+    parser.add_argument("--entity-type", choices=_ENTITY_TYPES, help="the kind of entity: topics, brokers or users")
     parser.add_argument("--entity-name", help="the topic's name or the broker's id")
     parser.add_argument("--entity-default", action="store_true", help="the cluster-wide default of brokers")
     parser.add_argument("--topic", help="shortcut for --entity-type topics --entity-name TOPIC")
@@ -75,6 +81,8 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
     try:
         entity_type, name = _entity(args)
         admin = clients.admin()
+        if entity_type == "users":  # SCRAM credentials: cli/_configs_users.py
+            return describe_users(admin, name, out) if args.describe else alter_users(args, admin, name or "", out)
         if args.describe:
             return _describe(admin, entity_type, name, args.all, out)
         return _alter(args, admin, entity_type, name, out)
@@ -125,14 +133,31 @@ def _describe(admin: Any, entity_type: str, name: Optional[str], every: bool, ou
     ids = [name] if name is not None else [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]] + [""]
     for broker in ids:
         if broker == "":
-            # Kafka's cluster-wide dynamic defaults: none here, every broker setting is static.
-            out.write("Default configs for brokers in the cluster are:\n")
+            # The cluster-wide default, as any broker sees it (its own dynamic values left out).
+            some = str(admin.describe_cluster()["brokers"][0]["broker_id"])
+            entries = _default_view(_entries(admin, ConfigResourceType.BROKER, some, True))
+            out.write("%s configs for brokers in the cluster are:\n" % ("All" if every else "Default"))
+            _print_entries({k: e for k, e in entries.items()
+                            if every or e["config_source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"}, out)
             continue
         entries = _entries(admin, ConfigResourceType.BROKER, broker, True)  # (an unknown broker raises)
         out.write("%s configs for broker %s are:\n" % ("All" if every else "Dynamic", broker))
-        if every:  # (a broker's configs are static or defaults: none is dynamic)
-            _print_entries(entries, out)
+        _print_entries({k: e for k, e in entries.items()
+                        if every or e["config_source"] == "DYNAMIC_BROKER_CONFIG"}, out)
     return 0
+
+
+def _default_view(entries: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """A broker's entries as the cluster-wide default resource shows them: without the
+    broker's own dynamic values (the next source in its synonyms wins)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for key, entry in entries.items():
+        synonyms = [s for s in entry.get("synonyms") or () if s["source"] != "DYNAMIC_BROKER_CONFIG"]
+        if synonyms != list(entry.get("synonyms") or ()):
+            first = synonyms[0] if synonyms else {"value": None, "source": "DEFAULT_CONFIG"}
+            entry = dict(entry, value=first["value"], config_source=first["source"], synonyms=synonyms)
+        out[key] = entry
+    return out
 
 
 def _every_topic(admin: Any) -> List[str]:
@@ -170,8 +195,14 @@ def _alter(args: argparse.Namespace, admin: Any, entity_type: str, name: Optiona
     if not added and not deleted:
         raise CommandError("--alter needs --add-config, --add-config-file or --delete-config")
     if entity_type == "brokers":
-        raise errors.InvalidRequestError(
-            "broker configs are static here: set them in server.properties or with --override")
+        changes_of_broker: Dict[str, Any] = {k: (AlterConfigOp.SET, v) for k, v in added.items()}
+        changes_of_broker.update({k: (AlterConfigOp.DELETE, None) for k in deleted})
+        admin.incremental_alter_configs([ConfigResource(ConfigResourceType.BROKER, name, changes_of_broker)])
+        if name == "":
+            out.write("Completed updating default config for brokers in the cluster.\n")
+        else:
+            out.write("Completed updating config for broker %s.\n" % name)
+        return 0
     known = _entries(admin, ConfigResourceType.TOPIC, name, every=True)  # (an unknown topic raises)
     unknown = [k for k in deleted if k not in known]
     if unknown:

@@ -17,15 +17,23 @@ error is raised once all items were attempted. Errors are the classes of
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from .. import errors
-from ..cluster.contract import BrokerConfigEntry, BrokerNode, ProducerDescription
+from ..cluster.contract import (
+    BrokerConfigEntry,
+    BrokerNode,
+    ProducerDescription,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..cluster.replica_assignment import check_added_assignment, check_new_assignment
 from ..errors import ConfigError
-from ..config import LogConfig
+from ..config import LogConfig, to_string
 from ..protocol.constants import AlterConfigOp, ConfigResourceType
+from ..protocol.scram import MAX_ITERATIONS, MECHANISMS, salted_password
 from . import assignors
 from .consumer import OffsetAndMetadata, TopicPartition
 from .transport import TCP_OPTIONS, Transport, connect
@@ -42,6 +50,8 @@ __all__ = [
     "OffsetAndMetadata",
     "ProducerDescription",
     "TopicPartition",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -136,13 +146,26 @@ def _broker_entry(key: str, described: BrokerConfigEntry, synonyms: bool) -> Dic
     """A broker setting as kafka-python shapes it; with ``synonyms``, where its value comes
     from, then its default (Kafka's order)."""
     is_default = described.source == "DEFAULT_CONFIG"
+    # read_only is this client's long-standing True for a broker key; DescribeConfigs on the
+    # wire carries Kafka's answer per key (False for the keys AlterConfigs may change).
     entry: Dict[str, Any] = {"value": described.value, "read_only": True, "is_default": is_default,
                              "config_source": described.source, "is_sensitive": described.sensitive}
-    if synonyms:
+    if synonyms and described.synonyms:
+        entry["synonyms"] = [{"name": key, "value": value, "source": source}
+                             for source, value in described.synonyms]
+    elif synonyms:
         entry["synonyms"] = ([] if is_default else [{"name": key, "value": described.value,
                                                      "source": described.source}])
         entry["synonyms"].append({"name": key, "value": described.default, "source": "DEFAULT_CONFIG"})
     return entry
+
+
+def _broker_resource_name(resource: Any) -> Optional[str]:
+    """A BROKER resource's name ("" for the cluster-wide default), or None for another resource type."""
+    if _resource_type(getattr(resource, "resource_type", None)) is not ConfigResourceType.BROKER:
+        return None
+    name = getattr(resource, "name", None)
+    return "" if name in (None, "") else str(_broker_id_of(resource))
 
 
 def _alter_op(value: Any) -> AlterConfigOp:
@@ -156,6 +179,31 @@ def _alter_op(value: Any) -> AlterConfigOp:
 
 
 _CONFIG_FILTERS = ("all", "modified", "default", "dynamic")
+
+class UserScramCredentialUpsertion(NamedTuple):
+    """Set ``user``'s SCRAM credential for ``mechanism`` from ``password`` (salted here, with a
+    random salt unless one is given: the password itself never leaves the client)."""
+
+    user: str
+    mechanism: str
+    password: str
+    iterations: int = 4096
+    salt: Optional[bytes] = None
+
+
+class UserScramCredentialDeletion(NamedTuple):
+    """Remove ``user``'s SCRAM credential for ``mechanism``."""
+
+    user: str
+    mechanism: str
+
+
+def _scram_type(mechanism: str) -> int:
+    try:
+        return MECHANISMS[mechanism.upper()][1]
+    except (KeyError, AttributeError):
+        raise ConfigError("SCRAM mechanism %r is not one of %s" % (mechanism, ", ".join(MECHANISMS))) from None
+
 
 # What a client may pass, beside broker= and bootstrap_servers=.
 _DEFAULTS: Dict[str, Any] = {
@@ -362,9 +410,10 @@ class AdminClient:
         ``config_filter`` (kafka-python's default ``"modified"``) keeps only the
         topic's overrides (a broker's settings it was given); ``"all"`` lists every
         key with its effective value, ``"default"`` only the keys left at their
-        default. A broker's settings are read-only: ``STATIC_BROKER_CONFIG`` when
-        set in server.properties or when the Broker was opened, else
-        ``DEFAULT_CONFIG``; a sensitive one has value None. A resource's ``configs`` (a list of keys, or a dict whose
+        default. A broker's settings: ``DYNAMIC_BROKER_CONFIG`` or
+        ``DYNAMIC_DEFAULT_BROKER_CONFIG`` when set by AlterConfigs on the broker or the
+        cluster-wide default, ``STATIC_BROKER_CONFIG`` when set in server.properties or
+        when the Broker was opened, else ``DEFAULT_CONFIG``; a sensitive one has value None. A resource's ``configs`` (a list of keys, or a dict whose
         keys count) narrows the keys; an unknown topic raises
         UnknownTopicOrPartitionError.
         """
@@ -418,6 +467,10 @@ class AdminClient:
         transport = self._check_open()
         results: Dict[str, Dict[str, Optional[errors.BrokerError]]] = {}
         for resource in config_resources:
+            broker = _broker_resource_name(resource)
+            if broker is not None:
+                self._alter_broker(transport, broker, resource, False, validate_only, results)
+                continue
             rtype, name = self._topic_resource(resource, "alter_configs")
             try:
                 new: Dict[str, Any] = {}
@@ -454,6 +507,10 @@ class AdminClient:
         results: Dict[str, Dict[str, Optional[errors.BrokerError]]] = {}
         defaults = LogConfig.defaults()
         for resource in config_resources:
+            broker = _broker_resource_name(resource)
+            if broker is not None:
+                self._alter_broker(transport, broker, resource, True, validate_only, results)
+                continue
             rtype, name = self._topic_resource(resource, "incremental_alter_configs")
             try:
                 current = transport.describe_configs(name)
@@ -491,12 +548,29 @@ class AdminClient:
                 results.setdefault(rtype.name.lower(), {})[name] = exc
         return _finish_nested(results, raise_errors)
 
+    @staticmethod
+    def _alter_broker(transport: Any, name: str, resource: Any, incremental: bool, validate_only: bool,
+                      results: Dict[str, Dict[str, Optional[errors.BrokerError]]]) -> None:
+        """A BROKER resource's dynamic configs (``name`` its id, or "" for the cluster-wide
+        default): the broker checks, stores and applies them; its error is the resource's."""
+        try:
+            ops = []
+            for key, (op, value) in _alter_entries(resource.configs).items():
+                if not incremental and op is not AlterConfigOp.SET:
+                    raise errors.InvalidRequestError(
+                        "alter_configs replaces every config; operation %s on %r needs "
+                        "incremental_alter_configs" % (op.name, key))
+                ops.append((op.name, key, to_string(value)))
+            transport.alter_broker_configs(name, ops, incremental, validate_only)
+            results.setdefault("broker", {})[name] = None
+        except errors.BrokerError as exc:
+            results.setdefault("broker", {})[name] = exc
+
     def _topic_resource(self, resource: Any, operation: str) -> Tuple[ConfigResourceType, str]:
         rtype = _resource_type(getattr(resource, "resource_type", None))
         if rtype is not ConfigResourceType.TOPIC:
             raise errors.InvalidRequestError(
-                "%s supports TOPIC resources; %s %r is not one (broker configs are set when the "
-                "Broker is opened)" % (operation, rtype.name, getattr(resource, "name", None)))
+                "%s supports TOPIC and BROKER resources; %s %r is neither" % (operation, rtype.name, getattr(resource, "name", None)))
         name = getattr(resource, "name", None)
         if not isinstance(name, str):
             raise errors.InvalidRequestError("a TOPIC resource needs a topic name, got %r" % (name,))
@@ -642,6 +716,48 @@ class AdminClient:
         described = self._check_open().describe_cluster()
         return {"cluster_id": described.cluster_id, "controller_id": described.controller_id,
                 "brokers": [b._asdict() for b in described.brokers]}
+
+    def describe_user_scram_credentials(self, users: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+        """Users' SCRAM credentials (every user's when ``users`` is None): user -> a list of
+        ``(mechanism, iterations)``, or the error (a BrokerError) the broker answered for it
+        (RESOURCE_NOT_FOUND for a user without credentials)."""
+        described = self._check_open().describe_user_scram_credentials(None if users is None else list(users))
+        out: Dict[str, Any] = {}
+        for d in described:
+            cls = errors.error_for_code(d.error_code) if d.error_code else None
+            out[d.user] = d.credentials if cls is None else cls(d.error_message or cls.message)
+        return out
+
+    def alter_user_scram_credentials(self, alterations: Iterable[Any], raise_errors: bool = True
+                                     ) -> Dict[str, Optional[errors.BrokerError]]:
+        """Apply :class:`UserScramCredentialUpsertion` and :class:`UserScramCredentialDeletion`
+        items; -> user -> None or the broker's error for that user (raised, the first one,
+        when ``raise_errors``). A user with any refused change keeps all its credentials."""
+        deletions: List[ScramCredentialDeletion] = []
+        upsertions: List[ScramCredentialUpsertion] = []
+        for item in alterations:
+            if isinstance(item, UserScramCredentialDeletion):
+                deletions.append(ScramCredentialDeletion(item.user, _scram_type(item.mechanism)))
+            elif isinstance(item, UserScramCredentialUpsertion):
+                kind = _scram_type(item.mechanism)
+                salt = item.salt if item.salt is not None else os.urandom(32)
+                # Out-of-range iterations go to the broker unsalted, for its answer (UNACCEPTABLE_CREDENTIAL).
+                salted = (salted_password(item.mechanism.upper(), item.password, salt, item.iterations)
+                          if 0 < item.iterations <= MAX_ITERATIONS else b"")
+                upsertions.append(ScramCredentialUpsertion(item.user, kind, item.iterations, salt, salted))
+            else:
+                raise ConfigError("alter_user_scram_credentials takes UserScramCredentialUpsertion and "
+                                  "UserScramCredentialDeletion items, not %r" % (item,))
+        answers = self._check_open().alter_user_scram_credentials(deletions, upsertions)
+        out: Dict[str, Optional[errors.BrokerError]] = {}
+        for user, (code, message) in answers.items():
+            cls = errors.error_for_code(code) if code else None
+            out[user] = None if cls is None else cls(message or cls.message)
+        if raise_errors:
+            for failure in out.values():
+                if failure is not None:
+                    raise failure
+        return out
 
     def describe_log_dirs(self, topic_partitions: Any = None, brokers: Optional[Iterable[int]] = None
                           ) -> List[Dict[str, Any]]:

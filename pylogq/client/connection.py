@@ -1,4 +1,4 @@
-"""One Kafka protocol connection to one broker: framing, version negotiation, SASL/PLAIN.
+"""One Kafka protocol connection to one broker: framing, version negotiation, SASL (PLAIN, SCRAM).
 
 Wire framing (every integer big-endian)::
 
@@ -58,6 +58,7 @@ from ..errors import (
 from ..protocol.constants import ApiKey
 from ..protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
 from ..protocol.messages import API_NAMES
+from ..protocol.scram import ScramClient, ScramError
 from ..protocol.types import Reader, Writer
 from .metrics import NodeSensors
 
@@ -101,6 +102,8 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),  # v4: total and usable bytes
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 #: The longest wait for a TCP connect (Kafka's socket.connection.setup.timeout.ms).
@@ -411,9 +414,22 @@ class BrokerConnection:
             cls = error_for_code(response["error_code"]) or UnsupportedSaslMechanismError
             raise cls("broker %s refused SASL mechanism %s; it offers %s"
                       % (self.address, mechanism, ", ".join(response["mechanisms"] or []) or "none"))
-        token = b"\0" + username.encode("utf-8") + b"\0" + password.encode("utf-8")
+        if mechanism == "PLAIN":
+            self._sasl_step(mechanism, username, b"\0" + username.encode("utf-8") + b"\0" + password.encode("utf-8"))
+            return
+        scram = ScramClient(mechanism, username, password)
+        try:
+            server_first = self._sasl_step(mechanism, username, scram.first_message())
+            scram.verify(self._sasl_step(mechanism, username, scram.final_message(server_first)))
+        except ScramError as exc:
+            raise SaslAuthenticationFailedError("SASL/%s authentication of %r at %s failed: %s"
+                                                % (mechanism, username, self.address, exc)) from None
+
+    def _sasl_step(self, mechanism: str, username: str, token: bytes) -> bytes:
+        """Send one SaslAuthenticate token -> the broker's answer (raises its error)."""
         response = self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
         if response["error_code"]:
             cls = error_for_code(response["error_code"]) or SaslAuthenticationFailedError
             raise cls("SASL/%s authentication of %r at %s failed: %s"
                       % (mechanism, username, self.address, response.get("error_message") or "no reason given"))
+        return bytes(response["auth_bytes"] or b"")

@@ -40,6 +40,9 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Opt
 
 from ..cluster.contract import (
     BrokerConfigEntry,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+    UserScramCredentials,
     BrokerNode,
     ClusterDescription,
     FetchResult,
@@ -96,6 +99,9 @@ _STALE_LEADER_CODES = frozenset((NotLeaderOrFollowerError.code, LeaderNotAvailab
                                  UnknownTopicOrPartitionError.code))
 _RETRY_BACKOFF_S = 0.05
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Kafka's ScramMechanism type bytes.
+SCRAM_MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 Bootstrap = Tuple[str, int]
 NodeKey = Any  # a broker's node id, or ("bootstrap", host, port) before Metadata named it
@@ -175,8 +181,9 @@ class TcpTransport(Transport):
     the addresses tried. ``request_timeout_ms`` bounds each request (past it,
     RequestTimedOutError, and the connection is dropped: its state is unknown);
     a long-polled Fetch gets its wait on top. ``security_protocol`` is
-    ``PLAINTEXT`` or ``SASL_PLAINTEXT`` (with ``sasl_mechanism="PLAIN"``,
-    ``sasl_plain_username`` and ``sasl_plain_password``). ``metrics``: the
+    ``PLAINTEXT`` or ``SASL_PLAINTEXT`` (with ``sasl_mechanism`` ``"PLAIN"``,
+    ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``, ``sasl_plain_username`` and
+    ``sasl_plain_password``, as kafka-python names them for every mechanism). ``metrics``: the
     client's request sensors (see the module docstring).
     """
 
@@ -198,8 +205,9 @@ class TcpTransport(Transport):
         self._sasl: Optional[Tuple[str, str, str]] = None
         if protocol == "SASL_PLAINTEXT":
             mechanism = (sasl_mechanism or "PLAIN").upper()
-            if mechanism != "PLAIN":
-                raise ConfigError("sasl_mechanism %r is not supported; use PLAIN" % (sasl_mechanism,))
+            if mechanism not in _SASL_MECHANISMS:
+                raise ConfigError("sasl_mechanism %r is not supported; use %s"
+                                  % (sasl_mechanism, ", ".join(_SASL_MECHANISMS)))
             if not isinstance(sasl_plain_username, str) or not isinstance(sasl_plain_password, str):
                 raise ConfigError("security_protocol SASL_PLAINTEXT needs sasl_plain_username and "
                                   "sasl_plain_password (str)")
@@ -870,8 +878,15 @@ class TcpTransport(Transport):
                 source = ConfigSource.UNKNOWN.name
             default = next((s["value"] for s in c.get("synonyms") or ()
                             if s["source"] == ConfigSource.DEFAULT_CONFIG), None)
+            synonyms = []
+            for syn in c.get("synonyms") or ():
+                try:
+                    synonyms.append((ConfigSource(syn["source"]).name, syn["value"]))
+                except ValueError:
+                    synonyms.append((ConfigSource.UNKNOWN.name, syn["value"]))
             out[c["name"]] = BrokerConfigEntry(None if c["is_sensitive"] else c["value"], source,
-                                               bool(c["is_sensitive"]), default)
+                                               bool(c["is_sensitive"]), default, tuple(synonyms),
+                                               bool(c["read_only"]))
         return out
 
     def broker_log_dirs(self) -> List[str]:
@@ -900,6 +915,25 @@ class TcpTransport(Transport):
         result = response["responses"][0]
         _raise(result["error_code"], "altering the configs of topic %r" % topic, result.get("error_message"))
 
+    def alter_broker_configs(self, resource_name: str, ops: Sequence[Tuple[str, str, Optional[str]]],
+                             incremental: bool, validate_only: bool = False) -> None:
+        """AlterConfigs (or IncrementalAlterConfigs) of a BROKER resource, sent to that broker
+        (any broker for "", the cluster-wide default), as Kafka's admin client routes it."""
+        if incremental:
+            entries = [{"name": k, "config_operation": AlterConfigOp[op], "value": v} for op, k, v in ops]
+            api_key = ApiKey.INCREMENTAL_ALTER_CONFIGS
+        else:
+            entries = [{"name": k, "value": v} for _, k, v in ops]
+            api_key = ApiKey.ALTER_CONFIGS
+        node = int(resource_name) if resource_name else None
+        response = self._call(node, api_key, {
+            "resources": [{"resource_type": ConfigResourceType.BROKER, "resource_name": resource_name,
+                           "configs": entries}],
+            "validate_only": validate_only})
+        result = response["responses"][0]
+        what = "broker %s" % resource_name if resource_name else "the cluster-wide broker default"
+        _raise(result["error_code"], "altering the configs of %s" % what, result.get("error_message"))
+
     def describe_cluster(self) -> ClusterDescription:
         """DescribeCluster, or Metadata from a broker that does not speak it (Kafka before 2.8)."""
         try:
@@ -913,6 +947,27 @@ class TcpTransport(Transport):
         return ClusterDescription(response["cluster_id"], response["controller_id"],
                                   [BrokerNode(b["broker_id"], b["host"], b["port"], b["rack"])
                                    for b in response["brokers"]])
+
+    def describe_user_scram_credentials(self, users: Optional[Sequence[str]] = None
+                                        ) -> List[UserScramCredentials]:
+        """DescribeUserScramCredentials (any broker answers); every user's when ``users`` is None."""
+        response = self._call(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                              {"users": None if users is None else [{"name": u} for u in users]})
+        _raise(response["error_code"], "describing SCRAM credentials", response["error_message"])
+        return [UserScramCredentials(r["user"], r["error_code"], r["error_message"],
+                                     [(SCRAM_MECHANISM_NAMES.get(c["mechanism"], "UNKNOWN"), c["iterations"])
+                                      for c in r["credential_infos"]])
+                for r in response["results"]]
+
+    def alter_user_scram_credentials(self, deletions: Sequence[ScramCredentialDeletion],
+                                     upsertions: Sequence[ScramCredentialUpsertion]
+                                     ) -> Dict[str, Tuple[int, Optional[str]]]:
+        """AlterUserScramCredentials (any broker answers: it writes to the cluster's store)."""
+        response = self._call(None, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
+            "deletions": [{"name": d.user, "mechanism": d.mechanism} for d in deletions],
+            "upsertions": [{"name": u.user, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
+                            "salted_password": u.salted_password} for u in upsertions]}, retry=False)
+        return {r["user"]: (r["error_code"], r["error_message"]) for r in response["results"]}
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
         """DescribeLogDirs to every broker in the metadata; -> broker id -> its log directories."""

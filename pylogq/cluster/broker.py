@@ -70,6 +70,7 @@ from .contract import (
     TopicPartitionInfo,
     listener_factory,
 )
+from .dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_config_file, write_config_file
 from .delayed import DelayedCall, DelayedOperationPurgatory, Tapped, Timer
 from .group_coordinator import GroupCoordinator, storage_error_code
 from .in_process import InProcessTransport
@@ -79,6 +80,7 @@ from .partition import Partition
 from .producer_ids import ProducerIdManager
 from .replica_assignment import check_added_assignment, check_new_assignment
 from .topic_store import FileTopicStore, TopicMetadata
+from .user_credentials import FileUserCredentials, UserCredentials
 
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
     from .cluster_node import ClusterNode
@@ -129,9 +131,27 @@ class Broker:
         if not any(k in config for k in ("log.dirs", "log_dirs", "log.dir", "log_dir")):
             config["log.dirs"] = self.data_dir
         self.config = BrokerConfig(config)  # every setting checked before anything is written
+        #: The dynamic configs (AlterConfigs on a BROKER resource) over the static ``config``,
+        #: which is then the effective one: read now (a cluster's from the store, read again
+        #: when it joins and on every change; a single node's from its data directory).
+        self.dynamic_config = DynamicBrokerConfig(self.config)
+        self._dynamic_lock = threading.Lock()
         os.makedirs(self.data_dir, exist_ok=True)
         self.broker_id: int = self.config.node.broker_id
         clustered = metadata_store is not None or self.config.node.zookeeper_connect is not None
+        # Before anything reads the settings (the log manager, the cleaner, the listener):
+        # the keys read only at start take their dynamic values too.
+        stored = self._stored_dynamic_configs(metadata_store) if clustered else read_config_file(self.data_dir)
+        self.dynamic_config.default = self.dynamic_config.usable(
+            stored.get(DEFAULT_ENTITY, {}), False, "the default broker configs")
+        self.dynamic_config.per_broker = self.dynamic_config.usable(
+            stored.get(str(self.broker_id), {}), True, "broker %d's configs" % self.broker_id)
+        try:
+            self.config = self.dynamic_config.effective()
+        except ConfigError as exc:  # each key passes alone, not all together: start with the static settings
+            log.error("ignoring the dynamic broker configs %s and %s: %s", self.dynamic_config.default,
+                      self.dynamic_config.per_broker, exc)
+            self.dynamic_config.default, self.dynamic_config.per_broker = {}, {}
         stored_cluster_id = self._load_meta(generate=not clustered)
         self.cluster_id = stored_cluster_id or ""
         self.producer_ids = ProducerIdManager(self.data_dir)
@@ -139,6 +159,7 @@ class Broker:
         self._admin_lock = threading.RLock()
         self._pending_configs: Dict[str, TopicMetadata] = {}  # topics being created, for their logs' config
         self._store = FileTopicStore(self.data_dir)
+        self._file_users = None if clustered else FileUserCredentials(self.data_dir)  # a cluster's: in the store
         # A missing topics file is rebuilt from the partition directories (the offsets topic with its own config).
         offsets_config = OffsetsTopic.config(self.config.node.offsets_topic_segment_bytes)
         # A single node's topics; a cluster member's are in the metadata store (this map then
@@ -218,17 +239,36 @@ class Broker:
 
     # -- cluster membership -----------------------------------------------------------
 
+    def _stored_dynamic_configs(self, store: Optional[MetadataStore]) -> Dict[str, Dict[str, str]]:
+        """A cluster member's dynamic configs as its start finds them in the store (read again
+        when it joins, and on every change): the store given, or a short session of its own."""
+        from .zk_client import KafkaZkClient
+
+        own = store is None
+        if store is None:
+            store = self._open_zookeeper()
+        try:
+            zk = KafkaZkClient(store)
+            return {entity: zk.get_broker_config(entity) for entity in (DEFAULT_ENTITY, str(self.broker_id))}
+        finally:
+            if own:
+                store.close()
+
+    def _open_zookeeper(self) -> MetadataStore:
+        from .zk_store import ZooKeeperStore  # kazoo is loaded only by brokers of a cluster
+
+        node = self.config.node
+        assert node.zookeeper_connect is not None
+        return ZooKeeperStore(node.zookeeper_connect, session_timeout_ms=node.zookeeper_session_timeout_ms,
+                              connection_timeout_ms=node.zookeeper_connection_timeout_ms)
+
     def _cluster_node(self, store: Optional[MetadataStore], connector: Optional[InterBrokerConnector]) -> ClusterNode:
         from .cluster_node import ClusterNode
 
         node = self.config.node
         own_store = store is None  # a broker process's own session, whose pauses are its own
         if store is None:
-            from .zk_store import ZooKeeperStore  # kazoo is loaded only by brokers of a cluster
-
-            assert node.zookeeper_connect is not None
-            store = ZooKeeperStore(node.zookeeper_connect, session_timeout_ms=node.zookeeper_session_timeout_ms,
-                                   connection_timeout_ms=node.zookeeper_connection_timeout_ms)
+            store = self._open_zookeeper()
         if connector is None:
             connector = inter_broker_connector()
             if connector is None:
@@ -241,7 +281,7 @@ class Broker:
         return ClusterNode(self.broker_id, node, store, connector, self, self.timer, schedule,
                            self._unclean_leader_election, self.fetch_purgatory,
                            on_leadership=self._leadership_changed, on_topic_config=self._topic_config_changed,
-                           watch_pauses=own_store)
+                           watch_pauses=own_store, on_broker_config=self._broker_config_changed)
 
     def _leadership_changed(self, led: List[Tuple[str, int]], followed: List[Tuple[str, int]]) -> None:
         """The group coordinator follows the leadership of ``__consumer_offsets``' partitions:
@@ -923,18 +963,40 @@ class Broker:
         with self._lock:
             return self._require_topic(topic).partitions
 
-    def broker_configs(self) -> Dict[str, BrokerConfigEntry]:
-        """This broker's settings by dotted key: STATIC_BROKER_CONFIG for the keys it was given
-        (server.properties, ``--override``, keywords), DEFAULT_CONFIG for the others. A
-        sensitive one (a JAAS config with passwords) has no value, as DescribeConfigs hides it."""
+    def broker_configs(self, per_broker: bool = True) -> Dict[str, BrokerConfigEntry]:
+        """This broker's settings by dotted key, each from where its value comes, as Kafka's
+        DescribeConfigs tells it: DYNAMIC_BROKER_CONFIG (this broker's dynamic value),
+        DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster-wide default), STATIC_BROKER_CONFIG (the
+        keys it was given: server.properties, ``--override``, keywords) or DEFAULT_CONFIG;
+        ``synonyms`` lists every source that has a value, the winning one first. Without
+        ``per_broker`` (the resource "") this broker's own dynamic values are left out. A
+        dynamic key pylogq has no setting for is listed as stored. A sensitive one (a JAAS
+        config with passwords) has no value, as DescribeConfigs hides it."""
+        dynamic = self.dynamic_config
+        config = self.config if per_broker else dynamic.effective(per_broker={})
+        static = dynamic.static.to_strings()
         defaults = self.config.default_strings()
+        values: Dict[str, Optional[str]] = dict(config.to_strings())
+        for layer in ((dynamic.default, dynamic.per_broker) if per_broker else (dynamic.default,)):
+            for key, value in layer.items():
+                if self.config.dotted_key(key) is None:
+                    values[key] = value  # a key pylogq has no setting for: kept as stored, as Kafka keeps it
         out: Dict[str, BrokerConfigEntry] = {}
-        for name, text in sorted(self.config.to_strings().items()):
-            source = "STATIC_BROKER_CONFIG" if name in self.config.static_keys else "DEFAULT_CONFIG"
+        for name, text in sorted(values.items()):
+            synonyms: List[Tuple[str, Optional[str]]] = [
+                (source, value) for source, value in dynamic.layers(name)
+                if per_broker or source != "DYNAMIC_BROKER_CONFIG"]
+            if name in self.config.static_keys:
+                synonyms.append(("STATIC_BROKER_CONFIG", static.get(name)))
+            if name in defaults:
+                synonyms.append(("DEFAULT_CONFIG", defaults[name]))
+            source = synonyms[0][0] if synonyms else "DEFAULT_CONFIG"
+            read_only = not is_dynamic_in_kafka(name)
             if _sensitive(name):
-                out[name] = BrokerConfigEntry(None, source, True, None)
+                out[name] = BrokerConfigEntry(None, source, True, None, tuple((s, None) for s, _ in synonyms),
+                                              read_only)
             else:
-                out[name] = BrokerConfigEntry(text, source, False, defaults.get(name))
+                out[name] = BrokerConfigEntry(text, source, False, defaults.get(name), tuple(synonyms), read_only)
         return out
 
     def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
@@ -950,28 +1012,110 @@ class Broker:
             effective = self.default_log_config.merged(meta.config).to_strings()
             return {k: (v, k not in meta.config) for k, v in sorted(effective.items())}
 
-    def alter_broker_configs(self, resource_name: str, config: Mapping[str, Optional[str]]) -> None:
-        """AlterConfigs on a BROKER resource (this broker's id, or "" for the cluster default).
+    def alter_broker_configs(self, resource_name: str, ops: Sequence[Tuple[str, str, Optional[str]]],
+                             incremental: bool = False, validate_only: bool = False) -> None:
+        """AlterConfigs on a BROKER resource: this broker's id, or "" for the cluster-wide default.
 
-        No broker setting changes while the broker runs yet (dynamic broker configs are
-        later work). A key that Kafka too refuses to change is answered as Kafka answers
-        it: INVALID_REQUEST "Cannot update these configs dynamically". Removing a key
-        (None) removes nothing: a broker has no dynamic value to remove.
+        ``ops`` are (``SET``/``DELETE``/``APPEND``/``SUBTRACT``, key, value). Without
+        ``incremental`` the SETs are the resource's whole new dynamic set (Kafka's
+        AlterConfigs); with it they change the stored set, APPEND and SUBTRACT working on a
+        list key's dynamic value or, when it has none, its default (as Kafka does). The new
+        set is checked as Kafka checks it (INVALID_REQUEST "Invalid config value for
+        resource ..."), then stored (the cluster's store, with a change notification every
+        broker reads; a single node's data directory) and applied. ``validate_only``
+        stores nothing.
         """
-        if resource_name not in ("", str(self.broker_id)):
-            raise errors.InvalidRequestError("Unexpected broker id, expected %d or empty string, but received %s"
-                                             % (self.broker_id, resource_name))
-        known = self.broker_configs()
-        setting = [k for k, v in config.items() if v is not None]
-        read_only = [k for k in setting if k in known and not is_dynamic_in_kafka(k)]
-        if read_only:
-            raise errors.InvalidRequestError(
-                "Invalid config value for resource ConfigResource(type=BROKER, name='%s'): "
-                "Cannot update these configs dynamically: Set(%s)" % (resource_name, ", ".join(read_only)))
-        if setting:
-            raise errors.InvalidRequestError(
-                "broker configs are static here (Kafka updates %s dynamically): set them in server.properties "
-                "or with --override" % ", ".join(setting))
+        per_broker = resource_name != ""
+        if per_broker:
+            try:
+                named = int(resource_name)
+            except ValueError:
+                raise errors.InvalidRequestError("Broker id must be an integer, but it is: %s"
+                                                 % resource_name) from None
+            if named != self.broker_id:
+                raise errors.InvalidRequestError("Unexpected broker id, expected %d, but received %s"
+                                                 % (self.broker_id, resource_name))
+        entity = str(self.broker_id) if per_broker else DEFAULT_ENTITY
+        with self._admin_lock:
+            self._check_open()
+            current = self.dynamic_config.per_broker if per_broker else self.dynamic_config.default
+            if self.cluster is not None:  # the store's, in case this broker has not read the last change yet
+                current = self.cluster.zk.get_broker_config(entity)
+            props: Dict[str, str] = dict(current) if incremental else {}
+            defaults = self.config.default_strings()
+            for op, key, value in ops:
+                if op == "SET":
+                    if value is not None:
+                        props[key] = value
+                elif op == "DELETE":
+                    props.pop(key, None)
+                elif op in ("APPEND", "SUBTRACT"):
+                    described = self.config.describe_key(key)
+                    if described is None:
+                        raise errors.InvalidConfigError("Unknown config name: %s" % key)
+                    if described[0] != "LIST":
+                        raise errors.InvalidConfigError("Config value %s is not allowed for config key: %s"
+                                                        % ("append" if op == "APPEND" else "subtract", key))
+                    base = props.get(key, defaults.get(key) or "")
+                    items = [v for v in base.split(",") if v]
+                    given = (value or "").split(",")
+                    if op == "APPEND":
+                        items = list(dict.fromkeys(items + given))
+                    else:
+                        items = [v for v in items if v not in given]
+                    props[key] = ",".join(items)
+                else:
+                    raise errors.InvalidRequestError("unknown config operation %s for %r" % (op, key))
+            resource = "ConfigResource(type=BROKER, name='%s')" % resource_name
+            try:
+                self.dynamic_config.validate(props, per_broker)
+            except ConfigError as exc:
+                raise errors.InvalidRequestError("Invalid config value for resource %s: %s" % (resource, exc)) from None
+            if validate_only:
+                return
+            log.info("dynamic configs of %s: %s", "broker %d" % self.broker_id if per_broker else "every broker",
+                     {k: ("[hidden]" if _sensitive(k) else v) for k, v in sorted(props.items())})
+            if self.cluster is not None:
+                self.cluster.zk.set_broker_config(entity, props)
+            else:
+                sets = {DEFAULT_ENTITY: self.dynamic_config.default,
+                        str(self.broker_id): self.dynamic_config.per_broker}
+                sets[entity] = props
+                write_config_file(self.data_dir, sets)
+            self._broker_config_changed(entity, props)  # the notification brings the same to the others
+
+    def _broker_config_changed(self, entity: str, props: Dict[str, str]) -> None:
+        """The dynamic configs of ``entity`` (this broker's id or <default>) are now ``props``:
+        the effective configuration and the log defaults follow; every log without its own
+        value of a changed topic key takes the new default at once."""
+        with self._dynamic_lock:
+            per_broker = entity != DEFAULT_ENTITY
+            usable = self.dynamic_config.usable(props, per_broker, "broker configs of %s" % entity)
+            try:
+                config = (self.dynamic_config.effective(per_broker=usable) if per_broker
+                          else self.dynamic_config.effective(default=usable))
+            except ConfigError as exc:
+                log.error("ignoring the dynamic broker configs of %s %s: %s", entity, usable, exc)
+                return
+            if per_broker:
+                self.dynamic_config.per_broker = usable
+            else:
+                self.dynamic_config.default = usable
+            self.config = config
+            new_defaults = self.config.log_manager.default_log_config()
+            if new_defaults == self.default_log_config:
+                return
+            self.default_log_config = new_defaults
+            self.logs.default_log_config = new_defaults
+            with self._lock:
+                partitions = list(self._partitions.items())
+                overrides = {topic: meta.config for topic, meta in self._topics.items()}
+            for (topic, _), partition in partitions:
+                try:
+                    partition.log.config = new_defaults.merged(overrides.get(topic) or {})
+                except ConfigError as exc:
+                    log.error("topic %s: its config %s is invalid over the new broker defaults: %s", topic,
+                              overrides.get(topic), exc)
 
     def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool = False) -> None:
         """Replace a topic's overrides (``incremental``: set only the given keys;
@@ -1078,7 +1222,35 @@ class Broker:
                                                       % (self.broker_id, topic, index, doubt))
         return part
 
-    # -- produce, fetch, offsets -----------------------------------------------------
+    # -- users' SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials) ----
+
+    @property
+    def _users(self) -> UserCredentials:
+        if self.cluster is not None:
+            return self.cluster.users
+        assert self._file_users is not None
+        return self._file_users
+
+    def scram_credential(self, user: str, mechanism: str) -> Optional[str]:
+        """The user's credential string for ``mechanism`` as this broker knows it (quick: a cache)."""
+        return self._users.cached(user).get(mechanism)
+
+    def describe_user_configs(self, users: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, str]]:
+        """Users' configs (every user's when None; a user without one is left out), read from
+        the data directory or the metadata store (which may block: not on the loop)."""
+        return self._users.read(users)
+
+    def alter_user_config(self, user: str, changes: Mapping[str, Optional[str]]) -> None:
+        """Set (a string) or remove (None) keys of one user's config; in a cluster, every broker
+        is notified. Not on the loop."""
+        config = self._users.read([user]).get(user, {})
+        for key, value in changes.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        self._users.write(user, config)
+
 
     def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int = 1,
                 auto_create: bool = True, timeout_ms: int = 30000) -> ProduceResult:

@@ -24,7 +24,7 @@ __all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "is_dynamic_in_
 #: The broker keys Kafka updates without a restart (DynamicBrokerConfig.AllDynamicConfigs
 #: and DynamicConfig.Broker, Kafka 3.x), besides the ``ssl.``/``sasl.``/``listener.name.``
 #: families. Every other broker key is read-only there: AlterConfigs refuses it with
-#: INVALID_REQUEST "Cannot update these configs dynamically". pylogq updates none yet.
+#: INVALID_REQUEST "Cannot update these configs dynamically" (:mod:`.dynamic_broker_config`).
 _KAFKA_DYNAMIC_BROKER_KEYS = frozenset("""
     log.segment.bytes log.roll.ms log.roll.hours log.roll.jitter.ms log.roll.jitter.hours
     log.index.size.max.bytes log.flush.interval.messages log.flush.interval.ms log.retention.bytes
@@ -99,6 +99,7 @@ class NodeConfig(Config):
     # server.properties loads unchanged; a single asyncio loop has no such pools.
     num_network_threads: int = setting("num.network.threads", _INT, 3, at_least=1)
     num_io_threads: int = setting("num.io.threads", _INT, 8, at_least=1)
+    background_threads: int = setting("background.threads", _INT, 10, at_least=1)
     # A cluster (docs/replication.md): without zookeeper.connect the broker is a single node.
     zookeeper_connect: Optional[str] = setting("zookeeper.connect", _STRING, None, nullable=True)
     zookeeper_connection_timeout_ms: int = setting("zookeeper.connection.timeout.ms", _INT, 18000, at_least=0)
@@ -182,6 +183,27 @@ class BrokerConfig:
         #: DescribeConfigs' STATIC_BROKER_CONFIG; every other key is at its DEFAULT_CONFIG.
         self.static_keys: FrozenSet[str] = frozenset(given)
         self._listener_type = listener
+        self._settings: Dict[str, Any] = dict(settings)
+
+    def dotted_key(self, key: str) -> Optional[str]:
+        """The dotted key that ``key`` (either spelling, or an alias) names, or None for a key no part knows."""
+        for part in (NodeConfig, self._listener_type, LogManagerConfig):
+            if part is not None and part.accepts(key):
+                return _dotted(part, key)
+        return None
+
+    def with_dynamic(self, values: Mapping[str, Any]) -> "BrokerConfig":
+        """This configuration with ``values`` (dotted keys this class knows) in place of the
+        settings it was given for them: the effective config of dynamic values. ``static_keys``
+        stays this one's (a dynamic value is no static setting). Raises ConfigError as the
+        constructor does."""
+        replaced = {self.dotted_key(key) for key in values}
+        settings = {k: v for k, v in self._settings.items() if self.dotted_key(k) not in replaced}
+        settings.update(values)
+        config = BrokerConfig(settings, self._listener_type)
+        config.static_keys = self.static_keys
+        config._settings = self._settings
+        return config
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

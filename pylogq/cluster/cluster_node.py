@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .. import errors
@@ -52,8 +53,9 @@ from .replica_assignment import assign_replicas, check_added_assignment, check_n
 from .replica_fetcher import FetcherSettings
 from .replica_manager import ReplicaHost, ReplicaManager, ReplicationSettings
 from .session_guard import SessionGuard
+from .user_credentials import ZkUserCredentials
 from .zk_client import KafkaZkClient
-from .zk_data import TopicAssignment, broker_path, encode_broker, topic_path
+from .zk_data import DEFAULT_BROKER_ENTITY, TopicAssignment, broker_path, encode_broker, topic_path
 
 if TYPE_CHECKING:  # the broker owns this object; only its type is needed here
     from .broker_config import NodeConfig
@@ -78,14 +80,19 @@ class ClusterNode:
                  unclean_leader_election: Callable[[str], bool], consumer_fetches: Any,
                  on_leadership: Optional[Callable[[List[TopicPartition], List[TopicPartition]], None]] = None,
                  on_topic_config: Optional[Callable[[str, Dict[str, str]], None]] = None,
-                 watch_pauses: bool = False) -> None:
+                 watch_pauses: bool = False,
+                 on_broker_config: Optional[Callable[[str, Dict[str, str]], None]] = None) -> None:
         self.broker_id = broker_id
         self.node = node
         self.store = store
         self.zk = KafkaZkClient(store)
+        #: Users' SCRAM credentials (/config/users), refreshed by ``users/`` notifications.
+        self.users = ZkUserCredentials(self.zk)
         self.metadata = MetadataCache()
         self._metadata_changed = threading.Condition()
         self._on_topic_config = on_topic_config
+        # Told the dynamic configs of an entity (this broker's id or <default>) at start and on change.
+        self._on_broker_config = on_broker_config
         self._registration: Optional[BrokerRegistration] = None
         self._epoch = -1
         self._lock = threading.RLock()
@@ -147,6 +154,10 @@ class ClusterNode:
         self._register()
         self.store.add_listener(self._session_state)
         self.zk.get_config_changes(watch=self._config_changes_watch)
+        self.users.load()  # after the watch: a change from now on is a notification
+        if self._on_broker_config is not None:  # before any replica is hosted: logs open with them
+            for entity in (DEFAULT_BROKER_ENTITY, str(self.broker_id)):
+                self._on_broker_config(entity, self.zk.get_broker_config(entity))
         self.controller.startup()
         return cluster_id
 
@@ -372,6 +383,15 @@ class ClusterNode:
                     continue
                 seen.add(name)
                 entity = self.zk.read_config_change(name)
+                if entity is not None and entity.startswith("users/"):
+                    self.users.refresh(urllib.parse.unquote(entity[len("users/"):]))
+                    continue
+                if entity is not None and entity.startswith("brokers/"):
+                    target = entity[len("brokers/"):]
+                    mine = target in (DEFAULT_BROKER_ENTITY, str(self.broker_id))
+                    if self._on_broker_config is not None and mine:
+                        self._on_broker_config(target, self.zk.get_broker_config(target))
+                    continue
                 if entity is None or not entity.startswith("topics/"):
                     continue
                 topic = entity[len("topics/"):]

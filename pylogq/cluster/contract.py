@@ -35,6 +35,9 @@ __all__ = [
     "LeaderAndIsrPartition",
     "LeaderAndIsrRequest",
     "ReplicaFetchPartition",
+    "ScramCredentialDeletion",
+    "ScramCredentialUpsertion",
+    "UserScramCredentials",
     "StopReplicaRequest",
     "UpdateMetadataPartition",
     "UpdateMetadataRequest",
@@ -126,9 +129,13 @@ ConfigEntries = Dict[str, Tuple[Optional[str], bool]]
 class BrokerConfigEntry(NamedTuple):
     """One of a broker's settings as DescribeConfigs tells it.
 
-    ``source`` is Kafka's ConfigSource name: ``STATIC_BROKER_CONFIG`` for a key the broker
-    was given (its properties file, ``--override``, ``pylogq.Broker`` keywords),
-    ``DEFAULT_CONFIG`` for one left at its default. A sensitive key (a password, a JAAS
+    ``source`` is Kafka's ConfigSource name: ``DYNAMIC_BROKER_CONFIG`` and
+    ``DYNAMIC_DEFAULT_BROKER_CONFIG`` for a value set by AlterConfigs on this broker or on
+    the cluster-wide default, ``STATIC_BROKER_CONFIG`` for a key the broker was given (its
+    properties file, ``--override``, ``pylogq.Broker`` keywords), ``DEFAULT_CONFIG`` for one
+    left at its default. ``synonyms``: (source, value) of every source that has a value,
+    the winning one first (empty when not known); ``read_only`` is False for a key Kafka
+    changes while the broker runs. A sensitive key (a password, a JAAS
     config) has ``value`` and ``default`` None; an unset optional key (``advertised.listeners``)
     has ``value`` None and is not sensitive.
     """
@@ -137,6 +144,9 @@ class BrokerConfigEntry(NamedTuple):
     source: str
     sensitive: bool
     default: Optional[str]
+    synonyms: Tuple[Tuple[str, Optional[str]], ...] = ()
+    #: False for a key Kafka changes while the broker runs (AlterConfigs on a BROKER resource).
+    read_only: bool = True
 
 
 #: Kafka's ProduceResponse for one partition: the append's own result, from the log to the
@@ -256,6 +266,32 @@ class CommittedOffset(NamedTuple):
 
 #: OffsetDelete's answer: the group's error code, and each partition's (empty with a group error).
 OffsetDeleteResult = Tuple[int, Dict[Tuple[str, int], int]]
+
+
+class UserScramCredentials(NamedTuple):
+    """DescribeUserScramCredentials' answer for one user: (mechanism name, iterations) per credential."""
+
+    user: str
+    error_code: int
+    error_message: Optional[str]
+    credentials: List[Tuple[str, int]]
+
+
+class ScramCredentialDeletion(NamedTuple):
+    """Remove ``user``'s credential for ``mechanism`` (Kafka's type byte: 1 SCRAM-SHA-256, 2 -512)."""
+
+    user: str
+    mechanism: int
+
+
+class ScramCredentialUpsertion(NamedTuple):
+    """Set ``user``'s credential for ``mechanism``; the client salts the password (RFC 5802's Hi)."""
+
+    user: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
 
 
 class BrokerNode(NamedTuple):
@@ -529,11 +565,23 @@ class BrokerApi(Protocol):
 
     def describe_broker_configs(self, broker_id: int) -> Dict[str, BrokerConfigEntry]: ...
 
+    def alter_broker_configs(self, resource_name: str, ops: Sequence[Tuple[str, str, Optional[str]]],
+                             incremental: bool, validate_only: bool = False) -> None: ...
+
     def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None: ...
 
     def describe_cluster(self) -> ClusterDescription: ...
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]: ...
+
+    # users' SCRAM credentials
+    def describe_user_scram_credentials(self, users: Optional[Sequence[str]] = None
+                                        ) -> List[UserScramCredentials]: ...
+
+    def alter_user_scram_credentials(self, deletions: Sequence[ScramCredentialDeletion],
+                                     upsertions: Sequence[ScramCredentialUpsertion]) -> Dict[str, Tuple[int, Optional[str]]]:
+        """-> user -> (error code, message), one entry per user named."""
+        ...
 
 
 class GroupCoordinatorApi(Protocol):
@@ -654,11 +702,19 @@ class ServedBroker(Protocol):
 
     def describe_configs(self, topic: str) -> ConfigEntries: ...
 
-    def broker_configs(self) -> Dict[str, BrokerConfigEntry]: ...
+    def broker_configs(self, per_broker: bool = True) -> Dict[str, BrokerConfigEntry]: ...
 
     def alter_configs(self, topic: str, config: Mapping[str, Optional[object]], incremental: bool = False) -> None: ...
 
-    def alter_broker_configs(self, resource_name: str, config: Mapping[str, Optional[str]]) -> None: ...
+    def alter_broker_configs(self, resource_name: str, ops: Sequence[Tuple[str, str, Optional[str]]],
+                             incremental: bool = False, validate_only: bool = False) -> None: ...
+
+    # users' SCRAM credentials (Kafka's user entity configs)
+    def scram_credential(self, user: str, mechanism: str) -> Optional[str]: ...
+
+    def describe_user_configs(self, users: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, str]]: ...
+
+    def alter_user_config(self, user: str, changes: Mapping[str, Optional[str]]) -> None: ...
 
     def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview],
                 acks: int = 1, auto_create: bool = True) -> ProduceResult: ...

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import InvalidRequestError, UnknownTopicOrPartitionError
+from ..errors import InvalidRequestError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from .contract import (
     BrokerConfigEntry,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+    UserScramCredentials,
     BrokerNode,
     ClusterDescription,
     ConfigEntries,
@@ -168,6 +171,10 @@ class InProcessTransport:
     def alter_configs(self, topic: str, config: Mapping[str, object], incremental: bool) -> None:
         self.broker.alter_configs(topic, config, incremental)
 
+    def alter_broker_configs(self, resource_name: str, ops: Sequence[Tuple[str, str, Optional[str]]],
+                             incremental: bool, validate_only: bool = False) -> None:
+        self.broker.alter_broker_configs(resource_name, ops, incremental, validate_only)
+
     def describe_cluster(self) -> ClusterDescription:
         """This broker, at the address of its first listener (Kafka's no-node ("", -1) when it serves none)."""
         addresses = self.broker.listener_addresses
@@ -177,6 +184,17 @@ class InProcessTransport:
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
         return {self.broker.broker_id: self.broker.describe_log_dirs(partitions)}
+
+    def describe_user_scram_credentials(self, users: Optional[Sequence[str]] = None
+                                        ) -> List[UserScramCredentials]:
+        raise UnsupportedVersionError("SCRAM credentials are administered over the Kafka protocol: "
+                                             "give the admin client bootstrap_servers, not broker")
+
+    def alter_user_scram_credentials(self, deletions: Sequence[ScramCredentialDeletion],
+                                     upsertions: Sequence[ScramCredentialUpsertion]
+                                     ) -> Dict[str, Tuple[int, Optional[str]]]:
+        raise UnsupportedVersionError("SCRAM credentials are administered over the Kafka protocol: "
+                                             "give the admin client bootstrap_servers, not broker")
 
     def close(self) -> None:
         """Nothing to release: the broker stays up."""

@@ -15,9 +15,11 @@ names the state's version it read (its partition epoch). Thread-safe as the stor
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+import urllib.parse
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import errors
@@ -38,8 +40,10 @@ from .zk_data import (
     TOPICS_PATH,
     PartitionState,
     TopicAssignment,
+    broker_config_path,
     broker_path,
     decode_broker,
+    decode_broker_config,
     decode_cluster_id,
     decode_config_change,
     decode_controller,
@@ -276,6 +280,58 @@ class KafkaZkClient:
         self.store.create("%s/%s" % (CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX),
                           encode_config_change("topics/%s" % topic), sequential=True, makepath=True)
 
+    def get_broker_config(self, entity: str) -> Dict[str, str]:
+        """The dynamic configs of broker ``entity`` (its id, or ``<default>`` for the cluster-wide default)."""
+        try:
+            data, _ = self.store.get(broker_config_path(entity))
+        except errors.NoNodeError:
+            return {}
+        return decode_broker_config(entity, data)
+
+    def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
+        """Write broker ``entity``'s dynamic configs (all of them) and notify every broker."""
+        path = broker_config_path(entity)
+        data = encode_topic_config(config)  # the same {"version":1,"config":{...}} as a topic's
+        try:
+            self.store.set(path, data)
+        except errors.NoNodeError:
+            self.store.create(path, data, makepath=True)
+        self.store.create("%s/%s" % (CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX),
+                          encode_config_change("brokers/%s" % entity), sequential=True, makepath=True)
+
+    # -- users (SCRAM credentials): /config/users/<url-encoded name>, Kafka's entity config ----
+
+    def get_user_names(self) -> List[str]:
+        """Every user with a config znode (names decoded)."""
+        try:
+            children = self.store.get_children(USERS_CONFIG_PATH)
+        except errors.NoNodeError:
+            return []
+        return sorted(urllib.parse.unquote(child) for child in children)
+
+    def get_user_config(self, user: str) -> Dict[str, str]:
+        try:
+            data, _ = self.store.get(user_config_path(user))
+        except errors.NoNodeError:
+            return {}
+        try:  # {"version":1,"config":{...}}, as a topic's
+            config = json.loads(data.decode("utf-8"))["config"]
+            return {str(k): str(v) for k, v in config.items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise errors.MetadataStoreError("%s holds no user config: %s" % (user_config_path(user), exc)) from None
+
+    def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
+        """Write a user's config (an empty one too, as Kafka does) and notify every broker."""
+        path = user_config_path(user)
+        data = encode_topic_config(config)
+        try:
+            self.store.set(path, data)
+        except errors.NoNodeError:
+            self.store.create(path, data, makepath=True)
+        self.store.create("%s/%s" % (CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX),
+                          encode_config_change("users/%s" % sanitize_user(user)),
+                          sequential=True, makepath=True)
+
     def get_config_changes(self, watch: Optional[Watcher] = None) -> List[str]:
         """The names of the pending config change notifications, oldest first."""
         return sorted(c for c in self.store.get_children(CONFIG_CHANGES_PATH, watch=watch)
@@ -445,3 +501,17 @@ class KafkaZkClient:
                 return start, end
             except errors.BadVersionError:
                 continue  # another broker took a block meanwhile
+
+
+#: Kafka's user entity configs (SCRAM credentials, quotas), one znode per url-encoded name.
+USERS_CONFIG_PATH = "/config/users"
+
+
+def user_config_path(user: str) -> str:
+    """``/config/users/<name>``, the name url-encoded as Kafka's Sanitizer does (``*`` too)."""
+    return "%s/%s" % (USERS_CONFIG_PATH, sanitize_user(user))
+
+
+def sanitize_user(user: str) -> str:
+    """Kafka's Sanitizer: url-encoding with ``*`` and ``~`` encoded too (Java's URLEncoder does ``~``)."""
+    return urllib.parse.quote(user, safe="").replace("~", "%7E")

@@ -17,7 +17,10 @@ Kafka cluster's ZooKeeper recognises a pylogq cluster's::
     /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":1,"leader_epoch":0,
                                                    "controller_epoch":1,"isr":[1,2,3]}
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
+    /config/brokers/<id> and /config/brokers/<default>
+                                                  {"version":1,"config":{"log.retention.ms":"1000"}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
+                                                  (or "brokers/<id>", "brokers/<default>")
     /admin/delete_topics/<topic>                  (empty: the topic is being deleted)
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
@@ -43,7 +46,11 @@ __all__ = [
     "BrokerEndpoint",
     "BrokerRegistration",
     "CLUSTER_ID_PATH",
+    "BROKER_CONFIG_PATH",
     "CONFIG_CHANGES_PATH",
+    "DEFAULT_BROKER_ENTITY",
+    "broker_config_path",
+    "decode_broker_config",
     "CONFIG_CHANGE_PREFIX",
     "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH",
@@ -89,6 +96,9 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIG_PATH = "/config/topics"
+BROKER_CONFIG_PATH = "/config/brokers"
+#: The entity name of the cluster-wide default broker configs (Kafka's ZooKeeperInternals.DEFAULT_STRING).
+DEFAULT_BROKER_ENTITY = "<default>"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN_PATH = "/admin"
@@ -123,6 +133,11 @@ def partitions_path(topic: str) -> str:
 
 def partition_state_path(topic: str, partition: int) -> str:
     return "%s/%s/partitions/%d/state" % (TOPICS_PATH, topic, partition)
+
+
+def broker_config_path(entity: str) -> str:
+    """``/config/brokers/<id>`` or ``/config/brokers/<default>``."""
+    return "%s/%s" % (BROKER_CONFIG_PATH, entity)
 
 
 def topic_config_path(topic: str) -> str:
@@ -276,6 +291,12 @@ def encode_topic_config(config: Mapping[str, str]) -> bytes:
 
 def decode_topic_config(topic: str, data: bytes) -> Dict[str, str]:
     path = topic_config_path(topic)
+    config = _field(path, _loads(path, data), "config", dict)
+    return {str(k): str(v) for k, v in config.items()}
+
+
+def decode_broker_config(entity: str, data: bytes) -> Dict[str, str]:
+    path = broker_config_path(entity)
     config = _field(path, _loads(path, data), "config", dict)
     return {str(k): str(v) for k, v in config.items()}
 

@@ -38,7 +38,9 @@ __all__ = [
     "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "DESCRIBE_LOG_DIRS_REQUEST",
     "DESCRIBE_LOG_DIRS_RESPONSE", "DESCRIBE_CLUSTER_REQUEST", "DESCRIBE_CLUSTER_RESPONSE",
     "OFFSET_DELETE_REQUEST", "OFFSET_DELETE_RESPONSE", "DESCRIBE_PRODUCERS_REQUEST",
-    "DESCRIBE_PRODUCERS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "INTER_BROKER_APIS",
+    "DESCRIBE_PRODUCERS_RESPONSE", "DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE", "ALTER_USER_SCRAM_CREDENTIALS_REQUEST",
+    "ALTER_USER_SCRAM_CREDENTIALS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "INTER_BROKER_APIS",
     "REQUESTS", "RESPONSES", "header_versions",
 ]
 
@@ -1383,6 +1385,68 @@ DESCRIBE_PRODUCERS_RESPONSE = Schema({
 })
 
 #: API key -> Kafka's name for the API.
+# -- DescribeUserScramCredentials (50) -------------------------------------------------------------
+DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = Schema({
+    "apiKey": 50, "type": "request", "name": "DescribeUserScramCredentialsRequest",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "Users", "type": "[]UserName", "versions": "0+", "nullableVersions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+        ]},
+    ],
+})
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = Schema({
+    "apiKey": 50, "type": "response", "name": "DescribeUserScramCredentialsResponse",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "Results", "type": "[]DescribeUserScramCredentialsResult", "versions": "0+", "fields": [
+            {"name": "User", "type": "string", "versions": "0+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "CredentialInfos", "type": "[]CredentialInfo", "versions": "0+", "fields": [
+                {"name": "Mechanism", "type": "int8", "versions": "0+"},
+                {"name": "Iterations", "type": "int32", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- AlterUserScramCredentials (51) ----------------------------------------------------------------
+ALTER_USER_SCRAM_CREDENTIALS_REQUEST = Schema({
+    "apiKey": 51, "type": "request", "name": "AlterUserScramCredentialsRequest",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "Deletions", "type": "[]ScramCredentialDeletion", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Mechanism", "type": "int8", "versions": "0+"},
+        ]},
+        {"name": "Upsertions", "type": "[]ScramCredentialUpsertion", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Mechanism", "type": "int8", "versions": "0+"},
+            {"name": "Iterations", "type": "int32", "versions": "0+"},
+            {"name": "Salt", "type": "bytes", "versions": "0+"},
+            {"name": "SaltedPassword", "type": "bytes", "versions": "0+"},
+        ]},
+    ],
+})
+
+ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = Schema({
+    "apiKey": 51, "type": "response", "name": "AlterUserScramCredentialsResponse",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Results", "type": "[]AlterUserScramCredentialsResult", "versions": "0+", "fields": [
+            {"name": "User", "type": "string", "versions": "0+"},
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        ]},
+    ],
+})
+
 API_NAMES: Dict[int, str] = {
     ApiKey.PRODUCE: "Produce",
     ApiKey.FETCH: "Fetch",
@@ -1418,6 +1482,8 @@ API_NAMES: Dict[int, str] = {
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 
 #: API key -> (min, max) version the broker advertises in ApiVersions.
@@ -1456,6 +1522,8 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 #: The APIs a cluster's brokers send one another: the controller's LeaderAndIsr, StopReplica
@@ -1501,6 +1569,8 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_REQUEST,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_REQUEST,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_REQUEST,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
 }
 
 #: API key -> response table.
@@ -1539,6 +1609,8 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_RESPONSE,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_RESPONSE,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_RESPONSE,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
 }
 
 def header_versions(api_key: int, api_version: int) -> Tuple[int, int]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Deque, Dict, List, Optional, T
 
 from ..errors import CloseConnection, ProtocolError
 from ..protocol import REQUEST_HEADER, Reader
+from ..protocol.scram import ScramServer
 from .listeners import Listener
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class Connection:
         self.authenticated = not listener.sasl
         self.sasl_mechanism: Optional[str] = None
         self.sasl_raw_token = False  # after SaslHandshake v0 the next frame is a bare token
+        self.sasl_exchange: Optional[ScramServer] = None  # a SCRAM exchange under way
         self.user: Optional[str] = None
         self.client_id = ""
         self.requests = 0

@@ -49,6 +49,7 @@ from .handler_base import NOT_COMPUTED, Framed, error_code, error_counts, error_
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_replication import ReplicationHandlers
+from .handlers_scram import ScramHandlers
 
 if TYPE_CHECKING:
     from .server import KafkaServer
@@ -100,7 +101,7 @@ class _Replicating(NamedTuple):
     partitions: List[Tuple[Dict[str, Any], Any, "asyncio.Future[Any]"]]
 
 
-class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
+class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
@@ -259,12 +260,18 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
     def sasl_authenticate(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
         if conn.sasl_mechanism is None or conn.authenticated:
             raise CloseConnection("SaslAuthenticate without a SaslHandshake")
-        error = self._check_plain(conn, req["auth_bytes"] or b"")
+        answer, error = self._sasl_step(conn, req["auth_bytes"] or b"")
         if error is not None:
             conn.close_after_response = True  # Kafka answers with the error, then closes
             return {"error_code": errors.SaslAuthenticationFailedError.code, "error_message": error,
                     "auth_bytes": b"", "session_lifetime_ms": 0}
-        return {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+        return {"error_code": 0, "error_message": None, "auth_bytes": answer, "session_lifetime_ms": 0}
+
+    def _sasl_step(self, conn: Connection, token: bytes) -> Tuple[bytes, Optional[str]]:
+        """The next step of ``conn``'s exchange in its mechanism -> (answer, error or None)."""
+        if conn.sasl_mechanism == "PLAIN":
+            return b"", self._check_plain(conn, token)
+        return self._scram_step(conn, token)
 
     def _check_plain(self, conn: Connection, token: bytes) -> Optional[str]:
         """Check a SASL/PLAIN token (authzid NUL authcid NUL password); None when it is good."""
@@ -286,11 +293,13 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
         return None
 
     def sasl_raw_token(self, conn: Connection, token: bytes) -> Outcome:
-        """The bare token after SaslHandshake v0: an empty frame on success, else close."""
-        error = self._check_plain(conn, token)
+        """A bare token after SaslHandshake v0: the answer as a bare frame (empty for PLAIN),
+        else close. A SCRAM exchange takes two tokens."""
+        answer, error = self._sasl_step(conn, token)
         if error is not None:
             raise CloseConnection(error)
-        return [b"\x00\x00\x00\x00"]
+        conn.sasl_raw_token = not conn.authenticated
+        return [struct.pack(">i", len(answer)) + answer]
 
     # -- Metadata ------------------------------------------------------------------------
 
@@ -834,7 +843,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                 elif res["resource_type"] == ConfigResourceType.BROKER:
                     if res["resource_name"] not in ("", str(self.broker.broker_id)):
                         raise errors.InvalidRequestError("unknown broker %r" % res["resource_name"])
-                    entries = self._broker_configs(req["include_synonyms"])
+                    entries = self._broker_configs(req["include_synonyms"], res["resource_name"] != "")
                     describe_key = self.broker.config.describe_key
                 else:
                     raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
@@ -865,18 +874,17 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                             "config_source": source, "is_sensitive": False, "synonyms": syn})
         return entries
 
-    def _broker_configs(self, synonyms: bool) -> List[Dict[str, Any]]:
-        """Every broker setting, read-only: set in server.properties (STATIC_BROKER_CONFIG, its
-        default a synonym, as Kafka lists it) or left at its default (DEFAULT_CONFIG)."""
+    def _broker_configs(self, synonyms: bool, per_broker: bool) -> List[Dict[str, Any]]:
+        """Every broker setting with its source (a dynamic value, the static one, the default)
+        and, with ``synonyms``, every source that has a value, the winning one first (Kafka's
+        order). The resource "" (``per_broker`` False) is seen without this broker's own
+        dynamic values, as Kafka describes the cluster-wide default."""
         entries = []
-        for name, entry in self.broker.broker_configs().items():
+        for name, entry in self.broker.broker_configs(per_broker).items():
             source = ConfigSource[entry.source]
-            syn: List[Dict[str, Any]] = []
-            if synonyms:
-                if source != ConfigSource.DEFAULT_CONFIG:
-                    syn.append({"name": name, "value": entry.value, "source": source})
-                syn.append({"name": name, "value": entry.default, "source": ConfigSource.DEFAULT_CONFIG})
-            entries.append({"name": name, "value": entry.value, "read_only": True,
+            syn = [{"name": name, "value": value, "source": ConfigSource[where]}
+                   for where, value in entry.synonyms] if synonyms else []
+            entries.append({"name": name, "value": entry.value, "read_only": entry.read_only,
                             "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
                             "is_sensitive": entry.sensitive, "synonyms": syn})
         return entries
@@ -922,7 +930,8 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                      "resource_name": res["resource_name"]}
             try:
                 if res["resource_type"] == ConfigResourceType.BROKER:
-                    self.broker.alter_broker_configs(res["resource_name"], changes_of(res))
+                    await self._admin(self.broker.alter_broker_configs, res["resource_name"],
+                                      _broker_ops(res, incremental), incremental, req["validate_only"])
                 elif res["resource_type"] != ConfigResourceType.TOPIC:
                     raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
                 elif req["validate_only"]:
@@ -940,3 +949,19 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers):
                 entry["error_message"] = error_message(exc)
             out.append(entry)
         return {"throttle_time_ms": 0, "responses": out}
+
+
+def _broker_ops(res: Dict[str, Any], incremental: bool) -> List[Tuple[str, str, Optional[str]]]:
+    """A BROKER resource's changes as (operation name, key, value): AlterConfigs' entries are
+    SETs of the whole new set (a null value is left out, as Kafka leaves it)."""
+    if not incremental:
+        return [("SET", c["name"], c["value"]) for c in res["configs"] if c["value"] is not None]
+    ops: List[Tuple[str, str, Optional[str]]] = []
+    for c in res["configs"]:
+        try:
+            op = AlterConfigOp(c["config_operation"]).name
+        except ValueError:
+            raise errors.InvalidRequestError("unknown config operation %d for %r"
+                                             % (c["config_operation"], c["name"])) from None
+        ops.append((op, c["name"], c["value"]))
+    return ops

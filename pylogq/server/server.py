@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import os
 import socket
 import threading
 from typing import (
@@ -53,7 +54,10 @@ from .listeners import Listener, parse_jaas_users, parse_listeners
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["KafkaServer", "new_event_loop"]
+__all__ = ["KafkaServer", "SASL_MECHANISMS", "new_event_loop"]
+
+#: The SASL mechanisms ``sasl.enabled.mechanisms`` may name.
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 _T = TypeVar("_T")
 
@@ -117,13 +121,20 @@ class KafkaServer:
             config.listener_name_sasl_plaintext_plain_sasl_jaas_config)
         mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
         if any(listener.sasl for listener in self.listeners):
-            if mechanisms != ["PLAIN"]:
-                raise ConfigError("sasl.enabled.mechanisms: only PLAIN is supported, got %r"
-                                  % config.sasl_enabled_mechanisms)
-            if not self.sasl_users:
-                raise ConfigError("a SASL_PLAINTEXT listener needs users: set %s (user_NAME=\"PASSWORD\") "
-                                  "or pass sasl_users" % JAAS_KEY)
-        self.sasl_mechanisms = ("PLAIN",)
+            unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
+            if unknown or not mechanisms:
+                raise ConfigError("sasl.enabled.mechanisms: %r is not supported (supported: %s), got %r"
+                                  % (unknown[0] if unknown else "", ", ".join(SASL_MECHANISMS),
+                                     config.sasl_enabled_mechanisms))
+            if "PLAIN" in mechanisms and not self.sasl_users:
+                raise ConfigError("SASL/PLAIN on a SASL_PLAINTEXT listener needs users: set %s "
+                                  "(user_NAME=\"PASSWORD\") or pass sasl_users" % JAAS_KEY)
+        else:
+            mechanisms = ["PLAIN"]
+        #: What SaslHandshake offers. SCRAM users are the broker's (AlterUserScramCredentials).
+        self.sasl_mechanisms = tuple(dict.fromkeys(mechanisms))
+        #: Makes the salts SCRAM shows for unknown users (stable per name while this server runs).
+        self.scram_secret = os.urandom(32)
         self.socket_request_max_bytes = int(socket_request_max_bytes or config.socket_request_max_bytes)
         self.queued_max_requests = int(queued_max_requests or config.queued_max_requests)
         self.connections_max_idle_ms = int(connections_max_idle_ms or config.connections_max_idle_ms)

@@ -232,9 +232,9 @@ def test_create_partitions_refuses_bad_assignments(pylogq_cluster: pylogq.Cluste
 
 @pytest.mark.parametrize("incremental", [False, True])
 def test_alter_configs_of_a_read_only_broker_key(pylogq_cluster: pylogq.Cluster, incremental: bool) -> None:
-    """Kafka refuses a key it cannot change while running with INVALID_REQUEST and names it;
-    a key Kafka changes dynamically is refused here too (dynamic broker configs are later
-    work), and removing a key that has no dynamic value is not an error."""
+    """Kafka refuses a key it cannot change while running with INVALID_REQUEST and names it,
+    and stores nothing of that request; a key Kafka changes dynamically is taken, and removing
+    a key that has no dynamic value is not an error."""
     broker_id = _ids(pylogq_cluster)[1]
     conn = _conn(pylogq_cluster, broker_id)
 
@@ -257,11 +257,19 @@ def test_alter_configs_of_a_read_only_broker_key(pylogq_cluster: pylogq.Cluster,
             errors.InvalidRequestError.code,
             "Invalid config value for resource ConfigResource(type=BROKER, name='%d'): Cannot update these configs "
             "dynamically: Set(log.dirs)" % broker_id)
-        dynamic = alter({"log.cleaner.threads": "2"})
-        assert dynamic["error_code"] == errors.InvalidRequestError.code
-        assert "log.cleaner.threads" in dynamic["error_message"] and "static here" in dynamic["error_message"]
+        mixed = alter({"log.cleaner.threads": "2", "log.dirs": "/elsewhere"})
+        assert mixed["error_code"] == errors.InvalidRequestError.code and "Set(log.dirs)" in mixed["error_message"]
+        assert pylogq_cluster.broker(broker_id).broker_configs()["log.cleaner.threads"].source == "DEFAULT_CONFIG"
+        assert alter({"log.cleaner.threads": "2"})["error_code"] == 0
+        entry = pylogq_cluster.broker(broker_id).broker_configs()["log.cleaner.threads"]
+        assert (entry.value, entry.source, entry.read_only) == ("2", "DYNAMIC_BROKER_CONFIG", False)
         if incremental:
             assert alter({"log.cleaner.threads": None})["error_code"] == 0
+            assert alter({"log.cleaner.threads": None})["error_code"] == 0  # nothing left to remove
+        else:
+            assert alter({})["error_code"] == 0  # AlterConfigs replaces the whole dynamic set
+        entry = pylogq_cluster.broker(broker_id).broker_configs()["log.cleaner.threads"]
+        assert (entry.value, entry.source) == ("1", "DEFAULT_CONFIG")
     finally:
         conn.close()
     assert pylogq_cluster.broker(broker_id).broker_configs()["log.dirs"].value != "/elsewhere"
