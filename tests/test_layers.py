@@ -15,11 +15,13 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pylogq
 
 PACKAGE = Path(pylogq.__file__).parent
+#: The name of the upward-import probe files the walker test writes into the package, one per run.
+PROBE_PREFIX = "_layer_probe_"
 
 # Rank per top-level package or module of pylogq; an import must go to a lower rank.
 RANKS: Dict[str, int] = {
@@ -80,10 +82,14 @@ def _layer(module: str) -> str:
     return parts[1] if parts[1] in RANKS else "__init__"  # pylogq.Broker and friends: the facade
 
 
-def _graph() -> Tuple[Dict[str, Set[str]], List[str]]:
+def _graph(probe: Optional[Path] = None) -> Tuple[Dict[str, Set[str]], List[str]]:
+    """The package's layer edges and upward imports; ``probe``: the one layer probe to read (the
+    probes of other runs of the suite at once come and go while this one walks)."""
     edges: Dict[str, Set[str]] = {}
     found: List[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name.startswith(PROBE_PREFIX) and path != probe:
+            continue
         module = _module_name(path)
         source = _layer(module)
         for line, target in _imports(path):
@@ -141,12 +147,12 @@ def test_server_and_client_use_only_the_broker_contract() -> None:
 def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The walker resolves relative imports: a storage module importing the server is caught."""
     # A name of its own: two runs of the suite at once must not share (and delete) one probe.
-    fake = PACKAGE / "storage" / ("_layer_probe_%s.py" % uuid.uuid4().hex)
+    fake = PACKAGE / "storage" / ("%s%s.py" % (PROBE_PREFIX, uuid.uuid4().hex))
     assert not fake.exists()
     fake.write_text("from ..server import KafkaServer\nfrom . import log\n")
     try:
         imports = list(_imports(fake))
-        _, upward = _graph()
+        _, upward = _graph(fake)
     finally:
         fake.unlink()
     assert imports == [(1, "pylogq.server"), (2, "pylogq.storage.log")]
