@@ -146,9 +146,8 @@ def _broker_entry(key: str, described: BrokerConfigEntry, synonyms: bool) -> Dic
     """A broker setting as kafka-python shapes it; with ``synonyms``, where its value comes
     from, then its default (Kafka's order)."""
     is_default = described.source == "DEFAULT_CONFIG"
-    # read_only is this client's long-standing True for a broker key; DescribeConfigs on the
-    # wire carries Kafka's answer per key (False for the keys AlterConfigs may change).
-    entry: Dict[str, Any] = {"value": described.value, "read_only": True, "is_default": is_default,
+    # read_only as Kafka answers it: False for the keys AlterConfigs may change while the broker runs.
+    entry: Dict[str, Any] = {"value": described.value, "read_only": described.read_only, "is_default": is_default,
                              "config_source": described.source, "is_sensitive": described.sensitive}
     if synonyms and described.synonyms:
         entry["synonyms"] = [{"name": key, "value": value, "source": source}
