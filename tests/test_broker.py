@@ -102,19 +102,22 @@ def test_auto_create_can_be_disabled(tmp_path):
 
 
 def test_fetch_long_poll_is_woken_by_a_produce(broker):
+    """Its max_wait_ms is longer than the whole wait for it: an answer can only be the produce's."""
     broker.create_topic("t")
     results = {}
 
     def fetcher():
-        results["r"] = broker.fetch([("t", 0, 0, 1 << 20)], max_wait_ms=20_000, min_bytes=1)
+        results["r"] = broker.fetch([("t", 0, 0, 1 << 20)], max_wait_ms=600_000, min_bytes=1)
 
-    thread = threading.Thread(target=fetcher)
-    started = time.monotonic()
+    thread = threading.Thread(target=fetcher, daemon=True)
     thread.start()
+    deadline = time.monotonic() + 60
+    while broker.fetch_purgatory.watched() != 1:  # parked: nothing to read yet
+        assert time.monotonic() < deadline and thread.is_alive(), "the fetch did not park"
+        time.sleep(0.005)
     broker.produce("t", 0, batch([b"wake"]))
-    thread.join(20)
-    assert not thread.is_alive()
-    assert time.monotonic() - started < 10
+    thread.join(60)
+    assert not thread.is_alive(), "the fetch was not woken by the produce"
     assert fetched_values(results["r"][("t", 0)]) == [b"wake"]
 
 

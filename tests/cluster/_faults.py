@@ -167,10 +167,12 @@ class FaultCluster:
             if not self.zookeeper.running:
                 self.zookeeper.start()
         finally:
-            self.cluster.close(timeout=30)
-            for p in list(self.proxies.values()) + list(self.zk_proxies.values()):
-                p.close()
-            self.zookeeper.delete_chroot("%s/%s" % (self.zookeeper.connect_string, self.chroot))
+            try:
+                self.cluster.close(timeout=30)  # raises on an unclean shutdown, after stopping every broker
+            finally:
+                for p in list(self.proxies.values()) + list(self.zk_proxies.values()):
+                    p.close()
+                self.zookeeper.delete_chroot("%s/%s" % (self.zookeeper.connect_string, self.chroot))
 
     # -- who is what ------------------------------------------------------------------------------
 

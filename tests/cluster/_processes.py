@@ -9,6 +9,16 @@ then expires after ``zookeeper.session.timeout.ms``), :meth:`ProcessCluster.stop
 session, and answers nothing until :meth:`ProcessCluster.thaw` sends SIGCONT); a frozen
 broker is thawed before it is stopped or killed. :meth:`ProcessCluster.wipe` empties a
 stopped broker's data directory, as a replaced disk would.
+
+Every run of a broker must end the way the test ended it: status 0 after SIGTERM (the
+broker's clean shutdown: ``pylogq-broker`` exits 1 when its shutdown did not finish),
+-9 after :meth:`ProcessCluster.kill` (a SIGKILL the test sent on purpose). A run that
+ended otherwise (a non-zero status after SIGTERM, a process that exited on its own, one
+that had to be killed because it did not stop) is recorded, and
+:meth:`ProcessCluster.close` raises with every such run once all the processes are gone.
+If the test is already failing when ``close`` runs (it is called from a ``finally``),
+the runs are added to the test's own error as a note instead, so that its failure is
+the one reported.
 """
 
 from __future__ import annotations
@@ -50,6 +60,19 @@ class BrokerProcess:
         self.port = port
         self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
         self.frozen = False
+        #: Whether the end of the current process is accounted for (a stop or kill the test asked
+        #: for, or a failed start): a process that ended with this still False exited on its own.
+        self._ended = True
+        #: Each run that did not end the way the test ended it, described.
+        self.unclean: List[str] = []
+        self._runs = 0
+
+    def _exited_on_its_own(self) -> None:
+        """Record the current process if it exited without being asked to."""
+        if self.proc is not None and not self._ended and self.proc.poll() is not None:
+            self._ended = True
+            self.unclean.append("broker %d (run %d) exited on its own with status %s"
+                                % (self.broker_id, self._runs, self.proc.returncode))
 
     @property
     def running(self) -> bool:
@@ -62,6 +85,10 @@ class BrokerProcess:
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
         """Start it and wait for its ready line, at most ``timeout`` seconds (then it is killed)."""
+        self._exited_on_its_own()
+        assert not self.running, "broker %d is running" % self.broker_id
+        self._runs += 1
+        self._ended = False
         with open(self.log_path, "ab") as log:
             level = os.environ.get("PYLOGQ_TEST_BROKER_LOG_LEVEL", "info")
             self.proc = subprocess.Popen(dies_with_test([sys.executable, "-c", _BOOT,
@@ -81,17 +108,21 @@ class BrokerProcess:
         if line is None or not READY.match(line):
             proc.kill()
             proc.wait()
+            self._ended = True  # the failed start is the report
             reader.join(10)
             raise AssertionError("broker %d printed no ready line (%s); its log:\n%s"
                                  % (self.broker_id, "%r" % line if line is not None
                                     else "nothing within %.0f s" % timeout, self.log_tail()))
 
     def kill(self) -> None:
+        """SIGKILL, on purpose: its -9 is the expected end of this run."""
+        self._exited_on_its_own()
         if self.running:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGKILL)
             self.thaw()  # a stopped process dies of SIGKILL too, but leaves nothing stopped behind
             self.proc.wait(30)
+            self._ended = True
         self.frozen = False
 
     def dump_threads(self) -> None:
@@ -112,20 +143,31 @@ class BrokerProcess:
         self.frozen = False
 
     def stop(self, timeout: float = 60.0) -> int:
-        """SIGTERM (a controlled shutdown) and wait; -> the exit status."""
+        """SIGTERM (a controlled shutdown) and wait; -> the exit status. A status other than 0 is
+        also recorded as an unclean shutdown (see the module docstring)."""
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            if self.frozen:
-                self.thaw()  # SIGTERM waits for it: sent first, it is the first thing the process sees
+        self._exited_on_its_own()
+        if self._ended:  # killed, or stopped already: nothing new to end
+            return self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        if self.frozen:
+            self.thaw()  # SIGTERM waits for it: sent first, it is the first thing the process sees
         try:
-            return self.proc.wait(timeout)
+            status = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError("broker %d did not stop within %.0f s; its log:\n%s"
-                                 % (self.broker_id, timeout, self.log_tail()))
+            self._ended = True
+            message = "broker %d (run %d) did not stop within %.0f s of SIGTERM and was killed" % (
+                self.broker_id, self._runs, timeout)
+            self.unclean.append(message)
+            raise AssertionError("%s; its log:\n%s" % (message, self.log_tail()))
+        self._ended = True
+        if status != 0:
+            self.unclean.append("broker %d (run %d) exited with status %s after SIGTERM"
+                                % (self.broker_id, self._runs, status))
+        return status
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_path.read_text("utf-8", "replace").splitlines()[-lines:])
@@ -243,17 +285,43 @@ class ProcessCluster:
         return "\n".join("--- broker %d ---\n%s" % (b, p.log_tail(25)) for b, p in self.brokers.items())
 
     def close(self, timeout: float = 60.0) -> None:
-        """Stop every broker (thawing frozen ones first), killing one that does not stop within ``timeout``."""
-        for b in self.brokers.values():
-            b.thaw()
-        for b in self.brokers.values():
-            try:
-                b.stop(timeout)
-            except AssertionError:
-                pass
-        if self._zk is not None:
-            self._zk.store.close()
-            self._zk = None
+        """Stop every broker (thawing frozen ones first), killing one that does not stop within
+        ``timeout``; then raise if any run of any broker ended uncleanly (see the module docstring).
+
+        Every process is stopped whatever happens to the others. Called while the test's own
+        exception propagates (from a ``finally``), it adds the unclean runs to that exception as
+        a note and does not raise: the test's failure stays the one reported."""
+        failing = sys.exc_info()[1]
+        errors: List[str] = []
+        try:
+            for b in self.brokers.values():
+                b.thaw()
+            for b in self.brokers.values():
+                try:
+                    b.stop(timeout)
+                except Exception as exc:  # noqa: BLE001 - every broker is stopped; reported below
+                    if not isinstance(exc, AssertionError):
+                        errors.append("broker %d: stopping it failed: %r" % (b.broker_id, exc))
+                finally:
+                    if b.running and b.proc is not None:  # stop() failed before it ended the process
+                        b.proc.kill()
+                        b.proc.wait()
+        finally:
+            if self._zk is not None:
+                self._zk.store.close()
+                self._zk = None
+        unclean = [line for b in self.brokers.values() for line in b.unclean] + errors
+        if not unclean:
+            return
+        report = "unclean broker shutdowns:\n  %s\n%s" % ("\n  ".join(unclean), self.logs())
+        if failing is not None:
+            note = getattr(failing, "add_note", None)
+            if note is not None:
+                note(report)
+            else:
+                print(report, file=sys.stderr)
+            return
+        raise AssertionError(report)
 
 
 def replicas_identical(cluster: ProcessCluster, topic: str, partitions: int, allow_empty: bool = False) -> None:

@@ -7,10 +7,13 @@ reading alongside. Each cycle kills a broker with SIGKILL (the leader of a parti
 controller among them) and starts it again. At the end: every acknowledged record is
 read back exactly once, in order, at the offset it was acknowledged with; whatever the
 consumer read is still there; the replicas hold the same bytes below the high
-watermark; and no produce outage lasted two session timeouts. With SIGTERM (a
-controlled shutdown) instead, the producer sees no error at all.
+watermark; and after every kill new leaders were elected and writes resumed on
+every partition while the victim was still down. With SIGTERM (a controlled
+shutdown) instead, the producer sees no error at all. How long an outage lasts is a
+speed target for the benchmarks; here a wait is only bounded, generously.
 
-``PYLOGQ_CHAOS_CYCLES`` runs more cycles, ``PYLOGQ_CHAOS_SEED`` replays a run.
+``PYLOGQ_CHAOS_CYCLES`` runs more cycles, ``PYLOGQ_CHAOS_SEED`` replays a run (a
+failure's message names the seed).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -38,14 +41,17 @@ PARTITIONS = 3
 SESSION_MS = 3000
 CYCLES = int(os.environ.get("PYLOGQ_CHAOS_CYCLES", "10"))
 SEED = int(os.environ.get("PYLOGQ_CHAOS_SEED", random.randrange(1 << 30)))
+#: Acknowledgements a partition must get after a broker went, to count as writing again: more
+#: than the few a delivery report can still bring of what was written before it went.
+RESUMED = 20
 
 
 class Acks:
-    """What the producer got acknowledged, per partition: (offset, value, ack time)."""
+    """What the producer got acknowledged, per partition: (offset, value), in acknowledgement order."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.acked: Dict[int, List[Tuple[int, bytes, float]]] = {p: [] for p in range(PARTITIONS)}
+        self.acked: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
         self.errors: List[str] = []
 
     def on_delivery(self, err, msg) -> None:  # type: ignore[no-untyped-def]
@@ -53,11 +59,16 @@ class Acks:
             if err is not None:
                 self.errors.append("%s: %s" % (msg.value(), err))
             else:
-                self.acked[msg.partition()].append((msg.offset(), msg.value(), time.monotonic()))
+                self.acked[msg.partition()].append((msg.offset(), msg.value()))
 
     def count(self) -> int:
         with self.lock:
             return sum(len(v) for v in self.acked.values())
+
+    def counts(self) -> Dict[int, int]:
+        """Acknowledgements so far, per partition."""
+        with self.lock:
+            return {p: len(v) for p, v in self.acked.items()}
 
 
 def _produce(cluster: ProcessCluster, acks: Acks, stop: threading.Event, failures: List[BaseException]) -> None:
@@ -106,6 +117,16 @@ def _consume(cluster: ProcessCluster, seen: Dict[int, List[Tuple[int, bytes]]], 
 
 
 def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
+    try:
+        _cycles(tmp_path, zookeeper_connect, kill)
+    except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise AssertionError("chaos seed %d (replay: PYLOGQ_CHAOS_SEED=%d): %s: %s"
+                             % (SEED, SEED, type(exc).__name__, exc)) from exc
+
+
+def _cycles(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
     rng = random.Random(SEED)
     cluster = ProcessCluster(tmp_path, zookeeper_connect, 3, {"min.insync.replicas": 2,
                                                              "zookeeper.session.timeout.ms": SESSION_MS})
@@ -114,8 +135,6 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
     acks = Acks()
     seen: Dict[int, List[Tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
     threads: List[threading.Thread] = []
-    outages: List[float] = []
-    elections: List[float] = []
     try:
         cluster.start_all()
         admin = confluent_admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -135,19 +154,21 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
             assert victim is not None and victim >= 0
             led = [p for p in range(PARTITIONS) if leaders[p] == victim]
             before = acks.count()
-            t0 = time.monotonic()
             if kill:
                 cluster.kill(victim)
-                cluster.wait_until(lambda: all(cluster.state(TOPIC, p)[0] != victim for p in led),  # type: ignore[index]
-                                   "new leaders for broker %d's partitions" % victim)
-                elections.append(time.monotonic() - t0)
+                # Counted once it is dead: an acknowledgement beyond these was written without it.
+                counts = acks.counts()
+                cluster.wait_until(lambda: all(cluster.state(TOPIC, p)[0] not in (victim, -1)  # type: ignore[index]
+                                               for p in led),
+                                   "new leaders for broker %d's partitions" % victim, timeout=120)
             else:
                 assert cluster.stop(victim) == 0, cluster.brokers[victim].log_tail()
-            # Writes resume on the partitions it led (a new leader, or a shrunk ISR).
-            cluster.wait_until(lambda: all(_acked_after(acks, p, t0) for p in range(PARTITIONS)) or failures,
-                               "writes to resume after broker %d went" % victim, timeout=60)
-            if kill:
-                outages.append(max(_first_ack_after(acks, p, t0) - t0 for p in led) if led else 0.0)
+                counts = acks.counts()
+            # Writes resume on every partition while it is away (a new leader, or a shrunk ISR).
+            cluster.wait_until(lambda: all(n > counts[p] + RESUMED for p, n in acks.counts().items()) or failures,
+                               "writes to resume after broker %d went" % victim, timeout=120)
+            assert not failures, failures[0]
+            assert not cluster.brokers[victim].running
             cluster.start(victim)
             cluster.wait_until(lambda: cluster.full_isr(TOPIC, PARTITIONS), "every ISR whole again", timeout=90)
             assert acks.count() > before
@@ -158,7 +179,7 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
         assert not failures, failures[0]
         assert not acks.errors, acks.errors[:5]
         final = read_back(cluster.bootstrap, TOPIC, PARTITIONS, "chaos-check")
-        acked = {p: [(o, v) for o, v, _ in acks.acked[p]] for p in range(PARTITIONS)}
+        acked = {p: list(acks.acked[p]) for p in range(PARTITIONS)}
         for p, ours in acked.items():
             assert sorted(ours) == ours, "partition %d: acknowledgements out of order" % p
         problems = read_back_failures(TOPIC, final, acked, seen)
@@ -168,24 +189,11 @@ def _run(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
         replicas_identical(cluster, TOPIC, PARTITIONS)
         for b in cluster.brokers.values():
             assert "Traceback" not in b.log_path.read_text(), b.log_tail()
-        if kill:
-            assert max(outages) < 2 * SESSION_MS / 1000.0, "produce outages per kill: %s s (elections after %s s)" % (
-                outages, elections)
     finally:
         stop.set()
         for t in threads:
             t.join(30)
         cluster.close()
-
-
-def _acked_after(acks: Acks, partition: int, t0: float) -> bool:
-    with acks.lock:
-        return any(t > t0 for _, _, t in acks.acked[partition][-50:])
-
-
-def _first_ack_after(acks: Acks, partition: int, t0: float) -> float:
-    with acks.lock:
-        return min(t for _, _, t in acks.acked[partition] if t > t0)
 
 
 @pytest.mark.slow

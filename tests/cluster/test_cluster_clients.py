@@ -43,8 +43,10 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         c.start_all()
         yield c
     finally:
-        c.close()
-        zookeeper.delete_chroot(connect)
+        try:
+            c.close()  # raises on an unclean shutdown: the chroot goes all the same
+        finally:
+            zookeeper.delete_chroot(connect)
 
 
 def _topic(cluster: ProcessCluster, prefix: str) -> str:

@@ -17,7 +17,7 @@ import os
 import random
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -426,7 +426,15 @@ def test_chaos_drill_with_the_in_memory_store(tmp_path):
     again, under acks=all idempotent writes to several partitions with min.insync.replicas=2.
     Every acknowledged record is read back exactly once, in order, at its offset."""
     cycles = int(os.environ.get("PYLOGQ_CHAOS_CYCLES", "10"))
-    rng = random.Random(int(os.environ.get("PYLOGQ_CHAOS_SEED", random.randrange(1 << 30))))
+    seed = int(os.environ.get("PYLOGQ_CHAOS_SEED", random.randrange(1 << 30)))
+    try:
+        _chaos_drill(tmp_path, cycles, random.Random(seed))
+    except BaseException as exc:
+        exc.add_note("chaos seed %d (replay: PYLOGQ_CHAOS_SEED=%d)" % (seed, seed))
+        raise
+
+
+def _chaos_drill(tmp_path: Any, cycles: int, rng: random.Random) -> None:
     partitions = 3
     with Cluster(3, str(tmp_path), **dict(FAST, **{"min.insync.replicas": 2})) as c:
         c.create_topic("chaos", partitions, 3)

@@ -129,6 +129,8 @@ def test_a_partitioned_leader_stops_acknowledging_and_is_truncated_when_it_heals
         log_text = cluster.brokers[leader].log_path.read_text()
         assert "truncated to offset 50" in log_text, cluster.brokers[leader].log_tail()
     finally:
-        cluster.close()
-        for p in list(broker_proxies.values()) + list(zk_proxies.values()):
-            p.close()
+        try:
+            cluster.close()  # raises on an unclean shutdown: the proxies are closed all the same
+        finally:
+            for p in list(broker_proxies.values()) + list(zk_proxies.values()):
+                p.close()

@@ -14,7 +14,13 @@ fetches; then:
 - the broker's peak resident memory (``VmHWM`` of ``/proc/<pid>/status``, reset
   after the warm-up; ``VmRSS`` sampled as well) stayed under 400 MB above its
   warmed-up baseline;
-- each of the probe's produces and fetches was answered within 1 s.
+- the probe was answered throughout (each answer within a generous socket timeout);
+- the decompression runs off the event loop: while one gigabyte bomb is validated
+  on a connection of its own, the probe completes round after round. A broker that
+  decompressed on its loop would hold the probe's next answer until the bomb's.
+
+How quickly the probe is answered under such load is a speed target, for the
+benchmarks; here only what happens is asserted, never how long it took.
 
 The gzip bombs are built fast: a piece compressed with a full flush does not
 depend on what came before it, so a repeated piece is compressed once.
@@ -43,7 +49,11 @@ from .test_server import Wire, fetch_body
 MiB = 1 << 20
 TS = 1_700_000_000_000
 PEAK_ABOVE_BASELINE = 400 * MiB
-PROBE_ANSWER_S = 1.0
+PROBE_TIMEOUT_S = 60.0  # a probe answer that never comes fails the probe; its latency is not asserted
+#: Probe rounds (a produce and a fetch each) completed while one lone bomb was being validated.
+#: A loop blocked by the decompression completes at most the round in flight and one more.
+ROUNDS_DURING_A_BOMB = 10
+LONE_BOMB = "gzip one 1000 MiB record"  # the slowest to decompress
 BOMB_CONNECTIONS = 4
 BOMB_TIMEOUT_S = 300.0  # a bomb may queue behind the others: its answer is not what is timed
 MESSAGE_TOO_LARGE = 10
@@ -276,32 +286,23 @@ def _warm_up(address: Tuple[str, int]) -> None:
 
 
 class Probe:
-    """A client producing one record and fetching it back, over and over, timing every answer."""
+    """A client producing one record and fetching it back, over and over, counting its rounds."""
 
     def __init__(self, address: Tuple[str, int]) -> None:
-        self.wire = Wire(address, timeout=30.0)
-        self.slowest = (0.0, "")
+        self.wire = Wire(address, timeout=PROBE_TIMEOUT_S)
         self.rounds = 0
         self.failures: List[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _timed(self, what: str, call: Any) -> Any:
-        start = time.monotonic()
-        result = call()
-        took = time.monotonic() - start
-        if took > self.slowest[0]:
-            self.slowest = (took, what)
-        return result
-
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
                 batch = bytes(build_batch([b"probe %d" % self.rounds], timestamps=int(time.time() * 1000)))
-                out = self._timed("produce", lambda: _produce(self.wire, 7, PROBE_TOPIC, batch))
+                out = _produce(self.wire, 7, PROBE_TOPIC, batch)
                 assert out["error_code"] == 0, out
-                data = self._timed("fetch", lambda: _fetch(self.wire, PROBE_TOPIC, out["base_offset"]))
+                data = _fetch(self.wire, PROBE_TOPIC, out["base_offset"])
                 assert [h.base_offset for h in iter_batches(data)][:1] == [out["base_offset"]]
                 self.rounds += 1
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
@@ -335,12 +336,18 @@ def test_bombs_of_every_codec_keep_memory_bounded_and_other_clients_answered(bro
     failures: List[BaseException] = []
     senders = [threading.Thread(target=_send_all, args=(address, made[i:] + made[:i], results, failures))
                for i in range(0, len(made), len(made) // BOMB_CONNECTIONS)][:BOMB_CONNECTIONS]
+    lone = next(bomb for bomb in made if bomb.name == LONE_BOMB)
     try:
         for sender in senders:
             sender.start()
         for sender in senders:
             sender.join(BOMB_TIMEOUT_S * 2)
         assert not any(s.is_alive() for s in senders), "bomb senders still running"
+        # One bomb alone: the probe's rounds while it is validated show the loop never waits on it.
+        with Wire(address, timeout=BOMB_TIMEOUT_S) as wire:
+            before = probe.rounds
+            lone_answer = _produce(wire, lone.produce_version, TOPIC, lone.batch)
+            rounds_during = probe.rounds - before
     finally:
         probe.stop()
         peak = watch.stop()
@@ -352,14 +359,16 @@ def test_bombs_of_every_codec_keep_memory_bounded_and_other_clients_answered(bro
     for bomb in made:
         codes = [r["error_code"] for r in results[bomb.name]]
         assert codes == [bomb.expected] * BOMB_CONNECTIONS, (bomb.name, results[bomb.name])
-    print("bombs: baseline RSS %.0f MB, peak %.0f MB (HWM reset: %s); probe: %d rounds, slowest %s %.3f s"
-          % (baseline / MiB, peak / MiB, watch.hwm_reset, probe.rounds, probe.slowest[1], probe.slowest[0]))
+    assert lone_answer["error_code"] == lone.expected, (lone.name, lone_answer)
+    print("bombs: baseline RSS %.0f MB, peak %.0f MB (HWM reset: %s); probe: %d rounds, %d during the lone bomb"
+          % (baseline / MiB, peak / MiB, watch.hwm_reset, probe.rounds, rounds_during))
     assert peak - baseline < PEAK_ABOVE_BASELINE, (
         "peak RSS %.0f MB is %.0f MB above the baseline %.0f MB"
         % (peak / MiB, (peak - baseline) / MiB, baseline / MiB))
     assert probe.rounds > 0
-    took, what = probe.slowest
-    assert took < PROBE_ANSWER_S, "the probe's %s took %.2f s while bombs were validated" % (what, took)
+    assert rounds_during >= ROUNDS_DURING_A_BOMB, (
+        "the probe completed %d rounds while %s was validated: the broker's loop waited on the decompression"
+        % (rounds_during, lone.name))
 
     # Accepted batches read back as sent (all but the base offset and leader epoch, which the broker
     # sets); a v0/v1 message set is stored as the one v2 batch Kafka converts it to, with its records.

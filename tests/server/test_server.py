@@ -31,7 +31,7 @@ from pylogq.protocol import (
 from pylogq.records import build_batch, iter_batches
 
 TEST_CONFIG: Dict[str, Any] = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2}
-DEADLINE_S = 10.0  # how long a test waits for something that should happen at once
+DEADLINE_S = 30.0  # how long a test waits for something that should happen at once, on a loaded machine
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 CREATE_TOPICS = 19
@@ -471,17 +471,24 @@ def test_short_request_closes_the_connection(served: Tuple[Broker, Address]) -> 
 # -- connections.max.idle.ms -----------------------------------------------------------
 
 
-def test_idle_connection_is_closed_but_not_one_with_a_fetch_in_flight(serve: ServeFn) -> None:
+def test_idle_connection_is_closed_but_not_one_with_a_fetch_in_flight(serve: ServeFn,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
     broker, address = serve(connections_max_idle_ms=300)
     broker.create_topic("t", 1)
-    with Wire(address) as polling:
-        cid = polling.send(FETCH, 11, fetch_body("t", 0, max_wait_ms=30000))
+    with Wire(address, timeout=60) as polling:
+        cid = polling.send(FETCH, 11, fetch_body("t", 0, max_wait_ms=120000))
         wait_for(lambda: requests_in_flight(broker) == 1, "the fetch to park")
         with Wire(address) as idle:
             assert idle.request(API_VERSIONS, 2)["error_code"] == 0
-            started = time.monotonic()
             assert idle.closed_by_server()
-            assert time.monotonic() - started >= 0.25
+
+        def reasons() -> List[str]:
+            return [r.getMessage().split(" reason=", 1)[1] for r in caplog.get_records("call")
+                    if "connection closed id=" in r.getMessage()]
+
+        # Closed for being idle (the server logs the reason once the socket is closed), and only it.
+        wait_for(lambda: bool(reasons()), "the server to log the idle connection's close")
+        assert reasons() == ["idle for more than connections.max.idle.ms (300)"]
         # The polling connection has been waiting longer than the idle one lived:
         # it must still be open, and answer when data arrives.
         broker.produce("t", 0, bytes(build_batch([b"wake"])))
@@ -539,11 +546,12 @@ def test_queue_limit_still_answers_every_pipelined_request(serve: ServeFn) -> No
 
 
 def test_long_poll_fetch_returns_when_another_client_produces(served: Tuple[Broker, Address]) -> None:
+    """Woken by the produce, not by its max_wait_ms: that is longer than the whole wait for the
+    answer (the reader's socket timeout), so an answer with the record can only come from it."""
     broker, address = served
     events: List[str] = []
-    with Wire(address) as consumer, Wire(address) as producer:
-        started = time.monotonic()
-        cid = consumer.send(FETCH, 11, fetch_body("t", 0, max_wait_ms=5000))
+    with Wire(address, timeout=60) as consumer, Wire(address) as producer:
+        cid = consumer.send(FETCH, 11, fetch_body("t", 0, max_wait_ms=120000))
         wait_for(lambda: requests_in_flight(broker) == 1, "the fetch to park")
         response_box: List[Dict[str, Any]] = []
 
@@ -556,12 +564,11 @@ def test_long_poll_fetch_returns_when_another_client_produces(served: Tuple[Brok
         events.append("producing")
         answer = producer.request(PRODUCE, 7, produce_body("t", [b"hello"]))
         assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
-        reader.join(DEADLINE_S)
-        assert not reader.is_alive()
-        elapsed = time.monotonic() - started
+        reader.join(90)
+        assert not reader.is_alive(), "the parked fetch was not answered after the produce"
     assert events == ["producing", "fetch answered"]
+    assert response_box, "the fetch's reader failed (see its thread's exception)"
     assert fetched_values(response_box[0]) == [b"hello"]
-    assert elapsed < 4.0, "the fetch waited out most of max_wait_ms (%.2f s) instead of waking" % elapsed
     assert cid == 1
 
 
@@ -790,10 +797,10 @@ def test_close_answers_a_parked_long_poll(tmp_path: Any) -> None:
     try:
         broker.create_topic("t", 1)
         address = broker.serve("127.0.0.1", 0)
-        with Wire(address, timeout=30) as wire:
-            cid = wire.send(FETCH, 11, fetch_body("t", 0, max_wait_ms=60000))
+        # The fetch could wait longer than the reader's socket timeout: an answer is the close's.
+        with Wire(address, timeout=60) as wire:
+            cid = wire.send(FETCH, 11, fetch_body("t", 0, max_wait_ms=120000))
             wait_for(lambda: requests_in_flight(broker) == 1, "the fetch to park")
-            started = time.monotonic()
             closer = threading.Thread(target=broker.close)
             closer.start()
             got, response = wire.receive(FETCH, 11)
@@ -801,9 +808,8 @@ def test_close_answers_a_parked_long_poll(tmp_path: Any) -> None:
             assert response["responses"][0]["partitions"][0]["error_code"] == 0
             assert fetched_values(response) == []
             assert wire.closed_by_server()
-            closer.join(DEADLINE_S)
-            assert not closer.is_alive()
-            assert time.monotonic() - started < 10.0
+            closer.join(60)
+            assert not closer.is_alive(), "Broker.close did not return"
     finally:
         broker.close()
     assert broker.closed
