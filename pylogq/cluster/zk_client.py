@@ -271,14 +271,18 @@ class KafkaZkClient:
 
     def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         """Write a topic's config overrides and notify every broker (a config change notification)."""
-        path = topic_config_path(topic)
+        self._set_entity_config(topic_config_path(topic), config, "topics/%s" % topic)
+
+    def _set_entity_config(self, path: str, config: Mapping[str, str], entity_path: str) -> None:
+        """Write an entity's whole config as Kafka does (``{"version":1,"config":{...}}``, the
+        same for a topic, a broker and a user), then a change notification naming ``entity_path``."""
         data = encode_topic_config(config)
         try:
             self.store.set(path, data)
         except errors.NoNodeError:
             self.store.create(path, data, makepath=True)
         self.store.create("%s/%s" % (CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX),
-                          encode_config_change("topics/%s" % topic), sequential=True, makepath=True)
+                          encode_config_change(entity_path), sequential=True, makepath=True)
 
     def get_broker_config(self, entity: str) -> Dict[str, str]:
         """The dynamic configs of broker ``entity`` (its id, or ``<default>`` for the cluster-wide default)."""
@@ -290,14 +294,7 @@ class KafkaZkClient:
 
     def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
         """Write broker ``entity``'s dynamic configs (all of them) and notify every broker."""
-        path = broker_config_path(entity)
-        data = encode_topic_config(config)  # the same {"version":1,"config":{...}} as a topic's
-        try:
-            self.store.set(path, data)
-        except errors.NoNodeError:
-            self.store.create(path, data, makepath=True)
-        self.store.create("%s/%s" % (CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX),
-                          encode_config_change("brokers/%s" % entity), sequential=True, makepath=True)
+        self._set_entity_config(broker_config_path(entity), config, "brokers/%s" % entity)
 
     # -- users (SCRAM credentials): /config/users/<url-encoded name>, Kafka's entity config ----
 
@@ -322,15 +319,7 @@ class KafkaZkClient:
 
     def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
         """Write a user's config (an empty one too, as Kafka does) and notify every broker."""
-        path = user_config_path(user)
-        data = encode_topic_config(config)
-        try:
-            self.store.set(path, data)
-        except errors.NoNodeError:
-            self.store.create(path, data, makepath=True)
-        self.store.create("%s/%s" % (CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX),
-                          encode_config_change("users/%s" % sanitize_user(user)),
-                          sequential=True, makepath=True)
+        self._set_entity_config(user_config_path(user), config, "users/%s" % sanitize_user(user))
 
     def get_config_changes(self, watch: Optional[Watcher] = None) -> List[str]:
         """The names of the pending config change notifications, oldest first."""

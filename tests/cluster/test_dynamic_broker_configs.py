@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from confluent_kafka import KafkaError, Producer as ConfluentProducer
@@ -20,23 +20,9 @@ from pylogq import errors
 from pylogq.client.connection import BrokerConnection
 from pylogq.protocol import AlterConfigOp, ApiKey, ConfigResourceType
 
-TIMEOUT_S = 30.0
+from .test_cluster_admin import TIMEOUT_S, _eventually, _ids
+
 BIG = 20000
-
-
-def _eventually(check: Callable[[], Any], what: str) -> Any:
-    """``check()``'s value once it is truthy, within the deadline."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for %s" % what
-        time.sleep(0.05)
-
-
-def _ids(cluster: pylogq.Cluster) -> List[int]:
-    return sorted(b.broker_id for b in cluster.brokers)
 
 
 def _alter(cluster: pylogq.Cluster, via: int, name: str, configs: Dict[str, Any]) -> Tuple[int, Optional[str]]:
