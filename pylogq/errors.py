@@ -64,7 +64,7 @@ __all__ = [
     "FencedStateEpochError", "InvalidVoterKeyError", "DuplicateVoterError", "VoterNotFoundError",
     "CorruptIndexError", "KafkaConnectionError", "NoBrokersAvailable", "KafkaTimeoutError",
     "BufferExhaustedError", "NoOffsetForPartitionError", "UnsupportedCodecError", "ConfigError",
-    "IllegalStateError", "ProtocolError", "OffsetMapFullError", "IndexFullError",
+    "IllegalStateError", "ProtocolError", "ScramError", "OffsetMapFullError", "IndexFullError",
     "InvalidIndexEntryError", "IndexClosedError", "CorruptCheckpointError", "LogDirInUseError",
     "CorruptMetadataError", "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError",
     "CommitFailedError", "CommandError", "DumpError", "DataLossError", "JvmReaderUnavailable", "MetadataStoreError",
@@ -953,6 +953,11 @@ class IllegalStateError(PylogqError, RuntimeError):
 
 class ProtocolError(PylogqError):
     """A protocol buffer is truncated or malformed."""
+
+
+class ScramError(PylogqError):
+    """A SCRAM message or credential that cannot be used (the text says why): a broker
+    answers SASL_AUTHENTICATION_FAILED with Kafka's text, a client fails its connection."""
 
 
 class OffsetMapFullError(PylogqError):

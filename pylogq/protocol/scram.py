@@ -31,6 +31,8 @@ import os
 import re
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
+from ..errors import ScramError
+
 __all__ = [
     "MAX_ITERATIONS", "MECHANISMS", "MECHANISM_TYPES", "ScramClient", "ScramCredential", "ScramError",
     "ScramServer", "failure_message", "format_credential", "make_credential", "parse_credential",
@@ -50,10 +52,6 @@ MAX_ITERATIONS = 16384
 _NONCE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")  # printable ASCII but ','
 _EXTENSION = re.compile(r"[A-Za-z0-9]+=[\x21-\x2b\x2d-\x7e]*")  # Kafka's extensions: key=value
 _SASLNAME = re.compile(r"(?:[^=,]|=2C|=3D)+")
-
-
-class ScramError(Exception):
-    """A SCRAM message or credential that cannot be used (the text says why)."""
 
 
 class ScramCredential(NamedTuple):
