@@ -23,6 +23,7 @@ from ..client.admin import AdminClient
 from ..client.consumer import Consumer
 from ..client.producer import DEFAULT_CONFIG as PRODUCER_DEFAULTS
 from ..client.producer import Producer
+from ..client.tcp import without_protocol
 from ..errors import CommandError, ConfigError, PylogqError
 from ._errors import error_text
 
@@ -101,11 +102,7 @@ def _bootstrap(text: str) -> str:
     """Check ``host:port[,host:port...]`` so a typo fails before any connection attempt. A
     ``PLAINTEXT://`` or ``SASL_PLAINTEXT://`` prefix is taken, as Kafka's tools take it."""
     for item in text.split(","):
-        bare = item.strip()
-        for prefix in ("PLAINTEXT://", "SASL_PLAINTEXT://"):
-            if bare.upper().startswith(prefix):
-                bare = bare[len(prefix):]
-        match = _HOST_PORT.match(bare)
+        match = _HOST_PORT.match(without_protocol(item.strip()))
         if match is None or not 0 < int(match.group(2)) < 65536:
             raise argparse.ArgumentTypeError("%r is not HOST:PORT (a list is comma-separated)" % (item,))
     return text

@@ -91,7 +91,8 @@ from .metrics import NetworkSensors, NodeSensors
 from .transport import Transport
 
 
-__all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap"]
+__all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap",
+           "without_protocol"]
 
 _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
                                 CoordinatorLoadInProgressError.code))
@@ -107,6 +108,15 @@ Bootstrap = Tuple[str, int]
 NodeKey = Any  # a broker's node id, or ("bootstrap", host, port) before Metadata named it
 
 
+def without_protocol(address: str) -> str:
+    """``host:port`` of ``address``, without a ``PLAINTEXT://`` or ``SASL_PLAINTEXT://`` in front
+    (Kafka's clients and tools take a bootstrap address with its listener's protocol)."""
+    for prefix in ("PLAINTEXT://", "SASL_PLAINTEXT://"):
+        if address.upper().startswith(prefix):
+            return address[len(prefix):]
+    return address
+
+
 def parse_bootstrap(servers: Any) -> List[Bootstrap]:
     """``"host:port,host2:port"`` or a list of ``"host:port"`` -> [(host, port)]; ConfigError if malformed."""
     items = servers.split(",") if isinstance(servers, str) else servers
@@ -116,11 +126,7 @@ def parse_bootstrap(servers: Any) -> List[Bootstrap]:
     for item in items:
         if not isinstance(item, str):
             raise ConfigError("bootstrap_servers entry %r is not a 'host:port' string" % (item,))
-        text = item.strip()
-        for prefix in ("PLAINTEXT://", "SASL_PLAINTEXT://"):
-            if text.upper().startswith(prefix):
-                text = text[len(prefix):]
-        host, sep, port = text.rpartition(":")
+        host, sep, port = without_protocol(item.strip()).rpartition(":")
         host = host.strip("[]")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError("bootstrap_servers entry %r is not 'host:port' (e.g. 127.0.0.1:9092)" % (item,))
