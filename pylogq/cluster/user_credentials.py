@@ -116,7 +116,7 @@ class ZkUserCredentials(UserCredentials):
         """Re-read one user after a ``users/<name>`` notification."""
         try:
             config = self.zk.get_user_config(user)
-        except errors.MetadataStoreError:
+        except (errors.MetadataStoreError, errors.CorruptMetadataError):  # the store failed, or a malformed znode
             log.warning("could not read the config of user %r", user, exc_info=True)
             return
         self._remember(user, config)

@@ -15,7 +15,6 @@ names the state's version it read (its partition epoch). Thread-safe as the stor
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -46,6 +45,7 @@ from .zk_data import (
     decode_broker_config,
     decode_cluster_id,
     decode_config_change,
+    decode_entity_config,
     decode_controller,
     decode_isr_change,
     decode_partition_state,
@@ -307,15 +307,12 @@ class KafkaZkClient:
         return sorted(urllib.parse.unquote(child) for child in children)
 
     def get_user_config(self, user: str) -> Dict[str, str]:
+        path = user_config_path(user)
         try:
-            data, _ = self.store.get(user_config_path(user))
+            data, _ = self.store.get(path)
         except errors.NoNodeError:
             return {}
-        try:  # {"version":1,"config":{...}}, as a topic's
-            config = json.loads(data.decode("utf-8"))["config"]
-            return {str(k): str(v) for k, v in config.items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise errors.MetadataStoreError("%s holds no user config: %s" % (user_config_path(user), exc)) from None
+        return decode_entity_config(path, data)  # {"version":1,"config":{...}}, as a topic's
 
     def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
         """Write a user's config (an empty one too, as Kafka does) and notify every broker."""

@@ -68,6 +68,7 @@ __all__ = [
     "decode_broker",
     "decode_cluster_id",
     "decode_config_change",
+    "decode_entity_config",
     "decode_controller",
     "decode_isr_change",
     "decode_partition_state",
@@ -289,16 +290,18 @@ def encode_topic_config(config: Mapping[str, str]) -> bytes:
     return _dumps({"version": 1, "config": dict(sorted(config.items()))})
 
 
-def decode_topic_config(topic: str, data: bytes) -> Dict[str, str]:
-    path = topic_config_path(topic)
+def decode_entity_config(path: str, data: bytes) -> Dict[str, str]:
+    """The ``config`` of a topic's, a broker's or a user's config znode at ``path``."""
     config = _field(path, _loads(path, data), "config", dict)
     return {str(k): str(v) for k, v in config.items()}
+
+
+def decode_topic_config(topic: str, data: bytes) -> Dict[str, str]:
+    return decode_entity_config(topic_config_path(topic), data)
 
 
 def decode_broker_config(entity: str, data: bytes) -> Dict[str, str]:
-    path = broker_config_path(entity)
-    config = _field(path, _loads(path, data), "config", dict)
-    return {str(k): str(v) for k, v in config.items()}
+    return decode_entity_config(broker_config_path(entity), data)
 
 
 def encode_config_change(entity_path: str) -> bytes:
