@@ -34,14 +34,17 @@ ACKED_BEFORE_KILL = 5000
 class BrokerProcess:
     """``python -m pylogq.cli.broker`` on a data directory, its stderr kept in a file."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *args: str) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, *args: str, sigint: Any = signal.SIG_DFL) -> None:
+        """``sigint``: the disposition of SIGINT the broker starts with: by default as in a terminal
+        (a suite started as a background job ignores SIGINT, and a child would inherit that)."""
         command = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", str(data_dir),
                    "--listeners", "PLAINTEXT://127.0.0.1:0",
                    "--override", "group.initial.rebalance.delay.ms=0",
                    "--override", "offsets.topic.num.partitions=2", *args]
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
         self.address = self._wait_ready()
         self.bootstrap = "%s:%d" % self.address
 
@@ -99,8 +102,8 @@ def started(tmp_path: Path) -> Any:
     """Start ``pylogq-broker`` processes on ``tmp_path/data``; any left running are killed."""
     processes: List[BrokerProcess] = []
 
-    def start(*args: str) -> BrokerProcess:
-        broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", *args)
+    def start(*args: str, sigint: Any = signal.SIG_DFL) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", *args, sigint=sigint)
         processes.append(broker)
         return broker
 
@@ -249,10 +252,25 @@ def test_sigterm_answers_in_flight_requests_and_restart_needs_no_recovery(starte
 
 
 def test_sigint_stops_cleanly_too(started: Any, tmp_path: Path) -> None:
-    broker = started()
+    broker = started()  # SIGINT at its default, as Ctrl-C in a terminal sends it
     broker.proc.send_signal(signal.SIGINT)
     assert broker.proc.wait(30) == 0
     broker.terminate()
     assert "stopped cleanly" in broker.log()
+    assert (tmp_path / "data" / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_sigint_ignored_at_start_stays_ignored(started: Any, tmp_path: Path) -> None:
+    """A broker started as a background job of a script (SIGINT ignored, as the shell sets it)
+    keeps serving through a SIGINT meant for the foreground; SIGTERM still stops it cleanly."""
+    broker = started(sigint=signal.SIG_IGN)
+    broker.proc.send_signal(signal.SIGINT)
+    # Still answering after the signal (a request sent after it is read after it).
+    with Wire(broker.address) as wire:
+        wire.request(18, 2)
+    assert broker.proc.poll() is None
+    assert broker.terminate() == 0
+    log = broker.log()
+    assert "signal=SIGINT" not in log and "stopped cleanly" in log, log
     assert (tmp_path / "data" / CLEAN_SHUTDOWN_FILE).exists()
 
