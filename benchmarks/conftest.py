@@ -20,6 +20,10 @@ a line below gives the peer's median from them. Where a benchmark measured a
 broker process's CPU time per round (``extra_info["broker_cpu_seconds"]`` and,
 for the peer's alternating rounds, ``["alternating_peer_cpu_seconds"]``; None
 where it could not be read), the line ends with it.
+
+In a timed run under ``PYLOGQ_REQUIRE_ALL=1`` (the test command's quick pass), a
+benchmark that did not label itself for the table, or a group whose reference row
+was not measured, fails the run: every group's ratio is printed in every CI run.
 """
 
 from __future__ import annotations
@@ -30,16 +34,62 @@ import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Optional
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # the checkout, for the suite's shared hooks
     sys.path.insert(0, ROOT)
 
-from tests._require_all import header  # noqa: E402
+from tests._require_all import REQUIRE_ALL, header  # noqa: E402
 from tests._require_all import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401 - hooks
 
 
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption("--quick", action="store_true", dest="pylogq_quick", default=False,
+                     help="pylogq: timed at the smoke sizes, one round where a benchmark sets its rounds, "
+                          "no speed target asserted (benchmarks/summary.py)")
+
+
 def pytest_report_header(config: Any) -> str:
-    return "pylogq benchmarks: %s" % header()
+    return "pylogq benchmarks: %s%s" % (header(), "; quick: smoke sizes, targets not asserted"
+                                       if config.getoption("pylogq_quick") else "")
+
+
+def _measured(bench: Any) -> bool:
+    """Whether a benchmark has timings (one that failed in its first round has none)."""
+    return bench.stats is not None and bool(bench.stats.data)
+
+
+def _groups(config: Any) -> Optional[Dict[str, List[Any]]]:
+    """The timed benchmarks of this run that opted in to the table, by group (None when untimed)."""
+    session = getattr(config, "_benchmarksession", None)
+    if session is None or session.disabled:
+        return None
+    groups: Dict[str, List[Any]] = defaultdict(list)
+    for bench in session.benchmarks:
+        if bench.extra_info.get("items") and _measured(bench):
+            groups[bench.group or ""].append(bench)
+    return groups
+
+
+def _unratioed(config: Any) -> List[str]:
+    """What keeps this timed run from printing a ratio for every group: benchmarks measured but
+    not labelled for the table, and groups without a measured reference row."""
+    groups = _groups(config)
+    if groups is None:
+        return []
+    session = config._benchmarksession
+    problems = ["%s: measured without items for the summary (summary.info)" % bench.fullname
+                for bench in session.benchmarks if _measured(bench) and not bench.extra_info.get("items")]
+    problems += ["group %r: no reference row (peer=True) measured in this run" % group
+                 for group, benches in sorted(groups.items()) if not any(b.extra_info.get("peer") for b in benches)]
+    return problems
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    if REQUIRE_ALL and exitstatus == 0 and _unratioed(session.config):
+        session.exitstatus = 1
 
 
 def _rate(items: float, seconds: float) -> str:
@@ -56,13 +106,7 @@ def _cpu(seconds: Optional[float]) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
-    session = getattr(config, "_benchmarksession", None)
-    if session is None or session.disabled:
-        return
-    groups: Dict[str, List[Any]] = defaultdict(list)
-    for bench in session.benchmarks:
-        if bench.extra_info.get("items") and bench.stats is not None:
-            groups[bench.group or ""].append(bench)
+    groups = _groups(config)
     if not groups:
         return
     write = terminalreporter.write_line
@@ -95,3 +139,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
                 write("      %-46s %10.1f us  %9s %s/s  (%d rounds between this one's)%s" % (
                     "%s, alternating" % peer.name, peer_seconds * 1e6, _rate(items, peer_seconds), unit,
                     len(alternating), _cpu(b.extra_info.get("alternating_peer_cpu_seconds"))))
+    problems = _unratioed(config)
+    if problems:
+        write("")
+        write("benchmarks without a measured ratio%s:" % (" (a failure under PYLOGQ_REQUIRE_ALL=1)" if REQUIRE_ALL else ""))
+        for problem in problems:
+            write("  " + problem)

@@ -9,8 +9,8 @@ map has 24 B * 1.2M of memory, enough for every key in one round. Each round
 cleans a fresh copy of the log (copied outside the timed region).
 Throughput is the bytes the clean read (``CleanerStats.bytes_read``). The
 peer is ``shutil.copyfile`` of the same segment files: the floor for a job
-that must read and rewrite them. Under ``PYLOGQ_NO_EXTENSIONS=1`` or
-``--benchmark-disable`` the log has 20k keys. Target: >= 100 MB/s.
+that must read and rewrite them. In a smoke run (``--quick``,
+``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``: summary.py) the log has 20k keys. Target: >= 100 MB/s.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import tempfile
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+from summary import smoke
 
 from pylogq import _speedups, records
 from pylogq.storage.cleaner import LogCleaner
@@ -67,7 +68,7 @@ def _build(path: str, keys: int) -> int:
 
 @pytest.fixture(scope="module")
 def workload(request) -> Iterator[Tuple[str, int, int]]:
-    small = _speedups.NO_EXTENSIONS or request.config.getoption("benchmark_disable", False)
+    small = smoke(request.config)
     keys = SMALL_KEYS if small else KEYS
     root = tempfile.mkdtemp(prefix="pylogq-bench-cleaner-")
     source = os.path.join(root, "source", "events-0")

@@ -1,7 +1,7 @@
 """Consumer hot path: records out of a broker's log as ``ConsumerRecord`` objects through ``poll``.
 
-Group "consume 100B": 1M records with 100-byte values (200k with
-``--benchmark-disable`` or pure Python), produced in setup with the bulk path
+Group "consume 100B": 1M records with 100-byte values (200k in
+a smoke run: ``--quick``, ``--benchmark-disable`` or pure Python), produced in setup with the bulk path
 (``build_batch`` + ``Broker.produce``) into one partition, then consumed from
 offset 0 by ``Consumer.poll`` (default ``max_poll_records=500`` and with
 5,000 per poll). Fetched regions are decoded by the compiled or the pure
@@ -16,7 +16,8 @@ embedded ``Log``, the reference before, is dropped: it is not on the package
 index the test command installs from, so it could never run there.
 
 Every row gets the same rounds: one untimed warm-up round, then ``ROUNDS``
-timed rounds (under ``--benchmark-disable``, one untimed round).
+timed rounds (under ``--benchmark-disable``, one untimed round; under ``--quick``, the same rounds
+at the smoke size).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import importlib
 import os
 
 import pytest
-from summary import info
+from summary import info, smoke
 
 import pylogq
 from pylogq import _speedups
@@ -54,7 +55,7 @@ def _rounds(benchmark, run):
 
 @pytest.fixture(scope="module")
 def count(request):
-    small = request.config.getoption("benchmark_disable") or _speedups.NO_EXTENSIONS
+    small = smoke(request.config)
     return 200_000 if small else 1_000_000
 
 

@@ -19,7 +19,7 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
-from summary import info
+from summary import asserting, info, smoke
 
 from pylogq import Broker
 from pylogq.protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, Reader, Writer, header_versions
@@ -143,7 +143,7 @@ def parked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Address]:
 
 
 def _rounds(config: Any) -> int:
-    return 3 if config.getoption("benchmark_disable") else ROUNDS
+    return 3 if smoke(config) else ROUNDS
 
 
 def test_nothing_parked(benchmark: Any, request: Any, quiet: Address) -> None:
@@ -156,6 +156,6 @@ def test_2000_parked(benchmark: Any, request: Any, parked: Address) -> None:
          target="< 100 ms with 1,000 joins and 1,000 fetches parked")
     benchmark.pedantic(_create_and_produce, args=(parked,), rounds=_rounds(request.config), iterations=1)
     stats: Optional[Any] = benchmark.stats
-    if stats is not None and not request.config.getoption("benchmark_disable"):
+    if stats is not None and asserting(request.config):
         median = statistics.median(stats.stats.data)
         assert median < TARGET_S, "median %.1f ms per round, target %.0f ms" % (median * 1e3, TARGET_S * 1e3)

@@ -32,8 +32,8 @@ the timed region, a log past 32 MB is truncated to empty: the page cache then
 hands the next appends pages it has used before. Otherwise the writes land on
 never-touched memory, which on a virtual machine costs about ten times as much
 (2.3 ms instead of 0.15 ms per MB for a bare ``os.pwrite``, varying from run to
-run) and would be what the benchmark measured. Under ``--benchmark-disable`` or
-``PYLOGQ_NO_EXTENSIONS=1`` the rounds are few. Both rows of a group run the same
+run) and would be what the benchmark measured. In a smoke run (``--quick``,
+``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``) the rounds are few. Both rows of a group run the same
 rounds and warm-up rounds.
 """
 
@@ -46,10 +46,10 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 from aiokafka.record._crecords.default_records import DefaultRecordBatch as AioBatch
-from summary import info
+from summary import info, smoke
 
 import pylogq
-from pylogq import _speedups, records
+from pylogq import records
 
 TS = 1_700_000_000_000
 KEY = 16
@@ -61,7 +61,7 @@ POLICIES = ["plain", "compacted"]
 
 
 def _full(request: Any) -> bool:
-    return not (_speedups.NO_EXTENSIONS or request.config.getoption("benchmark_disable"))
+    return not smoke(request.config)
 
 
 def _big_rounds(request: Any) -> int:

@@ -13,7 +13,7 @@ Groups and targets:
   package index the test command installs from, so it could never run there.
 - "produce keyed 1Mx100B": the same with 16-byte keys (murmur2 per key).
 Every row runs 3 timed rounds and no warm-up round, each into a fresh topic
-(or store). Under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` the runs
+(or store). In a smoke run (``--quick``, ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``) the runs
 use 200k records so the smoke run stays quick; ``items`` is scaled accordingly.
 """
 
@@ -25,10 +25,9 @@ from typing import Any, Iterator, List, Optional
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
-from summary import info
+from summary import info, smoke
 
 import pylogq
-from pylogq import _speedups
 from pylogq.client.producer import Producer
 
 FULL = 1_000_000
@@ -37,7 +36,7 @@ TS = 1_700_000_000_000
 
 
 def _count(request: Any) -> int:
-    full = not (_speedups.NO_EXTENSIONS or request.config.getoption("benchmark_disable"))
+    full = not smoke(request.config)
     return FULL if full else SMOKE
 
 

@@ -25,7 +25,7 @@ own, so both meet the same drifts of this shared machine's speed; the summary's
 garbage collector stays on: these are the loops a user writes.
 
 N is 300,000 (the workload of the issue that asked for these figures);
-under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` it is 20,000 and
+in a smoke run (``--quick``, ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``) it is 20,000 and
 each benchmark runs one round, so the smoke run stays quick.
 """
 
@@ -41,9 +41,8 @@ from typing import Any, Iterator, List, Optional
 import pytest
 from confluent_kafka import Producer as ConfluentProducer
 from peers import BrokerProcess, pylogq_broker
-from summary import info
+from summary import info, smoke
 
-from pylogq import _speedups
 from pylogq.cli.main import run as pylogq_cli
 from pylogq.client.admin import AdminClient, NewTopic
 from pylogq.client.consumer import Consumer, TopicPartition
@@ -62,7 +61,7 @@ _names = itertools.count(1)
 
 
 def _small(config: Any) -> bool:
-    return bool(_speedups.NO_EXTENSIONS or config.getoption("benchmark_disable"))
+    return smoke(config)
 
 
 @pytest.fixture(scope="module")

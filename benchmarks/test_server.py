@@ -83,7 +83,7 @@ pace. So:
 - Consume runs before produce: right after produce, whose deleted topics
   free hundreds of MB, the consumer's rounds ran slower.
 
-N is 1M; under ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1`` it is
+N is 1M; in a smoke run (``--quick``, ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``) it is
 20k and every benchmark runs one round, so the smoke run stays quick. There
 Tansu's group consumer gets a 1 s cap instead of 60 s (its join waits half the
 client's session timeout, above), and the smoke run only checks that the path
@@ -104,10 +104,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from peers import BROKERS, BrokerProcess, api_versions, broker as make_broker, tansu_missing
-from summary import info
+from summary import info, smoke
 
 import pylogq
-from pylogq import _speedups
 from pylogq.testing import TEST_DEFAULTS
 
 FULL = 1_000_000
@@ -157,7 +156,7 @@ T = TypeVar("T")
 
 
 def _small(config: Any) -> bool:
-    return bool(_speedups.NO_EXTENSIONS or config.getoption("benchmark_disable"))
+    return smoke(config)
 
 
 def _records(config: Any) -> int:

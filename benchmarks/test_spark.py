@@ -1,7 +1,7 @@
 """Spark reads of a topic: rows/s into a local[2] SparkSession, from segment files and the alternatives.
 
 Group "spark read 100B": 1M records with 100-byte values over 4 partitions
-(20k with ``--benchmark-disable``), written in setup with the bulk path
+(20k in a smoke run: ``--quick``, ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``), written in setup with the bulk path
 (``build_batch`` + ``Broker.produce``). Each round runs one Spark job that
 touches every column (an aggregate over key, value, topic, partition,
 offset, timestamp, timestampType and headers), so no path gets away with
@@ -70,7 +70,7 @@ import sys
 from typing import Any, Iterator, List, Tuple
 
 import pytest
-from summary import info
+from summary import info, smoke
 
 import pylogq
 from pylogq.records import build_batch
@@ -110,9 +110,14 @@ def _java_missing() -> bool:
     return False
 
 
+#: Whether this run is a smoke run (benchmarks/summary.py): set per module by ``count``.
+_smoke = [False]
+
+
 @pytest.fixture(scope="module")
 def count(request):
-    return 20_000 if request.config.getoption("benchmark_disable") else 1_000_000
+    _smoke[0] = smoke(request.config)
+    return 20_000 if _smoke[0] else 1_000_000
 
 
 @pytest.fixture(scope="module")
@@ -251,6 +256,8 @@ def _run_values(df: Any, count: int) -> None:
 def _bench(benchmark: Any, fn: Any, rounds: int = 5) -> None:
     if benchmark.disabled:
         benchmark(fn)
+    elif _smoke[0]:
+        benchmark.pedantic(fn, rounds=1, iterations=1)
     else:
         benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
 
@@ -605,7 +612,7 @@ def test_timestamp_filter_bytes(benchmark, broker, count):
     assert outcome["rows"] == PARTITIONS * (per_partition // 100)
     share = outcome["read"] / total
     benchmark.extra_info.update(bytes_read=outcome["read"], topic_bytes=total, share=round(share, 4))
-    if not benchmark.disabled:  # (the smoke run's topic is 4 batches per partition: 1% of it is in one)
+    if not _smoke[0]:  # (the smoke run's topic is 4 batches per partition: 1% of it is in one)
         assert share <= 0.05, "read %d of %d bytes (%.1f%%)" % (outcome["read"], total, 100 * share)
 
 
@@ -645,7 +652,7 @@ def test_timestamp_filter_bytes_jvm(benchmark, spark, jvm_reader, broker, count,
     assert outcome["rows"] == PARTITIONS * (per_partition // 100)
     share = outcome["read"] / total
     benchmark.extra_info.update(bytes_read=outcome["read"], topic_bytes=total, share=round(share, 4))
-    if not benchmark.disabled:
+    if not _smoke[0]:
         assert share <= 0.05, "read %d of %d bytes (%.1f%%)" % (outcome["read"], total, 100 * share)
 
 

@@ -10,16 +10,16 @@ reading the same rows, every column, from parquet files written in setup (one
 per partition, with pyarrow's defaults), as Arrow tables: the same rows from
 files on disk into Arrow, from a format made for it.
 
-Without compiled kernels (``PYLOGQ_NO_EXTENSIONS=1``) or with
-``--benchmark-disable`` (the CI smoke run) the topic has 50k records.
+Without compiled kernels (``PYLOGQ_NO_EXTENSIONS=1``) or in a smoke
+run (``--quick``, as CI runs them, or ``--benchmark-disable``) the topic has 50k records.
 """
 
 from __future__ import annotations
 
 import pytest
-from summary import info
+from summary import info, smoke
 
-from pylogq import Broker, _speedups, records
+from pylogq import Broker, records
 
 pytest.importorskip("pyarrow")
 
@@ -36,7 +36,7 @@ WARMUP = 1
 
 
 def _full_size(request) -> bool:
-    return not (_speedups.NO_EXTENSIONS or request.config.getoption("benchmark_disable"))
+    return not smoke(request.config)
 
 
 @pytest.fixture(scope="module")

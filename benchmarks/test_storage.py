@@ -14,8 +14,8 @@ Groups and targets (the peer is the same bytes through bare ``os`` calls):
   of every batch, both indexes rebuilt. Target >= 1 GB/s; 1 MB ``os.pread``
   of the file is shown for scale.
 
-Without compiled kernels (``PYLOGQ_NO_EXTENSIONS=1``) or with
-``--benchmark-disable`` (the CI smoke run) the logs are 16 MB and the append
+Without compiled kernels (``PYLOGQ_NO_EXTENSIONS=1``) or in a smoke
+run (``--quick``, as CI runs them, or ``--benchmark-disable``) the logs are 16 MB and the append
 group writes 4 batches, so the run stays short. Each benchmark records its
 throughput in ``extra_info``.
 """
@@ -28,9 +28,9 @@ import struct
 from typing import Iterator, List, Tuple
 
 import pytest
-from summary import info
+from summary import info, smoke
 
-from pylogq import _speedups, records
+from pylogq import records
 from pylogq.storage.config import LogConfig
 from pylogq.storage.log import Log
 from pylogq.storage.scheduler import Scheduler
@@ -44,7 +44,7 @@ RECORD = 100
 
 
 def _full_size(request) -> bool:
-    return not (_speedups.NO_EXTENSIONS or request.config.getoption("benchmark_disable"))
+    return not smoke(request.config)
 
 
 def _rate(benchmark, items: int) -> None:

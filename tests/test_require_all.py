@@ -7,6 +7,9 @@ tests/conftest.py or benchmarks/conftest.py as a plugin, as ``pytest tests``
 and ``pytest benchmarks`` load them. Without the variable both modules skip
 with their reasons and the run passes; with it, the collection skip is a
 collection error and the run-time skip a failed test, each naming the reason.
+Under benchmarks/conftest.py a timed run (``--quick``, as the test command runs the
+benchmarks) prints each group's ratio; under the variable a group whose reference row
+was not measured fails the run.
 """
 
 from __future__ import annotations
@@ -100,3 +103,50 @@ def test_require_all_fails_a_skip_at_run_time(modules: Path, conftest: str) -> N
     assert status == pytest.ExitCode.TESTS_FAILED, out
     assert "skipped under PYLOGQ_REQUIRE_ALL=1: the external part is missing" in out, out
     assert "1 failed, 1 passed, 1 xfailed" in out, out
+
+
+# A benchmark group of two rows; ``-k`` leaves its reference row out or keeps it.
+GROUP = '''
+from summary import info
+
+
+def _spin():
+    return sum(range(100))
+
+
+def test_row(benchmark):
+    info(benchmark, "spin", 100, "numbers")
+    benchmark.pedantic(_spin, rounds=3, iterations=1)
+
+
+def test_reference(benchmark):
+    info(benchmark, "spin", 100, "numbers", peer=True)
+    benchmark.pedantic(_spin, rounds=3, iterations=1)
+'''
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Path:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_group.py").write_text(GROUP)
+    return tmp_path
+
+
+@pytest.mark.parametrize("require_all", ["0", "1"])
+def test_a_timed_group_prints_its_ratio(group: Path, require_all: str) -> None:
+    status, out = _pytest(group, "benchmarks", require_all, "--quick", "test_group.py")
+    assert status == pytest.ExitCode.OK, out
+    assert re.search(r"test_reference .* 1\.00x  \(ref\)", out) and re.search(r"test_row .* \d+\.\d\dx\n", out), out
+    assert "without a measured ratio" not in out, out
+
+
+@pytest.mark.parametrize("require_all", ["0", "1"])
+def test_a_timed_group_without_its_reference_fails_under_require_all(group: Path, require_all: str) -> None:
+    status, out = _pytest(group, "benchmarks", require_all, "--quick", "test_group.py", "-k", "test_row")
+    assert "(no reference row measured in this run: no ratio)" in out, out
+    assert "group 'spin': no reference row (peer=True) measured in this run" in out, out
+    if require_all == "1":
+        assert status == pytest.ExitCode.TESTS_FAILED, out
+        assert "(a failure under PYLOGQ_REQUIRE_ALL=1)" in out, out
+    else:
+        assert status == pytest.ExitCode.OK, out
