@@ -26,7 +26,7 @@ bare write, not a competing broker.
 
 ``pylogq.Broker`` is looked up through the package facade, so the file runs
 unchanged against trees where the broker lives in ``pylogq.broker`` or in
-``pylogq.cluster.broker``. Batches are built outside the timed region; each
+``pylogq.cluster.broker.broker``. Batches are built outside the timed region; each
 topic's segments are 1 GB, so no round rolls a segment. Between rounds, outside
 the timed region, a log past 32 MB is truncated to empty: the page cache then
 hands the next appends pages it has used before. Otherwise the writes land on

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from .client.admin import AdminClient
     from .client.consumer import Consumer
     from .client.producer import Producer
-    from .cluster.broker import Broker
-    from .cluster.local_cluster import Cluster
+    from .cluster.broker.broker import Broker
+    from .cluster.broker.local_cluster import Cluster
     from .storage.log import Log
 
 from ._version import __version__
@@ -25,8 +25,8 @@ __all__ = ["AdminClient", "Broker", "Cluster", "Consumer", "Log", "Producer", "e
 
 _LAZY = {
     "AdminClient": "pylogq.client.admin",
-    "Broker": "pylogq.cluster.broker",
-    "Cluster": "pylogq.cluster.local_cluster",
+    "Broker": "pylogq.cluster.broker.broker",
+    "Cluster": "pylogq.cluster.broker.local_cluster",
     "Consumer": "pylogq.client.consumer",
     "Log": "pylogq.storage.log",
     "Producer": "pylogq.client.producer",

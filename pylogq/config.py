@@ -19,7 +19,7 @@ with the closest known key as a suggestion.
 
 This module sits at the bottom of the package, beside :mod:`pylogq.errors`:
 every layer's settings are declared on it (the log manager's in
-:mod:`pylogq.storage.config`, the broker's in :mod:`pylogq.cluster.broker_config`,
+:mod:`pylogq.storage.config`, the broker's in :mod:`pylogq.cluster.broker.config`,
 the listeners' in :mod:`pylogq.server.config`), and the topic-level
 :class:`LogConfig` lives here because clients validate topic configs with it
 too, as Kafka's clients share ``TopicConfig``.

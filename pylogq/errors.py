@@ -1060,7 +1060,7 @@ class JvmReaderUnavailable(PylogqError):
 
 
 # --------------------------------------------------------------------------- metadata store
-# The errors of the cluster's metadata store (pylogq.cluster.metadata_store): ZooKeeper's
+# The errors of the cluster's metadata store (pylogq.cluster.zk.store): ZooKeeper's
 # KeeperException codes, raised alike by the in-memory store and the ZooKeeper one.
 
 

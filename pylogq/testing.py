@@ -24,8 +24,8 @@ from typing import Any, Dict, Iterator
 import pytest
 
 from . import server as _server  # noqa: F401 - registers the listener for Broker.serve
-from .cluster.broker import Broker
-from .cluster.local_cluster import Cluster
+from .cluster.broker.broker import Broker
+from .cluster.broker.local_cluster import Cluster
 
 __all__ = ["pylogq_broker", "pylogq_bootstrap", "pylogq_broker_config", "pylogq_cluster", "TEST_DEFAULTS"]
 

@@ -251,7 +251,7 @@ class ZooKeeperServer:
 
     def delete_chroot(self, connect: str) -> None:
         """Delete a test's chroot and everything under it."""
-        from pylogq.cluster.zk_store import ZooKeeperStore, split_connect_string
+        from pylogq.cluster.zk.kazoo_store import ZooKeeperStore, split_connect_string
 
         _, chroot = split_connect_string(connect)
         if chroot is None or not self.running:

@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from pylogq import errors, records
-from pylogq import Broker
-from pylogq.cluster.broker import OFFSETS_TOPIC
+from pylogq import Broker, errors, records
+from pylogq.cluster.broker.broker import OFFSETS_TOPIC
 
 TS = 1_700_000_000_000
 

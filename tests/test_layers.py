@@ -1,7 +1,8 @@
 """The package's layers call only downward, and the client and server see only the broker contract.
 
 The order is DESIGN.md's: ``_core`` and the base modules, ``records``, ``storage``,
-``cluster``, ``protocol``, then ``server`` and ``client`` (side by side, neither
+``cluster`` (its subpackages ordered too: the shared base, ``zk``, ``state``,
+``coordinator``, ``controller``, ``broker``), ``protocol``, then ``server`` and ``client`` (side by side, neither
 importing the other), then ``cli`` and ``spark``, then ``testing`` and the package's
 own ``__init__`` (which names the public classes). Every import counts, those inside
 functions and under ``TYPE_CHECKING`` too: a type-only dependency is still a
@@ -42,6 +43,11 @@ RANKS: Dict[str, int] = {
 # checks of an explicit assignment, which the admin client's validate_only runs too).
 CONTRACT_MODULES = {"pylogq.cluster.contract", "pylogq.cluster.delayed", "pylogq.cluster.names",
                     "pylogq.cluster.partitioner", "pylogq.cluster.replica_assignment"}
+
+
+# The cluster layer's subpackages, bottom up (pylogq/cluster/__init__.py): each imports only
+# those ranked below it and the shared base (the modules directly in cluster/, rank 0).
+CLUSTER_RANKS: Dict[str, int] = {"": 0, "zk": 1, "state": 2, "coordinator": 3, "controller": 4, "broker": 5}
 
 
 def _module_name(path: Path) -> str:
@@ -144,6 +150,29 @@ def test_server_and_client_use_only_the_broker_contract() -> None:
     assert not bad, "server/ and client/ must depend on cluster.contract only:\n" + "\n".join(bad)
 
 
+def _cluster_part(module: str) -> str:
+    """The cluster subpackage a module of pylogq.cluster belongs to ("" for the shared base)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[2] in CLUSTER_RANKS else ""
+
+
+def test_cluster_subpackages_import_down_only() -> None:
+    names = {p.name for p in (PACKAGE / "cluster").iterdir() if (p / "__init__.py").exists()}
+    assert names == set(CLUSTER_RANKS) - {""}, "unranked or gone: %s" % sorted(names ^ (set(CLUSTER_RANKS) - {""}))
+    bad = []
+    for path in sorted((PACKAGE / "cluster").rglob("*.py")):
+        module = _module_name(path)
+        source = _cluster_part(module)
+        for line, target in _imports(path):
+            if not target.startswith("pylogq.cluster.") or path.name.startswith(PROBE_PREFIX):
+                continue
+            dest = _cluster_part(target)
+            if dest != source and CLUSTER_RANKS[dest] >= CLUSTER_RANKS[source]:
+                bad.append("%s:%d: %s (%s) imports %s (%s)" % (path.relative_to(PACKAGE.parent), line, module,
+                                                               source or "base", target, dest or "base"))
+    assert not bad, "imports up or across the cluster's subpackages:\n" + "\n".join(bad)
+
+
 def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The walker resolves relative imports: a storage module importing the server is caught."""
     # A name of its own: two runs of the suite at once must not share (and delete) one probe.
@@ -164,9 +193,9 @@ def test_tcp_clients_load_no_storage_broker_or_coordinator() -> None:
         "import sys\n"
         "from pylogq import AdminClient, Consumer, Producer\n"
         "import pylogq.client.tcp\n"
-        "implementations = {'pylogq.cluster.broker', 'pylogq.cluster.group_coordinator',\n"
-        "    'pylogq.cluster.partition', 'pylogq.cluster.in_process', 'pylogq.cluster.producer_state',\n"
-        "    'pylogq.cluster.offsets_topic', 'pylogq.cluster.topic_store', 'pylogq.cluster.broker_config'}\n"
+        "implementations = {'pylogq.cluster.broker.broker', 'pylogq.cluster.coordinator.group.coordinator',\n"
+        "    'pylogq.cluster.state.partition', 'pylogq.cluster.broker.in_process', 'pylogq.cluster.state.producer_state',\n"
+        "    'pylogq.cluster.coordinator.group.offsets_topic', 'pylogq.cluster.broker.topic_store', 'pylogq.cluster.broker.config'}\n"
         "loaded = sorted(m for m in sys.modules if m in implementations\n"
         "    or m.startswith(('pylogq.storage', 'pylogq.server', 'pylogq.spark')))\n"
         "print(','.join(loaded))\n"

@@ -51,7 +51,7 @@ def test_a_single_node_broker_starts_without_numpy_or_the_cluster_modules(tmp_pa
         "b.create_topic('t', 2)\n"
         "b.close()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'kazoo')\n"
-        "             or m in ('pylogq.cluster.cluster_node', 'pylogq.cluster.controller')))\n"
+        "             or m in ('pylogq.cluster.broker.cluster_node', 'pylogq.cluster.controller.controller')))\n"
     )
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data")], capture_output=True, text=True,
                          timeout=60, check=True).stdout

@@ -290,7 +290,7 @@ def _main(argv: Optional[List[str]], collecting: bool) -> int:
 def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger, collecting: bool) -> int:
     import asyncio  # here, with the collector held off (see main)
 
-    from ..cluster.broker import Broker
+    from ..cluster.broker.broker import Broker
     from ..errors import ConfigError, PylogqError
     from ..server import KafkaServer, new_event_loop
 

@@ -5,7 +5,7 @@ to ``pylogq-broker`` (or any Kafka-compatible broker) through a
 :class:`TcpTransport`. Each method sends the request the in-process transport's
 broker call corresponds to and returns the same shapes
 (:class:`~pylogq.cluster.contract.ProduceResult`, :class:`~pylogq.cluster.contract.FetchResult`,
-:class:`~pylogq.cluster.group_coordinator.JoinResult`, ...) with the same error
+:class:`~pylogq.cluster.coordinator.group.coordinator.JoinResult`, ...) with the same error
 behaviour: codes where the in-process call returns codes, the pylogq.errors
 class of the wire's error code where it raises.
 
@@ -40,9 +40,6 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Opt
 
 from ..cluster.contract import (
     BrokerConfigEntry,
-    ScramCredentialDeletion,
-    ScramCredentialUpsertion,
-    UserScramCredentials,
     BrokerNode,
     ClusterDescription,
     FetchResult,
@@ -52,15 +49,19 @@ from ..cluster.contract import (
     LogDirsQuery,
     MemberDescription,
     OffsetDeleteResult,
-    ProduceResult,
     ProducerDescription,
+    ProduceResult,
     RecordBytes,
     ReplicaInfo,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
     SyncResult,
     TopicDescription,
     TopicPartitionInfo,
+    UserScramCredentials,
 )
 from ..cluster.names import INTERNAL_TOPICS
+from ..config import LogConfig
 from ..errors import (
     BrokerError,
     ConfigError,
@@ -85,11 +86,9 @@ from ..errors import (
 )
 from ..protocol.constants import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource
 from ..records import iter_batches
-from ..config import LogConfig
 from .connection import BrokerConnection
 from .metrics import NetworkSensors, NodeSensors
 from .transport import Transport
-
 
 __all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap",
            "without_protocol"]

@@ -3,7 +3,7 @@
 ``Producer``, ``Consumer`` and ``AdminClient`` talk to a broker only through a
 :class:`Transport`: the contract's :class:`~pylogq.cluster.contract.BrokerApi`
 plus ``close()``. A :class:`pylogq.Broker` in this process hands out its own
-(``broker.transport()``, :class:`pylogq.cluster.in_process.InProcessTransport`:
+(``broker.transport()``, :class:`pylogq.cluster.broker.in_process.InProcessTransport`:
 direct calls, no sockets, no encoding); :class:`~pylogq.client.tcp.TcpTransport`
 speaks the Kafka protocol to ``pylogq-broker`` or any Kafka broker. Results and
 errors are the contract's: per-partition error codes where the Kafka protocol has

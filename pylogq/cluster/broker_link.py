@@ -1,7 +1,7 @@
 """One broker's connection to another, opened when first used.
 
-The controller's senders (:mod:`.controller_channel`), the follower fetchers
-(:mod:`.replica_fetcher`) and a controlled shutdown's request each talk to one other
+The controller's senders (:mod:`pylogq.cluster.controller.channel`), the follower fetchers
+(:mod:`pylogq.cluster.broker.replica_fetcher`) and a controlled shutdown's request each talk to one other
 broker through an :class:`~.contract.InterBrokerClient`. A :class:`BrokerLink` opens
 it at the endpoint of the inter-broker listener (the broker's first endpoint when it
 advertises none by that name), and its owner closes it after a failed call so that

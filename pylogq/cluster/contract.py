@@ -13,14 +13,26 @@ partitions, a join's answer); other failures raise the errors of
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 
 from ..config import Config, LogConfig
 from ..metrics import MetricsRegistry
 from ..records.memory_records import AppendResult
 from .delayed import DelayedCall
-
-
 
 __all__ = [
     "BrokerApi",
@@ -32,6 +44,7 @@ __all__ = [
     "EpochEndOffset",
     "InterBrokerClient",
     "InterBrokerConnector",
+    "LEADER_DURING_DELETE",
     "LeaderAndIsrPartition",
     "LeaderAndIsrRequest",
     "ReplicaFetchPartition",
@@ -369,6 +382,11 @@ class BrokerRegistration(NamedTuple):
             if listener is None or e.listener == listener:
                 return e
         return None
+
+
+#: The leader a LeaderAndIsr or UpdateMetadata request gives a partition of a topic being
+#: deleted (Kafka's LeaderAndIsr.LeaderDuringDelete).
+LEADER_DURING_DELETE = -2
 
 
 class LeaderAndIsrPartition(NamedTuple):

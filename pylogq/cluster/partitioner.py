@@ -8,6 +8,10 @@ A record without a key goes to the topic's *sticky* partition (KIP-480):
 every keyless record of a batch goes to one partition, and a new batch picks
 another one at random among the available partitions, as the Java client's
 ``StickyPartitionCache`` does. Larger batches, fewer requests.
+
+The other placement hash Kafka uses is here too: Java's ``String.hashCode``
+(:func:`java_string_hash`), which places a group in ``__consumer_offsets`` and a
+partition on a replica fetcher thread.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Callable, Dict, Optional, Sequence, Union
 
 from .._speedups import compiled
 
-__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "pure", "to_positive"]
+__all__ = ["StickyPartitioner", "java_string_hash", "murmur2", "partition_for_key", "pure", "to_positive"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -67,6 +71,15 @@ pure = types.SimpleNamespace(murmur2=_py_murmur2)
 
 _kernel = compiled("_offset_map") or pure
 murmur2: Callable[[Buffer], int] = _kernel.murmur2
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h >= 0x80000000 else h
 
 
 def to_positive(value: int) -> int:

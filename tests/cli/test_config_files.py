@@ -18,7 +18,7 @@ import pylogq.server  # noqa: F401  (registers the listener's keys: server.prope
 from pylogq.cli import zookeeper_server
 from pylogq.cli.config_files import FILES, PACKAGED_DIR
 from pylogq.cli.main import run
-from pylogq.cluster.broker_config import DEVELOPMENT_DEFAULTS, BrokerConfig
+from pylogq.cluster.broker.config import DEVELOPMENT_DEFAULTS, BrokerConfig
 from pylogq.config import parse_properties, to_string
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ import pytest
 import pylogq
 from pylogq import records
 from pylogq.cli.main import run
-from pylogq.cluster.local_cluster import Cluster
+from pylogq.cluster.broker.local_cluster import Cluster
 from pylogq.records import codecs
 from pylogq.storage.config import LogConfig
 from pylogq.storage.manager import LogManager

@@ -14,11 +14,11 @@ import pytest
 
 from pylogq import Consumer, records
 from pylogq.cli import perf
+from pylogq.cli.clients import Clients
 from pylogq.cli.main import build_parser
 from pylogq.client.admin import AdminClient
 from pylogq.client.consumer import TopicPartition
-from pylogq.cli.clients import Clients
-from pylogq.cluster.in_process import InProcessTransport
+from pylogq.cluster.broker.in_process import InProcessTransport
 from pylogq.errors import NotEnoughReplicasError
 from pylogq.records import codecs
 

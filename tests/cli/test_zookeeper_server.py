@@ -12,7 +12,7 @@ from typing import Dict, List
 import pytest
 
 from pylogq.cli.zookeeper_server import effective_config, read_properties
-from pylogq.cluster.zk_store import ZooKeeperStore
+from pylogq.cluster.zk.kazoo_store import ZooKeeperStore
 
 from .._zookeeper import four_letter_word, free_port, zookeeper_install_or_skip
 

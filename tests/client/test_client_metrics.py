@@ -20,7 +20,7 @@ import pylogq
 from pylogq import Consumer, Producer
 from pylogq.client.consumer import TopicPartition
 from pylogq.client.metrics import Metric, MetricName, Metrics, NetworkSensors
-from pylogq.cluster.in_process import InProcessTransport
+from pylogq.cluster.broker.in_process import InProcessTransport
 from pylogq.errors import BufferExhaustedError, NotLeaderOrFollowerError
 from pylogq.records import HEADER_SIZE, build_batch, codecs, iter_batches
 

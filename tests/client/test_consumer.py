@@ -17,16 +17,16 @@ import pytest
 import pylogq
 from pylogq.client.consumer import (
     CommitFailedError,
+    Consumer,
     ConsumerRebalanceListener,
     ConsumerRecord,
-    Consumer,
     IllegalStateError,
     NoOffsetForPartitionError,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
 )
-from pylogq.cluster.in_process import InProcessTransport
+from pylogq.cluster.broker.in_process import InProcessTransport
 from pylogq.errors import ConfigError, OffsetOutOfRangeError
 from pylogq.records import build_batch
 

@@ -24,7 +24,7 @@ import pylogq
 from pylogq.cli.clients import Clients
 from pylogq.cli.main import run
 from pylogq.client.consumer import Consumer, ConsumerRecord, TopicPartition
-from pylogq.cluster.in_process import InProcessTransport
+from pylogq.cluster.broker.in_process import InProcessTransport
 from pylogq.errors import ConfigError, InvalidTopicError, LeaderNotAvailableError
 from pylogq.records import build_batch
 

@@ -24,7 +24,7 @@ from pylogq.client.producer import (
     RecordMetadata,
     murmur2_many,
 )
-from pylogq.cluster.in_process import InProcessTransport
+from pylogq.cluster.broker.in_process import InProcessTransport
 from pylogq.cluster.partitioner import murmur2, partition_for_key
 from pylogq.errors import (
     ConfigError,

@@ -55,7 +55,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from pylogq.cluster.offsets_schema import partition_for_group
+from pylogq.cluster.coordinator.group.offsets_schema import partition_for_group
 
 from .._proxy import TcpProxy, peer_process
 from .._zookeeper import ZooKeeperServer, free_port
@@ -194,7 +194,7 @@ class FaultCluster:
         return self.cluster.controller()
 
     def cluster_id(self) -> str:
-        from pylogq.cluster.zk_data import CLUSTER_ID_PATH, decode_cluster_id
+        from pylogq.cluster.zk.data import CLUSTER_ID_PATH, decode_cluster_id
 
         return decode_cluster_id(self.cluster.zk.store.get(CLUSTER_ID_PATH)[0])
 

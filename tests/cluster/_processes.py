@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from pylogq import records
-from pylogq.cluster.zk_client import KafkaZkClient
+from pylogq.cluster.zk.client import KafkaZkClient
+from pylogq.cluster.zk.kazoo_store import ZooKeeperStore
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.log import Log
-from pylogq.cluster.zk_store import ZooKeeperStore
 
 from .._zookeeper import dies_with_test, free_port
 from ..server.conftest import READY

@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from pylogq import errors, records
-from pylogq.cluster.broker import Broker
-from pylogq.cluster.local_cluster import Cluster
+from pylogq.cluster.broker.broker import Broker
+from pylogq.cluster.broker.local_cluster import Cluster
 
 from .test_local_cluster import read_all
 

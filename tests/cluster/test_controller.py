@@ -26,15 +26,15 @@ from pylogq.cluster.contract import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from pylogq.cluster.controller import KafkaController
-from pylogq.cluster.memory_store import InMemoryStoreClient, InMemoryZooKeeper
-from pylogq.cluster.zk_client import KafkaZkClient
-from pylogq.cluster.zk_data import (
+from pylogq.cluster.controller.controller import KafkaController
+from pylogq.cluster.zk.client import KafkaZkClient
+from pylogq.cluster.zk.data import (
     PartitionState,
     TopicAssignment,
     encode_partition_state,
     partition_state_path,
 )
+from pylogq.cluster.zk.memory_store import InMemoryStoreClient, InMemoryZooKeeper
 
 from .test_controller_channel import CueConnector, wait_for
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import pytest
 
 from pylogq import errors, records
+from pylogq.cluster.broker.local_cluster import Cluster
 from pylogq.cluster.contract import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -28,8 +29,7 @@ from pylogq.cluster.contract import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from pylogq.cluster.controller_channel import ControllerChannelManager, ControllerRequest
-from pylogq.cluster.local_cluster import Cluster
+from pylogq.cluster.controller.channel import ControllerChannelManager, ControllerRequest
 
 DEADLINE_S = 20.0
 

@@ -20,10 +20,20 @@ from pathlib import Path
 import pytest
 
 from pylogq import records
-from pylogq.cluster.local_cluster import Cluster
+from pylogq.cluster.broker.local_cluster import Cluster
 
-from ._schedules import CONFIG, N_BROKERS, PARTITIONS, TOPIC, Workload, check_logs, healthy, run_schedule, wait_for, \
-    writes_go_on
+from ._schedules import (
+    CONFIG,
+    N_BROKERS,
+    PARTITIONS,
+    TOPIC,
+    Workload,
+    check_logs,
+    healthy,
+    run_schedule,
+    wait_for,
+    writes_go_on,
+)
 
 COUNT = int(os.environ.get("PYLOGQ_FAULT_SCHEDULES", "30"))
 STEPS = int(os.environ.get("PYLOGQ_FAULT_STEPS", "3"))

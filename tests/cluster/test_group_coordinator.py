@@ -10,9 +10,9 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from pylogq.cluster import group_coordinator as gc
-from pylogq.cluster import offsets_schema as schema
-from pylogq.cluster.group_coordinator import GroupCoordinator, JoinResult, raise_for
+from pylogq.cluster.coordinator.group import coordinator as gc
+from pylogq.cluster.coordinator.group import offsets_schema as schema
+from pylogq.cluster.coordinator.group.coordinator import GroupCoordinator, JoinResult, raise_for
 from pylogq.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,

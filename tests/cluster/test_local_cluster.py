@@ -23,10 +23,10 @@ import pytest
 
 import pylogq
 from pylogq import errors, records
-from pylogq.cluster.broker import Broker
+from pylogq.cluster.broker.broker import Broker
+from pylogq.cluster.broker.local_cluster import Cluster
 from pylogq.cluster.contract import LeaderAndIsrPartition, LeaderAndIsrRequest, StopReplicaRequest
-from pylogq.cluster.local_cluster import Cluster
-from pylogq.cluster.zk_client import KafkaZkClient
+from pylogq.cluster.zk.client import KafkaZkClient
 
 SESSION_MS = 600
 FAST = {

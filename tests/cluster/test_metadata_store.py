@@ -27,8 +27,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 
 from pylogq import errors
-from pylogq.cluster.memory_store import InMemoryStoreClient, InMemoryZooKeeper
-from pylogq.cluster.metadata_store import (
+from pylogq.cluster.zk.kazoo_store import ZooKeeperStore, split_connect_string
+from pylogq.cluster.zk.memory_store import InMemoryStoreClient, InMemoryZooKeeper
+from pylogq.cluster.zk.store import (
     CHANGED,
     CHILD,
     CONNECTED,
@@ -45,7 +46,6 @@ from pylogq.cluster.metadata_store import (
     ZnodeStat,
     validate_path,
 )
-from pylogq.cluster.zk_store import ZooKeeperStore, split_connect_string
 
 from .._proxy import TcpProxy
 from .._zookeeper import ZooKeeperServer
@@ -213,7 +213,7 @@ class ResettingProxy(TcpProxy):
 # An ephemeral znode's owner in a process of its own, to be killed: the server hears nothing more.
 _OWNER = """
 import sys
-from pylogq.cluster.zk_store import ZooKeeperStore
+from pylogq.cluster.zk.kazoo_store import ZooKeeperStore
 store = ZooKeeperStore(sys.argv[1], session_timeout_ms=int(sys.argv[2]))
 store.create(sys.argv[3], b"owner", ephemeral=True)
 print(store.session_id, flush=True)
@@ -1232,8 +1232,8 @@ class TestZooKeeperStore(StoreContract):
 def test_only_the_zookeeper_store_loads_kazoo() -> None:
     code = (
         "import sys\n"
-        "import pylogq.cluster.metadata_store, pylogq.cluster.memory_store, pylogq.cluster.zk_store\n"
-        "from pylogq.cluster.memory_store import InMemoryZooKeeper\n"
+        "import pylogq.cluster.zk.store, pylogq.cluster.zk.memory_store, pylogq.cluster.zk.kazoo_store\n"
+        "from pylogq.cluster.zk.memory_store import InMemoryZooKeeper\n"
         "InMemoryZooKeeper().connect().create('/x')\n"
         "from pylogq import Producer\n"
         "print('kazoo' in sys.modules)\n"

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pylogq.cluster import offsets_schema as s
+from pylogq.cluster.coordinator.group import offsets_schema as s
+from pylogq.cluster.partitioner import java_string_hash
 from pylogq.errors import CorruptRecordError
 
 # Layouts as Kafka's GroupMetadataManager writes them (big-endian; STRING = int16 length + UTF-8).
@@ -160,7 +161,7 @@ def test_string_longer_than_int16_is_refused() -> None:
     ],
 )
 def test_java_string_hash(text: str, expected: int) -> None:
-    assert s.java_string_hash(text) == expected
+    assert java_string_hash(text) == expected
 
 
 def test_partition_for_group_uses_kafka_abs() -> None:
@@ -170,7 +171,7 @@ def test_partition_for_group_uses_kafka_abs() -> None:
     assert s.partition_for_group("Aa", 7) == s.partition_for_group("BB", 7)
     # A negative hash takes its absolute value before the modulo.
     negative = "consumer-group-negative-hash"
-    h = s.java_string_hash(negative)
+    h = java_string_hash(negative)
     assert s.partition_for_group(negative, 50) == abs(h) % 50
     with pytest.raises(ValueError, match="num_partitions"):
         s.partition_for_group("g", 0)
@@ -181,7 +182,7 @@ def test_java_hash_matches_the_polynomial_definition() -> None:
         h = 0
         for ch in text:
             h = (31 * h + ord(ch)) % 2**32
-        assert s.java_string_hash(text) == (h - 2**32 if h >= 2**31 else h)
+        assert java_string_hash(text) == (h - 2**32 if h >= 2**31 else h)
 
 
 _text = st.text(max_size=40)

@@ -8,8 +8,7 @@ import time
 import pytest
 
 from pylogq import records
-from pylogq.cluster.partition import Partition
-from pylogq.records import AppendResult
+from pylogq.cluster.state.partition import Partition
 from pylogq.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -19,6 +18,7 @@ from pylogq.errors import (
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
 )
+from pylogq.records import AppendResult
 from pylogq.storage.config import LogConfig
 from pylogq.storage.log import Log
 

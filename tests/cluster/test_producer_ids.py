@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pylogq.cluster.producer_ids import PRODUCER_IDS_FILE, ProducerIdManager
+from pylogq.cluster.state.producer_ids import PRODUCER_IDS_FILE, ProducerIdManager
 from pylogq.errors import CorruptMetadataError
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq import records
-from pylogq.cluster.producer_state import (
+from pylogq.cluster.state.producer_state import (
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
     ProducerStateManager,

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from pylogq import records
+from pylogq.cluster.broker.replica_fetcher import FetcherSettings, ReplicaFetcherThread
 from pylogq.cluster.contract import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -16,8 +17,7 @@ from pylogq.cluster.contract import (
     LeaderAndIsrPartition,
     RecordBytes,
 )
-from pylogq.cluster.partition import Partition
-from pylogq.cluster.replica_fetcher import FetcherSettings, ReplicaFetcherThread
+from pylogq.cluster.state.partition import Partition
 from pylogq.storage.log import Log
 
 TP = ("t", 0)

@@ -14,12 +14,12 @@ from typing import Callable, Iterator, List, Optional, Tuple
 
 import pytest
 
+from pylogq.cluster.broker.replica_manager import ReplicaManager, ReplicationSettings
 from pylogq.cluster.delayed import Timer
-from pylogq.cluster.memory_store import InMemoryZooKeeper
-from pylogq.cluster.partition import Partition
-from pylogq.cluster.replica_manager import ReplicaManager, ReplicationSettings
-from pylogq.cluster.zk_client import KafkaZkClient
-from pylogq.cluster.zk_data import PartitionState, encode_partition_state, partition_state_path
+from pylogq.cluster.state.partition import Partition
+from pylogq.cluster.zk.client import KafkaZkClient
+from pylogq.cluster.zk.data import PartitionState, encode_partition_state, partition_state_path
+from pylogq.cluster.zk.memory_store import InMemoryZooKeeper
 
 
 class _Host:

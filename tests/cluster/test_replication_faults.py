@@ -34,6 +34,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from pylogq import errors, records
+from pylogq.cluster.broker.cluster_node import NOT_REGISTERED
+from pylogq.cluster.broker.in_process import InProcessTransport
+from pylogq.cluster.broker.local_cluster import Cluster
+from pylogq.cluster.broker.replica_manager import ReplicaManager, ReplicationSettings
 from pylogq.cluster.contract import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -41,24 +45,20 @@ from pylogq.cluster.contract import (
     LeaderAndIsrRequest,
     UpdateMetadataRequest,
 )
-from pylogq.cluster.cluster_node import NOT_REGISTERED
-from pylogq.cluster.controller import KafkaController
+from pylogq.cluster.controller.controller import KafkaController
+from pylogq.cluster.coordinator.group.coordinator import GroupCoordinator
 from pylogq.cluster.delayed import Timer
-from pylogq.cluster.group_coordinator import GroupCoordinator
-from pylogq.cluster.in_process import InProcessTransport
-from pylogq.cluster.local_cluster import Cluster
-from pylogq.cluster.memory_store import InMemoryZooKeeper
-from pylogq.cluster.metadata_store import CONNECTED, EXPIRED, SUSPENDED
-from pylogq.cluster.partition import Partition
-from pylogq.cluster.replica_manager import ReplicaManager, ReplicationSettings
-from pylogq.cluster.session_guard import SessionGuard
-from pylogq.cluster.zk_client import KafkaZkClient
-from pylogq.cluster.zk_data import (
+from pylogq.cluster.state.partition import Partition
+from pylogq.cluster.zk.client import KafkaZkClient
+from pylogq.cluster.zk.data import (
     PartitionState,
     TopicAssignment,
     encode_partition_state,
     partition_state_path,
 )
+from pylogq.cluster.zk.memory_store import InMemoryZooKeeper
+from pylogq.cluster.zk.session_guard import SessionGuard
+from pylogq.cluster.zk.store import CONNECTED, EXPIRED, SUSPENDED
 from pylogq.records import RecordBatch
 from pylogq.storage.log import Log
 from pylogq.storage.partition_metadata import META_FILE

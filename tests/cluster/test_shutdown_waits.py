@@ -16,8 +16,8 @@ import pytest
 
 from pylogq import errors
 from pylogq.client.connection import BrokerConnection
-from pylogq.cluster.cluster_node import ADMIN_TIMEOUT_S
-from pylogq.cluster.local_cluster import Cluster
+from pylogq.cluster.broker.cluster_node import ADMIN_TIMEOUT_S
+from pylogq.cluster.broker.local_cluster import Cluster
 from pylogq.protocol import ApiKey
 
 SETTINGS = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 2000}

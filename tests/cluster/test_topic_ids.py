@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 import pylogq
+from pylogq.cluster.broker.topic_store import TOPICS_FILE
 from pylogq.cluster.contract import TopicDescription
-from pylogq.cluster.topic_store import TOPICS_FILE
 from pylogq.errors import CorruptMetadataError, InconsistentTopicIdError, UnknownTopicIdError
 from pylogq.storage.partition_metadata import (
     PARTITION_METADATA_FILE,

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pylogq.cluster.topic_store import TOPICS_FILE, FileTopicStore, TopicMetadata
+from pylogq.cluster.broker.topic_store import TOPICS_FILE, FileTopicStore, TopicMetadata
 from pylogq.errors import CorruptMetadataError
 from pylogq.storage.partition_metadata import new_topic_id, parse_topic_id
 

@@ -24,6 +24,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 import pytest
 
 from pylogq import records
+from pylogq.cluster.broker.local_cluster import Cluster
+from pylogq.cluster.broker.replica_fetcher import FetcherSettings, ReplicaFetcherThread
 from pylogq.cluster.contract import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -33,9 +35,7 @@ from pylogq.cluster.contract import (
     RecordBytes,
     ReplicaFetchPartition,
 )
-from pylogq.cluster.local_cluster import Cluster
-from pylogq.cluster.partition import Partition
-from pylogq.cluster.replica_fetcher import FetcherSettings, ReplicaFetcherThread
+from pylogq.cluster.state.partition import Partition
 from pylogq.storage.log import Log
 
 from .test_local_cluster import read_all

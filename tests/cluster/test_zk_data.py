@@ -9,11 +9,16 @@ import threading
 import pytest
 
 from pylogq import errors
-from pylogq.cluster.contract import BrokerEndpoint, BrokerRegistration, LeaderAndIsrPartition, UpdateMetadataRequest
-from pylogq.cluster.memory_store import InMemoryZooKeeper
-from pylogq.cluster.metadata_cache import LEADER_DURING_DELETE, MetadataCache
-from pylogq.cluster.zk_client import KafkaZkClient
-from pylogq.cluster.zk_data import (
+from pylogq.cluster.broker.metadata_cache import MetadataCache
+from pylogq.cluster.contract import (
+    LEADER_DURING_DELETE,
+    BrokerEndpoint,
+    BrokerRegistration,
+    LeaderAndIsrPartition,
+    UpdateMetadataRequest,
+)
+from pylogq.cluster.zk.client import KafkaZkClient
+from pylogq.cluster.zk.data import (
     PartitionState,
     TopicAssignment,
     decode_broker,
@@ -29,6 +34,7 @@ from pylogq.cluster.zk_data import (
     encode_partition_state,
     encode_topic_assignment,
 )
+from pylogq.cluster.zk.memory_store import InMemoryZooKeeper
 
 # As a Kafka 3.x broker writes them (ZooKeeper mode).
 KAFKA_BROKER = (b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT","SSL":"SSL"},'

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
-from confluent_kafka import KafkaError, Producer as ConfluentProducer
+from confluent_kafka import KafkaError
+from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
 import pylogq
 from pylogq import errors
 from pylogq.client.connection import BrokerConnection
-from pylogq.cluster.dynamic_broker_config import DYNAMIC_CONFIG_FILE
+from pylogq.cluster.broker.dynamic_config import DYNAMIC_CONFIG_FILE
 from pylogq.protocol import AlterConfigOp, ApiKey, ConfigResourceType
 
 TIMEOUT_S = 30.0

@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import pytest
 
 from pylogq import Broker
-from pylogq.cluster import broker as broker_module
+from pylogq.cluster.broker import broker as broker_module
 from pylogq.protocol import (
     REQUEST_HEADER,
     REQUESTS,

@@ -21,12 +21,12 @@ pa = pytest.importorskip("pyarrow")
 import pylogq  # noqa: E402
 from pylogq import Broker, Consumer, records  # noqa: E402
 from pylogq.client.consumer import TopicPartition  # noqa: E402
-from pylogq.cluster.local_cluster import Cluster  # noqa: E402
+from pylogq.cluster.broker.local_cluster import Cluster  # noqa: E402
 from pylogq.errors import PylogqError  # noqa: E402
 from pylogq.spark.replicas import broker_id_of  # noqa: E402
-from pylogq.storage.partition_metadata import META_FILE  # noqa: E402
 from pylogq.spark.splits import Split, _log_end, partition_bounds, plan_splits, read_split  # noqa: E402
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT  # noqa: E402
+from pylogq.storage.partition_metadata import META_FILE  # noqa: E402
 
 TS = 1_700_000_000_000
 FAST = {

@@ -13,7 +13,7 @@ from typing import Any, List
 import pytest
 
 from pylogq import records
-from pylogq.cluster.partition import Partition
+from pylogq.cluster.state.partition import Partition
 from pylogq.errors import InvalidRecordError, MessageTooLargeError
 from pylogq.records import codecs
 from pylogq.records.legacy import LegacyRecordBatchBuilder

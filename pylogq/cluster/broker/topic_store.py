@@ -13,11 +13,11 @@ import logging
 import os
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Sequence
 
-from ..errors import CorruptMetadataError, InconsistentTopicIdError, InvalidTopicError
-from ..storage.checkpoint import write_atomically
-from ..storage.log import parse_dir_name
-from ..storage.partition_metadata import PARTITION_METADATA_FILE, new_topic_id, parse_topic_id, read_partition_metadata
-from .names import validate_topic_name
+from ...errors import CorruptMetadataError, InconsistentTopicIdError, InvalidTopicError
+from ...storage.checkpoint import write_atomically
+from ...storage.log import parse_dir_name
+from ...storage.partition_metadata import PARTITION_METADATA_FILE, new_topic_id, parse_topic_id, read_partition_metadata
+from ..names import validate_topic_name
 
 __all__ = ["FileTopicStore", "TOPICS_FILE", "TopicMetadata", "TopicStore"]
 

@@ -2,7 +2,7 @@
 
 The brokers are real :class:`pylogq.Broker` objects, each with its own data directory,
 controller, replica manager and fetchers; they share an
-:class:`~pylogq.cluster.memory_store.InMemoryZooKeeper` (ZooKeeper's semantics:
+:class:`~pylogq.cluster.zk.memory_store.InMemoryZooKeeper` (ZooKeeper's semantics:
 sessions, ephemeral nodes, conditional writes, watches) and reach each other through
 :class:`InProcessInterBrokerClient`, which calls the other broker directly (the
 requests and answers are the same typed objects the Kafka protocol carries between
@@ -27,7 +27,7 @@ link or a frozen broker gates a TCP request exactly as it gates a direct call.
 
 A frozen broker is gated, not stopped: Python cannot suspend another thread. Its
 store session stops heartbeating and its calls to the store and callbacks from it
-wait (:meth:`~pylogq.cluster.memory_store.InMemoryStoreClient.freeze`); its threads
+wait (:meth:`~pylogq.cluster.zk.memory_store.InMemoryStoreClient.freeze`); its threads
 that call another broker wait at its gate before the request and again before they
 take the answer; other brokers' requests to it wait at its gate, before it takes
 them and before its answer leaves, until it is thawed or ``inter_broker_timeout_s``
@@ -50,9 +50,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
-from .. import errors
-from .broker import Broker
-from .contract import (
+from ... import errors
+from ..contract import (
     BrokerEndpoint,
     EpochEndOffset,
     FetchResult,
@@ -64,8 +63,9 @@ from .contract import (
     UpdateMetadataRequest,
     inter_broker_connector,
 )
-from .memory_store import InMemoryStoreClient, InMemoryZooKeeper
-from .offsets_topic import OFFSETS_TOPIC
+from ..coordinator.group.offsets_topic import OFFSETS_TOPIC
+from ..zk.memory_store import InMemoryStoreClient, InMemoryZooKeeper
+from .broker import Broker
 
 __all__ = ["BrokerGate", "Cluster", "InProcessInterBrokerClient", "INTER_BROKER_TIMEOUT_S",
            "NetworkInterBrokerClient"]

@@ -12,8 +12,8 @@ import os
 import threading
 from typing import Callable, Optional, Tuple
 
-from ..errors import CorruptMetadataError
-from ..storage.checkpoint import write_atomically
+from ...errors import CorruptMetadataError
+from ...storage.checkpoint import write_atomically
 
 __all__ = ["PRODUCER_ID_BLOCK", "PRODUCER_IDS_FILE", "ProducerIdManager"]
 

@@ -1,7 +1,7 @@
 """The metadata store on a ZooKeeper ensemble, through kazoo.
 
 :class:`ZooKeeperStore` implements
-:class:`~pylogq.cluster.metadata_store.MetadataStore` over one kazoo session.
+:class:`~pylogq.cluster.zk.store.MetadataStore` over one kazoo session.
 The connect string is Kafka's ``zookeeper.connect``
 (``host:port[,host:port...][/chroot]``); a chroot that does not exist yet is
 created first, over a session of its own, as Kafka does. kazoo is imported here
@@ -33,7 +33,7 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import (
+from ...errors import (
     BadVersionError,
     ConfigError,
     InvalidPathError,
@@ -45,7 +45,7 @@ from ..errors import (
     SessionExpiredError,
     StoreConnectionError,
 )
-from .metadata_store import (
+from .store import (
     CONNECTED,
     DEFAULT_SESSION_TIMEOUT_MS,
     EXPIRED,
@@ -125,7 +125,7 @@ class _Watch:
 
 
 class ZooKeeperStore:
-    """A session on a ZooKeeper ensemble; implements :class:`~pylogq.cluster.metadata_store.MetadataStore`.
+    """A session on a ZooKeeper ensemble; implements :class:`~pylogq.cluster.zk.store.MetadataStore`.
 
     Connects in the constructor: raises :class:`~pylogq.errors.StoreConnectionError`
     naming the connect string when no server answers within ``connection_timeout_ms``

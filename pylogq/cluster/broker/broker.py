@@ -7,9 +7,9 @@ the ones the Kafka protocol exposes (produce, fetch, list offsets, topic and
 config administration, groups), typed by :mod:`pylogq.cluster.contract`, and
 called directly by the in-process clients and by the network server.
 
-Its parts, one concept per module: the settings (:mod:`.broker_config`), the
-topic-metadata store (:mod:`.topic_store`), producer ids (:mod:`.producer_ids`),
-``__consumer_offsets`` (:mod:`.offsets_topic`), and the delayed operations that
+Its parts, one concept per module: the settings (:mod:`pylogq.cluster.broker.config`), the
+topic-metadata store (:mod:`pylogq.cluster.broker.topic_store`), producer ids (:mod:`pylogq.cluster.state.producer_ids`),
+``__consumer_offsets`` (:mod:`pylogq.cluster.coordinator.group.offsets_topic`), and the delayed operations that
 every waiting call uses (:mod:`.delayed`). The identity is Kafka's
 ``meta.properties``. Thread-safe: producers and consumers call from their own
 threads.
@@ -25,14 +25,14 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .. import errors
-from ..config import parse_properties
-from ..errors import ConfigError
-from ..metrics import MetricsRegistry, MetricsServer
-from ..storage.checkpoint import write_atomically
-from ..storage.config import LogConfig
-from ..storage.manager import LogManager
-from ..storage.partition_metadata import (
+from ... import errors
+from ...config import parse_properties
+from ...errors import ConfigError
+from ...metrics import MetricsRegistry, MetricsServer
+from ...storage.checkpoint import write_atomically
+from ...storage.config import LogConfig
+from ...storage.manager import LogManager
+from ...storage.partition_metadata import (
     META_FILE,
     PARTITION_METADATA_FILE,
     ZERO_TOPIC_ID,
@@ -41,9 +41,7 @@ from ..storage.partition_metadata import (
     read_partition_metadata,
     write_partition_metadata,
 )
-from .broker_config import BrokerConfig, is_dynamic_in_kafka, with_development_defaults
-from .broker_metrics import broker_readings
-from .contract import (
+from ..contract import (
     BrokerConfigEntry,
     BrokerEndpoint,
     BrokerNode,
@@ -53,38 +51,40 @@ from .contract import (
     FetchRequest,
     FetchResult,
     FetchResults,
+    InterBrokerConnector,
+    LeaderAndIsrRequest,
     Listener,
     LogDirDescription,
     LogDirsQuery,
-    InterBrokerConnector,
-    LeaderAndIsrRequest,
     OffsetDeleteResult,
+    ProducerDescription,
     ProduceResult,
     ReplicaFetchPartition,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
-    inter_broker_connector,
     ReplicaInfo,
-    ProducerDescription,
+    StopReplicaRequest,
     TopicDescription,
     TopicPartitionInfo,
+    UpdateMetadataRequest,
+    inter_broker_connector,
     listener_factory,
 )
-from .dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_config_file, write_config_file
-from .delayed import DelayedCall, DelayedOperationPurgatory, Tapped, Timer
-from .group_coordinator import GroupCoordinator, storage_error_code
+from ..coordinator.group.coordinator import GroupCoordinator, storage_error_code
+from ..coordinator.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from ..delayed import DelayedCall, DelayedOperationPurgatory, Tapped, Timer
+from ..names import INTERNAL_TOPICS, collides, validate_topic_name
+from ..replica_assignment import check_added_assignment, check_new_assignment
+from ..state.partition import Partition
+from ..state.producer_ids import ProducerIdManager
+from .config import BrokerConfig, is_dynamic_in_kafka, with_development_defaults
+from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_config_file, write_config_file
 from .in_process import InProcessTransport
-from .names import INTERNAL_TOPICS, collides, validate_topic_name
-from .offsets_topic import OFFSETS_TOPIC, OffsetsTopic
-from .partition import Partition
-from .producer_ids import ProducerIdManager
-from .replica_assignment import check_added_assignment, check_new_assignment
+from .metrics import broker_readings
 from .topic_store import FileTopicStore, TopicMetadata
 from .user_credentials import FileUserCredentials, UserCredentials
 
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
+    from ..zk.store import MetadataStore
     from .cluster_node import ClusterNode
-    from .metadata_store import MetadataStore
 
 log = logging.getLogger("pylogq.broker")
 
@@ -104,7 +104,7 @@ class Broker:
 
     Use as a context manager, or call ``close()``: it flushes every log and
     writes the checkpoints, so the next open needs no recovery. Without a
-    ``config_file`` it starts from :data:`~pylogq.cluster.broker_config.DEVELOPMENT_DEFAULTS`,
+    ``config_file`` it starts from :data:`~pylogq.cluster.broker.config.DEVELOPMENT_DEFAULTS`,
     as ``pylogq-broker`` does without a properties file.
     """
 
@@ -242,7 +242,7 @@ class Broker:
     def _stored_dynamic_configs(self, store: Optional[MetadataStore]) -> Dict[str, Dict[str, str]]:
         """A cluster member's dynamic configs as its start finds them in the store (read again
         when it joins, and on every change): the store given, or a short session of its own."""
-        from .zk_client import KafkaZkClient
+        from ..zk.client import KafkaZkClient
 
         own = store is None
         if store is None:
@@ -255,7 +255,7 @@ class Broker:
                 store.close()
 
     def _open_zookeeper(self) -> MetadataStore:
-        from .zk_store import ZooKeeperStore  # kazoo is loaded only by brokers of a cluster
+        from ..zk.kazoo_store import ZooKeeperStore  # kazoo is loaded only by brokers of a cluster
 
         node = self.config.node
         assert node.zookeeper_connect is not None
@@ -1207,7 +1207,7 @@ class Broker:
 
     def leader_partition(self, topic: str, index: int, in_doubt: bool = False) -> Partition:
         """The partition, which this broker must lead (else NotLeaderOrFollowerError): for a
-        client, also with its leadership not in doubt (:mod:`~pylogq.cluster.session_guard`:
+        client, also with its leadership not in doubt (:mod:`~pylogq.cluster.zk.session_guard`:
         a broker back from a pause or a partition past its session may have been replaced,
         and its log end is no longer the partition's). ``in_doubt``: a leadership in doubt
         will do (a follower asking where an epoch ends in this log)."""

@@ -23,10 +23,10 @@ import logging
 import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
-from ..config import _BOOLEAN, _DOUBLE, _INT, _LIST, _LONG, _STRING, parse_setting
-from ..errors import ConfigError
-from ..storage.checkpoint import write_atomically
-from .broker_config import BrokerConfig, is_dynamic_in_kafka
+from ...config import _BOOLEAN, _DOUBLE, _INT, _LIST, _LONG, _STRING, parse_setting
+from ...errors import ConfigError
+from ...storage.checkpoint import write_atomically
+from .config import BrokerConfig, is_dynamic_in_kafka
 
 log = logging.getLogger("pylogq.broker")
 

@@ -22,11 +22,11 @@ import os
 import threading
 from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence
 
-from .. import errors
-from ..storage.checkpoint import write_atomically
+from ... import errors
+from ...storage.checkpoint import write_atomically
 
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
-    from .zk_client import KafkaZkClient
+    from ..zk.client import KafkaZkClient
 
 __all__ = ["FileUserCredentials", "USERS_FILE", "UserCredentials", "ZkUserCredentials"]
 

@@ -10,7 +10,7 @@ log, so an append moves the HW to the LEO.
 Idempotent producers: once the log has validated an append's batches (one
 pass over the buffer, which also reads each header), the producer id, epoch
 and sequence of each v2 batch are checked by the
-:class:`~pylogq.cluster.producer_state.ProducerStateManager` before anything
+:class:`~pylogq.cluster.state.producer_state.ProducerStateManager` before anything
 is written; a retried batch gets its original offsets back and is not
 written again. The result is :class:`~pylogq.records.AppendResult`, the one
 shape an append has from the log to the wire.
@@ -38,15 +38,15 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..errors import (
+from ...errors import (
     InvalidRequiredAcksError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
 )
-from ..records import AppendResult
-from ..storage.log import (
+from ...records import AppendResult
+from ...storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
@@ -54,8 +54,8 @@ from ..storage.log import (
     MAX_TIMESTAMP,
     Log,
 )
-from ..storage.segment import FileRegion
-from .contract import LeaderAndIsrPartition, ProducerDescription
+from ...storage.segment import FileRegion
+from ..contract import LeaderAndIsrPartition, ProducerDescription
 from .producer_state import ProducerStateManager
 
 __all__ = ["AlterIsr", "ISOLATION_LEVELS", "NO_LEADER", "ORIGINS", "Partition", "ReplicaState", "UNKNOWN_OFFSET"]
@@ -422,7 +422,7 @@ class Partition:
     def followers_silent_ms(self, now_ms: Optional[int] = None) -> Optional[int]:
         """How long since an in-sync follower last fetched from this leader (the most recent
         of them); None when the ISR has no other replica. Takes no lock (a guess for
-        :class:`~pylogq.cluster.session_guard.SessionGuard`, read under other locks)."""
+        :class:`~pylogq.cluster.zk.session_guard.SessionGuard`, read under other locks)."""
         now = _now_ms() if now_ms is None else now_ms
         followers = [r for r in tuple(self._isr) if r != self.broker_id]
         if not followers:

@@ -3,12 +3,12 @@
 :class:`InMemoryZooKeeper` plays the ensemble: one tree of znodes, one zxid
 counter, the sessions. :meth:`InMemoryZooKeeper.connect` opens a session and
 returns its client, an :class:`InMemoryStoreClient` that implements
-:class:`~pylogq.cluster.metadata_store.MetadataStore` with ZooKeeper's semantics
+:class:`~pylogq.cluster.zk.store.MetadataStore` with ZooKeeper's semantics
 (see that module), so a replicated cluster runs in one process, in tests and
 embedded, on the same controller code as on ZooKeeper.
 
 Faults a cluster must survive are driven from here, each as ZooKeeper and kazoo
-(:mod:`~pylogq.cluster.zk_store`) behave:
+(:mod:`~pylogq.cluster.zk.kazoo_store`) behave:
 
 - :meth:`InMemoryZooKeeper.expire_session`: the ensemble ends a session (its
   ephemerals go); a connected client hears EXPIRED and starts a new session at once.
@@ -52,7 +52,7 @@ import threading
 import time
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from ..errors import (
+from ...errors import (
     BadVersionError,
     ConfigError,
     InvalidPathError,
@@ -63,8 +63,8 @@ from ..errors import (
     SessionExpiredError,
     StoreConnectionError,
 )
-from .delayed import TimedTask, Timer
-from .metadata_store import (
+from ..delayed import TimedTask, Timer
+from .store import (
     CHANGED,
     CHILD,
     CONNECTED,
@@ -187,7 +187,7 @@ class InMemoryZooKeeper:
         """Open a session; -> its client, connected.
 
         ``connection_timeout_ms`` (default: the session timeout, as
-        :class:`~pylogq.cluster.zk_store.ZooKeeperStore`'s) bounds the wait for a
+        :class:`~pylogq.cluster.zk.kazoo_store.ZooKeeperStore`'s) bounds the wait for a
         stopped ensemble here, and with the session timeout a call's wait for a lost
         connection. StoreConnectionError when the ensemble is not serving within it.
         """
@@ -458,7 +458,7 @@ class InMemoryZooKeeper:
 
 
 class InMemoryStoreClient:
-    """A client session of an :class:`InMemoryZooKeeper`, a :class:`~pylogq.cluster.metadata_store.MetadataStore`.
+    """A client session of an :class:`InMemoryZooKeeper`, a :class:`~pylogq.cluster.zk.store.MetadataStore`.
 
     Thread-safe. Watch events and session states are delivered by the client's
     own thread (``pylogq-metadata-events``), one at a time, in the order the

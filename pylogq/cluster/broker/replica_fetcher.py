@@ -26,11 +26,11 @@ import threading
 import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .. import errors
-from .broker_link import BrokerLink
-from .contract import BrokerRegistration, FetchResult, InterBrokerConnector, ReplicaFetchPartition
-from .offsets_schema import java_string_hash
-from .partition import Partition
+from ... import errors
+from ..broker_link import BrokerLink
+from ..contract import BrokerRegistration, FetchResult, InterBrokerConnector, ReplicaFetchPartition
+from ..partitioner import java_string_hash
+from ..state.partition import Partition
 
 __all__ = ["FetcherSettings", "ReplicaFetcherManager", "ReplicaFetcherThread", "fetcher_id"]
 

@@ -4,8 +4,8 @@ Every read and write the brokers and the controller make of the shared metadata 
 through here: broker registration, controller election and its epoch, topic
 assignments and configs, partition states, deletion markers, ISR change and config
 change notifications, producer id blocks and the cluster id. The layout and the JSON
-are :mod:`.zk_data`'s (Kafka's). The store is either ZooKeeper or the in-memory one,
-behind :class:`~pylogq.cluster.metadata_store.MetadataStore`.
+are :mod:`pylogq.cluster.zk.data`'s (Kafka's). The store is either ZooKeeper or the in-memory one,
+behind :class:`~pylogq.cluster.zk.store.MetadataStore`.
 
 Writes that decide a partition's state are conditional: the controller's carry a
 check of the controller epoch znode's version (a controller that lost its election
@@ -21,10 +21,9 @@ import time
 import urllib.parse
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .. import errors
-from .contract import BrokerRegistration
-from .metadata_store import CheckOp, CreateOp, MetadataStore, Op, SetOp, WatchedEvent, ZnodeStat
-from .zk_data import (
+from ... import errors
+from ..contract import BrokerRegistration
+from .data import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
     CONFIG_CHANGE_PREFIX,
@@ -45,8 +44,8 @@ from .zk_data import (
     decode_broker_config,
     decode_cluster_id,
     decode_config_change,
-    decode_entity_config,
     decode_controller,
+    decode_entity_config,
     decode_isr_change,
     decode_partition_state,
     decode_producer_id_block,
@@ -67,6 +66,7 @@ from .zk_data import (
     topic_config_path,
     topic_path,
 )
+from .store import CheckOp, CreateOp, MetadataStore, Op, SetOp, WatchedEvent, ZnodeStat
 
 log = logging.getLogger("pylogq.zk")
 

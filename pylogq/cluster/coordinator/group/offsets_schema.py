@@ -56,7 +56,8 @@ from __future__ import annotations
 import struct
 from typing import List, NamedTuple, Optional, Tuple, Union
 
-from ..errors import CorruptRecordError
+from ....errors import CorruptRecordError
+from ...partitioner import java_string_hash
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
@@ -76,7 +77,6 @@ __all__ = [
     "encode_group_metadata_value",
     "encode_offset_commit_key",
     "encode_offset_commit_value",
-    "java_string_hash",
     "partition_for_group",
 ]
 
@@ -139,15 +139,6 @@ class GroupMetadataValue(NamedTuple):
 
 
 # -- Java's hashing, for the partition of a group ------------------------------
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h >= 0x80000000 else h
 
 
 def partition_for_group(group_id: str, num_partitions: int) -> int:

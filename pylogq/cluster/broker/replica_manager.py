@@ -15,7 +15,7 @@ It also owns what waits on replication:
   or ``timeout_ms`` passes: REQUEST_TIMED_OUT);
 - a follower's fetch long-polls as a delayed operation woken by appends to the leader;
 - leaders' ISR changes are written to the metadata store by one writer thread
-  (a partition asks without blocking, see :data:`~pylogq.cluster.partition.AlterIsr`),
+  (a partition asks without blocking, see :data:`~pylogq.cluster.state.partition.AlterIsr`),
   and the changed partitions are announced to the controller in batches
   (``/isr_change_notification``), which then updates every broker's metadata;
 - every ``replica.lag.time.max.ms / 2`` each leader drops lagging followers from its ISR.
@@ -33,9 +33,9 @@ import threading
 import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
-from .. import errors
-from ..records import AppendResult
-from .contract import (
+from ... import errors
+from ...records import AppendResult
+from ..contract import (
     BrokerRegistration,
     EpochEndOffset,
     FetchResult,
@@ -45,12 +45,12 @@ from .contract import (
     ReplicaFetchPartition,
     StopReplicaRequest,
 )
-from .delayed import DelayedCall, DelayedOperationPurgatory, Timer
-from .partition import Partition
+from ..delayed import DelayedCall, DelayedOperationPurgatory, Timer
+from ..state.partition import Partition
+from ..zk.client import KafkaZkClient
+from ..zk.data import PartitionState
+from ..zk.session_guard import SessionGuard
 from .replica_fetcher import FetcherSettings, ReplicaFetcherManager
-from .session_guard import SessionGuard
-from .zk_client import KafkaZkClient
-from .zk_data import PartitionState
 
 __all__ = ["ReplicaHost", "ReplicaManager", "ReplicationSettings"]
 
@@ -341,7 +341,7 @@ class ReplicaManager:
 
     def leadership_doubt(self, partition: Partition) -> Optional[str]:
         """Why this broker must not act as the partition's leader although it believes it leads
-        it (see :mod:`~pylogq.cluster.session_guard`), or None."""
+        it (see :mod:`~pylogq.cluster.zk.session_guard`), or None."""
         if self.guard is None:
             return None
         return self.guard.doubt(partition.followers_silent_ms)
@@ -452,7 +452,7 @@ class ReplicaManager:
         applied it) is tried again until it is known, as Kafka's leader does: the change
         stays pending meanwhile, so the high watermark counts the maximal ISR. A retry
         that finds the state already as proposed (the first write did land) takes it
-        (:meth:`~.zk_client.KafkaZkClient.update_partition_state`). It gives up when the
+        (:meth:`~pylogq.cluster.zk.client.KafkaZkClient.update_partition_state`). It gives up when the
         session is gone, the broker closes, or the controller decided meanwhile.
         """
         state = PartitionState(self.broker_id, partition.leader_epoch, proposed, partition.controller_epoch, expected)

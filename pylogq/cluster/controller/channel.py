@@ -17,9 +17,9 @@ import threading
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
-from .. import errors
-from .broker_link import BrokerLink
-from .contract import (
+from ... import errors
+from ..broker_link import BrokerLink
+from ..contract import (
     BrokerRegistration,
     InterBrokerConnector,
     LeaderAndIsrRequest,

@@ -28,7 +28,7 @@ What it reacts to, each on its one event thread, in order:
 - a broker's controlled shutdown: its leaderships move to other ISR members first
   (and it leaves the ISRs it follows in), so that clients see no error when it stops.
 
-Decisions reach the brokers through :class:`~.controller_channel.ControllerChannelManager`:
+Decisions reach the brokers through :class:`~pylogq.cluster.controller.channel.ControllerChannelManager`:
 LeaderAndIsr to the replicas of a changed partition, UpdateMetadata to every live
 broker, StopReplica to replicas that stop.
 
@@ -43,8 +43,9 @@ import queue
 import threading
 from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
-from .. import errors
-from .contract import (
+from ... import errors
+from ..contract import (
+    LEADER_DURING_DELETE,
     BrokerRegistration,
     InterBrokerConnector,
     LeaderAndIsrPartition,
@@ -52,11 +53,10 @@ from .contract import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from .controller_channel import ControllerChannelManager
-from .metadata_cache import LEADER_DURING_DELETE
-from .metadata_store import CONNECTED, EXPIRED, SUSPENDED, WatchedEvent
-from .zk_client import ControllerEpochZkVersion, KafkaZkClient
-from .zk_data import NO_LEADER, PartitionState, TopicAssignment, broker_path, partition_state_path
+from ..zk.client import ControllerEpochZkVersion, KafkaZkClient
+from ..zk.data import NO_LEADER, PartitionState, TopicAssignment, broker_path, partition_state_path
+from ..zk.store import CONNECTED, EXPIRED, SUSPENDED, WatchedEvent
+from .channel import ControllerChannelManager
 
 __all__ = ["KafkaController"]
 

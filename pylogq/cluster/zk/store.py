@@ -3,8 +3,8 @@
 A cluster keeps its metadata (brokers, topics, partition states, the controller)
 in a tree of znodes, as Kafka 0.8-2.x does in ZooKeeper. :class:`MetadataStore`
 is that tree's API with ZooKeeper's semantics, implemented twice:
-:class:`~pylogq.cluster.memory_store.InMemoryZooKeeper` (one process, no server:
-tests and embedded clusters) and :class:`~pylogq.cluster.zk_store.ZooKeeperStore`
+:class:`~pylogq.cluster.zk.memory_store.InMemoryZooKeeper` (one process, no server:
+tests and embedded clusters) and :class:`~pylogq.cluster.zk.kazoo_store.ZooKeeperStore`
 (a real ensemble, through kazoo). The same tests hold both to these rules:
 
 - A znode has bytes of data, a version (0 at creation, +1 per set) and a stat.
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Callable, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
 
-from ..errors import InvalidPathError
+from ...errors import InvalidPathError
 
 __all__ = [
     "CONNECTED", "SUSPENDED", "EXPIRED", "SESSION_STATES",

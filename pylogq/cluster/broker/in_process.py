@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import InvalidRequestError, UnknownTopicOrPartitionError, UnsupportedVersionError
-from .contract import (
+from ...errors import InvalidRequestError, UnknownTopicOrPartitionError, UnsupportedVersionError
+from ..contract import (
     BrokerConfigEntry,
-    ScramCredentialDeletion,
-    ScramCredentialUpsertion,
-    UserScramCredentials,
     BrokerNode,
     ClusterDescription,
     ConfigEntries,
@@ -27,15 +24,18 @@ from .contract import (
     LogDirDescription,
     LogDirsQuery,
     OffsetDeleteResult,
-    ProduceResult,
     ProducerDescription,
+    ProduceResult,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
     SyncResult,
     TopicDescription,
+    UserScramCredentials,
 )
 
 if TYPE_CHECKING:
+    from ..coordinator.group.coordinator import GroupCoordinator
     from .broker import Broker
-    from .group_coordinator import GroupCoordinator
 
 __all__ = ["InProcessTransport"]
 

@@ -9,9 +9,9 @@ makes it one:
 - its registration in ``/brokers/ids`` (an ephemeral znode: it goes when the broker's
   session does, and the controller acts on that), kept with the session: a new
   session registers again;
-- its :class:`~.controller.KafkaController`, active when elected;
-- its :class:`~.replica_manager.ReplicaManager` (leaders, followers, fetchers);
-- its :class:`~.metadata_cache.MetadataCache`, which the controller keeps current and
+- its :class:`~pylogq.cluster.controller.controller.KafkaController`, active when elected;
+- its :class:`~pylogq.cluster.broker.replica_manager.ReplicaManager` (leaders, followers, fetchers);
+- its :class:`~pylogq.cluster.broker.metadata_cache.MetadataCache`, which the controller keeps current and
   from which every broker answers Metadata alike;
 - topic administration: CreateTopics writes the assignment (spread over the live
   brokers, racks considered, or as the request gives it) and the config; the controller does the rest and the
@@ -31,9 +31,10 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from .. import errors
-from ..config import ConfigError
-from .contract import (
+from ... import errors
+from ...config import ConfigError
+from ..broker_link import BrokerLink
+from ..contract import (
     BrokerEndpoint,
     BrokerRegistration,
     InterBrokerConnector,
@@ -43,22 +44,21 @@ from .contract import (
     TopicPartitionInfo,
     UpdateMetadataRequest,
 )
-from .broker_link import BrokerLink
-from .controller import KafkaController
+from ..controller.controller import KafkaController
+from ..names import INTERNAL_TOPICS, collides, validate_topic_name
+from ..replica_assignment import assign_replicas, check_added_assignment, check_new_assignment
+from ..state.partition import Partition
+from ..zk.client import KafkaZkClient
+from ..zk.data import DEFAULT_BROKER_ENTITY, TopicAssignment, broker_path, encode_broker, topic_path
+from ..zk.session_guard import SessionGuard
+from ..zk.store import CONNECTED, EXPIRED, MetadataStore, WatchedEvent
 from .metadata_cache import MetadataCache
-from .metadata_store import CONNECTED, EXPIRED, MetadataStore, WatchedEvent
-from .names import INTERNAL_TOPICS, collides, validate_topic_name
-from .partition import Partition
-from .replica_assignment import assign_replicas, check_added_assignment, check_new_assignment
 from .replica_fetcher import FetcherSettings
 from .replica_manager import ReplicaHost, ReplicaManager, ReplicationSettings
-from .session_guard import SessionGuard
 from .user_credentials import ZkUserCredentials
-from .zk_client import KafkaZkClient
-from .zk_data import DEFAULT_BROKER_ENTITY, TopicAssignment, broker_path, encode_broker, topic_path
 
 if TYPE_CHECKING:  # the broker owns this object; only its type is needed here
-    from .broker_config import NodeConfig
+    from .config import NodeConfig
 
 __all__ = ["ClusterNode"]
 

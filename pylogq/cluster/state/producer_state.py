@@ -34,9 +34,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, UnknownProducerIdError
-from ..records import BatchHeader, iter_batches
-from ..records.default_records import INT32_MAX
+from ...errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, UnknownProducerIdError
+from ...records import BatchHeader, iter_batches
+from ...records.default_records import INT32_MAX
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN", "BatchMetadata", "DuplicateBatch", "last_sequence",
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ..storage.log import Log
+    from ...storage.log import Log
 
 #: Batches kept per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN).
 NUM_BATCHES_TO_RETAIN = 5

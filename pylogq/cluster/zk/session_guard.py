@@ -46,7 +46,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from .metadata_store import CONNECTED, EXPIRED, SUSPENDED
+from .store import CONNECTED, EXPIRED, SUSPENDED
 
 __all__ = ["SessionGuard", "TICK_S"]
 

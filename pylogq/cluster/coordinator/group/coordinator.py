@@ -21,7 +21,7 @@ Group states, as Kafka's::
 
 Committed offsets and group metadata are stored in the compacted internal
 topic ``__consumer_offsets`` in Kafka's binary formats
-(:mod:`pylogq.cluster.offsets_schema`), through two injected callables so the
+(:mod:`pylogq.cluster.coordinator.group.offsets_schema`), through two injected callables so the
 coordinator does not depend on the broker: ``append(partition, batch)`` writes
 one v2 record batch and ``read_all(partition)`` yields every ``(key, value)`` of
 a partition in offset order. :meth:`GroupCoordinator.load` rebuilds the state
@@ -52,7 +52,7 @@ import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ..errors import (
+from ....errors import (
     BrokerError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -82,9 +82,8 @@ from ..errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from ..records import build_batch
-from . import offsets_schema as schema
-from .contract import (
+from ....records import build_batch
+from ...contract import (
     NO_GENERATION,
     CommittedOffset,
     GroupDescription,
@@ -93,8 +92,9 @@ from .contract import (
     MemberDescription,
     SyncResult,
 )
-from .delayed import DelayedCall, DelayedOperationPurgatory, TimedTask, Timer
-from .offsets_schema import java_string_hash, partition_for_group
+from ...delayed import DelayedCall, DelayedOperationPurgatory, TimedTask, Timer
+from . import offsets_schema as schema
+from .offsets_schema import partition_for_group
 
 __all__ = [
     "COMPLETING_REBALANCE",
@@ -107,7 +107,6 @@ __all__ = [
     "PREPARING_REBALANCE",
     "STABLE",
     "SyncResult",
-    "java_string_hash",
     "partition_for_group",
     "storage_error_code",
     "raise_for",

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Mapping, Optional, Set, Tuple, Type
 
-from ..config import _BOOLEAN, _INT, _LONG, _STRING, Config, setting, suggest, to_string
-from ..errors import ConfigError
-from ..metrics import parse_listener
-from ..storage.config import LogManagerConfig
-from .contract import listener_settings
+from ...config import _BOOLEAN, _INT, _LONG, _STRING, Config, setting, suggest, to_string
+from ...errors import ConfigError
+from ...metrics import parse_listener
+from ...storage.config import LogManagerConfig
+from ..contract import listener_settings
 
 __all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "is_dynamic_in_kafka", "with_development_defaults"]
 
 #: The broker keys Kafka updates without a restart (DynamicBrokerConfig.AllDynamicConfigs
 #: and DynamicConfig.Broker, Kafka 3.x), besides the ``ssl.``/``sasl.``/``listener.name.``
 #: families. Every other broker key is read-only there: AlterConfigs refuses it with
-#: INVALID_REQUEST "Cannot update these configs dynamically" (:mod:`.dynamic_broker_config`).
+#: INVALID_REQUEST "Cannot update these configs dynamically" (:mod:`pylogq.cluster.broker.dynamic_config`).
 _KAFKA_DYNAMIC_BROKER_KEYS = frozenset("""
     log.segment.bytes log.roll.ms log.roll.hours log.roll.jitter.ms log.roll.jitter.hours
     log.index.size.max.bytes log.flush.interval.messages log.flush.interval.ms log.retention.bytes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Iterator, List, Tuple
 
-from ..metrics import Reading
+from ...metrics import Reading
 
 if TYPE_CHECKING:
     from .broker import Broker

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
-from ..records import decode_columns
-from .partition import Partition
+from ....records import decode_columns
+from ...state.partition import Partition
 
 __all__ = ["OFFSETS_TOPIC", "OffsetsTopic"]
 

@@ -37,8 +37,8 @@ import json
 import time
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import CorruptMetadataError
-from .contract import BrokerEndpoint, BrokerRegistration
+from ...errors import CorruptMetadataError
+from ..contract import BrokerEndpoint, BrokerRegistration
 
 __all__ = [
     "ADMIN_PATH",

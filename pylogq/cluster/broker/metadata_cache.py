@@ -12,13 +12,9 @@ from __future__ import annotations
 import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from .contract import BrokerRegistration, LeaderAndIsrPartition, UpdateMetadataRequest
+from ..contract import LEADER_DURING_DELETE, BrokerRegistration, LeaderAndIsrPartition, UpdateMetadataRequest
 
-__all__ = ["LEADER_DURING_DELETE", "MetadataCache", "MetadataSnapshot"]
-
-#: The leader an UpdateMetadata gives a partition of a topic being deleted (Kafka's LeaderDuringDelete).
-LEADER_DURING_DELETE = -2
-
+__all__ = ["MetadataCache", "MetadataSnapshot"]
 
 class MetadataSnapshot(NamedTuple):
     """One consistent view of the cluster; never changed once published."""
