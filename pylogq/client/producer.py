@@ -47,12 +47,12 @@ import time
 from operator import itemgetter
 from time import sleep as _yield_gil
 from time import time_ns as _time_ns
-from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
 
 import numpy as np
 
 from .. import records
-from ..cluster.partitioner import StickyPartitioner, murmur2, partition_for_key
+from ..cluster.partitioner import StickyPartitioner, murmur2, murmur2_many, partition_for_key
 from ..errors import (
     BrokerError,
     BufferExhaustedError,
@@ -70,7 +70,7 @@ from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
     "DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult",
-    "murmur2_many", "BufferExhaustedError", "IllegalStateError", "KafkaTimeoutError"
+    "BufferExhaustedError", "IllegalStateError", "KafkaTimeoutError"
 ]
 
 log = logging.getLogger(__name__)
@@ -1252,61 +1252,3 @@ def _gather(seq: Sequence[Any], idx: Any) -> List[Any]:
     if not positions:
         return []
     return list(itemgetter(*positions)(seq))
-
-
-_M = np.uint32(0x5BD1E995)
-
-
-def murmur2_many(keys: Iterable[Any]) -> np.ndarray:
-    """Java's ``Utils.murmur2`` of every key at once: -> int64 array of the signed 32-bit hashes.
-
-    The same function as :func:`pylogq.cluster.partitioner.murmur2`, vectorised
-    over keys of equal length with uint32 numpy arithmetic (which wraps modulo
-    2**32 as Java's int multiply does); keys are grouped by length first.
-    """
-    keys = keys if isinstance(keys, (list, tuple)) else list(keys)
-    n = len(keys)
-    out = np.empty(n, dtype=np.int64)
-    if n == 0:
-        return out
-    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    first = int(lengths[0])
-    groups: List[Tuple[int, Optional[np.ndarray]]]
-    if (lengths == first).all():
-        groups = [(first, None)]
-    else:
-        groups = [(int(length), np.flatnonzero(lengths == length)) for length in np.unique(lengths)]
-    with np.errstate(over="ignore"):
-        for length, idx in groups:
-            chosen = keys if idx is None else _gather(keys, idx)
-            m = len(chosen)
-            raw = np.frombuffer(b"".join(chosen), dtype=np.uint8).reshape(m, length) if length else \
-                np.empty((m, 0), dtype=np.uint8)
-            h = np.full(m, (0x9747B28C ^ length) & 0xFFFFFFFF, dtype=np.uint32)
-            words = length >> 2
-            if words:
-                block = np.ascontiguousarray(raw[:, : words * 4]).view("<u4")
-                for j in range(words):
-                    k = block[:, j] * _M
-                    k ^= k >> np.uint32(24)
-                    k *= _M
-                    h *= _M
-                    h ^= k
-            base = words * 4
-            tail = length & 3
-            if tail == 3:
-                h ^= raw[:, base + 2].astype(np.uint32) << np.uint32(16)
-            if tail >= 2:
-                h ^= raw[:, base + 1].astype(np.uint32) << np.uint32(8)
-            if tail >= 1:
-                h ^= raw[:, base].astype(np.uint32)
-                h *= _M
-            h ^= h >> np.uint32(13)
-            h *= _M
-            h ^= h >> np.uint32(15)
-            signed = h.view(np.int32).astype(np.int64)
-            if idx is None:
-                out[:] = signed
-            else:
-                out[idx] = signed
-    return out

@@ -22,10 +22,9 @@ from pylogq.client.producer import (
     Producer,
     ProducerBatch,
     RecordMetadata,
-    murmur2_many,
 )
 from pylogq.cluster.broker.in_process import InProcessTransport
-from pylogq.cluster.partitioner import murmur2, partition_for_key
+from pylogq.cluster.partitioner import murmur2, murmur2_many, partition_for_key
 from pylogq.errors import (
     ConfigError,
     MessageTooLargeError,
