@@ -68,7 +68,8 @@ from ..contract import (
     inter_broker_connector,
     listener_factory,
 )
-from ..coordinator.group.coordinator import GroupCoordinator, storage_error_code
+from ..coordinator.group.coordinator import GroupCoordinator
+from ..coordinator.group.metadata_manager import storage_error_code
 from ..coordinator.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from ..delayed import DelayedCall, DelayedOperationPurgatory, Tapped, Timer
 from ..names import INTERNAL_TOPICS, collides, validate_topic_name

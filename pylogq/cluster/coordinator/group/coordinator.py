@@ -1,8 +1,13 @@
 """Kafka's group coordinator: consumer group membership, rebalances and committed offsets.
 
-One :class:`GroupCoordinator` holds every group (Kafka's GroupCoordinator,
-GroupMetadata and GroupMetadataManager in one place). Members call it from
-their own threads; the calls mirror the protocol (JoinGroup, SyncGroup,
+:class:`GroupCoordinator` runs the group protocol (Kafka's GroupCoordinator) over the
+groups its :class:`~pylogq.cluster.coordinator.group.metadata_manager.GroupMetadataManager`
+keeps: the state of each group and member is :mod:`.group`'s, and the manager knows
+which ``__consumer_offsets`` partitions are served here, reads them back
+(:meth:`GroupCoordinator.load`, :meth:`GroupCoordinator.load_partition`) and writes
+group metadata and committed offsets to them in Kafka's formats, through two callables
+the broker hands over, so the coordinator does not depend on the broker. Members call it
+from their own threads; the calls mirror the protocol (JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
 DeleteGroups, OffsetDelete) and return Kafka error codes, as the wire does. Blocking calls
 (a join waiting for the rebalance, a follower's sync waiting for the leader)
@@ -10,22 +15,6 @@ are delayed operations (:mod:`pylogq.cluster.delayed`) watched under their group
 the ``*_async`` calls hand the answer to a callback and park no thread, the
 blocking calls wait for the same operation on the caller's own thread. One
 background thread expires session and rebalance deadlines.
-
-Group states, as Kafka's::
-
-    Empty --join--> PreparingRebalance --all joined / rebalance timeout--> CompletingRebalance
-    CompletingRebalance --leader syncs--> Stable
-    Stable / CompletingRebalance --join of a new or changed member, leave, session expiry--> PreparingRebalance
-    PreparingRebalance --every member gone--> Empty
-    Empty --delete--> Dead
-
-Committed offsets and group metadata are stored in the compacted internal
-topic ``__consumer_offsets`` in Kafka's binary formats
-(:mod:`pylogq.cluster.coordinator.group.offsets_schema`), through two injected callables so the
-coordinator does not depend on the broker: ``append(partition, batch)`` writes
-one v2 record batch and ``read_all(partition)`` yields every ``(key, value)`` of
-a partition in offset order. :meth:`GroupCoordinator.load` rebuilds the state
-from them.
 
 A dynamic member's first join with an empty member id gets MEMBER_ID_REQUIRED
 and a generated id when the caller asks for it (``require_known_member_id``, as
@@ -46,43 +35,29 @@ changes.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ....errors import (
-    BrokerError,
-    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
-    InvalidCommitOffsetSizeError,
-    InvalidFetchSizeError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
-    KafkaStorageError,
     MemberIdRequiredError,
-    MessageTooLargeError,
     NonEmptyGroupError,
     NotCoordinatorError,
-    NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
-    NotLeaderOrFollowerError,
     OffsetMetadataTooLargeError,
     RebalanceInProgressError,
-    RecordListTooLargeError,
     RequestTimedOutError,
     UnknownMemberIdError,
-    UnknownServerError,
-    UnknownTopicOrPartitionError,
     error_for_code,
 )
-from ....records import build_batch
 from ...contract import (
     NO_GENERATION,
     CommittedOffset,
@@ -94,6 +69,21 @@ from ...contract import (
 )
 from ...delayed import DelayedCall, DelayedOperationPurgatory, TimedTask, Timer
 from . import offsets_schema as schema
+from .group import (
+    COMPLETING_REBALANCE,
+    CONSUMER_PROTOCOL_TYPE,
+    DEAD,
+    EMPTY,
+    NONE,
+    PREPARING_REBALANCE,
+    STABLE,
+    GroupMetadata,
+    MemberMetadata,
+    Partition,
+    now_ms,
+    subscribed_topics,
+)
+from .metadata_manager import GroupMetadataManager, StorageRecord
 from .offsets_schema import partition_for_group
 
 __all__ = [
@@ -108,33 +98,14 @@ __all__ = [
     "STABLE",
     "SyncResult",
     "partition_for_group",
-    "storage_error_code",
     "raise_for",
 ]
 
 log = logging.getLogger(__name__)
 
-EMPTY = "Empty"
-PREPARING_REBALANCE = "PreparingRebalance"
-COMPLETING_REBALANCE = "CompletingRebalance"
-STABLE = "Stable"
-DEAD = "Dead"
-
-# Kafka's GroupMetadata.validPreviousStates: a transition from any other state is a bug.
-_VALID_PREVIOUS = {
-    DEAD: {STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY, DEAD},
-    COMPLETING_REBALANCE: {PREPARING_REBALANCE},
-    STABLE: {COMPLETING_REBALANCE},
-    PREPARING_REBALANCE: {STABLE, COMPLETING_REBALANCE, EMPTY},
-    EMPTY: {PREPARING_REBALANCE},
-}
-
-NONE = 0
 NO_OFFSET = -1
 NO_MEMBER = ""
 
-Partition = Tuple[str, int]
-StorageRecord = Tuple[Optional[bytes], Optional[bytes]]
 
 
 def raise_for(code: int) -> None:
@@ -142,206 +113,6 @@ def raise_for(code: int) -> None:
     cls = error_for_code(code)
     if cls is not None:
         raise cls()
-
-
-def storage_error_code(exc: BaseException, for_commit: bool) -> int:
-    """Map a failed append to the code Kafka's coordinator answers with.
-
-    An exception without a Kafka code (an OSError, a closed log) is the
-    coordinator's storage being unavailable: COORDINATOR_NOT_AVAILABLE.
-    """
-    if not isinstance(exc, BrokerError):
-        return CoordinatorNotAvailableError.code
-    code = exc.code
-    if code in (
-        UnknownTopicOrPartitionError.code,
-        NotEnoughReplicasError.code,
-        NotEnoughReplicasAfterAppendError.code,
-        RequestTimedOutError.code,
-    ):
-        return CoordinatorNotAvailableError.code
-    if code in (NotLeaderOrFollowerError.code, KafkaStorageError.code):  # a full disk too, as in Kafka
-        return NotCoordinatorError.code
-    if code in (MessageTooLargeError.code, RecordListTooLargeError.code, InvalidFetchSizeError.code):
-        return InvalidCommitOffsetSizeError.code if for_commit else UnknownServerError.code
-    return code
-
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-def _subscribed_topics(metadata: bytes) -> Set[str]:
-    """The topics of a consumer protocol subscription (every version starts with
-    ``version int16, topics [string]``); empty when it does not parse, as Kafka then
-    knows no subscription."""
-    try:
-        (count,) = struct.unpack_from(">i", metadata, 2)
-        pos, topics = 6, set()
-        for _ in range(count):
-            (size,) = struct.unpack_from(">h", metadata, pos)
-            if size < 0 or pos + 2 + size > len(metadata):
-                return set()
-            topics.add(bytes(metadata[pos + 2:pos + 2 + size]).decode("utf-8"))
-            pos += 2 + size
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return set()
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class _Member:
-    """A group member; mutated only under the coordinator's lock."""
-
-    __slots__ = (
-        "member_id",
-        "group_instance_id",
-        "client_id",
-        "client_host",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
-        "protocol_type",
-        "protocols",
-        "assignment",
-        "awaiting_join",
-        "join_result",
-        "awaiting_sync",
-        "sync_result",
-        "heartbeat_deadline",
-    )
-
-    def __init__(
-        self,
-        member_id: str,
-        group_instance_id: Optional[str],
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: List[Tuple[str, bytes]],
-    ) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
-        self.assignment = b""
-        self.awaiting_join = False
-        self.join_result: Optional[JoinResult] = None
-        self.awaiting_sync = False
-        self.sync_result: Optional[SyncResult] = None
-        self.heartbeat_deadline = 0.0
-
-    def metadata(self, protocol: Optional[str]) -> bytes:
-        for name, data in self.protocols:
-            if name == protocol:
-                return data
-        return b""
-
-    def vote(self, candidates: Set[str]) -> str:
-        """The first protocol in this member's preference order that every member supports."""
-        for name, _ in self.protocols:
-            if name in candidates:
-                return name
-        raise InconsistentGroupProtocolError("member %r supports none of %r" % (self.member_id, sorted(candidates)))
-
-    def kept_alive(self) -> bool:
-        """A member blocked in a join or a sync cannot heartbeat: its session does not run."""
-        return self.awaiting_join or self.awaiting_sync
-
-
-class _Group:
-    """One group's state (Kafka's GroupMetadata); mutated only under the coordinator's lock."""
-
-    def __init__(self, group_id: str, state: str = EMPTY) -> None:
-        self.group_id = group_id
-        self.state = state
-        self.state_timestamp = _now_ms()
-        self.protocol_type: Optional[str] = None
-        self.protocol_name: Optional[str] = None
-        self.generation_id = 0
-        self.leader_id: Optional[str] = None
-        self.members: Dict[str, _Member] = {}
-        # Member ids handed out with MEMBER_ID_REQUIRED, by the deadline of their second join.
-        self.pending: Dict[str, float] = {}
-        self.offsets: Dict[Partition, schema.OffsetCommitValue] = {}
-        # Commits written and not yet replicated, by partition: (the write's sequence number,
-        # the value). OffsetFetch does not see them (Kafka's pendingOffsetCommits).
-        self.pending_offsets: Dict[Partition, Tuple[int, schema.OffsetCommitValue]] = {}
-        # The write sequence number of each committed offset (later writes win).
-        self.offset_writes: Dict[Partition, int] = {}
-        self.join_deadline: Optional[float] = None
-        self.initial_delay_active = False
-        self.initial_delay_remaining_ms = 0
-        self.new_member_added = False
-
-    def transition(self, state: str) -> None:
-        if self.state not in _VALID_PREVIOUS[state]:
-            raise AssertionError("group %r cannot go from %s to %s" % (self.group_id, self.state, state))
-        self.state = state
-        self.state_timestamp = _now_ms()
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def candidate_protocols(self) -> Set[str]:
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
-        return set.intersection(*sets) if sets else set()
-
-    def supports(self, protocol_type: str, protocols: List[Tuple[str, bytes]]) -> bool:
-        """Kafka's supportsProtocols: an empty group takes any; otherwise one protocol all support."""
-        if not self.members:
-            return bool(protocol_type) and bool(protocols)
-        if protocol_type != self.protocol_type:
-            return False
-        candidates = self.candidate_protocols()
-        return any(name in candidates for name, _ in protocols)
-
-    def select_protocol(self) -> str:
-        """The protocol that gets the most votes; ties go to the leader's preference order."""
-        candidates = self.candidate_protocols()
-        votes: Dict[str, int] = {}
-        for m in self.members.values():
-            choice = m.vote(candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        best = max(votes.values())
-        order = self.members[self.leader_id].protocols if self.leader_id in self.members else []
-        for name, _ in order:
-            if votes.get(name) == best:
-                return name
-        return min(name for name, n in votes.items() if n == best)
-
-    def all_joined(self) -> bool:
-        """Kafka's hasAllMembersJoined: a pending member holds the join phase open too."""
-        return not self.pending and all(m.awaiting_join for m in self.members.values())
-
-    def static_member_id(self, group_instance_id: Optional[str]) -> Optional[str]:
-        """The member id that holds ``group_instance_id`` now (None if none does)."""
-        if group_instance_id is None:
-            return None
-        for m in self.members.values():
-            if m.group_instance_id == group_instance_id:
-                return m.member_id
-        return None
-
-    def validate_member(self, member_id: str, group_instance_id: Optional[str]) -> int:
-        """Kafka's ClassicGroup.validateMember: a static member must hold its instance id
-        (else FENCED_INSTANCE_ID: another process took it over), and the member must exist."""
-        if group_instance_id is not None:
-            current = self.static_member_id(group_instance_id)
-            if current is None:
-                return UnknownMemberIdError.code
-            if current != member_id:
-                return FencedInstanceIdError.code
-        if member_id not in self.members:
-            return UnknownMemberIdError.code
-        return NONE
 
 
 class GroupCoordinator:
@@ -373,8 +144,8 @@ class GroupCoordinator:
             raise ValueError("num_partitions must be positive, got %r" % (num_partitions,))
         if initial_rebalance_delay_ms < 0:
             raise ValueError("initial_rebalance_delay_ms must be >= 0, got %r" % (initial_rebalance_delay_ms,))
-        self._append = append
-        self._read_all = read_all
+        #: The groups, the partitions served and their storage (lock held for every call).
+        self.metadata = GroupMetadataManager(append, read_all, num_partitions)
         self.num_partitions = num_partitions
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self._clock = clock
@@ -391,16 +162,7 @@ class GroupCoordinator:
         self._own_timer = timer is None
         self._delay_timer = timer if timer is not None else Timer("group-coordinator-delayed")
         self._waits = DelayedOperationPurgatory("rebalance", self._delay_timer)
-        self._groups: Dict[str, _Group] = {}
-        # The __consumer_offsets partitions whose groups this coordinator serves (None: all of
-        # them, a single node), and those being loaded (their groups answer
-        # COORDINATOR_LOAD_IN_PROGRESS, others' NOT_COORDINATOR).
-        self._owned: Optional[Set[int]] = None
-        self._loading: Set[int] = set()
-        #: Set by a broker of a cluster: whether its leadership of a ``__consumer_offsets``
-        #: partition is in doubt (its store session may have ended); its groups then answer
-        #: NOT_COORDINATOR rather than from a cache a new coordinator may have overtaken.
-        self.partition_in_doubt: Optional[Callable[[int], bool]] = None
+        self._groups = self.metadata.groups  # the manager's map, by group id
         self._closed = False
         self._deadlines_on_timer = start_timer
         self._next_tick: Optional[TimedTask] = None
@@ -431,89 +193,70 @@ class GroupCoordinator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def partition_in_doubt(self) -> Optional[Callable[[int], bool]]:
+        """Set by a broker of a cluster: whether its leadership of a ``__consumer_offsets``
+        partition is in doubt (its store session may have ended); its groups then answer
+        NOT_COORDINATOR rather than from a cache a new coordinator may have overtaken."""
+        return self.metadata.partition_in_doubt
+
+    @partition_in_doubt.setter
+    def partition_in_doubt(self, check: Optional[Callable[[int], bool]]) -> None:
+        with self._cond:
+            self.metadata.partition_in_doubt = check
+
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id``."""
-        return partition_for_group(group_id, self.num_partitions)
-
-    def _owner_error(self, group_id: str) -> int:
-        """NOT_COORDINATOR for a group whose partition this coordinator does not serve,
-        COORDINATOR_LOAD_IN_PROGRESS while it is loading, else NONE (lock held)."""
-        if self._owned is None:
-            return NONE
-        partition = self.partition_for(group_id)
-        if partition in self._loading:
-            return CoordinatorLoadInProgressError.code
-        if partition not in self._owned:
-            return NotCoordinatorError.code
-        if self.partition_in_doubt is not None and self.partition_in_doubt(partition):
-            return NotCoordinatorError.code
-        return NONE
+        return self.metadata.partition_for(group_id)
 
     def serves_partition(self, partition: int) -> bool:
         """Whether the groups of this ``__consumer_offsets`` partition are served (loaded)."""
         with self._cond:
-            return self._owned is None or (partition in self._owned and partition not in self._loading)
+            return self.metadata.serves(partition)
 
     def begin_loading(self, partition: int) -> None:
         """Answer COORDINATOR_LOAD_IN_PROGRESS for the partition's groups from now until
         :meth:`load_partition` (queued elsewhere) has read it, rather than NOT_COORDINATOR."""
         with self._cond:
-            if self._owned is None:
-                self._owned = set()
-            self._loading.add(partition)
+            self.metadata.begin_loading(partition)
 
     def serve_partitions(self, partitions: Iterable[int]) -> None:
         """Serve only the groups of these partitions from now on (a cluster member: the
         partitions it leads); the others' groups are dropped as by :meth:`unload_partition`."""
-        wanted = set(partitions)
         with self._cond:
-            current = set(range(self.num_partitions)) if self._owned is None else set(self._owned)
-            self._owned = current & wanted
-        for p in current - wanted:
+            dropped = self.metadata.serve_only(partitions)
+        for p in dropped:
             self.unload_partition(p)
 
     def serve_all_partitions(self) -> None:
         """Serve the groups of every partition (a single node once ``__consumer_offsets`` exists:
         it was created empty, so there is nothing to load)."""
         with self._cond:
-            self._owned = None
-            self._loading.clear()
+            self.metadata.serve_all()
 
     def load_partition(self, partition: int) -> None:
         """Become the coordinator of the groups in one ``__consumer_offsets`` partition: read it
         (to its log end, as Kafka does; calls for its groups answer COORDINATOR_LOAD_IN_PROGRESS
         meanwhile) and serve them. Blocking: not for the event loop."""
         with self._cond:
-            if self._owned is None:
-                self._owned = set()
-            self._loading.add(partition)
+            self.metadata.begin_loading(partition)
         try:
-            loaded = self._read_partitions([partition])
+            loaded = self.metadata.read_partitions([partition])
         except Exception:
             with self._cond:
-                self._loading.discard(partition)
+                self.metadata.loading.discard(partition)
             raise
         with self._cond:
-            if partition not in self._loading:
-                return  # unloaded while it was read
-            self._loading.discard(partition)
-            self._owned.add(partition)
-            for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
-                del self._groups[group_id]
-            self._install(loaded)
-            log.info("coordinator: loaded %d groups of __consumer_offsets-%d", len(loaded), partition)
+            if self.metadata.finish_loading(partition, loaded, self._clock()):
+                self._reschedule()
+                log.info("coordinator: loaded %d groups of __consumer_offsets-%d", len(loaded), partition)
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating the groups of one partition (its leadership moved): their waiting
         calls answer NOT_COORDINATOR and the clients find the new coordinator."""
         with self._cond:
-            if self._owned is None:
-                self._owned = set(range(self.num_partitions))
-            self._owned.discard(partition)
-            self._loading.discard(partition)
-            gone = [g for g in self._groups if self.partition_for(g) == partition]
-            for group_id in gone:
-                group = self._groups.pop(group_id)
+            gone = self.metadata.unload(partition)
+            for group in gone.values():
                 for m in group.members.values():
                     if m.awaiting_join and m.join_result is None:
                         m.join_result = JoinResult(NotCoordinatorError.code, member_id=m.member_id)
@@ -532,79 +275,11 @@ class GroupCoordinator:
         their session timeouts); a group with no members, or with offsets only,
         comes back Empty.
         """
-        loaded = self._read_partitions(range(self.num_partitions))
+        loaded = self.metadata.read_partitions(range(self.num_partitions))
         with self._cond:
             self._groups.clear()
-            self._install(loaded)
-
-    def _read_partitions(self, partitions: Iterable[int]
-                         ) -> Dict[str, Tuple[Dict[Partition, schema.OffsetCommitValue],
-                                              Optional[schema.GroupMetadataValue]]]:
-        """Each group's committed offsets and metadata in these partitions (the last record of a
-        key wins, a tombstone deletes it); groups with neither are left out."""
-        offsets: Dict[str, Dict[Partition, schema.OffsetCommitValue]] = {}
-        metadata: Dict[str, schema.GroupMetadataValue] = {}
-        for partition in partitions:
-            for key_bytes, value_bytes in self._read_all(partition):
-                key, value = schema.decode_record(key_bytes, value_bytes)
-                if isinstance(key, schema.OffsetCommitKey):
-                    group_offsets = offsets.setdefault(key.group, {})
-                    tp = (key.topic, key.partition)
-                    if value is None:
-                        group_offsets.pop(tp, None)
-                    else:
-                        assert isinstance(value, schema.OffsetCommitValue)
-                        group_offsets[tp] = value
-                elif isinstance(key, schema.GroupMetadataKey):
-                    if value is None:
-                        metadata.pop(key.group, None)
-                    else:
-                        assert isinstance(value, schema.GroupMetadataValue)
-                        metadata[key.group] = value
-        out: Dict[str, Tuple[Dict[Partition, schema.OffsetCommitValue], Optional[schema.GroupMetadataValue]]] = {}
-        for group_id in set(offsets) | set(metadata):
-            group_offsets = offsets.get(group_id, {})
-            meta = metadata.get(group_id)
-            if meta is not None or group_offsets:
-                out[group_id] = (group_offsets, meta)
-        return out
-
-    def _install(self, loaded: Mapping[str, Tuple[Dict[Partition, schema.OffsetCommitValue],
-                                                  Optional[schema.GroupMetadataValue]]]) -> None:
-        """Put loaded groups in place (lock held): a group with stored members comes back
-        Stable (its members must heartbeat within their session timeouts); one with no
-        members, or with offsets only, Empty."""
-        now = self._clock()
-        for group_id, (group_offsets, meta) in loaded.items():
-            group = _Group(group_id)
-            group.offsets = dict(group_offsets)
-            if meta is not None:
-                group.protocol_type = meta.protocol_type or None
-                group.generation_id = meta.generation
-                group.protocol_name = meta.protocol
-                group.leader_id = meta.leader
-                if meta.current_state_timestamp >= 0:
-                    group.state_timestamp = meta.current_state_timestamp
-                for mm in meta.members:
-                    member = _Member(
-                        mm.member_id,
-                        mm.group_instance_id,
-                        mm.client_id,
-                        mm.client_host,
-                        mm.rebalance_timeout,
-                        mm.session_timeout,
-                        meta.protocol_type,
-                        [(meta.protocol or "", mm.subscription)],
-                    )
-                    member.assignment = mm.assignment
-                    member.heartbeat_deadline = now + mm.session_timeout / 1000.0
-                    group.members[mm.member_id] = member
-                if group.members:
-                    group.state = STABLE
-                    if group.leader_id not in group.members:
-                        group.leader_id = next(iter(group.members))
-            self._groups[group_id] = group
-        self._reschedule()
+            self.metadata.install(loaded, self._clock())
+            self._reschedule()
 
     # -- membership ----------------------------------------------------------------
 
@@ -693,13 +368,13 @@ class GroupCoordinator:
     def _join(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
               rebalance_timeout_ms: int, protocol_type: str, protocols: List[Tuple[str, bytes]],
               group_instance_id: Optional[str], client_host: str, require_known_member_id: bool = False,
-              supports_skip_assignment: bool = False) -> "JoinResult | _Member":
+              supports_skip_assignment: bool = False) -> "JoinResult | MemberMetadata":
         """A join's immediate answer, or the member that waits for the rebalance (lock held)."""
         if self._closed:
             return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
         if not group_id:
             return JoinResult(InvalidGroupIdError.code, member_id=member_id)
-        owner = self._owner_error(group_id)
+        owner = self.metadata.owner_error(group_id)
         if owner != NONE:
             return JoinResult(owner, member_id=member_id)
         if not self.group_min_session_timeout_ms <= session_timeout_ms <= self.group_max_session_timeout_ms:
@@ -710,7 +385,7 @@ class GroupCoordinator:
         if group is None:
             if member_id:
                 return JoinResult(UnknownMemberIdError.code, member_id=member_id)
-            group = self._groups[group_id] = _Group(group_id)
+            group = self._groups[group_id] = GroupMetadata(group_id)
         if group.state == DEAD:
             return JoinResult(CoordinatorNotAvailableError.code, member_id=member_id)
         if not group.supports(protocol_type, protocols):
@@ -729,14 +404,14 @@ class GroupCoordinator:
                 group.pending[new_id] = self._clock() + session_timeout_ms / 1000.0
                 self._reschedule()
                 return JoinResult(MemberIdRequiredError.code, member_id=new_id)
-            member = _Member(new_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+            member = MemberMetadata(new_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
                              session_timeout_ms, protocol_type, protocols)
             self._add_member_and_rebalance(group, member)
             return member
         if member_id in group.pending and group_instance_id is None:
             # The second join of a member that was told MEMBER_ID_REQUIRED.
             del group.pending[member_id]
-            member = _Member(member_id, None, client_id, client_host, rebalance_timeout_ms,
+            member = MemberMetadata(member_id, None, client_id, client_host, rebalance_timeout_ms,
                              session_timeout_ms, protocol_type, protocols)
             self._add_member_and_rebalance(group, member)
             return member
@@ -760,9 +435,9 @@ class GroupCoordinator:
                 return self._join_result(group, member)
         return member
 
-    def _replace_static_member(self, group: _Group, old_id: str, new_id: str, protocols: List[Tuple[str, bytes]],
+    def _replace_static_member(self, group: GroupMetadata, old_id: str, new_id: str, protocols: List[Tuple[str, bytes]],
                                rebalance_timeout_ms: int, session_timeout_ms: int,
-                               supports_skip_assignment: bool) -> "JoinResult | _Member":
+                               supports_skip_assignment: bool) -> "JoinResult | MemberMetadata":
         """A static member rejoined with a new member id (Kafka's updateStaticMemberAndRebalance).
 
         The old id is fenced: a join or sync it is blocked in is answered
@@ -778,7 +453,7 @@ class GroupCoordinator:
         if old.awaiting_sync:
             old.awaiting_sync = False
             old.sync_result = SyncResult(FencedInstanceIdError.code)
-        member = _Member(new_id, old.group_instance_id, old.client_id, old.client_host, old.rebalance_timeout_ms,
+        member = MemberMetadata(new_id, old.group_instance_id, old.client_id, old.client_host, old.rebalance_timeout_ms,
                          old.session_timeout_ms, old.protocol_type, old.protocols)
         member.assignment = old.assignment
         group.members[new_id] = member
@@ -790,7 +465,7 @@ class GroupCoordinator:
             member.rebalance_timeout_ms = rebalance_timeout_ms
             member.session_timeout_ms = session_timeout_ms
             if group.select_protocol() == group.protocol_name:
-                code = self._store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+                code = self.metadata.store_group(group, {m.member_id: m.assignment for m in group.members.values()})
                 if code != NONE:  # as Kafka: the old member id stays the instance's
                     del group.members[new_id]
                     group.members[old_id] = old
@@ -881,11 +556,11 @@ class GroupCoordinator:
 
     def _sync(self, group_id: str, generation_id: int, member_id: str, assignments: Optional[Dict[str, bytes]],
               group_instance_id: Optional[str] = None, protocol_type: Optional[str] = None,
-              protocol_name: Optional[str] = None) -> "SyncResult | _Member":
+              protocol_name: Optional[str] = None) -> "SyncResult | MemberMetadata":
         """A sync's immediate answer, or the member that waits for its assignment (lock held)."""
         if self._closed:
             return SyncResult(CoordinatorNotAvailableError.code)
-        owner = self._owner_error(group_id)
+        owner = self.metadata.owner_error(group_id)
         if owner != NONE:
             return SyncResult(owner)
         group = self._groups.get(group_id)
@@ -936,7 +611,7 @@ class GroupCoordinator:
         with self._cond:
             if self._closed:
                 return CoordinatorNotAvailableError.code
-            owner = self._owner_error(group_id)
+            owner = self.metadata.owner_error(group_id)
             if owner != NONE:
                 return owner
             group = self._groups.get(group_id)
@@ -972,7 +647,7 @@ class GroupCoordinator:
         with self._cond:
             if self._closed:
                 return CoordinatorNotAvailableError.code, []
-            owner = self._owner_error(group_id)
+            owner = self.metadata.owner_error(group_id)
             if owner != NONE:
                 return owner, []
             group = self._groups.get(group_id)
@@ -1082,7 +757,7 @@ class GroupCoordinator:
                     group.offset_writes[tp] = seq
             self._maybe_forget(group)
 
-    def _maybe_forget(self, group: "_Group") -> None:
+    def _maybe_forget(self, group: "GroupMetadata") -> None:
         if not group.members and not group.pending and not group.offsets and not group.pending_offsets \
                 and group.state == EMPTY and group.protocol_type is None:
             self._groups.pop(group.group_id, None)
@@ -1098,11 +773,11 @@ class GroupCoordinator:
             return {tp: error for tp in offsets}, {}
         group = self._groups.get(group_id)
         if group is None:
-            group = self._groups[group_id] = _Group(group_id)
+            group = self._groups[group_id] = GroupMetadata(group_id)
         member = group.members.get(member_id)
         if member is not None:
             self._touch(member)
-        now_ms = _now_ms()
+        commit_ms = now_ms()
         result: Dict[Partition, int] = {}
         written: Dict[Partition, Tuple[int, schema.OffsetCommitValue]] = {}
         to_write: Dict[Partition, schema.OffsetCommitValue] = {}
@@ -1113,7 +788,7 @@ class GroupCoordinator:
                 continue
             epoch = -1 if leader_epochs is None else leader_epochs.get(tp, -1)
             timestamp = -1 if commit_timestamps is None else commit_timestamps.get(tp, -1)
-            to_write[tp] = schema.OffsetCommitValue(offset, metadata, now_ms if timestamp == -1 else timestamp,
+            to_write[tp] = schema.OffsetCommitValue(offset, metadata, commit_ms if timestamp == -1 else timestamp,
                                                     epoch)
         if to_write:
             keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in to_write]
@@ -1121,7 +796,7 @@ class GroupCoordinator:
                 schema.encode_offset_commit_value(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch)
                 for v in to_write.values()
             ]
-            code = self._store(group_id, keys, values, for_commit=True)
+            code = self.metadata.store(group_id, keys, values, for_commit=True)
             self._write_seq += 1
             for tp, value in to_write.items():
                 result[tp] = code
@@ -1156,7 +831,7 @@ class GroupCoordinator:
         with self._cond:
             if self._closed:
                 return CoordinatorNotAvailableError.code, {}
-            owner = self._owner_error(group_id)
+            owner = self.metadata.owner_error(group_id)
             if owner != NONE:
                 return owner, {}
             group = self._groups.get(group_id)
@@ -1201,7 +876,7 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> GroupDescription:
         """Kafka's DescribeGroups for one group; member metadata and assignments only when Stable."""
         with self._cond:
-            owner = self._owner_error(group_id)
+            owner = self.metadata.owner_error(group_id)
             if owner != NONE:
                 return GroupDescription(owner, DEAD, "", "", [])
             group = self._groups.get(group_id)
@@ -1230,7 +905,7 @@ class GroupCoordinator:
                 if not group_id:
                     out[group_id] = InvalidGroupIdError.code
                     continue
-                owner = self._owner_error(group_id)
+                owner = self.metadata.owner_error(group_id)
                 if owner != NONE:
                     out[group_id] = owner
                     continue
@@ -1243,7 +918,7 @@ class GroupCoordinator:
                     continue
                 keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in group.offsets]
                 keys.append(schema.encode_group_metadata_key(group_id))
-                code = self._store(group_id, keys, [None] * len(keys), for_commit=False)
+                code = self.metadata.store(group_id, keys, [None] * len(keys), for_commit=False)
                 if code == NONE:
                     group.transition(DEAD)
                     del self._groups[group_id]
@@ -1263,7 +938,7 @@ class GroupCoordinator:
         with self._cond:
             if not group_id:
                 return InvalidGroupIdError.code, {}
-            owner = self._owner_error(group_id)
+            owner = self.metadata.owner_error(group_id)
             if owner != NONE:
                 return owner, {}
             group = self._groups.get(group_id)
@@ -1275,7 +950,7 @@ class GroupCoordinator:
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
                 subscribed: Set[str] = set()
                 for m in group.members.values():
-                    subscribed |= _subscribed_topics(m.metadata(group.protocol_name))
+                    subscribed |= subscribed_topics(m.metadata(group.protocol_name))
                 eligible = [tp for tp in wanted if tp[0] not in subscribed]
                 codes = {tp: GroupSubscribedToTopicError.code for tp in wanted if tp[0] in subscribed}
             else:
@@ -1285,7 +960,7 @@ class GroupCoordinator:
             keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in removed]
             if dead and removed:
                 keys.append(schema.encode_group_metadata_key(group_id))
-            code = self._store(group_id, keys, [None] * len(keys), for_commit=False) if keys else NONE
+            code = self.metadata.store(group_id, keys, [None] * len(keys), for_commit=False) if keys else NONE
             if code != NONE:
                 return code, {}
             for tp in removed:
@@ -1372,15 +1047,15 @@ class GroupCoordinator:
 
     # -- state machine (lock held) ----------------------------------------------------------
 
-    def _changed(self, group: _Group) -> None:
+    def _changed(self, group: GroupMetadata) -> None:
         """Deadlines may have moved and waiting calls may be answered: see to both (lock held)."""
         self._reschedule()
         self._waits.check_and_complete(group.group_id)
 
-    def _touch(self, member: _Member) -> None:
+    def _touch(self, member: MemberMetadata) -> None:
         member.heartbeat_deadline = self._clock() + member.session_timeout_ms / 1000.0
 
-    def _add_member_and_rebalance(self, group: _Group, member: _Member) -> None:
+    def _add_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata) -> None:
         member.awaiting_join = True
         member.join_result = None
         if not group.members:
@@ -1396,8 +1071,8 @@ class GroupCoordinator:
 
     def _update_member_and_rebalance(
         self,
-        group: _Group,
-        member: _Member,
+        group: GroupMetadata,
+        member: MemberMetadata,
         protocols: List[Tuple[str, bytes]],
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
@@ -1412,7 +1087,7 @@ class GroupCoordinator:
         else:
             self._prepare_rebalance(group)
 
-    def _prepare_rebalance(self, group: _Group) -> None:
+    def _prepare_rebalance(self, group: GroupMetadata) -> None:
         if group.state == COMPLETING_REBALANCE:
             self._propagate_sync_error(group, RebalanceInProgressError.code)
         now = self._clock()
@@ -1431,15 +1106,15 @@ class GroupCoordinator:
         self._try_complete_join(group)
         self._changed(group)
 
-    def _maybe_prepare_rebalance(self, group: _Group) -> None:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> None:
         if group.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
             self._prepare_rebalance(group)
 
-    def _try_complete_join(self, group: _Group) -> None:
+    def _try_complete_join(self, group: GroupMetadata) -> None:
         if group.state == PREPARING_REBALANCE and not group.initial_delay_active and group.all_joined():
             self._complete_join(group)
 
-    def _on_join_deadline(self, group: _Group, now: float) -> None:
+    def _on_join_deadline(self, group: GroupMetadata, now: float) -> None:
         if group.state != PREPARING_REBALANCE:
             group.join_deadline = None
             return
@@ -1454,7 +1129,7 @@ class GroupCoordinator:
             group.initial_delay_active = False
         self._complete_join(group)
 
-    def _complete_join(self, group: _Group) -> None:
+    def _complete_join(self, group: GroupMetadata) -> None:
         """End the join phase: drop members that did not rejoin, start the next generation."""
         for member in [m for m in group.members.values() if not m.awaiting_join]:
             log.info("member %s of group %s did not rejoin in time", member.member_id, group.group_id)
@@ -1468,7 +1143,7 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             group.transition(EMPTY)
-            self._store_group(group, {})
+            self.metadata.store_group(group, {})
             self._changed(group)
             return
         if group.leader_id not in group.members:
@@ -1483,7 +1158,7 @@ class GroupCoordinator:
         log.info("group %s generation %d: %d members", group.group_id, group.generation_id, len(group.members))
         self._changed(group)
 
-    def _join_result(self, group: _Group, member: _Member) -> JoinResult:
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
         members: List[Tuple[str, Optional[str], bytes]] = []
         if member.member_id == group.leader_id:
             members = [
@@ -1494,9 +1169,9 @@ class GroupCoordinator:
             protocol_type=group.protocol_type,
         )
 
-    def _complete_sync(self, group: _Group, assignments: Dict[str, bytes]) -> None:
+    def _complete_sync(self, group: GroupMetadata, assignments: Dict[str, bytes]) -> None:
         full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
-        code = self._store_group(group, full)
+        code = self.metadata.store_group(group, full)
         if code != NONE:
             self._propagate_sync_error(group, code)
             self._maybe_prepare_rebalance(group)
@@ -1511,7 +1186,7 @@ class GroupCoordinator:
                 self._touch(member)
         self._changed(group)
 
-    def _propagate_sync_error(self, group: _Group, code: int) -> None:
+    def _propagate_sync_error(self, group: GroupMetadata, code: int) -> None:
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync:
@@ -1519,7 +1194,7 @@ class GroupCoordinator:
                 member.sync_result = SyncResult(code)
         self._changed(group)
 
-    def _drop_member(self, group: _Group, member: _Member) -> None:
+    def _drop_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
         """Remove a member and answer any call it is blocked in with UNKNOWN_MEMBER_ID."""
         del group.members[member.member_id]
         if member.awaiting_join:
@@ -1532,7 +1207,7 @@ class GroupCoordinator:
             group.leader_id = next(iter(group.members), None)
         self._changed(group)
 
-    def _remove_member_and_update_group(self, group: _Group, member: _Member) -> None:
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._drop_member(group, member)
         if group.state in (STABLE, COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group)
@@ -1546,7 +1221,7 @@ class GroupCoordinator:
             return CoordinatorNotAvailableError.code
         if not group_id:
             return InvalidGroupIdError.code
-        owner = self._owner_error(group_id)
+        owner = self.metadata.owner_error(group_id)
         if owner != NONE:
             return owner
         group = self._groups.get(group_id)
@@ -1573,42 +1248,3 @@ class GroupCoordinator:
         return NONE
 
     # -- storage (lock held) ------------------------------------------------------------
-
-    def _store(
-        self, group_id: str, keys: Sequence[bytes], values: Sequence[Optional[bytes]], for_commit: bool
-    ) -> int:
-        batch = build_batch(values, keys=keys)
-        try:
-            self._append(self.partition_for(group_id), bytes(batch))
-        except Exception as exc:  # the storage layer's failure becomes the wire's error code
-            log.warning("writing group %s to __consumer_offsets failed: %s", group_id, exc)
-            return storage_error_code(exc, for_commit)
-        return NONE
-
-    def _store_group(self, group: _Group, assignments: Dict[str, bytes]) -> int:
-        value = schema.GroupMetadataValue(
-            group.protocol_type or "",
-            group.generation_id,
-            group.protocol_name,
-            group.leader_id,
-            group.state_timestamp,
-            [
-                schema.MemberMetadata(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.rebalance_timeout_ms,
-                    m.session_timeout_ms,
-                    m.metadata(group.protocol_name),
-                    assignments.get(m.member_id, b""),
-                )
-                for m in group.members.values()
-            ],
-        )
-        return self._store(
-            group.group_id,
-            [schema.encode_group_metadata_key(group.group_id)],
-            [schema.encode_group_metadata_value(value)],
-            for_commit=False,
-        )
