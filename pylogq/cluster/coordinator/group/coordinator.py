@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from ....errors import (
     CoordinatorNotAvailableError,
@@ -102,6 +102,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 NO_OFFSET = -1
 NO_MEMBER = ""
@@ -351,19 +353,12 @@ class GroupCoordinator:
                 return DelayedCall.immediate(answer, deliver)
             member = answer
 
-            def check() -> Optional[JoinResult]:
-                result = member.join_result
-                if result is not None:
-                    member.join_result = None
+            def take() -> Optional[JoinResult]:
+                result, member.join_result = member.join_result, None
                 return result
 
-            def on_deadline() -> JoinResult:
-                with self._cond:
-                    return check() or JoinResult(RequestTimedOutError.code, member_id=member.member_id)
-
-            op = DelayedCall(None if timeout_s is None else time.monotonic() + timeout_s, check, on_deadline, deliver)
-            self._waits.try_complete_else_watch(op, [group_id])
-            return op
+            return self._park(group_id, take, lambda: JoinResult(RequestTimedOutError.code, member_id=member.member_id),
+                              timeout_s, deliver)
 
     def _join(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
               rebalance_timeout_ms: int, protocol_type: str, protocols: List[Tuple[str, bytes]],
@@ -533,26 +528,33 @@ class GroupCoordinator:
                 return DelayedCall.immediate(answer, deliver)
             member = answer
 
-            def check() -> Optional[SyncResult]:
-                result = member.sync_result
-                if result is not None:
-                    member.sync_result = None
+            def take() -> Optional[SyncResult]:
+                result, member.sync_result = member.sync_result, None
                 return result
 
-            def on_deadline() -> SyncResult:
-                with self._cond:
-                    found = check()
-                    if found is not None:
-                        return found
-                    if member.awaiting_sync:
-                        member.awaiting_sync = False
-                        self._touch(member)
-                        self._reschedule()  # its session counts again
-                    return SyncResult(RequestTimedOutError.code)
+            def timed_out() -> SyncResult:
+                if member.awaiting_sync:
+                    member.awaiting_sync = False
+                    self._touch(member)
+                    self._reschedule()  # its session counts again
+                return SyncResult(RequestTimedOutError.code)
 
-            op = DelayedCall(None if timeout_s is None else time.monotonic() + timeout_s, check, on_deadline, deliver)
-            self._waits.try_complete_else_watch(op, [group_id])
-            return op
+            return self._park(group_id, take, timed_out, timeout_s, deliver)
+
+    def _park(self, group_id: str, take: Callable[[], Optional[R]], timed_out: Callable[[], R],
+              timeout_s: Optional[float], deliver: Callable[[R], None]) -> "DelayedCall[R]":
+        """A member's answer to come, as a delayed operation watched under its group (lock held):
+        ``take`` returns the answer once it is set (and clears it), ``timed_out`` gives the answer
+        when ``timeout_s`` passes first; both run under the lock."""
+
+        def on_deadline() -> R:
+            with self._cond:
+                found = take()
+                return found if found is not None else timed_out()
+
+        op = DelayedCall(None if timeout_s is None else time.monotonic() + timeout_s, take, on_deadline, deliver)
+        self._waits.try_complete_else_watch(op, [group_id])
+        return op
 
     def _sync(self, group_id: str, generation_id: int, member_id: str, assignments: Optional[Dict[str, bytes]],
               group_instance_id: Optional[str] = None, protocol_type: Optional[str] = None,
