@@ -23,9 +23,10 @@ import struct
 import threading
 import types
 from operator import itemgetter
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from .._speedups import compiled
 
@@ -89,9 +90,6 @@ def java_string_hash(s: str) -> int:
     return h - 0x100000000 if h >= 0x80000000 else h
 
 
-_M32 = np.uint32(_M)
-
-
 def _gather(seq: Sequence[Any], positions: List[int]) -> List[Any]:
     """``[seq[i] for i in positions]`` at C speed."""
     if len(positions) == 1:
@@ -104,8 +102,12 @@ def murmur2_many(keys: Iterable[Any]) -> np.ndarray:
 
     The same function as :func:`murmur2`, vectorised over keys of equal length with
     uint32 numpy arithmetic (which wraps modulo 2**32 as Java's int multiply does);
-    keys are grouped by length first. The producer's bulk path partitions with it.
+    keys are grouped by length first. The producer's bulk path partitions with it. numpy is
+    imported here, at the first call: a broker that never partitions in bulk starts without it.
     """
+    import numpy as np
+
+    m32 = np.uint32(_M)
     keys = keys if isinstance(keys, (list, tuple)) else list(keys)
     n = len(keys)
     out = np.empty(n, dtype=np.int64)
@@ -129,10 +131,10 @@ def murmur2_many(keys: Iterable[Any]) -> np.ndarray:
             if words:
                 block = np.ascontiguousarray(raw[:, : words * 4]).view("<u4")
                 for j in range(words):
-                    k = block[:, j] * _M32
+                    k = block[:, j] * m32
                     k ^= k >> np.uint32(24)
-                    k *= _M32
-                    h *= _M32
+                    k *= m32
+                    h *= m32
                     h ^= k
             base = words * 4
             tail = length & 3
@@ -142,9 +144,9 @@ def murmur2_many(keys: Iterable[Any]) -> np.ndarray:
                 h ^= raw[:, base + 1].astype(np.uint32) << np.uint32(8)
             if tail >= 1:
                 h ^= raw[:, base].astype(np.uint32)
-                h *= _M32
+                h *= m32
             h ^= h >> np.uint32(13)
-            h *= _M32
+            h *= m32
             h ^= h >> np.uint32(15)
             signed = h.view(np.int32).astype(np.int64)
             if idx is None:
