@@ -142,6 +142,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
     problems = _unratioed(config)
     if problems:
         write("")
-        write("benchmarks without a measured ratio%s:" % (" (a failure under PYLOGQ_REQUIRE_ALL=1)" if REQUIRE_ALL else ""))
+        failure = " (a failure under PYLOGQ_REQUIRE_ALL=1)" if REQUIRE_ALL else ""
+        write("benchmarks without a measured ratio%s:" % failure)
         for problem in problems:
             write("  " + problem)

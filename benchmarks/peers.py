@@ -29,6 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Where scripts/fetch-tansu puts the binary; ``PYLOGQ_TANSU`` names another.
 TANSU = os.environ.get("PYLOGQ_TANSU") or os.path.join(ROOT, ".peers", "tansu")
 BROKERS = ["pylogq", "tansu"]
+#: The peer broker: the reference row of every group that runs both.
+PEER = "tansu"
 
 PYLOGQ_READY = re.compile(r"pylogq-broker \d+ ready on (\S+):(\d+)")
 TANSU_READY = re.compile(r"\bready in\b")
@@ -40,6 +42,16 @@ def tansu_missing() -> str:
     if os.path.isfile(TANSU) and os.access(TANSU, os.X_OK):
         return ""
     return "Tansu binary not found at %s: run scripts/fetch-tansu" % TANSU
+
+
+def skip_missing(name: str) -> None:
+    """Skip a row of broker ``name`` when it cannot run here (Tansu without its binary); under
+    PYLOGQ_REQUIRE_ALL=1, as in CI, the skip is a failure (benchmarks/conftest.py)."""
+    import pytest
+
+    reason = tansu_missing() if name == PEER else None
+    if reason:
+        pytest.skip(reason)
 
 
 def free_port() -> int:

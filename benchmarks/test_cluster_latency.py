@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
-from peers import BROKERS, BrokerProcess, pylogq_broker, tansu_broker, tansu_missing
+from peers import BROKERS, PEER, BrokerProcess, pylogq_broker, skip_missing, tansu_broker, tansu_missing
 from summary import asserting, info, smoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -86,7 +86,6 @@ from tests.client.test_consumer_metadata import GROUP as METADATA_GROUP  # noqa:
 from tests.client.test_consumer_metadata import assigned_within, tps  # noqa: E402
 from tests.cluster._processes import ProcessCluster  # noqa: E402
 
-PEER = "tansu"
 TIMEOUT = 60.0
 #: Every wait on an outcome gives up after this; a round that does is a failure.
 CAP = 60.0
@@ -130,13 +129,6 @@ def _warmup(config: Any, full: int) -> int:
     return 0 if smoke(config) else full
 
 
-def _skip_missing(name: str) -> None:
-    """Skip without Tansu (under PYLOGQ_REQUIRE_ALL=1, as in CI, the skip is a failure: benchmarks/conftest.py)."""
-    reason = tansu_missing() if name == PEER else None
-    if reason:
-        pytest.skip(reason)
-
-
 def _fresh(prefix: str) -> str:
     return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
 
@@ -166,7 +158,7 @@ def running(tmp_path_factory: Any) -> Iterator[Dict[str, BrokerProcess]]:
 @pytest.fixture(params=BROKERS)
 def server(request: Any, running: Dict[str, BrokerProcess]) -> BrokerProcess:
     """One of the running brokers: each workload runs against both."""
-    _skip_missing(request.param)
+    skip_missing(request.param)
     return running[request.param]
 
 

@@ -95,7 +95,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import kafka
 import pytest
 from kafka.errors import KafkaTimeoutError
-from peers import BROKERS, BrokerProcess, broker as make_broker, free_port, pylogq_broker, tansu_missing
+from peers import (BROKERS, PEER, BrokerProcess, broker as make_broker, free_port, pylogq_broker, skip_missing,
+                   tansu_missing)
 from summary import asserting, info, smoke
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,7 +115,6 @@ from tests.server.test_server import (  # noqa: E402
     requests_in_flight, wait_for)
 
 ROUNDS, WARMUP = 5, 1
-PEER = "tansu"
 DEADLINE_S = 60.0  # the wait for something that must happen, when it does not
 PROBE_TOPIC, BOMB_TOPIC, WAKE_TOPIC = "probe", "bombs", "wake"
 PROBE_TARGET_S = 1.0
@@ -324,13 +324,6 @@ def test_probe_with_500_half_open_requests(benchmark: Any, request: Any, attacke
 # -- "long poll wake" -------------------------------------------------------------------------
 
 
-def _skip_missing(name: str) -> None:
-    """Skip without Tansu (under PYLOGQ_REQUIRE_ALL=1, as in CI, the skip is a failure: benchmarks/conftest.py)."""
-    reason = tansu_missing() if name == PEER else None
-    if reason:
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def wake_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, BrokerProcess]]:
     """Both brokers, each with the empty one-partition topic the fetches wait on."""
@@ -391,7 +384,7 @@ class _Wake:
 
 @pytest.mark.parametrize("name", BROKERS)
 def test_long_poll_wake(benchmark: Any, request: Any, name: str, wake_brokers: Dict[str, BrokerProcess]) -> None:
-    _skip_missing(name)
+    skip_missing(name)
     info(benchmark, "long poll wake", 1, "wakes", peer=name == PEER,
          target="pylogq: a fetch parked for 20 s answered < 4 s after the produce")
     process = wake_brokers[name]

@@ -103,7 +103,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from peers import BROKERS, BrokerProcess, api_versions, broker as make_broker, tansu_missing
+from peers import BROKERS, PEER, BrokerProcess, api_versions, broker as make_broker, skip_missing, tansu_missing
 from summary import info, smoke
 
 import pylogq
@@ -112,7 +112,6 @@ from pylogq.testing import TEST_DEFAULTS
 FULL = 1_000_000
 SMOKE = 20_000
 VALUE_SIZE = 100
-PEER = "tansu"
 GROUP_CAP = 60.0
 GROUP_CAP_SMOKE_PEER = 1.0
 #: Timed rounds of the produce and consume workloads (after one untimed warm-up round).
@@ -171,13 +170,6 @@ def _rounds(config: Any, full: int) -> int:
 def _warmup(config: Any) -> int:
     """One untimed round first: the client process grows its heap there, not in a timed round."""
     return 0 if _small(config) else 1
-
-
-def _skip_missing(name: str) -> None:
-    """Skip without Tansu (under PYLOGQ_REQUIRE_ALL=1, as in CI, the skip is a failure: benchmarks/conftest.py)."""
-    reason = tansu_missing() if name == PEER else None
-    if reason:
-        pytest.skip(reason)
 
 
 def _fresh(prefix: str) -> str:
@@ -295,7 +287,7 @@ def running(tmp_path_factory: Any) -> Iterator[Dict[str, Wire]]:
 @pytest.fixture(params=BROKERS)
 def wire(request: Any, running: Dict[str, Wire]) -> Wire:
     """One of the running brokers: each workload runs against both, one after the other."""
-    _skip_missing(request.param)
+    skip_missing(request.param)
     return running[request.param]
 
 
@@ -639,7 +631,7 @@ def _time_starts(benchmark: Any, request: Any, make: Callable[[], BrokerProcess]
 
 @pytest.mark.parametrize("name", BROKERS)
 def test_startup(benchmark: Any, request: Any, tmp_path: Any, name: str) -> None:
-    _skip_missing(name)
+    skip_missing(name)
     info(benchmark, "wire startup", 1, "starts", peer=name == PEER, target=STARTUP_TARGET)
     rounds = itertools.count(1)
     _time_starts(benchmark, request, lambda: make_broker(name, str(tmp_path / ("data-%d" % next(rounds)))), 0)

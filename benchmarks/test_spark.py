@@ -1,8 +1,8 @@
 """Spark reads of a topic: rows/s into a local[2] SparkSession, from segment files and the alternatives.
 
 Group "spark read 100B": 1M records with 100-byte values over 4 partitions
-(20k in a smoke run: ``--quick``, ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``), written in setup with the bulk path
-(``build_batch`` + ``Broker.produce``). Each round runs one Spark job that
+(20k in a smoke run: ``--quick``, ``--benchmark-disable`` or ``PYLOGQ_NO_EXTENSIONS=1``),
+written in setup with the bulk path (``build_batch`` + ``Broker.produce``). Each round runs one Spark job that
 touches every column (an aggregate over key, value, topic, partition,
 offset, timestamp, timestampType and headers), so no path gets away with
 column pruning. The paths:

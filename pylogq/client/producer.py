@@ -44,7 +44,6 @@ import collections
 import logging
 import threading
 import time
-from operator import itemgetter
 from time import sleep as _yield_gil
 from time import time_ns as _time_ns
 from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
@@ -52,7 +51,7 @@ from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Seque
 import numpy as np
 
 from .. import records
-from ..cluster.partitioner import StickyPartitioner, murmur2, murmur2_many, partition_for_key
+from ..cluster.partitioner import StickyPartitioner, gather, murmur2, murmur2_many, partition_for_key
 from ..errors import (
     BrokerError,
     BufferExhaustedError,
@@ -911,8 +910,8 @@ class Producer:
             for s, e in zip(starts.tolist(), ends.tolist()):
                 idx = order[s:e]
                 p = int(sorted_parts[s])
-                self._bulk_group(topic, None if p < 0 else p, _gather(values, idx), _gather(keys, idx),
-                                 None if headers is None else _gather(headers, idx),
+                self._bulk_group(topic, None if p < 0 else p, gather(values, idx), gather(keys, idx),
+                                 None if headers is None else gather(headers, idx),
                                  timestamps if isinstance(timestamps, int) else timestamps[idx], batches)
         results: List[BatchResult] = []
         error: Optional[BaseException] = None
@@ -937,7 +936,7 @@ class Producer:
             idx = np.flatnonzero(present)
             out = np.full(len(keys), -1, dtype=np.int64)
             if len(idx):
-                out[idx] = (murmur2_many(_gather(keys, idx)) & 0x7FFFFFFF) % count
+                out[idx] = (murmur2_many(gather(keys, idx)) & 0x7FFFFFFF) % count
             return out
         return (murmur2_many(keys) & 0x7FFFFFFF) % count
 
@@ -1242,13 +1241,3 @@ class Producer:
     def __repr__(self) -> str:
         return "<pylogq.Producer acks=%s idempotent=%s%s>" % (self._acks, self._idempotent,
                                                              " closed" if self._closed else "")
-
-
-def _gather(seq: Sequence[Any], idx: Any) -> List[Any]:
-    """``[seq[i] for i in idx]`` at C speed."""
-    positions = idx.tolist() if isinstance(idx, np.ndarray) else list(idx)
-    if len(positions) == 1:
-        return [seq[positions[0]]]
-    if not positions:
-        return []
-    return list(itemgetter(*positions)(seq))

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 from .._speedups import compiled
 
 __all__ = [
-    "StickyPartitioner", "java_string_hash", "murmur2", "murmur2_many", "partition_for_key", "pure", "to_positive",
+    "StickyPartitioner", "gather", "java_string_hash", "murmur2", "murmur2_many", "partition_for_key", "pure",
+    "to_positive",
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -90,10 +91,14 @@ def java_string_hash(s: str) -> int:
     return h - 0x100000000 if h >= 0x80000000 else h
 
 
-def _gather(seq: Sequence[Any], positions: List[int]) -> List[Any]:
-    """``[seq[i] for i in positions]`` at C speed."""
+def gather(seq: Sequence[Any], idx: Any) -> List[Any]:
+    """``[seq[i] for i in idx]`` at C speed (``idx`` a sequence of positions or an int array):
+    how :func:`murmur2_many` and the producer's bulk path pick records by partition."""
+    positions = idx.tolist() if hasattr(idx, "tolist") else list(idx)
     if len(positions) == 1:
         return [seq[positions[0]]]
+    if not positions:
+        return []
     return list(itemgetter(*positions)(seq))
 
 
@@ -122,7 +127,7 @@ def murmur2_many(keys: Iterable[Any]) -> np.ndarray:
         groups = [(int(length), np.flatnonzero(lengths == length)) for length in np.unique(lengths)]
     with np.errstate(over="ignore"):
         for length, idx in groups:
-            chosen = keys if idx is None else _gather(keys, idx.tolist())
+            chosen = keys if idx is None else gather(keys, idx)
             m = len(chosen)
             raw = np.frombuffer(b"".join(chosen), dtype=np.uint8).reshape(m, length) if length else \
                 np.empty((m, 0), dtype=np.uint8)

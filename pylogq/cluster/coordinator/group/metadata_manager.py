@@ -41,14 +41,16 @@ from . import offsets_schema as schema
 from .group import NONE, STABLE, GroupMetadata, MemberMetadata, Partition
 from .offsets_schema import partition_for_group
 
-__all__ = ["GroupMetadataManager", "Loaded", "StorageRecord", "storage_error_code"]
+__all__ = ["GroupMetadataManager", "Loaded", "StorageRecord", "StoredGroup", "storage_error_code"]
 
 log = logging.getLogger(__name__)
 
 #: One record of ``__consumer_offsets`` as ``read_all`` yields it: (key, value), None for a tombstone.
 StorageRecord = Tuple[Optional[bytes], Optional[bytes]]
-#: Groups read back from storage: group id -> (committed offsets, stored metadata or None).
-Loaded = Mapping[str, Tuple[Dict[Partition, schema.OffsetCommitValue], Optional[schema.GroupMetadataValue]]]
+#: One group as stored: its committed offsets and its metadata (None when only offsets are stored).
+StoredGroup = Tuple[Dict[Partition, schema.OffsetCommitValue], Optional[schema.GroupMetadataValue]]
+#: Groups read back from storage, by group id.
+Loaded = Mapping[str, StoredGroup]
 
 
 def storage_error_code(exc: BaseException, for_commit: bool) -> int:
@@ -165,8 +167,7 @@ class GroupMetadataManager:
 
     # -- reading back ----------------------------------------------------------------------------
 
-    def read_partitions(self, partitions: Iterable[int]) -> Dict[str, Tuple[Dict[Partition, schema.OffsetCommitValue],
-                                                                            Optional[schema.GroupMetadataValue]]]:
+    def read_partitions(self, partitions: Iterable[int]) -> Dict[str, StoredGroup]:
         """Each group's committed offsets and metadata in these partitions (the last record of a
         key wins, a tombstone deletes it); groups with neither are left out."""
         offsets: Dict[str, Dict[Partition, schema.OffsetCommitValue]] = {}
@@ -188,7 +189,7 @@ class GroupMetadataManager:
                     else:
                         assert isinstance(value, schema.GroupMetadataValue)
                         metadata[key.group] = value
-        out: Dict[str, Tuple[Dict[Partition, schema.OffsetCommitValue], Optional[schema.GroupMetadataValue]]] = {}
+        out: Dict[str, StoredGroup] = {}
         for group_id in set(offsets) | set(metadata):
             group_offsets = offsets.get(group_id, {})
             meta = metadata.get(group_id)
