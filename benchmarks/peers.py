@@ -15,6 +15,7 @@ log in memory while pylogq writes to disk.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import socket
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Deque, Dict, List, Optional, Pattern
+from typing import Any, Deque, Dict, Iterator, List, Optional, Pattern
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Where scripts/fetch-tansu puts the binary; ``PYLOGQ_TANSU`` names another.
@@ -234,3 +235,23 @@ def broker(name: str, data_dir: str, overrides: Optional[Dict[str, str]] = None)
     if name == "tansu":
         return tansu_broker()
     raise ValueError("unknown broker %r: expected one of %s" % (name, ", ".join(BROKERS)))
+
+
+@contextlib.contextmanager
+def running_brokers(tmp_path_factory: Any, label: str,
+                    overrides: Optional[Dict[str, str]] = None) -> Iterator[Dict[str, BrokerProcess]]:
+    """Every broker of :data:`BROKERS` that can run here, started side by side, by name (Tansu
+    left out without its binary: its rows skip, or fail under PYLOGQ_REQUIRE_ALL); pylogq's data
+    in a fresh ``<name>-<label>`` directory, with ``overrides``. Each is stopped at the end (a
+    later :meth:`BrokerProcess.stop` returns its exit status)."""
+    started: Dict[str, BrokerProcess] = {}
+    try:
+        for name in BROKERS:
+            if name == PEER and tansu_missing():
+                continue
+            process = started[name] = broker(name, str(tmp_path_factory.mktemp("%s-%s" % (name, label))), overrides)
+            process.start()
+        yield started
+    finally:
+        for process in started.values():
+            process.stop()

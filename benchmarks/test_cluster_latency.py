@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
-from peers import BROKERS, PEER, BrokerProcess, pylogq_broker, skip_missing, tansu_broker, tansu_missing
+from peers import BROKERS, PEER, BrokerProcess, pylogq_broker, running_brokers, skip_missing
 from summary import asserting, info, smoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -140,18 +140,9 @@ def _median(benchmark: Any) -> Optional[float]:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: Any) -> Iterator[Dict[str, BrokerProcess]]:
     """Both single-node brokers, started once for the module (pylogq with its defaults)."""
-    started: Dict[str, BrokerProcess] = {}
-    try:
-        for name in BROKERS:
-            if name == PEER and tansu_missing():
-                continue  # its rows skip, or fail under PYLOGQ_REQUIRE_ALL (see ``server``)
-            process = (pylogq_broker(str(tmp_path_factory.mktemp("pylogq-data"))) if name == "pylogq"
-                       else tansu_broker())
-            started[name] = process
-            process.start()
+    with running_brokers(tmp_path_factory, "data") as started:
         yield started
-    finally:
-        statuses = {name: process.stop() for name, process in started.items()}
+    statuses = {name: process.stop() for name, process in started.items()}  # stopped: their exit statuses
     assert statuses.get("pylogq") in (None, 0), "pylogq-broker exited %s after SIGTERM" % statuses["pylogq"]
 
 

@@ -95,8 +95,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import kafka
 import pytest
 from kafka.errors import KafkaTimeoutError
-from peers import (BROKERS, PEER, BrokerProcess, broker as make_broker, free_port, pylogq_broker, skip_missing,
-                   tansu_missing)
+from peers import BROKERS, PEER, BrokerProcess, free_port, pylogq_broker, running_brokers, skip_missing
 from summary import asserting, info, smoke
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -327,18 +326,10 @@ def test_probe_with_500_half_open_requests(benchmark: Any, request: Any, attacke
 @pytest.fixture(scope="module")
 def wake_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, BrokerProcess]]:
     """Both brokers, each with the empty one-partition topic the fetches wait on."""
-    started: Dict[str, BrokerProcess] = {}
-    try:
-        for name in BROKERS:
-            if name == PEER and tansu_missing():
-                continue  # its row skips, or fails under PYLOGQ_REQUIRE_ALL
-            process = started[name] = make_broker(name, str(tmp_path_factory.mktemp("%s-wake" % name)))
-            process.start()
+    with running_brokers(tmp_path_factory, "wake") as started:
+        for process in started.values():
             _create_topics((process.host, process.port), WAKE_TOPIC)
         yield started
-    finally:
-        for process in started.values():
-            process.stop()
 
 
 class _Wake:

@@ -103,7 +103,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from peers import BROKERS, PEER, BrokerProcess, api_versions, broker as make_broker, skip_missing, tansu_missing
+from peers import BROKERS, PEER, BrokerProcess, api_versions, broker as make_broker, running_brokers, skip_missing
 from summary import info, smoke
 
 import pylogq
@@ -266,22 +266,13 @@ def running(tmp_path_factory: Any) -> Iterator[Dict[str, Wire]]:
     machine's speed drifts over tens of seconds, and two measurements far
     apart in time compare the drift as much as the brokers.
     """
-    started: Dict[str, Wire] = {}
-    try:
-        for name in BROKERS:
-            if name == PEER and tansu_missing():
-                continue  # its tests skip, or fail under PYLOGQ_REQUIRE_ALL (see ``wire``)
-            process = make_broker(name, str(tmp_path_factory.mktemp("%s-data" % name)), PYLOGQ_OVERRIDES)
-            try:
-                process.start()
-            except BaseException:
-                process.stop()
-                raise
-            started[name] = Wire(name, process)
-        yield started
-    finally:
-        for wire in started.values():
-            wire.close()
+    with running_brokers(tmp_path_factory, "data", PYLOGQ_OVERRIDES) as processes:
+        started = {name: Wire(name, process) for name, process in processes.items()}
+        try:
+            yield started
+        finally:
+            for wire in started.values():
+                wire.close()
 
 
 @pytest.fixture(params=BROKERS)

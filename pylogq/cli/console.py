@@ -43,6 +43,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, TextIO, Tuple,
 from .. import errors
 from ..client.consumer import TopicPartition
 from ..errors import CommandError
+from . import _interrupts
 from ._errors import error_text, report_error
 from .clients import (
     Clients,
@@ -221,19 +222,20 @@ def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err
             if line.endswith(b"\r"):
                 line = line[:-1]
             key, value, headers = reader.read(line)
-            try:
-                # A header may have a null value, as in Kafka; the producer writes it as such.
-                future = producer.send(args.topic, value=value, key=key, headers=cast(Any, headers))
-            except errors.BrokerError as exc:  # this record cannot be sent (too large, ...); go on
-                failed(exc)
-                continue
-            future.add_errback(failed)
+            with _interrupts.deferred():  # a stop request waits for the send: the line read is sent
+                try:
+                    # A header may have a null value, as in Kafka; the producer writes it as such.
+                    future = producer.send(args.topic, value=value, key=key, headers=cast(Any, headers))
+                except errors.BrokerError as exc:  # this record cannot be sent (too large, ...); go on
+                    failed(exc)
+                    continue
+                future.add_errback(failed)
     except KeyboardInterrupt:
         status = 130
     except (errors.PylogqError, OSError, ValueError, TypeError) as exc:
         status = report_error(err, exc)
     try:
-        producer.flush()
+        _interrupts.flush(producer)
     except KeyboardInterrupt:
         return 130  # a second Ctrl-C: stop waiting for the last acknowledgements
     except errors.PylogqError as exc:
@@ -359,7 +361,8 @@ def run_consume(args: argparse.Namespace, clients: Clients, out: BinaryIO, err: 
                     break
                 wait_ms = min(wait_ms, max(1, int(left * 1000)))
             want = consumer.max_poll_records if limit is None else min(consumer.max_poll_records, limit - count)
-            batch = consumer.poll(timeout_ms=wait_ms, max_records=want)
+            with _interrupts.deferred():  # a stop request waits for the poll (at most _POLL_SLICE_MS)
+                batch = consumer.poll(timeout_ms=wait_ms, max_records=want)
             if not batch:
                 continue
             chunks = [formatter.format(record) for records in batch.values() for record in records]

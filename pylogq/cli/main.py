@@ -32,20 +32,17 @@ command quietly with exit status 0 (:func:`main`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
 import tempfile
-import threading
 import time
-from typing import IO, Any, BinaryIO, Iterator, List, Optional, TextIO, cast
+from typing import IO, Any, BinaryIO, List, Optional, TextIO, cast
 
 from .. import _speedups, records
 from .._version import __version__
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
-from . import config_files, configs, console, dump_log, groups, perf, topics, zookeeper_server
+from . import _interrupts, config_files, configs, console, dump_log, groups, perf, topics, zookeeper_server
 from .clients import Clients
 
 __all__ = ["build_parser", "run", "main"]
@@ -143,23 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM stops a tool as Ctrl-C does (a consumer reports its count and leaves its group)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _binary(stream: Any) -> BinaryIO:
     """The byte stream under a text stream (records are bytes); a byte stream as it is."""
     return cast(BinaryIO, getattr(stream, "buffer", stream))
@@ -188,7 +168,7 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
     if clients is None:
         clients = Clients(bootstrap_servers=perf.bootstrap_override(args) or args.bootstrap_server)
     try:
-        with _sigterm_interrupts():
+        with _interrupts.stop_signals():
             if args.command == "topics":
                 return topics.run(args, clients, out, err)
             if args.command == "produce":

@@ -48,6 +48,7 @@ from .. import errors
 from ..client.consumer import TopicPartition
 from ..client.producer import ProducerBatch
 from ..errors import CommandError
+from . import _interrupts
 from ._errors import report_error
 from .clients import (
     Clients,
@@ -375,35 +376,38 @@ def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
     send = producer.send
     topic = args.topic
     try:
-        start = stats.start = clock()
-        stats._reset_window(start)
-        sent_at = runs.sent_at
-        run_bytes = 0
-        current = None
-        for i in range(total):
-            value = single if single is not None else payloads[rng.randrange(len(payloads))]
-            now = clock()
-            batch = send(topic, value).batch
-            if batch is not current:
-                sent_at = runs.switch(batch, i, run_bytes)
-                current, run_bytes = batch, 0
-                check = True
-            else:
-                check = i & 1023 == 1023
-            sent_at.append(now)
-            run_bytes += len(value)
-            if check:  # every 1024 records and at every new batch (which a throttled test reaches sooner)
-                bar.update_to(i + 1)
-                line = stats.window_line()
-                if line is not None:
-                    bar.write(line, out)
-            if throughput > 0:
-                ahead = start + (i + 1) / throughput - clock()
-                if ahead > 0:
-                    sleep(ahead)  # throttling to the requested rate, as Kafka's ThroughputThrottler
-        runs.end(run_bytes)
-        producer.flush()
-        bar.update_to(total)
+        # A stop request is taken between sends, never inside one (see _interrupts).
+        with _interrupts.deferred():
+            start = stats.start = clock()
+            stats._reset_window(start)
+            sent_at = runs.sent_at
+            run_bytes = 0
+            current = None
+            for i in range(total):
+                value = single if single is not None else payloads[rng.randrange(len(payloads))]
+                now = clock()
+                batch = send(topic, value).batch
+                if batch is not current:
+                    sent_at = runs.switch(batch, i, run_bytes)
+                    current, run_bytes = batch, 0
+                    check = True
+                else:
+                    check = i & 1023 == 1023
+                sent_at.append(now)
+                run_bytes += len(value)
+                if check:  # every 1024 records and at every new batch (which a throttled test reaches sooner)
+                    bar.update_to(i + 1)
+                    line = stats.window_line()
+                    if line is not None:
+                        bar.write(line, out)
+                    _interrupts.check()
+                if throughput > 0:
+                    ahead = start + (i + 1) / throughput - clock()
+                    if ahead > 0:
+                        sleep(ahead)  # throttling to the requested rate, as Kafka's ThroughputThrottler
+            runs.end(run_bytes)
+            _interrupts.flush(producer)
+            bar.update_to(total)
     finally:
         bar.close()
     out.write(stats.total_line() + "\n")
@@ -468,7 +472,9 @@ def _consume(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
             left = last_record + timeout_s - now
             if left <= 0:
                 break
-            batch = consumer.poll(timeout_ms=max(1, int(min(left, 0.5) * 1000)), max_records=min(wanted - count, 10000))
+            with _interrupts.deferred():
+                batch = consumer.poll(timeout_ms=max(1, int(min(left, 0.5) * 1000)),
+                                      max_records=min(wanted - count, 10000))
             if batch:
                 for records in batch.values():
                     count += len(records)
