@@ -49,15 +49,29 @@ def test_check_takes_a_request_made_in_the_block() -> None:
             _interrupts.check()  # taken once
 
 
-@pytest.mark.skipif(signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
-                    reason="SIGINT is ignored in this process (started as a background job)")
 def test_sigint_is_taken_as_sigterm() -> None:
-    with _interrupts.stop_signals():
-        assert signal.getsignal(signal.SIGINT) is _interrupts._handler
-        with pytest.raises(KeyboardInterrupt):
-            with _interrupts.deferred():
-                signal.raise_signal(signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        with _interrupts.stop_signals():
+            assert signal.getsignal(signal.SIGINT) is _interrupts._handler
+            with pytest.raises(KeyboardInterrupt):
+                with _interrupts.deferred():
+                    signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_an_ignored_sigint_stays_ignored() -> None:
+    """A tool started as a background job (SIGINT ignored) is not stopped by the terminal's Ctrl-C."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _interrupts.stop_signals():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_the_handlers_are_put_back() -> None:
