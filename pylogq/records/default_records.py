@@ -54,7 +54,7 @@ __all__ = [
     "Record", "RecordBatchBuilder", "build_batch", "RecordBatch", "decode_headers",
     "ENTRY_MAGIC_OFFSET", "LEGACY_CRC_OFFSET", "scan_entries", "validate_batches", "patch_offsets",
     "assign_offsets", "COLUMN_NAMES",
-    "decode_columns", "iter_record_times"
+    "decode_columns"
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -1008,36 +1008,6 @@ def _walk_stream(batch: RecordBatch, reader: _SectionReader, want_keys: bool, wi
             "record batch at offset %d has %d bytes after its %d records" % (batch.base_offset, rest, batch.records_count)
         )
     return batch.records_count, missing
-
-
-def iter_record_times(buffer: Buffer, position: int = 0) -> Iterator[Tuple[int, int]]:
-    """(offset, timestamp) of each record of the v2 batch at ``position``, in bounded memory.
-
-    What a search by timestamp needs of a batch and no more: a compressed
-    section is read as it decompresses (:class:`codecs.DecompressStream`) and
-    each record's key, value and headers are skipped, so a batch of extreme
-    ratio costs a chunk of memory, not its decompressed size. A section that
-    fits one chunk is read by the columnar decoder instead (compiled). Control
-    batches have no records here. The batch must have passed validation (it is
-    read from the log); bad bytes still raise CorruptRecordError.
-    """
-    from .columnar import decode_columns
-
-    batch = RecordBatch(buffer, position, check_crc=False)
-    if batch.is_control_batch:
-        return
-    log_append = batch.timestamp_type == LOG_APPEND_TIME
-    codec = batch.compression_type
-    if codec != 0:
-        raw = memoryview(batch._buf)[position + RECORDS_OFFSET : batch.end]
-        with codecs.DecompressStream(codec, raw, 2, codecs.MAX_DECOMPRESSED,
-                                     "record batch at offset %d" % batch.base_offset) as stream:
-            first = stream.read(codecs.STREAM_CHUNK)
-            if not stream.at_end():
-                yield from _stream_record_times(batch, _SectionReader(stream, first), log_append)
-                return
-    columns = decode_columns(memoryview(batch._buf)[position : batch.end])
-    yield from zip(columns.offsets.tolist(), columns.timestamps.tolist())
 
 
 def _stream_record_times(batch: RecordBatch, reader: "_SectionReader", log_append: bool) -> Iterator[Tuple[int, int]]:

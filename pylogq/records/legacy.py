@@ -57,7 +57,6 @@ from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from ..errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
 from . import codecs
-from ._impl import RecordBatchBuilder
 from .crc import crc32
 
 __all__ = [
@@ -69,7 +68,7 @@ __all__ = [
     "NO_TIMESTAMP_TYPE", "INT32_MAX", "INT64_MAX", "LegacyRecord", "LegacyMessage",
     "iter_legacy_messages", "iter_legacy_records", "valid_prefix_length", "validate_legacy",
     "LegacyRecordMetadata", "LegacyRecordBatchBuilder", "assign_offsets_legacy", "first_keyless_offset",
-    "is_legacy", "up_convert"
+    "is_legacy"
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -515,45 +514,6 @@ def first_keyless_offset(buffer: Buffer) -> int:
 def is_legacy(buffer: Buffer) -> bool:
     """Whether a producer's buffer is a v0/v1 message set (its first entry's magic, byte 16, below 2)."""
     return len(buffer) > MAGIC_OFFSET and buffer[MAGIC_OFFSET] < 2
-
-
-def up_convert(buffer: Buffer) -> bytearray:
-    """A producer's v0/v1 message set as one v2 record batch, as Kafka 3.x writes every append.
-
-    Kafka's LogValidator up-conversion: every record of the set, wrappers
-    decompressed and flattened, in order, at offset deltas 0..n-1 (the append
-    gives the batch its offsets and leader epoch as for any v2 batch); each
-    record keeps its key, value and timestamp (a v0 message has none: -1,
-    NO_TIMESTAMP; an inner record of a LogAppendTime wrapper takes the
-    wrapper's), and no headers. The batch is compressed with the codec of the
-    set's last compressed wrapper (the topic's ``compression.type`` is
-    ``producer`` for every format here: Kafka keeps the source codec then),
-    uncompressed when none was; it carries no producer id, and its CRC-32C is
-    the v2 builder's. Every message is checked first (CRCs, framing, inner
-    sets, as :func:`validate_legacy`): CorruptRecordError for bad bytes,
-    InvalidRecordError for an empty set; a wrapper's inner set may
-    decompress to at most ``codecs.DECOMPRESS_WINDOW`` bytes
-    (MessageTooLargeError otherwise), as for :func:`assign_offsets_legacy`.
-    """
-    messages = list(iter_legacy_messages(buffer, True, False))
-    if not messages:
-        raise InvalidRecordError("produce message set holds no message")
-    codec = codecs.NONE
-    for msg in messages:
-        if msg.is_wrapper:
-            codec = msg.compression_type
-    builder = RecordBatchBuilder(codec, batch_size=INT32_MAX)
-    delta = 0
-    for msg in messages:
-        if not msg.is_wrapper:
-            builder.append(delta, msg.timestamp, msg._key, msg._value)
-            delta += 1
-            continue
-        log_append = msg.magic > 0 and msg.timestamp_type == LOG_APPEND_TIME
-        for m in _iter_inner(msg, _bounded_inner_set(msg), True):
-            builder.append(delta, msg.timestamp if log_append else m.timestamp, m._key, m._value)
-            delta += 1
-    return builder.build()
 
 
 def valid_prefix_length(buffer: Buffer) -> int:

@@ -1,10 +1,11 @@
 """The log cleaner: compaction of logs whose ``cleanup.policy`` includes ``compact``.
 
-Kafka's LogCleaner and Cleaner; which logs are being cleaned, aborted or paused is
-the log manager's (:class:`pylogq.storage.manager.CleaningRegistry`, Kafka's
-LogCleanerManager), so every cleaner of its logs respects it. A compacted log keeps, for
-every key, at least its latest record. Each log is split at its *first dirty
-offset*, kept per partition in ``cleaner-offset-checkpoint`` in the log's log
+Kafka's LogCleaner and Cleaner; which logs are being cleaned, aborted or paused
+is kept in the log manager's
+:class:`~pylogq.storage.cleaner_manager.CleaningRegistry` (Kafka's
+LogCleanerManager), so every cleaner of its logs respects it. A compacted log
+keeps, for every key, at least its latest record. Each log is split at its
+*first dirty offset*, kept per partition in ``cleaner-offset-checkpoint`` in the log's log
 directory (``<topic> <partition> <offset>`` lines, see
 :mod:`pylogq.storage.checkpoint`)::
 
@@ -83,8 +84,8 @@ from ..records.default_records import (
     TRANSACTIONAL_MASK,
 )
 from .checkpoint import CLEANER_CHECKPOINT, OffsetCheckpoint
+from .cleaner_manager import CleaningProgress, CleaningRegistry
 from .log import Log
-from .manager import CleaningProgress, CleaningRegistry
 from .offset_map import SLOT_SIZE, OffsetMap
 from .segment import CLEANED_SUFFIX, BatchHeader, FileRegion, LogSegment
 
@@ -391,7 +392,7 @@ class LogCleaner:
     ``log.cleaner.dedupe.buffer.size / threads`` bytes; reads and writes share
     one throttle of ``log.cleaner.io.max.bytes.per.second``. A log is cleaned
     by one thread at a time across every cleaner of the manager: each claims
-    its logs in the manager's :class:`~pylogq.storage.manager.CleaningRegistry`.
+    its logs in the manager's :class:`~pylogq.storage.cleaner_manager.CleaningRegistry`.
     Thread-safe.
     """
 

@@ -190,6 +190,7 @@ class FileCache:
 
     def _install(self, handle: LazyFile[T], value: T) -> T:
         spare: Optional[T] = None
+        dropped: List[Any] = []
         with self._lock:
             if handle.closed:
                 spare, installed = value, None
@@ -199,6 +200,7 @@ class FileCache:
                 handle.value = installed = value
                 self._held[handle] = None
                 dropped = self._evict_locked(len(self._held) - self._capacity, second_chance=True)
+        del dropped  # released here, outside the lock
         if spare is not None:
             _close(spare)  # opened by this call and never handed out
         if installed is None:

@@ -16,6 +16,13 @@ are written, so a reader never sees a batch that is still being written.
 Segments leaving the log are renamed ``.deleted`` and removed after
 ``file.delete.delay.ms``; a reader still holding a region of one keeps reading
 it (the file stays open).
+
+What the log does once, at open, is :mod:`~pylogq.storage.log_loader`'s; the checks
+an append's batches pass, :mod:`~pylogq.storage.log_validator`'s; the retention
+policies, :mod:`~pylogq.storage.log_retention`'s; ListOffsets' searches,
+:mod:`~pylogq.storage.log_search`'s; reading the epochs batches carry,
+:mod:`~pylogq.storage.log_epochs`'s. The log holds the state and the lock; they
+are functions of what it hands them.
 """
 
 from __future__ import annotations
@@ -24,62 +31,50 @@ import bisect
 import logging
 import os
 import re
-import struct
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import records
-from ..errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    InvalidTimestampError,
-    KafkaStorageError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-)
+from ..errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from ..records import AppendResult, BatchHeader
-from ..records.default_records import PARTITION_LEADER_EPOCH_OFFSET, iter_record_times
-from ..records.legacy import is_legacy, up_convert
+from ..records.legacy import is_legacy
+from ..records.upconvert import up_convert
 from .checkpoint import LEADER_EPOCH_CHECKPOINT
 from .config import LogConfig
 from .leader_epoch import LeaderEpochFileCache
-from .scheduler import Scheduler
-from .segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    END,
-    LOG_SUFFIX,
-    NO_TIMESTAMP,
-    SWAP_SUFFIX,
-    FileRegion,
-    LogSegment,
-    offset_from_filename,
+from .log_epochs import follower_epochs
+from .log_loader import LogLoader
+from .log_retention import Breached, retention_bytes_breached, retention_ms_breached
+from .log_search import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    legacy_offsets_before,
+    offset_after_timestamp,
+    offset_of_max_timestamp,
+    position_of,
 )
+from .log_validator import (
+    check_batch_sizes,
+    check_follower_offsets,
+    check_records,
+    check_sizes,
+    max_timestamp_of,
+    refuse_control,
+)
+from .scheduler import Scheduler
+from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
 
-__all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIERED_TIMESTAMP", "LATEST_TIMESTAMP",
-           "MAX_TIMESTAMP", "Log", "ProducersAppended", "parse_dir_name"]
+__all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
+           "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "ProducersAppended", "parse_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
 
 # Kafka's rule for a partition directory: the topic, a dash, the partition number.
 _DIR_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
-# The files of a segment: the base offset in 20 digits, the kind, a suffix while in transit.
-_SEGMENT_FILE = re.compile(
-    r"^(?P<base>\d{20})(?P<kind>\.log|\.index|\.timeindex|\.snapshot|\.txnindex)"
-    r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$")
-# Kafka's producer snapshots and transaction indexes: a partition directory copied from
-# Kafka has them; pylogq neither reads nor removes them.
-_UNUSED_KINDS = (".snapshot", ".txnindex")
-# The other files a partition directory holds (the second one Kafka's).
-_KNOWN_FILES = frozenset([LEADER_EPOCH_CHECKPOINT, "partition.metadata"])
-_TMP_SUFFIX = ".tmp"
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
-EARLIEST_LOCAL_TIMESTAMP = -4  # the local log's start (KIP-405): the log start without tiered storage
-LATEST_TIERED_TIMESTAMP = -5  # the last offset in tiered storage (KIP-1005): none here
 
 
 def parse_dir_name(path: str) -> Tuple[str, int]:
@@ -94,85 +89,11 @@ def parse_dir_name(path: str) -> Tuple[str, int]:
     return m.group("topic"), int(m.group("partition"))
 
 
-def _end_of(segment: LogSegment) -> int:
-    """One past the last offset of the whole batches at the start of a segment not loaded yet
-    (its base offset when it has none): every header is read, none of the indexes."""
-    end = segment.base_offset
-    for header in segment.reader().headers():
-        end = max(end, header.last_offset + 1)
-    return end
-
-
 #: ``Log.append``'s idempotence check: the validated batches -> None, or a retry's original
 #: (first offset, last offset, timestamp). The partition's producer state gives it.
 CheckProducers = Callable[[Sequence[BatchHeader]], Optional[Tuple[int, int, int]]]
 #: ``Log.append``'s report of the batches as written (their offsets and max timestamps).
 ProducersAppended = Callable[[Sequence[BatchHeader]], None]
-
-
-_BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch: its size after the offset and this field
-_LEADER_EPOCH = struct.Struct(">i")  # at byte 12 of a v2 batch: the epoch of the leader that wrote it
-_LOG_OVERHEAD = 12
-
-
-def _check_batch_sizes(buffer: Union[bytes, bytearray], limit: int) -> None:
-    """``max.message.bytes`` from the batches' length fields alone, before any batch is read
-    (Kafka checks sizes first too): an oversized compressed batch is refused without being
-    decompressed. Framing faults are left to the validation that follows."""
-    pos, end = 0, len(buffer)
-    while pos + _LOG_OVERHEAD <= end:
-        size = _BATCH_LENGTH.unpack_from(buffer, pos + 8)[0] + _LOG_OVERHEAD
-        if size <= _LOG_OVERHEAD:
-            return
-        if size > limit + _LOG_OVERHEAD:
-            raise MessageTooLargeError("batch of %d bytes at byte %d of the append exceeds max.message.bytes=%d"
-                                       % (size, pos, limit))
-        pos += size
-
-
-def _offset_of(headers: Sequence[BatchHeader], i: int, first_offset: Optional[int]) -> int:
-    """The offset batch ``i`` gets: its own (already assigned), or counted on from ``first_offset``."""
-    if first_offset is None:
-        return headers[i].base_offset
-    return first_offset + sum(h.last_offset - h.base_offset + 1 for h in headers[:i])
-
-
-_LONG_MAX = 2**63 - 1
-_CLIENT_CONTROL = "Clients are not allowed to write control records"
-
-
-def _refuse_control(headers: Sequence[BatchHeader]) -> None:
-    """A client may not write control batches (Kafka answers INVALID_RECORD with its message).
-
-    Every record of the first control batch is listed (each is a control record); Kafka
-    names none, which its clients read the same way: the whole batch failed.
-    """
-    for h in headers:
-        if h.attributes & records.CONTROL_MASK:
-            raise InvalidRecordError(
-                "%s (the record batch at byte %d is a control batch, attributes 0x%x)"
-                % (_CLIENT_CONTROL, h.position, h.attributes),
-                record_errors=[(i, _CLIENT_CONTROL) for i in range(h.last_offset - h.base_offset + 1)])
-
-
-def _rejected(record_errors: Sequence[Tuple[int, str]], timestamps: bool) -> Exception:
-    """Kafka's LogValidator.processRecordErrors: the error for the records of a batch that failed."""
-    if timestamps:
-        return InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
-                                     record_errors=record_errors)
-    shown = ", ".join("RecordError(batchIndex=%d, message='%s')" % e for e in record_errors[:3])
-    return InvalidRecordError("One or more records have been rejected due to %d record errors in total, and only "
-                              "showing the first three errors at most: [%s]" % (len(record_errors), shown),
-                              record_errors=record_errors)
-
-
-def _max_timestamp(headers: Sequence[BatchHeader]) -> Tuple[int, int]:
-    """(the largest max timestamp, the last offset of the first batch with it); (-1, -1) for none."""
-    max_ts, max_ts_offset = -1, -1
-    for h in headers:
-        if h.max_timestamp > max_ts:
-            max_ts, max_ts_offset = h.max_timestamp, h.last_offset
-    return max_ts, max_ts_offset
 
 
 class _End(NamedTuple):
@@ -243,249 +164,16 @@ class Log:
         return int(self._clock() * 1000)
 
     def _load(self, clean_shutdown: bool, log_start_offset: Optional[int]) -> None:
-        segments, swaps = self._open_segments()
-        # A .swap file is compaction output whose swap was interrupted after the point of
-        # no return: it replaces the segments it covers, once it is shown to be whole.
-        for name in swaps:
-            self._complete_swap(name, segments)
-        ordered = [segments[b] for b in sorted(segments)]
-        kept = self._check_segments(ordered, clean_shutdown)
-        end = self._segments_end(kept)
-        if self.recovery_point > end:
-            # The checkpoint says more was flushed than the files hold: they changed since
-            # it was written. Nothing it said is trusted: every segment is checked.
-            log.warning("%s: the recovery point %d (recovery-point-offset-checkpoint) is past the log end %d; "
-                        "ignored: every segment is checked", self.directory, self.recovery_point, end)
-            self.recovery_point = 0
-            kept = self._check_segments(kept, clean_shutdown=False)
-        if not kept:
-            start = log_start_offset or 0
-            kept = [LogSegment(self.directory, start, self.config)]
-        for segment in kept[:-1]:
-            segment.offset_index.trim_to_valid_size()
-            segment.time_index.trim_to_valid_size()
-        self._publish(tuple(kept))
-        active = kept[-1]
-        self._end = _End(self._segments_end(kept), active, active.size)
-        first = kept[0].base_offset
-        if log_start_offset is not None and log_start_offset > self._end.offset:
-            # Kafka deletes every segment here and starts the log at the checkpoint; a
-            # checkpoint that contradicts the files must not hide or delete what they hold.
-            log.warning("%s: the log start offset %d (log-start-offset-checkpoint) is past the log end %d; "
-                        "ignored: the log starts at %d", self.directory, log_start_offset, self._end.offset, first)
-            log_start_offset = None
-        self.log_start_offset = max(first, log_start_offset or 0)
-        self.recovery_point = self._end.offset if clean_shutdown else min(max(self.recovery_point, 0), self._end.offset)
-        self._epochs = LeaderEpochFileCache(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT), self._batch_epochs)
-        # An epoch's start is written before its records, so a crash (or recovery cutting a torn
-        # tail) can leave entries past the end; retention that ran after the cache's last write
-        # leaves entries below the start. Neither describes a record of this log.
-        self._epochs.truncate_from_end(self._end.offset)
-        self._epochs.truncate_from_start(self.log_start_offset)
-
-    def _batch_epochs(self) -> Iterator[Tuple[int, int]]:
-        """(partition leader epoch, base offset) of every v2 batch, in offset order: what a leader
-        epoch checkpoint that does not parse is rebuilt from (legacy batches carry no epoch)."""
-        for segment in self._view[1]:
-            reader = segment.reader()
-            for header in reader.headers():
-                if header.magic >= 2:
-                    raw = reader.read(header.position + PARTITION_LEADER_EPOCH_OFFSET, _LEADER_EPOCH.size)
-                    yield _LEADER_EPOCH.unpack(raw)[0], header.base_offset
-
-    def _open_segments(self) -> Tuple[Dict[int, LogSegment], List[str]]:
-        """Tidy the directory and open its segments; -> {base offset: segment}, the ``.log.swap`` names.
-
-        Leftovers of interrupted work go: temp files, unswapped compaction output,
-        segments already renamed for deletion, indexes whose ``.log`` is gone. A
-        file that is none of a partition directory's is warned about and left alone.
-        """
-        bases: List[int] = []
-        swaps: List[str] = []
-        indexes: List[Tuple[int, str]] = []
-        for name in sorted(os.listdir(self.directory)):
-            path = os.path.join(self.directory, name)
-            m = _SEGMENT_FILE.match(name)
-            if m is None or not os.path.isfile(path):
-                if name in _KNOWN_FILES:
-                    continue
-                if name.endswith(_TMP_SUFFIX) and os.path.isfile(path) and (
-                        name[: -len(_TMP_SUFFIX)] in _KNOWN_FILES or _SEGMENT_FILE.match(name[: -len(_TMP_SUFFIX)])):
-                    os.unlink(path)  # a checkpoint or segment file being written when the process stopped
-                    continue
-                log.warning("%s: %s is not a segment or checkpoint file; left alone", self.directory, name)
-                continue
-            kind, suffix = m.group("kind"), m.group("suffix")
-            if suffix in (CLEANED_SUFFIX, DELETED_SUFFIX):
-                os.unlink(path)  # a clean that did not finish; a deletion that did not finish
-            elif kind in _UNUSED_KINDS:
-                continue  # Kafka's producer snapshots and transaction indexes: pylogq keeps none
-            elif suffix == SWAP_SUFFIX:
-                if kind == LOG_SUFFIX:
-                    swaps.append(name)
-                else:
-                    os.unlink(path)  # the indexes of a swap are rebuilt
-            elif kind == LOG_SUFFIX:
-                bases.append(int(m.group("base")))
-            else:
-                indexes.append((int(m.group("base")), path))
-        for base, path in indexes:
-            if base not in bases:
-                os.unlink(path)  # an index without its log
-        return {b: LogSegment.open(self.directory, b, self.config) for b in bases}, swaps
-
-    def _check_segments(self, ordered: Sequence[LogSegment], clean_shutdown: bool) -> List[LogSegment]:
-        """Load or recover each segment; -> the segments kept (those after a truncated one are deleted).
-
-        After a crash, every segment that may hold unflushed data is checked batch
-        by batch; after a clean shutdown only the indexes' sanity is checked, and
-        the last segment's tail against its index (one cheap check that catches a
-        ``.log`` cut or damaged after the shutdown).
-        """
-        kept: List[LogSegment] = []
-        for i, segment in enumerate(ordered):
-            unflushed = not clean_shutdown and self._after_recovery_point(i, ordered)
-            if not unflushed and self._index_sane(segment, full=True) and (
-                    i + 1 < len(ordered) or self._tail_agrees(segment)):
-                segment.load_state()
-                kept.append(segment)
-                continue
-            truncated = segment.recover(self.config.max_message_bytes)
-            kept.append(segment)
-            if truncated:
-                self.recovered_bytes += truncated
-                log.warning("%s: recovery truncated %d invalid bytes from segment %d",
-                            self.directory, truncated, segment.base_offset)
-                for later in ordered[i + 1 :]:
-                    log.warning("%s: deleting segment %d after a truncated one", self.directory, later.base_offset)
-                    later.delete()
-                break
-        return kept
-
-    @staticmethod
-    def _segments_end(segments: Sequence[LogSegment]) -> int:
-        """The log end offset of loaded segments: one past the active segment's last offset."""
-        if not segments:
-            return 0
-        active = segments[-1]
-        return max(active.next_offset if active.size else active.base_offset, active.base_offset)
-
-    def _after_recovery_point(self, i: int, ordered: Sequence[LogSegment]) -> bool:
-        """Whether segment ``i`` may hold unflushed data: its range reaches the recovery point."""
-        next_base = ordered[i + 1].base_offset if i + 1 < len(ordered) else None
-        return next_base is None or next_base > self.recovery_point
-
-    def _index_sane(self, segment: LogSegment, full: bool) -> bool:
-        """Whether a segment's indexes can be trusted; ``full`` checks every entry (after a
-        crash an index may still hold its preallocated, zero-filled tail)."""
-        try:
-            segment.offset_index.sanity_check(full=full)
-            segment.time_index.sanity_check(full=full)
-        except CorruptRecordError as exc:
-            log.warning("%s: rebuilding the indexes of segment %d: %s", self.directory, segment.base_offset, exc)
-            return False
-        if not segment.indexes_existed:
-            log.warning("%s: rebuilding the missing indexes of segment %d", self.directory, segment.base_offset)
-            return False
-        if segment.offset_index.entries == 0 and segment.size > 2 * self.config.index_interval_bytes:
-            return False  # an emptied index on a segment that must have entries
-        return True
-
-    def _tail_agrees(self, segment: LogSegment) -> bool:
-        """Whether a segment's ``.log`` ends where its indexes say: the last offset index entry
-        points at a whole batch inside the file, the batches from there are whole up to the
-        end of the file, the last one passes its CRC, and neither index points past it.
-
-        Reads the few batch headers after the last index entry and the last batch, as
-        loading does anyway. A ``.log`` cut or overwritten after a clean shutdown fails it.
-        """
-        problem = self._tail_problem(segment)
-        if problem is not None:
-            log.warning("%s: recovering segment %d: %s", self.directory, segment.base_offset, problem)
-        return problem is None
-
-    @staticmethod
-    def _tail_problem(segment: LogSegment) -> Optional[str]:
-        """What :meth:`_tail_agrees` finds wrong, in words; None when nothing is."""
-        reader = segment.reader()
-        index_offset, position = segment.offset_index.last_entry
-        indexed = segment.offset_index.entries > 0
-        if indexed:
-            header = reader.header_at(position)
-            if header is None or index_offset < header.base_offset:
-                return ("the last offset index entry (offset %d at byte %d) points at no whole batch holding it "
-                        "in the %d-byte .log file" % (index_offset, position, segment.size))
-        walk = reader.headers(position)
-        last: Optional[BatchHeader] = None
-        for last in walk:
-            pass
-        stop = walk.stop
-        if stop is not None and stop.reason != END:
-            return stop.detail
-        if last is not None:
-            check = reader.batches(last.position, check_crc=True)
-            for _ in check:
-                pass
-            if check.stop is not None and check.stop.reason != END:
-                return "its last batch: %s" % check.stop.detail
-        last_offset = last.last_offset if last is not None else segment.base_offset - 1
-        if indexed and index_offset > last_offset:
-            return "the last offset index entry (offset %d) is past the last batch (offset %d)" % (
-                index_offset, last_offset)
-        ts, ts_offset = segment.time_index.last_entry
-        if segment.time_index.entries and ts_offset > last_offset:
-            return "the last time index entry points at offset %d, past the last offset %d" % (ts_offset, last_offset)
-        return None
-
-    def _complete_swap(self, swap_name: str, segments: Dict[int, LogSegment]) -> None:
-        """Put a ``.log.swap`` segment in place of the segments it covers, once it is shown
-        to be compaction output for them; otherwise remove it and keep them."""
-        base = offset_from_filename(swap_name)
-        swap = LogSegment.open(self.directory, base, self.config, suffix=SWAP_SUFFIX)
-        problem = self._swap_problem(swap, segments)
-        if problem is not None:
-            log.warning("%s: removing %s, an interrupted compaction swap that cannot replace anything: %s; "
-                        "the live segments are kept", self.directory, swap_name, problem)
-            swap.delete()
-            return
-        end = swap.next_offset
-        for old_base in [b for b in segments if base <= b < end]:
-            segments.pop(old_base).delete()
-        swap.change_suffix(SWAP_SUFFIX, "")
-        segments[base] = swap
-        log.info("%s: completed an interrupted compaction swap of segment %d", self.directory, base)
-
-    def _swap_problem(self, swap: LogSegment, segments: Mapping[int, LogSegment]) -> Optional[str]:
-        """Why a ``.swap`` segment must not replace anything, or None.
-
-        Compaction output is whole batches that pass their CRCs, with offsets from
-        the segments it replaces: it starts after the segment before them ends,
-        ends within the last of them still there, and never reaches the last
-        segment (compaction never touches the active one). Recovers ``swap``
-        (rebuilding its indexes) as it checks it.
-        """
-        base = swap.base_offset
-        truncated = swap.recover(self.config.max_message_bytes)
-        if truncated:
-            return "%d of its %d bytes are not whole, valid batches" % (truncated, truncated + swap.size)
-        if swap.size == 0:
-            return "it holds no batch"
-        end = swap.next_offset
-        before = [b for b in segments if b < base]
-        replaced = sorted(b for b in segments if base <= b < end)
-        if not any(b >= end for b in segments):
-            return "its offsets %d..%d reach the last segment" % (base, end - 1)
-        if before:
-            previous_end = _end_of(segments[max(before)])
-            if previous_end > base:
-                return "it starts at offset %d, inside segment %d (which ends at %d)" % (
-                    base, max(before), previous_end - 1)
-        if replaced:
-            last_end = _end_of(segments[replaced[-1]])
-            if end > last_end:
-                return "its last offset %d is past the last offset %d of the segments it would replace" % (
-                    end - 1, last_end - 1)
-        return None
+        """Open the directory's segments, recovering what needs it (:class:`LogLoader`), and start from them."""
+        loaded = LogLoader(self.directory, self.config, recovery_point=self.recovery_point,
+                           clean_shutdown=clean_shutdown, log_start_offset=log_start_offset).load()
+        self.recovered_bytes = loaded.recovered_bytes
+        self._publish(loaded.segments)
+        active = loaded.segments[-1]
+        self._end = _End(loaded.end_offset, active, active.size)
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        self._epochs = loaded.epochs
 
     def _publish(self, segments: Tuple[LogSegment, ...]) -> None:
         # One assignment of a tuple pair: a reader sees the old or the new list, whole.
@@ -594,23 +282,10 @@ class Log:
                         self.directory, LEADER_EPOCH_CHECKPOINT, what, exc)
 
     def _follow_epochs(self, buffer: bytes, headers: Sequence[BatchHeader]) -> None:
-        """Kafka's appendAsFollower rule: each v2 batch's own epoch starts at its base offset (a
-        batch without one adds nothing); a legacy batch carries none, so a cache that would not
-        describe it is cleared (Kafka reverts to truncating by the high watermark then). One
-        checkpoint write at most, and none when every batch is in the latest epoch."""
-        latest = self._epochs.latest_entry
-        updates: List[Tuple[int, int]] = []
-        clear = False
-        legacy = -1
-        for h in headers:
-            if h.magic < 2:
-                if updates or (latest is not None and not clear):
-                    clear, updates, legacy = True, [], h.magic
-                continue
-            epoch = _LEADER_EPOCH.unpack_from(buffer, h.position + PARTITION_LEADER_EPOCH_OFFSET)[0]
-            if epoch >= 0 and (updates or clear or latest is None or epoch != latest.epoch
-                               or h.base_offset < latest.start_offset):
-                updates.append((epoch, h.base_offset))
+        """Record the epochs of a follower's batches by Kafka's appendAsFollower rule
+        (:func:`~pylogq.storage.log_epochs.follower_epochs`). One checkpoint write at most, and
+        none when every batch is in the latest epoch."""
+        updates, clear, legacy = follower_epochs(buffer, headers, self._epochs.latest_entry)
         if not clear and not updates:
             if self._epochs.dirty:
                 self._change_epochs("write the leader epochs", self._epochs.flush)
@@ -669,12 +344,12 @@ class Log:
         """
         buffer = data if type(data) is bytearray else bytearray(data)  # patched in place
         self._check_open()
-        _check_batch_sizes(buffer, self.config.max_message_bytes)
+        check_batch_sizes(buffer, self.config.max_message_bytes)
         if is_legacy(buffer):
             buffer = up_convert(buffer)
         batches, record_count, keyless = records.validate_batches(buffer, self.config.compact)
         if not allow_control:
-            _refuse_control(batches)
+            refuse_control(batches)
         with self._lock:
             self._check_open()
             now = self._now_ms()
@@ -686,12 +361,13 @@ class Log:
                     return AppendResult(0, first, timestamp if lat is not None else -1, self.log_start_offset,
                                         last - first + 1, last, 1, timestamp, last, True)
             first_offset = self._end.offset
-            self._check_sizes(batches, len(buffer), first_offset)
-            self._check_records(buffer, batches, keyless, None if lat is not None else now)
+            check_sizes(self.config, batches, len(buffer), first_offset)
+            check_records(self.config, self.topic, self.partition, buffer, batches, keyless,
+                          None if lat is not None else now)
             if leader_epoch != self._append_epoch:
                 self._epoch_for_append(leader_epoch, first_offset)
             written = records.patch_offsets(buffer, batches, first_offset, leader_epoch, lat)
-            max_ts, max_ts_offset = _max_timestamp(written)
+            max_ts, max_ts_offset = max_timestamp_of(written)
             last_offset = written[-1].last_offset
             self._write(buffer, written, last_offset, max_ts)
             if producers_appended is not None:
@@ -725,15 +401,9 @@ class Log:
             self._check_open()
             if not headers:
                 return AppendResult(0, -1, -1, self.log_start_offset, 0)
-            expected = self._end.offset
-            for h in headers:
-                if h.base_offset < expected:
-                    raise CorruptRecordError(
-                        "batch at offset %d is below the next offset %d: offsets must increase"
-                        % (h.base_offset, expected))
-                expected = h.last_offset + 1
-            self._check_sizes(headers, len(buffer), None)
-            max_ts, max_ts_offset = _max_timestamp(headers)
+            check_follower_offsets(headers, self._end.offset)
+            check_sizes(self.config, headers, len(buffer), None)
+            max_ts, max_ts_offset = max_timestamp_of(headers)
             self._follow_epochs(buffer, headers)
             if headers[0].base_offset > self._end.offset and headers[0].magic >= 2:
                 # A gap (compacted source or a fresh replica): the next segment starts there. A
@@ -749,73 +419,8 @@ class Log:
             return AppendResult(0, headers[0].base_offset, -1, self.log_start_offset, -1, headers[-1].last_offset,
                                 len(headers), max_ts, max_ts_offset)
 
-    def _check_sizes(self, headers: Sequence[BatchHeader], total: int, first_offset: Optional[int]) -> None:
-        limit = self.config.max_message_bytes
-        for i, h in enumerate(headers):
-            if h.size > limit + 12:
-                raise MessageTooLargeError(
-                    "batch of %d bytes at offset %d exceeds max.message.bytes=%d"
-                    % (h.size, _offset_of(headers, i, first_offset), limit))
-        if total > self.config.segment_bytes:
-            raise RecordListTooLargeError(
-                "append of %d bytes exceeds segment.bytes=%d" % (total, self.config.segment_bytes))
-
-    def _check_records(self, buffer: Union[bytes, bytearray], headers: Sequence[BatchHeader], keyless: int,
-                       now: Optional[int]) -> None:
-        """Kafka's per-record checks (LogValidator.validateRecord): a key on a compacted topic, a
-        CreateTime timestamp within ``message.timestamp.before.max.ms`` / ``after.max.ms`` of ``now``
-        (None: the topic stamps LogAppendTime, nothing to check).
-
-        Raises for the first batch with a bad record, listing every bad record of it with Kafka's
-        message (its place in the batch, which Produce v8+ names, KIP-467): InvalidTimestampError
-        when a timestamp is among them, else InvalidRecordError. The validation pass found the
-        first keyless record (``keyless``, an offset delta from the first batch, -1 for none);
-        the batches from its are read again for the others, so an append of keyed records on a
-        compacted topic reads its records once. Timestamps are read only when a limit is set.
-        """
-        before, after = self._timestamp_limits()
-        times = now is not None and (before < _LONG_MAX or after < _LONG_MAX)
-        if keyless < 0 and not times:
-            return
-        assert now is not None or not times
-        at = 0
-        for h in headers:
-            count = h.last_offset - h.base_offset + 1
-            keys = 0 <= keyless < at + count
-            at += count
-            check_times = times and not h.attributes & records.TIMESTAMP_TYPE_MASK
-            if h.attributes & records.CONTROL_MASK or not (keys or check_times):
-                continue
-            bad: Dict[int, str] = {}
-            if keys:
-                message = "Compacted topic cannot accept message without key in topic partition %s-%d." % (
-                    self.topic, self.partition)
-                for i, record in enumerate(records.RecordBatch(buffer, h.position, check_crc=False)):
-                    if record.key is None:
-                        bad[i] = message
-            timestamps = False
-            if check_times:
-                assert now is not None
-                for i, (offset, timestamp) in enumerate(iter_record_times(buffer, h.position)):
-                    if i in bad or timestamp == NO_TIMESTAMP:
-                        continue
-                    if timestamp - now > after or now - timestamp > before:
-                        bad[i] = ("Timestamp %d of message with offset %d is out of range. The timestamp should be "
-                                  "within [%d, %d]" % (timestamp, offset, now - before, now + after))
-                        timestamps = True
-            if bad:
-                raise _rejected(sorted(bad.items()), timestamps)
-
-    def _timestamp_limits(self) -> Tuple[int, int]:
-        """(before, after) in ms: ``message.timestamp.before.max.ms`` and ``after.max.ms``, each
-        ``message.timestamp.difference.max.ms`` while unset (Long.MAX_VALUE), as Kafka reads them."""
-        config = self.config
-        difference = config.message_timestamp_difference_max_ms
-        before = config.message_timestamp_before_max_ms
-        after = config.message_timestamp_after_max_ms
-        return (before if before != _LONG_MAX else difference, after if after != _LONG_MAX else difference)
-
-    def _write(self, buffer: Union[bytes, bytearray], headers: List[BatchHeader], last_offset: int, max_timestamp: int) -> None:
+    def _write(self, buffer: Union[bytes, bytearray], headers: List[BatchHeader], last_offset: int,
+               max_timestamp: int) -> None:
         """Write validated batches at the end, rolling first when due.
 
         A failure to write (a full disk: ENOSPC; an I/O error) raises
@@ -953,7 +558,7 @@ class Log:
                     segment = segments[i]
                     max_position = end.position if segment is end.segment else None
                     if max_offset is not None:
-                        limit = self._position_of(segment, max_offset, max_position)
+                        limit = position_of(segment, max_offset, max_position)
                         max_position = limit if max_position is None else min(limit, max_position)
                     region = segment.read(offset, max_bytes, max_position, min_one_batch)
                     if region is not None:
@@ -968,16 +573,6 @@ class Log:
         raise OffsetOutOfRangeError(
             "offset %d of %s-%d was removed while being read" % (offset, self.topic, self.partition))
 
-    @staticmethod
-    def _position_of(segment: LogSegment, offset: int, max_position: Optional[int]) -> int:
-        """The file position where batches at or after ``offset`` start in ``segment``."""
-        header = segment.translate_offset(offset)
-        if header is None or (max_position is not None and header.position >= max_position):
-            return segment.size if max_position is None else max_position
-        if header.base_offset < offset:
-            return header.position + header.size  # the batch holding offset-1 stays readable
-        return header.position
-
     def offset_for_timestamp(self, timestamp: int) -> Optional[Tuple[int, int]]:
         """Kafka's ListOffsets: -> (offset, timestamp) of the first batch with max
         timestamp >= ``timestamp``; -2 gives the log start, -1 the log end; None
@@ -986,33 +581,13 @@ class Log:
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
             return self._end.offset, -1
-        start = self.log_start_offset
-        for segment in self._view[1]:
-            if segment.largest_timestamp < timestamp or segment.next_offset <= start:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
-            if found is not None:
-                ts, offset = found
-                return offset, ts
-        return None
+        return offset_after_timestamp(self.log_start_offset, self._view[1], timestamp)
 
     def offset_of_max_timestamp(self, below: Optional[int] = None) -> Optional[Tuple[int, int]]:
         """Kafka's ListOffsets by max timestamp (-3): -> (offset, timestamp) of the first
         record holding the log's largest timestamp, or None when no record has one or, as
         Kafka answers, when that record is at or past ``below`` (the high watermark)."""
-        start = self.log_start_offset
-        best: Optional[Tuple[int, int]] = None
-        for segment in self._view[1]:
-            if segment.next_offset <= start or segment.max_timestamp_so_far == NO_TIMESTAMP:
-                continue
-            if best is not None and segment.max_timestamp_so_far <= best[1]:
-                continue  # an earlier segment holds a record as late: the first one wins
-            found = segment.find_max_timestamp(start)
-            if found is not None and (best is None or found[0] > best[1]):
-                best = found[1], found[0]
-        if best is None or (below is not None and best[0] >= below):
-            return None
-        return best
+        return offset_of_max_timestamp(self.log_start_offset, self._view[1], below)
 
     def legacy_offsets_before(self, timestamp: int, max_count: int, now_ms: int,
                               below: Optional[int] = None) -> List[int]:
@@ -1020,22 +595,8 @@ class Log:
         segments last modified at or before ``timestamp``, newest first, with the log end
         (``below``, default the log end offset) standing for a non-empty active segment;
         -1 starts from the end, -2 gives the log start; at most ``max_count`` offsets."""
-        start = self.log_start_offset
-        segments = self._view[1]
-        pairs = [(max(s.base_offset, start), s.last_modified_ms) for s in segments]
-        end = self._end.offset if below is None else below
-        if segments and segments[-1].size > 0:
-            pairs.append((end, now_ms))
-        if timestamp == LATEST_TIMESTAMP:
-            index = len(pairs) - 1
-        elif timestamp == EARLIEST_TIMESTAMP:
-            index = 0 if pairs else -1
-        else:
-            index = len(pairs) - 1
-            while index >= 0 and pairs[index][1] > timestamp:
-                index -= 1
-        count = max(0, min(max_count, index + 1))
-        return sorted((pairs[index - j][0] for j in range(count)), reverse=True)
+        return legacy_offsets_before(self.log_start_offset, self._view[1],
+                                     lambda: self._end.offset if below is None else below, timestamp, max_count, now_ms)
 
     # -- truncation and deletion -------------------------------------------------------
 
@@ -1110,33 +671,16 @@ class Log:
             if self.closed or not self.config.delete:
                 deleted = 0
             else:
-                deleted = self._delete_retention_ms() + self._delete_retention_bytes()
+                deleted = self._delete_segments(retention_ms_breached(self.config, self._now_ms), "retention.ms")
+                deleted += self._delete_segments(retention_bytes_breached(self.config, lambda: self.size_in_bytes),
+                                                 "retention.bytes")
             return deleted + self._delete_segments(
                 lambda s, nxt: nxt is not None and nxt <= self.log_start_offset, "log start offset")
 
-    def _delete_retention_ms(self) -> int:
-        retention = self.config.retention_ms
-        if retention < 0:
+    def _delete_segments(self, predicate: Optional[Breached], reason: str) -> int:
+        """Delete the oldest segments while ``predicate`` holds (None: none); never the active segment."""
+        if predicate is None:
             return 0
-        now = self._now_ms()
-        return self._delete_segments(lambda s, nxt: now - s.largest_timestamp > retention, "retention.ms")
-
-    def _delete_retention_bytes(self) -> int:
-        limit = self.config.retention_bytes
-        if limit < 0:
-            return 0
-        excess = [self.size_in_bytes - limit]
-
-        def over(segment: LogSegment, nxt: Optional[int]) -> bool:
-            if excess[0] - segment.size >= 0:
-                excess[0] -= segment.size
-                return True
-            return False
-
-        return self._delete_segments(over, "retention.bytes")
-
-    def _delete_segments(self, predicate: Callable[[LogSegment, Optional[int]], bool], reason: str) -> int:
-        """Delete the oldest segments while ``predicate`` holds; never the active segment."""
         segments = self._view[1]
         doomed = []
         for i, segment in enumerate(segments[:-1]):

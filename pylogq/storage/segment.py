@@ -41,7 +41,8 @@ from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional,
 from ..errors import OffsetOutOfRangeError
 from ..records import BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
-from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, iter_record_times
+from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
+from ..records.record_times import iter_record_times
 from ..records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from .config import LogConfig
 from .file_cache import SharedFile, open_files

@@ -15,7 +15,7 @@ import pytest
 from pylogq import records
 from pylogq.cluster.state.partition import Partition
 from pylogq.errors import InvalidRecordError, MessageTooLargeError
-from pylogq.records import codecs
+from pylogq.records import codecs, record_times
 from pylogq.records.legacy import LegacyRecordBatchBuilder
 from pylogq.storage.config import LogConfig
 from pylogq.storage.log import Log
@@ -110,7 +110,7 @@ def test_a_search_by_timestamp_reads_a_large_batch_as_it_decompresses(tmp_path: 
             lg.append(bytes(records.build_batch([b"before"], timestamps=TS - 5)))
         lg.append(batch)
         data = lg.read(first, 1 << 30).read()
-        walked = list(records.default_records.iter_record_times(data))
+        walked = list(record_times.iter_record_times(data))
         columns = records.decode_columns(data)
         assert walked == list(zip(columns.offsets.tolist(), columns.timestamps.tolist()))
         assert [o for o, _ in walked] == list(range(first, first + 40))
