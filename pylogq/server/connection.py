@@ -25,19 +25,17 @@ import os
 import struct
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Awaitable, Deque, Dict, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Deque, Dict, FrozenSet, List, Optional, Protocol, Tuple, Union
 
 from ..errors import CloseConnection, ProtocolError
 from ..protocol import REQUEST_HEADER, Reader
 from ..protocol.scram import ScramServer
 from .listeners import Listener
 
-if TYPE_CHECKING:
-    from .server import KafkaServer
-
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["Connection", "CloseConnection", "RequestMemory"]
+__all__ = ["Connection", "CloseConnection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces",
+           "RequestSlot"]
 
 _HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -55,10 +53,52 @@ Parts = Optional[List[Any]]
 Outcome = Union[Parts, Awaitable[Parts]]
 
 
+class RequestHandler(Protocol):
+    """What a connection hands its requests to (:class:`pylogq.server.handlers.Handlers`)."""
+
+    @property
+    def BEFORE_AUTHENTICATION(self) -> FrozenSet[int]: ...
+
+    @property
+    def BEFORE_JOINING(self) -> FrozenSet[int]: ...
+
+    def supported(self, api_key: int) -> Optional[Tuple[int, int]]: ...
+
+    def name(self, api_key: int) -> str: ...
+
+    def request_header_version(self, api_key: int, version: int) -> int: ...
+
+    def decode(self, api_key: int, version: int, reader: Reader) -> Dict[str, Any]: ...
+
+    def handle(self, conn: "Connection", api_key: int, version: int, correlation_id: int,
+               request: Dict[str, Any], slot: "RequestSlot") -> Outcome: ...
+
+    def unsupported_version(self, conn: "Connection", api_key: int, version: int, correlation_id: int) -> Outcome: ...
+
+    def sasl_raw_token(self, conn: "Connection", token: bytes) -> Outcome: ...
+
+
+class ConnectionHost(Protocol):
+    """What a connection uses of the server that accepted it (:class:`pylogq.server.server.KafkaServer`)."""
+
+    @property
+    def handlers(self) -> RequestHandler: ...
+
+    stopping: bool
+    socket_request_max_bytes: int
+    request_memory: Optional["RequestMemory"]
+    request_places: "RequestPlaces"
+    joined: asyncio.Event
+
+    def request_answered(self, slot: "RequestSlot") -> None: ...
+
+    def request_sent(self, slot: "RequestSlot", sending: float, sent: float) -> None: ...
+
+
 class Connection:
     """State of one client connection; runs on the server's event loop (not thread-safe)."""
 
-    def __init__(self, server: "KafkaServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, server: ConnectionHost, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  listener: Listener, conn_id: int) -> None:
         self.server = server
         self.reader = reader
@@ -92,7 +132,8 @@ class Connection:
         # Done when this connection's last Produce handled off the loop has appended: the next
         # one waits for it (Handlers.produce), so produces append in request order.
         self.produce_tail: "Optional[asyncio.Future[None]]" = None
-        self._pending: "asyncio.Queue[Optional[Tuple[asyncio.Future[Parts], _Slot]]]" = asyncio.Queue(MAX_IN_FLIGHT)
+        self._pending: "asyncio.Queue[Optional[Tuple[asyncio.Future[Parts], RequestSlot]]]" = asyncio.Queue(
+            MAX_IN_FLIGHT)
         self._reading: Optional["asyncio.Task[None]"] = None
         self._stopped_reading = False
 
@@ -149,7 +190,7 @@ class Connection:
                 self.close_reason = "request size %d outside 0..socket.request.max.bytes (%d)" % (size, limit)
                 log.warning("bad request id=%d peer=%s error=%r", self.id, self.peer, self.close_reason)
                 return
-            slot = _Slot(server)
+            slot = RequestSlot(server)
             try:
                 if server.request_memory is not None:
                     self.waiting_for_server = True
@@ -227,7 +268,7 @@ class Connection:
                 return b"".join(chunks)
             chunk = await reader.read(size - received)
 
-    def _dispatch(self, body: bytes, slot: "_Slot") -> Outcome:
+    def _dispatch(self, body: bytes, slot: "RequestSlot") -> Outcome:
         if self.sasl_raw_token:
             self.sasl_raw_token = False
             return self.server.handlers.sasl_raw_token(self, body)
@@ -257,7 +298,7 @@ class Connection:
         return handlers.handle(self, api_key, version, correlation_id, request, slot)
 
     async def _after_joining(self, api_key: int, version: int, correlation_id: int, request: Any,
-                             slot: "_Slot") -> Any:
+                             slot: "RequestSlot") -> Any:
         """A client's request to a broker still joining its cluster, answered once it has."""
         await self.server.joined.wait()
         outcome = self.server.handlers.handle(self, api_key, version, correlation_id, request, slot)
@@ -326,7 +367,7 @@ class Connection:
             raise ConnectionError("sendfile wrote %d of %d bytes" % (sent, length))
 
 
-class _Slot:
+class RequestSlot:
     """What one request holds of the server: one of the ``queued.max.requests`` places, taken
     once the request has arrived whole, and its declared size of ``queued.max.request.bytes``
     (when bounded), taken before its body is read. Both are held until the response is
@@ -334,11 +375,11 @@ class _Slot:
     starve the rest. Carries the request's correlation id for handlers that frame their
     own responses. Runs on the loop (not thread-safe); ``release`` is idempotent."""
 
-    __slots__ = ("_server", "_held", "_memory", "_bytes", "correlation_id", "api_key", "version", "follower",
+    __slots__ = ("_places", "_held", "_memory", "_bytes", "correlation_id", "api_key", "version", "follower",
                  "errors", "metric_name", "arrived", "started", "dispatched", "done")
 
-    def __init__(self, server: "KafkaServer") -> None:
-        self._server = server
+    def __init__(self, server: ConnectionHost) -> None:
+        self._places = server.request_places
         self._held = False
         self._memory: Optional[RequestMemory] = None
         self._bytes = 0
@@ -362,18 +403,38 @@ class _Slot:
         self._bytes = size
 
     async def acquire(self) -> None:
-        await self._server.request_slots.acquire()
+        await self._places.acquire()
         self._held = True
-        self._server.slots_held += 1
 
     def release(self) -> None:
         if self._held:
             self._held = False
-            self._server.slots_held -= 1
-            self._server.request_slots.release()
+            self._places.release()
         if self._memory is not None:
             memory, self._memory = self._memory, None
             memory.release(self._bytes)
+
+
+class RequestPlaces:
+    """``queued.max.requests``: the places requests hold while the server works on them.
+    Runs on the loop (not thread-safe); ``held`` is read by the metrics from any thread."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._semaphore = asyncio.Semaphore(limit)
+
+    async def acquire(self) -> None:
+        await self._semaphore.acquire()
+        self.held += 1
+
+    def release(self) -> None:
+        self.held -= 1
+        self._semaphore.release()
+
+    @property
+    def free(self) -> int:
+        return self.limit - self.held
 
 
 class RequestMemory:

@@ -1,8 +1,14 @@
 """What every API handler shares: error codes from exceptions,
 pre-framed responses, and the ways a handler runs file work off the event loop.
 
-:class:`HandlerBase` is the base of the handler classes, one per family of APIs
-(:mod:`.handlers` for the rest, :mod:`.handlers_fetch`, :mod:`.handlers_groups`).
+:class:`HandlerBase` is the base of the handler classes, one per family of APIs:
+:mod:`.handlers_fetch` (Fetch), :mod:`.handlers_groups` (the group coordinator's),
+:mod:`.handlers_admin` (topics, configs, log dirs, the cluster),
+:mod:`.handlers_replication` (the controller's and followers'), :mod:`.handlers_scram`
+(SCRAM and its credentials); :class:`~pylogq.server.handlers.Handlers` combines them
+with ApiVersions, SASL, Metadata, Produce, ListOffsets, DeleteRecords,
+InitProducerId and DescribeProducers, and dispatches. They reach the server only
+through :class:`~pylogq.server.context.ServerContext`.
 """
 
 from __future__ import annotations
@@ -11,21 +17,30 @@ import asyncio
 import base64
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import errors
 from .connection import Connection
+from .context import ServerContext
 
-if TYPE_CHECKING:
-    from .server import KafkaServer
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["HandlerBase", "Framed", "error_code", "error_message", "text_of", "uuid_of", "NOT_COMPUTED"]
+__all__ = ["Body", "CLUSTER_OPERATIONS", "HandlerBase", "Framed", "error_code", "error_message", "text_of", "uuid_of",
+           "NOT_COMPUTED", "ZERO_UUID"]
+
+#: A request's or a response's body, as the schema tables of pylogq.protocol.messages decode and encode it.
+Body = Dict[str, Any]
 
 _UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 # Authorized operations the schema's way of saying "not computed" (not asked for).
 NOT_COMPUTED = -2147483648
+# Every operation Kafka defines on the cluster resource (a bit per AclOperation code: CREATE 5,
+# ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12):
+# what a broker without an authorizer answers when asked (Metadata, DescribeCluster).
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+#: The null topic id.
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def error_code(exc: BaseException) -> int:
@@ -91,7 +106,7 @@ class Framed:
 class HandlerBase:
     """The server, its broker, and how a handler runs work off the loop."""
 
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: ServerContext) -> None:
         self.server = server
         self.broker = server.broker
 
@@ -122,6 +137,16 @@ class HandlerBase:
         on the server's admin thread: they take the broker's admin lock one at a time, and
         must not hold the threads other file work needs while they wait for it."""
         return await asyncio.get_running_loop().run_in_executor(self.server.admin_executor, fn, *args)
+
+    @classmethod
+    def _entry_failed(cls, entry: Dict[str, Any], conn: Connection, exc: BaseException, what: str,
+                      message: bool = True) -> None:
+        """One entry of a response (a topic, a partition, a resource) answers ``exc``: its
+        ``error_code`` (and ``error_message``, where the entry has one), logged as :meth:`_failed`."""
+        cls._failed(conn, exc, what)
+        entry["error_code"] = error_code(exc)
+        if message:
+            entry["error_message"] = error_message(exc)
 
     @staticmethod
     def _failed(conn: Connection, exc: BaseException, what: str) -> BaseException:

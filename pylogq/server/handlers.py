@@ -24,18 +24,15 @@ import logging
 import re
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .. import errors
 from ..cluster.names import INTERNAL_TOPICS
-from ..errors import CloseConnection, ProtocolError
+from ..errors import CloseConnection
 from ..records import uncompressed_v2
 from ..protocol import (
     API_NAMES,
-    AlterConfigOp,
     ApiKey,
-    ConfigResourceType,
-    ConfigSource,
     REQUESTS,
     RESPONSE_HEADER,
     RESPONSES,
@@ -44,15 +41,26 @@ from ..protocol import (
     Writer,
     header_versions,
 )
-from .connection import Connection, Outcome
-from .handler_base import NOT_COMPUTED, Framed, error_code, error_counts, error_message, text_of, uuid_of
+from .connection import Connection, Outcome, RequestSlot
+from .context import ServerContext
+from .handler_base import (
+    CLUSTER_OPERATIONS,
+    NOT_COMPUTED,
+    ZERO_UUID,
+    Body,
+    Framed,
+    error_code,
+    error_counts,
+    error_message,
+    text_of,
+    uuid_of,
+)
+from .handlers_admin import AdminHandlers
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_replication import ReplicationHandlers
 from .handlers_scram import ScramHandlers
 
-if TYPE_CHECKING:
-    from .server import KafkaServer
 
 log = logging.getLogger("pylogq.server")
 
@@ -67,30 +75,18 @@ MAX_AUTO_CREATE_PER_REQUEST = 100
 # for a turn on the loop, holding no thread. Each may hold a decompression window (8 MiB,
 # records.codecs.DECOMPRESS_WINDOW); the streams past it are bounded on their own.
 MAX_DECOMPRESSING_PRODUCES = 4
-# DescribeCluster's endpoint types (KIP-919): a broker describes brokers (1), not controllers (2).
-_BROKERS_ENDPOINT = 1
-_ENDPOINT_TYPES = (1, 2)
-# Authorized operations: the schema's "not computed", and every operation Kafka defines on
-# the cluster resource (a bit per AclOperation code: CREATE 5, ALTER 7, DESCRIBE 8,
-# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12), what a
-# broker without an authorizer answers when asked.
-_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-# ... and on a topic: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10,
-# ALTER_CONFIGS 11.
+# Authorized operations on a topic (a bit per AclOperation code): READ 3, WRITE 4, CREATE 5,
+# DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
 _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 # The highest DescribeGroups version aiokafka decodes right (see Handlers.api_versions).
 _AIOKAFKA_DESCRIBE_GROUPS_MAX = 2
 # What ApiVersions v3+ accepts as a client's software name and version (Kafka's pattern).
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
-_ZERO_UUID = uuid.UUID(int=0)
 _LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.code
 # ListOffsets' special timestamp for the record with the largest timestamp (KIP-734).
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
 _BY_ID = "\x00id:"
-# DescribeConfigs v3+'s ConfigType per kind of setting (PASSWORD 9 for the sensitive ones).
-_CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
-_PASSWORD = 9
 
 
 
@@ -101,7 +97,7 @@ class _Replicating(NamedTuple):
     partitions: List[Tuple[Dict[str, Any], Any, "asyncio.Future[Any]"]]
 
 
-class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers):
+class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
@@ -118,7 +114,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
                             ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS,
                             ApiKey.OFFSET_DELETE})
 
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: ServerContext) -> None:
         super().__init__(server)
         # Each API's handler is the method named after it (ApiKey.JOIN_GROUP -> join_group).
         self._table: Dict[int, Callable[..., Any]] = {key: getattr(self, key.name.lower()) for key in ApiKey}
@@ -169,7 +165,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
         return [bytes(data)]
 
     def handle(self, conn: Connection, api_key: int, version: int, correlation_id: int,
-               request: Dict[str, Any], slot: Any) -> Outcome:
+               request: Dict[str, Any], slot: RequestSlot) -> Outcome:
         if api_key in self.GROUP_APIS and not self.broker.offsets_topic_ready() and not self.broker.clustered:
             return self._finish(self._after_offsets_topic(conn, api_key, version, request, slot),
                                 api_key, version, correlation_id, slot)
@@ -179,17 +175,17 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
         return self._respond(api_key, version, correlation_id, result, slot)
 
     async def _after_offsets_topic(self, conn: Connection, api_key: int, version: int, request: Dict[str, Any],
-                                   slot: Any) -> Any:
+                                   slot: RequestSlot) -> Any:
         await self._admin(self.broker.ensure_offsets_topic)
         result = self._table[api_key](conn, request, version, slot)
         return await result if asyncio.iscoroutine(result) else result
 
     async def _finish(self, pending: Any, api_key: int, version: int, correlation_id: int,
-                      slot: Any) -> Optional[List[Any]]:
+                      slot: RequestSlot) -> Optional[List[Any]]:
         return self._respond(api_key, version, correlation_id, await pending, slot)
 
     def _respond(self, api_key: int, version: int, correlation_id: int, body: Any,
-                 slot: Any) -> Optional[List[Any]]:
+                 slot: RequestSlot) -> Optional[List[Any]]:
         if body is None or isinstance(body, list):
             return body
         if isinstance(body, Framed):
@@ -226,7 +222,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
 
     # -- ApiVersions, SASL -----------------------------------------------------------
 
-    def api_versions(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def api_versions(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         """Kafka's ApiVersions: every API with Kafka 3.9's range. From v3 the client names its
         software, which must match Kafka's pattern (else INVALID_REQUEST, as Kafka answers).
 
@@ -245,7 +241,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
             table = self._api_versions_for_aiokafka
         return {"error_code": 0, "api_keys": table, "throttle_time_ms": 0, "finalized_features_epoch": -1}
 
-    def sasl_handshake(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def sasl_handshake(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         mechanisms = self.server.sasl_mechanisms
         if not conn.listener.sasl:
             return {"error_code": errors.IllegalSaslStateError.code, "mechanisms": []}
@@ -257,7 +253,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
         conn.sasl_raw_token = version == 0  # v0: the token follows as a bare frame
         return {"error_code": 0, "mechanisms": list(mechanisms)}
 
-    def sasl_authenticate(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def sasl_authenticate(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         if conn.sasl_mechanism is None or conn.authenticated:
             raise CloseConnection("SaslAuthenticate without a SaslHandshake")
         answer, error = self._sasl_step(conn, req["auth_bytes"] or b"")
@@ -303,7 +299,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
 
     # -- Metadata ------------------------------------------------------------------------
 
-    def metadata(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+    def metadata(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
         """Kafka's Metadata; topics to auto-create are created off the loop, at most
         :data:`MAX_AUTO_CREATE_PER_REQUEST` per request (the rest answer LEADER_NOT_AVAILABLE,
         which clients retry)."""
@@ -316,8 +312,8 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
             names = []
             by_id: Dict[str, Any] = {}
             for t in requested:
-                name, topic_id = t["name"], t.get("topic_id", _ZERO_UUID)
-                if name is not None and topic_id == _ZERO_UUID:
+                name, topic_id = t["name"], t.get("topic_id", ZERO_UUID)
+                if name is not None and topic_id == ZERO_UUID:
                     names.append(name)
                     continue
                 # Topic ids are asked for by v12+ only, with a null name (Kafka refuses the rest).
@@ -350,7 +346,8 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
             failure = by_id.get(key)
             if isinstance(failure, BaseException):
                 topics.append({"name": None if version >= 12 else "", "topic_id": uuid.UUID(key[len(_BY_ID):]),
-                               "error_code": error_code(failure), "is_internal": False, "partitions": [], "topic_authorized_operations": NOT_COMPUTED})
+                               "error_code": error_code(failure), "is_internal": False, "partitions": [],
+                               "topic_authorized_operations": NOT_COMPUTED})
             else:
                 topics.append(next(described))
         answer["topics"] = topics
@@ -401,7 +398,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
         for name in names:
             described = found[name]
             entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
-                                     "topic_id": _ZERO_UUID, "topic_authorized_operations": NOT_COMPUTED}
+                                     "topic_id": ZERO_UUID, "topic_authorized_operations": NOT_COMPUTED}
             if isinstance(described, BaseException):
                 entry["error_code"] = error_code(described)
             else:
@@ -424,13 +421,13 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
             "cluster_id": broker.cluster_id,
             "controller_id": controller,
             "topics": topics_out,
-            "cluster_authorized_operations": _CLUSTER_OPERATIONS
+            "cluster_authorized_operations": CLUSTER_OPERATIONS
             if req.get("include_cluster_authorized_operations") else NOT_COMPUTED,
         }
 
     # -- Produce, Fetch, ListOffsets, DeleteRecords --------------------------------------
 
-    def produce(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+    def produce(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
         """Kafka's Produce: inline when every partition's data is uncompressed v2 batches, else off the loop.
 
         Uncompressed v2 data is validated in one cheap pass, on the loop. A
@@ -577,7 +574,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
             return _Replicating(response, waiting)
         return response
 
-    def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+    def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
         """Kafka's ListOffsets: latest and earliest inline; a search by timestamp or for the
         max timestamp reads batches (and may decompress one), and v0 stats segment files:
         those run in the executor."""
@@ -622,7 +619,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
                     out["error_code"] = errors.InvalidRequestError.code
                     log.debug("list offsets error id=%d error=%r", conn.id, exc)
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = error_code(self._failed(conn, exc, "list offsets of %s-%s" % (name, index)))
+                    self._entry_failed(out, conn, exc, "list offsets of %s-%s" % (name, index), message=False)
                 parts.append(out)
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -643,7 +640,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
                                                 % (current, topic, partition, epoch))
         return epoch
 
-    async def delete_records(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def delete_records(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         topics = []
         for topic in req["topics"]:
             parts = []
@@ -653,13 +650,13 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
                     out["low_watermark"] = await self._blocking(
                         self.broker.delete_records, topic["name"], p["partition_index"], p["offset"])
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = error_code(self._failed(
-                        conn, exc, "delete records of %s-%s" % (topic["name"], p["partition_index"])))
+                    what = "delete records of %s-%s" % (topic["name"], p["partition_index"])
+                    self._entry_failed(out, conn, exc, what, message=False)
                 parts.append(out)
             topics.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def init_producer_id(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def init_producer_id(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         try:
             # v3+ (KIP-360) names the producer asking again: an idempotent one gets a new id, as
             # from Kafka; giving only one of the id and the epoch is an invalid request.
@@ -671,63 +668,9 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
             return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
 
-    # -- DescribeCluster, DescribeLogDirs -----------------------------------------------
+    # -- DescribeProducers -------------------------------------------------------------
 
-    def describe_cluster(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        """Kafka's DescribeCluster: the cluster id, this broker as controller and as the one
-        broker, at the address advertised for the listener the request came in on.
-
-        As Kafka's brokers: an unknown endpoint type answers UNSUPPORTED_ENDPOINT_TYPE,
-        controllers (2) MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST for either at v0, which
-        has no endpoint type). Asked for the cluster's authorized operations, a broker
-        without an authorizer allows every operation on the cluster resource.
-        """
-        endpoint = req["endpoint_type"]
-        if endpoint not in _ENDPOINT_TYPES:
-            code = errors.UnsupportedEndpointTypeError.code
-            message = "unsupported endpoint type %d" % endpoint
-        elif endpoint != _BROKERS_ENDPOINT:
-            code = errors.MismatchedEndpointTypeError.code
-            message = "the request was sent to an endpoint of type brokers (1), but wanted type %d" % endpoint
-        else:
-            code, message = 0, None
-        if code:
-            return {"throttle_time_ms": 0, "error_code": errors.InvalidRequestError.code if version == 0 else code,
-                    "error_message": message}
-        controller, brokers = self._brokers_for(conn)
-        operations = _CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else NOT_COMPUTED
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": endpoint,
-                "cluster_id": self.broker.cluster_id, "controller_id": controller,
-                "brokers": [{"broker_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in brokers],
-                "cluster_authorized_operations": operations}
-
-    async def describe_log_dirs(self, conn: Connection, req: Dict[str, Any], version: int,
-                                slot: Any) -> Dict[str, Any]:
-        """Kafka's DescribeLogDirs (null topics: every partition), off the loop: it takes the
-        log manager's lock, which opening logs holds."""
-        query: Optional[Dict[str, List[int]]] = None
-        if req["topics"] is not None:
-            query = {}
-            for topic in req["topics"]:
-                query.setdefault(topic["topic"], []).extend(topic["partitions"])
-        try:
-            dirs = await self._blocking(self.broker.describe_log_dirs, query)
-        except Exception as exc:  # noqa: BLE001 - reported as the response's error (v3+)
-            return {"throttle_time_ms": 0, "error_code": error_code(self._failed(conn, exc, "describe log dirs")),
-                    "results": []}
-        results = []
-        for d in dirs:
-            topics: Dict[str, List[Dict[str, Any]]] = {}
-            for r in d.replicas:
-                topics.setdefault(r.topic, []).append(
-                    {"partition_index": r.partition, "partition_size": r.size, "offset_lag": r.offset_lag,
-                     "is_future_key": r.is_future})
-            results.append({"error_code": d.error_code, "log_dir": d.path,
-                            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-                            "total_bytes": d.total_bytes, "usable_bytes": d.usable_bytes})
-        return {"throttle_time_ms": 0, "error_code": 0, "results": results}
-
-    def describe_producers(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def describe_producers(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         topics = []
         for topic in req["topics"]:
             parts = []
@@ -738,230 +681,7 @@ class Handlers(FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers)
                     out["active_producers"] = [d._asdict() for d in
                                                self.broker.describe_producers(topic["name"], index)]
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    failure = self._failed(conn, exc, "describe producers of %s-%d" % (topic["name"], index))
-                    out["error_code"], out["error_message"] = error_code(failure), error_message(failure)
+                    self._entry_failed(out, conn, exc, "describe producers of %s-%d" % (topic["name"], index))
                 parts.append(out)
             topics.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
-
-    # -- topics and configs -----------------------------------------------------------------
-
-    async def create_topics(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        results = []
-        for t in req["topics"]:
-            out: Dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
-            try:
-                partitions: int = t["num_partitions"]
-                factor: int = t["replication_factor"]
-                assignment: Optional[Dict[int, List[int]]] = None
-                if t["assignments"]:  # placed as given; the broker checks them as Kafka does
-                    assignment = {}
-                    for a in t["assignments"]:
-                        if a["partition_index"] in assignment:  # Kafka's map would keep one
-                            raise errors.InvalidReplicationAssignmentError(
-                                "partitions should be a consecutive 0-based integer sequence")
-                        assignment[a["partition_index"]] = list(a["broker_ids"])
-                config = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
-                created = await self._admin(lambda: self.broker.create_topic(
-                    t["name"], None if partitions == -1 else partitions, None if factor == -1 else factor,
-                    config, validate_only=req["validate_only"], replica_assignment=assignment))
-                if version >= 5:  # what was created (KIP-525): counts and every config with its source
-                    out.update(self._created_topic(created))
-            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
-                self._failed(conn, exc, "creating topic %s" % t["name"])
-                out["error_code"] = error_code(exc)
-                out["error_message"] = error_message(exc)
-            results.append(out)
-        return {"throttle_time_ms": 0, "topics": results}
-
-    def _created_topic(self, created: Any) -> Dict[str, Any]:
-        """CreateTopics v5+'s description of a topic created (or that would be, validateOnly)."""
-        overrides = created.config
-        effective = self.broker.default_log_config.merged(overrides).to_strings()
-        configs = [{"name": name, "value": value, "read_only": False, "is_sensitive": False,
-                    "config_source": ConfigSource.DEFAULT_CONFIG if name not in overrides
-                    else ConfigSource.DYNAMIC_TOPIC_CONFIG}
-                   for name, value in sorted(effective.items())]
-        factor = len(created.partitions[0].replicas) if created.partitions else -1
-        return {"num_partitions": len(created.partitions), "replication_factor": factor, "configs": configs,
-                "topic_id": uuid_of(created.topic_id)}
-
-    async def delete_topics(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        """Kafka's DeleteTopics; from v6 a topic is named by name or by id (not both), and the
-        answer carries both (an unknown id answers UNKNOWN_TOPIC_ID)."""
-        if version >= 6:
-            wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
-        else:
-            wanted = [(name, _ZERO_UUID) for name in req["topic_names"]]
-        results = []
-        for name, topic_id in wanted:
-            out: Dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
-            try:
-                if name is not None and topic_id != _ZERO_UUID:
-                    raise errors.InvalidRequestError("name a topic by its name or by its id, not both")
-                if name is None:
-                    name = out["name"] = self.broker.topic_name(text_of(topic_id))
-                elif version >= 6:
-                    try:
-                        out["topic_id"] = uuid_of(self.broker.topic_id(name))
-                    except errors.UnknownTopicOrPartitionError:
-                        pass  # answered by the delete below
-                await self._admin(self.broker.delete_topic, name)
-            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
-                self._failed(conn, exc, "deleting topic %s" % (name if name is not None else topic_id))
-                out["error_code"] = error_code(exc)
-                out["error_message"] = error_message(exc)
-            results.append(out)
-        return {"throttle_time_ms": 0, "responses": results}
-
-    async def create_partitions(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        results = []
-        for t in req["topics"]:
-            out = {"name": t["name"], "error_code": 0, "error_message": None}
-            try:
-                # Where the new partitions go (null: as the topic's are); the broker checks them.
-                assignment = None if t["assignments"] is None else [list(a["broker_ids"]) for a in t["assignments"]]
-                await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"],
-                                  assignment)
-            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
-                self._failed(conn, exc, "adding partitions to topic %s" % t["name"])
-                out["error_code"] = error_code(exc)
-                out["error_message"] = error_message(exc)
-            results.append(out)
-        return {"throttle_time_ms": 0, "results": results}
-
-    def describe_configs(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        results = []
-        for res in req["resources"]:
-            out: Dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
-                                   "resource_name": res["resource_name"], "configs": []}
-            keys = res["configuration_keys"]
-            try:
-                if res["resource_type"] == ConfigResourceType.TOPIC:
-                    entries = self._topic_configs(res["resource_name"], req["include_synonyms"])
-                    describe_key = type(self.broker.default_log_config).describe_key
-                elif res["resource_type"] == ConfigResourceType.BROKER:
-                    if res["resource_name"] not in ("", str(self.broker.broker_id)):
-                        raise errors.InvalidRequestError("unknown broker %r" % res["resource_name"])
-                    entries = self._broker_configs(req["include_synonyms"], res["resource_name"] != "")
-                    describe_key = self.broker.config.describe_key
-                else:
-                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
-                out["configs"] = [e for e in entries if keys is None or e["name"] in keys]
-                if version >= 3:  # each config's type, and its documentation when asked for
-                    for e in out["configs"]:
-                        kind, doc = describe_key(e["name"]) or ("", "")
-                        e["config_type"] = _PASSWORD if e["is_sensitive"] else _CONFIG_TYPES.get(kind, 0)
-                        e["documentation"] = (doc or None) if req["include_documentation"] else None
-            except Exception as exc:  # noqa: BLE001 - reported as this resource's error
-                self._failed(conn, exc, "describe configs of %s" % res["resource_name"])
-                out["error_code"] = error_code(exc)
-                out["error_message"] = error_message(exc)
-            results.append(out)
-        return {"throttle_time_ms": 0, "results": results}
-
-    def _topic_configs(self, topic: str, synonyms: bool) -> List[Dict[str, Any]]:
-        defaults = self.broker.default_log_config.to_strings()
-        entries = []
-        for name, (value, is_default) in self.broker.describe_configs(topic).items():
-            source = ConfigSource.DEFAULT_CONFIG if is_default else ConfigSource.DYNAMIC_TOPIC_CONFIG
-            syn = []
-            if synonyms:
-                if not is_default:
-                    syn.append({"name": name, "value": value, "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
-                syn.append({"name": name, "value": defaults.get(name), "source": ConfigSource.DEFAULT_CONFIG})
-            entries.append({"name": name, "value": value, "read_only": False, "is_default": is_default,
-                            "config_source": source, "is_sensitive": False, "synonyms": syn})
-        return entries
-
-    def _broker_configs(self, synonyms: bool, per_broker: bool) -> List[Dict[str, Any]]:
-        """Every broker setting with its source (a dynamic value, the static one, the default)
-        and, with ``synonyms``, every source that has a value, the winning one first (Kafka's
-        order). The resource "" (``per_broker`` False) is seen without this broker's own
-        dynamic values, as Kafka describes the cluster-wide default."""
-        entries = []
-        for name, entry in self.broker.broker_configs(per_broker).items():
-            source = ConfigSource[entry.source]
-            syn = [{"name": name, "value": value, "source": ConfigSource[where]}
-                   for where, value in entry.synonyms] if synonyms else []
-            entries.append({"name": name, "value": entry.value, "read_only": entry.read_only,
-                            "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
-                            "is_sensitive": entry.sensitive, "synonyms": syn})
-        return entries
-
-    async def alter_configs(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
-        return await self._alter(conn, req, lambda res: {c["name"]: c["value"] for c in res["configs"]},
-                                 incremental=False)
-
-    async def incremental_alter_configs(self, conn: Connection, req: Dict[str, Any], version: int,
-                                        slot: Any) -> Dict[str, Any]:
-        return await self._alter(conn, req, self._incremental_changes, incremental=True)
-
-    def _incremental_changes(self, res: Dict[str, Any]) -> Dict[str, Optional[str]]:
-        changes: Dict[str, Optional[str]] = {}
-        current: Optional[Dict[str, Tuple[Optional[str], bool]]] = None
-        for c in res["configs"]:
-            op, name, value = c["config_operation"], c["name"], c["value"]
-            if op == AlterConfigOp.SET:
-                changes[name] = value
-            elif op == AlterConfigOp.DELETE:
-                changes[name] = None
-            elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
-                if current is None:
-                    current = self.broker.describe_configs(res["resource_name"])
-                if name not in current:
-                    raise errors.InvalidConfigError("unknown config %r" % name)
-                items = [v for v in (current[name][0] or "").split(",") if v]
-                given = [v.strip() for v in (value or "").split(",") if v.strip()]
-                if op == AlterConfigOp.APPEND:
-                    items += [v for v in given if v not in items]
-                else:
-                    items = [v for v in items if v not in given]
-                changes[name] = ",".join(items)
-            else:
-                raise errors.InvalidRequestError("unknown config operation %d for %r" % (op, name))
-        return changes
-
-    async def _alter(self, conn: Connection, req: Dict[str, Any], changes_of: Callable[[Dict[str, Any]], Dict[str, Optional[str]]],
-                     incremental: bool) -> Dict[str, Any]:
-        out = []
-        for res in req["resources"]:
-            entry = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
-                     "resource_name": res["resource_name"]}
-            try:
-                if res["resource_type"] == ConfigResourceType.BROKER:
-                    await self._admin(self.broker.alter_broker_configs, res["resource_name"],
-                                      _broker_ops(res, incremental), incremental, req["validate_only"])
-                elif res["resource_type"] != ConfigResourceType.TOPIC:
-                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
-                elif req["validate_only"]:
-                    changes = changes_of(res)
-                    self.broker.default_log_config.merged({k: v for k, v in changes.items() if v is not None})
-                    self.broker.describe_configs(res["resource_name"])
-                else:
-                    await self._admin(self.broker.alter_configs, res["resource_name"], changes_of(res), incremental)
-            except errors.ConfigError as exc:
-                entry["error_code"] = errors.InvalidConfigError.code
-                entry["error_message"] = error_message(exc)
-            except Exception as exc:  # noqa: BLE001 - reported as this resource's error
-                self._failed(conn, exc, "altering the configs of %s" % res["resource_name"])
-                entry["error_code"] = error_code(exc)
-                entry["error_message"] = error_message(exc)
-            out.append(entry)
-        return {"throttle_time_ms": 0, "responses": out}
-
-
-def _broker_ops(res: Dict[str, Any], incremental: bool) -> List[Tuple[str, str, Optional[str]]]:
-    """A BROKER resource's changes as (operation name, key, value): AlterConfigs' entries are
-    SETs of the whole new set (a null value is left out, as Kafka leaves it)."""
-    if not incremental:
-        return [("SET", c["name"], c["value"]) for c in res["configs"] if c["value"] is not None]
-    ops: List[Tuple[str, str, Optional[str]]] = []
-    for c in res["configs"]:
-        try:
-            op = AlterConfigOp(c["config_operation"]).name
-        except ValueError:
-            raise errors.InvalidRequestError("unknown config operation %d for %r"
-                                             % (c["config_operation"], c["name"])) from None
-        ops.append((op, c["name"], c["value"]))
-    return ops

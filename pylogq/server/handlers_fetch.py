@@ -20,7 +20,7 @@ from ..cluster.contract import FetchResult, RecordBytes, RecordsView, ReplicaFet
 from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
 from ..records.downconvert import down_convert, target_magic
-from .connection import Connection
+from .connection import Connection, RequestSlot
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response
 from .handler_base import Framed, HandlerBase, text_of
 
@@ -44,7 +44,7 @@ Order = List[Tuple[TopicKey, Optional[str], List[int]]]
 class FetchHandlers(HandlerBase):
     """Fetch (API 1)."""
 
-    def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+    def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
         replica_id = req["replica_state"]["replica_id"] if version >= FIRST_REPLICA_STATE else req["replica_id"]
         if replica_id >= 0:
             if not self.broker.clustered:
@@ -100,7 +100,7 @@ class FetchHandlers(HandlerBase):
             return int(errors.FencedLeaderEpochError.code)
         return 0
 
-    def _replica_fetch(self, req: Dict[str, Any], version: int, slot: Any, replica_id: int) -> Any:
+    def _replica_fetch(self, req: Dict[str, Any], version: int, slot: RequestSlot, replica_id: int) -> Any:
         """A follower's Fetch: records up to the leader's log end, waiting for appends."""
         slot.follower = True
         broker_epoch = req["replica_state"]["replica_epoch"] if version >= FIRST_REPLICA_STATE else -1
@@ -124,7 +124,7 @@ class FetchHandlers(HandlerBase):
         return self._replica_fetch_wait(op, future, version, order, slot)
 
     async def _replica_fetch_wait(self, op: "DelayedCall[Results]", future: "asyncio.Future[Results]", version: int,
-                                  order: Order, slot: Any) -> Any:
+                                  order: Order, slot: RequestSlot) -> Any:
         slot.release()  # parked: the queue is for requests being worked on
         results = await self.server.parked(op, future)
         return self._fetch_response(slot, version, order, results, "read_uncommitted")
@@ -143,8 +143,8 @@ class FetchHandlers(HandlerBase):
             return None
 
     async def _fetch_wait(self, op: "DelayedCall[Results]", future: "asyncio.Future[Results]", version: int,
-                          order: Order, isolation: str, slot: Any, offsets: Dict[Tuple[str, int], Tuple[int, int]],
-                          max_bytes: int, fenced: Results) -> Any:
+                          order: Order, isolation: str, slot: RequestSlot,
+                          offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int, fenced: Results) -> Any:
         slot.release()  # parked: the queue is for requests being worked on
         results = await self.server.parked(op, future)
         if fenced:
@@ -153,7 +153,7 @@ class FetchHandlers(HandlerBase):
             return await self._fetch_converted(slot, version, order, results, offsets, max_bytes)
         return self._fetch_response(slot, version, order, results, isolation)
 
-    async def _fetch_converted(self, slot: Any, version: int, order: Order, results: Results,
+    async def _fetch_converted(self, slot: RequestSlot, version: int, order: Order, results: Results,
                                offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int) -> "Framed":
         """Answer an old version with its records down-converted in the executor: decompressing
         and re-encoding batches must not stall the other connections on the loop."""
@@ -161,7 +161,7 @@ class FetchHandlers(HandlerBase):
                                          max_bytes if version >= 3 else 0x7FFFFFFF)
         return self._fetch_response(slot, version, order, converted, "read_uncommitted")
 
-    def _fetch_response(self, slot: Any, version: int, order: Order, results: Results,
+    def _fetch_response(self, slot: RequestSlot, version: int, order: Order, results: Results,
                         isolation: str) -> "Framed":
         topics = [(key, [(i, _result_of(results, name, i)) for i in indexes]) for key, name, indexes in order]
         counts = {0: 1}  # the top-level code (always NONE here), then each partition's

@@ -12,8 +12,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import errors
 from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult
-from .connection import Connection
-from .handler_base import NOT_COMPUTED, HandlerBase, error_code
+from .connection import Connection, RequestSlot
+from .handler_base import NOT_COMPUTED, Body, HandlerBase, error_code
 
 __all__ = ["GroupHandlers"]
 
@@ -36,7 +36,7 @@ class GroupHandlers(HandlerBase):
     def _groups(self) -> GroupCoordinatorApi:
         return self.broker.group_coordinator
 
-    def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+    def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
         """v0-3 look one key up; v4+ a batch (KIP-699), each key answered on its own. In a
         cluster whose ``__consumer_offsets`` does not exist yet, it is created first (off the
         loop), as Kafka does on the first lookup."""
@@ -85,7 +85,7 @@ class GroupHandlers(HandlerBase):
             code, message = errors.InvalidRequestError.code, "unknown coordinator key type %d" % key_type
         return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
-    async def join_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def join_group(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         slot.release()  # parked until the rebalance completes
         rebalance_timeout = req["rebalance_timeout_ms"]
         if rebalance_timeout < 0:  # v0 has none: the session timeout stands in
@@ -108,7 +108,7 @@ class GroupHandlers(HandlerBase):
             "members": [{"member_id": m, "group_instance_id": g, "metadata": md} for m, g, md in result.members],
         }
 
-    async def sync_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def sync_group(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         slot.release()  # a follower waits for the leader's assignment
         assignments = {a["member_id"]: a["assignment"] for a in req["assignments"]} or None
         future: "asyncio.Future[SyncResult]" = self.server.new_future()
@@ -131,12 +131,12 @@ class GroupHandlers(HandlerBase):
         return {"throttle_time_ms": 0, "error_code": result.error_code, "protocol_type": protocol_type,
                 "protocol_name": protocol_name, "assignment": result.assignment}
 
-    def heartbeat(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def heartbeat(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         code = self._groups.heartbeat(req["group_id"], req["generation_id"], req["member_id"],
                                       req["group_instance_id"])
         return {"throttle_time_ms": 0, "error_code": code}
 
-    def leave_group(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def leave_group(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         """v0-2 name one member; v3+ a batch, by member id or by group instance id (KIP-345),
         with each member's code and the group's at the top; v5 adds each member's reason."""
         members = req["members"] if version >= 3 else [{"member_id": req["member_id"], "group_instance_id": None}]
@@ -167,7 +167,7 @@ class GroupHandlers(HandlerBase):
         code: int = await self.server.parked(op, future, errors.NotCoordinatorError.code)
         return code
 
-    def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Any:
+    def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
         """Every version commits to ``__consumer_offsets``: Kafka stored v0 commits in
         ZooKeeper, which pylogq does not have.
 
@@ -230,7 +230,7 @@ class GroupHandlers(HandlerBase):
         except errors.UnknownTopicOrPartitionError:
             return False
 
-    def offset_fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def offset_fetch(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         """v0-7 fetch one group's offsets, v8+ several groups' (each with its own error).
 
         v0 read ZooKeeper in Kafka; here every version reads ``__consumer_offsets``.
@@ -272,7 +272,7 @@ class GroupHandlers(HandlerBase):
             out = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
         return {"topics": out, "error_code": code}
 
-    def describe_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def describe_groups(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         """v3+ may ask for the authorized operations: without an authorizer, all of a
         group's (only for a group described without error, as Kafka); v4+ report each
         member's group instance id."""
@@ -291,18 +291,19 @@ class GroupHandlers(HandlerBase):
             })
         return {"throttle_time_ms": 0, "groups": out}
 
-    def list_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    def list_groups(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         """v4+ filter by state and report it, v5+ by type (every group here is "classic")."""
         listed = self._groups.listed_groups(req["states_filter"], req["types_filter"])
         return {"throttle_time_ms": 0, "error_code": 0, "groups": [
             {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
              "group_type": g.group_type} for g in listed]}
 
-    async def delete_groups(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def delete_groups(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         codes = await self._blocking(self._groups.delete_groups, list(req["groups_names"]))
-        return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": codes[g]} for g in req["groups_names"]]}
+        return {"throttle_time_ms": 0,
+                "results": [{"group_id": g, "error_code": codes[g]} for g in req["groups_names"]]}
 
-    async def offset_delete(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def offset_delete(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         wanted = [(t["name"], p["partition_index"]) for t in req["topics"] for p in t["partitions"]]
         try:
             group_error, codes = await self._blocking(self.broker.delete_offsets, req["group_id"], wanted)

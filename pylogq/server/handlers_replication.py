@@ -25,8 +25,8 @@ from ..cluster.contract import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from .connection import Connection
-from .handler_base import HandlerBase, text_of, uuid_of
+from .connection import Connection, RequestSlot
+from .handler_base import Body, HandlerBase, text_of, uuid_of
 
 __all__ = ["ReplicationHandlers", "leader_and_isr_of", "stop_replica_of", "update_metadata_of"]
 
@@ -112,7 +112,7 @@ class ReplicationHandlers(HandlerBase):
     """LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6), ControlledShutdown (7) and
     OffsetForLeaderEpoch (23)."""
 
-    async def leader_and_isr(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def leader_and_isr(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         request = leader_and_isr_of(req, version)
         if not self.broker.clustered:
             code, per_partition = _STALE_CONTROLLER, {(p.topic, p.partition): _STALE_CONTROLLER
@@ -120,8 +120,8 @@ class ReplicationHandlers(HandlerBase):
         else:
             code, per_partition = await self._blocking(self.broker.leader_and_isr, request)
         if version < 5:
-            return {"error_code": code, "partition_errors": [
-                {"topic_name": t, "partition_index": p, "error_code": c} for (t, p), c in sorted(per_partition.items())]}
+            return {"error_code": code, "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": c}
+                                                             for (t, p), c in sorted(per_partition.items())]}
         by_topic: Dict[str, List[Dict[str, Any]]] = {}
         for (t, p), c in sorted(per_partition.items()):
             by_topic.setdefault(t, []).append({"partition_index": p, "error_code": c})
@@ -132,13 +132,13 @@ class ReplicationHandlers(HandlerBase):
                 topics.append({"topic_id": uuid_of(topic_id), "partition_errors": errors_of})
         return {"error_code": code, "topics": topics}
 
-    async def update_metadata(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def update_metadata(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         if not self.broker.clustered:
             return {"error_code": _STALE_CONTROLLER}
         code = await self._blocking(self.broker.update_metadata, update_metadata_of(req, version))
         return {"error_code": code}
 
-    async def stop_replica(self, conn: Connection, req: Dict[str, Any], version: int, slot: Any) -> Dict[str, Any]:
+    async def stop_replica(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
         request = stop_replica_of(req, version)
         if not self.broker.clustered:
             code, per_partition = _STALE_CONTROLLER, {tp: _STALE_CONTROLLER for tp in request.partitions}
@@ -148,7 +148,7 @@ class ReplicationHandlers(HandlerBase):
             {"topic_name": t, "partition_index": p, "error_code": c} for (t, p), c in sorted(per_partition.items())]}
 
     async def controlled_shutdown(self, conn: Connection, req: Dict[str, Any], version: int,
-                                  slot: Any) -> Dict[str, Any]:
+                                  slot: RequestSlot) -> Dict[str, Any]:
         if not self.broker.clustered:
             return {"error_code": _NOT_CONTROLLER, "remaining_partitions": []}
         slot.release()  # the controller may take a while: other requests go on
@@ -158,7 +158,7 @@ class ReplicationHandlers(HandlerBase):
             {"topic_name": t, "partition_index": p} for t, p in remaining]}
 
     def offset_for_leader_epoch(self, conn: Connection, req: Dict[str, Any], version: int,
-                                slot: Any) -> Dict[str, Any]:
+                                slot: RequestSlot) -> Dict[str, Any]:
         """Where each asked epoch ends in this leader's log (followers truncating, consumers
         validating their position after a leader change)."""
         asks: Dict[Tuple[str, int], Tuple[int, int]] = {}

@@ -27,7 +27,7 @@ from ..protocol.scram import (
     make_credential,
     parse_credential,
 )
-from .connection import Connection
+from .connection import Connection, RequestSlot
 from .handler_base import HandlerBase, error_code
 
 __all__ = ["ScramHandlers"]
@@ -83,7 +83,7 @@ class ScramHandlers(HandlerBase):
     # -- DescribeUserScramCredentials (50) ------------------------------------------------
 
     async def describe_user_scram_credentials(self, conn: Connection, req: Dict[str, Any], version: int,
-                                              slot: Any) -> Dict[str, Any]:
+                                              slot: RequestSlot) -> Dict[str, Any]:
         requested = [u["name"] for u in req["users"]] if req["users"] else None
         try:
             results = await self._admin(self._describe_scram, requested)
@@ -132,7 +132,7 @@ class ScramHandlers(HandlerBase):
     # -- AlterUserScramCredentials (51) ---------------------------------------------------
 
     async def alter_user_scram_credentials(self, conn: Connection, req: Dict[str, Any], version: int,
-                                           slot: Any) -> Dict[str, Any]:
+                                           slot: RequestSlot) -> Dict[str, Any]:
         results = await self._admin(self._alter_scram, conn, req["deletions"], req["upsertions"])
         return {"throttle_time_ms": 0, "results": results}
 

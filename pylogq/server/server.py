@@ -47,7 +47,7 @@ from ..errors import ConfigError
 from ..metrics import MetricsRegistry
 from ..protocol import ApiKey
 from .config import JAAS_KEY, ServerConfig, parse_connection_overrides
-from .connection import Connection, RequestMemory
+from .connection import Connection, RequestMemory, RequestPlaces, RequestSlot
 from .handler_base import error_name
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
@@ -168,13 +168,12 @@ class KafkaServer:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
-        self.request_slots: asyncio.Semaphore
+        #: The queued.max.requests places (their count held: the request queue size metric).
+        self.request_places = RequestPlaces(self.queued_max_requests)
         #: Set once the broker has joined its cluster (at start for a single node): until then
         #: a connection answers only what Handlers.BEFORE_JOINING names.
         self.joined: asyncio.Event
         self._loop_thread: Optional[int] = None
-        #: Requests holding a queued.max.requests slot (the request queue size metric).
-        self.slots_held = 0
         self.metrics: MetricsRegistry = broker.metrics_registry
         # Delayed operations a request is parked on -> the answer to give them at stop
         # (None: complete them with what they have, as a fetch at its deadline).
@@ -195,7 +194,7 @@ class KafkaServer:
                 pass  # the loop is closed: stopped before the broker joined
 
         self.broker.when_joined(joined)
-        self.request_slots = asyncio.Semaphore(self.queued_max_requests)
+        self.request_places = RequestPlaces(self.queued_max_requests)  # bound to this loop
         if self.queued_max_request_bytes > 0:
             self.request_memory = RequestMemory(self.queued_max_request_bytes)
         self._loop_thread = threading.get_ident()
@@ -261,9 +260,9 @@ class KafkaServer:
             counts[conn.listener.protocol] = counts.get(conn.listener.protocol, 0) + 1
         for name, count in counts.items():
             yield "kafka_server_socket_server_metrics_connection_count", (name,), count
-        yield "kafka_network_requestchannel_requestqueuesize", (), self.slots_held
+        yield "kafka_network_requestchannel_requestqueuesize", (), self.request_places.held
 
-    def request_answered(self, slot: Any) -> None:
+    def request_answered(self, slot: RequestSlot) -> None:
         """A response is about to be written: count the request and its answer's error codes
         (before the client can read it, so a client that has its answer sees it counted)."""
         api_key = slot.api_key
@@ -280,7 +279,7 @@ class KafkaServer:
                          for code, count in slot.errors.items())
         self.metrics.inc_all(items)
 
-    def request_sent(self, slot: Any, sending: float, sent: float) -> None:
+    def request_sent(self, slot: RequestSlot, sending: float, sent: float) -> None:
         """A response is written: the request's times, from its arrival to the last byte sent."""
         if slot.api_key < 0:
             return

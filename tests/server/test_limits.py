@@ -127,14 +127,14 @@ def test_half_open_requests_hold_no_slot_and_a_probe_is_answered(serve: Any) -> 
                  "the server to read every size prefix")
         # Every slot is still free while 500 requests are half read: a request holds one only
         # once it has arrived, so the probe below is read and answered, not queued behind them.
-        assert served.server.request_slots._value == HALF_OPEN
+        assert served.server.request_places.free == HALF_OPEN
         with Wire(served.address, timeout=PROBE_TIMEOUT_S) as probe:
             assert probe.request(API_VERSIONS, 2)["error_code"] == 0
     finally:
         for wire in half_open:
             wire.close()
     wait_for(lambda: served.server.connection_count == 0, "the server to close the half-open connections")
-    assert served.server.request_slots._value == HALF_OPEN  # none leaked
+    assert served.server.request_places.free == HALF_OPEN  # none leaked
 
 
 # -- time: socket.request.read.timeout.ms and connections.max.idle.ms ----------------------

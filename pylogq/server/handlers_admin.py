@@ -1,0 +1,312 @@
+"""The administration APIs: topics, partitions, configs, log directories and the cluster.
+
+CreateTopics, DeleteTopics and CreatePartitions run on the server's admin thread
+(they take the broker's admin lock one at a time, and do file and store work);
+DescribeConfigs, AlterConfigs and IncrementalAlterConfigs cover TOPIC and BROKER
+resources with Kafka's sources, synonyms and types; DescribeLogDirs and
+DescribeCluster describe this broker and its cluster. Each entry answers its own
+error, as Kafka's AdminManager does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .. import errors
+from ..protocol import AlterConfigOp, ConfigResourceType, ConfigSource
+from .connection import Connection, RequestSlot
+from .handler_base import (
+    CLUSTER_OPERATIONS,
+    NOT_COMPUTED,
+    ZERO_UUID,
+    Body,
+    HandlerBase,
+    error_code,
+    error_message,
+    text_of,
+    uuid_of,
+)
+
+log = logging.getLogger("pylogq.server")
+
+__all__ = ["AdminHandlers"]
+
+# DescribeCluster's endpoint types (KIP-919): a broker describes brokers (1), not controllers (2).
+_BROKERS_ENDPOINT = 1
+_ENDPOINT_TYPES = (1, 2)
+# DescribeConfigs v3+'s ConfigType per kind of setting (PASSWORD 9 for the sensitive ones).
+_CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
+_PASSWORD = 9
+
+class AdminHandlers(HandlerBase):
+    """The administration APIs (mixed into :class:`pylogq.server.handlers.Handlers`)."""
+
+    # -- DescribeCluster, DescribeLogDirs -----------------------------------------------
+
+    def describe_cluster(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+        """Kafka's DescribeCluster: the cluster id, this broker as controller and as the one
+        broker, at the address advertised for the listener the request came in on.
+
+        As Kafka's brokers: an unknown endpoint type answers UNSUPPORTED_ENDPOINT_TYPE,
+        controllers (2) MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST for either at v0, which
+        has no endpoint type). Asked for the cluster's authorized operations, a broker
+        without an authorizer allows every operation on the cluster resource.
+        """
+        endpoint = req["endpoint_type"]
+        if endpoint not in _ENDPOINT_TYPES:
+            code = errors.UnsupportedEndpointTypeError.code
+            message = "unsupported endpoint type %d" % endpoint
+        elif endpoint != _BROKERS_ENDPOINT:
+            code = errors.MismatchedEndpointTypeError.code
+            message = "the request was sent to an endpoint of type brokers (1), but wanted type %d" % endpoint
+        else:
+            code, message = 0, None
+        if code:
+            return {"throttle_time_ms": 0, "error_code": errors.InvalidRequestError.code if version == 0 else code,
+                    "error_message": message}
+        controller, brokers = self._brokers_for(conn)
+        operations = CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else NOT_COMPUTED
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": endpoint,
+                "cluster_id": self.broker.cluster_id, "controller_id": controller,
+                "brokers": [{"broker_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in brokers],
+                "cluster_authorized_operations": operations}
+
+    async def describe_log_dirs(self, conn: Connection, req: Dict[str, Any], version: int,
+                                slot: RequestSlot) -> Dict[str, Any]:
+        """Kafka's DescribeLogDirs (null topics: every partition), off the loop: it takes the
+        log manager's lock, which opening logs holds."""
+        query: Optional[Dict[str, List[int]]] = None
+        if req["topics"] is not None:
+            query = {}
+            for topic in req["topics"]:
+                query.setdefault(topic["topic"], []).extend(topic["partitions"])
+        try:
+            dirs = await self._blocking(self.broker.describe_log_dirs, query)
+        except Exception as exc:  # noqa: BLE001 - reported as the response's error (v3+)
+            return {"throttle_time_ms": 0, "error_code": error_code(self._failed(conn, exc, "describe log dirs")),
+                    "results": []}
+        results = []
+        for d in dirs:
+            topics: Dict[str, List[Dict[str, Any]]] = {}
+            for r in d.replicas:
+                topics.setdefault(r.topic, []).append(
+                    {"partition_index": r.partition, "partition_size": r.size, "offset_lag": r.offset_lag,
+                     "is_future_key": r.is_future})
+            results.append({"error_code": d.error_code, "log_dir": d.path,
+                            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                            "total_bytes": d.total_bytes, "usable_bytes": d.usable_bytes})
+        return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+
+    # -- topics and configs -----------------------------------------------------------------
+
+    async def create_topics(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+        results = []
+        for t in req["topics"]:
+            out: Dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
+            try:
+                partitions: int = t["num_partitions"]
+                factor: int = t["replication_factor"]
+                assignment: Optional[Dict[int, List[int]]] = None
+                if t["assignments"]:  # placed as given; the broker checks them as Kafka does
+                    assignment = {}
+                    for a in t["assignments"]:
+                        if a["partition_index"] in assignment:  # Kafka's map would keep one
+                            raise errors.InvalidReplicationAssignmentError(
+                                "partitions should be a consecutive 0-based integer sequence")
+                        assignment[a["partition_index"]] = list(a["broker_ids"])
+                config = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+                created = await self._admin(lambda: self.broker.create_topic(
+                    t["name"], None if partitions == -1 else partitions, None if factor == -1 else factor,
+                    config, validate_only=req["validate_only"], replica_assignment=assignment))
+                if version >= 5:  # what was created (KIP-525): counts and every config with its source
+                    out.update(self._created_topic(created))
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                self._entry_failed(out, conn, exc, "creating topic %s" % t["name"])
+            results.append(out)
+        return {"throttle_time_ms": 0, "topics": results}
+
+    def _created_topic(self, created: Any) -> Dict[str, Any]:
+        """CreateTopics v5+'s description of a topic created (or that would be, validateOnly)."""
+        overrides = created.config
+        effective = self.broker.default_log_config.merged(overrides).to_strings()
+        configs = [{"name": name, "value": value, "read_only": False, "is_sensitive": False,
+                    "config_source": ConfigSource.DEFAULT_CONFIG if name not in overrides
+                    else ConfigSource.DYNAMIC_TOPIC_CONFIG}
+                   for name, value in sorted(effective.items())]
+        factor = len(created.partitions[0].replicas) if created.partitions else -1
+        return {"num_partitions": len(created.partitions), "replication_factor": factor, "configs": configs,
+                "topic_id": uuid_of(created.topic_id)}
+
+    async def delete_topics(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+        """Kafka's DeleteTopics; from v6 a topic is named by name or by id (not both), and the
+        answer carries both (an unknown id answers UNKNOWN_TOPIC_ID)."""
+        if version >= 6:
+            wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
+        else:
+            wanted = [(name, ZERO_UUID) for name in req["topic_names"]]
+        results = []
+        for name, topic_id in wanted:
+            out: Dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+            try:
+                if name is not None and topic_id != ZERO_UUID:
+                    raise errors.InvalidRequestError("name a topic by its name or by its id, not both")
+                if name is None:
+                    name = out["name"] = self.broker.topic_name(text_of(topic_id))
+                elif version >= 6:
+                    try:
+                        out["topic_id"] = uuid_of(self.broker.topic_id(name))
+                    except errors.UnknownTopicOrPartitionError:
+                        pass  # answered by the delete below
+                await self._admin(self.broker.delete_topic, name)
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                self._entry_failed(out, conn, exc, "deleting topic %s" % (name if name is not None else topic_id))
+            results.append(out)
+        return {"throttle_time_ms": 0, "responses": results}
+
+    async def create_partitions(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+        results = []
+        for t in req["topics"]:
+            out = {"name": t["name"], "error_code": 0, "error_message": None}
+            try:
+                # Where the new partitions go (null: as the topic's are); the broker checks them.
+                assignment = None if t["assignments"] is None else [list(a["broker_ids"]) for a in t["assignments"]]
+                await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"],
+                                  assignment)
+            except Exception as exc:  # noqa: BLE001 - reported as this topic's error
+                self._entry_failed(out, conn, exc, "adding partitions to topic %s" % t["name"])
+            results.append(out)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def describe_configs(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+        results = []
+        for res in req["resources"]:
+            out: Dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
+                                   "resource_name": res["resource_name"], "configs": []}
+            keys = res["configuration_keys"]
+            try:
+                if res["resource_type"] == ConfigResourceType.TOPIC:
+                    entries = self._topic_configs(res["resource_name"], req["include_synonyms"])
+                    describe_key = type(self.broker.default_log_config).describe_key
+                elif res["resource_type"] == ConfigResourceType.BROKER:
+                    if res["resource_name"] not in ("", str(self.broker.broker_id)):
+                        raise errors.InvalidRequestError("unknown broker %r" % res["resource_name"])
+                    entries = self._broker_configs(req["include_synonyms"], res["resource_name"] != "")
+                    describe_key = self.broker.config.describe_key
+                else:
+                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
+                out["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                if version >= 3:  # each config's type, and its documentation when asked for
+                    for e in out["configs"]:
+                        kind, doc = describe_key(e["name"]) or ("", "")
+                        e["config_type"] = _PASSWORD if e["is_sensitive"] else _CONFIG_TYPES.get(kind, 0)
+                        e["documentation"] = (doc or None) if req["include_documentation"] else None
+            except Exception as exc:  # noqa: BLE001 - reported as this resource's error
+                self._entry_failed(out, conn, exc, "describe configs of %s" % res["resource_name"])
+            results.append(out)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _topic_configs(self, topic: str, synonyms: bool) -> List[Dict[str, Any]]:
+        defaults = self.broker.default_log_config.to_strings()
+        entries = []
+        for name, (value, is_default) in self.broker.describe_configs(topic).items():
+            source = ConfigSource.DEFAULT_CONFIG if is_default else ConfigSource.DYNAMIC_TOPIC_CONFIG
+            syn = []
+            if synonyms:
+                if not is_default:
+                    syn.append({"name": name, "value": value, "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
+                syn.append({"name": name, "value": defaults.get(name), "source": ConfigSource.DEFAULT_CONFIG})
+            entries.append({"name": name, "value": value, "read_only": False, "is_default": is_default,
+                            "config_source": source, "is_sensitive": False, "synonyms": syn})
+        return entries
+
+    def _broker_configs(self, synonyms: bool, per_broker: bool) -> List[Dict[str, Any]]:
+        """Every broker setting with its source (a dynamic value, the static one, the default)
+        and, with ``synonyms``, every source that has a value, the winning one first (Kafka's
+        order). The resource "" (``per_broker`` False) is seen without this broker's own
+        dynamic values, as Kafka describes the cluster-wide default."""
+        entries = []
+        for name, entry in self.broker.broker_configs(per_broker).items():
+            source = ConfigSource[entry.source]
+            syn = [{"name": name, "value": value, "source": ConfigSource[where]}
+                   for where, value in entry.synonyms] if synonyms else []
+            entries.append({"name": name, "value": entry.value, "read_only": entry.read_only,
+                            "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
+                            "is_sensitive": entry.sensitive, "synonyms": syn})
+        return entries
+
+    async def alter_configs(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+        return await self._alter(conn, req, lambda res: {c["name"]: c["value"] for c in res["configs"]},
+                                 incremental=False)
+
+    async def incremental_alter_configs(self, conn: Connection, req: Dict[str, Any], version: int,
+                                        slot: RequestSlot) -> Dict[str, Any]:
+        return await self._alter(conn, req, self._incremental_changes, incremental=True)
+
+    def _incremental_changes(self, res: Dict[str, Any]) -> Dict[str, Optional[str]]:
+        changes: Dict[str, Optional[str]] = {}
+        current: Optional[Dict[str, Tuple[Optional[str], bool]]] = None
+        for c in res["configs"]:
+            op, name, value = c["config_operation"], c["name"], c["value"]
+            if op == AlterConfigOp.SET:
+                changes[name] = value
+            elif op == AlterConfigOp.DELETE:
+                changes[name] = None
+            elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+                if current is None:
+                    current = self.broker.describe_configs(res["resource_name"])
+                if name not in current:
+                    raise errors.InvalidConfigError("unknown config %r" % name)
+                items = [v for v in (current[name][0] or "").split(",") if v]
+                given = [v.strip() for v in (value or "").split(",") if v.strip()]
+                if op == AlterConfigOp.APPEND:
+                    items += [v for v in given if v not in items]
+                else:
+                    items = [v for v in items if v not in given]
+                changes[name] = ",".join(items)
+            else:
+                raise errors.InvalidRequestError("unknown config operation %d for %r" % (op, name))
+        return changes
+
+    async def _alter(self, conn: Connection, req: Body, changes_of: Callable[[Body], Dict[str, Optional[str]]],
+                     incremental: bool) -> Dict[str, Any]:
+        out = []
+        for res in req["resources"]:
+            entry = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
+                     "resource_name": res["resource_name"]}
+            try:
+                if res["resource_type"] == ConfigResourceType.BROKER:
+                    await self._admin(self.broker.alter_broker_configs, res["resource_name"],
+                                      _broker_ops(res, incremental), incremental, req["validate_only"])
+                elif res["resource_type"] != ConfigResourceType.TOPIC:
+                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
+                elif req["validate_only"]:
+                    changes = changes_of(res)
+                    self.broker.default_log_config.merged({k: v for k, v in changes.items() if v is not None})
+                    self.broker.describe_configs(res["resource_name"])
+                else:
+                    await self._admin(self.broker.alter_configs, res["resource_name"], changes_of(res), incremental)
+            except errors.ConfigError as exc:
+                entry["error_code"] = errors.InvalidConfigError.code
+                entry["error_message"] = error_message(exc)
+            except Exception as exc:  # noqa: BLE001 - reported as this resource's error
+                self._entry_failed(entry, conn, exc, "altering the configs of %s" % res["resource_name"])
+            out.append(entry)
+        return {"throttle_time_ms": 0, "responses": out}
+
+
+def _broker_ops(res: Dict[str, Any], incremental: bool) -> List[Tuple[str, str, Optional[str]]]:
+    """A BROKER resource's changes as (operation name, key, value): AlterConfigs' entries are
+    SETs of the whole new set (a null value is left out, as Kafka leaves it)."""
+    if not incremental:
+        return [("SET", c["name"], c["value"]) for c in res["configs"] if c["value"] is not None]
+    ops: List[Tuple[str, str, Optional[str]]] = []
+    for c in res["configs"]:
+        try:
+            op = AlterConfigOp(c["config_operation"]).name
+        except ValueError:
+            raise errors.InvalidRequestError("unknown config operation %d for %r"
+                                             % (c["config_operation"], c["name"])) from None
+        ops.append((op, c["name"], c["value"]))
+    return ops
+
