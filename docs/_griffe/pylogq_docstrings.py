@@ -16,8 +16,10 @@ not know:
 - What a class does not document is hidden: an attribute set in a method
   (``self.x = ...``) without a docstring is internal state, and special methods
   other than ``__init__`` (merged into the class's signature) are Python's
-  protocols, not pylogq's API. Methods and attributes declared in the class body
-  stay, documented or not (a NamedTuple's fields, an error's code).
+  protocols, not pylogq's API. So is an attribute declared for the type checker
+  only (under ``if TYPE_CHECKING:`` in a class body: a mixin naming the state it
+  shares with its class) without a docstring. Methods and attributes declared in
+  the class body stay, documented or not (a NamedTuple's fields, an error's code).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class PylogqDocstrings(griffe.Extension):
             return
         if getattr(agent, "current", None) is not None and agent.current.is_function:
             attr.extra[PACKAGE]["set_in_method"] = True  # ``self.x = ...``: the object's state
+        elif _under_type_checking(attr):
+            attr.extra[PACKAGE]["set_in_method"] = True  # declared for the type checker: the same state
         if attr.docstring is not None or not attr.lineno:
             return
         try:
@@ -110,6 +114,24 @@ def _bind_twins(module: griffe.Module) -> None:
             continue
         module.set_member(name, griffe.Alias(name, target, lineno=member.lineno, endlineno=member.endlineno,
                                              parent=module))
+
+
+def _under_type_checking(attr: griffe.Attribute) -> bool:
+    """Whether the attribute's line sits in an ``if TYPE_CHECKING:`` block (the nearest line above it
+    indented less)."""
+    if not attr.lineno:
+        return False
+    try:
+        lines = attr.lines_collection[attr.filepath]  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return False
+    line = lines[attr.lineno - 1]
+    indent = len(line) - len(line.lstrip())
+    for number in range(attr.lineno - 2, -1, -1):
+        above = lines[number]
+        if above.strip() and len(above) - len(above.lstrip()) < indent:
+            return above.strip().startswith("if TYPE_CHECKING:")
+    return False
 
 
 def _hidden(member: griffe.Object) -> bool:

@@ -1,6 +1,9 @@
 """The broker node and what it hosts.
 
-:mod:`.broker` is :class:`pylogq.Broker` (logs, topics, the data path, groups);
+:mod:`.broker` is :class:`pylogq.Broker`, which opens and closes the rest, made of
+:mod:`.data_path` (produce, fetch, offsets, the replicas' requests, the groups' offsets),
+:mod:`.admin` (topics, configs, credentials) and :mod:`.lifecycle` (the state they share,
+cluster membership, identity, hosted partitions, metrics);
 :mod:`.config` and :mod:`.dynamic_config` its static and dynamic configs;
 :mod:`.cluster_node` its part in a replicated cluster (registration, the controller,
 topic administration through the metadata store) with :mod:`.replica_manager`,

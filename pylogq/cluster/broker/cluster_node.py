@@ -32,7 +32,6 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ... import errors
-from ...config import ConfigError
 from ..broker_link import BrokerLink
 from ..contract import (
     BrokerEndpoint,
@@ -47,7 +46,6 @@ from ..contract import (
 from ..controller.controller import KafkaController
 from ..names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..replica_assignment import assign_replicas, check_added_assignment, check_new_assignment
-from ..state.partition import Partition
 from ..zk.client import KafkaZkClient
 from ..zk.data import DEFAULT_BROKER_ENTITY, TopicAssignment, broker_path, encode_broker, topic_path
 from ..zk.session_guard import SessionGuard

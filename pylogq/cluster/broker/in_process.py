@@ -9,7 +9,7 @@ coordinator directly (no sockets, no encoding). The client layer reaches it thro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Protocol, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ...errors import InvalidRequestError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from ..contract import (
@@ -19,6 +19,7 @@ from ..contract import (
     ConfigEntries,
     FetchRequest,
     FetchResult,
+    FetchResults,
     GroupDescription,
     JoinResult,
     LogDirDescription,
@@ -27,23 +28,42 @@ from ..contract import (
     ProducerDescription,
     ProduceResult,
     ScramCredentialDeletion,
+    ServedBroker,
     ScramCredentialUpsertion,
     SyncResult,
     TopicDescription,
     UserScramCredentials,
 )
 
+from .config import BrokerConfig
+
 if TYPE_CHECKING:
     from ..coordinator.group.coordinator import GroupCoordinator
-    from .broker import Broker
 
-__all__ = ["InProcessTransport"]
+__all__ = ["InProcessTransport", "LocalBroker"]
+
+
+class LocalBroker(ServedBroker, Protocol):
+    """What the transport calls on a :class:`pylogq.Broker` in this process, beyond what its
+    server calls: the whole config, the coordinator itself, the blocking fetch, the listeners."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def group_coordinator(self) -> "GroupCoordinator": ...
+
+    @property
+    def listener_addresses(self) -> List[Tuple[str, int]]: ...
+
+    def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int = 500, min_bytes: int = 1,
+              max_bytes: int = 52428800, isolation_level: str = "read_uncommitted") -> FetchResults: ...
 
 
 class InProcessTransport:
     """Calls a :class:`pylogq.Broker` in this process. Thread-safe (the broker is)."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: LocalBroker) -> None:
         self.broker = broker
         self._coordinator = broker.group_coordinator
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Tuple
 from ...metrics import Reading
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .admin import BrokerAdmin
 
 __all__ = ["broker_readings"]
 
@@ -25,7 +25,7 @@ _STATE_GAUGES = {
 }
 
 
-def broker_readings(broker: "Broker") -> Iterator[Reading]:
+def broker_readings(broker: "BrokerAdmin") -> Iterator[Reading]:
     if broker.closed:
         return
     yield from _log_and_replica_readings(broker)
@@ -34,7 +34,7 @@ def broker_readings(broker: "Broker") -> Iterator[Reading]:
     yield from _cluster_readings(broker)
 
 
-def _log_and_replica_readings(broker: "Broker") -> Iterator[Reading]:
+def _log_and_replica_readings(broker: "BrokerAdmin") -> Iterator[Reading]:
     partitions = broker.hosted_partitions()
     leaders = under = under_min = 0
     per_topic: Dict[str, int] = {}
@@ -74,7 +74,7 @@ def _log_and_replica_readings(broker: "Broker") -> Iterator[Reading]:
         yield "kafka_server_replicamanager_isrexpands", (), replicas.isr_expands
 
 
-def _group_readings(broker: "Broker") -> Iterator[Reading]:
+def _group_readings(broker: "BrokerAdmin") -> Iterator[Reading]:
     coordinator = broker.group_coordinator
     groups = coordinator.metrics_snapshot()
     counts = dict.fromkeys(_STATE_GAUGES, 0)
@@ -102,7 +102,7 @@ def _group_readings(broker: "Broker") -> Iterator[Reading]:
     yield "kafka_server_group_coordinator_metrics_group_completed_rebalance", (), coordinator.completed_rebalances
 
 
-def _cleaner_readings(broker: "Broker") -> Iterator[Reading]:
+def _cleaner_readings(broker: "BrokerAdmin") -> Iterator[Reading]:
     cleaner = broker.logs.cleaner
     if cleaner is None:
         return
@@ -114,7 +114,7 @@ def _cleaner_readings(broker: "Broker") -> Iterator[Reading]:
     yield "kafka_log_logcleanermanager_max_dirty_percent", (), totals.max_dirty_percent
 
 
-def _cluster_readings(broker: "Broker") -> Iterator[Reading]:
+def _cluster_readings(broker: "BrokerAdmin") -> Iterator[Reading]:
     cluster = broker.cluster
     if cluster is None:
         topics: List[Tuple[str, int]] = [(t, broker.partitions_for(t)) for t in broker.list_topics(True)]

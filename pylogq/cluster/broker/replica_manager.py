@@ -37,7 +37,6 @@ from ... import errors
 from ...records import AppendResult
 from ..contract import (
     BrokerRegistration,
-    EpochEndOffset,
     FetchResult,
     InterBrokerConnector,
     LeaderAndIsrPartition,

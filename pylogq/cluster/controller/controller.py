@@ -28,7 +28,13 @@ What it reacts to, each on its one event thread, in order:
 - a broker's controlled shutdown: its leaderships move to other ISR members first
   (and it leaves the ISRs it follows in), so that clients see no error when it stops.
 
-Decisions reach the brokers through :class:`~pylogq.cluster.controller.channel.ControllerChannelManager`:
+The controller keeps what it knows of the cluster in a
+:class:`~pylogq.cluster.controller.context.ControllerContext` and leaves the decisions to
+its state machines: :mod:`.partition_state_machine` elects leaders and changes ISRs,
+:mod:`.replica_state_machine` moves replicas online, offline and through deletion; this
+module handles the events and says which partitions and replicas each one concerns.
+Decisions reach the brokers as a :class:`~pylogq.cluster.controller.request_batch.RequestBatch`
+through :class:`~pylogq.cluster.controller.channel.ControllerChannelManager`:
 LeaderAndIsr to the replicas of a changed partition, UpdateMetadata to every live
 broker, StopReplica to replicas that stop.
 
@@ -41,7 +47,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ... import errors
 from ..contract import (
@@ -54,20 +60,18 @@ from ..contract import (
     UpdateMetadataRequest,
 )
 from ..zk.client import ControllerEpochZkVersion, KafkaZkClient
-from ..zk.data import NO_LEADER, PartitionState, TopicAssignment, broker_path, partition_state_path
+from ..zk.data import PartitionState, TopicAssignment, broker_path
 from ..zk.store import CONNECTED, EXPIRED, SUSPENDED, WatchedEvent
 from .channel import ControllerChannelManager
+from .context import ControllerContext, TopicPartition
+from .partition_state_machine import PartitionStateMachine
+from .replica_state_machine import ReplicaStateMachine
+from .request_batch import RequestBatch
 
 __all__ = ["KafkaController"]
 
 log = logging.getLogger("pylogq.controller")
 
-TopicPartition = Tuple[str, int]
-#: StopReplica's leader epoch for a partition being deleted.
-EPOCH_DURING_DELETE = -2
-#: How often a partition's state write is decided again on the state read back after a
-#: conflicting write (a leader changing its ISR meanwhile) before the event gives up.
-STATE_WRITE_ATTEMPTS = 10
 #: The pause before the controller reads the cluster again after an event failed on a
 #: metadata store error (doubling up to RESYNC_MAX_BACKOFF_S while it keeps failing).
 RESYNC_BACKOFF_S = 0.2
@@ -83,25 +87,6 @@ class _Event:
         self.done = threading.Event() if wait else None
         self.result: Any = None
         self.error: Optional[BaseException] = None
-
-
-class _Batch:
-    """The requests one decision sends, gathered per broker then sent together
-    (Kafka's ControllerBrokerRequestBatch)."""
-
-    def __init__(self) -> None:
-        self.leader_and_isr: Dict[int, Dict[TopicPartition, LeaderAndIsrPartition]] = {}
-        self.update_metadata: Set[TopicPartition] = set()
-        self.update_metadata_all = False
-        self.stop_replica: Dict[int, Dict[TopicPartition, Tuple[int, bool]]] = {}
-
-    def leader_and_isr_to(self, brokers: Iterable[int], state: LeaderAndIsrPartition) -> None:
-        for b in brokers:
-            self.leader_and_isr.setdefault(b, {})[(state.topic, state.partition)] = state
-        self.update_metadata.add((state.topic, state.partition))
-
-    def stop_replica_to(self, broker: int, tp: TopicPartition, epoch: int, delete: bool) -> None:
-        self.stop_replica.setdefault(broker, {})[tp] = (epoch, delete)
 
 
 class KafkaController:
@@ -128,23 +113,54 @@ class KafkaController:
         self._thread = threading.Thread(target=self._run, name="pylogq-controller-%d" % broker_id, daemon=True)
         self._stopped = False
         self._stopping = False
-        # The active controller's state (empty while standing by).
+        # The active controller's state (empty while standing by), and the state machines
+        # that decide on it: the partitions' leaders and ISRs, the replicas' transitions.
         self.active = False
-        self.epoch: ControllerEpochZkVersion = (0, -1)
-        self.live: Dict[int, BrokerRegistration] = {}
-        self.shutting_down: Set[int] = set()
-        self.assignments: Dict[str, Dict[int, List[int]]] = {}
-        self.topic_ids: Dict[str, str] = {}
-        self.states: Dict[TopicPartition, PartitionState] = {}
-        self.deleting: Set[str] = set()
-        #: Replicas of topics being deleted: asked to delete, and known deleted.
-        self._awaiting_delete: Dict[str, Set[Tuple[TopicPartition, int]]] = {}
-        self._deleted_replicas: Dict[str, Set[Tuple[TopicPartition, int]]] = {}
+        self.context = ControllerContext()
+        self._partitions = PartitionStateMachine(self.context, zk, unclean_leader_election)
+        self._replicas = ReplicaStateMachine(self.context)
         self._session = -1
         #: The store's connection was lost since the watches were last set (kazoo drops them all).
         self._watches_lost = False
         self._resync_backoff_s = RESYNC_BACKOFF_S
         self._resync_timer: Optional[threading.Timer] = None
+
+    # The context's state under the names it had here (the broker's metrics and tests read them).
+
+    @property
+    def epoch(self) -> ControllerEpochZkVersion:
+        """The controller epoch and its znode version (the latest won, or (0, -1))."""
+        return self.context.epoch
+
+    @property
+    def live(self) -> Dict[int, BrokerRegistration]:
+        """The live brokers' registrations, by id."""
+        return self.context.live
+
+    @property
+    def shutting_down(self) -> Set[int]:
+        """The brokers in controlled shutdown."""
+        return self.context.shutting_down
+
+    @property
+    def assignments(self) -> Dict[str, Dict[int, List[int]]]:
+        """Every topic's replicas, by partition."""
+        return self.context.assignments
+
+    @property
+    def topic_ids(self) -> Dict[str, str]:
+        """Every topic's id."""
+        return self.context.topic_ids
+
+    @property
+    def states(self) -> Dict[TopicPartition, PartitionState]:
+        """Every partition's state, as last read or written."""
+        return self.context.states
+
+    @property
+    def deleting(self) -> Set[str]:
+        """The topics being deleted."""
+        return self.context.deleting
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -175,31 +191,18 @@ class KafkaController:
         if not self.active:
             return
         by_preferred: Dict[int, List[TopicPartition]] = {}
-        for tp, state in self.states.items():
-            replicas = self.assignments.get(tp[0], {}).get(tp[1])
-            if replicas and tp[0] not in self.deleting:
+        for tp, state in self.context.states.items():
+            replicas = self.context.assignments.get(tp[0], {}).get(tp[1])
+            if replicas and tp[0] not in self.context.deleting:
                 by_preferred.setdefault(replicas[0], []).append(tp)
-        batch = _Batch()
+        batch = RequestBatch()
         for broker, tps in by_preferred.items():
-            if broker not in self.live or broker in self.shutting_down:
+            if broker not in self.context.live or broker in self.context.shutting_down:
                 continue
-            elsewhere = [tp for tp in tps if self.states[tp].leader != broker]
+            elsewhere = [tp for tp in tps if self.context.states[tp].leader != broker]
             if not elsewhere or 100 * len(elsewhere) <= self._imbalance_percentage * len(tps):
                 continue
-            self._refresh(elsewhere)
-            for tp in elsewhere:
-                def back(state: PartitionState, broker: int = broker) -> Optional[PartitionState]:
-                    if state.leader == broker or broker not in state.isr:
-                        return None
-                    return PartitionState(broker, state.leader_epoch + 1, list(state.isr), self.epoch[0])
-
-                written = self._update_state(tp, back)
-                if written is not None:
-                    log.info("controller: %s-%d back to its preferred leader %d (epoch %d)", tp[0], tp[1], broker,
-                             written.leader_epoch)
-                    replicas = self.assignments[tp[0]][tp[1]]
-                    batch.leader_and_isr_to([r for r in replicas if r in self.live],
-                                            self._request_state(tp, written))
+            self._partitions.elect_preferred(broker, elsewhere, batch)
         self._send(batch)
 
     def shutdown(self) -> None:
@@ -327,9 +330,9 @@ class KafkaController:
             self._resync_backoff_s = RESYNC_BACKOFF_S
             return
         log.info("controller %d: reading the cluster again", self.broker_id)
-        shutting_down = set(self.shutting_down)
+        shutting_down = set(self.context.shutting_down)
         self._clear_state()
-        self.shutting_down = shutting_down
+        self.context.shutting_down = shutting_down
         self._load_and_reconcile()
         self._resync_backoff_s = RESYNC_BACKOFF_S
 
@@ -354,7 +357,7 @@ class KafkaController:
         won = self.zk.try_become_controller(self.broker_id)
         if won is None:
             return self._elect()  # someone else won: watch theirs
-        self.epoch = won
+        self.context.epoch = won
         log.info("broker %d is the controller (epoch %d)", self.broker_id, won[0])
         self.active = True
         try:
@@ -378,14 +381,8 @@ class KafkaController:
         self._clear_state()
 
     def _clear_state(self) -> None:
-        self.live.clear()
-        self.shutting_down.clear()
-        self.assignments.clear()
-        self.topic_ids.clear()
-        self.states.clear()
-        self.deleting.clear()
-        self._awaiting_delete.clear()
-        self._deleted_replicas.clear()
+        self.context.clear()
+        self._replicas.clear()
 
     def _resign_and_release(self) -> None:
         was = self.active
@@ -408,31 +405,33 @@ class KafkaController:
         for b in ids:
             reg = self._read_broker(b)
             if reg is not None:
-                self.live[b] = reg
+                self.context.live[b] = reg
                 self.channel.add_broker(reg)
         for b in self.channel.brokers():
-            if b not in self.live:
+            if b not in self.context.live:
                 self.channel.remove_broker(b)
-        self.shutting_down &= set(self.live)
+        self.context.shutting_down &= set(self.context.live)
         for topic in self.zk.get_topics(watch=self._watch("topic-change", self._topics_changed)):
             self._load_topic(topic)
-        self.deleting = set(self.zk.get_topics_to_delete(watch=self._watch("topic-deletion", self._deletions_changed)))
+        self.context.deleting = set(self.zk.get_topics_to_delete(watch=self._watch("topic-deletion",
+                                                                                 self._deletions_changed)))
         self.zk.get_isr_changes(watch=self._watch("isr-change", self._isr_changed))
-        batch = _Batch()
+        batch = RequestBatch()
         batch.update_metadata_all = True
-        self._repair([tp for tp in self.states if tp[0] not in self.deleting], batch)
-        self._online([tp for tp in self._offline_partitions() if tp not in self.states], batch)
+        self._partitions.repair([tp for tp in self.context.states if tp[0] not in self.context.deleting], batch)
+        self._partitions.online([tp for tp in self.context.offline_partitions() if tp not in self.context.states],
+                                batch)
         # Every replica learns its partition's state as now decided (after the repair: a
         # broker back with an empty disk must never hear that it still leads).
-        for tp, state in self.states.items():
-            if tp[0] not in self.deleting:
-                live = [r for r in self.assignments[tp[0]][tp[1]] if r in self.live]
-                batch.leader_and_isr_to(live, self._request_state(tp, state))
+        for tp, state in self.context.states.items():
+            if tp[0] not in self.context.deleting:
+                live = [r for r in self.context.assignments[tp[0]][tp[1]] if r in self.context.live]
+                batch.leader_and_isr_to(live, self.context.request_state(tp, state))
         self._send(batch)
         self._deletions_changed()
         self._isr_changed()
-        log.info("controller %d: %d live brokers %s, %d topics, %d partitions", self.broker_id, len(self.live),
-                 sorted(self.live), len(self.assignments), len(self.states))
+        log.info("controller %d: %d live brokers %s, %d topics, %d partitions", self.broker_id, len(self.context.live),
+                 sorted(self.context.live), len(self.context.assignments), len(self.context.states))
 
     def _load_topic(self, topic: str) -> Optional[TopicAssignment]:
         found = self.zk.get_topic_assignment(topic, watch=self._watch("partition-change-%s" % topic,
@@ -440,62 +439,44 @@ class KafkaController:
         if found is None:
             return None
         assignment, _ = found
-        self.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+        self.context.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
         if assignment.topic_id is not None:
-            self.topic_ids[topic] = assignment.topic_id
+            self.context.topic_ids[topic] = assignment.topic_id
         for p, state in self.zk.get_partition_states(topic, sorted(assignment.partitions)).items():
-            self.states[(topic, p)] = state
+            self.context.states[(topic, p)] = state
         return assignment
-
-    def _offline_partitions(self) -> List[TopicPartition]:
-        """Partitions with no state yet or no live leader (deleting topics aside)."""
-        out = []
-        for topic, parts in self.assignments.items():
-            if topic in self.deleting:
-                continue
-            for p in parts:
-                state = self.states.get((topic, p))
-                if state is None or state.leader not in self.live:
-                    out.append((topic, p))
-        return out
 
     # -- requests -----------------------------------------------------------------------
 
-    def _request_state(self, tp: TopicPartition, state: PartitionState, is_new: bool = False) -> LeaderAndIsrPartition:
-        replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
-        return LeaderAndIsrPartition(tp[0], tp[1], state.controller_epoch, state.leader, state.leader_epoch,
-                                     list(state.isr), state.partition_epoch, list(replicas),
-                                     [r for r in replicas if r not in self.live], is_new)
-
-    def _send(self, batch: _Batch) -> None:
-        epoch = self.epoch[0]
+    def _send(self, batch: RequestBatch) -> None:
+        epoch = self.context.epoch[0]
         for broker, parts in batch.leader_and_isr.items():
-            reg = self.live.get(broker)
+            reg = self.context.live.get(broker)
             if reg is None:
                 continue
-            leaders = sorted({s.leader for s in parts.values() if s.leader in self.live})
+            leaders = sorted({s.leader for s in parts.values() if s.leader in self.context.live})
             request = LeaderAndIsrRequest(self.broker_id, epoch, reg.epoch, list(parts.values()),
-                                          {t: i for t, i in self.topic_ids.items() if any(t == s.topic for s in
+                                          {t: i for t, i in self.context.topic_ids.items() if any(t == s.topic for s in
                                                                                           parts.values())},
-                                          [self._inter_broker_view(self.live[b]) for b in leaders])
+                                          [self._inter_broker_view(self.context.live[b]) for b in leaders])
             self.channel.send(broker, request, self._leader_and_isr_answered)
         if batch.update_metadata_all or batch.update_metadata:
-            tps = list(self.states) if batch.update_metadata_all else sorted(batch.update_metadata)
+            tps = list(self.context.states) if batch.update_metadata_all else sorted(batch.update_metadata)
             described: List[LeaderAndIsrPartition] = []
             for tp in tps:
-                state = self.states.get(tp)
-                if tp[0] in self.deleting:
+                state = self.context.states.get(tp)
+                if tp[0] in self.context.deleting:
                     described.append(LeaderAndIsrPartition(tp[0], tp[1], epoch, LEADER_DURING_DELETE, 0, [], 0,
-                                                       self.assignments.get(tp[0], {}).get(tp[1], [])))
+                                                       self.context.assignments.get(tp[0], {}).get(tp[1], [])))
                 elif state is not None:
-                    described.append(self._request_state(tp, state))
-            brokers = list(self.live.values())
-            topic_ids = {t: i for t, i in self.topic_ids.items() if t not in self.deleting}
+                    described.append(self.context.request_state(tp, state))
+            brokers = list(self.context.live.values())
+            topic_ids = {t: i for t, i in self.context.topic_ids.items() if t not in self.context.deleting}
             for reg in brokers:
                 self.channel.send(reg.broker_id, UpdateMetadataRequest(self.broker_id, epoch, reg.epoch, described,
                                                                        brokers, topic_ids))
         for broker, stops in batch.stop_replica.items():
-            reg = self.live.get(broker)
+            reg = self.context.live.get(broker)
             if reg is None:
                 continue
             self.channel.send(broker, StopReplicaRequest(self.broker_id, epoch, reg.epoch, stops),
@@ -516,143 +497,6 @@ class KafkaController:
     def _stop_replica_answered(self, broker: int, response: Tuple[int, Dict[TopicPartition, int]]) -> None:
         self._enqueue("stop-replica-answered", lambda: self._replicas_stopped(broker, response))
 
-    # -- leader election ----------------------------------------------------------------
-
-    def _online(self, tps: Iterable[TopicPartition], batch: _Batch) -> None:
-        """Give each partition a leader where a replica is eligible: new partitions their first
-        live replica, others a live ISR member (:meth:`_repair`)."""
-        new: Dict[TopicPartition, PartitionState] = {}
-        tps = list(tps)
-        existing = [tp for tp in tps if tp in self.states]
-        self._refresh(existing)
-        self._repair(existing, batch)
-        for tp in tps:
-            replicas = self.assignments.get(tp[0], {}).get(tp[1])
-            if replicas is None or tp in self.states:
-                continue
-            live = [r for r in replicas if r in self.live and r not in self.shutting_down]
-            if not live:
-                log.warning("controller: no live replica of new partition %s-%d (replicas %s)", tp[0], tp[1],
-                            replicas)
-                continue
-            new[tp] = PartitionState(live[0], 0, live, self.epoch[0])
-        if new:
-            written = self.zk.create_partition_states(new, self.epoch)
-            for tp, state in written.items():
-                self.states[tp] = state
-                replicas = self.assignments[tp[0]][tp[1]]
-                batch.leader_and_isr_to([r for r in replicas if r in self.live],
-                                        self._request_state(tp, state, is_new=True))
-                log.info("controller: new partition %s-%d led by %d, ISR %s", tp[0], tp[1], state.leader, state.isr)
-            created = [tp for tp in new if tp not in written]  # by an earlier controller: read it
-            self._refresh(created)
-            self._repair([tp for tp in created if tp in self.states], batch)
-
-    def _bounced(self, broker: int, state: PartitionState) -> bool:
-        """Whether ``broker`` registered after ``state`` was written: it restarted since, and may
-        have come back without the records the state counts it for (an empty disk)."""
-        reg = self.live.get(broker)
-        return reg is not None and state.zxid >= 0 and reg.epoch > state.zxid
-
-    def _repair(self, tps: Iterable[TopicPartition], batch: _Batch, failed: AbstractSet[int] = frozenset(),
-                moving: bool = False, untold: AbstractSet[int] = frozenset()) -> None:
-        """Bring each partition's state in line with the live brokers (Kafka's OfflineReplica
-        and OfflinePartition transitions, as one decision per partition).
-
-        ``failed`` brokers are treated as gone even if registered (a controlled shutdown's
-        broker, with ``moving``: its leaderships move only where another ISR member can
-        take them). Every live replica hears the outcome except ``untold`` brokers.
-        """
-        for tp in tps:
-            replicas = self.assignments.get(tp[0], {}).get(tp[1])
-            if replicas is None or tp[0] in self.deleting:
-                continue
-            written = self._update_state(tp, lambda state: self._decide(tp, state, replicas, failed, moving))
-            if written is not None:
-                batch.leader_and_isr_to([r for r in replicas if r in self.live and r not in untold],
-                                        self._request_state(tp, written))
-
-    def _decide(self, tp: TopicPartition, state: PartitionState, replicas: List[int], failed: AbstractSet[int],
-                moving: bool) -> Optional[PartitionState]:
-        """A partition's next state given who is alive; None when it stays as it is.
-
-        ISR members that are not registered, that registered again since the state was
-        written, or that are in ``failed`` leave the ISR, which is never emptied (its last
-        members stay: only they can hold every committed record). A leader among them is
-        replaced by the first live ISR member in replica order that is not shutting down
-        (a clean election); with none, by any live replica if the topic allows unclean
-        elections; else by a live member the ISR kept (one that restarted: the only one
-        that may have the records); else the partition has no leader (-1) until one
-        returns. Any change bumps the leader epoch, as Kafka's ZooKeeper controller does.
-        """
-        gone = {r for r in state.isr if r not in self.live or r in failed or self._bounced(r, state)}
-        isr = [r for r in state.isr if r not in gone]
-        epoch = state.leader_epoch + 1
-        if state.leader not in gone and state.leader in self.live:
-            if isr == state.isr:
-                return None
-            return PartitionState(state.leader, epoch, isr or [state.leader], self.epoch[0])
-        eligible = [r for r in replicas if r in isr and r not in self.shutting_down]
-        if eligible:
-            return PartitionState(eligible[0], epoch, isr, self.epoch[0])
-        if moving:
-            return None  # no other ISR member: it stays with the broker shutting down
-        if self._unclean(tp[0]):
-            candidates = [r for r in replicas if r in self.live and r not in failed and r not in self.shutting_down]
-            if candidates:
-                log.warning("controller: UNCLEAN leader election for %s-%d: %d leads without being in the ISR %s; "
-                            "records only the old ISR had are lost", tp[0], tp[1], candidates[0], state.isr)
-                return PartitionState(candidates[0], epoch, [candidates[0]], self.epoch[0])
-        kept = isr or list(state.isr)
-        back = [r for r in replicas if r in kept and r in self.live and r not in failed
-                and r not in self.shutting_down]
-        if back:
-            log.warning("controller: %s-%d: its only in-sync replica %d restarted since it was last decided; it "
-                        "leads again with whatever its log holds", tp[0], tp[1], back[0])
-            return PartitionState(back[0], epoch, kept, self.epoch[0])
-        if state.leader == NO_LEADER and kept == state.isr:
-            return None
-        log.error("controller: %s-%d is OFFLINE: no live in-sync replica (ISR %s, live %s)", tp[0], tp[1],
-                  state.isr, sorted(self.live))
-        return PartitionState(NO_LEADER, epoch, kept, self.epoch[0])
-
-    def _update_state(self, tp: TopicPartition,
-                      decide: Callable[[PartitionState], Optional[PartitionState]]) -> Optional[PartitionState]:
-        """Write the state ``decide`` makes of a partition's current one; -> what was written,
-        None when it decided to leave it. A conflicting write (a leader changed its ISR since
-        the state was read) makes the whole decision again on the state read back, as
-        Kafka's controller does, never a patch of the old one."""
-        for _ in range(STATE_WRITE_ATTEMPTS):
-            state = self.states.get(tp)
-            if state is None:
-                return None
-            new = decide(state)
-            if new is None:
-                return None
-            written = self.zk.update_partition_state(tp[0], tp[1], new._replace(
-                controller_epoch=self.epoch[0], partition_epoch=state.partition_epoch), self.epoch)
-            if written is not None:
-                self.states[tp] = written
-                if new.leader != state.leader:
-                    log.info("controller: %s-%d led by %d in epoch %d, ISR %s", tp[0], tp[1], written.leader,
-                             written.leader_epoch, written.isr)
-                return written
-            current = self.zk.get_partition_state(*tp)
-            if current is None:
-                self.states.pop(tp, None)
-                return None
-            self.states[tp] = current
-        raise errors.MetadataStoreError(partition_state_path(*tp), "the state kept changing under %d writes"
-                                        % STATE_WRITE_ATTEMPTS)
-
-    def _refresh(self, tps: Iterable[TopicPartition]) -> None:
-        """Read these partitions' states from the store: leaders change their ISRs there without
-        the controller (it hears of it later, by a notification)."""
-        for tp in tps:
-            found = self.zk.get_partition_state(*tp)
-            if found is not None:
-                self.states[tp] = found
-
     # -- brokers ------------------------------------------------------------------------
 
     def _brokers_changed(self) -> None:
@@ -661,7 +505,7 @@ class KafkaController:
         ids = set(self.zk.get_broker_ids(watch=self._watch("broker-change", self._brokers_changed)))
         current: Dict[int, BrokerRegistration] = {}
         for b in ids:
-            reg = self.live.get(b)
+            reg = self.context.live.get(b)
             if reg is not None:
                 stat = self.zk.store.exists(broker_path(b))
                 if stat is None:
@@ -672,8 +516,8 @@ class KafkaController:
                 reg = self._read_broker(b)
             if reg is not None:
                 current[b] = reg
-        dead = {b for b in self.live if b not in current or current[b].epoch != self.live[b].epoch}
-        born = {b for b in current if b not in self.live or b in dead}
+        dead = {b for b in self.context.live if b not in current or current[b].epoch != self.context.live[b].epoch}
+        born = {b for b in current if b not in self.context.live or b in dead}
         if dead:
             self._on_brokers_failed(dead)
         if born:
@@ -686,56 +530,50 @@ class KafkaController:
                                                                 lambda: self._broker_modified(broker_id)))
 
     def _broker_modified(self, broker_id: int) -> None:
-        if not self.active or broker_id not in self.live:
+        if not self.active or broker_id not in self.context.live:
             return
         reg = self._read_broker(broker_id)
-        if reg is None or reg.epoch != self.live[broker_id].epoch or reg == self.live[broker_id]:
+        if reg is None or reg.epoch != self.context.live[broker_id].epoch or reg == self.context.live[broker_id]:
             return  # gone or registered anew: the broker change handles it
         log.info("controller: broker %d now advertises %s", broker_id,
                  [e.connection_string() for e in reg.endpoints])
-        self.live[broker_id] = reg
+        self.context.live[broker_id] = reg
         self.channel.add_broker(reg)
-        batch = _Batch()
+        batch = RequestBatch()
         batch.update_metadata_all = True
         self._send(batch)
 
     def _on_brokers_failed(self, dead: Set[int]) -> None:
         log.info("controller: brokers %s went away", sorted(dead))
         for b in dead:
-            self.live.pop(b, None)
-            self.shutting_down.discard(b)
+            self.context.live.pop(b, None)
+            self.context.shutting_down.discard(b)
             self.channel.remove_broker(b)
-        batch = _Batch()
+        batch = RequestBatch()
         batch.update_metadata_all = True
-        hosted = [tp for tp in self.states if tp[0] not in self.deleting
-                  and dead & set(self.assignments.get(tp[0], {}).get(tp[1], []))]
-        self._refresh(hosted)
-        self._repair(hosted, batch)
+        hosted = [tp for tp in self.context.states if tp[0] not in self.context.deleting
+                  and dead & set(self.context.assignments.get(tp[0], {}).get(tp[1], []))]
+        self._partitions.refresh(hosted)
+        self._partitions.repair(hosted, batch)
         self._send(batch)
 
     def _on_brokers_started(self, born: Mapping[int, BrokerRegistration]) -> None:
         log.info("controller: brokers %s registered", sorted(born))
         for b, reg in born.items():
-            self.live[b] = reg
+            self.context.live[b] = reg
             self.channel.add_broker(reg)
-        batch = _Batch()
+        batch = RequestBatch()
         batch.update_metadata_all = True
-        for tp, state in self.states.items():
-            if tp[0] in self.deleting:
-                continue
-            replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
-            here = [r for r in replicas if r in born]
-            if here:
-                batch.leader_and_isr_to(here, self._request_state(tp, state))
+        self._replicas.online(born.keys(), batch)
         # A broker back in an ISR it never left (its last member, kept while it was down)
         # may have come back without its log: it leaves the ISR and rejoins once caught up.
-        stale = [tp for tp, state in self.states.items() if tp[0] not in self.deleting
-                 and state.leader in self.live and set(born) & set(state.isr)]
-        self._refresh(stale)
-        self._repair(stale, batch)
-        self._online(self._offline_partitions(), batch)
+        stale = [tp for tp, state in self.context.states.items() if tp[0] not in self.context.deleting
+                 and state.leader in self.context.live and set(born) & set(state.isr)]
+        self._partitions.refresh(stale)
+        self._partitions.repair(stale, batch)
+        self._partitions.online(self.context.offline_partitions(), batch)
         self._send(batch)
-        if self.deleting:
+        if self.context.deleting:
             self._deletions_changed()
 
     # -- topics -------------------------------------------------------------------------
@@ -744,101 +582,82 @@ class KafkaController:
         if not self.active:
             return
         topics = set(self.zk.get_topics(watch=self._watch("topic-change", self._topics_changed)))
-        gone = set(self.assignments) - topics
-        batch = _Batch()
+        gone = set(self.context.assignments) - topics
+        batch = RequestBatch()
         for topic in gone:  # removed behind the controller's back (or after its deletion)
             self._forget_topic(topic, batch)
         new_tps: List[TopicPartition] = []
-        for topic in sorted(topics - set(self.assignments)):
+        for topic in sorted(topics - set(self.context.assignments)):
             if self._load_topic(topic) is not None:
-                new_tps += [(topic, p) for p in self.assignments[topic] if (topic, p) not in self.states]
+                new_tps += [(topic, p) for p in self.context.assignments[topic]
+                            if (topic, p) not in self.context.states]
         if new_tps:
-            self._online(new_tps, batch)
+            self._partitions.online(new_tps, batch)
         self._send(batch)
 
     def _partitions_changed(self, topic: str) -> None:
-        if not self.active or topic not in self.assignments:
+        if not self.active or topic not in self.context.assignments:
             return
-        known = set(self.assignments[topic])
+        known = set(self.context.assignments[topic])
         if self._load_topic(topic) is None:
             return
-        added = [(topic, p) for p in sorted(set(self.assignments[topic]) - known)]
+        added = [(topic, p) for p in sorted(set(self.context.assignments[topic]) - known)]
         if added:
             log.info("controller: topic %s has %d new partitions", topic, len(added))
-            batch = _Batch()
-            self._online(added, batch)
+            batch = RequestBatch()
+            self._partitions.online(added, batch)
             self._send(batch)
 
-    def _forget_topic(self, topic: str, batch: _Batch) -> None:
-        for p in list(self.assignments.get(topic, {})):
-            self.states.pop((topic, p), None)
+    def _forget_topic(self, topic: str, batch: RequestBatch) -> None:
+        for p in list(self.context.assignments.get(topic, {})):
+            self.context.states.pop((topic, p), None)
             batch.update_metadata.add((topic, p))
-        self.deleting.add(topic)  # so UpdateMetadata says "deleted" for its partitions
+        self.context.deleting.add(topic)  # so UpdateMetadata says "deleted" for its partitions
         self._send(batch)
         batch.update_metadata.clear()
-        self.deleting.discard(topic)
-        self.assignments.pop(topic, None)
-        self.topic_ids.pop(topic, None)
+        self.context.deleting.discard(topic)
+        self.context.assignments.pop(topic, None)
+        self.context.topic_ids.pop(topic, None)
 
     def _deletions_changed(self) -> None:
         if not self.active:
             return
         marked = set(self.zk.get_topics_to_delete(watch=self._watch("topic-deletion", self._deletions_changed)))
         for topic in sorted(marked):
-            if topic not in self.assignments:
-                self.zk.delete_topic(topic, self.epoch)  # nothing of it is left but the marker
-                self.deleting.discard(topic)
+            if topic not in self.context.assignments:
+                self.zk.delete_topic(topic, self.context.epoch)  # nothing of it is left but the marker
+                self.context.deleting.discard(topic)
                 continue
             self._start_deletion(topic)
 
     def _start_deletion(self, topic: str) -> None:
         """Stop and delete every live replica of ``topic``; the znodes go once all are deleted."""
-        first = topic not in self.deleting
-        self.deleting.add(topic)
-        awaiting = self._awaiting_delete.setdefault(topic, set())
-        batch = _Batch()
+        first = topic not in self.context.deleting
+        self.context.deleting.add(topic)
+        batch = RequestBatch()
         if first:
             log.info("controller: deleting topic %s", topic)
-            batch.update_metadata = {(topic, p) for p in self.assignments[topic]}
-        for p, replicas in self.assignments[topic].items():
-            for r in replicas:
-                key = ((topic, p), r)
-                if r in self.live and key not in awaiting:
-                    awaiting.add(key)
-                    batch.stop_replica_to(r, (topic, p), EPOCH_DURING_DELETE, True)
+            batch.update_metadata = {(topic, p) for p in self.context.assignments[topic]}
+        self._replicas.start_deletion(topic, batch)
         self._send(batch)
         self._maybe_finish_deletion(topic)
 
     def _replicas_stopped(self, broker: int, response: Tuple[int, Dict[TopicPartition, int]]) -> None:
-        code, per_partition = response
-        for tp, c in per_partition.items():
-            awaiting = self._awaiting_delete.get(tp[0])
-            if awaiting is None:
-                continue
-            if code == 0 and c == 0:
-                awaiting.discard((tp, broker))
-                self._deleted_replicas.setdefault(tp[0], set()).add((tp, broker))
-            else:
-                log.warning("controller: broker %d could not delete %s-%d (error %d/%d); it is retried when the "
-                            "broker registers again", broker, tp[0], tp[1], code, c)
-        for topic in {tp[0] for tp in per_partition}:
+        for topic in self._replicas.replicas_stopped(broker, response):
             self._maybe_finish_deletion(topic)
 
     def _maybe_finish_deletion(self, topic: str) -> None:
-        if topic not in self.deleting or topic not in self.assignments:
+        if topic not in self.context.deleting or topic not in self.context.assignments:
             return
-        done = self._deleted_replicas.get(topic, set())
-        every = {((topic, p), r) for p, replicas in self.assignments[topic].items() for r in replicas}
-        if not every <= done:
+        if not self._replicas.all_deleted(topic):
             return
-        self.zk.delete_topic(topic, self.epoch)
-        for p in self.assignments[topic]:
-            self.states.pop((topic, p), None)
-        self.assignments.pop(topic, None)
-        self.topic_ids.pop(topic, None)
-        self.deleting.discard(topic)
-        self._awaiting_delete.pop(topic, None)
-        self._deleted_replicas.pop(topic, None)
+        self.zk.delete_topic(topic, self.context.epoch)
+        for p in self.context.assignments[topic]:
+            self.context.states.pop((topic, p), None)
+        self.context.assignments.pop(topic, None)
+        self.context.topic_ids.pop(topic, None)
+        self.context.deleting.discard(topic)
+        self._replicas.forget(topic)
         log.info("controller: topic %s deleted", topic)
         if self._on_delete_topic is not None:
             self._on_delete_topic(topic)
@@ -854,13 +673,13 @@ class KafkaController:
         tps: Set[TopicPartition] = set()
         for name in names:
             tps.update(self.zk.read_isr_change(name))
-        batch = _Batch()
+        batch = RequestBatch()
         for tp in sorted(tps):
-            if tp[0] not in self.assignments or tp[0] in self.deleting:
+            if tp[0] not in self.context.assignments or tp[0] in self.context.deleting:
                 continue
             state = self.zk.get_partition_state(*tp)
             if state is not None:
-                self.states[tp] = state
+                self.context.states[tp] = state
                 batch.update_metadata.add(tp)
         self._send(batch)
         self.zk.delete_isr_changes(names)
@@ -879,31 +698,31 @@ class KafkaController:
     def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[TopicPartition]]:
         if not self.active:
             return errors.NotControllerError.code, []
-        reg = self.live.get(broker_id)
+        reg = self.context.live.get(broker_id)
         if reg is None:
             return errors.BrokerNotAvailableError.code, []
         if broker_epoch != -1 and broker_epoch < reg.epoch:
             return errors.StaleBrokerEpochError.code, []
-        self.shutting_down.add(broker_id)
+        self.context.shutting_down.add(broker_id)
         log.info("controller: broker %d shuts down; moving its leaderships", broker_id)
-        batch = _Batch()
-        hosted = [tp for tp in self.states if tp[0] not in self.deleting
-                  and broker_id in self.assignments.get(tp[0], {}).get(tp[1], [])]
-        self._refresh(hosted)
+        batch = RequestBatch()
+        hosted = [tp for tp in self.context.states if tp[0] not in self.context.deleting
+                  and broker_id in self.context.assignments.get(tp[0], {}).get(tp[1], [])]
+        self._partitions.refresh(hosted)
         # Its leaderships go to other ISR members, and it leaves those ISRs; it is told it
         # follows (so it takes no more writes), and stops fetching as it shuts down.
-        led = [tp for tp in hosted if self.states[tp].leader == broker_id and len(self.assignments[tp[0]][tp[1]]) > 1]
-        self._repair(led, batch, failed={broker_id}, moving=True)
+        led = [tp for tp in hosted if self.context.states[tp].leader == broker_id
+               and len(self.context.assignments[tp[0]][tp[1]]) > 1]
+        self._partitions.repair(led, batch, failed={broker_id}, moving=True)
         # The replicas it follows stop and leave their ISRs.
-        followed = [tp for tp in hosted if self.states[tp].leader != broker_id]
-        for tp in followed:
-            batch.stop_replica_to(broker_id, tp, self.states[tp].leader_epoch, False)
-        self._repair(followed, batch, failed={broker_id}, moving=True, untold={broker_id})
+        followed = [tp for tp in hosted if self.context.states[tp].leader != broker_id]
+        self._replicas.offline(broker_id, followed, batch)
+        self._partitions.repair(followed, batch, failed={broker_id}, moving=True, untold={broker_id})
         self._send(batch)
         # What it still leads of the replicated partitions (a partition with one replica has
         # nowhere to go: it is not waited for, as in Kafka).
-        remaining = sorted(tp for tp, s in self.states.items()
-                           if s.leader == broker_id and len(self.assignments.get(tp[0], {}).get(tp[1], [])) > 1)
+        remaining = sorted(tp for tp, s in self.context.states.items()
+                           if s.leader == broker_id and len(self.context.assignments.get(tp[0], {}).get(tp[1], [])) > 1)
         return 0, remaining
 
     # -- introspection ------------------------------------------------------------------

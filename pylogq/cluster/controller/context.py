@@ -1,0 +1,65 @@
+"""The active controller's view of the cluster (Kafka's ControllerContext): its epoch,
+the live brokers and those shutting down, every topic's replica assignment and id, every
+partition's state as last read or written, and the topics being deleted.
+
+The controller fills it when it is elected (reading the metadata store) and keeps it
+current from the store's watches; the state machines (:mod:`.partition_state_machine`,
+:mod:`.replica_state_machine`) decide from it and write their decisions back to it.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Set, Tuple
+
+from ..contract import BrokerRegistration, LeaderAndIsrPartition
+from ..zk.client import ControllerEpochZkVersion
+from ..zk.data import PartitionState
+
+__all__ = ["ControllerContext", "TopicPartition"]
+
+TopicPartition = Tuple[str, int]
+
+
+class ControllerContext:
+    """What the active controller knows of the cluster (empty while standing by).
+
+    Not thread-safe: owned by the controller's event thread, like the rest of its state.
+    """
+
+    def __init__(self) -> None:
+        self.epoch: ControllerEpochZkVersion = (0, -1)
+        self.live: Dict[int, BrokerRegistration] = {}
+        self.shutting_down: Set[int] = set()
+        self.assignments: Dict[str, Dict[int, List[int]]] = {}
+        self.topic_ids: Dict[str, str] = {}
+        self.states: Dict[TopicPartition, PartitionState] = {}
+        self.deleting: Set[str] = set()
+
+    def clear(self) -> None:
+        """Forget the cluster (the controller epoch stays): resigned, or about to read it again."""
+        self.live.clear()
+        self.shutting_down.clear()
+        self.assignments.clear()
+        self.topic_ids.clear()
+        self.states.clear()
+        self.deleting.clear()
+
+    def offline_partitions(self) -> List[TopicPartition]:
+        """Partitions with no state yet or no live leader (deleting topics aside)."""
+        out = []
+        for topic, parts in self.assignments.items():
+            if topic in self.deleting:
+                continue
+            for p in parts:
+                state = self.states.get((topic, p))
+                if state is None or state.leader not in self.live:
+                    out.append((topic, p))
+        return out
+
+    def request_state(self, tp: TopicPartition, state: PartitionState, is_new: bool = False) -> LeaderAndIsrPartition:
+        """A partition's state as LeaderAndIsr and UpdateMetadata carry it: with its replicas, and
+        those of them on brokers that are not live (offline)."""
+        replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
+        return LeaderAndIsrPartition(tp[0], tp[1], state.controller_epoch, state.leader, state.leader_epoch,
+                                     list(state.isr), state.partition_epoch, list(replicas),
+                                     [r for r in replicas if r not in self.live], is_new)

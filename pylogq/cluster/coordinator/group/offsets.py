@@ -1,0 +1,312 @@
+"""Committed offsets of the groups a coordinator serves: OffsetCommit, OffsetFetch and
+OffsetDelete (Kafka's handleCommitOffsets, handleFetchOffsets and handleDeleteOffsets over
+its GroupMetadataManager's offset storage).
+
+:class:`GroupOffsets` validates a commit against the group's membership (Kafka's
+validateOffsetCommit), writes the offsets to the group's ``__consumer_offsets`` partition
+through the :class:`~pylogq.cluster.coordinator.group.metadata_manager.GroupMetadataManager`,
+and keeps them pending until the write's replication is known (Kafka's pending offset
+commits). The group coordinator hands these calls on, and gives the lock it guards every
+group with, its closed state and how to keep a committing member's session alive.
+
+Committed offsets never expire (no ``offsets.retention.minutes``: a commit's retention
+time is accepted and ignored, and offsets stay until their group or the offsets are
+deleted).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+from ....errors import (
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    IllegalGenerationError,
+    InvalidGroupIdError,
+    NonEmptyGroupError,
+    OffsetMetadataTooLargeError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from ...contract import CommittedOffset
+from . import offsets_schema as schema
+from .group import (
+    COMPLETING_REBALANCE,
+    CONSUMER_PROTOCOL_TYPE,
+    DEAD,
+    EMPTY,
+    NONE,
+    GroupMetadata,
+    MemberMetadata,
+    Partition,
+    now_ms,
+    subscribed_topics,
+)
+from .metadata_manager import GroupMetadataManager
+
+__all__ = ["NO_OFFSET", "GroupOffsets"]
+
+#: The offset OffsetFetch answers for a partition without a committed offset.
+NO_OFFSET = -1
+
+
+class GroupOffsets:
+    """The committed (and pending) offsets of the groups a coordinator serves.
+
+    Thread-safe: every call takes the coordinator's lock (``lock``), the one that guards
+    every group, and a storage call runs under it, which keeps the order of the log equal
+    to the order of the in-memory changes. Not usable once the coordinator is closed
+    (``closed()``): calls answer COORDINATOR_NOT_AVAILABLE.
+    """
+
+    def __init__(self, metadata: GroupMetadataManager, lock: threading.Condition, closed: Callable[[], bool],
+                 touch: Callable[[MemberMetadata], None], offset_metadata_max_bytes: int) -> None:
+        self.metadata = metadata
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self._groups = metadata.groups  # the manager's map, by group id
+        self._lock = lock
+        self._closed = closed
+        self._touch = touch  # a committing member's session starts again
+        self._write_seq = 0  # numbers the offset commits written, in the order written
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        offsets: Dict[Partition, Tuple[int, Optional[str]]],
+        leader_epochs: Optional[Dict[Partition, int]] = None,
+        *,
+        group_instance_id: Optional[str] = None,
+        commit_timestamps: Optional[Dict[Partition, int]] = None,
+        unknown_group_not_found: bool = False,
+    ) -> Dict[Partition, int]:
+        """Commit offsets for a group member, or (generation -1, member "") for a group without members.
+
+        The commit is written to ``__consumer_offsets`` before this returns; a
+        failed write answers every partition with the mapped error code. A
+        partition's commit timestamp is ``commit_timestamps``' (OffsetCommit v1)
+        unless missing or -1, then now. A member commit to an unknown group is
+        ILLEGAL_GENERATION, or GROUP_ID_NOT_FOUND with ``unknown_group_not_found``
+        (OffsetCommit v9+). The commit is visible at once: see
+        :meth:`commit_offsets_pending` for a write that must be replicated first.
+        """
+        codes, complete = self.commit_offsets_pending(
+            group_id, generation_id, member_id, offsets, leader_epochs, group_instance_id=group_instance_id,
+            commit_timestamps=commit_timestamps, unknown_group_not_found=unknown_group_not_found)
+        complete(NONE)
+        return codes
+
+    def commit_offsets_pending(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        offsets: Dict[Partition, Tuple[int, Optional[str]]],
+        leader_epochs: Optional[Dict[Partition, int]] = None,
+        *,
+        group_instance_id: Optional[str] = None,
+        commit_timestamps: Optional[Dict[Partition, int]] = None,
+        unknown_group_not_found: bool = False,
+    ) -> Tuple[Dict[Partition, int], Callable[[int], None]]:
+        """:meth:`commit_offsets`, the written offsets kept pending: OffsetFetch goes on seeing
+        the previous commit until the returned function is called with the outcome of the
+        write's replication (Kafka's pending offset commits). 0 makes them the committed
+        offsets (unless a later write already is), an error code drops them."""
+        with self._lock:
+            codes, written = self._commit_locked(group_id, generation_id, member_id, offsets, leader_epochs,
+                                                 group_instance_id, commit_timestamps, unknown_group_not_found)
+        done: List[int] = []
+
+        def complete(code: int) -> None:
+            if not done:
+                done.append(code)
+                self._complete_commit(group_id, written, code)
+
+        return codes, complete
+
+    def _complete_commit(self, group_id: str, written: Dict[Partition, Tuple[int, schema.OffsetCommitValue]],
+                         code: int) -> None:
+        if not written:
+            return
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                return  # deleted or unloaded meanwhile: what the log holds is loaded again
+            for tp, (seq, value) in written.items():
+                pending = group.pending_offsets.get(tp)
+                if pending is not None and pending[0] == seq:
+                    del group.pending_offsets[tp]
+                if code == NONE and group.offset_writes.get(tp, -1) < seq:
+                    group.offsets[tp] = value
+                    group.offset_writes[tp] = seq
+            self._maybe_forget(group)
+
+    def _maybe_forget(self, group: "GroupMetadata") -> None:
+        if not group.members and not group.pending and not group.offsets and not group.pending_offsets \
+                and group.state == EMPTY and group.protocol_type is None:
+            self._groups.pop(group.group_id, None)
+
+    def _commit_locked(self, group_id: str, generation_id: int, member_id: str,
+                       offsets: Dict[Partition, Tuple[int, Optional[str]]],
+                       leader_epochs: Optional[Dict[Partition, int]], group_instance_id: Optional[str],
+                       commit_timestamps: Optional[Dict[Partition, int]], unknown_group_not_found: bool
+                       ) -> Tuple[Dict[Partition, int], Dict[Partition, Tuple[int, schema.OffsetCommitValue]]]:
+        error = self._validate_commit(group_id, generation_id, member_id, group_instance_id,
+                                      unknown_group_not_found)
+        if error != NONE:
+            return {tp: error for tp in offsets}, {}
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = GroupMetadata(group_id)
+        member = group.members.get(member_id)
+        if member is not None:
+            self._touch(member)
+        commit_ms = now_ms()
+        result: Dict[Partition, int] = {}
+        written: Dict[Partition, Tuple[int, schema.OffsetCommitValue]] = {}
+        to_write: Dict[Partition, schema.OffsetCommitValue] = {}
+        for tp, (offset, metadata) in offsets.items():
+            metadata = metadata or ""
+            if len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                result[tp] = OffsetMetadataTooLargeError.code
+                continue
+            epoch = -1 if leader_epochs is None else leader_epochs.get(tp, -1)
+            timestamp = -1 if commit_timestamps is None else commit_timestamps.get(tp, -1)
+            to_write[tp] = schema.OffsetCommitValue(offset, metadata, commit_ms if timestamp == -1 else timestamp,
+                                                    epoch)
+        if to_write:
+            keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in to_write]
+            values = [
+                schema.encode_offset_commit_value(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch)
+                for v in to_write.values()
+            ]
+            code = self.metadata.store(group_id, keys, values, for_commit=True)
+            self._write_seq += 1
+            for tp, value in to_write.items():
+                result[tp] = code
+                if code == NONE:
+                    group.pending_offsets[tp] = (self._write_seq, value)
+                    written[tp] = (self._write_seq, value)
+        self._maybe_forget(group)
+        return result, written
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Optional[Iterable[Partition]] = None
+    ) -> Dict[Partition, Tuple[int, str, int]]:
+        """Committed ``(offset, metadata, error_code)`` per partition; offset -1 when none.
+
+        ``partitions=None`` returns every committed partition of the group.
+        """
+        wanted = None if partitions is None else list(partitions)
+        code, found = self.fetch_committed(group_id, wanted)
+        if code != NONE:
+            return {tp: (NO_OFFSET, "", code) for tp in wanted or ()}
+        return {tp: (c.offset, c.metadata, c.error_code) for tp, c in found.items()}
+
+    def fetch_committed(
+        self, group_id: str, partitions: Optional[Iterable[Partition]] = None
+    ) -> Tuple[int, Dict[Partition, CommittedOffset]]:
+        """OffsetFetch: (group error, committed offset and leader epoch per partition).
+
+        A partition without a committed offset reports offset -1, epoch -1 and "";
+        ``partitions=None`` returns every committed partition of the group. An
+        unknown group has no offsets (not an error, as in Kafka).
+        """
+        with self._lock:
+            if self._closed():
+                return CoordinatorNotAvailableError.code, {}
+            owner = self.metadata.owner_error(group_id)
+            if owner != NONE:
+                return owner, {}
+            group = self._groups.get(group_id)
+            stored = group.offsets if group is not None else {}
+            wanted = list(stored) if partitions is None else list(partitions)
+            out: Dict[Partition, CommittedOffset] = {}
+            for tp in wanted:
+                v = stored.get(tp)
+                out[tp] = CommittedOffset(NO_OFFSET) if v is None else CommittedOffset(v.offset, v.leader_epoch,
+                                                                                      v.metadata)
+            return NONE, out
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[Partition]) -> Tuple[int, Dict[Partition, int]]:
+        """Kafka's OffsetDelete: tombstone a group's committed offsets; -> (group error, per-partition codes).
+
+        As Kafka's handleDeleteOffsets: an unknown group answers GROUP_ID_NOT_FOUND; an
+        Empty group may delete any offset; a consumer group with members only those of
+        topics none of them subscribes to (the others GROUP_SUBSCRIBED_TO_TOPIC); any
+        other group with members NON_EMPTY_GROUP. A group left Empty without offsets
+        is removed (Dead), its metadata tombstoned in the same batch.
+        """
+        wanted = list(dict.fromkeys(partitions))
+        with self._lock:
+            if not group_id:
+                return InvalidGroupIdError.code, {}
+            owner = self.metadata.owner_error(group_id)
+            if owner != NONE:
+                return owner, {}
+            group = self._groups.get(group_id)
+            if group is None or group.state == DEAD:
+                return GroupIdNotFoundError.code, {}
+            codes: Dict[Partition, int] = {}
+            if group.state == EMPTY:
+                eligible = wanted
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                subscribed: Set[str] = set()
+                for m in group.members.values():
+                    subscribed |= subscribed_topics(m.metadata(group.protocol_name))
+                eligible = [tp for tp in wanted if tp[0] not in subscribed]
+                codes = {tp: GroupSubscribedToTopicError.code for tp in wanted if tp[0] in subscribed}
+            else:
+                return NonEmptyGroupError.code, {}
+            removed = [tp for tp in eligible if tp in group.offsets]
+            dead = group.state == EMPTY and not group.members and len(removed) == len(group.offsets)
+            keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in removed]
+            if dead and removed:
+                keys.append(schema.encode_group_metadata_key(group_id))
+            code = self.metadata.store(group_id, keys, [None] * len(keys), for_commit=False) if keys else NONE
+            if code != NONE:
+                return code, {}
+            for tp in removed:
+                del group.offsets[tp]
+            if dead and removed:
+                group.transition(DEAD)
+                del self._groups[group_id]
+            for tp in eligible:
+                codes[tp] = NONE
+            return NONE, codes
+
+    def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: Optional[str] = None, unknown_group_not_found: bool = False) -> int:
+        """Kafka's validateOffsetCommit for a classic group (lock held)."""
+        if self._closed():
+            return CoordinatorNotAvailableError.code
+        if not group_id:
+            return InvalidGroupIdError.code
+        owner = self.metadata.owner_error(group_id)
+        if owner != NONE:
+            return owner
+        group = self._groups.get(group_id)
+        if group is None:
+            # Only a consumer that manages its own partitions may create a group by committing.
+            if generation_id < 0:
+                return NONE
+            return GroupIdNotFoundError.code if unknown_group_not_found else IllegalGenerationError.code
+        if group.state == DEAD:
+            return CoordinatorNotAvailableError.code
+        if generation_id < 0 and group.state == EMPTY:
+            return NONE  # a simple commit: the admin client, or a consumer without group management
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            code = group.validate_member(member_id, group_instance_id)
+            if code != NONE:
+                return code
+            if generation_id != group.generation_id:
+                return IllegalGenerationError.code
+        elif group.state != EMPTY:
+            # A commit without member and generation (OffsetCommit v0) needs an Empty group.
+            return UnknownMemberIdError.code
+        if group.state == COMPLETING_REBALANCE:
+            return RebalanceInProgressError.code
+        return NONE
