@@ -36,24 +36,25 @@ bytes): a batch is one Produce request and one round trip, and with Kafka's
 records; memory is reserved as batches fill (above), and a batch never grows
 past ``max_request_size``. Set ``linger_ms=0, batch_size=16384`` for
 kafka-python's behaviour.
+
+This module holds the public face (:class:`Producer`: configuration,
+``send``, ``send_batch``, ``flush``, ``close``, ``partitions_for``,
+``metrics``); the batches live in :mod:`pylogq.client.accumulator`, the
+sender thread in :mod:`pylogq.client.sender`, a batch and its records'
+futures in :mod:`pylogq.client.producer_batch`.
 """
 
 from __future__ import annotations
 
-import collections
-import logging
 import threading
 import time
-from time import sleep as _yield_gil
 from time import time_ns as _time_ns
-from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
 
 import numpy as np
 
-from .. import records
-from ..cluster.partitioner import StickyPartitioner, gather, murmur2, murmur2_many, partition_for_key
+from ..cluster.partitioner import gather, murmur2, murmur2_many, partition_for_key
 from ..errors import (
-    BrokerError,
     BufferExhaustedError,
     ConfigError,
     IllegalStateError,
@@ -61,18 +62,18 @@ from ..errors import (
     MessageTooLargeError,
     PylogqError,
     UnknownTopicOrPartitionError,
-    error_for_code,
 )
-from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, codecs
-from .metrics import AVG, MAX, PRODUCE_API_KEY, RATE, TOTAL, MetricName, Metrics, NetworkSensors, Sensor
+from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, codecs
+from .accumulator import RecordAccumulator
+from .metrics import Metrics, NetworkSensors
+from .producer_batch import FutureRecordMetadata, ProducerBatch, RecordMetadata
+from .sender import Sender, SenderMetrics
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
     "DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult",
     "BufferExhaustedError", "IllegalStateError", "KafkaTimeoutError"
 ]
-
-log = logging.getLogger(__name__)
 
 
 #: kafka-python 3.0's defaults, for the settings that mean something here, except
@@ -111,31 +112,9 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "sasl_plain_password": None,
 }
 
-_SEQUENCE_SPACE = 2**31
 # A record's framing beyond its key, value and headers: length, attributes,
 # timestamp and offset deltas, key and value lengths, header count (varints).
 _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
-
-# An open batch's first reservation of buffer memory (Kafka's batch.size default);
-# it doubles as the batch fills, up to batch_size (Producer._grow).
-_FIRST_RESERVATION = 16384
-
-_CALLBACK_LOCK = threading.Lock()
-
-
-class RecordMetadata(NamedTuple):
-    """Where the broker put one record (kafka-python's RecordMetadata, with ``log_start_offset``)."""
-
-    topic: str
-    partition: int
-    topic_partition: Tuple[str, int]
-    offset: int
-    timestamp: int
-    log_start_offset: int
-    checksum: Optional[int]
-    serialized_key_size: int
-    serialized_value_size: int
-    serialized_header_size: int
 
 
 class BatchResult(NamedTuple):
@@ -145,203 +124,6 @@ class BatchResult(NamedTuple):
     partition: int
     base_offset: int
     record_count: int
-
-
-class ProducerBatch:
-    """One producer batch on its way to a partition; completed once, by the sender thread.
-
-    While open (in the accumulator) ``builder`` collects records under the
-    producer's lock; once drained ``data`` holds the built bytes, which every
-    retry re-sends unchanged (same sequence numbers).
-
-    Its records are acknowledged together: code that follows many records
-    (``pylogq perf``) can follow their batches instead, through
-    ``FutureRecordMetadata.batch`` and :meth:`add_done_callback`. ``topic``,
-    ``partition``, ``done``, ``error`` and ``base_offset`` are for reading;
-    ``count`` is final once the batch is closed.
-    """
-
-    __slots__ = (
-        "topic", "partition", "builder", "data", "count", "created", "deadline", "base_sequence",
-        "reserved", "attempts", "retry_at", "done", "base_offset", "log_append_time",
-        "log_start_offset", "error", "callbacks", "event", "uncompressed", "max_record_size",
-    )
-
-    def __init__(self, topic: str, partition: int, builder: Any, created: float, deadline: float,
-                 base_sequence: int, reserved: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.builder = builder
-        self.data: Any = None
-        self.count = 0
-        self.created = created
-        self.deadline = deadline
-        self.base_sequence = base_sequence
-        self.reserved = reserved
-        self.attempts = 0
-        self.retry_at = 0.0
-        self.done = False
-        self.base_offset = -1
-        self.log_append_time = -1
-        self.log_start_offset = -1
-        self.error: Optional[BaseException] = None
-        # (future, fn, is_errback) of a record's callback; (None, fn, False) of add_done_callback's.
-        self.callbacks: Optional[List[Tuple[Optional["FutureRecordMetadata"], Callable[..., Any], bool]]] = []
-        self.event = threading.Event()
-        # Known once built from a builder (0: not known, a send_batch batch): for the metrics.
-        self.uncompressed = 0
-        self.max_record_size = 0
-
-    def complete(self, base_offset: int, log_append_time: int, log_start_offset: int,
-                 error: Optional[BaseException]) -> None:
-        """Record the outcome, run the callbacks (outside any lock), then wake waiters.
-
-        Waiters wake last, as in kafka-python: once ``get()`` or ``flush()``
-        returns, the record's callbacks have run.
-        """
-        with _CALLBACK_LOCK:
-            if self.done:
-                return
-            self.base_offset = base_offset
-            self.log_append_time = log_append_time
-            self.log_start_offset = log_start_offset
-            self.error = error
-            self.done = True
-            callbacks = self.callbacks
-            self.callbacks = None
-        self.data = None
-        for future, fn, is_errback in callbacks or ():
-            if future is not None:
-                future._run(fn, is_errback)
-            else:
-                self._run(fn)
-        self.event.set()
-
-    def add_done_callback(self, fn: Callable[["ProducerBatch"], Any]) -> None:
-        """Call ``fn(batch)`` once the batch is acknowledged or failed (see ``error``).
-
-        On the sender thread, or at once when the batch is already done; an
-        exception in ``fn`` is logged.
-        """
-        with _CALLBACK_LOCK:
-            if not self.done:
-                assert self.callbacks is not None
-                self.callbacks.append((None, fn, False))
-                return
-        self._run(fn)
-
-    def _run(self, fn: Callable[["ProducerBatch"], Any]) -> None:
-        try:
-            fn(self)
-        except Exception:
-            log.exception("error in a producer batch callback")
-
-
-class FutureRecordMetadata:
-    """The outcome of one ``send()``: resolves to a :class:`RecordMetadata` or fails.
-
-    kafka-python's future: ``get(timeout)``, ``add_callback(fn)`` (called with
-    the metadata), ``add_errback(fn)`` (called with the exception),
-    ``succeeded()``, ``failed()``, ``is_done``, ``value``, ``exception``.
-    Callbacks run on the sender thread (or at once, when already done); one
-    that raises is logged and does not stop the others. The record's outcome
-    is its batch's: the future holds the :class:`ProducerBatch` (``batch``, to
-    read) and its index in it.
-    """
-
-    __slots__ = ("batch", "_args")
-
-    def __init__(self, batch: ProducerBatch, index: int, timestamp: int, key_size: int, value_size: int,
-                 header_size: int) -> None:
-        self.batch = batch
-        self._args = (index, timestamp, key_size, value_size, header_size)
-
-    @property
-    def is_done(self) -> bool:
-        return self.batch.done
-
-    @property
-    def exception(self) -> Optional[BaseException]:
-        return self.batch.error if self.batch.done else None
-
-    @property
-    def value(self) -> Optional[RecordMetadata]:
-        batch = self.batch
-        if not batch.done or batch.error is not None:
-            return None
-        index, timestamp, key_size, value_size, header_size = self._args
-        offset = batch.base_offset
-        if offset != -1:
-            offset += index
-        if batch.log_append_time != -1:
-            timestamp = batch.log_append_time
-        tp = (batch.topic, batch.partition)
-        return RecordMetadata(batch.topic, batch.partition, tp, offset, timestamp, batch.log_start_offset,
-                              None, key_size, value_size, header_size)
-
-    def succeeded(self) -> bool:
-        return self.batch.done and self.batch.error is None
-
-    def failed(self) -> bool:
-        return self.batch.done and self.batch.error is not None
-
-    def retriable(self) -> bool:
-        error = self.exception
-        return bool(getattr(error, "retriable", False))
-
-    def get(self, timeout: Optional[float] = None) -> RecordMetadata:
-        """Wait up to ``timeout`` seconds (None: forever); -> the metadata, or raise the failure."""
-        batch = self.batch
-        if not batch.done and not batch.event.wait(timeout):
-            raise KafkaTimeoutError("timed out after %s s waiting for the record to be acknowledged" % (timeout,))
-        if batch.error is not None:
-            raise batch.error
-        value = self.value
-        assert value is not None
-        return value
-
-    def add_callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "FutureRecordMetadata":
-        """Call ``fn(*args, metadata, **kwargs)`` when the record is acknowledged."""
-        return self._add(fn, args, kwargs, False)
-
-    def add_errback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "FutureRecordMetadata":
-        """Call ``fn(*args, exception, **kwargs)`` when the record fails."""
-        return self._add(fn, args, kwargs, True)
-
-    def add_both(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "FutureRecordMetadata":
-        self._add(fn, args, kwargs, False)
-        return self._add(fn, args, kwargs, True)
-
-    def _add(self, fn: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any],
-             is_errback: bool) -> "FutureRecordMetadata":
-        if args or kwargs:
-            inner = fn
-
-            def fn(result: Any) -> Any:
-                return inner(*args, result, **kwargs)
-
-        batch = self.batch
-        with _CALLBACK_LOCK:
-            if not batch.done:
-                assert batch.callbacks is not None
-                batch.callbacks.append((self, fn, is_errback))
-                return self
-        self._run(fn, is_errback)
-        return self
-
-    def _run(self, fn: Callable[..., Any], is_errback: bool) -> None:
-        error = self.batch.error
-        if (error is not None) != is_errback:
-            return
-        try:
-            fn(error if is_errback else self.value)
-        except Exception:
-            log.exception("error in a producer %s", "errback" if is_errback else "callback")
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.is_done else ("failed: %r" % self.exception if self.failed() else "done")
-        return "<FutureRecordMetadata %s-%d #%d %s>" % (self.batch.topic, self.batch.partition,
-                                                        self._args[0], state)
 
 
 _new_future = object.__new__
@@ -357,127 +139,6 @@ def _serializer(obj: Any, name: str) -> Optional[Callable[[str, Any, Any], Any]]
     if callable(obj):
         return lambda topic, headers, data: obj(data)
     raise ConfigError("%s must be callable or have a serialize(topic, headers, data) method, not %r" % (name, obj))
-
-
-class _SenderMetrics:
-    """The producer's own metrics (Kafka's ``SenderMetrics``): recorded per batch, never per record.
-
-    The sender records a batch each time it sends it (a retry again, as
-    Kafka), before the request: its bytes, records, compression, the time since
-    it opened and its largest record; a retry and a failure count the batch's
-    records. Groups ``producer-metrics`` and ``producer-topic-metrics.<topic>``;
-    the request metrics of ``producer-metrics`` and
-    ``producer-node-metrics.node-<id>`` are the transport's
-    (:class:`~pylogq.client.metrics.NetworkSensors`).
-    """
-
-    def __init__(self, metrics: Metrics, network: NetworkSensors, producer: "Producer") -> None:
-        self.metrics = m = metrics
-        group = "producer-metrics"
-        # A batch's bytes: its size and the producer's byte rate.
-        self.bytes = m.add_stats(m.sensor("batch-size"), group, [
-            ("batch-size-avg", AVG, "The average number of bytes sent per partition per-request."),
-            ("batch-size-max", MAX, "The max number of bytes sent per partition per-request."),
-            ("byte-rate", RATE, "The average number of bytes sent per second."),
-            ("byte-total", TOTAL, "The total number of bytes sent."),
-        ])
-        self.compression = m.add_stats(m.sensor("compression-rate"), group, [
-            ("compression-rate-avg", AVG, "The average compression rate of record batches."),
-        ])
-        self.queue_time = m.add_stats(m.sensor("queue-time"), group, [
-            ("record-queue-time-avg", AVG, "The average time in ms record batches spent in the record accumulator."),
-            ("record-queue-time-max", MAX, "The maximum time in ms record batches spent in the record accumulator."),
-        ])
-        self.records = m.add_stats(m.sensor("records-per-request"), group, [
-            ("record-send-rate", RATE, "The average number of records sent per second."),
-            ("record-send-total", TOTAL, "The total number of records sent."),
-            ("records-per-request-avg", AVG, "The average number of records per request."),
-        ])
-        self.retries = m.add_stats(m.sensor("record-retries"), group, [
-            ("record-retry-rate", RATE, "The average per-second number of retried record sends"),
-            ("record-retry-total", TOTAL, "The total number of retried record sends"),
-        ])
-        self.errors = m.add_stats(m.sensor("errors"), group, [
-            ("record-error-rate", RATE, "The average per-second number of record sends that resulted in errors"),
-            ("record-error-total", TOTAL, "The total number of record sends that resulted in errors"),
-        ])
-        self.record_size = m.add_stats(m.sensor("record-size-max"), group, [
-            ("record-size-max", MAX, "The maximum record size across all batches"),
-            ("record-size-avg", AVG, "The average maximum record size per batch"),
-        ])
-        self.throttle = m.add_stats(m.sensor("produce-throttle-time"), group, [
-            ("produce-throttle-time-avg", AVG, "The average throttle time in ms"),
-            ("produce-throttle-time-max", MAX, "The maximum throttle time in ms"),
-        ])
-        network.api_throttle[PRODUCE_API_KEY] = self.throttle
-        self.buffer_wait = m.add_stats(m.sensor("bufferpool-wait-time"), group, [
-            ("bufferpool-wait-ratio", RATE, "The fraction of time an appender waits for space allocation."),
-        ])
-        m.add(MetricName("buffer-total-bytes", group, "The maximum amount of buffer memory the client can use."),
-              lambda now: float(producer._buffer_memory))
-        m.add(MetricName("buffer-available-bytes", group, "The total amount of buffer memory that is not being used."),
-              lambda now: float(producer._buffer_memory - producer._used))
-        self._topics: Dict[str, Tuple[Sensor, Sensor, Sensor, Sensor, Sensor]] = {}
-
-    def _topic(self, topic: str) -> Tuple[Sensor, Sensor, Sensor, Sensor, Sensor]:
-        """The topic's sensors: records, bytes, compression, retries, errors (made on first use)."""
-        found = self._topics.get(topic)
-        if found is None:
-            m = self.metrics
-            group = "producer-topic-metrics." + topic
-            name = "topic." + topic + "."
-            found = self._topics[topic] = (
-                m.add_stats(m.sensor(name + "records-per-batch"), group, [
-                    ("record-send-rate", RATE, "Records sent per second for topic " + topic),
-                    ("record-send-total", TOTAL, "Records sent for topic " + topic)]),
-                m.add_stats(m.sensor(name + "bytes"), group, [
-                    ("byte-rate", RATE, "Bytes per second for topic " + topic),
-                    ("byte-total", TOTAL, "Bytes sent for topic " + topic)]),
-                m.add_stats(m.sensor(name + "compression-rate"), group, [
-                    ("compression-rate", AVG, "Average Compression ratio for topic " + topic)]),
-                m.add_stats(m.sensor(name + "record-retries"), group, [
-                    ("record-retry-rate", RATE, "Record retries per second for topic " + topic),
-                    ("record-retry-total", TOTAL, "Record retries for topic " + topic)]),
-                m.add_stats(m.sensor(name + "record-errors"), group, [
-                    ("record-error-rate", RATE, "Record errors per second for topic " + topic),
-                    ("record-error-total", TOTAL, "Record errors for topic " + topic)]),
-            )
-        return found
-
-    def batch_sent(self, batch: "ProducerBatch", codec: int, now: float) -> None:
-        """The sender is about to send ``batch`` (built)."""
-        size = len(batch.data)
-        count = batch.count
-        records, nbytes, compression, _, _ = self._topic(batch.topic)
-        if batch.uncompressed:
-            ratio: Optional[float] = size / batch.uncompressed
-        else:  # built whole by send_batch: the size before compression is not known
-            ratio = 1.0 if codec == codecs.NONE else None
-        with self.metrics.lock:
-            records.record_locked(count, now)
-            nbytes.record_locked(size, now)
-            self.records.record_locked(count, now)
-            self.bytes.record_locked(size, now)
-            self.queue_time.record_locked((now - batch.created) * 1000.0, now)
-            if ratio is not None:
-                compression.record_locked(ratio, now)
-                self.compression.record_locked(ratio, now)
-            if batch.max_record_size:
-                self.record_size.record_locked(batch.max_record_size, now)
-
-    def retried(self, batch: "ProducerBatch") -> None:
-        topic = self._topic(batch.topic)[3]
-        now = time.monotonic()
-        with self.metrics.lock:
-            topic.record_locked(batch.count, now)
-            self.retries.record_locked(batch.count, now)
-
-    def failed(self, batch: "ProducerBatch") -> None:
-        topic = self._topic(batch.topic)[4]
-        now = time.monotonic()
-        with self.metrics.lock:
-            topic.record_locked(batch.count, now)
-            self.errors.record_locked(batch.count, now)
 
 
 def _int_setting(config: Dict[str, Any], key: str, minimum: int) -> int:
@@ -550,13 +211,9 @@ class Producer:
         self._value_serializer = _serializer(config["value_serializer"], "value_serializer")
         self._acks: int = acks
         self._batch_size: int = config["batch_size"]
-        self._linger = config["linger_ms"] / 1000.0
         self._buffer_memory: int = config["buffer_memory"]
-        self._max_block = config["max_block_ms"] / 1000.0
         self._max_request_size: int = config["max_request_size"]
         self._retries: int = config["retries"]
-        self._backoff = config["retry_backoff_ms"] / 1000.0
-        self._delivery_timeout = config["delivery_timeout_ms"] / 1000.0
         self._partitioner: Optional[Callable[..., int]] = config["partitioner"]
         self._create_topics = bool(config["allow_auto_create_topics"])
         # send()'s fast path applies: no serializer or partitioner to call.
@@ -568,7 +225,7 @@ class Producer:
         self._metrics = Metrics(config["metrics_num_samples"], config["metrics_sample_window_ms"],
                                 enabled=bool(config["metrics_enabled"]))
         network = NetworkSensors(self._metrics, "producer")
-        self._sensors = _SenderMetrics(self._metrics, network, self)
+        self._sensors = SenderMetrics(self._metrics, network, self._buffer_memory, lambda: self._accumulator.used)
         self._transport: Transport = connect(
             broker=broker, bootstrap_servers=bootstrap_servers, client_id=config["client_id"] or "pylogq-producer",
             metrics=network, **{k: config[k] for k in TCP_OPTIONS if k != "client_id"})
@@ -580,26 +237,22 @@ class Producer:
             except BaseException:
                 self._transport.close()
                 raise
-        self._sequences: Dict[Tuple[str, int], int] = {}
-
-        self._lock = threading.Lock()
-        self._wakeup = threading.Condition(self._lock)  # the sender waits here for work
-        self._space = threading.Condition(self._lock)  # senders wait here for buffer memory
-        self._open: Dict[Tuple[str, int], ProducerBatch] = {}
-        self._appendable: Dict[str, ProducerBatch] = {}  # topic -> the open batch of its sticky partition
-        self._queues: Dict[Tuple[str, int], Deque[ProducerBatch]] = {}
-        self._incomplete: Set[ProducerBatch] = set()
-        self._used = 0
-        self._flushing = 0
-        self._sender_waiting = False
-        self._closed = False
-        self._stopping = False
-        self._abort = False  # close() ran out of time: stop retrying, fail what is left
         self._partition_counts: Dict[str, int] = {}
-        self._sticky: Dict[str, int] = {}
-        self._sticky_partitioner = StickyPartitioner()
-        self._sender = threading.Thread(target=self._run, name="pylogq-producer-sender", daemon=True)
-        self._sender.start()
+
+        self._accumulator = accumulator = RecordAccumulator(
+            self._codec, self._batch_limit, self._buffer_memory, config["linger_ms"], config["max_block_ms"],
+            self._max_request_size, config["delivery_timeout_ms"], self._idempotent, self._producer_id,
+            self._producer_epoch, self._partition_counts, self._sensors.buffer_wait)
+        # The accumulator's lock and the dicts send()'s fast path reads, bound here so that
+        # path reaches them in one step. The same objects: the accumulator never rebinds them.
+        self._lock = accumulator.lock
+        self._open = accumulator.open
+        self._appendable = accumulator.appendable
+        self._append = accumulator.append  # send()'s full path, bound once
+        self._sender = Sender(accumulator, self._transport, self._sensors, self._codec, acks, self._retries,
+                              config["retry_backoff_ms"], config["delivery_timeout_ms"])
+        self._io_thread = threading.Thread(target=self._sender.run, name="pylogq-producer-sender", daemon=True)
+        self._io_thread.start()
 
     # -- metadata -------------------------------------------------------------------
 
@@ -674,7 +327,7 @@ class Producer:
                                 future.batch = batch
                                 future._args = (index, timestamp_ms, len(key), len(value), -1)
                                 return future
-        if self._closed:
+        if self._accumulator.closed:
             raise IllegalStateError("the producer is closed")
         if value is None and key is None:
             raise ValueError("a record needs a key or a value (or both)")
@@ -710,148 +363,14 @@ class Producer:
             n = self._num_partitions(topic)
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1000000
-        sticky = False
         if partition is not None:
             if not (type(partition) is int and 0 <= partition < n):
                 self._check_partition(topic, partition)
-        elif key is None and self._partitioner is None:
-            sticky = True
-        else:
+        elif key is not None or self._partitioner is not None:
             partition = self._choose(topic, key, n)
-        record_size = size + _RECORD_OVERHEAD
-        with self._lock:
-            if sticky:
-                partition = self._sticky.get(topic)
-                if partition is None:
-                    partition = self._sticky[topic] = self._sticky_partitioner.partition(topic, n)
-            assert partition is not None
-            tp = (topic, partition)
-            batch = self._open.get(tp)
-            index = -1 if batch is None else self._append(tp, batch, timestamp_ms, key, value, headers, record_size)
-            if index < 0 and sticky:
-                # KIP-480: a keyless record that needs a new batch moves the topic on.
-                partition = self._sticky[topic] = self._sticky_partitioner.new_batch(topic, n, partition)
-                tp = (topic, partition)
-                batch = self._open.get(tp)
-                if batch is not None:
-                    index = self._append(tp, batch, timestamp_ms, key, value, headers, record_size)
-            opened = False
-            if index < 0 or batch is None:
-                batch = self._new_batch(tp, record_size)
-                opened = True
-                index = batch.builder.append_next(timestamp_ms, key, value, headers)
-                if index != 0:
-                    raise AssertionError("an empty batch refused a record")
-            if sticky:
-                self._appendable[topic] = batch  # send()'s fast path appends here next
-        if opened:
-            # The batch before this one is the sender's to send now: let it have the GIL.
-            # A thread sending in a tight loop holds the GIL for the switch interval
-            # (5 ms) at a time, and the sender needs it several times per batch (drain,
-            # build, request, response, completion): without this it fell behind by
-            # 100+ ms in a burst of 300,000 records, though the loop ran no faster.
-            _yield_gil(0)
-        return FutureRecordMetadata(batch, index, timestamp_ms, key_size, value_size, header_size)
-
-    def _append(self, tp: Tuple[str, int], batch: ProducerBatch, timestamp_ms: int, key: Any, value: Any,
-                headers: Any, record_size: int) -> int:
-        """Append to an open batch, growing it if it is full; -> the record's index, or -1 (then
-        the batch is closed, full). Lock held."""
-        index: int = batch.builder.append_next(timestamp_ms, key, value, headers)
-        if index < 0 and self._grow(batch, record_size):
-            index = batch.builder.append_next(timestamp_ms, key, value, headers)
-        if index < 0:
-            self._close_batch(tp, batch)
-        return index
-
-    def _reserve(self, need: int, deadline: float) -> None:
-        """Take ``need`` bytes of buffer memory, waiting for the sender to free some. Lock held."""
-        if self._used and self._used + need > self._buffer_memory:
-            started = time.monotonic()
-            try:
-                while self._used and self._used + need > self._buffer_memory:
-                    if self._sender_waiting:
-                        self._wakeup.notify()
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise BufferExhaustedError(
-                            "no room for %d more bytes in buffer_memory=%d (%d in use) after max_block_ms=%d"
-                            % (need, self._buffer_memory, self._used, self.config["max_block_ms"]))
-                    self._space.wait(remaining)
-                    if self._closed:
-                        raise IllegalStateError("the producer was closed while send() waited for buffer memory")
-            finally:
-                self._sensors.buffer_wait.record(time.monotonic() - started)
-        self._used += need
-
-    def _grow(self, batch: ProducerBatch, record_size: int) -> bool:
-        """Let an open batch that refused a record take more buffer memory, if free now. Lock held.
-
-        A batch starts with a reservation of ``_FIRST_RESERVATION`` bytes and
-        doubles it, up to ``batch_size``, each time it fills while buffer
-        memory is free; so buffer memory counts what batches hold (to within a
-        factor of two), not ``batch_size`` per partition, and a large
-        ``batch_size`` costs nothing when many partitions each get a few
-        records. -> False (the batch is full) when it is at ``batch_size`` or
-        the memory is taken: the caller closes it, as a full batch.
-        """
-        builder = batch.builder
-        limit = self._batch_limit
-        if batch.reserved >= limit:
-            return False
-        want = min(limit, max(2 * batch.reserved, builder.size() + record_size))
-        extra = want - batch.reserved
-        if self._used + extra > self._buffer_memory:
-            return False
-        self._used += extra
-        batch.reserved = want
-        builder.batch_size = want
-        return True
-
-    def _new_batch(self, tp: Tuple[str, int], record_size: int) -> ProducerBatch:
-        """Open a batch for ``tp`` (lock held): reserve its memory, stamp its producer fields."""
-        now = time.monotonic()
-        need = max(min(self._batch_limit, _FIRST_RESERVATION), record_size + HEADER_SIZE)
-        self._reserve(need, now + self._max_block)
-        if self._closed:
-            self._release(need)
-            raise IllegalStateError("the producer is closed")
-        raced = self._open.get(tp)
-        if raced is not None:  # opened by another thread while this one waited for memory
-            self._close_batch(tp, raced)
-        if self._idempotent:
-            sequence = self._sequences.get(tp, 0)
-            builder = records.RecordBatchBuilder(self._codec, producer_id=self._producer_id,
-                                                 producer_epoch=self._producer_epoch, base_sequence=sequence,
-                                                 batch_size=need)
-        else:
-            sequence = NO_SEQUENCE
-            builder = records.RecordBatchBuilder(self._codec, batch_size=need)
-        batch = ProducerBatch(tp[0], tp[1], builder, now, now + self._delivery_timeout, sequence, need)
-        self._open[tp] = batch
-        self._incomplete.add(batch)
-        if self._sender_waiting:
-            self._wakeup.notify()
-        return batch
-
-    def _close_batch(self, tp: Tuple[str, int], batch: ProducerBatch) -> None:
-        """Move an open batch to its partition's send queue; no record joins it after this. Lock held."""
-        del self._open[tp]
-        if self._appendable.get(tp[0]) is batch:
-            del self._appendable[tp[0]]
-        batch.count = batch.builder.record_count
-        if self._idempotent:
-            self._sequences[tp] = (batch.base_sequence + batch.count) % _SEQUENCE_SPACE
-        queue = self._queues.get(tp)
-        if queue is None:
-            queue = self._queues[tp] = collections.deque()
-        queue.append(batch)
-        if self._sender_waiting:
-            self._wakeup.notify()
-
-    def _release(self, nbytes: int) -> None:
-        self._used -= nbytes
-        self._space.notify_all()
+        # else partition None: the topic's sticky partition (KIP-480), the accumulator's to pick
+        return self._append(topic, partition, n, timestamp_ms, key, value, headers, size + _RECORD_OVERHEAD,
+                            key_size, value_size, header_size)
 
     # -- bulk ------------------------------------------------------------------------
 
@@ -873,7 +392,7 @@ class Producer:
         moves on after every batch. Raises the first failure once every batch
         is done (the others may have been written).
         """
-        if self._closed:
+        if self._accumulator.closed:
             raise IllegalStateError("the producer is closed")
         n = len(values)
         for name, column in (("keys", keys), ("headers", headers)):
@@ -899,7 +418,7 @@ class Producer:
             self._check_partition(topic, partition)
         batches: List[ProducerBatch] = []
         if partition is not None or keys is None:
-            self._bulk_group(topic, partition, values, keys, headers, timestamps, batches)
+            self._accumulator.bulk_group(topic, partition, values, keys, headers, timestamps, batches)
         else:
             parts = self._partitions_of(topic, keys, count)
             order = np.argsort(parts, kind="stable")
@@ -910,7 +429,7 @@ class Producer:
             for s, e in zip(starts.tolist(), ends.tolist()):
                 idx = order[s:e]
                 p = int(sorted_parts[s])
-                self._bulk_group(topic, None if p < 0 else p, gather(values, idx), gather(keys, idx),
+                self._accumulator.bulk_group(topic, None if p < 0 else p, gather(values, idx), gather(keys, idx),
                                  None if headers is None else gather(headers, idx),
                                  timestamps if isinstance(timestamps, int) else timestamps[idx], batches)
         results: List[BatchResult] = []
@@ -940,198 +459,6 @@ class Producer:
             return out
         return (murmur2_many(keys) & 0x7FFFFFFF) % count
 
-    def _bulk_group(self, topic: str, partition: Optional[int], values: Sequence[Any], keys: Optional[Sequence[Any]],
-                    headers: Optional[Sequence[Any]], timestamps: Any, out: List[ProducerBatch]) -> None:
-        """Build and queue the batches of one partition's records (partition None: sticky)."""
-        n = len(values)
-        limit = self._max_request_size
-        sample = values[: min(n, 64)]
-        per_record = sum(0 if v is None else len(v) for v in sample) / len(sample) + 24
-        if keys is not None:
-            ksample = keys[: min(n, 64)]
-            per_record += sum(0 if k is None else len(k) for k in ksample) / len(ksample)
-        if headers is not None:
-            per_record += 64
-        step = max(1, int((limit - HEADER_SIZE) * 0.9 / per_record))
-        start = 0
-        while start < n:
-            end = min(n, start + step)
-            while True:
-                chunk_ts = timestamps if isinstance(timestamps, int) else timestamps[start:end]
-                args = (values[start:end], None if keys is None else keys[start:end],
-                        chunk_ts, None if headers is None else headers[start:end])
-                tp, sequence = self._bulk_target(topic, partition, end - start)
-                data = self._build(args, sequence)
-                if len(data) <= limit or end - start == 1:
-                    break
-                end = start + max(1, (end - start) // 2)
-                step = end - start
-            out.append(self._enqueue_built(tp, data, end - start, sequence, args))
-            start = end
-
-    def _bulk_target(self, topic: str, partition: Optional[int], count: int) -> Tuple[Tuple[str, int], int]:
-        """The partition of the next bulk batch and the sequence it would start at."""
-        with self._lock:
-            if partition is None:
-                n = self._partition_counts[topic]
-                current = self._sticky.get(topic)
-                if current is None:
-                    current = self._sticky_partitioner.partition(topic, n)
-                partition = self._sticky[topic] = self._sticky_partitioner.new_batch(topic, n, current)
-            tp = (topic, partition)
-            batch = self._open.get(tp)
-            if batch is not None:
-                self._close_batch(tp, batch)
-            return tp, self._sequences.get(tp, 0) if self._idempotent else NO_SEQUENCE
-
-    def _build(self, args: Tuple[Any, ...], sequence: int) -> bytearray:
-        values, keys, timestamps, headers = args
-        if self._idempotent:
-            return cast(bytearray, records.build_batch(
-                values, keys, timestamps, headers, self._codec, producer_id=self._producer_id,
-                producer_epoch=self._producer_epoch, base_sequence=sequence))
-        return cast(bytearray, records.build_batch(values, keys, timestamps, headers, self._codec))
-
-    def _enqueue_built(self, tp: Tuple[str, int], data: bytearray, count: int, sequence: int, args: Tuple[Any, ...]) -> ProducerBatch:
-        """Queue a built batch for the sender behind everything already queued for ``tp``."""
-        now = time.monotonic()
-        with self._lock:
-            self._reserve(len(data), now + self._max_block)
-            if self._closed:
-                self._release(len(data))
-                raise IllegalStateError("the producer is closed")
-            open_batch = self._open.get(tp)
-            if open_batch is not None:
-                self._close_batch(tp, open_batch)
-            if self._idempotent:
-                current = self._sequences.get(tp, 0)
-                if current != sequence:
-                    # Another thread queued records for tp meanwhile: restamp (rare).
-                    data = self._build(args, current)
-                    sequence = current
-                self._sequences[tp] = (sequence + count) % _SEQUENCE_SPACE
-            batch = ProducerBatch(tp[0], tp[1], None, now, now + self._delivery_timeout, sequence, len(data))
-            batch.data = data
-            batch.count = count
-            self._incomplete.add(batch)
-            queue = self._queues.get(tp)
-            if queue is None:
-                queue = self._queues[tp] = collections.deque()
-            queue.append(batch)
-            if self._sender_waiting:
-                self._wakeup.notify()
-            return batch
-
-    # -- the sender ------------------------------------------------------------------
-
-    def _drain(self, now: float) -> Tuple[List[List[ProducerBatch]], Optional[float]]:
-        """Batches to send now, per partition in order, and when to look again. Lock held."""
-        if self._open:
-            urgent = self._flushing or self._stopping
-            for tp, batch in list(self._open.items()):
-                if urgent or now - batch.created >= self._linger:
-                    self._close_batch(tp, batch)
-        ready: List[List[ProducerBatch]] = []
-        wake: Optional[float] = None
-        for tp, queue in list(self._queues.items()):
-            head = queue[0]
-            if head.retry_at > now:
-                wake = head.retry_at if wake is None else min(wake, head.retry_at)
-                continue
-            ready.append(list(queue))
-            del self._queues[tp]
-        for batch in self._open.values():
-            due = batch.created + self._linger
-            wake = due if wake is None else min(wake, due)
-        return ready, wake
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while True:
-                    now = time.monotonic()
-                    ready, wake = self._drain(now)
-                    if ready:
-                        break
-                    if self._stopping and (self._abort or not self._incomplete):
-                        return
-                    self._sender_waiting = True
-                    self._wakeup.wait(None if wake is None else max(0.0, wake - now))
-                    self._sender_waiting = False
-            for batches in ready:
-                self._send_partition(batches)
-
-    def _send_partition(self, batches: List[ProducerBatch]) -> None:
-        """Send one partition's batches in order; on a retry, requeue the rest behind the failed one."""
-        for i, batch in enumerate(batches):
-            if not self._send_one(batch):
-                with self._lock:
-                    tp = (batch.topic, batch.partition)
-                    queue = self._queues.get(tp)
-                    rest = collections.deque(batches[i:])
-                    if queue is not None:
-                        rest.extend(queue)
-                    self._queues[tp] = rest
-                    if self._sender_waiting:
-                        self._wakeup.notify()
-                return
-
-    def _send_one(self, batch: ProducerBatch) -> bool:
-        """One attempt; -> False when the batch must be retried later (its retry_at is set)."""
-        if batch.data is None:
-            builder = batch.builder
-            batch.uncompressed = builder.size()
-            batch.max_record_size = builder.max_record_size
-            batch.data = builder.build()
-            batch.builder = None
-        now = time.monotonic()
-        if now > batch.deadline:
-            self._finish(batch, -1, -1, -1, KafkaTimeoutError(
-                "%d records for %s-%d expired after delivery_timeout_ms=%d (%d attempts)"
-                % (batch.count, batch.topic, batch.partition, self.config["delivery_timeout_ms"], batch.attempts)))
-            return True
-        batch.attempts += 1
-        self._sensors.batch_sent(batch, self._codec, now)
-        error: Optional[BaseException] = None
-        try:
-            result = self._transport.produce(batch.topic, batch.partition, batch.data, self._acks)
-            code = getattr(result, "error_code", 0)
-            if code:
-                cls = error_for_code(code)
-                assert cls is not None
-                error = cls("produce to %s-%d failed" % (batch.topic, batch.partition))
-        except Exception as exc:
-            error = exc
-        if error is None:
-            if self._acks == 0:
-                self._finish(batch, -1, -1, -1, None)
-            else:
-                self._finish(batch, result.base_offset, result.log_append_time, result.log_start_offset, None)
-            return True
-        if (isinstance(error, BrokerError) and error.retriable and self._acks != 0
-                and batch.attempts <= self._retries and not self._abort
-                and time.monotonic() + self._backoff < batch.deadline):
-            log.debug("retrying %s-%d after %r (attempt %d)", batch.topic, batch.partition, error, batch.attempts)
-            self._sensors.retried(batch)
-            batch.retry_at = time.monotonic() + self._backoff
-            return False
-        self._finish(batch, -1, -1, -1, error)
-        return True
-
-    def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, log_start_offset: int,
-                error: Optional[BaseException]) -> None:
-        """Complete a batch once (the sender and a closing thread may both try) and free its memory."""
-        with self._lock:
-            if batch not in self._incomplete:
-                return
-            self._incomplete.remove(batch)
-            self._release(batch.reserved)
-            if self._stopping and not self._incomplete and self._sender_waiting:
-                self._wakeup.notify()
-        if error is not None:
-            self._sensors.failed(batch)
-        batch.complete(base_offset, log_append_time, log_start_offset, error)
-
     # -- flush and close ---------------------------------------------------------------
 
     def flush(self, timeout: Optional[float] = None) -> None:
@@ -1140,11 +467,12 @@ class Producer:
         Raises KafkaTimeoutError when ``timeout`` seconds pass first.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        acc = self._accumulator
         with self._lock:
-            pending = list(self._incomplete)
-            self._flushing += 1
-            if self._sender_waiting:
-                self._wakeup.notify()
+            pending = list(acc.incomplete)
+            acc.flushing += 1
+            if acc.sender_waiting:
+                acc.wakeup.notify()
         try:
             for batch in pending:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -1152,19 +480,20 @@ class Producer:
                     raise KafkaTimeoutError("flush timed out after %s s with records still unsent" % (timeout,))
         finally:
             with self._lock:
-                self._flushing -= 1
+                acc.flushing -= 1
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Flush (up to ``timeout`` seconds), stop the sender, fail whatever was not sent, release the transport.
 
         Idempotent. After close, ``send`` raises IllegalStateError.
         """
+        acc = self._accumulator
         with self._lock:
-            if self._closed and not self._sender.is_alive():
+            if acc.closed and not self._io_thread.is_alive():
                 return
-            self._closed = True
-            self._appendable.clear()
-            self._space.notify_all()
+            acc.closed = True
+            acc.appendable.clear()
+            acc.space.notify_all()
         deadline = None if timeout is None else time.monotonic() + timeout
         abort = False
         try:
@@ -1172,19 +501,19 @@ class Producer:
         except KafkaTimeoutError:
             abort = True
         with self._lock:
-            self._stopping = True
-            self._abort = abort
-            self._wakeup.notify()
-        if threading.current_thread() is not self._sender:
+            acc.stopping = True
+            acc.abort = abort
+            acc.wakeup.notify()
+        if threading.current_thread() is not self._io_thread:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self._sender.join(remaining)
+            self._io_thread.join(remaining)
         with self._lock:
-            leftovers = list(self._incomplete)
-            for tp, batch in list(self._open.items()):
-                self._close_batch(tp, batch)
-            self._queues.clear()
+            leftovers = list(acc.incomplete)
+            for tp, batch in list(acc.open.items()):
+                acc.close_batch(tp, batch)
+            acc.queues.clear()
         for batch in leftovers:
-            self._finish(batch, -1, -1, -1, IllegalStateError(
+            self._sender.finish(batch, -1, -1, -1, IllegalStateError(
                 "the producer closed before %d records for %s-%d were acknowledged"
                 % (batch.count, batch.topic, batch.partition)))
         self._transport.close()
@@ -1240,4 +569,4 @@ class Producer:
 
     def __repr__(self) -> str:
         return "<pylogq.Producer acks=%s idempotent=%s%s>" % (self._acks, self._idempotent,
-                                                             " closed" if self._closed else "")
+                                                             " closed" if self._accumulator.closed else "")

@@ -9,6 +9,12 @@ broker call corresponds to and returns the same shapes
 behaviour: codes where the in-process call returns codes, the pylogq.errors
 class of the wire's error code where it raises.
 
+This module holds the routing (:class:`TcpTransport`: bootstrap, metadata,
+leaders, coordinators, the controller, connections, retries);
+:mod:`pylogq.client.tcp_requests` holds each API's request and the mapping of
+its response (:class:`~pylogq.client.tcp_requests.TcpRequests`, which
+:class:`TcpTransport` mixes in).
+
 Routing: a bootstrap server answers Metadata, which names the brokers, the
 controller and each partition's leader; Produce, Fetch, ListOffsets and
 DeleteRecords go to the leader, the admin topic requests to the controller,
@@ -36,75 +42,38 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..cluster.contract import (
-    BrokerConfigEntry,
-    BrokerNode,
-    ClusterDescription,
-    FetchResult,
-    GroupDescription,
-    JoinResult,
-    LogDirDescription,
-    LogDirsQuery,
-    MemberDescription,
-    OffsetDeleteResult,
-    ProducerDescription,
-    ProduceResult,
-    RecordBytes,
-    ReplicaInfo,
-    ScramCredentialDeletion,
-    ScramCredentialUpsertion,
-    SyncResult,
-    TopicDescription,
-    TopicPartitionInfo,
-    UserScramCredentials,
-)
-from ..cluster.names import INTERNAL_TOPICS
-from ..config import LogConfig
+from ..cluster.contract import BrokerNode, TopicDescription
 from ..errors import (
     BrokerError,
     ConfigError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
-    InvalidRequestError,
-    InvalidTopicError,
     KafkaConnectionError,
     LeaderNotAvailableError,
-    MemberIdRequiredError,
     NoBrokersAvailable,
     NotControllerError,
     NotCoordinatorError,
-    NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     ProtocolError,
     RequestTimedOutError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
-    UnsupportedVersionError,
-    error_for_code,
 )
-from ..protocol.constants import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource
-from ..records import iter_batches
+from ..protocol.constants import ApiKey
 from .connection import BrokerConnection
 from .metrics import NetworkSensors, NodeSensors
+from .tcp_requests import _COORDINATOR_CODES, FetchedRecords, NodeKey, TcpRequests, _raise
 from .transport import Transport
 
 __all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap",
            "without_protocol"]
 
-_COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
-                                CoordinatorLoadInProgressError.code))
-_STALE_LEADER_CODES = frozenset((NotLeaderOrFollowerError.code, LeaderNotAvailableError.code,
-                                 UnknownTopicOrPartitionError.code))
 _RETRY_BACKOFF_S = 0.05
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-#: Kafka's ScramMechanism type bytes.
-SCRAM_MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 Bootstrap = Tuple[str, int]
-NodeKey = Any  # a broker's node id, or ("bootstrap", host, port) before Metadata named it
 
 
 def without_protocol(address: str) -> str:
@@ -133,10 +102,6 @@ def parse_bootstrap(servers: Any) -> List[Bootstrap]:
     return out
 
 
-#: One partition's record bytes from a Fetch response (read like the in-process file region).
-FetchedRecords = RecordBytes
-
-
 class _Pending(NamedTuple):
     """A JoinGroup or SyncGroup still in flight after its caller stopped waiting."""
 
@@ -146,40 +111,7 @@ class _Pending(NamedTuple):
     expires: float
 
 
-def _raise(code: int, context: str, message: Optional[str] = None) -> None:
-    cls = error_for_code(code)
-    if cls is not None:
-        raise cls("%s: %s" % (context, message) if message else context)
-
-
-def _config_value(value: Any) -> Optional[str]:
-    """A config value as Kafka's string form."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def _dotted(key: str) -> str:
-    """Kafka's dotted spelling of a topic config key given dotted or snake_case."""
-    known = LogConfig.known_keys()
-    if key in known:
-        return key
-    dotted = key.replace("_", ".")
-    return dotted if dotted in known else key
-
-
-def _group_topics(pairs: Iterable[Tuple[str, int, Any]]) -> Dict[str, List[Tuple[int, Any]]]:
-    out: Dict[str, List[Tuple[int, Any]]] = {}
-    for topic, partition, extra in pairs:
-        out.setdefault(topic, []).append((partition, extra))
-    return out
-
-
-class TcpTransport(Transport):
+class TcpTransport(TcpRequests, Transport):
     """Kafka's protocol over TCP to the brokers named by ``bootstrap_servers``. Thread-safe.
 
     Connects at once: an unreachable bootstrap raises NoBrokersAvailable naming
@@ -190,6 +122,10 @@ class TcpTransport(Transport):
     ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``, ``sasl_plain_username`` and
     ``sasl_plain_password``, as kafka-python names them for every mechanism). ``metrics``: the
     client's request sensors (see the module docstring).
+
+    The routing lives here; each API's request and response mapping comes
+    from :class:`~pylogq.client.tcp_requests.TcpRequests`, through the
+    routing calls of :class:`~pylogq.client.tcp_requests.TcpRouting`.
     """
 
     def __init__(self, bootstrap_servers: Union[str, Sequence[str]], client_id: Optional[str] = "pylogq",
@@ -235,7 +171,7 @@ class TcpTransport(Transport):
     def __repr__(self) -> str:
         return "TcpTransport(%s)" % ",".join("%s:%d" % a for a in self.bootstrap)
 
-    # -- connections ----------------------------------------------------------------
+    # -- connections ---------------------------------------------------------------------------
 
     def _connection(self, node: NodeKey, channel: str = "default") -> BrokerConnection:
         """The open connection to ``node`` for ``channel``, opened if needed.
@@ -329,7 +265,7 @@ class TcpTransport(Transport):
         time.sleep(min(_RETRY_BACKOFF_S, remaining))
         return True
 
-    # -- metadata ---------------------------------------------------------------------
+    # -- metadata ------------------------------------------------------------------------------
 
     def _metadata(self, topics: Optional[List[str]], create: bool = False) -> Dict[str, Any]:
         """A Metadata response (``topics`` None: every topic); refreshes brokers, controller and leaders."""
@@ -397,141 +333,12 @@ class TcpTransport(Transport):
         with self._lock:
             self._leaders.pop(topic, None)
 
-    def partitions_for(self, topic: str, create: bool = False) -> Optional[int]:
-        entry = self._topic_metadata(topic, create)
-        return None if entry is None else len(entry["partitions"])
+    def _node_ids(self) -> List[int]:
+        """The ids of the brokers the metadata names, in order."""
+        with self._lock:
+            return sorted(self._nodes)
 
-    def list_topics(self) -> List[str]:
-        response = self._metadata(None)
-        return sorted(t["name"] for t in response["topics"] if t["error_code"] == 0 and not t["is_internal"])
-
-    def describe_topic(self, name: str) -> TopicDescription:
-        entry = self._topic_metadata(name)
-        if entry is None:
-            raise UnknownTopicOrPartitionError("topic %r does not exist" % name)
-        partitions = [TopicPartitionInfo(p["partition_index"], p["leader_id"], list(p["replica_nodes"]),
-                                         list(p["isr_nodes"]))
-                      for p in sorted(entry["partitions"], key=lambda p: p["partition_index"])]
-        overrides = {k: v for k, (v, is_default) in self.describe_configs(name).items()
-                     if not is_default and v is not None}
-        return TopicDescription(name, partitions, overrides, bool(entry["is_internal"]))
-
-    # -- produce / fetch / offsets ---------------------------------------------------------
-
-    def init_producer_id(self) -> Tuple[int, int]:
-        response = self._call(None, ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
-        _raise(response["error_code"], "InitProducerId")
-        return response["producer_id"], response["producer_epoch"]
-
-    def produce(self, topic: str, partition: int, records: Any, acks: int) -> ProduceResult:
-        count = sum(max(info.records_count, 1) for info in iter_batches(records))
-        body = {"transactional_id": None, "acks": acks, "timeout_ms": self._timeout_ms,
-                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
-        try:
-            conn = self._connection(self._leader(topic, partition))
-            if acks == 0:
-                conn.send(ApiKey.PRODUCE, body, expect_response=False)
-                return ProduceResult(0, -1, -1, -1, count)
-            response = conn.request(ApiKey.PRODUCE, body)
-        except KafkaConnectionError:
-            # The leader may be gone (a cluster elects another): look it up again next time.
-            self._forget_leaders(topic)
-            raise
-        part = response["responses"][0]["partition_responses"][0]
-        code = part["error_code"]
-        if code:
-            if code in _STALE_LEADER_CODES:
-                self._forget_leaders(topic)
-            _raise(code, "producing to %s-%d at %s" % (topic, partition, conn.address), part.get("error_message"))
-        return ProduceResult(0, part["base_offset"], part["log_append_time_ms"], part["log_start_offset"], count)
-
-    def fetch(self, requests: Sequence[Tuple[str, int, int, int]], max_wait_ms: int, min_bytes: int,
-              max_bytes: int, isolation_level: str) -> Dict[Tuple[str, int], FetchResult]:
-        out: Dict[Tuple[str, int], FetchResult] = {}
-        by_node: Dict[int, Dict[str, List[Dict[str, Any]]]] = {}
-        for topic, partition, offset, partition_max in requests:
-            try:
-                node = self._leader(topic, partition)
-            except BrokerError as exc:
-                out[(topic, partition)] = FetchResult(exc.code, -1, -1, None)
-                continue
-            by_node.setdefault(node, {}).setdefault(topic, []).append({
-                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                "log_start_offset": -1, "partition_max_bytes": partition_max})
-        sent = []
-        for node, topics in by_node.items():
-            body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-                    "isolation_level": 1 if isolation_level == "read_committed" else 0,
-                    "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                    "forgotten_topics_data": [], "rack_id": ""}
-            try:
-                conn = self._connection(node, "fetch")
-                sent.append((node, conn, conn.send(ApiKey.FETCH, body)))
-            except (KafkaConnectionError, RequestTimedOutError) as exc:
-                self._fail_fetch(out, topics, exc.code)
-        for node, conn, future in sent:
-            try:
-                response = conn.wait(future, ApiKey.FETCH, self.timeout_s + max_wait_ms / 1000.0)
-            except (KafkaConnectionError, RequestTimedOutError, ProtocolError) as exc:
-                self._fail_fetch(out, by_node[node], getattr(exc, "code", UnknownServerError.code))
-                continue
-            _raise(response["error_code"], "Fetch from %s" % conn.address)
-            for t in response["responses"]:
-                for p in t["partitions"]:
-                    code = p["error_code"]
-                    if code in _STALE_LEADER_CODES:
-                        self._forget_leaders(t["topic"])
-                    data = p["records"]
-                    out[(t["topic"], p["partition_index"])] = FetchResult(
-                        code, p["high_watermark"], p["log_start_offset"],
-                        None if code else FetchedRecords(data if data is not None else b""))
-        return out
-
-    def _fail_fetch(self, out: Dict[Tuple[str, int], FetchResult], topics: Mapping[str, List[Dict[str, Any]]],
-                    code: int) -> None:
-        """Answer a node's partitions with a retriable code: the consumer backs off and fetches again."""
-        for topic, parts in topics.items():
-            self._forget_leaders(topic)
-            for p in parts:
-                out[(topic, p["partition"])] = FetchResult(code, -1, -1, None)
-
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
-        try:
-            node = self._leader(topic, partition)
-            response = self._call(node, ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": 0,
-                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]})
-        except KafkaConnectionError:
-            self._forget_leaders(topic)
-            raise
-        part = response["topics"][0]["partitions"][0]
-        if part["error_code"]:
-            if part["error_code"] in _STALE_LEADER_CODES:
-                self._forget_leaders(topic)
-            _raise(part["error_code"], "listing offsets of %s-%d" % (topic, partition))
-        return part["offset"], part["timestamp"]
-
-    def delete_records(self, topic: str, partition: int, offset: int) -> int:
-        try:
-            node = self._leader(topic, partition)
-            response = self._call(node, ApiKey.DELETE_RECORDS, {
-                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}],
-                "timeout_ms": self._timeout_ms})
-        except KafkaConnectionError:
-            self._forget_leaders(topic)
-            raise
-        part = response["topics"][0]["partitions"][0]
-        code = part["error_code"]
-        if code == OffsetOutOfRangeError.code:
-            # The response carries no message: say where the limit is.
-            end, _ = self.list_offsets(topic, partition, -1)
-            raise OffsetOutOfRangeError("cannot delete records of %s-%d before offset %d: it is past the high "
-                                        "watermark %d" % (topic, partition, offset, end))
-        _raise(code, "deleting records of %s-%d before offset %d" % (topic, partition, offset))
-        return int(part["low_watermark"])
-
-    # -- groups -------------------------------------------------------------------------------
+    # -- groups --------------------------------------------------------------------------------
 
     def _coordinator(self, group_id: str, deadline: float) -> int:
         """The node id of ``group_id``'s coordinator (FindCoordinator, cached)."""
@@ -590,15 +397,11 @@ class TcpTransport(Transport):
         except ProtocolError:  # an undecodable answer: the connection is gone, the next call reconnects
             return UnknownServerError.code
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
-        return self._group_code(group_id, ApiKey.HEARTBEAT, {
-            "group_id": group_id, "generation_id": generation_id, "member_id": member_id})
-
-    def leave_group(self, group_id: str, member_id: str) -> int:
+    def _forget_pending(self, group_id: str) -> None:
+        """Stop waiting for the group's JoinGroup or SyncGroup still in flight (the member left)."""
         with self._lock:
             for kind in ("join", "sync"):
                 self._pending.pop((kind, group_id), None)
-        return self._group_code(group_id, ApiKey.LEAVE_GROUP, {"group_id": group_id, "member_id": member_id})
 
     def _await_group(self, kind: str, group_id: str, signature: Any, body: Dict[str, Any], api_key: int,
                      deadline: float, expires_s: float) -> Optional[Dict[str, Any]]:
@@ -647,141 +450,7 @@ class TcpTransport(Transport):
                 return None
             return response
 
-    def join_group(self, group_id: str, member_id: str, client_id: str, session_timeout_ms: int,
-                   rebalance_timeout_ms: int, protocol_type: str, protocols: Sequence[Tuple[str, bytes]],
-                   group_instance_id: Optional[str] = None, timeout_s: Optional[float] = None,
-                   client_host: str = "") -> JoinResult:
-        """JoinGroup; REQUEST_TIMED_OUT when ``timeout_s`` passes first (the join stays in flight).
-
-        The member's client id is the connection's (``client_id=`` of the
-        transport), as on the wire; MEMBER_ID_REQUIRED is answered by joining
-        again with the id given.
-        """
-        protocols = [(str(name), bytes(metadata)) for name, metadata in protocols]
-        expires_s = (rebalance_timeout_ms + self._timeout_ms) / 1000.0
-        self._rebalance_timeout_s = max(self._rebalance_timeout_s, rebalance_timeout_ms / 1000.0)
-        deadline = time.monotonic() + (expires_s if timeout_s is None else timeout_s)
-        signature = (session_timeout_ms, rebalance_timeout_ms, protocol_type, tuple(protocols), group_instance_id)
-        while True:
-            body = {"group_id": group_id, "session_timeout_ms": session_timeout_ms,
-                    "rebalance_timeout_ms": rebalance_timeout_ms, "member_id": member_id,
-                    "group_instance_id": group_instance_id, "protocol_type": protocol_type,
-                    "protocols": [{"name": n, "metadata": m} for n, m in protocols]}
-            response = self._await_group("join", group_id, signature, body, ApiKey.JOIN_GROUP, deadline, expires_s)
-            if response is None:
-                return JoinResult(RequestTimedOutError.code, member_id=member_id)
-            code = response["error_code"]
-            if code == MemberIdRequiredError.code and response["member_id"]:
-                member_id = response["member_id"]
-                continue
-            return JoinResult(code, response["generation_id"], response["protocol_name"], response["leader"] or "",
-                              response["member_id"] or member_id,
-                              [(m["member_id"], m["group_instance_id"], m["metadata"] or b"")
-                               for m in response["members"]])
-
-    def sync_group(self, group_id: str, generation_id: int, member_id: str,
-                   assignments: Optional[Dict[str, bytes]] = None, timeout_s: Optional[float] = None) -> SyncResult:
-        """SyncGroup; REQUEST_TIMED_OUT when ``timeout_s`` passes first (the sync stays in flight)."""
-        items = sorted((m, bytes(a)) for m, a in (assignments or {}).items())
-        expires_s = self._rebalance_timeout_s + self.timeout_s
-        deadline = time.monotonic() + (expires_s if timeout_s is None else timeout_s)
-        body = {"group_id": group_id, "generation_id": generation_id, "member_id": member_id,
-                "group_instance_id": None, "assignments": [{"member_id": m, "assignment": a} for m, a in items]}
-        response = self._await_group("sync", group_id, (generation_id, member_id, tuple(items)), body, ApiKey.SYNC_GROUP,
-                                     deadline, expires_s)
-        if response is None:
-            return SyncResult(RequestTimedOutError.code)
-        return SyncResult(response["error_code"], response["assignment"] or b"")
-
-    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
-                       offsets: Mapping[Tuple[str, int], Tuple[int, Optional[str]]]) -> Dict[Tuple[str, int], int]:
-        grouped = _group_topics((t, p, v) for (t, p), v in offsets.items())
-        body = {"group_id": group_id, "generation_id_or_member_epoch": generation_id, "member_id": member_id,
-                "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": [
-                    {"partition_index": p, "committed_offset": offset, "committed_metadata": metadata}
-                    for p, (offset, metadata) in ps]} for t, ps in grouped.items()]}
-
-        def code_of(response: Dict[str, Any]) -> int:
-            return next((p["error_code"] for t in response["topics"] for p in t["partitions"]
-                         if p["error_code"] in _COORDINATOR_CODES), 0)
-
-        response = self._group_call(group_id, ApiKey.OFFSET_COMMIT, body, code_of)
-        return {(t["name"], p["partition_index"]): p["error_code"]
-                for t in response["topics"] for p in t["partitions"]}
-
-    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
-                      ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
-        topics = None
-        if partitions is not None:
-            topics = [{"name": t, "partition_indexes": [p for p, _ in ps]}
-                      for t, ps in _group_topics((t, p, None) for t, p in partitions).items()]
-
-        def code_of(response: Dict[str, Any]) -> int:
-            return int(response["error_code"]) or next(
-                (p["error_code"] for t in response["topics"] for p in t["partitions"]
-                 if p["error_code"] in _COORDINATOR_CODES), 0)
-
-        response = self._group_call(group_id, ApiKey.OFFSET_FETCH, {"group_id": group_id, "topics": topics}, code_of)
-        _raise(response["error_code"], "fetching the committed offsets of group %r" % group_id)
-        return {(t["name"], p["partition_index"]): (p["committed_offset"], p["metadata"] or "", p["error_code"])
-                for t in response["topics"] for p in t["partitions"]}
-
-    def list_groups(self) -> List[Tuple[str, str]]:
-        self._metadata([])
-        with self._lock:
-            nodes = sorted(self._nodes)
-        found: Set[Tuple[str, str]] = set()
-        for node in nodes:
-            response = self._call(node, ApiKey.LIST_GROUPS, {})
-            _raise(response["error_code"], "listing the groups of broker %d" % node)
-            found.update((g["group_id"], g["protocol_type"] or "") for g in response["groups"])
-        return sorted(found)
-
-    def describe_group(self, group_id: str) -> GroupDescription:
-        response = self._group_call(group_id, ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]},
-                                    lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
-        g = next((g for g in response["groups"] if g["group_id"] == group_id), None)
-        if g is None:
-            raise UnknownServerError("DescribeGroups answered no entry for group %r" % group_id)
-        members = [MemberDescription(m["member_id"], m["client_id"], m["client_host"], m["member_metadata"] or b"",
-                                     m["member_assignment"] or b"") for m in g["members"]]
-        return GroupDescription(g["error_code"], g["group_state"], g["protocol_type"] or "", g["protocol_data"] or "",
-                                members)
-
-    def delete_groups(self, group_ids: Sequence[str]) -> Dict[str, int]:
-        out: Dict[str, int] = {}
-        for group_id in group_ids:
-            response = self._group_call(group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]},
-                                        lambda r: r["results"][0]["error_code"] if r["results"] else 0)
-            for result in response["results"]:
-                out[result["group_id"]] = result["error_code"]
-        return out
-
-    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
-        topics: Dict[str, List[Dict[str, int]]] = {}
-        for topic, partition in partitions:
-            topics.setdefault(topic, []).append({"partition_index": partition})
-        response = self._group_call(group_id, ApiKey.OFFSET_DELETE, {
-            "group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-            lambda r: r["error_code"])
-        codes = {(t["name"], p["partition_index"]): p["error_code"]
-                 for t in response["topics"] for p in t["partitions"]}
-        return response["error_code"], codes
-
-    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
-        node = self._leader(topic, partition)
-        response = self._call(node, ApiKey.DESCRIBE_PRODUCERS, {
-            "topics": [{"name": topic, "partition_indexes": [partition]}]})
-        part = response["topics"][0]["partitions"][0]
-        if part["error_code"] in _STALE_LEADER_CODES:
-            self._forget_leaders(topic)
-        _raise(part["error_code"], "describing the producers of %s-%d" % (topic, partition), part["error_message"])
-        return [ProducerDescription(p["producer_id"], p["producer_epoch"], p["last_sequence"], p["last_timestamp"],
-                                    p["coordinator_epoch"], p["current_txn_start_offset"])
-                for p in part["active_producers"]]
-
-    # -- admin ------------------------------------------------------------------------------------
+    # -- admin ---------------------------------------------------------------------------------
 
     def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int]
                          ) -> Dict[str, Any]:
@@ -802,21 +471,6 @@ class TcpTransport(Transport):
                     continue
             return response
 
-    def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
-                     config: Optional[Mapping[str, Any]],
-                     replica_assignment: Optional[Mapping[int, Sequence[int]]] = None) -> TopicDescription:
-        body = {"topics": [{
-            "name": name, "num_partitions": -1 if partitions is None else partitions,
-            "replication_factor": -1 if replication_factor is None else replication_factor,
-            "assignments": [{"partition_index": p, "broker_ids": list(r)}
-                            for p, r in sorted((replica_assignment or {}).items())],
-            "configs": [{"name": _dotted(k), "value": _config_value(v)} for k, v in (config or {}).items()],
-        }], "timeout_ms": self._timeout_ms, "validate_only": False}
-        response = self._controller_call(ApiKey.CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"])
-        result = response["topics"][0]
-        _raise(result["error_code"], "creating topic %r" % name, result.get("error_message"))
-        return self._await_topic(name, lambda d: True)
-
     def _await_topic(self, name: str, ready: Callable[[TopicDescription], bool]) -> TopicDescription:
         """The topic's description once metadata shows the change (brokers may lag the controller)."""
         deadline = time.monotonic() + self.timeout_s
@@ -829,170 +483,7 @@ class TcpTransport(Transport):
                 if not self._backoff(deadline):
                     raise
 
-    def delete_topic(self, name: str) -> None:
-        response = self._controller_call(ApiKey.DELETE_TOPICS, {"topic_names": [name], "timeout_ms": self._timeout_ms},
-                                         lambda r: r["responses"][0]["error_code"])
-        self._forget_leaders(name)
-        code = response["responses"][0]["error_code"]
-        if code == UnknownTopicOrPartitionError.code:
-            raise UnknownTopicOrPartitionError("topic %r does not exist" % name)
-        if code == InvalidTopicError.code and name in INTERNAL_TOPICS:
-            raise InvalidTopicError("cannot delete topic %r: it is an internal topic" % name)
-        _raise(code, "deleting topic %r" % name)
-
-    def create_partitions(self, name: str, total: int,
-                          replica_assignment: Optional[Sequence[Sequence[int]]] = None) -> TopicDescription:
-        assignments = (None if replica_assignment is None
-                       else [{"broker_ids": list(r)} for r in replica_assignment])
-        body = {"topics": [{"name": name, "count": total, "assignments": assignments}],
-                "timeout_ms": self._timeout_ms, "validate_only": False}
-        response = self._controller_call(ApiKey.CREATE_PARTITIONS, body, lambda r: r["results"][0]["error_code"])
-        result = response["results"][0]
-        _raise(result["error_code"], "creating partitions of topic %r" % name, result.get("error_message"))
-        self._forget_leaders(name)
-        return self._await_topic(name, lambda d: len(d.partitions) >= total)
-
-    def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
-        response = self._call(None, ApiKey.DESCRIBE_CONFIGS, {
-            "resources": [{"resource_type": ConfigResourceType.TOPIC, "resource_name": topic, "configuration_keys": None}],
-            "include_synonyms": False})
-        result = response["results"][0]
-        _raise(result["error_code"], "describing the configs of topic %r" % topic, result.get("error_message"))
-        return {c["name"]: (c["value"], c["config_source"] != ConfigSource.DYNAMIC_TOPIC_CONFIG)
-                for c in sorted(result["configs"], key=lambda c: c["name"])}
-
-    def describe_broker_configs(self, broker_id: int) -> Dict[str, BrokerConfigEntry]:
-        """Every setting of broker ``broker_id``, with its source and default (DescribeConfigs
-        with synonyms, sent to it; a sensitive one without a value)."""
-        self._metadata([])
-        with self._lock:
-            known = broker_id in self._nodes
-        if not known:
-            raise InvalidRequestError("unknown broker %d (not in the cluster metadata)" % broker_id)
-        response = self._call(broker_id, ApiKey.DESCRIBE_CONFIGS, {
-            "resources": [{"resource_type": ConfigResourceType.BROKER, "resource_name": str(broker_id),
-                           "configuration_keys": None}],
-            "include_synonyms": True})
-        result = response["results"][0]
-        _raise(result["error_code"], "describing the configs of broker %d" % broker_id, result.get("error_message"))
-        out: Dict[str, BrokerConfigEntry] = {}
-        for c in sorted(result["configs"], key=lambda c: c["name"]):
-            try:
-                source = ConfigSource(c["config_source"]).name
-            except ValueError:
-                source = ConfigSource.UNKNOWN.name
-            default = next((s["value"] for s in c.get("synonyms") or ()
-                            if s["source"] == ConfigSource.DEFAULT_CONFIG), None)
-            synonyms = []
-            for syn in c.get("synonyms") or ():
-                try:
-                    synonyms.append((ConfigSource(syn["source"]).name, syn["value"]))
-                except ValueError:
-                    synonyms.append((ConfigSource.UNKNOWN.name, syn["value"]))
-            out[c["name"]] = BrokerConfigEntry(None if c["is_sensitive"] else c["value"], source,
-                                               bool(c["is_sensitive"]), default, tuple(synonyms),
-                                               bool(c["read_only"]))
-        return out
-
-    def broker_log_dirs(self) -> List[str]:
-        """The ``log.dirs`` of the broker this transport reaches first (DescribeConfigs, broker resource)."""
-        response = self._call(None, ApiKey.DESCRIBE_CONFIGS, {
-            "resources": [{"resource_type": ConfigResourceType.BROKER, "resource_name": "", "configuration_keys": ["log.dirs"]}],
-            "include_synonyms": False})
-        result = response["results"][0]
-        _raise(result["error_code"], "describing the broker's configs", result.get("error_message"))
-        for entry in result["configs"]:
-            if entry["name"] == "log.dirs" and entry["value"]:
-                return [d.strip() for d in entry["value"].split(",") if d.strip()]
-        raise UnknownServerError("the broker did not describe its log.dirs")
-
-    def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool) -> None:
-        if incremental:
-            entries = [{"name": _dotted(k), "config_operation": AlterConfigOp.DELETE if v is None else AlterConfigOp.SET,
-                        "value": _config_value(v)} for k, v in config.items()]
-            api_key = ApiKey.INCREMENTAL_ALTER_CONFIGS
-        else:
-            entries = [{"name": _dotted(k), "value": _config_value(v)} for k, v in config.items()]
-            api_key = ApiKey.ALTER_CONFIGS
-        response = self._call(None, api_key, {
-            "resources": [{"resource_type": ConfigResourceType.TOPIC, "resource_name": topic, "configs": entries}],
-            "validate_only": False})
-        result = response["responses"][0]
-        _raise(result["error_code"], "altering the configs of topic %r" % topic, result.get("error_message"))
-
-    def alter_broker_configs(self, resource_name: str, ops: Sequence[Tuple[str, str, Optional[str]]],
-                             incremental: bool, validate_only: bool = False) -> None:
-        """AlterConfigs (or IncrementalAlterConfigs) of a BROKER resource, sent to that broker
-        (any broker for "", the cluster-wide default), as Kafka's admin client routes it."""
-        if incremental:
-            entries = [{"name": k, "config_operation": AlterConfigOp[op], "value": v} for op, k, v in ops]
-            api_key = ApiKey.INCREMENTAL_ALTER_CONFIGS
-        else:
-            entries = [{"name": k, "value": v} for _, k, v in ops]
-            api_key = ApiKey.ALTER_CONFIGS
-        node = int(resource_name) if resource_name else None
-        response = self._call(node, api_key, {
-            "resources": [{"resource_type": ConfigResourceType.BROKER, "resource_name": resource_name,
-                           "configs": entries}],
-            "validate_only": validate_only})
-        result = response["responses"][0]
-        what = "broker %s" % resource_name if resource_name else "the cluster-wide broker default"
-        _raise(result["error_code"], "altering the configs of %s" % what, result.get("error_message"))
-
-    def describe_cluster(self) -> ClusterDescription:
-        """DescribeCluster, or Metadata from a broker that does not speak it (Kafka before 2.8)."""
-        try:
-            response = self._call(None, ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False})
-        except UnsupportedVersionError:
-            metadata = self._metadata([])
-            return ClusterDescription(metadata["cluster_id"] or "", metadata["controller_id"],
-                                      [BrokerNode(b["node_id"], b["host"], b["port"], b["rack"])
-                                       for b in metadata["brokers"]])
-        _raise(response["error_code"], "describing the cluster", response["error_message"])
-        return ClusterDescription(response["cluster_id"], response["controller_id"],
-                                  [BrokerNode(b["broker_id"], b["host"], b["port"], b["rack"])
-                                   for b in response["brokers"]])
-
-    def describe_user_scram_credentials(self, users: Optional[Sequence[str]] = None
-                                        ) -> List[UserScramCredentials]:
-        """DescribeUserScramCredentials (any broker answers); every user's when ``users`` is None."""
-        response = self._call(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-                              {"users": None if users is None else [{"name": u} for u in users]})
-        _raise(response["error_code"], "describing SCRAM credentials", response["error_message"])
-        return [UserScramCredentials(r["user"], r["error_code"], r["error_message"],
-                                     [(SCRAM_MECHANISM_NAMES.get(c["mechanism"], "UNKNOWN"), c["iterations"])
-                                      for c in r["credential_infos"]])
-                for r in response["results"]]
-
-    def alter_user_scram_credentials(self, deletions: Sequence[ScramCredentialDeletion],
-                                     upsertions: Sequence[ScramCredentialUpsertion]
-                                     ) -> Dict[str, Tuple[int, Optional[str]]]:
-        """AlterUserScramCredentials (any broker answers: it writes to the cluster's store)."""
-        response = self._call(None, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
-            "deletions": [{"name": d.user, "mechanism": d.mechanism} for d in deletions],
-            "upsertions": [{"name": u.user, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
-                            "salted_password": u.salted_password} for u in upsertions]}, retry=False)
-        return {r["user"]: (r["error_code"], r["error_message"]) for r in response["results"]}
-
-    def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
-        """DescribeLogDirs to every broker in the metadata; -> broker id -> its log directories."""
-        self._metadata([])
-        with self._lock:
-            nodes = sorted(self._nodes)
-        body = {"topics": None if partitions is None else
-                [{"topic": t, "partitions": list(indexes)} for t, indexes in partitions.items()]}
-        out: Dict[int, List[LogDirDescription]] = {}
-        for node in nodes:
-            response = self._call(node, ApiKey.DESCRIBE_LOG_DIRS, body)
-            _raise(response["error_code"], "describing the log dirs of broker %d" % node)
-            out[node] = [LogDirDescription(
-                r["log_dir"], r["error_code"],
-                [ReplicaInfo(t["name"], p["partition_index"], p["partition_size"], p["offset_lag"], p["is_future_key"])
-                 for t in r["topics"] for p in t["partitions"]],
-                r["total_bytes"], r["usable_bytes"]) for r in response["results"]]
-        return out
-
-    # -- lifecycle ----------------------------------------------------------------------------------
+    # -- lifecycle -------------------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close every connection; requests in flight fail with KafkaConnectionError. Idempotent.
