@@ -17,13 +17,16 @@ works without it (the split planner and reader need only pyarrow).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import DataLossError
+from ..errors import DataLossError, PylogqError
 from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, _answer_promptly,
                      _freezing_after, arrow_schema, offset_for_time, pack_splits, parse_columns, plan_splits,
                      read_split, schema_ddl)
 from .writer import write_topic
+
+log = logging.getLogger("pylogq.spark")
 
 __all__ = [
     "COLUMNS",
@@ -132,19 +135,16 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     (:mod:`pylogq.spark.jvm`), in Spark's task threads, as columnar batches
     Spark reads without copying rows, which also prunes to the columns the
     query reads by itself; ``"python"``, ``mapInArrow`` in Python workers;
-    ``"auto"`` (the default), the JVM reader when the session was started
-    with it (:func:`pylogq.spark.jvm.configure`), else Python.
+    ``"auto"`` (the default), the JVM reader, given to a session started
+    without it (:func:`pylogq.spark.jvm.configure`) with ``ADD JAR``
+    (:func:`pylogq.spark.jvm.attach`), and Python when it cannot be had here
+    (no JDK, a Spark Connect session), which a log line says once.
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
     if engine not in ("auto", "jvm", "python"):
         raise ValueError("engine must be 'auto', 'jvm' or 'python', not %r" % (engine,))
-    from . import jvm
-
-    on_jvm = engine != "python" and jvm.available(spark)
-    if engine == "jvm" and not on_jvm:
-        raise jvm.JvmReaderUnavailable("this session was started without the JVM reader: build the session "
-                                       "with pylogq.spark.jvm.configure(SparkSession.builder)")
+    on_jvm = engine != "python" and _jvm_reader(spark, required=engine == "jvm")
     chosen = None if columns is None else parse_columns(columns)
     schema = _spark_schema(chosen)
     max_bytes = DEFAULT_MAX_SPLIT_BYTES if max_split_bytes is None else max_split_bytes
@@ -162,6 +162,32 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
         return _jvm_read(spark, tasks, schema, bool(fail_on_data_loss), batch_rows)
     numbers = spark.range(0, len(tasks), 1, len(tasks))
     return numbers.mapInArrow(_SplitReader(tasks, bool(fail_on_data_loss), batch_rows, chosen), schema)
+
+
+_told_python_engine = False
+
+
+def _jvm_reader(spark: Any, required: bool) -> bool:
+    """Whether ``spark`` reads with the JVM reader, attaching it to a running session that lacks it.
+
+    When it cannot be had (no JDK, Spark Connect), ``required`` raises
+    JvmReaderUnavailable; otherwise the Python engine reads, and the first time
+    a log line says why and how to get the faster reader.
+    """
+    global _told_python_engine
+    from . import jvm
+
+    try:
+        jvm.attach(spark)
+        return True
+    except PylogqError as exc:  # JvmReaderUnavailable, or a jar that does not build against this PySpark
+        if required:
+            raise
+        if not _told_python_engine:
+            _told_python_engine = True
+            log.warning("read_topic: reading with the Python engine, slower than the JVM reader (%s); build the "
+                        "session with pylogq.spark.jvm.configure(SparkSession.builder) or install a JDK", exc)
+        return False
 
 
 def _jvm_read(spark: Any, tasks: Sequence[Sequence[Split]], schema: Any, fail_on_data_loss: bool,

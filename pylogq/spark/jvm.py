@@ -9,8 +9,9 @@ use against the jars of the installed PySpark (Spark's reader interfaces change
 between releases), into a cache directory; that needs a JDK (``javac``).
 
 :func:`jar_path` builds or finds the jar; :func:`configure` adds it to a
-``SparkSession.builder``; :func:`available` says whether a running session
-has it. :func:`pylogq.spark.read_topic` uses it when the session has it.
+``SparkSession.builder``; :func:`attach` gives it to a session already
+running (``ADD JAR``); :func:`available` says whether a running session has
+it. :func:`pylogq.spark.read_topic` uses it, attaching it when it can.
 """
 
 from __future__ import annotations
@@ -20,17 +21,23 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from typing import Any, List, Optional
 
 from ..errors import JvmReaderUnavailable, PylogqError
 
-__all__ = ["SOURCE_CLASS", "JvmReaderUnavailable", "available", "configure", "jar_path", "java_sources"]
+__all__ = ["SOURCE_CLASS", "JvmReaderUnavailable", "attach", "available", "configure", "jar_path", "java_sources"]
 
 #: The DataSource V2 provider class, the name ``spark.read.format`` takes.
 SOURCE_CLASS = "pylogq.spark.jvm.SegmentSource"
 JAVA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
 _JAVA_RELEASE = "17"  # Spark 4 runs on Java 17 or later
 _built: Optional[str] = None
+# How a session has the reader, kept on the session object: on its classpath since it
+# started (every thread finds it), attached while running (the session's jar loader has
+# it), or not at all.
+_AT_START, _ATTACHED, _ABSENT = "start", "attached", ""
+_attach_lock = threading.Lock()
 
 
 def java_sources() -> List[str]:
@@ -147,20 +154,62 @@ def configure(builder: Any, cache_dir: Optional[str] = None) -> Any:
 
 
 def available(spark: Any) -> bool:
-    """Whether ``spark``'s driver can load the reader (its jar was on the classpath at start)."""
-    cached = getattr(spark, "_pylogq_jvm_reader", None)
-    if cached is not None:
-        return bool(cached)
-    found = False
+    """Whether ``spark``'s driver can load the reader now, from this thread: its jar was on
+    the classpath at start, or :func:`attach` gave it to the session."""
+    how = getattr(spark, "_pylogq_jvm_reader", None)
+    if how is None:
+        how = _AT_START if _loadable(spark) else _ABSENT
+        _remember(spark, how)
+    if how == _ATTACHED:
+        _use_jar_loader(spark)
+    return bool(how)
+
+
+def attach(spark: Any, cache_dir: Optional[str] = None) -> None:
+    """Give a running session the reader: ``ADD JAR`` with its jar (built first if need be).
+
+    Spark adds the jar to the executors' class path and to the session's jar
+    class loader, but makes that loader the context class loader (where Spark
+    looks a data source up) of the driver thread that ran ``ADD JAR`` only;
+    :func:`available` makes it the loader of each thread that reads. A session
+    that has the reader is left as it is. Raises :class:`JvmReaderUnavailable`
+    without a JDK or PySpark, for a Spark Connect session (no driver JVM in
+    this process), or when the class still cannot be loaded.
+    """
+    if available(spark):
+        return
+    if getattr(spark, "_jsparkSession", None) is None:
+        raise JvmReaderUnavailable("a Spark Connect session runs its driver elsewhere: start that server with "
+                                   "the reader's jar (pylogq.spark.jvm.jar_path()) in spark.jars")
+    jar = jar_path(cache_dir)
+    with _attach_lock:
+        if getattr(spark, "_pylogq_jvm_reader", None) != _ATTACHED:
+            spark.sql("ADD JAR '%s'" % jar.replace("\\", "\\\\").replace("'", "\\'"))
+            _remember(spark, _ATTACHED)
+    _use_jar_loader(spark)
+    if not _loadable(spark):
+        _remember(spark, _ABSENT)
+        raise JvmReaderUnavailable("the session took %s with ADD JAR but cannot load %s" % (jar, SOURCE_CLASS))
+
+
+def _loadable(spark: Any) -> bool:
     try:
         jvm = spark._jvm
         loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
         jvm.java.lang.Class.forName(SOURCE_CLASS, False, loader)
-        found = True
+        return True
     except Exception:  # py4j reports a missing class as a Py4JJavaError; Spark Connect has no _jvm
-        found = False
+        return False
+
+
+def _use_jar_loader(spark: Any) -> None:
+    """Make the session's jar class loader (a child of the driver's) this driver thread's context loader."""
+    loader = spark._jsparkSession.sharedState().jarClassLoader()
+    spark._jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
+
+
+def _remember(spark: Any, how: str) -> None:
     try:
-        spark._pylogq_jvm_reader = found
+        spark._pylogq_jvm_reader = how
     except AttributeError:
         pass
-    return found

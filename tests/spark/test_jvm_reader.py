@@ -9,6 +9,7 @@ from the package's Java sources, with clear errors when it cannot be.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import struct
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 
+import pylogq.spark  # noqa: E402
 from pylogq import Broker, records  # noqa: E402
 from pylogq.errors import PylogqError  # noqa: E402
 from pylogq.spark import Split, _jvm_read, _spark_schema, jvm, read_topic  # noqa: E402
@@ -154,15 +156,27 @@ def test_a_torn_tail_ends_the_read_where_whole_batches_end(on_jvm: Any, tmp_path
             assert [r[0] for r in _tuples(df, columns)] == list(range(50)), (torn[:20], columns)
 
 
-def test_engine_choice(spark: Any, mixed_topic: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_choice(spark: Any, mixed_topic: Any, monkeypatch: pytest.MonkeyPatch,
+                       caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(ValueError, match="engine"):
         read_topic(spark, mixed_topic.log_dir, "mixed", engine="scala")
-    monkeypatch.setattr(jvm, "available", lambda session: False)
-    with pytest.raises(jvm.JvmReaderUnavailable, match="configure"):
-        read_topic(spark, mixed_topic.log_dir, "mixed", engine="jvm")
-    # auto falls back to the Python workers.
     plan = read_topic(spark, mixed_topic.log_dir, "mixed")._jdf.queryExecution().executedPlan().toString()
-    assert "MapInArrow" in plan
+    assert "MapInArrow" not in plan and "BatchScan pylogq segments" in plan
+
+    def no_reader(session: Any, cache_dir: Any = None) -> None:
+        raise jvm.JvmReaderUnavailable("no Java compiler: the JVM reader needs a JDK")
+
+    monkeypatch.setattr(jvm, "attach", no_reader)
+    with pytest.raises(jvm.JvmReaderUnavailable, match="no Java compiler"):
+        read_topic(spark, mixed_topic.log_dir, "mixed", engine="jvm")
+    # auto falls back to the Python workers, and says once why and how to get the reader.
+    monkeypatch.setattr(pylogq.spark, "_told_python_engine", False)
+    with caplog.at_level(logging.WARNING, logger="pylogq.spark"):
+        for _ in range(2):
+            plan = read_topic(spark, mixed_topic.log_dir, "mixed")._jdf.queryExecution().executedPlan().toString()
+            assert "MapInArrow" in plan
+    told = [r.getMessage() for r in caplog.records if r.name == "pylogq.spark"]
+    assert len(told) == 1 and "Python engine" in told[0] and "no Java compiler" in told[0] and "configure" in told[0]
 
 
 def test_the_jar_is_built_once_per_source_and_spark(tmp_path: Any) -> None:
