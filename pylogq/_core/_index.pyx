@@ -238,16 +238,16 @@ def time_index_entry(buf, Py_ssize_t slot):
 
 
 # What an index's full sanity check finds, as (problem, slot): problem 0 is none; the
-# slot is the entry that breaks the rule (the later of two out of order).
+# slot is the entry that breaks the rule (the later of two out of order). One numbering
+# for both indexes, pylogq.storage.index_search's named constants.
 cdef enum:
     INDEX_SOUND = 0
     OFFSET_FIRST_NEGATIVE = 1
     OFFSET_NOT_INCREASING = 2
     POSITION_FIRST_NEGATIVE = 3
     POSITION_DECREASING = 4
-    TIME_NOT_INCREASING = 1
-    TIME_FIRST_OFFSET_NEGATIVE = 2
-    TIME_OFFSET_DECREASING = 3
+    TIMESTAMP_NOT_INCREASING = 5
+    OFFSET_DECREASING = 6
 
 
 cdef Py_buffer _entries_view(object buf, Py_ssize_t entries, Py_ssize_t size) except *:
@@ -285,13 +285,13 @@ cdef int _time_disorder(const unsigned char *p, Py_ssize_t n, Py_ssize_t *slot) 
     for i in range(1, n):
         if pylogq_be_i64(p + i * 12) <= pylogq_be_i64(p + (i - 1) * 12):
             slot[0] = i
-            return TIME_NOT_INCREASING
+            return TIMESTAMP_NOT_INCREASING
     if pylogq_be_i32(p + 8) < 0:
-        return TIME_FIRST_OFFSET_NEGATIVE
+        return OFFSET_FIRST_NEGATIVE
     for i in range(1, n):
         if pylogq_be_i32(p + i * 12 + 8) < pylogq_be_i32(p + (i - 1) * 12 + 8):
             slot[0] = i
-            return TIME_OFFSET_DECREASING
+            return OFFSET_DECREASING
     return INDEX_SOUND
 
 
@@ -317,8 +317,8 @@ def offset_index_disorder(buf, Py_ssize_t entries):
 def time_index_disorder(buf, Py_ssize_t entries):
     """``(problem, slot)``: the first rule the time index's entries break, 0 for none.
 
-    1: entry ``slot``'s timestamp is not above the one before; 2: the first relative
-    offset is negative; 3: entry ``slot``'s relative offset is below the one before.
+    5: entry ``slot``'s timestamp is not above the one before; 1: the first relative
+    offset is negative; 6: entry ``slot``'s relative offset is below the one before.
     Rules are checked in that order.
     """
     cdef Py_buffer view = _entries_view(buf, entries, TIME_ENTRY_SIZE)

@@ -50,7 +50,15 @@ from typing import Any, List, Optional, Tuple, TypeVar, Union
 from ..errors import CorruptIndexError, IndexClosedError, IndexFullError, InvalidIndexEntryError
 from . import index_search
 from .file_cache import LazyFile, open_files
-from .index_search import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from .index_search import (
+    OFFSET_ENTRY_SIZE,
+    OFFSET_FIRST_NEGATIVE,
+    OFFSET_NOT_INCREASING,
+    POSITION_FIRST_NEGATIVE,
+    POSITION_DECREASING,
+    TIME_ENTRY_SIZE,
+    TIMESTAMP_NOT_INCREASING,
+)
 
 __all__ = [
     "OffsetIndex",
@@ -651,18 +659,18 @@ class OffsetIndex(_Index):
         if not problem:
             return
         rel, position = _OFFSET_ENTRY.unpack_from(data, i * OFFSET_ENTRY_SIZE)
-        if problem in (2, 4):
+        if problem in (OFFSET_NOT_INCREASING, POSITION_DECREASING):
             before_rel, before_position = _OFFSET_ENTRY.unpack_from(data, (i - 1) * OFFSET_ENTRY_SIZE)
-        if problem == 1:
+        if problem == OFFSET_FIRST_NEGATIVE:
             raise self._corrupt("entry 0 has a negative relative offset %d", rel)
-        if problem == 2:
+        if problem == OFFSET_NOT_INCREASING:
             raise self._corrupt(
                 "offsets not strictly increasing: entry %d has offset %d after %d",
                 i,
                 self._base_offset + rel,
                 self._base_offset + before_rel,
             )
-        if problem == 3:
+        if problem == POSITION_FIRST_NEGATIVE:
             raise self._corrupt("entry 0 has a negative position %d", position)
         raise self._corrupt(
             "positions decrease: entry %d has position %d after %d", i, position, before_position)
@@ -841,12 +849,12 @@ class TimeIndex(_Index):
         if not problem:
             return
         ts, rel = _TIME_ENTRY.unpack_from(data, i * TIME_ENTRY_SIZE)
-        if problem != 2:
+        if problem != OFFSET_FIRST_NEGATIVE:
             before_ts, before_rel = _TIME_ENTRY.unpack_from(data, (i - 1) * TIME_ENTRY_SIZE)
-        if problem == 1:
+        if problem == TIMESTAMP_NOT_INCREASING:
             raise self._corrupt(
                 "timestamps not strictly increasing: entry %d has timestamp %d after %d", i, ts, before_ts)
-        if problem == 2:
+        if problem == OFFSET_FIRST_NEGATIVE:
             raise self._corrupt("entry 0 has a negative relative offset %d", rel)
         raise self._corrupt(
             "offsets decrease: entry %d has offset %d after %d",

@@ -43,6 +43,13 @@ __all__ = [
     "time_index_entry",
     "offset_index_disorder",
     "time_index_disorder",
+    "INDEX_SOUND",
+    "OFFSET_FIRST_NEGATIVE",
+    "OFFSET_NOT_INCREASING",
+    "POSITION_FIRST_NEGATIVE",
+    "POSITION_DECREASING",
+    "TIMESTAMP_NOT_INCREASING",
+    "OFFSET_DECREASING",
     "pure",
 ]
 
@@ -142,6 +149,17 @@ def _py_time_index_entry(buf: Any, slot: int) -> Tuple[int, int]:
     return _entry(buf, slot, _TIME_ENTRY, "time")
 
 
+#: What an index's full sanity check finds (the first of ``offset_index_disorder``'s and
+#: ``time_index_disorder``'s answer): one numbering for both indexes and both kernels.
+INDEX_SOUND = 0
+OFFSET_FIRST_NEGATIVE = 1  # the first entry's relative offset is negative (either index)
+OFFSET_NOT_INCREASING = 2  # an offset index entry's relative offset is not above the one before
+POSITION_FIRST_NEGATIVE = 3  # the offset index's first position is negative
+POSITION_DECREASING = 4  # an offset index entry's position is below the one before
+TIMESTAMP_NOT_INCREASING = 5  # a time index entry's timestamp is not above the one before
+OFFSET_DECREASING = 6  # a time index entry's relative offset is below the one before
+
+
 def _py_offset_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
     """``(problem, slot)``: the first rule the offset index's entries break, 0 for none.
 
@@ -155,14 +173,14 @@ def _py_offset_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
         return 0, 0
     table = list(_OFFSET_ENTRY.iter_unpack(memoryview(buf)[: entries * OFFSET_ENTRY_SIZE]))
     if table[0][0] < 0:
-        return 1, 0
+        return OFFSET_FIRST_NEGATIVE, 0
     slot = _first_out_of_order(table, 0, strictly=True)
     if slot:
-        return 2, slot
+        return OFFSET_NOT_INCREASING, slot
     if table[0][1] < 0:
-        return 3, 0
+        return POSITION_FIRST_NEGATIVE, 0
     slot = _first_out_of_order(table, 1, strictly=False)
-    return (4, slot) if slot else (0, 0)
+    return (POSITION_DECREASING, slot) if slot else (INDEX_SOUND, 0)
 
 
 def _first_out_of_order(table: List[Tuple[int, int]], column: int, strictly: bool) -> int:
@@ -177,8 +195,8 @@ def _first_out_of_order(table: List[Tuple[int, int]], column: int, strictly: boo
 def _py_time_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
     """``(problem, slot)``: the first rule the time index's entries break, 0 for none.
 
-    1: entry ``slot``'s timestamp is not above the one before; 2: the first relative
-    offset is negative; 3: entry ``slot``'s relative offset is below the one before.
+    5: entry ``slot``'s timestamp is not above the one before; 1: the first relative
+    offset is negative; 6: entry ``slot``'s relative offset is below the one before.
     Rules are checked in that order.
     """
     entries = index(entries)
@@ -188,11 +206,11 @@ def _py_time_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
     table = list(_TIME_ENTRY.iter_unpack(memoryview(buf)[: entries * TIME_ENTRY_SIZE]))
     slot = _first_out_of_order(table, 0, strictly=True)
     if slot:
-        return 1, slot
+        return TIMESTAMP_NOT_INCREASING, slot
     if table[0][1] < 0:
-        return 2, 0
+        return OFFSET_FIRST_NEGATIVE, 0
     slot = _first_out_of_order(table, 1, strictly=False)
-    return (3, slot) if slot else (0, 0)
+    return (OFFSET_DECREASING, slot) if slot else (INDEX_SOUND, 0)
 
 
 #: The pure-Python twin of the compiled kernel: the same names, the same results and errors.

@@ -17,6 +17,15 @@ from hypothesis import strategies as st
 
 from pylogq import _speedups
 from pylogq.storage import index_search
+from pylogq.storage.index_search import (
+    INDEX_SOUND,
+    OFFSET_DECREASING,
+    OFFSET_FIRST_NEGATIVE,
+    OFFSET_NOT_INCREASING,
+    POSITION_DECREASING,
+    POSITION_FIRST_NEGATIVE,
+    TIMESTAMP_NOT_INCREASING,
+)
 
 NAMES = (
     "offset_index_lookup",
@@ -271,32 +280,39 @@ def test_mmap_of_a_preallocated_index_file(impl, tmp_path):
 def offset_disorder_reference(entries: Sequence[tuple]) -> tuple:
     """The full sanity check's rules for an offset index, in order, on a list of entries."""
     if not entries:
-        return 0, 0
+        return INDEX_SOUND, 0
     if entries[0][0] < 0:
-        return 1, 0
+        return OFFSET_FIRST_NEGATIVE, 0
     for i in range(1, len(entries)):
         if entries[i][0] <= entries[i - 1][0]:
-            return 2, i
+            return OFFSET_NOT_INCREASING, i
     if entries[0][1] < 0:
-        return 3, 0
+        return POSITION_FIRST_NEGATIVE, 0
     for i in range(1, len(entries)):
         if entries[i][1] < entries[i - 1][1]:
-            return 4, i
-    return 0, 0
+            return POSITION_DECREASING, i
+    return INDEX_SOUND, 0
 
 
 def time_disorder_reference(entries: Sequence[tuple]) -> tuple:
     if not entries:
-        return 0, 0
+        return INDEX_SOUND, 0
     for i in range(1, len(entries)):
         if entries[i][0] <= entries[i - 1][0]:
-            return 1, i
+            return TIMESTAMP_NOT_INCREASING, i
     if entries[0][1] < 0:
-        return 2, 0
+        return OFFSET_FIRST_NEGATIVE, 0
     for i in range(1, len(entries)):
         if entries[i][1] < entries[i - 1][1]:
-            return 3, i
-    return 0, 0
+            return OFFSET_DECREASING, i
+    return INDEX_SOUND, 0
+
+
+def test_the_problem_codes_are_one_numbering() -> None:
+    """The two indexes' checks answer in one numbering: a code names one rule whichever index broke it."""
+    codes = [INDEX_SOUND, OFFSET_FIRST_NEGATIVE, OFFSET_NOT_INCREASING, POSITION_FIRST_NEGATIVE,
+             POSITION_DECREASING, TIMESTAMP_NOT_INCREASING, OFFSET_DECREASING]
+    assert sorted(codes) == list(range(7))
 
 
 def _mostly_sound(draw_keys: List[int], rng: random.Random, flips: int) -> List[int]:
@@ -327,12 +343,12 @@ def test_disorder_checks_only_the_entries_in_use_and_their_bounds(impl):
     # A preallocated index's zero-filled tail is not checked: only ``entries`` are.
     buf = offset_index([(0, 0), (5, 10)], tail=16)
     assert impl.offset_index_disorder(buf, 2) == (0, 0)
-    assert impl.offset_index_disorder(buf, 3) == (2, 2)
+    assert impl.offset_index_disorder(buf, 3) == (OFFSET_NOT_INCREASING, 2)
     assert impl.offset_index_disorder(buf, 0) == (0, 0)
     # The highest keys and positions, and INT64 timestamps at their limits.
     assert impl.offset_index_disorder(offset_index([(0, 0), (2**31 - 1, 2**31 - 1)]), 2) == (0, 0)
     assert impl.time_index_disorder(time_index([(-2**63, 0), (2**63 - 1, 0)]), 2) == (0, 0)
-    assert impl.time_index_disorder(time_index([(5, 0), (5, 1)]), 2) == (1, 1)
+    assert impl.time_index_disorder(time_index([(5, 0), (5, 1)]), 2) == (TIMESTAMP_NOT_INCREASING, 1)
     with pytest.raises(ValueError, match=r"entries 5 need 40 bytes but the buffer holds 32"):
         impl.offset_index_disorder(buf, 5)
     with pytest.raises(ValueError, match=r"entries 2 need 24 bytes but the buffer holds 12"):
