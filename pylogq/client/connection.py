@@ -1,10 +1,7 @@
-"""One Kafka protocol connection to one broker: framing, version negotiation, SASL (PLAIN, SCRAM).
+"""One Kafka protocol connection to one broker: pipelining, version negotiation, SASL (PLAIN, SCRAM).
 
-Wire framing (every integer big-endian)::
-
-    Request  => Size:int32 RequestHeader Body      (header v1 here: api key, api version,
-                                                    correlation id, client id)
-    Response => Size:int32 ResponseHeader Body     (header v0: correlation id)
+The frames (size, header, body) are written, read and decoded by the protocol layer's
+:mod:`pylogq.protocol.blocking_client`, which the brokers' inter-broker client uses too.
 
 A broker answers the requests of one connection in the order they were sent, so
 responses are matched to requests by a FIFO of in-flight entries, and each
@@ -38,8 +35,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import logging
-import socket
-import struct
 import threading
 import time
 from typing import Any, Deque, Dict, Mapping, Optional, Tuple
@@ -55,11 +50,17 @@ from ..errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from ..protocol.blocking_client import (
+    MIN_FRAME,
+    SIZE,
+    KafkaSocket,
+    decode_response_body,
+    decode_response_header,
+    encode_request,
+)
 from ..protocol.constants import ApiKey
-from ..protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
 from ..protocol.messages import API_NAMES
 from ..protocol.scram import ScramClient, ScramError
-from ..protocol.types import Reader, Writer
 from .metrics import NodeSensors
 
 __all__ = [
@@ -115,20 +116,18 @@ HANDSHAKE_TIMEOUT_S = 5.0
 #: few hundred bytes, and a size read from another protocol's answer is usually far larger.
 MAX_HANDSHAKE_RESPONSE = 1 << 20
 
-_SIZE = struct.Struct(">i")
 _UNSUPPORTED_VERSION = UnsupportedVersionError.code
 
 
 class _InFlight:
     """A request waiting for its response: what to decode it with and who waits."""
 
-    __slots__ = ("correlation_id", "api_key", "version", "header_version", "future", "sent_at")
+    __slots__ = ("correlation_id", "api_key", "version", "future", "sent_at")
 
-    def __init__(self, correlation_id: int, api_key: int, version: int, header_version: int) -> None:
+    def __init__(self, correlation_id: int, api_key: int, version: int) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
-        self.header_version = header_version
         self.sent_at = 0.0  # monotonic, just before the request was written
         self.future: "concurrent.futures.Future[Dict[str, Any]]" = concurrent.futures.Future()
 
@@ -165,10 +164,9 @@ class BrokerConnection:
         self._unanswered_writes = False  # requests sent that get no response (acks=0 produces)
         self._max_response: Optional[int] = MAX_HANDSHAKE_RESPONSE  # None once the handshake is done
         try:
-            sock = socket.create_connection((host, port), timeout=min(timeout_s, CONNECT_TIMEOUT_S))
+            sock = KafkaSocket(host, port, min(timeout_s, CONNECT_TIMEOUT_S))
         except OSError as exc:
             raise KafkaConnectionError("cannot connect to %s: %s" % (self.address, exc.strerror or exc)) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)  # the reader blocks; waiters enforce their own deadlines
         self._sock = sock
         self._reader = threading.Thread(target=self._read_loop, name="pylogq-conn-%s" % self.label, daemon=True)
@@ -210,25 +208,17 @@ class BrokerConnection:
         """
         if version is None:
             version = self.version(api_key)
-        request_header_version, response_header_version = header_versions(api_key, version)
-        w = Writer()
-        w.int32(0)  # the size, patched below
         with self._send_lock:
             if self.closed:
                 raise KafkaConnectionError("connection to %s is closed (%s)" % (self.address, self._close_reason))
             correlation_id = self._correlation_id
             self._correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-            REQUEST_HEADER.encode_into(w, {
-                "request_api_key": api_key, "request_api_version": version,
-                "correlation_id": correlation_id, "client_id": self.client_id,
-            }, request_header_version)
             try:
-                REQUESTS[api_key].encode_into(w, body, version)
+                frame = encode_request(api_key, version, correlation_id, self.client_id, body)
             except ValueError as exc:
                 raise PylogqError("cannot encode %s v%d: %s" % (API_NAMES.get(api_key, api_key), version, exc)) \
                     from None
-            w.buf[0:4] = _SIZE.pack(len(w.buf) - 4)
-            entry = _InFlight(correlation_id, api_key, version, response_header_version)
+            entry = _InFlight(correlation_id, api_key, version)
             if expect_response:
                 self._in_flight.append(entry)
             else:
@@ -236,13 +226,13 @@ class BrokerConnection:
                 self._unanswered_writes = True
             entry.sent_at = time.monotonic()
             try:
-                self._sock.sendall(w.buf)
+                self._sock.send(frame)
             except OSError as exc:
                 reason = "send failed: %s" % (exc.strerror or exc)
             else:
                 sensors = self.sensors
                 if sensors is not None:
-                    sensors.request_sent(len(w.buf), entry.sent_at)
+                    sensors.request_sent(len(frame), entry.sent_at)
                 return entry.future
         self.close(reason)
         raise KafkaConnectionError("connection to %s lost: %s" % (self.address, reason))
@@ -283,27 +273,16 @@ class BrokerConnection:
 
     # -- the reader ------------------------------------------------------------------
 
-    def _read_exactly(self, n: int) -> Optional[bytearray]:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self._sock.recv_into(view[got:], n - got)
-            if k == 0:
-                return None
-            got += k
-        return buf
-
     def _read_loop(self) -> None:
         reason = "closed"
         try:
             while True:
-                head = self._read_exactly(4)
+                head = self._sock.read_exactly(SIZE.size)
                 if head is None:
                     reason = "the broker closed the connection"
                     break
-                (size,) = _SIZE.unpack(head)
-                if size < 4:
+                (size,) = SIZE.unpack(head)
+                if size < MIN_FRAME:
                     reason = "bad response size %d" % size
                     break
                 limit = self._max_response
@@ -311,7 +290,7 @@ class BrokerConnection:
                     reason = "the first answer is not Kafka's (it starts with %r); is it a Kafka listener?" % (
                         bytes(head),)
                     break
-                body = self._read_exactly(size)
+                body = self._sock.read_exactly(size)
                 if body is None:
                     reason = "the broker closed the connection mid-response"
                     break
@@ -321,15 +300,14 @@ class BrokerConnection:
                     reason = "a response arrived for no request"
                     break
                 try:
-                    r = Reader(body)
-                    header = RESPONSE_HEADER.decode_from(r, entry.header_version)
-                    if header["correlation_id"] != entry.correlation_id:
+                    correlation_id, r = decode_response_header(body, entry.api_key, entry.version)
+                    if correlation_id != entry.correlation_id:
                         reason = "response correlation id %d does not match request %d" % (
-                            header["correlation_id"], entry.correlation_id)
+                            correlation_id, entry.correlation_id)
                         entry.future.set_exception(KafkaConnectionError(
                             "connection to %s lost: %s" % (self.address, reason)))
                         break
-                    decoded = self._decode(entry, r, body)
+                    decoded = decode_response_body(body, r, entry.api_key, entry.version)
                 except (ProtocolError, ValueError) as exc:
                     reason = "undecodable %s v%d response: %s" % (
                         API_NAMES.get(entry.api_key, entry.api_key), entry.version, exc)
@@ -343,16 +321,6 @@ class BrokerConnection:
             reason = "receive failed: %s" % (exc.strerror or exc)
         self.close(reason)
 
-    def _decode(self, entry: _InFlight, r: Reader, body: bytearray) -> Dict[str, Any]:
-        if entry.api_key == ApiKey.API_VERSIONS and r.remaining >= 2 and \
-                struct.unpack_from(">h", body, r.pos)[0] == _UNSUPPORTED_VERSION:
-            # Answered in the v0 layout whatever version was asked (KIP-511).
-            return RESPONSES[ApiKey.API_VERSIONS].decode(memoryview(body)[r.pos:], 0)
-        out = RESPONSES[entry.api_key].decode_from(r, entry.version)
-        if r.remaining:
-            raise ProtocolError("%d trailing bytes" % r.remaining)
-        return out
-
     def close(self, reason: str = "closed by the client") -> None:
         """Close the socket and fail every waiting request. Idempotent."""
         with self._send_lock:
@@ -362,10 +330,7 @@ class BrokerConnection:
             self._close_reason = reason
             pending = list(self._in_flight)
             self._in_flight.clear()
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        self._sock.shutdown()
         self._sock.close()
         if pending:
             log.debug("connection to %s closed with %d requests in flight: %s", self.label, len(pending), reason)

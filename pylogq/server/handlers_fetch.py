@@ -16,13 +16,14 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import errors
-from ..cluster.contract import FetchResult, RecordBytes, RecordsView, ReplicaFetchPartition
+from ..cluster.contract import FetchResult, RecordBytes, RecordsView
 from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
 from ..records.downconvert import down_convert, target_magic
 from .connection import Connection, RequestSlot
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response
 from .handler_base import Framed, HandlerBase, text_of
+from .replication_wire import decode_replica_fetch, replica_id_of
 
 __all__ = ["FetchHandlers"]
 
@@ -32,8 +33,6 @@ _UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.code
 FIRST_V2_RECORDS = 4
 #: The first version with the client's current leader epoch (KIP-320).
 FIRST_LEADER_EPOCH = 9
-#: The first version with a ReplicaState (KIP-903) in place of the ReplicaId field.
-FIRST_REPLICA_STATE = 15
 
 Results = Dict[Tuple[str, int], FetchResult]
 #: Per topic of a request: how the response names it, its name (None for an unknown id),
@@ -45,7 +44,7 @@ class FetchHandlers(HandlerBase):
     """Fetch (API 1)."""
 
     def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
-        replica_id = req["replica_state"]["replica_id"] if version >= FIRST_REPLICA_STATE else req["replica_id"]
+        replica_id = replica_id_of(req, version)
         if replica_id >= 0:
             if not self.broker.clustered:
                 raise CloseConnection("follower fetches are not served by a single-node broker")
@@ -103,22 +102,10 @@ class FetchHandlers(HandlerBase):
     def _replica_fetch(self, req: Dict[str, Any], version: int, slot: RequestSlot, replica_id: int) -> Any:
         """A follower's Fetch: records up to the leader's log end, waiting for appends."""
         slot.follower = True
-        broker_epoch = req["replica_state"]["replica_epoch"] if version >= FIRST_REPLICA_STATE else -1
-        asks: List[ReplicaFetchPartition] = []
-        order: Order = []
-        for topic in req["topics"]:
-            name = self._topic_of(topic, version)
-            indexes = [p["partition"] for p in topic["partitions"]]
-            order.append((topic["topic_id"] if version >= FIRST_TOPIC_ID else name or "", name, indexes))
-            if name is None:
-                continue
-            for p in topic["partitions"]:
-                asks.append(ReplicaFetchPartition(name, p["partition"], p["fetch_offset"], p["log_start_offset"],
-                                                  p["partition_max_bytes"], p["current_leader_epoch"]))
-        max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
+        fetch, order = decode_replica_fetch(req, version, self._topic_of)
         future: "asyncio.Future[Results]" = self.server.new_future()
-        op = self.broker.replica_fetch_async(replica_id, broker_epoch, asks, req["max_wait_ms"], req["min_bytes"],
-                                             max_bytes, deliver=self.server.deliver_to(future))
+        op = self.broker.replica_fetch_async(replica_id, fetch.broker_epoch, fetch.partitions, fetch.max_wait_ms,
+                                             fetch.min_bytes, fetch.max_bytes, deliver=self.server.deliver_to(future))
         if op.completed:
             return self._fetch_response(slot, version, order, op.answer(), "read_uncommitted")
         return self._replica_fetch_wait(op, future, version, order, slot)

@@ -1,0 +1,205 @@
+"""A blocking Kafka protocol socket: request frames out, response frames in, one codec.
+
+Wire framing (every integer big-endian)::
+
+    Request  => Size:int32 RequestHeader Body      (header v1 or v2: api key, api version,
+                                                    correlation id, client id; v0 has no client id)
+    Response => Size:int32 ResponseHeader Body     (header v0 or v1: correlation id)
+
+Both of pylogq's socket clients stand on this module: the clients' pipelined
+:class:`~pylogq.client.connection.BrokerConnection` (which adds version negotiation,
+SASL and a reader thread that matches pipelined responses to their requests) uses
+:class:`KafkaSocket`, :func:`encode_request` and the response decoders; the brokers'
+:class:`~pylogq.server.inter_broker.TcpInterBrokerClient` uses :class:`BlockingClient`, which
+sends one request and reads its answer at a time.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+from ..errors import ProtocolError, UnsupportedVersionError
+from .constants import ApiKey
+from .messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
+from .types import Reader, Writer
+
+__all__ = ["KafkaSocket", "BlockingClient", "encode_request", "decode_response_header", "decode_response_body",
+           "decode_response"]
+
+SIZE = struct.Struct(">i")
+#: A frame's bytes (what :func:`encode_request` and :meth:`KafkaSocket.read_frame` give are bytearrays).
+Frame = Union[bytes, bytearray]
+#: The smallest response frame: a response header v0 (the correlation id).
+MIN_FRAME = 4
+_UNSUPPORTED_VERSION = UnsupportedVersionError.code
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: Optional[str],
+                   body: Mapping[str, Any]) -> bytearray:
+    """One request frame, size prefix included; ValueError when ``body`` does not encode."""
+    w = Writer()
+    w.int32(0)  # the size, patched below
+    REQUEST_HEADER.encode_into(w, {"request_api_key": api_key, "request_api_version": version,
+                                   "correlation_id": correlation_id, "client_id": client_id},
+                               header_versions(api_key, version)[0])
+    REQUESTS[api_key].encode_into(w, body, version)
+    w.buf[0:4] = SIZE.pack(len(w.buf) - 4)
+    return w.buf
+
+
+def decode_response_header(frame: Frame, api_key: int, version: int) -> Tuple[int, Reader]:
+    """The correlation id of response frame ``frame`` (without its size), and a reader at its body;
+    ProtocolError when the header does not decode."""
+    r = Reader(frame)
+    header = RESPONSE_HEADER.decode_from(r, header_versions(api_key, version)[1])
+    correlation_id: int = header["correlation_id"]
+    return correlation_id, r
+
+
+def decode_response_body(frame: Frame, r: Reader, api_key: int, version: int,
+                         trailing_ok: bool = False) -> Dict[str, Any]:
+    """The body of response frame ``frame`` from reader ``r`` (after the header).
+
+    ProtocolError or ValueError when it does not decode, or (unless ``trailing_ok``) has bytes
+    after the body. An ApiVersions answer with UNSUPPORTED_VERSION is read in the v0 layout,
+    whatever version was asked (KIP-511).
+    """
+    if api_key == ApiKey.API_VERSIONS and r.remaining >= 2 and \
+            struct.unpack_from(">h", frame, r.pos)[0] == _UNSUPPORTED_VERSION:
+        return RESPONSES[ApiKey.API_VERSIONS].decode(memoryview(frame)[r.pos:], 0)
+    out = RESPONSES[api_key].decode_from(r, version)
+    if r.remaining and not trailing_ok:
+        raise ProtocolError("%d trailing bytes" % r.remaining)
+    return out
+
+
+def decode_response(frame: Frame, api_key: int, version: int, correlation_id: int,
+                    trailing_ok: bool = False) -> Dict[str, Any]:
+    """The body of response frame ``frame`` to request ``correlation_id``; ProtocolError when it
+    answers another request, and as :func:`decode_response_body` says."""
+    got, r = decode_response_header(frame, api_key, version)
+    if got != correlation_id:
+        raise ProtocolError("response correlation id %d does not match request %d" % (got, correlation_id))
+    return decode_response_body(frame, r, api_key, version, trailing_ok)
+
+
+class KafkaSocket:
+    """A connected TCP socket to a Kafka listener, read and written in whole frames.
+
+    Not thread-safe, except :meth:`shutdown`, which another thread may call to make a
+    blocked read or write fail at once.
+    """
+
+    def __init__(self, host: str, port: int, connect_timeout_s: float) -> None:
+        """Connect (OSError when it fails); the socket then blocks with ``connect_timeout_s``
+        until :meth:`settimeout` says otherwise."""
+        sock = socket.create_connection((host, port), timeout=connect_timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+
+    def settimeout(self, timeout_s: Optional[float]) -> None:
+        """How long a read or write may block (None: forever)."""
+        self._sock.settimeout(timeout_s)
+
+    def send(self, frame: Frame) -> None:
+        self._sock.sendall(frame)
+
+    def read_exactly(self, n: int) -> Optional[bytearray]:
+        """The next ``n`` bytes; None when the broker closes the connection first."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._sock.recv_into(view[got:], n - got)
+            if k == 0:
+                return None
+            got += k
+        return buf
+
+    def read_frame(self, max_size: int) -> bytearray:
+        """The next response frame without its size prefix.
+
+        ConnectionError when the broker closes the connection, ProtocolError for a size
+        smaller than a response header or larger than ``max_size`` (before reading any of it).
+        """
+        head = self.read_exactly(SIZE.size)
+        if head is not None:
+            (size,) = SIZE.unpack(head)
+            if not MIN_FRAME <= size <= max_size:
+                raise ProtocolError("response size %d" % size)
+            frame = self.read_exactly(size)
+            if frame is not None:
+                return frame
+        raise ConnectionError("connection closed by the broker")
+
+    def shutdown(self) -> None:
+        """Shut both directions down (blocked calls in other threads fail); never raises."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # not connected, or closed meanwhile
+
+    def close(self) -> None:
+        """Close the socket; never raises."""
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class BlockingClient:
+    """One request at a time to one broker: send, then read the answer, on a socket opened at
+    the first request and reopened after :meth:`close`.
+
+    Not thread-safe (the caller serializes requests), except :meth:`abort`.
+    A failed :meth:`exchange` leaves the socket as it is: the caller closes it.
+    """
+
+    def __init__(self, host: str, port: int, client_id: Optional[str], connect_timeout_s: float) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self._sock: Optional[KafkaSocket] = None
+        self._correlation = 0
+
+    def connect(self) -> None:
+        """Open the socket unless it is open; OSError when that fails."""
+        if self._sock is None:
+            self._sock = KafkaSocket(self.host, self.port, self.connect_timeout_s)
+
+    def encode(self, api_key: int, version: int, body: Mapping[str, Any]) -> Tuple[bytearray, int]:
+        """The next request's frame and correlation id; ValueError when ``body`` does not encode."""
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        return encode_request(api_key, version, self._correlation, self.client_id, body), self._correlation
+
+    def exchange(self, api_key: int, version: int, frame: Frame, correlation_id: int, timeout_s: float,
+                 max_response: int) -> Dict[str, Any]:
+        """Send an encoded request (connecting first) and read its response's body, each socket
+        operation waiting ``timeout_s`` at most; OSError, ProtocolError or ValueError on failure."""
+        self.connect()
+        sock = self._sock
+        assert sock is not None
+        sock.settimeout(timeout_s)
+        sock.send(frame)
+        response = sock.read_frame(max_response)
+        return decode_response(response, api_key, version, correlation_id, trailing_ok=True)
+
+    def call(self, api_key: int, version: int, body: Mapping[str, Any], timeout_s: float,
+             max_response: int) -> Dict[str, Any]:
+        """Encode, send and read the answer: :meth:`encode` then :meth:`exchange`."""
+        frame, correlation_id = self.encode(api_key, version, body)
+        return self.exchange(api_key, version, frame, correlation_id, timeout_s, max_response)
+
+    def abort(self) -> None:
+        """Make the call in flight fail at once (from another thread), without waiting for it."""
+        sock = self._sock
+        if sock is not None:
+            sock.shutdown()
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
