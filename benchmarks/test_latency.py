@@ -103,7 +103,8 @@ if ROOT not in sys.path:  # the checkout, for the test suite's helpers
     sys.path.insert(0, ROOT)
 
 from pylogq import AdminClient, Broker, Consumer, Producer, errors  # noqa: E402
-from pylogq.client.connection import BrokerConnection, NoBrokersAvailable  # noqa: E402
+from pylogq.client.connection import BrokerConnection  # noqa: E402
+from pylogq.errors import NoBrokersAvailable  # noqa: E402
 from pylogq.records import codecs  # noqa: E402
 from pylogq.testing import TEST_DEFAULTS  # noqa: E402
 from tests.cli.test_conventions import _env, _Http400  # noqa: E402

@@ -8,8 +8,8 @@ connection, a client-side timeout, a corrupt index) keeps its parent's code.
 Errors that never cross the wire (bad arguments, a missing codec library, a
 locked log directory) are plain :class:`PylogqError` subclasses.
 
-Every exception class pylogq defines is defined here; a module that raises one
-imports it from here (and keeps re-exporting the names it used to define).
+Every exception class pylogq defines is defined here, and is imported from here:
+a module that raises one does not export it again.
 """
 
 from __future__ import annotations

@@ -27,16 +27,8 @@ from ..client.tcp import without_protocol
 from ..errors import CommandError, ConfigError, PylogqError
 from ._errors import error_text
 
-__all__ = [
-    "DEFAULT_BOOTSTRAP",
-    "Clients",
-    "CommandError",
-    "add_bootstrap_argument",
-    "client_configs",
-    "error_text",
-    "parse_key_values",
-    "read_properties",
-]
+__all__ = ["DEFAULT_BOOTSTRAP", "Clients", "add_bootstrap_argument", "client_configs", "error_text",
+           "parse_key_values", "read_properties"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 

@@ -82,7 +82,7 @@ from ..storage.segment import END as STOP_END
 from ..storage.segment import PARTIAL as STOP_PARTIAL
 from ._errors import report_error
 
-__all__ = ["SUMMARY", "DumpError", "add_arguments", "build_parser", "run", "main"]
+__all__ = ["SUMMARY", "add_arguments", "build_parser", "run", "main"]
 
 #: One line for ``--help``.
 SUMMARY = "print segment files (.log, .index, .timeindex) as Kafka's kafka-dump-log.sh does"

@@ -860,7 +860,7 @@ def _decode(decoder: Any, data: bytes) -> Any:
         return data
     try:
         return decoder(data)
-    except assignors.InvalidConsumerProtocolError:
+    except errors.InvalidConsumerProtocolError:
         return data
 
 

@@ -45,23 +45,9 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
 
 from ..errors import InvalidConsumerProtocolError
 
-__all__ = [
-    "InvalidConsumerProtocolError",
-    "Subscription",
-    "Assignment",
-    "encode_subscription",
-    "decode_subscription",
-    "encode_assignment",
-    "decode_assignment",
-    "encode_sticky_user_data",
-    "decode_sticky_user_data",
-    "PartitionAssignor",
-    "RangeAssignor",
-    "RoundRobinAssignor",
-    "StickyAssignor",
-    "ASSIGNORS",
-    "assignor_for_name",
-]
+__all__ = ["Subscription", "Assignment", "encode_subscription", "decode_subscription", "encode_assignment",
+           "decode_assignment", "encode_sticky_user_data", "decode_sticky_user_data", "PartitionAssignor", "RangeAssignor",
+    "RoundRobinAssignor", "StickyAssignor", "ASSIGNORS", "assignor_for_name"]
 
 TopicPartitions = Dict[str, List[int]]
 

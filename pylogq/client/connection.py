@@ -41,11 +41,11 @@ from typing import Any, Deque, Dict, Mapping, Optional, Tuple
 
 from ..errors import (
     KafkaConnectionError,
-    NoBrokersAvailable,
     ProtocolError,
     PylogqError,
     RequestTimedOutError,
     SaslAuthenticationFailedError,
+    ScramError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
@@ -60,12 +60,10 @@ from ..protocol.blocking_client import (
 )
 from ..protocol.constants import ApiKey
 from ..protocol.messages import API_NAMES
-from ..protocol.scram import ScramClient, ScramError
+from ..protocol.scram import ScramClient
 from .metrics import NodeSensors
 
-__all__ = [
-    "BrokerConnection", "KafkaConnectionError", "NoBrokersAvailable", "CLIENT_VERSIONS",
-]
+__all__ = ["BrokerConnection", "CLIENT_VERSIONS"]
 
 log = logging.getLogger("pylogq.client.connection")
 

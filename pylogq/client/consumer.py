@@ -75,10 +75,8 @@ from typing import (
 )
 
 from ..errors import (
-    CommitFailedError,
     ConfigError,
     IllegalStateError,
-    NoOffsetForPartitionError,
 )
 from ..records import decode_columns
 from ..cluster.names import validate_topic_name
@@ -95,17 +93,8 @@ from .metrics import Metrics, NetworkSensors
 from .subscription_state import SubscriptionState, as_tp
 from .transport import TCP_OPTIONS, Transport, connect
 
-__all__ = [
-    "CommitFailedError",
-    "Consumer",
-    "ConsumerRebalanceListener",
-    "ConsumerRecord",
-    "IllegalStateError",
-    "NoOffsetForPartitionError",
-    "OffsetAndMetadata",
-    "OffsetAndTimestamp",
-    "TopicPartition",
-]
+__all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp",
+           "TopicPartition"]
 
 
 _AUTO_OFFSET_RESET = ("earliest", "latest", "none")

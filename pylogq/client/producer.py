@@ -55,7 +55,6 @@ import numpy as np
 
 from ..cluster.partitioner import gather, murmur2, murmur2_many, partition_for_key
 from ..errors import (
-    BufferExhaustedError,
     ConfigError,
     IllegalStateError,
     KafkaTimeoutError,
@@ -70,10 +69,7 @@ from .producer_batch import FutureRecordMetadata, ProducerBatch, RecordMetadata
 from .sender import Sender, SenderMetrics
 from .transport import TCP_OPTIONS, Transport, connect
 
-__all__ = [
-    "DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult",
-    "BufferExhaustedError", "IllegalStateError", "KafkaTimeoutError"
-]
+__all__ = ["DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult"]
 
 
 #: kafka-python 3.0's defaults, for the settings that mean something here, except

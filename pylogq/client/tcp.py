@@ -66,8 +66,7 @@ from .metrics import NetworkSensors, NodeSensors
 from .tcp_requests import _COORDINATOR_CODES, FetchedRecords, NodeKey, TcpRequests, _raise
 from .transport import Transport
 
-__all__ = ["FetchedRecords", "KafkaConnectionError", "NoBrokersAvailable", "TcpTransport", "parse_bootstrap",
-           "without_protocol"]
+__all__ = ["FetchedRecords", "TcpTransport", "parse_bootstrap", "without_protocol"]
 
 _RETRY_BACKOFF_S = 0.05
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")

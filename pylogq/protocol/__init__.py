@@ -5,7 +5,6 @@ Every name of :mod:`pylogq.protocol.messages` (its ``__all__``: the tables, ``RE
 ``header_versions``) is exported here.
 """
 
-from ..errors import ProtocolError
 from . import messages
 from .constants import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource
 from .messages import *  # noqa: F401,F403 - the tables, listed once in messages.__all__
@@ -14,5 +13,5 @@ from .types import Reader, Writer
 
 __all__ = list(messages.__all__) + [
     "AlterConfigOp", "ApiKey", "ConfigResourceType", "ConfigSource",
-    "Schema", "parse_versions", "snake_case", "ProtocolError", "Reader", "Writer",
+    "Schema", "parse_versions", "snake_case", "Reader", "Writer",
 ]

@@ -33,11 +33,8 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 from ..errors import ScramError
 
-__all__ = [
-    "MAX_ITERATIONS", "MECHANISMS", "MECHANISM_TYPES", "ScramClient", "ScramCredential", "ScramError",
-    "ScramServer", "failure_message", "format_credential", "make_credential", "parse_credential",
-    "salted_password",
-]
+__all__ = ["MAX_ITERATIONS", "MECHANISMS", "MECHANISM_TYPES", "ScramClient", "ScramCredential", "ScramServer",
+           "failure_message", "format_credential", "make_credential", "parse_credential", "salted_password"]
 
 #: Mechanism name -> (hashlib name, Kafka's ScramMechanism type byte, minimum iterations).
 MECHANISMS: Dict[str, Tuple[str, int, int]] = {

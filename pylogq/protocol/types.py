@@ -30,7 +30,7 @@ from typing import Optional, Union
 
 from ..errors import ProtocolError
 
-__all__ = ["ProtocolError", "Reader", "Writer"]
+__all__ = ["Reader", "Writer"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 

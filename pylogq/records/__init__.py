@@ -23,7 +23,6 @@ from .default_records import (
 from .memory_records import (
     AppendResult,
     BatchHeader,
-    BatchInfo,
     ScanResult,
     assign_offsets,
     iter_batches,
@@ -38,7 +37,6 @@ from .memory_records import (
 __all__ = [
     "AppendResult",
     "BatchHeader",
-    "BatchInfo",
     "CONTROL_MASK",
     "CREATE_TIME",
     "HEADER_SIZE",

@@ -19,7 +19,7 @@ from . import _impl
 from . import default_records as _v2py
 
 __all__ = [
-    "AppendResult", "BatchHeader", "BatchInfo", "ScanResult", "assign_offsets", "iter_batches", "parse_header",
+    "AppendResult", "BatchHeader", "ScanResult", "assign_offsets", "iter_batches", "parse_header",
     "patch_offsets", "scan", "uncompressed_v2", "valid_prefix_length", "validate_batches",
 ]
 
@@ -47,9 +47,6 @@ class BatchHeader(NamedTuple):
     producer_epoch: int = -1
     base_sequence: int = -1
 
-
-#: The name this type had when it described walked entries only (kept for old imports).
-BatchInfo = BatchHeader
 
 
 class ScanResult(NamedTuple):

@@ -34,8 +34,7 @@ from .listeners import Listener
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["Connection", "CloseConnection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces",
-           "RequestSlot"]
+__all__ = ["Connection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces", "RequestSlot"]
 
 _HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")

@@ -22,8 +22,6 @@ from .. import errors
 from .connection import Connection, RequestSlot
 from .handler_base import Body, HandlerBase
 from .replication_wire import (
-    SECURITY_PROTOCOL_IDS,
-    SECURITY_PROTOCOLS,
     decode_controlled_shutdown,
     decode_leader_and_isr,
     decode_offset_for_leader_epoch,
@@ -36,16 +34,10 @@ from .replication_wire import (
     encode_update_metadata_response,
 )
 
-__all__ = ["ReplicationHandlers", "leader_and_isr_of", "stop_replica_of", "update_metadata_of",
-           "SECURITY_PROTOCOLS", "SECURITY_PROTOCOL_IDS"]
+__all__ = ["ReplicationHandlers"]
 
 _STALE_CONTROLLER = errors.StaleControllerEpochError.code
 _NOT_CONTROLLER = errors.NotControllerError.code
-
-# The requests as the contract's types, by their names before :mod:`.replication_wire` held them.
-leader_and_isr_of = decode_leader_and_isr
-update_metadata_of = decode_update_metadata
-stop_replica_of = decode_stop_replica
 
 
 class ReplicationHandlers(HandlerBase):

@@ -15,12 +15,12 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import errors
+from ..errors import ScramError
 from ..protocol.scram import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
     MECHANISMS,
     ScramCredential,
-    ScramError,
     ScramServer,
     failure_message,
     format_credential,

@@ -55,7 +55,6 @@ __all__ = [
     "DEFAULT_BATCH_ROWS",
     "EARLIEST",
     "LATEST",
-    "DataLossError",
     "DataLossWarning",
     "Pushdown",
     "Split",

@@ -32,20 +32,9 @@ from typing import Any, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar, 
 
 from ..errors import CorruptCheckpointError
 
-__all__ = [
-    "RECOVERY_POINT_CHECKPOINT",
-    "REPLICATION_CHECKPOINT",
-    "LOG_START_OFFSET_CHECKPOINT",
-    "CLEANER_CHECKPOINT",
-    "LEADER_EPOCH_CHECKPOINT",
-    "CLEAN_SHUTDOWN_FILE",
-    "LOCK_FILE",
-    "CHECKPOINT_VERSION",
-    "CorruptCheckpointError",
-    "OffsetCheckpoint",
-    "LeaderEpochCheckpoint",
-    "write_atomically",
-]
+__all__ = ["RECOVERY_POINT_CHECKPOINT", "REPLICATION_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT",
+           "CLEANER_CHECKPOINT", "LEADER_EPOCH_CHECKPOINT", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CHECKPOINT_VERSION",
+    "OffsetCheckpoint", "LeaderEpochCheckpoint", "write_atomically"]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"

@@ -94,7 +94,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pylogq.storage.cleaner")
 
-__all__ = ["LogCleaner", "CleanerStats", "Throttler", "LogToClean", "group_segments_by_size", "CleaningAbortedError"]
+__all__ = ["LogCleaner", "CleanerStats", "Throttler", "LogToClean", "group_segments_by_size"]
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header, as default_records
 _ENTRY = struct.Struct(">qi")

@@ -60,19 +60,8 @@ from .index_search import (
     TIMESTAMP_NOT_INCREASING,
 )
 
-__all__ = [
-    "OffsetIndex",
-    "TimeIndex",
-    "IndexFullError",
-    "InvalidIndexEntryError",
-    "IndexClosedError",
-    "CorruptIndexError",
-    "DEFAULT_MAX_INDEX_SIZE",
-    "NO_TIMESTAMP",
-    "OFFSET_ENTRY_SIZE",
-    "TIME_ENTRY_SIZE",
-    "open_index",
-]
+__all__ = ["OffsetIndex", "TimeIndex", "DEFAULT_MAX_INDEX_SIZE", "NO_TIMESTAMP", "OFFSET_ENTRY_SIZE",
+           "TIME_ENTRY_SIZE", "open_index"]
 
 #: Kafka's default ``segment.index.bytes``.
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024

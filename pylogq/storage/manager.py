@@ -48,7 +48,7 @@ from .scheduler import Scheduler
 if TYPE_CHECKING:
     from .cleaner import LogCleaner
 
-__all__ = ["LogDirInUseError", "LogManager", "delete_dir_name"]
+__all__ = ["LogManager", "delete_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
 

@@ -17,10 +17,11 @@ import pytest
 
 from pylogq import Consumer, records
 from pylogq.cli import console
-from pylogq.cli.clients import Clients, CommandError
+from pylogq.cli.clients import Clients
 from pylogq.cli.main import build_parser
 from pylogq.client.admin import AdminClient
 from pylogq.client.consumer import TopicPartition
+from pylogq.errors import CommandError
 from pylogq.records import codecs
 
 from .conftest import Cli, run_cli, run_process

@@ -28,7 +28,6 @@ from kafka.structs import TopicPartition
 from pylogq.client.assignors import (
     ASSIGNORS,
     Assignment,
-    InvalidConsumerProtocolError,
     PartitionAssignor,
     RangeAssignor,
     RoundRobinAssignor,
@@ -42,7 +41,7 @@ from pylogq.client.assignors import (
     encode_sticky_user_data,
     encode_subscription,
 )
-from pylogq.errors import PylogqError
+from pylogq.errors import InvalidConsumerProtocolError, PylogqError
 
 topic_names = st.text(min_size=1, max_size=12)
 user_datas = st.one_of(st.none(), st.binary(max_size=40))

@@ -8,6 +8,7 @@ synchronize. The suite runs once per records implementation (compiled, then
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set
@@ -16,18 +17,21 @@ import pytest
 
 import pylogq
 from pylogq.client.consumer import (
-    CommitFailedError,
     Consumer,
     ConsumerRebalanceListener,
     ConsumerRecord,
-    IllegalStateError,
-    NoOffsetForPartitionError,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
 )
 from pylogq.cluster.broker.in_process import InProcessTransport
-from pylogq.errors import ConfigError, OffsetOutOfRangeError
+from pylogq.errors import (
+    CommitFailedError,
+    ConfigError,
+    IllegalStateError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+)
 from pylogq.records import build_batch
 
 TP0 = TopicPartition("t", 0)
@@ -442,9 +446,16 @@ def test_idle_poll_sleeps_for_its_timeout(broker: Any, setup: str) -> None:
         elif setup == "group":
             c.subscribe(["t"])
         c.poll(timeout_ms=100)  # joins the group, resolves positions
-        wall, cpu = time.monotonic(), time.thread_time()
-        assert c.poll(timeout_ms=700) == {}
-        wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
+        # The collector off while measuring: a full collection of a large test process (thousands
+        # of collected tests) can take more CPU than the 70 ms allowed, and it is not the poll's.
+        gc.collect()
+        gc.disable()
+        try:
+            wall, cpu = time.monotonic(), time.thread_time()
+            assert c.poll(timeout_ms=700) == {}
+            wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
+        finally:
+            gc.enable()
         assert wall >= 0.69
         assert cpu < 0.1 * wall, "an idle poll spun: %.3fs CPU in %.3fs" % (cpu, wall)
 

@@ -13,20 +13,14 @@ from hypothesis import strategies as st
 
 import pylogq
 from pylogq import records
-from pylogq.client.producer import (
-    BatchResult,
-    BufferExhaustedError,
-    FutureRecordMetadata,
-    IllegalStateError,
-    KafkaTimeoutError,
-    Producer,
-    ProducerBatch,
-    RecordMetadata,
-)
+from pylogq.client.producer import BatchResult, FutureRecordMetadata, Producer, ProducerBatch, RecordMetadata
 from pylogq.cluster.broker.in_process import InProcessTransport
 from pylogq.cluster.partitioner import murmur2, murmur2_many, partition_for_key
 from pylogq.errors import (
+    BufferExhaustedError,
     ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
     MessageTooLargeError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,

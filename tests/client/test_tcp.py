@@ -23,9 +23,10 @@ from pylogq.client import admin as admin_module
 from pylogq.client import consumer as consumer_module
 from pylogq.client import producer as producer_module
 from pylogq.client import transport as transport_module
-from pylogq.client.connection import CLIENT_VERSIONS, BrokerConnection, KafkaConnectionError, NoBrokersAvailable
+from pylogq.client.connection import CLIENT_VERSIONS, BrokerConnection
 from pylogq.client.consumer import TopicPartition
 from pylogq.client.tcp import TcpTransport, parse_bootstrap
+from pylogq.errors import KafkaConnectionError, NoBrokersAvailable
 from tests.client import test_admin, test_consumer, test_producer
 
 # Test bodies that exercise the in-process transport itself (a wrapper around

@@ -17,7 +17,7 @@ from kafka.protocol.metadata import (
 from kafka.protocol.producer import ProduceRequest as KProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from pylogq.errors import PylogqError
+from pylogq.errors import ProtocolError, PylogqError
 from pylogq.protocol import (
     API_VERSIONS_REQUEST,
     API_VERSIONS_RESPONSE,
@@ -27,7 +27,6 @@ from pylogq.protocol import (
     PRODUCE_RESPONSE,
     REQUEST_HEADER,
     RESPONSE_HEADER,
-    ProtocolError,
     Reader,
     Schema,
     Writer,

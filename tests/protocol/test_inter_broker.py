@@ -21,6 +21,7 @@ from kafka.protocol.old.offset_for_leader_epoch import (
 )
 
 from pylogq import errors
+from pylogq.errors import ProtocolError
 from pylogq.protocol import (
     ApiKey,
     API_NAMES,
@@ -40,7 +41,6 @@ from pylogq.protocol import (
     SUPPORTED_VERSIONS,
     UPDATE_METADATA_REQUEST,
     UPDATE_METADATA_RESPONSE,
-    ProtocolError,
     Reader,
     Schema,
     Writer,

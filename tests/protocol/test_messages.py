@@ -18,6 +18,7 @@ import pytest
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from pylogq.errors import ProtocolError
 from pylogq.protocol import (
     API_NAMES,
     FETCH_RESPONSE,
@@ -25,7 +26,6 @@ from pylogq.protocol import (
     REQUESTS,
     RESPONSES,
     SUPPORTED_VERSIONS,
-    ProtocolError,
     Schema,
     header_versions,
     parse_versions,

@@ -444,7 +444,6 @@ def test_public_validate_and_patch_give_batch_headers():
     written = records.patch_offsets(buf, headers, 10)
     assert all(type(h) is records.BatchHeader for h in written)
     assert [(h.base_offset, h.last_offset) for h in written] == [(10, 12), (13, 13), (14, 15)]
-    assert records.BatchInfo is records.BatchHeader
 
 
 # -- which produce data the server appends on its event loop -------------------------------

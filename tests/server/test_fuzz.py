@@ -43,13 +43,13 @@ import pytest
 
 from pylogq import Broker
 from pylogq.cluster.broker import broker as broker_module
+from pylogq.errors import ProtocolError
 from pylogq.protocol import (
     REQUEST_HEADER,
     REQUESTS,
     RESPONSE_HEADER,
     RESPONSES,
     SUPPORTED_VERSIONS,
-    ProtocolError,
     Reader,
     header_versions,
 )

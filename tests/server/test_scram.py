@@ -30,6 +30,7 @@ from pylogq.errors import (
     ConfigError,
     KafkaConnectionError,
     SaslAuthenticationFailedError,
+    ScramError,
     UnsupportedSaslMechanismError,
 )
 from pylogq.protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, Reader, header_versions
@@ -37,7 +38,6 @@ from pylogq.protocol.constants import ApiKey
 from pylogq.protocol.scram import (
     ScramClient,
     ScramCredential,
-    ScramError,
     ScramServer,
     format_credential,
     make_credential,

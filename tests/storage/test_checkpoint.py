@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pylogq.errors import PylogqError
+from pylogq.errors import CorruptCheckpointError, PylogqError
 from pylogq.storage import checkpoint
 from pylogq.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -21,7 +21,6 @@ from pylogq.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
-    CorruptCheckpointError,
     LeaderEpochCheckpoint,
     OffsetCheckpoint,
     write_atomically,

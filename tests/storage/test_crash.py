@@ -275,7 +275,7 @@ def scheduler():
     s.shutdown()
 
 
-def _fill(directory: str, scheduler: Scheduler, batches: int = 60) -> Tuple[Log, List[records.BatchInfo]]:
+def _fill(directory: str, scheduler: Scheduler, batches: int = 60) -> Tuple[Log, List[records.BatchHeader]]:
     """A log of ``batches`` appends across several segments; -> the open log and its batches."""
     log = Log(directory, CONFIG, scheduler=scheduler)
     rng = random.Random(7)
@@ -284,7 +284,7 @@ def _fill(directory: str, scheduler: Scheduler, batches: int = 60) -> Tuple[Log,
     return log, _all_batches(log)
 
 
-def _all_batches(log: Log) -> List[records.BatchInfo]:
+def _all_batches(log: Log) -> List[records.BatchHeader]:
     out = []
     for segment in log.segments:
         out.extend(records.iter_batches(_read(segment.log_path)))
@@ -412,7 +412,7 @@ def _index_damage(kind: str, path: str, rng: random.Random) -> None:
         raise ValueError(kind)
 
 
-def _check_lookups(log: Log, batches: List[records.BatchInfo]) -> None:
+def _check_lookups(log: Log, batches: List[records.BatchHeader]) -> None:
     """Every offset reads from the batch holding it; timestamps find their batch; indexes point at batches."""
     end = log.log_end_offset
     for b in batches:

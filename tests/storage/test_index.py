@@ -18,17 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq import _speedups
-from pylogq.errors import CorruptRecordError
-from pylogq.storage import index, index_search
-from pylogq.storage.index import (
+from pylogq.errors import (
     CorruptIndexError,
+    CorruptRecordError,
     IndexClosedError,
     IndexFullError,
     InvalidIndexEntryError,
-    OffsetIndex,
-    TimeIndex,
-    open_index,
 )
+from pylogq.storage import index, index_search
+from pylogq.storage.index import OffsetIndex, TimeIndex, open_index
 
 IMPLS = ["pure"] if _speedups.NO_EXTENSIONS else ["compiled", "pure"]
 KERNELS = {

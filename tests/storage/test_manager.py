@@ -10,9 +10,10 @@ import textwrap
 import pytest
 
 from pylogq import records
+from pylogq.errors import LogDirInUseError
 from pylogq.storage.checkpoint import OffsetCheckpoint
 from pylogq.storage.config import LogConfig, LogManagerConfig
-from pylogq.storage.manager import LogDirInUseError, LogManager
+from pylogq.storage.manager import LogManager
 
 TS = 1_700_000_000_000
 
