@@ -46,11 +46,10 @@ class PylogqDocstrings(griffe.Extension):
             attr.extra[PACKAGE]["set_in_method"] = True  # ``self.x = ...``: the object's state
         elif _under_type_checking(attr):
             attr.extra[PACKAGE]["set_in_method"] = True  # declared for the type checker: the same state
-        if attr.docstring is not None or not attr.lineno:
+        if attr.docstring is not None:
             return
-        try:
-            lines = attr.lines_collection[attr.filepath]  # type: ignore[index]
-        except (KeyError, TypeError, ValueError):
+        lines = _source_lines(attr)
+        if lines is None:
             return
         comment: List[str] = []
         number = attr.lineno - 1  # the line above the assignment, 1-based
@@ -116,14 +115,21 @@ def _bind_twins(module: griffe.Module) -> None:
                                              parent=module))
 
 
+def _source_lines(attr: griffe.Attribute) -> Optional[List[str]]:
+    """The lines of the file that declares ``attr``; None when griffe has no source for it."""
+    if not attr.lineno:
+        return None
+    try:
+        return attr.lines_collection[attr.filepath]  # type: ignore[index,no-any-return]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _under_type_checking(attr: griffe.Attribute) -> bool:
     """Whether the attribute's line sits in an ``if TYPE_CHECKING:`` block (the nearest line above it
     indented less)."""
-    if not attr.lineno:
-        return False
-    try:
-        lines = attr.lines_collection[attr.filepath]  # type: ignore[index]
-    except (KeyError, TypeError, ValueError):
+    lines = _source_lines(attr)
+    if lines is None:
         return False
     line = lines[attr.lineno - 1]
     indent = len(line) - len(line.lstrip())

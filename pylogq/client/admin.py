@@ -785,17 +785,7 @@ class AdminClient:
             if broker_id not in found:
                 raise errors.BrokerNotAvailableError("broker %r is not in the cluster (brokers: %s)"
                                                      % (broker_id, ", ".join(map(str, sorted(found)))))
-            log_dirs = []
-            for d in found[broker_id]:
-                topics: Dict[str, List[Dict[str, Any]]] = {}
-                for r in d.replicas:
-                    topics.setdefault(r.topic, []).append(
-                        {"partition_index": r.partition, "partition_size": r.size, "offset_lag": r.offset_lag,
-                         "is_future_key": r.is_future})
-                log_dirs.append({"error_code": d.error_code, "log_dir": d.path,
-                                 "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-                                 "total_bytes": d.total_bytes, "usable_bytes": d.usable_bytes})
-            out.append({"broker": broker_id, "log_dirs": log_dirs})
+            out.append({"broker": broker_id, "log_dirs": [d.as_result() for d in found[broker_id]]})
         return out
 
     def __repr__(self) -> str:

@@ -343,6 +343,17 @@ class LogDirDescription(NamedTuple):
     total_bytes: int = -1
     usable_bytes: int = -1
 
+    def as_result(self) -> Dict[str, Any]:
+        """The directory as a DescribeLogDirs result entry: its replicas grouped by topic, in order."""
+        topics: Dict[str, List[Dict[str, Any]]] = {}
+        for r in self.replicas:
+            topics.setdefault(r.topic, []).append(
+                {"partition_index": r.partition, "partition_size": r.size, "offset_lag": r.offset_lag,
+                 "is_future_key": r.is_future})
+        return {"error_code": self.error_code, "log_dir": self.path,
+                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                "total_bytes": self.total_bytes, "usable_bytes": self.usable_bytes}
+
 
 #: Which partitions DescribeLogDirs describes: topic -> partition indexes (None: every partition).
 LogDirsQuery = Optional[Mapping[str, Sequence[int]]]

@@ -86,17 +86,7 @@ class AdminHandlers(HandlerBase):
         except Exception as exc:  # noqa: BLE001 - reported as the response's error (v3+)
             return {"throttle_time_ms": 0, "error_code": error_code(self._failed(conn, exc, "describe log dirs")),
                     "results": []}
-        results = []
-        for d in dirs:
-            topics: Dict[str, List[Dict[str, Any]]] = {}
-            for r in d.replicas:
-                topics.setdefault(r.topic, []).append(
-                    {"partition_index": r.partition, "partition_size": r.size, "offset_lag": r.offset_lag,
-                     "is_future_key": r.is_future})
-            results.append({"error_code": d.error_code, "log_dir": d.path,
-                            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-                            "total_bytes": d.total_bytes, "usable_bytes": d.usable_bytes})
-        return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+        return {"throttle_time_ms": 0, "error_code": 0, "results": [d.as_result() for d in dirs]}
 
     # -- topics and configs -----------------------------------------------------------------
 
