@@ -1629,3 +1629,16 @@ def header_versions(api_key: int, api_version: int) -> Tuple[int, int]:
     if api_key == CONTROLLED_SHUTDOWN_REQUEST.api_key and api_version == 0:
         return 0, response
     return (2 if flexible else 1), response
+
+
+def _bind() -> None:
+    """Give each table its generated classes (a table the generated module does not know yet,
+    while it is being regenerated, decodes to dicts only)."""
+    from . import message_data
+    for value in list(globals().values()):
+        if isinstance(value, Schema) and value.name in message_data.BINDINGS:
+            cls, structs = message_data.BINDINGS[value.name]
+            value.bind(cls, structs)
+
+
+_bind()

@@ -17,9 +17,11 @@ every use. In a flexible version strings, bytes, records and arrays are compact 
 every struct ends with a tagged-fields section (fields with a ``tag`` are written there when
 they differ from their default; unknown tags are skipped when decoding).
 
-Values are dicts keyed by the snake_case form of the field names (``ThrottleTimeMs`` ->
-``throttle_time_ms``). Encoding takes missing keys as the field's default; decoding fills the
-fields that the version does not carry with their defaults, so every key is always present.
+Values are the typed classes of :mod:`pylogq.protocol.message_data` (generated from the
+tables; :meth:`Schema.read` and :meth:`Schema.parse` build them), or dicts keyed by the same
+snake_case names (``ThrottleTimeMs`` -> ``throttle_time_ms``; :meth:`Schema.decode` builds
+them). Encoding takes either; a missing key is the field's default. Decoding fills the fields
+the version does not carry with their defaults, so every field is always present.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from ..errors import ProtocolError
 from .types import Buffer, Reader, Writer
 
-__all__ = ["Schema", "parse_versions", "snake_case"]
+__all__ = ["Message", "Schema", "parse_versions", "snake_case"]
 
 _NO_VERSION = 1 << 15
 VersionRange = Optional[Tuple[int, int]]
@@ -61,6 +63,27 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 def snake_case(name: str) -> str:
     """``ThrottleTimeMs`` -> ``throttle_time_ms``."""
     return _CAMEL.sub("_", name).lower()
+
+
+class Message:
+    """The base of the generated message and struct classes: fields are slots, compared in order."""
+
+    __slots__: Tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as Kafka's generated classes are
+
+    def __repr__(self) -> str:
+        return "%s(%s)" % (type(self).__qualname__,
+                           ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__))
 
 
 _INT_TYPES = {"int8", "int16", "int32", "int64", "uint16", "uint32", "varint", "varlong"}
@@ -109,7 +132,8 @@ class _Field:
         "flexible", "default_value",
     )
 
-    def __init__(self, spec: Mapping[str, Any], common: Optional[_CommonStructs] = None) -> None:
+    def __init__(self, spec: Mapping[str, Any], common: Optional[_CommonStructs] = None,
+                 classes: Optional[Mapping[str, type]] = None) -> None:
         self.name: str = spec["name"]
         self.key = snake_case(self.name)
         self.type: str = spec["type"]
@@ -120,7 +144,7 @@ class _Field:
         self.flexible: VersionRange = parse_versions(spec.get("flexibleVersions", "0+"))
         self.elem: Optional[str] = self.type[2:] if self.type.startswith("[]") else None
         self.struct: Optional[_Struct] = (
-            _Struct(spec["fields"], common) if "fields" in spec
+            _Struct(spec["fields"], common, classes, self.elem or self.type) if "fields" in spec
             else common.get(self.elem or self.type) if common is not None else None)
         if self.elem is not None and self.struct is None and self.elem not in _FIXED \
                 and self.elem not in _SIZED:
@@ -146,18 +170,24 @@ class _Field:
 
     def is_default(self, value: Any) -> bool:
         if self.elem is None and self.struct is not None:
-            return value is None or value == self.struct.defaults()
+            if value is None:
+                return True
+            if isinstance(value, Message):
+                return bool(value == type(value)())
+            return bool(value == self.struct.defaults())
         return bool(value == self.default_value)
 
 
 class _Struct:
-    """A list of fields with a per-version plan cached on first use."""
+    """A list of fields with a per-version plan cached on first use, and the class a typed
+    decode builds (None when the table is not bound to one)."""
 
-    __slots__ = ("fields", "_plans")
+    __slots__ = ("fields", "cls", "_plans")
 
-    def __init__(self, specs: List[Mapping[str, Any]],
-                 common: Optional[_CommonStructs] = None) -> None:
-        self.fields = [_Field(s, common) for s in specs]
+    def __init__(self, specs: List[Mapping[str, Any]], common: Optional[_CommonStructs] = None,
+                 classes: Optional[Mapping[str, type]] = None, name: str = "") -> None:
+        self.fields = [_Field(s, common, classes) for s in specs]
+        self.cls: Optional[type] = classes.get(name) if classes is not None else None
         self._plans: Dict[int, Tuple[List[_Field], List[_Field], List[_Field]]] = {}
 
     def plan(self, version: int) -> Tuple[List[_Field], List[_Field], List[_Field]]:
@@ -181,15 +211,16 @@ class _Struct:
     def defaults(self) -> Dict[str, Any]:
         return {f.key: f.default() for f in self.fields}
 
-    def encode(self, w: Writer, data: Mapping[str, Any], version: int, flexible: bool) -> None:
+    def encode(self, w: Writer, data: Any, version: int, flexible: bool) -> None:
         regular, tagged, _ = self.plan(version)
+        get = data.get if isinstance(data, Mapping) else lambda key, missing: getattr(data, key, missing)
         for f in regular:
-            value = data.get(f.key, _MISSING)
+            value = get(f.key, _MISSING)
             _encode_field(w, f, f.default() if value is _MISSING else value, version, flexible)
         if flexible:
             present = []
             for f in tagged:
-                value = data.get(f.key, _MISSING)
+                value = get(f.key, _MISSING)
                 if value is not _MISSING and not f.is_default(value):
                     present.append((f, value))
             w.unsigned_varint(len(present))
@@ -200,16 +231,19 @@ class _Struct:
                 w.unsigned_varint(len(sub.buf))
                 w.raw(sub.buf)
 
-    def decode(self, r: Reader, version: int, flexible: bool) -> Dict[str, Any]:
+    def decode(self, r: Reader, version: int, flexible: bool, typed: bool = False) -> Any:
+        """The struct at the reader's position: a dict, or with ``typed`` its class."""
         regular, tagged, absent = self.plan(version)
         out: Dict[str, Any] = {}
         for f in regular:
-            out[f.key] = _decode_field(r, f, version, flexible)
+            out[f.key] = _decode_field(r, f, version, flexible, typed)
         for f in absent:
-            out[f.key] = f.default()
+            out[f.key] = f.default() if not typed or f.struct is None or f.elem is not None \
+                else _typed_default(f.struct)
         if flexible:
             for f in tagged:
-                out[f.key] = f.default()
+                out[f.key] = f.default() if not typed or f.struct is None or f.elem is not None \
+                    else _typed_default(f.struct)
             count = r.unsigned_varint()
             for _ in range(count):
                 tag = r.unsigned_varint()
@@ -222,23 +256,35 @@ class _Struct:
                 r.skip(size)
                 end = r.pos
                 sub = Reader(r.buffer, start, end)
-                out[known.key] = _decode_field(sub, known, version, flexible)
+                out[known.key] = _decode_field(sub, known, version, flexible, typed)
                 if sub.pos != end:
                     raise ProtocolError(
                         f"tagged field {known.name} (tag {tag}) used {sub.pos - start} of {size} bytes"
                     )
+        if typed:
+            cls = self.cls
+            if cls is None:
+                raise TypeError("no class is bound to this struct: import pylogq.protocol.messages")
+            return cls(**out)
         return out
+
+
+def _typed_default(struct_: _Struct) -> Any:
+    if struct_.cls is None:
+        raise TypeError("no class is bound to this struct: import pylogq.protocol.messages")
+    return struct_.cls()
 
 
 class _CommonStructs:
     """A message's ``commonStructs`` by name, each compiled on its first use and then shared
     by every field that names it, as Kafka generates one class per common struct."""
 
-    __slots__ = ("_specs", "_compiled")
+    __slots__ = ("_specs", "_compiled", "_classes")
 
-    def __init__(self, specs: List[Mapping[str, Any]]) -> None:
+    def __init__(self, specs: List[Mapping[str, Any]], classes: Optional[Mapping[str, type]] = None) -> None:
         self._specs = {s["name"]: s for s in specs}
         self._compiled: Dict[str, Optional[_Struct]] = {}
+        self._classes = classes
 
     def get(self, name: str) -> Optional[_Struct]:
         """The struct called ``name``; None if the message declares no such common struct."""
@@ -246,7 +292,7 @@ class _CommonStructs:
             return None
         if name not in self._compiled:
             self._compiled[name] = None  # under construction: a struct may not contain itself
-            self._compiled[name] = _Struct(self._specs[name]["fields"], self)
+            self._compiled[name] = _Struct(self._specs[name]["fields"], self, self._classes, name)
         found = self._compiled[name]
         if found is None:
             raise ValueError(f"common struct {name} contains itself")
@@ -288,9 +334,9 @@ def _encode_field(w: Writer, f: _Field, value: Any, version: int, flexible: bool
 
 
 def _decode_value(r: Reader, ftype: str, struct_: Optional[_Struct], version: int,
-                  compact: bool, flexible: bool, nullable: bool, name: str) -> Any:
+                  compact: bool, flexible: bool, nullable: bool, name: str, typed: bool) -> Any:
     if struct_ is not None:
-        return struct_.decode(r, version, flexible)
+        return struct_.decode(r, version, flexible, typed)
     if ftype == "string":
         value: Any = r.string(compact)
     elif ftype in ("bytes", "records"):
@@ -302,11 +348,11 @@ def _decode_value(r: Reader, ftype: str, struct_: Optional[_Struct], version: in
     return value
 
 
-def _decode_field(r: Reader, f: _Field, version: int, flexible: bool) -> Any:
+def _decode_field(r: Reader, f: _Field, version: int, flexible: bool, typed: bool) -> Any:
     compact = flexible and _in(f.flexible, version)
     nullable = _in(f.nullable, version)
     if f.elem is None:
-        return _decode_value(r, f.type, f.struct, version, compact, flexible, nullable, f.name)
+        return _decode_value(r, f.type, f.struct, version, compact, flexible, nullable, f.name, typed)
     n = r.length(compact, True)
     if n == -1:
         if not nullable:
@@ -317,7 +363,7 @@ def _decode_field(r: Reader, f: _Field, version: int, flexible: bool) -> Any:
             f"insufficient data: array {f.name} of {n} elements at position {r.pos}, "
             f"have {r.remaining} bytes"
         )
-    return [_decode_value(r, f.elem, f.struct, version, compact, flexible, False, f.name)
+    return [_decode_value(r, f.elem, f.struct, version, compact, flexible, False, f.name, typed)
             for _ in range(n)]
 
 
@@ -340,6 +386,17 @@ class Schema:
         self.flexible_versions = parse_versions(spec.get("flexibleVersions", "none"))
         self._spec = spec
         self._compiled: Optional[_Struct] = None
+        self._classes: Optional[Dict[str, type]] = None
+        self.cls: Optional[type] = None
+
+    def bind(self, cls: type, structs: Mapping[str, type]) -> None:
+        """Name the classes a typed decode builds: ``cls`` for the message, ``structs`` by
+        struct name (:data:`pylogq.protocol.message_data.BINDINGS`)."""
+        classes = dict(structs)
+        classes[""] = cls
+        self._classes = classes
+        self.cls = cls
+        self._compiled = None
 
     @property
     def _struct(self) -> _Struct:
@@ -347,7 +404,9 @@ class Schema:
         if struct is None:
             # Two threads may both compile it; either result is the same table.
             common = self._spec.get("commonStructs")
-            struct = self._compiled = _Struct(self._spec["fields"], _CommonStructs(common) if common else None)
+            classes = self._classes
+            struct = self._compiled = _Struct(
+                self._spec["fields"], _CommonStructs(common, classes) if common else None, classes, "")
         return struct
 
     def __repr__(self) -> str:
@@ -373,13 +432,13 @@ class Schema:
         """Every field with its default value."""
         return self._struct.defaults()
 
-    def encode_into(self, w: Writer, data: Mapping[str, Any], version: int) -> None:
+    def encode_into(self, w: Writer, data: Any, version: int) -> None:
         """Append the encoding of ``data`` at ``version`` to ``w``."""
         flexible = self._check(version)
         self._struct.encode(w, data, version, flexible)
 
-    def encode(self, data: Mapping[str, Any], version: int) -> bytes:
-        """Encode ``data`` at ``version``; missing keys take their defaults."""
+    def encode(self, data: Any, version: int) -> bytes:
+        """Encode ``data`` (its class, or a mapping) at ``version``; missing keys take their defaults."""
         w = Writer()
         self.encode_into(w, data, version)
         return w.getvalue()
@@ -390,12 +449,27 @@ class Schema:
         return self._struct.decode(r, version, flexible)
 
     def decode(self, data: Buffer, version: int) -> Dict[str, Any]:
-        """Decode a buffer holding exactly one message at ``version``."""
+        """Decode a buffer holding exactly one message at ``version``, as a dict."""
         r = Reader(data)
         out = self.decode_from(r, version)
+        self._check_end(r, version)
+        return out
+
+    def read(self, r: Reader, version: int) -> Any:
+        """Decode one message at the reader's position as its class, advancing the reader."""
+        flexible = self._check(version)
+        return self._struct.decode(r, version, flexible, True)
+
+    def parse(self, data: Buffer, version: int) -> Any:
+        """Decode a buffer holding exactly one message at ``version``, as its class."""
+        r = Reader(data)
+        out = self.read(r, version)
+        self._check_end(r, version)
+        return out
+
+    def _check_end(self, r: Reader, version: int) -> None:
         if r.remaining:
             raise ProtocolError(
                 f"{self.name} v{version}: {r.remaining} trailing bytes at position {r.pos}"
             )
-        return out
 
