@@ -1,7 +1,7 @@
 """Kafka's broker-level log settings: ``LogManagerConfig``.
 
 Built on :mod:`pylogq.config` (the machinery and the topic-level
-:class:`~pylogq.config.LogConfig`, re-exported here). The broker-level keys
+:class:`~pylogq.config.LogConfig`). The broker-level keys
 that set topic defaults (``log.segment.bytes``, ``log.roll.hours``,
 ``message.max.bytes``, ...) map onto ``LogConfig`` through
 ``LogManagerConfig.default_log_config()``, with Kafka's precedence for the
@@ -23,13 +23,10 @@ from ..config import (
     _LONG,
     _STRING,
     CLEANUP_POLICIES,
-    CLEANUP_POLICY_COMPACT,
     CLEANUP_POLICY_DELETE,
     COMPRESSION_TYPES,
     CREATE_TIME,
     DEFAULT_MESSAGE_FORMAT_VERSION,
-    INT_MAX,
-    LOG_APPEND_TIME,
     LONG_MAX,
     MIN_SEGMENT_BYTES,
     TIMESTAMP_TYPES,
@@ -42,18 +39,7 @@ from ..errors import ConfigError
 from .file_cache import MIN_CAPACITY
 from .reservation import DEFAULT_BUDGET
 
-__all__ = [
-    "LONG_MAX",
-    "INT_MAX",
-    "CLEANUP_POLICY_COMPACT",
-    "CLEANUP_POLICY_DELETE",
-    "CREATE_TIME",
-    "LOG_APPEND_TIME",
-    "COMPRESSION_TYPES",
-    "LogConfig",
-    "LogManagerConfig",
-    "parse_properties",
-]
+__all__ = ["LogManagerConfig"]
 
 
 # --------------------------------------------------------------------------- broker level

@@ -41,7 +41,7 @@ from ..records import AppendResult, BatchHeader
 from ..records.legacy import is_legacy
 from ..records.upconvert import up_convert
 from .checkpoint import LEADER_EPOCH_CHECKPOINT
-from .config import LogConfig
+from ..config import LogConfig
 from .leader_epoch import LeaderEpochFileCache
 from .log_epochs import follower_epochs
 from .log_loader import LogLoader

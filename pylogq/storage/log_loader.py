@@ -18,7 +18,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 from ..errors import CorruptRecordError
 from ..records import BatchHeader
 from .checkpoint import LEADER_EPOCH_CHECKPOINT
-from .config import LogConfig
+from ..config import LogConfig
 from .leader_epoch import LeaderEpochFileCache
 from .log_epochs import batch_epochs
 from .segment import (

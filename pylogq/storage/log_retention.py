@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional
 
-from .config import LogConfig
+from ..config import LogConfig
 from .segment import LogSegment
 
 __all__ = ["Breached", "retention_bytes_breached", "retention_ms_breached"]

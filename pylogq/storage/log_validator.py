@@ -25,7 +25,7 @@ from ..errors import (
 )
 from ..records import BatchHeader
 from ..records.record_times import iter_record_times
-from .config import LogConfig
+from ..config import LogConfig
 from .segment import NO_TIMESTAMP
 
 __all__ = ["check_batch_sizes", "check_follower_offsets", "check_records", "check_sizes", "max_timestamp_of",

@@ -41,7 +41,8 @@ from .checkpoint import (
 )
 from . import file_cache, reservation
 from .cleaner_manager import CleaningRegistry
-from .config import LogConfig, LogManagerConfig
+from ..config import LogConfig
+from .config import LogManagerConfig
 from .log import Log, parse_dir_name
 from .scheduler import Scheduler
 

@@ -44,7 +44,7 @@ from ..records._impl import scan_entries
 from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
 from ..records.record_times import iter_record_times
 from ..records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
-from .config import LogConfig
+from ..config import LogConfig
 from .file_cache import SharedFile, open_files
 from .index import OffsetIndex, TimeIndex
 from .reservation import RESERVE_MAX, RESERVE_MIN, next_chunk, reservation_budget

@@ -29,7 +29,7 @@ from pylogq import records
 from pylogq.cli.main import run
 from pylogq.cluster.broker.local_cluster import Cluster
 from pylogq.records import codecs
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.manager import LogManager
 
 from .conftest import Cli, Result

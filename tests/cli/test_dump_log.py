@@ -14,7 +14,7 @@ import pytest
 from pylogq import records
 from pylogq.records import codecs
 from pylogq.records.legacy import LegacyRecordBatchBuilder, assign_offsets_legacy
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.index import OffsetIndex, TimeIndex
 from pylogq.storage.log import Log
 from pylogq.storage.manager import LogManager

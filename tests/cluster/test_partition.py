@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -19,7 +18,7 @@ from pylogq.errors import (
     UnknownProducerIdError,
 )
 from pylogq.records import AppendResult
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.log import Log
 
 TS = 1_700_000_000_000

@@ -192,7 +192,7 @@ def test_load_from_log_rebuilds_the_state(tmp_path):
 
 
 def test_load_from_log_reads_in_chunks_and_across_segments(tmp_path):
-    from pylogq.storage.config import LogConfig
+    from pylogq.config import LogConfig
 
     with Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=1000)) as log:
         seq = 0

@@ -90,7 +90,7 @@ def build_batches(records_mod, rng: random.Random, first_offset: int) -> List[by
 def main(argv: List[str]) -> int:
     directory, seed = argv[1], int(argv[2])
     from pylogq import records
-    from pylogq.storage.config import LogConfig
+    from pylogq.config import LogConfig
     from pylogq.storage.manager import LogManager
 
     rng = random.Random(seed)

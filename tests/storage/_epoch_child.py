@@ -26,7 +26,7 @@ MAX_ROUNDS = 100_000  # a child left running by a dead parent stops on its own
 def main(argv: List[str]) -> int:
     directory, seed = argv[1], int(argv[2])
     from pylogq import records
-    from pylogq.storage.config import LogConfig
+    from pylogq.config import LogConfig
     from pylogq.storage.manager import LogManager
 
     rng = random.Random(seed)

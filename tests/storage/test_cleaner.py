@@ -17,7 +17,8 @@ from pylogq import records
 from pylogq.errors import OffsetOutOfRangeError
 from pylogq.storage.checkpoint import CLEANER_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.cleaner import CleanerStats, LogCleaner, Throttler, group_segments_by_size
-from pylogq.storage.config import LogConfig, LogManagerConfig
+from pylogq.config import LogConfig
+from pylogq.storage.config import LogManagerConfig
 from pylogq.storage.log import Log
 from pylogq.storage.manager import LogManager
 from pylogq.storage.scheduler import Scheduler

@@ -27,7 +27,8 @@ import pytest
 from pylogq import _speedups, records
 from pylogq.errors import OffsetOutOfRangeError
 from pylogq.storage.cleaner import LogCleaner
-from pylogq.storage.config import LogConfig, LogManagerConfig
+from pylogq.config import LogConfig
+from pylogq.storage.config import LogManagerConfig
 from pylogq.storage.log import Log
 from pylogq.storage.manager import LogManager
 

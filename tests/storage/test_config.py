@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq.errors import ConfigError
-from pylogq.storage.config import LONG_MAX, LogConfig, LogManagerConfig, parse_properties
+from pylogq.config import LONG_MAX, LogConfig, parse_properties
+from pylogq.storage.config import LogManagerConfig
 
 KAFKA_TOPIC_DEFAULTS: Dict[str, Any] = {
     "segment.bytes": 1073741824,

@@ -31,7 +31,8 @@ import pytest
 from pylogq import records
 from pylogq.errors import OffsetOutOfRangeError
 from pylogq.storage.checkpoint import CLEAN_SHUTDOWN_FILE, OffsetCheckpoint
-from pylogq.storage.config import LogConfig, LogManagerConfig
+from pylogq.config import LogConfig
+from pylogq.storage.config import LogManagerConfig
 from pylogq.storage.log import Log
 from pylogq.storage.manager import LogManager
 from pylogq.storage.scheduler import Scheduler

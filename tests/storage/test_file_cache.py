@@ -18,7 +18,7 @@ import pytest
 
 from pylogq import records
 from pylogq.storage import file_cache
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.file_cache import MIN_CAPACITY, FileCache, SharedFile
 from pylogq.storage.log import Log
 from pylogq.storage.scheduler import Scheduler

@@ -34,7 +34,7 @@ from pylogq import records
 from pylogq.errors import KafkaStorageError, MessageTooLargeError
 from pylogq.records.legacy import LegacyRecordBatchBuilder
 from pylogq.storage.checkpoint import CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.leader_epoch import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,

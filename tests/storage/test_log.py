@@ -16,7 +16,7 @@ from pylogq.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.log import Log, parse_dir_name
 
 TS = 1_700_000_000_000

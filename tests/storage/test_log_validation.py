@@ -17,7 +17,7 @@ from pylogq.cluster.state.partition import Partition
 from pylogq.errors import InvalidRecordError, MessageTooLargeError
 from pylogq.records import codecs, record_times
 from pylogq.records.legacy import LegacyRecordBatchBuilder
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.log import Log
 
 TS = 1_700_000_000_000

@@ -16,7 +16,7 @@ import pytest
 
 from pylogq import records
 from pylogq.errors import KafkaStorageError
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.log import Log
 
 from .._filesystem import fill, fill_inodes, small_tmpfs

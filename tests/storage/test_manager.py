@@ -12,7 +12,8 @@ import pytest
 from pylogq import records
 from pylogq.errors import LogDirInUseError
 from pylogq.storage.checkpoint import OffsetCheckpoint
-from pylogq.storage.config import LogConfig, LogManagerConfig
+from pylogq.config import LogConfig
+from pylogq.storage.config import LogManagerConfig
 from pylogq.storage.manager import LogManager
 
 TS = 1_700_000_000_000

@@ -16,7 +16,8 @@ import pytest
 
 from pylogq import records
 from pylogq.storage import reservation
-from pylogq.storage.config import LogConfig, LogManagerConfig
+from pylogq.config import LogConfig
+from pylogq.storage.config import LogManagerConfig
 from pylogq.storage.manager import LogManager
 from pylogq.storage.reservation import RESERVE_MAX, RESERVE_MIN, ReservationBudget, next_chunk
 from pylogq.storage.segment import reserve_blocks

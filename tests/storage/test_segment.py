@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pylogq import records
 from pylogq.records import codecs
 from pylogq.records.legacy import LegacyRecordBatchBuilder
-from pylogq.storage.config import LogConfig
+from pylogq.config import LogConfig
 from pylogq.storage.log import Log
 from pylogq.storage.segment import (
     CORRUPT,

@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Type
 if __name__ == "__main__":
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-from pylogq.storage.config import INT_MAX, LONG_MAX, LogConfig, LogManagerConfig
+from pylogq.config import INT_MAX, LONG_MAX, LogConfig
+from pylogq.storage.config import LogManagerConfig
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "storage.md"
 TABLE = re.compile(r"(<!-- config-table: (\w+) -->\n)(.*?)(<!-- end config-table -->)", re.S)

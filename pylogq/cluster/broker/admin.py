@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 
 from ... import errors
 from ...errors import ConfigError
-from ...storage.config import LogConfig
+from ...config import LogConfig
 from ...storage.partition_metadata import ZERO_TOPIC_ID, new_topic_id
 from ..contract import (
     BrokerConfigEntry,

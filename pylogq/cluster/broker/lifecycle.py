@@ -23,7 +23,7 @@ from ...config import parse_properties
 from ...errors import ConfigError
 from ...metrics import MetricsRegistry, MetricsServer
 from ...storage.checkpoint import write_atomically
-from ...storage.config import LogConfig
+from ...config import LogConfig
 from ...storage.manager import LogManager
 from ...storage.partition_metadata import (
     META_FILE,
