@@ -14,6 +14,7 @@ from pylogq.cluster.coordinator.group import coordinator as gc
 from pylogq.cluster.coordinator.group import offsets_schema as schema
 from pylogq.cluster.coordinator.group.coordinator import GroupCoordinator, JoinResult, raise_for
 from pylogq.errors import (
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     IllegalGenerationError,
@@ -399,6 +400,20 @@ def test_join_and_heartbeat_errors(coord: GroupCoordinator) -> None:
     assert coord.sync_group("g", 7, a.member_id, {}).error_code == IllegalGenerationError.code
     assert coord.sync_group("g", 1, "ghost", {}).error_code == UnknownMemberIdError.code
     assert coord.heartbeat("g", 1, a.member_id) == 0  # CompletingRebalance: the member may heartbeat
+
+
+def test_a_heartbeat_while_the_groups_partition_loads_is_answered_none(coord: GroupCoordinator) -> None:
+    """Kafka answers a heartbeat NONE while the coordinator loads the group (it knows nothing of
+    the member yet); the group's other calls answer COORDINATOR_LOAD_IN_PROGRESS. aiokafka's
+    heartbeat task fails on that code, which a coordinator move made it meet."""
+    a = join(coord)
+    assert coord.sync_group("g", 1, a.member_id, {a.member_id: b"all"}).error_code == 0
+    coord.serve_partitions([coord.partition_for("g")])
+    coord.begin_loading(coord.partition_for("g"))
+    assert coord.heartbeat("g", 1, a.member_id) == 0
+    assert coord.heartbeat("g", 1, "ghost") == 0
+    assert join(coord, a.member_id).error_code == CoordinatorLoadInProgressError.code
+    assert coord.sync_group("g", 1, a.member_id, {}).error_code == CoordinatorLoadInProgressError.code
 
 
 def test_rejoin_of_a_stable_follower_with_same_metadata_keeps_the_generation(

@@ -43,6 +43,7 @@ import uuid
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ....errors import (
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     IllegalGenerationError,
@@ -629,11 +630,16 @@ class GroupCoordinator:
         """Keep a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin.
 
         A static member whose instance id another member took over is FENCED_INSTANCE_ID.
+        While the group's partition is loading the heartbeat is answered NONE, as Kafka answers
+        it: nothing is known of the member yet, and clients (aiokafka) treat
+        COORDINATOR_LOAD_IN_PROGRESS on a heartbeat as a fatal error.
         """
         with self._cond:
             if self._closed:
                 return CoordinatorNotAvailableError.code
             owner = self.metadata.owner_error(group_id)
+            if owner == CoordinatorLoadInProgressError.code:
+                return NONE
             if owner != NONE:
                 return owner
             group = self._groups.get(group_id)
