@@ -12,17 +12,22 @@ SASL and a reader thread that matches pipelined responses to their requests) use
 :class:`KafkaSocket`, :func:`encode_request` and the response decoders; the brokers'
 :class:`~pylogq.server.inter_broker.TcpInterBrokerClient` uses :class:`BlockingClient`, which
 sends one request and reads its answer at a time.
+
+A request body is a message class of :mod:`pylogq.protocol.message_data` or a mapping of
+its fields. A response is decoded as a dict (what the clients read), or with ``typed=True``
+as its message class (what the brokers read).
 """
 
 from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union, overload
 
 from ..errors import ProtocolError, UnsupportedVersionError
 from .constants import ApiKey
 from .messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
+from .schema import Message
 from .types import Reader, Writer
 
 __all__ = ["KafkaSocket", "BlockingClient", "encode_request", "decode_response_header", "decode_response_body",
@@ -31,13 +36,17 @@ __all__ = ["KafkaSocket", "BlockingClient", "encode_request", "decode_response_h
 SIZE = struct.Struct(">i")
 #: A frame's bytes (what :func:`encode_request` and :meth:`KafkaSocket.read_frame` give are bytearrays).
 Frame = Union[bytes, bytearray]
+#: A request body: its message class, or a mapping of its fields (snake_case names).
+RequestBody = Union[Message, Mapping[str, Any]]
+#: A decoded response body as a dict of its fields.
+ResponseDict = Dict[str, Any]
 #: The smallest response frame: a response header v0 (the correlation id).
 MIN_FRAME = 4
 _UNSUPPORTED_VERSION = UnsupportedVersionError.code
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: Optional[str],
-                   body: Mapping[str, Any]) -> bytearray:
+                   body: RequestBody) -> bytearray:
     """One request frame, size prefix included; ValueError when ``body`` does not encode."""
     w = Writer()
     w.int32(0)  # the size, patched below
@@ -58,9 +67,20 @@ def decode_response_header(frame: Frame, api_key: int, version: int) -> Tuple[in
     return correlation_id, r
 
 
-def decode_response_body(frame: Frame, r: Reader, api_key: int, version: int,
-                         trailing_ok: bool = False) -> Dict[str, Any]:
-    """The body of response frame ``frame`` from reader ``r`` (after the header).
+@overload
+def decode_response_body(frame: Frame, r: Reader, api_key: int, version: int, trailing_ok: bool = ...,
+                         *, typed: Literal[False] = ...) -> ResponseDict: ...
+
+
+@overload
+def decode_response_body(frame: Frame, r: Reader, api_key: int, version: int, trailing_ok: bool = ...,
+                         *, typed: Literal[True]) -> Message: ...
+
+
+def decode_response_body(frame: Frame, r: Reader, api_key: int, version: int, trailing_ok: bool = False,
+                         *, typed: bool = False) -> Union[ResponseDict, Message]:
+    """The body of response frame ``frame`` from reader ``r`` (after the header): a dict, or with
+    ``typed`` its message class.
 
     ProtocolError or ValueError when it does not decode, or (unless ``trailing_ok``) has bytes
     after the body. An ApiVersions answer with UNSUPPORTED_VERSION is read in the v0 layout,
@@ -68,20 +88,39 @@ def decode_response_body(frame: Frame, r: Reader, api_key: int, version: int,
     """
     if api_key == ApiKey.API_VERSIONS and r.remaining >= 2 and \
             struct.unpack_from(">h", frame, r.pos)[0] == _UNSUPPORTED_VERSION:
-        return RESPONSES[ApiKey.API_VERSIONS].decode(memoryview(frame)[r.pos:], 0)
-    out = RESPONSES[api_key].decode_from(r, version)
+        schema = RESPONSES[ApiKey.API_VERSIONS]
+        rest = memoryview(frame)[r.pos:]
+        if typed:
+            message: Message = schema.parse(rest, 0)
+            return message
+        return schema.decode(rest, 0)
+    out: Union[ResponseDict, Message] = RESPONSES[api_key].read(r, version) if typed \
+        else RESPONSES[api_key].decode_from(r, version)
     if r.remaining and not trailing_ok:
         raise ProtocolError("%d trailing bytes" % r.remaining)
     return out
 
 
-def decode_response(frame: Frame, api_key: int, version: int, correlation_id: int,
-                    trailing_ok: bool = False) -> Dict[str, Any]:
-    """The body of response frame ``frame`` to request ``correlation_id``; ProtocolError when it
-    answers another request, and as :func:`decode_response_body` says."""
+@overload
+def decode_response(frame: Frame, api_key: int, version: int, correlation_id: int, trailing_ok: bool = ...,
+                    *, typed: Literal[False] = ...) -> ResponseDict: ...
+
+
+@overload
+def decode_response(frame: Frame, api_key: int, version: int, correlation_id: int, trailing_ok: bool = ...,
+                    *, typed: Literal[True]) -> Message: ...
+
+
+def decode_response(frame: Frame, api_key: int, version: int, correlation_id: int, trailing_ok: bool = False,
+                    *, typed: bool = False) -> Union[ResponseDict, Message]:
+    """The body of response frame ``frame`` to request ``correlation_id`` (a dict, or with ``typed``
+    its message class); ProtocolError when it answers another request, and as
+    :func:`decode_response_body` says."""
     got, r = decode_response_header(frame, api_key, version)
     if got != correlation_id:
         raise ProtocolError("response correlation id %d does not match request %d" % (got, correlation_id))
+    if typed:
+        return decode_response_body(frame, r, api_key, version, trailing_ok, typed=True)
     return decode_response_body(frame, r, api_key, version, trailing_ok)
 
 
@@ -170,27 +209,48 @@ class BlockingClient:
         if self._sock is None:
             self._sock = KafkaSocket(self.host, self.port, self.connect_timeout_s)
 
-    def encode(self, api_key: int, version: int, body: Mapping[str, Any]) -> Tuple[bytearray, int]:
+    def encode(self, api_key: int, version: int, body: RequestBody) -> Tuple[bytearray, int]:
         """The next request's frame and correlation id; ValueError when ``body`` does not encode."""
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         return encode_request(api_key, version, self._correlation, self.client_id, body), self._correlation
 
+    @overload
     def exchange(self, api_key: int, version: int, frame: Frame, correlation_id: int, timeout_s: float,
-                 max_response: int) -> Dict[str, Any]:
-        """Send an encoded request (connecting first) and read its response's body, each socket
-        operation waiting ``timeout_s`` at most; OSError, ProtocolError or ValueError on failure."""
+                 max_response: int, *, typed: Literal[False] = ...) -> ResponseDict: ...
+
+    @overload
+    def exchange(self, api_key: int, version: int, frame: Frame, correlation_id: int, timeout_s: float,
+                 max_response: int, *, typed: Literal[True]) -> Message: ...
+
+    def exchange(self, api_key: int, version: int, frame: Frame, correlation_id: int, timeout_s: float,
+                 max_response: int, *, typed: bool = False) -> Union[ResponseDict, Message]:
+        """Send an encoded request (connecting first) and read its response's body (a dict, or
+        with ``typed`` its message class), each socket operation waiting ``timeout_s`` at most;
+        OSError, ProtocolError or ValueError on failure."""
         self.connect()
         sock = self._sock
         assert sock is not None
         sock.settimeout(timeout_s)
         sock.send(frame)
         response = sock.read_frame(max_response)
+        if typed:
+            return decode_response(response, api_key, version, correlation_id, trailing_ok=True, typed=True)
         return decode_response(response, api_key, version, correlation_id, trailing_ok=True)
 
-    def call(self, api_key: int, version: int, body: Mapping[str, Any], timeout_s: float,
-             max_response: int) -> Dict[str, Any]:
+    @overload
+    def call(self, api_key: int, version: int, body: RequestBody, timeout_s: float, max_response: int,
+             *, typed: Literal[False] = ...) -> ResponseDict: ...
+
+    @overload
+    def call(self, api_key: int, version: int, body: RequestBody, timeout_s: float, max_response: int,
+             *, typed: Literal[True]) -> Message: ...
+
+    def call(self, api_key: int, version: int, body: RequestBody, timeout_s: float, max_response: int,
+             *, typed: bool = False) -> Union[ResponseDict, Message]:
         """Encode, send and read the answer: :meth:`encode` then :meth:`exchange`."""
         frame, correlation_id = self.encode(api_key, version, body)
+        if typed:
+            return self.exchange(api_key, version, frame, correlation_id, timeout_s, max_response, typed=True)
         return self.exchange(api_key, version, frame, correlation_id, timeout_s, max_response)
 
     def abort(self) -> None:

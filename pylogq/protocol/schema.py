@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import struct
 import uuid as _uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
 from ..errors import ProtocolError
 from .types import Buffer, Reader, Writer
@@ -387,12 +387,12 @@ class Schema:
         self._spec = spec
         self._compiled: Optional[_Struct] = None
         self._classes: Optional[Dict[str, type]] = None
-        self.cls: Optional[type] = None
+        self.cls: Optional[Type[Message]] = None
 
-    def bind(self, cls: type, structs: Mapping[str, type]) -> None:
+    def bind(self, cls: Type[Message], structs: Mapping[str, Type[Message]]) -> None:
         """Name the classes a typed decode builds: ``cls`` for the message, ``structs`` by
         struct name (:data:`pylogq.protocol.message_data.BINDINGS`)."""
-        classes = dict(structs)
+        classes: Dict[str, type] = dict(structs)
         classes[""] = cls
         self._classes = classes
         self.cls = cls

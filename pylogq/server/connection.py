@@ -25,10 +25,12 @@ import os
 import struct
 import time
 from collections import deque
-from typing import Any, Awaitable, Deque, Dict, FrozenSet, List, Optional, Protocol, Tuple, Union
+from typing import Awaitable, Deque, Dict, FrozenSet, List, Optional, Protocol, Tuple, Union
 
 from ..errors import CloseConnection, ProtocolError
 from ..protocol import REQUEST_HEADER, Reader
+from ..protocol.message_data import RequestHeader
+from ..protocol.schema import Message
 from ..protocol.scram import ScramServer
 from .listeners import Listener
 
@@ -48,7 +50,24 @@ SENDFILE_MIN = 64 * 1024
 # client that reads the answer and the end of the stream in one go may drop the answer.
 CLOSE_AFTER_RESPONSE_DELAY_S = 0.1
 
-Parts = Optional[List[Any]]
+class Region(Protocol):
+    """A byte range of a file a response sends as it is (a segment's
+    :class:`~pylogq.storage.segment.FileRegion`): copied when small, else by sendfile."""
+
+    @property
+    def position(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+    def fileno(self) -> int: ...
+
+
+#: A piece of a response as written: bytes, or a file region between them.
+Part = Union[bytes, Region]
+#: A response as written (None: nothing to answer).
+Parts = Optional[List[Part]]
 Outcome = Union[Parts, Awaitable[Parts]]
 
 
@@ -67,10 +86,10 @@ class RequestHandler(Protocol):
 
     def request_header_version(self, api_key: int, version: int) -> int: ...
 
-    def decode(self, api_key: int, version: int, reader: Reader) -> Dict[str, Any]: ...
+    def decode(self, api_key: int, version: int, reader: Reader) -> Message: ...
 
     def handle(self, conn: "Connection", api_key: int, version: int, correlation_id: int,
-               request: Dict[str, Any], slot: "RequestSlot") -> Outcome: ...
+               request: Message, slot: "RequestSlot") -> Outcome: ...
 
     def unsupported_version(self, conn: "Connection", api_key: int, version: int, correlation_id: int) -> Outcome: ...
 
@@ -287,17 +306,17 @@ class Connection:
             raise CloseConnection("%s request before SASL authentication" % handlers.name(api_key))
         reader = Reader(body)
         try:
-            header = REQUEST_HEADER.decode_from(reader, handlers.request_header_version(api_key, version))
+            header: RequestHeader = REQUEST_HEADER.read(reader, handlers.request_header_version(api_key, version))
             request = handlers.decode(api_key, version, reader)
         except ProtocolError as exc:
             raise CloseConnection("malformed %s v%d request: %s" % (handlers.name(api_key), version, exc)) from None
-        self.client_id = header["client_id"] or ""
+        self.client_id = header.client_id or ""
         if not self.server.joined.is_set() and api_key not in handlers.BEFORE_JOINING:
             return self._after_joining(api_key, version, correlation_id, request, slot)
         return handlers.handle(self, api_key, version, correlation_id, request, slot)
 
-    async def _after_joining(self, api_key: int, version: int, correlation_id: int, request: Any,
-                             slot: "RequestSlot") -> Any:
+    async def _after_joining(self, api_key: int, version: int, correlation_id: int, request: Message,
+                             slot: "RequestSlot") -> Parts:
         """A client's request to a broker still joining its cluster, answered once it has."""
         await self.server.joined.wait()
         outcome = self.server.handlers.handle(self, api_key, version, correlation_id, request, slot)
@@ -352,7 +371,7 @@ class Connection:
                 self.server.request_sent(slot, sending, time.monotonic())
             self.last_active = asyncio.get_running_loop().time()
 
-    async def _send_region(self, region: Any) -> None:
+    async def _send_region(self, region: Region) -> None:
         """Write a file region: ``sendfile`` from the page cache when the loop can, else a copy."""
         length = len(region)
         # asyncio's own loops send a file natively; uvloop's inherits a sendfile that only raises.
@@ -393,7 +412,7 @@ class RequestSlot:
         self.metric_name = ""
         self.arrived = self.started = self.dispatched = self.done = 0.0
 
-    def answered(self, future: "asyncio.Future[Any]") -> None:
+    def answered(self, future: "asyncio.Future[Parts]") -> None:
         self.done = time.monotonic()
 
     async def reserve(self, memory: "RequestMemory", size: int) -> None:
@@ -487,9 +506,9 @@ class _RegionFile:
 
     mode = "rb"
 
-    def __init__(self, region: Any) -> None:
+    def __init__(self, region: Region) -> None:
         self._region = region
-        self._position: int = region.position
+        self._position = region.position
 
     def fileno(self) -> int:
         return int(self._region.fileno())
@@ -501,7 +520,7 @@ class _RegionFile:
     def tell(self) -> int:
         return self._position
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: bytearray) -> int:
         data = os.pread(self.fileno(), len(buffer), self._position)
         buffer[: len(data)] = data
         self._position += len(data)

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import List, Sequence, Tuple, Union
+from typing import List, Sequence, Tuple, Union, cast
 
-from ..cluster.contract import FetchResult, RecordBytes, RecordsView
+from ..cluster.contract import FetchResult, RecordBytes
+from .connection import Part, Region
 
-__all__ = ["frame_fetch_response", "Part", "TopicKey"]
+__all__ = ["frame_fetch_response", "TopicKey"]
 
-Part = Union[bytes, RecordsView]  # bytes, or a FileRegion to sendfile
 #: How a response names a topic: its name below v13, its id (Kafka's Uuid) from v13.
 TopicKey = Union[str, uuid.UUID]
 
@@ -150,8 +150,9 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
                     else:
                         total += len(buf)
                         parts.append(bytes(buf))
-                        # In-memory records go out as bytes; a file region with sendfile.
-                        parts.append(region.data if isinstance(region, RecordBytes) else region)
+                        # In-memory records go out as bytes; a file region (a segment's, the only
+                        # other RecordsView a read returns) with sendfile.
+                        parts.append(region.data if isinstance(region, RecordBytes) else cast(Region, region))
                         total += length
                         buf = bytearray()
             if flexible:

@@ -17,20 +17,19 @@ import asyncio
 import base64
 import logging
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from .. import errors
-from .connection import Connection
+from ..protocol.schema import Message
+from .connection import Connection, Part
 from .context import ServerContext
-
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["Body", "CLUSTER_OPERATIONS", "HandlerBase", "Framed", "error_code", "error_message", "text_of", "uuid_of",
-           "NOT_COMPUTED", "ZERO_UUID"]
+_T = TypeVar("_T")
 
-#: A request's or a response's body, as the schema tables of pylogq.protocol.messages decode and encode it.
-Body = Dict[str, Any]
+__all__ = ["CLUSTER_OPERATIONS", "HandlerBase", "Framed", "error_code", "error_message", "text_of", "uuid_of",
+           "NOT_COMPUTED", "ZERO_UUID"]
 
 _UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 # Authorized operations the schema's way of saying "not computed" (not asked for).
@@ -66,20 +65,19 @@ def error_name(code: int) -> str:
     return name
 
 
-def error_counts(body: Any, out: Optional[Dict[int, int]] = None) -> Dict[int, int]:
-    """How often each ``error_code`` occurs in a response body (Kafka's errorCounts: the
+def error_counts(body: Message, out: Optional[Dict[int, int]] = None) -> Dict[int, int]:
+    """How often each ``error_code`` occurs in a response (Kafka's errorCounts: the
     top-level code and every partition's, NONE included)."""
     if out is None:
         out = {}
-    if isinstance(body, dict):
-        for key, value in body.items():
-            if key == "error_code":
-                out[value] = out.get(value, 0) + 1
-            elif isinstance(value, (list, dict)):
-                error_counts(value, out)
-    elif isinstance(body, list):
-        for item in body:
-            if isinstance(item, (dict, list)):
+    for key in body.__slots__:
+        value = getattr(body, key)
+        if key == "error_code":
+            out[value] = out.get(value, 0) + 1
+        elif isinstance(value, Message):
+            error_counts(value, out)
+        elif isinstance(value, list) and value and isinstance(value[0], Message):
+            for item in value:
                 error_counts(item, out)
     return out
 
@@ -99,7 +97,7 @@ class Framed:
 
     __slots__ = ("parts",)
 
-    def __init__(self, parts: List[Any]) -> None:
+    def __init__(self, parts: List[Part]) -> None:
         self.parts = parts
 
 
@@ -128,25 +126,25 @@ class HandlerBase:
                 out.append((b.broker_id, endpoint.host, endpoint.port, b.rack))
         return controller, out
 
-    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _blocking(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a broker call that does file work (DeleteRecords, group deletion) off the loop."""
         return await asyncio.get_running_loop().run_in_executor(self.server.executor, fn, *args)
 
-    async def _admin(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _admin(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a topic administration (create, delete, add partitions, alter configs, auto-create)
         on the server's admin thread: they take the broker's admin lock one at a time, and
         must not hold the threads other file work needs while they wait for it."""
         return await asyncio.get_running_loop().run_in_executor(self.server.admin_executor, fn, *args)
 
     @classmethod
-    def _entry_failed(cls, entry: Dict[str, Any], conn: Connection, exc: BaseException, what: str,
+    def _entry_failed(cls, entry: Message, conn: Connection, exc: BaseException, what: str,
                       message: bool = True) -> None:
         """One entry of a response (a topic, a partition, a resource) answers ``exc``: its
         ``error_code`` (and ``error_message``, where the entry has one), logged as :meth:`_failed`."""
         cls._failed(conn, exc, what)
-        entry["error_code"] = error_code(exc)
+        setattr(entry, "error_code", error_code(exc))
         if message:
-            entry["error_message"] = error_message(exc)
+            setattr(entry, "error_message", error_message(exc))
 
     @staticmethod
     def _failed(conn: Connection, exc: BaseException, what: str) -> BaseException:

@@ -24,30 +24,53 @@ import logging
 import re
 import struct
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Awaitable, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .. import errors
+from ..cluster.contract import ProduceResult, TopicDescription
+from ..cluster.delayed import DelayedCall
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CloseConnection
-from ..records import uncompressed_v2
 from ..protocol import (
     API_NAMES,
-    ApiKey,
     REQUESTS,
     RESPONSE_HEADER,
     RESPONSES,
     SUPPORTED_VERSIONS,
+    ApiKey,
     Reader,
     Writer,
     header_versions,
 )
-from .connection import Connection, Outcome, RequestSlot
+from ..protocol.message_data import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ResponseHeader,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+from ..protocol.schema import Message
+from ..records import uncompressed_v2
+from .connection import Connection, Outcome, Part, Parts, RequestSlot
 from .context import ServerContext
 from .handler_base import (
     CLUSTER_OPERATIONS,
     NOT_COMPUTED,
     ZERO_UUID,
-    Body,
     Framed,
     error_code,
     error_counts,
@@ -60,7 +83,6 @@ from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_replication import ReplicationHandlers
 from .handlers_scram import ScramHandlers
-
 
 log = logging.getLogger("pylogq.server")
 
@@ -87,14 +109,19 @@ _LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.code
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
 _BY_ID = "\x00id:"
+#: What a handler answers: a response, pre-framed parts (Fetch), a frame list, or None (acks=0).
+Answer = Union[None, Message, Framed, List[Part]]
+#: What a handler method returns: its answer, or an awaitable of it.
+Handled = Union[Answer, Awaitable[Answer]]
 
 
 
 class _Replicating(NamedTuple):
     """A Produce response waiting for acks=all partitions: (their entry, operation, future)."""
 
-    response: Dict[str, Any]
-    partitions: List[Tuple[Dict[str, Any], Any, "asyncio.Future[Any]"]]
+    response: ProduceResponse
+    partitions: List[Tuple[ProduceResponse.PartitionProduceResponse, DelayedCall[ProduceResult],
+                           "asyncio.Future[ProduceResult]"]]
 
 
 class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers):
@@ -117,16 +144,16 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
     def __init__(self, server: ServerContext) -> None:
         super().__init__(server)
         # Each API's handler is the method named after it (ApiKey.JOIN_GROUP -> join_group).
-        self._table: Dict[int, Callable[..., Any]] = {key: getattr(self, key.name.lower()) for key in ApiKey}
+        self._table: Dict[int, Callable[..., Handled]] = {key: getattr(self, key.name.lower()) for key in ApiKey}
         missing = set(SUPPORTED_VERSIONS) ^ set(self._table)
         if missing:
             raise AssertionError("handlers and SUPPORTED_VERSIONS disagree on API keys %s" % sorted(missing))
-        self._api_versions = [
-            {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
-        ]
+        self._api_versions = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                              for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
         self._api_versions_for_aiokafka = [
-            dict(entry, max_version=min(entry["max_version"], _AIOKAFKA_DESCRIBE_GROUPS_MAX))
-            if entry["api_key"] == ApiKey.DESCRIBE_GROUPS else entry for entry in self._api_versions
+            ApiVersionsResponse.ApiVersion(api_key=entry.api_key, min_version=entry.min_version,
+                                           max_version=min(entry.max_version, _AIOKAFKA_DESCRIBE_GROUPS_MAX))
+            if entry.api_key == ApiKey.DESCRIBE_GROUPS else entry for entry in self._api_versions
         ]
         # Loop state of the produces appended off the loop: the turns, and per partition how
         # many are appending (an inline append there would wait for the partition's lock).
@@ -148,44 +175,47 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
         return header_versions(api_key, version)[0]
 
     @staticmethod
-    def decode(api_key: int, version: int, reader: Reader) -> Dict[str, Any]:
-        """A request's body. Bytes after it are ignored, as Kafka ignores them: librdkafka 2.16
-        ends its Metadata v12 for every topic with three bytes past the schema's fields."""
-        return REQUESTS[api_key].decode_from(reader, version)
+    def decode(api_key: int, version: int, reader: Reader) -> Message:
+        """A request as its class (:mod:`pylogq.protocol.message_data`). Bytes after it are
+        ignored, as Kafka ignores them: librdkafka 2.16 ends its Metadata v12 for every topic
+        with three bytes past the schema's fields."""
+        request: Message = REQUESTS[api_key].read(reader, version)
+        return request
 
     @staticmethod
-    def encode(api_key: int, version: int, correlation_id: int, body: Mapping[str, Any]) -> List[Any]:
+    def encode(api_key: int, version: int, correlation_id: int, body: Message) -> List[Part]:
         """A whole response frame (size prefix, header, body) as one part."""
         w = Writer()
         w.int32(0)
-        RESPONSE_HEADER.encode_into(w, {"correlation_id": correlation_id}, header_versions(api_key, version)[1])
+        RESPONSE_HEADER.encode_into(w, ResponseHeader(correlation_id=correlation_id),
+                                    header_versions(api_key, version)[1])
         RESPONSES[api_key].encode_into(w, body, version)
         data = bytearray(w.getvalue())
         _I32.pack_into(data, 0, len(data) - 4)
         return [bytes(data)]
 
     def handle(self, conn: Connection, api_key: int, version: int, correlation_id: int,
-               request: Dict[str, Any], slot: RequestSlot) -> Outcome:
+               request: Message, slot: RequestSlot) -> Outcome:
         if api_key in self.GROUP_APIS and not self.broker.offsets_topic_ready() and not self.broker.clustered:
             return self._finish(self._after_offsets_topic(conn, api_key, version, request, slot),
                                 api_key, version, correlation_id, slot)
         result = self._table[api_key](conn, request, version, slot)
-        if asyncio.iscoroutine(result):
+        if isinstance(result, Awaitable):
             return self._finish(result, api_key, version, correlation_id, slot)
         return self._respond(api_key, version, correlation_id, result, slot)
 
-    async def _after_offsets_topic(self, conn: Connection, api_key: int, version: int, request: Dict[str, Any],
-                                   slot: RequestSlot) -> Any:
+    async def _after_offsets_topic(self, conn: Connection, api_key: int, version: int, request: Message,
+                                   slot: RequestSlot) -> Answer:
         await self._admin(self.broker.ensure_offsets_topic)
         result = self._table[api_key](conn, request, version, slot)
-        return await result if asyncio.iscoroutine(result) else result
+        return await result if isinstance(result, Awaitable) else result
 
-    async def _finish(self, pending: Any, api_key: int, version: int, correlation_id: int,
-                      slot: RequestSlot) -> Optional[List[Any]]:
+    async def _finish(self, pending: Awaitable[Answer], api_key: int, version: int, correlation_id: int,
+                      slot: RequestSlot) -> Parts:
         return self._respond(api_key, version, correlation_id, await pending, slot)
 
-    def _respond(self, api_key: int, version: int, correlation_id: int, body: Any,
-                 slot: RequestSlot) -> Optional[List[Any]]:
+    def _respond(self, api_key: int, version: int, correlation_id: int, body: Answer,
+                 slot: RequestSlot) -> Parts:
         if body is None or isinstance(body, list):
             return body
         if isinstance(body, Framed):
@@ -206,23 +236,27 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
         if api_key == ApiKey.API_VERSIONS:
             w = Writer()
             w.int32(0)
-            RESPONSE_HEADER.encode_into(w, {"correlation_id": correlation_id}, 0)
+            RESPONSE_HEADER.encode_into(w, ResponseHeader(correlation_id=correlation_id), 0)
             RESPONSES[ApiKey.API_VERSIONS].encode_into(
-                w, {"error_code": _UNSUPPORTED_VERSION, "api_keys": self._api_versions}, 0)
+                w, ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION, api_keys=self._api_versions), 0)
             data = bytearray(w.getvalue())
             _I32.pack_into(data, 0, len(data) - 4)
             return [bytes(data)]
         schema = RESPONSES[api_key]
         # The top-level error code must exist at this version (Fetch has one only from v7):
         # without it the client would read an empty, successful answer.
-        if schema.min_version <= version <= schema.max_version and schema.has_field("error_code", version):
-            return self.encode(api_key, version, correlation_id, {"error_code": _UNSUPPORTED_VERSION})
+        if schema.min_version <= version <= schema.max_version and schema.has_field("error_code", version) \
+                and schema.cls is not None:
+            answer = schema.cls()
+            setattr(answer, "error_code", _UNSUPPORTED_VERSION)
+            return self.encode(api_key, version, correlation_id, answer)
         raise CloseConnection("%s v%d is not supported (versions %d-%d are)"
                               % ((self.name(api_key), version) + SUPPORTED_VERSIONS[api_key]))
 
     # -- ApiVersions, SASL -----------------------------------------------------------
 
-    def api_versions(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def api_versions(self, conn: Connection, req: ApiVersionsRequest, version: int,
+                     slot: RequestSlot) -> ApiVersionsResponse:
         """Kafka's ApiVersions: every API with Kafka 3.9's range. From v3 the client names its
         software, which must match Kafka's pattern (else INVALID_REQUEST, as Kafka answers).
 
@@ -232,36 +266,39 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
         the whole range.
         """
         if version >= 3:
-            for key in ("client_software_name", "client_software_version"):
-                if not _SOFTWARE_NAME.fullmatch(req[key] or ""):
-                    return {"error_code": errors.InvalidRequestError.code, "api_keys": self._api_versions,
-                            "throttle_time_ms": 0}
+            for given in (req.client_software_name, req.client_software_version):
+                if not _SOFTWARE_NAME.fullmatch(given or ""):
+                    return ApiVersionsResponse(error_code=errors.InvalidRequestError.code, api_keys=self._api_versions,
+                                               throttle_time_ms=0)
         table = self._api_versions
         if version == 0 and (conn.client_id or "").startswith("aiokafka"):
             table = self._api_versions_for_aiokafka
-        return {"error_code": 0, "api_keys": table, "throttle_time_ms": 0, "finalized_features_epoch": -1}
+        return ApiVersionsResponse(error_code=0, api_keys=table, throttle_time_ms=0, finalized_features_epoch=-1)
 
-    def sasl_handshake(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def sasl_handshake(self, conn: Connection, req: SaslHandshakeRequest, version: int,
+                       slot: RequestSlot) -> SaslHandshakeResponse:
         mechanisms = self.server.sasl_mechanisms
         if not conn.listener.sasl:
-            return {"error_code": errors.IllegalSaslStateError.code, "mechanisms": []}
+            return SaslHandshakeResponse(error_code=errors.IllegalSaslStateError.code, mechanisms=[])
         if conn.authenticated or conn.sasl_mechanism is not None:
             raise CloseConnection("SaslHandshake repeated on one connection")
-        if req["mechanism"] not in mechanisms:
-            return {"error_code": errors.UnsupportedSaslMechanismError.code, "mechanisms": list(mechanisms)}
-        conn.sasl_mechanism = req["mechanism"]
+        if req.mechanism not in mechanisms:
+            return SaslHandshakeResponse(error_code=errors.UnsupportedSaslMechanismError.code,
+                                         mechanisms=list(mechanisms))
+        conn.sasl_mechanism = req.mechanism
         conn.sasl_raw_token = version == 0  # v0: the token follows as a bare frame
-        return {"error_code": 0, "mechanisms": list(mechanisms)}
+        return SaslHandshakeResponse(error_code=0, mechanisms=list(mechanisms))
 
-    def sasl_authenticate(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def sasl_authenticate(self, conn: Connection, req: SaslAuthenticateRequest, version: int,
+                          slot: RequestSlot) -> SaslAuthenticateResponse:
         if conn.sasl_mechanism is None or conn.authenticated:
             raise CloseConnection("SaslAuthenticate without a SaslHandshake")
-        answer, error = self._sasl_step(conn, req["auth_bytes"] or b"")
+        answer, error = self._sasl_step(conn, req.auth_bytes or b"")
         if error is not None:
             conn.close_after_response = True  # Kafka answers with the error, then closes
-            return {"error_code": errors.SaslAuthenticationFailedError.code, "error_message": error,
-                    "auth_bytes": b"", "session_lifetime_ms": 0}
-        return {"error_code": 0, "error_message": None, "auth_bytes": answer, "session_lifetime_ms": 0}
+            return SaslAuthenticateResponse(error_code=errors.SaslAuthenticationFailedError.code, error_message=error,
+                                            auth_bytes=b"", session_lifetime_ms=0)
+        return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer, session_lifetime_ms=0)
 
     def _sasl_step(self, conn: Connection, token: bytes) -> Tuple[bytes, Optional[str]]:
         """The next step of ``conn``'s exchange in its mechanism -> (answer, error or None)."""
@@ -299,20 +336,21 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
 
     # -- Metadata ------------------------------------------------------------------------
 
-    def metadata(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
+    def metadata(self, conn: Connection, req: MetadataRequest, version: int,
+                 slot: RequestSlot) -> Union[MetadataResponse, Awaitable[MetadataResponse]]:
         """Kafka's Metadata; topics to auto-create are created off the loop, at most
         :data:`MAX_AUTO_CREATE_PER_REQUEST` per request (the rest answer LEADER_NOT_AVAILABLE,
         which clients retry)."""
         broker = self.broker
-        requested = req["topics"]
+        requested = req.topics
         if requested is None or (version == 0 and not requested):  # v0: an empty list means every topic
             requested = None
             names = broker.list_topics(include_internal=True)
         else:
             names = []
-            by_id: Dict[str, Any] = {}
+            by_id: Dict[str, Union[str, BaseException]] = {}
             for t in requested:
-                name, topic_id = t["name"], t.get("topic_id", ZERO_UUID)
+                name, topic_id = t.name, t.topic_id
                 if name is not None and topic_id == ZERO_UUID:
                     names.append(name)
                     continue
@@ -330,33 +368,34 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
                     by_id[key] = exc
             if by_id:
                 return self._metadata_by_id(conn, req, version, names, by_id)
-        auto_create = bool(requested is not None and req["allow_auto_topic_creation"]
+        auto_create = bool(requested is not None and req.allow_auto_topic_creation
                            and broker.config["auto.create.topics.enable"])
         return self._metadata_by_name(conn, req, version, names, auto_create)
 
-    def _metadata_by_id(self, conn: Connection, req: Dict[str, Any], version: int, names: List[str],
-                        by_id: Dict[str, Any]) -> Dict[str, Any]:
+    def _metadata_by_id(self, conn: Connection, req: MetadataRequest, version: int, names: List[str],
+                        by_id: Dict[str, Union[str, BaseException]]) -> MetadataResponse:
         """Metadata v12 for topics named by id (none is auto-created: an id names what exists)."""
-        resolved = [n if n not in by_id or isinstance(by_id[n], BaseException) else by_id[n] for n in names]
+        resolved = [name if isinstance(name := by_id.get(n), str) else n for n in names]
         answer = self._metadata_by_name(conn, req, version, [n for n in resolved if n not in by_id], False)
-        assert isinstance(answer, dict)
-        described = iter(answer["topics"])
-        topics: List[Dict[str, Any]] = []
+        assert isinstance(answer, MetadataResponse)
+        described = iter(answer.topics)
+        topics: List[MetadataResponse.MetadataResponseTopic] = []
         for key in names:
             failure = by_id.get(key)
             if isinstance(failure, BaseException):
-                topics.append({"name": None if version >= 12 else "", "topic_id": uuid.UUID(key[len(_BY_ID):]),
-                               "error_code": error_code(failure), "is_internal": False, "partitions": [],
-                               "topic_authorized_operations": NOT_COMPUTED})
+                topics.append(MetadataResponse.MetadataResponseTopic(
+                    name=None if version >= 12 else "", topic_id=uuid.UUID(key[len(_BY_ID):]),
+                    error_code=error_code(failure), is_internal=False, partitions=[],
+                    topic_authorized_operations=NOT_COMPUTED))
             else:
                 topics.append(next(described))
-        answer["topics"] = topics
+        answer.topics = topics
         return answer
 
-    def _metadata_by_name(self, conn: Connection, req: Dict[str, Any], version: int, names: List[str],
-                          auto_create: bool) -> Any:
+    def _metadata_by_name(self, conn: Connection, req: MetadataRequest, version: int, names: List[str],
+                          auto_create: bool) -> Union[MetadataResponse, Awaitable[MetadataResponse]]:
         broker = self.broker
-        found: Dict[str, Any] = {}
+        found: Dict[str, Union[TopicDescription, BaseException]] = {}
         missing: List[str] = []
         for name in names:
             try:
@@ -372,8 +411,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
             return self._metadata_creating(conn, req, names, found, missing)
         return self._metadata_response(conn, req, names, found)
 
-    async def _metadata_creating(self, conn: Connection, req: Dict[str, Any], names: List[str],
-                                 found: Dict[str, Any], missing: List[str]) -> Dict[str, Any]:
+    async def _metadata_creating(self, conn: Connection, req: MetadataRequest, names: List[str],
+                                 found: Dict[str, Union[TopicDescription, BaseException]],
+                                 missing: List[str]) -> MetadataResponse:
         for name in missing[:MAX_AUTO_CREATE_PER_REQUEST]:
             try:
                 found[name] = await self._admin(self.broker.auto_create_topic, name)
@@ -389,45 +429,49 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
                     "topic %r is being created (at most %d per Metadata request)" % (name, MAX_AUTO_CREATE_PER_REQUEST))
         return self._metadata_response(conn, req, names, found)
 
-    def _metadata_response(self, conn: Connection, req: Dict[str, Any], names: List[str],
-                           found: Dict[str, Any]) -> Dict[str, Any]:
+    def _metadata_response(self, conn: Connection, req: MetadataRequest, names: List[str],
+                           found: Dict[str, Union[TopicDescription, BaseException]]) -> MetadataResponse:
         """The answer; with no authorizer, every operation is authorized (v8+, when asked)."""
         broker = self.broker
-        topic_operations = _TOPIC_OPERATIONS if req.get("include_topic_authorized_operations") else NOT_COMPUTED
+        topic_operations = _TOPIC_OPERATIONS if req.include_topic_authorized_operations else NOT_COMPUTED
         topics_out = []
         for name in names:
             described = found[name]
-            entry: Dict[str, Any] = {"name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
-                                     "topic_id": ZERO_UUID, "topic_authorized_operations": NOT_COMPUTED}
+            entry = MetadataResponse.MetadataResponseTopic(
+                name=name, is_internal=name in INTERNAL_TOPICS, partitions=[], topic_id=ZERO_UUID,
+                topic_authorized_operations=NOT_COMPUTED)
             if isinstance(described, BaseException):
-                entry["error_code"] = error_code(described)
+                entry.error_code = error_code(described)
             else:
-                entry["error_code"] = 0
-                entry["topic_id"] = uuid_of(described.topic_id)
-                entry["topic_authorized_operations"] = topic_operations
+                entry.error_code = 0
+                entry.topic_id = uuid_of(described.topic_id)
+                entry.topic_authorized_operations = topic_operations
                 # A partition without a leader (all its in-sync replicas down) answers
                 # LEADER_NOT_AVAILABLE, which clients retry.
-                entry["partitions"] = [
-                    {"error_code": 0 if p.leader >= 0 else _LEADER_NOT_AVAILABLE, "partition_index": p.partition,
-                     "leader_id": p.leader, "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
-                     "isr_nodes": p.isr, "offline_replicas": p.offline_replicas}
+                entry.partitions = [
+                    MetadataResponse.MetadataResponsePartition(
+                        error_code=0 if p.leader >= 0 else _LEADER_NOT_AVAILABLE, partition_index=p.partition,
+                        leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=p.replicas,
+                        isr_nodes=p.isr, offline_replicas=p.offline_replicas)
                     for p in described.partitions
                 ]
             topics_out.append(entry)
         controller, brokers = self._brokers_for(conn)
-        return {
-            "throttle_time_ms": 0,
-            "brokers": [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in brokers],
-            "cluster_id": broker.cluster_id,
-            "controller_id": controller,
-            "topics": topics_out,
-            "cluster_authorized_operations": CLUSTER_OPERATIONS
-            if req.get("include_cluster_authorized_operations") else NOT_COMPUTED,
-        }
+        return MetadataResponse(
+            throttle_time_ms=0,
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=b, host=h, port=p, rack=r)
+                     for b, h, p, r in brokers],
+            cluster_id=broker.cluster_id,
+            controller_id=controller,
+            topics=topics_out,
+            cluster_authorized_operations=CLUSTER_OPERATIONS
+            if req.include_cluster_authorized_operations else NOT_COMPUTED,
+        )
 
     # -- Produce, Fetch, ListOffsets, DeleteRecords --------------------------------------
 
-    def produce(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
+    def produce(self, conn: Connection, req: ProduceRequest, version: int,
+                slot: RequestSlot) -> Union[None, ProduceResponse, Awaitable[Optional[ProduceResponse]]]:
         """Kafka's Produce: inline when every partition's data is uncompressed v2 batches, else off the loop.
 
         Uncompressed v2 data is validated in one cheap pass, on the loop. A
@@ -441,9 +485,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
         append to one of its partitions runs there (it would wait for that
         partition's lock).
         """
-        partitions = [(t["name"], p["index"]) for t in req["topic_data"] for p in t["partition_data"]]
-        heavy = any(p["records"] is not None and not uncompressed_v2(p["records"])
-                    for t in req["topic_data"] for p in t["partition_data"])
+        partitions = [(t.name, p.index) for t in req.topic_data for p in t.partition_data]
+        heavy = any(p.records is not None and not uncompressed_v2(p.records)
+                    for t in req.topic_data for p in t.partition_data)
         tail = conn.produce_tail
         if not heavy and (tail is None or tail.done()) and not self._busy(partitions):
             answer = self._produce(conn, req)
@@ -456,9 +500,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
         appending = self._appending_off_loop
         return bool(appending) and any(key in appending for key in partitions)
 
-    async def _produce_off_loop(self, conn: Connection, req: Dict[str, Any], heavy: bool,
+    async def _produce_off_loop(self, conn: Connection, req: ProduceRequest, heavy: bool,
                                 partitions: List[Tuple[str, int]], tail: "Optional[asyncio.Future[None]]",
-                                done: "asyncio.Future[None]") -> Optional[Dict[str, Any]]:
+                                done: "asyncio.Future[None]") -> Optional[ProduceResponse]:
         """:meth:`produce` after the connection's previous produce, in the executor when it must be."""
         handed_over = False
         try:
@@ -475,7 +519,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
             for key in partitions:
                 appending[key] = appending.get(key, 0) + 1
 
-            def finished(_: Any = None) -> None:
+            def finished(_: object = None) -> None:
                 for key in partitions:
                     left = appending[key] - 1
                     if left:
@@ -502,127 +546,131 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
             if not handed_over and not done.done():
                 done.set_result(None)
 
-    async def _produce_replicated(self, waiting: "_Replicating") -> Optional[Dict[str, Any]]:
+    async def _produce_replicated(self, waiting: "_Replicating") -> ProduceResponse:
         """An acks=all produce of a cluster: the response once each partition's records are on
         every in-sync replica (or its wait ended with an error). No slot is held meanwhile."""
         for out, op, future in waiting.partitions:
-            result = await self.server.parked(op, future)
+            result: ProduceResult = await self.server.parked(op, future)
             if result.error_code:
-                out["error_code"] = result.error_code
-                out["error_message"] = "the records were appended but not replicated: %s" % (
+                out.error_code = result.error_code
+                out.error_message = "the records were appended but not replicated: %s" % (
                     errors.error_for_code(result.error_code) or errors.BrokerError).__name__
-                out["base_offset"] = out["log_append_time_ms"] = -1
+                out.base_offset = out.log_append_time_ms = -1
             else:
-                out["base_offset"] = result.base_offset
-                out["log_append_time_ms"] = result.log_append_time
-                out["log_start_offset"] = result.log_start_offset
+                out.base_offset = result.base_offset
+                out.log_append_time_ms = result.log_append_time
+                out.log_start_offset = result.log_start_offset
         return waiting.response
 
-    def _produce(self, conn: Connection, req: Dict[str, Any]) -> Union[None, Dict[str, Any], "_Replicating"]:
+    def _produce(self, conn: Connection, req: ProduceRequest) -> Union[None, ProduceResponse, "_Replicating"]:
         """The appends of one Produce request and its response (None for acks=0); any thread.
 
         In a cluster an acks=all append waits for the in-sync replicas as a delayed
         operation: the answer is then a :class:`_Replicating` the caller awaits on the loop.
         """
-        acks = req["acks"]
+        acks = req.acks
         broker = self.broker
         responses = []
-        waiting: List[Tuple[Dict[str, Any], Any, "asyncio.Future[Any]"]] = []
-        transactional = req["transactional_id"] is not None
-        for topic in req["topic_data"]:
-            name = topic["name"]
+        waiting: List[Tuple[ProduceResponse.PartitionProduceResponse, DelayedCall[ProduceResult],
+                            "asyncio.Future[ProduceResult]"]] = []
+        transactional = req.transactional_id is not None
+        for topic in req.topic_data:
+            name = topic.name
             parts = []
-            for p in topic["partition_data"]:
-                out = {"index": p["index"], "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
-                       "log_start_offset": -1, "record_errors": [], "error_message": None}
+            for p in topic.partition_data:
+                out = ProduceResponse.PartitionProduceResponse(
+                    index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+                    record_errors=[], error_message=None)
                 try:
                     if transactional:
                         raise errors.TransactionalIdAuthorizationFailedError(
                             "transactions are not supported by this broker")
-                    if p["records"] is None:
+                    if p.records is None:
                         raise errors.CorruptRecordError("null records")
                     if name in INTERNAL_TOPICS:  # the broker's own (Kafka refuses clients the same way)
                         raise errors.InvalidTopicError("clients cannot append to the internal topic %s" % name)
                     if acks == -1 and broker.clustered:
-                        future = self.server.new_future()
-                        op = broker.produce_async(name, p["index"], p["records"], acks, req["timeout_ms"],
+                        future: "asyncio.Future[ProduceResult]" = self.server.new_future()
+                        op = broker.produce_async(name, p.index, p.records, acks, req.timeout_ms,
                                                   deliver=self.server.deliver_to(future))
                         waiting.append((out, op, future))
                         parts.append(out)
                         continue
-                    result = broker.produce(name, p["index"], p["records"], acks, auto_create=False)
-                    out["base_offset"] = result.base_offset
-                    out["log_append_time_ms"] = result.log_append_time
-                    out["log_start_offset"] = result.log_start_offset
+                    result = broker.produce(name, p.index, p.records, acks, auto_create=False)
+                    out.base_offset = result.base_offset
+                    out.log_append_time_ms = result.log_append_time
+                    out.log_start_offset = result.log_start_offset
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    out["error_code"] = error_code(exc)
-                    out["error_message"] = error_message(exc)
+                    out.error_code = error_code(exc)
+                    out.error_message = error_message(exc)
                     if isinstance(exc, (errors.InvalidRecordError, errors.InvalidTimestampError)):
                         # v8+: which records (KIP-467)
-                        out["record_errors"] = [{"batch_index": i, "batch_index_error_message": why}
-                                                for i, why in exc.record_errors]
+                        out.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(
+                            batch_index=i, batch_index_error_message=why) for i, why in exc.record_errors]
                     if not isinstance(exc, errors.BrokerError):
-                        log.exception("produce failed id=%d topic=%s partition=%s", conn.id, name, p["index"])
+                        log.exception("produce failed id=%d topic=%s partition=%s", conn.id, name, p.index)
                     else:
-                        log.debug("produce error id=%d topic=%s partition=%s error=%r", conn.id, name, p["index"], exc)
+                        log.debug("produce error id=%d topic=%s partition=%s error=%r", conn.id, name, p.index, exc)
                 parts.append(out)
-            responses.append({"name": name, "partition_responses": parts})
+            responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=parts))
         if acks == 0:
             return None  # kafka-python closes the connection if a response comes
-        response = {"responses": responses, "throttle_time_ms": 0}
+        response = ProduceResponse(responses=responses, throttle_time_ms=0)
         if waiting:
             return _Replicating(response, waiting)
         return response
 
-    def list_offsets(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
+    def list_offsets(self, conn: Connection, req: ListOffsetsRequest, version: int,
+                     slot: RequestSlot) -> Union[ListOffsetsResponse, Awaitable[ListOffsetsResponse]]:
         """Kafka's ListOffsets: latest and earliest inline; a search by timestamp or for the
         max timestamp reads batches (and may decompress one), and v0 stats segment files:
         those run in the executor."""
-        if version == 0 or any(p["timestamp"] >= 0 or p["timestamp"] == MAX_TIMESTAMP
-                               for t in req["topics"] for p in t["partitions"]):
+        if version == 0 or any(p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP
+                               for t in req.topics for p in t.partitions):
             return self._blocking(self._list_offsets, conn, req, version)
         return self._list_offsets(conn, req, version)
 
-    def _list_offsets(self, conn: Connection, req: Dict[str, Any], version: int) -> Dict[str, Any]:
+    def _list_offsets(self, conn: Connection, req: ListOffsetsRequest, version: int) -> ListOffsetsResponse:
         """Every version's semantics: v0 answers a list of segment offsets (up to its
         ``max_num_offsets``, Kafka's pre-0.10.1 lookup), v1+ one offset and its timestamp; a
         partition named twice answers INVALID_REQUEST (v1+); v4+ fences a current leader epoch
         other than the partition's (0 on a single node), as Kafka does."""
         seen: Dict[Tuple[str, int], int] = {}
         if version >= 1:
-            for t in req["topics"]:
-                for p in t["partitions"]:
-                    tp = (t["name"], p["partition_index"])
+            for t in req.topics:
+                for p in t.partitions:
+                    tp = (t.name, p.partition_index)
                     seen[tp] = seen.get(tp, 0) + 1
         topics = []
-        for topic in req["topics"]:
-            name = topic["name"]
+        for topic in req.topics:
+            name = topic.name
             parts = []
-            for p in topic["partitions"]:
-                index = p["partition_index"]
-                out = {"partition_index": index, "error_code": 0, "timestamp": -1, "offset": -1,
-                       "old_style_offsets": [], "leader_epoch": -1}
+            for p in topic.partitions:
+                index = p.partition_index
+                out = ListOffsetsResponse.ListOffsetsPartitionResponse(
+                    partition_index=index, error_code=0, timestamp=-1, offset=-1, old_style_offsets=[],
+                    leader_epoch=-1)
                 try:
                     if seen.get((name, index), 0) > 1:
                         raise errors.InvalidRequestError("partition %s-%d is listed more than once" % (name, index))
-                    epoch = self._check_leader_epoch(name, index, p.get("current_leader_epoch", -1))
+                    epoch = self._check_leader_epoch(name, index, p.current_leader_epoch)
                     if version == 0:
-                        out["old_style_offsets"] = self.broker.legacy_offsets_before(
-                            name, index, p["timestamp"], p["max_num_offsets"])
+                        out.old_style_offsets = self.broker.legacy_offsets_before(
+                            name, index, p.timestamp, p.max_num_offsets)
                     else:
-                        offset, timestamp = self.broker.list_offsets(name, index, p["timestamp"])
-                        out["offset"], out["timestamp"] = offset, timestamp
+                        offset, timestamp = self.broker.list_offsets(name, index, p.timestamp)
+                        out.offset, out.timestamp = offset, timestamp
                         if offset >= 0:
-                            out["leader_epoch"] = epoch if epoch is not None else \
+                            out.leader_epoch = epoch if epoch is not None else \
                                 self.broker.leader_epoch_of(name, index)
                 except ValueError as exc:
-                    out["error_code"] = errors.InvalidRequestError.code
+                    out.error_code = errors.InvalidRequestError.code
                     log.debug("list offsets error id=%d error=%r", conn.id, exc)
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
                     self._entry_failed(out, conn, exc, "list offsets of %s-%s" % (name, index), message=False)
                 parts.append(out)
-            topics.append({"name": name, "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
+            topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=name, partitions=parts))
+        return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
     def _check_leader_epoch(self, topic: str, partition: int, current: int) -> Optional[int]:
         """Kafka's fencing by leader epoch (KIP-320): a client that knows a newer epoch than
@@ -640,48 +688,52 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers,
                                                 % (current, topic, partition, epoch))
         return epoch
 
-    async def delete_records(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def delete_records(self, conn: Connection, req: DeleteRecordsRequest, version: int,
+                             slot: RequestSlot) -> DeleteRecordsResponse:
         topics = []
-        for topic in req["topics"]:
+        for topic in req.topics:
             parts = []
-            for p in topic["partitions"]:
-                out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
+            for p in topic.partitions:
+                out = DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, low_watermark=-1, error_code=0)
                 try:
-                    out["low_watermark"] = await self._blocking(
-                        self.broker.delete_records, topic["name"], p["partition_index"], p["offset"])
+                    out.low_watermark = await self._blocking(
+                        self.broker.delete_records, topic.name, p.partition_index, p.offset)
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    what = "delete records of %s-%s" % (topic["name"], p["partition_index"])
+                    what = "delete records of %s-%s" % (topic.name, p.partition_index)
                     self._entry_failed(out, conn, exc, what, message=False)
                 parts.append(out)
-            topics.append({"name": topic["name"], "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
+            topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=parts))
+        return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
-    def init_producer_id(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def init_producer_id(self, conn: Connection, req: InitProducerIdRequest, version: int,
+                         slot: RequestSlot) -> InitProducerIdResponse:
         try:
             # v3+ (KIP-360) names the producer asking again: an idempotent one gets a new id, as
             # from Kafka; giving only one of the id and the epoch is an invalid request.
-            if (req.get("producer_id", -1) == -1) != (req.get("producer_epoch", -1) == -1):
+            if (req.producer_id == -1) != (req.producer_epoch == -1):
                 raise errors.InvalidRequestError("give both the producer id and epoch, or neither")
-            pid, epoch = self.broker.init_producer_id(req["transactional_id"])
+            pid, epoch = self.broker.init_producer_id(req.transactional_id)
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
             code = error_code(self._failed(conn, exc, "init producer id"))
-            return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
 
     # -- DescribeProducers -------------------------------------------------------------
 
-    def describe_producers(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def describe_producers(self, conn: Connection, req: DescribeProducersRequest, version: int,
+                           slot: RequestSlot) -> DescribeProducersResponse:
         topics = []
-        for topic in req["topics"]:
+        for topic in req.topics:
             parts = []
-            for index in topic["partition_indexes"]:
-                out: Dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
-                                       "active_producers": []}
+            for index in topic.partition_indexes:
+                out = DescribeProducersResponse.PartitionResponse(
+                    partition_index=index, error_code=0, error_message=None, active_producers=[])
                 try:
-                    out["active_producers"] = [d._asdict() for d in
-                                               self.broker.describe_producers(topic["name"], index)]
+                    out.active_producers = [DescribeProducersResponse.ProducerState(**d._asdict()) for d in
+                                            self.broker.describe_producers(topic.name, index)]
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
-                    self._entry_failed(out, conn, exc, "describe producers of %s-%d" % (topic["name"], index))
+                    self._entry_failed(out, conn, exc, "describe producers of %s-%d" % (topic.name, index))
                 parts.append(out)
-            topics.append({"name": topic["name"], "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
+            topics.append(DescribeProducersResponse.TopicResponse(name=topic.name, partitions=parts))
+        return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

@@ -11,16 +11,35 @@ error, as Kafka's AdminManager does.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import uuid
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .. import errors
-from ..protocol import AlterConfigOp, ConfigResourceType, ConfigSource
+from ..cluster.contract import LogDirDescription, TopicDescription
+from ..protocol.constants import AlterConfigOp, ConfigResourceType, ConfigSource
+from ..protocol.message_data import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from .connection import Connection, RequestSlot
 from .handler_base import (
     CLUSTER_OPERATIONS,
     NOT_COMPUTED,
     ZERO_UUID,
-    Body,
     HandlerBase,
     error_code,
     error_message,
@@ -39,12 +58,23 @@ _ENDPOINT_TYPES = (1, 2)
 _CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
 _PASSWORD = 9
 
+_CreatedConfig = CreateTopicsResponse.CreatableTopicConfigs
+_ConfigResult = DescribeConfigsResponse.DescribeConfigsResourceResult
+_Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+#: A resource of AlterConfigs or of IncrementalAlterConfigs, and its answer.
+_Resource = TypeVar("_Resource", AlterConfigsRequest.AlterConfigsResource,
+                    IncrementalAlterConfigsRequest.AlterConfigsResource)
+_Altered = TypeVar("_Altered", AlterConfigsResponse.AlterConfigsResourceResponse,
+                   IncrementalAlterConfigsResponse.AlterConfigsResourceResponse)
+
+
 class AdminHandlers(HandlerBase):
     """The administration APIs (mixed into :class:`pylogq.server.handlers.Handlers`)."""
 
     # -- DescribeCluster, DescribeLogDirs -----------------------------------------------
 
-    def describe_cluster(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def describe_cluster(self, conn: Connection, req: DescribeClusterRequest, version: int,
+                         slot: RequestSlot) -> DescribeClusterResponse:
         """Kafka's DescribeCluster: the cluster id, this broker as controller and as the one
         broker, at the address advertised for the listener the request came in on.
 
@@ -53,7 +83,8 @@ class AdminHandlers(HandlerBase):
         has no endpoint type). Asked for the cluster's authorized operations, a broker
         without an authorizer allows every operation on the cluster resource.
         """
-        endpoint = req["endpoint_type"]
+        endpoint = req.endpoint_type
+        message: Optional[str]
         if endpoint not in _ENDPOINT_TYPES:
             code = errors.UnsupportedEndpointTypeError.code
             message = "unsupported endpoint type %d" % endpoint
@@ -63,140 +94,155 @@ class AdminHandlers(HandlerBase):
         else:
             code, message = 0, None
         if code:
-            return {"throttle_time_ms": 0, "error_code": errors.InvalidRequestError.code if version == 0 else code,
-                    "error_message": message}
+            return DescribeClusterResponse(throttle_time_ms=0,
+                                           error_code=errors.InvalidRequestError.code if version == 0 else code,
+                                           error_message=message)
         controller, brokers = self._brokers_for(conn)
-        operations = CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else NOT_COMPUTED
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": endpoint,
-                "cluster_id": self.broker.cluster_id, "controller_id": controller,
-                "brokers": [{"broker_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in brokers],
-                "cluster_authorized_operations": operations}
+        operations = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NOT_COMPUTED
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint,
+            cluster_id=self.broker.cluster_id, controller_id=controller,
+            brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
+                     for b, h, p, r in brokers],
+            cluster_authorized_operations=operations)
 
-    async def describe_log_dirs(self, conn: Connection, req: Dict[str, Any], version: int,
-                                slot: RequestSlot) -> Dict[str, Any]:
+    async def describe_log_dirs(self, conn: Connection, req: DescribeLogDirsRequest, version: int,
+                                slot: RequestSlot) -> DescribeLogDirsResponse:
         """Kafka's DescribeLogDirs (null topics: every partition), off the loop: it takes the
         log manager's lock, which opening logs holds."""
         query: Optional[Dict[str, List[int]]] = None
-        if req["topics"] is not None:
+        if req.topics is not None:
             query = {}
-            for topic in req["topics"]:
-                query.setdefault(topic["topic"], []).extend(topic["partitions"])
+            for topic in req.topics:
+                query.setdefault(topic.topic, []).extend(topic.partitions)
         try:
-            dirs = await self._blocking(self.broker.describe_log_dirs, query)
+            dirs: List[LogDirDescription] = await self._blocking(self.broker.describe_log_dirs, query)
         except Exception as exc:  # noqa: BLE001 - reported as the response's error (v3+)
-            return {"throttle_time_ms": 0, "error_code": error_code(self._failed(conn, exc, "describe log dirs")),
-                    "results": []}
-        return {"throttle_time_ms": 0, "error_code": 0, "results": [d.as_result() for d in dirs]}
+            return DescribeLogDirsResponse(throttle_time_ms=0,
+                                           error_code=error_code(self._failed(conn, exc, "describe log dirs")),
+                                           results=[])
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[_log_dir_result(d) for d in dirs])
 
     # -- topics and configs -----------------------------------------------------------------
 
-    async def create_topics(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def create_topics(self, conn: Connection, req: CreateTopicsRequest, version: int,
+                            slot: RequestSlot) -> CreateTopicsResponse:
         results = []
-        for t in req["topics"]:
-            out: Dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
+        for t in req.topics:
+            out = CreateTopicsResponse.CreatableTopicResult(name=t.name, error_code=0, error_message=None)
             try:
-                partitions: int = t["num_partitions"]
-                factor: int = t["replication_factor"]
+                partitions = t.num_partitions
+                factor = t.replication_factor
                 assignment: Optional[Dict[int, List[int]]] = None
-                if t["assignments"]:  # placed as given; the broker checks them as Kafka does
+                if t.assignments:  # placed as given; the broker checks them as Kafka does
                     assignment = {}
-                    for a in t["assignments"]:
-                        if a["partition_index"] in assignment:  # Kafka's map would keep one
+                    for a in t.assignments:
+                        if a.partition_index in assignment:  # Kafka's map would keep one
                             raise errors.InvalidReplicationAssignmentError(
                                 "partitions should be a consecutive 0-based integer sequence")
-                        assignment[a["partition_index"]] = list(a["broker_ids"])
-                config = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
-                created = await self._admin(lambda: self.broker.create_topic(
-                    t["name"], None if partitions == -1 else partitions, None if factor == -1 else factor,
-                    config, validate_only=req["validate_only"], replica_assignment=assignment))
+                        assignment[a.partition_index] = list(a.broker_ids)
+                config = {c.name: c.value for c in t.configs if c.value is not None}
+                created: TopicDescription = await self._admin(lambda: self.broker.create_topic(
+                    t.name, None if partitions == -1 else partitions, None if factor == -1 else factor,
+                    config, validate_only=req.validate_only, replica_assignment=assignment))
                 if version >= 5:  # what was created (KIP-525): counts and every config with its source
-                    out.update(self._created_topic(created))
+                    self._created_topic(out, created)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
-                self._entry_failed(out, conn, exc, "creating topic %s" % t["name"])
+                self._entry_failed(out, conn, exc, "creating topic %s" % t.name)
             results.append(out)
-        return {"throttle_time_ms": 0, "topics": results}
+        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
-    def _created_topic(self, created: Any) -> Dict[str, Any]:
-        """CreateTopics v5+'s description of a topic created (or that would be, validateOnly)."""
+    def _created_topic(self, out: CreateTopicsResponse.CreatableTopicResult, created: TopicDescription) -> None:
+        """CreateTopics v5+'s description of a topic created (or that would be, validateOnly),
+        set on its result ``out``."""
         overrides = created.config
         effective = self.broker.default_log_config.merged(overrides).to_strings()
-        configs = [{"name": name, "value": value, "read_only": False, "is_sensitive": False,
-                    "config_source": ConfigSource.DEFAULT_CONFIG if name not in overrides
-                    else ConfigSource.DYNAMIC_TOPIC_CONFIG}
+        configs = [_CreatedConfig(name=name, value=value, read_only=False, is_sensitive=False,
+                                  config_source=ConfigSource.DEFAULT_CONFIG if name not in overrides
+                                  else ConfigSource.DYNAMIC_TOPIC_CONFIG)
                    for name, value in sorted(effective.items())]
         factor = len(created.partitions[0].replicas) if created.partitions else -1
-        return {"num_partitions": len(created.partitions), "replication_factor": factor, "configs": configs,
-                "topic_id": uuid_of(created.topic_id)}
+        topic_id = uuid_of(created.topic_id)
+        out.num_partitions = len(created.partitions)
+        out.replication_factor = factor
+        out.configs = configs
+        out.topic_id = topic_id
 
-    async def delete_topics(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def delete_topics(self, conn: Connection, req: DeleteTopicsRequest, version: int,
+                            slot: RequestSlot) -> DeleteTopicsResponse:
         """Kafka's DeleteTopics; from v6 a topic is named by name or by id (not both), and the
         answer carries both (an unknown id answers UNKNOWN_TOPIC_ID)."""
+        wanted: List[Tuple[Optional[str], uuid.UUID]]
         if version >= 6:
-            wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
+            wanted = [(t.name, t.topic_id) for t in req.topics]
         else:
-            wanted = [(name, ZERO_UUID) for name in req["topic_names"]]
+            wanted = [(name, ZERO_UUID) for name in req.topic_names]
         results = []
         for name, topic_id in wanted:
-            out: Dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+            out = DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0,
+                                                            error_message=None)
             try:
                 if name is not None and topic_id != ZERO_UUID:
                     raise errors.InvalidRequestError("name a topic by its name or by its id, not both")
                 if name is None:
-                    name = out["name"] = self.broker.topic_name(text_of(topic_id))
+                    name = out.name = self.broker.topic_name(text_of(topic_id))
                 elif version >= 6:
                     try:
-                        out["topic_id"] = uuid_of(self.broker.topic_id(name))
+                        out.topic_id = uuid_of(self.broker.topic_id(name))
                     except errors.UnknownTopicOrPartitionError:
                         pass  # answered by the delete below
                 await self._admin(self.broker.delete_topic, name)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._entry_failed(out, conn, exc, "deleting topic %s" % (name if name is not None else topic_id))
             results.append(out)
-        return {"throttle_time_ms": 0, "responses": results}
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
-    async def create_partitions(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def create_partitions(self, conn: Connection, req: CreatePartitionsRequest, version: int,
+                                slot: RequestSlot) -> CreatePartitionsResponse:
         results = []
-        for t in req["topics"]:
-            out = {"name": t["name"], "error_code": 0, "error_message": None}
+        for t in req.topics:
+            out = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
             try:
                 # Where the new partitions go (null: as the topic's are); the broker checks them.
-                assignment = None if t["assignments"] is None else [list(a["broker_ids"]) for a in t["assignments"]]
-                await self._admin(self.broker.create_partitions, t["name"], t["count"], req["validate_only"],
-                                  assignment)
+                assignment = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+                await self._admin(self.broker.create_partitions, t.name, t.count, req.validate_only, assignment)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
-                self._entry_failed(out, conn, exc, "adding partitions to topic %s" % t["name"])
+                self._entry_failed(out, conn, exc, "adding partitions to topic %s" % t.name)
             results.append(out)
-        return {"throttle_time_ms": 0, "results": results}
+        return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
-    def describe_configs(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def describe_configs(self, conn: Connection, req: DescribeConfigsRequest, version: int,
+                         slot: RequestSlot) -> DescribeConfigsResponse:
         results = []
-        for res in req["resources"]:
-            out: Dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
-                                   "resource_name": res["resource_name"], "configs": []}
-            keys = res["configuration_keys"]
+        for res in req.resources:
+            out = DescribeConfigsResponse.DescribeConfigsResult(
+                error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name,
+                configs=[])
+            keys = res.configuration_keys
             try:
-                if res["resource_type"] == ConfigResourceType.TOPIC:
-                    entries = self._topic_configs(res["resource_name"], req["include_synonyms"])
+                describe_key: Callable[[str], Optional[Tuple[str, str]]]
+                if res.resource_type == ConfigResourceType.TOPIC:
+                    entries = self._topic_configs(res.resource_name, req.include_synonyms)
                     describe_key = type(self.broker.default_log_config).describe_key
-                elif res["resource_type"] == ConfigResourceType.BROKER:
-                    if res["resource_name"] not in ("", str(self.broker.broker_id)):
-                        raise errors.InvalidRequestError("unknown broker %r" % res["resource_name"])
-                    entries = self._broker_configs(req["include_synonyms"], res["resource_name"] != "")
+                elif res.resource_type == ConfigResourceType.BROKER:
+                    if res.resource_name not in ("", str(self.broker.broker_id)):
+                        raise errors.InvalidRequestError("unknown broker %r" % res.resource_name)
+                    entries = self._broker_configs(req.include_synonyms, res.resource_name != "")
                     describe_key = self.broker.config.describe_key
                 else:
-                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
-                out["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                    raise errors.InvalidRequestError("resource type %d is not supported" % res.resource_type)
+                out.configs = [e for e in entries if keys is None or e.name in keys]
                 if version >= 3:  # each config's type, and its documentation when asked for
-                    for e in out["configs"]:
-                        kind, doc = describe_key(e["name"]) or ("", "")
-                        e["config_type"] = _PASSWORD if e["is_sensitive"] else _CONFIG_TYPES.get(kind, 0)
-                        e["documentation"] = (doc or None) if req["include_documentation"] else None
+                    for e in out.configs:
+                        kind, doc = describe_key(e.name) or ("", "")
+                        e.config_type = _PASSWORD if e.is_sensitive else _CONFIG_TYPES.get(kind, 0)
+                        e.documentation = (doc or None) if req.include_documentation else None
             except Exception as exc:  # noqa: BLE001 - reported as this resource's error
-                self._entry_failed(out, conn, exc, "describe configs of %s" % res["resource_name"])
+                self._entry_failed(out, conn, exc, "describe configs of %s" % res.resource_name)
             results.append(out)
-        return {"throttle_time_ms": 0, "results": results}
+        return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
-    def _topic_configs(self, topic: str, synonyms: bool) -> List[Dict[str, Any]]:
+    def _topic_configs(self, topic: str, synonyms: bool) -> List[_ConfigResult]:
         defaults = self.broker.default_log_config.to_strings()
         entries = []
         for name, (value, is_default) in self.broker.describe_configs(topic).items():
@@ -204,13 +250,13 @@ class AdminHandlers(HandlerBase):
             syn = []
             if synonyms:
                 if not is_default:
-                    syn.append({"name": name, "value": value, "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
-                syn.append({"name": name, "value": defaults.get(name), "source": ConfigSource.DEFAULT_CONFIG})
-            entries.append({"name": name, "value": value, "read_only": False, "is_default": is_default,
-                            "config_source": source, "is_sensitive": False, "synonyms": syn})
+                    syn.append(_Synonym(name=name, value=value, source=ConfigSource.DYNAMIC_TOPIC_CONFIG))
+                syn.append(_Synonym(name=name, value=defaults.get(name), source=ConfigSource.DEFAULT_CONFIG))
+            entries.append(_ConfigResult(name=name, value=value, read_only=False, is_default=is_default,
+                                         config_source=source, is_sensitive=False, synonyms=syn))
         return entries
 
-    def _broker_configs(self, synonyms: bool, per_broker: bool) -> List[Dict[str, Any]]:
+    def _broker_configs(self, synonyms: bool, per_broker: bool) -> List[_ConfigResult]:
         """Every broker setting with its source (a dynamic value, the static one, the default)
         and, with ``synonyms``, every source that has a value, the winning one first (Kafka's
         order). The resource "" (``per_broker`` False) is seen without this broker's own
@@ -218,33 +264,39 @@ class AdminHandlers(HandlerBase):
         entries = []
         for name, entry in self.broker.broker_configs(per_broker).items():
             source = ConfigSource[entry.source]
-            syn = [{"name": name, "value": value, "source": ConfigSource[where]}
+            syn = [_Synonym(name=name, value=value, source=ConfigSource[where])
                    for where, value in entry.synonyms] if synonyms else []
-            entries.append({"name": name, "value": entry.value, "read_only": entry.read_only,
-                            "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
-                            "is_sensitive": entry.sensitive, "synonyms": syn})
+            entries.append(_ConfigResult(name=name, value=entry.value, read_only=entry.read_only,
+                                         is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
+                                         is_sensitive=entry.sensitive, synonyms=syn))
         return entries
 
-    async def alter_configs(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
-        return await self._alter(conn, req, lambda res: {c["name"]: c["value"] for c in res["configs"]},
-                                 incremental=False)
+    async def alter_configs(self, conn: Connection, req: AlterConfigsRequest, version: int,
+                            slot: RequestSlot) -> AlterConfigsResponse:
+        responses = await self._alter(conn, req.resources, req.validate_only,
+                                      lambda res: {c.name: c.value for c in res.configs},
+                                      AlterConfigsResponse.AlterConfigsResourceResponse, incremental=False)
+        return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
-    async def incremental_alter_configs(self, conn: Connection, req: Dict[str, Any], version: int,
-                                        slot: RequestSlot) -> Dict[str, Any]:
-        return await self._alter(conn, req, self._incremental_changes, incremental=True)
+    async def incremental_alter_configs(self, conn: Connection, req: IncrementalAlterConfigsRequest, version: int,
+                                        slot: RequestSlot) -> IncrementalAlterConfigsResponse:
+        responses = await self._alter(conn, req.resources, req.validate_only, self._incremental_changes,
+                                      IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, incremental=True)
+        return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
-    def _incremental_changes(self, res: Dict[str, Any]) -> Dict[str, Optional[str]]:
+    def _incremental_changes(self, res: IncrementalAlterConfigsRequest.AlterConfigsResource
+                             ) -> Dict[str, Optional[str]]:
         changes: Dict[str, Optional[str]] = {}
         current: Optional[Dict[str, Tuple[Optional[str], bool]]] = None
-        for c in res["configs"]:
-            op, name, value = c["config_operation"], c["name"], c["value"]
+        for c in res.configs:
+            op, name, value = c.config_operation, c.name, c.value
             if op == AlterConfigOp.SET:
                 changes[name] = value
             elif op == AlterConfigOp.DELETE:
                 changes[name] = None
             elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
                 if current is None:
-                    current = self.broker.describe_configs(res["resource_name"])
+                    current = self.broker.describe_configs(res.resource_name)
                 if name not in current:
                     raise errors.InvalidConfigError("unknown config %r" % name)
                 items = [v for v in (current[name][0] or "").split(",") if v]
@@ -258,45 +310,62 @@ class AdminHandlers(HandlerBase):
                 raise errors.InvalidRequestError("unknown config operation %d for %r" % (op, name))
         return changes
 
-    async def _alter(self, conn: Connection, req: Body, changes_of: Callable[[Body], Dict[str, Optional[str]]],
-                     incremental: bool) -> Dict[str, Any]:
+    async def _alter(self, conn: Connection, resources: Sequence[_Resource], validate_only: bool,
+                     changes_of: Callable[[_Resource], Dict[str, Optional[str]]], answer: Type[_Altered],
+                     incremental: bool) -> List[_Altered]:
+        """Each resource of an AlterConfigs (``incremental`` False) or IncrementalAlterConfigs
+        request altered, answered as an ``answer``."""
         out = []
-        for res in req["resources"]:
-            entry = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
-                     "resource_name": res["resource_name"]}
+        for res in resources:
+            entry = answer(error_code=0, error_message=None, resource_type=res.resource_type,
+                           resource_name=res.resource_name)
             try:
-                if res["resource_type"] == ConfigResourceType.BROKER:
-                    await self._admin(self.broker.alter_broker_configs, res["resource_name"],
-                                      _broker_ops(res, incremental), incremental, req["validate_only"])
-                elif res["resource_type"] != ConfigResourceType.TOPIC:
-                    raise errors.InvalidRequestError("resource type %d is not supported" % res["resource_type"])
-                elif req["validate_only"]:
+                if res.resource_type == ConfigResourceType.BROKER:
+                    await self._admin(self.broker.alter_broker_configs, res.resource_name,
+                                      _broker_ops(res), incremental, validate_only)
+                elif res.resource_type != ConfigResourceType.TOPIC:
+                    raise errors.InvalidRequestError("resource type %d is not supported" % res.resource_type)
+                elif validate_only:
                     changes = changes_of(res)
                     self.broker.default_log_config.merged({k: v for k, v in changes.items() if v is not None})
-                    self.broker.describe_configs(res["resource_name"])
+                    self.broker.describe_configs(res.resource_name)
                 else:
-                    await self._admin(self.broker.alter_configs, res["resource_name"], changes_of(res), incremental)
+                    await self._admin(self.broker.alter_configs, res.resource_name, changes_of(res), incremental)
             except errors.ConfigError as exc:
-                entry["error_code"] = errors.InvalidConfigError.code
-                entry["error_message"] = error_message(exc)
+                entry.error_code = errors.InvalidConfigError.code
+                entry.error_message = error_message(exc)
             except Exception as exc:  # noqa: BLE001 - reported as this resource's error
-                self._entry_failed(entry, conn, exc, "altering the configs of %s" % res["resource_name"])
+                self._entry_failed(entry, conn, exc, "altering the configs of %s" % res.resource_name)
             out.append(entry)
-        return {"throttle_time_ms": 0, "responses": out}
+        return out
 
 
-def _broker_ops(res: Dict[str, Any], incremental: bool) -> List[Tuple[str, str, Optional[str]]]:
+def _log_dir_result(description: LogDirDescription) -> DescribeLogDirsResponse.DescribeLogDirsResult:
+    """A log directory as a DescribeLogDirs result (what :meth:`LogDirDescription.as_result` says)."""
+    d = description.as_result()
+    return DescribeLogDirsResponse.DescribeLogDirsResult(
+        error_code=d["error_code"], log_dir=d["log_dir"], total_bytes=d["total_bytes"], usable_bytes=d["usable_bytes"],
+        topics=[DescribeLogDirsResponse.DescribeLogDirsTopic(
+            name=t["name"],
+            partitions=[DescribeLogDirsResponse.DescribeLogDirsPartition(
+                partition_index=p["partition_index"], partition_size=p["partition_size"],
+                offset_lag=p["offset_lag"], is_future_key=p["is_future_key"]) for p in t["partitions"]])
+            for t in d["topics"]])
+
+
+def _broker_ops(res: Union[AlterConfigsRequest.AlterConfigsResource,
+                           IncrementalAlterConfigsRequest.AlterConfigsResource]
+                ) -> List[Tuple[str, str, Optional[str]]]:
     """A BROKER resource's changes as (operation name, key, value): AlterConfigs' entries are
     SETs of the whole new set (a null value is left out, as Kafka leaves it)."""
-    if not incremental:
-        return [("SET", c["name"], c["value"]) for c in res["configs"] if c["value"] is not None]
+    if isinstance(res, AlterConfigsRequest.AlterConfigsResource):
+        return [("SET", c.name, c.value) for c in res.configs if c.value is not None]
     ops: List[Tuple[str, str, Optional[str]]] = []
-    for c in res["configs"]:
+    for c in res.configs:
         try:
-            op = AlterConfigOp(c["config_operation"]).name
+            op = AlterConfigOp(c.config_operation).name
         except ValueError:
             raise errors.InvalidRequestError("unknown config operation %d for %r"
-                                             % (c["config_operation"], c["name"])) from None
-        ops.append((op, c["name"], c["value"]))
+                                             % (c.config_operation, c.name)) from None
+        ops.append((op, c.name, c.value))
     return ops
-

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Awaitable, Dict, List, Optional, Tuple, Union
 
 from .. import errors
 from ..cluster.contract import FetchResult, RecordBytes, RecordsView
 from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
-from ..records.downconvert import down_convert, target_magic
+from ..protocol.message_data import FetchRequest
+from ..records.downconvert import ReadAt, down_convert, target_magic
 from .connection import Connection, RequestSlot
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response
 from .handler_base import Framed, HandlerBase, text_of
@@ -38,12 +39,14 @@ Results = Dict[Tuple[str, int], FetchResult]
 #: Per topic of a request: how the response names it, its name (None for an unknown id),
 #: and its partitions in request order.
 Order = List[Tuple[TopicKey, Optional[str], List[int]]]
+#: What a Fetch is answered with: its framed response, at once or once it is ready.
+Answer = Union[Framed, Awaitable[Framed]]
 
 
 class FetchHandlers(HandlerBase):
     """Fetch (API 1)."""
 
-    def fetch(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
+    def fetch(self, conn: Connection, req: FetchRequest, version: int, slot: RequestSlot) -> Answer:
         replica_id = replica_id_of(req, version)
         if replica_id >= 0:
             if not self.broker.clustered:
@@ -54,29 +57,29 @@ class FetchHandlers(HandlerBase):
         offsets: Dict[Tuple[str, int], Tuple[int, int]] = {}  # what down-conversion needs (v0-3)
         fenced: Results = {}
         legacy = version < FIRST_V2_RECORDS
-        for topic in req["topics"]:
+        for topic in req.topics:
             name = self._topic_of(topic, version)
             indexes = []
-            for p in topic["partitions"]:
-                index = p["partition"]
+            for p in topic.partitions:
+                index = p.partition
                 indexes.append(index)
-                code = self._fenced(name, index, p["current_leader_epoch"]) \
+                code = self._fenced(name, index, p.current_leader_epoch) \
                     if name is not None and version >= FIRST_LEADER_EPOCH else 0
                 if name is not None and code:
                     # KIP-320: a client that knows another epoch than the leader's is answered
                     # at once (UNKNOWN_LEADER_EPOCH for a newer one, FENCED for an older one).
                     fenced[(name, index)] = FetchResult(code, -1, -1, None)
                 elif name is not None:
-                    requests.append((name, index, p["fetch_offset"], p["partition_max_bytes"]))
+                    requests.append((name, index, p.fetch_offset, p.partition_max_bytes))
                     if legacy:
-                        offsets[(name, index)] = (p["fetch_offset"], p["partition_max_bytes"])
-            order.append((topic["topic_id"] if version >= FIRST_TOPIC_ID else name or "", name, indexes))
+                        offsets[(name, index)] = (p.fetch_offset, p.partition_max_bytes)
+            order.append((topic.topic_id if version >= FIRST_TOPIC_ID else name or "", name, indexes))
         # Sessions are not kept: every fetch is a full one (session id 0 in the answer), so
         # forgotten_topics_data, which only an incremental fetch of a session uses, is ignored.
-        isolation = "read_committed" if req["isolation_level"] == 1 else "read_uncommitted"
-        max_bytes = min(req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
+        isolation = "read_committed" if req.isolation_level == 1 else "read_uncommitted"
+        max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
         future: "asyncio.Future[Results]" = self.server.new_future()
-        op = self.broker.fetch_async(requests, 0 if fenced else req["max_wait_ms"], req["min_bytes"], max_bytes,
+        op = self.broker.fetch_async(requests, 0 if fenced else req.max_wait_ms, req.min_bytes, max_bytes,
                                      isolation, deliver=self.server.deliver_to(future))
         if op.completed:
             results = {**op.answer(), **fenced} if fenced else op.answer()
@@ -99,7 +102,7 @@ class FetchHandlers(HandlerBase):
             return int(errors.FencedLeaderEpochError.code)
         return 0
 
-    def _replica_fetch(self, req: Dict[str, Any], version: int, slot: RequestSlot, replica_id: int) -> Any:
+    def _replica_fetch(self, req: FetchRequest, version: int, slot: RequestSlot, replica_id: int) -> Answer:
         """A follower's Fetch: records up to the leader's log end, waiting for appends."""
         slot.follower = True
         fetch, order = decode_replica_fetch(req, version, self._topic_of)
@@ -111,17 +114,16 @@ class FetchHandlers(HandlerBase):
         return self._replica_fetch_wait(op, future, version, order, slot)
 
     async def _replica_fetch_wait(self, op: "DelayedCall[Results]", future: "asyncio.Future[Results]", version: int,
-                                  order: Order, slot: RequestSlot) -> Any:
+                                  order: Order, slot: RequestSlot) -> Framed:
         slot.release()  # parked: the queue is for requests being worked on
         results = await self.server.parked(op, future)
         return self._fetch_response(slot, version, order, results, "read_uncommitted")
 
-    def _topic_of(self, topic: Dict[str, Any], version: int) -> Optional[str]:
+    def _topic_of(self, topic: FetchRequest.FetchTopic, version: int) -> Optional[str]:
         """The name of a requested topic; None when it is named by an id no topic has."""
         if version < FIRST_TOPIC_ID:
-            name: str = topic["topic"]
-            return name
-        topic_id: uuid.UUID = topic["topic_id"]
+            return topic.topic
+        topic_id = topic.topic_id
         if topic_id == _ZERO_UUID:
             return None
         try:
@@ -131,7 +133,7 @@ class FetchHandlers(HandlerBase):
 
     async def _fetch_wait(self, op: "DelayedCall[Results]", future: "asyncio.Future[Results]", version: int,
                           order: Order, isolation: str, slot: RequestSlot,
-                          offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int, fenced: Results) -> Any:
+                          offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int, fenced: Results) -> Framed:
         slot.release()  # parked: the queue is for requests being worked on
         results = await self.server.parked(op, future)
         if fenced:
@@ -141,7 +143,7 @@ class FetchHandlers(HandlerBase):
         return self._fetch_response(slot, version, order, results, isolation)
 
     async def _fetch_converted(self, slot: RequestSlot, version: int, order: Order, results: Results,
-                               offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int) -> "Framed":
+                               offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int) -> Framed:
         """Answer an old version with its records down-converted in the executor: decompressing
         and re-encoding batches must not stall the other connections on the loop."""
         converted = await self._blocking(_down_convert_results, results, order, offsets, target_magic(version),
@@ -149,7 +151,7 @@ class FetchHandlers(HandlerBase):
         return self._fetch_response(slot, version, order, converted, "read_uncommitted")
 
     def _fetch_response(self, slot: RequestSlot, version: int, order: Order, results: Results,
-                        isolation: str) -> "Framed":
+                        isolation: str) -> Framed:
         topics = [(key, [(i, _result_of(results, name, i)) for i in indexes]) for key, name, indexes in order]
         counts = {0: 1}  # the top-level code (always NONE here), then each partition's
         for _, answers in topics:
@@ -171,7 +173,7 @@ def _has_records(results: Results) -> bool:
     return any(r.records is not None and len(r.records) for r in results.values())
 
 
-def _reader(region: RecordsView) -> Any:
+def _reader(region: RecordsView) -> ReadAt:
     """``read_at(position, n)`` over a region: pread from its file, one entry at a time,
     when it is a file region; else slices of its bytes."""
     fileno = getattr(region, "fileno", None)

@@ -8,12 +8,36 @@ broker's group coordinator (:class:`~pylogq.cluster.contract.GroupCoordinatorApi
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import errors
 from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult
+from ..protocol.message_data import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from .connection import Connection, RequestSlot
-from .handler_base import NOT_COMPUTED, Body, HandlerBase, error_code
+from .handler_base import NOT_COMPUTED, HandlerBase, error_code
 
 __all__ = ["GroupHandlers"]
 
@@ -28,6 +52,9 @@ SHARE_KEY = 2
 # READ 3, DELETE 6, DESCRIBE 8.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
+# OffsetFetch's topics asked for: v0-7's, and each group's from v8.
+_FetchTopic = Union[OffsetFetchRequest.OffsetFetchRequestTopic, OffsetFetchRequest.OffsetFetchRequestTopics]
+
 
 class GroupHandlers(HandlerBase):
     """The group APIs."""
@@ -36,33 +63,34 @@ class GroupHandlers(HandlerBase):
     def _groups(self) -> GroupCoordinatorApi:
         return self.broker.group_coordinator
 
-    def find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
+    def find_coordinator(self, conn: Connection, req: FindCoordinatorRequest, version: int, slot: RequestSlot
+                         ) -> Union[FindCoordinatorResponse, Awaitable[FindCoordinatorResponse]]:
         """v0-3 look one key up; v4+ a batch (KIP-699), each key answered on its own. In a
         cluster whose ``__consumer_offsets`` does not exist yet, it is created first (off the
         loop), as Kafka does on the first lookup."""
-        if req["key_type"] == GROUP_KEY and not self.broker.offsets_topic_ready():
+        if req.key_type == GROUP_KEY and not self.broker.offsets_topic_ready():
             return self._find_coordinator_creating(conn, req, version)
         return self._find_coordinator(conn, req, version)
 
-    async def _find_coordinator_creating(self, conn: Connection, req: Dict[str, Any],
-                                         version: int) -> Dict[str, Any]:
+    async def _find_coordinator_creating(self, conn: Connection, req: FindCoordinatorRequest,
+                                         version: int) -> FindCoordinatorResponse:
         try:
             await self._admin(self.broker.ensure_offsets_topic)
         except Exception as exc:  # noqa: BLE001 - the lookup answers COORDINATOR_NOT_AVAILABLE, clients retry
             self._failed(conn, exc, "creating the offsets topic")
         return self._find_coordinator(conn, req, version)
 
-    def _find_coordinator(self, conn: Connection, req: Dict[str, Any], version: int) -> Dict[str, Any]:
+    def _find_coordinator(self, conn: Connection, req: FindCoordinatorRequest, version: int) -> FindCoordinatorResponse:
         if version < 4:
-            found = self._coordinator_for(conn, req["key_type"], version, req["key"])
-            return {"throttle_time_ms": 0, "error_code": found["error_code"],
-                    "error_message": found["error_message"], "node_id": found["node_id"],
-                    "host": found["host"], "port": found["port"]}
-        return {"throttle_time_ms": 0, "coordinators": [
-            dict(self._coordinator_for(conn, req["key_type"], version, key), key=key)
-            for key in req["coordinator_keys"]]}
+            found = self._coordinator_for(conn, req.key_type, version, req.key)
+            return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code,
+                                           error_message=found.error_message, node_id=found.node_id,
+                                           host=found.host, port=found.port)
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            self._coordinator_for(conn, req.key_type, version, key) for key in req.coordinator_keys])
 
-    def _coordinator_for(self, conn: Connection, key_type: int, version: int, key: str) -> Dict[str, Any]:
+    def _coordinator_for(self, conn: Connection, key_type: int, version: int,
+                         key: str) -> FindCoordinatorResponse.Coordinator:
         """A group's coordinator: this broker on a single node, the leader of the group's
         ``__consumer_offsets`` partition in a cluster. There is no transaction coordinator,
         and no share group coordinator (KIP-932): Kafka answers a share key INVALID_REQUEST
@@ -72,83 +100,90 @@ class GroupHandlers(HandlerBase):
             if not code:
                 for broker_id, host, port, _ in self._brokers_for(conn)[1]:
                     if broker_id == node:
-                        return {"error_code": 0, "error_message": None, "node_id": node, "host": host,
-                                "port": port}
+                        return FindCoordinatorResponse.Coordinator(key=key, error_code=0, error_message=None,
+                                                                   node_id=node, host=host, port=port)
                 code = errors.CoordinatorNotAvailableError.code
-            return {"error_code": code, "error_message": "the group's coordinator is not available yet",
-                    "node_id": -1, "host": "", "port": -1}
+            return FindCoordinatorResponse.Coordinator(
+                key=key, error_code=code, error_message="the group's coordinator is not available yet",
+                node_id=-1, host="", port=-1)
         if key_type == TRANSACTION_KEY:
             code, message = errors.CoordinatorNotAvailableError.code, "transactions are not supported by this broker"
         elif key_type == SHARE_KEY:
             code, message = errors.InvalidRequestError.code, "share groups are not supported by this broker"
         else:
             code, message = errors.InvalidRequestError.code, "unknown coordinator key type %d" % key_type
-        return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
+        return FindCoordinatorResponse.Coordinator(key=key, error_code=code, error_message=message, node_id=-1,
+                                                   host="", port=-1)
 
-    async def join_group(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def join_group(self, conn: Connection, req: JoinGroupRequest, version: int,
+                         slot: RequestSlot) -> JoinGroupResponse:
         slot.release()  # parked until the rebalance completes
-        rebalance_timeout = req["rebalance_timeout_ms"]
+        rebalance_timeout = req.rebalance_timeout_ms
         if rebalance_timeout < 0:  # v0 has none: the session timeout stands in
-            rebalance_timeout = req["session_timeout_ms"]
+            rebalance_timeout = req.session_timeout_ms
         future: "asyncio.Future[JoinResult]" = self.server.new_future()
         op = self._groups.join_group_async(
-            req["group_id"], req["member_id"], conn.client_id, req["session_timeout_ms"], rebalance_timeout,
-            req["protocol_type"], [(p["name"], p["metadata"]) for p in req["protocols"]],
-            group_instance_id=req["group_instance_id"], client_host="/" + conn.peer_host,
+            req.group_id, req.member_id, conn.client_id, req.session_timeout_ms, rebalance_timeout,
+            req.protocol_type, [(p.name, p.metadata) for p in req.protocols],
+            group_instance_id=req.group_instance_id, client_host="/" + conn.peer_host,
             deliver=self.server.deliver_to(future),
-            require_known_member_id=version >= 4, supports_skip_assignment=version >= 9, reason=req["reason"])
+            require_known_member_id=version >= 4, supports_skip_assignment=version >= 9, reason=req.reason)
         result = await self.server.parked(op, future, JoinResult(errors.NotCoordinatorError.code))
-        return {
-            "throttle_time_ms": 0, "error_code": result.error_code, "generation_id": result.generation_id,
-            "protocol_type": result.protocol_type,
+        return JoinGroupResponse(
+            throttle_time_ms=0, error_code=result.error_code, generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
             # Nullable from v7; before, an error's protocol name is "".
-            "protocol_name": result.protocol_name if version >= 7 else result.protocol_name or "",
-            "leader": result.leader_id, "skip_assignment": result.skip_assignment,
-            "member_id": result.member_id,
-            "members": [{"member_id": m, "group_instance_id": g, "metadata": md} for m, g, md in result.members],
-        }
+            protocol_name=result.protocol_name if version >= 7 else result.protocol_name or "",
+            leader=result.leader_id, skip_assignment=result.skip_assignment,
+            member_id=result.member_id,
+            members=[JoinGroupResponse.JoinGroupResponseMember(member_id=m, group_instance_id=g, metadata=md)
+                     for m, g, md in result.members],
+        )
 
-    async def sync_group(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def sync_group(self, conn: Connection, req: SyncGroupRequest, version: int,
+                         slot: RequestSlot) -> SyncGroupResponse:
         slot.release()  # a follower waits for the leader's assignment
-        assignments = {a["member_id"]: a["assignment"] for a in req["assignments"]} or None
+        assignments = {a.member_id: a.assignment for a in req.assignments} or None
         future: "asyncio.Future[SyncResult]" = self.server.new_future()
-        op = self._groups.sync_group_async(req["group_id"], req["generation_id"], req["member_id"], assignments,
+        op = self._groups.sync_group_async(req.group_id, req.generation_id, req.member_id, assignments,
                                            deliver=self.server.deliver_to(future),
-                                           group_instance_id=req["group_instance_id"],
-                                           protocol_type=req["protocol_type"], protocol_name=req["protocol_name"])
+                                           group_instance_id=req.group_instance_id,
+                                           protocol_type=req.protocol_type, protocol_name=req.protocol_name)
         result = await self.server.parked(op, future, SyncResult(errors.NotCoordinatorError.code))
         if result.error_code == 0 and self.broker.clustered:
             # The group's new state is answered once the offsets topic's replicas have it.
-            code = await self._replicated(req["group_id"], for_commit=False)
+            code = await self._replicated(req.group_id, for_commit=False)
             if code:
                 result = SyncResult(code)
-        protocol_type = protocol_name = None
+        protocol_type: Optional[str] = None
+        protocol_name: Optional[str] = None
         if result.error_code == 0 and version >= 5:
             # The generation's protocol: it cannot change before the next generation.
-            generation, protocol_type, protocol_name = self._groups.group_protocol(req["group_id"])
-            if generation != req["generation_id"]:  # a later generation already: the ones checked
-                protocol_type, protocol_name = req["protocol_type"], req["protocol_name"]
-        return {"throttle_time_ms": 0, "error_code": result.error_code, "protocol_type": protocol_type,
-                "protocol_name": protocol_name, "assignment": result.assignment}
+            generation, protocol_type, protocol_name = self._groups.group_protocol(req.group_id)
+            if generation != req.generation_id:  # a later generation already: the ones checked
+                protocol_type, protocol_name = req.protocol_type, req.protocol_name
+        return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code, protocol_type=protocol_type,
+                                 protocol_name=protocol_name, assignment=result.assignment)
 
-    def heartbeat(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
-        code = self._groups.heartbeat(req["group_id"], req["generation_id"], req["member_id"],
-                                      req["group_instance_id"])
-        return {"throttle_time_ms": 0, "error_code": code}
+    def heartbeat(self, conn: Connection, req: HeartbeatRequest, version: int, slot: RequestSlot) -> HeartbeatResponse:
+        code = self._groups.heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
+        return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
-    def leave_group(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def leave_group(self, conn: Connection, req: LeaveGroupRequest, version: int,
+                    slot: RequestSlot) -> LeaveGroupResponse:
         """v0-2 name one member; v3+ a batch, by member id or by group instance id (KIP-345),
         with each member's code and the group's at the top; v5 adds each member's reason."""
-        members = req["members"] if version >= 3 else [{"member_id": req["member_id"], "group_instance_id": None}]
-        reasons = sorted({m["reason"] for m in members if m.get("reason")})
+        members = req.members if version >= 3 else [LeaveGroupRequest.MemberIdentity(member_id=req.member_id)]
+        reasons = sorted({m.reason for m in members if m.reason})
         group_code, codes = self._groups.leave_group_members(
-            req["group_id"], [(m["member_id"], m["group_instance_id"]) for m in members],
+            req.group_id, [(m.member_id, m.group_instance_id) for m in members],
             reason="; ".join(reasons) or None)
         if version < 3:  # as Kafka's LeaveGroupResponse: the group's error, else the member's
-            return {"throttle_time_ms": 0, "error_code": group_code or (codes[0] if codes else 0), "members": []}
-        return {"throttle_time_ms": 0, "error_code": group_code,
-                "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
-                             "error_code": c} for m, c in zip(members, codes)]}
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=group_code or (codes[0] if codes else 0),
+                                      members=[])
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=group_code, members=[
+            LeaveGroupResponse.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                              error_code=c) for m, c in zip(members, codes)])
 
     async def _replicated(self, group_id: str, for_commit: bool,
                           outcome: Optional[Callable[[int], None]] = None) -> int:
@@ -167,7 +202,8 @@ class GroupHandlers(HandlerBase):
         code: int = await self.server.parked(op, future, errors.NotCoordinatorError.code)
         return code
 
-    def offset_commit(self, conn: Connection, req: Dict[str, Any], version: int, slot: RequestSlot) -> Any:
+    def offset_commit(self, conn: Connection, req: OffsetCommitRequest, version: int, slot: RequestSlot
+                      ) -> Union[OffsetCommitResponse, Awaitable[OffsetCommitResponse]]:
         """Every version commits to ``__consumer_offsets``: Kafka stored v0 commits in
         ZooKeeper, which pylogq does not have.
 
@@ -182,21 +218,21 @@ class GroupHandlers(HandlerBase):
         offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]] = {}
         epochs: Dict[Tuple[str, int], int] = {}
         timestamps: Dict[Tuple[str, int], int] = {}
-        for topic in req["topics"]:
-            for p in topic["partitions"]:
-                tp = (topic["name"], p["partition_index"])
-                offsets[tp] = (p["committed_offset"], p["committed_metadata"])
-                epochs[tp] = p["committed_leader_epoch"]
-                timestamps[tp] = p["commit_timestamp"]
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                offsets[tp] = (p.committed_offset, p.committed_metadata)
+                epochs[tp] = p.committed_leader_epoch
+                timestamps[tp] = p.commit_timestamp
         unknown = {tp for tp in offsets if not self._partition_exists(*tp)}
         codes: Dict[Tuple[str, int], int] = {}
         complete: Optional[Callable[[int], None]] = None
         if len(unknown) < len(offsets):
             codes, complete = self._groups.commit_offsets_pending(
-                req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
+                req.group_id, req.generation_id_or_member_epoch, req.member_id,
                 {tp: v for tp, v in offsets.items() if tp not in unknown},
                 {tp: e for tp, e in epochs.items() if tp not in unknown},
-                group_instance_id=req["group_instance_id"], commit_timestamps=timestamps,
+                group_instance_id=req.group_instance_id, commit_timestamps=timestamps,
                 unknown_group_not_found=version >= 9)
         for tp in unknown:
             codes[tp] = errors.UnknownTopicOrPartitionError.code
@@ -206,23 +242,24 @@ class GroupHandlers(HandlerBase):
             complete(0)  # a single node: written is committed
         return self._offset_commit_response(req, codes)
 
-    async def _offset_commit_replicated(self, req: Dict[str, Any], codes: Dict[Tuple[str, int], int],
-                                        complete: Callable[[int], None]) -> Dict[str, Any]:
+    async def _offset_commit_replicated(self, req: OffsetCommitRequest, codes: Dict[Tuple[str, int], int],
+                                        complete: Callable[[int], None]) -> OffsetCommitResponse:
         """A commit is answered once every in-sync replica of the offsets topic has it (acks=all);
         until then OffsetFetch does not show it, and a commit whose replication fails is
         dropped (the previous one stays), as Kafka's pending offset commits are."""
-        slot_code = await self._replicated(req["group_id"], True, complete)
+        slot_code = await self._replicated(req.group_id, True, complete)
         if slot_code:
             codes = {tp: c or slot_code for tp, c in codes.items()}
         return self._offset_commit_response(req, codes)
 
     @staticmethod
-    def _offset_commit_response(req: Dict[str, Any], codes: Dict[Tuple[str, int], int]) -> Dict[str, Any]:
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": topic["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": codes[(topic["name"], p["partition_index"])]}
-                for p in topic["partitions"]]}
-            for topic in req["topics"]]}
+    def _offset_commit_response(req: OffsetCommitRequest, codes: Dict[Tuple[str, int], int]) -> OffsetCommitResponse:
+        return OffsetCommitResponse(throttle_time_ms=0, topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(name=topic.name, partitions=[
+                OffsetCommitResponse.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=codes[(topic.name, p.partition_index)])
+                for p in topic.partitions])
+            for topic in req.topics])
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         try:
@@ -230,7 +267,8 @@ class GroupHandlers(HandlerBase):
         except errors.UnknownTopicOrPartitionError:
             return False
 
-    def offset_fetch(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def offset_fetch(self, conn: Connection, req: OffsetFetchRequest, version: int,
+                     slot: RequestSlot) -> OffsetFetchResponse:
         """v0-7 fetch one group's offsets, v8+ several groups' (each with its own error).
 
         v0 read ZooKeeper in Kafka; here every version reads ``__consumer_offsets``.
@@ -241,80 +279,100 @@ class GroupHandlers(HandlerBase):
         ignores them, as Kafka does.
         """
         if version >= 8:
-            return {"throttle_time_ms": 0, "groups": [
-                dict(self._fetch_group(g["group_id"], g["topics"], version), group_id=g["group_id"])
-                for g in req["groups"]]}
-        found = self._fetch_group(req["group_id"], req["topics"], version)
-        if version < 2 and found["error_code"]:
-            code = found["error_code"]
-            for topic in found["topics"]:
-                for p in topic["partitions"]:
-                    p["error_code"] = code
-        return {"throttle_time_ms": 0, "topics": found["topics"], "error_code": found["error_code"]}
+            groups = []
+            for g in req.groups:
+                code, found = self._fetch_group(g.group_id, g.topics)
+                topics = [OffsetFetchResponse.OffsetFetchResponseTopics(name=topic, partitions=[
+                    OffsetFetchResponse.OffsetFetchResponsePartitions(
+                        partition_index=p, committed_offset=c.offset, committed_leader_epoch=c.leader_epoch,
+                        metadata=c.metadata, error_code=c.error_code)
+                    for p, c in partitions]) for topic, partitions in found]
+                groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
+                                                                           error_code=code))
+            return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        code, found = self._fetch_group(req.group_id, req.topics)
+        # v0-1: a group error goes to every partition.
+        partition_code = code if version < 2 else 0
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
+            OffsetFetchResponse.OffsetFetchResponseTopic(name=topic, partitions=[
+                OffsetFetchResponse.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=c.offset, committed_leader_epoch=c.leader_epoch,
+                    metadata=c.metadata, error_code=partition_code or c.error_code)
+                for p, c in partitions])
+            for topic, partitions in found])
 
-    def _fetch_group(self, group_id: str, topics: Optional[List[Dict[str, Any]]], version: int) -> Dict[str, Any]:
+    def _fetch_group(self, group_id: str, topics: Optional[Sequence[_FetchTopic]]
+                     ) -> Tuple[int, List[Tuple[str, List[Tuple[int, CommittedOffset]]]]]:
+        """-> (the group's error code, [(topic, [(partition, its committed offset)])]): the
+        partitions asked for, in the request's order, or every committed one (``topics`` None).
+        A partition without a committed offset has epoch -1 and metadata ""."""
         wanted = None
         if topics is not None:
-            wanted = [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+            wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
         code, found = self._groups.fetch_committed(group_id, wanted)
         if code and wanted is not None:
             found = {tp: CommittedOffset(-1) for tp in wanted}
-        by_topic: Dict[str, List[Dict[str, Any]]] = {}
+        by_topic: Dict[str, List[Tuple[int, CommittedOffset]]] = {}
         for (topic, partition), c in sorted(found.items()):
-            by_topic.setdefault(topic, []).append({
-                "partition_index": partition, "committed_offset": c.offset,
-                "committed_leader_epoch": c.leader_epoch if c.offset >= 0 else -1,
-                "metadata": c.metadata if c.offset >= 0 else "", "error_code": c.error_code})
+            by_topic.setdefault(topic, []).append(
+                (partition, c if c.offset >= 0 else c._replace(leader_epoch=-1, metadata="")))
         if wanted is not None:  # keep the request's order
             order = list(dict.fromkeys(t for t, _ in wanted))
-            out = [{"name": t, "partitions": by_topic.get(t, [])} for t in order]
-        else:
-            out = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
-        return {"topics": out, "error_code": code}
+            return code, [(t, by_topic.get(t, [])) for t in order]
+        return code, list(by_topic.items())
 
-    def describe_groups(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def describe_groups(self, conn: Connection, req: DescribeGroupsRequest, version: int,
+                        slot: RequestSlot) -> DescribeGroupsResponse:
         """v3+ may ask for the authorized operations: without an authorizer, all of a
         group's (only for a group described without error, as Kafka); v4+ report each
         member's group instance id."""
         out = []
-        for group_id in req["groups"]:
+        for group_id in req.groups:
             d = self._groups.describe_group(group_id)
-            out.append({
-                "error_code": d.error, "group_id": group_id, "group_state": d.state,
-                "protocol_type": d.protocol_type, "protocol_data": d.protocol,
-                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                             "client_id": m.client_id, "client_host": m.client_host,
-                             "member_metadata": m.metadata, "member_assignment": m.assignment}
-                            for m in d.members],
-                "authorized_operations": GROUP_OPERATIONS if req["include_authorized_operations"] and not d.error
+            out.append(DescribeGroupsResponse.DescribedGroup(
+                error_code=d.error, group_id=group_id, group_state=d.state,
+                protocol_type=d.protocol_type, protocol_data=d.protocol,
+                members=[DescribeGroupsResponse.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id,
+                    client_id=m.client_id, client_host=m.client_host,
+                    member_metadata=m.metadata, member_assignment=m.assignment)
+                    for m in d.members],
+                authorized_operations=GROUP_OPERATIONS if req.include_authorized_operations and not d.error
                 else NOT_COMPUTED,
-            })
-        return {"throttle_time_ms": 0, "groups": out}
+            ))
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
-    def list_groups(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    def list_groups(self, conn: Connection, req: ListGroupsRequest, version: int,
+                    slot: RequestSlot) -> ListGroupsResponse:
         """v4+ filter by state and report it, v5+ by type (every group here is "classic")."""
-        listed = self._groups.listed_groups(req["states_filter"], req["types_filter"])
-        return {"throttle_time_ms": 0, "error_code": 0, "groups": [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
-             "group_type": g.group_type} for g in listed]}
+        listed = self._groups.listed_groups(req.states_filter, req.types_filter)
+        return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
+            ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                                           group_type=g.group_type) for g in listed])
 
-    async def delete_groups(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
-        codes = await self._blocking(self._groups.delete_groups, list(req["groups_names"]))
-        return {"throttle_time_ms": 0,
-                "results": [{"group_id": g, "error_code": codes[g]} for g in req["groups_names"]]}
+    async def delete_groups(self, conn: Connection, req: DeleteGroupsRequest, version: int,
+                            slot: RequestSlot) -> DeleteGroupsResponse:
+        codes: Dict[str, int] = await self._blocking(self._groups.delete_groups, list(req.groups_names))
+        return DeleteGroupsResponse(throttle_time_ms=0, results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=codes[g]) for g in req.groups_names])
 
-    async def offset_delete(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
-        wanted = [(t["name"], p["partition_index"]) for t in req["topics"] for p in t["partitions"]]
+    async def offset_delete(self, conn: Connection, req: OffsetDeleteRequest, version: int,
+                            slot: RequestSlot) -> OffsetDeleteResponse:
+        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        group_error: int
+        codes: Dict[Tuple[str, int], int]
         try:
-            group_error, codes = await self._blocking(self.broker.delete_offsets, req["group_id"], wanted)
+            group_error, codes = await self._blocking(self.broker.delete_offsets, req.group_id, wanted)
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
-            group_error, codes = error_code(self._failed(conn, exc, "delete offsets of group %r" % req["group_id"])), {}
+            group_error, codes = error_code(self._failed(conn, exc, "delete offsets of group %r" % req.group_id)), {}
         if group_error:
-            return {"error_code": group_error, "throttle_time_ms": 0, "topics": []}
+            return OffsetDeleteResponse(error_code=group_error, throttle_time_ms=0, topics=[])
         by_topic: Dict[str, List[int]] = {}
         for topic, partition in dict.fromkeys(wanted):
             by_topic.setdefault(topic, []).append(partition)
-        return {"error_code": 0, "throttle_time_ms": 0, "topics": [
-            {"name": topic, "partitions": [{"partition_index": p, "error_code": codes[(topic, p)]} for p in parts]}
-            for topic, parts in by_topic.items()]}
+        return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(name=topic, partitions=[
+                OffsetDeleteResponse.OffsetDeleteResponsePartition(partition_index=p, error_code=codes[(topic, p)])
+                for p in parts])
+            for topic, parts in by_topic.items()])
 

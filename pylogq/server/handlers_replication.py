@@ -9,18 +9,17 @@ of every version are in :mod:`pylogq.protocol.messages`. A broker that is a sing
 node answers the controller's requests with STALE_CONTROLLER_EPOCH (no controller of
 its own cluster sent them) and ControlledShutdown with NOT_CONTROLLER.
 
-:mod:`.replication_wire` converts between the wire's dicts and those types (both ways, for
-this side and the other); :mod:`.inter_broker` is the other side: the client a broker sends
-these with.
+:mod:`.replication_wire` converts between the wire's message classes
+(:mod:`pylogq.protocol.message_data`) and those types (both ways, for this side and the
+other); :mod:`.inter_broker` is the other side: the client a broker sends these with.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
-
 from .. import errors
+from ..protocol import message_data as msg
 from .connection import Connection, RequestSlot
-from .handler_base import Body, HandlerBase
+from .handler_base import HandlerBase
 from .replication_wire import (
     decode_controlled_shutdown,
     decode_leader_and_isr,
@@ -44,7 +43,8 @@ class ReplicationHandlers(HandlerBase):
     """LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6), ControlledShutdown (7) and
     OffsetForLeaderEpoch (23)."""
 
-    async def leader_and_isr(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def leader_and_isr(self, conn: Connection, req: msg.LeaderAndIsrRequest, version: int,
+                             slot: RequestSlot) -> msg.LeaderAndIsrResponse:
         request = decode_leader_and_isr(req, version)
         if not self.broker.clustered:
             code, per_partition = _STALE_CONTROLLER, {(p.topic, p.partition): _STALE_CONTROLLER
@@ -53,13 +53,15 @@ class ReplicationHandlers(HandlerBase):
             code, per_partition = await self._blocking(self.broker.leader_and_isr, request)
         return encode_leader_and_isr_response(code, per_partition, request.topic_ids, version)
 
-    async def update_metadata(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def update_metadata(self, conn: Connection, req: msg.UpdateMetadataRequest, version: int,
+                              slot: RequestSlot) -> msg.UpdateMetadataResponse:
         if not self.broker.clustered:
             return encode_update_metadata_response(_STALE_CONTROLLER)
         code = await self._blocking(self.broker.update_metadata, decode_update_metadata(req, version))
         return encode_update_metadata_response(code)
 
-    async def stop_replica(self, conn: Connection, req: Body, version: int, slot: RequestSlot) -> Body:
+    async def stop_replica(self, conn: Connection, req: msg.StopReplicaRequest, version: int,
+                           slot: RequestSlot) -> msg.StopReplicaResponse:
         request = decode_stop_replica(req, version)
         if not self.broker.clustered:
             code, per_partition = _STALE_CONTROLLER, {tp: _STALE_CONTROLLER for tp in request.partitions}
@@ -67,8 +69,8 @@ class ReplicationHandlers(HandlerBase):
             code, per_partition = await self._blocking(self.broker.stop_replica, request)
         return encode_stop_replica_response(code, per_partition)
 
-    async def controlled_shutdown(self, conn: Connection, req: Dict[str, Any], version: int,
-                                  slot: RequestSlot) -> Dict[str, Any]:
+    async def controlled_shutdown(self, conn: Connection, req: msg.ControlledShutdownRequest, version: int,
+                                  slot: RequestSlot) -> msg.ControlledShutdownResponse:
         if not self.broker.clustered:
             return encode_controlled_shutdown_response(_NOT_CONTROLLER, [])
         slot.release()  # the controller may take a while: other requests go on
@@ -76,8 +78,8 @@ class ReplicationHandlers(HandlerBase):
         code, remaining = await self._blocking(self.broker.controlled_shutdown_of, broker_id, broker_epoch)
         return encode_controlled_shutdown_response(code, remaining)
 
-    def offset_for_leader_epoch(self, conn: Connection, req: Dict[str, Any], version: int,
-                                slot: RequestSlot) -> Dict[str, Any]:
+    def offset_for_leader_epoch(self, conn: Connection, req: msg.OffsetForLeaderEpochRequest, version: int,
+                                slot: RequestSlot) -> msg.OffsetForLeaderEpochResponse:
         """Where each asked epoch ends in this leader's log (followers truncating, consumers
         validating their position after a leader change)."""
         _, asks = decode_offset_for_leader_epoch(req)

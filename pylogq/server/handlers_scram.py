@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .. import errors
 from ..errors import ScramError
+from ..protocol.message_data import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from ..protocol.scram import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
@@ -31,6 +37,11 @@ from .connection import Connection, RequestSlot
 from .handler_base import HandlerBase, error_code
 
 __all__ = ["ScramHandlers"]
+
+_Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
+_Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+_AlterResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+_DescribeResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 
 log = logging.getLogger("pylogq.server")
 
@@ -66,7 +77,7 @@ class ScramHandlers(HandlerBase):
             log.info("authenticated id=%d peer=%s user=%s mechanism=%s", conn.id, conn.peer, conn.user, mechanism)
         return answer, None
 
-    def _scram_lookup(self, mechanism: str) -> Any:
+    def _scram_lookup(self, mechanism: str) -> Callable[[str], Optional[ScramCredential]]:
         broker = self.broker
 
         def lookup(user: str) -> Optional[ScramCredential]:
@@ -82,30 +93,32 @@ class ScramHandlers(HandlerBase):
 
     # -- DescribeUserScramCredentials (50) ------------------------------------------------
 
-    async def describe_user_scram_credentials(self, conn: Connection, req: Dict[str, Any], version: int,
-                                              slot: RequestSlot) -> Dict[str, Any]:
-        requested = [u["name"] for u in req["users"]] if req["users"] else None
+    async def describe_user_scram_credentials(self, conn: Connection, req: DescribeUserScramCredentialsRequest,
+                                              version: int, slot: RequestSlot) -> DescribeUserScramCredentialsResponse:
+        requested = [u.name for u in req.users] if req.users else None
         try:
-            results = await self._admin(self._describe_scram, requested)
+            results: List[_DescribeResult] = await self._admin(self._describe_scram, requested)
         except Exception as exc:  # noqa: BLE001 - the store did not answer: the whole request fails
             failure = self._failed(conn, exc, "DescribeUserScramCredentials")
-            return {"throttle_time_ms": 0, "error_code": error_code(failure),
-                    "error_message": str(failure), "results": []}
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+            return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=error_code(failure),
+                                                        error_message=str(failure), results=[])
+        return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=0, error_message=None,
+                                                    results=results)
 
-    def _describe_scram(self, requested: Optional[List[str]]) -> List[Dict[str, Any]]:
+    def _describe_scram(self, requested: Optional[List[str]]) -> List[_DescribeResult]:
         """Kafka's answer: every user with a credential (sorted) when none are named; else one
         result per distinct name, in the order asked, RESOURCE_NOT_FOUND for one without."""
         def result(user: str, code: int = 0, message: Optional[str] = None,
-                   config: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+                   config: Optional[Dict[str, str]] = None) -> _DescribeResult:
             infos = []
             for name, (_, kind, _) in MECHANISMS.items():
                 if config and name in config:
                     try:
-                        infos.append({"mechanism": kind, "iterations": parse_credential(config[name]).iterations})
+                        infos.append(DescribeUserScramCredentialsResponse.CredentialInfo(
+                            mechanism=kind, iterations=parse_credential(config[name]).iterations))
                     except ScramError as exc:
                         return result(user, errors.UnknownServerError.code, str(exc))
-            return {"user": user, "error_code": code, "error_message": message, "credential_infos": infos}
+            return _DescribeResult(user=user, error_code=code, error_message=message, credential_infos=infos)
 
         if requested is None:
             configs = self.broker.describe_user_configs(None)
@@ -131,72 +144,72 @@ class ScramHandlers(HandlerBase):
 
     # -- AlterUserScramCredentials (51) ---------------------------------------------------
 
-    async def alter_user_scram_credentials(self, conn: Connection, req: Dict[str, Any], version: int,
-                                           slot: RequestSlot) -> Dict[str, Any]:
-        results = await self._admin(self._alter_scram, conn, req["deletions"], req["upsertions"])
-        return {"throttle_time_ms": 0, "results": results}
+    async def alter_user_scram_credentials(self, conn: Connection, req: AlterUserScramCredentialsRequest,
+                                           version: int, slot: RequestSlot) -> AlterUserScramCredentialsResponse:
+        results: List[_AlterResult] = await self._admin(self._alter_scram, conn, req.deletions, req.upsertions)
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
 
-    def _alter_scram(self, conn: Connection, deletions: List[Dict[str, Any]],
-                     upsertions: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    def _alter_scram(self, conn: Connection, deletions: List[_Deletion],
+                     upsertions: List[_Upsertion]) -> List[_AlterResult]:
         """Kafka's checks, in Kafka's order; a user with any bad change gets no change at all."""
-        results: List[Dict[str, Any]] = []
+        results: List[_AlterResult] = []
         failed: Dict[str, Tuple[int, str]] = {}
         for d in deletions:
-            if not d["name"]:
-                failed[d["name"]] = (errors.UnacceptableCredentialError.code, _EMPTY_NAME)
-            elif d["mechanism"] not in MECHANISM_TYPES:
-                failed[d["name"]] = (errors.UnsupportedSaslMechanismError.code, "Unknown SCRAM mechanism")
+            if not d.name:
+                failed[d.name] = (errors.UnacceptableCredentialError.code, _EMPTY_NAME)
+            elif d.mechanism not in MECHANISM_TYPES:
+                failed[d.name] = (errors.UnsupportedSaslMechanismError.code, "Unknown SCRAM mechanism")
         for u in upsertions:
-            if not u["name"]:
-                failed[u["name"]] = (errors.UnacceptableCredentialError.code, _EMPTY_NAME)
-            elif u["mechanism"] not in MECHANISM_TYPES:
-                failed[u["name"]] = (errors.UnsupportedSaslMechanismError.code, "Unknown SCRAM mechanism")
-            elif u["iterations"] > MAX_ITERATIONS:
-                failed[u["name"]] = (errors.UnacceptableCredentialError.code, "Too many iterations")
-            elif u["iterations"] < MECHANISMS[MECHANISM_TYPES[u["mechanism"]]][2]:
-                failed[u["name"]] = (errors.UnacceptableCredentialError.code, "Too few iterations")
+            if not u.name:
+                failed[u.name] = (errors.UnacceptableCredentialError.code, _EMPTY_NAME)
+            elif u.mechanism not in MECHANISM_TYPES:
+                failed[u.name] = (errors.UnsupportedSaslMechanismError.code, "Unknown SCRAM mechanism")
+            elif u.iterations > MAX_ITERATIONS:
+                failed[u.name] = (errors.UnacceptableCredentialError.code, "Too many iterations")
+            elif u.iterations < MECHANISMS[MECHANISM_TYPES[u.mechanism]][2]:
+                failed[u.name] = (errors.UnacceptableCredentialError.code, "Too few iterations")
         for user, (code, message) in failed.items():
-            results.append({"user": user, "error_code": code, "error_message": message})
-        pairs = Counter((c["name"], c["mechanism"]) for c in upsertions + deletions if c["name"] not in failed)
+            results.append(_AlterResult(user=user, error_code=code, error_message=message))
+        changed: List[Union[_Upsertion, _Deletion]] = [*upsertions, *deletions]
+        pairs = Counter((c.name, c.mechanism) for c in changed if c.name not in failed)
         duplicated = {user for (user, _), n in pairs.items() if n > 1}
         for user in sorted(duplicated):
-            results.append({"user": user, "error_code": errors.DuplicateResourceError.code,
-                            "error_message": "A user credential cannot be altered twice in the same request"})
+            results.append(_AlterResult(user=user, error_code=errors.DuplicateResourceError.code,
+                                        error_message="A user credential cannot be altered twice in the same request"))
         users = list(dict.fromkeys(user for user, _ in pairs if user not in duplicated))
         try:
             configs = self.broker.describe_user_configs(users)
         except Exception as exc:  # noqa: BLE001 - the store did not answer: every change fails
             failure = self._failed(conn, exc, "AlterUserScramCredentials")
-            return results + [{"user": u, "error_code": error_code(failure), "error_message": str(failure)}
+            return results + [_AlterResult(user=u, error_code=error_code(failure), error_message=str(failure))
                               for u in users]
         for user in users:
             config = configs.get(user, {})
             changes: Dict[str, Optional[str]] = {}
             missing = False
             for d in deletions:
-                if d["name"] == user:
-                    name = MECHANISM_TYPES[d["mechanism"]]
+                if d.name == user:
+                    name = MECHANISM_TYPES[d.mechanism]
                     missing = missing or name not in config
                     changes[name] = None
             if missing:
-                results.append({"user": user, "error_code": errors.ResourceNotFoundError.code,
-                                "error_message": "Attempt to delete a user credential that does not exist"})
+                results.append(_AlterResult(user=user, error_code=errors.ResourceNotFoundError.code,
+                                            error_message="Attempt to delete a user credential that does not exist"))
                 continue
             try:
                 for u in upsertions:
-                    if u["name"] == user:
-                        name = MECHANISM_TYPES[u["mechanism"]]
-                        changes[name] = format_credential(make_credential(name, u["salted_password"] or b"",
-                                                                          u["salt"] or b"", u["iterations"]))
+                    if u.name == user:
+                        name = MECHANISM_TYPES[u.mechanism]
+                        changes[name] = format_credential(make_credential(name, u.salted_password or b"",
+                                                                          u.salt or b"", u.iterations))
                 self.broker.alter_user_config(user, changes)
             except Exception as exc:  # noqa: BLE001 - answered per user, as Kafka does
                 failure = self._failed(conn, exc, "AlterUserScramCredentials")
-                results.append({"user": user, "error_code": error_code(failure),
-                                "error_message": str(failure)})
+                results.append(_AlterResult(user=user, error_code=error_code(failure), error_message=str(failure)))
                 continue
             log.info("SCRAM credentials of user %r changed (%s) by id=%d peer=%s", user,
                      ", ".join("%s %s" % ("deleted" if v is None else "set", k) for k, v in sorted(changes.items())),
                      conn.id, conn.peer)
-            results.append({"user": user, "error_code": 0, "error_message": None})
+            results.append(_AlterResult(user=user, error_code=0, error_message=None))
         return results
 

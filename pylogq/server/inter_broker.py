@@ -5,11 +5,12 @@
 controller's sender threads, the follower fetchers and a broker's controlled shutdown
 each own one and call it from their own thread. Requests go out at the newest version
 the tables know (brokers of one pylogq version understand each other's), as the
-typed objects of the contract turned into the wire's dicts by :mod:`.replication_wire`,
-over the protocol layer's :class:`~pylogq.protocol.blocking_client.BlockingClient`;
-:mod:`.handlers_replication` is the receiving side. A connection that fails, times out or answers garbage is closed
-and the call raises :class:`~pylogq.errors.BrokerNotAvailableError`: the caller retries
-with a new client.
+typed objects of the contract turned into the wire's message classes
+(:mod:`pylogq.protocol.message_data`) by :mod:`.replication_wire`, over the protocol
+layer's :class:`~pylogq.protocol.blocking_client.BlockingClient`, which reads the answers
+as message classes too; :mod:`.handlers_replication` is the receiving side. A connection
+that fails, times out or answers garbage is closed and the call raises
+:class:`~pylogq.errors.BrokerNotAvailableError`: the caller retries with a new client.
 
 Importing :mod:`pylogq.server` registers :func:`connect` as the brokers' connector.
 """
@@ -17,7 +18,7 @@ Importing :mod:`pylogq.server` registers :func:`connect` as the brokers' connect
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple, Type, TypeVar
 
 from .. import errors
 from ..cluster.contract import (
@@ -29,7 +30,9 @@ from ..cluster.contract import (
     UpdateMetadataRequest,
 )
 from ..protocol import ApiKey
+from ..protocol import message_data as msg
 from ..protocol.blocking_client import BlockingClient
+from ..protocol.schema import Message
 from . import replication_wire as wire
 
 __all__ = ["TcpInterBrokerClient", "connect"]
@@ -41,6 +44,8 @@ VERSIONS: Dict[int, int] = {ApiKey.LEADER_AND_ISR: 7, ApiKey.UPDATE_METADATA: 8,
 SOCKET_TIMEOUT_S = 30.0
 #: The largest response accepted (a fetch answers at most replica.fetch.response.max.bytes).
 MAX_RESPONSE_BYTES = 1 << 30
+
+_Response = TypeVar("_Response", bound=Message)
 
 
 class TcpInterBrokerClient:
@@ -54,7 +59,8 @@ class TcpInterBrokerClient:
         self._lock = threading.Lock()
         self._client = BlockingClient(host, port, client_id, SOCKET_TIMEOUT_S)
 
-    def _call(self, api_key: int, body: Mapping[str, Any], wait_ms: int = 0) -> Dict[str, Any]:
+    def _call(self, api_key: int, body: Message, response: Type[_Response], wait_ms: int = 0) -> _Response:
+        """Send ``body`` and read its answer, of class ``response``."""
         version = VERSIONS[api_key]
         with self._lock:
             frame, correlation_id = self._client.encode(api_key, version, body)
@@ -64,32 +70,37 @@ class TcpInterBrokerClient:
                 raise errors.BrokerNotAvailableError("cannot connect to broker %d at %s:%d: %s"
                                                      % ((self.broker_id,) + self.address + (exc,))) from None
             try:
-                return self._client.exchange(api_key, version, frame, correlation_id,
-                                             SOCKET_TIMEOUT_S + wait_ms / 1000.0, MAX_RESPONSE_BYTES)
+                answer = self._client.exchange(api_key, version, frame, correlation_id,
+                                               SOCKET_TIMEOUT_S + wait_ms / 1000.0, MAX_RESPONSE_BYTES, typed=True)
             except (OSError, errors.ProtocolError, ValueError) as exc:
                 self._client.close()
                 raise errors.BrokerNotAvailableError("broker %d at %s:%d: %s"
                                                      % ((self.broker_id,) + self.address + (exc,))) from None
+        assert isinstance(answer, response)  # the response table of api_key reads its class
+        return answer
 
     # -- the controller's requests ------------------------------------------------------
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[Tuple[str, int], int]]:
         version = VERSIONS[ApiKey.LEADER_AND_ISR]
-        answer = self._call(ApiKey.LEADER_AND_ISR, wire.encode_leader_and_isr(request, version))
+        answer = self._call(ApiKey.LEADER_AND_ISR, wire.encode_leader_and_isr(request, version),
+                            msg.LeaderAndIsrResponse)
         return wire.decode_leader_and_isr_response(answer, request.topic_ids, version)
 
     def update_metadata(self, request: UpdateMetadataRequest) -> int:
         answer = self._call(ApiKey.UPDATE_METADATA,
-                            wire.encode_update_metadata(request, VERSIONS[ApiKey.UPDATE_METADATA]))
+                            wire.encode_update_metadata(request, VERSIONS[ApiKey.UPDATE_METADATA]),
+                            msg.UpdateMetadataResponse)
         return wire.decode_update_metadata_response(answer)
 
     def stop_replica(self, request: StopReplicaRequest) -> Tuple[int, Dict[Tuple[str, int], int]]:
-        answer = self._call(ApiKey.STOP_REPLICA, wire.encode_stop_replica(request, VERSIONS[ApiKey.STOP_REPLICA]))
+        answer = self._call(ApiKey.STOP_REPLICA, wire.encode_stop_replica(request, VERSIONS[ApiKey.STOP_REPLICA]),
+                            msg.StopReplicaResponse)
         return wire.decode_stop_replica_response(answer)
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[Tuple[str, int]]]:
         answer = self._call(ApiKey.CONTROLLED_SHUTDOWN, wire.encode_controlled_shutdown(broker_id, broker_epoch),
-                            wait_ms=int(SOCKET_TIMEOUT_S * 1000))
+                            msg.ControlledShutdownResponse, wait_ms=int(SOCKET_TIMEOUT_S * 1000))
         return wire.decode_controlled_shutdown_response(answer)
 
     # -- a follower's requests ----------------------------------------------------------
@@ -97,13 +108,14 @@ class TcpInterBrokerClient:
     def replica_fetch(self, replica_id: int, broker_epoch: int, partitions: Sequence[ReplicaFetchPartition],
                       max_wait_ms: int, min_bytes: int, max_bytes: int) -> Dict[Tuple[str, int], FetchResult]:
         fetch = wire.ReplicaFetch(replica_id, broker_epoch, list(partitions), max_wait_ms, min_bytes, max_bytes)
-        answer = self._call(ApiKey.FETCH, wire.encode_replica_fetch(fetch, VERSIONS[ApiKey.FETCH]),
+        answer = self._call(ApiKey.FETCH, wire.encode_replica_fetch(fetch, VERSIONS[ApiKey.FETCH]), msg.FetchResponse,
                             wait_ms=max_wait_ms)
         return wire.decode_replica_fetch_response(answer)
 
     def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
                                  ) -> Dict[Tuple[str, int], EpochEndOffset]:
-        answer = self._call(ApiKey.OFFSET_FOR_LEADER_EPOCH, wire.encode_offset_for_leader_epoch(replica_id, partitions))
+        answer = self._call(ApiKey.OFFSET_FOR_LEADER_EPOCH, wire.encode_offset_for_leader_epoch(replica_id, partitions),
+                            msg.OffsetForLeaderEpochResponse)
         return wire.decode_offset_for_leader_epoch_response(answer)
 
     # -- lifecycle ----------------------------------------------------------------------

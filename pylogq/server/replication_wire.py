@@ -2,8 +2,9 @@
 
 For each API brokers send one another (LeaderAndIsr, UpdateMetadata, StopReplica,
 ControlledShutdown, OffsetForLeaderEpoch and a follower's Fetch) this module turns the
-contract's typed requests (:mod:`pylogq.cluster.contract`) into the dicts of the schema
-tables (:mod:`pylogq.protocol.messages`) and back, and the same for the answers:
+contract's typed requests (:mod:`pylogq.cluster.contract`) into the protocol's message
+classes (:mod:`pylogq.protocol.message_data`, the classes of the schema tables of
+:mod:`pylogq.protocol.messages`) and back, and the same for the answers:
 ``encode_*`` builds a body at a version, ``decode_*`` reads one of any version the
 handlers accept. :mod:`.inter_broker` (the sending side) encodes requests and decodes
 responses; :mod:`.handlers_replication` and :mod:`.handlers_fetch` (the receiving side)
@@ -17,7 +18,8 @@ epochs and delete flags), and the decoders fill in what Kafka fills in for them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+import uuid
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from ..cluster.contract import (
     BrokerEndpoint,
@@ -31,6 +33,7 @@ from ..cluster.contract import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from ..protocol import message_data as msg
 from .fetch import FIRST_TOPIC_ID, TopicKey
 from .handler_base import text_of, uuid_of
 
@@ -48,7 +51,6 @@ __all__ = [
     "encode_replica_fetch", "decode_replica_fetch", "decode_replica_fetch_response", "replica_id_of",
 ]
 
-Body = Dict[str, Any]
 #: A top-level error code and one per partition.
 Errors = Tuple[int, Dict[Tuple[str, int], int]]
 
@@ -67,273 +69,298 @@ NO_EPOCH = -2
 #: The first Fetch version with a ReplicaState (KIP-903) in place of the ReplicaId field.
 FIRST_REPLICA_STATE = 15
 
+# The message classes' nested structs this module builds and reads.
+_LairState = msg.LeaderAndIsrRequest.LeaderAndIsrPartitionState
+_UmState = msg.UpdateMetadataRequest.UpdateMetadataPartitionState
+_T = TypeVar("_T")
+
 
 def _protocol_name(code: int) -> str:
     return SECURITY_PROTOCOLS.get(code, "PLAINTEXT")
 
 
-def _grouped(items: Sequence[Tuple[str, Body]]) -> Dict[str, List[Body]]:
+def _grouped(items: Sequence[Tuple[str, _T]]) -> Dict[str, List[_T]]:
     """(topic, entry) pairs as topic -> its entries, topics in first-seen order."""
-    by_topic: Dict[str, List[Body]] = {}
+    by_topic: Dict[str, List[_T]] = {}
     for topic, entry in items:
         by_topic.setdefault(topic, []).append(entry)
     return by_topic
 
 
-def _partition_of(topic: str, p: Body, offline: bool) -> LeaderAndIsrPartition:
+def _partition_of(topic: str, p: Union[_LairState, _UmState]) -> LeaderAndIsrPartition:
+    """A partition's state of a LeaderAndIsr request (no offline replicas) or of an
+    UpdateMetadata request (no is-new flag)."""
+    if isinstance(p, _UmState):
+        partition_epoch, offline, is_new = p.zk_version, list(p.offline_replicas), False
+    else:
+        partition_epoch, offline, is_new = p.partition_epoch, [], bool(p.is_new)
     return LeaderAndIsrPartition(
-        topic, p["partition_index"], p["controller_epoch"], p["leader"], p["leader_epoch"], list(p["isr"]),
-        p["zk_version"] if "zk_version" in p else p["partition_epoch"], list(p["replicas"]),
-        list(p.get("offline_replicas") or []) if offline else [], bool(p.get("is_new", False)))
+        topic, p.partition_index, p.controller_epoch, p.leader, p.leader_epoch, list(p.isr), partition_epoch,
+        list(p.replicas), offline, is_new)
 
 
 # -- LeaderAndIsr (4) ----------------------------------------------------------------------
 
-def encode_leader_and_isr(request: LeaderAndIsrRequest, version: int) -> Body:
+def encode_leader_and_isr(request: LeaderAndIsrRequest, version: int) -> msg.LeaderAndIsrRequest:
     """The LeaderAndIsr request body of ``request`` at ``version`` (a topic without an id is sent
     with the zero id)."""
-    states = [(p.topic, {
-        "topic_name": p.topic, "partition_index": p.partition, "controller_epoch": p.controller_epoch,
-        "leader": p.leader, "leader_epoch": p.leader_epoch, "isr": p.isr, "partition_epoch": p.partition_epoch,
-        "replicas": p.replicas, "adding_replicas": [], "removing_replicas": [], "is_new": p.is_new,
-        "leader_recovery_state": 0}) for p in request.partitions]
+    states = [(p.topic, _LairState(
+        topic_name=p.topic, partition_index=p.partition, controller_epoch=p.controller_epoch, leader=p.leader,
+        leader_epoch=p.leader_epoch, isr=p.isr, partition_epoch=p.partition_epoch, replicas=p.replicas,
+        adding_replicas=[], removing_replicas=[], is_new=p.is_new, leader_recovery_state=0))
+        for p in request.partitions]
     leaders = []
     for b in request.live_leaders:
         e = b.endpoint()
-        leaders.append({"broker_id": b.broker_id, "host_name": e.host if e else "", "port": e.port if e else -1})
-    body: Body = {
-        "controller_id": request.controller_id, "is_kraft_controller": False,
-        "controller_epoch": request.controller_epoch, "broker_epoch": request.broker_epoch, "type": 0,
-        "live_leaders": leaders}
+        leaders.append(msg.LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
+            broker_id=b.broker_id, host_name=e.host if e else "", port=e.port if e else -1))
+    body = msg.LeaderAndIsrRequest(
+        controller_id=request.controller_id, controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch, type=0, live_leaders=leaders)
     if version < _LAIR_GROUPED:
-        body["ungrouped_partition_states"] = [state for _, state in states]
+        body.ungrouped_partition_states = [state for _, state in states]
     else:
-        body["topic_states"] = [
-            {"topic_name": t, "topic_id": uuid_of(request.topic_ids[t]) if t in request.topic_ids
-             else uuid_of(ZERO_TOPIC_ID), "partition_states": ps} for t, ps in _grouped(states).items()]
+        body.topic_states = [
+            msg.LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                topic_name=t, topic_id=uuid_of(request.topic_ids[t]) if t in request.topic_ids
+                else uuid_of(ZERO_TOPIC_ID), partition_states=ps) for t, ps in _grouped(states).items()]
     return body
 
 
-def decode_leader_and_isr(req: Body, version: int) -> LeaderAndIsrRequest:
+def decode_leader_and_isr(req: msg.LeaderAndIsrRequest, version: int) -> LeaderAndIsrRequest:
     """A LeaderAndIsr request of any version, as the contract's type."""
     partitions: List[LeaderAndIsrPartition] = []
     topic_ids: Dict[str, str] = {}
     if version < _LAIR_GROUPED:
-        partitions = [_partition_of(p["topic_name"], p, False) for p in req["ungrouped_partition_states"]]
+        partitions = [_partition_of(p.topic_name, p) for p in req.ungrouped_partition_states]
     else:
-        for t in req["topic_states"]:
+        for t in req.topic_states:
             if version >= _LAIR_TOPIC_IDS:
-                topic_ids[t["topic_name"]] = text_of(t["topic_id"])
-            partitions += [_partition_of(t["topic_name"], p, False) for p in t["partition_states"]]
-    leaders = [BrokerRegistration(b["broker_id"], (BrokerEndpoint("PLAINTEXT", b["host_name"], b["port"]),))
-               for b in req["live_leaders"]]
-    return LeaderAndIsrRequest(req["controller_id"], req["controller_epoch"], req["broker_epoch"], partitions,
+                topic_ids[t.topic_name] = text_of(t.topic_id)
+            partitions += [_partition_of(t.topic_name, p) for p in t.partition_states]
+    leaders = [BrokerRegistration(b.broker_id, (BrokerEndpoint("PLAINTEXT", b.host_name, b.port),))
+               for b in req.live_leaders]
+    return LeaderAndIsrRequest(req.controller_id, req.controller_epoch, req.broker_epoch, partitions,
                                topic_ids, leaders)
 
 
 def encode_leader_and_isr_response(code: int, per_partition: Mapping[Tuple[str, int], int],
-                                   topic_ids: Mapping[str, str], version: int) -> Body:
+                                   topic_ids: Mapping[str, str], version: int) -> msg.LeaderAndIsrResponse:
     """The answer to a LeaderAndIsr request; from v5 partitions are named by topic id
     (``topic_ids``: the request's), and a topic without one is left out."""
+    error = msg.LeaderAndIsrResponse.LeaderAndIsrPartitionError
     if version < _LAIR_TOPIC_IDS:
-        return {"error_code": code, "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": c}
-                                                         for (t, p), c in sorted(per_partition.items())]}
-    by_topic = _grouped([(t, {"partition_index": p, "error_code": c}) for (t, p), c in sorted(per_partition.items())])
+        return msg.LeaderAndIsrResponse(error_code=code, partition_errors=[
+            error(topic_name=t, partition_index=p, error_code=c) for (t, p), c in sorted(per_partition.items())])
+    by_topic = _grouped([(t, error(partition_index=p, error_code=c)) for (t, p), c in sorted(per_partition.items())])
     topics = []
     for t, errors_of in by_topic.items():
         topic_id = topic_ids.get(t)
         if topic_id is not None:
-            topics.append({"topic_id": uuid_of(topic_id), "partition_errors": errors_of})
-    return {"error_code": code, "topics": topics}
+            topics.append(msg.LeaderAndIsrResponse.LeaderAndIsrTopicError(
+                topic_id=uuid_of(topic_id), partition_errors=errors_of))
+    return msg.LeaderAndIsrResponse(error_code=code, topics=topics)
 
 
-def decode_leader_and_isr_response(answer: Body, topic_ids: Mapping[str, str], version: int) -> Errors:
+def decode_leader_and_isr_response(answer: msg.LeaderAndIsrResponse, topic_ids: Mapping[str, str],
+                                   version: int) -> Errors:
     """A LeaderAndIsr answer -> (error code, per partition); from v5 topic ids are named
     through ``topic_ids`` (the request's), and an id it does not hold is left out."""
     out: Dict[Tuple[str, int], int] = {}
     if version < _LAIR_TOPIC_IDS:
-        for p in answer["partition_errors"]:
-            out[(p["topic_name"], p["partition_index"])] = p["error_code"]
-        return answer["error_code"], out
-    names = {uuid_of(i): t for t, i in topic_ids.items()}
-    for t in answer["topics"]:
-        name = names.get(t["topic_id"])
+        for p in answer.partition_errors:
+            out[(p.topic_name, p.partition_index)] = p.error_code
+        return answer.error_code, out
+    names: Dict[uuid.UUID, str] = {uuid_of(i): t for t, i in topic_ids.items()}
+    for t in answer.topics:
+        name = names.get(t.topic_id)
         if name is not None:
-            for p in t["partition_errors"]:
-                out[(name, p["partition_index"])] = p["error_code"]
-    return answer["error_code"], out
+            for p in t.partition_errors:
+                out[(name, p.partition_index)] = p.error_code
+    return answer.error_code, out
 
 
 # -- UpdateMetadata (6) --------------------------------------------------------------------
 
-def encode_update_metadata(request: UpdateMetadataRequest, version: int) -> Body:
+def encode_update_metadata(request: UpdateMetadataRequest, version: int) -> msg.UpdateMetadataRequest:
     """The UpdateMetadata request body of ``request`` at ``version``."""
-    states = [(p.topic, {
-        "topic_name": p.topic, "partition_index": p.partition, "controller_epoch": p.controller_epoch,
-        "leader": p.leader, "leader_epoch": p.leader_epoch, "isr": p.isr, "zk_version": p.partition_epoch,
-        "replicas": p.replicas, "offline_replicas": p.offline_replicas}) for p in request.partitions]
+    states = [(p.topic, _UmState(
+        topic_name=p.topic, partition_index=p.partition, controller_epoch=p.controller_epoch, leader=p.leader,
+        leader_epoch=p.leader_epoch, isr=p.isr, zk_version=p.partition_epoch, replicas=p.replicas,
+        offline_replicas=p.offline_replicas)) for p in request.partitions]
     brokers = []
     for b in request.live_brokers:
-        broker: Body = {"id": b.broker_id, "rack": b.rack, "endpoints": [
-            {"port": e.port, "host": e.host, "listener": e.listener,
-             "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)} for e in b.endpoints]}
+        broker = msg.UpdateMetadataRequest.UpdateMetadataBroker(id=b.broker_id, rack=b.rack, endpoints=[
+            msg.UpdateMetadataRequest.UpdateMetadataEndpoint(
+                port=e.port, host=e.host, listener=e.listener,
+                security_protocol=SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)) for e in b.endpoints])
         if version == 0:
             first = b.endpoint()
-            broker["v0_host"], broker["v0_port"] = (first.host, first.port) if first else ("", -1)
+            broker.v0_host, broker.v0_port = (first.host, first.port) if first else ("", -1)
         brokers.append(broker)
-    body: Body = {
-        "controller_id": request.controller_id, "is_kraft_controller": False,
-        "controller_epoch": request.controller_epoch, "broker_epoch": request.broker_epoch, "type": 0,
-        "live_brokers": brokers}
+    body = msg.UpdateMetadataRequest(
+        controller_id=request.controller_id, controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch, type=0, live_brokers=brokers)
     if version < _UM_GROUPED:
-        body["ungrouped_partition_states"] = [state for _, state in states]
+        body.ungrouped_partition_states = [state for _, state in states]
     else:
-        body["topic_states"] = [{"topic_name": t, "topic_id": uuid_of(request.topic_ids.get(t, ZERO_TOPIC_ID)),
-                                 "partition_states": ps} for t, ps in _grouped(states).items()]
+        body.topic_states = [msg.UpdateMetadataRequest.UpdateMetadataTopicState(
+            topic_name=t, topic_id=uuid_of(request.topic_ids.get(t, ZERO_TOPIC_ID)), partition_states=ps)
+            for t, ps in _grouped(states).items()]
     return body
 
 
-def decode_update_metadata(req: Body, version: int) -> UpdateMetadataRequest:
+def decode_update_metadata(req: msg.UpdateMetadataRequest, version: int) -> UpdateMetadataRequest:
     """An UpdateMetadata request of any version, as the contract's type."""
     partitions: List[LeaderAndIsrPartition] = []
     topic_ids: Dict[str, str] = {}
     if version < _UM_GROUPED:
-        partitions = [_partition_of(p["topic_name"], p, True) for p in req["ungrouped_partition_states"]]
+        partitions = [_partition_of(p.topic_name, p) for p in req.ungrouped_partition_states]
     else:
-        for t in req["topic_states"]:
+        for t in req.topic_states:
             if version >= _UM_TOPIC_IDS:
-                topic_ids[t["topic_name"]] = text_of(t["topic_id"])
-            partitions += [_partition_of(t["topic_name"], p, True) for p in t["partition_states"]]
+                topic_ids[t.topic_name] = text_of(t.topic_id)
+            partitions += [_partition_of(t.topic_name, p) for p in t.partition_states]
     brokers = []
-    for b in req["live_brokers"]:
+    for b in req.live_brokers:
         if version == 0:
-            endpoints: Tuple[BrokerEndpoint, ...] = (BrokerEndpoint("PLAINTEXT", b["v0_host"], b["v0_port"]),)
+            endpoints: Tuple[BrokerEndpoint, ...] = (BrokerEndpoint("PLAINTEXT", b.v0_host, b.v0_port),)
         else:
-            endpoints = tuple(BrokerEndpoint(e["listener"] or _protocol_name(e["security_protocol"]), e["host"],
-                                             e["port"], _protocol_name(e["security_protocol"]))
-                              for e in b["endpoints"])
-        brokers.append(BrokerRegistration(b["id"], endpoints, b["rack"]))
-    return UpdateMetadataRequest(req["controller_id"], req["controller_epoch"], req["broker_epoch"], partitions,
+            endpoints = tuple(BrokerEndpoint(e.listener or _protocol_name(e.security_protocol), e.host,
+                                             e.port, _protocol_name(e.security_protocol))
+                              for e in b.endpoints)
+        brokers.append(BrokerRegistration(b.id, endpoints, b.rack))
+    return UpdateMetadataRequest(req.controller_id, req.controller_epoch, req.broker_epoch, partitions,
                                  brokers, topic_ids)
 
 
-def encode_update_metadata_response(code: int) -> Body:
-    return {"error_code": code}
+def encode_update_metadata_response(code: int) -> msg.UpdateMetadataResponse:
+    return msg.UpdateMetadataResponse(error_code=code)
 
 
-def decode_update_metadata_response(answer: Body) -> int:
-    code: int = answer["error_code"]
-    return code
+def decode_update_metadata_response(answer: msg.UpdateMetadataResponse) -> int:
+    return answer.error_code
 
 
 # -- StopReplica (5) -----------------------------------------------------------------------
 
-def encode_stop_replica(request: StopReplicaRequest, version: int) -> Body:
+def encode_stop_replica(request: StopReplicaRequest, version: int) -> msg.StopReplicaRequest:
     """The StopReplica request body of ``request`` at ``version``, partitions sorted. Below v3
     there is one delete flag for all (set when any partition is deleted) and no epochs."""
     items = sorted(request.partitions.items())
-    body: Body = {
-        "controller_id": request.controller_id, "is_kraft_controller": False,
-        "controller_epoch": request.controller_epoch, "broker_epoch": request.broker_epoch}
+    body = msg.StopReplicaRequest(
+        controller_id=request.controller_id, controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch)
     if version >= _SR_STATES:
-        by_topic = _grouped([(t, {"partition_index": p, "leader_epoch": epoch, "delete_partition": delete})
-                             for (t, p), (epoch, delete) in items])
-        body["topic_states"] = [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()]
+        by_topic = _grouped([(t, msg.StopReplicaRequest.StopReplicaPartitionState(
+            partition_index=p, leader_epoch=epoch, delete_partition=delete))
+            for (t, p), (epoch, delete) in items])
+        body.topic_states = [msg.StopReplicaRequest.StopReplicaTopicState(topic_name=t, partition_states=ps)
+                             for t, ps in by_topic.items()]
         return body
-    body["delete_partitions"] = any(delete for _, (_, delete) in items)
+    body.delete_partitions = any(delete for _, (_, delete) in items)
     if version >= _SR_TOPICS:
         indexes: Dict[str, List[int]] = {}
         for (t, p), _ in items:
             indexes.setdefault(t, []).append(p)
-        body["topics"] = [{"name": t, "partition_indexes": ps} for t, ps in indexes.items()]
+        body.topics = [msg.StopReplicaRequest.StopReplicaTopicV1(name=t, partition_indexes=ps)
+                       for t, ps in indexes.items()]
     else:
-        body["ungrouped_partitions"] = [{"topic_name": t, "partition_index": p} for (t, p), _ in items]
+        body.ungrouped_partitions = [msg.StopReplicaRequest.StopReplicaPartitionV0(topic_name=t, partition_index=p)
+                                     for (t, p), _ in items]
     return body
 
 
-def decode_stop_replica(req: Body, version: int) -> StopReplicaRequest:
+def decode_stop_replica(req: msg.StopReplicaRequest, version: int) -> StopReplicaRequest:
     """A StopReplica request of any version, as the contract's type."""
     partitions: Dict[Tuple[str, int], Tuple[int, bool]] = {}
     if version < _SR_TOPICS:
-        for p in req["ungrouped_partitions"]:
-            partitions[(p["topic_name"], p["partition_index"])] = (NO_EPOCH, bool(req["delete_partitions"]))
+        for p in req.ungrouped_partitions:
+            partitions[(p.topic_name, p.partition_index)] = (NO_EPOCH, bool(req.delete_partitions))
     elif version < _SR_STATES:
-        for t in req["topics"]:
-            for index in t["partition_indexes"]:
-                partitions[(t["name"], index)] = (NO_EPOCH, bool(req["delete_partitions"]))
+        for t in req.topics:
+            for index in t.partition_indexes:
+                partitions[(t.name, index)] = (NO_EPOCH, bool(req.delete_partitions))
     else:
-        for t in req["topic_states"]:
-            for p in t["partition_states"]:
-                partitions[(t["topic_name"], p["partition_index"])] = (p["leader_epoch"], bool(p["delete_partition"]))
-    return StopReplicaRequest(req["controller_id"], req["controller_epoch"], req["broker_epoch"], partitions)
+        for ts in req.topic_states:
+            for s in ts.partition_states:
+                partitions[(ts.topic_name, s.partition_index)] = (s.leader_epoch, bool(s.delete_partition))
+    return StopReplicaRequest(req.controller_id, req.controller_epoch, req.broker_epoch, partitions)
 
 
-def encode_stop_replica_response(code: int, per_partition: Mapping[Tuple[str, int], int]) -> Body:
-    return {"error_code": code, "partition_errors": [
-        {"topic_name": t, "partition_index": p, "error_code": c} for (t, p), c in sorted(per_partition.items())]}
+def encode_stop_replica_response(code: int, per_partition: Mapping[Tuple[str, int], int]) -> msg.StopReplicaResponse:
+    return msg.StopReplicaResponse(error_code=code, partition_errors=[
+        msg.StopReplicaResponse.StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=c)
+        for (t, p), c in sorted(per_partition.items())])
 
 
-def decode_stop_replica_response(answer: Body) -> Errors:
-    return answer["error_code"], {(p["topic_name"], p["partition_index"]): p["error_code"]
-                                  for p in answer["partition_errors"]}
+def decode_stop_replica_response(answer: msg.StopReplicaResponse) -> Errors:
+    return answer.error_code, {(p.topic_name, p.partition_index): p.error_code for p in answer.partition_errors}
 
 
 # -- ControlledShutdown (7) ----------------------------------------------------------------
 
-def encode_controlled_shutdown(broker_id: int, broker_epoch: int) -> Body:
-    return {"broker_id": broker_id, "broker_epoch": broker_epoch}
+def encode_controlled_shutdown(broker_id: int, broker_epoch: int) -> msg.ControlledShutdownRequest:
+    return msg.ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch)
 
 
-def decode_controlled_shutdown(req: Body) -> Tuple[int, int]:
+def decode_controlled_shutdown(req: msg.ControlledShutdownRequest) -> Tuple[int, int]:
     """-> (broker id, broker epoch); the epoch is -1 below v2."""
-    return req["broker_id"], req["broker_epoch"]
+    return req.broker_id, req.broker_epoch
 
 
-def encode_controlled_shutdown_response(code: int, remaining: Sequence[Tuple[str, int]]) -> Body:
-    return {"error_code": code, "remaining_partitions": [
-        {"topic_name": t, "partition_index": p} for t, p in remaining]}
+def encode_controlled_shutdown_response(code: int, remaining: Sequence[Tuple[str, int]]
+                                        ) -> msg.ControlledShutdownResponse:
+    return msg.ControlledShutdownResponse(error_code=code, remaining_partitions=[
+        msg.ControlledShutdownResponse.RemainingPartition(topic_name=t, partition_index=p) for t, p in remaining])
 
 
-def decode_controlled_shutdown_response(answer: Body) -> Tuple[int, List[Tuple[str, int]]]:
-    return answer["error_code"], [(p["topic_name"], p["partition_index"]) for p in answer["remaining_partitions"]]
+def decode_controlled_shutdown_response(answer: msg.ControlledShutdownResponse) -> Tuple[int, List[Tuple[str, int]]]:
+    return answer.error_code, [(p.topic_name, p.partition_index) for p in answer.remaining_partitions]
 
 
 # -- OffsetForLeaderEpoch (23) -------------------------------------------------------------
 
-def encode_offset_for_leader_epoch(replica_id: int, partitions: Mapping[Tuple[str, int], Tuple[int, int]]) -> Body:
+def encode_offset_for_leader_epoch(replica_id: int, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
+                                   ) -> msg.OffsetForLeaderEpochRequest:
     """``partitions``: (topic, partition) -> (current leader epoch, the epoch asked about)."""
-    by_topic = _grouped([(t, {"partition": p, "current_leader_epoch": current, "leader_epoch": epoch})
-                         for (t, p), (current, epoch) in partitions.items()])
-    return {"replica_id": replica_id, "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+    by_topic = _grouped([(t, msg.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+        partition=p, current_leader_epoch=current, leader_epoch=epoch))
+        for (t, p), (current, epoch) in partitions.items()])
+    return msg.OffsetForLeaderEpochRequest(replica_id=replica_id, topics=[
+        msg.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-def decode_offset_for_leader_epoch(req: Body) -> Tuple[int, Dict[Tuple[str, int], Tuple[int, int]]]:
+def decode_offset_for_leader_epoch(req: msg.OffsetForLeaderEpochRequest
+                                   ) -> Tuple[int, Dict[Tuple[str, int], Tuple[int, int]]]:
     """-> (replica id: -2 below v3 and for consumers, (topic, partition) -> (current leader epoch,
     the epoch asked about))."""
     asks: Dict[Tuple[str, int], Tuple[int, int]] = {}
-    for t in req["topics"]:
-        for p in t["partitions"]:
-            asks[(t["topic"], p["partition"])] = (p["current_leader_epoch"], p["leader_epoch"])
-    replica_id: int = req["replica_id"]
-    return replica_id, asks
+    for t in req.topics:
+        for p in t.partitions:
+            asks[(t.topic, p.partition)] = (p.current_leader_epoch, p.leader_epoch)
+    return req.replica_id, asks
 
 
-def encode_offset_for_leader_epoch_response(req: Body, answers: Mapping[Tuple[str, int], EpochEndOffset]) -> Body:
+def encode_offset_for_leader_epoch_response(req: msg.OffsetForLeaderEpochRequest,
+                                            answers: Mapping[Tuple[str, int], EpochEndOffset]
+                                            ) -> msg.OffsetForLeaderEpochResponse:
     """The answer to request ``req`` (its decoded body: the answer keeps its order)."""
     topics = []
-    for t in req["topics"]:
+    for t in req.topics:
         parts = []
-        for p in t["partitions"]:
-            a = answers[(t["topic"], p["partition"])]
-            parts.append({"error_code": a.error_code, "partition": p["partition"], "leader_epoch": a.leader_epoch,
-                          "end_offset": a.end_offset})
-        topics.append({"topic": t["topic"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+        for p in t.partitions:
+            a = answers[(t.topic, p.partition)]
+            parts.append(msg.OffsetForLeaderEpochResponse.EpochEndOffset(
+                error_code=a.error_code, partition=p.partition, leader_epoch=a.leader_epoch, end_offset=a.end_offset))
+        topics.append(msg.OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return msg.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
-def decode_offset_for_leader_epoch_response(answer: Body) -> Dict[Tuple[str, int], EpochEndOffset]:
-    return {(t["topic"], p["partition"]): EpochEndOffset(p["error_code"], p["leader_epoch"], p["end_offset"])
-            for t in answer["topics"] for p in t["partitions"]}
+def decode_offset_for_leader_epoch_response(answer: msg.OffsetForLeaderEpochResponse
+                                            ) -> Dict[Tuple[str, int], EpochEndOffset]:
+    return {(t.topic, p.partition): EpochEndOffset(p.error_code, p.leader_epoch, p.end_offset)
+            for t in answer.topics for p in t.partitions}
 
 
 # -- a follower's Fetch (1) ----------------------------------------------------------------
@@ -354,56 +381,56 @@ class ReplicaFetch(NamedTuple):
 Order = List[Tuple[TopicKey, Optional[str], List[int]]]
 
 
-def encode_replica_fetch(fetch: ReplicaFetch, version: int) -> Body:
+def encode_replica_fetch(fetch: ReplicaFetch, version: int) -> msg.FetchRequest:
     """A follower's Fetch request body: a full fetch (no session), topics by name (below v13)."""
     if version >= FIRST_TOPIC_ID:
         raise ValueError("a follower's Fetch names topics, before v%d" % FIRST_TOPIC_ID)
-    by_topic = _grouped([(p.topic, {
-        "partition": p.partition, "current_leader_epoch": p.current_leader_epoch,
-        "fetch_offset": p.fetch_offset, "last_fetched_epoch": -1, "log_start_offset": p.log_start_offset,
-        "partition_max_bytes": p.max_bytes}) for p in fetch.partitions])
-    return {
-        "cluster_id": None, "replica_id": fetch.replica_id, "max_wait_ms": fetch.max_wait_ms,
-        "min_bytes": fetch.min_bytes, "max_bytes": fetch.max_bytes, "isolation_level": 0, "session_id": 0,
-        "session_epoch": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-        "forgotten_topics_data": [], "rack_id": ""}
+    by_topic = _grouped([(p.topic, msg.FetchRequest.FetchPartition(
+        partition=p.partition, current_leader_epoch=p.current_leader_epoch, fetch_offset=p.fetch_offset,
+        last_fetched_epoch=-1, log_start_offset=p.log_start_offset, partition_max_bytes=p.max_bytes))
+        for p in fetch.partitions])
+    return msg.FetchRequest(
+        cluster_id=None, replica_id=fetch.replica_id, max_wait_ms=fetch.max_wait_ms, min_bytes=fetch.min_bytes,
+        max_bytes=fetch.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[msg.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+        forgotten_topics_data=[], rack_id="")
 
 
-def replica_id_of(req: Body, version: int) -> int:
+def replica_id_of(req: msg.FetchRequest, version: int) -> int:
     """Who sent a Fetch: a broker's id for a follower, negative for a consumer."""
-    replica_id: int = req["replica_state"]["replica_id"] if version >= FIRST_REPLICA_STATE else req["replica_id"]
-    return replica_id
+    return req.replica_state.replica_id if version >= FIRST_REPLICA_STATE else req.replica_id
 
 
-def decode_replica_fetch(req: Body, version: int,
-                         topic_of: Callable[[Body, int], Optional[str]]) -> Tuple[ReplicaFetch, Order]:
+def decode_replica_fetch(req: msg.FetchRequest, version: int,
+                         topic_of: Callable[[msg.FetchRequest.FetchTopic, int], Optional[str]]
+                         ) -> Tuple[ReplicaFetch, Order]:
     """A follower's Fetch request of any version -> (the request, its topics in request order).
     ``topic_of(topic, version)``: a requested topic's name (None: an unknown id, left out of the
     request's partitions)."""
-    broker_epoch: int = req["replica_state"]["replica_epoch"] if version >= FIRST_REPLICA_STATE else -1
+    broker_epoch = req.replica_state.replica_epoch if version >= FIRST_REPLICA_STATE else -1
     asks: List[ReplicaFetchPartition] = []
     order: Order = []
-    for topic in req["topics"]:
+    for topic in req.topics:
         name = topic_of(topic, version)
-        indexes = [p["partition"] for p in topic["partitions"]]
-        order.append((topic["topic_id"] if version >= FIRST_TOPIC_ID else name or "", name, indexes))
+        indexes = [p.partition for p in topic.partitions]
+        order.append((topic.topic_id if version >= FIRST_TOPIC_ID else name or "", name, indexes))
         if name is None:
             continue
-        for p in topic["partitions"]:
-            asks.append(ReplicaFetchPartition(name, p["partition"], p["fetch_offset"], p["log_start_offset"],
-                                              p["partition_max_bytes"], p["current_leader_epoch"]))
-    max_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 0x7FFFFFFF
-    return ReplicaFetch(replica_id_of(req, version), broker_epoch, asks, req["max_wait_ms"], req["min_bytes"],
+        for p in topic.partitions:
+            asks.append(ReplicaFetchPartition(name, p.partition, p.fetch_offset, p.log_start_offset,
+                                              p.partition_max_bytes, p.current_leader_epoch))
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    return ReplicaFetch(replica_id_of(req, version), broker_epoch, asks, req.max_wait_ms, req.min_bytes,
                         max_bytes), order
 
 
-def decode_replica_fetch_response(answer: Body) -> Dict[Tuple[str, int], FetchResult]:
+def decode_replica_fetch_response(answer: msg.FetchResponse) -> Dict[Tuple[str, int], FetchResult]:
     """A Fetch answer with topics by name (below v13) -> each partition's result."""
     out: Dict[Tuple[str, int], FetchResult] = {}
-    for t in answer["responses"]:
-        for p in t["partitions"]:
-            records = p["records"]
-            out[(t["topic"], p["partition_index"])] = FetchResult(
-                p["error_code"], p["high_watermark"], p["log_start_offset"],
+    for t in answer.responses:
+        for p in t.partitions:
+            records = p.records
+            out[(t.topic, p.partition_index)] = FetchResult(
+                p.error_code, p.high_watermark, p.log_start_offset,
                 RecordBytes(bytes(records)) if records is not None else None)
     return out

@@ -27,6 +27,7 @@ import threading
 from typing import (
     Any,
     Callable,
+    Coroutine,
     Dict,
     Generic,
     Iterable,
@@ -60,6 +61,7 @@ __all__ = ["KafkaServer", "SASL_MECHANISMS", "new_event_loop"]
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 
 # Threads for broker calls that do file work (topic creation, deletion, DeleteRecords);
 # nothing that waits for an event takes one.
@@ -96,7 +98,7 @@ class KafkaServer:
     (``start_in_thread``).
     """
 
-    def __init__(self, broker: ServedBroker, listeners: Union[None, str, Sequence[Any]] = None,
+    def __init__(self, broker: ServedBroker, listeners: Union[None, str, Sequence[Union[Listener, Tuple[str, int]]]] = None,
                  advertised_listeners: Optional[str] = None, sasl_users: Optional[Mapping[str, str]] = None,
                  socket_request_max_bytes: Optional[int] = None, queued_max_requests: Optional[int] = None,
                  connections_max_idle_ms: Optional[int] = None) -> None:
@@ -474,7 +476,7 @@ class KafkaServer:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(STOP_TIMEOUT_S)
 
-    def run_coroutine(self, coro: Any) -> Any:
+    def run_coroutine(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run a coroutine on the server's loop from another thread; -> its result."""
         if self._loop is None:
             raise RuntimeError("server not started")
@@ -562,7 +564,7 @@ class _FutureDelivery(Generic[_T]):
     def fail(self, exc: BaseException) -> None:
         self._on_loop(self._future.set_exception, exc)
 
-    def _on_loop(self, setter: Callable[[Any], None], value: Any) -> None:
+    def _on_loop(self, setter: Callable[[_V], None], value: _V) -> None:
         def settle() -> None:
             if not self._future.done():  # the connection may have gone and cancelled it
                 setter(value)

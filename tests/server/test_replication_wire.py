@@ -13,7 +13,7 @@ in with Kafka's defaults, which the strategies draw instead).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Dict, List, Tuple, TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -32,6 +32,8 @@ from pylogq.cluster.contract import (
     UpdateMetadataRequest,
 )
 from pylogq.protocol import REQUESTS, RESPONSE_HEADER, RESPONSES, ApiKey, Reader, Writer, header_versions
+from pylogq.protocol import message_data as msg
+from pylogq.protocol.schema import Message
 from pylogq.server import replication_wire as wire
 from pylogq.server.fetch import frame_fetch_response
 from pylogq.server.handler_base import text_of
@@ -44,6 +46,7 @@ names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_si
 topic_ids = st.binary(min_size=16, max_size=16).map(lambda b: text_of(uuid.UUID(bytes=b)))
 replica_lists = st.lists(int32, max_size=4)
 settings_ = settings(max_examples=60, deadline=None)
+M = TypeVar("M", bound=Message)
 
 
 def versions(api_key: int) -> List[int]:
@@ -51,28 +54,28 @@ def versions(api_key: int) -> List[int]:
     return list(range(REQUESTS[api_key].min_version, VERSIONS[api_key] + 1))
 
 
-def request_wire(api_key: int, body: Mapping[str, Any], version: int) -> Dict[str, Any]:
-    """``body`` encoded to bytes with the request table and decoded back."""
+def request_wire(api_key: int, body: M, version: int) -> M:
+    """``body`` encoded to bytes with the request table and read back as its class."""
     w = Writer()
     REQUESTS[api_key].encode_into(w, body, version)
     r = Reader(w.getvalue())
-    out = REQUESTS[api_key].decode_from(r, version)
-    assert r.remaining == 0
+    out = REQUESTS[api_key].read(r, version)
+    assert r.remaining == 0 and isinstance(out, type(body))
     return out
 
 
-def response_wire(api_key: int, body: Mapping[str, Any], version: int) -> Dict[str, Any]:
-    """``body`` encoded to bytes with the response table and decoded back."""
+def response_wire(api_key: int, body: M, version: int) -> M:
+    """``body`` encoded to bytes with the response table and read back as its class."""
     w = Writer()
     RESPONSES[api_key].encode_into(w, body, version)
     r = Reader(w.getvalue())
-    out = RESPONSES[api_key].decode_from(r, version)
-    assert r.remaining == 0
+    out = RESPONSES[api_key].read(r, version)
+    assert r.remaining == 0 and isinstance(out, type(body))
     return out
 
 
 @st.composite
-def grouped_partitions(draw: Any, offline: bool, is_new: bool) -> List[LeaderAndIsrPartition]:
+def grouped_partitions(draw: st.DrawFn, offline: bool, is_new: bool) -> List[LeaderAndIsrPartition]:
     """Partitions of a few topics, each topic's together (as a request per topic groups them)."""
     out: List[LeaderAndIsrPartition] = []
     for topic in draw(st.lists(names, max_size=3, unique=True)):
@@ -83,7 +86,7 @@ def grouped_partitions(draw: Any, offline: bool, is_new: bool) -> List[LeaderAnd
     return out
 
 
-def ids_of(draw: Any, partitions: List[LeaderAndIsrPartition], with_ids: bool) -> Dict[str, str]:
+def ids_of(draw: st.DrawFn, partitions: List[LeaderAndIsrPartition], with_ids: bool) -> Dict[str, str]:
     """A distinct id for each topic of ``partitions``, or none."""
     if not with_ids:
         return {}
@@ -94,7 +97,7 @@ def ids_of(draw: Any, partitions: List[LeaderAndIsrPartition], with_ids: bool) -
 # -- LeaderAndIsr ----------------------------------------------------------------------------
 
 @st.composite
-def leader_and_isr_requests(draw: Any, version: int) -> LeaderAndIsrRequest:
+def leader_and_isr_requests(draw: st.DrawFn, version: int) -> LeaderAndIsrRequest:
     partitions = draw(grouped_partitions(offline=False, is_new=version >= 1))
     leaders = [BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", draw(names), draw(int32)),))
                for b in draw(st.lists(int32, max_size=3))]
@@ -120,7 +123,7 @@ def test_leader_and_isr_round_trips(version: int, data: st.DataObject) -> None:
 # -- UpdateMetadata --------------------------------------------------------------------------
 
 @st.composite
-def endpoints(draw: Any, version: int) -> Tuple[BrokerEndpoint, ...]:
+def endpoints(draw: st.DrawFn, version: int) -> Tuple[BrokerEndpoint, ...]:
     if version == 0:
         return (BrokerEndpoint("PLAINTEXT", draw(names), draw(int32)),)
     out = []
@@ -132,7 +135,7 @@ def endpoints(draw: Any, version: int) -> Tuple[BrokerEndpoint, ...]:
 
 
 @st.composite
-def update_metadata_requests(draw: Any, version: int) -> UpdateMetadataRequest:
+def update_metadata_requests(draw: st.DrawFn, version: int) -> UpdateMetadataRequest:
     partitions = draw(grouped_partitions(offline=version >= 4, is_new=False))
     # No rack before v2: the table's default, "", reads back.
     brokers = [BrokerRegistration(b, draw(endpoints(version)), draw(st.none() | names) if version >= 2 else "")
@@ -156,7 +159,7 @@ def test_update_metadata_round_trips(version: int, data: st.DataObject) -> None:
 # -- StopReplica -----------------------------------------------------------------------------
 
 @st.composite
-def stop_replica_requests(draw: Any, version: int) -> StopReplicaRequest:
+def stop_replica_requests(draw: st.DrawFn, version: int) -> StopReplicaRequest:
     keys = draw(st.lists(st.tuples(names, int32), max_size=6, unique=True))
     if version >= 3:
         partitions = {k: (draw(int32), draw(st.booleans())) for k in keys}
@@ -217,7 +220,7 @@ def test_offset_for_leader_epoch_round_trips(version: int, data: st.DataObject) 
 # -- a follower's Fetch ----------------------------------------------------------------------
 
 @st.composite
-def replica_fetches(draw: Any, version: int) -> wire.ReplicaFetch:
+def replica_fetches(draw: st.DrawFn, version: int) -> wire.ReplicaFetch:
     partitions = []
     for topic in draw(st.lists(names, max_size=3, unique=True)):
         for index in draw(st.lists(int32, min_size=1, max_size=3, unique=True)):
@@ -235,7 +238,7 @@ def test_replica_fetch_round_trips(version: int, data: st.DataObject) -> None:
     fetch = data.draw(replica_fetches(version))
     body = request_wire(ApiKey.FETCH, wire.encode_replica_fetch(fetch, version), version)
     assert wire.replica_id_of(body, version) == fetch.replica_id
-    decoded, order = wire.decode_replica_fetch(body, version, lambda topic, _: str(topic["topic"]))
+    decoded, order = wire.decode_replica_fetch(body, version, lambda topic, _: topic.topic)
     assert decoded == fetch
     assert [(name, indexes) for _, name, indexes in order] == [
         (t, [p.partition for p in fetch.partitions if p.topic == t])
@@ -251,8 +254,8 @@ def test_replica_fetch_round_trips(version: int, data: st.DataObject) -> None:
     assert len(frame) == size
     r = Reader(frame[4:])
     assert RESPONSE_HEADER.decode_from(r, header_versions(ApiKey.FETCH, version)[1])["correlation_id"] == 7
-    answer = RESPONSES[ApiKey.FETCH].decode_from(r, version)
-    assert r.remaining == 0
+    answer = RESPONSES[ApiKey.FETCH].read(r, version)
+    assert r.remaining == 0 and isinstance(answer, msg.FetchResponse)
     # An error partition's records (None) go out as empty records, as Kafka sends them.
     assert {k: (v.error_code, v.high_watermark, v.log_start_offset, v.records.read() if v.records is not None else None)
             for k, v in wire.decode_replica_fetch_response(answer).items()} == {
