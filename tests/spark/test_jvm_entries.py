@@ -45,6 +45,9 @@ PROBE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", 
 PROBE_CLASS = "pylogq.spark.jvm.EntriesProbe"
 #: The probe's heap: well below what the decompression bombs below expand to.
 PROBE_HEAP = "-Xmx128m"
+#: The names of ``CorruptRecordException.Kind``, which the probe prints with each error.
+KINDS = ("BAD_CRC", "BAD_MAGIC", "BAD_LENGTH", "UNKNOWN_CODEC", "BAD_COMPRESSED_DATA", "TOO_LARGE_DECOMPRESSED",
+         "BAD_RECORD", "BAD_RECORD_COUNT", "BAD_WRAPPER")
 
 MAX_DECOMPRESSED = 1 << 30
 SMALL_BOUND = 1 << 20  # the decompression bound of the bomb cases
@@ -67,6 +70,7 @@ class Case(NamedTuple):
     reference: Optional[bytes] = None  # what pylogq decodes for the expectation (default: data)
     error: Optional[str] = None  # the JVM fails with a message containing this
     jvm_only: bool = False  # pylogq has no parameter for the case (a bound): only ``error`` is checked
+    kind: Optional[str] = None  # ... and with this CorruptRecordException.Kind (a RecordProblem name)
 
 
 # -- building entries ----------------------------------------------------------------------------
@@ -361,7 +365,7 @@ def _lz4_skippable() -> Case:
     payload = struct.pack("<II", 0x184D2A51, 4) + b"skip" + codecs.lz4_encode(b"")
     empty = raw_v2(payload, 3, count=0)
     full = recompressed(v2(sample_records(2)), 3, lambda d: struct.pack("<II", 0x184D2A50, 0) + codecs.lz4_encode(d))
-    return Case(bytes(empty + full), error="claims 2 records in 0 bytes")
+    return Case(bytes(empty + full), error="claims 2 records in 0 bytes", kind="BAD_RECORD_COUNT")
 
 
 # Legacy message sets.
@@ -397,7 +401,7 @@ def _v0_lz4() -> Case:
 def _v1_lz4_bad() -> Case:
     """Only magic 0 may carry the broken checksum."""
     value = codecs.lz4_encode_v0(legacy_set(1, sample_records(3)))
-    return Case(bytes(wrapper(1, 3, value, 2)), error="header checksum")
+    return Case(bytes(wrapper(1, 3, value, 2)), error="header checksum", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v1-wrapper-unassigned")
@@ -463,7 +467,7 @@ def _zero_tail_short() -> Case:
 def _bad_crc() -> Case:
     data = bytearray(mixed_segment())
     data[200] ^= 0x01
-    return Case(bytes(data), error="CRC-32C")
+    return Case(bytes(data), error="CRC-32C", kind="BAD_CRC")
 
 
 @case("v2-bad-crc-outside-window")
@@ -471,21 +475,21 @@ def _bad_crc_outside() -> Case:
     """A batch with no offset in range is still CRC-checked, as pylogq checks it."""
     data = bytearray(v2(sample_records(3)) + v2(sample_records(3), base_offset=3))
     data[100] ^= 0x40
-    return Case(bytes(data), start=3, error="CRC-32C")
+    return Case(bytes(data), start=3, error="CRC-32C", kind="BAD_CRC")
 
 
 @case("v2-bad-crc-control")
 def _bad_crc_control() -> Case:
     data = bytearray(control_batch(0))
     data[-1] ^= 0x01
-    return Case(bytes(data), error="CRC-32C")
+    return Case(bytes(data), error="CRC-32C", kind="BAD_CRC")
 
 
 @case("legacy-bad-crc")
 def _legacy_bad_crc() -> Case:
     data = bytearray(legacy(1, 0, sample_records(3), 0))
     data[30] ^= 0x10
-    return Case(bytes(data), error="CRC-32")
+    return Case(bytes(data), error="CRC-32", kind="BAD_CRC")
 
 
 for _bad in (5, 6, 7):
@@ -493,7 +497,7 @@ for _bad in (5, 6, 7):
     def _unknown_codec(codec: int = _bad) -> Case:
         batch = v2(sample_records(3), base_offset=60)
         struct.pack_into(">h", batch, 21, codec)
-        return Case(bytes(fix_v2_crc(batch)), error="codec %d" % codec)
+        return Case(bytes(fix_v2_crc(batch)), error="codec %d" % codec, kind="UNKNOWN_CODEC")
 
     case("v2-unknown-codec-%d" % _bad)(_unknown_codec)
 
@@ -501,92 +505,92 @@ for _bad in (5, 6, 7):
 @case("v1-zstd-wrapper")
 def _v1_zstd() -> Case:
     value = codecs.zstd_encode(legacy_set(1, sample_records(2)))
-    return Case(bytes(wrapper(1, 4, value, 1)), error="codec 4")
+    return Case(bytes(wrapper(1, 4, value, 1)), error="codec 4", kind="UNKNOWN_CODEC")
 
 
 @case("unknown-magic")
 def _unknown_magic() -> Case:
     batch = v2(sample_records(2))
     batch[16] = 3
-    return Case(bytes(batch), error="unknown magic 3")
+    return Case(bytes(batch), error="unknown magic 3", kind="BAD_MAGIC")
 
 
 @case("length-too-small")
 def _length_too_small() -> Case:
     batch = v2(sample_records(2), base_offset=8)
     struct.pack_into(">i", batch, 8, 48)
-    return Case(bytes(batch), error="too small for magic 2")
+    return Case(bytes(batch), error="too small for magic 2", kind="BAD_LENGTH")
 
 
 @case("zero-length-not-a-tail")
 def _zero_length() -> Case:
     data = bytearray(20)
     data[7] = 1  # offset 1: not preallocated zeros
-    return Case(bytes(data), error="claims length 0")
+    return Case(bytes(data), error="claims length 0", kind="BAD_LENGTH")
 
 
 @case("v2-count-too-large")
 def _count() -> Case:
     batch = v2(sample_records(3))
     struct.pack_into(">i", batch, 57, 1000)
-    return Case(bytes(fix_v2_crc(batch)), error="claims 1000 records")
+    return Case(bytes(fix_v2_crc(batch)), error="claims 1000 records", kind="BAD_RECORD_COUNT")
 
 
 @case("v2-fewer-records-than-bytes")
 def _trailing() -> Case:
     batch = v2(sample_records(3))
     struct.pack_into(">i", batch, 57, 2)
-    return Case(bytes(fix_v2_crc(batch)), error="bytes after its 2 records")
+    return Case(bytes(fix_v2_crc(batch)), error="bytes after its 2 records", kind="BAD_RECORD_COUNT")
 
 
 @case("v2-offset-delta-past-last")
 def _delta() -> Case:
     batch = v2(sample_records(3), base_offset=10)
     struct.pack_into(">i", batch, 23, 1)
-    return Case(bytes(fix_v2_crc(batch)), error="offset delta")
+    return Case(bytes(fix_v2_crc(batch)), error="offset delta", kind="BAD_RECORD")
 
 
 @case("v2-truncated-lz4")
 def _truncated_lz4() -> Case:
     payload = codecs.lz4_encode(bytes(v2(sample_records(20))[61:]))
-    return Case(bytes(raw_v2(payload[:-9], 3, 20, last_delta=19)), error="lz4")
+    return Case(bytes(raw_v2(payload[:-9], 3, 20, last_delta=19)), error="lz4", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-truncated-zstd")
 def _truncated_zstd() -> Case:
     payload = zstd_frame(False)(bytes(v2(sample_records(20))[61:]))
-    return Case(bytes(raw_v2(payload[:-3], 4, 20, last_delta=19)), error="zstd")
+    return Case(bytes(raw_v2(payload[:-3], 4, 20, last_delta=19)), error="zstd", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-truncated-gzip")
 def _truncated_gzip() -> Case:
     payload = codecs.gzip_encode(bytes(v2(sample_records(20))[61:]))
-    return Case(bytes(raw_v2(payload[:-1], 1, 20, last_delta=19)), error="gzip")
+    return Case(bytes(raw_v2(payload[:-1], 1, 20, last_delta=19)), error="gzip", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-gzip-bad-data-check")
 def _gzip_crc() -> Case:
     payload = bytearray(codecs.gzip_encode(bytes(v2(sample_records(20))[61:])))
     payload[-6] ^= 0xFF
-    return Case(bytes(raw_v2(bytes(payload), 1, 20, last_delta=19)), error="gzip")
+    return Case(bytes(raw_v2(bytes(payload), 1, 20, last_delta=19)), error="gzip", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-gzip-trailing-garbage")
 def _gzip_garbage() -> Case:
     payload = codecs.gzip_encode(bytes(v2(sample_records(20))[61:])) + b"\0\0"
-    return Case(bytes(raw_v2(payload, 1, 20, last_delta=19)), error="gzip")
+    return Case(bytes(raw_v2(payload, 1, 20, last_delta=19)), error="gzip", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-snappy-raw-empty")
 def _snappy_empty() -> Case:
-    return Case(bytes(raw_v2(b"", 2, 0)), error="snappy")
+    return Case(bytes(raw_v2(b"", 2, 0)), error="snappy", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-snappy-bad-block")
 def _snappy_bad() -> Case:
     payload = bytearray(codecs.snappy_encode(bytes(v2(sample_records(20))[61:])))
     payload[20] ^= 0x01  # the first block's declared length, off by one
-    return Case(bytes(raw_v2(bytes(payload), 2, 20, last_delta=19)), error="snappy")
+    return Case(bytes(raw_v2(bytes(payload), 2, 20, last_delta=19)), error="snappy", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-snappy-implausible-length")
@@ -594,21 +598,21 @@ def _snappy_claims() -> Case:
     """A 12-byte block that declares 50 MB: refused before anything is allocated."""
     declared = 50_000_000
     payload = bytes([0x80 | (declared >> 7 * i) & 0x7F for i in range(3)] + [declared >> 21]) + bytes(8)
-    return Case(bytes(raw_v2(payload, 2, 1)), error="snappy")
+    return Case(bytes(raw_v2(payload, 2, 1)), error="snappy", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-lz4-bad-block-checksum")
 def _lz4_block_checksum() -> Case:
     payload = bytearray(lz4_frame(block_checksum=True)(bytes(v2(sample_records(20))[61:])))
     payload[-5] ^= 0x01  # the last block's checksum (then the 4-byte end mark)
-    return Case(bytes(raw_v2(bytes(payload), 3, 20, last_delta=19)), error="lz4")
+    return Case(bytes(raw_v2(bytes(payload), 3, 20, last_delta=19)), error="lz4", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-lz4-bad-content-checksum")
 def _lz4_content_checksum() -> Case:
     payload = bytearray(lz4_frame(content_checksum=True)(bytes(v2(sample_records(20))[61:])))
     payload[-1] ^= 0x01
-    return Case(bytes(raw_v2(bytes(payload), 3, 20, last_delta=19)), error="lz4")
+    return Case(bytes(raw_v2(bytes(payload), 3, 20, last_delta=19)), error="lz4", kind="BAD_COMPRESSED_DATA")
 
 
 @case("v2-lz4-content-size-lies")
@@ -616,42 +620,44 @@ def _lz4_content_size() -> Case:
     payload = bytearray(lz4_frame(store_size=True)(bytes(v2(sample_records(20))[61:])))
     struct.pack_into("<Q", payload, 6, struct.unpack_from("<Q", payload, 6)[0] - 1)
     payload[14] = (codecs._xxh32_short(bytes(payload[4:14])) >> 8) & 0xFF
-    return Case(bytes(raw_v2(bytes(payload), 3, 20, last_delta=19)), error="lz4")
+    return Case(bytes(raw_v2(bytes(payload), 3, 20, last_delta=19)), error="lz4", kind="BAD_COMPRESSED_DATA")
 
 
 @case("wrapper-inner-magic-differs")
 def _inner_magic() -> Case:
     value = codecs.gzip_encode(legacy_set(0, sample_records(3)))
-    return Case(bytes(wrapper(1, 1, value, 2)), error="has magic 0, the wrapper magic 1")
+    return Case(bytes(wrapper(1, 1, value, 2)), error="has magic 0, the wrapper magic 1", kind="BAD_MAGIC")
 
 
 @case("wrapper-nested")
 def _nested() -> Case:
     inner = wrapper(1, 1, codecs.gzip_encode(legacy_set(1, sample_records(3))), 2)
-    return Case(bytes(wrapper(1, 2, codecs.snappy_encode(bytes(inner)), 2)), error="itself compressed")
+    return Case(bytes(wrapper(1, 2, codecs.snappy_encode(bytes(inner)), 2)), error="itself compressed",
+                kind="BAD_WRAPPER")
 
 
 @case("wrapper-empty-inner-set")
 def _empty_inner() -> Case:
-    return Case(bytes(wrapper(0, 1, codecs.gzip_encode(b""), 0)), error="inner message set is empty")
+    return Case(bytes(wrapper(0, 1, codecs.gzip_encode(b""), 0)), error="inner message set is empty",
+                kind="BAD_WRAPPER")
 
 
 @case("wrapper-null-value")
 def _null_value() -> Case:
-    return Case(bytes(wrapper(1, 3, None, 0)), error="compressed value is null")
+    return Case(bytes(wrapper(1, 3, None, 0)), error="compressed value is null", kind="BAD_WRAPPER")
 
 
 @case("wrapper-partial-inner-message")
 def _partial_inner() -> Case:
     inner = legacy_set(1, sample_records(3))
-    return Case(bytes(wrapper(1, 1, codecs.gzip_encode(inner[:-4]), 2)), error="only")
+    return Case(bytes(wrapper(1, 1, codecs.gzip_encode(inner[:-4]), 2)), error="only", kind="BAD_WRAPPER")
 
 
 @case("legacy-key-overruns")
 def _key_overruns() -> Case:
     entry = bytearray(legacy(1, 0, [(b"abc", b"v", ())], 0))
     struct.pack_into(">i", entry, 26, 40)
-    return Case(bytes(fix_legacy_crc(entry)), error="key of 40 bytes")
+    return Case(bytes(fix_legacy_crc(entry)), error="key of 40 bytes", kind="BAD_RECORD")
 
 
 # Decompression bombs and the bound: refused while decompressing, in a heap smaller than the bomb.
@@ -662,7 +668,7 @@ def _bomb(name: str, payload: Callable[[], bytes], codec: int, magic: int = 2) -
         body = payload()
         data = raw_v2(body, codec, 1) if magic == 2 else wrapper(magic, codec, body, 0)
         return Case(bytes(data), max_decompressed=SMALL_BOUND, jvm_only=True,
-                    error="more than %d bytes" % SMALL_BOUND)
+                    error="more than %d bytes" % SMALL_BOUND, kind="TOO_LARGE_DECOMPRESSED")
 
     case("bomb-" + name)(build)
 
@@ -718,7 +724,7 @@ for _name, _codec, _compress in [("gzip", 1, codecs.gzip_encode), ("snappy", 2, 
         section = _section()
         data = raw_v2(compress(section), codec, 3000, last_delta=2999)
         return Case(bytes(data), max_decompressed=len(section) - 1, jvm_only=True,
-                    error="more than %d bytes" % (len(section) - 1))
+                    error="more than %d bytes" % (len(section) - 1), kind="TOO_LARGE_DECOMPRESSED")
 
     case("bound-exact-" + _name)(_at_bound)
     case("bound-past-" + _name)(_past_bound)
@@ -904,6 +910,7 @@ class Expected(NamedTuple):
     entries: List[tuple]
     stop: int
     error: Optional[str]
+    kind: Optional[str] = None  # the JVM's CorruptRecordException.Kind, with its error
 
 
 def expected(c: Case) -> Expected:
@@ -931,10 +938,12 @@ def jvm_view(lines: List[dict]) -> Expected:
     entries = []
     stop = -1
     error = None
+    kind = None
     for item in lines:
         assert "crash" not in item, "the JVM failed on its own: %s" % item["crash"]
         if "error" in item:
             error = item["error"]
+            kind = item.get("kind")
         elif "stop" in item:
             stop = item["stop"]
         elif "entry" in item:
@@ -943,7 +952,7 @@ def jvm_view(lines: List[dict]) -> Expected:
         else:
             records.append((item["offset"], item["timestamp"], item["timestampType"], _unhex(item["key"]),
                             _unhex(item["value"]), [(_unhex(k), _unhex(v)) for k, v in item["headers"]]))
-    return Expected(records, entries, stop, error)
+    return Expected(records, entries, stop, error, kind)
 
 
 def _unhex(text: Optional[str]) -> Optional[bytes]:
@@ -975,9 +984,13 @@ def _kind(message: str) -> tuple:
 def test_case(name: str, cases: Dict[str, Case], probe: Dict[str, List[dict]]) -> None:
     c = cases[name]
     got = jvm_view(probe[name])
+    if got.error is not None:
+        assert got.kind in KINDS, "the JVM's error has no kind it may have (%r): %s" % (got.kind, got.error)
     if c.error is not None:
         assert got.error is not None and c.error in got.error, "expected an error with %r, got %r" % (
             c.error, got.error or "%d records" % len(got.records))
+    if c.kind is not None:
+        assert got.kind == c.kind, "expected a %s error, got %s: %s" % (c.kind, got.kind, got.error)
     if c.jvm_only:
         return
     want = expected(c)

@@ -16,8 +16,9 @@ import java.util.List;
  * offset, end offset, decompression bound. For each case the file is walked from byte 0 with
  * {@link Entries#frame} and every entry decoded; printed are {@code {"case", "entry", ...}} per
  * entry (its header as Entries reads it), {@code {"case", "offset", ...}} per record, and at the
- * end {@code {"case", "stop": byte}} (where frame found no whole entry), {@code {"case", "error"}}
- * (a CorruptRecordException) or {@code {"case", "crash"}} (anything else).
+ * end {@code {"case", "stop": byte}} (where frame found no whole entry), {@code {"case", "kind",
+ * "error"}} (a CorruptRecordException: {@code kind} its {@link CorruptRecordException.Kind}'s name,
+ * {@code error} its message) or {@code {"case", "crash"}} (anything else).
  *
  * <p>{@code EntriesProbe bench FILE ROUNDS}: decodes the whole file ROUNDS times into a sink that
  * only touches each record, and prints the best round's speed.
@@ -43,7 +44,8 @@ public final class EntriesProbe {
                 byte[] data = Files.readAllBytes(Path.of(f[1]));
                 runCase(out, name, data, Long.parseLong(f[2]), Long.parseLong(f[3]), Integer.parseInt(f[4]));
             } catch (CorruptRecordException e) {
-                out.println("{\"case\":" + name + ",\"error\":" + quote(e.getMessage()) + "}");
+                out.println("{\"case\":" + name + ",\"kind\":" + quote(e.kind().name()) + ",\"error\":"
+                            + quote(e.getMessage()) + "}");
             } catch (Throwable e) {  // a bug: the test names it
                 out.println("{\"case\":" + name + ",\"crash\":" + quote(e.toString()) + "}");
             }

@@ -16,6 +16,7 @@ import net.jpountz.lz4.LZ4SafeDecompressor;
 import net.jpountz.xxhash.XXHash32;
 import net.jpountz.xxhash.XXHashFactory;
 import org.xerial.snappy.Snappy;
+import pylogq.spark.jvm.CorruptRecordException.Kind;
 
 /**
  * The compression codecs of Kafka record batches and message sets, decompressing as
@@ -117,18 +118,19 @@ final class Codecs {
             case ZSTD:
                 return zstd(data, off, len, maxSize);
             default:
-                throw new CorruptRecordException(String.format(
+                throw new CorruptRecordException(Kind.UNKNOWN_CODEC, String.format(
                     "attributes name compression codec %d, which does not exist", codec));
         }
     }
 
     private static CorruptRecordException tooLarge(int codec, int maxSize) {
-        return new CorruptRecordException(String.format(
+        return new CorruptRecordException(Kind.TOO_LARGE_DECOMPRESSED, String.format(
             "%s payload decompresses to more than %d bytes", NAMES[codec], maxSize));
     }
 
     private static CorruptRecordException corrupt(int codec, String detail) {
-        return new CorruptRecordException(NAMES[codec] + " payload does not decompress: " + detail);
+        return new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, NAMES[codec] + " payload does not decompress: "
+                                          + detail);
     }
 
     /** A new capacity for output that has reached {@code length} bytes and wants {@code need} more: at most maxSize + 1. */
@@ -187,7 +189,7 @@ final class Codecs {
                                 throw corrupt(GZIP, "it needs a preset dictionary");
                             }
                             if (inflater.needsInput()) {
-                                throw new CorruptRecordException("gzip payload is truncated");
+                                throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "gzip payload is truncated");
                             }
                         }
                     }
@@ -197,7 +199,7 @@ final class Codecs {
                 }
                 if (gz) {
                     if (end - p < 8) {
-                        throw new CorruptRecordException("gzip payload is truncated");
+                        throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "gzip payload is truncated");
                     }
                     CRC32 crc = new CRC32();
                     crc.update(out, memberStart, total - memberStart);
@@ -223,7 +225,7 @@ final class Codecs {
     /** Where the deflate data of the gzip member at src[p] starts (RFC 1952), its header checked. */
     private static int gzipHeaderEnd(byte[] src, int p, int end) {
         if (end - p < 10) {
-            throw new CorruptRecordException("gzip payload is truncated");
+            throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "gzip payload is truncated");
         }
         if (src[p + 2] != 8) {
             throw corrupt(GZIP, "unknown compression method");
@@ -235,7 +237,7 @@ final class Codecs {
         long q = p + 10;
         if ((flags & FEXTRA) != 0) {
             if (end - q < 2) {
-                throw new CorruptRecordException("gzip payload is truncated");
+                throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "gzip payload is truncated");
             }
             q += 2 + ((src[(int) q] & 0xFF) | (src[(int) q + 1] & 0xFF) << 8);
         }
@@ -247,7 +249,7 @@ final class Codecs {
         }
         if ((flags & FHCRC) != 0) {
             if (end - q < 2) {
-                throw new CorruptRecordException("gzip payload is truncated");
+                throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "gzip payload is truncated");
             }
             CRC32 crc = new CRC32();
             crc.update(src, p, (int) q - p);
@@ -258,7 +260,7 @@ final class Codecs {
             q += 2;
         }
         if (q > end) {
-            throw new CorruptRecordException("gzip payload is truncated");
+            throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "gzip payload is truncated");
         }
         return (int) q;
     }
@@ -319,11 +321,12 @@ final class Codecs {
     /** The size of the xerial block whose length field is at src[p], checked to lie before end. */
     private static int xerialBlock(byte[] src, int p, int end) {
         if (end - p < 4) {
-            throw new CorruptRecordException("xerial snappy block length is truncated");
+            throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "xerial snappy block length is truncated");
         }
         int n = Entries.readInt(src, p);
         if (n < 0 || n > end - p - 4) {
-            throw new CorruptRecordException("xerial snappy block of " + n + " bytes overruns the payload");
+            throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA,
+                                             "xerial snappy block of " + n + " bytes overruns the payload");
         }
         return n;
     }
@@ -338,7 +341,7 @@ final class Codecs {
                 return result;
             }
         }
-        throw new CorruptRecordException("snappy block has a malformed length preamble");
+        throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "snappy block has a malformed length preamble");
     }
 
     /** Decompresses the raw block src[p, p + n) into out[o, ...), which has room for its declared length. */
@@ -372,7 +375,8 @@ final class Codecs {
     private static Section lz4(byte[] src, int off, int len, int magic, int maxSize) {
         int end = off + len;
         if (len < 7) {
-            throw new CorruptRecordException("lz4 frame of " + len + " bytes is shorter than its header");
+            throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA,
+                                             "lz4 frame of " + len + " bytes is shorter than its header");
         }
         int frameMagic = readIntLE(src, off);
         if ((frameMagic & 0xFFFFFFF0) == LZ4_SKIPPABLE_MAGIC) {
@@ -396,7 +400,7 @@ final class Codecs {
         int blockMax = 1 << (8 + 2 * blockSizeId);
         int headerEnd = off + 7 + ((flg & FLG_CONTENT_SIZE) != 0 ? 8 : 0) + ((flg & FLG_DICT_ID) != 0 ? 4 : 0);
         if (headerEnd > end) {
-            throw new CorruptRecordException("lz4 frame is truncated");
+            throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "lz4 frame is truncated");
         }
         // Kafka 0.8 hashed the magic number too into a v0 message's header checksum (KAFKA-3160).
         if (magic != 0) {
@@ -420,7 +424,7 @@ final class Codecs {
         int p = headerEnd;
         while (true) {
             if (end - p < 4) {
-                throw new CorruptRecordException("lz4 frame is truncated");
+                throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "lz4 frame is truncated");
             }
             int word = readIntLE(src, p);
             if (word == 0) {
@@ -432,13 +436,13 @@ final class Codecs {
             }
             p += 4;
             if (end - p < n + (blockChecksums ? 4 : 0)) {
-                throw new CorruptRecordException("lz4 frame is truncated");
+                throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "lz4 frame is truncated");
             }
             bound += (word & STORED_BLOCK) != 0 ? n : Math.min(blockMax, (long) LZ4_MAX_RATIO * n + 16);
             p += n + (blockChecksums ? 4 : 0);
         }
         if ((flg & FLG_CONTENT_CHECKSUM) != 0 && end - p - 4 < 4) {
-            throw new CorruptRecordException("lz4 frame is truncated");
+            throw new CorruptRecordException(Kind.BAD_COMPRESSED_DATA, "lz4 frame is truncated");
         }
         // The bound holds every block of a well-formed frame: output that does not fit is more
         // than the frame declares, or more than maxSize.

@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
 import java.util.zip.CRC32C;
+import pylogq.spark.jvm.CorruptRecordException.Kind;
 
 /**
  * The entries of a segment file and the records in them, read as pylogq's Python decoders read
@@ -127,10 +128,10 @@ final class Entries {
 
     private static CorruptRecordException badEntry(byte[] data, int pos, int length, int magic) {
         if (magic > 2) {
-            return new CorruptRecordException(String.format(
+            return new CorruptRecordException(Kind.BAD_MAGIC, String.format(
                 "entry at offset %d has unknown magic %d", readLong(data, pos), magic));
         }
-        return new CorruptRecordException(String.format(
+        return new CorruptRecordException(Kind.BAD_LENGTH, String.format(
             "entry at offset %d claims length %d, too small for magic %d", readLong(data, pos), length, magic));
     }
 
@@ -210,7 +211,7 @@ final class Entries {
         crc.update(data, pos + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET);
         int computed = (int) crc.getValue();
         if (computed != stored) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_CRC, String.format(
                 "record batch at offset %d fails its CRC-32C check: stored 0x%08x, computed 0x%08x",
                 base, stored, computed));
         }
@@ -232,7 +233,7 @@ final class Entries {
             sectionEnd = pos + size;
         } else {
             if (codec > Codecs.ZSTD) {
-                throw new CorruptRecordException(String.format(
+                throw new CorruptRecordException(Kind.UNKNOWN_CODEC, String.format(
                     "record batch at offset %d names compression codec %d, which does not exist", base, codec));
             }
             Codecs.Section section;
@@ -240,7 +241,7 @@ final class Entries {
                 section = Codecs.decompressSection(codec, data, pos + RECORDS_OFFSET, size - RECORDS_OFFSET, 2,
                                                    maxDecompressed);
             } catch (CorruptRecordException e) {
-                throw new CorruptRecordException("record batch at offset " + base + ": " + e.getMessage(), e);
+                throw new CorruptRecordException(e.kind(), "record batch at offset " + base + ": " + e.getMessage(), e);
             }
             buf = section.bytes;
             sectionStart = 0;
@@ -248,7 +249,7 @@ final class Entries {
         }
         int count = readInt(data, pos + RECORDS_COUNT_OFFSET);
         if (count < 0 || (long) count * MIN_RECORD_SIZE > sectionEnd - sectionStart) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_RECORD_COUNT, String.format(
                 "record batch at offset %d claims %d records in %d bytes", base, count, sectionEnd - sectionStart));
         }
         boolean logAppend = (attributes & TIMESTAMP_TYPE_MASK) != 0;
@@ -363,7 +364,7 @@ final class Entries {
             }
         }
         if (p != sectionEnd) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_RECORD_COUNT, String.format(
                 "record batch at offset %d has %d bytes after its %d records", base, sectionEnd - p, count));
         }
     }
@@ -406,8 +407,9 @@ final class Entries {
         return ((long) p << 32) | (((raw >>> 1) ^ -(raw & 1)) & 0xFFFFFFFFL);
     }
 
+    /** A record's own fields are wrong ({@code what}: one of the ERR_ constants): {@link Kind#BAD_RECORD}. */
     private static CorruptRecordException recordError(int what, int at, long base) {
-        return new CorruptRecordException(String.format(
+        return new CorruptRecordException(Kind.BAD_RECORD, String.format(
             "record at byte %d of the batch at offset %d has %s", at, base, RECORD_ERRORS[what]));
     }
 

@@ -1,6 +1,7 @@
 package pylogq.spark.jvm;
 
 import java.util.zip.CRC32;
+import pylogq.spark.jvm.CorruptRecordException.Kind;
 
 /**
  * Magic v0 and v1 messages (Kafka 0.8-0.10), read as {@code pylogq.records.legacy} reads them.
@@ -68,7 +69,7 @@ final class Legacy {
     /** See {@link Entries#decode}: the v0/v1 entry data[pos, pos + size). */
     static void decode(byte[] data, int pos, int size, long start, long end, RecordSink sink, int maxDecompressed) {
         Message m = new Message();
-        read(data, pos, pos + size, true, "", m);
+        read(data, pos, pos + size, true, false, "", m);
         int codec = m.attributes & CODEC_MASK;
         if (codec == 0) {
             if (m.offset >= start && m.offset < end) {
@@ -79,16 +80,16 @@ final class Legacy {
         }
         String where = "wrapper at offset " + m.offset + ": ";
         if (m.valueLength < 0) {
-            throw new CorruptRecordException(where + "compressed value is null");
+            throw new CorruptRecordException(Kind.BAD_WRAPPER, where + "compressed value is null");
         }
         Codecs.Section inner;
         try {
             inner = Codecs.decompressSection(codec, data, m.valuePos, m.valueLength, m.magic, maxDecompressed);
         } catch (CorruptRecordException e) {
-            throw new CorruptRecordException(where + e.getMessage(), e);
+            throw new CorruptRecordException(e.kind(), where + e.getMessage(), e);
         }
         if (inner.length == 0) {
-            throw new CorruptRecordException(where + "inner message set is empty");
+            throw new CorruptRecordException(Kind.BAD_WRAPPER, where + "inner message set is empty");
         }
         byte[] buf = inner.bytes;
         int limit = inner.length;
@@ -97,14 +98,14 @@ final class Legacy {
         String innerWhere = where + "inner ";
         long lastInner = 0;
         for (int p = 0; p < limit; p = im.end) {
-            read(buf, p, limit, true, innerWhere, im);
+            read(buf, p, limit, true, true, innerWhere, im);
             if (im.magic != m.magic) {
-                throw new CorruptRecordException(String.format(
+                throw new CorruptRecordException(Kind.BAD_MAGIC, String.format(
                     "%sinner message at offset %d has magic %d, the wrapper magic %d",
                     where, im.offset, im.magic, m.magic));
             }
             if ((im.attributes & CODEC_MASK) != 0) {
-                throw new CorruptRecordException(String.format(
+                throw new CorruptRecordException(Kind.BAD_WRAPPER, String.format(
                     "%sinner message at offset %d is itself compressed", where, im.offset));
             }
             lastInner = im.offset;
@@ -113,7 +114,7 @@ final class Legacy {
         int timestampType = m.timestampType();
         boolean logAppend = timestampType == Entries.LOG_APPEND_TIME;
         for (int p = 0; p < limit; p = im.end) {
-            read(buf, p, limit, false, innerWhere, im);
+            read(buf, p, limit, false, true, innerWhere, im);
             long offset = shift >= 0 ? im.offset + shift : im.offset;
             if (offset >= start && offset < end) {
                 sink.record(offset, logAppend ? m.timestamp : im.timestamp, timestampType, buf, im.keyPos,
@@ -125,33 +126,37 @@ final class Legacy {
     /**
      * Reads and checks the message whose entry starts at buf[pos] and must end by limit into
      * {@code m}; {@code where} starts each error message (the wrapper of an inner message).
+     * {@code inner}: the message is in a wrapper's decompressed set, so one that runs past the set's
+     * end is the wrapper's fault ({@link Kind#BAD_WRAPPER}) rather than a bad length field.
      */
-    private static void read(byte[] buf, int pos, int limit, boolean checkCrc, String where, Message m) {
+    private static void read(byte[] buf, int pos, int limit, boolean checkCrc, boolean inner, String where,
+                             Message m) {
         int remaining = limit - pos;
+        Kind overrun = inner ? Kind.BAD_WRAPPER : Kind.BAD_LENGTH;
         if (remaining < Entries.LOG_OVERHEAD) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(overrun, String.format(
                 "%smessage set ends with %d bytes at byte %d, fewer than an offset and a size", where, remaining, pos));
         }
         long offset = Entries.readLong(buf, pos);
         int size = Entries.readInt(buf, pos + 8);
         if (size < RECORD_OVERHEAD_V0) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_LENGTH, String.format(
                 "%smessage at offset %d has size %d, below the minimum of %d", where, offset, size, RECORD_OVERHEAD_V0));
         }
         if (size > remaining - Entries.LOG_OVERHEAD) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(overrun, String.format(
                 "%smessage at offset %d has size %d but only %d bytes follow",
                 where, offset, size, remaining - Entries.LOG_OVERHEAD));
         }
         int end = pos + Entries.LOG_OVERHEAD + size;
         int magic = buf[pos + MAGIC_OFFSET];
         if (magic != 0 && magic != 1) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_MAGIC, String.format(
                 "%smessage at offset %d has magic %d, not 0 or 1", where, offset, magic));
         }
         int overhead = magic == 0 ? RECORD_OVERHEAD_V0 : RECORD_OVERHEAD_V1;
         if (size < overhead) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_LENGTH, String.format(
                 "%smessage at offset %d has size %d, below the minimum of %d for magic %d",
                 where, offset, size, overhead, magic));
         }
@@ -161,7 +166,7 @@ final class Legacy {
             int computed = (int) crc.getValue();
             int stored = Entries.readInt(buf, pos + CRC_OFFSET);
             if (computed != stored) {
-                throw new CorruptRecordException(String.format(
+                throw new CorruptRecordException(Kind.BAD_CRC, String.format(
                     "%smessage at offset %d fails its CRC-32 check: stored 0x%08x, computed 0x%08x",
                     where, offset, stored, computed));
             }
@@ -169,7 +174,8 @@ final class Legacy {
         int attributes = buf[pos + ATTRIBUTES_OFFSET];
         int codec = attributes & CODEC_MASK;
         if (codec > LZ4) {
-            throw new CorruptRecordException(String.format(
+            // Codecs 5-7 exist nowhere; zstd (4) not in magic 0 or 1, which predate it.
+            throw new CorruptRecordException(Kind.UNKNOWN_CODEC, String.format(
                 "%smessage at offset %d names codec %d, which magic %d cannot carry", where, offset, codec, magic));
         }
         // The minimum-size check above leaves both length fields inside the message.
@@ -179,12 +185,12 @@ final class Legacy {
         int keyPos = p;
         if (keyLength >= 0) {
             if ((long) p + keyLength + 4 > end) {
-                throw new CorruptRecordException(String.format(
+                throw new CorruptRecordException(Kind.BAD_RECORD, String.format(
                     "%smessage at offset %d has a key of %d bytes that overruns the message", where, offset, keyLength));
             }
             p += keyLength;
         } else if (keyLength != -1) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_RECORD, String.format(
                 "%smessage at offset %d has key length %d", where, offset, keyLength));
         }
         int valueLength = Entries.readInt(buf, p);
@@ -192,17 +198,17 @@ final class Legacy {
         int valuePos = p;
         if (valueLength >= 0) {
             if ((long) p + valueLength > end) {
-                throw new CorruptRecordException(String.format(
+                throw new CorruptRecordException(Kind.BAD_RECORD, String.format(
                     "%smessage at offset %d has a value of %d bytes that overruns the message",
                     where, offset, valueLength));
             }
             p += valueLength;
         } else if (valueLength != -1) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_RECORD, String.format(
                 "%smessage at offset %d has value length %d", where, offset, valueLength));
         }
         if (p != end) {
-            throw new CorruptRecordException(String.format(
+            throw new CorruptRecordException(Kind.BAD_RECORD, String.format(
                 "%smessage at offset %d has size %d but its fields end %d bytes earlier", where, offset, size, end - p));
         }
         m.offset = offset;

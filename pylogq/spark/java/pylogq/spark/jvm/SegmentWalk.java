@@ -400,16 +400,19 @@ final class SegmentWalk implements Closeable {
         long least = magic == 0 ? 26 : magic == 1 ? 34 : Entries.V2_HEADER;
         if (magic < 0 || magic > 2 || size < least) {
             if (strict) {
-                throw corrupt(at, magic < 0 || magic > 2 ? "unknown magic " + magic
-                        : "a length of " + (size - Entries.LOG_OVERHEAD) + ", too small for magic " + magic);
+                if (magic < 0 || magic > 2) {
+                    throw corrupt(at, CorruptRecordException.Kind.BAD_MAGIC, "unknown magic " + magic);
+                }
+                throw corrupt(at, CorruptRecordException.Kind.BAD_LENGTH,
+                              "a length of " + (size - Entries.LOG_OVERHEAD) + ", too small for magic " + magic);
             }
             return false;
         }
         return at + size <= bound && (n >= Entries.V2_HEADER || n >= size);
     }
 
-    private CorruptRecordException corrupt(long at, String what) {
-        return new CorruptRecordException("segment " + segment.path + " cannot be read past byte " + at
+    private CorruptRecordException corrupt(long at, CorruptRecordException.Kind kind, String what) {
+        return new CorruptRecordException(kind, "segment " + segment.path + " cannot be read past byte " + at
                 + ": the entry there has " + what);
     }
 
@@ -472,7 +475,7 @@ final class SegmentWalk implements Closeable {
                     size = Entries.frame(chunk, at, (int) Math.min(Integer.MAX_VALUE,
                             at + Math.max(declared, Entries.LOG_OVERHEAD + 5)));
                 } catch (CorruptRecordException e) {
-                    throw new CorruptRecordException("segment " + segment.path + " cannot be read past byte "
+                    throw new CorruptRecordException(e.kind(), "segment " + segment.path + " cannot be read past byte "
                             + (filePos - chunkLen + at) + ": " + e.getMessage(), e);
                 }
                 if (size == 0) {
