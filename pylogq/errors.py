@@ -64,6 +64,7 @@ __all__ = [
     "FencedStateEpochError", "InvalidVoterKeyError", "DuplicateVoterError", "VoterNotFoundError",
     "CorruptIndexError", "KafkaConnectionError", "NoBrokersAvailable", "KafkaTimeoutError",
     "BufferExhaustedError", "NoOffsetForPartitionError", "UnsupportedCodecError", "ConfigError",
+    "InvalidArgumentError", "InvalidArgumentTypeError",
     "IllegalStateError", "ProtocolError", "ScramError", "OffsetMapFullError", "IndexFullError",
     "InvalidIndexEntryError", "IndexClosedError", "CorruptCheckpointError", "LogDirInUseError",
     "CorruptMetadataError", "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError",
@@ -945,6 +946,22 @@ class UnsupportedCodecError(PylogqError):
 
 class ConfigError(PylogqError, ValueError):
     """A configuration key that is unknown or a value of the wrong type or range."""
+
+
+class InvalidArgumentError(PylogqError, ValueError):
+    """An argument of a public call whose value is out of range or malformed.
+
+    The message names the argument and shows the value (``"partition must be an int >= 0,
+    not -1"``). A ValueError too, so callers that catch the builtin stay correct.
+    """
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of a public call whose type is wrong: a str where bytes go, a name for a list.
+
+    A TypeError too, as Python's own is; and an :class:`InvalidArgumentError`, so one
+    ``except InvalidArgumentError`` catches every bad argument.
+    """
 
 
 class IllegalStateError(PylogqError, RuntimeError):

@@ -46,7 +46,7 @@ class Clients:
 
     def __init__(self, bootstrap_servers: Optional[str] = None, broker: Any = None) -> None:
         if (bootstrap_servers is None) == (broker is None):
-            raise ValueError("give exactly one of bootstrap_servers or broker")
+            raise ConfigError("give exactly one of bootstrap_servers or broker")
         self.bootstrap_servers = bootstrap_servers
         self.broker = broker
         self._open: List[Any] = []

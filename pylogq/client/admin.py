@@ -230,7 +230,7 @@ class AdminClient:
         if self.config["client_id"] is None:
             self.config["client_id"] = "pylogq-admin"
         if not isinstance(self.config["client_id"], str):
-            raise ConfigError("client_id must be a str, got %r" % (self.config["client_id"],))
+            raise ConfigError("client_id must be a str, not %r" % (self.config["client_id"],))
         self.config["request_timeout_ms"] = _timeout(self.config["request_timeout_ms"], "request_timeout_ms")
         self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers,
                                              **{k: self.config[k] for k in TCP_OPTIONS if k in self.config})
@@ -368,7 +368,8 @@ class AdminClient:
         transport = self._check_open()
         self._timeout_ms(timeout_ms)
         if not isinstance(topic_partitions, Mapping):
-            raise TypeError("create_partitions takes {topic: NewPartitions or total}, got %r" % (topic_partitions,))
+            raise errors.InvalidArgumentTypeError("topic_partitions must be a dict {topic: NewPartitions or total}, "
+                                                  "not %r" % (topic_partitions,))
         broker_ids = self._broker_ids() if validate_only else None
         results: Dict[str, Optional[errors.BrokerError]] = {}
         for topic, spec in topic_partitions.items():
@@ -608,7 +609,7 @@ class AdminClient:
     def find_coordinator(self, group_id: str) -> BrokerNode:
         """The broker coordinating ``group_id`` (FindCoordinator): its id and advertised address."""
         if not isinstance(group_id, str):
-            raise TypeError("group_id must be a str, not %r" % (group_id,))
+            raise errors.InvalidArgumentTypeError("group_id must be a str, not %r" % (group_id,))
         return self._check_open().find_coordinator(group_id)
 
     def list_consumer_group_offsets(self, group_id: str, partitions: Optional[Iterable[Any]] = None,
@@ -803,7 +804,7 @@ def _timeout(value: Any, key: str) -> int:
 
 def _names(values: Iterable[str], what: str) -> List[str]:
     if isinstance(values, (str, bytes)):
-        raise TypeError("%s must be a list of names, not the single name %r" % (what, values))
+        raise errors.InvalidArgumentTypeError("%s must be a list of names, not the single name %r" % (what, values))
     return list(values)
 
 
@@ -840,7 +841,8 @@ def _group_error_message(cls: type, group_id: str, what: str = "deleting") -> st
 def _items(values: Iterable[Any], what: str) -> List[Any]:
     """A list from an iterable of items; a lone TopicPartition or pair is refused by name."""
     if isinstance(values, (str, bytes)) or hasattr(values, "topic"):
-        raise TypeError("%s must be a list of TopicPartitions or (topic, partition) pairs, got %r" % (what, values))
+        raise errors.InvalidArgumentTypeError("%s must be a list of TopicPartitions or (topic, partition) pairs, not %r"
+                                              % (what, values))
     return list(values)
 
 
@@ -861,7 +863,8 @@ def _topic_partition(value: Any) -> TopicPartition:
     if topic is None and isinstance(value, tuple) and len(value) == 2:
         topic, partition = value
     if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
-        raise TypeError("expected a TopicPartition or a (topic, partition) pair, got %r" % (value,))
+        raise errors.InvalidArgumentTypeError("a partition must be a TopicPartition or a (topic, partition) pair, "
+                                              "not %r" % (value,))
     return TopicPartition(topic, partition)
 
 
@@ -894,7 +897,8 @@ def _alter_entries(configs: Any) -> Dict[str, Tuple[AlterConfigOp, Any]]:
     if not configs:
         return {}
     if not isinstance(configs, Mapping):
-        raise TypeError("configs to alter must be a dict {key: value} or {key: (op, value)}, got %r" % (configs,))
+        raise errors.InvalidArgumentTypeError("configs to alter must be a dict {key: value} or {key: (op, value)}, "
+                                              "not %r" % (configs,))
     out: Dict[str, Tuple[AlterConfigOp, Any]] = {}
     for key, entry in configs.items():
         if isinstance(entry, tuple) and len(entry) == 2:
@@ -922,7 +926,7 @@ def _new_topic_specs(new_topics: Any) -> List[_TopicSpec]:
                           dict(data.get("configs") or {})))
     else:
         if isinstance(new_topics, (str, bytes)):
-            raise TypeError("new_topics must be a list, not the single name %r" % (new_topics,))
+            raise errors.InvalidArgumentTypeError("new_topics must be a list, not the single name %r" % (new_topics,))
         for item in new_topics:
             if isinstance(item, str):
                 specs.append((item, None, None, {}, {}))
@@ -931,9 +935,10 @@ def _new_topic_specs(new_topics: Any) -> List[_TopicSpec]:
                               {int(p): list(r) for p, r in (getattr(item, "replica_assignments", None) or {}).items()},
                               dict(getattr(item, "topic_configs", None) or {})))
             else:
-                raise TypeError("expected a NewTopic or a topic name, got %r" % (item,))
+                raise errors.InvalidArgumentTypeError("new_topics items must be NewTopics or topic names, not %r"
+                                                      % (item,))
     if not specs:
-        raise ValueError("no topics given to create")
+        raise errors.InvalidArgumentError("new_topics must name at least one topic, not %r" % (new_topics,))
     return specs
 
 
@@ -967,4 +972,5 @@ def _partitions_spec(topic: str, spec: Any) -> Tuple[Any, Optional[List[List[int
     if hasattr(spec, "total_count"):
         assignments = getattr(spec, "new_assignments", None)
         return spec.total_count, None if assignments is None else [list(a) for a in assignments]
-    raise TypeError("topic %r: expected NewPartitions, an int total or {'count': ...}, got %r" % (topic, spec))
+    raise errors.InvalidArgumentTypeError("new partitions of topic %r must be NewPartitions, an int total or "
+                                          "{'count': ...}, not %r" % (topic, spec))

@@ -43,7 +43,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
 
-from ..errors import InvalidConsumerProtocolError
+from ..errors import ConfigError, InvalidArgumentError, InvalidArgumentTypeError, InvalidConsumerProtocolError
 
 __all__ = ["Subscription", "Assignment", "encode_subscription", "decode_subscription", "encode_assignment",
            "decode_assignment", "encode_sticky_user_data", "decode_sticky_user_data", "PartitionAssignor", "RangeAssignor",
@@ -91,7 +91,7 @@ def _check_version(version: int, highest: int, what: str) -> None:
 
 def _put_string(out: bytearray, value: str, what: str) -> None:
     if not isinstance(value, str):
-        raise TypeError("%s must be a str, got %r" % (what, value))
+        raise InvalidArgumentTypeError("%s must be a str, not %r" % (what, value))
     raw = value.encode("utf-8")
     if len(raw) > _STRING_MAX:
         raise InvalidConsumerProtocolError(
@@ -219,7 +219,7 @@ class _Reader:
 
 def _coerce_bytes(data: bytes, what: str) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError("consumer protocol %s must be bytes-like, got %s" % (what, type(data).__name__))
+        raise InvalidArgumentTypeError("consumer protocol %s must be bytes-like, not %s" % (what, type(data).__name__))
     return data
 
 
@@ -237,7 +237,7 @@ def encode_subscription(
     """
     _check_version(version, SUBSCRIPTION_MAX_VERSION, "subscription")
     if isinstance(topics, str):
-        raise TypeError("topics must be an iterable of topic names, not the str %r" % topics)
+        raise InvalidArgumentTypeError("topics must be an iterable of topic names, not the str %r" % topics)
     if owned_partitions and version < 1:
         raise InvalidConsumerProtocolError(
             "owned_partitions need subscription version 1 or later, got version %d" % version)
@@ -339,7 +339,7 @@ def _sorted_assignment(partitions: Mapping[str, Iterable[int]]) -> TopicPartitio
 def _check_cluster(cluster_partitions: Mapping[str, int]) -> None:
     for topic, count in cluster_partitions.items():
         if not isinstance(count, int) or count < 0:
-            raise ValueError("partition count of topic %r must be an int >= 0, got %r" % (topic, count))
+            raise InvalidArgumentError("partition count of topic %r must be an int >= 0, not %r" % (topic, count))
 
 
 class PartitionAssignor(abc.ABC):
@@ -595,5 +595,5 @@ def assignor_for_name(name: str) -> PartitionAssignor:
     try:
         return ASSIGNORS[name]()
     except KeyError:
-        raise ValueError("unknown partition assignment strategy %r; known: %s"
-                         % (name, ", ".join(sorted(ASSIGNORS)))) from None
+        raise ConfigError("unknown partition assignment strategy %r; known: %s"
+                          % (name, ", ".join(sorted(ASSIGNORS)))) from None

@@ -77,6 +77,7 @@ from typing import (
 from ..errors import (
     ConfigError,
     IllegalStateError,
+    InvalidArgumentError,
 )
 from ..records import decode_columns
 from ..cluster.names import validate_topic_name
@@ -316,7 +317,7 @@ class Consumer:
         """Make ``offset`` the next offset the consumer reads from ``partition``."""
         tp = self._subscriptions.require_assigned(partition)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError("offset must be an integer >= 0, got %r" % (offset,))
+            raise InvalidArgumentError("offset must be an integer >= 0, not %r" % (offset,))
         self._set_position(tp, offset)
 
     def _set_position(self, tp: TopicPartition, offset: Optional[int]) -> None:
@@ -380,10 +381,10 @@ class Consumer:
         """
         self._check_open()
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
-            raise ValueError("timeout_ms must be a number >= 0, got %r" % (timeout_ms,))
+            raise InvalidArgumentError("timeout_ms must be a number >= 0, not %r" % (timeout_ms,))
         limit = self.max_poll_records if max_records is None else max_records
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError("max_records must be an integer >= 1, got %r" % (max_records,))
+            raise InvalidArgumentError("max_records must be an integer >= 1, not %r" % (max_records,))
         deadline = time.monotonic() + timeout_ms / 1000.0
         while True:
             self._coordinator.maybe_refresh_metadata()

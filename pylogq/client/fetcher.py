@@ -21,7 +21,7 @@ import time
 from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..cluster.contract import TopicPartition
-from ..errors import BrokerError, NoOffsetForPartitionError, OffsetOutOfRangeError, error_for_code
+from ..errors import BrokerError, InvalidArgumentError, NoOffsetForPartitionError, OffsetOutOfRangeError, error_for_code
 from ..records import decode_columns, iter_batches
 from .metrics import (
     AVG,
@@ -516,7 +516,7 @@ class Fetcher:
         for tp, ts in timestamps.items():
             tp = as_tp(tp)
             if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
-                raise ValueError("timestamp for %s-%d must be an integer >= 0 (ms), got %r" % (tp + (ts,)))
+                raise InvalidArgumentError("timestamp for %s-%d must be an integer >= 0 (ms), not %r" % (tp + (ts,)))
             offset, found_ts = self._transport.list_offsets(tp.topic, tp.partition, ts)
             out[tp] = None if offset < 0 else OffsetAndTimestamp(offset, found_ts, -1)
         return out

@@ -29,6 +29,9 @@ import threading
 import time
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..errors import ConfigError
+
+
 __all__ = ["Metric", "MetricName", "Metrics", "NetworkSensors", "NodeSensors", "Sensor"]
 
 #: kafka-python's defaults: 2 samples of 30 s.
@@ -226,9 +229,9 @@ class Metrics:
     def __init__(self, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_MS,
                  enabled: bool = True) -> None:
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise ValueError("metrics_num_samples must be an integer >= 1, not %r" % (samples,))
+            raise ConfigError("metrics_num_samples must be an integer >= 1, not %r" % (samples,))
         if isinstance(window_ms, bool) or not isinstance(window_ms, int) or window_ms < 1:
-            raise ValueError("metrics_sample_window_ms must be an integer >= 1, not %r" % (window_ms,))
+            raise ConfigError("metrics_sample_window_ms must be an integer >= 1, not %r" % (window_ms,))
         self.enabled = bool(enabled)
         self.samples = samples
         self.window_s = window_ms / 1000.0

@@ -57,6 +57,8 @@ from ..cluster.partitioner import gather, murmur2, murmur2_many, partition_for_k
 from ..errors import (
     ConfigError,
     IllegalStateError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     KafkaTimeoutError,
     MessageTooLargeError,
     PylogqError,
@@ -256,7 +258,7 @@ class Producer:
         count = None if refresh else self._partition_counts.get(topic)
         if count is None:
             if not isinstance(topic, str) or not topic:
-                raise TypeError("topic must be a non-empty str, not %r" % (topic,))
+                raise InvalidArgumentTypeError("topic must be a non-empty str, not %r" % (topic,))
             count = self._transport.partitions_for(topic, create=self._create_topics)
             if count is None:
                 raise UnknownTopicOrPartitionError(
@@ -271,17 +273,18 @@ class Producer:
 
     def _check_partition(self, topic: str, partition: int) -> None:
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-            raise ValueError("partition must be an int >= 0, not %r" % (partition,))
+            raise InvalidArgumentError("partition must be an int >= 0, not %r" % (partition,))
         if partition >= self._num_partitions(topic) and partition >= self._num_partitions(topic, refresh=True):
-            raise ValueError("unknown partition %d for topic %r (it has %d)"
-                             % (partition, topic, self._partition_counts[topic]))
+            raise InvalidArgumentError("unknown partition %d for topic %r (it has %d)"
+                                       % (partition, topic, self._partition_counts[topic]))
 
     def _choose(self, topic: str, key: Any, n: int) -> int:
         if self._partitioner is not None:
             all_partitions = list(range(n))
             partition = self._partitioner(key, all_partitions, all_partitions)
             if not isinstance(partition, int) or not 0 <= partition < n:
-                raise ValueError("partitioner chose partition %r for topic %r, which has %d" % (partition, topic, n))
+                raise InvalidArgumentError("partitioner chose partition %r for topic %r, which has %d"
+                                           % (partition, topic, n))
             return partition
         return partition_for_key(key, n)
 
@@ -326,19 +329,20 @@ class Producer:
         if self._accumulator.closed:
             raise IllegalStateError("the producer is closed")
         if value is None and key is None:
-            raise ValueError("a record needs a key or a value (or both)")
+            raise InvalidArgumentError("a record needs a key or a value (or both)")
         if headers is not None and not isinstance(headers, list):
-            raise TypeError("headers must be a list of (str, bytes) tuples, not %s" % type(headers).__name__)
+            raise InvalidArgumentTypeError("headers must be a list of (str, bytes) tuples, not %s"
+                                           % type(headers).__name__)
         if self._key_serializer is not None and key is not None:
             key = self._key_serializer(topic, headers, key)
         if self._value_serializer is not None and value is not None:
             value = self._value_serializer(topic, headers, value)
         if key is not None and type(key) is not bytes and not isinstance(key, (bytearray, memoryview)):
-            raise TypeError("the serialized key must be bytes, bytearray or memoryview, not %s"
-                            % type(key).__name__)
+            raise InvalidArgumentTypeError("the serialized key must be bytes, bytearray or memoryview, not %s"
+                                           % type(key).__name__)
         if value is not None and type(value) is not bytes and not isinstance(value, (bytearray, memoryview)):
-            raise TypeError("the serialized value must be bytes, bytearray or memoryview, not %s"
-                            % type(value).__name__)
+            raise InvalidArgumentTypeError("the serialized value must be bytes, bytearray or memoryview, not %s"
+                                           % type(value).__name__)
         key_size = -1 if key is None else len(key)
         value_size = -1 if value is None else len(value)
         header_size = -1
@@ -347,7 +351,7 @@ class Producer:
             for item in headers:
                 if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
                         and (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))):
-                    raise TypeError("headers must be (str, bytes) tuples, not %r" % (item,))
+                    raise InvalidArgumentTypeError("headers must be (str, bytes) tuples, not %r" % (item,))
             header_size = sum(len(k.encode("utf-8") if isinstance(k, str) else k) + (0 if v is None else len(v))
                               for k, v in headers)
             size += header_size + 10 * len(headers)
@@ -393,14 +397,14 @@ class Producer:
         n = len(values)
         for name, column in (("keys", keys), ("headers", headers)):
             if column is not None and len(column) != n:
-                raise ValueError("%s has %d items, values %d" % (name, len(column), n))
+                raise InvalidArgumentError("%s has %d items, values %d" % (name, len(column), n))
         timestamps: Any = timestamp_ms
         if timestamps is None:
             timestamps = int(time.time() * 1000)
         elif not isinstance(timestamps, int):
             timestamps = np.asarray(timestamps, dtype=np.int64)
             if len(timestamps) != n:
-                raise ValueError("timestamp_ms has %d items, values %d" % (len(timestamps), n))
+                raise InvalidArgumentError("timestamp_ms has %d items, values %d" % (len(timestamps), n))
         if self._value_serializer is not None:
             ser = self._value_serializer
             values = [None if v is None else ser(topic, None, v) for v in values]

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Pattern, Set
 
 from ..cluster.contract import TopicPartition
 from ..cluster.names import validate_topic_name
-from ..errors import IllegalStateError
+from ..errors import IllegalStateError, InvalidArgumentTypeError
 
 __all__ = ["SubscriptionState", "as_tp"]
 
@@ -26,7 +26,7 @@ def as_tp(tp: Any) -> TopicPartition:
         return tp
     if isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and isinstance(tp[1], int):
         return TopicPartition(tp[0], tp[1])
-    raise TypeError("expected a TopicPartition (topic, partition), got %r" % (tp,))
+    raise InvalidArgumentTypeError("a partition must be a TopicPartition (topic, partition), not %r" % (tp,))
 
 
 class SubscriptionState:
@@ -64,11 +64,12 @@ class SubscriptionState:
             raise IllegalStateError("give topics or a pattern to subscribe to")
         for topic in topic_list:
             if not isinstance(topic, str):
-                raise TypeError("topic names must be strings, got %r" % (topic,))
+                raise InvalidArgumentTypeError("topic names must be strings, not %r" % (topic,))
             validate_topic_name(topic)
         if listener is not None and not (hasattr(listener, "on_partitions_revoked")
                                          and hasattr(listener, "on_partitions_assigned")):
-            raise TypeError("listener must have on_partitions_revoked and on_partitions_assigned")
+            raise InvalidArgumentTypeError("listener must have on_partitions_revoked and on_partitions_assigned, not %r"
+                                           % (listener,))
         self.pattern = re.compile(pattern) if pattern is not None else None
         self.subscription = set(topic_list)
         self.listener = listener

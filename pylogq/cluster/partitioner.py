@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from .._speedups import compiled
+from ..errors import InvalidArgumentError
 
 __all__ = [
     "StickyPartitioner", "gather", "java_string_hash", "murmur2", "murmur2_many", "partition_for_key", "pure",
@@ -169,7 +170,7 @@ def to_positive(value: int) -> int:
 def partition_for_key(key: Buffer, num_partitions: int) -> int:
     """The partition Kafka's default partitioner gives a keyed record."""
     if num_partitions < 1:
-        raise ValueError("num_partitions must be at least 1, got %r" % (num_partitions,))
+        raise InvalidArgumentError("num_partitions must be an int >= 1, not %r" % (num_partitions,))
     return to_positive(murmur2(key)) % num_partitions
 
 
@@ -242,4 +243,4 @@ class StickyPartitioner:
 
 def _check_count(num_partitions: int) -> None:
     if num_partitions < 1:
-        raise ValueError("num_partitions must be at least 1, got %r" % (num_partitions,))
+        raise InvalidArgumentError("num_partitions must be an int >= 1, not %r" % (num_partitions,))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 from typing import Callable, Iterator, List, Optional, Union
 
-from ..errors import UnsupportedCompressionTypeError
+from ..errors import InvalidArgumentError, UnsupportedCompressionTypeError
 from . import codecs
 from ._impl import RecordBatch
 from .default_records import ATTRIBUTES_OFFSET, CONTROL_MASK, ENTRY_MAGIC_OFFSET, LOG_OVERHEAD
@@ -90,7 +90,7 @@ def down_convert(read_at: ReadAt, size: int, to_magic: int, fetch_offset: int, m
     zstd batch; a later one ends the conversion before it.
     """
     if to_magic not in (0, 1):
-        raise ValueError("down-conversion targets magic 0 or 1, not %r" % (to_magic,))
+        raise InvalidArgumentError("to_magic must be 0 or 1, not %r" % (to_magic,))
     out = bytearray()
     for entry in _entries(read_at, size):
         magic = entry[ENTRY_MAGIC_OFFSET]

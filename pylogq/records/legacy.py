@@ -55,7 +55,13 @@ import struct
 import time
 from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from ..errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
+from ..errors import (
+    CorruptRecordError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    InvalidRecordError,
+    UnsupportedCodecError,
+)
 from . import codecs
 from .crc import crc32
 
@@ -578,7 +584,7 @@ def _append_message(
     value_size = -1 if value is None else len(value)
     size = _OVERHEAD[magic] + max(key_size, 0) + max(value_size, 0)
     if size > INT32_MAX:
-        raise ValueError("a message of %d bytes does not fit the int32 size field" % size)
+        raise InvalidArgumentError("a message of %d bytes does not fit the int32 size field" % size)
     if magic:
         out += _HEADER_V1.pack(offset, size, 0, magic, attributes, timestamp)
     else:
@@ -599,7 +605,8 @@ def _as_bytes(obj: object, what: str) -> Optional[Buffer]:
         return obj
     if isinstance(obj, memoryview):
         return obj.tobytes()
-    raise TypeError("%s must be bytes, bytearray, memoryview or None, not %s" % (what, type(obj).__name__))
+    raise InvalidArgumentTypeError("%s must be bytes, bytearray, memoryview or None, not %s"
+                                   % (what, type(obj).__name__))
 
 
 class LegacyRecordBatchBuilder:
@@ -629,12 +636,12 @@ class LegacyRecordBatchBuilder:
 
     def __init__(self, magic: int, compression_type: Union[int, str, None] = 0, batch_size: int = INT32_MAX) -> None:
         if magic not in (0, 1) or isinstance(magic, bool):
-            raise ValueError("legacy message sets have magic 0 or 1, not %r" % (magic,))
+            raise InvalidArgumentError("legacy message sets have magic 0 or 1, not %r" % (magic,))
         codec = codecs.codec_id(compression_type)
         if codec > codecs.LZ4:
             raise UnsupportedCodecError("%s compression needs magic 2, not magic %d" % (codecs.NAMES[codec], magic))
         if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError("batch_size must be a positive int, not %r" % (batch_size,))
+            raise InvalidArgumentError("batch_size must be an int >= 1, not %r" % (batch_size,))
         self.magic = magic
         self.compression_type = codec
         self.batch_size = batch_size
@@ -654,18 +661,18 @@ class LegacyRecordBatchBuilder:
     ) -> Optional[LegacyRecordMetadata]:
         """Add one record; None when the set is full. ``timestamp`` (ms) is ignored for v0."""
         if headers:
-            raise ValueError("magic %d messages cannot carry headers (got %d)" % (self.magic, len(headers)))
+            raise InvalidArgumentError("headers must be empty for magic %d messages, not %r" % (self.magic, headers))
         _check_offset(offset, "offset")
         if self._count and offset <= self._last_offset:
-            raise ValueError("offset %d does not follow the previous offset %d" % (offset, self._last_offset))
+            raise InvalidArgumentError("offset %d does not follow the previous offset %d" % (offset, self._last_offset))
         if self.magic == 0:
             timestamp = NO_TIMESTAMP
         elif timestamp is None:
             timestamp = int(time.time() * 1000)
         elif not isinstance(timestamp, int) or isinstance(timestamp, bool):
-            raise TypeError("timestamp must be an int (ms) or None, not %r" % (timestamp,))
+            raise InvalidArgumentTypeError("timestamp must be an int (ms) or None, not %r" % (timestamp,))
         elif not NO_TIMESTAMP <= timestamp <= INT64_MAX:
-            raise ValueError("timestamp must be -1 (none) or a non-negative int64, not %d" % timestamp)
+            raise InvalidArgumentError("timestamp must be -1 (none) or a non-negative int64, not %r" % (timestamp,))
         key = _as_bytes(key, "key")
         value = _as_bytes(value, "value")
         projected = len(self._buffer) + self.size_in_bytes(self.magic, key, value)
@@ -711,9 +718,9 @@ class LegacyRecordBatchBuilder:
 
 def _check_offset(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError("%s must be an int, not %r" % (what, value))
+        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value))
     if not 0 <= value <= INT64_MAX:
-        raise ValueError("%s must be in [0, 2**63-1], not %d" % (what, value))
+        raise InvalidArgumentError("%s must be in [0, 2**63-1], not %r" % (what, value))
     return value
 
 

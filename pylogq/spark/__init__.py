@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import DataLossError, PylogqError
+from ..errors import DataLossError, InvalidArgumentError, PylogqError
 from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, _answer_promptly,
                      _freezing_after, arrow_schema, offset_for_time, pack_splits, parse_columns, plan_splits,
                      read_split, schema_ddl)
@@ -141,9 +141,9 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     (no JDK, a Spark Connect session), which a log line says once.
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-        raise ValueError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
+        raise InvalidArgumentError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
     if engine not in ("auto", "jvm", "python"):
-        raise ValueError("engine must be 'auto', 'jvm' or 'python', not %r" % (engine,))
+        raise InvalidArgumentError("engine must be 'auto', 'jvm' or 'python', not %r" % (engine,))
     on_jvm = engine != "python" and _jvm_reader(spark, required=engine == "jvm")
     chosen = None if columns is None else parse_columns(columns)
     schema = _spark_schema(chosen)

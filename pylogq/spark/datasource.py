@@ -58,7 +58,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import TimestampType
 
-from ..errors import DataLossError, OffsetOutOfRangeError
+from ..errors import ConfigError, DataLossError, OffsetOutOfRangeError
 from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, _answer_promptly,
                      _freezing_after, parse_columns, partition_bounds, plan_splits, read_split, schema_ddl)
 
@@ -103,7 +103,7 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if value.lower() in _FALSE:
         return False
-    raise ValueError("option %s must be true or false, not %r" % (name, value))
+    raise ConfigError("option %s must be true or false, not %r" % (name, value))
 
 
 def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
@@ -113,9 +113,9 @@ def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
     try:
         number = int(value)
     except ValueError:
-        raise ValueError("option %s must be a positive integer, not %r" % (name, value)) from None
+        raise ConfigError("option %s must be a positive integer, not %r" % (name, value)) from None
     if number < 1:
-        raise ValueError("option %s must be a positive integer, not %r" % (name, value))
+        raise ConfigError("option %s must be a positive integer, not %r" % (name, value))
     return number
 
 
@@ -125,20 +125,20 @@ class _Settings:
     def __init__(self, options: Mapping[str, str], streaming: bool) -> None:
         source = _option(options, "source", "path")
         if source is None:
-            raise ValueError("option 'source' (the log directory) is required: "
-                             "spark.read.format('pylogq').option('source', '/var/lib/pylogq')")
+            raise ConfigError("option 'source' (the log directory) is required: "
+                              "spark.read.format('pylogq').option('source', '/var/lib/pylogq')")
         self.source: Any = [s.strip() for s in source.split(",") if s.strip()] if "," in source else source
         topic = _option(options, "topic", "subscribe")
         if topic is None:
-            raise ValueError("option 'topic' is required")
+            raise ConfigError("option 'topic' is required")
         if "," in topic:
-            raise ValueError("option 'topic' names one topic, not %r" % topic)
+            raise ConfigError("option 'topic' names one topic, not %r" % topic)
         self.topic = topic
         self.bootstrap_servers = _option(options, "bootstrapServers", "kafka.bootstrap.servers")
         self.starting = _option(options, "startingOffsets") or ("latest" if streaming else "earliest")
         self.ending = _option(options, "endingOffsets") or "latest"
         if streaming and _option(options, "endingOffsets") is not None:
-            raise ValueError("option endingOffsets applies to batch reads only (a stream has no end)")
+            raise ConfigError("option endingOffsets applies to batch reads only (a stream has no end)")
         self.fail_on_data_loss = _flag(options, "failOnDataLoss", True)
         self.max_offsets_per_trigger = _positive(options, "maxOffsetsPerTrigger")
         self.max_split_bytes = _positive(options, "maxSplitBytes")
@@ -146,11 +146,11 @@ class _Settings:
         self.starting_timestamp = _timestamp(options, "startingTimestamp")
         self.ending_timestamp = _timestamp(options, "endingTimestamp")
         if streaming and (self.starting_timestamp is not None or self.ending_timestamp is not None):
-            raise ValueError("options startingTimestamp and endingTimestamp apply to batch reads only")
+            raise ConfigError("options startingTimestamp and endingTimestamp apply to batch reads only")
         self.timestamp_strategy = (_option(options, "startingOffsetsByTimestampStrategy") or "error").lower()
         if self.timestamp_strategy not in ("error", "latest"):
-            raise ValueError("option startingOffsetsByTimestampStrategy must be error or latest, not %r"
-                             % self.timestamp_strategy)
+            raise ConfigError("option startingOffsetsByTimestampStrategy must be error or latest, not %r"
+                              % self.timestamp_strategy)
         columns = _option(options, "columns")
         self.columns: Optional[Tuple[str, ...]] = None if columns is None else parse_columns(columns)
         self.pushdown: Optional[Pushdown] = None
@@ -170,10 +170,10 @@ class _Settings:
         expected = _SIMPLE_TYPES  # (a reader runs without a session to parse the DDL)
         for f in schema.fields:
             if f.name not in expected:
-                raise ValueError("schema column %r is not one of pylogq's: %s" % (f.name, ", ".join(COLUMNS)))
+                raise ConfigError("schema column %r is not one of pylogq's: %s" % (f.name, ", ".join(COLUMNS)))
             if f.dataType.simpleString() != expected[f.name]:
-                raise ValueError("schema column %r has type %s; pylogq reads it as %s"
-                                 % (f.name, f.dataType.simpleString(), expected[f.name]))
+                raise ConfigError("schema column %r has type %s; pylogq reads it as %s"
+                                  % (f.name, f.dataType.simpleString(), expected[f.name]))
         self.columns = tuple(names)
 
     def plan(self, starting: Any, ending: Any) -> List[Split]:
@@ -334,8 +334,8 @@ class PylogqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(offset, str):
             offset = json.loads(offset)
         if not isinstance(offset, dict) or self.settings.topic not in offset:
-            raise ValueError("checkpointed offset %r is not for topic %r: was the query's topic option changed?"
-                             % (offset, self.settings.topic))
+            raise ConfigError("checkpointed offset %r is not for topic %r: was the query's topic option changed?"
+                              % (offset, self.settings.topic))
         return {int(p): int(o) for p, o in offset[self.settings.topic].items()}
 
     def _bounds(self) -> Dict[int, Tuple[int, int]]:
@@ -356,8 +356,8 @@ class PylogqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 given = json.loads(starting)
             except ValueError:
-                raise ValueError("startingOffsets must be earliest, latest or JSON like "
-                                 "'{\"%s\": {\"0\": 23}}', not %r" % (self.settings.topic, starting)) from None
+                raise ConfigError("startingOffsets must be earliest, latest or JSON like "
+                                  "'{\"%s\": {\"0\": 23}}', not %r" % (self.settings.topic, starting)) from None
             wanted = self._from_json(given)
             offsets = {}
             for p, (low, high) in bounds.items():
@@ -367,14 +367,14 @@ class PylogqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 elif want == LATEST:
                     offsets[p] = high
                 elif not low <= want <= high:
-                    raise ValueError("startingOffsets for %s-%d is %d, outside the partition's offsets [%d, %d]"
-                                     % (self.settings.topic, p, want, low, high))
+                    raise ConfigError("startingOffsets for %s-%d is %d, outside the partition's offsets [%d, %d]"
+                                      % (self.settings.topic, p, want, low, high))
                 else:
                     offsets[p] = want
             unknown = sorted(set(wanted) - set(bounds))
             if unknown:
-                raise ValueError("startingOffsets names partition(s) %s that topic %r does not have (it has %d)"
-                                 % (unknown, self.settings.topic, len(bounds)))
+                raise ConfigError("startingOffsets names partition(s) %s that topic %r does not have (it has %d)"
+                                  % (unknown, self.settings.topic, len(bounds)))
         self._last = offsets
         return self._to_json(offsets)
 
@@ -479,7 +479,7 @@ def _timestamp(options: Mapping[str, str], name: str) -> Optional[int]:
     try:
         return int(value)
     except ValueError:
-        raise ValueError("option %s must be milliseconds since the epoch, not %r" % (name, value)) from None
+        raise ConfigError("option %s must be milliseconds since the epoch, not %r" % (name, value)) from None
 
 
 _FLOOR, _CEIL = 0, 1

@@ -38,7 +38,15 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from ..errors import CorruptRecordError, DataLossError, OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError
+from ..errors import (
+    CorruptRecordError,
+    DataLossError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    OffsetOutOfRangeError,
+    PylogqError,
+    UnknownTopicOrPartitionError,
+)
 from ..records import RecordColumns, decode_columns, decode_headers
 from ..records.default_records import CONTROL_MASK, ENTRY_MAGIC_OFFSET
 from ..records.default_records import HEADER_SIZE as HEADER_BYTES
@@ -177,11 +185,12 @@ def parse_columns(columns: Optional[Sequence[str]]) -> Tuple[str, ...]:
     chosen = tuple(columns)
     unknown = [c for c in chosen if c not in _DDL]
     if unknown:
-        raise ValueError("unknown column(s) %s: the columns are %s" % (", ".join(map(repr, unknown)), ", ".join(COLUMNS)))
+        raise InvalidArgumentError("unknown column(s) %s: the columns are %s"
+                                   % (", ".join(map(repr, unknown)), ", ".join(COLUMNS)))
     if len(set(chosen)) != len(chosen):
-        raise ValueError("columns %r name a column twice" % (list(chosen),))
+        raise InvalidArgumentError("columns %r name a column twice" % (list(chosen),))
     if not chosen:
-        raise ValueError("columns must name at least one of %s" % ", ".join(COLUMNS))
+        raise InvalidArgumentError("columns must name at least one of %s" % ", ".join(COLUMNS))
     return chosen
 
 
@@ -253,9 +262,9 @@ def _source_dirs(source: Any) -> List[str]:
     elif isinstance(source, (list, tuple)):
         items = [os.fspath(s) for s in source]
     else:
-        raise TypeError("source must be a log directory path or a list of them, not %r" % (source,))
+        raise InvalidArgumentTypeError("source must be a log directory path or a list of them, not %r" % (source,))
     if not items:
-        raise ValueError("source names no log directory")
+        raise InvalidArgumentError("source names no log directory")
     dirs = []
     for path in items:
         if not os.path.exists(path):
@@ -301,7 +310,7 @@ def _partition_dirs(dirs: Sequence[str], topic: str, bootstrap_servers: Any = No
     topic) is read from one replica: see :mod:`pylogq.spark.replicas`.
     """
     if not isinstance(topic, str) or not topic:
-        raise ValueError("topic must be a non-empty string, not %r" % (topic,))
+        raise InvalidArgumentError("topic must be a non-empty string, not %r" % (topic,))
     pattern = re.compile(re.escape(topic) + r"-(\d+)\Z")
     candidates: Dict[int, List[str]] = {}
     for d in dirs:
@@ -722,12 +731,12 @@ def plan_splits(
     further (filters on partition, offset and timestamp).
     """
     if isinstance(max_split_bytes, bool) or not isinstance(max_split_bytes, int) or max_split_bytes < 1:
-        raise ValueError("max_split_bytes must be a positive integer, got %r" % (max_split_bytes,))
+        raise InvalidArgumentError("max_split_bytes must be an int >= 1, not %r" % (max_split_bytes,))
     if timestamp_strategy not in ("error", "latest"):
-        raise ValueError("timestamp_strategy must be 'error' or 'latest', not %r" % (timestamp_strategy,))
+        raise InvalidArgumentError("timestamp_strategy must be 'error' or 'latest', not %r" % (timestamp_strategy,))
     for name, ts in (("starting_timestamp", starting_timestamp), ("ending_timestamp", ending_timestamp)):
         if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
-            raise ValueError("%s must be milliseconds since the epoch (an int), not %r" % (name, ts))
+            raise InvalidArgumentError("%s must be milliseconds since the epoch (an int), not %r" % (name, ts))
     bounds = partition_bounds(source, topic, bootstrap_servers=bootstrap_servers)
     starts = _resolve(starting_offsets, "starting_offsets", topic, bounds, EARLIEST)
     ends = _resolve(ending_offsets, "ending_offsets", topic, bounds, LATEST)
@@ -783,15 +792,16 @@ def _resolve(spec: OffsetSpec, name: str, topic: str, bounds: Mapping[int, Tuple
             try:
                 parsed = json.loads(text)
             except ValueError as exc:
-                raise ValueError("%s is not valid JSON: %s (%r)" % (name, exc, spec)) from None
+                raise InvalidArgumentError("%s is not valid JSON: %s (%r)" % (name, exc, spec)) from None
             per_partition = _partition_map(parsed, name, topic)
         else:
-            raise ValueError("%s must be 'earliest', 'latest', a dict or a JSON object like "
-                             "'{\"%s\": {\"0\": 23}}', not %r" % (name, topic, spec))
+            raise InvalidArgumentError("%s must be 'earliest', 'latest', a dict or a JSON object like "
+                                       "'{\"%s\": {\"0\": 23}}', not %r" % (name, topic, spec))
     elif isinstance(spec, Mapping):
         per_partition = _partition_map(spec, name, topic)
     else:
-        raise TypeError("%s must be 'earliest', 'latest', a dict or a JSON string, not %r" % (name, spec))
+        raise InvalidArgumentTypeError("%s must be 'earliest', 'latest', a dict or a JSON string, not %r"
+                                       % (name, spec))
     unknown = sorted(set(per_partition) - set(bounds))
     if unknown:
         raise UnknownTopicOrPartitionError("%s names partition(s) %s of %s, which has partitions %s"
@@ -803,15 +813,15 @@ def _resolve(spec: OffsetSpec, name: str, topic: str, bounds: Mapping[int, Tuple
         if isinstance(value, str):
             value = {"earliest": EARLIEST, "latest": LATEST}.get(value.strip().lower(), value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError("%s for %s-%d must be an offset, -2 (earliest) or -1 (latest), not %r"
-                             % (name, topic, p, value))
+            raise InvalidArgumentError("%s for %s-%d must be an offset, -2 (earliest) or -1 (latest), not %r"
+                                       % (name, topic, p, value))
         if value == EARLIEST:
             value = low
         elif value == LATEST:
             value = high
         elif value < 0:
-            raise ValueError("%s for %s-%d is %d: an offset is >= 0, or -2 (earliest), -1 (latest)"
-                             % (name, topic, p, value))
+            raise InvalidArgumentError("%s for %s-%d is %d: an offset is >= 0, or -2 (earliest), -1 (latest)"
+                                       % (name, topic, p, value))
         if not low <= value <= high:
             raise OffsetOutOfRangeError(
                 "%s for %s-%d is %d, out of range: valid offsets are %d..%d (log start .. committed end)"
@@ -823,22 +833,23 @@ def _resolve(spec: OffsetSpec, name: str, topic: str, bounds: Mapping[int, Tuple
 def _partition_map(spec: Mapping[Any, Any], name: str, topic: str) -> Dict[int, Any]:
     """{partition: offset} from ``{partition: offset}`` or ``{topic: {partition: offset}}``."""
     if not isinstance(spec, Mapping):
-        raise ValueError("%s must be a JSON object, not %r" % (name, spec))
+        raise InvalidArgumentError("%s must be a JSON object, not %r" % (name, spec))
     if any(isinstance(v, Mapping) for v in spec.values()):
         others = sorted(str(k) for k in spec if k != topic)
         if others:
-            raise ValueError("%s names topic(s) %s; this read is of topic %s" % (name, ", ".join(others), topic))
+            raise InvalidArgumentError("%s names topic(s) %s; this read is of topic %s"
+                                       % (name, ", ".join(others), topic))
         spec = spec.get(topic, {})
     out: Dict[int, Any] = {}
     for key, value in spec.items():
         if isinstance(key, bool):
-            raise ValueError("%s: %r is not a partition number" % (name, key))
+            raise InvalidArgumentError("%s: %r is not a partition number" % (name, key))
         if isinstance(key, int):
             p = key
         elif isinstance(key, str) and key.strip().isdigit():
             p = int(key)
         else:
-            raise ValueError("%s: %r is not a partition number" % (name, key))
+            raise InvalidArgumentError("%s: %r is not a partition number" % (name, key))
         out[p] = value
     return out
 
@@ -920,7 +931,7 @@ def pack_splits(splits: Sequence[Split], parallelism: int, max_bytes: int = DEFA
     neighbouring splits in the same task.
     """
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError("parallelism must be a positive integer, got %r" % (parallelism,))
+        raise InvalidArgumentError("parallelism must be an int >= 1, not %r" % (parallelism,))
     if not splits:
         return []
     total = sum(s.size_bytes + open_cost for s in splits)
@@ -964,7 +975,7 @@ def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = D
     timestamp bounds filter the rows (its other bounds are the planner's).
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-        raise ValueError("batch_rows must be a positive integer, got %r" % (batch_rows,))
+        raise InvalidArgumentError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
     chosen = parse_columns(columns)
     pa = _pyarrow()
     schema = arrow_schema(chosen if columns is not None else None)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ..errors import ConfigError, InvalidArgumentError
+
 __all__ = ["write_topic"]
 
 _ARRAY_OF_HEADERS = "array<struct<key:string,value:binary>>"
@@ -34,32 +36,32 @@ def _check_columns(df: Any, topic: Optional[str]) -> List[str]:
     for field in df.schema.fields:
         types[field.name.lower()] = field.dataType.simpleString()
     if "value" not in types:
-        raise ValueError("write_topic needs a 'value' column (binary or string); the DataFrame has: %s"
-                         % ", ".join(df.columns))
+        raise InvalidArgumentError("write_topic needs a 'value' column (binary or string); the DataFrame has: %s"
+                                   % ", ".join(df.columns))
     exprs = []
     for name in ("key", "value"):
         kind = types.get(name)
         if kind is None:
             continue
         if kind not in ("binary", "string"):
-            raise ValueError("column %r must be binary or string, not %s" % (name, kind))
+            raise InvalidArgumentError("column %r must be binary or string, not %s" % (name, kind))
         exprs.append("CAST(`%s` AS BINARY) AS %s" % (name, name))
     kind = types.get("headers")
     if kind is not None:
         if kind.replace(" ", "") != _ARRAY_OF_HEADERS:
-            raise ValueError("column 'headers' must be %s, not %s" % (_ARRAY_OF_HEADERS, kind))
+            raise InvalidArgumentError("column 'headers' must be %s, not %s" % (_ARRAY_OF_HEADERS, kind))
         exprs.append("headers")
     kind = types.get("partition")
     if kind is not None:
         if kind not in ("int", "smallint", "tinyint", "bigint"):
-            raise ValueError("column 'partition' must be an int, not %s" % kind)
+            raise InvalidArgumentError("column 'partition' must be an int, not %s" % kind)
         exprs.append("CAST(`partition` AS INT) AS partition")
     if topic is None:
         kind = types.get("topic")
         if kind is None:
-            raise ValueError("no topic: pass topic= or give the DataFrame a 'topic' column")
+            raise InvalidArgumentError("no topic: pass topic= or give the DataFrame a 'topic' column")
         if kind != "string":
-            raise ValueError("column 'topic' must be a string, not %s" % kind)
+            raise InvalidArgumentError("column 'topic' must be a string, not %s" % kind)
         exprs.append("topic")
     return exprs
 
@@ -110,7 +112,7 @@ class _TopicSender:
         for i in range(n):
             topic = self.topic if topics is None else topics[i]
             if topic is None:
-                raise ValueError("row %d has a null topic and write_topic was given no topic=" % i)
+                raise InvalidArgumentError("row %d has a null topic and write_topic was given no topic=" % i)
             groups.setdefault((topic, None if partitions is None else partitions[i]), []).append(i)
         if len(groups) == 1:
             (topic, partition), = groups
@@ -132,14 +134,15 @@ def write_topic(df: Any, target: str, topic: Optional[str] = None, acks: Any = "
     row names its own in a ``topic`` column.
     """
     if not isinstance(target, str) or not target.strip():
-        raise ValueError("target must be a bootstrap address 'host:port[,host:port...]', not %r" % (target,))
+        raise InvalidArgumentError("target must be a bootstrap address 'host:port[,host:port...]', not %r" % (target,))
     if topic is not None and (not isinstance(topic, str) or not topic):
-        raise ValueError("topic must be a non-empty str, not %r" % (topic,))
+        raise InvalidArgumentError("topic must be a non-empty str, not %r" % (topic,))
     from ..client.producer import DEFAULT_CONFIG
 
     unknown = sorted(set(producer_configs) - set(DEFAULT_CONFIG))
     if unknown:
-        raise ValueError("unknown producer configuration%s: %s" % ("s" if len(unknown) > 1 else "", ", ".join(unknown)))
+        raise ConfigError("unknown producer configuration%s: %s"
+                          % ("s" if len(unknown) > 1 else "", ", ".join(unknown)))
     configs = dict(producer_configs, acks=acks)
     exprs = _check_columns(df, topic)
     rows = df.selectExpr(*exprs).mapInArrow(_TopicSender(target.strip(), topic, configs), _RESULT_DDL).collect()

@@ -30,7 +30,7 @@ import re
 import threading
 from typing import Any, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar, Union
 
-from ..errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError, InvalidArgumentError
 
 __all__ = ["RECOVERY_POINT_CHECKPOINT", "REPLICATION_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT",
            "CLEANER_CHECKPOINT", "LEADER_EPOCH_CHECKPOINT", "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "CHECKPOINT_VERSION",
@@ -270,14 +270,15 @@ class LeaderEpochCheckpoint(_CheckpointFile[Tuple[int, int]]):
 
 def _check_topic(topic: Any) -> None:
     if not isinstance(topic, str) or not topic:
-        raise ValueError("checkpoint topic must be a non-empty str, got %r" % (topic,))
+        raise InvalidArgumentError("checkpoint topic must be a non-empty str, not %r" % (topic,))
     if any(c.isspace() for c in topic):
-        raise ValueError("checkpoint topic %r contains whitespace (legal characters are [a-zA-Z0-9._-])" % topic)
+        raise InvalidArgumentError("checkpoint topic %r contains whitespace (legal characters are [a-zA-Z0-9._-])"
+                                   % topic)
 
 
 def _check_int(what: str, value: Any, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("%s must be an int, got %r" % (what, value))
+        raise InvalidArgumentError("%s must be an int, not %r" % (what, value))
     if not low <= value <= high:
-        raise ValueError("%s is %d, outside [%d, %d]" % (what, value, low, high))
+        raise InvalidArgumentError("%s must be in [%d, %d], not %r" % (what, low, high, value))
 

@@ -38,6 +38,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Generic, List, Optional, TypeVar
 
+from ..errors import InvalidArgumentError
+
 __all__ = ["FileCache", "LazyFile", "SharedFile", "MIN_CAPACITY", "MAX_DEFAULT_CAPACITY", "default_capacity",
            "open_files", "configure"]
 
@@ -145,7 +147,7 @@ class FileCache:
         if capacity is None:
             return default_capacity()
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < MIN_CAPACITY:
-            raise ValueError("the file cache holds at least %d files, got %r" % (MIN_CAPACITY, capacity))
+            raise InvalidArgumentError("file cache capacity must be an int >= %d, not %r" % (MIN_CAPACITY, capacity))
         return capacity
 
     @property

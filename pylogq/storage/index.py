@@ -47,7 +47,7 @@ from operator import index as _int
 from typing import Any, List, Optional, Tuple, TypeVar, Union
 
 
-from ..errors import CorruptIndexError, IndexClosedError, IndexFullError, InvalidIndexEntryError
+from ..errors import CorruptIndexError, IndexClosedError, IndexFullError, InvalidArgumentError, InvalidIndexEntryError
 from . import index_search
 from .file_cache import LazyFile, open_files
 from .index_search import (
@@ -125,10 +125,10 @@ class _Index:
         base_offset = _int(base_offset)
         max_index_size = _int(max_index_size)
         if base_offset < 0:
-            raise ValueError("base_offset must be >= 0, got %d" % base_offset)
+            raise InvalidArgumentError("base_offset must be >= 0, not %r" % (base_offset,))
         if writable and max_index_size < self.entry_size:
-            raise ValueError(
-                "max_index_size must be at least one %s index entry (%d bytes), got %d"
+            raise InvalidArgumentError(
+                "max_index_size must be at least one %s index entry (%d bytes), not %r"
                 % (self.kind, self.entry_size, max_index_size)
             )
         self._path = os.fspath(path)
@@ -866,4 +866,4 @@ def open_index(
         return TimeIndex(path, base_offset, writable=writable)
     if name.endswith(".index"):
         return OffsetIndex(path, base_offset, writable=writable)
-    raise ValueError("%s is neither an .index nor a .timeindex file" % os.fspath(path))
+    raise InvalidArgumentError("index path must end with .index or .timeindex, not %r" % (os.fspath(path),))

@@ -42,7 +42,7 @@ import os
 import threading
 from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError, InvalidArgumentError
 from .checkpoint import LeaderEpochCheckpoint
 
 __all__ = [
@@ -112,10 +112,10 @@ def _assign_into(entries: List[EpochEntry], entry: EpochEntry) -> Optional[List[
 
 def _check_entry(epoch: int, start_offset: int) -> EpochEntry:
     if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= _INT_MAX:
-        raise ValueError("a leader epoch is an int in [0, %d], got %r" % (_INT_MAX, epoch))
+        raise InvalidArgumentError("a leader epoch must be an int in [0, %d], not %r" % (_INT_MAX, epoch))
     if isinstance(start_offset, bool) or not isinstance(start_offset, int) or not 0 <= start_offset <= _LONG_MAX:
-        raise ValueError("the start offset of leader epoch %d must be an int in [0, %d], got %r"
-                         % (epoch, _LONG_MAX, start_offset))
+        raise InvalidArgumentError("the start offset of leader epoch %d must be an int in [0, %d], not %r"
+                                   % (epoch, _LONG_MAX, start_offset))
     return EpochEntry(epoch, start_offset)
 
 

@@ -36,7 +36,7 @@ import time
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import records
-from ..errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
+from ..errors import CorruptRecordError, InvalidArgumentError, KafkaStorageError, OffsetOutOfRangeError
 from ..records import AppendResult, BatchHeader
 from ..records.legacy import is_legacy
 from ..records.upconvert import up_convert
@@ -82,9 +82,9 @@ def parse_dir_name(path: str) -> Tuple[str, int]:
     name = os.path.basename(os.path.normpath(path))
     m = _DIR_NAME.match(name)
     if not m:
-        raise ValueError(
+        raise InvalidArgumentError(
             "a log directory is named <topic>-<partition> (e.g. events-0), "
-            "with a topic of letters, digits, '.', '_' or '-': got %r" % name
+            "with a topic of letters, digits, '.', '_' or '-', not %r" % (name,)
         )
     return m.group("topic"), int(m.group("partition"))
 
@@ -244,8 +244,9 @@ class Log:
         with self._lock:
             self._check_open()
             if start_offset > self._end.offset:
-                raise ValueError("leader epoch %d cannot start at offset %d, past the log end offset %d of %s-%d"
-                                 % (leader_epoch, start_offset, self._end.offset, self.topic, self.partition))
+                raise InvalidArgumentError("leader epoch %d cannot start at offset %d, past the log end offset %d "
+                                           "of %s-%d" % (leader_epoch, start_offset, self._end.offset, self.topic,
+                                                         self.partition))
             self._change_epochs("record leader epoch %d from offset %d" % (leader_epoch, start_offset),
                                 lambda: self._epochs.assign(leader_epoch, start_offset))
 
@@ -606,7 +607,7 @@ class Log:
         with self._lock:
             self._check_open()
             if offset < 0:
-                raise ValueError("cannot truncate to a negative offset %d" % offset)
+                raise InvalidArgumentError("truncation offset must be >= 0, not %r" % (offset,))
             if offset >= self._end.offset:
                 # As Kafka does: an epoch given its start at the log end by a leader that wrote
                 # nothing before it lost the leadership conflicts with what a new leader sends.

@@ -31,6 +31,8 @@ import threading
 from collections import OrderedDict
 from typing import List, Optional, Protocol, Tuple
 
+from ..errors import InvalidArgumentError
+
 __all__ = ["RESERVE_MIN", "RESERVE_MAX", "RESERVE_WINDOW_S", "DEFAULT_BUDGET", "ReservationHolder",
            "ReservationBudget", "reservation_budget", "configure", "next_chunk"]
 
@@ -81,7 +83,7 @@ class ReservationBudget:
     @staticmethod
     def _checked(limit: int) -> int:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValueError("the reservation budget must be a number of bytes >= 0, got %r" % (limit,))
+            raise InvalidArgumentError("the reservation budget must be a number of bytes >= 0, not %r" % (limit,))
         return limit
 
     @property

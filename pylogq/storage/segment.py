@@ -38,7 +38,7 @@ import time
 from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
 
-from ..errors import OffsetOutOfRangeError
+from ..errors import InvalidArgumentError, OffsetOutOfRangeError
 from ..records import BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
 from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
@@ -111,7 +111,7 @@ def offset_from_filename(name: str) -> int:
     """The base offset a segment or index file name starts with."""
     stem = name.split(".", 1)[0]
     if len(stem) != 20 or not stem.isdigit():
-        raise ValueError("%r is not a segment file name (20 digits then a suffix)" % name)
+        raise InvalidArgumentError("a segment file name is 20 digits then a suffix, not %r" % (name,))
     return int(stem)
 
 
@@ -390,7 +390,7 @@ class SegmentReader:
         than fresh pages the system must fault in and zero.
         """
         if chunk_bytes < 1:
-            raise ValueError("chunk_bytes must be positive, got %r" % (chunk_bytes,))
+            raise InvalidArgumentError("chunk_bytes must be an int >= 1, not %r" % (chunk_bytes,))
         limit = self.size if end is None else end
         return SegmentWalk(self, start, limit, lambda walk: self._walk_chunks(walk, chunk_bytes, check_crc, reuse))
 

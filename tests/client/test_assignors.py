@@ -377,7 +377,7 @@ def test_names_and_lookup() -> None:
     assert isinstance(assignor_for_name("sticky"), StickyAssignor)
     with pytest.raises(ValueError, match="unknown partition assignment strategy 'cooperative'"):
         assignor_for_name("cooperative")
-    with pytest.raises(ValueError, match="partition count of topic 't' must be an int >= 0, got -1"):
+    with pytest.raises(ValueError, match="partition count of topic 't' must be an int >= 0, not -1"):
         RangeAssignor().assign({"t": -1}, subs({"m": ["t"]}))
 
 

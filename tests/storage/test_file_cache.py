@@ -203,7 +203,7 @@ def test_capacity_is_bounded_and_follows_the_descriptor_limit():
                 else max(MIN_CAPACITY, min(soft // 4, file_cache.MAX_DEFAULT_CAPACITY)))
     assert file_cache.default_capacity() == expected
     assert FileCache().capacity == expected
-    with pytest.raises(ValueError, match="at least 16"):
+    with pytest.raises(ValueError, match=">= 16, not 3"):
         FileCache(3)
 
 

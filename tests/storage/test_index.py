@@ -658,7 +658,7 @@ def test_open_index_by_suffix_and_context_manager(impl, tmp_path):
         assert isinstance(a, OffsetIndex) and a.all_entries() == [(6, 60)]
         assert isinstance(b, TimeIndex) and b.all_entries() == [(9, 6)]
         assert not a.writable
-    with pytest.raises(ValueError, match="neither"):
+    with pytest.raises(ValueError, match="must end with .index or .timeindex"):
         open_index(tmp_path / "x.log", 0)
 
 
