@@ -81,9 +81,22 @@ class Message:
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as Kafka's generated classes are
 
+    def as_dict(self) -> Dict[str, Any]:
+        """The fields as a dict keyed by their snake_case names, nested messages and lists of
+        them as dicts too: the form :meth:`Schema.decode` gives."""
+        return {key: _plain(getattr(self, key)) for key in self.__slots__}
+
     def __repr__(self) -> str:
         return "%s(%s)" % (type(self).__qualname__,
                            ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Message):
+        return value.as_dict()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 _INT_TYPES = {"int8", "int16", "int32", "int64", "uint16", "uint32", "varint", "varlong"}

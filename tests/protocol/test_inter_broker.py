@@ -13,7 +13,7 @@ has no client id.
 from __future__ import annotations
 
 import uuid
-from typing import Any, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import pytest
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest as KOffsetForLeaderEpochRequest
@@ -60,20 +60,11 @@ CLICKS = uuid.UUID("0b9d8c7e-6f5a-4b3c-9d2e-1f0a9b8c7d6e")
 PLAINTEXT, SSL, SASL_PLAINTEXT = 0, 1, 2
 
 
-def plain(value: Any) -> Any:
-    """A message object as the dict of its fields (nested ones too), as the reference encoder takes it."""
-    if isinstance(value, Message):
-        return {key: plain(getattr(value, key)) for key in value.__slots__}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
 def round_trip(schema: Schema, value: Message, version: int) -> bytes:
     """Encode ``value`` to the reference encoder's bytes, read it back as the same object, re-encode
     the same. ``value`` holds only what ``version`` carries: what it does not reads back as the
     defaults ``value`` was built with."""
-    golden = kj.encode(kj.load(schema.name), plain(value), version)
+    golden = kj.encode(kj.load(schema.name), value.as_dict(), version)
     encoded = schema.encode(value, version)
     assert encoded == golden
     decoded = schema.parse(encoded, version)
@@ -365,7 +356,7 @@ def test_offset_for_leader_epoch_follower_request_matches_kafka_python(version: 
             partition(partition=0, current_leader_epoch=7, leader_epoch=5)])])
     encoded = round_trip(OFFSET_FOR_LEADER_EPOCH_REQUEST, value, version)
     peer = _KRequest[version](replica_id=2, topics=[
-        _KTopic(topic=t.topic, partitions=[_KPartition(**plain(p)) for p in t.partitions]) for t in value.topics])
+        _KTopic(topic=t.topic, partitions=[_KPartition(**p.as_dict()) for p in t.partitions]) for t in value.topics])
     assert bytes(peer.encode()) == encoded
 
 
@@ -394,6 +385,6 @@ def test_offset_for_leader_epoch_response_matches_kafka_python(version: int) -> 
             end(error_code=unknown, partition=0, leader_epoch=-1, end_offset=-1)])])
     encoded = round_trip(OFFSET_FOR_LEADER_EPOCH_RESPONSE, value, version)
     peer = _KResponse[version](throttle_time_ms=0, topics=[
-        _KTopicResult(topic=t.topic, partitions=[_KEpochEndOffset(**plain(p)) for p in t.partitions])
+        _KTopicResult(topic=t.topic, partitions=[_KEpochEndOffset(**p.as_dict()) for p in t.partitions])
         for t in value.topics])
     assert bytes(peer.encode()) == encoded

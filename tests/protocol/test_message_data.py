@@ -14,18 +14,8 @@ from typing import Any, Dict
 import pytest
 
 from pylogq.protocol import REQUEST_HEADER, RESPONSE_HEADER, Schema, generator, message_data
-from pylogq.protocol.schema import Message
 
 from .test_messages import TABLES, _advertised, _cases, _sample
-
-
-def _plain(value: Any) -> Any:
-    """A decoded value with every message object turned into the dict of its fields."""
-    if isinstance(value, Message):
-        return {key: _plain(getattr(value, key)) for key in value.__slots__}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def test_the_generated_module_is_current() -> None:
@@ -47,7 +37,7 @@ def test_the_class_decodes_and_encodes_as_the_dict_codec(schema: Schema, version
     as_dict = schema.decode(encoded, version)
     typed = schema.parse(encoded, version)
     assert type(typed) is schema.cls
-    assert _plain(typed) == as_dict
+    assert typed.as_dict() == as_dict
     assert schema.encode(typed, version) == encoded
 
 
@@ -55,7 +45,7 @@ def test_the_class_decodes_and_encodes_as_the_dict_codec(schema: Schema, version
 def test_a_class_built_without_arguments_is_the_tables_defaults(schema: Schema) -> None:
     assert schema.cls is not None
     built = schema.cls()
-    assert _plain(built) == schema.defaults()
+    assert built.as_dict() == schema.defaults()
     for version in _advertised(schema):
         assert schema.encode(built, version) == schema.encode({}, version)
 
@@ -98,6 +88,14 @@ def test_a_tagged_struct_at_its_default_is_left_out_of_the_encoding() -> None:
     back = PRODUCE_RESPONSE.parse(long, version)
     assert back.responses[0].partition_responses[0].current_leader.leader_epoch == 5
     assert PRODUCE_RESPONSE.parse(short, version) == plain
+
+
+def test_as_dict_is_the_dict_codecs_form() -> None:
+    response = message_data.ProduceResponse(responses=[message_data.ProduceResponse.TopicProduceResponse(name="t")])
+    plain = response.as_dict()
+    assert plain["responses"][0]["name"] == "t"
+    assert plain["responses"][0]["partition_responses"] == []
+    assert plain["throttle_time_ms"] == 0 and set(plain) == set(response.__slots__)
 
 
 def test_uuid_fields_default_to_the_null_uuid() -> None:
