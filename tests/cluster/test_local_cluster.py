@@ -13,6 +13,7 @@ runs in process only: the process-cluster drill (test_chaos.py) covers it over T
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -806,6 +807,40 @@ def test_a_store_disconnection_past_the_session_timeout_expires_the_broker_and_i
     cluster.reconnect_store(victim.broker_id)
     cluster.wait_until(lambda: _registered(cluster).get(victim.broker_id, -1) > before[victim.broker_id], TIMEOUT_S,
                        "the broker to register again")
+    cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the broker back in the ISR")
+
+
+def test_a_registration_whose_answer_was_lost_is_the_brokers_epoch(cluster, caplog):
+    """Registering again after an expiry, the connection goes right after the store applied the
+    registration: the call fails (its answer lost), the broker says so without a traceback, and
+    on the next connection it finds the registration its session made and takes its epoch
+    (the one the controller fences its requests with) rather than registering a third time."""
+    cluster.create_topic("t", 1, 3)
+    controller = cluster.controller()
+    victim = next(b for b in cluster.brokers if b is not controller)
+    before = _registered(cluster)
+    cluster.disconnect_store(victim.broker_id)
+    cluster.wait_until(lambda: victim.broker_id not in _registered(cluster), TIMEOUT_S, "the session to expire")
+    with caplog.at_level(logging.INFO, logger="pylogq.cluster"):
+        cluster.reconnect_store(victim.broker_id)
+        cluster.wait_until(lambda: victim.broker_id in _registered(cluster), TIMEOUT_S, "a new registration")
+    registered = _registered(cluster)[victim.broker_id]
+    assert registered > before[victim.broker_id]
+    cluster.wait_until(lambda: victim.cluster.broker_epoch == registered, TIMEOUT_S, "the broker to take the epoch")
+    # Now lose the answer of the registration: expire it again, arm the loss, reconnect.
+    cluster.disconnect_store(victim.broker_id)
+    cluster.wait_until(lambda: victim.broker_id not in _registered(cluster), TIMEOUT_S, "the session to expire")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pylogq.cluster"):
+        cluster.disconnect_store(victim.broker_id, after_next_write=True)  # armed while disconnected
+        cluster.reconnect_store(victim.broker_id)
+        cluster.wait_until(lambda: "could not register again yet" in caplog.text, TIMEOUT_S, "the lost answer")
+        third = _registered(cluster).get(victim.broker_id)
+        assert third is not None and third > registered  # applied, though its answer was lost
+        cluster.reconnect_store(victim.broker_id)  # the loss disconnected it: connected again
+        cluster.wait_until(lambda: victim.cluster.broker_epoch == third, TIMEOUT_S, "the broker to adopt its registration")
+    assert _registered(cluster)[victim.broker_id] == third  # not registered a third time
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
     cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the broker back in the ISR")
 
 

@@ -179,8 +179,20 @@ class ClusterNode:
 
     def _reconnected(self) -> None:
         try:
-            if self._owned_registration() is None:
+            owned = self._owned_registration()
+            if owned is None:
                 self._register()
+            elif owned != self._epoch:
+                # Made by this session, its answer lost with the connection (registering
+                # again after an expiry): the broker's epoch is that registration's.
+                self._epoch = owned
+                log.info("broker %d registered at epoch %d (found after a lost answer)", self.broker_id, owned)
+        except (errors.StoreConnectionError, errors.SessionExpiredError) as exc:
+            # The connection went again (ZooKeeper restarting) or took the session with it: the
+            # next connection runs this again, as the first did.
+            log.warning("broker %d could not register again yet (%s); it tries again once connected",
+                        self.broker_id, exc)
+            return
         except Exception:  # noqa: BLE001 - logged; the broker keeps serving what it has
             log.exception("broker %d could not register again", self.broker_id)
         # Config changes made while disconnected are read now, and the watch set again.

@@ -540,8 +540,8 @@ class Cluster:
 
     def reconnect_store(self, broker_id: int) -> None:
         """Give broker ``broker_id`` its store connection back (its session, if it has not
-        expired; else a new one, after EXPIRED), or call off a disconnection armed for after
-        its next write. Nothing if it is not disconnected."""
+        expired; else a new one, after EXPIRED), or, connected, call off a disconnection armed
+        for after its next write (armed while disconnected, it applies once connected)."""
         with self._lock:
             session = self._sessions.get(broker_id)
         if session is not None:

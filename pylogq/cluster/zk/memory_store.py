@@ -630,10 +630,11 @@ class InMemoryStoreClient:
     def reconnect(self) -> None:
         """Connect again after :meth:`disconnect`: CONNECTED with the same session if the ensemble
         has not expired it, else EXPIRED then CONNECTED with a new one (calls that waited
-        raise SessionExpiredError). Nothing if not disconnected; a disconnection armed for
-        after the next write is called off."""
+        raise SessionExpiredError). Connected, it calls off a disconnection armed for after
+        the next write; one armed while disconnected applies to the first write once connected."""
         with self._ensemble._lock:
-            self._lose_next_answer = False
+            if not self._disconnected:
+                self._lose_next_answer = False
             self._reconnect_locked()
 
     def _reconnect_locked(self) -> None:
