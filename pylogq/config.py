@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from types import MappingProxyType
 from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar
 
 from .errors import ConfigError

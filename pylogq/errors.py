@@ -9,15 +9,18 @@ Errors that never cross the wire (bad arguments, a missing codec library, a
 locked log directory) are plain :class:`PylogqError` subclasses.
 
 Every exception class pylogq defines is defined here, and is imported from here:
-a module that raises one does not export it again.
+a module that raises one does not export it again. So is :class:`RecordProblem`, the
+``kind`` that :class:`CorruptRecordError` and :class:`InvalidRecordError` carry: which
+check the bytes of a record batch or message failed.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 __all__ = [
-    "PylogqError", "BrokerError", "RetriableError", "UnknownServerError", "OffsetOutOfRangeError",
+    "RecordProblem", "PylogqError", "BrokerError", "RetriableError", "UnknownServerError", "OffsetOutOfRangeError",
     "CorruptRecordError", "UnknownTopicOrPartitionError", "InvalidFetchSizeError",
     "LeaderNotAvailableError", "NotLeaderOrFollowerError", "NotLeaderForPartitionError",
     "RequestTimedOutError", "BrokerNotAvailableError", "ReplicaNotAvailableError",
@@ -74,6 +77,37 @@ __all__ = [
 ]
 
 
+class RecordProblem(enum.Enum):
+    """What is wrong with bytes that fail to decode: the ``kind`` of a
+    :class:`CorruptRecordError` (or of an :class:`InvalidRecordError` raised on bad bytes).
+
+    The names, and which check gives which, are those of the JVM reader's
+    ``CorruptRecordException.Kind`` (pylogq/spark/java), so one corpus of damaged bytes
+    checks both decoders. Values are the names: ``RecordProblem("BAD_CRC")``.
+    """
+
+    #: An entry's stored checksum (v2: CRC-32C over the batch; v0/v1: CRC-32 over the message) is wrong.
+    BAD_CRC = "BAD_CRC"
+    #: An entry's magic is not 0, 1 or 2, or a message in a compressed wrapper has another magic than it.
+    BAD_MAGIC = "BAD_MAGIC"
+    #: An entry's length/size field is impossible: below its magic's smallest entry, negative, or
+    #: past the bytes that follow (where a whole entry must be present).
+    BAD_LENGTH = "BAD_LENGTH"
+    #: The attributes name a compression codec that does not exist, or that the magic cannot carry.
+    UNKNOWN_CODEC = "UNKNOWN_CODEC"
+    #: The codec cannot decompress the payload: a truncated or corrupt stream, a bad frame or checksum.
+    BAD_COMPRESSED_DATA = "BAD_COMPRESSED_DATA"
+    #: Decompressing would produce more than the decompression bound.
+    TOO_LARGE_DECOMPRESSED = "TOO_LARGE_DECOMPRESSED"
+    #: A record's own encoding is broken: a varint, length or header that overruns or disagrees.
+    BAD_RECORD = "BAD_RECORD"
+    #: A v2 batch's record count disagrees with its bytes.
+    BAD_RECORD_COUNT = "BAD_RECORD_COUNT"
+    #: A v0/v1 wrapper holds what it may not: a null value, no inner message, a compressed or
+    #: overrunning one.
+    BAD_WRAPPER = "BAD_WRAPPER"
+
+
 class PylogqError(Exception):
     """Base of every error pylogq raises on purpose."""
 
@@ -123,6 +157,11 @@ class CorruptRecordError(RetriableError):
     code = 2
     name = "CORRUPT_MESSAGE"
     message = "record failed its CRC, size or structure check"
+
+    def __init__(self, *args: object, kind: Optional[RecordProblem] = None) -> None:
+        super().__init__(*args)
+        #: Which check the bytes failed (None when the raiser did not say).
+        self.kind: Optional[RecordProblem] = kind
 
 
 class UnknownTopicOrPartitionError(RetriableError):
@@ -657,9 +696,12 @@ class InvalidRecordError(BrokerError):
     name = "INVALID_RECORD"
     message = "invalid record"
 
-    def __init__(self, *args: object, record_errors: Sequence[Tuple[int, str]] = ()) -> None:
+    def __init__(self, *args: object, record_errors: Sequence[Tuple[int, str]] = (),
+                 kind: Optional[RecordProblem] = None) -> None:
         super().__init__(*args)
         self.record_errors: List[Tuple[int, str]] = list(record_errors)
+        #: Which check the bytes failed, when the fault is in the bytes (None otherwise).
+        self.kind: Optional[RecordProblem] = kind
 
 
 class UnstableOffsetCommitError(RetriableError):

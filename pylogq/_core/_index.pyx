@@ -19,8 +19,11 @@ avoids page faults on cold parts of the mmap. The GIL is released for indexes
 above ``NOGIL_ENTRIES`` entries because a lookup in a cold mmap can fault.
 """
 
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_CheckBuffer, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int32_t, int64_t
+
+from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object obj, int *overflow) except? -1
@@ -130,20 +133,57 @@ cdef enum:
 NOGIL_THRESHOLD = NOGIL_ENTRIES
 
 
-cdef Py_ssize_t _search(object buf, Py_ssize_t entries, object target,
-                        Py_ssize_t size, bint floor) except -2:
+cdef object _int_arg(object value, str what):
+    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
+    if type(value) is int:
+        return value
+    try:
+        return PyNumber_Index(value)
+    except TypeError:
+        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
+
+
+cdef int _get_buffer(object buf, Py_buffer *view) except -1:
+    """PyObject_GetBuffer(PyBUF_SIMPLE), with InvalidArgumentTypeError for a non-buffer (a
+    non-contiguous one keeps the exporter's own error, as the twin's BufferError)."""
+    if not PyObject_CheckBuffer(buf):
+        raise InvalidArgumentTypeError("buf must be a bytes-like object, not %s" % type(buf).__name__)
+    PyObject_GetBuffer(buf, view, PyBUF_SIMPLE)
+    return 0
+
+
+cdef Py_ssize_t _entries_arg(object entries) except -1:
+    """``entries`` as a count >= 0, as the twin's _check_entries checks it before it looks at
+    the buffer; a count too large for a Py_ssize_t comes back as the largest one (no buffer
+    holds that many entries, so _check_fits refuses it)."""
+    cdef int overflow = 0
+    cdef long long n = PyLong_AsLongLongAndOverflow(_int_arg(entries, "entries"), &overflow)
+    if overflow > 0:
+        return 0x7FFFFFFFFFFFFFFF
+    if n < 0 or overflow < 0:
+        raise InvalidArgumentError("entries must be an int >= 0, not %r" % (PyNumber_Index(entries),))
+    return <Py_ssize_t>n
+
+
+cdef int _check_fits(object entries, Py_ssize_t n, Py_ssize_t nbytes, Py_ssize_t size) except -1:
+    """InvalidArgumentError if ``n`` entries (the argument ``entries``) do not fit in nbytes."""
+    if n > nbytes // size:
+        raise InvalidArgumentError(
+            "entries must be at most %d (%d-byte entries in a buffer of %d bytes), not %r"
+            % (nbytes // size, size, nbytes, PyNumber_Index(entries)))
+    return 0
+
+
+cdef Py_ssize_t _search(object buf, object entries_arg, object target,
+                        Py_ssize_t size, bint floor, str what) except -2:
     cdef Py_buffer view
     cdef int overflow = 0
-    cdef int64_t t = PyLong_AsLongLongAndOverflow(target, &overflow)
+    cdef int64_t t = PyLong_AsLongLongAndOverflow(_int_arg(target, what), &overflow)
     cdef Py_ssize_t slot
-    if entries < 0:
-        raise ValueError("entries must be >= 0, got %d" % entries)
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    cdef Py_ssize_t entries = _entries_arg(entries_arg)
+    _get_buffer(buf, &view)
     try:
-        if entries > view.len // size:
-            raise ValueError(
-                "entries %d need %d bytes but the buffer holds %d"
-                % (entries, entries * size, view.len))
+        _check_fits(entries_arg, entries, view.len, size)
         if entries == 0:
             return -1
         if overflow > 0:
@@ -166,72 +206,78 @@ cdef Py_ssize_t _search(object buf, Py_ssize_t entries, object target,
         PyBuffer_Release(&view)
 
 
-def offset_index_lookup(buf, Py_ssize_t entries, target):
+def offset_index_lookup(buf, entries, target):
     """Slot of the last offset index entry with relative offset <= target, or -1.
 
     -1 when the index is empty or target is below the first entry (Kafka's
     largest lower bound).
     """
-    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, True)
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, True, "target")
 
 
-def offset_index_upper(buf, Py_ssize_t entries, target):
+def offset_index_upper(buf, entries, target):
     """Slot of the first offset index entry with relative offset >= target, or -1.
 
     -1 when the index is empty or every entry is below target (Kafka's
     smallest upper bound).
     """
-    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, False)
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, False, "target")
 
 
-def time_index_lookup(buf, Py_ssize_t entries, target_ts):
+def time_index_lookup(buf, entries, target_ts):
     """Slot of the last time index entry with timestamp <= target_ts, or -1.
 
     Of several entries with an equal timestamp, the last one.
     """
-    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, True)
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, True, "target_ts")
 
 
-def time_index_upper(buf, Py_ssize_t entries, target_ts):
+def time_index_upper(buf, entries, target_ts):
     """Slot of the first time index entry with timestamp >= target_ts, or -1.
 
     Of several entries with an equal timestamp, the first one.
     """
-    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, False)
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, False, "target_ts")
 
 
-def offset_index_entry(buf, Py_ssize_t slot):
+def offset_index_entry(buf, slot):
     """The ``(relative_offset, position)`` of offset index entry ``slot``."""
     cdef Py_buffer view
     cdef int32_t rel, pos
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    cdef Py_ssize_t i
+    slot = _int_arg(slot, "slot")
+    _get_buffer(buf, &view)
     try:
-        if slot < 0 or slot >= view.len // OFFSET_ENTRY_SIZE:
+        if not 0 <= slot < view.len // OFFSET_ENTRY_SIZE:
             raise IndexError(
                 "offset index slot %d out of range: the buffer holds %d entries"
                 % (slot, view.len // OFFSET_ENTRY_SIZE))
+        i = slot
         # slot was checked against the buffer just above.
-        rel = pylogq_be_i32(<const unsigned char *>view.buf + slot * OFFSET_ENTRY_SIZE)
-        pos = pylogq_be_i32(<const unsigned char *>view.buf + slot * OFFSET_ENTRY_SIZE + 4)
+        rel = pylogq_be_i32(<const unsigned char *>view.buf + i * OFFSET_ENTRY_SIZE)
+        pos = pylogq_be_i32(<const unsigned char *>view.buf + i * OFFSET_ENTRY_SIZE + 4)
     finally:
         PyBuffer_Release(&view)
     return rel, pos
 
 
-def time_index_entry(buf, Py_ssize_t slot):
+def time_index_entry(buf, slot):
     """The ``(timestamp, relative_offset)`` of time index entry ``slot``."""
     cdef Py_buffer view
     cdef int64_t ts
     cdef int32_t rel
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    cdef Py_ssize_t i
+    slot = _int_arg(slot, "slot")
+    _get_buffer(buf, &view)
     try:
-        if slot < 0 or slot >= view.len // TIME_ENTRY_SIZE:
+        if not 0 <= slot < view.len // TIME_ENTRY_SIZE:
             raise IndexError(
                 "time index slot %d out of range: the buffer holds %d entries"
                 % (slot, view.len // TIME_ENTRY_SIZE))
+        i = slot
         # slot was checked against the buffer just above.
-        ts = pylogq_be_i64(<const unsigned char *>view.buf + slot * TIME_ENTRY_SIZE)
-        rel = pylogq_be_i32(<const unsigned char *>view.buf + slot * TIME_ENTRY_SIZE + 8)
+        ts = pylogq_be_i64(<const unsigned char *>view.buf + i * TIME_ENTRY_SIZE)
+        rel = pylogq_be_i32(<const unsigned char *>view.buf + i * TIME_ENTRY_SIZE + 8)
     finally:
         PyBuffer_Release(&view)
     return ts, rel
@@ -250,17 +296,16 @@ cdef enum:
     OFFSET_DECREASING = 6
 
 
-cdef Py_buffer _entries_view(object buf, Py_ssize_t entries, Py_ssize_t size) except *:
-    cdef Py_buffer view
-    if entries < 0:
-        raise ValueError("entries must be >= 0, got %d" % entries)
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    if entries > view.len // size:
-        PyBuffer_Release(&view)
-        raise ValueError(
-            "entries %d need %d bytes but the buffer holds %d"
-            % (entries, entries * size, view.len))
-    return view
+cdef Py_ssize_t _entries_view(object buf, object entries, Py_ssize_t size, Py_buffer *view) except -1:
+    """Acquire ``view`` of buf and return ``entries``, checked as the twin's _check_entries does."""
+    cdef Py_ssize_t n = _entries_arg(entries)
+    _get_buffer(buf, view)
+    try:
+        _check_fits(entries, n, view.len, size)
+    except BaseException:
+        PyBuffer_Release(view)
+        raise
+    return n
 
 
 cdef int _offset_disorder(const unsigned char *p, Py_ssize_t n, Py_ssize_t *slot) noexcept nogil:
@@ -295,39 +340,41 @@ cdef int _time_disorder(const unsigned char *p, Py_ssize_t n, Py_ssize_t *slot) 
     return INDEX_SOUND
 
 
-def offset_index_disorder(buf, Py_ssize_t entries):
+def offset_index_disorder(buf, entries):
     """``(problem, slot)``: the first rule the offset index's entries break, 0 for none.
 
     1: the first relative offset is negative; 2: entry ``slot``'s relative offset is
     not above the one before; 3: the first position is negative; 4: entry ``slot``'s
     position is below the one before. Rules are checked in that order.
     """
-    cdef Py_buffer view = _entries_view(buf, entries, OFFSET_ENTRY_SIZE)
+    cdef Py_buffer view
+    cdef Py_ssize_t n = _entries_view(buf, entries, OFFSET_ENTRY_SIZE, &view)
     cdef Py_ssize_t slot = 0
     cdef int problem = INDEX_SOUND
     try:
-        if entries:
+        if n:
             with nogil:
-                problem = _offset_disorder(<const unsigned char *>view.buf, entries, &slot)
+                problem = _offset_disorder(<const unsigned char *>view.buf, n, &slot)
     finally:
         PyBuffer_Release(&view)
     return problem, slot
 
 
-def time_index_disorder(buf, Py_ssize_t entries):
+def time_index_disorder(buf, entries):
     """``(problem, slot)``: the first rule the time index's entries break, 0 for none.
 
     5: entry ``slot``'s timestamp is not above the one before; 1: the first relative
     offset is negative; 6: entry ``slot``'s relative offset is below the one before.
     Rules are checked in that order.
     """
-    cdef Py_buffer view = _entries_view(buf, entries, TIME_ENTRY_SIZE)
+    cdef Py_buffer view
+    cdef Py_ssize_t n = _entries_view(buf, entries, TIME_ENTRY_SIZE, &view)
     cdef Py_ssize_t slot = 0
     cdef int problem = INDEX_SOUND
     try:
-        if entries:
+        if n:
             with nogil:
-                problem = _time_disorder(<const unsigned char *>view.buf, entries, &slot)
+                problem = _time_disorder(<const unsigned char *>view.buf, n, &slot)
     finally:
         PyBuffer_Release(&view)
     return problem, slot

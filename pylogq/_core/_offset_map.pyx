@@ -17,14 +17,14 @@ probe order, so both agree on every result and statistic.
 """
 
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_CheckBuffer, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
-from pylogq.errors import OffsetMapFullError
+from pylogq.errors import IllegalStateError, InvalidArgumentError, InvalidArgumentTypeError, OffsetMapFullError
 
 cdef extern from "murmur3.h":
     void pylogq_murmur3_x64_128(const void *key, size_t len, uint32_t seed,
@@ -73,13 +73,37 @@ cdef bytes _digest_bytes(uint64_t h1, uint64_t h2):
     return PyBytes_FromStringAndSize(<char *>raw, 16)
 
 
-def murmur3_x64_128(data, uint32_t seed=0):
+cdef object _int_arg(object value, str what):
+    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
+    if type(value) is int:
+        return value
+    try:
+        return PyNumber_Index(value)
+    except TypeError:
+        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
+
+
+cdef int _get_buffer(object obj, Py_buffer *view, str what) except -1:
+    """PyObject_GetBuffer(PyBUF_SIMPLE), with InvalidArgumentTypeError naming ``what`` for a
+    non-buffer (a non-contiguous one keeps the exporter's own error, as the twin's BufferError)."""
+    if not PyObject_CheckBuffer(obj):
+        raise InvalidArgumentTypeError("%s must be a bytes-like object, not %s" % (what, type(obj).__name__))
+    PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    return 0
+
+
+def murmur3_x64_128(data, seed=0):
     """MurmurHash3_x64_128 of ``data``: h1 then h2, each little-endian (16 bytes)."""
     cdef Py_buffer view
     cdef uint64_t out[2]
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    cdef uint32_t s
+    seed = _int_arg(seed, "seed")
+    if not 0 <= seed <= 0xFFFFFFFF:
+        raise InvalidArgumentError("seed must be an int in [0, 2**32-1], not %r" % (seed,))
+    s = seed
+    _get_buffer(data, &view, "data")
     try:
-        pylogq_murmur3_x64_128(view.buf, <size_t>view.len, seed, out)
+        pylogq_murmur3_x64_128(view.buf, <size_t>view.len, s, out)
     finally:
         PyBuffer_Release(&view)
     return _digest_bytes(out[0], out[1])
@@ -93,7 +117,7 @@ def key_digest(key):
     """
     cdef Py_buffer view
     cdef uint64_t out[2]
-    PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)
+    _get_buffer(key, &view, "key")
     try:
         _digest(<const unsigned char *>view.buf, <size_t>view.len, out)
     finally:
@@ -101,8 +125,10 @@ def key_digest(key):
     return _digest_bytes(out[0], out[1])
 
 
-cdef str _column_error(str name, str dtype, exc):
-    return "%s must be a contiguous 1-D %s array: %s" % (name, dtype, exc)
+cdef object _column_error(str name, str dtype, object column, exc):
+    """The error for a column that is not a contiguous 1-D array of ``dtype`` (as the twin's)."""
+    return InvalidArgumentTypeError("%s must be a contiguous 1-D %s array, not %s (%s)"
+                                    % (name, dtype, type(column).__name__, exc))
 
 
 
@@ -118,22 +144,26 @@ cdef inline int _key_row_check(Py_ssize_t data_len, int64_t start, int32_t lengt
     return ROW_OK
 
 cdef const int64_t[::1] _int64_column(object column, str name):
-    """``column`` as a contiguous int64 view; ValueError naming the column otherwise."""
+    """``column`` as a contiguous int64 view; InvalidArgumentTypeError naming the column otherwise."""
     cdef const int64_t[::1] view
+    if column is None:  # a typed memoryview takes None as an empty view; the twin refuses it
+        raise _column_error(name, "int64", column, "not a buffer")
     try:
         view = column
     except (ValueError, TypeError, BufferError) as exc:
-        raise ValueError(_column_error(name, "int64", exc)) from None
+        raise _column_error(name, "int64", column, exc) from None
     return view
 
 
 cdef const int32_t[::1] _int32_column(object column, str name):
-    """``column`` as a contiguous int32 view; ValueError naming the column otherwise."""
+    """``column`` as a contiguous int32 view; InvalidArgumentTypeError naming the column otherwise."""
     cdef const int32_t[::1] view
+    if column is None:  # a typed memoryview takes None as an empty view; the twin refuses it
+        raise _column_error(name, "int32", column, "not a buffer")
     try:
         view = column
     except (ValueError, TypeError, BufferError) as exc:
-        raise ValueError(_column_error(name, "int32", exc)) from None
+        raise _column_error(name, "int32", column, exc) from None
     return view
 
 cdef class OffsetMap:
@@ -155,18 +185,16 @@ cdef class OffsetMap:
     whose digest is all zeros is stored with its lowest bit set.
 
     Not thread-safe. put_columns releases the GIL; while it runs, every other
-    call on the same map raises RuntimeError instead of racing it.
+    call on the same map raises IllegalStateError (a RuntimeError) instead of racing it.
     """
 
     def __cinit__(self, memory):
         cdef Py_ssize_t mem
         if not isinstance(memory, int) or isinstance(memory, bool):
-            raise TypeError("memory must be an int, got %r" % (memory,))
-        if memory < SLOT_BYTES:
-            raise ValueError("memory must be at least %d bytes (one slot), got %d"
-                             % (SLOT_BYTES, memory))
-        if memory > 2**62:
-            raise ValueError("memory %d is too large" % memory)
+            raise InvalidArgumentTypeError("memory must be an int, not %r" % (memory,))
+        if not SLOT_BYTES <= memory <= 2**62:
+            raise InvalidArgumentError("memory must be an int in [%d, 2**62] (bytes), not %r"
+                                       % (SLOT_BYTES, memory))
         mem = memory
         self._slots = mem // SLOT_BYTES
         self._capacity = <Py_ssize_t>(<double>self._slots * 0.9)
@@ -185,7 +213,7 @@ cdef class OffsetMap:
 
     cdef inline int _check_idle(self) except -1:
         if self._busy:
-            raise RuntimeError("offset map is in use by put_columns in another thread")
+            raise IllegalStateError("offset map is in use by put_columns in another thread")
         return 0
 
     cdef inline Py_ssize_t _find(self, uint64_t h1, uint64_t h2) noexcept nogil:
@@ -220,11 +248,13 @@ cdef class OffsetMap:
         """Record ``offset`` as the latest offset of ``key`` (OffsetMapFullError if no room)."""
         cdef Py_buffer view
         cdef uint64_t h[2]
-        cdef int64_t off = PyNumber_Index(offset)
+        cdef int64_t off
+        offset = _int_arg(offset, "offset")
+        if not 0 <= offset <= 0x7FFFFFFFFFFFFFFF:
+            raise InvalidArgumentError("offset must be an int in [0, 2**63-1], not %r" % (offset,))
+        off = offset
         self._check_idle()
-        if off < 0:
-            raise ValueError("offset must be >= 0, got %d" % off)
-        PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)
+        _get_buffer(key, &view, "key")
         try:
             _digest(<const unsigned char *>view.buf, <size_t>view.len, h)
         finally:
@@ -240,7 +270,7 @@ cdef class OffsetMap:
         cdef uint64_t h[2]
         cdef Slot *s
         self._check_idle()
-        PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)
+        _get_buffer(key, &view, "key")
         try:
             _digest(<const unsigned char *>view.buf, <size_t>view.len, h)
         finally:
@@ -269,7 +299,7 @@ cdef class OffsetMap:
         Row i's key is ``data[key_start[i]:key_start[i] + key_length[i]]``
         (``key_length[i] == -1``: a null key, skipped) and its offset
         ``offsets[i]``; later rows overwrite earlier ones. Every row is checked
-        before any is put, so a bad row (ValueError naming it) changes nothing.
+        before any is put, so a bad row (InvalidArgumentError naming it) changes nothing.
         Stops before the first row whose new key does not fit and returns the
         count of rows consumed up to there (``stop - start`` when all fit): it
         never raises for a full map, so a cleaner knows where to resume.
@@ -277,8 +307,7 @@ cdef class OffsetMap:
         cdef const int64_t[::1] ks
         cdef const int32_t[::1] kl
         cdef const int64_t[::1] offs
-        cdef Py_ssize_t first = PyNumber_Index(start)
-        cdef Py_ssize_t n, end, data_len, bad_row = -1, done = first
+        cdef Py_ssize_t first, n, end, data_len, bad_row = -1, done
         cdef int bad = ROW_OK
         cdef Py_buffer view
         self._check_idle()
@@ -287,12 +316,18 @@ cdef class OffsetMap:
         offs = _int64_column(offsets, "offsets")
         n = ks.shape[0]
         if kl.shape[0] != n or offs.shape[0] != n:
-            raise ValueError("columns differ in length: key_start %d, key_length %d, offsets %d"
-                             % (n, kl.shape[0], offs.shape[0]))
-        end = n if stop is None else PyNumber_Index(stop)
-        if not 0 <= first <= end <= n:
-            raise ValueError("rows %d:%d out of range for %d rows" % (first, end, n))
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            raise InvalidArgumentError("columns differ in length: key_start %d, key_length %d, offsets %d"
+                                       % (n, kl.shape[0], offs.shape[0]))
+        first_obj = _int_arg(start, "start")
+        end_obj = n if stop is None else _int_arg(stop, "stop")
+        if not 0 <= first_obj <= end_obj <= n:
+            raise InvalidArgumentError(
+                "start and stop must satisfy 0 <= start <= stop <= %d (the rows), not %r and %r"
+                % (n, first_obj, stop))
+        first = first_obj
+        end = end_obj
+        done = first
+        _get_buffer(data, &view, "data")
         data_len = view.len
         self._busy = True
         try:
@@ -311,13 +346,13 @@ cdef class OffsetMap:
             self._busy = False
             PyBuffer_Release(&view)
         if bad == ROW_BAD_LENGTH:
-            raise ValueError("row %d: key_length %d is invalid (-1 marks a null key)"
-                             % (bad_row, kl[bad_row]))
+            raise InvalidArgumentError("row %d: key_length %d is invalid (-1 marks a null key)"
+                                       % (bad_row, kl[bad_row]))
         if bad == ROW_OUTSIDE:
-            raise ValueError("row %d: key bytes [%d, %d) lie outside data of %d bytes"
-                             % (bad_row, ks[bad_row], ks[bad_row] + kl[bad_row], data_len))
+            raise InvalidArgumentError("row %d: key bytes [%d, %d) lie outside data of %d bytes"
+                                       % (bad_row, ks[bad_row], ks[bad_row] + kl[bad_row], data_len))
         if bad == ROW_BAD_OFFSET:
-            raise ValueError("row %d: offset %d is negative" % (bad_row, offs[bad_row]))
+            raise InvalidArgumentError("row %d: offset %d is negative" % (bad_row, offs[bad_row]))
         return done - first
 
     # start <= end <= the length of every column, checked by put_columns.
@@ -373,7 +408,7 @@ cdef class OffsetMap:
         null key (``key_length[i] == -1``) also gives -1. The bulk form of
         get(), for a cleaner deciding which records of a segment to keep: a
         record is the latest for its key when its offset is >= the result.
-        Every row is checked first (ValueError naming a bad one).
+        Every row is checked first (InvalidArgumentError naming a bad one).
         """
         cdef const int64_t[::1] ks
         cdef const int32_t[::1] kl
@@ -386,13 +421,13 @@ cdef class OffsetMap:
         kl = _int32_column(key_length, "key_length")
         n = ks.shape[0]
         if kl.shape[0] != n:
-            raise ValueError("columns differ in length: key_start %d, key_length %d"
-                             % (n, kl.shape[0]))
+            raise InvalidArgumentError("columns differ in length: key_start %d, key_length %d"
+                                       % (n, kl.shape[0]))
         import numpy as np  # not at import: a broker starting up needs none of it
 
         out = np.empty(n, dtype=np.int64)
         out_view = out
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        _get_buffer(data, &view, "data")
         data_len = view.len
         self._busy = True
         try:
@@ -409,11 +444,11 @@ cdef class OffsetMap:
             self._busy = False
             PyBuffer_Release(&view)
         if bad == ROW_BAD_LENGTH:
-            raise ValueError("row %d: key_length %d is invalid (-1 marks a null key)"
-                             % (bad_row, kl[bad_row]))
+            raise InvalidArgumentError("row %d: key_length %d is invalid (-1 marks a null key)"
+                                       % (bad_row, kl[bad_row]))
         if bad == ROW_OUTSIDE:
-            raise ValueError("row %d: key bytes [%d, %d) lie outside data of %d bytes"
-                             % (bad_row, ks[bad_row], ks[bad_row] + kl[bad_row], data_len))
+            raise InvalidArgumentError("row %d: key bytes [%d, %d) lie outside data of %d bytes"
+                                       % (bad_row, ks[bad_row], ks[bad_row] + kl[bad_row], data_len))
         return out
 
     # n is the length of both columns, checked by get_columns.

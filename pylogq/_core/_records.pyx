@@ -22,7 +22,8 @@ from libc.string cimport memcpy
 import sys
 import time
 
-from pylogq.errors import CorruptRecordError, InvalidRecordError
+from pylogq.errors import (CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, InvalidRecordError,
+                           RecordProblem)
 
 cdef extern from "crc.h":
     uint32_t pylogq_crc32c(uint32_t crc, const void *buf, size_t len) nogil
@@ -273,14 +274,15 @@ def decode_headers(data, Py_ssize_t position, Py_ssize_t count):
     try:
         end = view.len
         if pos < 0 or pos > end:
-            raise ValueError("position %d is outside the data of %d bytes" % (position, end))
+            raise InvalidArgumentError("position %d is outside the data of %d bytes" % (position, end))
         # Check the structure before building objects from it.
         for _ in range(count):
             if not _varint(<uint8_t *>view.buf, &pos, end, &n, 5) or n < 0 or n > end - pos:
-                raise CorruptRecordError("header key at byte %d overruns the data" % pos)
+                raise CorruptRecordError("header key at byte %d overruns the data" % pos, kind=RecordProblem.BAD_RECORD)
             pos += n
             if not _varint(<uint8_t *>view.buf, &pos, end, &n, 5) or n < -1 or n > end - pos:
-                raise CorruptRecordError("header value at byte %d overruns the data" % pos)
+                raise CorruptRecordError("header value at byte %d overruns the data" % pos,
+                                         kind=RecordProblem.BAD_RECORD)
             if n > 0:
                 pos += n
         return _headers_list(<uint8_t *>view.buf, position, count)
@@ -363,22 +365,24 @@ cdef class RecordBatch:
         cdef const uint8_t *p = <const uint8_t *>self._view.buf
         cdef Py_ssize_t n = self._view.len
         if position < 0 or position > n:
-            raise ValueError("position %d is outside the buffer of %d bytes" % (position, n))
+            raise InvalidArgumentError("position %d is outside the buffer of %d bytes" % (position, n))
         if n - position < HEADER_SIZE:
             raise CorruptRecordError("record batch at byte %d has %d bytes, fewer than the %d-byte header"
-                                     % (position, n - position, HEADER_SIZE))
+                                     % (position, n - position, HEADER_SIZE), kind=RecordProblem.BAD_LENGTH)
         p += position
         self.position = position
         self.batch_length = _i32(p + LENGTH_OFFSET)
         self.magic = p[MAGIC_OFFSET]
         if self.magic != MAGIC_V2:
-            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (position, self.magic))
+            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (position, self.magic),
+                                     kind=RecordProblem.BAD_MAGIC)
         if self.batch_length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError("record batch at byte %d claims length %d, below the header size"
-                                     % (position, self.batch_length))
+                                     % (position, self.batch_length), kind=RecordProblem.BAD_LENGTH)
         if self.batch_length > n - position - LOG_OVERHEAD:
             raise CorruptRecordError("record batch at byte %d claims length %d but only %d bytes follow"
-                                     % (position, self.batch_length, n - position - LOG_OVERHEAD))
+                                     % (position, self.batch_length, n - position - LOG_OVERHEAD),
+                                     kind=RecordProblem.BAD_LENGTH)
         self.end = position + LOG_OVERHEAD + self.batch_length
         self.base_offset = _i64(p)
         self.partition_leader_epoch = _i32(p + PARTITION_LEADER_EPOCH_OFFSET)
@@ -451,7 +455,7 @@ cdef class RecordBatch:
             return None
         if codec > 4:
             raise CorruptRecordError("record batch at offset %d names compression codec %d, which does not exist"
-                                     % (self.base_offset, codec))
+                                     % (self.base_offset, codec), kind=RecordProblem.UNKNOWN_CODEC)
         raw = (<char *>self._view.buf + self.position + RECORDS_OFFSET)[:self.end - self.position - RECORDS_OFFSET]
         return _codecs().decompress(codec, raw)
 
@@ -462,7 +466,7 @@ cdef class RecordBatch:
         """Every record of the batch, checked; raises CorruptRecordError on bad bytes."""
         if self.check_crc and not self.validate_crc():
             raise CorruptRecordError("record batch at offset %d failed its CRC-32C check (stored 0x%08x)"
-                                     % (self.base_offset, self.crc))
+                                     % (self.base_offset, self.crc), kind=RecordProblem.BAD_CRC)
         section = self._section()
         cdef const uint8_t *buf
         cdef Py_ssize_t start, end
@@ -488,12 +492,13 @@ cdef class RecordBatch:
 cdef _check_count(int64_t base_offset, int64_t count, Py_ssize_t section_bytes):
     if count < 0 or count * MIN_RECORD_SIZE > section_bytes:
         raise CorruptRecordError("record batch at offset %d claims %d records in %d bytes"
-                                 % (base_offset, count, section_bytes))
+                                 % (base_offset, count, section_bytes), kind=RecordProblem.BAD_RECORD_COUNT)
 
 
 cdef _record_error(int code, int64_t base_offset, Py_ssize_t pos):
     raise CorruptRecordError("record at byte %d of the batch at offset %d has %s"
-                             % (pos, base_offset, _ERRORS.get(code, "a structural error")))
+                             % (pos, base_offset, _ERRORS.get(code, "a structural error")),
+                             kind=RecordProblem.BAD_RECORD)
 
 
 cdef list _decode_records(RecordBatch batch, const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end):
@@ -534,7 +539,7 @@ cdef list _decode_records(RecordBatch batch, const uint8_t *buf, Py_ssize_t pos,
         pos = f.end
     if pos != end:
         raise CorruptRecordError("record batch at offset %d has %d bytes after its %d records"
-                                 % (base_offset, end - pos, count))
+                                 % (base_offset, end - pos, count), kind=RecordProblem.BAD_RECORD_COUNT)
     return out
 
 
@@ -556,7 +561,7 @@ cdef inline bint _bytes_like(object obj, const uint8_t **data, Py_ssize_t *size,
         data[0] = <const uint8_t *>view.buf
         size[0] = view.len
         return True
-    raise TypeError("%s must be bytes, bytearray or memoryview, not %s" % (what, type(obj).__name__))
+    raise InvalidArgumentTypeError("%s must be bytes, bytearray or memoryview, not %s" % (what, type(obj).__name__))
 
 
 cdef class RecordBatchBuilder:
@@ -576,9 +581,9 @@ cdef class RecordBatchBuilder:
                  Py_ssize_t batch_size=DEFAULT_BATCH_SIZE):
         self.compression_type = _codecs().codec_id(compression_type)
         if timestamp_type != CREATE_TIME and timestamp_type != LOG_APPEND_TIME:
-            raise ValueError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not %r" % (timestamp_type,))
+            raise InvalidArgumentError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not %r" % (timestamp_type,))
         if batch_size <= 0:
-            raise ValueError("batch_size must be positive, not %r" % (batch_size,))
+            raise InvalidArgumentError("batch_size must be positive, not %r" % (batch_size,))
         self.base_offset = base_offset
         self.partition_leader_epoch = partition_leader_epoch
         self.producer_id = producer_id
@@ -624,14 +629,14 @@ cdef class RecordBatchBuilder:
         if self._built:
             raise ValueError("this batch was already built")
         if offset <= self._last_delta or offset > INT32_MAX:
-            raise ValueError("offset delta %d must be above the previous one (%d) and fit 32 bits"
+            raise InvalidArgumentError("offset delta %d must be above the previous one (%d) and fit 32 bits"
                              % (offset, self._last_delta))
         if timestamp is None:
             ts = <int64_t>(time.time() * 1000)
         elif type(timestamp) is int:
             ts = timestamp
         else:
-            raise TypeError("timestamp must be int milliseconds or None, not %s" % type(timestamp).__name__)
+            raise InvalidArgumentTypeError("timestamp must be int milliseconds or None, not %s" % type(timestamp).__name__)
         try:
             _bytes_like(key, &kp, &klen, &kview, &krel, "key")
             _bytes_like(value, &vp, &vlen, &vview, &vrel, "value")
@@ -755,7 +760,7 @@ cdef list _encode_headers(object headers):
         if isinstance(h_key, str):
             h_key = h_key.encode("utf-8", "surrogateescape")
         elif not isinstance(h_key, (bytes, bytearray)):
-            raise TypeError("header key must be str or bytes, not %s" % type(h_key).__name__)
+            raise InvalidArgumentTypeError("header key must be str or bytes, not %s" % type(h_key).__name__)
         end = _write_varint(tmp, len(h_key))
         out += (<char *>tmp)[:end - tmp]
         out += h_key
@@ -763,7 +768,7 @@ cdef list _encode_headers(object headers):
             out.append(1)
         else:
             if not isinstance(h_value, (bytes, bytearray, memoryview)):
-                raise TypeError("header value must be bytes, bytearray or memoryview, not %s"
+                raise InvalidArgumentTypeError("header value must be bytes, bytearray or memoryview, not %s"
                                 % type(h_value).__name__)
             end = _write_varint(tmp, len(h_value))
             out += (<char *>tmp)[:end - tmp]
@@ -788,12 +793,12 @@ def build_batch(values, keys=None, timestamps=None, headers=None, compression_ty
     cdef RecordBatchBuilder builder
     cdef bint ts_seq = False
     if keys is not None and len(keys) != n:
-        raise ValueError("keys has %d items, values %d" % (len(keys), n))
+        raise InvalidArgumentError("keys has %d items, values %d" % (len(keys), n))
     if headers is not None and len(headers) != n:
-        raise ValueError("headers has %d items, values %d" % (len(headers), n))
+        raise InvalidArgumentError("headers has %d items, values %d" % (len(headers), n))
     if isinstance(timestamps, (list, tuple)) or _is_ndarray(timestamps):
         if len(timestamps) != n:
-            raise ValueError("timestamps has %d items, values %d" % (len(timestamps), n))
+            raise InvalidArgumentError("timestamps has %d items, values %d" % (len(timestamps), n))
         ts_seq = True
     elif timestamps is None:
         timestamps = int(time.time() * 1000)
@@ -834,10 +839,11 @@ cdef Py_ssize_t _frame(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, bint 
     magic = buf[pos + MAGIC_OFFSET]
     magic_out[0] = magic
     if magic > MAGIC_V2:
-        raise CorruptRecordError("entry at byte %d has unknown magic %d" % (pos, magic))
+        raise CorruptRecordError("entry at byte %d has unknown magic %d" % (pos, magic), kind=RecordProblem.BAD_MAGIC)
     size = LOG_OVERHEAD + length
     if length < 0 or size < _min_entry(magic):
-        raise CorruptRecordError("entry at byte %d claims length %d, too small for magic %d" % (pos, length, magic))
+        raise CorruptRecordError("entry at byte %d claims length %d, too small for magic %d" % (pos, length, magic),
+                                 kind=RecordProblem.BAD_LENGTH)
     if size > end - pos:
         return FRAME_PARTIAL
     if check_crc:
@@ -846,14 +852,14 @@ cdef Py_ssize_t _frame(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, bint 
             actual = _crc32c(buf + pos + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET)
             if actual != stored:
                 raise CorruptRecordError("record batch at byte %d (offset %d) failed its CRC-32C check"
-                                         % (pos, _i64(buf + pos)))
+                                         % (pos, _i64(buf + pos)), kind=RecordProblem.BAD_CRC)
         else:
             stored = <uint32_t>_i32(buf + pos + LEGACY_CRC_OFFSET)
             with nogil:
                 actual = pylogq_crc32(0, buf + pos + MAGIC_OFFSET, <size_t>(size - MAGIC_OFFSET))
             if actual != stored:
                 raise CorruptRecordError("message at byte %d (offset %d) failed its CRC-32 check"
-                                         % (pos, _i64(buf + pos)))
+                                         % (pos, _i64(buf + pos)), kind=RecordProblem.BAD_CRC)
     return size
 
 
@@ -873,7 +879,7 @@ def scan_entries(buffer, Py_ssize_t position=0, bint check_crc=True):
         buf = <const uint8_t *>view.buf
         end = view.len
         if position < 0 or position > end:
-            raise ValueError("position %d is outside the buffer of %d bytes" % (position, end))
+            raise InvalidArgumentError("position %d is outside the buffer of %d bytes" % (position, end))
         while pos < end:
             try:
                 size = _frame(buf, pos, end, check_crc, &magic)
@@ -905,14 +911,14 @@ cdef int64_t _validate_v2(const uint8_t *buf, Py_ssize_t pos, bint producer, bin
     cdef bint keys = require_keys and not attributes & CONTROL_MASK
     if producer and (count <= 0 or last_delta != count - 1):
         raise InvalidRecordError("record batch at byte %d has %d records but last offset delta %d"
-                                 % (pos, count, last_delta))
+                                 % (pos, count, last_delta), kind=RecordProblem.BAD_RECORD_COUNT)
     # With count == last delta + 1 (checked above for producers) and deltas
     # strictly increasing up to the last delta (checked by the parser), a
     # producer's deltas are exactly 0..count-1.
     if codec:
         if codec > 4:
             raise CorruptRecordError("record batch at byte %d names compression codec %d, which does not exist"
-                                     % (pos, codec))
+                                     % (pos, codec), kind=RecordProblem.UNKNOWN_CODEC)
         _validate_compressed(buf, pos, size, codec, keys, &missing)
     else:
         _walk_section(buf, pos + RECORDS_OFFSET, pos + size, pos, _i64(buf + pos), count, last_delta, keys,
@@ -943,7 +949,7 @@ cdef int _walk_section(const uint8_t *sec, Py_ssize_t spos, Py_ssize_t send, Py_
         _record_error(rc, base_offset, spos)
     if spos != send:
         raise CorruptRecordError("record batch at byte %d has %d bytes after its %d records"
-                                 % (pos, send - spos, count))
+                                 % (pos, send - spos, count), kind=RecordProblem.BAD_RECORD_COUNT)
     return 0
 
 
@@ -1141,7 +1147,7 @@ cdef int _walk_stream(_SectionReader r, Py_ssize_t batch_pos, int64_t base_offse
     rest = r.remaining()
     if rest:
         raise CorruptRecordError("record batch at byte %d has %d bytes after its %d records"
-                                 % (batch_pos, rest, count))
+                                 % (batch_pos, rest, count), kind=RecordProblem.BAD_RECORD_COUNT)
     return 0
 
 
@@ -1246,13 +1252,15 @@ cdef tuple _validate_batches(const uint8_t *buf, Py_ssize_t end, bint require_ke
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise CorruptRecordError("produce buffer ends with %d bytes at byte %d, fewer than a batch header"
-                                     % (end - pos, pos))
+                                     % (end - pos, pos), kind=RecordProblem.BAD_LENGTH)
         size = _frame(buf, pos, end, True, &magic)
         if magic != MAGIC_V2:
-            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic))
+            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic),
+                                     kind=RecordProblem.BAD_MAGIC)
         if size == FRAME_PARTIAL:
             raise CorruptRecordError("record batch at byte %d claims length %d but only %d bytes follow"
-                                     % (pos, _i32(buf + pos + LENGTH_OFFSET), end - pos - LOG_OVERHEAD))
+                                     % (pos, _i32(buf + pos + LENGTH_OFFSET), end - pos - LOG_OVERHEAD),
+                                     kind=RecordProblem.BAD_LENGTH)
         missing = -1
         records += _validate_v2(buf, pos, True, require_keys and keyless < 0, &missing)
         if missing >= 0:
@@ -1299,16 +1307,16 @@ cdef list _patch_offsets(uint8_t *buf, Py_ssize_t end, list headers, int64_t bas
         for i in range(n):
             header = headers[i]
             if <Py_ssize_t>header[0] != pos:
-                raise ValueError("header %d is at byte %d, the batches lie end to end from 0 (expected %d)"
+                raise InvalidArgumentError("header %d is at byte %d, the batches lie end to end from 0 (expected %d)"
                                  % (i, header[0], pos))
             size = header[1]
             if (size < HEADER_SIZE or size > end - pos or buf[pos + MAGIC_OFFSET] != MAGIC_V2
                     or LOG_OVERHEAD + <Py_ssize_t>_i32(buf + pos + LENGTH_OFFSET) != size):
-                raise ValueError("header %d does not describe the v2 batch at byte %d of this buffer" % (i, pos))
+                raise InvalidArgumentError("header %d does not describe the v2 batch at byte %d of this buffer" % (i, pos))
             sizes[i] = size
             pos += size
         if pos != end:
-            raise ValueError("the headers cover %d of the buffer's %d bytes" % (pos, end))
+            raise InvalidArgumentError("the headers cover %d of the buffer's %d bytes" % (pos, end))
         pos = 0
         for i in range(n):
             size = sizes[i]
@@ -1330,7 +1338,7 @@ cdef uint8_t *_writable(object buffer, Py_buffer *view, str caller) except NULL:
     try:
         PyObject_GetBuffer(buffer, view, PyBUF_WRITABLE)
     except BufferError:
-        raise TypeError("%s needs a writable buffer (bytearray or writable memoryview)" % caller) from None
+        raise InvalidArgumentTypeError("%s needs a writable buffer (bytearray or writable memoryview)" % caller) from None
     return <uint8_t *>view.buf
 
 
@@ -1424,7 +1432,7 @@ cdef Py_ssize_t _columns_of_section(
         _record_error(rc, base_offset, pos)
     if pos != end:
         raise CorruptRecordError("record batch at offset %d has %d bytes after its %d records"
-                                 % (base_offset, end - pos, count))
+                                 % (base_offset, end - pos, count), kind=RecordProblem.BAD_RECORD_COUNT)
     return row
 
 
@@ -1487,7 +1495,8 @@ def decode_columns(buffer, bint check_crc=True, bint skip_control=True, start_of
                     copy = True
                     if attributes & COMPRESSION_MASK > 4:
                         raise CorruptRecordError("record batch at byte %d names compression codec %d, which does not exist"
-                                                 % (pos, attributes & COMPRESSION_MASK))
+                                                 % (pos, attributes & COMPRESSION_MASK),
+                                                 kind=RecordProblem.UNKNOWN_CODEC)
                     section = _codecs().decompress(attributes & COMPRESSION_MASK,
                                                    (<char *>buf + pos + RECORDS_OFFSET)[:size - RECORDS_OFFSET])
                     _check_count(_i64(buf + pos), count, len(section))

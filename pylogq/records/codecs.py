@@ -32,7 +32,7 @@ import threading
 import zlib
 from typing import Any, Callable, Dict, Optional, Union
 
-from ..errors import CorruptRecordError, MessageTooLargeError, UnsupportedCodecError
+from ..errors import CorruptRecordError, MessageTooLargeError, RecordProblem, UnsupportedCodecError
 
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODEC_MASK", "NAMES", "BY_NAME", "MAX_DECOMPRESSED",
@@ -117,7 +117,8 @@ def gzip_encode(data: Buffer) -> bytes:
 
 
 def _too_large(codec: str, limit: int) -> CorruptRecordError:
-    return CorruptRecordError("%s payload decompresses to more than %d bytes" % (codec, limit))
+    return CorruptRecordError("%s payload decompresses to more than %d bytes" % (codec, limit),
+    kind=RecordProblem.TOO_LARGE_DECOMPRESSED)
 
 
 def gzip_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
@@ -133,7 +134,7 @@ def gzip_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
         if total > max_size or d.unconsumed_tail:
             raise _too_large("gzip", max_size)
         if not d.eof:
-            raise CorruptRecordError("gzip payload is truncated")
+            raise CorruptRecordError("gzip payload is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
         buf = d.unused_data
     return b"".join(out)
 
@@ -171,7 +172,7 @@ def _snappy_raw_length(block: bytes) -> int:
         if not b & 0x80:
             return result
         shift += 7
-    raise CorruptRecordError("snappy block has a malformed length preamble")
+    raise CorruptRecordError("snappy block has a malformed length preamble", kind=RecordProblem.BAD_COMPRESSED_DATA)
 
 
 def snappy_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
@@ -184,12 +185,13 @@ def snappy_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
         pos = 16
         while pos < len(buf):
             if pos + 4 > len(buf):
-                raise CorruptRecordError("xerial snappy block length is truncated")
+                raise CorruptRecordError("xerial snappy block length is truncated",
+                                         kind=RecordProblem.BAD_COMPRESSED_DATA)
             (n,) = struct.unpack_from(">i", buf, pos)
             pos += 4
             if n < 0 or pos + n > len(buf):
                 raise CorruptRecordError(
-                    "xerial snappy block of %d bytes overruns the payload" % n
+                    "xerial snappy block of %d bytes overruns the payload" % n, kind=RecordProblem.BAD_COMPRESSED_DATA
                 )
             block = buf[pos : pos + n]
             total += _snappy_raw_length(block)
@@ -239,7 +241,8 @@ def _xxh32_short(data: bytes) -> int:
 
 def _lz4_header_size(frame: bytes) -> int:
     if len(frame) < 7:
-        raise CorruptRecordError("lz4 frame of %d bytes is shorter than its header" % len(frame))
+        raise CorruptRecordError("lz4 frame of %d bytes is shorter than its header" % len(frame),
+                                 kind=RecordProblem.BAD_COMPRESSED_DATA)
     return 15 if frame[4] & 0x08 else 7
 
 
@@ -267,11 +270,12 @@ def lz4_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
     try:
         out = decompressor.decompress(bytes(data), max_length=max_size + 1)
     except RuntimeError as exc:
-        raise CorruptRecordError("lz4 frame does not decode: %s" % exc) from None
+        raise CorruptRecordError("lz4 frame does not decode: %s" % exc,
+                                 kind=RecordProblem.BAD_COMPRESSED_DATA) from None
     if len(out) > max_size:
         raise _too_large("lz4", max_size)
     if not decompressor.eof:
-        raise CorruptRecordError("lz4 frame is truncated")
+        raise CorruptRecordError("lz4 frame is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
     return out
 
 
@@ -338,10 +342,11 @@ def zstd_decode(data: Buffer, max_size: int = MAX_DECOMPRESSED) -> bytes:
                 if total > max_size:
                     raise _too_large("zstd", max_size)
             if not frame.eof:
-                raise CorruptRecordError("zstd frame is truncated")
+                raise CorruptRecordError("zstd frame is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
             buf = memoryview(frame.unused_data + bytes(buf[pos:]))
     except zstandard.ZstdError as exc:
-        raise CorruptRecordError("zstd frame does not decode: %s" % exc) from None
+        raise CorruptRecordError("zstd frame does not decode: %s" % exc,
+                                 kind=RecordProblem.BAD_COMPRESSED_DATA) from None
     return b"".join(parts)
 
 
@@ -384,7 +389,7 @@ def decompress(codec: int, data: Buffer, magic: int = 2, max_size: int = MAX_DEC
         decoder = _DECODERS[codec]
     except KeyError:
         raise CorruptRecordError(
-            "attributes name compression codec %d, which does not exist" % codec
+            "attributes name compression codec %d, which does not exist" % codec, kind=RecordProblem.UNKNOWN_CODEC
         ) from None
     try:
         return decoder(data, max_size)
@@ -394,7 +399,7 @@ def decompress(codec: int, data: Buffer, magic: int = 2, max_size: int = MAX_DEC
         raise
     except Exception as exc:  # each library has its own error types
         raise CorruptRecordError(
-            "%s payload does not decompress: %s" % (NAMES[codec], exc)
+            "%s payload does not decompress: %s" % (NAMES[codec], exc), kind=RecordProblem.BAD_COMPRESSED_DATA
         ) from None
 
 
@@ -434,7 +439,7 @@ class _GzipSource:
                 if self._pos >= len(self._input):
                     if self._pos == 0:
                         return b""  # an empty payload, as gzip_decode reads it
-                    raise CorruptRecordError("gzip payload is truncated")
+                    raise CorruptRecordError("gzip payload is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
                 piece = self._input[self._pos : self._pos + _IN_STEP]
                 self._pos += len(piece)
                 chunk = d.decompress(piece, n)
@@ -460,11 +465,13 @@ class _SnappySource:
             if self._pos >= len(buf):
                 return b""
             if self._pos + 4 > len(buf):
-                raise CorruptRecordError("xerial snappy block length is truncated")
+                raise CorruptRecordError("xerial snappy block length is truncated",
+                                         kind=RecordProblem.BAD_COMPRESSED_DATA)
             (n,) = struct.unpack_from(">i", buf, self._pos)
             self._pos += 4
             if n < 0 or self._pos + n > len(buf):
-                raise CorruptRecordError("xerial snappy block of %d bytes overruns the payload" % n)
+                raise CorruptRecordError("xerial snappy block of %d bytes overruns the payload" % n,
+                                         kind=RecordProblem.BAD_COMPRESSED_DATA)
             block = buf[self._pos : self._pos + n]
             self._pos += n
         else:
@@ -519,8 +526,8 @@ class _Lz4Source:
             if chunk:
                 return chunk
             if d.needs_input and not d.eof:
-                raise CorruptRecordError("lz4 frame is truncated")
-        raise CorruptRecordError("lz4 frame gives no output")
+                raise CorruptRecordError("lz4 frame is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
+        raise CorruptRecordError("lz4 frame gives no output", kind=RecordProblem.BAD_COMPRESSED_DATA)
 
 
 _ZSTD_MAGIC = 0xFD2FB528
@@ -534,35 +541,38 @@ def _zstd_check_frames(buf: memoryview) -> None:
     pos = 0
     while pos < n:
         if n - pos < 8:
-            raise CorruptRecordError("zstd frame at byte %d is truncated" % pos)
+            raise CorruptRecordError("zstd frame at byte %d is truncated" % pos, kind=RecordProblem.BAD_COMPRESSED_DATA)
         magic = int.from_bytes(buf[pos : pos + 4], "little")
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
             pos += 8 + int.from_bytes(buf[pos + 4 : pos + 8], "little")
             if pos > n:
-                raise CorruptRecordError("zstd skippable frame overruns the payload")
+                raise CorruptRecordError("zstd skippable frame overruns the payload",
+                                         kind=RecordProblem.BAD_COMPRESSED_DATA)
             continue
         if magic != _ZSTD_MAGIC:
-            raise CorruptRecordError("zstd payload has no frame at byte %d" % pos)
+            raise CorruptRecordError("zstd payload has no frame at byte %d" % pos,
+                                     kind=RecordProblem.BAD_COMPRESSED_DATA)
         descriptor = buf[pos + 4]
         single_segment = descriptor >> 5 & 1
         content_size_bytes = (single_segment, 2, 4, 8)[descriptor >> 6]
         pos += 5 + (1 - single_segment) + _ZSTD_DICT_ID_BYTES[descriptor & 3] + content_size_bytes
         while True:
             if n - pos < 3:
-                raise CorruptRecordError("zstd frame is truncated")
+                raise CorruptRecordError("zstd frame is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
             header = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
             block_type = header >> 1 & 3
             if block_type == 3:
-                raise CorruptRecordError("zstd block at byte %d has the reserved type" % pos)
+                raise CorruptRecordError("zstd block at byte %d has the reserved type" % pos,
+                                         kind=RecordProblem.BAD_COMPRESSED_DATA)
             pos += 3 + (1 if block_type == 1 else header >> 3)
             if pos > n:
-                raise CorruptRecordError("zstd frame is truncated")
+                raise CorruptRecordError("zstd frame is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
             if header & 1:
                 break
         if descriptor & 0x04:
             pos += 4
             if pos > n:
-                raise CorruptRecordError("zstd frame is truncated")
+                raise CorruptRecordError("zstd frame is truncated", kind=RecordProblem.BAD_COMPRESSED_DATA)
 
 
 class _ZstdSource:
@@ -605,7 +615,8 @@ class DecompressStream:
         self._ended = False
         self._source: Optional[Any] = None
         if codec not in _DECODERS:
-            raise CorruptRecordError("%s names compression codec %d, which does not exist" % (what, codec))
+            raise CorruptRecordError("%s names compression codec %d, which does not exist" % (what, codec),
+                                     kind=RecordProblem.UNKNOWN_CODEC)
         self._source = self._guarded(lambda: _SOURCES[codec](data, magic))
 
     def _guarded(self, call: Callable[[], Any]) -> Any:
@@ -616,10 +627,11 @@ class DecompressStream:
         except MessageTooLargeError as exc:
             raise MessageTooLargeError("%s: %s" % (self.what, _detail(exc))) from None
         except CorruptRecordError as exc:
-            raise CorruptRecordError("%s: %s" % (self.what, _detail(exc))) from None
+            raise CorruptRecordError("%s: %s" % (self.what, _detail(exc)), kind=exc.kind) from None
         except Exception as exc:  # each library has its own error types
             raise CorruptRecordError(
-                "%s: %s payload does not decompress: %s" % (self.what, NAMES[self.codec], _detail(exc))) from None
+                "%s: %s payload does not decompress: %s" % (self.what, NAMES[self.codec], _detail(exc)),
+                kind=RecordProblem.BAD_COMPRESSED_DATA) from None
 
     def _produce(self, n: int) -> bytes:
         """The codec's next 1..n bytes; b"" at the end."""

@@ -10,7 +10,8 @@
 ``crc32c(data, crc=0)`` and ``crc32(data, crc=0)`` take any contiguous buffer
 and behave as ``crc32c.crc32c`` and ``zlib.crc32``: ``crc`` is the CRC of the
 bytes before ``data`` (masked to 32 bits), so ``crc32c(b, crc32c(a)) ==
-crc32c(a + b)``; a non-buffer raises TypeError. ``crc32c_combine`` and
+crc32c(a + b)``; a non-buffer or a non-int ``crc`` raises InvalidArgumentTypeError (a
+TypeError). ``crc32c_combine`` and
 ``crc32_combine`` join the CRCs of two pieces without reading them again.
 
 The compiled kernel (``pylogq._core._crc``) is used when it loads; :data:`pure`
@@ -28,10 +29,12 @@ import zlib
 from typing import Callable, Dict, List, Optional
 
 from .._speedups import compiled
+from ..errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = ["IMPLEMENTATION", "crc32", "crc32_combine", "crc32c", "crc32c_combine", "pure"]
 
 _MASK = 0xFFFFFFFF
+_LEN2_MAX = 2**63 - 1  # the kernel's size_t bound on a 64-bit build, for both
 _POLY_32C = 0x82F63B78
 _POLY_32 = 0xEDB88320
 
@@ -63,9 +66,25 @@ _TABLE_32C: Optional[List[int]] = None
 _crcmod_32c: Optional[Callable[..., int]] = None
 
 
+def _int_arg(value: object, what: str) -> int:
+    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
+
+
+def _not_a_buffer(data: object) -> InvalidArgumentTypeError:
+    return InvalidArgumentTypeError("data must be a bytes-like object, not %s" % type(data).__name__)
+
+
 def _buffer(data: object) -> memoryview:
-    """A contiguous byte view of data; TypeError for a non-buffer, BufferError if not contiguous."""
-    view = memoryview(data)  # type: ignore[arg-type]
+    """A contiguous byte view of data; InvalidArgumentTypeError for a non-buffer, BufferError
+    (the buffer protocol's own, as the kernel's) if not contiguous."""
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise _not_a_buffer(data) from None
     if not view.c_contiguous:
         raise BufferError("memoryview: underlying buffer is not C-contiguous")
     return view
@@ -73,7 +92,7 @@ def _buffer(data: object) -> memoryview:
 
 def _py_crc32c(data: object, crc: int = 0) -> int:
     """CRC-32C of data (any contiguous buffer), continuing from crc."""
-    crc = operator.index(crc) & _MASK
+    crc = (crc if type(crc) is int else _int_arg(crc, "crc")) & _MASK
     if _crcmod_32c is None:
         return _table_crc32c(_buffer(data), crc)
     if type(data) is bytes or type(data) is bytearray:
@@ -83,7 +102,11 @@ def _py_crc32c(data: object, crc: int = 0) -> int:
 
 def _py_crc32(data: object, crc: int = 0) -> int:
     """CRC-32 (zlib) of data (any contiguous buffer), continuing from crc."""
-    return zlib.crc32(data, operator.index(crc) & _MASK)  # type: ignore[arg-type]
+    crc = (crc if type(crc) is int else _int_arg(crc, "crc")) & _MASK
+    try:
+        return zlib.crc32(data, crc)  # type: ignore[arg-type]
+    except TypeError:  # crc is an int: data is not a buffer
+        raise _not_a_buffer(data) from None
 
 
 def _multmodp(a: int, b: int, poly: int) -> int:
@@ -105,9 +128,11 @@ def _make_combine(poly: int, doc: str) -> Callable[[int, int, int], int]:
         x2n.append(_multmodp(x2n[-1], x2n[-1], poly))
 
     def combine(crc1: int, crc2: int, len2: int) -> int:
-        len2 = operator.index(len2)
-        if len2 < 0:
-            raise ValueError(f"len2 must not be negative, got {len2}")
+        len2 = _int_arg(len2, "len2")
+        if not 0 <= len2 <= _LEN2_MAX:
+            raise InvalidArgumentError("len2 must be an int in [0, 2**63-1], not %r" % (len2,))
+        crc1 = _int_arg(crc1, "crc1") & _MASK
+        crc2 = _int_arg(crc2, "crc2") & _MASK
         op = 1 << 31  # x^0; becomes x^(8 len2), the shift through len2 zero bytes
         k = 3
         while len2:
@@ -115,7 +140,7 @@ def _make_combine(poly: int, doc: str) -> Callable[[int, int, int], int]:
                 op = _multmodp(x2n[k & 31], op, poly)
             len2 >>= 1
             k += 1
-        return _multmodp(op, operator.index(crc1) & _MASK, poly) ^ (operator.index(crc2) & _MASK)
+        return _multmodp(op, crc1, poly) ^ crc2
 
     combine.__doc__ = doc
     return combine

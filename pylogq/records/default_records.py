@@ -35,7 +35,13 @@ import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
 
 
-from ..errors import CorruptRecordError, InvalidRecordError
+from ..errors import (
+    CorruptRecordError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    InvalidRecordError,
+    RecordProblem,
+)
 from . import codecs
 from .crc import crc32, crc32c
 
@@ -145,7 +151,8 @@ def decode_varint(buf: Buffer, pos: int, end: int, max_bytes: int = 5) -> Tuple[
     start = pos
     while True:
         if pos >= end:
-            raise CorruptRecordError("varint at byte %d runs past the end of its record" % start)
+            raise CorruptRecordError("varint at byte %d runs past the end of its record" % start,
+                                     kind=RecordProblem.BAD_RECORD)
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -153,9 +160,10 @@ def decode_varint(buf: Buffer, pos: int, end: int, max_bytes: int = 5) -> Tuple[
             break
         shift += 7
         if pos - start >= max_bytes:
-            raise CorruptRecordError("varint at byte %d is longer than %d bytes" % (start, max_bytes))
+            raise CorruptRecordError("varint at byte %d is longer than %d bytes" % (start, max_bytes),
+                                     kind=RecordProblem.BAD_RECORD)
     if max_bytes == 5 and result > 0xFFFFFFFF:
-        raise CorruptRecordError("varint at byte %d overflows 32 bits" % start)
+        raise CorruptRecordError("varint at byte %d overflows 32 bits" % start, kind=RecordProblem.BAD_RECORD)
     return (result >> 1) ^ -(result & 1), pos
 
 
@@ -250,7 +258,7 @@ def _encode_record(
             if isinstance(h_key, str):
                 h_key = h_key.encode("utf-8", "surrogateescape")
             elif not isinstance(h_key, (bytes, bytearray)):
-                raise TypeError("header key must be str or bytes, not %s" % type(h_key).__name__)
+                raise InvalidArgumentTypeError("header key must be str or bytes, not %s" % type(h_key).__name__)
             encode_varint(len(h_key), body)
             body += h_key
             if h_value is None:
@@ -269,7 +277,7 @@ def _encode_record(
 
 def _check_bytes(obj: object, what: str) -> None:
     if not isinstance(obj, (bytes, bytearray, memoryview)):
-        raise TypeError("%s must be bytes, bytearray or memoryview, not %s" % (what, type(obj).__name__))
+        raise InvalidArgumentTypeError("%s must be bytes, bytearray or memoryview, not %s" % (what, type(obj).__name__))
 
 
 class RecordBatchBuilder:
@@ -299,9 +307,9 @@ class RecordBatchBuilder:
     ) -> None:
         self.compression_type = codecs.codec_id(compression_type)
         if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
-            raise ValueError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not %r" % (timestamp_type,))
+            raise InvalidArgumentError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not %r" % (timestamp_type,))
         if batch_size <= 0:
-            raise ValueError("batch_size must be positive, not %r" % (batch_size,))
+            raise InvalidArgumentError("batch_size must be positive, not %r" % (batch_size,))
         self.base_offset = base_offset
         self.partition_leader_epoch = partition_leader_epoch
         self.producer_id = producer_id
@@ -330,15 +338,15 @@ class RecordBatchBuilder:
         if self._built:
             raise ValueError("this batch was already built")
         if type(offset) is not int:
-            raise TypeError("offset must be int, not %s" % type(offset).__name__)
+            raise InvalidArgumentTypeError("offset must be int, not %s" % type(offset).__name__)
         if offset <= self._last_offset_delta or offset > INT32_MAX:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "offset delta %d must be above the previous one (%d) and fit 32 bits" % (offset, self._last_offset_delta)
             )
         if timestamp is None:
             timestamp = int(time.time() * 1000)
         elif type(timestamp) is not int:
-            raise TypeError("timestamp must be int milliseconds or None, not %s" % type(timestamp).__name__)
+            raise InvalidArgumentTypeError("timestamp must be int milliseconds or None, not %s" % type(timestamp).__name__)
         if key is not None:
             _check_bytes(key, "key")
         if value is not None:
@@ -447,12 +455,12 @@ def build_batch(
     """
     n = len(values)
     if keys is not None and len(keys) != n:
-        raise ValueError("keys has %d items, values %d" % (len(keys), n))
+        raise InvalidArgumentError("keys has %d items, values %d" % (len(keys), n))
     if headers is not None and len(headers) != n:
-        raise ValueError("headers has %d items, values %d" % (len(headers), n))
+        raise InvalidArgumentError("headers has %d items, values %d" % (len(headers), n))
     if isinstance(timestamps, (list, tuple)) or _is_ndarray(timestamps):
         if len(timestamps) != n:
-            raise ValueError("timestamps has %d items, values %d" % (len(timestamps), n))
+            raise InvalidArgumentError("timestamps has %d items, values %d" % (len(timestamps), n))
     elif timestamps is None:
         timestamps = int(time.time() * 1000)
     kwargs["batch_size"] = INT32_MAX
@@ -475,18 +483,21 @@ def _require_v2(buf: Buffer, pos: int, end: int) -> int:
     """Check a v2 batch header at pos; -> the batch end. Raises on a bad frame."""
     if end - pos < HEADER_SIZE:
         raise CorruptRecordError(
-            "record batch at byte %d has %d bytes, fewer than the %d-byte header" % (pos, end - pos, HEADER_SIZE)
+            "record batch at byte %d has %d bytes, fewer than the %d-byte header" % (pos, end - pos, HEADER_SIZE),
+            kind=RecordProblem.BAD_LENGTH
         )
     (length,) = struct.unpack_from(">i", buf, pos + LENGTH_OFFSET)
     magic = buf[pos + MAGIC_OFFSET]
     if magic != MAGIC:
-        raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic))
+        raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic),
+                                 kind=RecordProblem.BAD_MAGIC)
     if length < HEADER_SIZE - LOG_OVERHEAD:
-        raise CorruptRecordError("record batch at byte %d claims length %d, below the header size" % (pos, length))
+        raise CorruptRecordError("record batch at byte %d claims length %d, below the header size" % (pos, length),
+                                 kind=RecordProblem.BAD_LENGTH)
     if length > end - pos - LOG_OVERHEAD:
         raise CorruptRecordError(
             "record batch at byte %d claims length %d but only %d bytes follow"
-            % (pos, length, end - pos - LOG_OVERHEAD)
+            % (pos, length, end - pos - LOG_OVERHEAD), kind=RecordProblem.BAD_LENGTH
         )
     return pos + LOG_OVERHEAD + length
 
@@ -502,7 +513,7 @@ class RecordBatch:
     def __init__(self, buffer: Buffer, position: int = 0, check_crc: bool = True) -> None:
         self._buf = buffer if isinstance(buffer, (bytes, bytearray)) else memoryview(buffer).cast("B")
         if position < 0 or position > len(self._buf):
-            raise ValueError("position %d is outside the buffer of %d bytes" % (position, len(self._buf)))
+            raise InvalidArgumentError("position %d is outside the buffer of %d bytes" % (position, len(self._buf)))
         self.position = position
         self.end = _require_v2(self._buf, position, len(self._buf))
         (
@@ -549,7 +560,8 @@ class RecordBatch:
             return section
         if codec not in codecs.NAMES:
             raise CorruptRecordError(
-                "record batch at offset %d names compression codec %d, which does not exist" % (self.base_offset, codec)
+                "record batch at offset %d names compression codec %d, which does not exist" % (self.base_offset, codec),
+                kind=RecordProblem.UNKNOWN_CODEC
             )
         return codecs.decompress(codec, section)
 
@@ -560,7 +572,8 @@ class RecordBatch:
         """Every record of the batch, checked; raises CorruptRecordError on bad bytes."""
         if self.check_crc and not self.validate_crc():
             raise CorruptRecordError(
-                "record batch at offset %d failed its CRC-32C check (stored 0x%08x)" % (self.base_offset, self.crc)
+                "record batch at offset %d failed its CRC-32C check (stored 0x%08x)" % (self.base_offset, self.crc),
+                kind=RecordProblem.BAD_CRC
             )
         return _decode_records(self)
 
@@ -593,7 +606,7 @@ def _varint_or_fault(data: Buffer, pos: int, end: int, max_bytes: int = 5) -> Tu
     try:
         return decode_varint(data, pos, end, max_bytes)
     except CorruptRecordError:
-        raise CorruptRecordError("varint") from None
+        raise CorruptRecordError("varint", kind=RecordProblem.BAD_RECORD) from None
 
 
 def _parse_record(data: Buffer, pos: int, end: int, prev_delta: int, last_delta: int) -> tuple:
@@ -607,43 +620,44 @@ def _parse_record(data: Buffer, pos: int, end: int, prev_delta: int, last_delta:
     """
     length, pos = _varint_or_fault(data, pos, end)
     if length < MIN_RECORD_SIZE - 1 or length > end - pos:
-        raise CorruptRecordError("length")
+        raise CorruptRecordError("length", kind=RecordProblem.BAD_RECORD)
     rec_end = pos + length
     attributes = data[pos]
     pos += 1
     ts_delta, pos = _varint_or_fault(data, pos, rec_end, 10)
     delta, pos = _varint_or_fault(data, pos, rec_end)
     if delta <= prev_delta or delta > last_delta:
-        raise CorruptRecordError("delta")
+        raise CorruptRecordError("delta", kind=RecordProblem.BAD_RECORD)
     fields = [rec_end, attributes, ts_delta, delta]
     for what in ("key", "value"):
         n, pos = _varint_or_fault(data, pos, rec_end)
         if n < -1 or n > rec_end - pos:
-            raise CorruptRecordError(what)
+            raise CorruptRecordError(what, kind=RecordProblem.BAD_RECORD)
         fields += [pos, n]
         pos += max(n, 0)
     count, pos = _varint_or_fault(data, pos, rec_end)
     if count < 0 or count > rec_end - pos:
-        raise CorruptRecordError("headers")
+        raise CorruptRecordError("headers", kind=RecordProblem.BAD_RECORD)
     fields += [pos, count]
     for _ in range(count):
         n, pos = _varint_or_fault(data, pos, rec_end)
         if n < 0 or n > rec_end - pos:
-            raise CorruptRecordError("headers")
+            raise CorruptRecordError("headers", kind=RecordProblem.BAD_RECORD)
         pos += n
         n, pos = _varint_or_fault(data, pos, rec_end)
         if n < -1 or n > rec_end - pos:
-            raise CorruptRecordError("headers")
+            raise CorruptRecordError("headers", kind=RecordProblem.BAD_RECORD)
         pos += max(n, 0)
     if pos != rec_end:
-        raise CorruptRecordError("trailing")
+        raise CorruptRecordError("trailing", kind=RecordProblem.BAD_RECORD)
     return tuple(fields)
 
 
 def _check_count(base_offset: int, count: int, section_bytes: int) -> None:
     if count < 0 or count * MIN_RECORD_SIZE > section_bytes:
         raise CorruptRecordError(
-            "record batch at offset %d claims %d records in %d bytes" % (base_offset, count, section_bytes)
+            "record batch at offset %d claims %d records in %d bytes" % (base_offset, count, section_bytes),
+            kind=RecordProblem.BAD_RECORD_COUNT
         )
 
 
@@ -658,14 +672,15 @@ def _iter_fields(batch: "RecordBatch", data: Buffer, pos: int, end: int) -> Iter
         except CorruptRecordError as fault:
             raise CorruptRecordError(
                 "record at byte %d of the batch at offset %d has %s"
-                % (pos, batch.base_offset, _RECORD_ERRORS[fault.args[0]])
+                % (pos, batch.base_offset, _RECORD_ERRORS[fault.args[0]]), kind=RecordProblem.BAD_RECORD
             ) from None
         prev = fields[3]
         pos = fields[0]
         yield fields
     if pos != end:
         raise CorruptRecordError(
-            "record batch at offset %d has %d bytes after its %d records" % (batch.base_offset, end - pos, count)
+            "record batch at offset %d has %d bytes after its %d records" % (batch.base_offset, end - pos, count),
+            kind=RecordProblem.BAD_RECORD_COUNT
         )
 
 
@@ -699,18 +714,18 @@ def decode_headers(data: Buffer, position: int, count: int) -> List[Header]:
     """
     end = len(data)
     if position < 0 or position > end:
-        raise ValueError("position %d is outside the data of %d bytes" % (position, end))
+        raise InvalidArgumentError("position %d is outside the data of %d bytes" % (position, end))
     headers: List[Header] = []
     pos = position
     for _ in range(count):
         klen, pos = decode_varint(data, pos, end)
         if klen < 0 or klen > end - pos:
-            raise CorruptRecordError("header key at byte %d overruns the data" % pos)
+            raise CorruptRecordError("header key at byte %d overruns the data" % pos, kind=RecordProblem.BAD_RECORD)
         hkey = bytes(data[pos : pos + klen]).decode("utf-8", "surrogateescape")
         pos += klen
         vlen, pos = decode_varint(data, pos, end)
         if vlen < -1 or vlen > end - pos:
-            raise CorruptRecordError("header value at byte %d overruns the data" % pos)
+            raise CorruptRecordError("header value at byte %d overruns the data" % pos, kind=RecordProblem.BAD_RECORD)
         hval = None
         if vlen >= 0:
             hval = bytes(data[pos : pos + vlen])
@@ -735,10 +750,11 @@ def _frame_entry(buf: Buffer, pos: int, end: int, check_crc: bool) -> Tuple[int,
     offset, length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
     magic = buf[pos + ENTRY_MAGIC_OFFSET]
     if magic > MAGIC:
-        raise CorruptRecordError("entry at byte %d has unknown magic %d" % (pos, magic))
+        raise CorruptRecordError("entry at byte %d has unknown magic %d" % (pos, magic), kind=RecordProblem.BAD_MAGIC)
     size = LOG_OVERHEAD + length
     if length < 0 or size < _MIN_ENTRY[magic]:
-        raise CorruptRecordError("entry at byte %d claims length %d, too small for magic %d" % (pos, length, magic))
+        raise CorruptRecordError("entry at byte %d claims length %d, too small for magic %d" % (pos, length, magic),
+                                 kind=RecordProblem.BAD_LENGTH)
     if size > end - pos:
         return 0, magic
     if check_crc:
@@ -746,12 +762,14 @@ def _frame_entry(buf: Buffer, pos: int, end: int, check_crc: bool) -> Tuple[int,
             (stored,) = struct.unpack_from(">I", buf, pos + CRC_OFFSET)
             if crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]) != stored:
                 raise CorruptRecordError(
-                    "record batch at byte %d (offset %d) failed its CRC-32C check" % (pos, offset)
+                    "record batch at byte %d (offset %d) failed its CRC-32C check" % (pos, offset),
+                    kind=RecordProblem.BAD_CRC
                 )
         else:
             (stored,) = struct.unpack_from(">I", buf, pos + LEGACY_CRC_OFFSET)
             if crc32(memoryview(buf)[pos + ENTRY_MAGIC_OFFSET : pos + size]) != stored:
-                raise CorruptRecordError("message at byte %d (offset %d) failed its CRC-32 check" % (pos, offset))
+                raise CorruptRecordError("message at byte %d (offset %d) failed its CRC-32 check" % (pos, offset),
+                                         kind=RecordProblem.BAD_CRC)
     return size, magic
 
 
@@ -764,7 +782,7 @@ def scan_entries(buffer: Buffer, position: int = 0, check_crc: bool = True) -> T
     buf = _as_bytes_view(buffer)
     end = len(buf)
     if position < 0 or position > end:
-        raise ValueError("position %d is outside the buffer of %d bytes" % (position, end))
+        raise InvalidArgumentError("position %d is outside the buffer of %d bytes" % (position, end))
     pos = position
     n = 0
     while pos < end:
@@ -805,21 +823,24 @@ def validate_batches(buffer: Buffer, require_keys: bool = False) -> Tuple[List[T
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise CorruptRecordError(
-                "produce buffer ends with %d bytes at byte %d, fewer than a batch header" % (end - pos, pos)
+                "produce buffer ends with %d bytes at byte %d, fewer than a batch header" % (end - pos, pos),
+                kind=RecordProblem.BAD_LENGTH
             )
         size, magic = _frame_entry(buf, pos, end, True)
         if magic != MAGIC:
-            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic))
+            raise CorruptRecordError("record batch at byte %d has magic %d, expected 2" % (pos, magic),
+                                     kind=RecordProblem.BAD_MAGIC)
         if size == 0:
             raise CorruptRecordError(
                 "record batch at byte %d claims length %d but only %d bytes follow"
-                % (pos, _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1], end - pos - LOG_OVERHEAD)
+                % (pos, _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1], end - pos - LOG_OVERHEAD),
+                kind=RecordProblem.BAD_LENGTH
             )
         batch = RecordBatch(buf, pos, check_crc=False)
         if batch.records_count <= 0 or batch.last_offset_delta != batch.records_count - 1:
             raise InvalidRecordError(
                 "record batch at byte %d has %d records but last offset delta %d"
-                % (pos, batch.records_count, batch.last_offset_delta)
+                % (pos, batch.records_count, batch.last_offset_delta), kind=RecordProblem.BAD_RECORD_COUNT
             )
         # With count == last delta + 1 and deltas strictly increasing up to the
         # last delta (checked by the parser), the deltas are exactly 0..count-1.
@@ -856,7 +877,7 @@ def _validate_compressed(batch: RecordBatch, buf: Buffer, pos: int, want_keys: b
     codec = batch.compression_type
     if codec not in codecs.NAMES:
         raise CorruptRecordError("record batch at byte %d names compression codec %d, which does not exist"
-                                 % (pos, codec))
+                                 % (pos, codec), kind=RecordProblem.UNKNOWN_CODEC)
     raw = memoryview(buf)[pos + RECORDS_OFFSET : batch.end]
     with codecs.DecompressStream(codec, raw, 2, codecs.MAX_DECOMPRESSED, "record batch at byte %d" % pos) as stream:
         first = stream.read(codecs.STREAM_CHUNK)
@@ -982,11 +1003,11 @@ def _walk_stream(batch: RecordBatch, reader: _SectionReader, want_keys: bool, wi
         try:
             length, after = _varint_or_fault(reader.buf, reader.pos, len(reader.buf))
             if length < MIN_RECORD_SIZE - 1:
-                raise CorruptRecordError("length")
+                raise CorruptRecordError("length", kind=RecordProblem.BAD_RECORD)
             size = after - reader.pos + length
             if size <= window:
                 if not reader.ensure(size):
-                    raise CorruptRecordError("length")
+                    raise CorruptRecordError("length", kind=RecordProblem.BAD_RECORD)
                 fields = _parse_record(reader.buf, reader.pos, reader.pos + size, prev, last)
                 reader.pos += size
                 delta, key_length = fields[3], fields[5]
@@ -997,7 +1018,7 @@ def _walk_stream(batch: RecordBatch, reader: _SectionReader, want_keys: bool, wi
                 raise  # the codec's (bad or truncated compressed data)
             raise CorruptRecordError(
                 "record at byte %d of the batch at offset %d has %s"
-                % (start, batch.base_offset, _RECORD_ERRORS[fault.args[0]])
+                % (start, batch.base_offset, _RECORD_ERRORS[fault.args[0]]), kind=RecordProblem.BAD_RECORD
             ) from None
         prev = delta
         if want_keys and key_length < 0 and missing < 0:
@@ -1005,7 +1026,8 @@ def _walk_stream(batch: RecordBatch, reader: _SectionReader, want_keys: bool, wi
     rest = reader.remaining()
     if rest:
         raise CorruptRecordError(
-            "record batch at offset %d has %d bytes after its %d records" % (batch.base_offset, rest, batch.records_count)
+            "record batch at offset %d has %d bytes after its %d records" % (batch.base_offset, rest, batch.records_count),
+            kind=RecordProblem.BAD_RECORD_COUNT
         )
     return batch.records_count, missing
 
@@ -1014,19 +1036,20 @@ def _stream_record_times(batch: RecordBatch, reader: "_SectionReader", log_appen
     for _ in range(batch.records_count):
         if not reader.ensure(5):  # a record is at least MIN_RECORD_SIZE (7) bytes
             raise CorruptRecordError("record batch at offset %d ends before its %d records"
-                                     % (batch.base_offset, batch.records_count))
+                                     % (batch.base_offset, batch.records_count), kind=RecordProblem.BAD_RECORD_COUNT)
         length, after = _varint_or_fault(reader.buf, reader.pos, len(reader.buf))
         head = after - reader.pos
         if length < MIN_RECORD_SIZE - 1 or not reader.ensure(head + min(length, 16)):
             raise CorruptRecordError("record batch at offset %d has a record of bad length %d"
-                                     % (batch.base_offset, length))
+                                     % (batch.base_offset, length), kind=RecordProblem.BAD_RECORD)
         at = reader.pos + head + 1  # past the attributes
         end = reader.pos + head + min(length, 16)
         ts_delta, at = _varint_or_fault(reader.buf, at, end, 10)
         delta, _ = _varint_or_fault(reader.buf, at, end)
         yield batch.base_offset + delta, batch.max_timestamp if log_append else batch.base_timestamp + ts_delta
         if not reader.skip(head + length):
-            raise CorruptRecordError("record batch at offset %d ends inside a record" % batch.base_offset)
+            raise CorruptRecordError("record batch at offset %d ends inside a record" % batch.base_offset,
+                                     kind=RecordProblem.BAD_RECORD)
 
 
 def _parse_large(reader: _SectionReader, header: int, length: int, prev_delta: int, last_delta: int) -> Tuple[int, int]:
@@ -1041,44 +1064,44 @@ def _parse_large(reader: _SectionReader, header: int, length: int, prev_delta: i
     def varint(max_bytes: int) -> int:
         left = end - reader.at
         if not reader.ensure(min(max_bytes, left)):
-            raise CorruptRecordError("length")
+            raise CorruptRecordError("length", kind=RecordProblem.BAD_RECORD)
         limit = reader.pos + min(len(reader.buf) - reader.pos, left)
         value, reader.pos = _varint_or_fault(reader.buf, reader.pos, limit, max_bytes)
         return value
 
     def skip(n: int) -> None:
         if not reader.skip(n):
-            raise CorruptRecordError("length")
+            raise CorruptRecordError("length", kind=RecordProblem.BAD_RECORD)
 
     reader.pos += header
     if not reader.ensure(1):
-        raise CorruptRecordError("length")
+        raise CorruptRecordError("length", kind=RecordProblem.BAD_RECORD)
     reader.pos += 1  # attributes
     varint(10)  # timestamp delta
     delta = varint(5)
     if delta <= prev_delta or delta > last_delta:
-        raise CorruptRecordError("delta")
+        raise CorruptRecordError("delta", kind=RecordProblem.BAD_RECORD)
     lengths = []
     for what in ("key", "value"):
         n = varint(5)
         if n < -1 or n > end - reader.at:
-            raise CorruptRecordError(what)
+            raise CorruptRecordError(what, kind=RecordProblem.BAD_RECORD)
         skip(max(n, 0))
         lengths.append(n)
     count = varint(5)
     if count < 0 or count > end - reader.at:
-        raise CorruptRecordError("headers")
+        raise CorruptRecordError("headers", kind=RecordProblem.BAD_RECORD)
     for _ in range(count):
         n = varint(5)
         if n < 0 or n > end - reader.at:
-            raise CorruptRecordError("headers")
+            raise CorruptRecordError("headers", kind=RecordProblem.BAD_RECORD)
         skip(n)
         n = varint(5)
         if n < -1 or n > end - reader.at:
-            raise CorruptRecordError("headers")
+            raise CorruptRecordError("headers", kind=RecordProblem.BAD_RECORD)
         skip(max(n, 0))
     if reader.at != end:
-        raise CorruptRecordError("trailing")
+        raise CorruptRecordError("trailing", kind=RecordProblem.BAD_RECORD)
     return delta, lengths[0]
 
 
@@ -1098,21 +1121,21 @@ def patch_offsets(
     """
     view = memoryview(buffer)
     if view.readonly:
-        raise TypeError("patch_offsets needs a writable buffer (bytearray or writable memoryview)")
+        raise InvalidArgumentTypeError("patch_offsets needs a writable buffer (bytearray or writable memoryview)")
     buf = view.cast("B")
     end = len(buf)
     pos = 0
     for i, header in enumerate(headers):
         if header[0] != pos:
-            raise ValueError("header %d is at byte %d, the batches lie end to end from 0 (expected %d)"
+            raise InvalidArgumentError("header %d is at byte %d, the batches lie end to end from 0 (expected %d)"
                              % (i, header[0], pos))
         size = header[1]
         if (size < HEADER_SIZE or size > end - pos or buf[pos + MAGIC_OFFSET] != MAGIC
                 or LOG_OVERHEAD + _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1] != size):
-            raise ValueError("header %d does not describe the v2 batch at byte %d of this buffer" % (i, pos))
+            raise InvalidArgumentError("header %d does not describe the v2 batch at byte %d of this buffer" % (i, pos))
         pos += size
     if pos != end:
-        raise ValueError("the headers cover %d of the buffer's %d bytes" % (pos, end))
+        raise InvalidArgumentError("the headers cover %d of the buffer's %d bytes" % (pos, end))
     out = []
     next_offset = base_offset
     pos = 0
@@ -1146,7 +1169,7 @@ def assign_offsets(
     """
     view = memoryview(buffer)
     if view.readonly:
-        raise TypeError("assign_offsets needs a writable buffer (bytearray or writable memoryview)")
+        raise InvalidArgumentTypeError("assign_offsets needs a writable buffer (bytearray or writable memoryview)")
     headers, records, _ = validate_batches(view)
     max_ts = -1
     max_ts_offset = -1

@@ -60,6 +60,7 @@ from ..errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     InvalidRecordError,
+    RecordProblem,
     UnsupportedCodecError,
 )
 from . import codecs
@@ -124,6 +125,12 @@ _KEY_SIZE_OFFSET = (KEY_SIZE_OFFSET_V0, KEY_SIZE_OFFSET_V1)
 
 def _detail(exc: BaseException) -> str:
     return str(exc.args[0]) if exc.args else str(exc)
+
+
+def _kind_of(exc: BaseException) -> RecordProblem:
+    """The kind of a codec's failure: a CorruptRecordError's own, else the data does not decompress."""
+    kind = exc.kind if isinstance(exc, CorruptRecordError) else None
+    return kind or RecordProblem.BAD_COMPRESSED_DATA
 
 
 # -- reading ---------------------------------------------------------------
@@ -304,12 +311,14 @@ def _read_message(
         if allow_partial:
             return None
         raise CorruptRecordError(
-            "%smessage set ends with %d bytes at byte %d, fewer than an offset and a size" % (where, remaining, pos)
+            "%smessage set ends with %d bytes at byte %d, fewer than an offset and a size" % (where, remaining, pos),
+            kind=(RecordProblem.BAD_WRAPPER if where else RecordProblem.BAD_LENGTH)
         )
     offset, size = _LOG_HEADER.unpack_from(view, pos)
     if size < RECORD_OVERHEAD_V0:
         raise CorruptRecordError(
-            "%smessage at offset %d has size %d, below the minimum of %d" % (where, offset, size, RECORD_OVERHEAD_V0)
+            "%smessage at offset %d has size %d, below the minimum of %d" % (where, offset, size, RECORD_OVERHEAD_V0),
+            kind=RecordProblem.BAD_LENGTH
         )
     end = pos + LOG_OVERHEAD + size
     if end > limit:
@@ -317,27 +326,30 @@ def _read_message(
             return None
         raise CorruptRecordError(
             "%smessage at offset %d has size %d but only %d bytes follow"
-            % (where, offset, size, remaining - LOG_OVERHEAD)
+            % (where, offset, size, remaining - LOG_OVERHEAD),
+            kind=(RecordProblem.BAD_WRAPPER if where else RecordProblem.BAD_LENGTH)
         )
     crc, magic, attributes = _CRC_MAGIC_ATTRIBUTES.unpack_from(view, pos + CRC_OFFSET)
     if magic != 0 and magic != 1:
-        raise CorruptRecordError("%smessage at offset %d has magic %d, not 0 or 1" % (where, offset, magic))
+        raise CorruptRecordError("%smessage at offset %d has magic %d, not 0 or 1" % (where, offset, magic),
+                                 kind=RecordProblem.BAD_MAGIC)
     if size < _OVERHEAD[magic]:
         raise CorruptRecordError(
             "%smessage at offset %d has size %d, below the minimum of %d for magic %d"
-            % (where, offset, size, _OVERHEAD[magic], magic)
+            % (where, offset, size, _OVERHEAD[magic], magic), kind=RecordProblem.BAD_LENGTH
         )
     if validate_crc:
         computed = crc32(view[pos + MAGIC_OFFSET : end])
         if computed != crc:
             raise CorruptRecordError(
                 "%smessage at offset %d fails its CRC-32 check: stored 0x%08x, computed 0x%08x"
-                % (where, offset, crc, computed)
+                % (where, offset, crc, computed), kind=RecordProblem.BAD_CRC
             )
     codec = attributes & CODEC_MASK
     if codec > codecs.LZ4:
         raise CorruptRecordError(
-            "%smessage at offset %d names codec %d, which magic %d cannot carry" % (where, offset, codec, magic)
+            "%smessage at offset %d names codec %d, which magic %d cannot carry" % (where, offset, codec, magic),
+            kind=RecordProblem.UNKNOWN_CODEC
         )
     if magic == 1:
         (timestamp,) = _INT64.unpack_from(view, pos + TIMESTAMP_OFFSET)
@@ -351,26 +363,31 @@ def _read_message(
     if key_size >= 0:
         if p + key_size + VALUE_SIZE_LENGTH > end:
             raise CorruptRecordError(
-                "%smessage at offset %d has a key of %d bytes that overruns the message" % (where, offset, key_size)
+                "%smessage at offset %d has a key of %d bytes that overruns the message" % (where, offset, key_size),
+                kind=RecordProblem.BAD_RECORD
             )
         key = view[p : p + key_size]
         p += key_size
     elif key_size != -1:
-        raise CorruptRecordError("%smessage at offset %d has key length %d" % (where, offset, key_size))
+        raise CorruptRecordError("%smessage at offset %d has key length %d" % (where, offset, key_size),
+                                 kind=RecordProblem.BAD_RECORD)
     (value_size,) = _INT32.unpack_from(view, p)
     p += VALUE_SIZE_LENGTH
     if value_size >= 0:
         if p + value_size > end:
             raise CorruptRecordError(
-                "%smessage at offset %d has a value of %d bytes that overruns the message" % (where, offset, value_size)
+                "%smessage at offset %d has a value of %d bytes that overruns the message" % (where, offset, value_size),
+                kind=RecordProblem.BAD_RECORD
             )
         value = view[p : p + value_size]
         p += value_size
     elif value_size != -1:
-        raise CorruptRecordError("%smessage at offset %d has value length %d" % (where, offset, value_size))
+        raise CorruptRecordError("%smessage at offset %d has value length %d" % (where, offset, value_size),
+                                 kind=RecordProblem.BAD_RECORD)
     if p != end:
         raise CorruptRecordError(
-            "%smessage at offset %d has size %d but its fields end %d bytes earlier" % (where, offset, size, end - p)
+            "%smessage at offset %d has size %d but its fields end %d bytes earlier" % (where, offset, size, end - p),
+            kind=RecordProblem.BAD_RECORD
         )
     return LegacyMessage(offset, pos, end - pos, crc, magic, attributes, timestamp, key, value, view[pos:end], where)
 
@@ -386,14 +403,14 @@ def _inner_messages(wrapper: LegacyMessage, validate_crc: bool) -> List[LegacyMe
         raise ValueError("the message at offset %d is not a wrapper" % wrapper.offset)
     where = _where(wrapper)
     if wrapper._value is None:
-        raise CorruptRecordError("%scompressed value is null" % where)
+        raise CorruptRecordError("%scompressed value is null" % where, kind=RecordProblem.BAD_WRAPPER)
     try:
         data = codecs.decompress(codec, wrapper._value, wrapper.magic)
     except UnsupportedCodecError:
         raise
     except Exception as exc:  # codec libraries raise their own error types
         raise CorruptRecordError(
-            "%s%s payload does not decompress: %s" % (where, codecs.NAMES[codec], _detail(exc))
+            "%s%s payload does not decompress: %s" % (where, codecs.NAMES[codec], _detail(exc)), kind=_kind_of(exc)
         ) from None
     return list(_iter_inner(wrapper, data, validate_crc))
 
@@ -405,7 +422,7 @@ def _iter_inner(wrapper: LegacyMessage, data: bytes, validate_crc: bool) -> Iter
     view = memoryview(data)
     limit = len(data)
     if limit == 0:
-        raise CorruptRecordError("%sinner message set is empty" % where)
+        raise CorruptRecordError("%sinner message set is empty" % where, kind=RecordProblem.BAD_WRAPPER)
     pos = 0
     while pos < limit:
         msg = _read_message(view, pos, limit, validate_crc, False, where + "inner ")
@@ -413,10 +430,11 @@ def _iter_inner(wrapper: LegacyMessage, data: bytes, validate_crc: bool) -> Iter
         if msg.magic != wrapper.magic:
             raise CorruptRecordError(
                 "%sinner message at offset %d has magic %d, the wrapper magic %d"
-                % (where, msg.offset, msg.magic, wrapper.magic)
+                % (where, msg.offset, msg.magic, wrapper.magic), kind=RecordProblem.BAD_MAGIC
             )
         if msg.is_wrapper:
-            raise CorruptRecordError("%sinner message at offset %d is itself compressed" % (where, msg.offset))
+            raise CorruptRecordError("%sinner message at offset %d is itself compressed" % (where, msg.offset),
+                                     kind=RecordProblem.BAD_WRAPPER)
         yield msg
         pos += msg.size
 
@@ -429,7 +447,7 @@ def _bounded_inner_set(wrapper: LegacyMessage) -> bytes:
     """
     where = _where(wrapper)
     if wrapper._value is None:
-        raise CorruptRecordError("%scompressed value is null" % where)
+        raise CorruptRecordError("%scompressed value is null" % where, kind=RecordProblem.BAD_WRAPPER)
     window = codecs.DECOMPRESS_WINDOW
     why = "the most a v0/v1 wrapper's inner message set may (the broker decompresses it whole)"
     with codecs.DecompressStream(wrapper.compression_type, wrapper._value, wrapper.magic, max_size=window,
@@ -535,7 +553,8 @@ def valid_prefix_length(buffer: Buffer) -> int:
         offset, size = _LOG_HEADER.unpack_from(view, pos)
         if size < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(
-                "message at offset %d has size %d, below the minimum of %d" % (offset, size, RECORD_OVERHEAD_V0)
+                "message at offset %d has size %d, below the minimum of %d" % (offset, size, RECORD_OVERHEAD_V0),
+                kind=RecordProblem.BAD_LENGTH
             )
         if pos + LOG_OVERHEAD + size > limit:
             break

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, RecordProblem
 from . import _impl
 from . import default_records as _v2py
 
@@ -136,7 +136,7 @@ def iter_batches(buffer: Buffer, position: int = 0, check_crc: bool = False) -> 
         if check_crc:
             _, _, error = _impl.scan_entries(memoryview(buf)[pos : pos + size], 0, True)
             if error is not None:
-                raise CorruptRecordError(error.replace("at byte 0", "at byte %d" % pos))
+                raise CorruptRecordError(error.replace("at byte 0", "at byte %d" % pos), kind=RecordProblem.BAD_CRC)
         yield parse_header(buf, pos, pos)
         pos += size
 
