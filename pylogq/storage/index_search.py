@@ -30,6 +30,7 @@ from operator import index
 from typing import Any, List, Tuple
 
 from .._speedups import compiled
+from ..errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
     "OFFSET_ENTRY_SIZE",
@@ -63,28 +64,44 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
+def _int_arg(value: Any, what: str) -> int:
+    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
+    try:
+        return index(value)
+    except TypeError:
+        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
+
+
 def _nbytes(buf: Any) -> int:
-    """The byte length of a C-contiguous buffer (BufferError for any other)."""
-    with memoryview(buf) as view:
+    """The byte length of a C-contiguous buffer: InvalidArgumentTypeError for a non-buffer,
+    BufferError (the buffer protocol's own, as the kernel's) for a non-contiguous one."""
+    try:
+        view = memoryview(buf)
+    except TypeError:
+        raise InvalidArgumentTypeError("buf must be a bytes-like object, not %s" % type(buf).__name__) from None
+    with view:
         if not view.c_contiguous:
             raise BufferError("index buffer is not C-contiguous")
         return view.nbytes
 
 
-def _check_entries(buf: Any, entries: int, size: int) -> None:
+def _check_entries(buf: Any, entries: Any, size: int) -> int:
+    """``entries`` as an int, checked against the buffer (InvalidArgumentError if it does not fit)."""
+    entries = _int_arg(entries, "entries")
     if entries < 0:
-        raise ValueError("entries must be >= 0, got %d" % entries)
+        raise InvalidArgumentError("entries must be an int >= 0, not %r" % (entries,))
     nbytes = _nbytes(buf)
     if entries > nbytes // size:
-        raise ValueError(
-            "entries %d need %d bytes but the buffer holds %d" % (entries, entries * size, nbytes)
+        raise InvalidArgumentError(
+            "entries must be at most %d (%d-byte entries in a buffer of %d bytes), not %r"
+            % (nbytes // size, size, nbytes, entries)
         )
+    return entries
 
 
-def _search(buf: Any, entries: int, target: int, size: int, floor: bool) -> int:
-    target = index(target)
-    entries = index(entries)
-    _check_entries(buf, entries, size)
+def _search(buf: Any, entries: int, target: int, size: int, floor: bool, what: str) -> int:
+    target = _int_arg(target, what)
+    entries = _check_entries(buf, entries, size)
     if entries == 0:
         return -1
     key = _I32.unpack_from if size == OFFSET_ENTRY_SIZE else _I64.unpack_from
@@ -110,26 +127,26 @@ def _search(buf: Any, entries: int, target: int, size: int, floor: bool) -> int:
 
 def _py_offset_index_lookup(buf: Any, entries: int, target: int) -> int:
     """Slot of the last offset index entry with relative offset <= target, or -1."""
-    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, True)
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, True, "target")
 
 
 def _py_offset_index_upper(buf: Any, entries: int, target: int) -> int:
     """Slot of the first offset index entry with relative offset >= target, or -1."""
-    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, False)
+    return _search(buf, entries, target, OFFSET_ENTRY_SIZE, False, "target")
 
 
 def _py_time_index_lookup(buf: Any, entries: int, target_ts: int) -> int:
     """Slot of the last time index entry with timestamp <= target_ts, or -1."""
-    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, True)
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, True, "target_ts")
 
 
 def _py_time_index_upper(buf: Any, entries: int, target_ts: int) -> int:
     """Slot of the first time index entry with timestamp >= target_ts, or -1."""
-    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, False)
+    return _search(buf, entries, target_ts, TIME_ENTRY_SIZE, False, "target_ts")
 
 
 def _entry(buf: Any, slot: int, entry: struct.Struct, kind: str) -> Tuple[int, int]:
-    slot = index(slot)
+    slot = _int_arg(slot, "slot")
     count = _nbytes(buf) // entry.size
     if slot < 0 or slot >= count:
         raise IndexError(
@@ -167,8 +184,7 @@ def _py_offset_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
     not above the one before; 3: the first position is negative; 4: entry ``slot``'s
     position is below the one before. Rules are checked in that order.
     """
-    entries = index(entries)
-    _check_entries(buf, entries, OFFSET_ENTRY_SIZE)
+    entries = _check_entries(buf, entries, OFFSET_ENTRY_SIZE)
     if not entries:
         return 0, 0
     table = list(_OFFSET_ENTRY.iter_unpack(memoryview(buf)[: entries * OFFSET_ENTRY_SIZE]))
@@ -199,8 +215,7 @@ def _py_time_index_disorder(buf: Any, entries: int) -> Tuple[int, int]:
     offset is negative; 6: entry ``slot``'s relative offset is below the one before.
     Rules are checked in that order.
     """
-    entries = index(entries)
-    _check_entries(buf, entries, TIME_ENTRY_SIZE)
+    entries = _check_entries(buf, entries, TIME_ENTRY_SIZE)
     if not entries:
         return 0, 0
     table = list(_TIME_ENTRY.iter_unpack(memoryview(buf)[: entries * TIME_ENTRY_SIZE]))

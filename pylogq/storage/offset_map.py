@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 from .._speedups import compiled
 from ..records.columnar import decode_columns
-from ..errors import OffsetMapFullError
+from ..errors import InvalidArgumentError, InvalidArgumentTypeError, OffsetMapFullError
 
 __all__ = ["OffsetMap", "key_digest", "murmur3_x64_128", "put_batches", "SLOT_SIZE", "LOAD_FACTOR", "pure"]
 
@@ -43,7 +43,7 @@ _C2 = 0x4CF5AD432745937F
 _SLOT = struct.Struct("<QQq")
 _DIGEST = struct.Struct("<QQ")
 _OFFSET = struct.Struct("<q")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64_MAX = 2**63 - 1
 _INT_FORMATS = frozenset("qli")
 
 
@@ -60,19 +60,34 @@ def _fmix(k: int) -> int:
     return k
 
 
+def _int_arg(value: Any, what: str) -> int:
+    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
+    try:
+        return index(value)
+    except TypeError:
+        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
+
+
 def _contiguous_bytes(data: Any, what: str) -> bytes:
-    """The bytes of a C-contiguous buffer; BufferError for any other, as the kernel."""
+    """The bytes of a C-contiguous buffer; as the kernel, InvalidArgumentTypeError for a
+    non-buffer and BufferError (the buffer protocol's own) for a non-contiguous one."""
     if isinstance(data, bytes):
         return data
-    with memoryview(data) as view:
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise InvalidArgumentTypeError(
+            "%s must be a bytes-like object, not %s" % (what, type(data).__name__)
+        ) from None
+    with view:
         if not view.c_contiguous:
             raise BufferError("%s is not C-contiguous" % what)
         return view.tobytes()
 
 
-def _murmur3(data: Any, seed: int = 0) -> Tuple[int, int]:
+def _murmur3(data: Any, seed: int = 0, what: str = "key") -> Tuple[int, int]:
     """MurmurHash3_x64_128 of a C-contiguous buffer as (h1, h2)."""
-    key = _contiguous_bytes(data, "key")
+    key = _contiguous_bytes(data, what)
     n = len(key)
     nblocks = n // 16
     h1 = h2 = seed
@@ -113,10 +128,10 @@ def _digest(key: Any) -> Tuple[int, int]:
 
 def _py_murmur3_x64_128(data: Any, seed: int = 0) -> bytes:
     """MurmurHash3_x64_128 of ``data``: h1 then h2, each little-endian (16 bytes)."""
-    seed = index(seed)
+    seed = _int_arg(seed, "seed")
     if not 0 <= seed <= 0xFFFFFFFF:
-        raise OverflowError("seed %d does not fit in 32 bits" % seed)
-    return _DIGEST.pack(*_murmur3(data, seed))
+        raise InvalidArgumentError("seed must be an int in [0, 2**32-1], not %r" % (seed,))
+    return _DIGEST.pack(*_murmur3(data, seed, "data"))
 
 
 def _py_key_digest(key: Any) -> bytes:
@@ -128,19 +143,26 @@ def _py_key_digest(key: Any) -> bytes:
     return _DIGEST.pack(*_digest(key))
 
 
+def _column_error(name: str, dtype: str, array: Any, detail: object) -> InvalidArgumentTypeError:
+    """The error for a column that is not a contiguous 1-D array of ``dtype`` (as the kernel's)."""
+    return InvalidArgumentTypeError(
+        "%s must be a contiguous 1-D %s array, not %s (%s)" % (name, dtype, type(array).__name__, detail)
+    )
+
+
 def _int_column(array: Any, name: str, itemsize: int) -> memoryview:
-    """A 1-D native signed-integer view of a column, or ValueError naming it."""
+    """A 1-D native signed-integer view of a column, or InvalidArgumentTypeError naming it."""
     dtype = "int%d" % (8 * itemsize)
     try:
         view = memoryview(array)
     except TypeError as exc:
-        raise ValueError("%s must be a contiguous 1-D %s array: %s" % (name, dtype, exc)) from None
+        raise _column_error(name, dtype, array, exc) from None
     fmt = view.format.lstrip("@")
     shape_ok = view.ndim == 1 and view.c_contiguous
     if not shape_ok or view.itemsize != itemsize or fmt not in _INT_FORMATS:
-        raise ValueError(
-            "%s must be a contiguous 1-D %s array: got format %r, itemsize %d, %d dimension(s)"
-            % (name, dtype, view.format, view.itemsize, view.ndim)
+        raise _column_error(
+            name, dtype, array, "format %r, itemsize %d, %d dimension(s)%s"
+            % (view.format, view.itemsize, view.ndim, "" if view.c_contiguous else ", not contiguous")
         )
     return view
 
@@ -170,13 +192,11 @@ class _PyOffsetMap:
 
     def __init__(self, memory: int) -> None:
         if not isinstance(memory, int) or isinstance(memory, bool):
-            raise TypeError("memory must be an int, got %r" % (memory,))
-        if memory < SLOT_SIZE:
-            raise ValueError(
-                "memory must be at least %d bytes (one slot), got %d" % (SLOT_SIZE, memory)
+            raise InvalidArgumentTypeError("memory must be an int, not %r" % (memory,))
+        if not SLOT_SIZE <= memory <= 2**62:
+            raise InvalidArgumentError(
+                "memory must be an int in [%d, 2**62] (bytes), not %r" % (SLOT_SIZE, memory)
             )
-        if memory > 2**62:
-            raise ValueError("memory %d is too large" % memory)
         self._slots = memory // SLOT_SIZE
         self._capacity = int(self._slots * LOAD_FACTOR)
         self._table = bytearray(self._slots * SLOT_SIZE)
@@ -212,11 +232,9 @@ class _PyOffsetMap:
 
     def put(self, key: Any, offset: int) -> None:
         """Record ``offset`` as the latest offset of ``key`` (OffsetMapFullError if no room)."""
-        offset = index(offset)
-        if not _INT64_MIN <= offset <= _INT64_MAX:
-            raise OverflowError("offset %d does not fit in int64" % offset)
-        if offset < 0:
-            raise ValueError("offset must be >= 0, got %d" % offset)
+        offset = _int_arg(offset, "offset")
+        if not 0 <= offset <= _INT64_MAX:
+            raise InvalidArgumentError("offset must be an int in [0, 2**63-1], not %r" % (offset,))
         h1, h2 = _digest(key)
         if not self._insert(h1, h2, offset):
             raise OffsetMapFullError(
@@ -258,7 +276,7 @@ class _PyOffsetMap:
         Row i's key is ``data[key_start[i]:key_start[i] + key_length[i]]``
         (``key_length[i] == -1``: a null key, skipped) and its offset
         ``offsets[i]``; later rows overwrite earlier ones. Every row is checked
-        before any is put, so a bad row (ValueError naming it) changes nothing.
+        before any is put, so a bad row (InvalidArgumentError naming it) changes nothing.
         Stops before the first row whose new key does not fit and returns the
         count of rows consumed up to there (``stop - start`` when all fit): it
         never raises for a full map, so a cleaner knows where to resume.
@@ -268,14 +286,16 @@ class _PyOffsetMap:
         offs = _int_column(offsets, "offsets", 8)
         n = len(ks)
         if len(kl) != n or len(offs) != n:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "columns differ in length: key_start %d, key_length %d, offsets %d"
                 % (n, len(kl), len(offs))
             )
-        start = index(start)
-        end = n if stop is None else index(stop)
+        start = _int_arg(start, "start")
+        end = n if stop is None else _int_arg(stop, "stop")
         if not 0 <= start <= end <= n:
-            raise ValueError("rows %d:%d out of range for %d rows" % (start, end, n))
+            raise InvalidArgumentError(
+                "start and stop must satisfy 0 <= start <= stop <= %d (the rows), not %r and %r" % (n, start, stop)
+            )
         raw = _contiguous_bytes(data, "data")
         data_len = len(raw)
         starts, lengths = ks[start:end].tolist(), kl[start:end].tolist()
@@ -284,16 +304,16 @@ class _PyOffsetMap:
             if length == -1:
                 continue
             if length < -1:
-                raise ValueError(
+                raise InvalidArgumentError(
                     "row %d: key_length %d is invalid (-1 marks a null key)" % (row, length)
                 )
             if s < 0 or s > data_len or length > data_len - s:
-                raise ValueError(
+                raise InvalidArgumentError(
                     "row %d: key bytes [%d, %d) lie outside data of %d bytes"
                     % (row, s, s + length, data_len)
                 )
             if offset < 0:
-                raise ValueError("row %d: offset %d is negative" % (row, offset))
+                raise InvalidArgumentError("row %d: offset %d is negative" % (row, offset))
         for row, s, length, offset in rows:
             if length == -1:
                 continue
@@ -309,13 +329,13 @@ class _PyOffsetMap:
         null key (``key_length[i] == -1``) also gives -1. The bulk form of
         get(), for a cleaner deciding which records of a segment to keep: a
         record is the latest for its key when its offset is >= the result.
-        Every row is checked first (ValueError naming a bad one).
+        Every row is checked first (InvalidArgumentError naming a bad one).
         """
         ks = _int_column(key_start, "key_start", 8)
         kl = _int_column(key_length, "key_length", 4)
         n = len(ks)
         if len(kl) != n:
-            raise ValueError("columns differ in length: key_start %d, key_length %d" % (n, len(kl)))
+            raise InvalidArgumentError("columns differ in length: key_start %d, key_length %d" % (n, len(kl)))
         raw = _contiguous_bytes(data, "data")
         data_len = len(raw)
         rows = list(zip(ks.tolist(), kl.tolist()))
@@ -323,9 +343,9 @@ class _PyOffsetMap:
             if length == -1:
                 continue
             if length < -1:
-                raise ValueError("row %d: key_length %d is invalid (-1 marks a null key)" % (row, length))
+                raise InvalidArgumentError("row %d: key_length %d is invalid (-1 marks a null key)" % (row, length))
             if s < 0 or s > data_len or length > data_len - s:
-                raise ValueError(
+                raise InvalidArgumentError(
                     "row %d: key bytes [%d, %d) lie outside data of %d bytes" % (row, s, s + length, data_len)
                 )
         import numpy as np  # not at import: a broker starting up needs none of it

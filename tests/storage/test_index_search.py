@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq import _speedups
+from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError, PylogqError
 from pylogq.storage import index_search
 from pylogq.storage.index_search import (
     INDEX_SOUND,
@@ -193,21 +194,21 @@ def test_targets_beyond_64_bits(impl):
 def test_entries_exceeding_the_buffer(impl):
     buf = offset_index([(i, i) for i in range(4)], tail=7)
     assert impl.offset_index_lookup(buf, 4, 3) == 3
-    with pytest.raises(ValueError, match=r"entries 5 need 40 bytes but the buffer holds 39"):
+    with pytest.raises(ValueError, match=r"entries must be at most 4 \(8-byte entries in a buffer of 39 bytes\), not 5"):
         impl.offset_index_lookup(buf, 5, 3)
-    with pytest.raises(ValueError, match=r"entries 5 need 40 bytes"):
+    with pytest.raises(ValueError, match=r"entries must be at most 4 .*, not 5"):
         impl.offset_index_upper(buf, 5, 3)
     tbuf = time_index([(i, i) for i in range(2)])
-    with pytest.raises(ValueError, match=r"entries 3 need 36 bytes but the buffer holds 24"):
+    with pytest.raises(ValueError, match=r"entries must be at most 2 \(12-byte entries in a buffer of 24 bytes\), not 3"):
         impl.time_index_lookup(tbuf, 3, 0)
-    with pytest.raises(ValueError, match=r"entries 3 need 36 bytes"):
+    with pytest.raises(ValueError, match=r"entries must be at most 2 .*, not 3"):
         impl.time_index_upper(tbuf, 3, 0)
 
 
 def test_negative_entries(impl):
-    with pytest.raises(ValueError, match="entries must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="entries must be an int >= 0, not -1"):
         impl.offset_index_lookup(bytes(16), -1, 0)
-    with pytest.raises(ValueError, match="entries must be >= 0, got -3"):
+    with pytest.raises(ValueError, match="entries must be an int >= 0, not -3"):
         impl.time_index_upper(bytes(24), -3, 0)
 
 
@@ -273,7 +274,7 @@ def test_mmap_of_a_preallocated_index_file(impl, tmp_path):
         assert impl.offset_index_entry(mm, n) == (0, 0)
         full = len(mm) // 8
         assert impl.offset_index_lookup(mm, full, 2**31 - 1) == full - 1
-        with pytest.raises(ValueError, match="entries %d need" % (full + 1)):
+        with pytest.raises(ValueError, match="entries must be at most %d .*, not %d" % (full, full + 1)):
             impl.offset_index_lookup(mm, full + 1, 0)
 
 
@@ -349,9 +350,92 @@ def test_disorder_checks_only_the_entries_in_use_and_their_bounds(impl):
     assert impl.offset_index_disorder(offset_index([(0, 0), (2**31 - 1, 2**31 - 1)]), 2) == (0, 0)
     assert impl.time_index_disorder(time_index([(-2**63, 0), (2**63 - 1, 0)]), 2) == (0, 0)
     assert impl.time_index_disorder(time_index([(5, 0), (5, 1)]), 2) == (TIMESTAMP_NOT_INCREASING, 1)
-    with pytest.raises(ValueError, match=r"entries 5 need 40 bytes but the buffer holds 32"):
+    with pytest.raises(ValueError, match=r"entries must be at most 4 \(8-byte entries in a buffer of 32 bytes\), not 5"):
         impl.offset_index_disorder(buf, 5)
-    with pytest.raises(ValueError, match=r"entries 2 need 24 bytes but the buffer holds 12"):
+    with pytest.raises(ValueError, match=r"entries must be at most 1 \(12-byte entries in a buffer of 12 bytes\), not 2"):
         impl.time_index_disorder(time_index([(1, 0)]), 2)
-    with pytest.raises(ValueError, match="entries must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="entries must be an int >= 0, not -1"):
         impl.time_index_disorder(bytes(24), -1)
+
+
+# ------------------------------------------------------------------ error classes
+
+SEARCHES = [("offset_index_lookup", "target"), ("offset_index_upper", "target"),
+            ("time_index_lookup", "target_ts"), ("time_index_upper", "target_ts")]
+
+
+def _check(raised, cls, builtin, *shown):
+    """The error is ``cls`` (a PylogqError) and the builtin it used to be, and shows each of ``shown``."""
+    exc = raised.value
+    assert type(exc) is cls, type(exc)
+    assert isinstance(exc, PylogqError) and isinstance(exc, builtin), type(exc).__mro__
+    for text in shown:
+        assert text in str(exc), (text, str(exc))
+
+
+@pytest.mark.parametrize("name, target", SEARCHES)
+def test_search_bad_arguments_error_classes(impl, name, target):
+    search = getattr(impl, name)
+    buf = bytes(48)  # 6 offset entries, 4 time entries
+    size = 8 if name.startswith("offset") else 12
+    fits = 48 // size
+    for entries in (-1, -(2**70)):
+        with pytest.raises(ValueError) as raised:
+            search(buf, entries, 0)
+        _check(raised, InvalidArgumentError, ValueError, "entries", "not %d" % entries)
+    for entries in (fits + 1, 2**70):
+        with pytest.raises(ValueError) as raised:
+            search(buf, entries, 0)
+        _check(raised, InvalidArgumentError, ValueError, "entries", "at most %d" % fits, "not %d" % entries)
+    for entries, shown in ((1.0, "not 1.0"), ("1", "not '1'"), (None, "not None")):
+        with pytest.raises(TypeError) as raised:
+            search(buf, entries, 0)
+        _check(raised, InvalidArgumentTypeError, TypeError, "entries", shown)
+    for bad, shown in ((1.5, "not 1.5"), ("0", "not '0'"), (None, "not None")):
+        with pytest.raises(TypeError) as raised:
+            search(buf, 1, bad)
+        _check(raised, InvalidArgumentTypeError, TypeError, target, shown)
+    for bad, shown in (("not a buffer", "not str"), (None, "not NoneType"), ([0] * 16, "not list")):
+        with pytest.raises(TypeError) as raised:
+            search(bad, 0, 0)
+        _check(raised, InvalidArgumentTypeError, TypeError, "buf", shown)
+    # numpy integers are ints (operator.index)
+    assert search(buf, np.int64(fits), np.int32(0)) == search(buf, fits, 0)
+
+
+@pytest.mark.parametrize("name", ["offset_index_entry", "time_index_entry"])
+def test_entry_bad_arguments_error_classes(impl, name):
+    entry = getattr(impl, name)
+    for slot, shown in ((1.0, "not 1.0"), ("0", "not '0'"), (None, "not None")):
+        with pytest.raises(TypeError) as raised:
+            entry(bytes(48), slot)
+        _check(raised, InvalidArgumentTypeError, TypeError, "slot", shown)
+    with pytest.raises(TypeError) as raised:
+        entry("not a buffer", 0)
+    _check(raised, InvalidArgumentTypeError, TypeError, "buf", "not str")
+    # A slot outside the buffer stays an IndexError, however large (the kernel once overflowed).
+    count = 48 // (8 if name.startswith("offset") else 12)
+    for slot in (count, -1, 2**70, -(2**70)):
+        with pytest.raises(IndexError, match="slot %d out of range" % slot):
+            entry(bytes(48), slot)
+
+
+@pytest.mark.parametrize("name", ["offset_index_disorder", "time_index_disorder"])
+def test_disorder_bad_arguments_error_classes(impl, name):
+    disorder = getattr(impl, name)
+    fits = 48 // (8 if name.startswith("offset") else 12)
+    for entries in (-1, -(2**70)):
+        with pytest.raises(ValueError) as raised:
+            disorder(bytes(48), entries)
+        _check(raised, InvalidArgumentError, ValueError, "entries", "not %d" % entries)
+    for entries in (fits + 1, 2**70):
+        with pytest.raises(ValueError) as raised:
+            disorder(bytes(48), entries)
+        _check(raised, InvalidArgumentError, ValueError, "entries", "at most %d" % fits, "not %d" % entries)
+    with pytest.raises(TypeError) as raised:
+        disorder(bytes(48), 1.0)
+    _check(raised, InvalidArgumentTypeError, TypeError, "entries", "not 1.0")
+    with pytest.raises(TypeError) as raised:
+        disorder("text", 0)
+    _check(raised, InvalidArgumentTypeError, TypeError, "buf", "not str")
+    assert disorder(bytes(48), entries=np.int64(0)) == (0, 0)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq import _speedups
-from pylogq.errors import OffsetMapFullError
+from pylogq.errors import IllegalStateError, InvalidArgumentError, InvalidArgumentTypeError, OffsetMapFullError, PylogqError
 from pylogq.storage import offset_map
 
 try:
@@ -151,9 +151,9 @@ def test_geometry(impl):
 
 
 def test_bad_memory(impl):
-    with pytest.raises(ValueError, match="got 23"):
+    with pytest.raises(ValueError, match="not 23$"):
         impl.OffsetMap(23)
-    with pytest.raises(ValueError, match="got -5"):
+    with pytest.raises(ValueError, match="not -5$"):
         impl.OffsetMap(-5)
     with pytest.raises(TypeError):
         impl.OffsetMap(1000.0)
@@ -182,9 +182,9 @@ def test_put_get_update_and_stats(impl):
 
 def test_bad_put_arguments(impl):
     m = impl.OffsetMap(240)
-    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"offset must be an int in \[0, 2\*\*63-1\], not -1"):
         m.put(b"k", -1)
-    with pytest.raises(OverflowError):
+    with pytest.raises(ValueError, match="not %d" % 2**63):
         m.put(b"k", 2**63)
     with pytest.raises(TypeError):
         m.put("text", 1)
@@ -396,11 +396,11 @@ def test_put_columns_bad_arrays(impl):
         m.put_columns(data, np.zeros(6, np.int64)[::2], kl, offs)
     with pytest.raises(ValueError, match="key_start 3, key_length 2, offsets 3"):
         m.put_columns(data, ks, kl[:2], offs)
-    with pytest.raises(ValueError, match="rows 2:1 out of range for 3 rows"):
+    with pytest.raises(ValueError, match="stop <= 3 .*, not 2 and 1"):
         m.put_columns(data, ks, kl, offs, start=2, stop=1)
-    with pytest.raises(ValueError, match="rows 0:4 out of range"):
+    with pytest.raises(ValueError, match="stop <= 3 .*, not 0 and 4"):
         m.put_columns(data, ks, kl, offs, stop=4)
-    with pytest.raises(ValueError, match="rows -1:3 out of range"):
+    with pytest.raises(ValueError, match="stop <= 3 .*, not -1 and None"):
         m.put_columns(data, ks, kl, offs, start=-1)
     with pytest.raises(TypeError):
         m.put_columns(None, ks, kl, offs)
@@ -526,3 +526,179 @@ def test_get_columns_bad_rows(impl, starts, lengths, message):
         m.get_columns(b"0123456789", np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int32))
     with pytest.raises(ValueError, match="key_start must be a contiguous 1-D int64 array"):
         m.get_columns(b"0123456789", np.array(starts, dtype=np.int32), np.array(lengths, dtype=np.int32))
+
+
+# ------------------------------------------------------------------ error classes
+
+
+def _check(raised, cls, builtin, *shown):
+    """The error is ``cls`` (a PylogqError) and the builtin it used to be, and shows each of ``shown``."""
+    exc = raised.value
+    assert type(exc) is cls, type(exc)
+    assert isinstance(exc, PylogqError) and isinstance(exc, builtin), type(exc).__mro__
+    for text in shown:
+        assert text in str(exc), (text, str(exc))
+
+
+@pytest.mark.parametrize(
+    "memory, cls, builtin, shown",
+    [
+        (23, InvalidArgumentError, ValueError, ("memory", "not 23")),
+        (-5, InvalidArgumentError, ValueError, ("memory", "not -5")),
+        (2**62 + 1, InvalidArgumentError, ValueError, ("memory", "not %d" % (2**62 + 1))),
+        (1000.0, InvalidArgumentTypeError, TypeError, ("memory", "not 1000.0")),
+        (True, InvalidArgumentTypeError, TypeError, ("memory", "not True")),
+        ("1000", InvalidArgumentTypeError, TypeError, ("memory", "not '1000'")),
+    ],
+)
+def test_bad_memory_error_class(impl, memory, cls, builtin, shown):
+    with pytest.raises(builtin) as raised:
+        impl.OffsetMap(memory)
+    _check(raised, cls, builtin, *shown)
+
+
+def test_bad_put_get_error_classes(impl):
+    m = impl.OffsetMap(240)
+    for offset in (-1, 2**63, -(2**63) - 1):
+        with pytest.raises(ValueError) as raised:
+            m.put(b"k", offset)
+        _check(raised, InvalidArgumentError, ValueError, "offset", "not %d" % offset)
+    for offset, shown in ((1.0, "not 1.0"), ("1", "not '1'"), (None, "not None")):
+        with pytest.raises(TypeError) as raised:
+            m.put(b"k", offset)
+        _check(raised, InvalidArgumentTypeError, TypeError, "offset", shown)
+    for key, shown in (("text", "not str"), (None, "not NoneType"), (7, "not int")):
+        with pytest.raises(TypeError) as raised:
+            m.put(key, 1)
+        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+        with pytest.raises(TypeError) as raised:
+            m.get(key)
+        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+        with pytest.raises(TypeError) as raised:
+            m.digest(key)
+        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+        with pytest.raises(TypeError) as raised:
+            impl.key_digest(key)
+        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+    assert len(m) == 0 and m.latest_offset == -1
+
+
+def test_bad_murmur3_arguments_error_classes(impl):
+    for seed in (-1, 2**32):
+        with pytest.raises(ValueError) as raised:
+            impl.murmur3_x64_128(b"k", seed)
+        _check(raised, InvalidArgumentError, ValueError, "seed", "not %d" % seed)
+    with pytest.raises(TypeError) as raised:
+        impl.murmur3_x64_128(b"k", 1.5)
+    _check(raised, InvalidArgumentTypeError, TypeError, "seed", "not 1.5")
+    with pytest.raises(TypeError) as raised:
+        impl.murmur3_x64_128("text")
+    _check(raised, InvalidArgumentTypeError, TypeError, "data", "not str")
+    assert impl.murmur3_x64_128(b"k", 2**32 - 1) == impl.murmur3_x64_128(b"k", np.uint32(2**32 - 1))
+
+
+def test_bad_columns_error_classes(impl):
+    data, ks, kl, offs = columns([b"ab", b"cd", b"ef"], [1, 2, 3])
+    m = impl.OffsetMap(240)
+    bad_columns = [
+        ((data, ks.astype(np.int32), kl, offs), "key_start", "int64", "ndarray"),
+        ((data, ks, kl.astype(np.int64), offs), "key_length", "int32", "ndarray"),
+        ((data, ks, kl, [1, 2, 3]), "offsets", "int64", "list"),
+        ((data, ks, kl, None), "offsets", "int64", "NoneType"),
+        ((data, np.zeros((3, 1), np.int64), kl, offs), "key_start", "int64", "ndarray"),
+        ((data, np.zeros(6, np.int64)[::2], kl, offs), "key_start", "int64", "ndarray"),
+    ]
+    for args, name, dtype, shown in bad_columns:
+        with pytest.raises(TypeError) as raised:
+            m.put_columns(*args)
+        _check(raised, InvalidArgumentTypeError, ValueError, "%s must be a contiguous 1-D %s array, not %s" % (name, dtype, shown))
+        if name != "offsets":
+            with pytest.raises(ValueError) as raised:
+                m.get_columns(*args[:3])
+            _check(raised, InvalidArgumentTypeError, TypeError, name, shown)
+    with pytest.raises(ValueError) as raised:
+        m.put_columns(data, ks, kl[:2], offs)
+    _check(raised, InvalidArgumentError, ValueError, "key_start 3, key_length 2, offsets 3")
+    with pytest.raises(ValueError) as raised:
+        m.get_columns(data, ks, kl[:2])
+    _check(raised, InvalidArgumentError, ValueError, "key_start 3, key_length 2")
+    for start, stop in ((2, 1), (0, 4), (-1, None), (2**64, None), (0, -(2**64))):
+        with pytest.raises(ValueError) as raised:
+            m.put_columns(data, ks, kl, offs, start=start, stop=stop)
+        _check(raised, InvalidArgumentError, ValueError, "start", "stop", "not %r and %r" % (start, stop))
+    for kwargs, name, shown in (({"start": 1.0}, "start", "not 1.0"), ({"stop": "3"}, "stop", "not '3'")):
+        with pytest.raises(TypeError) as raised:
+            m.put_columns(data, ks, kl, offs, **kwargs)
+        _check(raised, InvalidArgumentTypeError, TypeError, name, shown)
+    for call in (lambda d: m.put_columns(d, ks, kl, offs), lambda d: m.get_columns(d, ks, kl)):
+        with pytest.raises(TypeError) as raised:
+            call("abcdef")
+        _check(raised, InvalidArgumentTypeError, TypeError, "data", "not str")
+    assert len(m) == 0 and m.lookups == 0
+
+
+@pytest.mark.parametrize(
+    "row, field, value, shown",
+    [
+        (2, "kl", 3, "row 2: key bytes [4, 7)"),
+        (1, "ks", -1, "row 1: key bytes [-1, 1)"),
+        (2, "kl", -2, "row 2: key_length -2"),
+        (1, "offs", -4, "row 1: offset -4"),
+    ],
+)
+def test_bad_rows_error_class(impl, row, field, value, shown):
+    data, ks, kl, offs = columns([b"ab", b"cd", b"ef"], [1, 2, 3])
+    {"ks": ks, "kl": kl, "offs": offs}[field][row] = value
+    m = impl.OffsetMap(240)
+    with pytest.raises(ValueError) as raised:
+        m.put_columns(data, ks, kl, offs)
+    _check(raised, InvalidArgumentError, ValueError, shown)
+    if field != "offs":
+        with pytest.raises(ValueError) as raised:
+            m.get_columns(data, ks, kl)
+        _check(raised, InvalidArgumentError, ValueError, shown)
+
+
+def test_full_map_keeps_its_class(impl):
+    m = impl.OffsetMap(24)
+    with pytest.raises(OffsetMapFullError) as raised:
+        m.put(b"a", 1)
+    assert not isinstance(raised.value, (ValueError, TypeError))
+
+
+if not _speedups.NO_EXTENSIONS:
+    # Only the compiled map releases the GIL, so only it can be called while busy.
+
+    def test_busy_map_raises_illegal_state():
+        import threading
+
+        n = 400_000
+        data = b"k" * (8 * n)
+        ks = np.arange(n, dtype=np.int64) * 8
+        kl = np.full(n, 8, dtype=np.int32)
+        offs = np.arange(n, dtype=np.int64)
+        m = _compiled().OffsetMap(24 * 2 * n)
+        seen = []
+        done = threading.Event()
+
+        def poke():
+            while not done.is_set():
+                try:
+                    m.get(b"x")
+                except RuntimeError as exc:
+                    seen.append(exc)
+                    return
+
+        t = threading.Thread(target=poke)
+        t.start()
+        try:
+            for _ in range(200):  # the poking thread runs while put_columns has let the GIL go
+                m.put_columns(data, ks, kl, offs)
+                if seen:
+                    break
+        finally:
+            done.set()
+            t.join()
+        assert seen, "the map was never seen busy"
+        assert type(seen[0]) is IllegalStateError and isinstance(seen[0], RuntimeError)
+        assert "in use by put_columns" in str(seen[0])
