@@ -27,8 +27,11 @@ and ``recovery_s``, the same from the fault's end with every broker back. Both m
 within ``BOUND_S`` (two session timeouts). After a step the cluster settles (every ISR full,
 writes acknowledged on every partition) or, as the seed draws it, the next fault comes
 while it recovers (a live leader everywhere is enough). It settles before an empty disk, so
-that the wiped replica never holds the only copy of an acknowledged record: every schedule
-stays within what the design promises to survive.
+that the wiped replica never holds the only copy of an acknowledged record, and a fault that
+takes a broker out or ZooKeeper down begins once every partition has two live in-sync
+replicas (``min.insync.replicas``): with one, nothing may lead it once that one is out (no
+unclean election), and without ZooKeeper its ISR cannot grow, so acks=all writes wait, in
+Kafka as here. Every schedule stays within what the design promises to survive.
 
 While it runs, the poller checks that a committed offset never goes backwards: never below
 one read before it, nor below one whose commit a member had acknowledged before it was
@@ -67,6 +70,7 @@ SESSION_S = SESSION_MS / 1000.0
 #: How soon a live leader for every partition must be visible after a fault (the issue's bound).
 BOUND_S = 2 * SESSION_S
 LAG_MS = 4000  # replica.lag.time.max.ms
+MIN_ISR = 2  # min.insync.replicas
 TOPIC = "faults"
 PARTITIONS = 3
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -112,7 +116,7 @@ class FaultCluster:
         } for b in range(n)}
         settings: Dict[str, Any] = {
             "zookeeper.session.timeout.ms": SESSION_MS,
-            "min.insync.replicas": 2,
+            "min.insync.replicas": MIN_ISR,
             "default.replication.factor": 3,
             "offsets.topic.replication.factor": 3,
             "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
@@ -286,6 +290,20 @@ class FaultCluster:
                         problems.append("broker %d: %s-%d led by %d" % (b, t["name"], i, p["leader_id"]))
             for name in expected:
                 problems.append("broker %d: no topic %s" % (b, name))
+        return problems
+
+    def survivable(self) -> List[str]:
+        """What keeps the cluster from surviving a broker taken out, or ZooKeeper down: a partition
+        led by no live broker, or with fewer than ``min.insync.replicas`` (2) in-sync replicas (its
+        only one taken out, nothing may lead it without an unclean election; ZooKeeper down, its
+        ISR cannot grow and acks=all writes wait). Empty when it can."""
+        live = self.live()
+        problems = []
+        for topic, n in ((TOPIC, PARTITIONS), (OFFSETS_TOPIC, OFFSETS_PARTITIONS)):
+            for p in range(n):
+                state = self.cluster.state(topic, p)
+                if state is None or state[0] not in live or len([b for b in state[1] if b in live]) < MIN_ISR:
+                    problems.append("%s-%d: %s" % (topic, p, state))
         return problems
 
     def whole(self) -> List[str]:
@@ -747,6 +765,21 @@ class Run:
             return False
         return True
 
+    def ready(self, step: Step) -> bool:
+        """Before a fault that takes a broker out or ZooKeeper down, after a step that did not
+        settle: wait until the cluster can survive it (:meth:`FaultCluster.survivable`), so the
+        schedule stays within what the design promises (no partition left with one in-sync
+        replica to lose). -> whether it could."""
+        took, problems = wait_for(self.fc.survivable, HEALTH_TIMEOUT_S)
+        if took is None:
+            self.failures.append("step %d (%s): %.0f s after the last fault, partitions still had fewer than %d "
+                                 "live in-sync replicas: %s" % (len(self.steps), step.fault, HEALTH_TIMEOUT_S,
+                                                                MIN_ISR, "; ".join(problems[:8])))
+            return False
+        if took > 2 * POLL_S:
+            step.notes.append("began once every partition had %d live in-sync replicas (%.2f s)" % (MIN_ISR, took))
+        return True
+
     def plan(self, steps: int) -> List[Tuple[str, str, bool]]:
         """The schedule's faults, roles and whether the cluster settles after each, drawn first from
         the seed (which broker a role names is decided when the step runs, from the cluster then).
@@ -763,6 +796,8 @@ class Run:
         for fault, role, settle in self.plan(steps):
             step = Step(fault, role)
             self.steps.append(step)
+            if fault in NEEDS_SURVIVABLE and not self.ready(step):
+                return
             try:
                 FAULTS[fault](self, step)
             except Exception:  # noqa: BLE001 - a fault that could not be done: the harness's or a broker's
@@ -976,6 +1011,10 @@ FAULTS: Dict[str, Callable[[Run, Step], None]] = {
     "partition-follower": partition_follower,
 }
 ROLES = ["leader", "controller", "follower", "coordinator"]
+#: The faults a partition must have a second live in-sync replica for: they take a broker out
+#: past its session, or ZooKeeper down (see Run.ready).
+NEEDS_SURVIVABLE = frozenset({"kill-kept-down", "kill-empty-disk", "freeze", "clean-restart", "zookeeper-down",
+                              "partition-leader"})
 
 
 # -- after a schedule ------------------------------------------------------------------------------------
