@@ -864,10 +864,11 @@ cdef Py_ssize_t _frame(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, bint 
 
 
 def scan_entries(buffer, Py_ssize_t position=0, bint check_crc=True):
-    """Walk whole entries from position: -> (valid bytes, entries, error or None).
+    """Walk whole entries from position: -> (valid bytes, entries, error or None, its kind or None).
 
     The walk stops at the end of the buffer, before a partial entry (error
-    None), or before the first malformed entry (error names it).
+    None), or before the first malformed entry (error names it, kind is its
+    RecordProblem).
     """
     cdef Py_buffer view
     cdef Py_ssize_t pos = position, end, size
@@ -884,12 +885,12 @@ def scan_entries(buffer, Py_ssize_t position=0, bint check_crc=True):
             try:
                 size = _frame(buf, pos, end, check_crc, &magic)
             except CorruptRecordError as exc:
-                return pos - position, n, str(exc)
+                return pos - position, n, str(exc), exc.kind
             if size == FRAME_PARTIAL:
                 break
             pos += size
             n += 1
-        return pos - position, n, None
+        return pos - position, n, None, None
     finally:
         PyBuffer_Release(&view)
 

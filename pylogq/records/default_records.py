@@ -773,11 +773,13 @@ def _frame_entry(buf: Buffer, pos: int, end: int, check_crc: bool) -> Tuple[int,
     return size, magic
 
 
-def scan_entries(buffer: Buffer, position: int = 0, check_crc: bool = True) -> Tuple[int, int, Optional[str]]:
-    """Walk whole entries from position: -> (valid bytes, entries, error or None).
+def scan_entries(buffer: Buffer, position: int = 0, check_crc: bool = True
+                 ) -> Tuple[int, int, Optional[str], Optional[RecordProblem]]:
+    """Walk whole entries from position: -> (valid bytes, entries, error or None, its kind or None).
 
     The walk stops at the end of the buffer, before a partial entry (error
-    None), or before the first malformed entry (error names it).
+    None), or before the first malformed entry (error names it, kind is its
+    RecordProblem).
     """
     buf = _as_bytes_view(buffer)
     end = len(buf)
@@ -789,12 +791,12 @@ def scan_entries(buffer: Buffer, position: int = 0, check_crc: bool = True) -> T
         try:
             size, _ = _frame_entry(buf, pos, end, check_crc)
         except CorruptRecordError as exc:
-            return pos - position, n, str(exc)
+            return pos - position, n, str(exc), exc.kind
         if size == 0:
             break
         pos += size
         n += 1
-    return pos - position, n, None
+    return pos - position, n, None, None
 
 
 def _header(buf: Buffer, pos: int, size: int) -> Tuple[int, ...]:

@@ -55,6 +55,7 @@ class ScanResult(NamedTuple):
     valid_bytes: int
     batches: int
     error: Optional[str]  # None when it stopped at the end or before a partial entry
+    problem: Optional[RecordProblem] = None  # the error's kind
 
 
 class AppendResult(NamedTuple):
@@ -134,7 +135,7 @@ def iter_batches(buffer: Buffer, position: int = 0, check_crc: bool = False) -> 
         if size == 0:
             return
         if check_crc:
-            _, _, error = _impl.scan_entries(memoryview(buf)[pos : pos + size], 0, True)
+            _, _, error, _ = _impl.scan_entries(memoryview(buf)[pos : pos + size], 0, True)
             if error is not None:
                 raise CorruptRecordError(error.replace("at byte 0", "at byte %d" % pos), kind=RecordProblem.BAD_CRC)
         yield parse_header(buf, pos, pos)

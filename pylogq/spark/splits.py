@@ -1276,7 +1276,8 @@ def _check_stop(reader: SegmentReader, walk: SegmentWalk, segment: _Segment) -> 
     if not any(reader.read(stop.position, ENTRY_MAGIC_OFFSET + 1)):
         return  # the zeros past a preallocated file's data
     detail = re.sub(r"^\[Error \d+\] \w+: ", "", stop.detail or "")
-    raise CorruptRecordError("segment %s cannot be read past byte %d: %s" % (segment.path, stop.position, detail))
+    raise CorruptRecordError("segment %s cannot be read past byte %d: %s" % (segment.path, stop.position, detail),
+                             kind=stop.problem)
 
 
 def _read_offsets(reader: SegmentReader, segment: _Segment, position: int, limit: int, start: int, end: int,

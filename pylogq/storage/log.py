@@ -36,7 +36,7 @@ import time
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import records
-from ..errors import CorruptRecordError, InvalidArgumentError, KafkaStorageError, OffsetOutOfRangeError
+from ..errors import CorruptRecordError, InvalidArgumentError, KafkaStorageError, OffsetOutOfRangeError, RecordProblem
 from ..records import AppendResult, BatchHeader
 from ..records.legacy import is_legacy
 from ..records.upconvert import up_convert
@@ -396,7 +396,8 @@ class Log:
         self._check_open()
         result = records.scan(buffer)
         if result.error is not None or result.valid_bytes != len(buffer):
-            raise CorruptRecordError(result.error or "the data ends with a partial batch")
+            raise CorruptRecordError(result.error or "the data ends with a partial batch",
+                                     kind=result.problem if result.error is not None else RecordProblem.BAD_LENGTH)
         headers = list(records.iter_batches(buffer))
         with self._lock:
             self._check_open()

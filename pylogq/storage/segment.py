@@ -38,7 +38,7 @@ import time
 from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
 
-from ..errors import InvalidArgumentError, OffsetOutOfRangeError
+from ..errors import InvalidArgumentError, OffsetOutOfRangeError, RecordProblem
 from ..records import BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
 from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
@@ -187,6 +187,7 @@ class WalkStop(NamedTuple):
     position: int
     reason: str  # END, PARTIAL, TRUNCATED or CORRUPT
     detail: Optional[str]  # what is wrong at ``position``, in words (None at END)
+    problem: Optional[RecordProblem] = None  # CORRUPT: which check the entry there failed
 
 
 class SegmentBatch(NamedTuple):
@@ -339,9 +340,9 @@ class SegmentReader:
         if remain <= 0:
             return WalkStop(position, END, None)
         head = os.pread(self.file.fileno(), min(remain, HEADER_SIZE), position)
-        _, _, error = scan_entries(head, 0, False)
+        _, _, error, problem = scan_entries(head, 0, False)
         if error is not None:
-            return WalkStop(position, CORRUPT, _at(error, position))
+            return WalkStop(position, CORRUPT, _at(error, position), problem)
         if len(head) >= LOG_OVERHEAD:
             declared = LOG_OVERHEAD + _ENTRY_HEAD.unpack_from(head)[1]
             if declared > remain:
@@ -400,17 +401,17 @@ class SegmentReader:
         read = _Reread(self.file, min(chunk_bytes, limit - position)) if reuse else self.read
         while position < limit:
             data = read(position, min(chunk_bytes, limit - position))
-            valid, _, error = scan_entries(data, 0, check_crc)
+            valid, _, error, problem = scan_entries(data, 0, check_crc)
             if valid == 0 and error is None:
                 # The first entry is larger than the chunk, or not whole by the end.
                 header = self.header_at(position, limit)
                 if header is None:
                     break
                 data = read(position, header.size)
-                valid, _, error = scan_entries(data, 0, check_crc)
+                valid, _, error, problem = scan_entries(data, 0, check_crc)
             if valid == 0:
                 if error is not None:
-                    walk._known_stop = WalkStop(position, CORRUPT, _at(error, position))
+                    walk._known_stop = WalkStop(position, CORRUPT, _at(error, position), problem)
                 break  # else the file shrank under the read: stop_at says so
             # A bad entry after ``valid`` bytes is read again at the top of the next round, as
             # the first of its read, so the stop names its position in the file.

@@ -125,7 +125,7 @@ def _columns(twin, data, check_crc):
 
 
 def _scan(twin, data, check_crc):
-    valid, n, error = twin.scan_entries(data, 0, check_crc)
+    valid, n, error, _ = twin.scan_entries(data, 0, check_crc)
     if error is not None:  # the walker reports a bad entry instead of raising
         raise CorruptRecordError(error)
     return valid, n

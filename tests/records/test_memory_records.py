@@ -50,7 +50,7 @@ def mixed_entries():
 def test_scan_of_whole_entries(impl):
     entries = mixed_entries()
     data = b"".join(entries)
-    assert impl.scan_entries(data, 0, True) == (len(data), len(entries), None)
+    assert impl.scan_entries(data, 0, True) == (len(data), len(entries), None, None)
     assert records.scan(data) == records.ScanResult(len(data), len(entries), None)
 
 
@@ -58,7 +58,7 @@ def test_scan_from_a_position(impl):
     entries = mixed_entries()
     data = b"".join(entries)
     start = len(entries[0])
-    assert impl.scan_entries(data, start, True) == (len(data) - start, len(entries) - 1, None)
+    assert impl.scan_entries(data, start, True) == (len(data) - start, len(entries) - 1, None, None)
     with pytest.raises(ValueError):
         impl.scan_entries(data, len(data) + 1, True)
 
@@ -74,7 +74,7 @@ def test_valid_prefix_of_a_truncated_buffer_is_exact(impl, sizes, data):
     for e in entries:
         boundaries.append(boundaries[-1] + len(e))
     expected = max(b for b in boundaries if b <= cut)
-    valid, n, error = impl.scan_entries(buf[:cut], 0, True)
+    valid, n, error, _ = impl.scan_entries(buf[:cut], 0, True)
     assert (valid, error) == (expected, None)
     assert n == boundaries.index(expected)
 
@@ -86,7 +86,7 @@ def test_every_truncation_of_mixed_formats_gives_whole_entries(impl):
     for e in entries:
         boundaries.append(boundaries[-1] + len(e))
     for cut in range(len(buf) + 1):
-        valid, _, error = impl.scan_entries(buf[:cut], 0, True)
+        valid, _, error, _ = impl.scan_entries(buf[:cut], 0, True)
         assert error is None
         assert valid == max(b for b in boundaries if b <= cut)
 
@@ -96,7 +96,7 @@ def test_a_corrupt_entry_ends_the_valid_prefix_with_a_reason(impl):
     buf = bytearray(b"".join(entries))
     second = len(entries[0])
     buf[second + 40] ^= 0x10  # inside the second batch's CRC-covered bytes
-    valid, n, error = impl.scan_entries(bytes(buf), 0, True)
+    valid, n, error, _ = impl.scan_entries(bytes(buf), 0, True)
     assert (valid, n) == (second, 1)
     assert "CRC-32C" in error and "byte %d" % second in error
     # Without the CRC the damage is not visible to the walker (framing is intact).
@@ -107,7 +107,7 @@ def test_a_corrupt_legacy_message_ends_the_valid_prefix(impl):
     entries = [v2(2), legacy(1, 1)]
     buf = bytearray(b"".join(entries))
     buf[-1] ^= 0x01
-    valid, n, error = impl.scan_entries(bytes(buf), 0, True)
+    valid, n, error, _ = impl.scan_entries(bytes(buf), 0, True)
     assert (valid, n) == (len(entries[0]), 1) and "CRC-32" in error
 
 
@@ -122,17 +122,17 @@ def test_a_corrupt_legacy_message_ends_the_valid_prefix(impl):
 def test_malformed_frames_are_reported(impl, patch, reason):
     first = bytearray(v2(2))
     patch(first)
-    valid, n, error = impl.scan_entries(bytes(first) + v2(1), 0, True)
+    valid, n, error, _ = impl.scan_entries(bytes(first) + v2(1), 0, True)
     assert (valid, n) == (0, 0)
     assert reason in error
 
 
 def test_garbage_after_valid_entries(impl):
     good = v2(4) + v2(2, codec=3)
-    valid, n, error = impl.scan_entries(good + b"\x00" * 100, 0, True)
+    valid, n, error, _ = impl.scan_entries(good + b"\x00" * 100, 0, True)
     assert valid == len(good) and n == 2
     assert error is not None  # zero length is too small for any magic
-    assert impl.scan_entries(good + b"\xff" * 5, 0, True) == (len(good), 2, None)  # too short to frame
+    assert impl.scan_entries(good + b"\xff" * 5, 0, True) == (len(good), 2, None, None)  # too short to frame
 
 
 def test_iter_batches_describes_each_entry():

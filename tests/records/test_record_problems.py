@@ -507,3 +507,30 @@ def test_builder_argument_errors(impl) -> None:
         impl.RecordBatchBuilder(0, batch_size=-1)
     with pytest.raises(InvalidArgumentTypeError):
         impl.patch_offsets(bytes(good_v2()), [], 0)
+
+
+# -- walks that report, not raise: the scan, a follower's append, a segment walk ---------------------
+
+
+def test_a_scan_reports_the_kind_it_stopped_at(impl) -> None:
+    good = bytes(good_v2())
+    damaged = bytearray(good_v2())
+    damaged[-1] ^= 0x01
+    valid, n, error, problem = impl.scan_entries(good + bytes(damaged), 0, True)
+    assert (valid, n, problem) == (len(good), 1, P.BAD_CRC) and error is not None
+    assert impl.scan_entries(good, 0, True) == (len(good), 1, None, None)
+    result = records.scan(good + bytes(damaged))
+    assert (result.valid_bytes, result.problem) == (len(good), P.BAD_CRC)
+
+
+def test_a_followers_append_of_damaged_or_partial_data_names_the_kind(tmp_path) -> None:
+    from pylogq.storage.log import Log
+
+    log = Log.open(str(tmp_path / "t-0"))
+    try:
+        damaged = bytearray(good_v2())
+        damaged[-1] ^= 0x01
+        assert kind_of(lambda: log.append_as_follower(bytes(damaged))) is P.BAD_CRC
+        assert kind_of(lambda: log.append_as_follower(bytes(good_v2())[:-3])) is P.BAD_LENGTH
+    finally:
+        log.close()
