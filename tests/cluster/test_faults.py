@@ -46,7 +46,7 @@ from ._faults import (
     verify,
     wait_for,
 )
-from ._processes import replicas_identical
+from ._processes import read_back_failures, replicas_identical
 
 #: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
 pytestmark = pytest.mark.compiled_pass
@@ -378,3 +378,15 @@ def test_a_broker_started_again_at_once_tells_clients_nothing_false_while_it_rej
     assert not probe_failures, probe_failures[0]
     assert not false, "broker %d, started again at once (ready after %.2f s), answered Metadata falsely %d times " \
         "of %d, first: %s" % (victim, ready, len(false), answers[0], false[:3])
+
+
+def test_a_record_acknowledged_without_its_offset_must_be_there_once_anywhere() -> None:
+    """librdkafka marks a request whose answer was lost delivered, offset unknown, once a later
+    request of the producer succeeds; the read-back finds such a record by its value."""
+    final = {0: [(0, b"a"), (1, b"b"), (2, b"c")]}
+    assert read_back_failures("t", final, {0: [(0, b"a"), (None, b"b"), (2, b"c")]}, {}) == []
+    missing = read_back_failures("t", final, {0: [(0, b"a"), (None, b"x")]}, {})
+    assert len(missing) == 1 and "b'x' acked at None, read None" in missing[0]
+    twice = read_back_failures("t", {0: [(0, b"a"), (1, b"a")]}, {0: [(None, b"a")]}, {})
+    assert any("stored more than once" in f for f in twice)
+    assert read_back_failures("t", final, {0: [(None, b"a"), (None, b"b")]}, {}) == []
