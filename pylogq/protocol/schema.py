@@ -31,7 +31,7 @@ import struct
 import uuid as _uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
-from ..errors import ProtocolError
+from ..errors import InvalidArgumentError, ProtocolError
 from .types import Buffer, Reader, Writer
 
 __all__ = ["Message", "Schema", "parse_versions", "snake_case"]
@@ -329,7 +329,7 @@ def _encode_value(w: Writer, ftype: str, struct_: Optional[_Struct], value: Any,
 
 def _encode_field(w: Writer, f: _Field, value: Any, version: int, flexible: bool) -> None:
     if value is None and not _in(f.nullable, version) and f.struct is None:
-        raise ValueError(f"field {f.name} is not nullable in version {version}")
+        raise InvalidArgumentError(f"field {f.name} is not nullable in version {version}")
     compact = flexible and _in(f.flexible, version)
     try:
         if f.elem is not None:
@@ -343,7 +343,7 @@ def _encode_field(w: Writer, f: _Field, value: Any, version: int, flexible: bool
             _encode_value(w, f.type, f.struct, f.default() if value is None and f.struct else value,
                           version, compact, flexible)
     except (struct.error, TypeError, AttributeError, OverflowError) as exc:
-        raise ValueError(f"field {f.name}: bad value {value!r}: {exc}") from None
+        raise InvalidArgumentError(f"field {f.name}: bad value {value!r}: {exc}") from None
 
 
 def _decode_value(r: Reader, ftype: str, struct_: Optional[_Struct], version: int,
@@ -431,7 +431,7 @@ class Schema:
 
     def _check(self, version: int) -> bool:
         if not self.min_version <= version <= self.max_version:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{self.name} version {version} not in {self.min_version}-{self.max_version}"
             )
         return self.is_flexible(version)

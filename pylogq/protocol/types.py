@@ -28,7 +28,7 @@ import struct
 import uuid as _uuid
 from typing import Optional, Union
 
-from ..errors import ProtocolError
+from ..errors import InvalidArgumentError, ProtocolError
 
 __all__ = ["Reader", "Writer"]
 
@@ -213,7 +213,7 @@ class Writer:
 
     def unsigned_varint(self, v: int) -> None:
         if v < 0:
-            raise ValueError(f"unsigned varint must not be negative: {v}")
+            raise InvalidArgumentError(f"unsigned varint must not be negative: {v}")
         while v > 0x7F:
             self.buf.append((v & 0x7F) | 0x80)
             v >>= 7
@@ -221,12 +221,12 @@ class Writer:
 
     def varint(self, v: int) -> None:
         if not -(1 << 31) <= v < (1 << 31):
-            raise ValueError(f"varint out of int32 range: {v}")
+            raise InvalidArgumentError(f"varint out of int32 range: {v}")
         self.unsigned_varint(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
 
     def varlong(self, v: int) -> None:
         if not -(1 << 63) <= v < (1 << 63):
-            raise ValueError(f"varlong out of int64 range: {v}")
+            raise InvalidArgumentError(f"varlong out of int64 range: {v}")
         self.unsigned_varint(((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
     def length(self, n: int, compact: bool, wide: bool) -> None:
@@ -237,7 +237,7 @@ class Writer:
             self.int32(n)
         else:
             if n > 0x7FFF:
-                raise ValueError(f"string of {n} bytes is longer than 32767")
+                raise InvalidArgumentError(f"string of {n} bytes is longer than 32767")
             self.int16(n)
 
     def string(self, v: Optional[str], compact: bool = False) -> None:

@@ -128,3 +128,14 @@ def test_a_field_is_typed_from_its_table() -> None:
     assert "        topic_data: List[ProduceRequest.TopicProduceData] = _DEFAULT," in source
     hints: Dict[str, Any] = message_data.MetadataRequest.__init__.__annotations__
     assert hints["topics"] == "Optional[List[MetadataRequest.MetadataRequestTopic]]"
+
+
+def test_a_value_a_field_cannot_carry_is_an_argument_error() -> None:
+    from pylogq.errors import InvalidArgumentError, PylogqError
+    from pylogq.protocol import FIND_COORDINATOR_REQUEST, METADATA_REQUEST
+
+    with pytest.raises(InvalidArgumentError, match="field Key: bad value 7"):
+        FIND_COORDINATOR_REQUEST.encode(message_data.FindCoordinatorRequest(key=7), 0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="not in 0-12") as info:
+        METADATA_REQUEST.encode(message_data.MetadataRequest(), 99)
+    assert isinstance(info.value, (PylogqError, ValueError))
