@@ -844,6 +844,20 @@ def test_a_registration_whose_answer_was_lost_is_the_brokers_epoch(cluster, capl
     cluster.wait_until(lambda: in_sync(cluster, "t", 0, 3), TIMEOUT_S, "the broker back in the ISR")
 
 
+def test_config_changes_unreadable_while_disconnected_are_a_warning_not_a_traceback(cluster, caplog):
+    """A reconnection reads the config changes made meanwhile; the connection lost again before
+    they are read is a warning (they are read on the next connection), not an error's traceback."""
+    victim = next(b for b in cluster.brokers if b is not cluster.controller())
+    cluster.disconnect_store(victim.broker_id)
+    try:
+        with caplog.at_level(logging.WARNING, logger="pylogq.cluster"):
+            victim.cluster._apply_config_changes()  # the store's calls time out while disconnected
+        found = [r for r in caplog.records if "could not read config changes" in r.getMessage()]
+        assert found and not any(r.exc_info for r in found)
+    finally:
+        cluster.reconnect_store(victim.broker_id)
+
+
 def test_a_store_restart_keeps_every_session(cluster):
     cluster.create_topic("t", 1, 3)
     leader = leader_broker(cluster, "t", 0)

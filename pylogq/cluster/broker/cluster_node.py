@@ -383,8 +383,11 @@ class ClusterNode:
             return
         try:
             names = self.zk.get_config_changes(watch=self._config_changes_watch)
-        except Exception:  # noqa: BLE001 - the store is unreachable: the next change retries
-            log.warning("could not read config changes", exc_info=True)
+        except errors.MetadataStoreError as exc:  # unreachable (or the session gone): the next connection reads them
+            log.warning("could not read config changes (%s); they are read again once connected", exc)
+            return
+        except Exception:  # noqa: BLE001 - a bug: logged, the next change retries
+            log.exception("could not read config changes")
             return
         with self._lock:
             seen = self._seen_changes

@@ -116,8 +116,8 @@ class ZkUserCredentials(UserCredentials):
         """Re-read one user after a ``users/<name>`` notification."""
         try:
             config = self.zk.get_user_config(user)
-        except (errors.MetadataStoreError, errors.CorruptMetadataError):  # the store failed, or a malformed znode
-            log.warning("could not read the config of user %r", user, exc_info=True)
+        except (errors.MetadataStoreError, errors.CorruptMetadataError) as exc:  # the store failed, or a malformed znode
+            log.warning("could not read the config of user %r: %s", user, exc)
             return
         self._remember(user, config)
 
