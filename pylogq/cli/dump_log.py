@@ -96,8 +96,8 @@ _ERROR_PREFIX = re.compile(r"^\[Error -?\d+\] [A-Z_]+: ")
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 _CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 _TRANSIT_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
-_OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
-_TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+_OFFSET_ENTRY = index_search.OFFSET_ENTRY  # relative offset, position
+_TIME_ENTRY = index_search.TIME_ENTRY  # timestamp, relative offset
 # The rules index_search's disorder kernels check, by the code they return.
 _OFFSET_RULES = {1: "the first offset is below the base offset", 2: "offsets not strictly increasing",
                  3: "the first position is negative", 4: "positions decrease"}

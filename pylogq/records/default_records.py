@@ -58,7 +58,7 @@ __all__ = [
     "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "NO_PARTITION_LEADER_EPOCH", "INT32_MAX",
     "MIN_RECORD_SIZE", "DEFAULT_BATCH_SIZE", "encode_varint", "size_of_varint", "decode_varint",
     "Record", "RecordBatchBuilder", "build_batch", "RecordBatch", "decode_headers",
-    "ENTRY_MAGIC_OFFSET", "LEGACY_CRC_OFFSET", "scan_entries", "validate_batches", "patch_offsets",
+    "BATCH_HEADER", "ENTRY_HEAD", "ENTRY_MAGIC_OFFSET", "LEGACY_CRC_OFFSET", "scan_entries", "validate_batches", "patch_offsets",
     "assign_offsets", "COLUMN_NAMES",
     "decode_columns"
 ]
@@ -115,7 +115,9 @@ INT32_MAX = 2**31 - 1
 # offset delta, key length, value length and header count of 1 byte each.
 MIN_RECORD_SIZE = 7
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+#: The 61-byte v2 batch header, from its base offset to its record count (every module reading one uses this).
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER = BATCH_HEADER
 _CONTROL_KEY = struct.Struct(">hh")
 
 # Records a builder holds by default before it reports itself full: Kafka's
@@ -740,7 +742,9 @@ ENTRY_MAGIC_OFFSET = 16  # byte 16 is the magic in v0, v1 and v2 alike
 LEGACY_CRC_OFFSET = 12
 # The smallest well-formed entry per magic, offset and length included.
 _MIN_ENTRY = (12 + 14, 12 + 22, HEADER_SIZE)
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
+#: The first 12 bytes of every entry, whatever its magic: base offset, then the length of the rest.
+ENTRY_HEAD = struct.Struct(">qi")
+_OFFSET_AND_LENGTH = ENTRY_HEAD
 
 
 def _frame_entry(buf: Buffer, pos: int, end: int, check_crc: bool) -> Tuple[int, int]:

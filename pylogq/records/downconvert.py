@@ -35,7 +35,7 @@ from typing import Callable, Iterator, List, Optional, Union
 from ..errors import InvalidArgumentError, UnsupportedCompressionTypeError
 from . import codecs
 from ._impl import RecordBatch
-from .default_records import ATTRIBUTES_OFFSET, CONTROL_MASK, ENTRY_MAGIC_OFFSET, LOG_OVERHEAD
+from .default_records import ATTRIBUTES_OFFSET, CONTROL_MASK, ENTRY_HEAD, ENTRY_MAGIC_OFFSET, LOG_OVERHEAD
 from .legacy import (
     CODEC_MASK,
     NO_TIMESTAMP,
@@ -50,7 +50,6 @@ Buffer = Union[bytes, bytearray, memoryview]
 #: Reads ``n`` bytes at a position of the records being converted (fewer at their end).
 ReadAt = Callable[[int, int], bytes]
 
-_ENTRY_HEAD = struct.Struct(">qi")
 _HEAD_BYTES = ENTRY_MAGIC_OFFSET + 1  # offset, length, epoch or CRC, magic: enough to frame any entry
 _V2_ATTRIBUTES = struct.Struct(">h")
 
@@ -71,7 +70,7 @@ def _entries(read_at: ReadAt, size: int) -> Iterator[bytes]:
         head = read_at(pos, _HEAD_BYTES)
         if len(head) < _HEAD_BYTES:
             return
-        _, length = _ENTRY_HEAD.unpack_from(head)
+        _, length = ENTRY_HEAD.unpack_from(head)
         entry_size = LOG_OVERHEAD + length
         if length < 0 or pos + entry_size > size:
             return
@@ -131,7 +130,7 @@ def _from_v2(entry: bytes, to_magic: int, fetch_offset: int, converted: bytearra
     if codec == codecs.ZSTD:
         if converted:
             return None
-        base_offset = _ENTRY_HEAD.unpack_from(entry)[0]
+        base_offset = ENTRY_HEAD.unpack_from(entry)[0]
         raise UnsupportedCompressionTypeError(
             "the batch at offset %d is zstd-compressed, which magic %d messages cannot hold "
             "(Fetch v%s reads them)" % (base_offset, to_magic, "0-1" if to_magic == 0 else "2-3"))

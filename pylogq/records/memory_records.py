@@ -17,6 +17,7 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 from ..errors import CorruptRecordError, RecordProblem
 from . import _impl
 from . import default_records as _v2py
+from .default_records import BATCH_HEADER, ENTRY_HEAD
 
 __all__ = [
     "AppendResult", "BatchHeader", "ScanResult", "assign_offsets", "iter_batches", "parse_header",
@@ -95,8 +96,6 @@ def valid_prefix_length(buffer: Buffer, position: int = 0, check_crc: bool = Tru
     return _impl.scan_entries(buffer, position, check_crc)[0]
 
 
-_ENTRY_HEAD = struct.Struct(">qi")  # base offset, length: the first 12 bytes of every entry
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61 bytes of a v2 batch header
 _LEGACY_ATTRIBUTES = _v2py.ENTRY_MAGIC_OFFSET + 1
 _LEGACY_TIMESTAMP = _LEGACY_ATTRIBUTES + 1  # v1 only
 
@@ -112,10 +111,10 @@ def parse_header(head: Buffer, position: int, start: int = 0) -> BatchHeader:
     magic = head[start + _v2py.ENTRY_MAGIC_OFFSET]
     if magic == 2 and have >= _v2py.HEADER_SIZE:
         (base, length, _, _, _, attributes, last_delta, _, max_ts, pid, epoch, seq,
-         count) = _V2_HEADER.unpack_from(head, start)
+         count) = BATCH_HEADER.unpack_from(head, start)
         return BatchHeader(position, _v2py.LOG_OVERHEAD + length, 2, base, base + last_delta, max_ts, count,
                            attributes & 0xFFFF, pid, epoch, seq)
-    base, length = _ENTRY_HEAD.unpack_from(head, start)
+    base, length = ENTRY_HEAD.unpack_from(head, start)
     max_ts = struct.unpack_from(">q", head, start + _LEGACY_TIMESTAMP)[0] if magic == 1 and have >= 26 else -1
     attributes = head[start + _LEGACY_ATTRIBUTES] if have > _LEGACY_ATTRIBUTES else 0
     return BatchHeader(position, _v2py.LOG_OVERHEAD + length, magic, base, base, max_ts, -1, attributes)
@@ -164,7 +163,7 @@ def uncompressed_v2(buffer: Buffer) -> bool:
             return True
         if view[pos + _v2py.ATTRIBUTES_OFFSET + 1] & _v2py.COMPRESSION_MASK:
             return False
-        length = _ENTRY_HEAD.unpack_from(view, pos)[1]
+        length = ENTRY_HEAD.unpack_from(view, pos)[1]
         if length < _v2py.HEADER_SIZE - _v2py.LOG_OVERHEAD:
             return True
         pos += _v2py.LOG_OVERHEAD + length

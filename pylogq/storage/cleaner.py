@@ -72,8 +72,10 @@ from ..errors import CleaningAbortedError, PylogqError
 from ..records.crc import crc32c
 from ..records.default_records import (
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     CONTROL_MASK,
     CRC_OFFSET,
+    ENTRY_HEAD,
     HEADER_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_APPEND_TIME,
@@ -96,8 +98,6 @@ log = logging.getLogger("pylogq.storage.cleaner")
 
 __all__ = ["LogCleaner", "CleanerStats", "Throttler", "LogToClean", "group_segments_by_size"]
 
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header, as default_records
-_ENTRY = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
@@ -285,9 +285,9 @@ def _walk(data: bytes) -> List[_Batch]:
     out: List[_Batch] = []
     end = len(data)
     pos = 0
-    unpack_v2 = _V2_HEADER.unpack_from
+    unpack_v2 = BATCH_HEADER.unpack_from
     while pos + 17 <= end:
-        base, length = _ENTRY.unpack_from(data, pos)
+        base, length = ENTRY_HEAD.unpack_from(data, pos)
         size = LOG_OVERHEAD + length
         if length < 14 or pos + size > end:
             break
@@ -307,11 +307,11 @@ def _walk(data: bytes) -> List[_Batch]:
 
 def _empty_batch(data: bytes, batch: _Batch) -> bytearray:
     """The header of ``batch`` with no records (Kafka's writeEmptyHeader): offsets and sequence kept."""
-    (base, _, epoch, magic, _, attrs, delta, _, max_ts, pid, pepoch, seq, _) = _V2_HEADER.unpack_from(
+    (base, _, epoch, magic, _, attrs, delta, _, max_ts, pid, pepoch, seq, _) = BATCH_HEADER.unpack_from(
         data, batch.position)
     out = bytearray(HEADER_SIZE)
     attrs &= TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
-    _V2_HEADER.pack_into(out, 0, base, HEADER_SIZE - LOG_OVERHEAD, epoch, magic, 0, attrs, delta, -1,
+    BATCH_HEADER.pack_into(out, 0, base, HEADER_SIZE - LOG_OVERHEAD, epoch, magic, 0, attrs, delta, -1,
                          max_ts, pid, pepoch, seq, 0)
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return out
@@ -675,7 +675,7 @@ class LogCleaner:
                 if header.magic != 2:
                     continue
                 head = os.pread(file.fileno(), HEADER_SIZE, header.position)
-                pid = _V2_HEADER.unpack_from(head)[9]
+                pid = BATCH_HEADER.unpack_from(head)[9]
                 if pid != NO_PRODUCER_ID:
                     last[pid] = header.base_offset
         return last

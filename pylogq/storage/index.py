@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 import threading
 from operator import index as _int
 from typing import Any, List, Optional, Tuple, TypeVar, Union
@@ -72,8 +71,8 @@ INT32_MAX = 2**31 - 1
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+_OFFSET_ENTRY = index_search.OFFSET_ENTRY
+_TIME_ENTRY = index_search.TIME_ENTRY
 
 # The search kernels, bound here once so tests can hold both implementations
 # of index_search to the same index tests.

@@ -33,7 +33,9 @@ from .._speedups import compiled
 from ..errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
+    "OFFSET_ENTRY",
     "OFFSET_ENTRY_SIZE",
+    "TIME_ENTRY",
     "TIME_ENTRY_SIZE",
     "WARM_SECTION_BYTES",
     "offset_index_lookup",
@@ -60,8 +62,12 @@ WARM_SECTION_BYTES = 8192
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+#: An offset index entry: the offset relative to the segment's base, the byte position in its log.
+OFFSET_ENTRY = struct.Struct(">ii")
+#: A time index entry: the largest timestamp so far, the relative offset where it was reached.
+TIME_ENTRY = struct.Struct(">qi")
+_OFFSET_ENTRY = OFFSET_ENTRY
+_TIME_ENTRY = TIME_ENTRY
 
 
 def _int_arg(value: Any, what: str) -> int:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import errno
 import io
 import os
-import struct
 import threading
 import time
 from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
@@ -41,7 +40,7 @@ from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional,
 from ..errors import InvalidArgumentError, OffsetOutOfRangeError, RecordProblem
 from ..records import BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
-from ..records.default_records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
+from ..records.default_records import ENTRY_HEAD, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
 from ..records.record_times import iter_record_times
 from ..records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from ..config import LogConfig
@@ -64,7 +63,6 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-_ENTRY_HEAD = struct.Struct(">qi")  # base offset, length: the first 12 bytes of every entry
 NO_TIMESTAMP = -1
 
 
@@ -344,7 +342,7 @@ class SegmentReader:
         if error is not None:
             return WalkStop(position, CORRUPT, _at(error, position), problem)
         if len(head) >= LOG_OVERHEAD:
-            declared = LOG_OVERHEAD + _ENTRY_HEAD.unpack_from(head)[1]
+            declared = LOG_OVERHEAD + ENTRY_HEAD.unpack_from(head)[1]
             if declared > remain:
                 return WalkStop(position, PARTIAL, "the entry at position %d declares %d bytes, %d remain"
                                 % (position, declared, remain))
