@@ -20,6 +20,7 @@ from typing import Callable, List, Optional
 import pytest
 
 from tests.conftest import IMPLEMENTATIONS
+from tests.records.corpus.build import fix_legacy_crc, fix_v2_crc
 from pylogq import records
 from pylogq.errors import (
     CorruptRecordError,
@@ -29,7 +30,6 @@ from pylogq.errors import (
     RecordProblem,
 )
 from pylogq.records import codecs, default_records
-from pylogq.records.crc import crc32c
 from pylogq.records.default_records import encode_varint
 from pylogq.records.legacy import (
     LegacyRecordBatchBuilder,
@@ -51,18 +51,6 @@ def impl(request):
 
 
 # -- building damaged bytes ------------------------------------------------------------------
-
-
-def fix_v2_crc(batch: bytearray, pos: int = 0) -> bytearray:
-    size = 12 + struct.unpack_from(">i", batch, pos + 8)[0]
-    struct.pack_into(">I", batch, pos + 17, crc32c(bytes(batch[pos + 21 : pos + size])))
-    return batch
-
-
-def fix_legacy_crc(entry: bytearray, pos: int = 0) -> bytearray:
-    size = 12 + struct.unpack_from(">i", entry, pos + 8)[0]
-    struct.pack_into(">I", entry, pos + 12, zlib.crc32(bytes(entry[pos + 16 : pos + size])))
-    return entry
 
 
 def raw_v2(payload: bytes, codec: int = 0, count: int = 1, last_delta: int = 0, base_offset: int = 0) -> bytearray:
