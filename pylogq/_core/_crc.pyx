@@ -11,8 +11,9 @@ the CRC of the bytes so far (0 to start), masked to 32 bits, so
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
 from cpython.long cimport PyLong_AsUnsignedLongMask
-from cpython.number cimport PyNumber_Index
 from libc.stdint cimport uint32_t
+
+from pylogq._core._args cimport int_arg
 
 from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError
 
@@ -39,19 +40,11 @@ IMPLEMENTATION = {
 }
 
 
-cdef object _int_arg(object value, str what):
-    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
-    if type(value) is int:
-        return value
-    try:
-        return PyNumber_Index(value)
-    except TypeError:
-        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
 
 
 cdef inline uint32_t _run(pylogq_crc_fn fn, data, crc) except? 0xFFFFFFFF:
     """The CRC of data's bytes continuing from crc; the GIL is released for long inputs."""
-    cdef uint32_t value = <uint32_t>PyLong_AsUnsignedLongMask(_int_arg(crc, "crc"))
+    cdef uint32_t value = <uint32_t>PyLong_AsUnsignedLongMask(int_arg(crc, "crc"))
     cdef Py_buffer view
     # PyBUF_SIMPLE: any C-contiguous buffer whatever its item format (as zlib); a
     # non-buffer raises InvalidArgumentTypeError, a non-contiguous one the exporter's
@@ -80,7 +73,7 @@ def crc32(data, crc=0):
 
 cdef Py_ssize_t _len2_arg(object len2) except -1:
     """len2, checked to be in [0, 2**63-1] as the twin checks it."""
-    len2 = _int_arg(len2, "len2")
+    len2 = int_arg(len2, "len2")
     if not 0 <= len2 <= 0x7FFFFFFFFFFFFFFF:
         raise InvalidArgumentError("len2 must be an int in [0, 2**63-1], not %r" % (len2,))
     return len2
@@ -90,8 +83,8 @@ def crc32c_combine(crc1, crc2, len2):
     """CRC-32C of a + b from crc1 = crc32c(a), crc2 = crc32c(b) and len2 = len(b)."""
     # In the twin's order: len2, then crc1, then crc2.
     cdef size_t n = <size_t>_len2_arg(len2)
-    cdef uint32_t c1 = <uint32_t>PyLong_AsUnsignedLongMask(_int_arg(crc1, "crc1"))
-    cdef uint32_t c2 = <uint32_t>PyLong_AsUnsignedLongMask(_int_arg(crc2, "crc2"))
+    cdef uint32_t c1 = <uint32_t>PyLong_AsUnsignedLongMask(int_arg(crc1, "crc1"))
+    cdef uint32_t c2 = <uint32_t>PyLong_AsUnsignedLongMask(int_arg(crc2, "crc2"))
     return pylogq_crc32c_combine(c1, c2, n)
 
 
@@ -99,8 +92,8 @@ def crc32_combine(crc1, crc2, len2):
     """CRC-32 of a + b from crc1 = crc32(a), crc2 = crc32(b) and len2 = len(b)."""
     # In the twin's order: len2, then crc1, then crc2.
     cdef size_t n = <size_t>_len2_arg(len2)
-    cdef uint32_t c1 = <uint32_t>PyLong_AsUnsignedLongMask(_int_arg(crc1, "crc1"))
-    cdef uint32_t c2 = <uint32_t>PyLong_AsUnsignedLongMask(_int_arg(crc2, "crc2"))
+    cdef uint32_t c1 = <uint32_t>PyLong_AsUnsignedLongMask(int_arg(crc1, "crc1"))
+    cdef uint32_t c2 = <uint32_t>PyLong_AsUnsignedLongMask(int_arg(crc2, "crc2"))
     return pylogq_crc32_combine(c1, c2, n)
 
 

@@ -23,6 +23,8 @@ from cpython.buffer cimport PyObject_CheckBuffer, PyObject_GetBuffer, PyBuffer_R
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int32_t, int64_t
 
+from pylogq._core._args cimport int_arg
+
 from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 cdef extern from "Python.h":
@@ -133,14 +135,6 @@ cdef enum:
 NOGIL_THRESHOLD = NOGIL_ENTRIES
 
 
-cdef object _int_arg(object value, str what):
-    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
-    if type(value) is int:
-        return value
-    try:
-        return PyNumber_Index(value)
-    except TypeError:
-        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
 
 
 cdef int _get_buffer(object buf, Py_buffer *view) except -1:
@@ -157,7 +151,7 @@ cdef Py_ssize_t _entries_arg(object entries) except -1:
     the buffer; a count too large for a Py_ssize_t comes back as the largest one (no buffer
     holds that many entries, so _check_fits refuses it)."""
     cdef int overflow = 0
-    cdef long long n = PyLong_AsLongLongAndOverflow(_int_arg(entries, "entries"), &overflow)
+    cdef long long n = PyLong_AsLongLongAndOverflow(int_arg(entries, "entries"), &overflow)
     if overflow > 0:
         return 0x7FFFFFFFFFFFFFFF
     if n < 0 or overflow < 0:
@@ -178,7 +172,7 @@ cdef Py_ssize_t _search(object buf, object entries_arg, object target,
                         Py_ssize_t size, bint floor, str what) except -2:
     cdef Py_buffer view
     cdef int overflow = 0
-    cdef int64_t t = PyLong_AsLongLongAndOverflow(_int_arg(target, what), &overflow)
+    cdef int64_t t = PyLong_AsLongLongAndOverflow(int_arg(target, what), &overflow)
     cdef Py_ssize_t slot
     cdef Py_ssize_t entries = _entries_arg(entries_arg)
     _get_buffer(buf, &view)
@@ -245,7 +239,7 @@ def offset_index_entry(buf, slot):
     cdef Py_buffer view
     cdef int32_t rel, pos
     cdef Py_ssize_t i
-    slot = _int_arg(slot, "slot")
+    slot = int_arg(slot, "slot")
     _get_buffer(buf, &view)
     try:
         if not 0 <= slot < view.len // OFFSET_ENTRY_SIZE:
@@ -267,7 +261,7 @@ def time_index_entry(buf, slot):
     cdef int64_t ts
     cdef int32_t rel
     cdef Py_ssize_t i
-    slot = _int_arg(slot, "slot")
+    slot = int_arg(slot, "slot")
     _get_buffer(buf, &view)
     try:
         if not 0 <= slot < view.len // TIME_ENTRY_SIZE:

@@ -24,6 +24,8 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
+from pylogq._core._args cimport int_arg
+
 from pylogq.errors import IllegalStateError, InvalidArgumentError, InvalidArgumentTypeError, OffsetMapFullError
 
 cdef extern from "murmur3.h":
@@ -73,14 +75,6 @@ cdef bytes _digest_bytes(uint64_t h1, uint64_t h2):
     return PyBytes_FromStringAndSize(<char *>raw, 16)
 
 
-cdef object _int_arg(object value, str what):
-    """``value`` as an int (``operator.index``); InvalidArgumentTypeError naming ``what`` otherwise."""
-    if type(value) is int:
-        return value
-    try:
-        return PyNumber_Index(value)
-    except TypeError:
-        raise InvalidArgumentTypeError("%s must be an int, not %r" % (what, value)) from None
 
 
 cdef int _get_buffer(object obj, Py_buffer *view, str what) except -1:
@@ -97,7 +91,7 @@ def murmur3_x64_128(data, seed=0):
     cdef Py_buffer view
     cdef uint64_t out[2]
     cdef uint32_t s
-    seed = _int_arg(seed, "seed")
+    seed = int_arg(seed, "seed")
     if not 0 <= seed <= 0xFFFFFFFF:
         raise InvalidArgumentError("seed must be an int in [0, 2**32-1], not %r" % (seed,))
     s = seed
@@ -249,7 +243,7 @@ cdef class OffsetMap:
         cdef Py_buffer view
         cdef uint64_t h[2]
         cdef int64_t off
-        offset = _int_arg(offset, "offset")
+        offset = int_arg(offset, "offset")
         if not 0 <= offset <= 0x7FFFFFFFFFFFFFFF:
             raise InvalidArgumentError("offset must be an int in [0, 2**63-1], not %r" % (offset,))
         off = offset
@@ -318,8 +312,8 @@ cdef class OffsetMap:
         if kl.shape[0] != n or offs.shape[0] != n:
             raise InvalidArgumentError("columns differ in length: key_start %d, key_length %d, offsets %d"
                                        % (n, kl.shape[0], offs.shape[0]))
-        first_obj = _int_arg(start, "start")
-        end_obj = n if stop is None else _int_arg(stop, "stop")
+        first_obj = int_arg(start, "start")
+        end_obj = n if stop is None else int_arg(stop, "stop")
         if not 0 <= first_obj <= end_obj <= n:
             raise InvalidArgumentError(
                 "start and stop must satisfy 0 <= start <= stop <= %d (the rows), not %r and %r"

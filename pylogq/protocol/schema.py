@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import struct
+from functools import partial
 import uuid as _uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
@@ -226,7 +227,7 @@ class _Struct:
 
     def encode(self, w: Writer, data: Any, version: int, flexible: bool) -> None:
         regular, tagged, _ = self.plan(version)
-        get = data.get if isinstance(data, Mapping) else lambda key, missing: getattr(data, key, missing)
+        get = data.get if isinstance(data, Mapping) else partial(getattr, data)  # (key, missing) either way
         for f in regular:
             value = get(f.key, _MISSING)
             _encode_field(w, f, f.default() if value is _MISSING else value, version, flexible)

@@ -794,13 +794,25 @@ def test_a_store_blip_keeps_every_session_and_the_controller_still_reacts(cluste
     assert cluster.controller() is controller
 
 
-def test_a_store_disconnection_past_the_session_timeout_expires_the_broker_and_it_registers_again(cluster):
+def _expire(cluster, victim) -> None:
+    """Cut ``victim`` off from the store until its session has expired (its registration gone)."""
+    cluster.disconnect_store(victim.broker_id)
+    cluster.wait_until(lambda: victim.broker_id not in _registered(cluster), TIMEOUT_S, "the session to expire")
+
+
+def _a_follower_expired(cluster):
+    """A topic "t" on every broker, then a broker other than the controller expired; -> (it, the
+    registrations before)."""
     cluster.create_topic("t", 1, 3)
     controller = cluster.controller()
     victim = next(b for b in cluster.brokers if b is not controller)
     before = _registered(cluster)
-    cluster.disconnect_store(victim.broker_id)
-    cluster.wait_until(lambda: victim.broker_id not in _registered(cluster), TIMEOUT_S, "the session to expire")
+    _expire(cluster, victim)
+    return victim, before
+
+
+def test_a_store_disconnection_past_the_session_timeout_expires_the_broker_and_it_registers_again(cluster):
+    victim, before = _a_follower_expired(cluster)
     cluster.wait_until(lambda: all(victim.broker_id not in b.describe_topic("t").partitions[0].isr
                                    for b in cluster.brokers if b is not victim), TIMEOUT_S,
                        "the expired broker out of the ISR")
@@ -815,12 +827,7 @@ def test_a_registration_whose_answer_was_lost_is_the_brokers_epoch(cluster, capl
     registration: the call fails (its answer lost), the broker says so without a traceback, and
     on the next connection it finds the registration its session made and takes its epoch
     (the one the controller fences its requests with) rather than registering a third time."""
-    cluster.create_topic("t", 1, 3)
-    controller = cluster.controller()
-    victim = next(b for b in cluster.brokers if b is not controller)
-    before = _registered(cluster)
-    cluster.disconnect_store(victim.broker_id)
-    cluster.wait_until(lambda: victim.broker_id not in _registered(cluster), TIMEOUT_S, "the session to expire")
+    victim, before = _a_follower_expired(cluster)
     with caplog.at_level(logging.INFO, logger="pylogq.cluster"):
         cluster.reconnect_store(victim.broker_id)
         cluster.wait_until(lambda: victim.broker_id in _registered(cluster), TIMEOUT_S, "a new registration")
@@ -828,8 +835,7 @@ def test_a_registration_whose_answer_was_lost_is_the_brokers_epoch(cluster, capl
     assert registered > before[victim.broker_id]
     cluster.wait_until(lambda: victim.cluster.broker_epoch == registered, TIMEOUT_S, "the broker to take the epoch")
     # Now lose the answer of the registration: expire it again, arm the loss, reconnect.
-    cluster.disconnect_store(victim.broker_id)
-    cluster.wait_until(lambda: victim.broker_id not in _registered(cluster), TIMEOUT_S, "the session to expire")
+    _expire(cluster, victim)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="pylogq.cluster"):
         cluster.disconnect_store(victim.broker_id, after_next_write=True)  # armed while disconnected

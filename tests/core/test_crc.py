@@ -24,8 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq import _speedups
-from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError, PylogqError
+from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError
 from pylogq.records import crc as crc_module
+
+from .._argument_errors import check_raised
 
 if _speedups.NO_EXTENSIONS:
     _compiled = None
@@ -228,37 +230,30 @@ def test_combine_rejects_negative_length(module: object) -> None:
         module.crc32_combine(0, 0, -1)
 
 
-def _check(raised: pytest.ExceptionInfo, cls: type, builtin: type, *shown: str) -> None:
-    """The error is ``cls`` (a PylogqError) and the builtin it used to be, and shows each of ``shown``."""
-    exc = raised.value
-    assert type(exc) is cls, type(exc)
-    assert isinstance(exc, PylogqError) and isinstance(exc, builtin), type(exc).__mro__
-    for text in shown:
-        assert text in str(exc), (text, str(exc))
 
 
 @pytest.mark.parametrize("bad, shown", [("text", "str"), (12, "int"), (None, "NoneType"), ([1, 2, 3], "list")])
 def test_non_buffer_error_class(crc: SimpleNamespace, bad: object, shown: str) -> None:
     with pytest.raises(TypeError) as raised:
         crc.fn(bad)
-    _check(raised, InvalidArgumentTypeError, TypeError, "data must be a bytes-like object, not %s" % shown)
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "data must be a bytes-like object, not %s" % shown)
     with pytest.raises(TypeError) as raised:
         crc.fn(bad, 5)
-    _check(raised, InvalidArgumentTypeError, TypeError, "data", shown)
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "data", shown)
 
 
 @pytest.mark.parametrize("bad, shown", [(1.0, "1.0"), ("0", "'0'"), (None, "None")])
 def test_non_integer_initial_value_error_class(crc: SimpleNamespace, bad: object, shown: str) -> None:
     with pytest.raises(TypeError) as raised:
         crc.fn(b"abc", bad)
-    _check(raised, InvalidArgumentTypeError, TypeError, "crc must be an int, not %s" % shown)
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "crc must be an int, not %s" % shown)
     assert crc.fn(b"abc", np.int64(7)) == crc.fn(b"abc", 7) == crc.ref(b"abc", 7)
 
 
 def test_table_fallback_error_classes() -> None:
     with pytest.raises(TypeError) as raised:
         crc_module._table_crc32c(crc_module._buffer("text"), 0)
-    _check(raised, InvalidArgumentTypeError, TypeError, "data", "str")
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "data", "str")
 
 
 @pytest.mark.parametrize("name", ["crc32c_combine", "crc32_combine"])
@@ -267,11 +262,11 @@ def test_combine_error_classes(module: object, name: str) -> None:
     for len2 in (-1, -(2**70), 2**63):
         with pytest.raises(ValueError) as raised:
             combine(0, 0, len2)
-        _check(raised, InvalidArgumentError, ValueError, "len2", "not %d" % len2)
+        check_raised(raised, InvalidArgumentError, ValueError, "len2", "not %d" % len2)
     for args, what, shown in (((0, 0, 1.0), "len2", "1.0"), ((0.5, 0, 1), "crc1", "0.5"), ((0, "1", 1), "crc2", "'1'")):
         with pytest.raises(TypeError) as raised:
             combine(*args)
-        _check(raised, InvalidArgumentTypeError, TypeError, "%s must be an int, not %s" % (what, shown))
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "%s must be an int, not %s" % (what, shown))
     # the largest length both accept, and numpy integers
     assert combine(0, 0, 2**63 - 1) == getattr(crc_module.pure, name)(0, 0, 2**63 - 1)
     assert combine(np.uint32(1), np.uint32(2), np.int64(3)) == combine(1, 2, 3)
@@ -325,7 +320,7 @@ if _compiled is not None:
         for bad in ("crc64", None, 32):
             with pytest.raises(ValueError) as raised:
                 _compiled.variants(bad)
-            _check(raised, InvalidArgumentError, ValueError, "algorithm", "not %r" % (bad,))
+            check_raised(raised, InvalidArgumentError, ValueError, "algorithm", "not %r" % (bad,))
 
     def test_variant_not_from_variants_raises_instead_of_crashing() -> None:
         with pytest.raises(TypeError, match="variants"):

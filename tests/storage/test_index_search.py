@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq import _speedups
-from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError, PylogqError
+from pylogq.errors import InvalidArgumentError, InvalidArgumentTypeError
 from pylogq.storage import index_search
 from pylogq.storage.index_search import (
     INDEX_SOUND,
@@ -27,6 +27,8 @@ from pylogq.storage.index_search import (
     POSITION_FIRST_NEGATIVE,
     TIMESTAMP_NOT_INCREASING,
 )
+
+from .._argument_errors import check_raised
 
 NAMES = (
     "offset_index_lookup",
@@ -364,13 +366,6 @@ SEARCHES = [("offset_index_lookup", "target"), ("offset_index_upper", "target"),
             ("time_index_lookup", "target_ts"), ("time_index_upper", "target_ts")]
 
 
-def _check(raised, cls, builtin, *shown):
-    """The error is ``cls`` (a PylogqError) and the builtin it used to be, and shows each of ``shown``."""
-    exc = raised.value
-    assert type(exc) is cls, type(exc)
-    assert isinstance(exc, PylogqError) and isinstance(exc, builtin), type(exc).__mro__
-    for text in shown:
-        assert text in str(exc), (text, str(exc))
 
 
 @pytest.mark.parametrize("name, target", SEARCHES)
@@ -382,23 +377,23 @@ def test_search_bad_arguments_error_classes(impl, name, target):
     for entries in (-1, -(2**70)):
         with pytest.raises(ValueError) as raised:
             search(buf, entries, 0)
-        _check(raised, InvalidArgumentError, ValueError, "entries", "not %d" % entries)
+        check_raised(raised, InvalidArgumentError, ValueError, "entries", "not %d" % entries)
     for entries in (fits + 1, 2**70):
         with pytest.raises(ValueError) as raised:
             search(buf, entries, 0)
-        _check(raised, InvalidArgumentError, ValueError, "entries", "at most %d" % fits, "not %d" % entries)
+        check_raised(raised, InvalidArgumentError, ValueError, "entries", "at most %d" % fits, "not %d" % entries)
     for entries, shown in ((1.0, "not 1.0"), ("1", "not '1'"), (None, "not None")):
         with pytest.raises(TypeError) as raised:
             search(buf, entries, 0)
-        _check(raised, InvalidArgumentTypeError, TypeError, "entries", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "entries", shown)
     for bad, shown in ((1.5, "not 1.5"), ("0", "not '0'"), (None, "not None")):
         with pytest.raises(TypeError) as raised:
             search(buf, 1, bad)
-        _check(raised, InvalidArgumentTypeError, TypeError, target, shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, target, shown)
     for bad, shown in (("not a buffer", "not str"), (None, "not NoneType"), ([0] * 16, "not list")):
         with pytest.raises(TypeError) as raised:
             search(bad, 0, 0)
-        _check(raised, InvalidArgumentTypeError, TypeError, "buf", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "buf", shown)
     # numpy integers are ints (operator.index)
     assert search(buf, np.int64(fits), np.int32(0)) == search(buf, fits, 0)
 
@@ -409,10 +404,10 @@ def test_entry_bad_arguments_error_classes(impl, name):
     for slot, shown in ((1.0, "not 1.0"), ("0", "not '0'"), (None, "not None")):
         with pytest.raises(TypeError) as raised:
             entry(bytes(48), slot)
-        _check(raised, InvalidArgumentTypeError, TypeError, "slot", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "slot", shown)
     with pytest.raises(TypeError) as raised:
         entry("not a buffer", 0)
-    _check(raised, InvalidArgumentTypeError, TypeError, "buf", "not str")
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "buf", "not str")
     # A slot outside the buffer stays an IndexError, however large (the kernel once overflowed).
     count = 48 // (8 if name.startswith("offset") else 12)
     for slot in (count, -1, 2**70, -(2**70)):
@@ -427,15 +422,15 @@ def test_disorder_bad_arguments_error_classes(impl, name):
     for entries in (-1, -(2**70)):
         with pytest.raises(ValueError) as raised:
             disorder(bytes(48), entries)
-        _check(raised, InvalidArgumentError, ValueError, "entries", "not %d" % entries)
+        check_raised(raised, InvalidArgumentError, ValueError, "entries", "not %d" % entries)
     for entries in (fits + 1, 2**70):
         with pytest.raises(ValueError) as raised:
             disorder(bytes(48), entries)
-        _check(raised, InvalidArgumentError, ValueError, "entries", "at most %d" % fits, "not %d" % entries)
+        check_raised(raised, InvalidArgumentError, ValueError, "entries", "at most %d" % fits, "not %d" % entries)
     with pytest.raises(TypeError) as raised:
         disorder(bytes(48), 1.0)
-    _check(raised, InvalidArgumentTypeError, TypeError, "entries", "not 1.0")
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "entries", "not 1.0")
     with pytest.raises(TypeError) as raised:
         disorder("text", 0)
-    _check(raised, InvalidArgumentTypeError, TypeError, "buf", "not str")
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "buf", "not str")
     assert disorder(bytes(48), entries=np.int64(0)) == (0, 0)

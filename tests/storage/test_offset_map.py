@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylogq import _speedups
-from pylogq.errors import IllegalStateError, InvalidArgumentError, InvalidArgumentTypeError, OffsetMapFullError, PylogqError
+from pylogq.errors import IllegalStateError, InvalidArgumentError, InvalidArgumentTypeError, OffsetMapFullError
 from pylogq.storage import offset_map
+
+from .._argument_errors import check_raised
 
 try:
     import mmh3
@@ -531,13 +533,6 @@ def test_get_columns_bad_rows(impl, starts, lengths, message):
 # ------------------------------------------------------------------ error classes
 
 
-def _check(raised, cls, builtin, *shown):
-    """The error is ``cls`` (a PylogqError) and the builtin it used to be, and shows each of ``shown``."""
-    exc = raised.value
-    assert type(exc) is cls, type(exc)
-    assert isinstance(exc, PylogqError) and isinstance(exc, builtin), type(exc).__mro__
-    for text in shown:
-        assert text in str(exc), (text, str(exc))
 
 
 @pytest.mark.parametrize(
@@ -554,7 +549,7 @@ def _check(raised, cls, builtin, *shown):
 def test_bad_memory_error_class(impl, memory, cls, builtin, shown):
     with pytest.raises(builtin) as raised:
         impl.OffsetMap(memory)
-    _check(raised, cls, builtin, *shown)
+    check_raised(raised, cls, builtin, *shown)
 
 
 def test_bad_put_get_error_classes(impl):
@@ -562,24 +557,24 @@ def test_bad_put_get_error_classes(impl):
     for offset in (-1, 2**63, -(2**63) - 1):
         with pytest.raises(ValueError) as raised:
             m.put(b"k", offset)
-        _check(raised, InvalidArgumentError, ValueError, "offset", "not %d" % offset)
+        check_raised(raised, InvalidArgumentError, ValueError, "offset", "not %d" % offset)
     for offset, shown in ((1.0, "not 1.0"), ("1", "not '1'"), (None, "not None")):
         with pytest.raises(TypeError) as raised:
             m.put(b"k", offset)
-        _check(raised, InvalidArgumentTypeError, TypeError, "offset", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "offset", shown)
     for key, shown in (("text", "not str"), (None, "not NoneType"), (7, "not int")):
         with pytest.raises(TypeError) as raised:
             m.put(key, 1)
-        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "key", shown)
         with pytest.raises(TypeError) as raised:
             m.get(key)
-        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "key", shown)
         with pytest.raises(TypeError) as raised:
             m.digest(key)
-        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "key", shown)
         with pytest.raises(TypeError) as raised:
             impl.key_digest(key)
-        _check(raised, InvalidArgumentTypeError, TypeError, "key", shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "key", shown)
     assert len(m) == 0 and m.latest_offset == -1
 
 
@@ -587,13 +582,13 @@ def test_bad_murmur3_arguments_error_classes(impl):
     for seed in (-1, 2**32):
         with pytest.raises(ValueError) as raised:
             impl.murmur3_x64_128(b"k", seed)
-        _check(raised, InvalidArgumentError, ValueError, "seed", "not %d" % seed)
+        check_raised(raised, InvalidArgumentError, ValueError, "seed", "not %d" % seed)
     with pytest.raises(TypeError) as raised:
         impl.murmur3_x64_128(b"k", 1.5)
-    _check(raised, InvalidArgumentTypeError, TypeError, "seed", "not 1.5")
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "seed", "not 1.5")
     with pytest.raises(TypeError) as raised:
         impl.murmur3_x64_128("text")
-    _check(raised, InvalidArgumentTypeError, TypeError, "data", "not str")
+    check_raised(raised, InvalidArgumentTypeError, TypeError, "data", "not str")
     assert impl.murmur3_x64_128(b"k", 2**32 - 1) == impl.murmur3_x64_128(b"k", np.uint32(2**32 - 1))
 
 
@@ -611,29 +606,29 @@ def test_bad_columns_error_classes(impl):
     for args, name, dtype, shown in bad_columns:
         with pytest.raises(TypeError) as raised:
             m.put_columns(*args)
-        _check(raised, InvalidArgumentTypeError, ValueError, "%s must be a contiguous 1-D %s array, not %s" % (name, dtype, shown))
+        check_raised(raised, InvalidArgumentTypeError, ValueError, "%s must be a contiguous 1-D %s array, not %s" % (name, dtype, shown))
         if name != "offsets":
             with pytest.raises(ValueError) as raised:
                 m.get_columns(*args[:3])
-            _check(raised, InvalidArgumentTypeError, TypeError, name, shown)
+            check_raised(raised, InvalidArgumentTypeError, TypeError, name, shown)
     with pytest.raises(ValueError) as raised:
         m.put_columns(data, ks, kl[:2], offs)
-    _check(raised, InvalidArgumentError, ValueError, "key_start 3, key_length 2, offsets 3")
+    check_raised(raised, InvalidArgumentError, ValueError, "key_start 3, key_length 2, offsets 3")
     with pytest.raises(ValueError) as raised:
         m.get_columns(data, ks, kl[:2])
-    _check(raised, InvalidArgumentError, ValueError, "key_start 3, key_length 2")
+    check_raised(raised, InvalidArgumentError, ValueError, "key_start 3, key_length 2")
     for start, stop in ((2, 1), (0, 4), (-1, None), (2**64, None), (0, -(2**64))):
         with pytest.raises(ValueError) as raised:
             m.put_columns(data, ks, kl, offs, start=start, stop=stop)
-        _check(raised, InvalidArgumentError, ValueError, "start", "stop", "not %r and %r" % (start, stop))
+        check_raised(raised, InvalidArgumentError, ValueError, "start", "stop", "not %r and %r" % (start, stop))
     for kwargs, name, shown in (({"start": 1.0}, "start", "not 1.0"), ({"stop": "3"}, "stop", "not '3'")):
         with pytest.raises(TypeError) as raised:
             m.put_columns(data, ks, kl, offs, **kwargs)
-        _check(raised, InvalidArgumentTypeError, TypeError, name, shown)
+        check_raised(raised, InvalidArgumentTypeError, TypeError, name, shown)
     for call in (lambda d: m.put_columns(d, ks, kl, offs), lambda d: m.get_columns(d, ks, kl)):
         with pytest.raises(TypeError) as raised:
             call("abcdef")
-        _check(raised, InvalidArgumentTypeError, TypeError, "data", "not str")
+        check_raised(raised, InvalidArgumentTypeError, TypeError, "data", "not str")
     assert len(m) == 0 and m.lookups == 0
 
 
@@ -652,11 +647,11 @@ def test_bad_rows_error_class(impl, row, field, value, shown):
     m = impl.OffsetMap(240)
     with pytest.raises(ValueError) as raised:
         m.put_columns(data, ks, kl, offs)
-    _check(raised, InvalidArgumentError, ValueError, shown)
+    check_raised(raised, InvalidArgumentError, ValueError, shown)
     if field != "offs":
         with pytest.raises(ValueError) as raised:
             m.get_columns(data, ks, kl)
-        _check(raised, InvalidArgumentError, ValueError, shown)
+        check_raised(raised, InvalidArgumentError, ValueError, shown)
 
 
 def test_full_map_keeps_its_class(impl):
