@@ -51,7 +51,8 @@ from ..records import RecordColumns, decode_columns, decode_headers
 from ..records.default_records import CONTROL_MASK, ENTRY_MAGIC_OFFSET
 from ..records.default_records import HEADER_SIZE as HEADER_BYTES
 from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
-from ..storage.segment import CORRUPT, SegmentReader, SegmentWalk
+from ..storage.index_file import read_offset_index, read_time_index
+from ..storage.segment import CORRUPT, LOG_SUFFIX, SWAP_SUFFIX, SegmentReader, SegmentWalk
 from .replicas import choose_replicas
 
 __all__ = [
@@ -108,10 +109,6 @@ DEFAULT_BATCH_ROWS = 65536
 EARLIEST = -2
 LATEST = -1
 
-_LOG = ".log"
-_SWAP = ".swap"
-_INDEX = ".index"
-_TIME_INDEX = ".timeindex"
 _MIN_CHUNK = 1 << 20
 _MAX_CHUNK = 64 << 20
 _OPEN_RETRIES = 100  # segments renamed between a listing and an open (compaction, retention)
@@ -370,9 +367,9 @@ def _list_segments(directory: str) -> List[_Segment]:
     segments: Dict[int, str] = {}
     swaps: Dict[int, str] = {}
     for name in _listdir(directory, "partition directory"):
-        if name.endswith(_LOG):
+        if name.endswith(LOG_SUFFIX):
             target = segments
-        elif name.endswith(_LOG + _SWAP):
+        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
             target = swaps
         else:
             continue
@@ -382,70 +379,6 @@ def _list_segments(directory: str) -> List[_Segment]:
     for base, path in swaps.items():
         segments.setdefault(base, path)
     return [_Segment(b, segments[b]) for b in sorted(segments)]
-
-
-def _index_path(segment: _Segment) -> str:
-    prefix, _, suffix = segment.path.rpartition(_LOG)
-    return prefix + _INDEX + suffix
-
-
-def _read_entries(path: str, entry_size: int) -> bytes:
-    """The entries of an index file up to its zero-filled tail (b"" when it cannot be read).
-
-    The active segment's indexes are preallocated (10 MiB by default) and
-    zero past their entries: reading stops at the first all-zero entry after
-    the first, in reads that double from 64 KiB, so a read costs about what
-    the entries take.
-    """
-    try:
-        f = open(path, "rb")
-    except OSError:
-        return b""
-    pieces: List[bytes] = []
-    want = 64 * 1024 // entry_size * entry_size
-    with f:
-        while True:
-            try:
-                piece = f.read(want)
-            except OSError:
-                break
-            piece = piece[:len(piece) // entry_size * entry_size]
-            if not piece:
-                break
-            rows = np.asarray(np.frombuffer(piece, np.uint8).reshape(-1, entry_size).any(axis=1))
-            first = 1 if not pieces else 0  # an index's first entry may be all zeros (offset 0 at position 0)
-            zero = np.flatnonzero(~rows[first:])
-            if zero.size:
-                pieces.append(piece[:(int(zero[0]) + first) * entry_size])
-                break
-            pieces.append(piece)
-            want = min(want * 2, 16 << 20)
-    return b"".join(pieces)
-
-
-def _read_index(segment: _Segment, log_size: int) -> Tuple[np.ndarray, np.ndarray]:
-    """(absolute offsets, positions) of a segment's offset index: its trustworthy entries only.
-
-    Read with plain reads (never mapped: the broker may trim the file under
-    us). The active segment's index is preallocated and zero-filled past its
-    entries, and after a crash any index may be stale, so entries count only
-    while offsets and positions strictly increase and positions lie inside
-    the log file as sized by the caller. An entry ``(offset, position)``
-    says the batch at ``position`` ends with ``offset``.
-    """
-    raw = _read_entries(_index_path(segment), 8)
-    n = len(raw) // 8
-    if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    entries = np.frombuffer(raw, dtype=">i4", count=2 * n).reshape(n, 2).astype(np.int64)
-    rel, pos = entries[:, 0], entries[:, 1]
-    bad = np.flatnonzero((np.diff(rel) <= 0) | (np.diff(pos) <= 0))
-    if bad.size:
-        n = int(bad[0]) + 1
-    if rel[0] < 0 or pos[0] < 0:
-        n = 0
-    n = int(np.searchsorted(pos[:n], log_size, side="left"))  # positions past the sized file do not count
-    return segment.base + rel[:n], pos[:n].copy()
 
 
 def _start_position(reader: SegmentReader, offsets: np.ndarray, positions: np.ndarray, target: int, size: int,
@@ -485,7 +418,7 @@ def _segment_end(segment: _Segment) -> Optional[int]:
     except FileNotFoundError:
         return None
     with reader:
-        offsets, positions = _read_index(segment, reader.size)
+        offsets, positions = read_offset_index(segment.path, segment.base, reader.size)
         position = _start_position(reader, offsets, positions, 2**62, reader.size, skip_older=False)
         last = None
         # The walk stops before a batch still being written, or a preallocated file's zero tail.
@@ -497,33 +430,6 @@ def _segment_end(segment: _Segment) -> Optional[int]:
         else:
             _check_stop(reader, walk, segment)
         return None if last is None else last + 1
-
-
-def _read_time_index(segment: _Segment, last_offset: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:
-    """(timestamps, absolute offsets) of a segment's time index: its trustworthy entries only.
-
-    An entry ``(timestamp, offset)`` says every record of the segment at or
-    below ``offset`` has a timestamp at or below ``timestamp`` (the largest
-    timestamp so far when it was written). Entries count while timestamps and
-    offsets increase (the active segment's file is preallocated and zero-filled
-    past them), and only up to ``last_offset`` when it is known.
-    """
-    prefix, _, suffix = segment.path.rpartition(_LOG)
-    raw = _read_entries(prefix + _TIME_INDEX + suffix, 12)
-    n = len(raw) // 12
-    if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    entries = np.frombuffer(raw, dtype=np.dtype([("ts", ">i8"), ("rel", ">i4")]), count=n)
-    ts, rel = entries["ts"].astype(np.int64), entries["rel"].astype(np.int64)
-    bad = np.flatnonzero((np.diff(ts) <= 0) | (np.diff(rel) < 0))
-    if bad.size:
-        n = int(bad[0]) + 1
-    if rel[0] < 0:
-        n = 0
-    offsets = segment.base + rel[:n]
-    if last_offset is not None:
-        n = int(np.searchsorted(offsets, last_offset, side="right"))
-    return ts[:n].copy(), offsets[:n].copy()
 
 
 def offset_for_time(directory: str, timestamp: int, start: int = 0, end: Optional[int] = None,
@@ -566,10 +472,10 @@ def _segment_offset_for_time(reader: SegmentReader, segment: _Segment, following
     """:func:`offset_for_time` in one segment: the offset, None to go on to the next segment, -1 when
     the range ends here with no record at or after ``timestamp``."""
     size = reader.size
-    times, time_offsets = _read_time_index(segment, None if following is None else following - 1)
+    times, time_offsets = read_time_index(segment.path, segment.base, None if following is None else following - 1)
     k = int(np.searchsorted(times, timestamp, side="left")) - 1  # the last entry older than the target
     scan_from = start if k < 0 else max(start, int(time_offsets[k]) + 1)
-    offsets, positions = _read_index(segment, size)
+    offsets, positions = read_offset_index(segment.path, segment.base, size)
     position = _start_position(reader, offsets, positions, scan_from, size)
     for header in reader.headers(position):
         if header.last_offset < scan_from:
@@ -879,7 +785,7 @@ def _cut_points(directory: str, start: int, end: int, max_bytes: int) -> Tuple[L
         cand_off.append(np.array([seg.base], np.int64))
         cand_pos.append(np.array([total], np.int64))
         if size > max_bytes:
-            offsets, positions = _read_index(seg, size)
+            offsets, positions = read_offset_index(seg.path, seg.base, size)
             cand_off.append(offsets + 1)
             cand_pos.append(positions + total)
         total += size
@@ -1245,7 +1151,7 @@ def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int
     CRCs are checked as the columns are decoded.
     """
     size = reader.size
-    offsets, positions = _read_index(segment, size)
+    offsets, positions = read_offset_index(segment.path, segment.base, size)
     position = _start_position(reader, offsets, positions, start, size)
     limit = _end_position(reader, offsets, positions, end, size)
     if headers_only:

@@ -22,6 +22,7 @@ from pylogq import Broker, Consumer, records  # noqa: E402
 from pylogq.client.consumer import TopicPartition  # noqa: E402
 from pylogq.errors import OffsetOutOfRangeError, PylogqError, UnknownTopicOrPartitionError  # noqa: E402
 from pylogq.records.legacy import LegacyRecordBatchBuilder, assign_offsets_legacy  # noqa: E402
+from pylogq.storage.index_file import read_offset_index  # noqa: E402
 from pylogq.spark import splits as sp  # noqa: E402
 from pylogq.spark.splits import (  # noqa: E402
     ARROW_SCHEMA,
@@ -368,7 +369,7 @@ def test_a_split_starting_mid_segment_seeks_through_the_index(logs: Any, monkeyp
     start, end = rows[len(rows) // 3][0], rows[len(rows) // 2][0]
     # A start just past an index entry: the entry's batch ends before it.
     segment = sp._list_segments(split.directory)[2]
-    entries, _ = sp._read_index(segment, os.path.getsize(segment.path))
+    entries, _ = read_offset_index(segment.path, segment.base, os.path.getsize(segment.path))
     assert len(entries) and start < int(entries[0]) + 1 < end
     start = int(entries[0]) + 1
     real = sp._start_position

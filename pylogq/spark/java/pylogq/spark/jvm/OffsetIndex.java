@@ -8,13 +8,13 @@ import java.nio.file.Paths;
 import java.util.Arrays;
 
 /**
- * A segment's offset index, its trustworthy entries only: the JVM twin of the Python reader's
- * {@code _read_index}; and the one lookup the reader makes in a time index ({@link #firstOffsetFrom}).
+ * A segment's offset index, its trustworthy entries only: the JVM twin of
+ * {@code pylogq.storage.index_file.read_offset_index}; and the one lookup the reader makes in a time index ({@link #firstOffsetFrom}).
  *
  * <p>Read with plain reads (never mapped: the broker may trim the file under us). The active
  * segment's index is preallocated and zero past its entries, and after a crash any index may
- * be stale, so entries count only while offsets and positions strictly increase and positions
- * lie inside the log file as sized by the caller. An entry {@code (offset, position)} says the
+ * be stale, so entries count only while offsets strictly increase, positions never go back (the
+ * rules of the broker's own index sanity check) and positions lie inside the log file as sized by the caller. An entry {@code (offset, position)} says the
  * batch at {@code position} ends with {@code offset}.
  */
 final class OffsetIndex {
@@ -63,7 +63,7 @@ final class OffsetIndex {
         for (int i = 0; i < n; i++) {
             int rel = readInt(raw, 8 * i);
             int pos = readInt(raw, 8 * i + 4);
-            if (i == 0 ? rel < 0 || pos < 0 : rel <= lastRel || pos <= lastPos) {
+            if (i == 0 ? rel < 0 || pos < 0 : rel <= lastRel || pos < lastPos) {
                 break;
             }
             if (pos >= logSize) {
@@ -85,8 +85,8 @@ final class OffsetIndex {
      * whose timestamp is below it. An entry {@code (timestamp, offset)}
      * says every record of the segment at or below {@code offset} has a timestamp at or below
      * {@code timestamp}. Entries count while timestamps increase and offsets do not go back (the
-     * active segment's file is preallocated and zero past them), as the Python reader's
-     * {@code _read_time_index} counts them.
+     * active segment's file is preallocated and zero past them), as
+     * {@code pylogq.storage.index_file.read_time_index} counts them.
      */
     static long firstOffsetFrom(SegmentWalk.Segment segment, long timestamp) {
         byte[] raw = entries(beside(segment, ".timeindex"), 12);
