@@ -69,7 +69,7 @@ __all__ = [
     "BufferExhaustedError", "NoOffsetForPartitionError", "UnsupportedCodecError", "ConfigError",
     "InvalidArgumentError", "InvalidArgumentTypeError",
     "IllegalStateError", "ProtocolError", "ScramError", "OffsetMapFullError", "IndexFullError",
-    "InvalidIndexEntryError", "IndexClosedError", "CorruptCheckpointError", "LogDirInUseError",
+    "InvalidIndexEntryError", "IndexClosedError", "LogClosedError", "CorruptCheckpointError", "LogDirInUseError",
     "CorruptMetadataError", "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError",
     "CommitFailedError", "CommandError", "DumpError", "DataLossError", "JvmReaderUnavailable", "MetadataStoreError",
     "NoNodeError", "NodeExistsError", "BadVersionError", "NotEmptyError", "NoChildrenForEphemeralsError",
@@ -1029,6 +1029,13 @@ class IndexFullError(PylogqError, ValueError):
 
 class InvalidIndexEntryError(PylogqError, ValueError):
     """An entry that would break the index's order or does not fit its 32-bit fields."""
+
+
+class LogClosedError(PylogqError, ValueError):
+    """An operation on a log or a log manager after ``close()``.
+
+    A ValueError too, as a closed file's is.
+    """
 
 
 class IndexClosedError(PylogqError, ValueError):

@@ -23,7 +23,7 @@ import sys
 import time
 
 from pylogq.errors import (CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, InvalidRecordError,
-                           RecordProblem)
+                           IllegalStateError, RecordProblem)
 
 cdef extern from "crc.h":
     uint32_t pylogq_crc32c(uint32_t crc, const void *buf, size_t len) nogil
@@ -627,7 +627,7 @@ cdef class RecordBatchBuilder:
         cdef uint8_t *p
         cdef list hparts = None
         if self._built:
-            raise ValueError("this batch was already built")
+            raise IllegalStateError("this batch was already built")
         if offset <= self._last_delta or offset > INT32_MAX:
             raise InvalidArgumentError("offset delta %d must be above the previous one (%d) and fit 32 bits"
                              % (offset, self._last_delta))
@@ -710,7 +710,7 @@ cdef class RecordBatchBuilder:
 
     def build(self):
         if self._built:
-            raise ValueError("this batch was already built")
+            raise IllegalStateError("this batch was already built")
         self._built = True
         cdef int attributes = self.compression_type
         cdef uint8_t *p

@@ -39,6 +39,7 @@ import logging
 import threading
 import time
 from typing import Callable, Dict, Generic, Hashable, Iterable, List, Optional, Set, Tuple, TypeVar
+from ..errors import IllegalStateError
 
 __all__ = ["DelayedCall", "DelayedOperation", "DelayedOperationPurgatory", "Tapped", "TimedTask", "Timer"]
 
@@ -199,7 +200,7 @@ class DelayedCall(DelayedOperation, Generic[_T]):
         if self.error is not None:
             raise self.error
         if self._answer is None:
-            raise RuntimeError("the operation has not completed")
+            raise IllegalStateError("the operation has not completed")
         return self._answer
 
 
@@ -245,7 +246,7 @@ class Timer:
             return
         with self._cond:
             if self._closed:
-                raise RuntimeError("the timer is closed")
+                raise IllegalStateError("the timer is closed")
             first = not self._heap or op.deadline < self._heap[0][0]
             heapq.heappush(self._heap, (op.deadline, next(self._sequence), op))
             if len(self._heap) > 1024 and len(self._heap) & 1023 == 0:

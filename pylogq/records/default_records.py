@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Uni
 
 from ..errors import (
     CorruptRecordError,
+    IllegalStateError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     InvalidRecordError,
@@ -338,7 +339,7 @@ class RecordBatchBuilder:
         headers: Optional[Sequence[Header]] = None,
     ) -> int:
         if self._built:
-            raise ValueError("this batch was already built")
+            raise IllegalStateError("this batch was already built")
         if type(offset) is not int:
             raise InvalidArgumentTypeError("offset must be int, not %s" % type(offset).__name__)
         if offset <= self._last_offset_delta or offset > INT32_MAX:
@@ -395,7 +396,7 @@ class RecordBatchBuilder:
 
     def build(self) -> bytearray:
         if self._built:
-            raise ValueError("this batch was already built")
+            raise IllegalStateError("this batch was already built")
         self._built = True
         buf = self._buffer
         attributes = self.compression_type

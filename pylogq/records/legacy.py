@@ -789,7 +789,7 @@ def assign_offsets_legacy(
                 replacement = _rewrap(msg, data, first_inner, last, log_append_time)
                 rebuild = True
         if last > INT64_MAX:
-            raise ValueError("offsets from %d overflow int64 at the message at byte %d" % (base_offset, msg.position))
+            raise InvalidArgumentError("offsets from %d overflow int64 at the message at byte %d" % (base_offset, msg.position))
         plan.append((msg, last, replacement))
         next_offset = last + 1
     view = _as_view(buffer)

@@ -33,6 +33,7 @@ from typing import List, Sequence, Tuple, Union, cast
 
 from ..cluster.contract import FetchResult, RecordBytes
 from .connection import Part, Region
+from ..errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = ["frame_fetch_response", "TopicKey"]
 
@@ -94,7 +95,7 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
     session before v7, ...) are left out.
     """
     if not 0 <= version <= MAX_VERSION:
-        raise ValueError("frame_fetch_response covers Fetch v0-v%d, not v%d" % (MAX_VERSION, version))
+        raise InvalidArgumentError("frame_fetch_response covers Fetch v0-v%d, not v%d" % (MAX_VERSION, version))
     flexible = version >= FIRST_FLEXIBLE
     by_id = version >= FIRST_TOPIC_ID
     parts: List[Part] = []
@@ -116,11 +117,11 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
     for key, partitions in topics:
         if by_id:
             if not isinstance(key, uuid.UUID):
-                raise TypeError("Fetch v%d names topics by id (a uuid.UUID), not %r" % (version, key))
+                raise InvalidArgumentTypeError("Fetch v%d names topics by id (a uuid.UUID), not %r" % (version, key))
             buf += key.bytes
         else:
             if not isinstance(key, str):
-                raise TypeError("Fetch v%d names topics by name (a str), not %r" % (version, key))
+                raise InvalidArgumentTypeError("Fetch v%d names topics by name (a str), not %r" % (version, key))
             encoded = key.encode("utf-8")
             buf += _uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
             buf += encoded

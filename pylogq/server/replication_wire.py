@@ -36,6 +36,7 @@ from ..cluster.contract import (
 from ..protocol import message_data as msg
 from .fetch import FIRST_TOPIC_ID, TopicKey
 from .handler_base import text_of, uuid_of
+from ..errors import InvalidArgumentError
 
 __all__ = [
     "SECURITY_PROTOCOLS", "SECURITY_PROTOCOL_IDS", "ReplicaFetch", "Errors",
@@ -384,7 +385,7 @@ Order = List[Tuple[TopicKey, Optional[str], List[int]]]
 def encode_replica_fetch(fetch: ReplicaFetch, version: int) -> msg.FetchRequest:
     """A follower's Fetch request body: a full fetch (no session), topics by name (below v13)."""
     if version >= FIRST_TOPIC_ID:
-        raise ValueError("a follower's Fetch names topics, before v%d" % FIRST_TOPIC_ID)
+        raise InvalidArgumentError("a follower's Fetch names topics, before v%d" % FIRST_TOPIC_ID)
     by_topic = _grouped([(p.topic, msg.FetchRequest.FetchPartition(
         partition=p.partition, current_leader_epoch=p.current_leader_epoch, fetch_offset=p.fetch_offset,
         last_fetched_epoch=-1, log_start_offset=p.log_start_offset, partition_max_bytes=p.max_bytes))

@@ -44,7 +44,7 @@ from typing import (
 
 from ..cluster.contract import BrokerEndpoint, ServedBroker
 from ..cluster.delayed import DelayedCall
-from ..errors import ConfigError
+from ..errors import ConfigError, IllegalStateError
 from ..metrics import MetricsRegistry
 from ..protocol import ApiKey
 from .config import JAAS_KEY, ServerConfig, parse_connection_overrides
@@ -479,7 +479,7 @@ class KafkaServer:
     def run_coroutine(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run a coroutine on the server's loop from another thread; -> its result."""
         if self._loop is None:
-            raise RuntimeError("server not started")
+            raise IllegalStateError("server not started")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
 

@@ -46,7 +46,14 @@ from operator import index as _int
 from typing import Any, List, Optional, Tuple, TypeVar, Union
 
 
-from ..errors import CorruptIndexError, IndexClosedError, IndexFullError, InvalidArgumentError, InvalidIndexEntryError
+from ..errors import (
+    CorruptIndexError,
+    IllegalStateError,
+    IndexClosedError,
+    IndexFullError,
+    InvalidArgumentError,
+    InvalidIndexEntryError,
+)
 from . import index_search
 from .file_cache import LazyFile, open_files
 from .index_search import (
@@ -341,12 +348,12 @@ class _Index:
     def _check_writable(self) -> None:
         self._check_open()
         if not self._writable:
-            raise ValueError("%s index %s is open read-only" % (self.kind, self._path))
+            raise IllegalStateError("%s index %s is open read-only" % (self.kind, self._path))
 
     def _resize_locked(self, new_size: int) -> bool:
         new_size = max(0, new_size) // self.entry_size * self.entry_size
         if new_size < self._entries * self.entry_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "cannot resize %s index %s to %d bytes: its %d entries need %d"
                 % (self.kind, self._path, new_size, self._entries, self._entries * self.entry_size)
             )

@@ -36,7 +36,14 @@ import time
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import records
-from ..errors import CorruptRecordError, InvalidArgumentError, KafkaStorageError, OffsetOutOfRangeError, RecordProblem
+from ..errors import (
+    CorruptRecordError,
+    InvalidArgumentError,
+    KafkaStorageError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordProblem,
+)
 from ..records import AppendResult, BatchHeader
 from ..records.legacy import is_legacy
 from ..records.upconvert import up_convert
@@ -748,7 +755,7 @@ class Log:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ValueError("log %s is closed" % self.directory)
+            raise LogClosedError("log %s is closed" % self.directory)
 
     def close(self, flush: bool = True) -> None:
         """Flush everything, trim the indexes and close the files (no recovery needed next time).

@@ -29,7 +29,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from ..errors import ConfigError, CorruptCheckpointError, LogDirInUseError
+from ..errors import ConfigError, CorruptCheckpointError, IllegalStateError, LogClosedError, LogDirInUseError
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOCK_FILE,
@@ -402,7 +402,7 @@ class LogManager:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ValueError("log manager for %s is closed" % ", ".join(d.path for d in self._dirs))
+            raise LogClosedError("log manager for %s is closed" % ", ".join(d.path for d in self._dirs))
 
     def close(self) -> None:
         """Stop background work, flush and close every log, write checkpoints and the
@@ -464,7 +464,7 @@ class LogManager:
                 manager, count = cls(config=LogManagerConfig(log_dirs=[parent]), load_all=False), 0
             loaded = manager._logs.get((topic, partition))
             if loaded is not None and not loaded.closed:
-                raise ValueError("log %s is already open in this process" % path)
+                raise IllegalStateError("log %s is already open in this process" % path)
             if loaded is not None:  # closed earlier while the manager served other logs
                 manager._logs.pop((topic, partition))
                 manager._log_dir_of.pop((topic, partition), None)

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
+from ..errors import IllegalStateError
 
 __all__ = ["Scheduler"]
 
@@ -36,7 +37,7 @@ class Scheduler:
         """Run ``fn`` after ``delay`` seconds, then every ``period`` seconds if given."""
         with self._cond:
             if self._stopped:
-                raise RuntimeError("scheduler %s is shut down" % self._name)
+                raise IllegalStateError("scheduler %s is shut down" % self._name)
             heapq.heappush(self._queue, (time.monotonic() + delay, next(self._seq), fn, period, name))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)

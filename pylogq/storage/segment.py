@@ -37,7 +37,7 @@ import time
 from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
 
-from ..errors import InvalidArgumentError, OffsetOutOfRangeError, RecordProblem
+from ..errors import IllegalStateError, InvalidArgumentError, OffsetOutOfRangeError, RecordProblem
 from ..records import BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
 from ..records.default_records import ENTRY_HEAD, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
@@ -141,7 +141,7 @@ class FileRegion:
 
     def fileno(self) -> int:
         if self.file is None:
-            raise ValueError("an empty region of segment %d has no file" % self.segment_base_offset)
+            raise IllegalStateError("an empty region of segment %d has no file" % self.segment_base_offset)
         return self.file.fileno()
 
     def read(self) -> bytes:
@@ -919,7 +919,7 @@ class LogSegment:
         """Rename the three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
         def swap(path: str) -> str:
             if not path.endswith(old):
-                raise ValueError("%s does not end with %r" % (path, old))
+                raise InvalidArgumentError("%s does not end with %r" % (path, old))
             return path[: len(path) - len(old)] + new if old else path + new
 
         new_log = swap(self.log_path)

@@ -10,6 +10,7 @@ from pylogq import records
 from pylogq.cluster.state.partition import Partition
 from pylogq.errors import (
     CorruptRecordError,
+    IllegalStateError,
     InvalidProducerEpochError,
     InvalidRequiredAcksError,
     NotLeaderOrFollowerError,
@@ -143,7 +144,7 @@ def test_leader_epoch_is_stamped_and_cannot_go_back(part):
     part.append(batch(1))
     data = part.read(0, 1 << 20).read()
     assert records.RecordBatch(data).partition_leader_epoch == 3
-    with pytest.raises(ValueError, match="from 3 to 2"):
+    with pytest.raises(IllegalStateError, match="from 3 to 2"):
         part.leader_epoch = 2
     assert part.leader_epoch == 3
 

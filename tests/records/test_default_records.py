@@ -22,7 +22,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
 from tests.conftest import IMPLEMENTATIONS
 from pylogq import records
-from pylogq.errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
+from pylogq.errors import CorruptRecordError, IllegalStateError, InvalidRecordError, UnsupportedCodecError
 from pylogq.records import codecs, default_records
 
 CODECS = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
@@ -281,9 +281,9 @@ def test_builder_is_spent_after_build(impl):
     builder = impl.RecordBatchBuilder()
     builder.append(0, TS, None, b"a")
     builder.build()
-    with pytest.raises(ValueError, match="already built"):
+    with pytest.raises(IllegalStateError, match="already built"):
         builder.build()
-    with pytest.raises(ValueError, match="already built"):
+    with pytest.raises(IllegalStateError, match="already built"):
         builder.append(1, TS, None, b"b")
 
 

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -112,8 +112,9 @@ def check_segments(log: Log) -> None:
 class _Lines:
     """Lines from a child's stdout, read with deadlines (select), never blocking past them."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen, stderr: Any) -> None:
         self.proc = proc
+        self.stderr = stderr  # the file the child's stderr goes to
         self.fd = proc.stdout.fileno()
         self.buffer = b""
         self.lines: List[str] = []
@@ -137,7 +138,7 @@ class _Lines:
         while not self.lines:
             if self.eof:
                 raise AssertionError("child exited (rc=%s) before printing a line; stderr: %s"
-                                     % (self.proc.poll(), _stderr(self.proc)))
+                                     % (self.proc.poll(), _stderr(self.stderr)))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError("child printed nothing for %.0f s" % timeout)
@@ -159,9 +160,10 @@ class _Lines:
         return lines
 
 
-def _stderr(proc: subprocess.Popen) -> str:
-    proc.stderr.seek(0)
-    return proc.stderr.read().decode(errors="replace")[-2000:]
+def _stderr(file: Any) -> str:
+    file.flush()
+    file.seek(0)
+    return file.read().decode(errors="replace")[-2000:]
 
 
 def _spawn(root: str, seed: int, stderr) -> Tuple[subprocess.Popen, _Lines]:
@@ -169,7 +171,7 @@ def _spawn(root: str, seed: int, stderr) -> Tuple[subprocess.Popen, _Lines]:
         [sys.executable, CHILD, root, str(seed)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=REPO,
     )
-    return proc, _Lines(proc)
+    return proc, _Lines(proc, stderr)
 
 
 def _acks(lines: List[str]) -> List[Tuple[int, int]]:

@@ -21,6 +21,7 @@ from pylogq import _speedups
 from pylogq.errors import (
     CorruptIndexError,
     CorruptRecordError,
+    IllegalStateError,
     IndexClosedError,
     IndexFullError,
     InvalidIndexEntryError,
@@ -539,7 +540,7 @@ def test_read_only_open_never_changes_the_file(impl, tmp_path):
         lambda: ro.resize(8000),
         ro.reset,
     ):
-        with pytest.raises(ValueError, match="read-only"):
+        with pytest.raises(IllegalStateError, match="read-only"):
             call()
     ro.flush()
     ro.close()

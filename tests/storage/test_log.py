@@ -11,6 +11,7 @@ import pytest
 from pylogq import records
 from pylogq.errors import (
     CorruptRecordError,
+    IllegalStateError,
     InvalidTimestampError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -423,7 +424,7 @@ def test_standalone_logs_share_a_parent(tmp_path):
     b = Log.open(str(tmp_path / "b-0"))
     a.append(batch(3))
     b.append(batch(4))
-    with pytest.raises(ValueError, match="already open"):
+    with pytest.raises(IllegalStateError, match="already open"):
         Log.open(str(tmp_path / "a-0"))
     a.close()
     assert not os.path.exists(str(tmp_path / ".kafka_cleanshutdown"))

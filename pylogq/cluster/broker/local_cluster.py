@@ -66,6 +66,7 @@ from ..contract import (
 from ..coordinator.group.offsets_topic import OFFSETS_TOPIC
 from ..zk.memory_store import InMemoryStoreClient, InMemoryZooKeeper
 from .broker import Broker
+from ...errors import InvalidArgumentError
 
 __all__ = ["BrokerGate", "Cluster", "InProcessInterBrokerClient", "INTER_BROKER_TIMEOUT_S",
            "NetworkInterBrokerClient"]
@@ -304,7 +305,7 @@ class Cluster:
         other directly. ``inter_broker_timeout_s``: how long a request to a
         frozen broker waits for it (beyond its own wait) before it fails."""
         if n_brokers < 1:
-            raise ValueError("a cluster has at least one broker, got %d" % n_brokers)
+            raise InvalidArgumentError("a cluster has at least one broker, got %d" % n_brokers)
         self.data_dir = os.path.abspath(data_dir)
         self.n_brokers = n_brokers
         self.network = network

@@ -39,6 +39,8 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...errors import (
+    IllegalStateError,
+    InvalidArgumentError,
     InvalidRequiredAcksError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -185,7 +187,7 @@ class Partition:
     def leader_epoch(self, epoch: int) -> None:
         with self._lock:
             if epoch < self._leader_epoch:
-                raise ValueError("leader epoch cannot go back from %d to %d" % (self._leader_epoch, epoch))
+                raise IllegalStateError("leader epoch cannot go back from %d to %d" % (self._leader_epoch, epoch))
             self._leader_epoch = epoch
 
     @property
@@ -304,7 +306,7 @@ class Partition:
 
     def _set_state(self, state: LeaderAndIsrPartition) -> None:
         if state.leader_epoch < self._leader_epoch:
-            raise ValueError("leader epoch of %s-%d cannot go back from %d to %d"
+            raise IllegalStateError("leader epoch of %s-%d cannot go back from %d to %d"
                              % (self.topic, self.index, self._leader_epoch, state.leader_epoch))
         self._assignment = tuple(state.replicas)
         self._isr = tuple(state.isr)
@@ -347,7 +349,7 @@ class Partition:
             raise InvalidRequiredAcksError(
                 "required_acks must be 0, 1 or -1 (all in-sync replicas), got %r" % (required_acks,))
         if origin not in ORIGINS:
-            raise ValueError("origin must be one of %s, got %r" % (", ".join(ORIGINS), origin))
+            raise InvalidArgumentError("origin must be one of %s, got %r" % (", ".join(ORIGINS), origin))
         buffer = bytearray(data)  # Log.append patches offsets into it in place
         with self._lock:
             self._check_open()
@@ -614,7 +616,7 @@ class Partition:
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return None
         if timestamp < 0:
-            raise ValueError("timestamp must be -1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest "
+            raise InvalidArgumentError("timestamp must be -1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest "
                              "local), -5 (latest tiered) or a time in ms, got %d" % timestamp)
         found = self.log.offset_for_timestamp(timestamp)
         if found is None or found[0] >= hw:
@@ -694,4 +696,4 @@ class Partition:
 
 def _check_isolation(level: str) -> None:
     if level not in ISOLATION_LEVELS:
-        raise ValueError("isolation_level must be 'read_uncommitted' or 'read_committed', got %r" % (level,))
+        raise InvalidArgumentError("isolation_level must be 'read_uncommitted' or 'read_committed', got %r" % (level,))

@@ -36,11 +36,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ...errors import (
     BadVersionError,
     ConfigError,
+    InvalidArgumentTypeError,
     InvalidPathError,
     MetadataStoreError,
     NoChildrenForEphemeralsError,
-    NodeExistsError,
     NoNodeError,
+    NodeExistsError,
     NotEmptyError,
     SessionExpiredError,
     StoreConnectionError,
@@ -375,7 +376,7 @@ class ZooKeeperStore:
         transaction = self._client.transaction()
         for op in ops:
             if not isinstance(op, (CheckOp, CreateOp, SetOp, DeleteOp)):
-                raise TypeError("not a multi operation: %r" % (op,))
+                raise InvalidArgumentTypeError("not a multi operation: %r" % (op,))
             validate_path(op.path)
             if isinstance(op, CheckOp):
                 transaction.check(op.path, op.version)

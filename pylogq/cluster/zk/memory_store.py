@@ -55,10 +55,11 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, 
 from ...errors import (
     BadVersionError,
     ConfigError,
+    InvalidArgumentTypeError,
     InvalidPathError,
     NoChildrenForEphemeralsError,
-    NodeExistsError,
     NoNodeError,
+    NodeExistsError,
     NotEmptyError,
     SessionExpiredError,
     StoreConnectionError,
@@ -810,7 +811,7 @@ class InMemoryStoreClient:
     def multi(self, ops: Sequence[Op]) -> List[object]:
         for op in ops:
             if not isinstance(op, (CheckOp, CreateOp, SetOp, DeleteOp)):
-                raise TypeError("not a multi operation: %r" % (op,))
+                raise InvalidArgumentTypeError("not a multi operation: %r" % (op,))
             validate_path(op.path)
             if isinstance(op, (CreateOp, SetOp)):
                 validate_data(op.data)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Callable, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
 
-from ...errors import InvalidPathError
+from ...errors import InvalidArgumentTypeError, InvalidPathError
 
 __all__ = [
     "CONNECTED", "SUSPENDED", "EXPIRED", "SESSION_STATES",
@@ -259,7 +259,7 @@ def validate_path(path: str, sequential: bool = False) -> None:
 def validate_data(data: bytes) -> None:
     """Raise TypeError unless ``data`` is bytes (a znode holds bytes; encoding is the caller's)."""
     if not isinstance(data, bytes):
-        raise TypeError("znode data must be bytes, not %s" % type(data).__name__)
+        raise InvalidArgumentTypeError("znode data must be bytes, not %s" % type(data).__name__)
 
 
 def parent_of(path: str) -> str:

@@ -48,6 +48,7 @@ from ....errors import (
     FencedInstanceIdError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
+    InvalidArgumentError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     MemberIdRequiredError,
@@ -140,9 +141,9 @@ class GroupCoordinator:
         timer: Optional[Timer] = None,
     ) -> None:
         if num_partitions <= 0:
-            raise ValueError("num_partitions must be positive, got %r" % (num_partitions,))
+            raise InvalidArgumentError("num_partitions must be positive, got %r" % (num_partitions,))
         if initial_rebalance_delay_ms < 0:
-            raise ValueError("initial_rebalance_delay_ms must be >= 0, got %r" % (initial_rebalance_delay_ms,))
+            raise InvalidArgumentError("initial_rebalance_delay_ms must be >= 0, got %r" % (initial_rebalance_delay_ms,))
         #: The groups, the partitions served and their storage (lock held for every call).
         self.metadata = GroupMetadataManager(append, read_all, num_partitions)
         self.num_partitions = num_partitions

@@ -23,6 +23,7 @@ from ....errors import (
     BrokerError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    InvalidArgumentError,
     InvalidCommitOffsetSizeError,
     InvalidFetchSizeError,
     KafkaStorageError,
@@ -82,7 +83,7 @@ class GroupMetadataManager:
     def __init__(self, append: Callable[[int, bytes], None], read_all: Callable[[int], Iterable[StorageRecord]],
                  num_partitions: int) -> None:
         if num_partitions <= 0:
-            raise ValueError("num_partitions must be positive, got %r" % (num_partitions,))
+            raise InvalidArgumentError("num_partitions must be positive, got %r" % (num_partitions,))
         self._append = append
         self._read_all = read_all
         self.num_partitions = num_partitions

@@ -56,7 +56,7 @@ from __future__ import annotations
 import struct
 from typing import List, NamedTuple, Optional, Tuple, Union
 
-from ....errors import CorruptRecordError
+from ....errors import CorruptRecordError, InvalidArgumentError
 from ...partitioner import java_string_hash
 
 __all__ = [
@@ -144,7 +144,7 @@ class GroupMetadataValue(NamedTuple):
 def partition_for_group(group_id: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition that holds ``group_id`` (Kafka's ``partitionFor``)."""
     if num_partitions <= 0:
-        raise ValueError("num_partitions must be positive, got %r" % (num_partitions,))
+        raise InvalidArgumentError("num_partitions must be positive, got %r" % (num_partitions,))
     h = java_string_hash(group_id)
     # Kafka's Utils.abs: Integer.MIN_VALUE has no positive twin and maps to 0.
     return (0 if h == -0x80000000 else abs(h)) % num_partitions
@@ -156,7 +156,7 @@ def partition_for_group(group_id: str, num_partitions: int) -> int:
 def _put_string(out: bytearray, s: str, what: str) -> None:
     data = s.encode("utf-8")
     if len(data) > 0x7FFF:
-        raise ValueError("%s is %d bytes long, the limit is 32767" % (what, len(data)))
+        raise InvalidArgumentError("%s is %d bytes long, the limit is 32767" % (what, len(data)))
     out += _I16.pack(len(data))
     out += data
 
