@@ -29,12 +29,11 @@ from .index_search import (
     offset_index_disorder,
     time_index_disorder,
 )
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from .segment import index_paths
 
 __all__ = [
     "OFFSET_ENTRY_DTYPE",
     "TIME_ENTRY_DTYPE",
-    "index_paths",
     "read_live_entries",
     "read_offset_index",
     "read_time_index",
@@ -47,13 +46,6 @@ TIME_ENTRY_DTYPE = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
 
 _FIRST_READ = 64 * 1024
 _LARGEST_READ = 16 << 20
-_EMPTY = np.empty(0, np.int64)
-
-
-def index_paths(log_path: str) -> Tuple[str, str]:
-    """The offset and time index files of a segment's log file (a ``.log.swap`` one included)."""
-    prefix, _, suffix = log_path.rpartition(LOG_SUFFIX)
-    return prefix + INDEX_SUFFIX + suffix, prefix + TIME_INDEX_SUFFIX + suffix
 
 
 def read_live_entries(path: str, entry_size: int) -> bytes:
@@ -113,7 +105,7 @@ def read_offset_index(log_path: str, base_offset: int, log_size: int) -> Tuple[n
     raw = read_live_entries(index_paths(log_path)[0], OFFSET_ENTRY_SIZE)
     n = _sound_entries(offset_index_disorder, raw, len(raw) // OFFSET_ENTRY_SIZE)
     if not n:
-        return _EMPTY, _EMPTY
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     entries = np.frombuffer(raw, OFFSET_ENTRY_DTYPE, count=n)
     positions = entries["position"].astype(np.int64)
     n = int(np.searchsorted(positions, log_size, side="left"))
@@ -132,7 +124,7 @@ def read_time_index(log_path: str, base_offset: int,
     raw = read_live_entries(index_paths(log_path)[1], TIME_ENTRY_SIZE)
     n = _sound_entries(time_index_disorder, raw, len(raw) // TIME_ENTRY_SIZE)
     if not n:
-        return _EMPTY, _EMPTY
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     entries = np.frombuffer(raw, TIME_ENTRY_DTYPE, count=n)
     offsets = base_offset + entries["offset"].astype(np.int64)
     if last_offset is not None:

@@ -51,7 +51,7 @@ from .reservation import RESERVE_MAX, RESERVE_MIN, next_chunk, reservation_budge
 __all__ = [
     "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
     "SWAP_SUFFIX", "NO_TIMESTAMP", "RESERVE_CHUNK", "reserve_blocks", "filename_prefix",
-    "offset_from_filename", "BatchHeader", "parse_header", "FileRegion", "LogSegment",
+    "offset_from_filename", "index_paths", "BatchHeader", "parse_header", "FileRegion", "LogSegment",
     "END", "PARTIAL", "TRUNCATED", "CORRUPT", "DEFAULT_CHUNK_BYTES", "WalkStop",
     "SegmentBatch", "SegmentChunk", "SegmentWalk", "SegmentReader",
 ]
@@ -103,6 +103,13 @@ def reserve_blocks(fd: int, offset: int, length: int) -> bool:
 def filename_prefix(offset: int) -> str:
     """Kafka's 20-digit zero-padded base offset: ``ls`` sorts segments by offset."""
     return "%020d" % offset
+
+
+def index_paths(log_path: str) -> Tuple[str, str]:
+    """The offset and time index files beside a segment's log file, with its suffix
+    (``.cleaned``, ``.swap``) carried over: ``00..05.log.swap`` has ``00..05.index.swap``."""
+    prefix, _, suffix = log_path.rpartition(LOG_SUFFIX)
+    return prefix + INDEX_SUFFIX + suffix, prefix + TIME_INDEX_SUFFIX + suffix
 
 
 def offset_from_filename(name: str) -> int:
@@ -491,10 +498,10 @@ class LogSegment:
                 pass
         del file
         # Missing index files (deleted, or never written before a crash) must be rebuilt.
-        self.indexes_existed = os.path.exists(prefix + INDEX_SUFFIX + suffix) and os.path.exists(
-            prefix + TIME_INDEX_SUFFIX + suffix)
-        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
-        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+        offset_path, time_path = index_paths(self.log_path)
+        self.indexes_existed = os.path.exists(offset_path) and os.path.exists(time_path)
+        self.offset_index = OffsetIndex(offset_path, base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(time_path, base_offset, config.segment_index_bytes)
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self.bytes_since_last_index_entry = 0
         self.max_timestamp_so_far = NO_TIMESTAMP

@@ -16,11 +16,11 @@ from pylogq.storage.index import OffsetIndex, TimeIndex
 from pylogq.storage.index_file import (
     OFFSET_ENTRY_DTYPE,
     TIME_ENTRY_DTYPE,
-    index_paths,
     read_live_entries,
     read_offset_index,
     read_time_index,
 )
+from pylogq.storage.segment import index_paths
 from pylogq.storage.index_search import OFFSET_ENTRY, OFFSET_ENTRY_SIZE, TIME_ENTRY, TIME_ENTRY_SIZE
 
 BASE = 1000
