@@ -39,8 +39,10 @@ def test_public_module_defines_all_and_every_name_exists(name):
 
 def test_a_single_node_broker_starts_without_numpy_or_the_cluster_modules(tmp_path):
     """What ``pylogq-broker`` loads to start on an empty data directory and serve: numpy
-    (about 45 ms to import) comes with the first columnar decode or compaction, and the
-    replication modules and kazoo only with ``zookeeper.connect``."""
+    (about 45 ms to import) comes with the first columnar decode or compaction; the
+    replication modules, the inter-broker client and its wire conversion, and kazoo only
+    with ``zookeeper.connect``; hashlib with the first SCRAM exchange; the hashing kernel
+    with the first group; the in-process client transport with the first embedded client."""
     import subprocess
     import sys
 
@@ -51,7 +53,10 @@ def test_a_single_node_broker_starts_without_numpy_or_the_cluster_modules(tmp_pa
         "b.create_topic('t', 2)\n"
         "b.close()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'kazoo')\n"
-        "             or m in ('pylogq.cluster.broker.cluster_node', 'pylogq.cluster.controller.controller')))\n"
+        "             or m in ('pylogq.cluster.broker.cluster_node', 'pylogq.cluster.controller.controller',\n"
+        "                      'pylogq.server.inter_broker', 'pylogq.server.replication_wire',\n"
+        "                      'pylogq.protocol.blocking_client', 'pylogq.cluster.broker.in_process',\n"
+        "                      'pylogq.cluster.partitioner', 'hashlib')))\n"
     )
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data")], capture_output=True, text=True,
                          timeout=60, check=True).stdout

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import os
 import re
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
@@ -71,12 +69,32 @@ def _hash(mechanism: str) -> str:
         raise ScramError("unknown SCRAM mechanism %r (known: %s)" % (mechanism, ", ".join(MECHANISMS))) from None
 
 
+# hashlib and hmac load with the first exchange (their OpenSSL binding is a millisecond
+# of a broker's start, and most brokers never see SCRAM).
+
 def _hmac(name: str, key: bytes, data: bytes) -> bytes:
+    import hmac
+
     return hmac.new(key, data, name).digest()
+
+
+def _digest(name: str, data: bytes) -> bytes:
+    import hashlib
+
+    return hashlib.new(name, data).digest()
+
+
+def _equal(a: bytes, b: bytes) -> bool:
+    """Compared in constant time."""
+    import hmac
+
+    return hmac.compare_digest(a, b)
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
     """RFC 5802's Hi(password, salt, i): PBKDF2 with the mechanism's HMAC and output length."""
+    import hashlib
+
     return hashlib.pbkdf2_hmac(_hash(mechanism), password.encode("utf-8"), salt, iterations)
 
 
@@ -84,7 +102,7 @@ def make_credential(mechanism: str, salted: bytes, salt: bytes, iterations: int)
     """The stored credential from a salted password (as AlterUserScramCredentials carries it)."""
     name = _hash(mechanism)
     client_key = _hmac(name, salted, b"Client Key")
-    return ScramCredential(salt, hashlib.new(name, client_key).digest(), _hmac(name, salted, b"Server Key"),
+    return ScramCredential(salt, _digest(name, client_key), _hmac(name, salted, b"Server Key"),
                            iterations)
 
 
@@ -236,7 +254,7 @@ class ScramServer:
         fields = _attributes(without_proof, "cr")
         if _b64decode(fields["c"], "channel binding") != self._gs2_header.encode("utf-8"):
             raise ScramError("SCRAM channel binding does not match the client-first header")
-        if not hmac.compare_digest(fields["r"].encode("utf-8"), self._nonce.encode("ascii")):
+        if not _equal(fields["r"].encode("utf-8"), self._nonce.encode("ascii")):
             raise ScramError("SCRAM nonce does not match this exchange's")
         proof = _b64decode(proof_text, "proof")
         auth_message = (self._messages + "," + without_proof).encode("utf-8")
@@ -244,7 +262,7 @@ class ScramServer:
         if len(proof) != len(signature):
             raise ScramError("SCRAM proof has the wrong length")
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
-        if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), credential.stored_key):
+        if not _equal(_digest(self._hash, client_key), credential.stored_key):
             raise ScramError("no %s credential for this user" % self.mechanism if self._unknown
                              else "SCRAM proof does not match")
         self._state = "complete"
@@ -286,7 +304,7 @@ class ScramClient:
         without_proof = "c=biws,r=" + fields["r"]
         self._auth_message = ("%s,%s,%s" % (self._bare, text, without_proof)).encode("utf-8")
         client_key = _hmac(self._hash, salted, b"Client Key")
-        signature = _hmac(self._hash, hashlib.new(self._hash, client_key).digest(), self._auth_message)
+        signature = _hmac(self._hash, _digest(self._hash, client_key), self._auth_message)
         self._server_key = _hmac(self._hash, salted, b"Server Key")
         proof = bytes(a ^ b for a, b in zip(client_key, signature))
         return (without_proof + ",p=" + base64.b64encode(proof).decode("ascii")).encode("ascii")
@@ -299,6 +317,6 @@ class ScramClient:
         if not text.startswith("v="):
             raise ScramError("broker's SCRAM final message %r is malformed" % text[:100])
         expected = _hmac(self._hash, self._server_key, self._auth_message)
-        if not hmac.compare_digest(_b64decode(text[2:], "server signature"), expected):
+        if not _equal(_b64decode(text[2:], "server signature"), expected):
             raise ScramError("broker's SCRAM signature does not match: it does not know this credential")
 

@@ -6,9 +6,8 @@ opens (the broker, a layer below, never imports the server).
 
 from typing import Any, Mapping
 
-from ..cluster.contract import ServedBroker, register_inter_broker_connector, register_listener_factory
+from ..cluster.contract import InterBrokerClient, ServedBroker, register_inter_broker_connector, register_listener_factory
 from .config import ServerConfig
-from .inter_broker import connect as _connect_to_broker
 from .listeners import Listener, parse_jaas_users, parse_listeners
 from .server import KafkaServer, new_event_loop
 
@@ -19,6 +18,14 @@ def _serve(broker: ServedBroker, host: str, port: int, options: Mapping[str, Any
     server = KafkaServer(broker, listeners=[(host, port)], **options)
     server.start_in_thread()
     return server
+
+
+def _connect_to_broker(broker_id: int, host: str, port: int) -> InterBrokerClient:
+    # Imported on a cluster's first connection between brokers: a single node never loads
+    # the inter-broker client (nor the replication wire it encodes with).
+    from .inter_broker import connect
+
+    return connect(broker_id, host, port)
 
 
 register_listener_factory(_serve, ServerConfig)

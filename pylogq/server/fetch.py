@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import List, Sequence, Tuple, Union, cast
+from typing import TYPE_CHECKING, List, Sequence, Tuple, Union, cast
 
 from ..cluster.contract import FetchResult, RecordBytes
 from .connection import Part, Region
 from ..errors import InvalidArgumentError, InvalidArgumentTypeError
 
-__all__ = ["frame_fetch_response", "TopicKey"]
+if TYPE_CHECKING:
+    from ..protocol.message_data import FetchRequest
+
+__all__ = ["frame_fetch_response", "replica_id_of", "TopicKey"]
 
 #: How a response names a topic: its name below v13, its id (Kafka's Uuid) from v13.
 TopicKey = Union[str, uuid.UUID]
@@ -44,9 +47,17 @@ TopicKey = Union[str, uuid.UUID]
 _INLINE_RECORDS = 4096
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
+#: The first version with a ReplicaState (KIP-903) in place of the ReplicaId field.
+FIRST_REPLICA_STATE = 15
 MAX_VERSION = 17
 
 _I32 = struct.Struct(">i")
+
+
+def replica_id_of(req: FetchRequest, version: int) -> int:
+    """Who sent a Fetch: a broker's id for a follower, negative for a consumer."""
+    return req.replica_state.replica_id if version >= FIRST_REPLICA_STATE else req.replica_id
+
 _I16 = struct.Struct(">h")
 _I16_I32 = struct.Struct(">hi")
 _PARTITION_V0 = struct.Struct(">ihq")

@@ -22,9 +22,8 @@ from ..errors import CloseConnection
 from ..protocol.message_data import FetchRequest
 from ..records.downconvert import ReadAt, down_convert, target_magic
 from .connection import Connection, RequestSlot
-from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response
+from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response, replica_id_of
 from .handler_base import Framed, HandlerBase, text_of
-from .replication_wire import decode_replica_fetch, replica_id_of
 
 __all__ = ["FetchHandlers"]
 
@@ -104,6 +103,9 @@ class FetchHandlers(HandlerBase):
 
     def _replica_fetch(self, req: FetchRequest, version: int, slot: RequestSlot, replica_id: int) -> Answer:
         """A follower's Fetch: records up to the leader's log end, waiting for appends."""
+        # Loaded on a cluster's first follower Fetch: a single node never needs the replication wire.
+        from .replication_wire import decode_replica_fetch
+
         slot.follower = True
         fetch, order = decode_replica_fetch(req, version, self._topic_of)
         future: "asyncio.Future[Results]" = self.server.new_future()

@@ -20,18 +20,6 @@ from .. import errors
 from ..protocol import message_data as msg
 from .connection import Connection, RequestSlot
 from .handler_base import HandlerBase
-from .replication_wire import (
-    decode_controlled_shutdown,
-    decode_leader_and_isr,
-    decode_offset_for_leader_epoch,
-    decode_stop_replica,
-    decode_update_metadata,
-    encode_controlled_shutdown_response,
-    encode_leader_and_isr_response,
-    encode_offset_for_leader_epoch_response,
-    encode_stop_replica_response,
-    encode_update_metadata_response,
-)
 
 __all__ = ["ReplicationHandlers"]
 
@@ -41,46 +29,59 @@ _NOT_CONTROLLER = errors.NotControllerError.code
 
 class ReplicationHandlers(HandlerBase):
     """LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6), ControlledShutdown (7) and
-    OffsetForLeaderEpoch (23)."""
+    OffsetForLeaderEpoch (23).
+
+    Each handler imports :mod:`.replication_wire` where it runs, not this module: a single
+    node answers none of these but OffsetForLeaderEpoch, and starts without loading it."""
 
     async def leader_and_isr(self, conn: Connection, req: msg.LeaderAndIsrRequest, version: int,
                              slot: RequestSlot) -> msg.LeaderAndIsrResponse:
-        request = decode_leader_and_isr(req, version)
+        from . import replication_wire as wire
+
+        request = wire.decode_leader_and_isr(req, version)
         if not self.broker.clustered:
             code, per_partition = _STALE_CONTROLLER, {(p.topic, p.partition): _STALE_CONTROLLER
                                                       for p in request.partitions}
         else:
             code, per_partition = await self._blocking(self.broker.leader_and_isr, request)
-        return encode_leader_and_isr_response(code, per_partition, request.topic_ids, version)
+        return wire.encode_leader_and_isr_response(code, per_partition, request.topic_ids, version)
 
     async def update_metadata(self, conn: Connection, req: msg.UpdateMetadataRequest, version: int,
                               slot: RequestSlot) -> msg.UpdateMetadataResponse:
+        from . import replication_wire as wire
+
         if not self.broker.clustered:
-            return encode_update_metadata_response(_STALE_CONTROLLER)
-        code = await self._blocking(self.broker.update_metadata, decode_update_metadata(req, version))
-        return encode_update_metadata_response(code)
+            return wire.encode_update_metadata_response(_STALE_CONTROLLER)
+        code = await self._blocking(self.broker.update_metadata, wire.decode_update_metadata(req, version))
+        return wire.encode_update_metadata_response(code)
 
     async def stop_replica(self, conn: Connection, req: msg.StopReplicaRequest, version: int,
                            slot: RequestSlot) -> msg.StopReplicaResponse:
-        request = decode_stop_replica(req, version)
+        from . import replication_wire as wire
+
+        request = wire.decode_stop_replica(req, version)
         if not self.broker.clustered:
             code, per_partition = _STALE_CONTROLLER, {tp: _STALE_CONTROLLER for tp in request.partitions}
         else:
             code, per_partition = await self._blocking(self.broker.stop_replica, request)
-        return encode_stop_replica_response(code, per_partition)
+        return wire.encode_stop_replica_response(code, per_partition)
 
     async def controlled_shutdown(self, conn: Connection, req: msg.ControlledShutdownRequest, version: int,
                                   slot: RequestSlot) -> msg.ControlledShutdownResponse:
+        from . import replication_wire as wire
+
         if not self.broker.clustered:
-            return encode_controlled_shutdown_response(_NOT_CONTROLLER, [])
+            return wire.encode_controlled_shutdown_response(_NOT_CONTROLLER, [])
         slot.release()  # the controller may take a while: other requests go on
-        broker_id, broker_epoch = decode_controlled_shutdown(req)
+        broker_id, broker_epoch = wire.decode_controlled_shutdown(req)
         code, remaining = await self._blocking(self.broker.controlled_shutdown_of, broker_id, broker_epoch)
-        return encode_controlled_shutdown_response(code, remaining)
+        return wire.encode_controlled_shutdown_response(code, remaining)
 
     def offset_for_leader_epoch(self, conn: Connection, req: msg.OffsetForLeaderEpochRequest, version: int,
                                 slot: RequestSlot) -> msg.OffsetForLeaderEpochResponse:
         """Where each asked epoch ends in this leader's log (followers truncating, consumers
         validating their position after a leader change)."""
-        _, asks = decode_offset_for_leader_epoch(req)
-        return encode_offset_for_leader_epoch_response(req, self.broker.offsets_for_leader_epoch(asks))
+        from . import replication_wire as wire
+
+        _, asks = wire.decode_offset_for_leader_epoch(req)
+        return wire.encode_offset_for_leader_epoch_response(req, self.broker.offsets_for_leader_epoch(asks))

@@ -34,7 +34,7 @@ from ..cluster.contract import (
     UpdateMetadataRequest,
 )
 from ..protocol import message_data as msg
-from .fetch import FIRST_TOPIC_ID, TopicKey
+from .fetch import FIRST_REPLICA_STATE, FIRST_TOPIC_ID, TopicKey, replica_id_of
 from .handler_base import text_of, uuid_of
 from ..errors import InvalidArgumentError
 
@@ -67,8 +67,6 @@ _UM_GROUPED, _UM_TOPIC_IDS = 5, 7  # UpdateMetadata: partitions per topic; topic
 _SR_TOPICS, _SR_STATES = 1, 3  # StopReplica: partitions per topic; per-partition epoch and delete flag
 #: The leader epoch of a partition in a StopReplica below v3, which sends none.
 NO_EPOCH = -2
-#: The first Fetch version with a ReplicaState (KIP-903) in place of the ReplicaId field.
-FIRST_REPLICA_STATE = 15
 
 # The message classes' nested structs this module builds and reads.
 _LairState = msg.LeaderAndIsrRequest.LeaderAndIsrPartitionState
@@ -395,11 +393,6 @@ def encode_replica_fetch(fetch: ReplicaFetch, version: int) -> msg.FetchRequest:
         max_bytes=fetch.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
         topics=[msg.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
         forgotten_topics_data=[], rack_id="")
-
-
-def replica_id_of(req: msg.FetchRequest, version: int) -> int:
-    """Who sent a Fetch: a broker's id for a follower, negative for a consumer."""
-    return req.replica_state.replica_id if version >= FIRST_REPLICA_STATE else req.replica_id
 
 
 def decode_replica_fetch(req: msg.FetchRequest, version: int,

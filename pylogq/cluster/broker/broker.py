@@ -46,7 +46,6 @@ from .admin import BrokerAdmin
 from .config import BrokerConfig, with_development_defaults
 from .data_path import BrokerDataPath
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_config_file
-from .in_process import InProcessTransport
 from .metrics import broker_readings
 from .topic_store import FileTopicStore, TopicMetadata
 from .user_credentials import FileUserCredentials
@@ -54,6 +53,7 @@ from .user_credentials import FileUserCredentials
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
     from ..zk.store import MetadataStore
     from .cluster_node import ClusterNode
+    from .in_process import InProcessTransport  # loaded by the first embedded client
 
 log = logging.getLogger("pylogq.broker")
 
@@ -247,6 +247,8 @@ class Broker(BrokerDataPath, BrokerAdmin):
 
     def transport(self) -> "InProcessTransport":
         """The contract's calls on this broker, for clients given ``broker=``."""
+        from .in_process import InProcessTransport
+
         return InProcessTransport(self)
 
     def close(self) -> None:

@@ -18,7 +18,6 @@ configs".
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
@@ -186,6 +185,8 @@ def read_config_file(data_dir: str) -> Dict[str, Dict[str, str]]:
             raw = f.read()
     except FileNotFoundError:
         return {}
+    import json  # here: a broker without the file starts without the module
+
     try:
         obj = json.loads(raw.decode("utf-8"))
         if not isinstance(obj, dict) or obj.get("version") != 1:
@@ -199,6 +200,8 @@ def read_config_file(data_dir: str) -> Dict[str, Dict[str, str]]:
 
 def write_config_file(data_dir: str, sets: Mapping[str, Mapping[str, str]]) -> None:
     """Store a single node's dynamic configs (replacing the file atomically)."""
+    import json
+
     obj: Dict[str, Any] = {"version": 1}
     obj.update({entity: dict(sorted(config.items())) for entity, config in sorted(sets.items()) if config})
     write_atomically(os.path.join(data_dir, DYNAMIC_CONFIG_FILE), (json.dumps(obj, indent=1) + "\n").encode())

@@ -16,7 +16,6 @@ the admin APIs read and write the authoritative store (off the loop).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -73,7 +72,10 @@ class FileUserCredentials(UserCredentials):
         self.path = os.path.join(data_dir, USERS_FILE)
         try:
             with open(self.path, "rb") as f:
-                body = json.loads(f.read().decode("utf-8"))
+                raw = f.read()
+            import json  # here: a broker without users starts without the module
+
+            body = json.loads(raw.decode("utf-8"))
             users = body["users"]
             for user, config in users.items():
                 self._cache[str(user)] = {str(k): str(v) for k, v in config.items()}
@@ -95,6 +97,8 @@ class FileUserCredentials(UserCredentials):
                 users[user] = dict(config)
             else:
                 users.pop(user, None)
+            import json
+
             body = json.dumps({"version": 1, "users": users}, sort_keys=True, indent=1)
             write_atomically(self.path, body.encode("utf-8"))
             self._cache = users

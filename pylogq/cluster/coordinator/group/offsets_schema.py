@@ -57,7 +57,6 @@ import struct
 from typing import List, NamedTuple, Optional, Tuple, Union
 
 from ....errors import CorruptRecordError, InvalidArgumentError
-from ...partitioner import java_string_hash
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
@@ -143,6 +142,10 @@ class GroupMetadataValue(NamedTuple):
 
 def partition_for_group(group_id: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition that holds ``group_id`` (Kafka's ``partitionFor``)."""
+    # Imported here: the partitioner loads the hashing kernel, which a broker needs only
+    # once a group asks for its coordinator.
+    from ...partitioner import java_string_hash
+
     if num_partitions <= 0:
         raise InvalidArgumentError("num_partitions must be positive, got %r" % (num_partitions,))
     h = java_string_hash(group_id)
