@@ -72,6 +72,8 @@ __all__ = [
     "JoinResult",
     "Listener",
     "ListedGroup",
+    "PartitionReassignment",
+    "ReassignmentOutcome",
     "ListenerFactory",
     "MemberDescription",
     "OffsetDeleteResult",
@@ -257,6 +259,20 @@ class ProducerDescription(NamedTuple):
     last_timestamp: int
     coordinator_epoch: int = -1
     current_txn_start_offset: int = -1
+
+
+class PartitionReassignment(NamedTuple):
+    """A reassignment under way, as ListPartitionReassignments reports it: the partition's
+    replicas now (the target's and the original's together), those being added and those
+    being removed."""
+
+    replicas: List[int]
+    adding: List[int]
+    removing: List[int]
+
+
+#: A partition's answer to AlterPartitionReassignments: (error code, message or None).
+ReassignmentOutcome = Tuple[int, Optional[str]]
 
 
 class ListedGroup(NamedTuple):
@@ -795,6 +811,12 @@ class ServedBroker(Protocol):
     def stop_replica(self, request: StopReplicaRequest) -> Tuple[int, Dict[Tuple[str, int], int]]: ...
 
     def controlled_shutdown_of(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[Tuple[str, int]]]: ...
+
+    def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[List[int]]]
+                                      ) -> Dict[Tuple[str, int], ReassignmentOutcome]: ...
+
+    def list_partition_reassignments(self, partitions: Optional[Sequence[Tuple[str, int]]] = None
+                                     ) -> Optional[Dict[Tuple[str, int], PartitionReassignment]]: ...
 
     def replica_fetch_async(self, replica_id: int, broker_epoch: int, partitions: Sequence[ReplicaFetchPartition],
                             max_wait_ms: int, min_bytes: int, max_bytes: int,

@@ -4,7 +4,8 @@ The server's dispatch table, the clients' requests and the message tables all na
 APIs through :class:`ApiKey` (the APIs brokers send one another among them); DescribeConfigs, AlterConfigs and
 IncrementalAlterConfigs use :class:`ConfigResourceType`, :class:`ConfigSource` and
 :class:`AlterConfigOp` (Kafka's ``ConfigResource.Type``, ``DescribeConfigsResponse.
-ConfigSource`` and ``AlterConfigOp.OpType`` wire values). ``IntEnum`` members are the
+ConfigSource`` and ``AlterConfigOp.OpType`` wire values); ElectLeaders uses
+:class:`ElectionType` (Kafka's ``ElectionType``). ``IntEnum`` members are the
 ints on the wire, so they encode, compare and index tables as plain numbers.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["AlterConfigOp", "ApiKey", "ConfigResourceType", "ConfigSource"]
+__all__ = ["AlterConfigOp", "ApiKey", "ConfigResourceType", "ConfigSource", "ElectionType"]
 
 
 class ApiKey(enum.IntEnum):
@@ -53,6 +54,8 @@ class ApiKey(enum.IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
@@ -90,3 +93,10 @@ class AlterConfigOp(enum.IntEnum):
     DELETE = 1
     APPEND = 2
     SUBTRACT = 3
+
+
+class ElectionType(enum.IntEnum):
+    """ElectLeaders election types (v1+; the wire values of Kafka's ``ElectionType``)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1

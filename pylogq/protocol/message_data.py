@@ -2371,6 +2371,84 @@ class AlterConfigsResponse(Message):
         self.responses: List[AlterConfigsResponse.AlterConfigsResourceResponse] = [] if responses is _DEFAULT else responses
 
 
+class AlterReplicaLogDirsRequest(Message):
+    """The AlterReplicaLogDirsRequest request (API key 34, versions 0-2, flexible from v2)."""
+
+    __slots__ = ("dirs",)
+
+    class AlterReplicaLogDir(Message):
+        """AlterReplicaLogDirsRequest's AlterReplicaLogDir."""
+
+        __slots__ = ("path", "topics",)
+
+        def __init__(
+            self, *,
+            path: str = '',
+            topics: List[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic] = _DEFAULT,
+        ) -> None:
+            self.path = path
+            self.topics: List[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic] = [] if topics is _DEFAULT else topics
+
+    class AlterReplicaLogDirTopic(Message):
+        """AlterReplicaLogDirsRequest's AlterReplicaLogDirTopic."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[int] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[int] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        dirs: List[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = _DEFAULT,
+    ) -> None:
+        self.dirs: List[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = [] if dirs is _DEFAULT else dirs
+
+
+class AlterReplicaLogDirsResponse(Message):
+    """The AlterReplicaLogDirsResponse response (API key 34, versions 0-2, flexible from v2)."""
+
+    __slots__ = ("throttle_time_ms", "results",)
+
+    class AlterReplicaLogDirPartitionResult(Message):
+        """AlterReplicaLogDirsResponse's AlterReplicaLogDirPartitionResult."""
+
+        __slots__ = ("partition_index", "error_code",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+
+    class AlterReplicaLogDirTopicResult(Message):
+        """AlterReplicaLogDirsResponse's AlterReplicaLogDirTopicResult."""
+
+        __slots__ = ("topic_name", "partitions",)
+
+        def __init__(
+            self, *,
+            topic_name: str = '',
+            partitions: List[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = _DEFAULT,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partitions: List[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        results: List[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results: List[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = [] if results is _DEFAULT else results
+
+
 class SaslAuthenticateRequest(Message):
     """The SaslAuthenticateRequest request (API key 36, versions 0-2, flexible from v2)."""
 
@@ -2511,6 +2589,79 @@ class DeleteGroupsResponse(Message):
         self.results: List[DeleteGroupsResponse.DeletableGroupResult] = [] if results is _DEFAULT else results
 
 
+class ElectLeadersRequest(Message):
+    """The ElectLeadersRequest request (API key 43, versions 0-2, flexible from v2)."""
+
+    __slots__ = ("election_type", "topic_partitions", "timeout_ms",)
+
+    class TopicPartitions(Message):
+        """ElectLeadersRequest's TopicPartitions."""
+
+        __slots__ = ("topic", "partitions",)
+
+        def __init__(
+            self, *,
+            topic: str = '',
+            partitions: List[int] = _DEFAULT,
+        ) -> None:
+            self.topic = topic
+            self.partitions: List[int] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        election_type: int = 0,
+        topic_partitions: Optional[List[ElectLeadersRequest.TopicPartitions]] = _DEFAULT,
+        timeout_ms: int = 60000,
+    ) -> None:
+        self.election_type = election_type
+        self.topic_partitions: Optional[List[ElectLeadersRequest.TopicPartitions]] = [] if topic_partitions is _DEFAULT else topic_partitions
+        self.timeout_ms = timeout_ms
+
+
+class ElectLeadersResponse(Message):
+    """The ElectLeadersResponse response (API key 43, versions 0-2, flexible from v2)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "replica_election_results",)
+
+    class PartitionResult(Message):
+        """ElectLeadersResponse's PartitionResult."""
+
+        __slots__ = ("partition_id", "error_code", "error_message",)
+
+        def __init__(
+            self, *,
+            partition_id: int = 0,
+            error_code: int = 0,
+            error_message: Optional[str] = '',
+        ) -> None:
+            self.partition_id = partition_id
+            self.error_code = error_code
+            self.error_message = error_message
+
+    class ReplicaElectionResult(Message):
+        """ElectLeadersResponse's ReplicaElectionResult."""
+
+        __slots__ = ("topic", "partition_result",)
+
+        def __init__(
+            self, *,
+            topic: str = '',
+            partition_result: List[ElectLeadersResponse.PartitionResult] = _DEFAULT,
+        ) -> None:
+            self.topic = topic
+            self.partition_result: List[ElectLeadersResponse.PartitionResult] = [] if partition_result is _DEFAULT else partition_result
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        replica_election_results: List[ElectLeadersResponse.ReplicaElectionResult] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.replica_election_results: List[ElectLeadersResponse.ReplicaElectionResult] = [] if replica_election_results is _DEFAULT else replica_election_results
+
+
 class IncrementalAlterConfigsRequest(Message):
     """The IncrementalAlterConfigsRequest request (API key 44, versions 0-1, flexible from v1)."""
 
@@ -2584,6 +2735,167 @@ class IncrementalAlterConfigsResponse(Message):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses: List[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = [] if responses is _DEFAULT else responses
+
+
+class AlterPartitionReassignmentsRequest(Message):
+    """The AlterPartitionReassignmentsRequest request (API key 45, versions 0-0, flexible from v0)."""
+
+    __slots__ = ("timeout_ms", "topics",)
+
+    class ReassignablePartition(Message):
+        """AlterPartitionReassignmentsRequest's ReassignablePartition."""
+
+        __slots__ = ("partition_index", "replicas",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            replicas: Optional[List[int]] = _DEFAULT,
+        ) -> None:
+            self.partition_index = partition_index
+            self.replicas: Optional[List[int]] = None if replicas is _DEFAULT else replicas
+
+    class ReassignableTopic(Message):
+        """AlterPartitionReassignmentsRequest's ReassignableTopic."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[AlterPartitionReassignmentsRequest.ReassignablePartition] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[AlterPartitionReassignmentsRequest.ReassignablePartition] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        timeout_ms: int = 60000,
+        topics: List[AlterPartitionReassignmentsRequest.ReassignableTopic] = _DEFAULT,
+    ) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics: List[AlterPartitionReassignmentsRequest.ReassignableTopic] = [] if topics is _DEFAULT else topics
+
+
+class AlterPartitionReassignmentsResponse(Message):
+    """The AlterPartitionReassignmentsResponse response (API key 45, versions 0-0, flexible from v0)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses",)
+
+    class ReassignablePartitionResponse(Message):
+        """AlterPartitionReassignmentsResponse's ReassignablePartitionResponse."""
+
+        __slots__ = ("partition_index", "error_code", "error_message",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: Optional[str] = '',
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+
+    class ReassignableTopicResponse(Message):
+        """AlterPartitionReassignmentsResponse's ReassignableTopicResponse."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: Optional[str] = '',
+        responses: List[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses: List[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = [] if responses is _DEFAULT else responses
+
+
+class ListPartitionReassignmentsRequest(Message):
+    """The ListPartitionReassignmentsRequest request (API key 46, versions 0-0, flexible from v0)."""
+
+    __slots__ = ("timeout_ms", "topics",)
+
+    class ListPartitionReassignmentsTopics(Message):
+        """ListPartitionReassignmentsRequest's ListPartitionReassignmentsTopics."""
+
+        __slots__ = ("name", "partition_indexes",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partition_indexes: List[int] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partition_indexes: List[int] = [] if partition_indexes is _DEFAULT else partition_indexes
+
+    def __init__(
+        self, *,
+        timeout_ms: int = 60000,
+        topics: Optional[List[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics]] = _DEFAULT,
+    ) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics: Optional[List[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics]] = None if topics is _DEFAULT else topics
+
+
+class ListPartitionReassignmentsResponse(Message):
+    """The ListPartitionReassignmentsResponse response (API key 46, versions 0-0, flexible from v0)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "topics",)
+
+    class OngoingPartitionReassignment(Message):
+        """ListPartitionReassignmentsResponse's OngoingPartitionReassignment."""
+
+        __slots__ = ("partition_index", "replicas", "adding_replicas", "removing_replicas",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            replicas: List[int] = _DEFAULT,
+            adding_replicas: List[int] = _DEFAULT,
+            removing_replicas: List[int] = _DEFAULT,
+        ) -> None:
+            self.partition_index = partition_index
+            self.replicas: List[int] = [] if replicas is _DEFAULT else replicas
+            self.adding_replicas: List[int] = [] if adding_replicas is _DEFAULT else adding_replicas
+            self.removing_replicas: List[int] = [] if removing_replicas is _DEFAULT else removing_replicas
+
+    class OngoingTopicReassignment(Message):
+        """ListPartitionReassignmentsResponse's OngoingTopicReassignment."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: Optional[str] = '',
+        topics: List[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics: List[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = [] if topics is _DEFAULT else topics
 
 
 class DescribeLogDirsRequest(Message):
@@ -3105,14 +3417,22 @@ BINDINGS: Dict[str, Tuple[Type[Message], Dict[str, Type[Message]]]] = {
     "DescribeConfigsResponse": (DescribeConfigsResponse, {"DescribeConfigsResourceResult": DescribeConfigsResponse.DescribeConfigsResourceResult, "DescribeConfigsResult": DescribeConfigsResponse.DescribeConfigsResult, "DescribeConfigsSynonym": DescribeConfigsResponse.DescribeConfigsSynonym}),
     "AlterConfigsRequest": (AlterConfigsRequest, {"AlterConfigsResource": AlterConfigsRequest.AlterConfigsResource, "AlterableConfig": AlterConfigsRequest.AlterableConfig}),
     "AlterConfigsResponse": (AlterConfigsResponse, {"AlterConfigsResourceResponse": AlterConfigsResponse.AlterConfigsResourceResponse}),
+    "AlterReplicaLogDirsRequest": (AlterReplicaLogDirsRequest, {"AlterReplicaLogDir": AlterReplicaLogDirsRequest.AlterReplicaLogDir, "AlterReplicaLogDirTopic": AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic}),
+    "AlterReplicaLogDirsResponse": (AlterReplicaLogDirsResponse, {"AlterReplicaLogDirPartitionResult": AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, "AlterReplicaLogDirTopicResult": AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult}),
     "SaslAuthenticateRequest": (SaslAuthenticateRequest, {}),
     "SaslAuthenticateResponse": (SaslAuthenticateResponse, {}),
     "CreatePartitionsRequest": (CreatePartitionsRequest, {"CreatePartitionsAssignment": CreatePartitionsRequest.CreatePartitionsAssignment, "CreatePartitionsTopic": CreatePartitionsRequest.CreatePartitionsTopic}),
     "CreatePartitionsResponse": (CreatePartitionsResponse, {"CreatePartitionsTopicResult": CreatePartitionsResponse.CreatePartitionsTopicResult}),
     "DeleteGroupsRequest": (DeleteGroupsRequest, {}),
     "DeleteGroupsResponse": (DeleteGroupsResponse, {"DeletableGroupResult": DeleteGroupsResponse.DeletableGroupResult}),
+    "ElectLeadersRequest": (ElectLeadersRequest, {"TopicPartitions": ElectLeadersRequest.TopicPartitions}),
+    "ElectLeadersResponse": (ElectLeadersResponse, {"PartitionResult": ElectLeadersResponse.PartitionResult, "ReplicaElectionResult": ElectLeadersResponse.ReplicaElectionResult}),
     "IncrementalAlterConfigsRequest": (IncrementalAlterConfigsRequest, {"AlterConfigsResource": IncrementalAlterConfigsRequest.AlterConfigsResource, "AlterableConfig": IncrementalAlterConfigsRequest.AlterableConfig}),
     "IncrementalAlterConfigsResponse": (IncrementalAlterConfigsResponse, {"AlterConfigsResourceResponse": IncrementalAlterConfigsResponse.AlterConfigsResourceResponse}),
+    "AlterPartitionReassignmentsRequest": (AlterPartitionReassignmentsRequest, {"ReassignablePartition": AlterPartitionReassignmentsRequest.ReassignablePartition, "ReassignableTopic": AlterPartitionReassignmentsRequest.ReassignableTopic}),
+    "AlterPartitionReassignmentsResponse": (AlterPartitionReassignmentsResponse, {"ReassignablePartitionResponse": AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, "ReassignableTopicResponse": AlterPartitionReassignmentsResponse.ReassignableTopicResponse}),
+    "ListPartitionReassignmentsRequest": (ListPartitionReassignmentsRequest, {"ListPartitionReassignmentsTopics": ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics}),
+    "ListPartitionReassignmentsResponse": (ListPartitionReassignmentsResponse, {"OngoingPartitionReassignment": ListPartitionReassignmentsResponse.OngoingPartitionReassignment, "OngoingTopicReassignment": ListPartitionReassignmentsResponse.OngoingTopicReassignment}),
     "DescribeLogDirsRequest": (DescribeLogDirsRequest, {"DescribableLogDirTopic": DescribeLogDirsRequest.DescribableLogDirTopic}),
     "DescribeLogDirsResponse": (DescribeLogDirsResponse, {"DescribeLogDirsPartition": DescribeLogDirsResponse.DescribeLogDirsPartition, "DescribeLogDirsResult": DescribeLogDirsResponse.DescribeLogDirsResult, "DescribeLogDirsTopic": DescribeLogDirsResponse.DescribeLogDirsTopic}),
     "DescribeClusterRequest": (DescribeClusterRequest, {}),
@@ -3142,12 +3462,16 @@ __all__ = [
     "DeleteTopicsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse",
     "InitProducerIdRequest", "InitProducerIdResponse", "OffsetForLeaderEpochRequest",
     "OffsetForLeaderEpochResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
-    "AlterConfigsRequest", "AlterConfigsResponse", "SaslAuthenticateRequest",
-    "SaslAuthenticateResponse", "CreatePartitionsRequest", "CreatePartitionsResponse",
-    "DeleteGroupsRequest", "DeleteGroupsResponse", "IncrementalAlterConfigsRequest",
-    "IncrementalAlterConfigsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse",
-    "DescribeClusterRequest", "DescribeClusterResponse", "OffsetDeleteRequest",
-    "OffsetDeleteResponse", "DescribeProducersRequest", "DescribeProducersResponse",
-    "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
-    "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "BINDINGS",
+    "AlterConfigsRequest", "AlterConfigsResponse", "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse", "SaslAuthenticateRequest", "SaslAuthenticateResponse",
+    "CreatePartitionsRequest", "CreatePartitionsResponse", "DeleteGroupsRequest",
+    "DeleteGroupsResponse", "ElectLeadersRequest", "ElectLeadersResponse",
+    "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
+    "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeClusterRequest",
+    "DescribeClusterResponse", "OffsetDeleteRequest", "OffsetDeleteResponse",
+    "DescribeProducersRequest", "DescribeProducersResponse", "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse", "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse", "BINDINGS",
 ]

@@ -5,7 +5,10 @@ nullability, defaults, tags, common structs) over the schema's full ``validVersi
 :class:`~pylogq.protocol.schema.Schema` does the rest. ``SUPPORTED_VERSIONS`` is the range the
 broker serves per API: Kafka 3.9's whole range, flexible versions included, the APIs brokers
 send one another (``INTER_BROKER_APIS``) among them. ``REQUESTS`` and ``RESPONSES`` hold a
-table for each. ``header_versions`` picks the request/response header version for an API version.
+table for each, and for the reassignment APIs (AlterReplicaLogDirs, ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments) which have tables over Kafka 3.9's
+ranges but are not served yet. ``header_versions`` picks the request/response header version
+for an API version.
 """
 
 from __future__ import annotations
@@ -32,10 +35,14 @@ __all__ = [
     "DELETE_RECORDS_REQUEST", "DELETE_RECORDS_RESPONSE", "INIT_PRODUCER_ID_REQUEST",
     "INIT_PRODUCER_ID_RESPONSE", "OFFSET_FOR_LEADER_EPOCH_REQUEST",
     "OFFSET_FOR_LEADER_EPOCH_RESPONSE", "DESCRIBE_CONFIGS_REQUEST", "DESCRIBE_CONFIGS_RESPONSE",
-    "ALTER_CONFIGS_REQUEST", "ALTER_CONFIGS_RESPONSE", "SASL_AUTHENTICATE_REQUEST",
+    "ALTER_CONFIGS_REQUEST", "ALTER_CONFIGS_RESPONSE", "ALTER_REPLICA_LOG_DIRS_REQUEST",
+    "ALTER_REPLICA_LOG_DIRS_RESPONSE", "SASL_AUTHENTICATE_REQUEST",
     "SASL_AUTHENTICATE_RESPONSE", "CREATE_PARTITIONS_REQUEST", "CREATE_PARTITIONS_RESPONSE",
-    "DELETE_GROUPS_REQUEST", "DELETE_GROUPS_RESPONSE", "INCREMENTAL_ALTER_CONFIGS_REQUEST",
-    "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "DESCRIBE_LOG_DIRS_REQUEST",
+    "DELETE_GROUPS_REQUEST", "DELETE_GROUPS_RESPONSE", "ELECT_LEADERS_REQUEST",
+    "ELECT_LEADERS_RESPONSE", "INCREMENTAL_ALTER_CONFIGS_REQUEST",
+    "INCREMENTAL_ALTER_CONFIGS_RESPONSE", "ALTER_PARTITION_REASSIGNMENTS_REQUEST",
+    "ALTER_PARTITION_REASSIGNMENTS_RESPONSE", "LIST_PARTITION_REASSIGNMENTS_REQUEST",
+    "LIST_PARTITION_REASSIGNMENTS_RESPONSE", "DESCRIBE_LOG_DIRS_REQUEST",
     "DESCRIBE_LOG_DIRS_RESPONSE", "DESCRIBE_CLUSTER_REQUEST", "DESCRIBE_CLUSTER_RESPONSE",
     "OFFSET_DELETE_REQUEST", "OFFSET_DELETE_RESPONSE", "DESCRIBE_PRODUCERS_REQUEST",
     "DESCRIBE_PRODUCERS_RESPONSE", "DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST",
@@ -1140,6 +1147,37 @@ ALTER_CONFIGS_RESPONSE = Schema({
     ],
 })
 
+# -- AlterReplicaLogDirs (34) ----------------------------------------------------------------------
+ALTER_REPLICA_LOG_DIRS_REQUEST = Schema({
+    "apiKey": 34, "type": "request", "name": "AlterReplicaLogDirsRequest",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "Dirs", "type": "[]AlterReplicaLogDir", "versions": "0+", "fields": [
+            {"name": "Path", "type": "string", "versions": "0+"},
+            {"name": "Topics", "type": "[]AlterReplicaLogDirTopic", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "Partitions", "type": "[]int32", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+ALTER_REPLICA_LOG_DIRS_RESPONSE = Schema({
+    "apiKey": 34, "type": "response", "name": "AlterReplicaLogDirsResponse",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Results", "type": "[]AlterReplicaLogDirTopicResult", "versions": "0+", "fields": [
+            {"name": "TopicName", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]AlterReplicaLogDirPartitionResult",
+             "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
 # -- DescribeLogDirs (35) --------------------------------------------------------------------------
 DESCRIBE_LOG_DIRS_REQUEST = Schema({
     "apiKey": 35, "type": "request", "name": "DescribeLogDirsRequest",
@@ -1250,6 +1288,40 @@ DELETE_GROUPS_RESPONSE = Schema({
     ],
 })
 
+# -- ElectLeaders (43) -----------------------------------------------------------------------------
+ELECT_LEADERS_REQUEST = Schema({
+    "apiKey": 43, "type": "request", "name": "ElectLeadersRequest",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ElectionType", "type": "int8", "versions": "1+"},
+        {"name": "TopicPartitions", "type": "[]TopicPartitions", "versions": "0+",
+         "nullableVersions": "0+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]int32", "versions": "0+"},
+        ]},
+        {"name": "TimeoutMs", "type": "int32", "versions": "0+", "default": "60000"},
+    ],
+})
+
+ELECT_LEADERS_RESPONSE = Schema({
+    "apiKey": 43, "type": "response", "name": "ElectLeadersResponse",
+    "validVersions": "0-2", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "1+"},
+        {"name": "ReplicaElectionResults", "type": "[]ReplicaElectionResult",
+         "versions": "0+", "fields": [
+            {"name": "Topic", "type": "string", "versions": "0+"},
+            {"name": "PartitionResult", "type": "[]PartitionResult", "versions": "0+", "fields": [
+                {"name": "PartitionId", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "ErrorMessage", "type": "string", "versions": "0+",
+                 "nullableVersions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
 # -- IncrementalAlterConfigs (44) ------------------------------------------------------------------
 INCREMENTAL_ALTER_CONFIGS_REQUEST = Schema({
     "apiKey": 44, "type": "request", "name": "IncrementalAlterConfigsRequest",
@@ -1279,6 +1351,77 @@ INCREMENTAL_ALTER_CONFIGS_RESPONSE = Schema({
             {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
             {"name": "ResourceType", "type": "int8", "versions": "0+"},
             {"name": "ResourceName", "type": "string", "versions": "0+"},
+        ]},
+    ],
+})
+
+# -- AlterPartitionReassignments (45) --------------------------------------------------------------
+ALTER_PARTITION_REASSIGNMENTS_REQUEST = Schema({
+    "apiKey": 45, "type": "request", "name": "AlterPartitionReassignmentsRequest",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "TimeoutMs", "type": "int32", "versions": "0+", "default": "60000"},
+        {"name": "Topics", "type": "[]ReassignableTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]ReassignablePartition", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "Replicas", "type": "[]int32", "versions": "0+", "nullableVersions": "0+",
+                 "default": "null"},
+            ]},
+        ]},
+    ],
+})
+
+ALTER_PARTITION_REASSIGNMENTS_RESPONSE = Schema({
+    "apiKey": 45, "type": "response", "name": "AlterPartitionReassignmentsResponse",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "Responses", "type": "[]ReassignableTopicResponse", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]ReassignablePartitionResponse",
+             "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "ErrorMessage", "type": "string", "versions": "0+",
+                 "nullableVersions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- ListPartitionReassignments (46) ---------------------------------------------------------------
+LIST_PARTITION_REASSIGNMENTS_REQUEST = Schema({
+    "apiKey": 46, "type": "request", "name": "ListPartitionReassignmentsRequest",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "TimeoutMs", "type": "int32", "versions": "0+", "default": "60000"},
+        {"name": "Topics", "type": "[]ListPartitionReassignmentsTopics", "versions": "0+",
+         "nullableVersions": "0+", "default": "null", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "PartitionIndexes", "type": "[]int32", "versions": "0+"},
+        ]},
+    ],
+})
+
+LIST_PARTITION_REASSIGNMENTS_RESPONSE = Schema({
+    "apiKey": 46, "type": "response", "name": "ListPartitionReassignmentsResponse",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "Topics", "type": "[]OngoingTopicReassignment", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]OngoingPartitionReassignment",
+             "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "Replicas", "type": "[]int32", "versions": "0+"},
+                {"name": "AddingReplicas", "type": "[]int32", "versions": "0+"},
+                {"name": "RemovingReplicas", "type": "[]int32", "versions": "0+"},
+            ]},
         ]},
     ],
 })
@@ -1447,6 +1590,11 @@ ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = Schema({
     ],
 })
 
+#: The APIs with tables that the broker does not serve yet (no handler, not in SUPPORTED_VERSIONS).
+#: ApiKey lists only served APIs (the server binds a handler to each member), so their tables
+#: are keyed by number here until they are served.
+_ALTER_REPLICA_LOG_DIRS, _ELECT_LEADERS = 34, 43
+
 API_NAMES: Dict[int, str] = {
     ApiKey.PRODUCE: "Produce",
     ApiKey.FETCH: "Fetch",
@@ -1474,10 +1622,14 @@ API_NAMES: Dict[int, str] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
+    _ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.DELETE_GROUPS: "DeleteGroups",
+    _ELECT_LEADERS: "ElectLeaders",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
@@ -1518,6 +1670,8 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
@@ -1561,10 +1715,14 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_REQUEST,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_REQUEST,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_REQUEST,
+    _ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_REQUEST,
     ApiKey.SASL_AUTHENTICATE: SASL_AUTHENTICATE_REQUEST,
     ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_REQUEST,
     ApiKey.DELETE_GROUPS: DELETE_GROUPS_REQUEST,
+    _ELECT_LEADERS: ELECT_LEADERS_REQUEST,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: INCREMENTAL_ALTER_CONFIGS_REQUEST,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ALTER_PARTITION_REASSIGNMENTS_REQUEST,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: LIST_PARTITION_REASSIGNMENTS_REQUEST,
     ApiKey.OFFSET_DELETE: OFFSET_DELETE_REQUEST,
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_REQUEST,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_REQUEST,
@@ -1601,10 +1759,14 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_RESPONSE,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_RESPONSE,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESPONSE,
+    _ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_RESPONSE,
     ApiKey.SASL_AUTHENTICATE: SASL_AUTHENTICATE_RESPONSE,
     ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_RESPONSE,
     ApiKey.DELETE_GROUPS: DELETE_GROUPS_RESPONSE,
+    _ELECT_LEADERS: ELECT_LEADERS_RESPONSE,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: LIST_PARTITION_REASSIGNMENTS_RESPONSE,
     ApiKey.OFFSET_DELETE: OFFSET_DELETE_RESPONSE,
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_RESPONSE,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_RESPONSE,

@@ -81,6 +81,7 @@ from .handler_base import (
 from .handlers_admin import AdminHandlers
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
+from .handlers_operations import OperationsHandlers
 from .handlers_replication import ReplicationHandlers
 from .handlers_scram import ScramHandlers
 
@@ -124,7 +125,8 @@ class _Replicating(NamedTuple):
                            "asyncio.Future[ProduceResult]"]]
 
 
-class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, ReplicationHandlers, ScramHandlers):
+class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, ReplicationHandlers,
+               ScramHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).

@@ -26,6 +26,8 @@ from ..contract import (
     ClusterDescription,
     LogDirDescription,
     LogDirsQuery,
+    PartitionReassignment,
+    ReassignmentOutcome,
     ReplicaInfo,
     TopicDescription,
     TopicPartitionInfo,
@@ -643,6 +645,45 @@ class BrokerAdmin(BrokerLifecycle):
             out.append(LogDirDescription(path, 0, replicas, volume.f_blocks * volume.f_frsize,
                                          volume.f_bavail * volume.f_frsize))
         return out
+
+    def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[List[int]]]
+                                      ) -> Dict[Tuple[str, int], ReassignmentOutcome]:
+        """Reassign partitions to target replicas (None cancels a reassignment under way):
+        -> each partition's (error code, message). A cluster's controller carries them out
+        (:mod:`pylogq.cluster.controller.reassignments`); a single node's partitions have one
+        replica, itself, so the one target it takes is that, done at once."""
+        self._check_open()
+        if self.cluster is not None:
+            return self.cluster.alter_partition_reassignments(targets)
+        out: Dict[Tuple[str, int], ReassignmentOutcome] = {}
+        bad = errors.InvalidReplicationAssignmentError.code
+        for (topic, p), target in targets.items():
+            with self._lock:
+                meta = self._topics.get(topic)
+            if meta is None or not 0 <= p < meta.partitions:
+                out[(topic, p)] = (errors.UnknownTopicOrPartitionError.code, "unknown partition %s-%d" % (topic, p))
+            elif target is None:
+                out[(topic, p)] = (errors.NoReassignmentInProgressError.code,
+                                   "no reassignment of %s-%d is under way" % (topic, p))
+            elif not target or len(set(target)) != len(target):
+                out[(topic, p)] = (bad, "the target replicas of %s-%d are empty or name a broker twice: %s"
+                                   % (topic, p, target))
+            elif list(target) != [self.broker_id]:
+                out[(topic, p)] = (bad, "the target replicas of %s-%d name brokers that are not alive: %s (this "
+                                   "single node is broker %d)" % (topic, p, sorted(set(target) - {self.broker_id}),
+                                                                  self.broker_id))
+            else:
+                out[(topic, p)] = (0, None)
+        return out
+
+    def list_partition_reassignments(self, partitions: Optional[Sequence[Tuple[str, int]]] = None
+                                     ) -> Optional[Dict[Tuple[str, int], PartitionReassignment]]:
+        """The reassignments under way (of ``partitions`` only, when given); None when this
+        broker of a cluster is not its controller. A single node has none."""
+        self._check_open()
+        if self.cluster is not None:
+            return self.cluster.list_partition_reassignments(partitions)
+        return {}
 
     def cluster_view(self) -> Optional[Tuple[int, List[BrokerRegistration]]]:
         """(the controller's id, the live brokers) of this broker's cluster; None for a single node."""

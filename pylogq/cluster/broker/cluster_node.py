@@ -38,6 +38,8 @@ from ..contract import (
     BrokerRegistration,
     InterBrokerConnector,
     LeaderAndIsrRequest,
+    PartitionReassignment,
+    ReassignmentOutcome,
     StopReplicaRequest,
     TopicDescription,
     TopicPartitionInfo,
@@ -232,6 +234,24 @@ class ClusterNode:
             return errors.NotControllerError.code, []
         return self.controller.controlled_shutdown(broker_id, broker_epoch)
 
+    def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Optional[List[int]]]
+                                      ) -> Dict[TopicPartition, ReassignmentOutcome]:
+        """AlterPartitionReassignments: the active controller's; others answer NOT_CONTROLLER."""
+        if not self.controller.active:
+            return {tp: (errors.NotControllerError.code, None) for tp in targets}
+        return self.controller.alter_partition_reassignments(targets, ADMIN_TIMEOUT_S)
+
+    def list_partition_reassignments(self, partitions: Optional[Sequence[TopicPartition]] = None
+                                     ) -> Optional[Dict[TopicPartition, PartitionReassignment]]:
+        """ListPartitionReassignments: the active controller's (None from the others)."""
+        if not self.controller.active:
+            return None
+        found = self.controller.list_partition_reassignments(None if partitions is None else list(partitions),
+                                                              ADMIN_TIMEOUT_S)
+        if found is None:
+            return None
+        return {tp: PartitionReassignment(r.replicas, list(r.adding), list(r.removing)) for tp, r in found.items()}
+
     # -- waiting for the cluster ----------------------------------------------------------
 
     def wait_for_metadata(self, condition: Callable[[], bool], timeout_s: float) -> bool:
@@ -357,7 +377,7 @@ class ClusterNode:
             partitions = dict(current.partitions)
             partitions.update(added)
             try:
-                self.zk.set_topic_assignment(name, TopicAssignment(partitions, current.topic_id), version)
+                self.zk.set_topic_assignment(name, current._replace(partitions=partitions), version)
             except errors.BadVersionError:
                 continue  # another change of the topic got there first: compute again
             self._wait_for_leaders(name, total, timeout_s)

@@ -1,6 +1,7 @@
 """The active controller's view of the cluster (Kafka's ControllerContext): its epoch,
 the live brokers and those shutting down, every topic's replica assignment and id, every
-partition's state as last read or written, and the topics being deleted.
+partition's state as last read or written, the topics being deleted and the partitions
+being reassigned.
 
 The controller fills it when it is elected (reading the metadata store) and keeps it
 current from the store's watches; the state machines (:mod:`.partition_state_machine`,
@@ -9,15 +10,38 @@ current from the store's watches; the state machines (:mod:`.partition_state_mac
 
 from __future__ import annotations
 
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, NamedTuple, Set, Tuple
 
 from ..contract import BrokerRegistration, LeaderAndIsrPartition
 from ..zk.client import ControllerEpochZkVersion
 from ..zk.data import PartitionState
 
-__all__ = ["ControllerContext", "TopicPartition"]
+__all__ = ["ControllerContext", "Reassignment", "TopicPartition"]
 
 TopicPartition = Tuple[str, int]
+
+
+class Reassignment(NamedTuple):
+    """A partition's reassignment under way (KIP-455). Until every ``target`` replica is in
+    the ISR the partition's replicas are the target's and the original's together: the
+    ``adding`` ones catch up, then the ``removing`` ones stop and are deleted."""
+
+    target: List[int]
+    adding: List[int]
+    removing: List[int]
+    #: Asked for through ``/admin/reassign_partitions`` (removed from it once complete), not the API.
+    requested_in_store: bool = False
+
+    @property
+    def original(self) -> List[int]:
+        """The replicas before the reassignment: the full set less those being added (in the
+        full set's order, as Kafka derives them, also after a controller failover)."""
+        return [r for r in self.replicas if r not in self.adding]
+
+    @property
+    def replicas(self) -> List[int]:
+        """The partition's replicas while it moves: the target's, then the original's that are not in it."""
+        return self.target + [r for r in self.removing if r not in self.target]
 
 
 class ControllerContext:
@@ -34,6 +58,10 @@ class ControllerContext:
         self.topic_ids: Dict[str, str] = {}
         self.states: Dict[TopicPartition, PartitionState] = {}
         self.deleting: Set[str] = set()
+        self.reassigning: Dict[TopicPartition, Reassignment] = {}
+        #: Replicas a completed reassignment removed while their broker was down: deleted
+        #: when it registers again (broker -> its partitions).
+        self.stray: Dict[int, Set[TopicPartition]] = {}
 
     def clear(self) -> None:
         """Forget the cluster (the controller epoch stays): resigned, or about to read it again."""
@@ -43,6 +71,8 @@ class ControllerContext:
         self.topic_ids.clear()
         self.states.clear()
         self.deleting.clear()
+        self.reassigning.clear()
+        self.stray.clear()
 
     def offline_partitions(self) -> List[TopicPartition]:
         """Partitions with no state yet or no live leader (deleting topics aside)."""

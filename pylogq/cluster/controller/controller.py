@@ -26,7 +26,10 @@ What it reacts to, each on its one event thread, in order:
 - ISR changes a leader made (``/isr_change_notification``): every broker's metadata
   is updated;
 - a broker's controlled shutdown: its leaderships move to other ISR members first
-  (and it leaves the ISRs it follows in), so that clients see no error when it stops.
+  (and it leaves the ISRs it follows in), so that clients see no error when it stops;
+- reassignments (AlterPartitionReassignments, ``/admin/reassign_partitions``, and those
+  the topics' znodes record when it takes over), carried out by :mod:`.reassignments`, and
+  the state changes of reassigning partitions, which complete them.
 
 The controller keeps what it knows of the cluster in a
 :class:`~pylogq.cluster.controller.context.ControllerContext` and leaves the decisions to
@@ -52,6 +55,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 from ... import errors
 from ..contract import (
     LEADER_DURING_DELETE,
+    ReassignmentOutcome,
     BrokerRegistration,
     InterBrokerConnector,
     LeaderAndIsrPartition,
@@ -63,8 +67,9 @@ from ..zk.client import ControllerEpochZkVersion, KafkaZkClient
 from ..zk.data import PartitionState, TopicAssignment, broker_path
 from ..zk.store import CONNECTED, EXPIRED, SUSPENDED, WatchedEvent
 from .channel import ControllerChannelManager
-from .context import ControllerContext, TopicPartition
+from .context import ControllerContext, Reassignment, TopicPartition
 from .partition_state_machine import PartitionStateMachine
+from .reassignments import Reassignments
 from .replica_state_machine import ReplicaStateMachine
 from .request_batch import RequestBatch
 
@@ -119,6 +124,10 @@ class KafkaController:
         self.context = ControllerContext()
         self._partitions = PartitionStateMachine(self.context, zk, unclean_leader_election)
         self._replicas = ReplicaStateMachine(self.context)
+        self._reassignments = Reassignments(
+            self.context, zk, self._partitions,
+            lambda tp: self._watch("reassigning-state-%s-%d" % tp, lambda: self._reassigning_state_changed(tp)),
+            lambda: self._watch("reassign-partitions", self._reassignment_request_changed))
         self._session = -1
         #: The store's connection was lost since the watches were last set (kazoo drops them all).
         self._watches_lost = False
@@ -430,8 +439,12 @@ class KafkaController:
         self._send(batch)
         self._deletions_changed()
         self._isr_changed()
-        log.info("controller %d: %d live brokers %s, %d topics, %d partitions", self.broker_id, len(self.context.live),
-                 sorted(self.context.live), len(self.context.assignments), len(self.context.states))
+        batch = RequestBatch()
+        self._reassignments.resume(batch)
+        self._send(batch)
+        log.info("controller %d: %d live brokers %s, %d topics, %d partitions, %d reassigning", self.broker_id,
+                 len(self.context.live), sorted(self.context.live), len(self.context.assignments),
+                 len(self.context.states), len(self.context.reassigning))
 
     def _load_topic(self, topic: str) -> Optional[TopicAssignment]:
         found = self.zk.get_topic_assignment(topic, watch=self._watch("partition-change-%s" % topic,
@@ -442,6 +455,16 @@ class KafkaController:
         self.context.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
         if assignment.topic_id is not None:
             self.context.topic_ids[topic] = assignment.topic_id
+        # The reassignments its znode records (kept as they are where the context has them:
+        # the controller's own writes come back through this watch).
+        for p, replicas in assignment.partitions.items():
+            adding, removing = assignment.adding.get(p, []), assignment.removing.get(p, [])
+            known = self.context.reassigning.get((topic, p))
+            if not adding and not removing:
+                self.context.reassigning.pop((topic, p), None)
+            elif known is None or known.adding != adding or known.removing != removing:
+                self.context.reassigning[(topic, p)] = Reassignment(
+                    [r for r in replicas if r not in removing], list(adding), list(removing))
         for p, state in self.zk.get_partition_states(topic, sorted(assignment.partitions)).items():
             self.context.states[(topic, p)] = state
         return assignment
@@ -565,6 +588,8 @@ class KafkaController:
         batch = RequestBatch()
         batch.update_metadata_all = True
         self._replicas.online(born.keys(), batch)
+        for b in born:
+            self._reassignments.broker_started(b, batch)
         # A broker back in an ISR it never left (its last member, kept while it was down)
         # may have come back without its log: it leaves the ISR and rejoins once caught up.
         stale = [tp for tp, state in self.context.states.items() if tp[0] not in self.context.deleting
@@ -609,6 +634,7 @@ class KafkaController:
             self._send(batch)
 
     def _forget_topic(self, topic: str, batch: RequestBatch) -> None:
+        self._reassignments.topic_deleted(topic)
         for p in list(self.context.assignments.get(topic, {})):
             self.context.states.pop((topic, p), None)
             batch.update_metadata.add((topic, p))
@@ -658,6 +684,7 @@ class KafkaController:
         self.context.topic_ids.pop(topic, None)
         self.context.deleting.discard(topic)
         self._replicas.forget(topic)
+        self._reassignments.topic_deleted(topic)
         log.info("controller: topic %s deleted", topic)
         if self._on_delete_topic is not None:
             self._on_delete_topic(topic)
@@ -681,8 +708,53 @@ class KafkaController:
             if state is not None:
                 self.context.states[tp] = state
                 batch.update_metadata.add(tp)
+                self._reassignments.isr_changed(tp, batch)
         self._send(batch)
         self.zk.delete_isr_changes(names)
+
+    # -- reassignments ------------------------------------------------------------------
+
+    def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Optional[List[int]]],
+                                      timeout_s: float = 30.0) -> Dict[TopicPartition, ReassignmentOutcome]:
+        """Reassign each partition to its target replicas (None cancels its reassignment);
+        -> each partition's (error code, message). The active controller's (else every
+        partition answers NOT_CONTROLLER)."""
+        answer: Dict[TopicPartition, ReassignmentOutcome] = self._enqueue(
+            "alter-reassignments", lambda: self._alter_reassignments(targets), wait=True, timeout=timeout_s)
+        return answer
+
+    def _alter_reassignments(self, targets: Mapping[TopicPartition, Optional[List[int]]]
+                             ) -> Dict[TopicPartition, ReassignmentOutcome]:
+        if not self.active:
+            return {tp: (errors.NotControllerError.code, None) for tp in targets}
+        batch = RequestBatch()
+        try:
+            return self._reassignments.alter(targets, batch)
+        finally:
+            self._send(batch)
+
+    def list_partition_reassignments(self, tps: Optional[List[TopicPartition]] = None, timeout_s: float = 30.0
+                                     ) -> Optional[Dict[TopicPartition, Reassignment]]:
+        """The reassignments under way (of ``tps`` only, when given); None when this broker is
+        not the active controller."""
+        answer: Optional[Dict[TopicPartition, Reassignment]] = self._enqueue(
+            "list-reassignments", lambda: self._reassignments.listing(tps) if self.active else None, wait=True,
+            timeout=timeout_s)
+        return answer
+
+    def _reassigning_state_changed(self, tp: TopicPartition) -> None:
+        if not self.active:
+            return
+        batch = RequestBatch()
+        self._reassignments.state_changed(tp, batch)
+        self._send(batch)
+
+    def _reassignment_request_changed(self) -> None:
+        if not self.active:
+            return
+        batch = RequestBatch()
+        self._reassignments.store_request_changed(batch)
+        self._send(batch)
 
     # -- controlled shutdown ------------------------------------------------------------
 

@@ -34,7 +34,9 @@ from .data import (
     ISR_CHANGE_PATH,
     ISR_CHANGE_PREFIX,
     PERSISTENT_PATHS,
+    PREFERRED_ELECTION_PATH,
     PRODUCER_ID_BLOCK_PATH,
+    REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     PartitionState,
     TopicAssignment,
@@ -49,6 +51,7 @@ from .data import (
     decode_isr_change,
     decode_partition_state,
     decode_producer_id_block,
+    decode_reassignment,
     decode_topic_assignment,
     decode_topic_config,
     delete_topic_path,
@@ -59,6 +62,7 @@ from .data import (
     encode_isr_change,
     encode_partition_state,
     encode_producer_id_block,
+    encode_reassignment,
     encode_topic_assignment,
     encode_topic_config,
     partition_state_path,
@@ -66,7 +70,7 @@ from .data import (
     topic_config_path,
     topic_path,
 )
-from .store import CheckOp, CreateOp, MetadataStore, Op, SetOp, WatchedEvent, ZnodeStat
+from .store import CheckOp, CreateOp, DeleteOp, MetadataStore, Op, SetOp, WatchedEvent, ZnodeStat
 
 log = logging.getLogger("pylogq.zk")
 
@@ -258,9 +262,26 @@ class KafkaZkClient:
             return None
         return decode_topic_assignment(topic, data), stat.version
 
-    def set_topic_assignment(self, topic: str, assignment: TopicAssignment, version: int) -> None:
-        """Replace a topic's assignment (added partitions), conditionally on ``version``."""
-        self.store.set(topic_path(topic), encode_topic_assignment(assignment), version=version)
+    def set_topic_assignment(self, topic: str, assignment: TopicAssignment, version: int = -1,
+                             controller: Optional[ControllerEpochZkVersion] = None) -> None:
+        """Replace a topic's assignment: conditionally on ``version`` (added partitions), or
+        fenced by the controller's epoch (a reassignment's steps). Raises ControllerMovedError
+        when ``controller`` is stale."""
+        data = encode_topic_assignment(assignment)
+        if controller is None:
+            self.store.set(topic_path(topic), data, version=version)
+            return
+        self._fenced([SetOp(topic_path(topic), data, version)], controller)
+
+    def _fenced(self, ops: Sequence[Op], controller: ControllerEpochZkVersion) -> List[object]:
+        """``ops`` in one transaction with a check of the controller epoch's version."""
+        try:
+            return self.store.multi([CheckOp(CONTROLLER_EPOCH_PATH, controller[1]), *ops])
+        except errors.BadVersionError:
+            epoch = self.get_controller_epoch()
+            if epoch is None or epoch[1] != controller[1]:
+                raise errors.ControllerMovedError("controller epoch %d is stale" % controller[0]) from None
+            raise
 
     def get_topic_config(self, topic: str) -> Dict[str, str]:
         try:
@@ -341,9 +362,10 @@ class KafkaZkClient:
 
     # -- partition state ----------------------------------------------------------------
 
-    def get_partition_state(self, topic: str, partition: int) -> Optional[PartitionState]:
+    def get_partition_state(self, topic: str, partition: int, watch: Optional[Watcher] = None
+                            ) -> Optional[PartitionState]:
         try:
-            data, stat = self.store.get(partition_state_path(topic, partition))
+            data, stat = self.store.get(partition_state_path(topic, partition), watch=watch)
         except errors.NoNodeError:
             return None
         return decode_partition_state(topic, partition, data, stat.version)._replace(zxid=stat.mzxid)
@@ -465,6 +487,61 @@ class KafkaZkClient:
                 self.store.delete(path, recursive=True)
             except errors.NoNodeError:
                 pass
+
+    # -- reassignments and elections a tool asks for ------------------------------------
+
+    def get_reassignment_request(self, watch: Optional[Watcher] = None) -> Optional[Dict[Tuple[str, int], List[int]]]:
+        """``/admin/reassign_partitions``: the target replicas a tool asked for, None when there
+        is no such request; ``watch`` fires when it is created, changed or deleted."""
+        return self._admin_request(REASSIGN_PARTITIONS_PATH, watch)
+
+    def set_reassignment_request(self, targets: Mapping[Tuple[str, int], Sequence[int]],
+                                 controller: Optional[ControllerEpochZkVersion] = None) -> None:
+        """Write ``/admin/reassign_partitions`` (a tool's request; the controller, fenced,
+        rewrites it without the partitions it completed), or delete it when ``targets`` is
+        empty."""
+        path = REASSIGN_PARTITIONS_PATH
+        if controller is not None:
+            try:
+                if targets:
+                    self._fenced([SetOp(path, encode_reassignment(targets), -1)], controller)
+                else:
+                    self._fenced([DeleteOp(path, -1)], controller)
+            except errors.NoNodeError:
+                pass
+            return
+        if not targets:
+            try:
+                self.store.delete(path)
+            except errors.NoNodeError:
+                pass
+            return
+        try:
+            self.store.create(path, encode_reassignment(targets), makepath=True)
+        except errors.NodeExistsError:
+            raise errors.ReassignmentInProgressError(
+                "%s exists: a reassignment a tool asked for is still under way" % path) from None
+
+    def get_preferred_election_request(self, watch: Optional[Watcher] = None) -> Optional[List[Tuple[str, int]]]:
+        """``/admin/preferred_replica_election``: the partitions a tool asked to give back to
+        their preferred leaders, None when there is no request."""
+        found = self._admin_request(PREFERRED_ELECTION_PATH, watch)
+        return None if found is None else sorted(found)
+
+    def delete_preferred_election_request(self, controller: ControllerEpochZkVersion) -> None:
+        try:
+            self._fenced([DeleteOp(PREFERRED_ELECTION_PATH, -1)], controller)
+        except errors.NoNodeError:
+            pass
+
+    def _admin_request(self, path: str, watch: Optional[Watcher]) -> Optional[Dict[Tuple[str, int], List[int]]]:
+        if self.store.exists(path, watch=watch) is None:
+            return None
+        try:
+            data, _ = self.store.get(path)
+        except errors.NoNodeError:
+            return None
+        return decode_reassignment(path, data)
 
     # -- producer ids -------------------------------------------------------------------
 

@@ -22,6 +22,9 @@ Kafka cluster's ZooKeeper recognises a pylogq cluster's::
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
                                                   (or "brokers/<id>", "brokers/<default>")
     /admin/delete_topics/<topic>                  (empty: the topic is being deleted)
+    /admin/reassign_partitions                    {"version":1,"partitions":[{"topic":..,"partition":..,
+                                                   "replicas":[..]}]} (a tool's reassignments)
+    /admin/preferred_replica_election             {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}
@@ -55,6 +58,8 @@ __all__ = [
     "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH",
     "DELETE_TOPICS_PATH",
+    "PREFERRED_ELECTION_PATH",
+    "REASSIGN_PARTITIONS_PATH",
     "ISR_CHANGE_PATH",
     "ISR_CHANGE_PREFIX",
     "NO_LEADER",
@@ -73,6 +78,7 @@ __all__ = [
     "decode_isr_change",
     "decode_partition_state",
     "decode_producer_id_block",
+    "decode_reassignment",
     "decode_topic_assignment",
     "decode_topic_config",
     "delete_topic_path",
@@ -83,6 +89,7 @@ __all__ = [
     "encode_isr_change",
     "encode_partition_state",
     "encode_producer_id_block",
+    "encode_reassignment",
     "encode_topic_assignment",
     "encode_topic_config",
     "partition_state_path",
@@ -104,6 +111,11 @@ CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN_PATH = "/admin"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+#: Reassignments written by a tool (the znode kafka-reassign-partitions.sh wrote before
+#: Kafka 2.4): the controller carries them out and removes each partition as it completes.
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
+#: Partitions a tool asks to give back to their preferred leaders (the controller deletes it).
+PREFERRED_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
@@ -253,18 +265,22 @@ def decode_cluster_id(data: bytes) -> str:
 
 class TopicAssignment(NamedTuple):
     """A topic's replica assignment (``/brokers/topics/<topic>``): partition -> broker ids,
-    the preferred leader first; and its topic id (Kafka's base64url form)."""
+    the preferred leader first; its topic id (Kafka's base64url form); and, for partitions
+    being reassigned (KIP-455), the replicas being added and those being removed (the
+    partition's replicas are then the target's and the original's together)."""
 
     partitions: Dict[int, List[int]]
     topic_id: Optional[str] = None
+    adding: Dict[int, List[int]] = {}
+    removing: Dict[int, List[int]] = {}
 
 
 def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
     body: Dict[str, Any] = {
         "version": TOPIC_VERSION,
         "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing.items()) if r},
     }
     if assignment.topic_id is not None:
         body["topic_id"] = assignment.topic_id
@@ -274,16 +290,27 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
 def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
     path = topic_path(topic)
     obj = _loads(path, data)
-    raw = _field(path, obj, "partitions", dict)
-    partitions: Dict[int, List[int]] = {}
+    partitions = _replica_map(path, _field(path, obj, "partitions", dict), "replicas")
+    # Absent before Kafka 2.4 (znode version 1): no reassignment is under way.
+    adding = _replica_map(path, obj.get("adding_replicas") or {}, "adding replicas")
+    removing = _replica_map(path, obj.get("removing_replicas") or {}, "removing replicas")
+    topic_id = obj.get("topic_id")
+    return TopicAssignment(partitions, topic_id if isinstance(topic_id, str) else None,
+                           {p: r for p, r in adding.items() if r}, {p: r for p, r in removing.items() if r})
+
+
+def _replica_map(path: str, raw: Any, what: str) -> Dict[int, List[int]]:
+    """``{"<partition>": [broker ids]}`` -> partition -> broker ids."""
+    if not isinstance(raw, dict):
+        raise CorruptMetadataError(path, "%s are %r, not an object" % (what, raw), "rewrite the znode in Kafka's format")
+    out: Dict[int, List[int]] = {}
     for key, replicas in raw.items():
         if not str(key).isdigit() or not isinstance(replicas, list) or \
                 not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas):
-            raise CorruptMetadataError(path, "partition %r has replicas %r" % (key, replicas),
+            raise CorruptMetadataError(path, "partition %r has %s %r" % (key, what, replicas),
                                        "rewrite the znode in Kafka's format")
-        partitions[int(key)] = list(replicas)
-    topic_id = obj.get("topic_id")
-    return TopicAssignment(partitions, topic_id if isinstance(topic_id, str) else None)
+        out[int(key)] = list(replicas)
+    return out
 
 
 def encode_topic_config(config: Mapping[str, str]) -> bytes:
@@ -365,6 +392,29 @@ def decode_isr_change(path: str, data: bytes) -> List[Tuple[str, int]]:
     out = []
     for e in entries:
         out.append((str(_field(path, e, "topic", str)), int(_field(path, e, "partition", int))))
+    return out
+
+
+# -- admin requests ---------------------------------------------------------------------------
+
+
+def encode_reassignment(targets: Mapping[Tuple[str, int], Sequence[int]]) -> bytes:
+    """``/admin/reassign_partitions``: each partition's target replicas."""
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                for (t, p), r in sorted(targets.items())]})
+
+
+def decode_reassignment(path: str, data: bytes) -> Dict[Tuple[str, int], List[int]]:
+    """``/admin/reassign_partitions`` (or ``/admin/preferred_replica_election``, whose entries
+    have no replicas: an empty list each) -> (topic, partition) -> target replicas."""
+    out: Dict[Tuple[str, int], List[int]] = {}
+    for e in _field(path, _loads(path, data), "partitions", list):
+        tp = (str(_field(path, e, "topic", str)), int(_field(path, e, "partition", int)))
+        replicas = e.get("replicas", []) if isinstance(e, dict) else []
+        if not isinstance(replicas, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas):
+            raise CorruptMetadataError(path, "partition %s-%d has replicas %r" % (tp[0], tp[1], replicas),
+                                       "rewrite the znode in Kafka's format")
+        out[tp] = list(replicas)
     return out
 
 
