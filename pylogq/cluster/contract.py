@@ -73,7 +73,7 @@ __all__ = [
     "Listener",
     "ListedGroup",
     "PartitionReassignment",
-    "ReassignmentOutcome",
+    "PartitionOutcome",
     "ListenerFactory",
     "MemberDescription",
     "OffsetDeleteResult",
@@ -271,8 +271,8 @@ class PartitionReassignment(NamedTuple):
     removing: List[int]
 
 
-#: A partition's answer to AlterPartitionReassignments: (error code, message or None).
-ReassignmentOutcome = Tuple[int, Optional[str]]
+#: A partition's answer to a cluster operation (a reassignment, an election): (error code, message or None).
+PartitionOutcome = Tuple[int, Optional[str]]
 
 
 class ListedGroup(NamedTuple):
@@ -813,10 +813,13 @@ class ServedBroker(Protocol):
     def controlled_shutdown_of(self, broker_id: int, broker_epoch: int) -> Tuple[int, List[Tuple[str, int]]]: ...
 
     def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[List[int]]]
-                                      ) -> Dict[Tuple[str, int], ReassignmentOutcome]: ...
+                                      ) -> Dict[Tuple[str, int], PartitionOutcome]: ...
 
     def list_partition_reassignments(self, partitions: Optional[Sequence[Tuple[str, int]]] = None
                                      ) -> Optional[Dict[Tuple[str, int], PartitionReassignment]]: ...
+
+    def elect_leaders(self, election_type: int, partitions: Optional[Sequence[Tuple[str, int]]] = None
+                      ) -> Optional[Dict[Tuple[str, int], PartitionOutcome]]: ...
 
     def replica_fetch_async(self, replica_id: int, broker_epoch: int, partitions: Sequence[ReplicaFetchPartition],
                             max_wait_ms: int, min_bytes: int, max_bytes: int,

@@ -4,7 +4,7 @@ pre-framed responses, and the ways a handler runs file work off the event loop.
 :class:`HandlerBase` is the base of the handler classes, one per family of APIs:
 :mod:`.handlers_fetch` (Fetch), :mod:`.handlers_groups` (the group coordinator's),
 :mod:`.handlers_admin` (topics, configs, log dirs, the cluster),
-:mod:`.handlers_operations` (reassignments), :mod:`.handlers_replication` (the
+:mod:`.handlers_operations` (elections, reassignments), :mod:`.handlers_replication` (the
 controller's and followers'), :mod:`.handlers_scram`
 (SCRAM and its credentials); :class:`~pylogq.server.handlers.Handlers` combines them
 with ApiVersions, SASL, Metadata, Produce, ListOffsets, DeleteRecords,

@@ -1,10 +1,12 @@
-"""The cluster operations APIs: AlterPartitionReassignments and ListPartitionReassignments.
+"""The cluster operations APIs: ElectLeaders, AlterPartitionReassignments and
+ListPartitionReassignments.
 
-Both are the controller's (KIP-455): a broker that is not the active controller answers
-NOT_CONTROLLER, and a client finds the controller in Metadata. The broker carries a
-reassignment out through its controller (:mod:`pylogq.cluster.controller.reassignments`)
-and answers once it has started, each partition with its own error; a single node takes
-only reassignments onto itself.
+All three are the controller's (KIP-460, KIP-455): a broker that is not the active
+controller answers NOT_CONTROLLER, and a client finds the controller in Metadata. The
+controller holds an election (:mod:`pylogq.cluster.controller.leader_election`) before it
+answers, and starts a reassignment (:mod:`pylogq.cluster.controller.reassignments`); each
+partition answers its own error. A single node leads all its partitions and takes only
+reassignments onto itself.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from .. import errors
 from ..protocol.message_data import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
@@ -28,10 +32,33 @@ _AlteredTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 _AlteredPartition = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
 _OngoingTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 _OngoingPartition = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
+_Elected = ElectLeadersResponse.ReplicaElectionResult
+_ElectedPartition = ElectLeadersResponse.PartitionResult
+#: ElectLeaders v0 has no election type: it is a preferred election.
+_PREFERRED = 0
 
 
 class OperationsHandlers(HandlerBase):
-    """AlterPartitionReassignments (45) and ListPartitionReassignments (46)."""
+    """ElectLeaders (43), AlterPartitionReassignments (45) and ListPartitionReassignments (46)."""
+
+    async def elect_leaders(self, conn: Connection, req: ElectLeadersRequest, version: int,
+                            slot: RequestSlot) -> ElectLeadersResponse:
+        wanted = None if req.topic_partitions is None else \
+            [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+        election = req.election_type if version >= 1 else _PREFERRED
+        outcomes = await self._admin(self.broker.elect_leaders, election, wanted)
+        answer = ElectLeadersResponse(throttle_time_ms=0, error_code=0)
+        if outcomes is None:
+            # v0 has no top-level error: each partition asked for says it.
+            answer.error_code = _NOT_CONTROLLER
+            outcomes = {tp: (_NOT_CONTROLLER, "broker %d is not the controller" % self.broker.broker_id)
+                        for tp in wanted or []}
+        by_topic: Dict[str, List[_ElectedPartition]] = {}
+        for (topic, p), (code, message) in outcomes.items():
+            by_topic.setdefault(topic, []).append(_ElectedPartition(partition_id=p, error_code=code,
+                                                                    error_message=message))
+        answer.replica_election_results = [_Elected(topic=t, partition_result=ps) for t, ps in by_topic.items()]
+        return answer
 
     async def alter_partition_reassignments(self, conn: Connection, req: AlterPartitionReassignmentsRequest,
                                             version: int, slot: RequestSlot) -> AlterPartitionReassignmentsResponse:

@@ -1,9 +1,9 @@
 """Message tables: the served version table, round trips, truncation, JSON structure.
 
 The inter-broker APIs have tables over Kafka 3.9's ranges but are not served; their round trips
-with the values brokers send are in ``test_inter_broker``. AlterReplicaLogDirs and ElectLeaders
-have tables over Kafka 3.9's ranges and are not served yet; their round trips, and the
-reassignment APIs', are in ``test_reassignment_messages``.
+with the values brokers send are in ``test_inter_broker``. AlterReplicaLogDirs has tables over
+Kafka 3.9's range and is not served yet; its round trips, and those of ElectLeaders and the
+reassignment APIs, are in ``test_reassignment_messages``.
 
 Every table is checked with the same generated sample values: one with every field set to a
 distinct non-default value (so a swapped or misplaced field changes the bytes) and one with
@@ -41,7 +41,7 @@ ADVERTISED = {
     12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 17: (0, 1), 18: (0, 4),
     19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 32: (0, 4), 33: (0, 2), 36: (0, 2),
     37: (0, 3), 42: (0, 2), 44: (0, 1), 35: (0, 4), 60: (0, 1), 47: (0, 0), 61: (0, 0),
-    50: (0, 0), 51: (0, 0), 45: (0, 0), 46: (0, 0),
+    50: (0, 0), 51: (0, 0), 43: (0, 2), 45: (0, 0), 46: (0, 0),
 }
 
 #: Kafka 3.9's ranges of the inter-broker APIs (a cluster's brokers send them one another; a
@@ -49,8 +49,8 @@ ADVERTISED = {
 INTER_BROKER = {4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3), 23: (0, 4)}
 
 #: Kafka 3.9's ranges of the APIs with tables that the broker does not serve yet (not advertised):
-#: AlterReplicaLogDirs and ElectLeaders.
-NOT_SERVED = {34: (0, 2), 43: (0, 2)}
+#: AlterReplicaLogDirs.
+NOT_SERVED = {34: (0, 2)}
 
 #: Every served table's range: the advertised one, or Kafka 3.9's for an inter-broker API.
 SERVED = {**ADVERTISED, **INTER_BROKER}

@@ -147,8 +147,9 @@ def test_tables_over_kafka_39s_range(api_key: int, request_table: Schema, respon
         assert table.name == NAMES[api_key] + kind.capitalize()
         assert (table.min_version, table.max_version) == versions
         assert table.cls is getattr(msg, table.name)
-    # The reassignment APIs are served over Kafka 3.9's range; the others have tables only.
-    assert SUPPORTED_VERSIONS.get(api_key) == (versions if api_key in (45, 46) else None)
+    # ElectLeaders and the reassignment APIs are served over Kafka 3.9's range;
+    # AlterReplicaLogDirs has tables only.
+    assert SUPPORTED_VERSIONS.get(api_key) == (versions if api_key in (43, 45, 46) else None)
     assert api_key not in INTER_BROKER_APIS
 
 

@@ -27,7 +27,7 @@ from ..contract import (
     LogDirDescription,
     LogDirsQuery,
     PartitionReassignment,
-    ReassignmentOutcome,
+    PartitionOutcome,
     ReplicaInfo,
     TopicDescription,
     TopicPartitionInfo,
@@ -647,7 +647,7 @@ class BrokerAdmin(BrokerLifecycle):
         return out
 
     def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[List[int]]]
-                                      ) -> Dict[Tuple[str, int], ReassignmentOutcome]:
+                                      ) -> Dict[Tuple[str, int], PartitionOutcome]:
         """Reassign partitions to target replicas (None cancels a reassignment under way):
         -> each partition's (error code, message). A cluster's controller carries them out
         (:mod:`pylogq.cluster.controller.reassignments`); a single node's partitions have one
@@ -655,7 +655,7 @@ class BrokerAdmin(BrokerLifecycle):
         self._check_open()
         if self.cluster is not None:
             return self.cluster.alter_partition_reassignments(targets)
-        out: Dict[Tuple[str, int], ReassignmentOutcome] = {}
+        out: Dict[Tuple[str, int], PartitionOutcome] = {}
         bad = errors.InvalidReplicationAssignmentError.code
         for (topic, p), target in targets.items():
             with self._lock:
@@ -684,6 +684,28 @@ class BrokerAdmin(BrokerLifecycle):
         if self.cluster is not None:
             return self.cluster.list_partition_reassignments(partitions)
         return {}
+
+    def elect_leaders(self, election_type: int, partitions: Optional[Sequence[Tuple[str, int]]] = None
+                      ) -> Optional[Dict[Tuple[str, int], PartitionOutcome]]:
+        """Leader elections asked for (ElectLeaders: 0 preferred, 1 unclean) of ``partitions``
+        (None: all, those that needed none left out): -> each one's (error code, message);
+        None when this broker of a cluster is not its controller. A single node leads all
+        its partitions, so none needs an election."""
+        self._check_open()
+        if self.cluster is not None:
+            return self.cluster.elect_leaders(election_type, partitions)
+        if partitions is None:
+            return {}
+        out: Dict[Tuple[str, int], PartitionOutcome] = {}
+        for topic, p in partitions:
+            with self._lock:
+                meta = self._topics.get(topic)
+            if meta is None or not 0 <= p < meta.partitions:
+                out[(topic, p)] = (errors.UnknownTopicOrPartitionError.code, "unknown partition %s-%d" % (topic, p))
+            else:
+                out[(topic, p)] = (errors.ElectionNotNeededError.code,
+                                   "%s-%d is led by its only replica, %d" % (topic, p, self.broker_id))
+        return out
 
     def cluster_view(self) -> Optional[Tuple[int, List[BrokerRegistration]]]:
         """(the controller's id, the live brokers) of this broker's cluster; None for a single node."""

@@ -39,7 +39,7 @@ from ..contract import (
     InterBrokerConnector,
     LeaderAndIsrRequest,
     PartitionReassignment,
-    ReassignmentOutcome,
+    PartitionOutcome,
     StopReplicaRequest,
     TopicDescription,
     TopicPartitionInfo,
@@ -235,11 +235,19 @@ class ClusterNode:
         return self.controller.controlled_shutdown(broker_id, broker_epoch)
 
     def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Optional[List[int]]]
-                                      ) -> Dict[TopicPartition, ReassignmentOutcome]:
+                                      ) -> Dict[TopicPartition, PartitionOutcome]:
         """AlterPartitionReassignments: the active controller's; others answer NOT_CONTROLLER."""
         if not self.controller.active:
             return {tp: (errors.NotControllerError.code, None) for tp in targets}
         return self.controller.alter_partition_reassignments(targets, ADMIN_TIMEOUT_S)
+
+    def elect_leaders(self, election_type: int, partitions: Optional[Sequence[TopicPartition]] = None
+                      ) -> Optional[Dict[TopicPartition, PartitionOutcome]]:
+        """ElectLeaders: the active controller's (None from the others)."""
+        if not self.controller.active:
+            return None
+        return self.controller.elect_leaders(election_type, None if partitions is None else list(partitions),
+                                             ADMIN_TIMEOUT_S)
 
     def list_partition_reassignments(self, partitions: Optional[Sequence[TopicPartition]] = None
                                      ) -> Optional[Dict[TopicPartition, PartitionReassignment]]:

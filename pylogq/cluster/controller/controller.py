@@ -29,7 +29,9 @@ What it reacts to, each on its one event thread, in order:
   (and it leaves the ISRs it follows in), so that clients see no error when it stops;
 - reassignments (AlterPartitionReassignments, ``/admin/reassign_partitions``, and those
   the topics' znodes record when it takes over), carried out by :mod:`.reassignments`, and
-  the state changes of reassigning partitions, which complete them.
+  the state changes of reassigning partitions, which complete them;
+- elections asked for (ElectLeaders, ``/admin/preferred_replica_election``), held by
+  :mod:`.leader_election`.
 
 The controller keeps what it knows of the cluster in a
 :class:`~pylogq.cluster.controller.context.ControllerContext` and leaves the decisions to
@@ -55,7 +57,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 from ... import errors
 from ..contract import (
     LEADER_DURING_DELETE,
-    ReassignmentOutcome,
+    PartitionOutcome,
     BrokerRegistration,
     InterBrokerConnector,
     LeaderAndIsrPartition,
@@ -68,6 +70,7 @@ from ..zk.data import PartitionState, TopicAssignment, broker_path
 from ..zk.store import CONNECTED, EXPIRED, SUSPENDED, WatchedEvent
 from .channel import ControllerChannelManager
 from .context import ControllerContext, Reassignment, TopicPartition
+from .leader_election import LeaderElections
 from .partition_state_machine import PartitionStateMachine
 from .reassignments import Reassignments
 from .replica_state_machine import ReplicaStateMachine
@@ -128,6 +131,9 @@ class KafkaController:
             self.context, zk, self._partitions,
             lambda tp: self._watch("reassigning-state-%s-%d" % tp, lambda: self._reassigning_state_changed(tp)),
             lambda: self._watch("reassign-partitions", self._reassignment_request_changed))
+        self._elections = LeaderElections(
+            self.context, zk, self._partitions,
+            lambda: self._watch("preferred-replica-election", self._election_request_changed))
         self._session = -1
         #: The store's connection was lost since the watches were last set (kazoo drops them all).
         self._watches_lost = False
@@ -441,6 +447,7 @@ class KafkaController:
         self._isr_changed()
         batch = RequestBatch()
         self._reassignments.resume(batch)
+        self._elections.store_request_changed(batch)
         self._send(batch)
         log.info("controller %d: %d live brokers %s, %d topics, %d partitions, %d reassigning", self.broker_id,
                  len(self.context.live), sorted(self.context.live), len(self.context.assignments),
@@ -715,16 +722,16 @@ class KafkaController:
     # -- reassignments ------------------------------------------------------------------
 
     def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Optional[List[int]]],
-                                      timeout_s: float = 30.0) -> Dict[TopicPartition, ReassignmentOutcome]:
+                                      timeout_s: float = 30.0) -> Dict[TopicPartition, PartitionOutcome]:
         """Reassign each partition to its target replicas (None cancels its reassignment);
         -> each partition's (error code, message). The active controller's (else every
         partition answers NOT_CONTROLLER)."""
-        answer: Dict[TopicPartition, ReassignmentOutcome] = self._enqueue(
+        answer: Dict[TopicPartition, PartitionOutcome] = self._enqueue(
             "alter-reassignments", lambda: self._alter_reassignments(targets), wait=True, timeout=timeout_s)
         return answer
 
     def _alter_reassignments(self, targets: Mapping[TopicPartition, Optional[List[int]]]
-                             ) -> Dict[TopicPartition, ReassignmentOutcome]:
+                             ) -> Dict[TopicPartition, PartitionOutcome]:
         if not self.active:
             return {tp: (errors.NotControllerError.code, None) for tp in targets}
         batch = RequestBatch()
@@ -754,6 +761,34 @@ class KafkaController:
             return
         batch = RequestBatch()
         self._reassignments.store_request_changed(batch)
+        self._send(batch)
+
+    # -- elections asked for ------------------------------------------------------------
+
+    def elect_leaders(self, election_type: int, tps: Optional[List[TopicPartition]], timeout_s: float = 30.0
+                      ) -> Optional[Dict[TopicPartition, PartitionOutcome]]:
+        """ElectLeaders: a preferred (0) or unclean (1) election of ``tps`` (None: every
+        partition, those that needed none left out of the answer); -> each partition's
+        (error code, message), or None when this broker is not the active controller."""
+        answer: Optional[Dict[TopicPartition, PartitionOutcome]] = self._enqueue(
+            "elect-leaders", lambda: self._elect_leaders(election_type, tps), wait=True, timeout=timeout_s)
+        return answer
+
+    def _elect_leaders(self, election_type: int, tps: Optional[List[TopicPartition]]
+                       ) -> Optional[Dict[TopicPartition, PartitionOutcome]]:
+        if not self.active:
+            return None
+        batch = RequestBatch()
+        try:
+            return self._elections.elect(election_type, tps, batch)
+        finally:
+            self._send(batch)
+
+    def _election_request_changed(self) -> None:
+        if not self.active:
+            return
+        batch = RequestBatch()
+        self._elections.store_request_changed(batch)
         self._send(batch)
 
     # -- controlled shutdown ------------------------------------------------------------

@@ -116,6 +116,35 @@ class PartitionStateMachine:
                 batch.leader_and_isr_to([r for r in replicas if r in self.context.live],
                                         self.context.request_state(tp, written))
 
+    def elect_unclean(self, tp: TopicPartition, batch: RequestBatch) -> Optional[PartitionState]:
+        """An election asked for (ElectLeaders UNCLEAN) of a partition without a live leader:
+        the first live ISR member in replica order (a clean election), else any live replica,
+        whatever the topic's ``unclean.leader.election.enable``. -> the state written, None
+        when no replica could take it (or it has a live leader after all)."""
+        replicas = self.context.assignments.get(tp[0], {}).get(tp[1])
+        if replicas is None:
+            return None
+
+        def decide(state: PartitionState) -> Optional[PartitionState]:
+            if state.leader in self.context.live:
+                return None
+            up = [r for r in replicas if r in self.context.live and r not in self.context.shutting_down]
+            in_sync = [r for r in up if r in state.isr]
+            if in_sync:
+                return PartitionState(in_sync[0], state.leader_epoch + 1,
+                                      [r for r in state.isr if r in self.context.live], self.context.epoch[0])
+            if not up:
+                return None
+            log.warning("controller: UNCLEAN leader election for %s-%d asked for: %d leads without being in the ISR "
+                        "%s; records only the old ISR had are lost", tp[0], tp[1], up[0], state.isr)
+            return PartitionState(up[0], state.leader_epoch + 1, [up[0]], self.context.epoch[0])
+
+        written = self.update_state(tp, decide)
+        if written is not None:
+            batch.leader_and_isr_to([r for r in replicas if r in self.context.live],
+                                    self.context.request_state(tp, written))
+        return written
+
     def _decide(self, tp: TopicPartition, state: PartitionState, replicas: List[int], failed: AbstractSet[int],
                 moving: bool) -> Optional[PartitionState]:
         """A partition's next state given who is alive; None when it stays as it is.

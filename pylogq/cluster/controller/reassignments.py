@@ -29,7 +29,7 @@ import logging
 from typing import Callable, Dict, Iterable, List, Mapping, Optional
 
 from ... import errors
-from ..contract import ReassignmentOutcome
+from ..contract import PartitionOutcome
 from ..zk.client import KafkaZkClient, Watcher
 from ..zk.data import PartitionState, TopicAssignment
 from .context import ControllerContext, Reassignment, TopicPartition
@@ -60,11 +60,11 @@ class Reassignments:
     # -- asking -------------------------------------------------------------------------
 
     def alter(self, targets: Mapping[TopicPartition, Optional[List[int]]], batch: RequestBatch,
-              requested_in_store: bool = False) -> Dict[TopicPartition, ReassignmentOutcome]:
+              requested_in_store: bool = False) -> Dict[TopicPartition, PartitionOutcome]:
         """Start (or replace) each partition's reassignment to its target replicas; None
         cancels one under way (back to its original replicas). -> each partition's outcome;
         those that fail change nothing."""
-        out: Dict[TopicPartition, ReassignmentOutcome] = {}
+        out: Dict[TopicPartition, PartitionOutcome] = {}
         for tp, target in targets.items():
             outcome = self._validate(tp, target)
             if outcome is not None:
@@ -77,7 +77,7 @@ class Reassignments:
             out[tp] = (0, None)
         return out
 
-    def _validate(self, tp: TopicPartition, target: Optional[List[int]]) -> Optional[ReassignmentOutcome]:
+    def _validate(self, tp: TopicPartition, target: Optional[List[int]]) -> Optional[PartitionOutcome]:
         replicas = self.context.assignments.get(tp[0], {}).get(tp[1])
         if replicas is None or tp[0] in self.context.deleting:
             return errors.UnknownTopicOrPartitionError.code, "unknown partition %s-%d" % tp

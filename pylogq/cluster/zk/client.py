@@ -528,6 +528,17 @@ class KafkaZkClient:
         found = self._admin_request(PREFERRED_ELECTION_PATH, watch)
         return None if found is None else sorted(found)
 
+    def request_preferred_election(self, partitions: Sequence[Tuple[str, int]]) -> None:
+        """Write ``/admin/preferred_replica_election`` (as a tool does): the controller gives
+        these partitions back to their preferred replicas, then deletes it."""
+        try:
+            self.store.create(PREFERRED_ELECTION_PATH, encode_reassignment({tp: [] for tp in partitions}),
+                              makepath=True)
+        except errors.NodeExistsError:
+            raise errors.PreferredLeaderNotAvailableError(
+                "%s exists: a preferred replica election a tool asked for is still under way"
+                % PREFERRED_ELECTION_PATH) from None
+
     def delete_preferred_election_request(self, controller: ControllerEpochZkVersion) -> None:
         try:
             self._fenced([DeleteOp(PREFERRED_ELECTION_PATH, -1)], controller)

@@ -399,9 +399,12 @@ def decode_isr_change(path: str, data: bytes) -> List[Tuple[str, int]]:
 
 
 def encode_reassignment(targets: Mapping[Tuple[str, int], Sequence[int]]) -> bytes:
-    """``/admin/reassign_partitions``: each partition's target replicas."""
-    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
-                                                for (t, p), r in sorted(targets.items())]})
+    """``/admin/reassign_partitions``: each partition's target replicas (an empty list writes
+    none: ``/admin/preferred_replica_election``'s entries)."""
+    entries: List[Dict[str, Any]] = []
+    for (t, p), r in sorted(targets.items()):
+        entries.append({"topic": t, "partition": p, "replicas": list(r)} if r else {"topic": t, "partition": p})
+    return _dumps({"version": 1, "partitions": entries})
 
 
 def decode_reassignment(path: str, data: bytes) -> Dict[Tuple[str, int], List[int]]:
