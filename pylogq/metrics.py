@@ -125,6 +125,12 @@ DEFINITIONS: Dict[str, Definition] = {
     "kafka_server_replicamanager_offlinereplicacount": _g("Replicas whose log cannot be served"),
     "kafka_server_replicamanager_isrshrinks": _c("ISR shrinks written"),
     "kafka_server_replicamanager_isrexpands": _c("ISR expansions written"),
+    "kafka_server_leaderreplication_throttledbytes": _c("Bytes sent as a leader to throttled replicas"),
+    "kafka_server_followerreplication_throttledbytes": _c("Bytes fetched as a follower for throttled replicas"),
+    "kafka_server_leaderreplication_byte_rate": _g("Throttled bytes per second sent as a leader (the measured "
+                                                   "rate leader.replication.throttled.rate bounds)"),
+    "kafka_server_followerreplication_byte_rate": _g("Throttled bytes per second fetched as a follower (the "
+                                                     "measured rate follower.replication.throttled.rate bounds)"),
     "kafka_cluster_partition_underreplicated": _g("1 for a led partition whose ISR lacks a replica", *_TP),
     "kafka_controller_kafkacontroller_activecontrollercount": _g("1 on the controller"),
     "kafka_controller_kafkacontroller_offlinepartitionscount": _g("Partitions without a leader (the controller's "

@@ -531,6 +531,9 @@ class BrokerAdmin(BrokerLifecycle):
             else:
                 self.dynamic_config.default = usable
             self.config = config
+            if self.cluster is not None:
+                self.cluster.replicas.set_throttle_rates(self._throttle_rate("leader.replication.throttled.rate"),
+                                                         self._throttle_rate("follower.replication.throttled.rate"))
             new_defaults = self.config.log_manager.default_log_config()
             if new_defaults == self.default_log_config:
                 return
@@ -545,6 +548,15 @@ class BrokerAdmin(BrokerLifecycle):
                 except ConfigError as exc:
                     log.error("topic %s: its config %s is invalid over the new broker defaults: %s", topic,
                               overrides.get(topic), exc)
+
+    def _throttle_rate(self, key: str) -> Optional[int]:
+        """A replication throttle's bound from the dynamic configs (this broker's over the
+        cluster's default; None: unbounded)."""
+        value = self.dynamic_config.per_broker.get(key, self.dynamic_config.default.get(key))
+        try:
+            return None if value is None else int(value)
+        except ValueError:
+            return None
 
     def alter_configs(self, topic: str, config: Mapping[str, Any], incremental: bool = False) -> None:
         """Replace a topic's overrides (``incremental``: set only the given keys;

@@ -108,7 +108,9 @@ class ClusterNode:
             fetcher=FetcherSettings(node.replica_fetch_wait_max_ms, node.replica_fetch_min_bytes,
                                     node.replica_fetch_max_bytes, node.replica_fetch_response_max_bytes,
                                     node.replica_fetch_backoff_ms, node.num_replica_fetchers),
-            inter_broker_listener=node.inter_broker_listener_name)
+            inter_broker_listener=node.inter_broker_listener_name,
+            quota_window_num=node.replication_quota_window_num,
+            quota_window_s=float(node.replication_quota_window_size_seconds))
         self.guard = SessionGuard(store.session_timeout_ms, self._owned_registration, lambda: self._epoch,
                                   watch_pauses)
         self.replicas = ReplicaManager(broker_id, host, self.zk, settings, connector, timer, schedule,

@@ -118,6 +118,11 @@ class NodeConfig(Config):
                                                            at_least=1)
     leader_imbalance_per_broker_percentage: int = setting("leader.imbalance.per.broker.percentage", _INT, 10,
                                                           at_least=0)
+    # The replication throttles' samples (leader.replication.throttled.rate, follower...): the
+    # rate is measured over this many windows of this many seconds.
+    replication_quota_window_num: int = setting("replication.quota.window.num", _INT, 11, at_least=1)
+    replication_quota_window_size_seconds: int = setting("replication.quota.window.size.seconds", _INT, 1,
+                                                         at_least=1)
     controlled_shutdown_enable: bool = setting("controlled.shutdown.enable", _BOOLEAN, True)
     controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries", _INT, 3, at_least=0)
     controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms", _LONG, 5000,

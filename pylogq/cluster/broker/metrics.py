@@ -72,6 +72,9 @@ def _log_and_replica_readings(broker: "BrokerAdmin") -> Iterator[Reading]:
         replicas = broker.cluster.replicas
         yield "kafka_server_replicamanager_isrshrinks", (), replicas.isr_shrinks
         yield "kafka_server_replicamanager_isrexpands", (), replicas.isr_expands
+        for side, quota in (("leader", replicas.leader_quota), ("follower", replicas.follower_quota)):
+            yield "kafka_server_%sreplication_throttledbytes" % side, (), quota.throttled_bytes
+            yield "kafka_server_%sreplication_byte_rate" % side, (), quota.rate()
 
 
 def _group_readings(broker: "BrokerAdmin") -> Iterator[Reading]:

@@ -31,6 +31,7 @@ from ..broker_link import BrokerLink
 from ..contract import BrokerRegistration, FetchResult, InterBrokerConnector, ReplicaFetchPartition
 from ..partitioner import java_string_hash
 from ..state.partition import Partition
+from .replication_quota import ReplicationQuota, is_throttled_replica
 
 __all__ = ["FetcherSettings", "ReplicaFetcherManager", "ReplicaFetcherThread", "fetcher_id"]
 
@@ -86,11 +87,14 @@ class ReplicaFetcherThread:
 
     def __init__(self, broker_id: int, source: BrokerRegistration, fetcher: int, settings: FetcherSettings,
                  connector: InterBrokerConnector, partitions: Callable[[TopicPartition], Optional[Partition]],
-                 broker_epoch: Callable[[], int], listener: Optional[str] = None) -> None:
+                 broker_epoch: Callable[[], int], listener: Optional[str] = None,
+                 quota: Optional[ReplicationQuota] = None) -> None:
         self.broker_id = broker_id
         self.source = source
         self.fetcher = fetcher
         self.settings = settings
+        #: The follower's replication throttle (``follower.replication.throttled.rate``).
+        self.quota = quota if quota is not None else ReplicationQuota("follower")
         self._link = BrokerLink(source, connector, listener)
         self._partition_of = partitions
         self._broker_epoch = broker_epoch
@@ -266,14 +270,31 @@ class ReplicaFetcherThread:
 
     # -- fetching -----------------------------------------------------------------------
 
+    def _throttled(self, partition: Partition) -> bool:
+        """Whether this replica is one the follower throttle holds back (listed, out of the ISR)."""
+        return self.broker_id not in partition.isr and is_throttled_replica(
+            partition.log.config.follower_replication_throttled_replicas, partition.index, self.broker_id)
+
     def _fetch(self, states: Dict[TopicPartition, _FetchState]) -> None:
         asks = []
+        held = []
+        exceeded = self.quota.exceeded()
         for tp, s in states.items():
             partition = self._partition_of(tp)
             if partition is None:
                 continue
+            if exceeded and self._throttled(partition):
+                held.append(tp)
+                continue
             asks.append(ReplicaFetchPartition(tp[0], tp[1], s.fetch_offset, partition.log_start_offset,
                                               self.settings.max_bytes, s.leader_epoch))
+        if held:
+            # Past the bound: they wait out the time the rate needs to come back under it.
+            until = time.monotonic() + min(max(self.quota.wait_s(), 0.01), self.settings.backoff_ms / 1000.0)
+            with self._lock:
+                for tp in held:
+                    if self._states.get(tp) is states[tp]:
+                        states[tp].delayed_until = until
         if not asks:
             return
         answers = self._link.client().replica_fetch(
@@ -302,7 +323,10 @@ class ReplicaFetcherThread:
         try:
             if code == 0:
                 if answer.records is not None and len(answer.records):
-                    partition.append_as_follower(answer.records.read(), s.leader_epoch)
+                    data = answer.records.read()
+                    partition.append_as_follower(data, s.leader_epoch)
+                    if self.quota.bound is not None and self._throttled(partition):
+                        self.quota.record(len(data))
                 s.fetch_offset = partition.log_end_offset
                 partition.update_follower_high_watermark(answer.high_watermark, answer.log_start_offset,
                                                          s.leader_epoch)
@@ -347,9 +371,11 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, settings: FetcherSettings, connector: InterBrokerConnector,
                  partitions: Callable[[TopicPartition], Optional[Partition]], broker_epoch: Callable[[], int],
-                 listener: Optional[str] = None) -> None:
+                 listener: Optional[str] = None, quota: Optional[ReplicationQuota] = None) -> None:
         self.broker_id = broker_id
         self.settings = settings
+        #: The follower's replication throttle, shared by every fetcher thread.
+        self.quota = quota if quota is not None else ReplicationQuota("follower")
         self._connector = connector
         self._partitions = partitions
         self._broker_epoch = broker_epoch
@@ -373,7 +399,7 @@ class ReplicaFetcherManager:
                     fetcher = None
                 if fetcher is None:
                     fetcher = ReplicaFetcherThread(self.broker_id, leader, fid, self.settings, self._connector,
-                                                   self._partitions, self._broker_epoch, self._listener)
+                                                   self._partitions, self._broker_epoch, self._listener, self.quota)
                     self._fetchers[key] = fetcher
                     fetcher.start()
                 fetcher.add_partitions(group)

@@ -50,6 +50,7 @@ from ..zk.client import KafkaZkClient
 from ..zk.data import PartitionState
 from ..zk.session_guard import SessionGuard
 from .replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from .replication_quota import ReplicationQuota, is_throttled_replica
 
 __all__ = ["ReplicaHost", "ReplicaManager", "ReplicationSettings"]
 
@@ -72,6 +73,10 @@ class ReplicationSettings(NamedTuple):
     #: How often pending ISR changes are announced to the controller.
     isr_change_propagation_ms: int = 200
     inter_broker_listener: Optional[str] = None
+    #: The replication throttles' samples: ``replication.quota.window.num`` of
+    #: ``replication.quota.window.size.seconds`` each.
+    quota_window_num: int = 11
+    quota_window_s: float = 1.0
 
 
 class ReplicaHost(Protocol):
@@ -115,8 +120,12 @@ class ReplicaManager:
         self.produce_purgatory = DelayedOperationPurgatory("produce", timer)
         #: followers' fetches waiting for appends, by (topic, partition).
         self.replica_fetch_purgatory = DelayedOperationPurgatory("replica-fetch", timer)
+        #: The replication throttles (replication_quota.py): what this broker sends as a
+        #: leader and what it fetches as a follower, for replicas being moved.
+        self.leader_quota = ReplicationQuota("leader", settings.quota_window_num, settings.quota_window_s)
+        self.follower_quota = ReplicationQuota("follower", settings.quota_window_num, settings.quota_window_s)
         self.fetchers = ReplicaFetcherManager(broker_id, settings.fetcher, connector, host.hosted, broker_epoch,
-                                              settings.inter_broker_listener)
+                                              settings.inter_broker_listener, self.follower_quota)
         self._isr_writes: "queue.Queue[Optional[Tuple[Partition, List[int], int]]]" = queue.Queue()
         self._closing = threading.Event()
         self._isr_changed: Set[TopicPartition] = set()
@@ -369,6 +378,9 @@ class ReplicaManager:
         def read() -> Dict[TopicPartition, FetchResult]:
             return self._read_for_replica(replica_id, partitions, max_bytes, record=False)
 
+        if self.leader_quota.bound is not None:
+            deliver = self._counting_throttled(replica_id, deliver)
+
         def check() -> Optional[Dict[TopicPartition, FetchResult]]:
             results = read()
             size = 0
@@ -380,6 +392,11 @@ class ReplicaManager:
 
         first = self._read_for_replica(replica_id, partitions, max_bytes, record=True)
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000.0
+        if self.leader_quota.bound is not None and self.leader_quota.exceeded():
+            # Throttled partitions answer nothing until the rate is back at the bound: the
+            # wait ends then, so that the follower asks again at once rather than after its
+            # whole wait (which would hold the copy well under the bound).
+            deadline = min(deadline, time.monotonic() + max(0.001, self.leader_quota.wait_s()))
         op: DelayedCall[Dict[TopicPartition, FetchResult]] = DelayedCall(deadline, check, read, deliver)
         size = sum(len(r.records) for r in first.values() if r.records is not None)
         if max_wait_ms <= 0 or size >= min_bytes or any(r.error_code for r in first.values()) or self.closed:
@@ -388,6 +405,38 @@ class ReplicaManager:
         self.replica_fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in partitions],
                                                              checked=True)
         return op
+
+    def _throttled_for(self, partition: Partition, replica_id: int) -> bool:
+        """Whether the leader throttle covers what ``replica_id`` copies of ``partition``: listed
+        for this broker, and the replica out of the ISR (one in sync is never held back)."""
+        return replica_id not in partition.isr and is_throttled_replica(
+            partition.log.config.leader_replication_throttled_replicas, partition.index, self.broker_id)
+
+    def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
+        """Whether this fetch answers ``replica_id`` nothing of ``partition`` now: throttled,
+        with the leader's rate past its bound."""
+        return self.leader_quota.bound is not None and self._throttled_for(partition, replica_id) and \
+            self.leader_quota.exceeded()
+
+    def _counting_throttled(self, replica_id: int, deliver: Callable[[Dict[TopicPartition, FetchResult]], None]
+                            ) -> Callable[[Dict[TopicPartition, FetchResult]], None]:
+        """``deliver``, recording first the bytes the answer sends of throttled replicas."""
+        def counted(results: Dict[TopicPartition, FetchResult]) -> None:
+            sent = 0
+            for tp, r in results.items():
+                if r.records is not None and len(r.records):
+                    partition = self.host.hosted(tp)
+                    if partition is not None and self._throttled_for(partition, replica_id):
+                        sent += len(r.records)
+            self.leader_quota.record(sent)
+            deliver(results)
+        return counted
+
+    def set_throttle_rates(self, leader: Optional[int], follower: Optional[int]) -> None:
+        """The bounds of ``leader.replication.throttled.rate`` and
+        ``follower.replication.throttled.rate`` (None: unbounded)."""
+        self.leader_quota.set_bound(leader)
+        self.follower_quota.set_bound(follower)
 
     def _read_for_replica(self, replica_id: int, partitions: Sequence[ReplicaFetchPartition], max_bytes: int,
                           record: bool) -> Dict[TopicPartition, FetchResult]:
@@ -412,7 +461,10 @@ class ReplicaManager:
                 if record:
                     partition.update_follower_fetch_state(replica_id, p.fetch_offset, p.log_start_offset, end)
                 limit = max(0, min(p.max_bytes, budget))
-                region = partition.read_for_follower(p.fetch_offset, limit, min_one_batch=budget == max_bytes)
+                if self._leader_throttles(partition, replica_id):
+                    limit = 0  # past the leader's bound: nothing for a throttled replica until it is under
+                region = partition.read_for_follower(p.fetch_offset, limit,
+                                                     min_one_batch=budget == max_bytes and limit > 0)
                 budget -= len(region)
                 out[tp] = FetchResult(0, partition.high_watermark, partition.log_start_offset, region)
             except errors.BrokerError as exc:

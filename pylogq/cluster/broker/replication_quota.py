@@ -1,0 +1,139 @@
+"""Replication throttles (Kafka's ReplicationQuotaManager): a bound on the bytes per second
+that replicas being moved copy, on the leader's side and on the follower's.
+
+Two dynamic broker configs set the bounds, ``leader.replication.throttled.rate`` (what this
+broker sends as a leader) and ``follower.replication.throttled.rate`` (what it fetches as
+a follower); absent, a side is unbounded. Two topic configs say which replicas each bound
+applies to: ``leader.replication.throttled.replicas`` and
+``follower.replication.throttled.replicas``, lists of ``partition:broker`` pairs (or ``*``,
+every replica). A broker takes the pairs that name it: as a leader it throttles what it
+sends for the partitions listed with its id, as a follower what it fetches for those
+listed with its id. ``kafka-reassign-partitions --throttle`` (``pylogq reassign-partitions``)
+sets all four, on the brokers and topics of the partitions it moves.
+
+Only replicas out of the ISR are throttled: a follower in sync is never held back, so a
+throttle never slows acks=all writes. Each side keeps the bytes it copied for throttled
+partitions in one-second samples (``replication.quota.window.size.seconds``, eleven of them,
+``replication.quota.window.num``) and measures the rate as Kafka's ``Rate`` does, over at
+least the window less one sample. Once the rate passes the bound, a leader answers a
+throttled partition with no records (the follower's fetch then waits at the leader, as a
+fetch with nothing to read does), and a follower leaves throttled partitions out of its
+fetches until the rate is back under the bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, List, Optional, Sequence
+
+__all__ = ["ReplicationQuota", "is_throttled_replica"]
+
+#: The topic config value that throttles every replica of the topic.
+ALL_REPLICAS = "*"
+
+
+def is_throttled_replica(throttled: Sequence[str], partition: int, broker_id: int) -> bool:
+    """Whether a ``*.replication.throttled.replicas`` list names ``partition`` on ``broker_id``."""
+    if not throttled:
+        return False
+    return ALL_REPLICAS in throttled or "%d:%d" % (partition, broker_id) in throttled
+
+
+class ReplicationQuota:
+    """One side's bound (bytes per second, None for none) and the rate it measures.
+
+    Thread-safe: the leader's side is read and recorded by fetch requests on the server's
+    threads, the follower's by the fetcher threads.
+    """
+
+    def __init__(self, side: str, samples: int = 11, window_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.side = side
+        self._samples = max(2, samples)
+        self._window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._bound: Optional[float] = None
+        #: [start, bytes] of the samples not yet expired, oldest first.
+        self._recorded: List[List[float]] = []
+        #: Every throttled byte recorded (the metric).
+        self.throttled_bytes = 0
+
+    @property
+    def bound(self) -> Optional[float]:
+        """The bytes per second allowed (None: unbounded)."""
+        return self._bound
+
+    def set_bound(self, bytes_per_s: Optional[float]) -> None:
+        """A new bound (None or Kafka's Long.MAX_VALUE: unbounded)."""
+        with self._lock:
+            self._bound = None if bytes_per_s is None or bytes_per_s >= 2 ** 63 - 1 else float(bytes_per_s)
+
+    def record(self, n: int) -> None:
+        """``n`` bytes of throttled replicas were copied."""
+        if n <= 0:
+            return
+        now = self._clock()
+        with self._lock:
+            self.throttled_bytes += n
+            self._expire(now)
+            if self._recorded and now - self._recorded[-1][0] < self._window_s:
+                self._recorded[-1][1] += n
+            else:
+                self._recorded.append([now, float(n)])
+
+    def rate(self) -> float:
+        """Bytes per second over the samples kept (Kafka's ``Rate``: the elapsed time counts
+        at least the window less one sample, so a new measurement is not a burst's)."""
+        now = self._clock()
+        with self._lock:
+            return self._rate(now)
+
+    def exceeded(self) -> bool:
+        """Whether the rate is past the bound (never, unbounded)."""
+        now = self._clock()
+        with self._lock:
+            return self._bound is not None and self._rate(now) > self._bound
+
+    def wait_s(self) -> float:
+        """How long until the rate is back at the bound if nothing more is copied (0 when it is)."""
+        now = self._clock()
+        with self._lock:
+            if self._bound is None:
+                return 0.0
+            self._expire(now)
+            total = sum(b for _, b in self._recorded)
+            if not total:
+                return 0.0
+            if self._bound <= 0:
+                return self._window_s * self._samples
+            # The rate is the samples' bytes over max(since the oldest, the window less one
+            # sample), and samples expire as time goes: between two expiries, it is back at
+            # the bound once the time since the oldest left reaches its bytes / bound.
+            floor = self._window_s * (self._samples - 1)
+            start = now
+            for k, (oldest, _) in enumerate(self._recorded):
+                left = total - sum(b for _, b in self._recorded[:k])
+                expires = oldest + self._window_s * (self._samples + 1)
+                needed = left / self._bound
+                at = start if needed <= floor else max(start, oldest + needed)
+                if at < expires:
+                    return at - now
+                start = expires
+            return start - now
+
+    def _expire(self, now: float) -> None:
+        horizon = now - self._window_s * self._samples
+        while self._recorded and self._recorded[0][0] + self._window_s <= horizon:
+            self._recorded.pop(0)
+
+    def _elapsed(self, now: float) -> float:
+        oldest = self._recorded[0][0] if self._recorded else now
+        return max(now - oldest, self._window_s * (self._samples - 1))
+
+    def _rate(self, now: float) -> float:
+        self._expire(now)
+        if not self._recorded:
+            return 0.0
+        return sum(b for _, b in self._recorded) / self._elapsed(now)
