@@ -16,9 +16,9 @@ throttle never slows acks=all writes. Each side keeps the bytes it copied for th
 partitions in one-second samples (``replication.quota.window.size.seconds``, eleven of them,
 ``replication.quota.window.num``) and measures the rate as Kafka's ``Rate`` does, over at
 least the window less one sample. Once the rate passes the bound, a leader answers a
-throttled partition with no records (the follower's fetch then waits at the leader, as a
-fetch with nothing to read does), and a follower leaves throttled partitions out of its
-fetches until the rate is back under the bound.
+throttled partition with no records, its fetch waiting at most until the rate is back at
+the bound (:meth:`ReplicationQuota.wait_s`, which counts the samples that expire
+meanwhile), and a follower leaves throttled partitions out of its fetches for as long.
 """
 
 from __future__ import annotations
