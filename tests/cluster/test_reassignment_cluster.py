@@ -129,3 +129,24 @@ def test_a_broker_that_is_not_the_controller_answers_not_controller(pylogq_clust
             assert answer["error_code"] == errors.NotControllerError.code, answer
     finally:
         conn.close()
+
+
+def test_partitions_are_not_added_to_a_topic_being_reassigned(pylogq_cluster: pylogq.Cluster) -> None:
+    a, b, c = sorted(x.broker_id for x in pylogq_cluster.brokers)
+    topic = _topic(pylogq_cluster, [a, b])
+    pylogq_cluster.freeze_broker(c)  # the new replica holds the reassignment open
+    try:
+        controller = pylogq_cluster.controller()
+        assert controller is not None
+        assert controller.alter_partition_reassignments({(topic, 0): [c, b]}) == {(topic, 0): (0, None)}
+        try:
+            pylogq_cluster.broker(a).create_partitions(topic, 2)
+        except errors.ReassignmentInProgressError as exc:
+            assert topic in str(exc)
+        else:
+            raise AssertionError("partitions were added to a topic being reassigned")
+        assert controller.alter_partition_reassignments({(topic, 0): None}) == {(topic, 0): (0, None)}
+    finally:
+        pylogq_cluster.thaw_broker(c)
+    pylogq_cluster.broker(a).create_partitions(topic, 2)
+    assert len(pylogq_cluster.broker(a).describe_topic(topic).partitions) == 2

@@ -360,12 +360,19 @@ class ClusterNode:
                           assignment: Optional[Sequence[Sequence[int]]] = None) -> None:
         """Grow a topic to ``total`` partitions, the new ones continuing its pattern, or
         placed as ``assignment`` lists them (one replica list per new partition, checked
-        as Kafka checks them)."""
+        as Kafka checks them). Refused while a partition of the topic is being reassigned
+        (REASSIGNMENT_IN_PROGRESS)."""
         for _attempt in range(5):
             found = self.zk.get_topic_assignment(name)
             if found is None or self.zk.is_marked_for_deletion(name):
                 raise errors.UnknownTopicOrPartitionError("topic %r does not exist" % name)
             current, version = found
+            if current.adding or current.removing:
+                # As Kafka: the controller writes the topic's znode as it moves replicas, from its
+                # own view of the topic, so partitions added meanwhile could be lost.
+                raise errors.ReassignmentInProgressError(
+                    "a partition reassignment is in progress for topic %r (partitions %s); add partitions once it "
+                    "completes" % (name, sorted(set(current.adding) | set(current.removing))))
             have = len(current.partitions)
             if total <= have:
                 raise errors.InvalidPartitionsError("topic %r has %d partitions; the new total %r must be larger"
