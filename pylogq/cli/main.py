@@ -3,12 +3,14 @@
 ``pylogq dump-log --files F[,F...]`` prints segment files as Kafka's
 ``kafka-dump-log.sh`` does (see :mod:`pylogq.cli.dump_log`).
 
-``pylogq topics|produce|consume|groups|perf`` are Kafka's tools for a running
-broker (``--bootstrap-server HOST:PORT``, default 127.0.0.1:9092), in the
-output formats of ``kafka-topics.sh``, ``kafka-console-producer.sh``,
-``kafka-console-consumer.sh``, ``kafka-consumer-groups.sh`` and
-``kafka-*-perf-test.sh``; see :mod:`pylogq.cli.topics`, :mod:`~pylogq.cli.console`,
-:mod:`~pylogq.cli.groups` and :mod:`~pylogq.cli.perf`. :func:`run` runs any of
+``pylogq topics|produce|consume|groups|configs|reassign-partitions|leader-election|perf``
+are Kafka's tools for a running broker (``--bootstrap-server HOST:PORT``, default
+127.0.0.1:9092), in the output formats of ``kafka-topics.sh``, ``kafka-console-producer.sh``,
+``kafka-console-consumer.sh``, ``kafka-consumer-groups.sh``, ``kafka-configs.sh``,
+``kafka-reassign-partitions.sh``, ``kafka-leader-election.sh`` and ``kafka-*-perf-test.sh``;
+see :mod:`pylogq.cli.topics`, :mod:`~pylogq.cli.console`, :mod:`~pylogq.cli.groups`,
+:mod:`~pylogq.cli.configs`, :mod:`~pylogq.cli.reassign`, :mod:`~pylogq.cli.leader_election`
+and :mod:`~pylogq.cli.perf`. :func:`run` runs any of
 them against clients the caller builds (a :class:`pylogq.Broker` in this
 process, for instance) and streams it chooses.
 
@@ -42,7 +44,19 @@ from .. import _speedups, records
 from .._version import __version__
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
-from . import _interrupts, config_files, configs, console, dump_log, groups, perf, topics, zookeeper_server
+from . import (
+    _interrupts,
+    config_files,
+    configs,
+    console,
+    dump_log,
+    groups,
+    leader_election,
+    perf,
+    reassign,
+    topics,
+    zookeeper_server,
+)
 from .clients import Clients
 
 __all__ = ["build_parser", "run", "main"]
@@ -132,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                  description=console.CONSUME_SUMMARY))
     groups.add_arguments(sub.add_parser("groups", help=groups.SUMMARY, description=groups.SUMMARY))
     configs.add_arguments(sub.add_parser("configs", help=configs.SUMMARY, description=configs.SUMMARY))
+    # Kafka's --broker-list of this tool is the target brokers: it takes the name from the bootstrap alias.
+    reassign.add_arguments(sub.add_parser("reassign-partitions", help=reassign.SUMMARY, description=reassign.SUMMARY,
+                                          conflict_handler="resolve"))
+    leader_election.add_arguments(sub.add_parser("leader-election", help=leader_election.SUMMARY,
+                                                 description=leader_election.SUMMARY))
     perf.add_arguments(sub.add_parser("perf", help=perf.SUMMARY, description=perf.SUMMARY))
     zookeeper_server.add_arguments(sub.add_parser("zookeeper-server-start", help=zookeeper_server.SUMMARY,
                                                   description=zookeeper_server.SUMMARY))
@@ -181,6 +200,10 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
                 return groups.run(args, clients, out, err)
             if args.command == "configs":
                 return configs.run(args, clients, out, err)
+            if args.command == "reassign-partitions":
+                return reassign.run(args, clients, out, err)
+            if args.command == "leader-election":
+                return leader_election.run(args, clients, out, err)
             return perf.run(args, clients, out, err, progress=progress)
     finally:
         clients.close()

@@ -8,7 +8,8 @@ instances are accepted too, by their attributes). Every call goes through a
 against a :class:`pylogq.Broker` in this process and, later, over TCP.
 
 Batch operations (``create_topics``, ``delete_topics``, ``create_partitions``,
-``alter_configs``, ``delete_consumer_groups``) are per item, as on the wire:
+``alter_configs``, ``delete_consumer_groups``, ``alter_partition_reassignments``)
+are per item, as on the wire:
 every item is attempted, the result maps each one to ``None`` or its error,
 and with ``raise_errors=True`` (the default, as in kafka-python) the first
 error is raised once all items were attempted. Errors are the classes of
@@ -708,6 +709,124 @@ class AdminClient:
                                                    % (tp.topic, tp.partition, offset))
         return {tp: transport.delete_records(tp.topic, tp.partition, offset) for tp, offset in requests}
 
+    # -- partition reassignments ---------------------------------------------------------
+
+    def alter_partition_reassignments(self, reassignments: Mapping[Any, Optional[Sequence[int]]],
+                                      timeout_ms: Optional[int] = None, raise_errors: bool = True
+                                      ) -> Dict[TopicPartition, Optional[errors.BrokerError]]:
+        """Move partitions to new replicas (Kafka's AlterPartitionReassignments, KIP-455);
+        -> ``{TopicPartition: None or the error}``, in the order asked.
+
+        ``reassignments`` maps a :class:`TopicPartition` (or kafka-python's, or a
+        ``(topic, partition)`` pair) to its target broker ids, the first its preferred
+        leader, or to None to cancel the reassignment under way (back to the original
+        replicas). The cluster's controller starts each move and answers at once; the
+        records are copied in the background, and :meth:`list_partition_reassignments`
+        lists the partitions still moving. Each partition is accepted or refused on its
+        own (UnknownTopicOrPartitionError; InvalidReplicationAssignmentError for a broker
+        that is not alive or is named twice; NoReassignmentInProgressError for a
+        cancellation with nothing to cancel); with ``raise_errors`` (the default) the first
+        refusal is raised once every partition was answered. Unlike kafka-python, which
+        maps a partition to its error class, the value is the error itself, with the
+        controller's message. A refusal of the whole request raises, as does
+        NotControllerError when no broker answered as the controller within
+        ``timeout_ms`` (default: the client's ``request_timeout_ms``).
+        """
+        transport = self._check_open()
+        timeout = self._timeout_ms(timeout_ms)
+        if not isinstance(reassignments, Mapping):
+            raise errors.InvalidArgumentTypeError("reassignments must be a dict {TopicPartition: [broker ids] or None}, "
+                                                  "not %r" % (reassignments,))
+        targets: Dict[Tuple[str, int], Optional[List[int]]] = {}  # TopicPartition keys, as the transport takes them
+        for key, replicas in reassignments.items():
+            tp = _topic_partition(key)
+            targets[tp] = None if replicas is None else _replica_ids(tp, replicas)
+        if not targets:
+            return {}
+        outcomes = transport.alter_partition_reassignments(targets, timeout)
+        results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
+        for topic, partition in targets:
+            code, message = outcomes.get((topic, partition), (
+                errors.UnknownServerError.code, "the controller answered nothing for %s-%d" % (topic, partition)))
+            cls = errors.error_for_code(code)
+            # The controller's message names the partition; a bare code gets it named here.
+            results[TopicPartition(topic, partition)] = None if cls is None else cls(
+                message or "reassigning %s-%d: %s" % (topic, partition, cls.message))
+        if raise_errors:
+            for error in results.values():
+                if error is not None:
+                    raise error
+        return results
+
+    def list_partition_reassignments(self, topic_partitions: Any = None, timeout_ms: Optional[int] = None
+                                     ) -> Dict[TopicPartition, Dict[str, List[int]]]:
+        """The reassignments under way (Kafka's ListPartitionReassignments, answered by the
+        controller), as kafka-python returns them: ``{TopicPartition: {"replicas",
+        "adding_replicas", "removing_replicas"}}``, sorted. ``replicas`` is the partition's
+        whole set while it moves (the target's and the original's together); a partition
+        leaves the listing once its target replicas are in sync and the others removed.
+
+        ``topic_partitions``: ``{topic: [partitions]}``, a list of :class:`TopicPartition`
+        (or pairs), or None for every partition; a partition that is not moving (or does
+        not exist) is left out. Errors as :meth:`alter_partition_reassignments`.
+        """
+        transport = self._check_open()
+        timeout = self._timeout_ms(timeout_ms)
+        wanted: Optional[List[Tuple[str, int]]] = None
+        if isinstance(topic_partitions, Mapping):
+            wanted = [(tp.topic, tp.partition) for topic, parts in topic_partitions.items()
+                      for tp in (_topic_partition((topic, p)) for p in _items(parts, "the partitions of %r" % (topic,)))]
+        elif topic_partitions is not None:
+            wanted = [(tp.topic, tp.partition)
+                      for tp in (_topic_partition(v) for v in _items(topic_partitions, "topic_partitions"))]
+        found = transport.list_partition_reassignments(wanted, timeout)
+        return {TopicPartition(topic, partition): {"replicas": list(moving.replicas),
+                                                   "adding_replicas": list(moving.adding),
+                                                   "removing_replicas": list(moving.removing)}
+                for (topic, partition), moving in sorted(found.items())}
+
+    def elect_leaders(self, election_type: Any, topic_partitions: Any = None, timeout_ms: Optional[int] = None,
+                      raise_errors: bool = False) -> Dict[TopicPartition, Optional[errors.BrokerError]]:
+        """Elect partitions' leaders (Kafka's ElectLeaders, KIP-460) -> ``{TopicPartition: None
+        or the error}``, as confluent-kafka's ``elect_leaders`` answers.
+
+        ``election_type``: 0 or ``"PREFERRED"`` gives each partition back to its preferred
+        replica where it is alive and in sync (PreferredLeaderNotAvailableError otherwise);
+        1 or ``"UNCLEAN"`` gives a partition without a live leader the first live in-sync
+        replica, else any live replica (EligibleLeadersNotAvailableError with none).
+        ElectionNotNeededError: the partition has the leader it should. ``topic_partitions``:
+        ``{topic: [partitions]}``, a list of :class:`TopicPartition` (or pairs), or None for
+        every partition (then only those that needed an election are answered).
+        ``raise_errors`` raises the first error other than ElectionNotNeededError once every
+        partition was answered. The controller holds them; NotControllerError as
+        :meth:`alter_partition_reassignments`.
+        """
+        transport = self._check_open()
+        timeout = self._timeout_ms(timeout_ms)
+        kinds = {"PREFERRED": 0, "UNCLEAN": 1}
+        kind = kinds.get(election_type.upper()) if isinstance(election_type, str) else election_type
+        if kind not in (0, 1) or isinstance(kind, bool):
+            raise errors.InvalidArgumentError("election_type must be 0 (PREFERRED) or 1 (UNCLEAN), not %r"
+                                              % (election_type,))
+        wanted: Optional[List[Tuple[str, int]]] = None
+        if isinstance(topic_partitions, Mapping):
+            wanted = [(tp.topic, tp.partition) for topic, parts in topic_partitions.items()
+                      for tp in (_topic_partition((topic, p)) for p in _items(parts, "the partitions of %r" % (topic,)))]
+        elif topic_partitions is not None:
+            wanted = [(tp.topic, tp.partition)
+                      for tp in (_topic_partition(v) for v in _items(topic_partitions, "topic_partitions"))]
+        outcomes = transport.elect_leaders(kind, wanted, timeout)
+        results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
+        for (topic, partition), (code, message) in outcomes.items():
+            cls = errors.error_for_code(code)
+            results[TopicPartition(topic, partition)] = None if cls is None else cls(
+                message or "electing the leader of %s-%d: %s" % (topic, partition, cls.message))
+        if raise_errors:
+            for error in results.values():
+                if error is not None and not isinstance(error, errors.ElectionNotNeededError):
+                    raise error
+        return results
+
     # -- cluster and log dirs -------------------------------------------------------------
 
     def describe_cluster(self) -> Dict[str, Any]:
@@ -844,6 +963,18 @@ def _items(values: Iterable[Any], what: str) -> List[Any]:
         raise errors.InvalidArgumentTypeError("%s must be a list of TopicPartitions or (topic, partition) pairs, not %r"
                                               % (what, values))
     return list(values)
+
+
+def _replica_ids(tp: TopicPartition, replicas: Any) -> List[int]:
+    """A reassignment's target replicas as a list of broker ids, checked before anything is sent."""
+    if isinstance(replicas, (str, bytes)) or not isinstance(replicas, (list, tuple)) or \
+            not all(isinstance(b, int) and not isinstance(b, bool) for b in replicas):
+        raise errors.InvalidArgumentTypeError("the target replicas of %s-%d must be a list of broker ids (None "
+                                              "cancels its reassignment), not %r" % (tp.topic, tp.partition, replicas))
+    if not replicas:
+        raise errors.InvalidArgumentError("the target replicas of %s-%d must name at least one broker (None "
+                                          "cancels its reassignment), not []" % (tp.topic, tp.partition))
+    return list(replicas)
 
 
 def _decode(decoder: Any, data: bytes) -> Any:

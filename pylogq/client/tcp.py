@@ -17,10 +17,11 @@ its response (:class:`~pylogq.client.tcp_requests.TcpRequests`, which
 
 Routing: a bootstrap server answers Metadata, which names the brokers, the
 controller and each partition's leader; Produce, Fetch, ListOffsets and
-DeleteRecords go to the leader, the admin topic requests to the controller,
-group requests to the group's coordinator (FindCoordinator), cached and
-looked up again after NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER or a lost
-connection.
+DeleteRecords go to the leader, the admin topic requests and the
+reassignment requests to the controller (found again while it answers
+NOT_CONTROLLER or cannot be reached), group requests to the group's
+coordinator (FindCoordinator), cached and looked up again after
+NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER or a lost connection.
 
 Connections: one per broker and *channel*, so a request that the broker may
 hold for long never delays another: ``fetch`` carries the long-polled Fetch,
@@ -451,10 +452,15 @@ class TcpTransport(TcpRequests, Transport):
 
     # -- admin ---------------------------------------------------------------------------------
 
-    def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int]
-                         ) -> Dict[str, Any]:
-        """A request to the controller, looked up again while the answer is NOT_CONTROLLER."""
-        deadline = time.monotonic() + self.timeout_s
+    def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int],
+                         timeout_s: Optional[float] = None, retry_lost: bool = False) -> Dict[str, Any]:
+        """A request to the controller, found again (Metadata names it) while the answer is
+        NOT_CONTROLLER or its broker cannot be reached, for up to ``timeout_s`` (None: the
+        request timeout); past it, the last answer is returned. A connection lost with the
+        request in flight is retried only when ``retry_lost`` (the request is safe to repeat):
+        the controller may have carried it out.
+        """
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         while True:
             with self._lock:
                 controller = self._controller
@@ -462,13 +468,30 @@ class TcpTransport(TcpRequests, Transport):
                 self._metadata([])
                 with self._lock:
                     controller = self._controller
-            response = self._call(controller, api_key, body, retry=False)
+            try:
+                conn = self._any_connection() if controller is None else self._connection(controller)
+            except (KafkaConnectionError, RequestTimedOutError):
+                # Nothing was sent: the controller moved or its broker is down.
+                self._forget_controller()
+                if self._backoff(deadline):
+                    continue
+                raise
+            try:
+                response = conn.request(api_key, body)
+            except KafkaConnectionError:
+                self._forget_controller()
+                if retry_lost and not self._closed and self._backoff(deadline):
+                    continue
+                raise
             if code_of(response) == NotControllerError.code:
-                with self._lock:
-                    self._controller = None
+                self._forget_controller()
                 if self._backoff(deadline):
                     continue
             return response
+
+    def _forget_controller(self) -> None:
+        with self._lock:
+            self._controller = None
 
     def _await_topic(self, name: str, ready: Callable[[TopicDescription], bool]) -> TopicDescription:
         """The topic's description once metadata shows the change (brokers may lag the controller)."""

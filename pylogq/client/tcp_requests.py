@@ -28,6 +28,8 @@ from ..cluster.contract import (
     LogDirsQuery,
     MemberDescription,
     OffsetDeleteResult,
+    PartitionOutcome,
+    PartitionReassignment,
     ProducerDescription,
     ProduceResult,
     RecordBytes,
@@ -150,8 +152,8 @@ class TcpRouting(Protocol):
 
     def _forget_pending(self, group_id: str) -> None: ...
 
-    def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int]
-                         ) -> Dict[str, Any]: ...
+    def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int],
+                         timeout_s: Optional[float] = None, retry_lost: bool = False) -> Dict[str, Any]: ...
 
     def _await_topic(self, name: str, ready: Callable[[TopicDescription], bool]) -> TopicDescription: ...
 
@@ -487,6 +489,62 @@ class TcpRequests(TcpRouting):
         _raise(result["error_code"], "creating partitions of topic %r" % name, result.get("error_message"))
         self._forget_leaders(name)
         return self._await_topic(name, lambda d: len(d.partitions) >= total)
+
+    def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[Sequence[int]]],
+                                      timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:
+        """AlterPartitionReassignments to the controller (found again while another broker answers
+        NOT_CONTROLLER, for up to ``timeout_ms``); -> each partition's (error code, message)."""
+        topics: Dict[str, List[Dict[str, Any]]] = {}
+        for (topic, partition), replicas in targets.items():
+            topics.setdefault(topic, []).append(
+                {"partition_index": partition, "replicas": None if replicas is None else list(replicas)})
+        body = {"timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        response = self._controller_call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, lambda r: r["error_code"],
+                                         timeout_s=timeout_ms / 1000.0)
+        _raise(response["error_code"], "altering partition reassignments", response["error_message"])
+        return {(t["name"], p["partition_index"]): (p["error_code"], p["error_message"])
+                for t in response["responses"] for p in t["partitions"]}
+
+    def list_partition_reassignments(self, partitions: Optional[Sequence[Tuple[str, int]]],
+                                     timeout_ms: int) -> Dict[Tuple[str, int], PartitionReassignment]:
+        """ListPartitionReassignments to the controller, found as for AlterPartitionReassignments
+        (a read: sent again after a lost connection)."""
+        topics: Optional[List[Dict[str, Any]]] = None
+        if partitions is not None:
+            grouped: Dict[str, List[int]] = {}
+            for topic, partition in partitions:
+                grouped.setdefault(topic, []).append(partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
+        response = self._controller_call(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                                         {"timeout_ms": timeout_ms, "topics": topics}, lambda r: r["error_code"],
+                                         timeout_s=timeout_ms / 1000.0, retry_lost=True)
+        _raise(response["error_code"], "listing partition reassignments", response["error_message"])
+        return {(t["name"], p["partition_index"]): PartitionReassignment(
+                    list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"]))
+                for t in response["topics"] for p in t["partitions"]}
+
+    def elect_leaders(self, election_type: int, partitions: Optional[Sequence[Tuple[str, int]]],
+                      timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:
+        """ElectLeaders to the controller, found as for AlterPartitionReassignments (an
+        election is safe to ask for again: sent again after a lost connection)."""
+        topics: Optional[List[Dict[str, Any]]] = None
+        if partitions is not None:
+            grouped: Dict[str, List[int]] = {}
+            for topic, partition in partitions:
+                grouped.setdefault(topic, []).append(partition)
+            topics = [{"topic": t, "partitions": ps} for t, ps in grouped.items()]
+        body = {"election_type": election_type, "topic_partitions": topics, "timeout_ms": timeout_ms}
+
+        def code_of(r: Dict[str, Any]) -> int:
+            # v0 has no top-level error: a broker that is not the controller says it per partition.
+            codes = [p["error_code"] for t in r["replica_election_results"] for p in t["partition_result"]]
+            return r.get("error_code") or (codes[0] if codes and all(c == codes[0] for c in codes) else 0)
+
+        response = self._controller_call(ApiKey.ELECT_LEADERS, body, code_of, timeout_s=timeout_ms / 1000.0,
+                                         retry_lost=True)
+        _raise(response.get("error_code", 0), "electing leaders", None)
+        return {(t["topic"], p["partition_id"]): (p["error_code"], p["error_message"])
+                for t in response["replica_election_results"] for p in t["partition_result"]}
 
     def describe_configs(self, topic: str) -> Dict[str, Tuple[Optional[str], bool]]:
         response = self._call(None, ApiKey.DESCRIBE_CONFIGS, {

@@ -18,9 +18,9 @@ wrapped so that each call counts as a request, timed around the call.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Optional, Protocol, Sequence, Union, cast
+from typing import Any, Dict, Mapping, Optional, Protocol, Sequence, Tuple, Union, cast
 
-from ..cluster.contract import BrokerApi
+from ..cluster.contract import BrokerApi, PartitionOutcome, PartitionReassignment
 from ..errors import ConfigError
 from .metrics import NetworkSensors
 
@@ -28,7 +28,28 @@ __all__ = ["LocalBroker", "TCP_OPTIONS", "Transport", "connect"]
 
 
 class Transport(BrokerApi, Protocol):
-    """What a client needs from a broker: the contract's calls, and ``close()``."""
+    """What a client needs from a broker: the contract's calls, the controller's
+    reassignment and election calls, and ``close()``."""
+
+    def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[Sequence[int]]],
+                                      timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:
+        """AlterPartitionReassignments, carried out by the controller (a target of None cancels
+        the partition's reassignment under way): -> each partition's (error code, message).
+
+        A refusal of the whole request raises; so does NotControllerError when no broker
+        answered as the controller within ``timeout_ms``.
+        """
+
+    def list_partition_reassignments(self, partitions: Optional[Sequence[Tuple[str, int]]],
+                                     timeout_ms: int) -> Dict[Tuple[str, int], PartitionReassignment]:
+        """ListPartitionReassignments, answered by the controller: the reassignments under way
+        (of ``partitions`` only, when given). Errors as :meth:`alter_partition_reassignments`."""
+
+    def elect_leaders(self, election_type: int, partitions: Optional[Sequence[Tuple[str, int]]],
+                      timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:
+        """ElectLeaders (0 preferred, 1 unclean), held by the controller: -> each partition's
+        (error code, message); with ``partitions`` None, every partition that needed an
+        election. Errors as :meth:`alter_partition_reassignments`."""
 
     def close(self) -> None:
         """Release the transport's resources (the broker itself stays up)."""

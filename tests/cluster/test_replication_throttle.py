@@ -150,9 +150,26 @@ def _filled(cluster: Any, replicas: List[int]) -> str:
 
 
 def _throttle(cluster: Any, topic: str, key: str, rate: int, replicas: str) -> None:
+    """Set one side's throttle, and wait until every broker runs with it: the configs reach
+    the other brokers by the store's change notifications (a replica added later reads the
+    topic's config when it opens)."""
     controller = cluster.controller()
     controller.alter_broker_configs("", [("SET", "%s.replication.throttled.rate" % key, str(rate))], incremental=True)
     controller.alter_configs(topic, {"%s.replication.throttled.replicas" % key: replicas}, incremental=True)
+    listed = tuple(replicas.split(","))
+
+    def applied() -> bool:
+        for broker in cluster.brokers:
+            replicas_of = broker.cluster.replicas
+            if getattr(replicas_of, "%s_quota" % key).bound != rate:
+                return False
+            hosted = replicas_of.host.hosted((topic, 0))
+            if hosted is not None and \
+                    getattr(hosted.log.config, "%s_replication_throttled_replicas" % key) != listed:
+                return False
+        return True
+
+    _eventually(applied, "every broker to run with the %s throttle" % key)
 
 
 def _copy_time(cluster: Any, topic: str, target: List[int]) -> float:

@@ -9,9 +9,9 @@ coordinator directly (no sockets, no encoding). The client layer reaches it thro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Protocol, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, NoReturn, Optional, Protocol, Sequence, Tuple, Union
 
-from ...errors import InvalidRequestError, UnknownTopicOrPartitionError, UnsupportedVersionError
+from ...errors import InvalidRequestError, NotControllerError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from ..contract import (
     BrokerConfigEntry,
     BrokerNode,
@@ -25,6 +25,8 @@ from ..contract import (
     LogDirDescription,
     LogDirsQuery,
     OffsetDeleteResult,
+    PartitionOutcome,
+    PartitionReassignment,
     ProducerDescription,
     ProduceResult,
     ScramCredentialDeletion,
@@ -204,6 +206,44 @@ class InProcessTransport:
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
         return {self.broker.broker_id: self.broker.describe_log_dirs(partitions)}
+
+    def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[Sequence[int]]],
+                                      timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:
+        """The broker's controller carries them out (a single node takes only targets of itself);
+        a broker of a cluster that is not its controller raises NotControllerError naming the one
+        that is, as there is no other broker in reach to send them to. ``timeout_ms``: the
+        controller's own admin timeout bounds the call instead."""
+        outcomes = self.broker.alter_partition_reassignments(
+            {tp: None if replicas is None else list(replicas) for tp, replicas in targets.items()})
+        if any(code == NotControllerError.code for code, _ in outcomes.values()):
+            self._not_the_controller()
+        return outcomes
+
+    def list_partition_reassignments(self, partitions: Optional[Sequence[Tuple[str, int]]],
+                                     timeout_ms: int) -> Dict[Tuple[str, int], PartitionReassignment]:
+        """The reassignments under way, as the broker's controller knows them (a single node
+        has none); NotControllerError as :meth:`alter_partition_reassignments`."""
+        found = self.broker.list_partition_reassignments(None if partitions is None else list(partitions))
+        if found is None:
+            self._not_the_controller()
+        return found
+
+    def elect_leaders(self, election_type: int, partitions: Optional[Sequence[Tuple[str, int]]],
+                      timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:
+        """The broker's controller holds them (a single node leads all its partitions);
+        NotControllerError as :meth:`alter_partition_reassignments`."""
+        found = self.broker.elect_leaders(election_type, None if partitions is None else list(partitions))
+        if found is None:
+            self._not_the_controller()
+        return found
+
+    def _not_the_controller(self) -> NoReturn:
+        view = self.broker.cluster_view()
+        other = view[0] if view is not None and view[0] >= 0 and view[0] != self.broker.broker_id else None
+        where = "none is active at the moment" if other is None else "broker %d is" % other
+        raise NotControllerError("broker %d is not the controller of its cluster (%s): give the client the "
+                                 "controller's Broker (Cluster.controller()) or bootstrap_servers"
+                                 % (self.broker.broker_id, where))
 
     def describe_user_scram_credentials(self, users: Optional[Sequence[str]] = None
                                         ) -> List[UserScramCredentials]:
