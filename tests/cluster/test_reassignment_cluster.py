@@ -150,3 +150,16 @@ def test_partitions_are_not_added_to_a_topic_being_reassigned(pylogq_cluster: py
         pylogq_cluster.thaw_broker(c)
     pylogq_cluster.broker(a).create_partitions(topic, 2)
     assert len(pylogq_cluster.broker(a).describe_topic(topic).partitions) == 2
+
+
+def test_an_in_process_admin_client_describes_the_whole_cluster(pylogq_cluster: pylogq.Cluster) -> None:
+    """What pylogq reassign-partitions --generate reads (the brokers and their racks) is the
+    cluster's, also through a Broker of it in this process, not that one broker's alone."""
+    ids = sorted(x.broker_id for x in pylogq_cluster.brokers)
+    controller = pylogq_cluster.controller()
+    assert controller is not None
+    for broker in pylogq_cluster.brokers:
+        with pylogq.AdminClient(broker=broker) as admin:
+            described = admin.describe_cluster()
+        assert sorted(b["broker_id"] for b in described["brokers"]) == ids
+        assert described["controller_id"] == controller.broker_id

@@ -61,6 +61,8 @@ class LocalBroker(ServedBroker, Protocol):
     def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int = 500, min_bytes: int = 1,
               max_bytes: int = 52428800, isolation_level: str = "read_uncommitted") -> FetchResults: ...
 
+    def describe_cluster(self) -> ClusterDescription: ...
+
 
 class InProcessTransport:
     """Calls a :class:`pylogq.Broker` in this process. Thread-safe (the broker is)."""
@@ -198,11 +200,10 @@ class InProcessTransport:
         self.broker.alter_broker_configs(resource_name, ops, incremental, validate_only)
 
     def describe_cluster(self) -> ClusterDescription:
-        """This broker, at the address of its first listener (Kafka's no-node ("", -1) when it serves none)."""
-        addresses = self.broker.listener_addresses
-        host, port = addresses[0] if addresses else ("", -1)
-        broker_id = self.broker.broker_id
-        return ClusterDescription(self.broker.cluster_id, broker_id, [BrokerNode(broker_id, host, port)])
+        """The broker's cluster as it describes it: a single node itself (at the address of its
+        first listener, Kafka's no-node ("", -1) when it serves none), a cluster's broker the
+        controller and every live broker its metadata knows."""
+        return self.broker.describe_cluster()
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
         return {self.broker.broker_id: self.broker.describe_log_dirs(partitions)}
