@@ -772,13 +772,7 @@ class AdminClient:
         """
         transport = self._check_open()
         timeout = self._timeout_ms(timeout_ms)
-        wanted: Optional[List[Tuple[str, int]]] = None
-        if isinstance(topic_partitions, Mapping):
-            wanted = [(tp.topic, tp.partition) for topic, parts in topic_partitions.items()
-                      for tp in (_topic_partition((topic, p)) for p in _items(parts, "the partitions of %r" % (topic,)))]
-        elif topic_partitions is not None:
-            wanted = [(tp.topic, tp.partition)
-                      for tp in (_topic_partition(v) for v in _items(topic_partitions, "topic_partitions"))]
+        wanted = _partitions_asked(topic_partitions)
         found = transport.list_partition_reassignments(wanted, timeout)
         return {TopicPartition(topic, partition): {"replicas": list(moving.replicas),
                                                    "adding_replicas": list(moving.adding),
@@ -808,13 +802,7 @@ class AdminClient:
         if kind not in (0, 1) or isinstance(kind, bool):
             raise errors.InvalidArgumentError("election_type must be 0 (PREFERRED) or 1 (UNCLEAN), not %r"
                                               % (election_type,))
-        wanted: Optional[List[Tuple[str, int]]] = None
-        if isinstance(topic_partitions, Mapping):
-            wanted = [(tp.topic, tp.partition) for topic, parts in topic_partitions.items()
-                      for tp in (_topic_partition((topic, p)) for p in _items(parts, "the partitions of %r" % (topic,)))]
-        elif topic_partitions is not None:
-            wanted = [(tp.topic, tp.partition)
-                      for tp in (_topic_partition(v) for v in _items(topic_partitions, "topic_partitions"))]
+        wanted = _partitions_asked(topic_partitions)
         outcomes = transport.elect_leaders(kind, wanted, timeout)
         results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
         for (topic, partition), (code, message) in outcomes.items():
@@ -985,6 +973,16 @@ def _decode(decoder: Any, data: bytes) -> Any:
         return decoder(data)
     except errors.InvalidConsumerProtocolError:
         return data
+
+
+def _partitions_asked(topic_partitions: Any) -> Optional[List[Tuple[str, int]]]:
+    """``{topic: [partitions]}``, a list of TopicPartitions (or pairs), or None (every one)."""
+    if topic_partitions is None:
+        return None
+    if isinstance(topic_partitions, Mapping):
+        return [(tp.topic, tp.partition) for topic, parts in topic_partitions.items()
+                for tp in (_topic_partition((topic, p)) for p in _items(parts, "the partitions of %r" % (topic,)))]
+    return [(tp.topic, tp.partition) for tp in (_topic_partition(v) for v in _items(topic_partitions, "topic_partitions"))]
 
 
 def _topic_partition(value: Any) -> TopicPartition:

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import io
 import json
-import time
-import uuid
 from pathlib import Path
-from typing import Any, Callable
 
 import pylogq
 from pylogq import errors
 from pylogq.cli.clients import Clients
 from pylogq.cli.main import run
-from pylogq.client.admin import AdminClient, NewTopic
+from pylogq.client.admin import AdminClient
 from pylogq.client.consumer import TopicPartition
 
+from .._cluster_ops import eventually, led_elsewhere
 from .conftest import Result
 
 TIMEOUT_S = 30.0
@@ -32,36 +30,14 @@ def _cli(cluster: pylogq.Cluster, *argv: str) -> Result:
     return Result(status, out.getvalue(), err.getvalue())
 
 
-def _eventually(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for %s" % what
-        time.sleep(0.05)
-
-
-def _led_elsewhere(cluster: pylogq.Cluster, partitions: int = 1) -> str:
-    """A topic on (a, b) for every partition, each led by b after a restarted."""
-    a, b, _ = sorted(x.broker_id for x in cluster.brokers)
-    topic = "elect-%s" % uuid.uuid4().hex[:8]
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(topic, replica_assignments={p: [a, b] for p in range(partitions)})])
-    _eventually(lambda: all(cluster.leader(topic, p) == a for p in range(partitions)), "%d to lead" % a)
-    cluster.restart_broker(a)
-    _eventually(lambda: all(cluster.leader(topic, p) == b for p in range(partitions)), "%d to lead" % b)
-    _eventually(lambda: all(sorted(cluster.broker(b).describe_topic(topic).partitions[p].isr) == [a, b]
-                            for p in range(partitions)), "%d back in the ISRs" % a)
-    return topic
 
 
 def test_a_preferred_election_of_one_partition_and_then_none_needed(pylogq_cluster: pylogq.Cluster) -> None:
-    topic = _led_elsewhere(pylogq_cluster)
+    topic = led_elsewhere(pylogq_cluster)
     a = min(x.broker_id for x in pylogq_cluster.brokers)
     first = _cli(pylogq_cluster, "--election-type", "preferred", "--topic", topic, "--partition", "0")
     assert first == Result(0, "Successfully completed leader election (PREFERRED) for partitions %s-0\n" % topic, "")
-    _eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica to lead")
+    eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica to lead")
     again = _cli(pylogq_cluster, "--election-type", "PREFERRED", "--topic", topic, "--partition", "0")
     assert again == Result(0, "Valid replica already elected for partitions %s-0\n" % topic, "")
     unclean = _cli(pylogq_cluster, "--election-type", "UNCLEAN", "--topic", topic, "--partition", "0")
@@ -69,7 +45,7 @@ def test_a_preferred_election_of_one_partition_and_then_none_needed(pylogq_clust
 
 
 def test_every_partition_and_a_json_file(pylogq_cluster: pylogq.Cluster, tmp_path: Path) -> None:
-    topic = _led_elsewhere(pylogq_cluster, partitions=3)
+    topic = led_elsewhere(pylogq_cluster, partitions=3)
     a = min(x.broker_id for x in pylogq_cluster.brokers)
     plan = tmp_path / "partitions.json"
     plan.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 2}]}))
@@ -81,7 +57,7 @@ def test_every_partition_and_a_json_file(pylogq_cluster: pylogq.Cluster, tmp_pat
     # Every partition of the cluster that needed one: this topic's other two among them.
     assert every.out.startswith("Successfully completed leader election (PREFERRED) for partitions ")
     assert "%s-0, %s-1" % (topic, topic) in every.out and "%s-2" % topic not in every.out
-    _eventually(lambda: all(pylogq_cluster.leader(topic, p) == a for p in range(3)), "every preferred replica")
+    eventually(lambda: all(pylogq_cluster.leader(topic, p) == a for p in range(3)), "every preferred replica")
 
 
 def test_what_cannot_be_elected_is_reported(pylogq_cluster: pylogq.Cluster, tmp_path: Path) -> None:
@@ -109,7 +85,7 @@ def test_usage_errors(pylogq_cluster: pylogq.Cluster) -> None:
 
 
 def test_the_admin_client_in_process_and_over_tcp(pylogq_cluster: pylogq.Cluster) -> None:
-    topic = _led_elsewhere(pylogq_cluster)
+    topic = led_elsewhere(pylogq_cluster)
     a = min(x.broker_id for x in pylogq_cluster.brokers)
     controller = pylogq_cluster.controller()
     assert controller is not None
@@ -123,7 +99,7 @@ def test_the_admin_client_in_process_and_over_tcp(pylogq_cluster: pylogq.Cluster
             raise AssertionError("a broker that is not the controller held an election")
     with AdminClient(broker=controller) as admin:
         assert admin.elect_leaders(0, {topic: [0]}) == {TopicPartition(topic, 0): None}
-    _eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica to lead")
+    eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica to lead")
     with AdminClient(bootstrap_servers=pylogq_cluster.bootstrap_servers) as admin:
         [error] = admin.elect_leaders("preferred", [(topic, 0)]).values()
         assert isinstance(error, errors.ElectionNotNeededError)

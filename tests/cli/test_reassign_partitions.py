@@ -22,8 +22,10 @@ import pytest
 import pylogq
 from pylogq.cli.clients import Clients
 from pylogq.cli.main import run
-from pylogq.client.admin import AdminClient, ConfigResource, ConfigResourceType, NewTopic
+from pylogq.client.admin import AdminClient, ConfigResource, ConfigResourceType
 from pylogq.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS
+
+from .._cluster_ops import await_replicas, replicas_of, roles, topic_with_records
 
 from .conftest import Cli, Result, run_process
 
@@ -45,29 +47,6 @@ def _cli(cluster: pylogq.Cluster, *argv: str) -> Result:
     return Result(status, out.getvalue(), err.getvalue())
 
 
-def _roles(cluster: pylogq.Cluster) -> Tuple[int, int, int]:
-    """(a, b, c): b the controller, a and c two other brokers."""
-    controller = cluster.controller()
-    assert controller is not None
-    b = controller.broker_id
-    a, c = sorted(x.broker_id for x in cluster.brokers if x.broker_id != b)
-    return a, b, c
-
-
-def _topic(cluster: pylogq.Cluster, assignment: Dict[int, List[int]], records: int = RECORDS) -> str:
-    name = "moving-%s" % uuid.uuid4().hex[:8]
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(name, replica_assignments=assignment)])
-    if records:
-        producer = pylogq.Producer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
-        try:
-            for partition in assignment:
-                for i in range(records):
-                    producer.send(name, value=b"record-%d" % i, partition=partition)
-            producer.flush()
-        finally:
-            producer.close()
-    return name
 
 
 def _file(tmp_path: Path, content: Any) -> str:
@@ -88,19 +67,6 @@ def _kafka_json(assignment: Dict[Tuple[str, int], List[int]]) -> str:
             t, p, ",".join(map(str, r)), ",".join(['"any"'] * len(r))) for (t, p), r in sorted(assignment.items()))
 
 
-def _replicas(cluster: pylogq.Cluster, topic: str) -> List[List[int]]:
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        return [p["replicas"] for p in sorted(admin.describe_topics([topic])[0]["partitions"],
-                                              key=lambda p: p["partition"])]
-
-
-def _await_replicas(cluster: pylogq.Cluster, topic: str, expected: List[List[int]]) -> None:
-    """Wait until Metadata shows the topic's replicas as ``expected``: the brokers hear of a
-    reassignment's end (UpdateMetadata) just after the controller stops listing it."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while _replicas(cluster, topic) != expected:
-        assert time.monotonic() < deadline, "replicas %s, not %s" % (_replicas(cluster, topic), expected)
-        time.sleep(0.05)
 
 
 def _throttles(cluster: pylogq.Cluster, topic: str) -> Tuple[Dict[str, str], Dict[int, Dict[str, str]]]:
@@ -121,8 +87,8 @@ def _throttles(cluster: pylogq.Cluster, topic: str) -> Tuple[Dict[str, str], Dic
 
 def test_generate_prints_the_current_and_a_proposed_assignment(pylogq_cluster: pylogq.Cluster,
                                                                 tmp_path: Path) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    single = _topic(pylogq_cluster, {0: [a], 1: [b]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    single = topic_with_records(pylogq_cluster, {0: [a], 1: [b]}, records=0)
     to_move = _file(tmp_path, {"version": 1, "topics": [{"topic": single}]})
     done = _cli(pylogq_cluster, "--generate", "--topics-to-move-json-file", to_move, "--broker-list", str(c))
     assert done == Result(0, "Current partition replica assignment\n%s\n\nProposed partition reassignment "
@@ -130,7 +96,7 @@ def test_generate_prints_the_current_and_a_proposed_assignment(pylogq_cluster: p
                                                       _kafka_json({(single, 0): [c], (single, 1): [c]})), "")
 
     # Two replicas each onto two brokers: both on each partition, the preferred leaders alternating.
-    pair = _topic(pylogq_cluster, {0: [a, b], 1: [a, b], 2: [b, c], 3: [c, a]}, records=0)
+    pair = topic_with_records(pylogq_cluster, {0: [a, b], 1: [a, b], 2: [b, c], 3: [c, a]}, records=0)
     both = _file(tmp_path, {"topics": [{"topic": pair}, {"topic": single}]})  # version 1 when left out
     done = _cli(pylogq_cluster, "--generate", "--topics-to-move-json-file", both, "--broker-list", "%d,%d" % (b, c))
     assert done.status == 0 and done.err == ""
@@ -148,13 +114,13 @@ def test_generate_prints_the_current_and_a_proposed_assignment(pylogq_cluster: p
     assert all(p["replicas"] in ([b], [c]) for p in proposed["partitions"] if p["topic"] == single)
     assert all(p["log_dirs"] == ["any"] * len(p["replicas"]) for p in proposed["partitions"])
     # Nothing was moved.
-    assert _replicas(pylogq_cluster, pair) == [[a, b], [a, b], [b, c], [c, a]]
+    assert replicas_of(pylogq_cluster, pair) == [[a, b], [a, b], [b, c], [c, a]]
     assert _cli(pylogq_cluster, "--list").out == "No partition reassignments found.\n"
 
 
 def test_generate_refuses_what_kafkas_tool_refuses(pylogq_cluster: pylogq.Cluster, tmp_path: Path) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b]}, records=0)
     good = _file(tmp_path, {"version": 1, "topics": [{"topic": topic}]})
 
     def refused(topics_file: str, brokers: str) -> str:
@@ -186,7 +152,7 @@ def test_generate_is_rack_aware_unless_told_not_to_be(tmp_path: Path) -> None:
     with pylogq.Cluster(4, str(tmp_path / "racks"), broker_config=config,
                         **{**CLUSTER_TEST_DEFAULTS, **TEST_DEFAULTS}) as cluster:
         cluster.serve()
-        topic = _topic(cluster, {p: [3, 2] for p in range(6)}, records=0)
+        topic = topic_with_records(cluster, {p: [3, 2] for p in range(6)}, records=0)
         to_move = _file(tmp_path, {"topics": [{"topic": topic}]})
         done = _cli(cluster, "--generate", "--topics-to-move-json-file", to_move, "--broker-list", "0,1,2")
         assert done.status == 0, done
@@ -207,8 +173,8 @@ def test_generate_is_rack_aware_unless_told_not_to_be(tmp_path: Path) -> None:
 
 
 def test_execute_then_verify_until_complete_with_throttles(pylogq_cluster: pylogq.Cluster, tmp_path: Path) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b], 1: [b, c]})
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b], 1: [b, c]}, RECORDS)
     plan = _file(tmp_path, _plan({(topic, 0): [b, c], (topic, 1): [c, a]}))
     done = _cli(pylogq_cluster, "--execute", "--reassignment-json-file", plan, "--throttle", "1000000")
     assert done == Result(0, "Current partition replica assignment\n\n%s\n\n%s%sThe inter-broker throttle limit was "
@@ -239,7 +205,7 @@ def test_execute_then_verify_until_complete_with_throttles(pylogq_cluster: pylog
                         "%s\nClearing topic-level throttles on topic %s\n" % (
                             topic, topic, ",".join(map(str, sorted([a, b, c]))), topic))
     assert _throttles(pylogq_cluster, topic) == ({}, {a: {}, b: {}, c: {}})
-    _await_replicas(pylogq_cluster, topic, [[b, c], [c, a]])
+    await_replicas(pylogq_cluster, topic, [[b, c], [c, a]])
     assert _cli(pylogq_cluster, "--list") == Result(0, "No partition reassignments found.\n", "")
     with AdminClient(bootstrap_servers=pylogq_cluster.bootstrap_servers) as admin:
         sizes = {d["broker"]: {(t["name"], p["partition_index"]): p["partition_size"]
@@ -255,8 +221,8 @@ def test_execute_then_verify_until_complete_with_throttles(pylogq_cluster: pylog
 
 def test_a_move_under_way_is_listed_throttled_again_and_cancelled(pylogq_cluster: pylogq.Cluster,
                                                                   tmp_path: Path) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b]})
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b]}, RECORDS)
     plan = _file(tmp_path, _plan({(topic, 0): [a, c]}))
     pylogq_cluster.cut(a, c)  # c, added, cannot fetch from the leader a: the move stays under way
     try:
@@ -274,7 +240,7 @@ def test_a_move_under_way_is_listed_throttled_again_and_cancelled(pylogq_cluster
                    "--additional flag can also be used to change the throttle by resubmitting the current "
                    "reassignment.\n")
         # --additional resubmits it, changing the throttle: the move's sources are its original replicas.
-        _await_replicas(pylogq_cluster, topic, [[a, c, b]])  # what it prints as the current assignment
+        await_replicas(pylogq_cluster, topic, [[a, c, b]])  # what it prints as the current assignment
         done = _cli(pylogq_cluster, "--execute", "--additional", "--reassignment-json-file", plan, "--throttle", "700",
                     "--replica-alter-log-dirs-throttle", "900")
         assert done.status == 0 and done.out.endswith(
@@ -296,7 +262,7 @@ def test_a_move_under_way_is_listed_throttled_again_and_cancelled(pylogq_cluster
     finally:
         pylogq_cluster.heal()
     # Back on its original replicas, so the plan is not what the partition has.
-    _await_replicas(pylogq_cluster, topic, [[a, b]])
+    await_replicas(pylogq_cluster, topic, [[a, b]])
     assert _cli(pylogq_cluster, "--verify", "--reassignment-json-file", plan, "--preserve-throttles").out == (
         "Status of partition reassignment:\nThere is no active reassignment of partition %s-0, but replica set is "
         "%d,%d rather than %d,%d.\n\n" % (topic, a, b, a, c))
@@ -306,8 +272,8 @@ def test_a_move_under_way_is_listed_throttled_again_and_cancelled(pylogq_cluster
 
 
 def test_execute_refuses_what_kafkas_tool_refuses(pylogq_cluster: pylogq.Cluster, tmp_path: Path) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b], 1: [a, b]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b], 1: [a, b]}, records=0)
 
     def refused(content: Any) -> str:
         done = _cli(pylogq_cluster, "--execute", "--reassignment-json-file", _file(tmp_path, content))
@@ -339,7 +305,7 @@ def test_execute_refuses_what_kafkas_tool_refuses(pylogq_cluster: pylogq.Cluster
     assert refused("[}").startswith("The input string is not a valid JSON: ")
     # Nothing was started by any of them.
     assert _cli(pylogq_cluster, "--list").out == "No partition reassignments found.\n"
-    assert _replicas(pylogq_cluster, topic) == [[a, b], [a, b]]
+    assert replicas_of(pylogq_cluster, topic) == [[a, b], [a, b]]
 
 
 # -- the options ------------------------------------------------------------------------------------------
@@ -391,8 +357,8 @@ def test_bootstrap_server_keeps_its_name_and_broker_list_is_the_target_brokers(c
 
 
 def test_over_tcp_as_a_user_runs_it(pylogq_cluster: pylogq.Cluster, tmp_path: Path) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a]}, records=0)
     to_move = _file(tmp_path, {"version": 1, "topics": [{"topic": topic}]})
     done = run_process(pylogq_cluster.bootstrap_servers, "reassign-partitions", "--generate",
                        "--topics-to-move-json-file", to_move, "--broker-list", str(b))

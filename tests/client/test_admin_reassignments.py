@@ -12,8 +12,7 @@ that is not the controller says which one is; and a single node takes only itsel
 from __future__ import annotations
 
 import time
-import uuid
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -21,45 +20,13 @@ import pylogq
 from pylogq import errors
 from pylogq.client.admin import AdminClient, NewTopic, TopicPartition
 
+from .._cluster_ops import await_replicas, eventually, roles, topic_with_records
+
 TIMEOUT_S = 30.0
 RECORDS = 300
 
 
-def _eventually(check: Callable[[], Any], what: str, timeout_s: float = TIMEOUT_S) -> Any:
-    """``check()``'s first truthy value, polled until ``timeout_s`` passes (then the test fails)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for %s" % what
-        time.sleep(0.05)
 
-
-def _roles(cluster: pylogq.Cluster) -> Tuple[int, int, int]:
-    """(a, b, c): b the controller, a and c two other brokers."""
-    controller = cluster.controller()
-    assert controller is not None
-    b = controller.broker_id
-    a, c = sorted(x.broker_id for x in cluster.brokers if x.broker_id != b)
-    return a, b, c
-
-
-def _topic(cluster: pylogq.Cluster, assignment: Dict[int, List[int]], records: int = RECORDS) -> str:
-    """A new topic placed as ``assignment``, each partition holding ``records`` records (acks=all)."""
-    name = "moving-%s" % uuid.uuid4().hex[:8]
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(name, replica_assignments=assignment)])
-    if records:
-        producer = pylogq.Producer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
-        try:
-            for partition in assignment:
-                for i in range(records):
-                    producer.send(name, value=b"record-%d" % i, partition=partition)
-            producer.flush()
-        finally:
-            producer.close()
-    return name
 
 
 def _size_on(cluster: pylogq.Cluster, broker_id: int, topic: str, partition: int) -> int:
@@ -71,16 +38,6 @@ def _size_on(cluster: pylogq.Cluster, broker_id: int, topic: str, partition: int
     return -1
 
 
-def _replicas(cluster: pylogq.Cluster, topic: str) -> List[List[int]]:
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        return [p["replicas"] for p in sorted(admin.describe_topics([topic])[0]["partitions"],
-                                              key=lambda p: p["partition"])]
-
-
-def _await_replicas(cluster: pylogq.Cluster, topic: str, expected: List[List[int]]) -> None:
-    """Wait until Metadata shows the topic's replicas as ``expected``: the brokers hear of a
-    reassignment's end (UpdateMetadata) just after the controller stops listing it."""
-    _eventually(lambda: _replicas(cluster, topic) == expected, "replicas %s" % expected)
 
 
 # -- both transports ---------------------------------------------------------------------------------
@@ -101,20 +58,20 @@ def admin(request: Any, pylogq_cluster: pylogq.Cluster) -> Iterator[AdminClient]
 
 def test_a_reassignment_moves_the_partition_with_its_records(admin: AdminClient,
                                                                pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b], 1: [b, c]})
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b], 1: [b, c]}, RECORDS)
     size = _size_on(pylogq_cluster, a, topic, 0)
     assert size > 0
     moves = {TopicPartition(topic, 0): [c, b], (topic, 1): [a, c]}  # a pair is taken for a TopicPartition
     assert admin.alter_partition_reassignments(moves) == {TopicPartition(topic, 0): None,
                                                            TopicPartition(topic, 1): None}
-    _eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignments to complete")
-    _await_replicas(pylogq_cluster, topic, [[c, b], [a, c]])
+    eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignments to complete")
+    await_replicas(pylogq_cluster, topic, [[c, b], [a, c]])
     # The brokers added hold every record; those removed delete their copies.
-    assert _eventually(lambda: _size_on(pylogq_cluster, c, topic, 0) == size, "broker %d's copy of p0" % c)
-    assert _eventually(lambda: _size_on(pylogq_cluster, a, topic, 1) == size, "broker %d's copy of p1" % a)
-    _eventually(lambda: _size_on(pylogq_cluster, a, topic, 0) == -1, "broker %d to delete p0" % a)
-    _eventually(lambda: _size_on(pylogq_cluster, b, topic, 1) == -1, "broker %d to delete p1" % b)
+    assert eventually(lambda: _size_on(pylogq_cluster, c, topic, 0) == size, "broker %d's copy of p0" % c)
+    assert eventually(lambda: _size_on(pylogq_cluster, a, topic, 1) == size, "broker %d's copy of p1" % a)
+    eventually(lambda: _size_on(pylogq_cluster, a, topic, 0) == -1, "broker %d to delete p0" % a)
+    eventually(lambda: _size_on(pylogq_cluster, b, topic, 1) == -1, "broker %d to delete p1" % b)
     consumer = pylogq.Consumer(bootstrap_servers=pylogq_cluster.bootstrap_servers, auto_offset_reset="earliest")
     try:
         consumer.assign([TopicPartition(topic, 0)])
@@ -130,8 +87,8 @@ def test_a_reassignment_moves_the_partition_with_its_records(admin: AdminClient,
 
 def test_a_reassignment_under_way_is_listed_and_cancelled(admin: AdminClient,
                                                            pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b], 1: [a, b]})
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b], 1: [a, b]}, RECORDS)
     tp = TopicPartition(topic, 0)
     pylogq_cluster.cut(a, c)  # c, added, cannot fetch from the leader a: the move stays under way
     try:
@@ -146,13 +103,13 @@ def test_a_reassignment_under_way_is_listed_and_cancelled(admin: AdminClient,
         assert admin.list_partition_reassignments() == {}
     finally:
         pylogq_cluster.heal()
-    _await_replicas(pylogq_cluster, topic, [[a, b], [a, b]])
-    _eventually(lambda: _size_on(pylogq_cluster, c, topic, 0) == -1, "broker %d to delete what it was given" % c)
+    await_replicas(pylogq_cluster, topic, [[a, b], [a, b]])
+    eventually(lambda: _size_on(pylogq_cluster, c, topic, 0) == -1, "broker %d to delete what it was given" % c)
 
 
 def test_each_partition_is_refused_on_its_own(admin: AdminClient, pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b], 1: [a, b], 2: [a, b], 3: [a, b]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b], 1: [a, b], 2: [a, b], 3: [a, b]}, records=0)
     asked: Dict[Any, Any] = {
         (topic, 0): [a, 99],  # no broker 99
         (topic, 1): [c, c],  # a broker twice
@@ -172,7 +129,7 @@ def test_each_partition_is_refused_on_its_own(admin: AdminClient, pylogq_cluster
         (topic, 3): type(None),
     }
     assert "[99]" in str(results[(topic, 0)]) and "%s-0" % topic in str(results[(topic, 0)])
-    _await_replicas(pylogq_cluster, topic, [[a, b], [a, b], [a, b], [b, a]])
+    await_replicas(pylogq_cluster, topic, [[a, b], [a, b], [a, b], [b, a]])
     # raise_errors (the default): the first refusal is raised, once every partition was answered.
     with pytest.raises(errors.InvalidReplicationAssignmentError, match="99"):
         admin.alter_partition_reassignments({(topic, 0): [a, 99], (topic, 2): None})
@@ -181,10 +138,10 @@ def test_each_partition_is_refused_on_its_own(admin: AdminClient, pylogq_cluster
 
 
 def test_a_broker_that_is_down_cannot_be_a_target(admin: AdminClient, pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b]}, records=0)
     pylogq_cluster.stop_broker(c, abrupt=True)
-    _eventually(lambda: c not in [x.broker_id for x in _live(pylogq_cluster)], "broker %d's session to expire" % c)
+    eventually(lambda: c not in [x.broker_id for x in _live(pylogq_cluster)], "broker %d's session to expire" % c)
     with pytest.raises(errors.InvalidReplicationAssignmentError, match="not alive: \\[%d\\]" % c):
         admin.alter_partition_reassignments({(topic, 0): [a, c]})
     assert admin.list_partition_reassignments() == {}
@@ -224,34 +181,34 @@ def _address(cluster: pylogq.Cluster, broker_id: int) -> str:
 
 
 def test_a_client_of_another_broker_reaches_the_controller(pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, b]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, b]}, records=0)
     with AdminClient(bootstrap_servers=_address(pylogq_cluster, a)) as admin:
         assert admin.list_partition_reassignments() == {}
         # A stale controller (a, which answers NOT_CONTROLLER) is looked up again in Metadata.
         admin._transport._controller = a  # type: ignore[attr-defined]
         assert admin.alter_partition_reassignments({(topic, 0): [b, a]}) == {TopicPartition(topic, 0): None}
         admin._transport._controller = c  # type: ignore[attr-defined]
-        _eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignment to complete")
+        eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignment to complete")
         assert admin._transport._controller == b  # type: ignore[attr-defined]
 
 
 def test_a_controller_that_went_down_is_found_again(pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
-    topic = _topic(pylogq_cluster, {0: [a, c]}, records=0)
+    a, b, c = roles(pylogq_cluster)
+    topic = topic_with_records(pylogq_cluster, {0: [a, c]}, records=0)
     with AdminClient(bootstrap_servers=",".join(_address(pylogq_cluster, x) for x in (a, c))) as admin:
         assert admin.list_partition_reassignments() == {}  # the client now knows b as the controller
         pylogq_cluster.stop_broker(b, abrupt=True)
         # Its listener is gone: the client finds the controller elected after b's session expires.
         assert admin.alter_partition_reassignments({(topic, 0): [c, a]}) == {TopicPartition(topic, 0): None}
-        _eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignment to complete")
+        eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignment to complete")
         new = pylogq_cluster.controller()
         assert new is not None and new.broker_id in (a, c)
-    _await_replicas(pylogq_cluster, topic, [[c, a]])
+    await_replicas(pylogq_cluster, topic, [[c, a]])
 
 
 def test_no_controller_within_the_timeout_is_not_controller(pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
+    a, b, c = roles(pylogq_cluster)
     with AdminClient(bootstrap_servers=_address(pylogq_cluster, a)) as admin:
         transport = admin._transport
         # Metadata that keeps naming a broker that is not the controller: every answer is NOT_CONTROLLER.
@@ -274,7 +231,7 @@ def test_no_controller_within_the_timeout_is_not_controller(pylogq_cluster: pylo
 
 
 def test_an_in_process_client_of_another_broker_is_told_the_controller(pylogq_cluster: pylogq.Cluster) -> None:
-    a, b, c = _roles(pylogq_cluster)
+    a, b, c = roles(pylogq_cluster)
     with AdminClient(broker=pylogq_cluster.broker(a)) as admin:
         with pytest.raises(errors.NotControllerError, match="broker %d is not the controller .*broker %d is" % (a, b)):
             admin.list_partition_reassignments()

@@ -4,9 +4,7 @@ the wire from confluent-kafka's and kafka-python's admin clients on a three-brok
 
 from __future__ import annotations
 
-import time
-import uuid
-from typing import Any, Callable, Dict, List
+from typing import Callable, Dict, List
 
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdminClient
@@ -15,11 +13,11 @@ from kafka.admin import KafkaAdminClient
 
 import pylogq
 from pylogq import errors
-from pylogq.client.admin import NewTopic
 from pylogq.cluster.controller.controller import KafkaController
 from pylogq.cluster.controller.leader_election import PREFERRED, UNCLEAN
 from pylogq.cluster.zk.data import PartitionState
 
+from .._cluster_ops import eventually, led_elsewhere
 from .test_controller import (  # noqa: F401 - brokers, connector, ensemble and start are fixtures
     Brokers,
     brokers,
@@ -136,51 +134,26 @@ def test_a_standby_controller_holds_no_election(brokers: Brokers, start: Callabl
 # -- over the wire ------------------------------------------------------------------------------
 
 
-def _eventually(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for %s" % what
-        time.sleep(0.05)
-
-
-def _led_elsewhere(cluster: pylogq.Cluster) -> str:
-    """A topic whose partition 0 is on (a, b), led by b after a's restart."""
-    a, b, _ = sorted(x.broker_id for x in cluster.brokers)
-    topic = "elect-%s" % uuid.uuid4().hex[:8]
-    admin = pylogq.AdminClient(bootstrap_servers=cluster.bootstrap_servers)
-    try:
-        admin.create_topics([NewTopic(topic, replica_assignments={0: [a, b]})])
-    finally:
-        admin.close()
-    _eventually(lambda: cluster.leader(topic, 0) == a, "%s to lead" % a)
-    cluster.restart_broker(a)
-    _eventually(lambda: cluster.leader(topic, 0) == b, "the leadership to move to %d" % b)
-    _eventually(lambda: sorted(cluster.broker(b).describe_topic(topic).partitions[0].isr) == [a, b],
-                "%d back in the ISR" % a)
-    return topic
 
 
 def test_confluent_kafka_elects_the_preferred_leader(pylogq_cluster: pylogq.Cluster) -> None:
-    topic = _led_elsewhere(pylogq_cluster)
+    topic = led_elsewhere(pylogq_cluster)
     a = min(x.broker_id for x in pylogq_cluster.brokers)
     admin = ConfluentAdminClient({"bootstrap.servers": pylogq_cluster.bootstrap_servers})
     result = admin.elect_leaders(ConfluentElectionType.PREFERRED, [ConfluentTopicPartition(topic, 0)]).result(TIMEOUT_S)
     assert [(tp.topic, tp.partition, err) for tp, err in result.items()] == [(topic, 0, None)]
-    _eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica %d to lead again" % a)
+    eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica %d to lead again" % a)
     again = admin.elect_leaders(ConfluentElectionType.PREFERRED, [ConfluentTopicPartition(topic, 0)]).result(TIMEOUT_S)
     [err] = list(again.values())
     assert err is not None and err.code() == errors.ElectionNotNeededError.code
 
 
 def test_kafka_python_elects_the_preferred_leader(pylogq_cluster: pylogq.Cluster) -> None:
-    topic = _led_elsewhere(pylogq_cluster)
+    topic = led_elsewhere(pylogq_cluster)
     a = min(x.broker_id for x in pylogq_cluster.brokers)
     admin = KafkaAdminClient(bootstrap_servers=pylogq_cluster.bootstrap_servers)
     try:
         admin.elect_leaders(0, {topic: [0]})
-        _eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica %d to lead again" % a)
+        eventually(lambda: pylogq_cluster.leader(topic, 0) == a, "the preferred replica %d to lead again" % a)
     finally:
         admin.close()

@@ -7,8 +7,7 @@ A broker that is not the controller answers NOT_CONTROLLER."""
 from __future__ import annotations
 
 import time
-import uuid
-from typing import Any, Callable, List
+from typing import List
 
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import KafkaAdminClient
@@ -16,39 +15,15 @@ from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProg
 
 import pylogq
 from pylogq import errors
-from pylogq.client.admin import NewTopic
 from pylogq.client.connection import BrokerConnection
 from pylogq.protocol import ApiKey
+
+from .._cluster_ops import eventually, topic_with_records
 
 TIMEOUT_S = 30.0
 RECORDS = 500
 
 
-def _eventually(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for %s" % what
-        time.sleep(0.05)
-
-
-def _topic(cluster: pylogq.Cluster, replicas: List[int]) -> str:
-    name = "moving-%s" % uuid.uuid4().hex[:8]
-    admin = pylogq.AdminClient(bootstrap_servers=cluster.bootstrap_servers)
-    try:
-        admin.create_topics([NewTopic(name, replica_assignments={0: replicas})])
-    finally:
-        admin.close()
-    producer = pylogq.Producer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
-    try:
-        for i in range(RECORDS):
-            producer.send(name, value=b"record-%d" % i, partition=0)
-        producer.flush()
-    finally:
-        producer.close()
-    return name
 
 
 def _log_end(cluster: pylogq.Cluster, broker_id: int, topic: str) -> int:
@@ -62,17 +37,20 @@ def _hosts(cluster: pylogq.Cluster, broker_id: int, topic: str) -> bool:
 
 def test_kafka_python_moves_a_partition_with_its_records(pylogq_cluster: pylogq.Cluster) -> None:
     a, b, c = sorted(x.broker_id for x in pylogq_cluster.brokers)
-    topic = _topic(pylogq_cluster, [a, b])
+    topic = topic_with_records(pylogq_cluster, {0: [a, b]}, RECORDS)
     admin = KafkaAdminClient(bootstrap_servers=pylogq_cluster.bootstrap_servers)
     try:
         tp = KafkaTopicPartition(topic, 0)
         assert admin.alter_partition_reassignments({tp: [b, c]}) == {tp: None}
-        _eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignment to complete")
-        described = pylogq_cluster.broker(b).describe_topic(topic).partitions[0]
-        assert described.replicas == [b, c] and described.leader == b and sorted(described.isr) == [b, c]
+        eventually(lambda: admin.list_partition_reassignments() == {}, "the reassignment to complete")
+        # The brokers hear the outcome by UpdateMetadata, sent once the controller decided it
+        # (it stops listing the move first, as Kafka's does).
+        described = eventually(lambda: (lambda d: d if d.replicas == [b, c] else None)(
+            pylogq_cluster.broker(b).describe_topic(topic).partitions[0]), "broker %d's metadata" % b)
+        assert described.leader == b and sorted(described.isr) == [b, c]
         # The new replica has every record; the removed one no longer hosts the partition.
-        assert _eventually(lambda: _log_end(pylogq_cluster, c, topic) == RECORDS, "broker %d's copy" % c)
-        _eventually(lambda: not _hosts(pylogq_cluster, a, topic), "broker %d to delete its replica" % a)
+        assert eventually(lambda: _log_end(pylogq_cluster, c, topic) == RECORDS, "broker %d's copy" % c)
+        eventually(lambda: not _hosts(pylogq_cluster, a, topic), "broker %d to delete its replica" % a)
         consumer = pylogq.Consumer(bootstrap_servers=pylogq_cluster.bootstrap_servers, auto_offset_reset="earliest")
         try:
             consumer.assign([pylogq.client.consumer.TopicPartition(topic, 0)])
@@ -90,7 +68,7 @@ def test_kafka_python_moves_a_partition_with_its_records(pylogq_cluster: pylogq.
 
 def test_kafka_python_sees_kafkas_errors_and_a_cancellation(pylogq_cluster: pylogq.Cluster) -> None:
     a, b, c = sorted(x.broker_id for x in pylogq_cluster.brokers)
-    topic = _topic(pylogq_cluster, [a, b])
+    topic = topic_with_records(pylogq_cluster, {0: [a, b]}, RECORDS)
     admin = KafkaAdminClient(bootstrap_servers=pylogq_cluster.bootstrap_servers)
     try:
         tp = KafkaTopicPartition(topic, 0)
@@ -108,9 +86,9 @@ def test_kafka_python_sees_kafkas_errors_and_a_cancellation(pylogq_cluster: pylo
             pylogq_cluster.thaw_broker(c)
         # Back on its original replicas, in the order the full set had them (Kafka's: the
         # target's first), so b, which the target kept, comes first now.
-        _eventually(lambda: pylogq_cluster.broker(a).describe_topic(topic).partitions[0].replicas == [b, a],
+        eventually(lambda: pylogq_cluster.broker(a).describe_topic(topic).partitions[0].replicas == [b, a],
                     "the partition to be back on its replicas")
-        _eventually(lambda: not _hosts(pylogq_cluster, c, topic), "broker %d to delete the replica it was given" % c)
+        eventually(lambda: not _hosts(pylogq_cluster, c, topic), "broker %d to delete the replica it was given" % c)
     finally:
         admin.close()
 
@@ -133,7 +111,7 @@ def test_a_broker_that_is_not_the_controller_answers_not_controller(pylogq_clust
 
 def test_partitions_are_not_added_to_a_topic_being_reassigned(pylogq_cluster: pylogq.Cluster) -> None:
     a, b, c = sorted(x.broker_id for x in pylogq_cluster.brokers)
-    topic = _topic(pylogq_cluster, [a, b])
+    topic = topic_with_records(pylogq_cluster, {0: [a, b]}, RECORDS)
     pylogq_cluster.freeze_broker(c)  # the new replica holds the reassignment open
     try:
         controller = pylogq_cluster.controller()

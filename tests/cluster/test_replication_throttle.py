@@ -8,16 +8,17 @@ benchmarks/test_reassignment.py, not asserted here."""
 from __future__ import annotations
 
 import time
-import uuid
-from typing import Any, Callable, Dict, List
+from typing import Any, List
 
 import pytest
 
 import pylogq
-from pylogq.client.admin import NewTopic
 from pylogq.cluster.broker.replication_quota import ReplicationQuota, is_throttled_replica
 
+from .._cluster_ops import eventually, topic_with_records
+
 MB = 1 << 20
+VALUE = b"x" * 1000
 
 
 class Clock:
@@ -121,32 +122,6 @@ def cluster(tmp_path: Any) -> Any:
         c.close()
 
 
-def _eventually(check: Callable[[], Any], what: str, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for %s" % what
-        time.sleep(0.02)
-
-
-def _filled(cluster: Any, replicas: List[int]) -> str:
-    topic = "throttled-%s" % uuid.uuid4().hex[:8]
-    admin = pylogq.AdminClient(bootstrap_servers=cluster.bootstrap_servers)
-    try:
-        admin.create_topics([NewTopic(topic, replica_assignments={0: replicas})])
-    finally:
-        admin.close()
-    producer = pylogq.Producer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
-    try:
-        value = b"x" * 1000
-        for _ in range(DATA // len(value)):
-            producer.send(topic, value=value, partition=0)
-        producer.flush()
-    finally:
-        producer.close()
-    return topic
 
 
 def _throttle(cluster: Any, topic: str, key: str, rate: int, replicas: str) -> None:
@@ -169,14 +144,14 @@ def _throttle(cluster: Any, topic: str, key: str, rate: int, replicas: str) -> N
                 return False
         return True
 
-    _eventually(applied, "every broker to run with the %s throttle" % key)
+    eventually(applied, "every broker to run with the %s throttle" % key)
 
 
 def _copy_time(cluster: Any, topic: str, target: List[int]) -> float:
     controller = cluster.controller()
     start = time.monotonic()
     assert controller.alter_partition_reassignments({(topic, 0): target}) == {(topic, 0): (0, None)}
-    _eventually(lambda: controller.list_partition_reassignments() == {}, "the reassignment to complete")
+    eventually(lambda: controller.list_partition_reassignments() == {}, "the reassignment to complete")
     return time.monotonic() - start
 
 
@@ -188,7 +163,7 @@ def _log_end(cluster: Any, broker_id: int, topic: str) -> int:
 @pytest.mark.parametrize("side", ["leader", "follower"])
 def test_a_throttled_reassignment_never_copies_faster_than_the_bound(cluster: Any, side: str) -> None:
     a, b, c = sorted(x.broker_id for x in cluster.brokers)
-    topic = _filled(cluster, [a, b])
+    topic = topic_with_records(cluster, {0: [a, b]}, DATA // len(VALUE), prefix="throttled", value=lambda i: VALUE)
     # As the tool sets them: the leader side lists the replicas that send (the original
     # ones), the follower side the one being added.
     _throttle(cluster, topic, side, RATE, "0:%d,0:%d" % (a, b) if side == "leader" else "0:%d" % c)
@@ -202,7 +177,7 @@ def test_a_throttled_reassignment_never_copies_faster_than_the_bound(cluster: An
 
 def test_an_in_sync_follower_is_never_throttled(cluster: Any) -> None:
     a, b, _ = sorted(x.broker_id for x in cluster.brokers)
-    topic = _filled(cluster, [a, b])
+    topic = topic_with_records(cluster, {0: [a, b]}, DATA // len(VALUE), prefix="throttled", value=lambda i: VALUE)
     # Throttle everything on both sides, as low as it goes: b is in sync, so it keeps up.
     _throttle(cluster, topic, "leader", 1, "*")
     _throttle(cluster, topic, "follower", 1, "*")
@@ -213,7 +188,7 @@ def test_an_in_sync_follower_is_never_throttled(cluster: Any) -> None:
         producer.flush()  # acks=all: answered only once b has every record
     finally:
         producer.close()
-    _eventually(lambda: _log_end(cluster, b, topic) == _log_end(cluster, a, topic), "b to keep up")
+    eventually(lambda: _log_end(cluster, b, topic) == _log_end(cluster, a, topic), "b to keep up")
     for broker in (a, b):
         replicas = cluster.broker(broker).cluster.replicas
         assert replicas.leader_quota.throttled_bytes == 0 and replicas.follower_quota.throttled_bytes == 0
