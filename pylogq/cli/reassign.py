@@ -33,8 +33,8 @@ status 2, as is a missing one, ``Missing required argument "[reassignment-json-f
     ``follower.replication.throttled.replicas`` (those being added); the moves already
     under way count too. ``--replica-alter-log-dirs-throttle B`` sets
     ``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers with a move between
-    log directories: none here (below). pylogq's brokers store and describe these configs
-    as Kafka's do but do not throttle replication by them.
+    log directories: none here (below). The brokers throttle as Kafka's replication quota
+    manager does (``pylogq.cluster.broker.replication_quota``).
 
 ``--verify --reassignment-json-file F [--preserve-throttles]``
     Prints ``Status of partition reassignment:`` and, per partition, ``Reassignment of
