@@ -175,6 +175,11 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
              "validate_only": False},
         35: {"topics": [{"topic": TOPIC, "partitions": [0]}] if version % 2 else None},
         42: {"groups_names": [GROUP]},
+        43: {"election_type": version % 2, "timeout_ms": 5000,
+             "topic_partitions": [{"topic": TOPIC, "partitions": [0]}] if version % 2 else None},
+        45: {"timeout_ms": 5000, "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "replicas": [0, 7] if version % 2 else None}]}]},
+        46: {"timeout_ms": 5000, "topics": [{"name": TOPIC, "partition_indexes": [0]}] if version % 2 else None},
         44: {"resources": topic_config, "validate_only": True},
         47: {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
         50: {"users": [{"name": "fuzz-user"}] if version % 2 else None},
