@@ -77,13 +77,20 @@ def test_every_timestamp_out_of_range_is_named(served: Tuple[pylogq.Broker, Brok
 
 
 def _keyless_batch(bootstrap: str, topic: str) -> List[Any]:
-    """librdkafka's 0011: 100 records in one batch (linger), every tenth keyless; the delivery errors."""
+    """librdkafka's 0011: 100 records in one batch, every tenth keyless; the delivery errors.
+
+    The records go in with one ``produce_batch`` call (``rd_kafka_produce_batch``, as 0011
+    does), which queues them on the partition at once: with one ``produce`` call each, a
+    sender finding the first of them already past ``linger.ms`` (the partition's leader
+    learnt late, or the loop descheduled) sends what is queued so far as a batch of its own.
+    """
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 500, "batch.num.messages": 1000,
                          "acks": "all", "retries": 0})
     reports: List[Any] = []
-    for i in range(100):
-        producer.produce(topic, value=b"v%d" % i, key=None if i % 10 == 0 else b"k%d" % i, partition=0,
-                         on_delivery=lambda err, msg: reports.append((msg.key(), err)))
+    messages = [{"value": b"v%d" % i, "key": None if i % 10 == 0 else b"k%d" % i} for i in range(100)]
+    queued = producer.produce_batch(topic, messages, partition=0,
+                                    on_delivery=lambda err, msg: reports.append((msg.key(), err)))
+    assert queued == 100
     assert producer.flush(30) == 0
     return reports
 
