@@ -1,4 +1,5 @@
-"""A small file system of its own for a test: a tmpfs mounted for the test's duration.
+"""A small file system of its own for a test: a tmpfs mounted for the test's duration, or a
+disk that fails on demand (an ext4 image on a loop device, shut down).
 
 Disk-full behaviour is tested on a real file system that really fills, not on a
 patched ``write``: :func:`small_tmpfs` mounts a tmpfs of a few megabytes (root
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+import struct
 import subprocess
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, List
 
 import pytest
 
@@ -37,6 +40,76 @@ def small_tmpfs(path: Path, size: int, inodes: int = 0) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=True, capture_output=True)
+
+
+#: ext4's (and XFS's) "going down" ioctl, ``_IOR('X', 125, __u32)``, and its flag to stop
+#: without flushing the journal: the file system fails from then on, as on a dead disk.
+_EXT4_IOC_SHUTDOWN = 0x8004587D
+_EXT4_GOING_FLAGS_NOLOGFLUSH = 2
+
+
+class FailingDisk:
+    """An ext4 file system on a loop device (its image a file of the test's), mounted at ``path``,
+    that :meth:`fail` shuts down: every later read, write or open there fails with EIO while the
+    files open on it stay open, as when a disk dies under a running process (a read-only
+    remount is refused while files are open for writing). :meth:`repair` mounts the image
+    again on a new loop device: the journal is replayed, and what was synced before the
+    failure reads back."""
+
+    def __init__(self, path: Path, image: Path) -> None:
+        self.path = path
+        self.image = image
+        self.devices: List[str] = []
+
+    def mount(self) -> None:
+        attached = subprocess.run(["losetup", "--find", "--show", str(self.image)], capture_output=True, text=True)
+        if attached.returncode != 0:
+            pytest.skip("cannot attach a loop device: %s" % (attached.stderr or attached.stdout).strip())
+        device = attached.stdout.strip()
+        self.devices.append(device)
+        mounted = subprocess.run(["mount", device, str(self.path)], capture_output=True, text=True)
+        if mounted.returncode != 0:
+            pytest.skip("cannot mount %s at %s: %s" % (device, self.path, (mounted.stderr or mounted.stdout).strip()))
+
+    def fail(self) -> None:
+        fd = os.open(str(self.path), os.O_RDONLY)
+        try:
+            fcntl.ioctl(fd, _EXT4_IOC_SHUTDOWN, struct.pack("I", _EXT4_GOING_FLAGS_NOLOGFLUSH))
+        finally:
+            os.close(fd)
+
+    def repair(self) -> None:
+        """Unmount the failed file system (lazily: something may still hold one of its files,
+        which keeps it, failed, until let go) and mount the image again."""
+        self.unmount()
+        self.mount()
+
+    def unmount(self) -> None:
+        subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+        for device in self.devices:  # detached once no mount uses it
+            subprocess.run(["losetup", "-d", device], capture_output=True)
+        self.devices.clear()
+
+
+@contextlib.contextmanager
+def failing_disk(path: Path, size: int) -> Iterator[FailingDisk]:
+    """A :class:`FailingDisk` of ``size`` bytes at ``path`` (created) while the block runs (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system on a loop device needs root (running as uid %d)" % os.geteuid())
+    path.mkdir(parents=True, exist_ok=True)
+    image = path.parent / (path.name + ".ext4")
+    with open(image, "wb") as f:
+        f.truncate(size)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip("cannot make an ext4 file system: %s" % (made.stderr or made.stdout).strip())
+    disk = FailingDisk(path, image)
+    try:
+        disk.mount()
+        yield disk
+    finally:
+        disk.unmount()
+        image.unlink()
 
 
 def fill(path: Path) -> int:

@@ -337,6 +337,15 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger, col
         except RuntimeError:  # the loop is closed: main is past serving already
             pass
 
+    # With every log directory offline there is nothing to serve: the broker stops as on a
+    # signal (a member first moves its leaderships away) and exits 1, as Kafka halts.
+    storage_failure: List[str] = []
+
+    def storage_failed(why: str) -> None:
+        storage_failure.append(why)
+        request_stop()
+
+    broker.on_storage_failure = storage_failed
     shutdown.stage = "waiting for the event loop to take the stop request"
     if shutdown.installed:
         shutdown.watch_loop(loop)
@@ -364,6 +373,10 @@ def _run(args: argparse.Namespace, shutdown: _Shutdown, log: logging.Logger, col
             shutdown.unwatch_loop(loop)
         loop.close()
     shutdown.stage = "exiting (threads still running after the broker closed)"
+    if storage_failure:
+        log.critical("stopped: %s", storage_failure[0])
+        print("pylogq-broker: stopped: %s" % storage_failure[0], file=sys.stderr, flush=True)
+        return 1
     log.info("stopped cleanly")
     return 0
 

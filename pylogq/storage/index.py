@@ -421,6 +421,13 @@ class _Index:
                 self._drop_map_locked(close=True)
                 self._closed = True
 
+    def close_handler(self) -> None:
+        """Unmap the index without trimming its file (its file system failed); later calls do nothing."""
+        with self._lock:
+            if not self._closed:
+                self._drop_map_locked(close=True)
+                self._closed = True
+
     def delete(self) -> bool:
         """Unmap the index (without trimming) and remove its file.
 

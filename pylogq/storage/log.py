@@ -28,6 +28,7 @@ are functions of what it hands them.
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import re
@@ -76,12 +77,18 @@ from .scheduler import Scheduler
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
 
 __all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
-           "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "ProducersAppended", "parse_dir_name"]
+           "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "ProducersAppended", "is_disk_full", "parse_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
 
 # Kafka's rule for a partition directory: the topic, a dash, the partition number.
 _DIR_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+
+
+def is_disk_full(exc: OSError) -> bool:
+    """Whether a write failed for want of space (ENOSPC, or a quota: EDQUOT), which passes once
+    space is freed, rather than for a fault of the file system itself."""
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def parse_dir_name(path: str) -> Tuple[str, int]:
@@ -146,6 +153,9 @@ class Log:
         self.recovered_bytes = 0  # bytes truncated by recovery on this open (for tests and logs)
         self._write_failed = False  # the last append failed to write (logged once until one succeeds)
         self._close_hook: Optional[Callable[["Log"], None]] = None  # set by a standalone log's manager
+        #: Told of a write's I/O error other than a full disk (set by the log manager, whose
+        #: failure channel takes the log's directory offline, as Kafka's LogDirFailureChannel).
+        self.on_io_error: Optional[Callable[[OSError], None]] = None
         self._epochs: LeaderEpochFileCache  # loaded once the segments are
         # The leader epoch an append may be in without touching the epoch cache (None: look).
         # Any change of the cache resets it, so the hot path is one comparison.
@@ -459,11 +469,20 @@ class Log:
                 raise self._storage_error("flush (the records were written, not fsynced)", exc) from exc
 
     def _storage_error(self, what: str, exc: OSError) -> KafkaStorageError:
-        """The KafkaStorageError (56) for a failed write; logged once until a write succeeds again."""
+        """The KafkaStorageError (56) for a failed write; logged once until a write succeeds again.
+
+        A full disk is passing: appends fail until space is freed, then succeed again. Any
+        other I/O error (a read-only or failing file system) is reported to ``on_io_error``:
+        the log manager takes the whole directory offline (Kafka's log directory failure).
+        """
+        transient = is_disk_full(exc)
         if not self._write_failed:
             self._write_failed = True
-            log.error("%s: could not %s: %s; appends to this partition fail with KAFKA_STORAGE_ERROR "
-                      "until a write succeeds (free space on the disk)", self.directory, what, exc)
+            log.error("%s: could not %s: %s; appends to this partition fail with KAFKA_STORAGE_ERROR %s",
+                      self.directory, what, exc, "until a write succeeds (free space on the disk)" if transient
+                      else "and its log directory goes offline")
+        if not transient and self.on_io_error is not None:
+            self.on_io_error(exc)
         return KafkaStorageError("%s-%d: could not %s: %s" % (self.topic, self.partition, what,
                                                               exc.strerror or exc))
 
@@ -781,6 +800,21 @@ class Log:
             self.closed = True
             for segment in self._view[1]:
                 segment.close()
+            hook, self._close_hook = self._close_hook, None
+        if hook is not None:
+            hook(self)
+
+    def close_handlers(self) -> None:
+        """Let go of the files without writing anything (no flush, no index trimming): the
+        log's directory failed, and nothing more may be asked of it (Kafka's closeHandlers)."""
+        if self._own_scheduler:
+            self.scheduler.shutdown(run_pending=False)
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            for segment in self._view[1]:
+                segment.close_handlers()
             hook, self._close_hook = self._close_hook, None
         if hook is not None:
             hook(self)

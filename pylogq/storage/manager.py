@@ -16,6 +16,16 @@ checks the segments past its recovery point. Background tasks on one thread:
 flush (``flush.ms``), retention, checkpoints and delayed file deletion; the
 cleaner runs on its own threads. ``close()`` flushes every log, writes the
 checkpoints and the marker, so the next start skips recovery.
+
+A failed directory (JBOD): a write that fails with an I/O error other than a
+full disk (a read-only or failing file system), in a log or a checkpoint, or a
+directory that cannot be opened at start, takes that directory offline, as
+Kafka's LogDirFailureChannel does. Its logs leave the manager, their files let
+go without a write; the other directories go on. Listeners (the broker) are
+told which partitions went with it. A log known to be in an offline directory,
+or any existing log not loaded while a directory is offline, cannot be opened
+(KafkaStorageError): a new empty log elsewhere would hide the records. With
+every directory offline there is nothing left to serve.
 """
 
 from __future__ import annotations
@@ -29,7 +39,14 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from ..errors import ConfigError, CorruptCheckpointError, IllegalStateError, LogClosedError, LogDirInUseError
+from ..errors import (
+    ConfigError,
+    CorruptCheckpointError,
+    IllegalStateError,
+    KafkaStorageError,
+    LogClosedError,
+    LogDirInUseError,
+)
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOCK_FILE,
@@ -43,15 +60,19 @@ from . import file_cache, reservation
 from .cleaner_manager import CleaningRegistry
 from ..config import LogConfig
 from .config import LogManagerConfig
-from .log import Log, parse_dir_name
+from .log import Log, is_disk_full, parse_dir_name
 from .scheduler import Scheduler
 
 if TYPE_CHECKING:
     from .cleaner import LogCleaner
 
-__all__ = ["LogManager", "delete_dir_name"]
+__all__ = ["DirFailureListener", "LogManager", "delete_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
+
+#: Told (on the manager's scheduler thread) that a log directory went offline: its path,
+#: the partitions whose logs were in it, and how many directories are still online.
+DirFailureListener = Callable[[str, List[Tuple[str, int]], int], None]
 
 DELETE_SUFFIX = "-delete"
 # The longest file name Linux file systems take (NAME_MAX).
@@ -170,18 +191,41 @@ class LogManager:
         self.scheduler = Scheduler("pylogq-log-manager")
         self.cleaning = CleaningRegistry()
         self.closed = False
-        self._dirs: List[_LogDir] = []
+        self._dirs: List[_LogDir] = []  # the online ones, in log.dirs order
+        #: Offline directories (absolute path -> why), and where each of their logs was.
+        self._offline: Dict[str, str] = {}
+        self._offline_logs: Dict[Tuple[str, int], str] = {}
+        self._failing: Dict[str, str] = {}  # reported, not yet taken offline
+        self._dir_listeners: List[DirFailureListener] = []
+        first_error: Optional[OSError] = None
         try:
             for path in config.log_dirs:
-                self._dirs.append(_LogDir(path))
+                try:
+                    self._dirs.append(_LogDir(path))
+                except LogDirInUseError:
+                    raise
+                except OSError as exc:  # Kafka starts without a directory it cannot use
+                    log.error("log directory %s is offline: it cannot be opened: %s", path, exc)
+                    self._offline[os.path.abspath(path)] = str(exc)
+                    first_error = first_error or exc
+            if not self._dirs and first_error is not None:
+                raise first_error
         except BaseException:
             for d in self._dirs:
                 d.release()
             raise
         if load_all:
-            for d in self._dirs:
-                for path in d.partition_dirs():
-                    self._load_log(d, path)
+            for d in list(self._dirs):
+                try:
+                    for path in d.partition_dirs():
+                        self._load_log(d, path)
+                except OSError as exc:
+                    if is_disk_full(exc):
+                        raise
+                    log.error("log directory %s is offline: its logs cannot be loaded: %s", d.path, exc)
+                    self._take_offline(d, str(exc))
+            if not self._dirs:
+                raise KafkaStorageError("every log directory is offline: %s" % self._offline)
         self.cleaner: Optional["LogCleaner"] = None
         if background:
             self._start_background()
@@ -212,6 +256,7 @@ class LogManager:
         )
         self._logs[tp] = log_
         self._log_dir_of[tp] = d
+        log_.on_io_error = functools.partial(self.report_io_error, d.path)
         log.info("loaded log %s-%d (%d segments, offsets %d..%d) in %.3f s%s", tp[0], tp[1], log_.num_segments,
                  log_.log_start_offset, log_.log_end_offset, time.monotonic() - started,
                  "" if d.clean_shutdown else " with recovery")
@@ -232,18 +277,32 @@ class LogManager:
                     return self._load_log(d, path, config)
             return None
 
-    def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None) -> Log:
+    def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None,
+                          is_new: bool = True) -> Log:
         """The log of a partition, created in the log dir holding the fewest partitions.
 
         A log on disk that is not loaded yet is loaded with ``config``, as a new one
         is created with it; a log already loaded keeps the config it was loaded with
         (Kafka's getOrCreateLog), which for logs loaded at start is the topic's.
+
+        KafkaStorageError when the log was in an offline directory, or when it is not
+        ``is_new`` (a replica the controller counts as existing) and is not loaded while
+        a directory is offline: it may be there, and an empty log would lose its records.
         """
         with self._lock:
             self._check_open()
             existing = self._find_log(topic, partition, config)
             if existing is not None:
                 return existing
+            where = self._offline_logs.get((topic, partition))
+            if where is not None:
+                raise KafkaStorageError("the log of %s-%d is in the offline log directory %s"
+                                        % (topic, partition, where))
+            if not is_new and self._offline:
+                raise KafkaStorageError("cannot create the log of %s-%d: it may be in an offline log directory (%s)"
+                                        % (topic, partition, ", ".join(sorted(self._offline))))
+            if not self._dirs:
+                raise KafkaStorageError("every log directory is offline")
             if len(self._dirs) == 1:
                 d = self._dirs[0]
             else:
@@ -258,6 +317,84 @@ class LogManager:
     def all_logs(self) -> List[Log]:
         with self._lock:
             return list(self._logs.values())
+
+    def offline_dirs(self) -> Dict[str, str]:
+        """The offline log directories: absolute path -> why it went offline."""
+        with self._lock:
+            return dict(self._offline)
+
+    def offline_partitions(self) -> List[Tuple[str, int]]:
+        """The partitions whose logs were in an offline directory."""
+        with self._lock:
+            return sorted(self._offline_logs)
+
+    def add_dir_failure_listener(self, listener: DirFailureListener) -> None:
+        """Tell ``listener`` of every directory going offline from now on."""
+        with self._lock:
+            self._dir_listeners.append(listener)
+
+    def report_io_error(self, path: str, exc: OSError) -> None:
+        """A write in the directory ``path`` failed: unless the disk is only full, the directory
+        goes offline, on the manager's scheduler thread (the caller may hold a log's lock)."""
+        if is_disk_full(exc):
+            return
+        with self._lock:
+            d = next((d for d in self._dirs if d.path == path), None)
+            if d is None or path in self._failing:
+                return
+            self._failing[path] = "%s: %s" % (type(exc).__name__, exc)
+            reason = self._failing[path]
+        try:
+            self.scheduler.schedule(functools.partial(self._dir_failed, d, reason), name="log-dir-failure")
+        except IllegalStateError:  # closing: the directory is let go of with the rest
+            pass
+
+    def _dir_failed(self, d: "_LogDir", reason: str) -> None:
+        gone = self._take_offline(d, reason)
+        if gone is None:
+            return
+        with self._lock:
+            listeners, online = list(self._dir_listeners), len(self._dirs)
+        if online:
+            log.error("log directory %s is offline (%s); %d partitions went with it: %s; %d directories stay online",
+                      d.path, reason, len(gone), ", ".join("%s-%d" % tp for tp in gone), online)
+        else:
+            log.critical("log directory %s is offline (%s): every log directory is offline", d.path, reason)
+        for listener in listeners:
+            try:
+                listener(d.path, gone, online)
+            except Exception:  # one listener's failure must not hide the directory from the others
+                log.exception("a listener of log directory failures failed")
+
+    def _take_offline(self, d: "_LogDir", reason: str) -> Optional[List[Tuple[str, int]]]:
+        """Take ``d`` offline: its logs leave the manager and let go of their files without a
+        write; -> their partitions (None when it was offline already)."""
+        with self._lock:
+            if d not in self._dirs:
+                return None
+            self._dirs.remove(d)
+            self._offline[d.path] = reason
+            self._failing.pop(d.path, None)
+            taken = [(tp, lg) for tp, lg in self._logs.items() if self._log_dir_of.get(tp) is d]
+            for tp, _ in taken:
+                del self._logs[tp]
+                del self._log_dir_of[tp]
+                self._offline_logs[tp] = d.path
+                d.recovery.pop(tp, None)
+                d.starts.pop(tp, None)
+        for _, lg in taken:
+            self.cleaning.abort(lg, pause=True)
+            try:
+                lg.close_handlers()
+            except OSError as exc:
+                log.warning("%s: letting go of its files: %s", lg.directory, exc)
+            finally:
+                self.cleaning.resume(lg)
+        try:
+            d.release()
+        except OSError as exc:
+            log.warning("%s: releasing its lock: %s", d.path, exc)
+        return sorted(tp for tp, _ in taken)
 
     def logs_by_dir(self) -> List[Tuple[str, List[Log]]]:
         """Each log directory (absolute path, in ``log.dirs`` order) with the logs it holds
@@ -353,7 +490,21 @@ class LogManager:
     def _flush_due(self) -> None:
         for log_ in self.all_logs():
             if not log_.closed:
-                log_.flush_if_due()
+                try:
+                    log_.flush_if_due()
+                except OSError as exc:
+                    self._write_failed(log_, exc)
+
+    def _write_failed(self, log_: Log, exc: OSError) -> None:
+        """A background write of a log failed: reported for its directory, raised on for a full
+        disk (the scheduler logs it; the task runs again)."""
+        with self._lock:
+            d = self._log_dir_of.get((log_.topic, log_.partition))
+        if d is not None:
+            self.report_io_error(d.path, exc)
+        if is_disk_full(exc):
+            raise exc
+        log.error("%s: could not flush: %s", log_.directory, exc)
 
     def _retention(self) -> None:
         self.cleanup_logs()
@@ -367,22 +518,41 @@ class LogManager:
         return deleted
 
     def checkpoint(self) -> None:
-        """Write every dir's recovery-point and log-start-offset checkpoints (atomically)."""
+        """Write every online dir's recovery-point and log-start-offset checkpoints (atomically).
+
+        A dir whose write fails with an I/O error other than a full disk goes offline and the
+        others are written; a full disk raises (after the other dirs are written)."""
+        full: Optional[OSError] = None
         with self._lock:
-            for d in self._dirs:
+            for d in list(self._dirs):
                 logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) is d}
                 d.recovery.update({tp: lg.recovery_point for tp, lg in logs.items()})
                 d.starts.update({tp: lg.log_start_offset for tp, lg in logs.items()})
-                d.recovery_points.write(d.recovery)
-                d.log_start_offsets.write(d.starts)
+                try:
+                    d.recovery_points.write(d.recovery)
+                    d.log_start_offsets.write(d.starts)
+                except OSError as exc:
+                    self.report_io_error(d.path, exc)
+                    if is_disk_full(exc):
+                        full = full or exc
+        if full is not None:
+            raise full
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[Tuple[str, int], int]) -> None:
         """Write each dir's ``replication-offset-checkpoint`` (Kafka's high watermark checkpoint)
         for the partitions it holds: what readers of the files alone may treat as committed."""
+        full: Optional[OSError] = None
         with self._lock:
-            for d in self._dirs:
+            for d in list(self._dirs):
                 entries = {tp: hw for tp, hw in high_watermarks.items() if self._log_dir_of.get(tp) is d}
-                OffsetCheckpoint(os.path.join(d.path, REPLICATION_CHECKPOINT)).write(entries)
+                try:
+                    OffsetCheckpoint(os.path.join(d.path, REPLICATION_CHECKPOINT)).write(entries)
+                except OSError as exc:
+                    self.report_io_error(d.path, exc)
+                    if is_disk_full(exc):
+                        full = full or exc
+        if full is not None:
+            raise full
 
     def high_watermark_checkpoint(self) -> Dict[Tuple[str, int], int]:
         """Every dir's ``replication-offset-checkpoint``: the high watermarks written last. A

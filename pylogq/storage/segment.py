@@ -922,6 +922,17 @@ class LogSegment:
             finally:
                 self._file.close()
 
+    def close_handlers(self) -> None:
+        """Let go of the file and unmap the indexes without writing anything (the file system
+        failed: a trim could not be written, and a page written through a map might never be)."""
+        if self.closed:
+            return
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        with self._write_lock:
+            self.closed = True
+            self._file.close()
+
     def change_suffix(self, old: str, new: str) -> None:
         """Rename the three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
         def swap(path: str) -> str:

@@ -96,7 +96,9 @@ class FaultCluster:
     """
 
     def __init__(self, base: Path, zookeeper: ZooKeeperServer, n: int = 3,
-                 config: Optional[Dict[str, Any]] = None) -> None:
+                 config: Optional[Dict[str, Any]] = None,
+                 broker_config: Optional[Dict[int, Dict[str, Any]]] = None) -> None:
+        """``config`` is every broker's; ``broker_config`` adds keys per broker (``log.dirs``)."""
         self.base = base
         self.zookeeper = zookeeper
         self.chroot = "pylogq-faults-%s" % uuid.uuid4().hex[:10]
@@ -114,6 +116,8 @@ class FaultCluster:
             "advertised.listeners": "PLAINTEXT://127.0.0.1:%d" % self.proxies[b].port,
             "zookeeper.connect": "%s,%s/%s" % (self.zk_proxies[b].address, self.zk_proxies[b].address, self.chroot),
         } for b in range(n)}
+        for b, extra in (broker_config or {}).items():
+            per_broker[b].update(extra)
         settings: Dict[str, Any] = {
             "zookeeper.session.timeout.ms": SESSION_MS,
             "min.insync.replicas": MIN_ISR,

@@ -410,3 +410,54 @@ def test_leaders_go_back_to_their_preferred_replica_when_it_is_in_sync(
     assert stored(zk0, "t", 0) == (1, [2, 3, 1], 4)
     # Partition 1's (3) is not in its ISR: the leadership stays where it is.
     assert stored(zk0, "t", 1) == (1, [1, 2], 3)
+
+
+# -- failed log directories -------------------------------------------------------------------------
+
+
+def test_replicas_in_a_failed_log_directory_go_offline_and_their_leaderships_move(
+        brokers: Brokers, connector: CueConnector, start: Callable[..., KafkaController]) -> None:
+    zk0 = brokers.register(0)
+    for b in (1, 2, 3):
+        brokers.register(b)
+    write_topic(zk0, "t", {0: [1, 2, 3], 1: [2, 1, 3], 2: [1, 3, 2]},
+                {0: PartitionState(1, 0, [1, 2, 3], 1), 1: PartitionState(2, 0, [2, 1, 3], 1),
+                 2: PartitionState(1, 0, [1, 3, 2], 1)})
+    controller = start()
+    # Broker 1's directory holding t-0 and t-1 fails (t-2's is fine): it says so in the store,
+    # and answers LeaderAndIsr for those two with KAFKA_STORAGE_ERROR.
+    with connector.cond:
+        connector.offline[1] = {("t", 0), ("t", 1)}
+    brokers.sessions[1].propagate_log_dir_event(1)
+    wait_for(lambda: stored(zk0, "t", 0)[0] != 1 and 1 not in stored(zk0, "t", 1)[1], "broker 1's replicas offline")
+    controller.wait_idle()
+    assert stored(zk0, "t", 0) == (2, [2, 3], 1)  # a leadership moved to the next ISR member
+    assert stored(zk0, "t", 1) == (2, [2, 3], 1)  # out of the ISR, the leader stays
+    assert stored(zk0, "t", 2) == (1, [1, 3, 2], 0)  # the other directory's: untouched
+    assert zk0.get_log_dir_events() == []  # the notification is consumed
+    wait_for(lambda: any((s.topic, s.partition, s.offline_replicas) == ("t", 0, [1])
+                         for r in update_metadata(connector, 3) for s in r.partitions),
+             "every broker's metadata naming broker 1's replica of t-0 offline")
+    # An offline replica is never elected again, and hears no more LeaderAndIsr for it, while
+    # its broker stays registered.
+    heard = len(leader_and_isr(connector, 1))
+    brokers.stop(2)
+    wait_for(lambda: stored(zk0, "t", 0)[0] == 3 and stored(zk0, "t", 1)[0] == 3, "broker 3 leading both")
+    brokers.stop(3)
+    wait_for(lambda: stored(zk0, "t", 0)[0] == -1, "t-0 offline: its only replica left is in a failed directory")
+    assert stored(zk0, "t", 1)[0] == -1
+    controller.wait_idle()
+    assert stored(zk0, "t", 2)[0] == 1
+    later = leader_and_isr(connector, 1)[heard:]
+    assert later and {(s.topic, s.partition) for s in later} == {("t", 2)}
+    # Registered again (a restart, its directory replaced), broker 1 hears its states again and
+    # takes the leaderships its replicas are eligible for.
+    with connector.cond:
+        connector.offline[1] = set()
+    brokers.stop(1)
+    wait_for(lambda: 1 not in controller.live, "broker 1 gone")
+    brokers.register(1)
+    wait_for(lambda: told(connector, 1, "t", 0, -1, stored(zk0, "t", 0)[2]) or stored(zk0, "t", 0)[0] != -1,
+             "broker 1 hearing t-0 again")
+    controller.wait_idle()
+    assert stored(zk0, "t", 2)[0] == 1

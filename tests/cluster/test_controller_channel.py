@@ -78,6 +78,8 @@ class CueConnector:
         self.held: Set[int] = set()
         self.holding: Dict[int, int] = {}  # calls being held now, per broker
         self._refusals: Dict[int, int] = {}
+        #: Replicas each broker answers LeaderAndIsr for with KAFKA_STORAGE_ERROR (a failed log dir).
+        self.offline: Dict[int, Set[Tuple[str, int]]] = {}
 
     def __call__(self, broker_id: int, host: str, port: int) -> "_CueClient":
         with self.cond:
@@ -138,7 +140,12 @@ class _CueClient:
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[Any, int]]:
         self.connector.deliver(self, request)
-        return 0, {("answer", request.broker_epoch): 0}
+        with self.connector.cond:
+            offline = set(self.connector.offline.get(self.broker_id, ()))
+        answers: Dict[Any, int] = {(p.topic, p.partition): errors.KafkaStorageError.code
+                                   for p in request.partitions if (p.topic, p.partition) in offline}
+        answers[("answer", request.broker_epoch)] = 0
+        return 0, answers
 
     def update_metadata(self, request: UpdateMetadataRequest) -> int:
         self.connector.deliver(self, request)

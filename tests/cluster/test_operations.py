@@ -32,11 +32,15 @@ import pytest
 
 from pylogq import records
 from pylogq.cli.main import run as pylogq_cli
+from pylogq.errors import KafkaStorageError
+from pylogq.protocol import ApiKey
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.log import Log
 
+from .._filesystem import failing_disk
 from .._zookeeper import ZooKeeperServer
 from ._faults import (
+    BOUND_S,
     OFFSETS_PARTITIONS,
     OFFSETS_TOPIC,
     PARTITIONS,
@@ -87,9 +91,9 @@ def make_cluster(tmp_path: Path, zookeeper: ZooKeeperServer) -> Iterator[Callabl
         pytest.importorskip(module)  # in a fixture: under PYLOGQ_REQUIRE_ALL the skip is a failure
     made: List[FaultCluster] = []
 
-    def make(n: int = 3, started: Optional[Sequence[int]] = None,
-             config: Optional[Dict[str, Any]] = None) -> FaultCluster:
-        fc = FaultCluster(tmp_path, zookeeper, n=n, config=config)
+    def make(n: int = 3, started: Optional[Sequence[int]] = None, config: Optional[Dict[str, Any]] = None,
+             broker_config: Optional[Dict[int, Dict[str, Any]]] = None) -> FaultCluster:
+        fc = FaultCluster(tmp_path, zookeeper, n=n, config=config, broker_config=broker_config)
         made.append(fc)
         if not zookeeper.running:  # a test that stopped the shared server
             zookeeper.start()
@@ -256,12 +260,13 @@ def _finish(fc: FaultCluster, failures: List[str], workload: Workload) -> None:
     assert not failures, "%s\n  - %s\n%s" % (summary, "\n  - ".join(failures), fc.log_excerpts())
 
 
-def _verify_as_placed(fc: FaultCluster, workload: Workload) -> List[str]:
+def _verify_as_placed(fc: FaultCluster, workload: Workload, placement: Optional[Placement] = None) -> List[str]:
     """:func:`_faults.verify`'s checks for a cluster whose brokers do not each hold every
     partition: each partition's replicas are compared among the brokers its znode assigns it
     to (``verify`` compares every broker's, and would open, so create, the logs of brokers
-    that have none). The cluster must be settled (no reassignment under way)."""
-    placement = _placement(fc)
+    that have none), or among those ``placement`` names. The cluster must be settled (no
+    reassignment under way)."""
+    placement = _placement(fc) if placement is None else placement
     failures: List[str] = []
     workload.stop()
     failures += workload.failures
@@ -611,3 +616,79 @@ def test_a_reassignment_under_way_outlives_its_controller(
     assert _hosted(fc, new) == sorted(moves), _hosted(fc, new)
     _goes_on(fc, workload, time.monotonic(), "after the reassignment")
     _finish(fc, _verify_as_placed(fc, workload), workload)
+
+
+# -- a failed log directory -------------------------------------------------------------------------------
+
+
+def test_a_failed_log_directory_loses_its_leaderships_and_the_broker_serves_the_other(
+        make_cluster: Callable[..., FaultCluster], tmp_path: Path) -> None:
+    """Broker 1 keeps its logs in two directories, the second on a disk that dies mid-run (an ext4
+    file system on a loop device, shut down): the replicas there go offline, the controller hears
+    of it and the partitions broker 1 led there get other leaders within two session timeouts;
+    broker 1 goes on leading and replicating the partitions of its other directory, and nothing
+    acknowledged is lost."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = 1
+    with failing_disk(tmp_path / "second-disk", 256 * 1024 * 1024) as disk:
+        first = tmp_path / ("data-%d" % broker)
+        fc = make_cluster(n=3, config={"auto.leader.rebalance.enable": False},
+                          broker_config={broker: {"log.dirs": "%s,%s" % (first, disk.path)}})
+        # Broker 1 leads every partition of the topic: its first partitions alternate between
+        # its directories (each new log goes to the one holding fewer), so it leads on both.
+        admin = AdminClient({"bootstrap.servers": fc.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, replica_assignment=[[broker, 0, 2], [broker, 2, 0],
+                                                                 [broker, 0, 2]])])[TOPIC].result(30)
+        workload = _start_workload(fc)
+        placement = _placement(fc)
+        on_disk = sorted(tp for tp in placement if (disk.path / ("%s-%d" % tp)).is_dir())
+        on_first = sorted(tp for tp in placement if (first / ("%s-%d" % tp)).is_dir())
+        led_on_disk = [tp for tp in on_disk if tp[0] == TOPIC]
+        led_on_first = [tp for tp in on_first if tp[0] == TOPIC]
+        assert led_on_disk and led_on_first, "broker %d's partitions: %s on the second disk, %s on the first" % (
+            broker, on_disk, on_first)
+        assert all(fc.leader(*tp) == broker for tp in led_on_disk + led_on_first)
+
+        disk.fail()
+        failed = time.monotonic()
+
+        def moved() -> List[str]:
+            """The failed directory's partitions still led by broker 1 (or by none), or with it in
+            their ISR, in ZooKeeper or in a live broker's Metadata."""
+            problems = []
+            for tp in on_disk:
+                state = fc.cluster.state(*tp)
+                if state is None or state[0] in (broker, -1) or broker in state[1]:
+                    problems.append("%s-%d: (leader, ISR) %s" % (tp[0], tp[1], None if state is None else state[:2]))
+            for b in fc.live():
+                md = fc.metadata(b)
+                problems += ["broker %d did not answer Metadata" % b] if md is None else [
+                    "broker %d's Metadata: %s-%d led by %d" % (b, t["name"], p["partition_index"], p["leader_id"])
+                    for t in md["topics"] for p in t["partitions"]
+                    if (t["name"], p["partition_index"]) in on_disk and p["leader_id"] in (broker, -1)]
+            return problems
+
+        took, problems = wait_for(moved, BOUND_S)
+        assert took is not None, "the partitions of the failed directory still led by broker %d %.1f s after the " \
+            "failure: %s\n%s" % (broker, BOUND_S, "; ".join(problems[:6]), fc.log_excerpts())
+        print("the failed directory's %d partitions moved in %.1f s" % (len(on_disk), time.monotonic() - failed))
+        # Broker 1 still leads its other directory's partitions, which every broker keeps in sync,
+        # and the producer and the group go on with every partition.
+        assert [fc.leader(*tp) for tp in led_on_first] == [broker] * len(led_on_first)
+        _goes_on(fc, workload, time.monotonic(), "after the directory failed")
+        def out_of_sync() -> List[str]:
+            states = {tp: fc.cluster.state(*tp) for tp in on_first}
+            return ["%s-%d: (leader, ISR) %s, replicas %s" % (tp[0], tp[1], None if s is None else s[:2], placement[tp])
+                    for tp, s in states.items() if s is None or sorted(s[1]) != sorted(placement[tp])]
+
+        took, problems = wait_for(out_of_sync, OPERATION_TIMEOUT_S)
+        assert took is not None, "the other directory's replicas out of sync: %s" % problems
+        described = fc.request(broker, ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": None})
+        assert described is not None
+        errors_by_dir = {r["log_dir"]: r["error_code"] for r in described["results"]}
+        assert errors_by_dir == {str(first): 0, str(disk.path): KafkaStorageError.code}, errors_by_dir
+        # The end: every acknowledged record once, the group's reads there, the online replicas
+        # identical (broker 1's copies on the dead disk are out of it).
+        online = {tp: [r for r in replicas if not (r == broker and tp in on_disk)] for tp, replicas in placement.items()}
+        _finish(fc, _verify_as_placed(fc, workload, online), workload)

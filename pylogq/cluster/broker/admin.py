@@ -636,7 +636,8 @@ class BrokerAdmin(BrokerLifecycle):
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> List[LogDirDescription]:
         """Kafka's DescribeLogDirs: each log directory with its logs of ``partitions``
         (None: every partition), their sizes in bytes, and the volume's total and usable
-        bytes. A directory whose volume cannot be read answers KAFKA_STORAGE_ERROR.
+        bytes. An offline directory (it failed), or one whose volume cannot be read, answers
+        KAFKA_STORAGE_ERROR.
 
         Takes the log manager's lock (logs being opened may hold it): not for the event loop.
         """
@@ -656,6 +657,7 @@ class BrokerAdmin(BrokerLifecycle):
                         if wanted is None or (lg.topic, lg.partition) in wanted]
             out.append(LogDirDescription(path, 0, replicas, volume.f_blocks * volume.f_frsize,
                                          volume.f_bavail * volume.f_frsize))
+        out.extend(LogDirDescription(path, errors.KafkaStorageError.code, []) for path in self.logs.offline_dirs())
         return out
 
     def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[List[int]]]

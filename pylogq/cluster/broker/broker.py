@@ -140,6 +140,10 @@ class Broker(BrokerDataPath, BrokerAdmin):
         self._metrics_server: Optional[MetricsServer] = None
         self.logs = LogManager(config=self.config.log_manager, topic_config=self._log_config_for,
                                on_flush=self._log_flushed)
+        #: Called (on the log manager's thread) with the reason when every log directory has
+        #: gone offline; by default the broker closes. ``pylogq-broker`` exits instead.
+        self.on_storage_failure: Callable[[str], None] = self._stop_after_storage_failure
+        self.logs.add_dir_failure_listener(self._log_dir_failed)
         self._partitions: Dict[Tuple[str, int], Partition] = {}
         # The high watermarks of replicas stopped without deleting their logs (a controlled
         # shutdown stops its followers): their logs stay, so their checkpoint entries do.
@@ -288,6 +292,11 @@ class Broker(BrokerDataPath, BrokerAdmin):
         except OSError as exc:  # a full disk: the logs still close; readers of the files see older marks
             log.error("could not write the high watermark checkpoint at close: %s", exc)
         self.logs.close()
+
+    def _stop_after_storage_failure(self, why: str) -> None:
+        """The default ``on_storage_failure``: close the broker, off the failing thread (a
+        member of a cluster goes from it, and its leaderships move)."""
+        threading.Thread(target=self.close, name="pylogq-storage-failure-%d" % self.broker_id, daemon=True).start()
 
     def __enter__(self) -> "Broker":
         return self

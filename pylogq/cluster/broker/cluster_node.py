@@ -115,6 +115,7 @@ class ClusterNode:
                                   watch_pauses)
         self.replicas = ReplicaManager(broker_id, host, self.zk, settings, connector, timer, schedule,
                                        self._fencing_epoch, on_leadership, consumer_fetches, self.guard)
+        self._schedule = schedule
         self._connector = connector
 
     # -- membership ---------------------------------------------------------------------
@@ -490,6 +491,24 @@ class ClusterNode:
             if attempt < retries:
                 time.sleep(backoff_s)
         return False
+
+    def log_dir_failed(self, path: str, tps: Sequence[TopicPartition]) -> None:
+        """A log directory of this broker failed and took ``tps`` with it: they stop here, and
+        the controller is told through ``/log_dir_event_notification`` (tried again every
+        second while the store cannot be written); it moves their leaderships."""
+        self.replicas.log_dir_failed(tps)
+        self._propagate_log_dir_event(path)
+
+    def _propagate_log_dir_event(self, path: str) -> None:
+        if self.closed:
+            return
+        try:
+            self.zk.propagate_log_dir_event(self.broker_id)
+        except errors.PylogqError as exc:
+            log.warning("could not tell the controller that log directory %s failed (%s); trying again", path, exc)
+            self._schedule(lambda: self._propagate_log_dir_event(path), 1.0, None, "log-dir-event")
+            return
+        log.info("broker %d told the controller that log directory %s failed", self.broker_id, path)
 
     def begin_close(self) -> None:
         """The broker is going: waits for metadata end now. Its listeners answer the requests

@@ -78,6 +78,7 @@ class BrokerLifecycle:
         _admin_lock: threading.RLock
         _pending_configs: Dict[str, TopicMetadata]
         _store: FileTopicStore
+        on_storage_failure: Callable[[str], None]
         _file_users: Optional[FileUserCredentials]
         _topics: Dict[str, TopicMetadata]
         _topic_names: Dict[str, str]
@@ -275,18 +276,26 @@ class BrokerLifecycle:
     # The ReplicaHost calls: the replica manager asks the broker for partitions and their logs.
 
     def hosted(self, tp: Tuple[str, int]) -> Optional[Partition]:
-        return self._partitions.get(tp)
+        """The replica of ``tp`` this broker serves (None for one in a failed log directory:
+        the data path still finds that one, and answers KAFKA_STORAGE_ERROR for it)."""
+        found = self._partitions.get(tp)
+        return None if found is None or found.offline else found
 
     def hosted_partitions(self) -> List[Partition]:
         with self._lock:
-            return list(self._partitions.values())
+            return [p for p in self._partitions.values() if not p.offline]
 
-    def host_partition(self, topic: str, index: int, topic_id: Optional[str]) -> Partition:
-        """Open a replica the controller assigned to this broker (its log created if new)."""
+    def host_partition(self, topic: str, index: int, topic_id: Optional[str], is_new: bool = False) -> Partition:
+        """Open a replica the controller assigned to this broker (its log created if new).
+
+        KafkaStorageError when its log is in an offline log directory, or when it is not
+        ``is_new`` and a directory is offline (its log may be there)."""
         assert self.cluster is not None
         with self._lock:
             found = self._partitions.get((topic, index))
             if found is not None:
+                if found.offline:
+                    raise errors.KafkaStorageError("the log of %s-%d is in an offline log directory" % (topic, index))
                 return found
             meta = self._topics.get(topic)
         if meta is None or (topic_id and meta.topic_id != topic_id):
@@ -296,14 +305,17 @@ class BrokerLifecycle:
                 self._topics[topic] = meta
                 if topic_id:
                     self._topic_names[topic_id] = topic
-        partition = self._open_partition(topic, index, meta.topic_id)
+        partition = self._open_partition(topic, index, meta.topic_id, is_new)
         with self._lock:
             self._partitions[(topic, index)] = partition
             self._stopped_marks.pop((topic, index), None)
         return partition
 
     def unhost_partition(self, topic: str, index: int, delete: bool) -> None:
-        """Stop a replica (and delete its log)."""
+        """Stop a replica (and delete its log). A log in an offline directory cannot be deleted:
+        KafkaStorageError (the controller asks again when this broker registers again)."""
+        if delete and (topic, index) in self.logs.offline_partitions():
+            raise errors.KafkaStorageError("the log of %s-%d is in an offline log directory" % (topic, index))
         with self._lock:
             partition = self._partitions.pop((topic, index), None)
             if delete:
@@ -345,14 +357,14 @@ class BrokerLifecycle:
             return None
         return self.default_log_config.merged(meta.config) if meta.config else None
 
-    def _open_partition(self, topic: str, index: int, topic_id: str) -> Partition:
+    def _open_partition(self, topic: str, index: int, topic_id: str, is_new: bool = True) -> Partition:
         """Open (or create) a partition's log and its Partition; not yet published in the maps.
 
         The directory's ``partition.metadata`` is written when missing; one holding another
         topic id refuses the partition (InconsistentTopicIdError naming the file), as Kafka
         takes such a log directory offline: its data may be another topic's.
         """
-        log_ = self.logs.get_or_create_log(topic, index, self._log_config_for(topic))
+        log_ = self.logs.get_or_create_log(topic, index, self._log_config_for(topic), is_new=is_new)
         found = read_partition_metadata(log_.directory)
         if found is None:
             write_partition_metadata(log_.directory, topic_id)
@@ -397,6 +409,24 @@ class BrokerLifecycle:
                 raise errors.KafkaStorageError("could not create the partitions of %r: %s" % (topic, exc)) from exc
             raise
         return opened
+
+    def _log_dir_failed(self, path: str, tps: List[Tuple[str, int]], online: int) -> None:
+        """A log directory went offline (the log manager's failure channel): its replicas stop
+        here (each answers KAFKA_STORAGE_ERROR from now on), a cluster's controller hears of it
+        and moves their leaderships, and with no directory left the broker stops, as Kafka halts."""
+        with self._lock:
+            gone = [p for p in (self._partitions.get(tp) for tp in tps) if p is not None]
+        for partition in gone:
+            partition.go_offline()  # kept: the data path answers KAFKA_STORAGE_ERROR for it
+        if self.cluster is not None:
+            self.cluster.log_dir_failed(path, tps)
+        self._leadership_changed([], [tp for tp in tps if tp[0] == OFFSETS_TOPIC])
+        for tp in tps:
+            self.fetch_purgatory.check_and_complete(tp)
+        if not online and not self.closed:
+            why = "every log directory is offline (the last: %s)" % path
+            log.critical("broker %d stops: %s", self.broker_id, why)
+            self.on_storage_failure(why)
 
     def _data_committed(self, key: Tuple[str, int]) -> None:
         """A partition's high watermark moved: the fetches (and acks=all produces) waiting on

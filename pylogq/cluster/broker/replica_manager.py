@@ -84,7 +84,7 @@ class ReplicaHost(Protocol):
 
     def hosted(self, tp: TopicPartition) -> Optional[Partition]: ...
 
-    def host_partition(self, topic: str, index: int, topic_id: Optional[str]) -> Partition: ...
+    def host_partition(self, topic: str, index: int, topic_id: Optional[str], is_new: bool = False) -> Partition: ...
 
     def unhost_partition(self, topic: str, index: int, delete: bool) -> None: ...
 
@@ -209,7 +209,7 @@ class ReplicaManager:
                 try:
                     if partition is None:
                         partition = self.host.host_partition(state.topic, state.partition,
-                                                             request.topic_ids.get(state.topic))
+                                                             request.topic_ids.get(state.topic), state.is_new)
                 except errors.BrokerError as exc:
                     log.error("cannot host %s-%d: %s", state.topic, state.partition, exc)
                     results[tp] = exc.code
@@ -272,6 +272,14 @@ class ReplicaManager:
                 self.fetchers.add_partitions(live_leaders[leader], partitions)
                 log.info("broker %d follows %d partitions of leader %d", self.broker_id, len(partitions), leader)
         return [(p.topic, p.index) for p, _ in changed]
+
+    def log_dir_failed(self, tps: Sequence[TopicPartition]) -> None:
+        """Replicas whose log directory went offline: their fetchers stop and what waits on them
+        answers (the broker has closed them already)."""
+        self.fetchers.remove_partitions(list(tps))
+        for tp in tps:
+            self.produce_purgatory.check_and_complete(tp)
+            self.replica_fetch_purgatory.check_and_complete(tp)
 
     def _wake(self, partition: Partition) -> None:
         key = (partition.topic, partition.index)

@@ -62,6 +62,19 @@ class ControllerContext:
         #: Replicas a completed reassignment removed while their broker was down: deleted
         #: when it registers again (broker -> its partitions).
         self.stray: Dict[int, Set[TopicPartition]] = {}
+        #: Replicas of live brokers that are offline: their log directory failed (the broker
+        #: answered LeaderAndIsr with KAFKA_STORAGE_ERROR), broker -> its partitions. Forgotten
+        #: when the broker goes or registers again (Kafka's replicasOnOfflineDirs).
+        self.offline_replicas: Dict[int, Set[TopicPartition]] = {}
+
+    def replica_online(self, broker: int, tp: TopicPartition) -> bool:
+        """Whether ``broker``'s replica of ``tp`` can serve: its broker is live and its log
+        directory has not failed (Kafka's isReplicaOnline)."""
+        return broker in self.live and tp not in self.offline_replicas.get(broker, ())
+
+    def offline_on(self, tp: TopicPartition, replicas: List[int]) -> Set[int]:
+        """The live brokers among ``replicas`` whose replica of ``tp`` is in a failed log directory."""
+        return {r for r in replicas if tp in self.offline_replicas.get(r, ())}
 
     def clear(self) -> None:
         """Forget the cluster (the controller epoch stays): resigned, or about to read it again."""
@@ -73,6 +86,7 @@ class ControllerContext:
         self.deleting.clear()
         self.reassigning.clear()
         self.stray.clear()
+        self.offline_replicas.clear()
 
     def offline_partitions(self) -> List[TopicPartition]:
         """Partitions with no state yet or no live leader (deleting topics aside)."""
@@ -82,14 +96,14 @@ class ControllerContext:
                 continue
             for p in parts:
                 state = self.states.get((topic, p))
-                if state is None or state.leader not in self.live:
+                if state is None or not self.replica_online(state.leader, (topic, p)):
                     out.append((topic, p))
         return out
 
     def request_state(self, tp: TopicPartition, state: PartitionState, is_new: bool = False) -> LeaderAndIsrPartition:
         """A partition's state as LeaderAndIsr and UpdateMetadata carry it: with its replicas, and
-        those of them on brokers that are not live (offline)."""
+        those of them that are offline (their broker is not live, or their log directory failed)."""
         replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
         return LeaderAndIsrPartition(tp[0], tp[1], state.controller_epoch, state.leader, state.leader_epoch,
                                      list(state.isr), state.partition_epoch, list(replicas),
-                                     [r for r in replicas if r not in self.live], is_new)
+                                     [r for r in replicas if not self.replica_online(r, tp)], is_new)

@@ -431,6 +431,7 @@ class KafkaController:
         self.context.deleting = set(self.zk.get_topics_to_delete(watch=self._watch("topic-deletion",
                                                                                  self._deletions_changed)))
         self.zk.get_isr_changes(watch=self._watch("isr-change", self._isr_changed))
+        self.zk.get_log_dir_events(watch=self._watch("log-dir-event", self._log_dir_events))
         batch = RequestBatch()
         batch.update_metadata_all = True
         self._partitions.repair([tp for tp in self.context.states if tp[0] not in self.context.deleting], batch)
@@ -445,6 +446,7 @@ class KafkaController:
         self._send(batch)
         self._deletions_changed()
         self._isr_changed()
+        self._log_dir_events()
         batch = RequestBatch()
         self._reassignments.resume(batch)
         self._elections.store_request_changed(batch)
@@ -482,7 +484,10 @@ class KafkaController:
         epoch = self.context.epoch[0]
         for broker, parts in batch.leader_and_isr.items():
             reg = self.context.live.get(broker)
-            if reg is None:
+            offline = self.context.offline_replicas.get(broker)
+            if offline:  # a replica in a failed log directory hears nothing until its broker registers again
+                parts = {tp: state for tp, state in parts.items() if tp not in offline}
+            if reg is None or not parts:
                 continue
             leaders = sorted({s.leader for s in parts.values() if s.leader in self.context.live})
             request = LeaderAndIsrRequest(self.broker_id, epoch, reg.epoch, list(parts.values()),
@@ -523,6 +528,48 @@ class KafkaController:
         failed = {tp: c for tp, c in per_partition.items() if c}
         if code or failed:
             log.warning("controller: broker %d answered LeaderAndIsr with %s %s", broker, code, failed)
+        offline = [tp for tp, c in failed.items() if c == errors.KafkaStorageError.code]
+        if offline:
+            self._enqueue("replicas-offline", lambda: self._replicas_offline(broker, offline))
+
+    # -- failed log directories -------------------------------------------------------------
+
+    def _log_dir_events(self) -> None:
+        """A broker's log directory failed (``/log_dir_event_notification``): each broker named
+        hears its partitions' states again, and its answer names the replicas that went
+        offline with the directory (Kafka's onBrokerLogDirFailure)."""
+        if not self.active:
+            return
+        names = self.zk.get_log_dir_events(watch=self._watch("log-dir-event", self._log_dir_events))
+        if not names:
+            return
+        brokers = {b for b in (self.zk.read_log_dir_event(n) for n in names) if b is not None}
+        log.info("controller: log directory failures on brokers %s", sorted(brokers))
+        batch = RequestBatch()
+        self._replicas.online(brokers & set(self.context.live), batch)
+        self._send(batch)
+        self.zk.delete_log_dir_events(names)
+
+    def _replicas_offline(self, broker: int, tps: List[TopicPartition]) -> None:
+        """``broker`` answered KAFKA_STORAGE_ERROR for these replicas: their log directory
+        failed. They count as offline (out of the ISR, never elected) until the broker
+        registers again; the partitions they led get new leaders (Kafka's
+        onReplicasBecomeOffline)."""
+        if not self.active or broker not in self.context.live:
+            return
+        known = self.context.offline_replicas.setdefault(broker, set())
+        new = [tp for tp in tps if tp not in known and tp in self.context.states]
+        if not new:
+            return
+        known.update(new)
+        log.warning("controller: broker %d's replicas of %s are offline (failed log directory)", broker,
+                    ", ".join("%s-%d" % tp for tp in sorted(new)))
+        batch = RequestBatch()
+        self._partitions.refresh(new)
+        self._partitions.repair(new, batch)
+        for tp in new:  # every broker's metadata names the offline replica
+            batch.update_metadata.add(tp)
+        self._send(batch)
 
     def _stop_replica_answered(self, broker: int, response: Tuple[int, Dict[TopicPartition, int]]) -> None:
         self._enqueue("stop-replica-answered", lambda: self._replicas_stopped(broker, response))
@@ -578,6 +625,7 @@ class KafkaController:
         for b in dead:
             self.context.live.pop(b, None)
             self.context.shutting_down.discard(b)
+            self.context.offline_replicas.pop(b, None)
             self.channel.remove_broker(b)
         batch = RequestBatch()
         batch.update_metadata_all = True
@@ -592,6 +640,7 @@ class KafkaController:
         for b, reg in born.items():
             self.context.live[b] = reg
             self.channel.add_broker(reg)
+            self.context.offline_replicas.pop(b, None)  # its answers to LeaderAndIsr say anew
         batch = RequestBatch()
         batch.update_metadata_all = True
         self._replicas.online(born.keys(), batch)

@@ -126,13 +126,14 @@ class PartitionStateMachine:
             return None
 
         def decide(state: PartitionState) -> Optional[PartitionState]:
-            if state.leader in self.context.live:
+            if self.context.replica_online(state.leader, tp):
                 return None
-            up = [r for r in replicas if r in self.context.live and r not in self.context.shutting_down]
+            up = [r for r in replicas if self.context.replica_online(r, tp) and r not in self.context.shutting_down]
             in_sync = [r for r in up if r in state.isr]
             if in_sync:
                 return PartitionState(in_sync[0], state.leader_epoch + 1,
-                                      [r for r in state.isr if r in self.context.live], self.context.epoch[0])
+                                      [r for r in state.isr if self.context.replica_online(r, tp)],
+                                      self.context.epoch[0])
             if not up:
                 return None
             log.warning("controller: UNCLEAN leader election for %s-%d asked for: %d leads without being in the ISR "
@@ -157,7 +158,9 @@ class PartitionStateMachine:
         elections; else by a live member the ISR kept (one that restarted: the only one
         that may have the records); else the partition has no leader (-1) until one
         returns. Any change bumps the leader epoch, as Kafka's ZooKeeper controller does.
+        A replica whose log directory failed counts as failed.
         """
+        failed = set(failed) | self.context.offline_on(tp, replicas)
         gone = {r for r in state.isr if r not in self.context.live or r in failed or self._bounced(r, state)}
         isr = [r for r in state.isr if r not in gone]
         epoch = state.leader_epoch + 1

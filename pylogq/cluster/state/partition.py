@@ -42,6 +42,7 @@ from ...errors import (
     IllegalStateError,
     InvalidArgumentError,
     InvalidRequiredAcksError,
+    KafkaStorageError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -158,6 +159,8 @@ class Partition:
         #: fetches parked at the old log end may complete.
         self.on_log_end_advanced: Optional[Callable[[], None]] = None
         self.closed = False
+        #: Closed because its log directory failed: calls answer KAFKA_STORAGE_ERROR.
+        self.offline = False
         self.producer_state = ProducerStateManager()
         with log.lock:
             self.producer_state.load_from_log(log)
@@ -680,8 +683,18 @@ class Partition:
             self._high_watermark = offset
 
     def _check_open(self) -> None:
+        if self.offline:
+            raise KafkaStorageError("the log of %s-%d is in an offline log directory on broker %d"
+                                    % (self.topic, self.index, self.broker_id))
         if self.closed:
             raise NotLeaderOrFollowerError("partition %s-%d is closed on this broker" % (self.topic, self.index))
+
+    def go_offline(self) -> None:
+        """Its log directory failed (its log let go of its files): every later call raises
+        KafkaStorageError, as Kafka answers for an offline replica."""
+        with self._lock:
+            self.closed = True
+            self.offline = True
 
     def close(self) -> None:
         """Stop serving: later calls raise NotLeaderOrFollowerError. The log stays open."""

@@ -33,6 +33,8 @@ from .data import (
     DELETE_TOPICS_PATH,
     ISR_CHANGE_PATH,
     ISR_CHANGE_PREFIX,
+    LOG_DIR_EVENT_PATH,
+    LOG_DIR_EVENT_PREFIX,
     PERSISTENT_PATHS,
     PREFERRED_ELECTION_PATH,
     PRODUCER_ID_BLOCK_PATH,
@@ -49,6 +51,7 @@ from .data import (
     decode_controller,
     decode_entity_config,
     decode_isr_change,
+    decode_log_dir_event,
     decode_partition_state,
     decode_producer_id_block,
     decode_reassignment,
@@ -60,6 +63,7 @@ from .data import (
     encode_config_change,
     encode_controller,
     encode_isr_change,
+    encode_log_dir_event,
     encode_partition_state,
     encode_producer_id_block,
     encode_reassignment,
@@ -459,6 +463,38 @@ class KafkaZkClient:
         for name in names:
             try:
                 self.store.delete("%s/%s" % (ISR_CHANGE_PATH, name))
+            except errors.NoNodeError:
+                pass
+
+    # -- log directory failures -------------------------------------------------------
+
+    def propagate_log_dir_event(self, broker_id: int) -> None:
+        """Tell the controller that a log directory of ``broker_id`` failed (Kafka's
+        propagateLogDirEvent): it then learns from the broker which replicas are offline."""
+        self.store.create("%s/%s" % (LOG_DIR_EVENT_PATH, LOG_DIR_EVENT_PREFIX), encode_log_dir_event(broker_id),
+                          sequential=True, makepath=True)
+
+    def get_log_dir_events(self, watch: Optional[Watcher] = None) -> List[str]:
+        return sorted(c for c in self.store.get_children(LOG_DIR_EVENT_PATH, watch=watch)
+                      if c.startswith(LOG_DIR_EVENT_PREFIX))
+
+    def read_log_dir_event(self, name: str) -> Optional[int]:
+        """-> the broker a notification names (None when it is gone or malformed)."""
+        path = "%s/%s" % (LOG_DIR_EVENT_PATH, name)
+        try:
+            data, _ = self.store.get(path)
+        except errors.NoNodeError:
+            return None
+        try:
+            return decode_log_dir_event(path, data)
+        except errors.CorruptMetadataError as exc:
+            log.warning("ignoring a malformed log directory event notification: %s", exc)
+            return None
+
+    def delete_log_dir_events(self, names: Sequence[str]) -> None:
+        for name in names:
+            try:
+                self.store.delete("%s/%s" % (LOG_DIR_EVENT_PATH, name))
             except errors.NoNodeError:
                 pass
 

@@ -26,6 +26,8 @@ Kafka cluster's ZooKeeper recognises a pylogq cluster's::
                                                    "replicas":[..]}]} (a tool's reassignments)
     /admin/preferred_replica_election             {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":..,"partition":..}]}
+    /log_dir_event_notification/log_dir_event_<seq>
+                                                  {"version":1,"broker":1,"event":1} (a log dir failed)
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}
 
@@ -62,6 +64,9 @@ __all__ = [
     "REASSIGN_PARTITIONS_PATH",
     "ISR_CHANGE_PATH",
     "ISR_CHANGE_PREFIX",
+    "LOG_DIR_EVENT_PATH",
+    "LOG_DIR_EVENT_PREFIX",
+    "LOG_DIR_FAILURE_EVENT",
     "NO_LEADER",
     "PERSISTENT_PATHS",
     "PRODUCER_ID_BLOCK_PATH",
@@ -76,6 +81,7 @@ __all__ = [
     "decode_entity_config",
     "decode_controller",
     "decode_isr_change",
+    "decode_log_dir_event",
     "decode_partition_state",
     "decode_producer_id_block",
     "decode_reassignment",
@@ -87,6 +93,7 @@ __all__ = [
     "encode_config_change",
     "encode_controller",
     "encode_isr_change",
+    "encode_log_dir_event",
     "encode_partition_state",
     "encode_producer_id_block",
     "encode_reassignment",
@@ -119,12 +126,17 @@ PREFERRED_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+#: A broker whose log directory failed says so here (Kafka's LogDirEventNotification).
+LOG_DIR_EVENT_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+#: The only log directory event Kafka defines: a directory failed.
+LOG_DIR_FAILURE_EVENT = 1
 
 #: Created at a cluster's first start (Kafka's ``ZkData.PersistentZkPaths``).
 PERSISTENT_PATHS = (
     "/consumers", BROKER_IDS_PATH, TOPICS_PATH, CONFIG_CHANGES_PATH, TOPIC_CONFIG_PATH, "/config/clients",
     "/config/users", "/config/brokers", "/config/ips", DELETE_TOPICS_PATH, "/brokers/seqid",
-    ISR_CHANGE_PATH, "/latest_producer_id_block", "/log_dir_event_notification",
+    ISR_CHANGE_PATH, "/latest_producer_id_block", LOG_DIR_EVENT_PATH,
 )
 
 #: The version of each znode's JSON that pylogq writes.
@@ -393,6 +405,19 @@ def decode_isr_change(path: str, data: bytes) -> List[Tuple[str, int]]:
     for e in entries:
         out.append((str(_field(path, e, "topic", str)), int(_field(path, e, "partition", int))))
     return out
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(path: str, data: bytes) -> int:
+    """-> the broker whose log directory failed."""
+    obj = _loads(path, data)
+    event = _field(path, obj, "event", int)
+    if event != LOG_DIR_FAILURE_EVENT:
+        raise CorruptMetadataError(path, "unknown log directory event %r" % (event,), "delete the znode")
+    return int(_field(path, obj, "broker", int))
 
 
 # -- admin requests ---------------------------------------------------------------------------
