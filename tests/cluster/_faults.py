@@ -56,14 +56,23 @@ import time
 import traceback
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pylogq.cluster.coordinator.group.offsets_schema import partition_for_group
 
 from .._proxy import TcpProxy, peer_process
 from .._zookeeper import ZooKeeperServer, free_port
 from ..server.test_server import Wire
-from ._processes import ProcessCluster, read_back, read_back_failures, replicas_identical
+from ._processes import (
+    Copy,
+    ProcessCluster,
+    Records,
+    duplicate_failures,
+    read_back,
+    read_back_failures,
+    replicas_identical,
+    stored_copies,
+)
 
 SESSION_MS = 3000
 SESSION_S = SESSION_MS / 1000.0
@@ -1043,7 +1052,7 @@ def verify(fc: FaultCluster, workload: Workload, extra_acked: Sequence[Tuple[int
         acked = {p: [(o, v) for o, v, _ in workload.acked[p]] + [(o, v) for q, o, v in extra_acked if q == p]
                  for p in range(PARTITIONS)}
         seen = {p: [(o, v) for q, o, v, _ in workload.seen if q == p] for p in range(PARTITIONS)}
-        failures += read_back_failures(TOPIC, final, acked, seen)
+        failures += read_back_failures(TOPIC, final, acked, seen, duplicates=False)
     statuses: Dict[int, Optional[int]] = {}
     for b in fc.ids:
         try:
@@ -1054,6 +1063,8 @@ def verify(fc: FaultCluster, workload: Workload, extra_acked: Sequence[Tuple[int
     bad = {b: s for b, s in statuses.items() if s != 0}
     if bad:
         failures.append("clean stop at the end: exit statuses %s" % bad)
+    if final is not None:
+        failures += stored_twice(fc, final)
     for topic, n in ((TOPIC, PARTITIONS), (OFFSETS_TOPIC, OFFSETS_PARTITIONS)):
         try:
             replicas_identical(fc.cluster, topic, n, allow_empty=(topic == OFFSETS_TOPIC))
@@ -1065,6 +1076,25 @@ def verify(fc: FaultCluster, workload: Workload, extra_acked: Sequence[Tuple[int
             at = text.index("Traceback")
             failures.append("broker %d logged a traceback:\n%s" % (b, "\n".join(
                 text[max(0, text.rfind("\n", 0, at - 1)):].splitlines()[:25])))
+    return failures
+
+
+def stored_twice(fc: FaultCluster, final: Records, placement: Optional[Mapping[int, Sequence[int]]] = None
+                 ) -> List[str]:
+    """After the brokers stopped: the workload's values stored more than once that are the
+    broker's failures (:func:`_processes.duplicate_failures`), read from a replica's files (of
+    the brokers ``placement`` gives a partition, every broker by default); the producer's own
+    duplicates are printed."""
+    def copies_of(p: int) -> Dict[bytes, List[Copy]]:
+        for b in (placement or {}).get(p, fc.ids):
+            path = fc.cluster.data_dir(b) / ("%s-%d" % (TOPIC, p))
+            if path.is_dir():
+                return stored_copies(path)
+        return {}
+
+    failures, notes = duplicate_failures(TOPIC, final, copies_of, fc.base / "producer.log")
+    for note in notes:
+        print("note:", note)
     return failures
 
 

@@ -381,11 +381,14 @@ def read_back(bootstrap: str, topic: str, partitions: int, group_id: str) -> Rec
     return out
 
 
-def read_back_failures(topic: str, final: Records, acked: Records, seen: Records) -> List[str]:
+def read_back_failures(topic: str, final: Records, acked: Records, seen: Records,
+                       duplicates: bool = True) -> List[str]:
     """What the records read back at the end break of the guarantees, per partition: every
     acknowledged record (``acked``, in acknowledgement order) exactly once at its offset (one
     acknowledged without an offset, exactly once anywhere), every record a consumer read
-    (``seen``) still there at its offset."""
+    (``seen``) still there at its offset. With ``duplicates=False`` a value stored twice is left
+    to :func:`duplicate_failures`, which tells the broker's duplicates from the client's once the
+    brokers have stopped."""
     failures: List[str] = []
     for p in sorted(final):
         by_offset: Dict[int, bytes] = {}
@@ -410,10 +413,81 @@ def read_back_failures(topic: str, final: Records, acked: Records, seen: Records
         for _, v in final[p]:
             counts[v] = counts.get(v, 0) + 1
         twice = sorted(v for v, c in counts.items() if c > 1)
-        if twice:
+        if twice and duplicates:
             failures.append("%s-%d: %d values stored more than once, first: %s" % (topic, p, len(twice), twice[:5]))
         unseen = [(v, o, by_offset.get(o)) for o, v in seen.get(p, []) if by_offset.get(o) != v]
         if unseen:
             failures.append("%s-%d: a consumer read %d records that are not there at the end, first: %s" % (
                 topic, p, len(unseen), ", ".join("%r at %d (now %r)" % x for x in unseen[:5])))
     return failures
+
+
+#: What a copy of a record is stored with: (offset, producer id, producer epoch, sequence).
+Copy = Tuple[int, int, int, int]
+
+#: librdkafka's debug line (``debug=eos``) when its idempotent producer has bumped its epoch.
+EPOCH_BUMPED = "All partitions drained, bumped epoch to "
+
+
+def stored_copies(log_dir: Path) -> Dict[bytes, List[Copy]]:
+    """value -> where each record holding it is stored in the log at ``log_dir`` (a stopped
+    broker's), with the producer id, epoch and sequence of its batch."""
+    out: Dict[bytes, List[Copy]] = {}
+    with Log.open(str(log_dir)) as log:
+        data = log.read(log.log_start_offset, 1 << 30).read()
+    for info in records.iter_batches(data):
+        for r in records.RecordBatch(data, info.position):
+            seq = info.base_sequence + (r.offset - info.base_offset) if info.base_sequence >= 0 else -1
+            out.setdefault(bytes(r.value or b""), []).append(
+                (r.offset, info.producer_id, info.producer_epoch, seq))
+    return out
+
+
+def duplicate_failures(topic: str, final: Records, copies_of: Callable[[int], Dict[bytes, List[Copy]]],
+                       producer_log: Optional[Path]) -> Tuple[List[str], List[str]]:
+    """Values stored more than once, told apart once the brokers have stopped: -> (failures, notes).
+
+    An idempotent producer's retry of a batch the partition holds must never be stored again:
+    the broker finds it by its producer id, epoch and sequences. A copy stored under the same
+    producer id and epoch as another is that failure. Copies each under a different epoch of
+    the producer are not the broker's to find: librdkafka, on an OUT_OF_ORDER_SEQUENCE_NUMBER
+    for a batch behind one that failed, bumps its epoch and renumbers every unacknowledged
+    batch of every partition, including one whose answer was lost after the partition stored
+    it (librdkafka issue 4953; Kafka's brokers store it again too). Those are noted, when the
+    producer's log (``producer_log``, librdkafka's ``debug=eos``) shows the bump, and failures
+    otherwise."""
+    failures: List[str] = []
+    notes: List[str] = []
+    bumps = 0
+    if producer_log is not None and producer_log.exists():
+        bumps = producer_log.read_text("utf-8", "replace").count(EPOCH_BUMPED)
+    for p in sorted(final):
+        counts: Dict[bytes, int] = {}
+        for _, v in final[p]:
+            counts[v] = counts.get(v, 0) + 1
+        twice = sorted(v for v, c in counts.items() if c > 1)
+        if not twice:
+            continue
+        stored = copies_of(p)
+        same_epoch = []
+        across = []
+        for v in twice:
+            copies = stored.get(v, [])
+            epochs = [(pid, epoch) for _, pid, epoch, _ in copies]
+            if len(copies) > 1 and len(set(epochs)) == len(epochs) and len({pid for pid, _ in epochs}) == 1:
+                across.append((v, copies))
+            else:
+                same_epoch.append((v, copies))
+        if same_epoch:
+            failures.append("%s-%d: %d values stored more than once within one producer epoch (the broker stored a "
+                            "retry again), first: %s" % (topic, p, len(same_epoch), "; ".join(
+                                "%r at %s" % (v, c) for v, c in same_epoch[:3])))
+        if across and not bumps:
+            failures.append("%s-%d: %d values stored again under a later producer epoch, and the producer never bumped "
+                            "its epoch, first: %s" % (topic, p, len(across), "; ".join(
+                                "%r at %s" % (v, c) for v, c in across[:3])))
+        elif across:
+            notes.append("%s-%d: %d values stored again after librdkafka bumped its epoch (%d bumps) and renumbered "
+                         "a batch the partition held, first: %s" % (topic, p, len(across), bumps, "; ".join(
+                             "%r at %s (offset, producer id, epoch, sequence)" % (v, c) for v, c in across[:3])))
+    return failures, notes

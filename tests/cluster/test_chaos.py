@@ -18,6 +18,7 @@ failure's message names the seed).
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -27,7 +28,14 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from ._processes import ProcessCluster, read_back, read_back_failures, replicas_identical
+from ._processes import (
+    ProcessCluster,
+    duplicate_failures,
+    read_back,
+    read_back_failures,
+    replicas_identical,
+    stored_copies,
+)
 
 #: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
 pytestmark = pytest.mark.compiled_pass
@@ -72,10 +80,18 @@ class Acks:
 
 
 def _produce(cluster: ProcessCluster, acks: Acks, stop: threading.Event, failures: List[BaseException]) -> None:
+    # librdkafka's idempotence state machine in producer.log (its epoch bumps tell its own
+    # duplicates from the broker's: _processes.duplicate_failures).
+    logger = logging.getLogger("chaos.producer.%s" % cluster.base.name)
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.FileHandler(cluster.base / "producer.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
     producer = confluent_kafka.Producer({
         "bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
         "message.timeout.ms": 300000, "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
-        "reconnect.backoff.max.ms": 500})
+        "reconnect.backoff.max.ms": 500, "logger": logger, "debug": "eos"})
     try:
         n = 0
         while not stop.is_set():
@@ -92,6 +108,9 @@ def _produce(cluster: ProcessCluster, acks: Acks, stop: threading.Event, failure
             acks.errors.append("%d records still unacknowledged after the run" % left)
     except BaseException as exc:  # noqa: BLE001 - handed to the test thread
         failures.append(exc)
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
 
 
 def _consume(cluster: ProcessCluster, seen: Dict[int, List[Tuple[int, bytes]]], stop: threading.Event,
@@ -182,10 +201,15 @@ def _cycles(tmp_path: Path, zookeeper_connect: str, kill: bool) -> None:
         acked = {p: list(acks.acked[p]) for p in range(PARTITIONS)}
         for p, ours in acked.items():
             assert sorted(ours) == ours, "partition %d: acknowledgements out of order" % p
-        problems = read_back_failures(TOPIC, final, acked, seen)
+        problems = read_back_failures(TOPIC, final, acked, seen, duplicates=False)
         assert not problems, problems
         statuses = cluster.stop_all()
         assert all(s == 0 for s in statuses.values()), statuses
+        twice, notes = duplicate_failures(TOPIC, final, lambda p: stored_copies(cluster.data_dir(0) / (
+            "%s-%d" % (TOPIC, p))), cluster.base / "producer.log")
+        for note in notes:
+            print("note:", note)
+        assert not twice, twice
         replicas_identical(cluster, TOPIC, PARTITIONS)
         for b in cluster.brokers.values():
             assert "Traceback" not in b.log_path.read_text(), b.log_tail()

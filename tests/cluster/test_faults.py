@@ -46,7 +46,8 @@ from ._faults import (
     verify,
     wait_for,
 )
-from ._processes import read_back_failures, replicas_identical
+from . import _processes
+from ._processes import duplicate_failures, read_back_failures, replicas_identical
 
 #: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
 pytestmark = pytest.mark.compiled_pass
@@ -390,3 +391,21 @@ def test_a_record_acknowledged_without_its_offset_must_be_there_once_anywhere() 
     twice = read_back_failures("t", {0: [(0, b"a"), (1, b"a")]}, {0: [(None, b"a")]}, {})
     assert any("stored more than once" in f for f in twice)
     assert read_back_failures("t", final, {0: [(None, b"a"), (None, b"b")]}, {}) == []
+
+
+def test_a_value_stored_twice_is_the_broker_s_failure_unless_the_producer_renumbered_it(tmp_path: Path) -> None:
+    """Two copies under one producer epoch: the broker stored a retry again. Copies under two
+    epochs of the producer, after librdkafka logged an epoch bump: its renumbering, which no
+    broker can tell from a new batch (noted, not failed); without the bump in its log, failed."""
+    final = {0: [(0, b"a"), (1, b"b"), (2, b"a")]}
+    log = tmp_path / "producer.log"
+    log.write_text("%s PID{Id:7,Epoch:1}\n" % _processes.EPOCH_BUMPED)
+    same = {b"a": [(0, 7, 0, 10), (2, 7, 0, 10)], b"b": [(1, 7, 0, 11)]}
+    failures, notes = duplicate_failures("t", final, lambda p: same, log)
+    assert len(failures) == 1 and "within one producer epoch" in failures[0] and notes == []
+    renumbered = {b"a": [(0, 7, 0, 10), (2, 7, 1, 0)], b"b": [(1, 7, 0, 11)]}
+    failures, notes = duplicate_failures("t", final, lambda p: renumbered, log)
+    assert failures == [] and len(notes) == 1 and "bumped its epoch" in notes[0]
+    failures, notes = duplicate_failures("t", final, lambda p: renumbered, tmp_path / "no-such.log")
+    assert len(failures) == 1 and "never bumped" in failures[0]
+    assert duplicate_failures("t", {0: [(0, b"a")]}, lambda p: {}, log) == ([], [])

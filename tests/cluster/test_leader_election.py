@@ -18,16 +18,7 @@ from pylogq.cluster.controller.leader_election import PREFERRED, UNCLEAN
 from pylogq.cluster.zk.data import PartitionState
 
 from .._cluster_ops import eventually, led_elsewhere
-from .test_controller import (  # noqa: F401 - brokers, connector, ensemble and start are fixtures
-    Brokers,
-    brokers,
-    connector,
-    ensemble,
-    leader_and_isr,
-    start,
-    stored,
-    write_topic,
-)
+from ._controller import Brokers, leader_and_isr, stored, write_topic
 from .test_controller_channel import CueConnector, wait_for
 
 TIMEOUT_S = 30.0

@@ -48,6 +48,7 @@ from ._faults import (
     FaultCluster,
     Workload,
     label,
+    stored_twice,
     verify,
     wait_for,
 )
@@ -275,7 +276,7 @@ def _verify_as_placed(fc: FaultCluster, workload: Workload, placement: Optional[
     final = read_back(fc.bootstrap, TOPIC, PARTITIONS, "operations-check-%s" % uuid.uuid4().hex[:6])
     acked = {p: [(o, v) for o, v, _ in workload.acked[p]] for p in range(PARTITIONS)}
     seen = {p: [(o, v) for q, o, v, _ in workload.seen if q == p] for p in range(PARTITIONS)}
-    failures += read_back_failures(TOPIC, final, acked, seen)
+    failures += read_back_failures(TOPIC, final, acked, seen, duplicates=False)
     statuses: Dict[int, Optional[int]] = {}
     for b in fc.ids:
         try:
@@ -286,6 +287,7 @@ def _verify_as_placed(fc: FaultCluster, workload: Workload, placement: Optional[
     bad = {b: s for b, s in statuses.items() if s != 0}
     if bad:
         failures.append("clean stop at the end: exit statuses %s" % bad)
+    failures += stored_twice(fc, final, {p: placement[(TOPIC, p)] for p in range(PARTITIONS)})
     failures += _replicas_differ(fc, placement)
     for b, proc in fc.cluster.brokers.items():
         text = proc.log_path.read_text("utf-8", "replace") if proc.log_path.exists() else ""

@@ -18,16 +18,7 @@ from pylogq.cluster.controller.controller import KafkaController
 from pylogq.cluster.zk.client import KafkaZkClient
 from pylogq.cluster.zk.data import PartitionState, TopicAssignment
 
-from .test_controller import (  # noqa: F401 - brokers, connector, ensemble and start are fixtures
-    Brokers,
-    brokers,
-    connector,
-    ensemble,
-    leader_and_isr,
-    start,
-    stored,
-    write_topic,
-)
+from ._controller import Brokers, leader_and_isr, stored, write_topic
 from .test_controller_channel import CueConnector, wait_for
 
 T = "moving"
