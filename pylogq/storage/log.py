@@ -83,6 +83,9 @@ log = logging.getLogger("pylogq.storage")
 
 # Kafka's rule for a partition directory: the topic, a dash, the partition number.
 _DIR_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+#: A future log's directory (a replica being moved to another log directory, Kafka's
+#: ``<topic>-<partition>.<id>-future``).
+_FUTURE_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)\.[0-9a-f]{32}-future$")
 
 
 def is_disk_full(exc: OSError) -> bool:
@@ -94,7 +97,7 @@ def is_disk_full(exc: OSError) -> bool:
 def parse_dir_name(path: str) -> Tuple[str, int]:
     """(topic, partition) of a partition directory; ValueError naming the rule otherwise."""
     name = os.path.basename(os.path.normpath(path))
-    m = _DIR_NAME.match(name)
+    m = _DIR_NAME.match(name) or _FUTURE_NAME.match(name)
     if not m:
         raise InvalidArgumentError(
             "a log directory is named <topic>-<partition> (e.g. events-0), "
@@ -803,6 +806,16 @@ class Log:
             hook, self._close_hook = self._close_hook, None
         if hook is not None:
             hook(self)
+
+    def copy_epochs_from(self, other: "Log") -> None:
+        """Take ``other``'s leader epoch cache as this log's (a future log replacing ``other``,
+        whose records it copied: the epochs given a start at the log end without records yet
+        come with it)."""
+        with self._lock:
+            self._check_open()
+            entries = [(e.epoch, e.start_offset) for e in other.leader_epoch_cache.entries]
+            self._change_epochs("copy the leader epochs of %s" % other.directory,
+                                lambda: self._epochs.assign_all(entries, clear=True))
 
     def close_handlers(self) -> None:
         """Let go of the files without writing anything (no flush, no index trimming): the

@@ -46,6 +46,8 @@ from ..errors import (
     KafkaStorageError,
     LogClosedError,
     LogDirInUseError,
+    LogDirNotFoundError,
+    ReplicaNotAvailableError,
 )
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -75,6 +77,8 @@ log = logging.getLogger("pylogq.storage")
 DirFailureListener = Callable[[str, List[Tuple[str, int]], int], None]
 
 DELETE_SUFFIX = "-delete"
+#: A replica being moved to another log directory is copied into ``<topic>-<partition>.<id>-future``.
+FUTURE_SUFFIX = "-future"
 # The longest file name Linux file systems take (NAME_MAX).
 _NAME_MAX = 255
 
@@ -83,9 +87,19 @@ def delete_dir_name(topic: str, partition: int) -> str:
     """The name a deleted partition's directory takes: ``<topic>-<partition>.<id>-delete``,
     the topic shortened when the whole would not fit a file name (Kafka's
     ``logDeleteDirName``: a topic name may be 249 characters)."""
+    return _suffixed_dir_name(topic, partition, DELETE_SUFFIX)
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """The directory a replica being moved is copied into: ``<topic>-<partition>.<id>-future``
+    (Kafka's ``logFutureDirName``; the topic is never shortened: the log reads its name)."""
+    return "%s-%d.%s%s" % (topic, partition, uuid.uuid4().hex, FUTURE_SUFFIX)
+
+
+def _suffixed_dir_name(topic: str, partition: int, suffix: str) -> str:
     unique = uuid.uuid4().hex
-    room = _NAME_MAX - (len(DELETE_SUFFIX) + len(unique) + 1 + len(str(partition)) + 1)
-    return "%s-%d.%s%s" % (topic[:max(room, 0)], partition, unique, DELETE_SUFFIX)
+    room = _NAME_MAX - (len(suffix) + len(unique) + 1 + len(str(partition)) + 1)
+    return "%s-%d.%s%s" % (topic[:max(room, 0)], partition, unique, suffix)
 
 
 def _remove_tree(path: str) -> None:
@@ -130,6 +144,13 @@ class _LogDir:
                 continue
             if name.endswith(DELETE_SUFFIX):
                 _remove_tree(full)  # a deleted topic's leftovers
+                continue
+            if name.endswith(FUTURE_SUFFIX):
+                # A move to this directory that had not finished: the replica is whole where it
+                # was; the move starts again when asked again.
+                log.warning("%s: removing %s, the copy of an unfinished move of a replica to this directory",
+                            self.path, name)
+                _remove_tree(full)
                 continue
             try:
                 parse_dir_name(full)
@@ -197,6 +218,10 @@ class LogManager:
         self._offline_logs: Dict[Tuple[str, int], str] = {}
         self._failing: Dict[str, str] = {}  # reported, not yet taken offline
         self._dir_listeners: List[DirFailureListener] = []
+        #: Replicas being moved: their future logs, in the destination directory.
+        self._future: Dict[Tuple[str, int], Tuple[Log, _LogDir]] = {}
+        #: Where a replica not created yet is to be created (AlterReplicaLogDirs ahead of it).
+        self._preferred: Dict[Tuple[str, int], str] = {}
         first_error: Optional[OSError] = None
         try:
             for path in config.log_dirs:
@@ -241,26 +266,54 @@ class LogManager:
                 return found
         return self.default_log_config
 
-    def _load_log(self, d: _LogDir, path: str, config: Optional[LogConfig] = None) -> Log:
+    def _open_log(self, d: _LogDir, path: str, config: Optional[LogConfig], recovery_point: int,
+                  log_start_offset: Optional[int], clean: bool) -> Log:
         tp = parse_dir_name(path)
-        started = time.monotonic()
         log_ = Log(
             path,
             self._config_for(tp[0], config),
-            recovery_point=d.recovery.get(tp, 0),
-            log_start_offset=d.starts.get(tp),
-            clean_shutdown=d.clean_shutdown,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean,
             scheduler=self.scheduler,
             clock=self._clock,
             on_flush=self._on_flush,
         )
+        log_.on_io_error = functools.partial(self.report_io_error, d.path)
+        return log_
+
+    def _load_log(self, d: _LogDir, path: str, config: Optional[LogConfig] = None) -> Log:
+        tp = parse_dir_name(path)
+        started = time.monotonic()
+        log_ = self._open_log(d, path, config, d.recovery.get(tp, 0), d.starts.get(tp), d.clean_shutdown)
+        other = self._logs.get(tp)
+        if other is not None:
+            log_ = self._keep_one(tp, other, self._log_dir_of[tp], log_, d)
+            if log_ is other:
+                return other
         self._logs[tp] = log_
         self._log_dir_of[tp] = d
-        log_.on_io_error = functools.partial(self.report_io_error, d.path)
         log.info("loaded log %s-%d (%d segments, offsets %d..%d) in %.3f s%s", tp[0], tp[1], log_.num_segments,
                  log_.log_start_offset, log_.log_end_offset, time.monotonic() - started,
                  "" if d.clean_shutdown else " with recovery")
         return log_
+
+    def _keep_one(self, tp: Tuple[str, int], first: Log, first_dir: "_LogDir", second: Log,
+                  second_dir: "_LogDir") -> Log:
+        """A partition found in two directories at start: a broker stopped while a moved
+        replica took the place of the one it copied (both whole at that moment, the old one
+        retired later). The one that ends later is kept; the other is renamed for deletion.
+        -> the one kept."""
+        keep, drop, drop_dir = (second, first, first_dir) if second.log_end_offset > first.log_end_offset \
+            else (first, second, second_dir)
+        log.warning("%s-%d is in two log directories (a move that had not retired the old copy): keeping %s "
+                    "(log end %d), removing %s (log end %d)", tp[0], tp[1], keep.directory, keep.log_end_offset,
+                    drop.directory, drop.log_end_offset)
+        drop.close(flush=False)
+        doomed = os.path.join(drop_dir.path, delete_dir_name(*tp))
+        os.rename(drop.directory, doomed)
+        self.scheduler.schedule(functools.partial(_remove_tree, doomed), name="delete-log")
+        return keep
 
     def get_log(self, topic: str, partition: int) -> Optional[Log]:
         return self._find_log(topic, partition, None)
@@ -303,7 +356,11 @@ class LogManager:
                                         % (topic, partition, ", ".join(sorted(self._offline))))
             if not self._dirs:
                 raise KafkaStorageError("every log directory is offline")
-            if len(self._dirs) == 1:
+            preferred = self._preferred.pop((topic, partition), None)
+            chosen = next((d for d in self._dirs if d.path == preferred), None)
+            if chosen is not None:
+                d = chosen
+            elif len(self._dirs) == 1:
                 d = self._dirs[0]
             else:
                 counts = {id(d): 0 for d in self._dirs}
@@ -317,6 +374,146 @@ class LogManager:
     def all_logs(self) -> List[Log]:
         with self._lock:
             return list(self._logs.values())
+
+    # -- moving a replica between log directories (AlterReplicaLogDirs) ---------------
+
+    def dir_of(self, topic: str, partition: int) -> Optional[str]:
+        """The log directory holding the partition's log (None when it is not loaded)."""
+        with self._lock:
+            d = self._log_dir_of.get((topic, partition))
+            return None if d is None else d.path
+
+    def check_online_dir(self, path: str) -> str:
+        """``path`` as the absolute path of an online log directory: LogDirNotFoundError when it
+        is none of ``log.dirs``, KafkaStorageError when it is offline."""
+        wanted = os.path.abspath(path)
+        with self._lock:
+            if any(d.path == wanted for d in self._dirs):
+                return wanted
+            if wanted in self._offline:
+                raise KafkaStorageError("log directory %s is offline" % wanted)
+        raise LogDirNotFoundError("%s is not one of this broker's log directories (%s)" % (
+            path, ", ".join(self.config.log_dirs)))
+
+    def prefer_dir(self, topic: str, partition: int, path: str) -> None:
+        """Create the partition's log in ``path`` (an online log directory) when it is created
+        (Kafka's maybeUpdatePreferredLogDir: an AlterReplicaLogDirs ahead of the replica)."""
+        wanted = self.check_online_dir(path)
+        with self._lock:
+            self._preferred[(topic, partition)] = wanted
+
+    def future_log(self, topic: str, partition: int) -> Optional[Log]:
+        """The copy of a replica being moved to another log directory, if one is."""
+        with self._lock:
+            found = self._future.get((topic, partition))
+            return None if found is None else found[0]
+
+    def future_dir(self, topic: str, partition: int) -> Optional[str]:
+        with self._lock:
+            found = self._future.get((topic, partition))
+            return None if found is None else found[1].path
+
+    def create_future_log(self, topic: str, partition: int, path: str) -> Optional[Log]:
+        """Start the copy of a replica in the log directory ``path``: an empty log in
+        ``<topic>-<partition>.<id>-future`` there, with the current log's config; -> it, the
+        one already under way to ``path``, or None when the log is in ``path`` already.
+
+        LogDirNotFoundError or KafkaStorageError for ``path`` as :meth:`check_online_dir`;
+        KafkaStorageError while any directory is offline (the log of the replica could be in
+        it: Kafka creates no future log then); ReplicaNotAvailableError when the partition
+        has no log here. A move under way to another directory is abandoned first."""
+        wanted = self.check_online_dir(path)
+        with self._lock:
+            self._check_open()
+            tp = (topic, partition)
+            if self._offline:
+                raise KafkaStorageError("cannot move %s-%d while log directories are offline (%s)"
+                                        % (topic, partition, ", ".join(sorted(self._offline))))
+            current = self._logs.get(tp)
+            if current is None:
+                raise ReplicaNotAvailableError("%s-%d has no log on this broker" % tp)
+            if self._log_dir_of[tp].path == wanted:
+                self._abandon_future_locked(tp)
+                return None
+            found = self._future.get(tp)
+            if found is not None and found[1].path == wanted:
+                return found[0]
+            self._abandon_future_locked(tp)
+            d = next(d for d in self._dirs if d.path == wanted)
+            future = self._open_log(d, os.path.join(d.path, future_dir_name(topic, partition)), current.config,
+                                    0, None, True)
+            self._future[tp] = (future, d)
+            log.info("moving %s-%d from %s to %s", topic, partition, self._log_dir_of[tp].path, wanted)
+            return future
+
+    def abandon_future_log(self, topic: str, partition: int) -> None:
+        """Stop a move under way: its copy is closed and removed (the replica stays where it is)."""
+        with self._lock:
+            self._abandon_future_locked((topic, partition))
+
+    def _abandon_future_locked(self, tp: Tuple[str, int]) -> None:
+        found = self._future.pop(tp, None)
+        if found is None:
+            return
+        future, _ = found
+        try:
+            future.close(flush=False)
+        except OSError as exc:
+            log.warning("%s: closing an abandoned copy: %s", future.directory, exc)
+        self.scheduler.schedule(functools.partial(_remove_tree, future.directory), name="delete-log")
+        log.info("the move of %s-%d to %s is abandoned", tp[0], tp[1], found[1].path)
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """Finish a move (Kafka's replaceCurrentWithFutureLog): the future log, caught up with
+        the current one (the caller holds the partition still: nothing is appended or truncated
+        meanwhile), takes its epochs and log start, is flushed and renamed
+        ``<topic>-<partition>`` in its directory, and becomes the partition's log; -> it.
+
+        The current log is retired after ``file.delete.delay.ms`` (readers holding it finish
+        their reads): closed, renamed ``*-delete`` and removed. Should the broker stop before,
+        the partition is in both directories at the next start, both whole, and the one that
+        ends later is kept."""
+        tp = (topic, partition)
+        with self._lock:
+            self._check_open()
+            current, current_dir = self._logs[tp], self._log_dir_of[tp]
+            future, future_dir = self._future[tp]
+            if future.log_end_offset != current.log_end_offset:
+                raise IllegalStateError("the copy of %s-%d ends at %d, the log at %d" % (
+                    topic, partition, future.log_end_offset, current.log_end_offset))
+            future.copy_epochs_from(current)
+            if current.log_start_offset > future.log_start_offset:
+                future.delete_records_before(current.log_start_offset)
+            end = future.log_end_offset
+            future.close()  # flushed: the renamed log opens without recovery
+            target = os.path.join(future_dir.path, "%s-%d" % tp)
+            os.rename(future.directory, target)
+            moved = self._open_log(future_dir, target, current.config, end, future.log_start_offset, True)
+            del self._future[tp]
+            self._logs[tp] = moved
+            self._log_dir_of[tp] = future_dir
+            current_dir.recovery.pop(tp, None)
+            current_dir.starts.pop(tp, None)
+        delay = current.config.file_delete_delay_ms / 1000.0
+        self.scheduler.schedule(functools.partial(self._retire, current, current_dir), delay=delay,
+                                name="retire-moved-log")
+        log.info("moved %s-%d from %s to %s (log end %d)", topic, partition, current_dir.path, future_dir.path, end)
+        return moved
+
+    def _retire(self, old: Log, d: "_LogDir") -> None:
+        """The log a move replaced: closed, renamed for deletion and removed."""
+        self.cleaning.abort(old, pause=True)
+        try:
+            old.close(flush=False)
+        finally:
+            self.cleaning.resume(old)
+        doomed = os.path.join(d.path, delete_dir_name(old.topic, old.partition))
+        try:
+            os.rename(old.directory, doomed)
+        except OSError as exc:
+            log.warning("%s: could not rename the moved replica's old copy for deletion: %s", old.directory, exc)
+            return
+        _remove_tree(doomed)
 
     def offline_dirs(self) -> Dict[str, str]:
         """The offline log directories: absolute path -> why it went offline."""
@@ -376,6 +573,12 @@ class LogManager:
             self._offline[d.path] = reason
             self._failing.pop(d.path, None)
             taken = [(tp, lg) for tp, lg in self._logs.items() if self._log_dir_of.get(tp) is d]
+            for tp in [tp for tp, (_, fd) in self._future.items() if fd is d or self._log_dir_of.get(tp) is d]:
+                future, _ = self._future.pop(tp)  # a move to or from the failed directory stops
+                try:
+                    future.close_handlers()
+                except OSError:
+                    pass
             for tp, _ in taken:
                 del self._logs[tp]
                 del self._log_dir_of[tp]
@@ -433,6 +636,7 @@ class LogManager:
                     continue
                 del self._logs[tp]
                 del self._log_dir_of[tp]
+                self._abandon_future_locked(tp)
                 taken.append((tp, log_, d))
         for tp, log_, d in taken:
             # Every cleaner's clean of it stops, and none starts (paused) until it is closed;
@@ -589,6 +793,12 @@ class LogManager:
             # A full disk or an I/O error fails a flush or a checkpoint: without the marker
             # the next start recovers the logs from their segments, as after a crash.
             clean = True
+            for future, _ in self._future.values():  # a move under way starts again when asked again
+                try:
+                    future.close(flush=False)
+                except OSError:
+                    pass
+            self._future.clear()
             for log_ in self._logs.values():
                 try:
                     log_.close()

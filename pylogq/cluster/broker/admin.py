@@ -42,6 +42,9 @@ from .lifecycle import BrokerLifecycle
 from .topic_store import TopicMetadata
 from .user_credentials import UserCredentials
 
+if TYPE_CHECKING:
+    from .log_dir_mover import LogDirMover
+
 log = logging.getLogger("pylogq.broker")
 
 __all__ = ["BrokerAdmin"]
@@ -534,6 +537,8 @@ class BrokerAdmin(BrokerLifecycle):
             if self.cluster is not None:
                 self.cluster.replicas.set_throttle_rates(self._throttle_rate("leader.replication.throttled.rate"),
                                                          self._throttle_rate("follower.replication.throttled.rate"))
+            if self.log_dir_mover is not None:
+                self.log_dir_mover.set_bound(self._throttle_rate("replica.alter.log.dirs.io.max.bytes.per.second"))
             new_defaults = self.config.log_manager.default_log_config()
             if new_defaults == self.default_log_config:
                 return
@@ -644,6 +649,11 @@ class BrokerAdmin(BrokerLifecycle):
         self._check_open()
         wanted = None if partitions is None else {(t, p) for t, indexes in partitions.items() for p in indexes}
         out = []
+        moves: List[Tuple[Tuple[str, int], str, int, int]] = []
+        if self.log_dir_mover is not None:
+            from .log_dir_mover import describe_moves
+
+            moves = describe_moves(self.log_dir_mover, self.logs)
         for path, logs in self.logs.logs_by_dir():
             try:
                 volume = os.statvfs(path)
@@ -651,14 +661,59 @@ class BrokerAdmin(BrokerLifecycle):
                 log.warning("describe log dirs: cannot read the volume of %s: %s", path, exc)
                 out.append(LogDirDescription(path, errors.KafkaStorageError.code, []))
                 continue
-            # With one replica the high watermark is the log end: no lag, and no future logs
-            # (AlterReplicaLogDirs is not supported).
-            replicas = [ReplicaInfo(lg.topic, lg.partition, lg.size_in_bytes, 0, False) for lg in logs
-                        if wanted is None or (lg.topic, lg.partition) in wanted]
+            replicas = [ReplicaInfo(lg.topic, lg.partition, lg.size_in_bytes, self._offset_lag(lg), False)
+                        for lg in logs if wanted is None or (lg.topic, lg.partition) in wanted]
+            # The copies of replicas being moved here (AlterReplicaLogDirs): their lag behind the log.
+            replicas += [ReplicaInfo(tp[0], tp[1], size, lag, True) for tp, dest, size, lag in moves
+                         if dest == path and (wanted is None or tp in wanted)]
             out.append(LogDirDescription(path, 0, replicas, volume.f_blocks * volume.f_frsize,
                                          volume.f_bavail * volume.f_frsize))
         out.extend(LogDirDescription(path, errors.KafkaStorageError.code, []) for path in self.logs.offline_dirs())
         return out
+
+    def _offset_lag(self, lg: Any) -> int:
+        """Kafka's DescribeLogDirs lag of a current log: its end offset less the high watermark."""
+        partition = self._partitions.get((lg.topic, lg.partition))
+        return 0 if partition is None else max(0, lg.log_end_offset - partition.high_watermark)
+
+    def alter_replica_log_dirs(self, dirs: Mapping[Tuple[str, int], str]) -> Dict[Tuple[str, int], int]:
+        """Kafka's AlterReplicaLogDirs: move each partition's replica on this broker to the log
+        directory given (:mod:`.log_dir_mover`); -> each partition's error code.
+
+        LOG_DIR_NOT_FOUND for a directory that is not one of ``log.dirs``, KAFKA_STORAGE_ERROR
+        for an offline one (or a replica in one, or while one is offline: the replica could
+        be there). A partition with no replica here yet gets REPLICA_NOT_AVAILABLE, and its
+        replica is created in that directory when it comes (Kafka's preferred log dir). A
+        replica in that directory already stops any move elsewhere.
+
+        Takes the log manager's lock: not for the event loop.
+        """
+        self._check_open()
+        out: Dict[Tuple[str, int], int] = {}
+        for tp, path in dirs.items():
+            try:
+                self.logs.check_online_dir(path)
+                found = self._partitions.get(tp)
+                if found is not None and found.offline:
+                    raise errors.KafkaStorageError("the log of %s-%d is in an offline log directory" % tp)
+                if found is None:
+                    self.logs.prefer_dir(tp[0], tp[1], path)
+                    raise errors.ReplicaNotAvailableError("broker %d has no replica of %s-%d yet: it is created in %s"
+                                                          % (self.broker_id, tp[0], tp[1], path))
+                self._mover().move(tp, path)
+                out[tp] = 0
+            except errors.BrokerError as exc:
+                out[tp] = exc.code
+        return out
+
+    def _mover(self) -> "LogDirMover":
+        with self._lock:
+            if self.log_dir_mover is None:
+                from .log_dir_mover import LogDirMover
+
+                self.log_dir_mover = LogDirMover(self.broker_id, self.logs, self.hosted)
+                self.log_dir_mover.set_bound(self._throttle_rate("replica.alter.log.dirs.io.max.bytes.per.second"))
+            return self.log_dir_mover
 
     def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[List[int]]]
                                       ) -> Dict[Tuple[str, int], PartitionOutcome]:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # a single node never loads the cluster's modules
     from ..zk.store import MetadataStore
     from .cluster_node import ClusterNode
     from .in_process import InProcessTransport  # loaded by the first embedded client
+    from .log_dir_mover import LogDirMover  # loaded by the first move between log directories
 
 log = logging.getLogger("pylogq.broker")
 
@@ -144,6 +145,8 @@ class Broker(BrokerDataPath, BrokerAdmin):
         #: gone offline; by default the broker closes. ``pylogq-broker`` exits instead.
         self.on_storage_failure: Callable[[str], None] = self._stop_after_storage_failure
         self.logs.add_dir_failure_listener(self._log_dir_failed)
+        #: Moves of replicas between log directories (AlterReplicaLogDirs), made on the first.
+        self.log_dir_mover: Optional["LogDirMover"] = None
         self._partitions: Dict[Tuple[str, int], Partition] = {}
         # The high watermarks of replicas stopped without deleting their logs (a controlled
         # shutdown stops its followers): their logs stay, so their checkpoint entries do.
@@ -285,6 +288,8 @@ class Broker(BrokerDataPath, BrokerAdmin):
         if coordinator is not None:
             coordinator.close()
         self.timer.close()
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.close()
         for partition in list(self._partitions.values()):
             partition.close()
         try:

@@ -47,6 +47,7 @@ from .user_credentials import FileUserCredentials
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
     from ..zk.store import MetadataStore
     from .cluster_node import ClusterNode
+    from .log_dir_mover import LogDirMover
 
 log = logging.getLogger("pylogq.broker")
 
@@ -79,6 +80,7 @@ class BrokerLifecycle:
         _pending_configs: Dict[str, TopicMetadata]
         _store: FileTopicStore
         on_storage_failure: Callable[[str], None]
+        log_dir_mover: Optional["LogDirMover"]
         _file_users: Optional[FileUserCredentials]
         _topics: Dict[str, TopicMetadata]
         _topic_names: Dict[str, str]
@@ -327,6 +329,8 @@ class BrokerLifecycle:
                 if meta is not None:
                     self._topic_names.pop(meta.topic_id, None)
                     self.metrics_registry.forget_topic(topic)
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.cancel((topic, index))
         if partition is not None:
             partition.close()
         if delete:

@@ -161,6 +161,10 @@ class Partition:
         self.closed = False
         #: Closed because its log directory failed: calls answer KAFKA_STORAGE_ERROR.
         self.offline = False
+        #: The copy of this replica's log being made in another log directory
+        #: (AlterReplicaLogDirs), truncated with the log, until it replaces it.
+        self.future_log: Optional[Log] = None
+        self._truncations = 0  # truncations of the log so far (a copy's read must not outlive one)
         self.producer_state = ProducerStateManager()
         with log.lock:
             self.producer_state.load_from_log(log)
@@ -664,13 +668,18 @@ class Partition:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove records at ``offset`` and beyond (a follower diverging from its leader);
-        the high watermark and producer state follow. -> whether anything was removed."""
+        the high watermark, producer state and a copy under way follow. -> whether anything
+        was removed."""
         with self._lock:
             self._check_open()
+            self._truncations += 1
             removed = self.log.truncate_to(offset)
             if removed:
                 self.producer_state.truncate_to(offset, self.log)
                 self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+            future = self.future_log
+            if future is not None and future.log_end_offset > self.log.log_end_offset:
+                future.truncate_to(self.log.log_end_offset)
             return removed
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -678,9 +687,67 @@ class Partition:
         the leader's log start)."""
         with self._lock:
             self._check_open()
+            self._truncations += 1
             self.log.truncate_fully_and_start_at(offset)
             self.producer_state.clear()
             self._high_watermark = offset
+            if self.future_log is not None:
+                self.future_log.truncate_fully_and_start_at(offset)
+
+    # -- moving to another log directory ---------------------------------------------------
+
+    def copy_to_future(self, max_bytes: int) -> Optional[int]:
+        """Copy the next records of the log (up to its end, ``max_bytes`` at most but a whole
+        batch) into :attr:`future_log`; -> the bytes copied, None when no copy is under way.
+        The read happens outside the lock; the append under it, and only if the copy still
+        ends where the read began (a truncation meanwhile makes the next call read again)."""
+        with self._lock:
+            self._check_open()
+            future = self.future_log
+            if future is None:
+                return None
+            log_ = self.log
+            if future.log_end_offset < log_.log_start_offset or (
+                    future.log_end_offset == future.log_start_offset != log_.log_start_offset):
+                future.truncate_fully_and_start_at(log_.log_start_offset)  # nothing copied is below the log start
+            start, end, truncations = future.log_end_offset, log_.log_end_offset, self._truncations
+        if start >= end:
+            return 0
+        try:
+            data = log_.read(start, max_bytes, max_offset=end).read()
+        except OffsetOutOfRangeError:
+            return 0  # the log start moved past it meanwhile: the next call starts the copy there
+        with self._lock:
+            if self.future_log is not future or self.log is not log_ or future.log_end_offset != start \
+                    or self._truncations != truncations:
+                return 0  # moved on meanwhile: what was read may be gone
+            future.append_as_follower(data)
+        return len(data)
+
+    def start_future(self, future: Log) -> None:
+        """Copy this replica's log into ``future`` from now on (:meth:`copy_to_future`)."""
+        with self._lock:
+            self._check_open()
+            self.future_log = future
+
+    def stop_future(self) -> Optional[Log]:
+        """Stop the copy under way (after any step of it in progress); -> its log."""
+        with self._lock:
+            future, self.future_log = self.future_log, None
+            return future
+
+    def replace_with_future(self, replace: Callable[[], Log]) -> bool:
+        """Finish a move: when the copy has caught up with the log, ``replace()`` (the log
+        manager's) makes it the log, under this partition's lock (no append or truncation
+        meanwhile); -> whether it did."""
+        with self._lock:
+            self._check_open()
+            future = self.future_log
+            if future is None or future.log_end_offset != self.log.log_end_offset:
+                return False
+            self.log = replace()
+            self.future_log = None
+            return True
 
     def _check_open(self) -> None:
         if self.offline:
