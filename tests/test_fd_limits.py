@@ -148,10 +148,10 @@ def failing_open(monkeypatch):
     fail = set()
     real = LogManager.get_or_create_log
 
-    def get_or_create_log(self, topic, partition, config=None):
+    def get_or_create_log(self, topic, partition, config=None, is_new=True):
         if (topic, partition) in fail:
             raise OSError(errno.EMFILE, "Too many open files")
-        return real(self, topic, partition, config)
+        return real(self, topic, partition, config, is_new)
 
     monkeypatch.setattr(LogManager, "get_or_create_log", get_or_create_log)
     return fail

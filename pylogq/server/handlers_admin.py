@@ -20,6 +20,8 @@ from ..protocol.constants import AlterConfigOp, ConfigResourceType, ConfigSource
 from ..protocol.message_data import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -122,6 +124,40 @@ class AdminHandlers(HandlerBase):
                                            error_code=error_code(self._failed(conn, exc, "describe log dirs")),
                                            results=[])
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[_log_dir_result(d) for d in dirs])
+
+    async def alter_replica_log_dirs(self, conn: Connection, req: AlterReplicaLogDirsRequest, version: int,
+                                     slot: RequestSlot) -> AlterReplicaLogDirsResponse:
+        """Kafka's AlterReplicaLogDirs: this broker moves its replicas of the partitions named to
+        the directories named (each partition answers its error), off the loop: it takes the
+        log manager's lock. A partition named under two directories answers INVALID_REQUEST
+        (Kafka's DuplicateResourceException)."""
+        dirs: Dict[Tuple[str, int], str] = {}
+        twice = set()
+        order: List[Tuple[str, int]] = []
+        for d in req.dirs:
+            for t in d.topics:
+                for p in t.partitions:
+                    tp = (t.name, p)
+                    if tp in dirs:
+                        twice.add(tp)
+                    else:
+                        order.append(tp)
+                    dirs[tp] = d.path
+        codes: Dict[Tuple[str, int], int] = {tp: errors.InvalidRequestError.code for tp in twice}
+        wanted = {tp: path for tp, path in dirs.items() if tp not in twice}
+        if wanted:
+            try:
+                codes.update(await self._blocking(self.broker.alter_replica_log_dirs, wanted))
+            except Exception as exc:  # noqa: BLE001 - each partition answers the error
+                code = error_code(self._failed(conn, exc, "alter replica log dirs"))
+                codes.update({tp: code for tp in wanted})
+        by_topic: Dict[str, List[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]] = {}
+        for topic, p in order:
+            by_topic.setdefault(topic, []).append(AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(
+                partition_index=p, error_code=codes[(topic, p)]))
+        return AlterReplicaLogDirsResponse(throttle_time_ms=0, results=[
+            AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(topic_name=t, partitions=ps)
+            for t, ps in by_topic.items()])
 
     # -- topics and configs -----------------------------------------------------------------
 

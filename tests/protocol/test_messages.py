@@ -41,22 +41,17 @@ ADVERTISED = {
     12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 17: (0, 1), 18: (0, 4),
     19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 32: (0, 4), 33: (0, 2), 36: (0, 2),
     37: (0, 3), 42: (0, 2), 44: (0, 1), 35: (0, 4), 60: (0, 1), 47: (0, 0), 61: (0, 0),
-    50: (0, 0), 51: (0, 0), 43: (0, 2), 45: (0, 0), 46: (0, 0),
+    50: (0, 0), 51: (0, 0), 43: (0, 2), 45: (0, 0), 46: (0, 0), 34: (0, 2),
 }
 
 #: Kafka 3.9's ranges of the inter-broker APIs (a cluster's brokers send them one another; a
 #: ZooKeeper-mode Kafka broker advertises them too, and clients ignore what they do not use).
 INTER_BROKER = {4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3), 23: (0, 4)}
 
-#: Kafka 3.9's ranges of the APIs with tables that the broker does not serve yet (not advertised):
-#: AlterReplicaLogDirs.
-NOT_SERVED = {34: (0, 2)}
-
-#: Every served table's range: the advertised one, or Kafka 3.9's for an inter-broker API.
+#: Every served table's range: the advertised one, or Kafka 3.9's for an inter-broker API
+#: (every table is served).
 SERVED = {**ADVERTISED, **INTER_BROKER}
-
-#: Every table's range, the ones not served yet included.
-RANGES = {**SERVED, **NOT_SERVED}
+RANGES = SERVED
 
 
 TABLES: List[Schema] = [t for k in sorted(REQUESTS) for t in (REQUESTS[k], RESPONSES[k])]
@@ -170,9 +165,8 @@ def _cases(versions: Callable[[Schema], Iterable[int]]) -> List[Any]:
 def test_supported_versions_match_the_client_table() -> None:
     assert SUPPORTED_VERSIONS == SERVED
     assert set(API_NAMES) == set(REQUESTS) == set(RESPONSES) == set(RANGES)
-    assert not set(NOT_SERVED) & set(SUPPORTED_VERSIONS)
-    # Kafka 3.9's ranges as kafka-python records them for a 3.9 broker.
-    assert {k: BROKER_API_VERSIONS[(3, 9)][k] for k in NOT_SERVED} == NOT_SERVED
+    # AlterReplicaLogDirs over Kafka 3.9's range, as kafka-python records it for a 3.9 broker.
+    assert BROKER_API_VERSIONS[(3, 9)][34] == SUPPORTED_VERSIONS[34] == (0, 2)
 
 
 def test_inter_broker_apis_are_served_over_kafkas_ranges() -> None:

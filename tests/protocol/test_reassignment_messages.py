@@ -133,7 +133,7 @@ def round_trip(schema: Schema, value: Message, version: int) -> bytes:
     return encoded
 
 
-# -- the tables: keys, names, ranges, not served ----------------------------------------------
+# -- the tables: keys, names, ranges, served --------------------------------------------------
 
 
 @pytest.mark.parametrize("api_key, request_table, response_table, versions", APIS,
@@ -147,9 +147,8 @@ def test_tables_over_kafka_39s_range(api_key: int, request_table: Schema, respon
         assert table.name == NAMES[api_key] + kind.capitalize()
         assert (table.min_version, table.max_version) == versions
         assert table.cls is getattr(msg, table.name)
-    # ElectLeaders and the reassignment APIs are served over Kafka 3.9's range;
-    # AlterReplicaLogDirs has tables only.
-    assert SUPPORTED_VERSIONS.get(api_key) == (versions if api_key in (43, 45, 46) else None)
+    # Served over Kafka 3.9's range.
+    assert SUPPORTED_VERSIONS.get(api_key) == versions
     assert api_key not in INTER_BROKER_APIS
 
 

@@ -173,6 +173,7 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
         36: {"auth_bytes": b"\x00alice\x00secret"},
         37: {"topics": [{"name": "fuzz-created", "count": 3, "assignments": None}], "timeout_ms": 5000,
              "validate_only": False},
+        34: {"dirs": [{"path": "/nonexistent-log-dir", "topics": [{"name": TOPIC, "partitions": [0]}]}]},
         35: {"topics": [{"topic": TOPIC, "partitions": [0]}] if version % 2 else None},
         42: {"groups_names": [GROUP]},
         43: {"election_type": version % 2, "timeout_ms": 5000,

@@ -226,10 +226,10 @@ def test_a_create_that_fails_keeps_nothing(tmp_path: Path, monkeypatch: pytest.M
         broker.create_topic("grow", partitions=2)
         real = broker.logs.get_or_create_log
 
-        def out_of_files(topic: str, partition: int, config: Any = None) -> Any:
+        def out_of_files(topic: str, partition: int, config: Any = None, is_new: bool = True) -> Any:
             if partition == 5:
                 raise OSError(errno.EMFILE, "Too many open files")
-            return real(topic, partition, config)
+            return real(topic, partition, config, is_new)
 
         monkeypatch.setattr(broker.logs, "get_or_create_log", out_of_files)
         with pytest.raises(errors.KafkaStorageError, match="Too many open files"):
