@@ -139,3 +139,28 @@ def test_a_move_replaced_by_a_move_back_leaves_the_replica_where_it_was(dirs: Tu
         eventually(lambda: not [p for p in Path(target).iterdir() if p.name.startswith("t-0")],
                    "the abandoned copy removed")
         assert read_values(broker, "t", 0) == before
+
+
+def test_the_admin_client_moves_a_replica_in_process(dirs: Tuple[Path, Path]) -> None:
+    from pylogq.client.admin import AdminClient
+
+    a, b = (str(d) for d in dirs)
+    with open_broker(dirs) as broker:
+        broker.create_topic("t", partitions=1)
+        broker.produce("t", 0, batch([b"v"]))
+        source = broker.logs.dir_of("t", 0)
+        target = b if source == a else a
+        me = broker.broker_id
+        with AdminClient(broker=broker) as admin:
+            answered = admin.alter_replica_log_dirs({("t", 0, me): target, ("t", 0, me + 1): target},
+                                                    raise_errors=False)
+            assert answered[("t", 0, me)] is None
+            assert isinstance(answered[("t", 0, me + 1)], errors.BrokerNotAvailableError)  # no such broker here
+            eventually(lambda: admin.describe_replica_log_dirs([("t", 0, me)])[("t", 0, me)] == {
+                "current_replica_log_dir": target, "current_replica_offset_lag": 0,
+                "future_replica_log_dir": None, "future_replica_offset_lag": -1}, "the move reported done")
+            with pytest.raises(errors.LogDirNotFoundError):
+                admin.alter_replica_log_dirs({("t", 0, me): "/no/such/dir"})
+            with pytest.raises(errors.BrokerNotAvailableError):
+                admin.alter_replica_log_dirs({("t", 0, me + 1): target})
+        assert read_values(broker, "t", 0) == [(0, b"v")]

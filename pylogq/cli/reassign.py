@@ -31,16 +31,23 @@ status 2, as is a missing one, ``Missing required argument "[reassignment-json-f
     topic ``leader.replication.throttled.replicas`` (the replicas the partitions are
     moving from, ``partition:broker`` comma-separated) and
     ``follower.replication.throttled.replicas`` (those being added); the moves already
-    under way count too. ``--replica-alter-log-dirs-throttle B`` sets
-    ``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers with a move between
-    log directories: none here (below). The brokers throttle as Kafka's replication quota
-    manager does (``pylogq.cluster.broker.replication_quota``).
+    under way count too. The brokers throttle as Kafka's replication quota manager does
+    (``pylogq.cluster.broker.replication_quota``). A ``log_dirs`` entry other than
+    ``"any"`` moves that replica to that log directory of its broker (AlterReplicaLogDirs),
+    once the partitions' reassignments have started: ``Successfully started log directory
+    move for: foo-0-1`` (topic, partition, broker); a replica the reassignment has yet to
+    create is asked again every 100 ms, at most ``--timeout`` ms (``Timed out before log
+    directory move could be started for: ...``). ``--replica-alter-log-dirs-throttle B``
+    sets ``replica.alter.log.dirs.io.max.bytes.per.second`` on those brokers.
 
 ``--verify --reassignment-json-file F [--preserve-throttles]``
     Prints ``Status of partition reassignment:`` and, per partition, ``Reassignment of
     partition foo-0 is completed.``, ``... is still in progress.`` or ``There is no
-    active reassignment of partition foo-0, but replica set is 1,2 rather than 2,3.``.
-    Once no reassignment at all is under way (Kafka cannot tell which brokers older
+    active reassignment of partition foo-0, but replica set is 1,2 rather than 2,3.``;
+    then, per move between log directories, ``Reassignment of replica foo-0-1 completed
+    successfully.``, ``... is still in progress.`` or Kafka's line for a move elsewhere,
+    none, or a replica in no live directory. Once no reassignment at all is under way,
+    nor any of the file's moves (Kafka cannot tell which brokers older
     ones throttled) it removes the throttles: ``Clearing broker-level throttles on
     brokers 0,1,2`` (the three rates, from every broker of the cluster and of ``F``) and
     ``Clearing topic-level throttles on topic foo`` (the two replica lists), unless
@@ -49,8 +56,11 @@ status 2, as is a missing one, ``Missing required argument "[reassignment-json-f
 ``--cancel --reassignment-json-file F [--preserve-throttles] [--timeout MS]``
     Cancels the reassignments of ``F``'s partitions that are under way (each goes back
     to its original replicas): ``Successfully cancelled partition reassignments for:
-    foo-0``, or ``None of the specified partition reassignments are active.``; then
-    clears the throttles as ``--verify`` does, unless ``--preserve-throttles``.
+    foo-0``, or ``None of the specified partition reassignments are active.``; and its
+    moves between log directories under way (each replica stays where it is):
+    ``Successfully cancelled log directory move for: foo-0-1``, or ``None of the specified
+    partition moves are active.``; then clears the throttles as ``--verify`` does, unless
+    ``--preserve-throttles``.
 
 ``--list``
     Prints ``Current partition reassignments:`` and a line per partition moving,
@@ -60,9 +70,7 @@ status 2, as is a missing one, ``Missing required argument "[reassignment-json-f
 ``--bootstrap-server HOST:PORT`` (default 127.0.0.1:9092) names any broker: the
 reassignment requests go to the controller. ``--broker-list`` is the brokers to
 generate for here, not the old name of ``--bootstrap-server`` it is in the other tools.
-``--timeout`` (default 10000) is Kafka's wait for moves between log directories to
-start; pylogq's brokers have no AlterReplicaLogDirs, so a ``log_dirs`` entry other than
-``"any"`` is refused before anything changes and there is nothing to wait for.
+``--timeout`` (default 10000) is the wait for moves between log directories to start.
 Kafka's ``--command-config`` is not taken (no other pylogq tool takes it), nor
 ``--bootstrap-controller`` (KRaft).
 
@@ -77,6 +85,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import time
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, TextIO, Tuple
 
 from .. import errors
@@ -91,6 +100,10 @@ __all__ = ["SUMMARY", "add_arguments", "run"]
 SUMMARY = "move partitions between brokers, as Kafka's kafka-reassign-partitions.sh does"
 
 ANY_LOG_DIR = "any"
+#: ``--timeout``'s default: the longest wait for moves between log directories to start.
+DEFAULT_TIMEOUT_MS = 10000
+#: The pause before asking again for moves whose replicas their brokers do not have yet.
+MOVE_RETRY_S = 0.1
 
 #: The dynamic broker configs a throttled reassignment sets, and the topic configs.
 BROKER_LEVEL_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
@@ -127,6 +140,8 @@ _OPTIONS = ("reassignment_json_file", "topics_to_move_json_file", "broker_list",
             "replica_alter_log_dirs_throttle", "timeout", "additional", "preserve_throttles")
 
 Partition = Tuple[str, int]
+#: A partition's replica on a broker: (topic, partition, broker id), Kafka's TopicPartitionReplica.
+Replica = Tuple[str, int, int]
 
 
 class _State(NamedTuple):
@@ -274,12 +289,13 @@ def _topics_to_move(path: str) -> List[str]:
             for i, item in enumerate(_items_of(data, "topics", path))]
 
 
-def _reassignment(path: str) -> List[Tuple[Partition, List[int]]]:
+def _reassignment(path: str) -> Tuple[List[Tuple[Partition, List[int]]], Dict[Replica, str]]:
     """The partitions of a ``--reassignment-json-file`` and their target replicas, in file order
-    (duplicates kept, for --execute's check). A ``log_dirs`` entry must be "any": pylogq's
-    brokers move no replica between log directories."""
+    (duplicates kept, for --execute's check), and the log directory each replica is to move
+    to where its ``log_dirs`` entry is not "any" (Kafka's TopicPartitionReplica -> dir)."""
     data = _read_json(path)
     out: List[Tuple[Partition, List[int]]] = []
+    dirs: Dict[Replica, str] = {}
     for i, item in enumerate(_items_of(data, "partitions", path)):
         where = "%s: partitions[%d]" % (path, i)
         topic = _field(item, "topic", "string", where)
@@ -290,13 +306,11 @@ def _reassignment(path: str) -> List[Tuple[Partition, List[int]]]:
             if len(log_dirs) != len(replicas):
                 raise CommandError("Size of replicas list %s is different from size of log dirs list %s for "
                                    "partition %s-%d" % (_java_list(replicas), _java_list(log_dirs), topic, partition))
-            moved = [d for d in log_dirs if d != ANY_LOG_DIR]
-            if moved:
-                raise CommandError("%s-%d: log_dirs %s: pylogq's brokers cannot move a replica between log "
-                                   "directories (no AlterReplicaLogDirs); give \"any\"" % (topic, partition,
-                                                                                          _json(log_dirs)))
+            for broker, log_dir in zip(replicas, log_dirs):
+                if log_dir != ANY_LOG_DIR:
+                    dirs[(topic, partition, broker)] = log_dir
         out.append(((topic, partition), replicas))
-    return out
+    return out, dirs
 
 
 def _reassignment_json(assignment: Mapping[Partition, Sequence[int]]) -> str:
@@ -399,7 +413,7 @@ def _generate(admin: Any, topics_file: str, brokers: List[int], rack_aware: bool
 
 
 def _execute(admin: Any, args: argparse.Namespace, out: TextIO) -> None:
-    entries = _reassignment(args.reassignment_json_file)
+    entries, log_dirs = _reassignment(args.reassignment_json_file)
     if not entries:
         raise CommandError("Partition reassignment list cannot be empty")
     if any(not replicas for _, replicas in entries):
@@ -432,14 +446,58 @@ def _execute(admin: Any, args: argparse.Namespace, out: TextIO) -> None:
             _set_topic_throttles(admin, moves)
             _set_broker_throttles(admin, _moving_brokers(moves), throttle, out)
         if log_dir_throttle >= 0:
-            # Kafka sets it on the brokers with a move between log directories: there are none here.
-            _set_log_dir_throttle(admin, [], log_dir_throttle, out)
+            _set_log_dir_throttle(admin, sorted({b for _, _, b in log_dirs}), log_dir_throttle, out)
     answered = admin.alter_partition_reassignments(proposed, raise_errors=False)
     failed = {(tp.topic, tp.partition): error for tp, error in answered.items() if error is not None}
     if failed:
         raise CommandError("Error reassigning partition(s): %s" % "; ".join(
             "%s: %s" % (_name(tp), error_text(failed[tp])) for tp in sorted(failed)))
     out.write("Successfully started partition reassignment%s for %s\n" % (_plural(len(proposed)), _names(proposed)))
+    if log_dirs:
+        _execute_moves(admin, log_dirs, DEFAULT_TIMEOUT_MS if args.timeout is None else args.timeout, out)
+
+
+def _replica_name(replica: Replica) -> str:
+    """As Kafka prints a TopicPartitionReplica: ``foo-0-1`` (topic, partition, broker)."""
+    return "%s-%d-%d" % replica
+
+
+def _replica_names(replicas: Iterable[Replica]) -> str:
+    return ",".join(_replica_name(r) for r in sorted(replicas, key=lambda r: (r[2], r[0], r[1])))
+
+
+def _alter_replica_log_dirs(admin: Any, dirs: Mapping[Replica, str]) -> Set[Replica]:
+    """AlterReplicaLogDirs; -> the replicas whose move started. One not on its broker yet
+    (REPLICA_NOT_AVAILABLE) is not: its broker creates it in that directory when it comes,
+    and the next call finds it there. Any other error fails the command."""
+    started: Set[Replica] = set()
+    for replica, error in admin.alter_replica_log_dirs(dict(dirs), raise_errors=False).items():
+        if error is None:
+            started.add(replica)
+        elif not isinstance(error, errors.ReplicaNotAvailableError):
+            raise CommandError("Failed to alter dir for %s: %s" % (_replica_name(replica), error_text(error)))
+    return started
+
+
+def _execute_moves(admin: Any, dirs: Mapping[Replica, str], timeout_ms: int, out: TextIO) -> None:
+    """Start every move between log directories, asking again every 100 ms for replicas their
+    broker does not have yet (a reassignment is adding them), for at most ``timeout_ms``
+    (Kafka's executeMoves)."""
+    pending = dict(dirs)
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while True:
+        started = _alter_replica_log_dirs(admin, pending)
+        if started:
+            out.write("Successfully started log directory move%s for: %s\n" % (_plural(len(started)),
+                                                                               _replica_names(started)))
+        for replica in started:
+            del pending[replica]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise CommandError("Timed out before log directory move%s could be started for: %s" % (
+                _plural(len(pending)), _replica_names(pending)))
+        time.sleep(MOVE_RETRY_S)
 
 
 class _Move(NamedTuple):
@@ -506,7 +564,7 @@ def _set_log_dir_throttle(admin: Any, brokers: Sequence[int], rate: int, out: Te
 
 
 def _verify(admin: Any, path: str, preserve_throttles: bool, out: TextIO) -> None:
-    targets = _reassignment(path)
+    targets, log_dirs = _reassignment(path)
     states, any_ongoing = _states(admin, targets)
     out.write("Status of partition reassignment:\n")
     for tp in sorted(states):
@@ -518,8 +576,13 @@ def _verify(admin: Any, path: str, preserve_throttles: bool, out: TextIO) -> Non
         else:
             out.write("There is no active reassignment of partition %s, but replica set is %s rather than %s.\n"
                       % (_name(tp), ",".join(map(str, state.current)), ",".join(map(str, state.target))))
-    out.write("\n")  # where Kafka reports the moves between log directories: none here
-    if not any_ongoing and not preserve_throttles:
+    moving = False
+    for replica, move in _move_states(admin, log_dirs):
+        out.write(move.text(replica) + "\n")
+        moving |= not move.done
+    if not log_dirs:
+        out.write("\n")  # Kafka's line for the moves between log directories, none
+    if not any_ongoing and not moving and not preserve_throttles:
         # Every throttle goes: which brokers older reassignments throttled cannot be told.
         _clear_all_throttles(admin, targets, out)
 
@@ -542,6 +605,53 @@ def _states(admin: Any, targets: Sequence[Tuple[Partition, List[int]]]) -> Tuple
     return states, bool(ongoing)
 
 
+class _MoveState(NamedTuple):
+    """Where a replica's move between log directories stands (Kafka's LogDirMoveState)."""
+
+    target: str
+    current: Optional[str]  # None: no live log directory of the broker holds it
+    future: Optional[str]  # where a move under way copies it
+    found: bool = True  # False: its broker did not describe it
+
+    @property
+    def done(self) -> bool:
+        return self.future is None
+
+    def text(self, replica: Replica) -> str:
+        """The line ``--verify`` prints for it, as Kafka's tool words it."""
+        topic, partition, broker = replica
+        if not self.found:
+            return "Partition %s-%d cannot be found in any live log directory on broker %d." % replica
+        if self.current is None:
+            return ("Partition %s-%d is not found in any live log dir on broker %d. There is likely an offline log "
+                    "directory on the broker." % replica)
+        if self.future is not None:
+            if self.future == self.target:
+                return "Reassignment of replica %s is still in progress." % _replica_name(replica)
+            return "Partition %s-%d on broker %d is being moved to log dir %s instead of %s." % (
+                topic, partition, broker, self.future, self.target)
+        if self.current == self.target:
+            return "Reassignment of replica %s completed successfully." % _replica_name(replica)
+        return "Partition %s-%d on broker %d is not being moved from log dir %s to %s." % (
+            topic, partition, broker, self.current, self.target)
+
+
+def _move_states(admin: Any, dirs: Mapping[Replica, str]) -> List[Tuple[Replica, _MoveState]]:
+    """Each move's state, in Kafka's order (by broker, then topic and partition)."""
+    if not dirs:
+        return []
+    found = admin.describe_replica_log_dirs(list(dirs))
+    out = []
+    for replica in sorted(dirs, key=lambda r: (r[2], r[0], r[1])):
+        info = found.get(replica)
+        if info is None:
+            out.append((replica, _MoveState(dirs[replica], None, None, False)))
+        else:
+            out.append((replica, _MoveState(dirs[replica], info["current_replica_log_dir"],
+                                            info["future_replica_log_dir"])))
+    return out
+
+
 def _clear_all_throttles(admin: Any, targets: Sequence[Tuple[Partition, List[int]]], out: TextIO) -> None:
     """Remove the three broker-level throttles from every broker of the cluster and of
     ``targets``, and the two topic-level ones from each topic of ``targets``."""
@@ -558,7 +668,7 @@ def _clear_all_throttles(admin: Any, targets: Sequence[Tuple[Partition, List[int
 
 
 def _cancel(admin: Any, path: str, preserve_throttles: bool, out: TextIO) -> None:
-    targets = _reassignment(path)
+    targets, log_dirs = _reassignment(path)
     wanted = list(dict.fromkeys(tp for tp, _ in targets))
     listed = admin.list_partition_reassignments(wanted) if wanted else {}
     active = sorted((tp.topic, tp.partition) for tp, moving in listed.items()
@@ -572,7 +682,14 @@ def _cancel(admin: Any, path: str, preserve_throttles: bool, out: TextIO) -> Non
         out.write("Successfully cancelled partition reassignment%s for: %s\n" % (_plural(len(active)), _names(active)))
     else:
         out.write("None of the specified partition reassignments are active.\n")
-    out.write("None of the specified partition moves are active.\n")
+    # A move between log directories under way is cancelled by moving the replica back where it is.
+    back = {replica: state.current for replica, state in _move_states(admin, log_dirs)
+            if state.future is not None and state.current is not None}
+    if back:
+        _alter_replica_log_dirs(admin, back)
+        out.write("Successfully cancelled log directory move%s for: %s\n" % (_plural(len(back)), _replica_names(back)))
+    else:
+        out.write("None of the specified partition moves are active.\n")
     if not preserve_throttles:
         _clear_all_throttles(admin, targets, out)
 

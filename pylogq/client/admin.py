@@ -896,6 +896,62 @@ class AdminClient:
             out.append({"broker": broker_id, "log_dirs": [d.as_result() for d in found[broker_id]]})
         return out
 
+    def alter_replica_log_dirs(self, replica_assignments: Mapping[Any, str], raise_errors: bool = True
+                               ) -> Dict[Tuple[str, int, int], Optional[errors.BrokerError]]:
+        """Move replicas between their brokers' log directories (Kafka's alterReplicaLogDirs);
+        -> ``{(topic, partition, broker): None or the error}``.
+
+        ``replica_assignments`` maps a replica, ``(topic, partition, broker id)`` (or an
+        object with ``topic``, ``partition`` and ``broker_id`` attributes, as Kafka's
+        TopicPartitionReplica), to the absolute path of one of that broker's ``log.dirs``.
+        Each broker copies its replica there in the background while it goes on serving
+        it (:meth:`describe_replica_log_dirs` shows the progress). A replica the broker
+        does not have yet answers ReplicaNotAvailableError, and is created in that
+        directory when it comes; LogDirNotFoundError names a directory the broker does not
+        have, KafkaStorageError an offline one. With ``raise_errors`` the first error is
+        raised once every replica was answered.
+        """
+        transport = self._check_open()
+        if not isinstance(replica_assignments, Mapping):
+            raise errors.InvalidArgumentTypeError("replica_assignments must be a dict {(topic, partition, broker): "
+                                                  "log dir}, not %r" % (replica_assignments,))
+        dirs = {_replica(key): str(path) for key, path in replica_assignments.items()}
+        codes = transport.alter_replica_log_dirs(dirs)
+        out: Dict[Tuple[str, int, int], Optional[errors.BrokerError]] = {}
+        for replica in dirs:
+            cls = errors.error_for_code(codes.get(replica, errors.UnknownServerError.code))
+            out[replica] = None if cls is None else cls(
+                "%s-%d on broker %d: %s" % (replica[0], replica[1], replica[2], dirs[replica]))
+        if raise_errors:
+            for error in out.values():
+                if error is not None:
+                    raise error
+        return out
+
+    def describe_replica_log_dirs(self, replicas: Iterable[Any]) -> Dict[Tuple[str, int, int], Dict[str, Any]]:
+        """Where each replica's log is (Kafka's describeReplicaLogDirs): ``{(topic, partition,
+        broker): {"current_replica_log_dir", "current_replica_offset_lag", "future_replica_log_dir",
+        "future_replica_offset_lag"}}`` (None and -1 where there is none: no log there, or no move
+        under way)."""
+        transport = self._check_open()
+        wanted = [_replica(r) for r in replicas]
+        query: Dict[str, List[int]] = {}
+        for topic, partition, _ in wanted:
+            query.setdefault(topic, []).append(partition)
+        found = transport.describe_log_dirs(query)
+        out: Dict[Tuple[str, int, int], Dict[str, Any]] = {}
+        for topic, partition, broker in wanted:
+            entry: Dict[str, Any] = {"current_replica_log_dir": None, "current_replica_offset_lag": -1,
+                                     "future_replica_log_dir": None, "future_replica_offset_lag": -1}
+            for d in found.get(broker, []):
+                for r in d.replicas:
+                    if (r.topic, r.partition) == (topic, partition):
+                        side = "future" if r.is_future else "current"
+                        entry["%s_replica_log_dir" % side] = d.path
+                        entry["%s_replica_offset_lag" % side] = r.offset_lag
+            out[(topic, partition, broker)] = entry
+        return out
+
     def __repr__(self) -> str:
         return "AdminClient(client_id=%r%s)" % (self.config["client_id"], ", closed" if self._closed else "")
 
@@ -983,6 +1039,20 @@ def _partitions_asked(topic_partitions: Any) -> Optional[List[Tuple[str, int]]]:
         return [(tp.topic, tp.partition) for topic, parts in topic_partitions.items()
                 for tp in (_topic_partition((topic, p)) for p in _items(parts, "the partitions of %r" % (topic,)))]
     return [(tp.topic, tp.partition) for tp in (_topic_partition(v) for v in _items(topic_partitions, "topic_partitions"))]
+
+
+def _replica(value: Any) -> Tuple[str, int, int]:
+    """(topic, partition, broker id) from a triple or an object with ``topic``, ``partition``
+    and ``broker_id`` (Kafka's TopicPartitionReplica)."""
+    if isinstance(value, tuple) and len(value) == 3:
+        topic, partition, broker = value
+    else:
+        topic, partition, broker = (getattr(value, "topic", None), getattr(value, "partition", None),
+                                    getattr(value, "broker_id", None))
+    if not isinstance(topic, str) or any(not isinstance(v, int) or isinstance(v, bool) for v in (partition, broker)):
+        raise errors.InvalidArgumentTypeError("a replica must be a (topic, partition, broker id) triple, not %r"
+                                              % (value,))
+    return topic, int(partition), int(broker)
 
 
 def _topic_partition(value: Any) -> TopicPartition:

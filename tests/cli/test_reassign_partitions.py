@@ -22,7 +22,7 @@ import pytest
 import pylogq
 from pylogq.cli.clients import Clients
 from pylogq.cli.main import run
-from pylogq.client.admin import AdminClient, ConfigResource, ConfigResourceType
+from pylogq.client.admin import AdminClient, ConfigResource, ConfigResourceType, TopicPartition
 from pylogq.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS
 
 from .._cluster_ops import await_replicas, replicas_of, roles, topic_with_records
@@ -296,8 +296,6 @@ def test_execute_refuses_what_kafkas_tool_refuses(pylogq_cluster: pylogq.Cluster
     one_dir = {"partitions": [{"topic": topic, "partition": 0, "replicas": [a, c], "log_dirs": ["any"]}]}
     assert refused(one_dir) == ("Size of replicas list [%d, %d] is different from size of log dirs list [any] for "
                                 "partition %s-0" % (a, c, topic))
-    a_dir = {"partitions": [{"topic": topic, "partition": 0, "replicas": [a, c], "log_dirs": ["any", "/data"]}]}
-    assert "cannot move a replica between log directories" in refused(a_dir)
     assert refused({"partitions": [{"topic": topic, "partition": "0", "replicas": [a]}]}).endswith(
         ': partitions[0]: `partition` must be an integer, not "0"')
     assert refused({"partitions": [{"topic": topic, "partition": 0}]}).endswith(
@@ -306,6 +304,12 @@ def test_execute_refuses_what_kafkas_tool_refuses(pylogq_cluster: pylogq.Cluster
     # Nothing was started by any of them.
     assert _cli(pylogq_cluster, "--list").out == "No partition reassignments found.\n"
     assert replicas_of(pylogq_cluster, topic) == [[a, b], [a, b]]
+    # A log directory the broker does not have fails the command once the reassignment has
+    # started, as Kafka's tool fails it (the moves between directories come after).
+    a_dir = {"partitions": [{"topic": topic, "partition": 0, "replicas": [a, c], "log_dirs": ["any", "/no/such"]}]}
+    done = _cli(pylogq_cluster, "--execute", "--reassignment-json-file", _file(tmp_path, a_dir))
+    assert done.status == 1 and done.out.endswith("Successfully started partition reassignment for %s-0\n" % topic)
+    assert done.err.startswith("Error: Failed to alter dir for %s-0-%d: LOG_DIR_NOT_FOUND: " % (topic, c)), done
 
 
 # -- the options ------------------------------------------------------------------------------------------
@@ -382,3 +386,57 @@ def test_a_single_broker_in_this_process(cli: Cli, tmp_path: Path) -> None:
     assert cli("reassign-partitions", "--list") == Result(0, "No partition reassignments found.\n", "")
     assert cli("reassign-partitions", "--execute", "--reassignment-json-file", _file(tmp_path, _plan({("t", 0): [1]}))) \
         == Result(1, "", "Error: Unknown broker id 1\n")
+
+
+# -- moves between log directories ----------------------------------------------------------------------
+
+
+def test_log_dirs_move_replicas_between_a_brokers_directories(tmp_path: Path) -> None:
+    """Brokers with two log directories each: a plan whose ``log_dirs`` names directories moves
+    an existing replica to its broker's other directory and creates an added one in the
+    directory named (asked again until the reassignment has created it), with the log-dir
+    throttle set on those brokers; --verify reports each move and, once all are done, removes
+    the throttles; every record is still there."""
+    dirs = {b: [str(tmp_path / "data" / ("broker-%d" % b)), str(tmp_path / ("second-%d" % b))] for b in range(3)}
+    config = dict(CLUSTER_TEST_DEFAULTS, **TEST_DEFAULTS)
+    with pylogq.Cluster(3, str(tmp_path / "data"), broker_config={b: {"log.dirs": ",".join(d)}
+                                                                  for b, d in dirs.items()}, **config) as cluster:
+        cluster.serve()
+        topic = topic_with_records(cluster, {0: [0, 1]}, records=RECORDS)
+        with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            where = admin.describe_replica_log_dirs([(topic, 0, 1)])[(topic, 0, 1)]["current_replica_log_dir"]
+        elsewhere = [d for d in dirs[1] if d != where][0]
+        plan = _file(tmp_path, {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [0, 1, 2],
+                                                             "log_dirs": ["any", elsewhere, dirs[2][1]]}]})
+        done = _cli(cluster, "--execute", "--reassignment-json-file", plan, "--replica-alter-log-dirs-throttle",
+                    "50000000")
+        assert done.status == 0, done
+        assert "The replica-alter-dir throttle limit was set to 50000000 B/s\n" in done.out
+        started = [line for line in done.out.splitlines() if line.startswith("Successfully started log directory")]
+        # Broker 1's move starts at once; broker 2's replica, once the reassignment has created it.
+        assert sorted(r for line in started for r in line.split(": ", 1)[1].split(",")) == [
+            "%s-0-1" % topic, "%s-0-2" % topic], done.out
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            verified = _cli(cluster, "--verify", "--reassignment-json-file", plan)
+            assert verified.status == 0, verified
+            if "Clearing broker-level throttles" in verified.out:
+                break
+            assert time.monotonic() < deadline, verified.out
+            time.sleep(0.1)  # a poll's pacing
+        assert verified.out.startswith(
+            "Status of partition reassignment:\nReassignment of partition %s-0 is completed.\n"
+            "Reassignment of replica %s-0-1 completed successfully.\n"
+            "Reassignment of replica %s-0-2 completed successfully.\n" % (topic, topic, topic)), verified.out
+        assert _throttles(cluster, topic)[1] == {0: {}, 1: {}, 2: {}}
+        with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            placed = admin.describe_replica_log_dirs([(topic, 0, 1), (topic, 0, 2)])
+        assert placed[(topic, 0, 1)]["current_replica_log_dir"] == elsewhere
+        assert placed[(topic, 0, 2)]["current_replica_log_dir"] == dirs[2][1]
+        consumer = pylogq.Consumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                                   consumer_timeout_ms=5000)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            assert [m.value for m in consumer] == [b"record-%d" % i for i in range(RECORDS)]
+        finally:
+            consumer.close()

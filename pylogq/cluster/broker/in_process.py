@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, NoReturn, Optional, Protocol, Sequence, Tuple, Union
 
-from ...errors import InvalidRequestError, NotControllerError, UnknownTopicOrPartitionError, UnsupportedVersionError
+from ...errors import (
+    BrokerNotAvailableError,
+    InvalidRequestError,
+    NotControllerError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
 from ..contract import (
     BrokerConfigEntry,
     BrokerNode,
@@ -207,6 +213,13 @@ class InProcessTransport:
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
         return {self.broker.broker_id: self.broker.describe_log_dirs(partitions)}
+
+    def alter_replica_log_dirs(self, dirs: Mapping[Tuple[str, int, int], str]) -> Dict[Tuple[str, int, int], int]:
+        """This broker's replicas move; one on another broker is out of reach (BROKER_NOT_AVAILABLE)."""
+        own = self.broker.alter_replica_log_dirs({(t, p): path for (t, p, b), path in dirs.items()
+                                                  if b == self.broker.broker_id})
+        return {(t, p, b): own[(t, p)] if b == self.broker.broker_id else BrokerNotAvailableError.code
+                for (t, p, b) in dirs}
 
     def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[Sequence[int]]],
                                       timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:
