@@ -35,8 +35,7 @@ import pytest
 from summary import asserting, info, smoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests._zookeeper import ZooKeeperServer  # noqa: E402 - the test suite's ZooKeeper harness
-from tests.cluster._processes import ProcessCluster  # noqa: E402
+from tests.cluster._processes import ProcessCluster, cluster_on_own_zookeeper  # noqa: E402 - the suite's harness
 
 from pylogq.cli.main import run as pylogq_cli  # noqa: E402
 
@@ -58,17 +57,9 @@ def _sizes(config: Any) -> Tuple[int, int, int]:
 @pytest.fixture(scope="module")
 def cluster(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     _, _, samples = _sizes(request.config)
-    base = tmp_path_factory.mktemp("reassignment")
-    zookeeper = ZooKeeperServer(base / "zookeeper")
-    zookeeper.start()
-    c = ProcessCluster(base, zookeeper.connect_string, 3, {"replication.quota.window.num": samples,
-                                                           "replication.quota.window.size.seconds": 1})
-    try:
-        c.start_all()
+    with cluster_on_own_zookeeper(tmp_path_factory.mktemp("reassignment"), 3, {
+            "replication.quota.window.num": samples, "replication.quota.window.size.seconds": 1}) as c:
         yield c
-    finally:
-        c.close()
-        zookeeper.stop()
 
 
 def _cli(*argv: str) -> str:

@@ -59,8 +59,7 @@ from summary import asserting, info, smoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests._zookeeper import ZooKeeperServer  # noqa: E402 - the test suite's ZooKeeper harness
-from tests.cluster._processes import ProcessCluster  # noqa: E402
+from tests.cluster._processes import ProcessCluster, cluster_on_own_zookeeper  # noqa: E402 - the suite's harness
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -71,17 +70,9 @@ VALUE = b"v" * 100
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    base = tmp_path_factory.mktemp("replication")
-    zookeeper = ZooKeeperServer(base / "zookeeper")
-    zookeeper.start()
-    c = ProcessCluster(base, zookeeper.connect_string, 3, {"min.insync.replicas": 2,
-                                                           "zookeeper.session.timeout.ms": SESSION_MS})
-    try:
-        c.start_all()
+    with cluster_on_own_zookeeper(tmp_path_factory.mktemp("replication"), 3, {
+            "min.insync.replicas": 2, "zookeeper.session.timeout.ms": SESSION_MS}) as c:
         yield c
-    finally:
-        c.close()
-        zookeeper.stop()
 
 
 def _threads_cpu(pid: int) -> Dict[int, float]:

@@ -23,6 +23,7 @@ the one reported.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -31,7 +32,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pylogq import records
 from pylogq.cluster.zk.client import KafkaZkClient
@@ -39,7 +40,7 @@ from pylogq.cluster.zk.kazoo_store import ZooKeeperStore
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.log import Log
 
-from .._zookeeper import dies_with_test, free_port
+from .._zookeeper import ZooKeeperServer, dies_with_test, free_port
 from ..server.conftest import READY
 
 START_TIMEOUT_S = 60.0
@@ -354,6 +355,23 @@ def _first_difference(a: bytes, b: bytes) -> str:
         if (offset_a, x) != (offset_b, y):
             return "first difference at batch offset %d vs %d" % (offset_a, offset_b)
     return "%d batches vs %d" % (len(batches_a), len(batches_b))
+
+
+@contextlib.contextmanager
+def cluster_on_own_zookeeper(base: Path, n: int, config: Mapping[str, Any]) -> Iterator[ProcessCluster]:
+    """``n`` broker processes started on a ZooKeeper of their own (under ``base``), both stopped
+    after the block (a module's cluster, as the benchmarks keep one)."""
+    zookeeper = ZooKeeperServer(base / "zookeeper")
+    zookeeper.start()
+    try:
+        cluster = ProcessCluster(base, zookeeper.connect_string, n, config)
+        try:
+            cluster.start_all()
+            yield cluster
+        finally:
+            cluster.close()
+    finally:
+        zookeeper.stop()
 
 
 Records = Dict[int, List[Tuple[int, bytes]]]  # per partition: (offset, value), in the order read

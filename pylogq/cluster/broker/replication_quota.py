@@ -91,7 +91,10 @@ class ReplicationQuota:
             return self._rate(now)
 
     def exceeded(self) -> bool:
-        """Whether the rate is past the bound (never, unbounded)."""
+        """Whether the rate is past the bound (never, unbounded: answered without the lock or
+        the clock, as a fetch asks it every time)."""
+        if self._bound is None:
+            return False
         now = self._clock()
         with self._lock:
             return self._bound is not None and self._rate(now) > self._bound
