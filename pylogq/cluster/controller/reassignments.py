@@ -26,7 +26,7 @@ from the znode once complete (the znode goes with the last one).
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ... import errors
 from ..contract import PartitionOutcome
@@ -65,6 +65,7 @@ class Reassignments:
         cancels one under way (back to its original replicas). -> each partition's outcome;
         those that fail change nothing."""
         out: Dict[TopicPartition, PartitionOutcome] = {}
+        started: List[Tuple[TopicPartition, List[int], Reassignment]] = []
         for tp, target in targets.items():
             outcome = self._validate(tp, target)
             if outcome is not None:
@@ -73,8 +74,12 @@ class Reassignments:
             if target is None:
                 target = self.context.reassigning[tp].original
                 log.info("controller: reassignment of %s-%d cancelled: back to %s", tp[0], tp[1], target)
-            self._start(tp, list(target), requested_in_store, batch)
+            started.append(self._begin(tp, list(target), requested_in_store))
             out[tp] = (0, None)
+        for topic in dict.fromkeys(tp[0] for tp, _, _ in started):  # each topic's znode once
+            self._write_topic(topic)
+        for tp, before, moving in started:
+            self._proceed(tp, before, moving, batch)
         return out
 
     def _validate(self, tp: TopicPartition, target: Optional[List[int]]) -> Optional[PartitionOutcome]:
@@ -113,8 +118,10 @@ class Reassignments:
 
     # -- carrying out -------------------------------------------------------------------
 
-    def _start(self, tp: TopicPartition, target: List[int], requested_in_store: bool, batch: RequestBatch) -> None:
-        """Phase 1 (or straight to 2 when the ISR holds the target already)."""
+    def _begin(self, tp: TopicPartition, target: List[int], requested_in_store: bool
+               ) -> Tuple[TopicPartition, List[int], Reassignment]:
+        """Phase 1 in the context (the topic's znode is written next): -> the partition, its
+        replicas before, and its reassignment."""
         current = self.context.reassigning.get(tp)
         original = current.original if current is not None else list(self.context.assignments[tp[0]][tp[1]])
         adding = [r for r in target if r not in original]
@@ -126,10 +133,13 @@ class Reassignments:
         self.context.assignments[tp[0]][tp[1]] = moving.replicas
         if was_in_store and not requested_in_store:
             self._drop_from_store_request([tp])  # the API's reassignment replaces the tool's
-        self._write_topic(tp[0])
-        self._watch_state(tp)
         log.info("controller: reassigning %s-%d from %s to %s (adding %s, removing %s)", tp[0], tp[1], original,
                  target, adding, removing)
+        return tp, before, moving
+
+    def _proceed(self, tp: TopicPartition, before: List[int], moving: Reassignment, batch: RequestBatch) -> None:
+        """Phase 1 on the brokers, once the znode has it; or phase 2 at once when complete."""
+        self._watch_state(tp)
         # Replicas an earlier reassignment was adding that this one does not keep go at once.
         unneeded = [r for r in before if r not in moving.replicas]
         if unneeded:
