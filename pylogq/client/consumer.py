@@ -102,7 +102,7 @@ _AUTO_OFFSET_RESET = ("earliest", "latest", "none")
 _ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 # kafka-python keys accepted for compatibility whose behaviour is fixed in-process.
 _COMPAT_KEYS = frozenset((
-    "client_rack", "request_timeout_ms", "retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
+    "request_timeout_ms", "retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
     "max_in_flight_requests_per_connection", "check_crcs", "allow_auto_create_topics",
     "api_version", "connections_max_idle_ms", "enable_incremental_fetch_sessions", "group_instance_id",
     "default_offset_commit_callback", "metrics_enabled", "metrics_num_samples", "metrics_sample_window_ms",
@@ -123,6 +123,11 @@ class Consumer:
     kafka-python's, with its defaults; an unknown one raises ConfigError.
     ``metadata_max_age_ms`` (300000, Kafka's) is how often a subscription's
     metadata is read again to follow created, deleted and grown topics.
+    ``client_rack`` (Kafka's ``client.rack``, kafka-python's ``client_rack``) names the
+    consumer's rack: over TCP, a leader whose brokers set ``replica.selector.class``
+    may send its fetches of a partition to a replica in that rack (KIP-392), for
+    ``metadata_max_age_ms`` or until that replica answers an error (see
+    :mod:`pylogq.client.tcp`). A consumer given ``broker=`` reads from that broker alone.
     """
 
     def __init__(
@@ -150,6 +155,7 @@ class Consumer:
         consumer_timeout_ms: float = float("inf"),
         exclude_internal_topics: bool = True,
         metadata_max_age_ms: int = 300000,
+        client_rack: Optional[str] = None,
         **configs: Any,
     ) -> None:
         unknown = sorted(set(configs) - _COMPAT_KEYS)
@@ -191,6 +197,11 @@ class Consumer:
         self.check_crcs = bool(configs.get("check_crcs", True))
         self.retry_backoff_s = _ms("retry_backoff_ms", configs.get("retry_backoff_ms", 100)) / 1000.0
         self.metadata_max_age_ms = _ms("metadata_max_age_ms", metadata_max_age_ms)
+        if isinstance(client_rack, int) and not isinstance(client_rack, bool):
+            client_rack = str(client_rack)  # a properties file's client.rack=1 (the tools type it an int)
+        if client_rack is not None and not isinstance(client_rack, str):
+            raise ConfigError("Invalid value %r for configuration client_rack: expected a string" % (client_rack,))
+        self.client_rack = client_rack
         commit_callback = configs.get("default_offset_commit_callback")
         self.assignors: List[PartitionAssignor] = [self._make_assignor(a) for a in partition_assignment_strategy]
         if not self.assignors:
@@ -204,7 +215,9 @@ class Consumer:
         fetch_sensors = FetchManagerMetrics(self._metrics, network)
         group_sensors = CoordinatorMetrics(self._metrics, self._subscriptions)
         self._transport: Transport = connect(broker=broker, bootstrap_servers=bootstrap_servers, client_id=client_id,
-                                             metrics=network, **{k: configs[k] for k in TCP_OPTIONS if k in configs})
+                                             metrics=network, client_rack=client_rack,
+                                             metadata_max_age_ms=self.metadata_max_age_ms,
+                                             **{k: configs[k] for k in TCP_OPTIONS if k in configs})
         # Group membership, commits and the subscription's metadata; its heartbeat thread and the
         # polling thread share the membership under the coordinator's group lock.
         self._coordinator = ConsumerCoordinator(

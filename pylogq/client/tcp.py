@@ -23,6 +23,14 @@ NOT_CONTROLLER or cannot be reached), group requests to the group's
 coordinator (FindCoordinator), cached and looked up again after
 NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER or a lost connection.
 
+Fetching from the closest replica (KIP-392), as Kafka's Java consumer does: a
+transport given ``client_rack`` sends it in every Fetch (v11+); when a leader's
+answer names a ``preferred_read_replica`` for a partition, that partition's
+fetches go to that broker until ``metadata_max_age_ms`` has passed or it
+answers an error or cannot be reached, and then to the leader again (which may
+name it again). Everything else about a partition (ListOffsets, DeleteRecords,
+Produce) still goes to its leader.
+
 Connections: one per broker and *channel*, so a request that the broker may
 hold for long never delays another: ``fetch`` carries the long-polled Fetch,
 ``group`` the JoinGroup and SyncGroup that wait for a rebalance, ``default``
@@ -121,7 +129,9 @@ class TcpTransport(TcpRequests, Transport):
     ``PLAINTEXT`` or ``SASL_PLAINTEXT`` (with ``sasl_mechanism`` ``"PLAIN"``,
     ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``, ``sasl_plain_username`` and
     ``sasl_plain_password``, as kafka-python names them for every mechanism). ``metrics``: the
-    client's request sensors (see the module docstring).
+    client's request sensors (see the module docstring). ``client_rack`` (a consumer's rack,
+    Kafka's ``client.rack``) and ``metadata_max_age_ms`` (how long a preferred read replica
+    is kept): see the module docstring.
 
     The routing lives here; each API's request and response mapping comes
     from :class:`~pylogq.client.tcp_requests.TcpRequests`, through the
@@ -132,11 +142,19 @@ class TcpTransport(TcpRequests, Transport):
                  request_timeout_ms: int = 30000,
                  security_protocol: str = "PLAINTEXT", sasl_mechanism: Optional[str] = None,
                  sasl_plain_username: Optional[str] = None, sasl_plain_password: Optional[str] = None,
-                 metrics: Optional[NetworkSensors] = None) -> None:
+                 metrics: Optional[NetworkSensors] = None, client_rack: Optional[str] = None,
+                 metadata_max_age_ms: int = 300000) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self._sensors = metrics
         if client_id is not None and not isinstance(client_id, str):
             raise ConfigError("client_id must be a str, not %r" % (client_id,))
+        if client_rack is not None and not isinstance(client_rack, str):
+            raise ConfigError("client_rack must be a str, not %r" % (client_rack,))
+        if isinstance(metadata_max_age_ms, bool) or not isinstance(metadata_max_age_ms, int) or \
+                metadata_max_age_ms < 0:
+            raise ConfigError("metadata_max_age_ms must be an integer >= 0, not %r" % (metadata_max_age_ms,))
+        self.client_rack = client_rack
+        self._read_replica_age_s = metadata_max_age_ms / 1000.0
         if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int) or request_timeout_ms < 1:
             raise ConfigError("request_timeout_ms must be an integer >= 1, not %r" % (request_timeout_ms,))
         protocol = str(security_protocol).upper()
@@ -162,6 +180,8 @@ class TcpTransport(TcpRequests, Transport):
         self._nodes: Dict[int, Bootstrap] = {}
         self._controller: Optional[int] = None
         self._leaders: Dict[str, List[int]] = {}
+        # (topic, partition) -> (the preferred read replica a leader named, until when: monotonic s)
+        self._read_replicas: Dict[Tuple[str, int], Tuple[int, float]] = {}
         self._coordinators: Dict[str, int] = {}
         self._pending: Dict[Tuple[str, str], _Pending] = {}
         self._rebalance_timeout_s = 0.0
@@ -332,6 +352,31 @@ class TcpTransport(TcpRequests, Transport):
     def _forget_leaders(self, topic: str) -> None:
         with self._lock:
             self._leaders.pop(topic, None)
+
+    def _read_replica(self, topic: str, partition: int) -> Optional[int]:
+        """The broker a leader named as ``topic``-``partition``'s preferred read replica, while
+        that holds: until ``metadata_max_age_ms`` after it was named (as Kafka's consumer keeps
+        it for its metadata's max age), and with its address known; else None (the leader)."""
+        key = (topic, partition)
+        with self._lock:
+            found = self._read_replicas.get(key)
+            if found is None:
+                return None
+            node, until = found
+            if time.monotonic() < until and node in self._nodes:
+                return node
+            del self._read_replicas[key]
+            return None
+
+    def _prefer_read_replica(self, topic: str, partition: int, node: int) -> None:
+        """A leader named ``node`` as the replica to fetch ``topic``-``partition`` from."""
+        with self._lock:
+            self._read_replicas[(topic, partition)] = (node, time.monotonic() + self._read_replica_age_s)
+
+    def _forget_read_replica(self, topic: str, partition: int) -> None:
+        """Fetch ``topic``-``partition`` from its leader again (its read replica failed it)."""
+        with self._lock:
+            self._read_replicas.pop((topic, partition), None)
 
     def _node_ids(self) -> List[int]:
         """The ids of the brokers the metadata names, in order."""

@@ -45,6 +45,7 @@ from ..cluster.names import INTERNAL_TOPICS
 from ..config import LogConfig
 from ..errors import (
     BrokerError,
+    BrokerNotAvailableError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     InvalidRequestError,
@@ -140,6 +141,14 @@ class TcpRouting(Protocol):
 
     def _forget_leaders(self, topic: str) -> None: ...
 
+    client_rack: Optional[str]
+
+    def _read_replica(self, topic: str, partition: int) -> Optional[int]: ...
+
+    def _prefer_read_replica(self, topic: str, partition: int, node: int) -> None: ...
+
+    def _forget_read_replica(self, topic: str, partition: int) -> None: ...
+
     def _node_ids(self) -> List[int]: ...
 
     def _group_call(self, group_id: str, api_key: int, body: Mapping[str, Any],
@@ -223,14 +232,36 @@ class TcpRequests(TcpRouting):
 
     def fetch(self, requests: Sequence[Tuple[str, int, int, int]], max_wait_ms: int, min_bytes: int,
               max_bytes: int, isolation_level: str) -> Dict[Tuple[str, int], FetchResult]:
+        """Fetch each partition from its leader, or from the replica its leader last named for
+        this consumer's rack (KIP-392). A partition that replica answers with an error (it
+        fell behind the fetch offset, stopped following, ...) is asked of its leader at
+        once, without waiting, so that the consumer neither resets its position on a
+        follower's OFFSET_OUT_OF_RANGE nor waits a round for the leader's answer."""
         out: Dict[Tuple[str, int], FetchResult] = {}
+        again = self._fetch_round(requests, max_wait_ms, min_bytes, max_bytes, isolation_level, out, True)
+        if again:
+            self._fetch_round(again, 0, min_bytes, max_bytes, isolation_level, out, False)
+        return out
+
+    def _fetch_round(self, requests: Sequence[Tuple[str, int, int, int]], max_wait_ms: int, min_bytes: int,
+                     max_bytes: int, isolation_level: str, out: Dict[Tuple[str, int], FetchResult],
+                     read_replicas: bool) -> List[Tuple[str, int, int, int]]:
+        """One Fetch per broker over ``requests`` into ``out``; -> the requests a read replica
+        answered with an error (its preference forgotten), for the leader to answer. Without
+        ``read_replicas`` every partition goes to its leader."""
         by_node: Dict[int, Dict[str, List[Dict[str, Any]]]] = {}
-        for topic, partition, offset, partition_max in requests:
-            try:
-                node = self._leader(topic, partition)
-            except BrokerError as exc:
-                out[(topic, partition)] = FetchResult(exc.code, -1, -1, None)
-                continue
+        asked: Dict[Tuple[str, int], Tuple[str, int, int, int]] = {}  # those sent to a read replica
+        for request in requests:
+            topic, partition, offset, partition_max = request
+            node = self._read_replica(topic, partition) if read_replicas else None
+            if node is not None:
+                asked[(topic, partition)] = request
+            else:
+                try:
+                    node = self._leader(topic, partition)
+                except BrokerError as exc:
+                    out[(topic, partition)] = FetchResult(exc.code, -1, -1, None)
+                    continue
             by_node.setdefault(node, {}).setdefault(topic, []).append({
                 "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "log_start_offset": -1, "partition_max_bytes": partition_max})
@@ -240,37 +271,52 @@ class TcpRequests(TcpRouting):
                     "isolation_level": 1 if isolation_level == "read_committed" else 0,
                     "session_id": 0, "session_epoch": -1,
                     "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                    "forgotten_topics_data": [], "rack_id": ""}
+                    "forgotten_topics_data": [], "rack_id": self.client_rack or ""}
             try:
                 conn = self._connection(node, "fetch")
                 sent.append((node, conn, conn.send(ApiKey.FETCH, body)))
             except (KafkaConnectionError, RequestTimedOutError) as exc:
-                self._fail_fetch(out, topics, exc.code)
+                self._fail_fetch(out, topics, exc.code, asked)
+        again: List[Tuple[str, int, int, int]] = []
         for node, conn, future in sent:
             try:
                 response = conn.wait(future, ApiKey.FETCH, self.timeout_s + max_wait_ms / 1000.0)
             except (KafkaConnectionError, RequestTimedOutError, ProtocolError) as exc:
-                self._fail_fetch(out, by_node[node], getattr(exc, "code", UnknownServerError.code))
+                self._fail_fetch(out, by_node[node], getattr(exc, "code", UnknownServerError.code), asked)
                 continue
             _raise(response["error_code"], "Fetch from %s" % conn.address)
             for t in response["responses"]:
                 for p in t["partitions"]:
+                    key = (t["topic"], p["partition_index"])
                     code = p["error_code"]
+                    if code and key in asked:
+                        self._forget_read_replica(*key)
+                        again.append(asked[key])
+                        continue
                     if code in _STALE_LEADER_CODES:
                         self._forget_leaders(t["topic"])
+                    preferred = p.get("preferred_read_replica", -1)
+                    if not code and preferred >= 0 and preferred != node:
+                        self._prefer_read_replica(key[0], key[1], preferred)
                     data = p["records"]
-                    out[(t["topic"], p["partition_index"])] = FetchResult(
-                        code, p["high_watermark"], p["log_start_offset"],
-                        None if code else FetchedRecords(data if data is not None else b""))
-        return out
+                    out[key] = FetchResult(code, p["high_watermark"], p["log_start_offset"],
+                                           None if code else FetchedRecords(data if data is not None else b""),
+                                           preferred)
+        return again
 
     def _fail_fetch(self, out: Dict[Tuple[str, int], FetchResult], topics: Mapping[str, List[Dict[str, Any]]],
-                    code: int) -> None:
-        """Answer a node's partitions with a retriable code: the consumer backs off and fetches again."""
+                    code: int, asked: Mapping[Tuple[str, int], Any]) -> None:
+        """Answer a node's partitions with a retriable code: the consumer backs off and fetches
+        again, from the leader (a partition's read replica that cannot be reached is forgotten;
+        the leaders are looked up again)."""
         for topic, parts in topics.items():
-            self._forget_leaders(topic)
             for p in parts:
-                out[(topic, p["partition"])] = FetchResult(code, -1, -1, None)
+                key = (topic, p["partition"])
+                if key in asked:
+                    self._forget_read_replica(topic, p["partition"])
+                else:
+                    self._forget_leaders(topic)
+                out[key] = FetchResult(code, -1, -1, None)
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
         try:
@@ -685,4 +731,25 @@ class TcpRequests(TcpRouting):
                 [ReplicaInfo(t["name"], p["partition_index"], p["partition_size"], p["offset_lag"], p["is_future_key"])
                  for t in r["topics"] for p in t["partitions"]],
                 r["total_bytes"], r["usable_bytes"]) for r in response["results"]]
+        return out
+
+    def alter_replica_log_dirs(self, dirs: Mapping[Tuple[str, int, int], str]) -> Dict[Tuple[str, int, int], int]:
+        """AlterReplicaLogDirs to each broker named, with its replicas grouped by directory and
+        topic; a broker not in the metadata answers BROKER_NOT_AVAILABLE for its replicas."""
+        self._metadata([])
+        nodes = set(self._node_ids())
+        out: Dict[Tuple[str, int, int], int] = {}
+        by_broker: Dict[int, Dict[str, Dict[str, List[int]]]] = {}
+        for (topic, partition, broker), path in dirs.items():
+            if broker not in nodes:
+                out[(topic, partition, broker)] = BrokerNotAvailableError.code
+                continue
+            by_broker.setdefault(broker, {}).setdefault(path, {}).setdefault(topic, []).append(partition)
+        for broker, by_dir in sorted(by_broker.items()):
+            body = {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                             for path, topics in by_dir.items()]}
+            response = self._call(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, body)
+            for t in response["results"]:
+                for p in t["partitions"]:
+                    out[(t["topic_name"], p["partition_index"], broker)] = p["error_code"]
         return out

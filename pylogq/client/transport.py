@@ -73,12 +73,16 @@ TCP_OPTIONS: Dict[str, Any] = {
 
 
 def connect(broker: Union[LocalBroker, Transport, None] = None, bootstrap_servers: Union[str, Sequence[str], None] = None,
-            metrics: Optional[NetworkSensors] = None, **options: Any) -> Transport:
+            metrics: Optional[NetworkSensors] = None, client_rack: Optional[str] = None,
+            metadata_max_age_ms: int = 300000, **options: Any) -> Transport:
     """The transport for a client's ``broker=`` or ``bootstrap_servers=`` argument.
 
     ``options`` (the keys of :data:`TCP_OPTIONS`) configure the TCP transport;
     an in-process broker needs none and ignores them. ``metrics``: the
-    client's request sensors, which the transport records into.
+    client's request sensors, which the transport records into. A consumer's
+    ``client_rack`` and ``metadata_max_age_ms`` say where its fetches may go
+    over TCP (KIP-392: :class:`~pylogq.client.tcp.TcpTransport`); an in-process
+    broker is the only replica such a client reaches, so they do nothing there.
     """
     if (broker is None) == (bootstrap_servers is None):
         raise ConfigError("give exactly one of broker= (a pylogq.Broker in this process) or bootstrap_servers=")
@@ -97,7 +101,8 @@ def connect(broker: Union[LocalBroker, Transport, None] = None, bootstrap_server
     from .tcp import TcpTransport
 
     assert bootstrap_servers is not None
-    return TcpTransport(bootstrap_servers, metrics=metrics,
+    return TcpTransport(bootstrap_servers, metrics=metrics, client_rack=client_rack,
+                        metadata_max_age_ms=metadata_max_age_ms,
                         **{**TCP_OPTIONS, **{k: v for k, v in options.items() if v is not None}})
 
 

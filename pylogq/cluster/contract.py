@@ -171,12 +171,18 @@ ProduceResult = AppendResult
 
 
 class FetchResult(NamedTuple):
-    """Kafka's FetchResponse for one partition; ``records`` is None on error."""
+    """Kafka's FetchResponse for one partition; ``records`` is None on error.
+
+    ``preferred_read_replica`` (Fetch v11+, KIP-392) is the broker the consumer should fetch
+    this partition from instead, as the leader's ``replica.selector.class`` chose for the
+    consumer's rack; -1 for none (the records, if any, are here).
+    """
 
     error_code: int
     high_watermark: int
     log_start_offset: int
     records: Optional[RecordsView]
+    preferred_read_replica: int = -1
 
 
 class TopicPartitionInfo(NamedTuple):
@@ -346,8 +352,8 @@ class ReplicaInfo(NamedTuple):
     topic: str
     partition: int
     size: int  # bytes of the log's segments
-    offset_lag: int  # log end offset - high watermark: 0 with one replica
-    is_future: bool  # a log being moved by AlterReplicaLogDirs (never, here)
+    offset_lag: int  # a log's end offset - its high watermark (0 with one replica); a copy's: its lag behind the log
+    is_future: bool  # the copy of a replica being moved here by AlterReplicaLogDirs
 
 
 class LogDirDescription(NamedTuple):
@@ -619,6 +625,11 @@ class BrokerApi(Protocol):
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]: ...
 
+    def alter_replica_log_dirs(self, dirs: Mapping[Tuple[str, int, int], str]) -> Dict[Tuple[str, int, int], int]:
+        """AlterReplicaLogDirs to each broker named: (topic, partition, broker) -> the log directory
+        to move that replica to; -> each replica's error code."""
+        ...
+
     # users' SCRAM credentials
     def describe_user_scram_credentials(self, users: Optional[Sequence[str]] = None
                                         ) -> List[UserScramCredentials]: ...
@@ -770,7 +781,8 @@ class ServedBroker(Protocol):
 
     def fetch_async(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
                     isolation_level: str = "read_uncommitted",
-                    deliver: Callable[[FetchResults], None] = ...) -> DelayedCall[FetchResults]: ...
+                    deliver: Callable[[FetchResults], None] = ...,
+                    client_rack: Optional[str] = None) -> DelayedCall[FetchResults]: ...
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]: ...
 
@@ -781,6 +793,11 @@ class ServedBroker(Protocol):
     def init_producer_id(self, transactional_id: Optional[str] = None) -> Tuple[int, int]: ...
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> List[LogDirDescription]: ...
+
+    def alter_replica_log_dirs(self, dirs: Mapping[Tuple[str, int], str]) -> Dict[Tuple[str, int], int]:
+        """AlterReplicaLogDirs: move each partition's replica here to the log directory given;
+        -> each partition's error code."""
+        ...
 
     def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult: ...
 
@@ -797,7 +814,7 @@ class ServedBroker(Protocol):
                                       deliver: Callable[[int], None] = ...) -> DelayedCall[int]: ...
 
     # replication: the controller's and followers' requests
-    def leader_epoch_of(self, topic: str, partition: int) -> int: ...
+    def leader_epoch_of(self, topic: str, partition: int, follower_ok: bool = False) -> int: ...
 
     @property
     def clustered(self) -> bool: ...

@@ -145,7 +145,8 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
                     buf += _I64.pack(result.log_start_offset)
                 buf += aborted_empty if read_committed and not result.error_code else aborted_null
                 if version >= 11:
-                    buf += _NO_REPLICA
+                    replica = result.preferred_read_replica
+                    buf += _NO_REPLICA if replica < 0 else _I32.pack(replica)
             else:
                 buf += _PARTITION_V0.pack(index, result.error_code, result.high_watermark)
             region = result.records

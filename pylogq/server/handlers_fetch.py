@@ -6,6 +6,11 @@ legacy message formats, so their records are down-converted
 (:mod:`pylogq.records.downconvert`) off the event loop first. From v13 topics are
 named by id (Kafka's ``Uuid``), in requests and responses; an id no topic has (the
 zero id included) answers UNKNOWN_TOPIC_ID for each of its partitions.
+
+From v11 a consumer's Fetch carries its rack (KIP-392): a leader with a
+``replica.selector.class`` may answer a partition with the replica the consumer should
+fetch it from instead (``preferred_read_replica``), and a follower serves such a fetch
+up to its own high watermark. Below v11 only the leader serves consumers, as in Kafka.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ _UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.code
 FIRST_V2_RECORDS = 4
 #: The first version with the client's current leader epoch (KIP-320).
 FIRST_LEADER_EPOCH = 9
+#: The first version with the client's rack and the preferred read replica (KIP-392).
+FIRST_RACK_ID = 11
 
 Results = Dict[Tuple[str, int], FetchResult]
 #: Per topic of a request: how the response names it, its name (None for an unknown id),
@@ -56,13 +63,15 @@ class FetchHandlers(HandlerBase):
         offsets: Dict[Tuple[str, int], Tuple[int, int]] = {}  # what down-conversion needs (v0-3)
         fenced: Results = {}
         legacy = version < FIRST_V2_RECORDS
+        # Kafka's client metadata: a v11+ consumer may be served by a follower the leader sent it to.
+        client_rack = req.rack_id if version >= FIRST_RACK_ID else None
         for topic in req.topics:
             name = self._topic_of(topic, version)
             indexes = []
             for p in topic.partitions:
                 index = p.partition
                 indexes.append(index)
-                code = self._fenced(name, index, p.current_leader_epoch) \
+                code = self._fenced(name, index, p.current_leader_epoch, client_rack is not None) \
                     if name is not None and version >= FIRST_LEADER_EPOCH else 0
                 if name is not None and code:
                     # KIP-320: a client that knows another epoch than the leader's is answered
@@ -79,7 +88,7 @@ class FetchHandlers(HandlerBase):
         max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
         future: "asyncio.Future[Results]" = self.server.new_future()
         op = self.broker.fetch_async(requests, 0 if fenced else req.max_wait_ms, req.min_bytes, max_bytes,
-                                     isolation, deliver=self.server.deliver_to(future))
+                                     isolation, deliver=self.server.deliver_to(future), client_rack=client_rack)
         if op.completed:
             results = {**op.answer(), **fenced} if fenced else op.answer()
             if legacy and _has_records(results):
@@ -87,12 +96,13 @@ class FetchHandlers(HandlerBase):
             return self._fetch_response(slot, version, order, results, isolation)
         return self._fetch_wait(op, future, version, order, isolation, slot, offsets, max_bytes, fenced)
 
-    def _fenced(self, topic: str, partition: int, current: int) -> int:
-        """The error for a fetch whose current leader epoch is not the leader's, else 0."""
+    def _fenced(self, topic: str, partition: int, current: int, follower_ok: bool) -> int:
+        """The error for a fetch whose current leader epoch is not the one this replica knows,
+        else 0 (``follower_ok``: a v11+ fetch, which a follower serves and fences alike)."""
         if current < 0:
             return 0
         try:
-            epoch = self.broker.leader_epoch_of(topic, partition)
+            epoch = self.broker.leader_epoch_of(topic, partition, follower_ok)
         except errors.BrokerError:
             return 0  # the fetch itself answers the partition's error
         if current > epoch:

@@ -102,7 +102,7 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
                max_split_bytes: Optional[int] = None, bootstrap_servers: Optional[str] = None,
                batch_rows: int = 65536, columns: Optional[Sequence[str]] = None,
                starting_timestamp: Optional[int] = None, ending_timestamp: Optional[int] = None,
-               timestamp_strategy: str = "error", engine: str = "auto") -> Any:
+               timestamp_strategy: str = "error", engine: str = "auto", client_rack: Optional[str] = None) -> Any:
     """A DataFrame of ``topic``'s records read from the segment files under ``source``.
 
     The splits are planned here, on the driver, bounded by the committed high
@@ -139,6 +139,11 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     without it (:func:`pylogq.spark.jvm.configure`) with ``ADD JAR``
     (:func:`pylogq.spark.jvm.attach`), and Python when it cannot be had here
     (no JDK, a Spark Connect session), which a log line says once.
+
+    ``client_rack`` (Kafka's ``client.rack``), with ``bootstrap_servers``: of
+    a replicated topic whose log directories of several brokers are given,
+    read each partition from an in-sync replica on a broker of that rack
+    when there is one (:mod:`pylogq.spark.replicas`).
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise InvalidArgumentError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
@@ -150,7 +155,8 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     max_bytes = DEFAULT_MAX_SPLIT_BYTES if max_split_bytes is None else max_split_bytes
     splits = plan_splits(source, topic, starting_offsets, ending_offsets, max_split_bytes=max_bytes,
                          bootstrap_servers=bootstrap_servers, starting_timestamp=starting_timestamp,
-                         ending_timestamp=ending_timestamp, timestamp_strategy=timestamp_strategy)
+                         ending_timestamp=ending_timestamp, timestamp_strategy=timestamp_strategy,
+                         client_rack=client_rack)
     if not splits:
         return spark.createDataFrame([], schema)
     parallelism = _parallelism(spark)

@@ -29,6 +29,9 @@ TimestampStrategy    "error" (default) or "latest": a partition with no record
                      nothing
 columns              the columns to read, comma-separated (also set by a
                      schema given with ``.schema(...)``, a subset of these)
+clientRack           with bootstrapServers: read each partition of a
+                     replicated topic from an in-sync replica on a broker of
+                     this rack when one is given (also ``kafka.client.rack``)
 ==================== ===========================================================
 
 Only the columns the DataFrame's schema names are decoded and shipped (PySpark
@@ -135,6 +138,7 @@ class _Settings:
             raise ConfigError("option 'topic' names one topic, not %r" % topic)
         self.topic = topic
         self.bootstrap_servers = _option(options, "bootstrapServers", "kafka.bootstrap.servers")
+        self.client_rack = _option(options, "clientRack", "kafka.client.rack")
         self.starting = _option(options, "startingOffsets") or ("latest" if streaming else "earliest")
         self.ending = _option(options, "endingOffsets") or "latest"
         if streaming and _option(options, "endingOffsets") is not None:
@@ -183,7 +187,8 @@ class _Settings:
         log start fails naming the lost offsets; without, the read starts at
         the log start instead, with a warning.
         """
-        kwargs: Dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers, "pushdown": self.pushdown,
+        kwargs: Dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers, "client_rack": self.client_rack,
+                                  "pushdown": self.pushdown,
                                   "starting_timestamp": self.starting_timestamp,
                                   "ending_timestamp": self.ending_timestamp,
                                   "timestamp_strategy": self.timestamp_strategy}
@@ -212,7 +217,8 @@ class _Settings:
         wanted = _offset_map(starting, self.topic)
         if not wanted:
             return {}
-        bounds = partition_bounds(self.source, self.topic, bootstrap_servers=self.bootstrap_servers)
+        bounds = partition_bounds(self.source, self.topic, bootstrap_servers=self.bootstrap_servers,
+                                  client_rack=self.client_rack)
         return {p: (o, bounds[p][0]) for p, o in wanted.items() if p in bounds and 0 <= o < bounds[p][0]}
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -340,7 +346,8 @@ class PylogqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _bounds(self) -> Dict[int, Tuple[int, int]]:
         bounds = partition_bounds(self.settings.source, self.settings.topic,
-                                  bootstrap_servers=self.settings.bootstrap_servers)
+                                  bootstrap_servers=self.settings.bootstrap_servers,
+                                  client_rack=self.settings.client_rack)
         return {p: (b[0], b[1]) for p, b in bounds.items()}
 
     # -- DataSourceStreamReader -------------------------------------------------------

@@ -17,7 +17,11 @@ that was not committed is read:
   checkpoint) even when the files hold more;
 - with ``bootstrap_servers``, a replica that the cluster's Metadata lists in
   the partition's ISR; the read ends at the leader's high watermark
-  (ListOffsets latest), which every ISR member holds.
+  (ListOffsets latest), which every ISR member holds. With ``client_rack``
+  too, an ISR member on a broker of that rack (``broker.rack``, as the
+  cluster describes its brokers) when one was given, as a consumer with
+  ``client.rack`` is sent to one (KIP-392); else any ISR member, as without.
+  A rack changes which copy is read, never which copies are safe to read.
 
 A replica whose log directory has no checkpoint entry for the partition has
 no known high watermark: it is chosen only when no replica has one, and then
@@ -46,7 +50,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ..cluster.contract import TopicPartitionInfo
 from ..config import parse_properties
-from ..errors import PylogqError, UnknownTopicOrPartitionError
+from ..errors import InvalidArgumentError, PylogqError, UnknownTopicOrPartitionError
 from ..storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
 from ..storage.partition_metadata import META_FILE, meta_broker_id
 
@@ -81,19 +85,27 @@ def broker_id_of(log_dir: str) -> Optional[int]:
 
 
 def choose_replicas(topic: str, candidates: Mapping[int, Sequence[str]], log_end: Callable[[str], int],
-                    bootstrap_servers: Union[None, str, Sequence[str]] = None) -> Dict[int, str]:
+                    bootstrap_servers: Union[None, str, Sequence[str]] = None,
+                    client_rack: Optional[str] = None) -> Dict[int, str]:
     """partition -> the one partition directory to read, of the ``candidates`` found for it.
 
     ``log_end(directory)`` is the end of the last whole batch in a partition
     directory's files (used only when no candidate has a checkpointed high
     watermark). A partition found once is read there, as with one broker,
     unless ``bootstrap_servers`` shows its broker out of the ISR. See the
-    module docstring for the choice among several.
+    module docstring for the choice among several, and ``client_rack``'s
+    preference among the ISR members (it needs ``bootstrap_servers``: the
+    racks and the ISR are the cluster's; InvalidArgumentError without).
 
     Raises PylogqError when two directories of one broker (or of brokers
     not told apart by a ``meta.properties``) hold a partition, or, with
     ``bootstrap_servers``, when no directory given is of an ISR member.
     """
+    if client_rack is not None and not isinstance(client_rack, str):
+        raise InvalidArgumentError("client_rack must be a string, not %r" % (client_rack,))
+    if client_rack and not bootstrap_servers:
+        raise InvalidArgumentError("client_rack %r needs bootstrap_servers: the brokers' racks and each "
+                                   "partition's ISR come from the cluster's metadata" % client_rack)
     brokers: Dict[str, Optional[int]] = {}
     replicas: Dict[int, List[Replica]] = {}
     for p, directories in sorted(candidates.items()):
@@ -107,13 +119,14 @@ def choose_replicas(topic: str, candidates: Mapping[int, Sequence[str]], log_end
             _check_distinct_brokers(topic, p, found)
         replicas[p] = sorted(found, key=lambda r: (r.broker_id if r.broker_id is not None else -1, r.directory))
     in_sync: Dict[int, TopicPartitionInfo] = {}
+    racks: Dict[int, Optional[str]] = {}
     if bootstrap_servers and any(r.broker_id is not None for found in replicas.values() for r in found):
-        in_sync = _cluster_partitions(bootstrap_servers, topic)
+        in_sync, racks = _cluster_partitions(bootstrap_servers, topic, bool(client_rack))
     checkpoints: Dict[str, Dict[Tuple[str, int], int]] = {}
     chosen: Dict[int, str] = {}
     for p, found in replicas.items():
         if p in in_sync and any(r.broker_id is not None for r in found):
-            chosen[p] = _in_sync_replica(topic, p, found, in_sync[p]).directory
+            chosen[p] = _in_sync_replica(topic, p, found, in_sync[p], racks, client_rack).directory
         elif len(found) == 1:
             chosen[p] = found[0].directory
         else:
@@ -159,8 +172,10 @@ def _by_high_watermark(topic: str, partition: int, found: Sequence[Replica],
     return _spread(partition, [r for r in found if marks.get(r) == best])
 
 
-def _in_sync_replica(topic: str, partition: int, found: Sequence[Replica], info: TopicPartitionInfo) -> Replica:
-    """A replica in the partition's ISR, among the directories given; PylogqError when there is none."""
+def _in_sync_replica(topic: str, partition: int, found: Sequence[Replica], info: TopicPartitionInfo,
+                     racks: Mapping[int, Optional[str]], client_rack: Optional[str]) -> Replica:
+    """A replica in the partition's ISR, among the directories given, one in ``client_rack``
+    when there is such; PylogqError when there is none in the ISR."""
     members = [r for r in found if r.broker_id is not None and r.broker_id in info.isr]
     if not members:
         raise PylogqError(
@@ -169,11 +184,17 @@ def _in_sync_replica(topic: str, partition: int, found: Sequence[Replica], info:
             % (topic, partition, sorted(info.isr), info.leader,
                ", ".join("%s (broker %s)" % (r.directory, "unknown" if r.broker_id is None else r.broker_id)
                          for r in found)))
+    if client_rack:
+        local = [r for r in members if r.broker_id is not None and racks.get(r.broker_id) == client_rack]
+        if local:
+            return _spread(partition, local)
     return _spread(partition, members)
 
 
-def _cluster_partitions(bootstrap_servers: Union[str, Sequence[str]], topic: str) -> Dict[int, TopicPartitionInfo]:
-    """partition -> its leader, replicas and ISR, from a Metadata request to the cluster."""
+def _cluster_partitions(bootstrap_servers: Union[str, Sequence[str]], topic: str, with_racks: bool = False
+                        ) -> Tuple[Dict[int, TopicPartitionInfo], Dict[int, Optional[str]]]:
+    """(partition -> its leader, replicas and ISR, from a Metadata request to the cluster; and
+    with ``with_racks``, broker id -> its ``broker.rack``, from DescribeCluster)."""
     from ..client.tcp import TcpTransport
 
     transport = TcpTransport(bootstrap_servers)
@@ -183,6 +204,7 @@ def _cluster_partitions(bootstrap_servers: Union[str, Sequence[str]], topic: str
         except UnknownTopicOrPartitionError:
             raise UnknownTopicOrPartitionError("topic %r does not exist on the broker at %s"
                                                % (topic, bootstrap_servers)) from None
+        racks = {b.broker_id: b.rack for b in transport.describe_cluster().brokers} if with_racks else {}
     finally:
         transport.close()
-    return {info.partition: info for info in described.partitions}
+    return {info.partition: info for info in described.partitions}, racks

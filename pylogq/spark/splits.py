@@ -300,7 +300,8 @@ def _listdir(path: str, what: str) -> List[str]:
         raise PylogqError("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
 
 
-def _partition_dirs(dirs: Sequence[str], topic: str, bootstrap_servers: Any = None) -> Dict[int, str]:
+def _partition_dirs(dirs: Sequence[str], topic: str, bootstrap_servers: Any = None,
+                    client_rack: Optional[str] = None) -> Dict[int, str]:
     """partition -> directory, for every ``<topic>-<n>`` directory in ``dirs``.
 
     A partition in the log directories of several brokers (a replicated
@@ -319,7 +320,7 @@ def _partition_dirs(dirs: Sequence[str], topic: str, bootstrap_servers: Any = No
             if not os.path.isdir(full):
                 continue
             candidates.setdefault(int(m.group(1)), []).append(full)
-    found = choose_replicas(topic, candidates, _log_end, bootstrap_servers)
+    found = choose_replicas(topic, candidates, _log_end, bootstrap_servers, client_rack)
     if not found:
         raise UnknownTopicOrPartitionError("topic %r has no partition directories in %s"
                                            % (topic, ", ".join(dirs)))
@@ -512,7 +513,8 @@ def _log_start(directory: str, segments: Sequence[_Segment], topic: str, partiti
 # -- planning ------------------------------------------------------------------------------------
 
 
-def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> Dict[int, Tuple[int, int, str]]:
+def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None,
+                     client_rack: Optional[str] = None) -> Dict[int, Tuple[int, int, str]]:
     """Per partition of ``topic``: (log start offset, committed end offset, partition directory).
 
     ``source`` is a log directory, several (a list, or comma-separated), of a
@@ -534,7 +536,9 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> 
     topic), each partition is read from one replica's directory: an ISR
     member with ``bootstrap_servers``, else the replica with the highest
     checkpointed high watermark, which then bounds the read
-    (:mod:`pylogq.spark.replicas`).
+    (:mod:`pylogq.spark.replicas`). ``client_rack`` (with ``bootstrap_servers``)
+    prefers an ISR member on a broker of that rack, as a consumer's
+    ``client.rack`` does (KIP-392).
 
     Raises UnknownTopicOrPartitionError for a topic with no partition
     directory, PylogqError naming the path for a missing or unreadable
@@ -546,7 +550,7 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None) -> 
         bootstrap_servers = bootstrap_servers or source
         source = _broker_log_dirs(source)
     dirs = _source_dirs(source)
-    found = _partition_dirs(dirs, topic, bootstrap_servers)
+    found = _partition_dirs(dirs, topic, bootstrap_servers, client_rack)
     remote: Dict[int, Tuple[int, int]] = {}
     if bootstrap_servers:
         remote = _broker_offsets(bootstrap_servers, topic, sorted(found))
@@ -607,6 +611,7 @@ def plan_splits(
     ending_timestamp: Optional[int] = None,
     timestamp_strategy: str = "error",
     pushdown: Optional[Pushdown] = None,
+    client_rack: Optional[str] = None,
 ) -> List[Split]:
     """The splits that read ``topic`` from ``starting_offsets`` up to ``ending_offsets``.
 
@@ -634,7 +639,8 @@ def plan_splits(
     offset; for a start, ``timestamp_strategy`` says what happens: "error"
     (Spark's default) raises OffsetOutOfRangeError, "latest" starts at the
     latest offset (nothing to read). A :class:`Pushdown` narrows the splits
-    further (filters on partition, offset and timestamp).
+    further (filters on partition, offset and timestamp). ``client_rack``: see
+    :func:`partition_bounds`.
     """
     if isinstance(max_split_bytes, bool) or not isinstance(max_split_bytes, int) or max_split_bytes < 1:
         raise InvalidArgumentError("max_split_bytes must be an int >= 1, not %r" % (max_split_bytes,))
@@ -643,7 +649,7 @@ def plan_splits(
     for name, ts in (("starting_timestamp", starting_timestamp), ("ending_timestamp", ending_timestamp)):
         if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
             raise InvalidArgumentError("%s must be milliseconds since the epoch (an int), not %r" % (name, ts))
-    bounds = partition_bounds(source, topic, bootstrap_servers=bootstrap_servers)
+    bounds = partition_bounds(source, topic, bootstrap_servers=bootstrap_servers, client_rack=client_rack)
     starts = _resolve(starting_offsets, "starting_offsets", topic, bounds, EARLIEST)
     ends = _resolve(ending_offsets, "ending_offsets", topic, bounds, LATEST)
     for p, (low, high, directory) in bounds.items():

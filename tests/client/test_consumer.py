@@ -94,6 +94,18 @@ def test_bad_values_are_config_errors(broker: Any) -> None:
         Consumer(broker=broker, session_timeout_ms=1000, heartbeat_interval_ms=1000)
     with pytest.raises(ConfigError, match="partition_assignment_strategy"):
         Consumer(broker=broker, partition_assignment_strategy=[object()])
+    with pytest.raises(ConfigError, match="client_rack"):
+        Consumer(broker=broker, client_rack=["rack-a"])
+
+
+def test_client_rack_is_taken_as_a_string(broker: Any) -> None:
+    """A properties file's ``client.rack=1`` reaches the keyword as an int (the tools type digits)."""
+    for given, taken in (("us-east-1a", "us-east-1a"), (1, "1"), (None, None)):
+        consumer = Consumer(broker=broker, client_rack=given)
+        try:
+            assert consumer.client_rack == taken
+        finally:
+            consumer.close()
 
 
 def test_malformed_bootstrap_servers_is_a_config_error() -> None:

@@ -5,7 +5,7 @@ records can go out with ``sendfile``; joined (regions read in place) its parts
 must be byte for byte what the response header (v0, or v1 from the flexible v12)
 + the FetchResponse table encode, for any mix of topics (by name below v13, by id
 from v13), errors, empty, small and large regions, in-memory (down-converted)
-records, and isolation level.
+records, preferred read replicas (v11+), and isolation level.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ region_spec = st.one_of(
     st.integers(4096, FILE_SIZE).flatmap(
         lambda n: st.tuples(st.integers(0, FILE_SIZE - n), st.just(n), st.booleans())),
 )
-partition_spec = st.tuples(int32, int16, int64, int64, region_spec)
+# (index, error code, high watermark, log start, records, preferred read replica: -1 or a broker id)
+partition_spec = st.tuples(int32, int16, int64, int64, region_spec, st.integers(-1, (1 << 31) - 1))
 topic_spec = st.tuples(st.text(max_size=20), st.uuids(), st.lists(partition_spec, max_size=4))
 # Long enough for a compact length of two varint bytes, and a count of partitions as well.
 many_partitions = st.lists(partition_spec, min_size=130, max_size=140)
@@ -85,7 +86,7 @@ def codec_bytes(correlation_id: int, version: int, throttle_time_ms: int, error_
                 "high_watermark": result.high_watermark, "last_stable_offset": result.high_watermark,
                 "log_start_offset": result.log_start_offset,
                 "aborted_transactions": [] if read_committed and not result.error_code else None,
-                "preferred_read_replica": -1, "records": records,
+                "preferred_read_replica": result.preferred_read_replica, "records": records,
             })
         if version >= 13:
             responses.append({"topic_id": key, "partitions": out})
@@ -110,7 +111,7 @@ def build_topics(handle: io.FileIO, contents: bytes, version: int,
     topics: List[Tuple[Any, List[Tuple[int, FetchResult]]]] = []
     for name, topic_id, partitions in specs:
         results = []
-        for index, code, hw, start, region in partitions:
+        for index, code, hw, start, region, preferred in partitions:
             records: Any = None
             if region is not None:
                 position, length, in_memory = region
@@ -118,7 +119,7 @@ def build_topics(handle: io.FileIO, contents: bytes, version: int,
                     records = RecordBytes(contents[position:position + length])
                 else:
                     records = FileRegion(handle, position, length, 0)
-            results.append((index, FetchResult(code, hw, start, records)))
+            results.append((index, FetchResult(code, hw, start, records, preferred)))
         topics.append((topic_id if version >= 13 else name, results))
     return topics
 

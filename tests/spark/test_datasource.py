@@ -143,3 +143,43 @@ def test_starting_and_ending_timestamp_options(spark, mixed_topic):
         _reader(spark, mixed_topic).option("startingTimestamp", str(end * 2)).load().count()
     lenient = _reader(spark, mixed_topic).option("startingTimestamp", str(end * 2))
     assert lenient.option("startingOffsetsByTimestampStrategy", "latest").load().count() == 0
+
+
+# -- a replicated topic: the clientRack option ------------------------------------------------------
+
+
+def test_client_rack_reads_each_partition_from_a_replica_in_that_rack(spark, tmp_path):
+    """Three brokers in racks a, b and c, a topic replicated on all of them: with clientRack b
+    (or Spark's kafka.client.rack) every split reads broker 1's files, and the rows are the
+    Consumer's."""
+    import os
+
+    from pylogq.cluster.broker.local_cluster import Cluster
+    from pylogq.spark import _spark_schema
+    from pylogq.spark.datasource import PylogqDataSource
+    from pylogq.spark.replicas import broker_id_of
+
+    racks = {0: "a", 1: "b", 2: "c"}
+    with Cluster(3, str(tmp_path / "cluster"), broker_config={b: {"broker.rack": r} for b, r in racks.items()},
+                 **{"zookeeper.session.timeout.ms": 2000, "replica.fetch.wait.max.ms": 100,
+                    "offsets.topic.num.partitions": 1}) as cluster:
+        boot = cluster.serve()
+        cluster.create_topic("racked", 2, 3)
+        producer = pylogq.Producer(bootstrap_servers=boot, acks="all")
+        for i in range(200):
+            producer.send("racked", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2, timestamp_ms=1700000000000 + i)
+        producer.flush(30)
+        producer.close()
+        cluster.wait_until(lambda: all(b.hosted(("racked", p)).high_watermark == 100
+                                       for b in cluster.brokers for p in range(2)), 30, "full replication")
+        source = ",".join(os.path.join(cluster.data_dir, "broker-%d" % b) for b in range(3))
+        for rack_option in ("clientRack", "kafka.client.rack"):
+            options = {"source": source, "topic": "racked", "bootstrapServers": boot, rack_option: "b"}
+            planned = PylogqDataSource(options).reader(_spark_schema(None)).partitions()
+            assert {broker_id_of(os.path.dirname(p.split.directory)) for p in planned} == {1}, rack_option
+        reader = spark.read.format("pylogq")
+        for key, value in {"source": source, "topic": "racked", "bootstrapServers": boot, "clientRack": "b"}.items():
+            reader = reader.option(key, value)
+        got = [(r["partition"], r["offset"], r["key"], r["value"])
+               for r in reader.load().select("partition", "offset", "key", "value").collect()]
+    assert sorted(got) == sorted((i % 2, i // 2, b"k%d" % i, b"v%d" % i) for i in range(200))

@@ -22,7 +22,7 @@ import pylogq  # noqa: E402
 from pylogq import Broker, Consumer, records  # noqa: E402
 from pylogq.client.consumer import TopicPartition  # noqa: E402
 from pylogq.cluster.broker.local_cluster import Cluster  # noqa: E402
-from pylogq.errors import PylogqError  # noqa: E402
+from pylogq.errors import InvalidArgumentError, PylogqError  # noqa: E402
 from pylogq.spark.replicas import broker_id_of  # noqa: E402
 from pylogq.spark.splits import Split, _log_end, partition_bounds, plan_splits, read_split  # noqa: E402
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT  # noqa: E402
@@ -228,6 +228,40 @@ def test_an_ex_leader_with_records_nobody_took_is_never_read(tmp_path: Any,
         with pytest.raises(PylogqError, match=r"t-0: no log directory given is of a replica in its ISR \[") as info:
             plan_splits([dirs[old]], "t", bootstrap_servers=boot)
         assert old_dir in str(info.value) and "broker %d" % old in str(info.value)
+
+
+def test_client_rack_reads_an_in_sync_replica_of_that_rack(tmp_path: Any) -> None:
+    """Brokers 0, 1 and 2 in racks a, b and b. A read for rack a takes broker 0's files, for rack b
+    those of 1 and 2 in turn; once broker 0 is out of every ISR, a read for rack a takes the
+    in-sync replicas elsewhere, as a read without a rack does: a rack never makes a copy that
+    is not safe to read eligible."""
+    racks = {0: "a", 1: "b", 2: "b"}
+    with Cluster(3, str(tmp_path / "cluster"), broker_config={b: {"broker.rack": r} for b, r in racks.items()},
+                 **FAST) as c:
+        boot = c.serve()
+        c.create_topic("t", 3, 3)
+        produce(c, "t", 3, 20)
+        c.wait_until(lambda: settled(c, "t", 3, 20, 3), TIMEOUT_S, "full ISRs at 20")
+        dirs = log_dirs(c)
+        expected = {p: consumed(boot, "t", p) for p in range(3)}
+        for rack, brokers in (("a", {0: 0, 1: 0, 2: 0}), ("b", {0: 1, 1: 2, 2: 1}), ("z", {0: 0, 1: 1, 2: 2})):
+            rows, chosen = read(plan_splits(dirs, "t", bootstrap_servers=boot, client_rack=rack))
+            assert rows == expected, rack
+            assert {p: broker_of(d) for p, d in chosen.items()} == brokers, rack
+        # The same through partition_bounds.
+        assert {p: broker_of(d) for p, (_, _, d) in partition_bounds(dirs, "t", boot, client_rack="a").items()} \
+            == {0: 0, 1: 0, 2: 0}
+        with pytest.raises(InvalidArgumentError, match="client_rack 'a' needs bootstrap_servers"):
+            plan_splits(dirs, "t", client_rack="a")
+        c.stop_broker(0, abrupt=True)
+        produce(c, "t", 3, 10, first=20)
+        c.wait_until(lambda: settled(c, "t", 3, 30, 2), TIMEOUT_S, "ISRs of two at 30")
+        c.wait_until(lambda: all(0 not in info.isr for b in c.brokers for info in b.describe_topic("t").partitions),
+                     TIMEOUT_S, "every broker's metadata without broker 0 in the ISRs")
+        expected = {p: consumed(c.bootstrap_servers, "t", p) for p in range(3)}
+        rows, chosen = read(plan_splits(dirs, "t", bootstrap_servers=c.bootstrap_servers, client_rack="a"))
+        assert rows == expected
+        assert {p: broker_of(d) for p, d in chosen.items()} == {0: 1, 1: 2, 2: 1}
 
 
 # -- directories of brokers, without a cluster ------------------------------------------------------------

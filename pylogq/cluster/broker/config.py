@@ -18,6 +18,7 @@ from ...errors import ConfigError
 from ...metrics import parse_listener
 from ...storage.config import LogManagerConfig
 from ..contract import listener_settings
+from .replica_selector import SELECTORS
 
 __all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "is_dynamic_in_kafka", "with_development_defaults"]
 
@@ -105,6 +106,11 @@ class NodeConfig(Config):
     zookeeper_connection_timeout_ms: int = setting("zookeeper.connection.timeout.ms", _INT, 18000, at_least=0)
     zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms", _INT, 18000, at_least=1)
     broker_rack: Optional[str] = setting("broker.rack", _STRING, None, nullable=True)
+    # KIP-392: how a leader picks the replica a consumer in a rack should fetch from; unset
+    # (Kafka's default), consumers read from leaders only. Kafka takes any class implementing
+    # its ReplicaSelector; pylogq knows its rack-aware one (replica_selector.py).
+    replica_selector_class: Optional[str] = setting("replica.selector.class", _STRING, None, nullable=True,
+                                                    choices=tuple(SELECTORS))
     inter_broker_listener_name: Optional[str] = setting("inter.broker.listener.name", _STRING, None, nullable=True)
     replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms", _LONG, 30000, at_least=1)
     replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms", _INT, 500, at_least=0)

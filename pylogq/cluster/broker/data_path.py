@@ -2,11 +2,13 @@
 
 :class:`BrokerDataPath` holds the calls of :class:`pylogq.Broker` that read and write
 partitions, as Kafka's ReplicaManager does: Produce (acks=all a delayed operation in a
-cluster), Fetch (a long poll parked in the fetch purgatory), ListOffsets, DeleteRecords,
-InitProducerId, DescribeProducers; the controller's and followers' requests (LeaderAndIsr,
-UpdateMetadata, StopReplica, a follower's Fetch, OffsetForLeaderEpoch); and the plumbing of
-the group coordinator's offsets to ``__consumer_offsets`` (FindCoordinator, the replication
-barrier after its writes, OffsetDelete).
+cluster), Fetch (a long poll parked in the fetch purgatory; from v11 followers serve
+consumers too, and a leader may send a consumer to the replica of its rack, KIP-392),
+ListOffsets, DeleteRecords, InitProducerId, DescribeProducers; the controller's and
+followers' requests (LeaderAndIsr, UpdateMetadata, StopReplica, a follower's Fetch,
+OffsetForLeaderEpoch); and the plumbing of the group coordinator's offsets to
+``__consumer_offsets`` (FindCoordinator, the replication barrier after its writes,
+OffsetDelete).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..contract import (
     OffsetDeleteResult,
     ProducerDescription,
     ProduceResult,
+    RecordBytes,
     ReplicaFetchPartition,
     StopReplicaRequest,
     TopicDescription,
@@ -32,8 +35,9 @@ from ..contract import (
 from ..coordinator.group.metadata_manager import storage_error_code
 from ..coordinator.group.offsets_topic import OFFSETS_TOPIC
 from ..delayed import DelayedCall, Tapped
-from ..state.partition import Partition
+from ..state.partition import NO_LEADER, Partition
 from .lifecycle import BrokerLifecycle
+from .replica_selector import ReplicaSelector, partition_view, replica_selector
 
 if TYPE_CHECKING:
     from .cluster_node import ClusterNode
@@ -95,6 +99,16 @@ class BrokerDataPath(BrokerLifecycle):
                                                       % (self.broker_id, topic, index, doubt))
         return part
 
+    def readable_partition(self, topic: str, index: int, follower_ok: bool = False) -> Partition:
+        """The partition a consumer's fetch reads: one this broker leads (:meth:`leader_partition`),
+        or with ``follower_ok`` (a Fetch v11+, which may come from a consumer the leader sent
+        here, KIP-392) also one it follows. A replica without a role yet serves neither."""
+        if follower_ok:
+            part = self.partition(topic, index)
+            if not part.is_leader and part.leader_id != NO_LEADER:
+                return part
+        return self.leader_partition(topic, index)
+
     def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int = 1,
                 auto_create: bool = True, timeout_ms: int = 30000) -> ProduceResult:
         """Append one partition's record batches (Kafka's Produce). Errors raise.
@@ -144,28 +158,38 @@ class BrokerDataPath(BrokerLifecycle):
         return result
 
     def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int = 500, min_bytes: int = 1,
-              max_bytes: int = 52428800, isolation_level: str = "read_uncommitted") -> FetchResults:
+              max_bytes: int = 52428800, isolation_level: str = "read_uncommitted",
+              client_rack: Optional[str] = None) -> FetchResults:
         """Kafka's Fetch: ``requests`` are (topic, partition, offset, partition max bytes).
 
         Waits up to ``max_wait_ms`` for ``min_bytes`` (a delayed operation woken by
         appends, never polling); per-partition errors come back as codes, as on the wire.
+        ``client_rack``: see :meth:`fetch_async`.
         """
-        op = self.fetch_async(requests, max_wait_ms, min_bytes, max_bytes, isolation_level)
+        op = self.fetch_async(requests, max_wait_ms, min_bytes, max_bytes, isolation_level, client_rack=client_rack)
         op.wait()
         return op.answer()
 
     def fetch_async(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
                     isolation_level: str = "read_uncommitted",
-                    deliver: Callable[[FetchResults], None] = lambda results: None) -> "DelayedCall[FetchResults]":
+                    deliver: Callable[[FetchResults], None] = lambda results: None,
+                    client_rack: Optional[str] = None) -> "DelayedCall[FetchResults]":
         """:meth:`fetch` as a delayed operation: ``deliver(results)`` gets the answer.
 
-        It completes at once when ``min_bytes`` are there, a partition failed or there
-        is nothing to wait for; otherwise it watches the requested partitions and is
-        checked after each append to one of them, or answered at ``max_wait_ms`` with
-        what is there then. No thread waits for it.
+        It completes at once when ``min_bytes`` are there, a partition failed, a partition
+        names a preferred read replica, or there is nothing to wait for; otherwise it
+        watches the requested partitions and is checked after each high watermark
+        advance of one of them, or answered at ``max_wait_ms`` with what is there then.
+        No thread waits for it.
+
+        ``client_rack`` is the consumer's rack of a Fetch v11+ ("" when it named none),
+        None for an older one (Kafka's client metadata, KIP-392). With it, a partition this
+        broker follows is served too, up to this replica's high watermark; and a leader
+        whose ``replica.selector.class`` prefers another replica for that rack answers the
+        partition with that broker as ``preferred_read_replica`` and no records.
         """
         def read() -> FetchResults:
-            return self._fetch_once(requests, max_bytes, isolation_level)
+            return self._fetch_once(requests, max_bytes, isolation_level, client_rack)
 
         def check() -> Optional[FetchResults]:
             results = read()
@@ -179,14 +203,23 @@ class BrokerDataPath(BrokerLifecycle):
         self.fetch_purgatory.try_complete_else_watch(op, {(t, p) for t, p, _, _ in requests})
         return op
 
-    def _fetch_once(self, requests: Sequence[FetchRequest], max_bytes: int, isolation_level: str) -> FetchResults:
+    def _fetch_once(self, requests: Sequence[FetchRequest], max_bytes: int, isolation_level: str,
+                    client_rack: Optional[str] = None) -> FetchResults:
         out: Dict[Tuple[str, int], FetchResult] = {}
         budget = max_bytes
+        selector = replica_selector(self.config.node.replica_selector_class) if client_rack else None
         for topic, index, offset, partition_max in requests:
             try:
                 if self.closed:  # shutting down: the client goes to the partition's next leader
                     raise errors.NotLeaderOrFollowerError("broker %d is shutting down" % self.broker_id)
-                part = self.leader_partition(topic, index)
+                part = self.readable_partition(topic, index, follower_ok=client_rack is not None)
+                if selector is not None and client_rack and part.is_leader:
+                    preferred = self._preferred_read_replica(part, selector, client_rack, offset)
+                    if preferred is not None:
+                        # As Kafka's leader: no read, the consumer asks that replica next.
+                        out[(topic, index)] = FetchResult(0, part.high_watermark, part.log_start_offset,
+                                                          RecordBytes(b""), preferred)
+                        continue
                 limit = max(0, min(partition_max, budget))
                 region = part.read(offset, limit, isolation_level, min_one_batch=budget == max_bytes)
                 budget -= len(region)
@@ -198,6 +231,25 @@ class BrokerDataPath(BrokerLifecycle):
                     hw, ls = found.high_watermark, found.log_start_offset
                 out[(topic, index)] = FetchResult(exc.code, hw, ls, None)
         return out
+
+    def _preferred_read_replica(self, part: Partition, selector: ReplicaSelector, client_rack: str,
+                                offset: int) -> Optional[int]:
+        """The broker ``selector`` prefers for a consumer in ``client_rack`` fetching ``part`` (led
+        here) at ``offset``, when that is not this broker; else None. Single nodes have no other."""
+        if self.cluster is None:
+            return None
+        followers = {}
+        for broker_id in part.assignment:
+            state = part.replica_state(broker_id)
+            if state is not None:
+                followers[broker_id] = (state.log_start_offset, state.log_end_offset, state.last_caught_up_ms)
+        racks = {b: r.rack for b, r in self.cluster.metadata.live_brokers().items()}
+        view = partition_view(self.broker_id, part.log_end_offset, part.isr, followers, racks, offset,
+                              int(time.time() * 1000))
+        chosen = selector.select(part.topic, part.index, client_rack, view)
+        if chosen is None or chosen.broker_id == self.broker_id:
+            return None
+        return chosen.broker_id
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
         """Kafka's ListOffsets: -1 latest, -2 earliest (and -4, earliest local), -3 the record
@@ -333,9 +385,11 @@ class BrokerDataPath(BrokerLifecycle):
                 out[tp] = EpochEndOffset(exc.code, -1, -1)
         return out
 
-    def leader_epoch_of(self, topic: str, partition: int) -> int:
-        """The leader epoch of a partition this broker leads (NotLeaderOrFollowerError if not)."""
-        return self.leader_partition(topic, partition).leader_epoch
+    def leader_epoch_of(self, topic: str, partition: int, follower_ok: bool = False) -> int:
+        """The leader epoch of a partition this broker leads (NotLeaderOrFollowerError if not);
+        with ``follower_ok``, or follows (the epoch a consumer's Fetch v11+ to a follower is
+        fenced against, as on the leader)."""
+        return self.readable_partition(topic, partition, follower_ok).leader_epoch
 
 
 def _coordinator_code(code: int, for_commit: bool) -> int:
@@ -347,10 +401,11 @@ def _coordinator_code(code: int, for_commit: bool) -> int:
 
 
 def _enough(results: FetchResults, min_bytes: int) -> bool:
-    """Whether a fetch can be answered: ``min_bytes`` are there, or a partition failed."""
+    """Whether a fetch can be answered: ``min_bytes`` are there, or a partition failed or
+    sends the consumer to another replica (which it should not wait to hear)."""
     size = 0
     for r in results.values():
-        if r.error_code:
+        if r.error_code or r.preferred_read_replica >= 0:
             return True
         if r.records is not None:
             size += len(r.records)
