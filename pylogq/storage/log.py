@@ -77,7 +77,7 @@ from .scheduler import Scheduler
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
 
 __all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
-           "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "ProducersAppended", "is_disk_full", "parse_dir_name"]
+           "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "ProducersAppended", "is_resource_exhausted", "parse_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
 
@@ -88,10 +88,17 @@ _DIR_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 _FUTURE_NAME = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)\.[0-9a-f]{32}-future$")
 
 
-def is_disk_full(exc: OSError) -> bool:
-    """Whether a write failed for want of space (ENOSPC, or a quota: EDQUOT), which passes once
-    space is freed, rather than for a fault of the file system itself."""
-    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+#: The errors of a resource running out, which pass once it is freed: space (ENOSPC), a
+#: quota (EDQUOT), file descriptors (EMFILE, ENFILE), memory (ENOMEM). Any other I/O error
+#: is a fault of the file system itself.
+_EXHAUSTED = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM))
+
+
+def is_resource_exhausted(exc: OSError) -> bool:
+    """Whether an I/O error is a resource running out (a full disk, no descriptor left), which
+    passes once it is freed, rather than a fault of the file system itself (EIO, EROFS, ...),
+    which takes its log directory offline."""
+    return exc.errno in _EXHAUSTED
 
 
 def parse_dir_name(path: str) -> Tuple[str, int]:
@@ -478,7 +485,7 @@ class Log:
         other I/O error (a read-only or failing file system) is reported to ``on_io_error``:
         the log manager takes the whole directory offline (Kafka's log directory failure).
         """
-        transient = is_disk_full(exc)
+        transient = is_resource_exhausted(exc)
         if not self._write_failed:
             self._write_failed = True
             log.error("%s: could not %s: %s; appends to this partition fail with KAFKA_STORAGE_ERROR %s",
@@ -488,6 +495,14 @@ class Log:
             self.on_io_error(exc)
         return KafkaStorageError("%s-%d: could not %s: %s" % (self.topic, self.partition, what,
                                                               exc.strerror or exc))
+
+    def _read_error(self, what: str, exc: OSError) -> KafkaStorageError:
+        """The KafkaStorageError (56) for a failed read; one that is not a resource running out
+        is reported to ``on_io_error`` (the log manager takes the directory offline)."""
+        if not is_resource_exhausted(exc) and self.on_io_error is not None:
+            log.error("%s: could not %s: %s; its log directory goes offline", self.directory, what, exc)
+            self.on_io_error(exc)
+        return KafkaStorageError("%s-%d: could not %s: %s" % (self.topic, self.partition, what, exc.strerror or exc))
 
     def _should_roll(self, segment: LogSegment, size: int, last_offset: int, max_timestamp: int) -> bool:
         if segment.is_full_for(size, last_offset):
@@ -530,7 +545,7 @@ class Log:
         self._end = _End(max(self._end.offset, base_offset), new, 0)
         # Flush the finished segment in the background, as Kafka does on roll.
         if old.size and not self.closed:
-            self.scheduler.schedule(lambda: self.flush(base_offset), name="flush-on-roll")
+            self.scheduler.schedule(lambda: self._flush_on_roll(base_offset), name="flush-on-roll")
         return new
 
     # -- flushing ------------------------------------------------------------------
@@ -556,6 +571,18 @@ class Log:
         self._unflushed = 0 if self.recovery_point >= self._end.offset else self._unflushed
         self._last_flush_ms = self._now_ms()
 
+    def _flush_on_roll(self, offset: int) -> None:
+        """The flush a roll schedules; a failure that is not a resource running out goes to
+        ``on_io_error`` (the directory goes offline), a full disk is raised (the scheduler
+        logs it; the next flush tries again)."""
+        try:
+            self.flush(offset)
+        except OSError as exc:
+            if is_resource_exhausted(exc) or self.on_io_error is None:
+                raise
+            log.error("%s: could not flush: %s; its log directory goes offline", self.directory, exc)
+            self.on_io_error(exc)
+
     def flush_if_due(self) -> None:
         """Flush when ``flush.ms`` has passed since the last flush (the manager calls this)."""
         if self.config.flush_ms < 2**63 - 1 and self._now_ms() - self._last_flush_ms >= self.config.flush_ms:
@@ -571,6 +598,12 @@ class Log:
         An offset below the log start or above the log end raises
         OffsetOutOfRangeError; at the log end the region is empty.
         """
+        try:
+            return self._read(offset, max_bytes, max_offset, min_one_batch)
+        except OSError as exc:  # the file system failed under the read: its directory goes offline
+            raise self._read_error("read offset %d" % offset, exc) from exc
+
+    def _read(self, offset: int, max_bytes: int, max_offset: Optional[int], min_one_batch: bool) -> FileRegion:
         # A snapshot can go stale under a reader (a segment deleted by retention or
         # swapped by the cleaner): retry on the fresh one while the offset is still in range.
         for _ in range(1000):
@@ -612,13 +645,19 @@ class Log:
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
             return self._end.offset, -1
-        return offset_after_timestamp(self.log_start_offset, self._view[1], timestamp)
+        try:
+            return offset_after_timestamp(self.log_start_offset, self._view[1], timestamp)
+        except OSError as exc:
+            raise self._read_error("search timestamp %d" % timestamp, exc) from exc
 
     def offset_of_max_timestamp(self, below: Optional[int] = None) -> Optional[Tuple[int, int]]:
         """Kafka's ListOffsets by max timestamp (-3): -> (offset, timestamp) of the first
         record holding the log's largest timestamp, or None when no record has one or, as
         Kafka answers, when that record is at or past ``below`` (the high watermark)."""
-        return offset_of_max_timestamp(self.log_start_offset, self._view[1], below)
+        try:
+            return offset_of_max_timestamp(self.log_start_offset, self._view[1], below)
+        except OSError as exc:
+            raise self._read_error("search the largest timestamp", exc) from exc
 
     def legacy_offsets_before(self, timestamp: int, max_count: int, now_ms: int,
                               below: Optional[int] = None) -> List[int]:

@@ -62,7 +62,7 @@ from . import file_cache, reservation
 from .cleaner_manager import CleaningRegistry
 from ..config import LogConfig
 from .config import LogManagerConfig
-from .log import Log, is_disk_full, parse_dir_name
+from .log import Log, is_resource_exhausted, parse_dir_name
 from .scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -245,7 +245,7 @@ class LogManager:
                     for path in d.partition_dirs():
                         self._load_log(d, path)
                 except OSError as exc:
-                    if is_disk_full(exc):
+                    if is_resource_exhausted(exc):
                         raise
                     log.error("log directory %s is offline: its logs cannot be loaded: %s", d.path, exc)
                     self._take_offline(d, str(exc))
@@ -533,7 +533,7 @@ class LogManager:
     def report_io_error(self, path: str, exc: OSError) -> None:
         """A write in the directory ``path`` failed: unless the disk is only full, the directory
         goes offline, on the manager's scheduler thread (the caller may hold a log's lock)."""
-        if is_disk_full(exc):
+        if is_resource_exhausted(exc):
             return
         with self._lock:
             d = next((d for d in self._dirs if d.path == path), None)
@@ -706,7 +706,7 @@ class LogManager:
             d = self._log_dir_of.get((log_.topic, log_.partition))
         if d is not None:
             self.report_io_error(d.path, exc)
-        if is_disk_full(exc):
+        if is_resource_exhausted(exc):
             raise exc
         log.error("%s: could not flush: %s", log_.directory, exc)
 
@@ -737,7 +737,7 @@ class LogManager:
                     d.log_start_offsets.write(d.starts)
                 except OSError as exc:
                     self.report_io_error(d.path, exc)
-                    if is_disk_full(exc):
+                    if is_resource_exhausted(exc):
                         full = full or exc
         if full is not None:
             raise full
@@ -753,7 +753,7 @@ class LogManager:
                     OffsetCheckpoint(os.path.join(d.path, REPLICATION_CHECKPOINT)).write(entries)
                 except OSError as exc:
                     self.report_io_error(d.path, exc)
-                    if is_disk_full(exc):
+                    if is_resource_exhausted(exc):
                         full = full or exc
         if full is not None:
             raise full
