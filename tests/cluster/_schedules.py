@@ -8,7 +8,8 @@ restarted (alone, or while a leader is dead); the link between a leader and a fo
 cut; a clean restart; both followers of a partition down; the controller's connection
 blipped, then a leader killed; the controller frozen while a leader is killed; a store
 write of the controller or of a leader whose answer is lost (applied, yet failed with a
-lost connection). :func:`run_schedule` starts a fresh three-broker cluster, runs a
+lost connection); a replica reassigned away from its partition and back (KIP-455, the
+leader's too). :func:`run_schedule` starts a fresh three-broker cluster, runs a
 :class:`Workload` (an idempotent acks=all producer per partition, a reader, and a group
 committing the reader's positions), applies the steps one after the other, and checks:
 
@@ -86,7 +87,7 @@ N_BROKERS = 3
 
 KINDS = ("kill-quick", "kill-down", "wipe", "freeze-past", "freeze-within", "blip", "store-cut", "store-restart",
          "link-cut", "clean-restart", "two-down", "blip-then-kill", "freeze-controller-kill-leader",
-         "store-restart-while-down", "lost-answer-controller", "lost-answer-leader")
+         "store-restart-while-down", "lost-answer-controller", "lost-answer-leader", "reassign-away-and-back")
 ROLES = ("leader", "controller", "follower")
 
 
@@ -597,6 +598,8 @@ def apply_step(cluster: Cluster, workload: Workload, step: Step, problems: List[
     elif step.kind in ("freeze-controller-kill-leader", "lost-answer-controller", "store-restart-while-down",
                        "lost-answer-leader"):
         return _compound(cluster, step, problems)
+    elif step.kind == "reassign-away-and-back":
+        return _reassign_away_and_back(cluster, step.partition, victim, problems)
     elif step.kind == "blip-then-kill":
         controller = cluster.controller()
         leader = cluster.leader(TOPIC, step.partition)
@@ -618,6 +621,57 @@ def apply_step(cluster: Cluster, workload: Workload, step: Step, problems: List[
     else:
         raise ValueError("unknown fault %r" % step.kind)
     return "%s of broker %d%s" % (step.describe(), victim, "; " + seen if seen else "")
+
+
+def _reassign(cluster: Cluster, partition: int, target: List[int]) -> Optional[str]:
+    """Reassign the topic's ``partition`` to ``target`` through the controller (KIP-455) and wait
+    until it is done: the topic's znode lists exactly ``target``, adding and removing none.
+    -> None, or what kept it from being done."""
+    def moved() -> Optional[str]:
+        controller = cluster.controller()
+        if controller is None or controller.cluster is None:
+            return "no controller"
+        found = controller.cluster.zk.get_topic_assignment(TOPIC)
+        if found is None:
+            return "no assignment of %s" % TOPIC
+        assignment = found[0]
+        now = list(assignment.partitions.get(partition, []))
+        adding, removing = assignment.adding.get(partition), assignment.removing.get(partition)
+        if now != target or adding or removing:
+            return "%s-%d: replicas %s, adding %s, removing %s, not %s" % (TOPIC, partition, now, adding, removing,
+                                                                         target)
+        return None
+
+    ok, problem, _ = wait_for(lambda: None if cluster.controller() is not None else "no controller", RECOVERY_S)
+    controller = cluster.controller()
+    if not ok or controller is None:
+        return "no controller to reassign %s-%d: %s" % (TOPIC, partition, problem)
+    outcome = controller.alter_partition_reassignments({(TOPIC, partition): list(target)})
+    code, message = outcome[(TOPIC, partition)]
+    if code:
+        return "the reassignment of %s-%d to %s was refused: %d %s" % (TOPIC, partition, target, code, message)
+    ok, problem, _ = wait_for(moved, RECOVERY_S)
+    return None if ok else "the reassignment of %s-%d to %s did not complete within %.0f s: %s" % (
+        TOPIC, partition, target, RECOVERY_S, problem)
+
+
+def _reassign_away_and_back(cluster: Cluster, partition: int, victim: int, problems: List[str]) -> str:
+    """A replica moved away and back by reassignment, under the workload: the partition goes
+    from its three replicas to the two others (its leader moving when it is the one removed,
+    its log deleted), then back to the three, the returning replica copying the log anew."""
+    controller = cluster.controller()
+    found = controller.cluster.zk.get_topic_assignment(TOPIC) if controller is not None and \
+        controller.cluster is not None else None
+    if found is None:
+        return "no controller or assignment to reassign %s-%d" % (TOPIC, partition)
+    replicas = list(found[0].partitions[partition])
+    away = [r for r in replicas if r != victim]
+    for target in (away, replicas):
+        problem = _reassign(cluster, partition, target)
+        if problem is not None:
+            problems.append(problem)
+            return "reassign %s-%d away from broker %d and back: %s" % (TOPIC, partition, victim, problem)
+    return "%s-%d reassigned from %s to %s and back" % (TOPIC, partition, replicas, away)
 
 
 def _compound(cluster: Cluster, step: Step, problems: List[str]) -> str:
