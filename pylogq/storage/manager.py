@@ -726,15 +726,24 @@ class LogManager:
 
         A dir whose write fails with an I/O error other than a full disk goes offline and the
         others are written; a full disk raises (after the other dirs are written)."""
+        def write(d: _LogDir) -> None:
+            logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) is d}
+            d.recovery.update({tp: lg.recovery_point for tp, lg in logs.items()})
+            d.starts.update({tp: lg.log_start_offset for tp, lg in logs.items()})
+            d.recovery_points.write(d.recovery)
+            d.log_start_offsets.write(d.starts)
+
+        self._write_each_dir(write)
+
+    def _write_each_dir(self, write: Callable[["_LogDir"], None]) -> None:
+        """``write(d)`` for each online directory, under the lock: one whose write fails with
+        an I/O error goes offline (unless a resource ran out) and the others are written; a
+        resource running out (a full disk) is raised once every directory was tried."""
         full: Optional[OSError] = None
         with self._lock:
             for d in list(self._dirs):
-                logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) is d}
-                d.recovery.update({tp: lg.recovery_point for tp, lg in logs.items()})
-                d.starts.update({tp: lg.log_start_offset for tp, lg in logs.items()})
                 try:
-                    d.recovery_points.write(d.recovery)
-                    d.log_start_offsets.write(d.starts)
+                    write(d)
                 except OSError as exc:
                     self.report_io_error(d.path, exc)
                     if is_resource_exhausted(exc):
@@ -745,18 +754,11 @@ class LogManager:
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[Tuple[str, int], int]) -> None:
         """Write each dir's ``replication-offset-checkpoint`` (Kafka's high watermark checkpoint)
         for the partitions it holds: what readers of the files alone may treat as committed."""
-        full: Optional[OSError] = None
-        with self._lock:
-            for d in list(self._dirs):
-                entries = {tp: hw for tp, hw in high_watermarks.items() if self._log_dir_of.get(tp) is d}
-                try:
-                    OffsetCheckpoint(os.path.join(d.path, REPLICATION_CHECKPOINT)).write(entries)
-                except OSError as exc:
-                    self.report_io_error(d.path, exc)
-                    if is_resource_exhausted(exc):
-                        full = full or exc
-        if full is not None:
-            raise full
+        def write(d: _LogDir) -> None:
+            entries = {tp: hw for tp, hw in high_watermarks.items() if self._log_dir_of.get(tp) is d}
+            OffsetCheckpoint(os.path.join(d.path, REPLICATION_CHECKPOINT)).write(entries)
+
+        self._write_each_dir(write)
 
     def high_watermark_checkpoint(self) -> Dict[Tuple[str, int], int]:
         """Every dir's ``replication-offset-checkpoint``: the high watermarks written last. A
