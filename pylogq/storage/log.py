@@ -491,17 +491,24 @@ class Log:
             log.error("%s: could not %s: %s; appends to this partition fail with KAFKA_STORAGE_ERROR %s",
                       self.directory, what, exc, "until a write succeeds (free space on the disk)" if transient
                       else "and its log directory goes offline")
-        if not transient and self.on_io_error is not None:
-            self.on_io_error(exc)
+        if not transient:
+            self._report_io_error(exc)
         return KafkaStorageError("%s-%d: could not %s: %s" % (self.topic, self.partition, what,
                                                               exc.strerror or exc))
+
+    def _report_io_error(self, exc: OSError) -> bool:
+        """Hand an I/O error that is not a resource running out to ``on_io_error`` (the log
+        manager takes the directory offline); -> whether it did."""
+        if is_resource_exhausted(exc) or self.on_io_error is None:
+            return False
+        self.on_io_error(exc)
+        return True
 
     def _read_error(self, what: str, exc: OSError) -> KafkaStorageError:
         """The KafkaStorageError (56) for a failed read; one that is not a resource running out
         is reported to ``on_io_error`` (the log manager takes the directory offline)."""
-        if not is_resource_exhausted(exc) and self.on_io_error is not None:
+        if self._report_io_error(exc):
             log.error("%s: could not %s: %s; its log directory goes offline", self.directory, what, exc)
-            self.on_io_error(exc)
         return KafkaStorageError("%s-%d: could not %s: %s" % (self.topic, self.partition, what, exc.strerror or exc))
 
     def _should_roll(self, segment: LogSegment, size: int, last_offset: int, max_timestamp: int) -> bool:
@@ -578,10 +585,9 @@ class Log:
         try:
             self.flush(offset)
         except OSError as exc:
-            if is_resource_exhausted(exc) or self.on_io_error is None:
+            if not self._report_io_error(exc):
                 raise
             log.error("%s: could not flush: %s; its log directory goes offline", self.directory, exc)
-            self.on_io_error(exc)
 
     def flush_if_due(self) -> None:
         """Flush when ``flush.ms`` has passed since the last flush (the manager calls this)."""
