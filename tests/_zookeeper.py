@@ -31,6 +31,8 @@ import pytest
 from pylogq.cli.zookeeper_server import ZooKeeperInstall, find_zookeeper, log4j_properties, server_command
 from pylogq.errors import CommandError
 
+from ._ports import free_port
+
 TICK_MS = 100
 _SESSION_ID = re.compile(r"\bsid=0x([0-9a-fA-F]+)")
 # A JVM that starts fast and stays small: the suite shares two cores with other work.
@@ -44,12 +46,6 @@ def zookeeper_install_or_skip() -> ZooKeeperInstall:
     except CommandError as exc:
         pytest.skip(str(exc))
         raise  # unreachable: skip raises
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def dies_with_test(command: List[str]) -> List[str]:
@@ -261,4 +257,4 @@ class ZooKeeperServer:
                 store.delete(chroot, recursive=True)
 
 
-__all__ = ["ZooKeeperServer", "zookeeper_install_or_skip", "free_port", "four_letter_word", "dies_with_test", "TICK_MS"]
+__all__ = ["ZooKeeperServer", "zookeeper_install_or_skip", "four_letter_word", "dies_with_test", "TICK_MS"]

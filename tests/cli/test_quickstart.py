@@ -37,7 +37,6 @@ from __future__ import annotations
 import os
 import re
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -49,7 +48,8 @@ import pytest
 
 import pylogq
 
-from .._zookeeper import dies_with_test, four_letter_word, free_port, interruptible, zookeeper_install_or_skip
+from .._ports import free_port
+from .._zookeeper import dies_with_test, four_letter_word, interruptible, zookeeper_install_or_skip
 from ..server.conftest import READY
 
 #: Broker processes and ZooKeeper, whatever the kernels: the compiled pass only (tests/conftest.py).

@@ -14,7 +14,8 @@ import pytest
 from pylogq.cli.zookeeper_server import effective_config, read_properties
 from pylogq.cluster.zk.kazoo_store import ZooKeeperStore
 
-from .._zookeeper import four_letter_word, free_port, zookeeper_install_or_skip
+from .._ports import free_port
+from .._zookeeper import four_letter_word, zookeeper_install_or_skip
 
 
 def _listening_addresses(port: int) -> List[str]:

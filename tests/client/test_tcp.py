@@ -27,6 +27,7 @@ from pylogq.client.connection import CLIENT_VERSIONS, BrokerConnection
 from pylogq.client.consumer import TopicPartition
 from pylogq.client.tcp import TcpTransport, parse_bootstrap
 from pylogq.errors import KafkaConnectionError, NoBrokersAvailable
+from tests._ports import free_port
 from tests.client import test_admin, test_consumer, test_producer
 
 # Test bodies that exercise the in-process transport itself (a wrapper around
@@ -95,13 +96,6 @@ def admin(broker: pylogq.Broker) -> Iterator[AdminClient]:
         yield a
 
 
-def _free_port() -> int:
-    """A loopback port with nothing listening on it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _poll_until(consumer: Consumer, count: int, timeout_s: float = 10.0) -> List[Any]:
     out: List[Any] = []
     deadline = time.monotonic() + timeout_s
@@ -143,7 +137,7 @@ def _raised_by(call: Callable[[], Any], bound_s: float = 60.0) -> BaseException:
 def test_dead_bootstrap_is_a_quick_clear_error() -> None:
     """Refused at once: the error is the refusal itself, from the one attempt per address, not a
     timeout of retries (the clients' request timeout is left at its 30 s default)."""
-    port = _free_port()
+    port = free_port()  # outside the ephemeral range: no connection takes it meanwhile
     for make in (lambda: Producer(bootstrap_servers="127.0.0.1:%d" % port),
                  lambda: Consumer(bootstrap_servers="127.0.0.1:%d" % port),
                  lambda: AdminClient(bootstrap_servers="127.0.0.1:%d" % port)):

@@ -61,7 +61,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from pylogq.cluster.coordinator.group.offsets_schema import partition_for_group
 
 from .._proxy import TcpProxy, peer_process
-from .._zookeeper import ZooKeeperServer, free_port
+from .._ports import free_port
+from .._zookeeper import ZooKeeperServer
 from ..server.test_server import Wire
 from ._processes import (
     Copy,

@@ -40,7 +40,8 @@ from pylogq.cluster.zk.kazoo_store import ZooKeeperStore
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.log import Log
 
-from .._zookeeper import ZooKeeperServer, dies_with_test, free_port
+from .._ports import free_port
+from .._zookeeper import ZooKeeperServer, dies_with_test
 from ..server.conftest import READY
 
 START_TIMEOUT_S = 60.0

@@ -1158,7 +1158,7 @@ class TestZooKeeperStore(StoreContract):
             assert inner.create("/s-", sequential=True).startswith("/s-")
 
     def test_no_server_within_the_connection_timeout(self) -> None:
-        from .._zookeeper import free_port
+        from .._ports import free_port
 
         connect = "127.0.0.1:%d/kafka" % free_port()
         started = time.monotonic()

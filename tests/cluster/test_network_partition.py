@@ -13,7 +13,6 @@ acks=all is lost and every replica holds the same bytes.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -22,7 +21,7 @@ import pytest
 from pylogq import errors, records
 
 from .._proxy import TcpProxy
-from .._zookeeper import free_port
+from .._ports import free_port
 from ..server.test_server import Wire
 from ._processes import ProcessCluster, replicas_identical
 
