@@ -56,10 +56,11 @@ def skip_missing(name: str) -> None:
 
 
 def free_port() -> int:
-    """A loopback port the OS just handed out and released."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port for a server told its port before it starts (the suite's, from outside the
+    ephemeral range, so that no connection or port-0 listener takes it before the server binds)."""
+    from tests._ports import free_port as claim  # the checkout is on sys.path (conftest.py)
+
+    return claim()
 
 
 def api_versions(host: str, port: int, timeout: float) -> None:
