@@ -15,6 +15,7 @@ import ast
 import logging
 import pathlib
 import re
+import tempfile
 from typing import Iterator, List, Set
 
 import pytest
@@ -65,9 +66,17 @@ def logger_levels() -> Iterator[None]:
             logging.getLogger(name).setLevel(logging.NOTSET)
 
 
+@pytest.fixture
+def temporary_files_in_the_test(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples make their data directories as a reader would, with ``tempfile.mkdtemp()``;
+    under the test they go in its own directory, which pytest removes, not in the machine's /tmp
+    (a whole suite's worth, every run)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 @pytest.mark.parametrize("code", list(_blocks()))
 def test_doc_example_runs_and_checks_what_it_shows(code: str, capsys: pytest.CaptureFixture[str],
-                                                    logger_levels: None) -> None:
+                                                    logger_levels: None, temporary_files_in_the_test: None) -> None:
     compiled, lines = _instrumented(code)
     assert lines, "this block checks nothing: state its result with an assert"
     ran: Set[int] = set()

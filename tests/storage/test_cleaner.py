@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import shutil
 import tempfile
 import threading
 import time
@@ -154,6 +155,7 @@ def test_compaction_keeps_exactly_the_latest_value_of_every_key(workload, retent
         assert stats.tombstones_dropped == (tombstones if retention_passed else 0)
     finally:
         manager.close()
+        shutil.rmtree(root)  # one directory per example: tmp_path is the whole test's
 
 
 def test_tombstones_survive_until_delete_retention_has_passed(tmp_path):
