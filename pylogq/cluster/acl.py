@@ -108,12 +108,12 @@ ACL_OPERATIONS: FrozenSet[AclOperation] = frozenset(
     op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY))
 
 _O = AclOperation
-#: What each resource type supports (Kafka's ``AclEntry.supportedOperations``): the
+#: What each resource type supports (Kafka 3.9's ``AclEntry.supportedOperations``): the
 #: operations an authorized-operations answer reports, and what kafka-acls accepts.
 SUPPORTED_OPERATIONS: Dict[ResourceType, Tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (_O.READ, _O.WRITE, _O.CREATE, _O.DELETE, _O.ALTER, _O.DESCRIBE, _O.DESCRIBE_CONFIGS,
                          _O.ALTER_CONFIGS),
-    ResourceType.GROUP: (_O.READ, _O.DELETE, _O.DESCRIBE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS),
+    ResourceType.GROUP: (_O.READ, _O.DELETE, _O.DESCRIBE),
     ResourceType.CLUSTER: (_O.CREATE, _O.ALTER, _O.DESCRIBE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS,
                            _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE),
     ResourceType.TRANSACTIONAL_ID: (_O.WRITE, _O.DESCRIBE),
