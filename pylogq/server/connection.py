@@ -186,6 +186,12 @@ class Connection:
             self._reading.cancel()
 
     @property
+    def principal(self) -> str:
+        """Who the authorizer sees: ``User:<name>`` once SASL authenticated, else ``User:ANONYMOUS``
+        (Kafka's principal of an unauthenticated connection)."""
+        return "User:ANONYMOUS" if self.user is None else "User:" + self.user
+
+    @property
     def idle(self) -> bool:
         """Nothing in flight and not waiting for the server: an idle connection, or one
         inside a partial request (no progress since ``last_active`` is idleness too)."""
