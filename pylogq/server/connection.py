@@ -15,6 +15,16 @@ requests or inside one) for ``connections.max.idle.ms`` with nothing in flight i
 closed; the server's reaper enforces both. The body is kept as it arrives, never
 allocated at its declared size, and ``queued.max.request.bytes`` (when set) bounds the
 declared sizes of the requests being read or waiting for their answer.
+
+A client over a quota (:mod:`.quotas`) gets its answer at once, with the throttle time,
+and its connection is muted for that time (:meth:`Connection.mute_for`): no request is
+taken from it until then, as Kafka mutes a throttled channel (KIP-219). A request read
+before the throttle was decided (pipelined behind a parked fetch) is still served.
+
+SASL sessions (KIP-368): with ``connections.max.reauth.ms`` a session ends that long after
+its authentication; the client re-authenticates on the same connection (a SaslHandshake
+then SaslAuthenticate), and any other request after the end closes the connection, as
+Kafka closes it.
 """
 
 from __future__ import annotations
@@ -39,15 +49,16 @@ log = logging.getLogger("pylogq.server")
 __all__ = ["Connection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces", "RequestSlot"]
 
 _HEADER = struct.Struct(">hhi")
+_SASL_HANDSHAKE = 17
 _SIZE = struct.Struct(">i")
 # Requests read ahead of their responses on one connection; past this the
 # connection stops reading (Kafka answers one at a time; pipelining a few is cheaper).
 MAX_IN_FLIGHT = 32
 # Below this a region is copied into the write buffer: a sendfile call costs more.
 SENDFILE_MIN = 64 * 1024
-# After an answer that ends the connection (a failed SASL authentication), wait this long
-# before closing, as Kafka does (connection.failed.authentication.delay.ms, 100 ms): a
-# client that reads the answer and the end of the stream in one go may drop the answer.
+# After an answer that ends the connection, wait this long before closing: a client that
+# reads the answer and the end of the stream in one go may drop the answer. (A failed SASL
+# authentication waits connection.failed.authentication.delay.ms before its answer instead.)
 CLOSE_AFTER_RESPONSE_DELAY_S = 0.1
 
 class Region(Protocol):
@@ -112,6 +123,8 @@ class ConnectionHost(Protocol):
 
     def request_sent(self, slot: "RequestSlot", sending: float, sent: float) -> None: ...
 
+    def session_expired(self, conn: "Connection") -> None: ...
+
 
 class Connection:
     """State of one client connection; runs on the server's event loop (not thread-safe)."""
@@ -133,6 +146,15 @@ class Connection:
         self.sasl_raw_token = False  # after SaslHandshake v0 the next frame is a bare token
         self.sasl_exchange: Optional[ScramServer] = None  # a SCRAM exchange under way
         self.user: Optional[str] = None
+        # KIP-368: when this connection's SASL session ends (loop time; None: never), whether its
+        # client authenticated with SaslAuthenticate v1+ (it may then re-authenticate), and a
+        # re-authentication under way (a SaslHandshake on the authenticated connection).
+        self.session_expires: Optional[float] = None
+        self.reauthentication_supported = False
+        self.reauthenticating = False
+        self.reauthentication_mechanism: Optional[str] = None  # asked for by the re-authentication
+        # KIP-219: no request is taken from the connection before this loop time.
+        self.muted_until = 0.0
         self.client_id = ""
         self.requests = 0
         self.in_flight = 0
@@ -147,6 +169,7 @@ class Connection:
         self.waiting_for_server = False
         self.close_reason = "client closed"
         self.close_after_response = False  # set by a handler whose answer ends the connection
+        self.close_lingers = True  # wait CLOSE_AFTER_RESPONSE_DELAY_S after that answer before closing
         # Done when this connection's last Produce handled off the loop has appended: the next
         # one waits for it (Handlers.produce), so produces append in request order.
         self.produce_tail: "Optional[asyncio.Future[None]]" = None
@@ -173,7 +196,7 @@ class Connection:
                 await writing
             except Exception:  # noqa: BLE001 - a broken socket ends the connection either way
                 pass
-            if self.close_after_response and not self.server.stopping:
+            if self.close_after_response and self.close_lingers and not self.server.stopping:
                 await asyncio.sleep(CLOSE_AFTER_RESPONSE_DELAY_S)
             self.writer.close()
             log.info("connection closed id=%d peer=%s requests=%d reason=%s",
@@ -184,6 +207,32 @@ class Connection:
         if self._reading is not None and not self._reading.done():
             self._stopped_reading = True  # the CancelledError that follows is ours, not the task's
             self._reading.cancel()
+
+    @property
+    def principal(self) -> str:
+        """Kafka's principal of the client: ``User:<name>`` once SASL authenticated, else
+        ``User:ANONYMOUS`` (what quotas and the authorizer name it by)."""
+        return "User:" + (self.user if self.user is not None else "ANONYMOUS")
+
+    def mute_for(self, throttle_ms: int) -> None:
+        """Take no request from this connection for ``throttle_ms`` (a quota's throttle)."""
+        if throttle_ms > 0:
+            until = asyncio.get_running_loop().time() + throttle_ms / 1000.0
+            if until > self.muted_until:
+                self.muted_until = until
+
+    async def _unmuted(self) -> None:
+        """Wait out a throttle (waiting for the server: neither idle nor late)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = self.muted_until - loop.time()
+            if left <= 0:
+                return
+            self.waiting_for_server = True
+            try:
+                await asyncio.sleep(left)  # the throttle itself, not synchronization
+            finally:
+                self.waiting_for_server = False
 
     @property
     def idle(self) -> bool:
@@ -199,6 +248,8 @@ class Connection:
         limit = server.socket_request_max_bytes
         loop = asyncio.get_running_loop()
         while True:
+            if self.muted_until:
+                await self._unmuted()
             try:
                 head = await reader.readexactly(4)
             except (asyncio.IncompleteReadError, ConnectionError):
@@ -217,6 +268,8 @@ class Connection:
                 self.reading_since = self.last_active = loop.time()
                 body = await self._read_body(size)
                 self.reading_since = None
+                if self.muted_until:  # throttled while this request arrived
+                    await self._unmuted()
                 arrived = time.monotonic()
                 # The request is whole: only now does it take one of the queued.max.requests slots.
                 self.waiting_for_server = True
@@ -233,6 +286,7 @@ class Connection:
                 slot.release()
                 raise
             self.requests += 1
+            slot.size = size
             slot.started = time.monotonic()
             try:
                 outcome = self._dispatch(body, slot)
@@ -304,6 +358,11 @@ class Connection:
             return handlers.unsupported_version(self, api_key, version, correlation_id)
         if not self.authenticated and api_key not in handlers.BEFORE_AUTHENTICATION:
             raise CloseConnection("%s request before SASL authentication" % handlers.name(api_key))
+        if self.session_expires is not None and not self.reauthenticating and api_key != _SASL_HANDSHAKE \
+                and asyncio.get_running_loop().time() >= self.session_expires:
+            self.server.session_expired(self)
+            raise CloseConnection("%s request after the SASL session expired (connections.max.reauth.ms)"
+                                  % handlers.name(api_key))
         reader = Reader(body)
         try:
             header: RequestHeader = REQUEST_HEADER.read(reader, handlers.request_header_version(api_key, version))
@@ -394,7 +453,7 @@ class RequestSlot:
     own responses. Runs on the loop (not thread-safe); ``release`` is idempotent."""
 
     __slots__ = ("_places", "_held", "_memory", "_bytes", "correlation_id", "api_key", "version", "follower",
-                 "errors", "metric_name", "arrived", "started", "dispatched", "done")
+                 "errors", "metric_name", "arrived", "started", "dispatched", "done", "size", "throttle_ms")
 
     def __init__(self, server: ConnectionHost) -> None:
         self._places = server.request_places
@@ -411,6 +470,10 @@ class RequestSlot:
         self.errors: Optional[Dict[int, int]] = None
         self.metric_name = ""
         self.arrived = self.started = self.dispatched = self.done = 0.0
+        #: The request's size (what a produce quota counts), and a throttle its handler
+        #: decided (a controller mutation quota's) for the response to carry.
+        self.size = 0
+        self.throttle_ms = 0
 
     def answered(self, future: "asyncio.Future[Parts]") -> None:
         self.done = time.monotonic()

@@ -35,6 +35,9 @@ from ..contract import (
     PartitionReassignment,
     ProducerDescription,
     ProduceResult,
+    QuotaAlteration,
+    QuotaEntity,
+    QuotaFilterComponent,
     ScramCredentialDeletion,
     ServedBroker,
     ScramCredentialUpsertion,
@@ -269,6 +272,15 @@ class InProcessTransport:
                                      ) -> Dict[str, Tuple[int, Optional[str]]]:
         raise UnsupportedVersionError("SCRAM credentials are administered over the Kafka protocol: "
                                              "give the admin client bootstrap_servers, not broker")
+
+    def describe_client_quotas(self, components: Sequence[QuotaFilterComponent], strict: bool = False
+                               ) -> Dict[QuotaEntity, Dict[str, float]]:
+        return self.broker.describe_client_quotas(components, strict)
+
+    def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+                            ) -> Dict[QuotaEntity, Tuple[int, Optional[str]]]:
+        """Written to the broker's store (a cluster's metadata store: every broker is told)."""
+        return self.broker.alter_client_quotas(alterations, validate_only)
 
     def close(self) -> None:
         """Nothing to release: the broker stays up."""
