@@ -38,8 +38,10 @@ class QuotaHandlers(HandlerBase):
                 self.broker.describe_client_quotas, components, req.strict)
         except Exception as exc:  # noqa: BLE001 - a bad filter, or the store failed: the request's error
             failure = self._failed(conn, exc, "DescribeClientQuotas")
+            message = str(failure.args[0]) if isinstance(failure, errors.BrokerError) and failure.args else \
+                error_message(failure)  # Kafka's words, without pylogq's "[Error N] NAME:" prefix
             return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=error_code(failure),
-                                                error_message=error_message(failure), entries=None)
+                                                error_message=message, entries=None)
         entries = [_Entry(entity=[DescribeClientQuotasResponse.EntityData(entity_type=kind, entity_name=name)
                                   for kind, name in entity],
                           values=[DescribeClientQuotasResponse.ValueData(key=key, value=value)

@@ -329,7 +329,7 @@ class ClientQuotaStore:
                 out[entity] = (0, None)
             except errors.BrokerError as exc:
                 log.info("client quota change of %s refused: %s", entity_path_or(entity), exc)
-                out[entity] = (int(exc.code), str(exc))
+                out[entity] = (int(exc.code), str(exc.args[0]) if exc.args else exc.message)  # Kafka's words
             except Exception as exc:  # noqa: BLE001 - the store failed: this entity's error
                 log.error("client quota change of %s failed", entity_path_or(entity), exc_info=exc)
                 out[entity] = (errors.UnknownServerError.code, str(exc) or type(exc).__name__)
