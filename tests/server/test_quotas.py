@@ -233,6 +233,11 @@ class RawConnection:
         self.correlation_id = 0
 
     def call(self, api_key: int, version: int, body: Dict[str, Any]) -> Dict[str, Any]:
+        self.sock.sendall(self.frame(api_key, version, body))
+        return self.read(api_key, version)
+
+    def frame(self, api_key: int, version: int, body: Dict[str, Any]) -> bytes:
+        """A request's frame (size prefix, header, body)."""
         self.correlation_id += 1
         w = Writer()
         REQUEST_HEADER.encode_into(w, {"request_api_key": api_key, "request_api_version": version,
@@ -240,12 +245,20 @@ class RawConnection:
                                    header_versions(api_key, version)[0])
         REQUESTS[api_key].encode_into(w, body, version)
         data = w.getvalue()
-        self.sock.sendall(struct.pack(">i", len(data)) + data)
+        return struct.pack(">i", len(data)) + data
+
+    def read(self, api_key: int, version: int) -> Dict[str, Any]:
+        """The next response, decoded."""
         size = struct.unpack(">i", _read(self.sock, 4))[0]
         r = Reader(_read(self.sock, size))
         RESPONSE_HEADER.decode_from(r, header_versions(api_key, version)[1])
         answer: Dict[str, Any] = RESPONSES[api_key].decode_from(r, version)
         return answer
+
+    def read_rest(self, first: bytes) -> None:
+        """The rest of a response whose first byte a caller has read."""
+        size = struct.unpack(">i", first + _read(self.sock, 3))[0]
+        _read(self.sock, size)
 
     def close(self) -> None:
         self.sock.close()
