@@ -19,13 +19,13 @@ entity does not have is refused (``Invalid config(s): ...``), as Kafka refuses i
 from __future__ import annotations
 
 import argparse
-import decimal
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent
+from ..config import java_double
 from ..errors import CommandError, InvalidConfigError
 
-__all__ = ["QUOTA_KEYS", "alter_quotas", "describe_quotas", "java_double"]
+__all__ = ["QUOTA_KEYS", "alter_quotas", "describe_quotas"]
 
 #: The quota keys of users and clients, and of ips (Kafka's QuotaConfig).
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
@@ -35,24 +35,6 @@ _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
 #: (entity type as the command names it, name: "" for the default, None for any).
 Pair = Tuple[str, Optional[str]]
-
-
-def java_double(value: float) -> str:
-    """A double as Java's ``Double.toString`` writes it (``1048576.0``, ``2.097152E7``)."""
-    if value != value or value in (float("inf"), float("-inf")):
-        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(value)]
-    if value == 0:
-        return "0.0"
-    magnitude = abs(value)
-    if 1e-3 <= magnitude < 1e7:
-        text = repr(float(value))
-        return text if "." in text else text + ".0"
-    sign, digits, exponent = decimal.Decimal(repr(float(value))).normalize().as_tuple()
-    assert isinstance(exponent, int)
-    text = "".join(str(d) for d in digits)
-    power = exponent + len(text) - 1
-    mantissa = text[0] + "." + (text[1:] or "0")
-    return "%s%sE%d" % ("-" if sign else "", mantissa, power)
 
 
 def _components(pairs: List[Pair]) -> List[ClientQuotaFilterComponent]:

@@ -38,6 +38,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ... import errors
+from ...config import java_double
 from ...storage.checkpoint import write_atomically
 from ..contract import QuotaAlteration, QuotaEntity, QuotaFilterComponent
 
@@ -348,7 +349,7 @@ class ClientQuotaStore:
                 if kind is None:
                     raise errors.InvalidRequestError("Invalid configuration key %s" % key)
                 if kind == "DOUBLE":
-                    config[key] = _double_text(value)
+                    config[key] = java_double(value)  # as Kafka stores it
                     continue
                 number = int(value + _EPSILON)
                 if abs(number - value) > _EPSILON or number > (_INT_MAX if kind == "INT" else _LONG_MAX):
@@ -364,12 +365,6 @@ def entity_path_or(entity: Sequence[Tuple[str, Optional[str]]]) -> str:
         return entity_path(tuple(sorted(dict(entity).items())))
     except errors.BrokerError:
         return repr(tuple(entity))
-
-
-def _double_text(value: float) -> str:
-    """A double as Java's Double.toString writes the common ones (``1024.0``)."""
-    text = repr(float(value))
-    return text if ("e" in text or "." in text or "n" in text) else text + ".0"
 
 
 class FileClientQuotas(ClientQuotaStore):
