@@ -5,13 +5,14 @@ Every quota pylogq enforces measures with these: the replication throttles
 (:mod:`pylogq.cluster.broker.replication_quota`), the client quotas and the connection
 creation rates (:mod:`pylogq.server.quotas`).
 
-A :class:`Rate` keeps what was recorded in samples of ``window_s`` seconds each, a new
-sample starting at the first record after the current one's window has passed; a sample
-counts until ``samples`` windows after its own window ended. The rate is the sum of the
-samples kept over the elapsed time since the oldest one started, and that time is taken
-as at least ``samples - 1`` whole windows, as Kafka takes it: the first record of a quiet
-client is spread over the whole window rather than measured as a burst. With Kafka's
-default of eleven one-second windows, a client's rate is its last ten to eleven seconds.
+A :class:`Rate` keeps what was recorded in samples of ``window_s`` seconds each, as Kafka's
+``SampledStat`` does: a new sample starts at the first record after the current one's
+window has passed, at most ``samples + 1`` are kept, and a sample whose last record is
+``samples`` windows old no longer counts. The rate is the sum of the samples kept over the
+time since the oldest one started, with the whole windows missing from ``samples - 1``
+added (Kafka's ``Rate.windowSize``): the first record of a quiet client is spread over the
+whole window rather than measured as a burst. With Kafka's default of eleven one-second
+windows, a client's rate is its last ten to eleven seconds.
 
 A quota is an upper bound on a rate. Recording past it yields a throttle time:
 ``(rate - bound) / bound * window``, the delay after which the rate over the grown window
@@ -40,23 +41,26 @@ class Rate:
         #: How many windows are kept (at least two: the current one and one whole one).
         self.samples = max(2, int(samples))
         self.window_s = float(window_s)
-        #: [start, total] of the samples not yet expired, oldest first.
+        #: [start, last record, total] of the samples not yet expired, oldest first.
         self._kept: List[List[float]] = []
 
     def record(self, value: float, now: float) -> None:
         """Add ``value`` at time ``now`` (seconds on a monotonic clock); a negative value takes
         back what was recorded (Kafka's unrecord of a throttled fetch)."""
-        self._expire(now)
         kept = self._kept
         if kept and now - kept[-1][0] < self.window_s:
-            kept[-1][1] += value
+            sample = kept[-1]
+            sample[1] = now
+            sample[2] += value
         else:
-            kept.append([now, float(value)])
+            kept.append([now, now, float(value)])
+            if len(kept) > self.samples + 1:  # Kafka's ring of samples + 1 reuses the oldest
+                del kept[0]
 
     def total(self, now: float) -> float:
         """The sum of the samples kept at ``now``."""
         self._expire(now)
-        return sum(total for _, total in self._kept)
+        return sum(sample[2] for sample in self._kept)
 
     def window_size(self, now: float) -> float:
         """The time the rate is measured over (Kafka's ``Rate.windowSize``): since the oldest
@@ -74,7 +78,7 @@ class Rate:
         return total / self.window_size(now) if total else 0.0
 
     def samples_kept(self, now: float) -> List[List[float]]:
-        """The samples at ``now``, oldest first, as [start, total] (a copy)."""
+        """The samples at ``now``, oldest first, as [start, last record, total] (a copy)."""
         self._expire(now)
         return [list(sample) for sample in self._kept]
 
@@ -83,10 +87,11 @@ class Rate:
         return self._kept[-1][0] if self._kept else float("-inf")
 
     def _expire(self, now: float) -> None:
-        horizon = now - self.window_s * self.samples
+        """Drop the samples whose last record is ``samples`` windows old (Kafka's purge)."""
+        age = self.window_s * self.samples
         kept = self._kept
-        while kept and kept[0][0] + self.window_s <= horizon:
-            kept.pop(0)
+        if kept and now - kept[0][1] >= age:
+            self._kept = [sample for sample in kept if now - sample[1] < age]
 
 
 def throttle_time_ms(rate: Rate, bound: float, now: float) -> int:

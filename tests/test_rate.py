@@ -26,11 +26,15 @@ def test_samples_start_when_a_window_has_passed_and_expire_after_the_window() ->
     for t in (100.0, 100.5, 101.0, 102.2):
         rate.record(1, t)
     # 100 and 100.5 share a sample; 101 starts the second; 102.2 the third.
-    assert [s[1] for s in rate.samples_kept(102.2)] == [2, 1, 1]
-    # The first sample ends at 101 and counts until three windows later (104).
-    assert [s[1] for s in rate.samples_kept(103.9)] == [2, 1, 1]
-    assert [s[1] for s in rate.samples_kept(104.0)] == [1, 1]
+    assert [s[2] for s in rate.samples_kept(102.2)] == [2, 1, 1]
+    # A sample counts until its last record is three windows old (Kafka's purge).
+    assert [s[2] for s in rate.samples_kept(103.4)] == [2, 1, 1]
+    assert [s[2] for s in rate.samples_kept(103.5)] == [1, 1]
     assert rate.total(110.0) == 0 and rate.measure(110.0) == 0
+    # At most samples + 1 are kept, however they were recorded.
+    for t in range(200, 210):
+        rate.record(1, float(t))
+    assert len(rate.samples_kept(209.0)) == 3
 
 
 def test_a_negative_record_takes_back_what_was_recorded() -> None:

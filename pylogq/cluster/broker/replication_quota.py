@@ -101,20 +101,21 @@ class ReplicationQuota:
             if self._bound is None:
                 return 0.0
             recorded = self._rate.samples_kept(now)
-            total = sum(b for _, b in recorded)
+            total = sum(b for _, _, b in recorded)
             if not total:
                 return 0.0
             window_s, samples = self._rate.window_s, self._rate.samples
             if self._bound <= 0:
                 return window_s * samples
-            # The rate is the samples' bytes over max(since the oldest, the window less one
-            # sample), and samples expire as time goes: between two expiries, it is back at
-            # the bound once the time since the oldest left reaches its bytes / bound.
+            # The rate is the samples' bytes over (at least) the window less one sample since
+            # the oldest started, and a sample expires ``samples`` windows after its last
+            # record: between two expiries, the rate is back at the bound once the time since
+            # the oldest left reaches its bytes / bound.
             floor = window_s * (samples - 1)
             start = now
-            for k, (oldest, _) in enumerate(recorded):
-                left = total - sum(b for _, b in recorded[:k])
-                expires = oldest + window_s * (samples + 1)
+            for k, (oldest, last, _) in enumerate(recorded):
+                left = total - sum(b for _, _, b in recorded[:k])
+                expires = last + window_s * samples
                 needed = left / self._bound
                 at = start if needed <= floor else max(start, oldest + needed)
                 if at < expires:
