@@ -49,6 +49,7 @@ __all__ = [
     "setting",
     "suggest",
     "to_string",
+    "java_double",
 ]
 
 INT_MIN = -(2**31)
@@ -351,6 +352,26 @@ def to_string(value: Any) -> Optional[str]:
     if isinstance(value, tuple):
         return ",".join(value)
     return str(value)
+
+
+def java_double(value: float) -> str:
+    """A double as Java's ``Double.toString`` writes it (``1048576.0``, ``2.097152E7``)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(value)]
+    if value == 0:
+        return "0.0"
+    magnitude = abs(value)
+    if 1e-3 <= magnitude < 1e7:
+        text = repr(float(value))
+        return text if "." in text else text + ".0"
+    import decimal  # only for a large or small double: not on the startup path
+
+    sign, digits, exponent = decimal.Decimal(repr(float(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(str(d) for d in digits)
+    power = exponent + len(text) - 1
+    mantissa = text[0] + "." + (text[1:] or "0")
+    return "%s%sE%d" % ("-" if sign else "", mantissa, power)
 
 
 def _escape(value: str) -> str:

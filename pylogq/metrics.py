@@ -93,6 +93,27 @@ DEFINITIONS: Dict[str, Definition] = {
     "kafka_server_socket_server_metrics_connection_count": _g("Open client connections", "listener"),
     "kafka_server_socket_server_metrics_connection_creation": _c("Connections accepted", "listener"),
     "kafka_server_socket_server_metrics_connection_close": _c("Connections closed", "listener"),
+    # KIP-612 (socket-server-metrics, per listener) and SASL sessions (KIP-368).
+    "kafka_server_socket_server_metrics_connection_creation_rate": _g(
+        "Connections accepted per second (the rate max.connection.creation.rate bounds)", "listener"),
+    "kafka_server_socket_server_metrics_connection_accept_throttle_time": _g(
+        "Average delay (ms) of the connections accepted late by a connection creation rate", "listener"),
+    "kafka_server_socket_server_metrics_expired_connections_killed_count": _c(
+        "Connections closed for a request after their SASL session expired"),
+    "kafka_server_socket_server_metrics_successful_reauthentication": _c("SASL re-authentications"),
+    # Client quotas, per sensor (Kafka's user and client-id tags: the level of the quota applied).
+    "kafka_server_produce_byte_rate": _g("Produce request bytes per second", "user", "client_id"),
+    "kafka_server_produce_throttle_time": _g("Average produce throttle time (ms)", "user", "client_id"),
+    "kafka_server_fetch_byte_rate": _g("Fetch response bytes per second", "user", "client_id"),
+    "kafka_server_fetch_throttle_time": _g("Average fetch throttle time (ms)", "user", "client_id"),
+    "kafka_server_request_request_time": _g("Request handling time, percent of one thread", "user", "client_id"),
+    "kafka_server_request_throttle_time": _g("Average request-time throttle time (ms)", "user", "client_id"),
+    "kafka_server_controllermutation_mutation_rate": _g("Partitions created or deleted per second", "user",
+                                                        "client_id"),
+    "kafka_server_controllermutation_tokens": _g("Tokens left in the controller mutation bucket", "user",
+                                                 "client_id"),
+    "kafka_server_controllermutation_throttle_time": _g("Average controller mutation throttle time (ms)", "user",
+                                                        "client_id"),
     # Log, per partition.
     "kafka_log_log_size": _g("Bytes of a partition's log on disk", *_TP),
     "kafka_log_log_logendoffset": _g("A partition's log end offset", *_TP),

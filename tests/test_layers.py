@@ -27,7 +27,7 @@ PROBE_PREFIX = "_layer_probe_"
 # Rank per top-level package or module of pylogq; an import must go to a lower rank.
 RANKS: Dict[str, int] = {
     "_speedups": 0, "_core": 0, "errors": 0, "_version": 0,
-    "config": 1, "metrics": 1,
+    "config": 1, "metrics": 1, "rate": 1,
     "records": 2,
     "storage": 3,
     "cluster": 4,

@@ -7,7 +7,7 @@ sent); ``--delete-config SCRAM-SHA-256`` removes one. ``--describe`` prints, per
     SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192
 
 (every user with a credential when no name is given; nothing for a user without one).
-User quotas are not supported: a quota key is refused.
+User quotas are altered and described by :mod:`pylogq.cli._configs_quotas`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 from ..client.admin import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from ..errors import CommandError, ResourceNotFoundError
 
-__all__ = ["alter_users", "describe_users"]
+__all__ = ["MECHANISMS", "alter_users", "describe_users", "entry_keys"]
 
-_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+#: The SCRAM mechanisms a user's config names.
+MECHANISMS = _MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096  # Kafka's kafka-configs.sh default
 # One `MECHANISM=[k=v,k=v]` entry of --add-config (the value's commas are inside brackets).
 _ENTRY = re.compile(r"\s*([^=,\[\]]+?)\s*=\s*(\[[^\]]*\]|[^,]*)\s*(?:,|\Z)")
@@ -50,14 +51,28 @@ def alter_users(args: argparse.Namespace, admin: Any, name: str, out: TextIO) ->
         raise CommandError("--alter needs --add-config or --delete-config")
     for key in list(added) + deleted:
         if key not in _MECHANISMS:
-            raise CommandError("Invalid config(s): %s (users have %s; quotas are not supported)"
-                               % (key, ", ".join(_MECHANISMS)))
+            raise CommandError("Only quota and SCRAM credential configs can be added for 'users' using "
+                               "--bootstrap-server. Unexpected config names: %s" % key)
     alterations: List[Any] = [UserScramCredentialDeletion(name, m) for m in deleted]
     for mechanism, (password, iterations) in added.items():
         alterations.append(UserScramCredentialUpsertion(name, mechanism, password, iterations))
     admin.alter_user_scram_credentials(alterations)
     out.write("Completed updating config for user %s.\n" % name)
     return 0
+
+
+def entry_keys(items: List[str]) -> List[str]:
+    """The keys of ``--add-config`` items (a SCRAM value's brackets kept whole)."""
+    keys: List[str] = []
+    for item in items:
+        pos = 0
+        while pos < len(item):
+            match = _ENTRY.match(item, pos)
+            if match is None or match.end() == pos:
+                break
+            keys.append(match.group(1))
+            pos = match.end()
+    return keys
 
 
 def _parse_added(items: List[str]) -> Dict[str, Tuple[str, int]]:
@@ -72,8 +87,8 @@ def _parse_added(items: List[str]) -> Dict[str, Tuple[str, int]]:
             pos = match.end()
             key, value = match.group(1), match.group(2)
             if key not in _MECHANISMS:
-                raise CommandError("Invalid config(s): %s (users have %s; quotas are not supported)"
-                                   % (key, ", ".join(_MECHANISMS)))
+                raise CommandError("Only quota and SCRAM credential configs can be added for 'users' using "
+                                   "--bootstrap-server. Unexpected config names: %s" % key)
             if not (value.startswith("[") and value.endswith("]")):
                 raise CommandError("--add-config %s: the value must be [iterations=N,password=P], got %r"
                                    % (key, value))

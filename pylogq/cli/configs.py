@@ -1,8 +1,9 @@
-"""``pylogq configs``: describe and alter topic and broker configs, as Kafka's ``kafka-configs.sh``.
+"""``pylogq configs``: describe and alter topic, broker, user, client and ip configs, as Kafka's ``kafka-configs.sh``.
 
-The entity is ``--entity-type topics|brokers|users`` with ``--entity-name N`` (or
-``--entity-default`` for brokers), or one of the shortcuts ``--topic T``,
-``--broker N`` and ``--broker-defaults``. ``--describe`` prints, as Kafka's
+The entity is ``--entity-type topics|brokers|users|clients|ips`` with ``--entity-name N`` (or
+``--entity-default`` for brokers, users, clients and ips), or one of the shortcuts ``--topic T``,
+``--broker N``, ``--broker-defaults``, ``--user U``, ``--user-defaults``, ``--client C``,
+``--client-defaults``, ``--ip A`` and ``--ip-defaults``. ``--describe`` prints, as Kafka's
 command does, the dynamic configs (a topic's overrides, a broker's dynamic values)
 or, with ``--all``, every config::
 
@@ -26,8 +27,9 @@ a broker's configs are labelled as Kafka labels them: ``DYNAMIC_BROKER_CONFIG``,
 ``DYNAMIC_DEFAULT_BROKER_CONFIG``, ``STATIC_BROKER_CONFIG`` for those set in its
 properties file (or with ``--override``), ``DEFAULT_CONFIG`` for the others, each with
 every source that has a value as a synonym, the winning one first.
-Users' SCRAM credentials: see :mod:`pylogq.cli._configs_users`; client
-and user quotas are not supported.
+Users' SCRAM credentials: see :mod:`pylogq.cli._configs_users`; client, user and ip
+quotas (``--entity-type clients|users|ips``, users and clients together for a user's
+client): :mod:`pylogq.cli._configs_quotas`.
 
 Exit status: 0 on success; 1 when the broker refused, the entity does not exist
 or the options name no entity (``Error: <reason>`` on stderr, nothing on stdout);
@@ -38,13 +40,14 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Dict, List, Optional, TextIO
 
 from .. import errors
 from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CommandError
-from ._configs_users import alter_users, describe_users
+from ._configs_quotas import QUOTA_KEYS, EntityName, Pair, alter_quotas, describe_quotas
+from ._configs_users import MECHANISMS, alter_users, entry_keys
 from ._errors import report_error
 from .clients import Clients, add_bootstrap_argument, parse_key_values, read_properties
 
@@ -52,7 +55,8 @@ __all__ = ["SUMMARY", "add_arguments", "run"]
 
 SUMMARY = "describe and alter topic and broker configs, as Kafka's kafka-configs.sh does"
 
-_ENTITY_TYPES = ("topics", "brokers", "users")
+_ENTITY_TYPES = ("topics", "brokers", "users", "clients", "ips")
+_DEFAULTABLE = ("brokers", "users", "clients", "ips")
 _KEY = re.compile(r"[a-zA-Z0-9._-]*\Z")  # Kafka's check on the keys to add
 
 
@@ -61,13 +65,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list the configs of the entity")
     actions.add_argument("--alter", action="store_true", help="change the configs of the entity")
-    parser.add_argument("--entity-type", choices=_ENTITY_TYPES, help="the kind of entity: topics, brokers or users")
-    parser.add_argument("--entity-name", help="the topic's name or the broker's id")
-    parser.add_argument("--entity-default", action="store_true", help="the cluster-wide default of brokers")
+    parser.add_argument("--entity-type", choices=_ENTITY_TYPES, action="append",
+                        help="the kind of entity: topics, brokers, users, clients or ips (users and clients "
+                             "together: a user's client)")
+    parser.add_argument("--entity-name", action=EntityName, dest="entity_names",
+                        help="the entity's name (a topic, a broker id, a user, a client id, an ip)")
+    parser.add_argument("--entity-default", action=EntityName, dest="entity_names", nargs=0,
+                        help="the default entity of brokers, users, clients or ips")
     parser.add_argument("--topic", help="shortcut for --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", help="shortcut for --entity-type brokers --entity-name ID")
     parser.add_argument("--broker-defaults", action="store_true",
                         help="shortcut for --entity-type brokers --entity-default")
+    for kind in ("user", "client", "ip"):
+        parser.add_argument("--%s" % kind, help="shortcut for --entity-type %ss --entity-name NAME" % kind)
+        parser.add_argument("--%s-defaults" % kind, action="store_true",
+                            help="shortcut for --entity-type %ss --entity-default" % kind)
     parser.add_argument("--all", action="store_true", help="--describe: every config, not only the dynamic ones")
     parser.add_argument("--add-config", action="append", metavar="K=V[,K=[A,B]]",
                         help="--alter: configs to set, comma-separated (a list value in brackets)")
@@ -79,10 +91,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) -> int:
     """Carry out one configs command; -> the exit status."""
     try:
-        entity_type, name = _entity(args)
+        pairs = _entity(args)
+        entity_type, name = pairs[0]
         admin = clients.admin()
-        if entity_type == "users":  # SCRAM credentials: cli/_configs_users.py
-            return describe_users(admin, name, out) if args.describe else alter_users(args, admin, name or "", out)
+        if entity_type in ("users", "clients", "ips"):
+            return _quota_entity(args, admin, pairs, out)
         if args.describe:
             return _describe(admin, entity_type, name, args.all, out)
         return _alter(args, admin, entity_type, name, out)
@@ -90,33 +103,82 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
         return report_error(err, exc)
 
 
-def _entity(args: argparse.Namespace) -> Tuple[str, Optional[str]]:
-    """(entity type, name or None for all); the broker default is the name ""."""
-    chosen: List[Tuple[str, Optional[str]]] = []
+def _entity(args: argparse.Namespace) -> List[Pair]:
+    """The entity: [(entity type, name or None for all)], the default named ""; two pairs
+    for a user's client (users, then clients)."""
+    chosen: List[List[Pair]] = []
     if args.topic is not None:
-        chosen.append(("topics", args.topic))
+        chosen.append([("topics", args.topic)])
     if args.broker is not None:
-        chosen.append(("brokers", args.broker))
+        chosen.append([("brokers", args.broker)])
     if args.broker_defaults:
-        chosen.append(("brokers", ""))
-    if args.entity_type is not None:
-        if args.entity_name is not None and args.entity_default:
-            raise CommandError("give --entity-name or --entity-default, not both")
-        if args.entity_default and args.entity_type != "brokers":
-            raise CommandError("--entity-default applies to brokers, not %s" % args.entity_type)
-        chosen.append((args.entity_type, "" if args.entity_default else args.entity_name))
-    elif args.entity_name is not None or args.entity_default:
+        chosen.append([("brokers", "")])
+    shortcuts: List[Pair] = []
+    for kind in ("user", "client", "ip"):
+        if getattr(args, kind) is not None:
+            shortcuts.append((kind + "s", getattr(args, kind)))
+        if getattr(args, kind + "_defaults"):
+            shortcuts.append((kind + "s", ""))
+    if shortcuts:
+        chosen.append(shortcuts)
+    types: List[str] = args.entity_type or []
+    names: List[str] = getattr(args, "entity_names", None) or []
+    if types:
+        if len(names) > len(types):
+            raise CommandError("More entity names specified than entity types" if len(types) > 1 else
+                               "give --entity-name or --entity-default, not both")
+        pairs: List[Pair] = [(kind, names[i] if i < len(names) else None) for i, kind in enumerate(types)]
+        for kind, name in pairs:
+            if name == "" and kind not in _DEFAULTABLE:
+                raise CommandError("--entity-default applies to brokers, clients, users and ips, not %s" % kind)
+        chosen.append(pairs)
+    elif names:
         raise CommandError("--entity-name and --entity-default need --entity-type")
     if len(chosen) != 1:
         raise CommandError("give one entity: --entity-type with --entity-name (or --entity-default), or one of "
-                           "--topic, --broker, --broker-defaults")
-    entity_type, name = chosen[0]
+                           "--topic, --broker, --broker-defaults, --user, --client, --ip and their -defaults")
+    pairs = sorted(chosen[0], key=lambda p: ("users", "clients").index(p[0]) if p[0] in ("users", "clients") else 0)
+    kinds = [kind for kind, _ in pairs]
+    if len(pairs) > 1 and sorted(kinds) != ["clients", "users"]:
+        raise CommandError("Only '--entity-type users' and '--entity-type clients' may be given together, got %s"
+                           % ", ".join(kinds))
+    entity_type, name = pairs[0]
     if entity_type == "brokers" and name:
         if not re.fullmatch(r"\d+", name):
             raise CommandError("The entity name for brokers must be a valid integer broker id, found: %s" % name)
-    if args.alter and name is None:
+    if args.alter and any(n is None for _, n in pairs):
         raise CommandError("--entity-name or --entity-default must be specified with each --entity-type for --alter")
-    return entity_type, name
+    return pairs
+
+
+def _quota_entity(args: argparse.Namespace, admin: Any, pairs: List[Pair], out: TextIO) -> int:
+    """Users, clients, a user's client, ips: their quotas (and a user's SCRAM credentials)."""
+    if args.describe:
+        return describe_quotas(admin, pairs, out)
+    kinds = [kind for kind, _ in pairs]
+    added_keys = entry_keys(args.add_config or [])
+    deleted = [k.strip() for item in args.delete_config or () for k in item.split(",") if k.strip()]
+    scram = [k for k in added_keys + deleted if k in MECHANISMS]
+    quotas = [k for k in added_keys + deleted if k in QUOTA_KEYS]
+    if kinds == ["users"] and scram:
+        unknown = [k for k in added_keys + deleted if k not in MECHANISMS and k not in QUOTA_KEYS]
+        if unknown:
+            raise CommandError("Only quota and SCRAM credential configs can be added for 'users' using "
+                               "--bootstrap-server. Unexpected config names: %s" % ",".join(unknown))
+        if pairs[0][1] == "":
+            raise CommandError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                               "Credentials using --bootstrap-server.")
+        if quotas:
+            raise CommandError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                               "using --bootstrap-server.")
+        return alter_users(args, admin, str(pairs[0][1]), out)
+    if scram:
+        raise CommandError("Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected "
+                           "config names: %s" % ",".join(scram))
+    added = _to_add(args)
+    if not added and not deleted:
+        raise CommandError("--alter needs --add-config, --add-config-file or --delete-config")
+    return alter_quotas(admin, pairs, added, deleted, out)
 
 
 # -- describe ----------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from ..cluster.contract import (
     BrokerConfigEntry,
     BrokerNode,
     ProducerDescription,
+    QuotaAlteration,
+    QuotaFilterComponent,
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
 )
@@ -72,6 +74,9 @@ __all__ = [
     "ResourceType",
     "TopicPartition",
     "UserScramCredentialDeletion",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "UserScramCredentialUpsertion",
 ]
 
@@ -354,6 +359,44 @@ def _error(code: int, message: Optional[str]) -> Optional[errors.BrokerError]:
     cls = errors.error_for_code(code) if code else None
     return None if cls is None else cls(message or cls.message)
 
+
+# -- client quotas, as Kafka's Admin names them -----------------------------------------------
+
+class ClientQuotaFilterComponent(NamedTuple):
+    """One component of :meth:`AdminClient.describe_client_quotas`' filter (Kafka's
+    ClientQuotaFilterComponent): entities of ``entity_type`` (``user``, ``client-id``, ``ip``)
+    named ``match`` (``of_entity``), the type's default (``of_default_entity``) or any name
+    (``of_entity_type``)."""
+
+    entity_type: str
+    match_type: int
+    match: Optional[str] = None
+
+    @classmethod
+    def of_entity(cls, entity_type: str, name: str) -> "ClientQuotaFilterComponent":
+        return cls(entity_type, 0, name)
+
+    @classmethod
+    def of_default_entity(cls, entity_type: str) -> "ClientQuotaFilterComponent":
+        return cls(entity_type, 1, None)
+
+    @classmethod
+    def of_entity_type(cls, entity_type: str) -> "ClientQuotaFilterComponent":
+        return cls(entity_type, 2, None)
+
+
+class ClientQuotaAlteration(NamedTuple):
+    """A change of one quota entity (Kafka's ClientQuotaAlteration): ``entity`` maps entity
+    types to names (None: the type's default, ``<default>``); ``ops`` are (key, value) pairs,
+    a value of None removing the key."""
+
+    entity: Mapping[str, Optional[str]]
+    ops: Sequence[Tuple[str, Optional[float]]]
+
+
+#: A quota entity as :meth:`AdminClient.describe_client_quotas` keys it: its (entity type,
+#: name) pairs sorted by type, a name of None for the type's default.
+ClientQuotaEntity = Tuple[Tuple[str, Optional[str]], ...]
 
 # What a client may pass, beside broker= and bootstrap_servers=.
 _DEFAULTS: Dict[str, Any] = {
@@ -1054,6 +1097,35 @@ class AdminClient:
                 else:
                     deleted.append(_acl(binding))
             out.append((acl_filter, deleted, failure))
+        return out
+
+    # -- client quotas (Kafka's Admin calls) -------------------------------------------------------
+
+    def describe_client_quotas(self, components: Iterable[ClientQuotaFilterComponent] = (), strict: bool = False
+                               ) -> Dict[ClientQuotaEntity, Dict[str, float]]:
+        """The client quotas whose entities match every component (Kafka's describeClientQuotas;
+        ``strict`` leaves out entities with a type no component names): entity -> quota key
+        -> value. A filter the broker refuses raises its error (INVALID_REQUEST, ...)."""
+        items = [QuotaFilterComponent(c.entity_type, int(c.match_type), c.match) for c in components]
+        return self._check_open().describe_client_quotas(items, strict)
+
+    def alter_client_quotas(self, alterations: Iterable[ClientQuotaAlteration], validate_only: bool = False,
+                            raise_errors: bool = True) -> Dict[ClientQuotaEntity, Optional[errors.BrokerError]]:
+        """Apply each alteration (Kafka's alterClientQuotas); -> entity -> None or the broker's
+        error for it (raised, the first one, when ``raise_errors``). An entity with a refused
+        change keeps all its quotas."""
+        items = [QuotaAlteration(tuple(sorted(dict(a.entity).items())),
+                                 [(key, None if value is None else float(value)) for key, value in a.ops])
+                 for a in alterations]
+        answers = self._check_open().alter_client_quotas(items, validate_only)
+        out: Dict[ClientQuotaEntity, Optional[errors.BrokerError]] = {}
+        for entity, (code, message) in answers.items():
+            cls = errors.error_for_code(code) if code else None
+            out[entity] = None if cls is None else cls(message or cls.message)
+        if raise_errors:
+            for failure in out.values():
+                if failure is not None:
+                    raise failure
         return out
 
     def describe_log_dirs(self, topic_partitions: Any = None, brokers: Optional[Iterable[int]] = None

@@ -32,6 +32,9 @@ from ..cluster.contract import (
     PartitionReassignment,
     ProducerDescription,
     ProduceResult,
+    QuotaAlteration,
+    QuotaEntity,
+    QuotaFilterComponent,
     RecordBytes,
     ReplicaInfo,
     ScramCredentialDeletion,
@@ -772,6 +775,29 @@ class TcpRequests(TcpRouting):
                                            _enum(AclPermissionType, m["permission_type"]))),
              m["error_code"], m["error_message"]) for m in r["matching_acls"]])
             for r in response["filter_results"]]
+
+    # -- client quotas ---------------------------------------------------------------------------
+
+    def describe_client_quotas(self, components: Sequence[QuotaFilterComponent], strict: bool = False
+                               ) -> Dict[QuotaEntity, Dict[str, float]]:
+        """DescribeClientQuotas (any broker answers: it reads the cluster's store)."""
+        response = self._call(None, ApiKey.DESCRIBE_CLIENT_QUOTAS, {
+            "components": [{"entity_type": c.entity_type, "match_type": c.match_type, "match": c.match}
+                           for c in components], "strict": strict})
+        _raise(response["error_code"], "describing client quotas", response["error_message"])
+        return {tuple(sorted((e["entity_type"], e["entity_name"]) for e in entry["entity"])):
+                {v["key"]: v["value"] for v in entry["values"]} for entry in response["entries"] or ()}
+
+    def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+                            ) -> Dict[QuotaEntity, Tuple[int, Optional[str]]]:
+        """AlterClientQuotas (any broker answers: it writes to the cluster's store)."""
+        response = self._call(None, ApiKey.ALTER_CLIENT_QUOTAS, {
+            "entries": [{"entity": [{"entity_type": kind, "entity_name": name} for kind, name in a.entity],
+                         "ops": [{"key": key, "value": 0.0 if value is None else float(value),
+                                  "remove": value is None} for key, value in a.ops]}
+                        for a in alterations], "validate_only": validate_only}, retry=False)
+        return {tuple(sorted((e["entity_type"], e["entity_name"]) for e in entry["entity"])):
+                (entry["error_code"], entry["error_message"]) for entry in response["entries"]}
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
         """DescribeLogDirs to every broker in the metadata; -> broker id -> its log directories."""

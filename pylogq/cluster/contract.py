@@ -52,6 +52,9 @@ __all__ = [
     "ScramCredentialDeletion",
     "ScramCredentialUpsertion",
     "UserScramCredentials",
+    "QuotaAlteration",
+    "QuotaEntity",
+    "QuotaFilterComponent",
     "StopReplicaRequest",
     "UpdateMetadataPartition",
     "UpdateMetadataRequest",
@@ -328,6 +331,28 @@ class ScramCredentialUpsertion(NamedTuple):
     iterations: int
     salt: bytes
     salted_password: bytes
+
+
+#: A client quota entity (Kafka's ClientQuotaEntity): its (entity type, name) pairs sorted by
+#: type; the types are ``user``, ``client-id`` and ``ip``, and a name of None is the type's
+#: default (``<default>`` in ZooKeeper and in kafka-configs).
+QuotaEntity = Tuple[Tuple[str, Optional[str]], ...]
+
+
+class QuotaFilterComponent(NamedTuple):
+    """One component of a DescribeClientQuotas filter: the entities of ``entity_type`` whose name
+    is ``match`` (``match_type`` 0), the type's default (1), or any name (2: ``match`` None)."""
+
+    entity_type: str
+    match_type: int
+    match: Optional[str] = None
+
+
+class QuotaAlteration(NamedTuple):
+    """AlterClientQuotas' change of one entity: (key, value) to set, (key, None) to remove."""
+
+    entity: QuotaEntity
+    ops: Sequence[Tuple[str, Optional[float]]]
 
 
 class BrokerNode(NamedTuple):
@@ -640,6 +665,18 @@ class BrokerApi(Protocol):
         """-> user -> (error code, message), one entry per user named."""
         ...
 
+    # client quotas
+    def describe_client_quotas(self, components: Sequence[QuotaFilterComponent], strict: bool = False
+                               ) -> Dict[QuotaEntity, Dict[str, float]]:
+        """DescribeClientQuotas: the entities the filter matches with their quota values (raises
+        Kafka's error for a bad filter)."""
+        ...
+
+    def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+                            ) -> Dict[QuotaEntity, Tuple[int, Optional[str]]]:
+        """AlterClientQuotas: -> entity -> (error code, message), one entry per entity named."""
+        ...
+
 
 class GroupCoordinatorApi(Protocol):
     """The group calls the server makes; the waiting ones are delayed operations that
@@ -779,6 +816,23 @@ class ServedBroker(Protocol):
     def describe_user_configs(self, users: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, str]]: ...
 
     def alter_user_config(self, user: str, changes: Mapping[str, Optional[str]]) -> None: ...
+
+    # client quotas (Kafka's client, user and ip entity configs)
+    def describe_client_quotas(self, components: Sequence[QuotaFilterComponent], strict: bool = False
+                               ) -> Dict[QuotaEntity, Dict[str, float]]: ...
+
+    def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+                            ) -> Dict[QuotaEntity, Tuple[int, Optional[str]]]: ...
+
+    def client_quota_configs(self) -> Dict[QuotaEntity, Dict[str, float]]:
+        """Every entity's quota values as this broker last heard of them (quick: a cache)."""
+        ...
+
+    def watch_client_quotas(self, callback: Callable[[Dict[QuotaEntity, Dict[str, float]]], None]
+                            ) -> Callable[[], None]:
+        """Call ``callback`` with every entity's quota values now and whenever one changes (from
+        the thread that applied the change); -> the call that stops it."""
+        ...
 
     def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview],
                 acks: int = 1, auto_create: bool = True) -> ProduceResult: ...

@@ -3590,6 +3590,189 @@ class DeleteAclsResponse(Message):
         self.filter_results: List[DeleteAclsResponse.DeleteAclsFilterResult] = [] if filter_results is _DEFAULT else filter_results
 
 
+class DescribeClientQuotasRequest(Message):
+    """The DescribeClientQuotasRequest request (API key 48, versions 0-1, flexible from v1)."""
+
+    __slots__ = ("components", "strict",)
+
+    class ComponentData(Message):
+        """DescribeClientQuotasRequest's ComponentData."""
+
+        __slots__ = ("entity_type", "match_type", "match",)
+
+        def __init__(
+            self, *,
+            entity_type: str = '',
+            match_type: int = 0,
+            match: Optional[str] = '',
+        ) -> None:
+            self.entity_type = entity_type
+            self.match_type = match_type
+            self.match = match
+
+    def __init__(
+        self, *,
+        components: List[DescribeClientQuotasRequest.ComponentData] = _DEFAULT,
+        strict: bool = False,
+    ) -> None:
+        self.components: List[DescribeClientQuotasRequest.ComponentData] = [] if components is _DEFAULT else components
+        self.strict = strict
+
+
+class DescribeClientQuotasResponse(Message):
+    """The DescribeClientQuotasResponse response (API key 48, versions 0-1, flexible from v1)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "entries",)
+
+    class EntityData(Message):
+        """DescribeClientQuotasResponse's EntityData."""
+
+        __slots__ = ("entity_type", "entity_name",)
+
+        def __init__(
+            self, *,
+            entity_type: str = '',
+            entity_name: Optional[str] = '',
+        ) -> None:
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+
+    class EntryData(Message):
+        """DescribeClientQuotasResponse's EntryData."""
+
+        __slots__ = ("entity", "values",)
+
+        def __init__(
+            self, *,
+            entity: List[DescribeClientQuotasResponse.EntityData] = _DEFAULT,
+            values: List[DescribeClientQuotasResponse.ValueData] = _DEFAULT,
+        ) -> None:
+            self.entity: List[DescribeClientQuotasResponse.EntityData] = [] if entity is _DEFAULT else entity
+            self.values: List[DescribeClientQuotasResponse.ValueData] = [] if values is _DEFAULT else values
+
+    class ValueData(Message):
+        """DescribeClientQuotasResponse's ValueData."""
+
+        __slots__ = ("key", "value",)
+
+        def __init__(
+            self, *,
+            key: str = '',
+            value: float = 0.0,
+        ) -> None:
+            self.key = key
+            self.value = value
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: Optional[str] = '',
+        entries: Optional[List[DescribeClientQuotasResponse.EntryData]] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entries: Optional[List[DescribeClientQuotasResponse.EntryData]] = [] if entries is _DEFAULT else entries
+
+
+class AlterClientQuotasRequest(Message):
+    """The AlterClientQuotasRequest request (API key 49, versions 0-1, flexible from v1)."""
+
+    __slots__ = ("entries", "validate_only",)
+
+    class EntityData(Message):
+        """AlterClientQuotasRequest's EntityData."""
+
+        __slots__ = ("entity_type", "entity_name",)
+
+        def __init__(
+            self, *,
+            entity_type: str = '',
+            entity_name: Optional[str] = '',
+        ) -> None:
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+
+    class EntryData(Message):
+        """AlterClientQuotasRequest's EntryData."""
+
+        __slots__ = ("entity", "ops",)
+
+        def __init__(
+            self, *,
+            entity: List[AlterClientQuotasRequest.EntityData] = _DEFAULT,
+            ops: List[AlterClientQuotasRequest.OpData] = _DEFAULT,
+        ) -> None:
+            self.entity: List[AlterClientQuotasRequest.EntityData] = [] if entity is _DEFAULT else entity
+            self.ops: List[AlterClientQuotasRequest.OpData] = [] if ops is _DEFAULT else ops
+
+    class OpData(Message):
+        """AlterClientQuotasRequest's OpData."""
+
+        __slots__ = ("key", "value", "remove",)
+
+        def __init__(
+            self, *,
+            key: str = '',
+            value: float = 0.0,
+            remove: bool = False,
+        ) -> None:
+            self.key = key
+            self.value = value
+            self.remove = remove
+
+    def __init__(
+        self, *,
+        entries: List[AlterClientQuotasRequest.EntryData] = _DEFAULT,
+        validate_only: bool = False,
+    ) -> None:
+        self.entries: List[AlterClientQuotasRequest.EntryData] = [] if entries is _DEFAULT else entries
+        self.validate_only = validate_only
+
+
+class AlterClientQuotasResponse(Message):
+    """The AlterClientQuotasResponse response (API key 49, versions 0-1, flexible from v1)."""
+
+    __slots__ = ("throttle_time_ms", "entries",)
+
+    class EntityData(Message):
+        """AlterClientQuotasResponse's EntityData."""
+
+        __slots__ = ("entity_type", "entity_name",)
+
+        def __init__(
+            self, *,
+            entity_type: str = '',
+            entity_name: Optional[str] = '',
+        ) -> None:
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+
+    class EntryData(Message):
+        """AlterClientQuotasResponse's EntryData."""
+
+        __slots__ = ("error_code", "error_message", "entity",)
+
+        def __init__(
+            self, *,
+            error_code: int = 0,
+            error_message: Optional[str] = '',
+            entity: List[AlterClientQuotasResponse.EntityData] = _DEFAULT,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.entity: List[AlterClientQuotasResponse.EntityData] = [] if entity is _DEFAULT else entity
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        entries: List[AlterClientQuotasResponse.EntryData] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.entries: List[AlterClientQuotasResponse.EntryData] = [] if entries is _DEFAULT else entries
+
+
 #: Table name -> (its class, {struct name: class}), for Schema.bind.
 BINDINGS: Dict[str, Tuple[Type[Message], Dict[str, Type[Message]]]] = {
     "RequestHeader": (RequestHeader, {}),
@@ -3680,6 +3863,10 @@ BINDINGS: Dict[str, Tuple[Type[Message], Dict[str, Type[Message]]]] = {
     "CreateAclsResponse": (CreateAclsResponse, {"AclCreationResult": CreateAclsResponse.AclCreationResult}),
     "DeleteAclsRequest": (DeleteAclsRequest, {"DeleteAclsFilter": DeleteAclsRequest.DeleteAclsFilter}),
     "DeleteAclsResponse": (DeleteAclsResponse, {"DeleteAclsFilterResult": DeleteAclsResponse.DeleteAclsFilterResult, "DeleteAclsMatchingAcl": DeleteAclsResponse.DeleteAclsMatchingAcl}),
+    "DescribeClientQuotasRequest": (DescribeClientQuotasRequest, {"ComponentData": DescribeClientQuotasRequest.ComponentData}),
+    "DescribeClientQuotasResponse": (DescribeClientQuotasResponse, {"EntityData": DescribeClientQuotasResponse.EntityData, "EntryData": DescribeClientQuotasResponse.EntryData, "ValueData": DescribeClientQuotasResponse.ValueData}),
+    "AlterClientQuotasRequest": (AlterClientQuotasRequest, {"EntityData": AlterClientQuotasRequest.EntityData, "EntryData": AlterClientQuotasRequest.EntryData, "OpData": AlterClientQuotasRequest.OpData}),
+    "AlterClientQuotasResponse": (AlterClientQuotasResponse, {"EntityData": AlterClientQuotasResponse.EntityData, "EntryData": AlterClientQuotasResponse.EntryData}),
 }
 
 __all__ = [
@@ -3710,5 +3897,6 @@ __all__ = [
     "DescribeUserScramCredentialsResponse", "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse", "DescribeAclsRequest", "DescribeAclsResponse",
     "CreateAclsRequest", "CreateAclsResponse", "DeleteAclsRequest", "DeleteAclsResponse",
-    "BINDINGS",
+    "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse", "BINDINGS",
 ]

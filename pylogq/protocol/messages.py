@@ -48,7 +48,9 @@ __all__ = [
     "DESCRIBE_PRODUCERS_RESPONSE", "DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST",
     "DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE", "ALTER_USER_SCRAM_CREDENTIALS_REQUEST",
     "ALTER_USER_SCRAM_CREDENTIALS_RESPONSE", "DESCRIBE_ACLS_REQUEST", "DESCRIBE_ACLS_RESPONSE",
-    "CREATE_ACLS_REQUEST", "CREATE_ACLS_RESPONSE", "DELETE_ACLS_REQUEST", "DELETE_ACLS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "INTER_BROKER_APIS",
+    "CREATE_ACLS_REQUEST", "CREATE_ACLS_RESPONSE", "DELETE_ACLS_REQUEST", "DELETE_ACLS_RESPONSE",
+    "DESCRIBE_CLIENT_QUOTAS_REQUEST", "DESCRIBE_CLIENT_QUOTAS_RESPONSE",
+    "ALTER_CLIENT_QUOTAS_REQUEST", "ALTER_CLIENT_QUOTAS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "INTER_BROKER_APIS",
     "REQUESTS", "RESPONSES", "header_versions",
 ]
 
@@ -1529,6 +1531,76 @@ DESCRIBE_PRODUCERS_RESPONSE = Schema({
 })
 
 #: API key -> Kafka's name for the API.
+# -- DescribeClientQuotas (48) -------------------------------------------------------------------
+DESCRIBE_CLIENT_QUOTAS_REQUEST = Schema({
+    "apiKey": 48, "type": "request", "name": "DescribeClientQuotasRequest",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "Components", "type": "[]ComponentData", "versions": "0+", "fields": [
+            {"name": "EntityType", "type": "string", "versions": "0+"},
+            {"name": "MatchType", "type": "int8", "versions": "0+"},
+            {"name": "Match", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        ]},
+        {"name": "Strict", "type": "bool", "versions": "0+"},
+    ],
+})
+
+DESCRIBE_CLIENT_QUOTAS_RESPONSE = Schema({
+    "apiKey": 48, "type": "response", "name": "DescribeClientQuotasResponse",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "Entries", "type": "[]EntryData", "versions": "0+", "nullableVersions": "0+", "fields": [
+            {"name": "Entity", "type": "[]EntityData", "versions": "0+", "fields": [
+                {"name": "EntityType", "type": "string", "versions": "0+"},
+                {"name": "EntityName", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+            {"name": "Values", "type": "[]ValueData", "versions": "0+", "fields": [
+                {"name": "Key", "type": "string", "versions": "0+"},
+                {"name": "Value", "type": "float64", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- AlterClientQuotas (49) ----------------------------------------------------------------------
+ALTER_CLIENT_QUOTAS_REQUEST = Schema({
+    "apiKey": 49, "type": "request", "name": "AlterClientQuotasRequest",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "Entries", "type": "[]EntryData", "versions": "0+", "fields": [
+            {"name": "Entity", "type": "[]EntityData", "versions": "0+", "fields": [
+                {"name": "EntityType", "type": "string", "versions": "0+"},
+                {"name": "EntityName", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+            {"name": "Ops", "type": "[]OpData", "versions": "0+", "fields": [
+                {"name": "Key", "type": "string", "versions": "0+"},
+                {"name": "Value", "type": "float64", "versions": "0+"},
+                {"name": "Remove", "type": "bool", "versions": "0+"},
+            ]},
+        ]},
+        {"name": "ValidateOnly", "type": "bool", "versions": "0+"},
+    ],
+})
+
+ALTER_CLIENT_QUOTAS_RESPONSE = Schema({
+    "apiKey": 49, "type": "response", "name": "AlterClientQuotasResponse",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Entries", "type": "[]EntryData", "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "Entity", "type": "[]EntityData", "versions": "0+", "fields": [
+                {"name": "EntityType", "type": "string", "versions": "0+"},
+                {"name": "EntityName", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
 # -- DescribeUserScramCredentials (50) -------------------------------------------------------------
 DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = Schema({
     "apiKey": 50, "type": "request", "name": "DescribeUserScramCredentialsRequest",
@@ -1736,6 +1808,8 @@ API_NAMES: Dict[int, str] = {
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
+    ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
     ApiKey.DESCRIBE_ACLS: "DescribeAcls",
@@ -1783,6 +1857,8 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_ACLS: (0, 3),
@@ -1837,6 +1913,8 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_REQUEST,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_REQUEST,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_REQUEST,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: DESCRIBE_CLIENT_QUOTAS_REQUEST,
+    ApiKey.ALTER_CLIENT_QUOTAS: ALTER_CLIENT_QUOTAS_REQUEST,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
     ApiKey.DESCRIBE_ACLS: DESCRIBE_ACLS_REQUEST,
@@ -1884,6 +1962,8 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_RESPONSE,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_RESPONSE,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_RESPONSE,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: DESCRIBE_CLIENT_QUOTAS_RESPONSE,
+    ApiKey.ALTER_CLIENT_QUOTAS: ALTER_CLIENT_QUOTAS_RESPONSE,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
     ApiKey.DESCRIBE_ACLS: DESCRIBE_ACLS_RESPONSE,

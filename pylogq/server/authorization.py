@@ -63,6 +63,8 @@ CLUSTER_CHECKS: Dict[int, AclOperation] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _OP.DESCRIBE,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _OP.DESCRIBE,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _OP.ALTER,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _OP.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CLIENT_QUOTAS: _OP.ALTER_CONFIGS,
 }
 
 
@@ -182,12 +184,21 @@ def _alter_user_scram_credentials(req: Message, version: int, exc: errors.Broker
         R.AlterUserScramCredentialsResult(user=u, error_code=exc.code, error_message=str(exc)) for u in users])
 
 
+def _alter_client_quotas(req: Message, version: int, exc: errors.BrokerError) -> Message:
+    assert isinstance(req, msg.AlterClientQuotasRequest)
+    R = msg.AlterClientQuotasResponse
+    return R(throttle_time_ms=0, entries=[R.EntryData(error_code=exc.code, error_message=str(exc), entity=[
+        R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in req.entries])
+
+
 _REFUSALS: Dict[int, Callable[[Message, int, errors.BrokerError], Message]] = {
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }
 
 

@@ -44,7 +44,27 @@ class ServerConfig(Config):
     # 100 KB, which turns a 4 MiB fetch response into dozens of sendfile calls and waits.
     socket_send_buffer_bytes: int = setting("socket.send.buffer.bytes", _INT, -1, at_least=-1)
     socket_receive_buffer_bytes: int = setting("socket.receive.buffer.bytes", _INT, -1, at_least=-1)
+    # KIP-612: connections accepted per second, broker-wide and per listener (pylogq's
+    # listeners are named after their protocols); past the rate, acceptance is delayed.
+    max_connection_creation_rate: int = setting("max.connection.creation.rate", _INT, INT_MAX, at_least=0)
+    listener_name_plaintext_max_connection_creation_rate: Optional[int] = setting(
+        "listener.name.plaintext.max.connection.creation.rate", _INT, None, nullable=True, at_least=0)
+    listener_name_sasl_plaintext_max_connection_creation_rate: Optional[int] = setting(
+        "listener.name.sasl_plaintext.max.connection.creation.rate", _INT, None, nullable=True, at_least=0)
+    # Client quotas' and connection rates' samples (docs/security.md, "Quotas").
+    quota_window_num: int = setting("quota.window.num", _INT, 11, at_least=1)
+    quota_window_size_seconds: int = setting("quota.window.size.seconds", _INT, 1, at_least=1)
+    controller_quota_window_num: int = setting("controller.quota.window.num", _INT, 11, at_least=1)
+    controller_quota_window_size_seconds: int = setting("controller.quota.window.size.seconds", _INT, 1,
+                                                        at_least=1)
     sasl_enabled_mechanisms: str = setting("sasl.enabled.mechanisms", _STRING, "PLAIN")
+    # How long a failed SASL authentication waits before its answer and the close (Kafka's
+    # default; slows password guessing without holding up other connections).
+    connection_failed_authentication_delay_ms: int = setting("connection.failed.authentication.delay.ms", _INT,
+                                                             100, at_least=0)
+    # KIP-368: a SASL session's lifetime (0: sessions never expire); clients re-authenticate
+    # on the same connection before it ends.
+    connections_max_reauth_ms: int = setting("connections.max.reauth.ms", _LONG, 0, at_least=0)
     listener_name_sasl_plaintext_plain_sasl_jaas_config: Optional[str] = setting(JAAS_KEY, _STRING, None,
                                                                                nullable=True)
 

@@ -15,6 +15,16 @@ requests or inside one) for ``connections.max.idle.ms`` with nothing in flight i
 closed; the server's reaper enforces both. The body is kept as it arrives, never
 allocated at its declared size, and ``queued.max.request.bytes`` (when set) bounds the
 declared sizes of the requests being read or waiting for their answer.
+
+A client over a quota (:mod:`.quotas`) gets its answer at once, with the throttle time,
+and its connection is muted for that time (:meth:`Connection.mute_for`): no request is
+taken from it until then, as Kafka mutes a throttled channel (KIP-219). A request read
+before the throttle was decided (pipelined behind a parked fetch) is still served.
+
+SASL sessions (KIP-368): with ``connections.max.reauth.ms`` a session ends that long after
+its authentication; the client re-authenticates on the same connection (a SaslHandshake
+then SaslAuthenticate), and any other request after the end closes the connection, as
+Kafka closes it.
 """
 
 from __future__ import annotations
@@ -39,15 +49,17 @@ log = logging.getLogger("pylogq.server")
 __all__ = ["Connection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces", "RequestSlot"]
 
 _HEADER = struct.Struct(">hhi")
+_SASL_HANDSHAKE = 17
 _SIZE = struct.Struct(">i")
 # Requests read ahead of their responses on one connection; past this the
 # connection stops reading (Kafka answers one at a time; pipelining a few is cheaper).
 MAX_IN_FLIGHT = 32
 # Below this a region is copied into the write buffer: a sendfile call costs more.
 SENDFILE_MIN = 64 * 1024
-# After an answer that ends the connection (a failed SASL authentication), wait this long
-# before closing, as Kafka does (connection.failed.authentication.delay.ms, 100 ms): a
-# client that reads the answer and the end of the stream in one go may drop the answer.
+# After an answer that ends the connection, wait this long before closing: a client that
+# reads the answer and the end of the stream in one go may drop the answer (kafka-python 3
+# reports a lost connection instead of a failed authentication). A failed SASL authentication
+# also waits connection.failed.authentication.delay.ms before its answer, as Kafka delays it.
 CLOSE_AFTER_RESPONSE_DELAY_S = 0.1
 
 class Region(Protocol):
@@ -112,6 +124,8 @@ class ConnectionHost(Protocol):
 
     def request_sent(self, slot: "RequestSlot", sending: float, sent: float) -> None: ...
 
+    def session_expired(self, conn: "Connection") -> None: ...
+
 
 class Connection:
     """State of one client connection; runs on the server's event loop (not thread-safe)."""
@@ -133,6 +147,15 @@ class Connection:
         self.sasl_raw_token = False  # after SaslHandshake v0 the next frame is a bare token
         self.sasl_exchange: Optional[ScramServer] = None  # a SCRAM exchange under way
         self.user: Optional[str] = None
+        # KIP-368: when this connection's SASL session ends (loop time; None: never), whether its
+        # client authenticated with SaslAuthenticate v1+ (it may then re-authenticate), and a
+        # re-authentication under way (a SaslHandshake on the authenticated connection).
+        self.session_expires: Optional[float] = None
+        self.reauthentication_supported = False
+        self.reauthenticating = False
+        self.reauthentication_mechanism: Optional[str] = None  # asked for by the re-authentication
+        # KIP-219: no request is taken from the connection before this loop time.
+        self.muted_until = 0.0
         self.client_id = ""
         self.requests = 0
         self.in_flight = 0
@@ -187,9 +210,29 @@ class Connection:
 
     @property
     def principal(self) -> str:
-        """Who the authorizer sees: ``User:<name>`` once SASL authenticated, else ``User:ANONYMOUS``
-        (Kafka's principal of an unauthenticated connection)."""
-        return "User:ANONYMOUS" if self.user is None else "User:" + self.user
+        """Kafka's principal of the client: ``User:<name>`` once SASL authenticated, else
+        ``User:ANONYMOUS`` (what quotas and the authorizer name it by)."""
+        return "User:" + (self.user if self.user is not None else "ANONYMOUS")
+
+    def mute_for(self, throttle_ms: int) -> None:
+        """Take no request from this connection for ``throttle_ms`` (a quota's throttle)."""
+        if throttle_ms > 0:
+            until = asyncio.get_running_loop().time() + throttle_ms / 1000.0
+            if until > self.muted_until:
+                self.muted_until = until
+
+    async def _unmuted(self) -> None:
+        """Wait out a throttle (waiting for the server: neither idle nor late)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = self.muted_until - loop.time()
+            if left <= 0:
+                return
+            self.waiting_for_server = True
+            try:
+                await asyncio.sleep(left)  # the throttle itself, not synchronization
+            finally:
+                self.waiting_for_server = False
 
     @property
     def idle(self) -> bool:
@@ -205,6 +248,8 @@ class Connection:
         limit = server.socket_request_max_bytes
         loop = asyncio.get_running_loop()
         while True:
+            if self.muted_until:
+                await self._unmuted()
             try:
                 head = await reader.readexactly(4)
             except (asyncio.IncompleteReadError, ConnectionError):
@@ -223,6 +268,8 @@ class Connection:
                 self.reading_since = self.last_active = loop.time()
                 body = await self._read_body(size)
                 self.reading_since = None
+                if self.muted_until:  # throttled while this request arrived
+                    await self._unmuted()
                 arrived = time.monotonic()
                 # The request is whole: only now does it take one of the queued.max.requests slots.
                 self.waiting_for_server = True
@@ -239,6 +286,7 @@ class Connection:
                 slot.release()
                 raise
             self.requests += 1
+            slot.size = size
             slot.started = time.monotonic()
             try:
                 outcome = self._dispatch(body, slot)
@@ -310,6 +358,11 @@ class Connection:
             return handlers.unsupported_version(self, api_key, version, correlation_id)
         if not self.authenticated and api_key not in handlers.BEFORE_AUTHENTICATION:
             raise CloseConnection("%s request before SASL authentication" % handlers.name(api_key))
+        if self.session_expires is not None and not self.reauthenticating and api_key != _SASL_HANDSHAKE \
+                and asyncio.get_running_loop().time() >= self.session_expires:
+            self.server.session_expired(self)
+            raise CloseConnection("%s request after the SASL session expired (connections.max.reauth.ms)"
+                                  % handlers.name(api_key))
         reader = Reader(body)
         try:
             header: RequestHeader = REQUEST_HEADER.read(reader, handlers.request_header_version(api_key, version))
@@ -400,7 +453,7 @@ class RequestSlot:
     own responses. Runs on the loop (not thread-safe); ``release`` is idempotent."""
 
     __slots__ = ("_places", "_held", "_memory", "_bytes", "correlation_id", "api_key", "version", "follower",
-                 "errors", "metric_name", "arrived", "started", "dispatched", "done")
+                 "errors", "metric_name", "arrived", "started", "dispatched", "done", "size", "throttle_ms")
 
     def __init__(self, server: ConnectionHost) -> None:
         self._places = server.request_places
@@ -417,6 +470,10 @@ class RequestSlot:
         self.errors: Optional[Dict[int, int]] = None
         self.metric_name = ""
         self.arrived = self.started = self.dispatched = self.done = 0.0
+        #: The request's size (what a produce quota counts), and a throttle its handler
+        #: decided (a controller mutation quota's) for the response to carry.
+        self.size = 0
+        self.throttle_ms = 0
 
     def answered(self, future: "asyncio.Future[Parts]") -> None:
         self.done = time.monotonic()

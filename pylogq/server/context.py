@@ -16,7 +16,9 @@ from typing import Any, Mapping, Optional, Protocol, Tuple, TypeVar
 
 from ..cluster.contract import ServedBroker
 from ..cluster.delayed import DelayedCall
+from ..metrics import MetricsRegistry
 from .connection import Connection
+from .quotas import ClientQuotas
 
 __all__ = ["Delivery", "ServerContext"]
 
@@ -57,6 +59,21 @@ class ServerContext(Protocol):
 
     @property
     def scram_secret(self) -> bytes: ...
+
+    @property
+    def failed_authentication_delay_ms(self) -> int:
+        """``connection.failed.authentication.delay.ms``."""
+
+    @property
+    def connections_max_reauth_ms(self) -> int:
+        """``connections.max.reauth.ms`` (0: sessions never expire)."""
+
+    @property
+    def quotas(self) -> ClientQuotas:
+        """The client quota managers (:mod:`.quotas`)."""
+
+    @property
+    def metrics(self) -> MetricsRegistry: ...
 
     def new_future(self) -> "asyncio.Future[Any]": ...
 

@@ -6,8 +6,9 @@ pre-framed responses, and the ways a handler runs file work off the event loop.
 :mod:`.handlers_admin` (topics, configs, log dirs, the cluster),
 :mod:`.handlers_operations` (elections, reassignments), :mod:`.handlers_replication` (the
 controller's and followers'), :mod:`.handlers_scram`
-(SCRAM and its credentials), :mod:`.handlers_acls` (the ACLs); each asks
-:attr:`HandlerBase.authz` (:mod:`.authorization`) what a request may do; :class:`~pylogq.server.handlers.Handlers` combines them
+(SCRAM and its credentials), :mod:`.handlers_acls` (the ACLs), :mod:`.handlers_quotas` (the client
+quota APIs); each asks :attr:`HandlerBase.authz` (:mod:`.authorization`) what a request may do;
+:class:`~pylogq.server.handlers.Handlers` combines them
 with ApiVersions, SASL, Metadata, Produce, ListOffsets, DeleteRecords,
 InitProducerId and DescribeProducers, and dispatches. They reach the server only
 through :class:`~pylogq.server.context.ServerContext`.

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import re
 import struct
+import time
 import uuid
 from typing import Awaitable, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
@@ -34,6 +35,7 @@ from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CloseConnection
 from ..protocol import (
     API_NAMES,
+    INTER_BROKER_APIS,
     REQUESTS,
     RESPONSE_HEADER,
     RESPONSES,
@@ -69,6 +71,7 @@ from ..records import uncompressed_v2
 from .connection import Connection, Outcome, Part, Parts, RequestSlot
 from .context import ServerContext
 from .authorization import CLUSTER_CHECKS, refused
+from .quotas import REQUEST_PERCENT_PER_SECOND, quota_names
 from .handler_base import (
     NOT_COMPUTED,
     ZERO_UUID,
@@ -84,6 +87,7 @@ from .handlers_admin import AdminHandlers
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_operations import OperationsHandlers
+from .handlers_quotas import QuotaHandlers
 from .handlers_replication import ReplicationHandlers
 from .handlers_scram import ScramHandlers
 
@@ -125,7 +129,7 @@ class _Replicating(NamedTuple):
                            "asyncio.Future[ProduceResult]"]]
 
 
-class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, ReplicationHandlers,
+class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, QuotaHandlers, ReplicationHandlers,
                ScramHandlers, AclHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
@@ -202,14 +206,14 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         if operation is not None and not self.authz.cluster(conn, operation):
             answer, why = refused(api_key, request, version, operation)
             log.info("refused id=%d peer=%s principal=%s: %s", conn.id, conn.peer, conn.principal, why)
-            return self._respond(api_key, version, correlation_id, answer, slot)
+            return self._respond(conn, api_key, version, correlation_id, answer, slot)
         if api_key in self.GROUP_APIS and not self.broker.offsets_topic_ready() and not self.broker.clustered:
-            return self._finish(self._after_offsets_topic(conn, api_key, version, request, slot),
+            return self._finish(conn, self._after_offsets_topic(conn, api_key, version, request, slot),
                                 api_key, version, correlation_id, slot)
         result = self._table[api_key](conn, request, version, slot)
         if isinstance(result, Awaitable):
-            return self._finish(result, api_key, version, correlation_id, slot)
-        return self._respond(api_key, version, correlation_id, result, slot)
+            return self._finish(conn, result, api_key, version, correlation_id, slot)
+        return self._respond(conn, api_key, version, correlation_id, result, slot)
 
     async def _after_offsets_topic(self, conn: Connection, api_key: int, version: int, request: Message,
                                    slot: RequestSlot) -> Answer:
@@ -217,18 +221,49 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         result = self._table[api_key](conn, request, version, slot)
         return await result if isinstance(result, Awaitable) else result
 
-    async def _finish(self, pending: Awaitable[Answer], api_key: int, version: int, correlation_id: int,
-                      slot: RequestSlot) -> Parts:
-        return self._respond(api_key, version, correlation_id, await pending, slot)
+    async def _finish(self, conn: Connection, pending: Awaitable[Answer], api_key: int, version: int,
+                      correlation_id: int, slot: RequestSlot) -> Parts:
+        return self._respond(conn, api_key, version, correlation_id, await pending, slot)
 
-    def _respond(self, api_key: int, version: int, correlation_id: int, body: Answer,
+    def _respond(self, conn: Connection, api_key: int, version: int, correlation_id: int, body: Answer,
                  slot: RequestSlot) -> Parts:
         if body is None or isinstance(body, list):
+            if api_key == ApiKey.PRODUCE and body is None:  # acks=0: no answer, but the bytes count
+                self._throttle(conn, api_key, slot, None)
             return body
         if isinstance(body, Framed):
-            return body.parts  # its handler counted its error codes
+            return body.parts  # its handler counted its error codes (and throttled: Fetch)
+        self._throttle(conn, api_key, slot, body)
         slot.errors = error_counts(body)
         return self.encode(api_key, version, correlation_id, body)
+
+    def _throttle(self, conn: Connection, api_key: int, slot: RequestSlot, body: Optional[Message]) -> None:
+        """KIP-219: record the request against the client's quotas; a client over one gets its
+        answer with the throttle time and its connection muted for that long. Produce counts
+        its bytes and its handling time (none for acks=0), CreateTopics, CreatePartitions and
+        DeleteTopics their controller mutations (decided by their handlers) and their
+        handling time, every other client request its handling time; the requests of other
+        brokers are exempt, as in Kafka."""
+        quotas = self.server.quotas
+        if not quotas.enabled or api_key in INTER_BROKER_APIS:
+            return
+        user, client_id = quota_names(conn)
+        throttles = []
+        if api_key == ApiKey.PRODUCE:
+            throttles.append((quotas.produce.record(user, client_id, slot.size), quotas.produce))
+        if body is not None:
+            handling = (slot.dispatched or time.monotonic()) - slot.started
+            throttles.append((quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND),
+                              quotas.request))
+        if slot.throttle_ms:
+            throttles.append((slot.throttle_ms, quotas.controller_mutation))
+        throttle_ms, manager = max(throttles, key=lambda t: t[0], default=(0, quotas.request))
+        if throttle_ms <= 0:
+            return
+        manager.throttled(user, client_id, throttle_ms)
+        conn.mute_for(throttle_ms)
+        if body is not None and hasattr(body, "throttle_time_ms"):
+            setattr(body, "throttle_time_ms", max(throttle_ms, getattr(body, "throttle_time_ms") or 0))
 
     def unsupported_version(self, conn: Connection, api_key: int, version: int, correlation_id: int) -> Outcome:
         """UNSUPPORTED_VERSION for a version outside the advertised range.
@@ -284,28 +319,78 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def sasl_handshake(self, conn: Connection, req: SaslHandshakeRequest, version: int,
                        slot: RequestSlot) -> SaslHandshakeResponse:
+        """SaslHandshake: the mechanism of the exchange that follows. On an authenticated
+        connection whose client authenticated with SaslAuthenticate v1+ it begins a
+        re-authentication (KIP-368), which must keep the mechanism and the principal."""
         mechanisms = self.server.sasl_mechanisms
         if not conn.listener.sasl:
             return SaslHandshakeResponse(error_code=errors.IllegalSaslStateError.code, mechanisms=[])
-        if conn.authenticated or conn.sasl_mechanism is not None:
+        if conn.authenticated and conn.reauthentication_supported and not conn.reauthenticating and version >= 1:
+            conn.reauthenticating = True
+            conn.sasl_exchange = None
+            log.debug("re-authentication begins id=%d peer=%s principal=%s", conn.id, conn.peer, conn.principal)
+        elif conn.authenticated or conn.sasl_mechanism is not None:
             raise CloseConnection("SaslHandshake repeated on one connection")
         if req.mechanism not in mechanisms:
             return SaslHandshakeResponse(error_code=errors.UnsupportedSaslMechanismError.code,
                                          mechanisms=list(mechanisms))
-        conn.sasl_mechanism = req.mechanism
+        if conn.reauthenticating:
+            conn.reauthentication_mechanism = req.mechanism  # checked by SaslAuthenticate
+        else:
+            conn.sasl_mechanism = req.mechanism
         conn.sasl_raw_token = version == 0  # v0: the token follows as a bare frame
         return SaslHandshakeResponse(error_code=0, mechanisms=list(mechanisms))
 
     def sasl_authenticate(self, conn: Connection, req: SaslAuthenticateRequest, version: int,
-                          slot: RequestSlot) -> SaslAuthenticateResponse:
-        if conn.sasl_mechanism is None or conn.authenticated:
+                          slot: RequestSlot) -> Union[SaslAuthenticateResponse, Awaitable[SaslAuthenticateResponse]]:
+        """One step of the exchange. A failure is answered after
+        ``connection.failed.authentication.delay.ms`` and the connection then closed, as Kafka
+        does (a guesser waits, other connections do not); with ``connections.max.reauth.ms`` a
+        client of v1+ is told its session's lifetime."""
+        if conn.sasl_mechanism is None or (conn.authenticated and not conn.reauthenticating):
             raise CloseConnection("SaslAuthenticate without a SaslHandshake")
-        answer, error = self._sasl_step(conn, req.auth_bytes or b"")
+        previous = conn.user
+        changed = conn.reauthentication_mechanism
+        answer: bytes
+        error: Optional[str]
+        if conn.reauthenticating and changed is not None and changed != conn.sasl_mechanism:
+            answer, error = b"", ("SASL mechanism '%s' requested by client is not supported for re-authentication "
+                                  "of mechanism '%s'" % (changed, conn.sasl_mechanism))
+        else:
+            answer, error = self._sasl_step(conn, req.auth_bytes or b"")
+            if error is None and conn.reauthenticating and conn.sasl_exchange is None:
+                error = self._reauthenticated(conn, previous)
         if error is not None:
             conn.close_after_response = True  # Kafka answers with the error, then closes
-            return SaslAuthenticateResponse(error_code=errors.SaslAuthenticationFailedError.code, error_message=error,
-                                            auth_bytes=b"", session_lifetime_ms=0)
-        return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer, session_lifetime_ms=0)
+            failed = SaslAuthenticateResponse(error_code=errors.SaslAuthenticationFailedError.code,
+                                              error_message=error, auth_bytes=b"", session_lifetime_ms=0)
+            return self._after_failure_delay(conn, failed) if not conn.reauthenticating else failed
+        lifetime = 0
+        if conn.sasl_exchange is None:  # the exchange is complete
+            conn.reauthenticating = False
+            conn.reauthentication_mechanism = None
+            conn.reauthentication_supported = version >= 1
+            lifetime = self.server.connections_max_reauth_ms
+            conn.session_expires = asyncio.get_running_loop().time() + lifetime / 1000.0 if lifetime > 0 else None
+        return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer,
+                                        session_lifetime_ms=lifetime)
+
+    def _reauthenticated(self, conn: Connection, previous: Optional[str]) -> Optional[str]:
+        """A re-authentication's check (Kafka's): the same principal; None when good."""
+        if conn.user != previous:
+            new, conn.user = conn.user, previous
+            return "Cannot change principals during re-authentication from User:%s: User:%s" % (previous, new)
+        log.info("re-authenticated id=%d peer=%s principal=%s", conn.id, conn.peer, conn.principal)
+        self.server.metrics.inc("kafka_server_socket_server_metrics_successful_reauthentication")
+        return None
+
+    async def _after_failure_delay(self, conn: Connection, failed: SaslAuthenticateResponse
+                                   ) -> SaslAuthenticateResponse:
+        """A failed authentication's answer, once ``connection.failed.authentication.delay.ms`` has passed."""
+        delay_ms = self.server.failed_authentication_delay_ms
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000.0)  # Kafka's delay itself, not synchronization
+        return failed
 
     def _sasl_step(self, conn: Connection, token: bytes) -> Tuple[bytes, Optional[str]]:
         """The next step of ``conn``'s exchange in its mechanism -> (answer, error or None)."""
@@ -334,12 +419,19 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def sasl_raw_token(self, conn: Connection, token: bytes) -> Outcome:
         """A bare token after SaslHandshake v0: the answer as a bare frame (empty for PLAIN),
-        else close. A SCRAM exchange takes two tokens."""
+        else close (after ``connection.failed.authentication.delay.ms``). A SCRAM exchange
+        takes two tokens."""
         answer, error = self._sasl_step(conn, token)
         if error is not None:
-            raise CloseConnection(error)
+            return self._raw_token_failed(error)
         conn.sasl_raw_token = not conn.authenticated
         return [struct.pack(">i", len(answer)) + answer]
+
+    async def _raw_token_failed(self, error: str) -> Parts:
+        delay_ms = self.server.failed_authentication_delay_ms
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000.0)  # Kafka's delay itself, not synchronization
+        raise CloseConnection(error)
 
     # -- Metadata ------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .. import errors
 from ..cluster.acl import AclOperation, ResourceType
@@ -39,6 +39,7 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsResponse,
 )
 from .connection import Connection, RequestSlot
+from .quotas import quota_names
 from .handler_base import (
     NOT_COMPUTED,
     ZERO_UUID,
@@ -52,6 +53,17 @@ from .handler_base import (
 log = logging.getLogger("pylogq.server")
 
 __all__ = ["AdminHandlers"]
+
+#: The first versions whose clients are told THROTTLING_QUOTA_EXCEEDED (KIP-599); older
+#: ones are throttled after the change instead (Kafka's permissive quota).
+STRICT_CREATE_TOPICS = 6
+STRICT_DELETE_TOPICS = 5
+STRICT_CREATE_PARTITIONS = 3
+_T = TypeVar("_T")
+
+
+def _partitions_created(created: TopicDescription) -> int:
+    return len(created.partitions)
 
 # DescribeCluster's endpoint types (KIP-919): a broker describes brokers (1), not controllers (2).
 _BROKERS_ENDPOINT = 1
@@ -188,9 +200,11 @@ class AdminHandlers(HandlerBase):
                                 "partitions should be a consecutive 0-based integer sequence")
                         assignment[a.partition_index] = list(a.broker_ids)
                 config = {c.name: c.value for c in t.configs if c.value is not None}
-                created: TopicDescription = await self._admin(lambda: self.broker.create_topic(
+                created: TopicDescription = await self._mutating(conn, slot, version >= STRICT_CREATE_TOPICS,
+                                                                 req.validate_only, _partitions_created,
+                                                                 self._admin(lambda: self.broker.create_topic(
                     t.name, None if partitions == -1 else partitions, None if factor == -1 else factor,
-                    config, validate_only=req.validate_only, replica_assignment=assignment))
+                    config, validate_only=req.validate_only, replica_assignment=assignment)))
                 if version >= 5 and t.name in undescribed:
                     out.topic_config_error_code = errors.TopicAuthorizationFailedError.code
                 elif version >= 5:  # what was created (KIP-525): counts and every config with its source
@@ -199,6 +213,36 @@ class AdminHandlers(HandlerBase):
                 self._entry_failed(out, conn, exc, "creating topic %s" % t.name)
             results.append(out)
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def _mutating(self, conn: Connection, slot: RequestSlot, strict: bool, validate_only: bool,
+                        permits: Union[int, Callable[[_T], int]], change: Awaitable[_T]) -> _T:
+        """One topic's change under the client's controller mutation quota (KIP-599): a strict
+        quota (the versions that know THROTTLING_QUOTA_EXCEEDED) refuses the change while the
+        client's bucket owes tokens; the partitions created or deleted are then taken from
+        it, and the response carries the throttle (``slot.throttle_ms``). ``permits`` counts
+        them: a number, or a function of the change's result."""
+        quota = self.server.quotas.controller_mutation
+        if not quota.enabled or validate_only:
+            return await change
+        user, client_id = quota_names(conn)
+        if strict:
+            throttle_ms = quota.mutation_throttle_ms(user, client_id)
+            if throttle_ms > 0:
+                slot.throttle_ms = max(slot.throttle_ms, throttle_ms)
+                close = getattr(change, "close", None)
+                if close is not None:
+                    close()  # never started: nothing changes
+                raise errors.ThrottlingQuotaExceededError("The throttling quota has been exceeded.")
+        result = await change
+        throttle_ms = quota.take_mutations(user, client_id, permits if isinstance(permits, int) else permits(result))
+        slot.throttle_ms = max(slot.throttle_ms, throttle_ms)
+        return result
+
+    def _partition_count(self, topic: str) -> int:
+        try:
+            return self.broker.partitions_for(topic)
+        except errors.BrokerError:
+            return 0  # the change itself answers the topic's error
 
     def _created_topic(self, out: CreateTopicsResponse.CreatableTopicResult, created: TopicDescription) -> None:
         """CreateTopics v5+'s description of a topic created (or that would be, validateOnly),
@@ -245,7 +289,8 @@ class AdminHandlers(HandlerBase):
                         pass  # answered by the delete below
                 if not self.authz.allowed(conn, AclOperation.DELETE, ResourceType.TOPIC, name):
                     raise errors.TopicAuthorizationFailedError("not authorized to delete topic %r" % name)
-                await self._admin(self.broker.delete_topic, name)
+                await self._mutating(conn, slot, version >= STRICT_DELETE_TOPICS, False, self._partition_count(name),
+                                     self._admin(self.broker.delete_topic, name))
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._entry_failed(out, conn, exc, "deleting topic %s" % (name if name is not None else topic_id))
             results.append(out)
@@ -261,7 +306,10 @@ class AdminHandlers(HandlerBase):
                     raise errors.TopicAuthorizationFailedError("The topic authorization is failed.")
                 # Where the new partitions go (null: as the topic's are); the broker checks them.
                 assignment = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-                await self._admin(self.broker.create_partitions, t.name, t.count, req.validate_only, assignment)
+                added = t.count - self._partition_count(t.name)
+                await self._mutating(conn, slot, version >= STRICT_CREATE_PARTITIONS, req.validate_only,
+                                     added, self._admin(self.broker.create_partitions, t.name, t.count,
+                                                                req.validate_only, assignment))
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._entry_failed(out, conn, exc, "adding partitions to topic %s" % t.name)
             results.append(out)

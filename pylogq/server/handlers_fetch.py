@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from typing import Awaitable, Dict, List, Optional, Tuple, Union
 
@@ -30,6 +31,7 @@ from ..records.downconvert import ReadAt, down_convert, target_magic
 from .connection import Connection, RequestSlot
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response, replica_id_of
 from .handler_base import Framed, HandlerBase, text_of
+from .quotas import REQUEST_PERCENT_PER_SECOND, quota_names
 
 __all__ = ["FetchHandlers"]
 
@@ -95,6 +97,11 @@ class FetchHandlers(HandlerBase):
         # forgotten_topics_data, which only an incremental fetch of a session uses, is ignored.
         isolation = "read_committed" if req.isolation_level == 1 else "read_uncommitted"
         max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
+        quotas = self.server.quotas
+        if quotas.fetch.enabled:
+            # Kafka's cap: no more than an idle client may fetch without being throttled at once.
+            window_bytes = quotas.fetch.max_value_in_window(*quota_names(conn))
+            max_bytes = max(1, min(max_bytes, int(min(window_bytes, 0x7FFFFFFF))))
         future: "asyncio.Future[Results]" = self.server.new_future()
         # A partition answered at once (fenced) answers the whole fetch at once; so does a fetch
         # left with nothing to read once the refused partitions are out.
@@ -104,9 +111,9 @@ class FetchHandlers(HandlerBase):
         if op.completed:
             results = {**op.answer(), **fenced} if fenced else op.answer()
             if legacy and _has_records(results):
-                return self._fetch_converted(slot, version, order, results, offsets, max_bytes)
-            return self._fetch_response(slot, version, order, results, isolation)
-        return self._fetch_wait(op, future, version, order, isolation, slot, offsets, max_bytes, fenced)
+                return self._fetch_converted(slot, version, order, results, offsets, max_bytes, conn)
+            return self._fetch_response(slot, version, order, results, isolation, conn)
+        return self._fetch_wait(op, future, version, order, isolation, slot, offsets, max_bytes, fenced, conn)
 
     def _fenced(self, topic: str, partition: int, current: int, follower_ok: bool) -> int:
         """The error for a fetch whose current leader epoch is not the one this replica knows,
@@ -163,34 +170,64 @@ class FetchHandlers(HandlerBase):
 
     async def _fetch_wait(self, op: "DelayedCall[Results]", future: "asyncio.Future[Results]", version: int,
                           order: Order, isolation: str, slot: RequestSlot,
-                          offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int, fenced: Results) -> Framed:
+                          offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int, fenced: Results,
+                          conn: Connection) -> Framed:
         slot.release()  # parked: the queue is for requests being worked on
         results = await self.server.parked(op, future)
         if fenced:
             results = {**results, **fenced}
         if version < FIRST_V2_RECORDS and _has_records(results):
-            return await self._fetch_converted(slot, version, order, results, offsets, max_bytes)
-        return self._fetch_response(slot, version, order, results, isolation)
+            return await self._fetch_converted(slot, version, order, results, offsets, max_bytes, conn)
+        return self._fetch_response(slot, version, order, results, isolation, conn)
 
     async def _fetch_converted(self, slot: RequestSlot, version: int, order: Order, results: Results,
-                               offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int) -> Framed:
+                               offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int,
+                               conn: Connection) -> Framed:
         """Answer an old version with its records down-converted in the executor: decompressing
         and re-encoding batches must not stall the other connections on the loop."""
         converted = await self._blocking(_down_convert_results, results, order, offsets, target_magic(version),
                                          max_bytes if version >= 3 else 0x7FFFFFFF)
-        return self._fetch_response(slot, version, order, converted, "read_uncommitted")
+        return self._fetch_response(slot, version, order, converted, "read_uncommitted", conn)
 
     def _fetch_response(self, slot: RequestSlot, version: int, order: Order, results: Results,
-                        isolation: str) -> Framed:
+                        isolation: str, conn: Optional[Connection] = None) -> Framed:
+        """The framed response; a consumer's (``conn`` given) is recorded against its quotas
+        first, and one over its fetch or request quota is answered as Kafka answers it
+        (KIP-219): no partitions, the throttle time, and its bytes taken back, the connection
+        then muted for that time."""
         topics = [(key, [(i, _result_of(results, name, i)) for i in indexes]) for key, name, indexes in order]
         counts = {0: 1}  # the top-level code (always NONE here), then each partition's
         for _, answers in topics:
             for _, result in answers:
                 counts[result.error_code] = counts.get(result.error_code, 0) + 1
+        read_committed = isolation == "read_committed"
+        parts, size = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, topics,
+                                           read_committed=read_committed)
+        quotas = self.server.quotas
+        if conn is not None and quotas.enabled:
+            throttle_ms = self._fetch_throttle(conn, slot, size)
+            if throttle_ms > 0:
+                counts = {0: 1}
+                parts, _ = frame_fetch_response(slot.correlation_id, version, throttle_ms, 0, 0, [],
+                                                read_committed=read_committed)
         slot.errors = counts
-        parts, _ = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, topics,
-                                        read_committed=isolation == "read_committed")
         return Framed(parts)
+
+    def _fetch_throttle(self, conn: Connection, slot: RequestSlot, size: int) -> int:
+        """Record a consumer's fetch of ``size`` bytes and its handling time; -> the throttle
+        time (ms) when over a quota (the bytes then taken back), else 0."""
+        quotas = self.server.quotas
+        user, client_id = quota_names(conn)
+        handling = (slot.dispatched or time.monotonic()) - slot.started
+        request_ms = quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND)
+        fetch_ms = quotas.fetch.record(user, client_id, size)
+        throttle_ms = max(request_ms, fetch_ms)
+        if throttle_ms <= 0:
+            return 0
+        quotas.fetch.unrecord(user, client_id, size)  # answered without its records
+        (quotas.fetch if fetch_ms > request_ms else quotas.request).throttled(user, client_id, throttle_ms)
+        conn.mute_for(throttle_ms)
+        return throttle_ms
 
 
 def _result_of(results: Results, name: Optional[str], index: int) -> FetchResult:

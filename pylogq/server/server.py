@@ -12,7 +12,12 @@ Connection limits (docs/operations.md, "Connection limits"): ``max.connections``
 ``max.connections.per.ip`` (with ``max.connections.per.ip.overrides``) are checked as a
 connection is accepted, and one over a limit is closed at once; one reaper task closes
 connections that stay idle past ``connections.max.idle.ms`` and requests that do not
-arrive within ``socket.request.read.timeout.ms`` (see :mod:`.connection`).
+arrive within ``socket.request.read.timeout.ms`` (see :mod:`.connection`). Connection
+creation rates (KIP-612, :class:`~.quotas.ConnectionQuotas`) delay the acceptance of new
+connections past ``max.connection.creation.rate``, one at a time per listener (Kafka's
+acceptor waits the same way), and hold then close a connection from an address past its
+``connection_creation_rate``. Client quotas (:class:`~.quotas.ClientQuotas`) follow the
+broker's quota configs.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from .connection import Connection, RequestMemory, RequestPlaces, RequestSlot
 from .handler_base import error_name
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
+from .quotas import ClientQuotas, ConnectionQuotas, QuotaSettings
 
 log = logging.getLogger("pylogq.server")
 
@@ -149,6 +155,22 @@ class KafkaServer:
         self._connections_per_ip: Dict[str, int] = {}  # accepted and not yet closed, by address
         self._accepted = 0  # their sum: what max.connections limits
         self._rejections = _RateLimitedLog(REJECTION_LOG_INTERVAL_S)
+        quota_settings = QuotaSettings(config.quota_window_num, float(config.quota_window_size_seconds),
+                                       config.controller_quota_window_num,
+                                       float(config.controller_quota_window_size_seconds))
+        #: Client quotas (docs/security.md, "Quotas"), following the broker's quota configs once started.
+        self.quotas = ClientQuotas(quota_settings)
+        listener_rates = {item.protocol: getattr(config, "listener_name_%s_max_connection_creation_rate"
+                                                 % item.protocol.lower(), None) for item in self.listeners}
+        inter_broker = broker.config["inter.broker.listener.name"] or self.listeners[0].protocol
+        #: KIP-612's connection creation rates.
+        self.connection_quotas = ConnectionQuotas(config.max_connection_creation_rate, listener_rates,
+                                                  str(inter_broker), quota_settings)
+        self._accepting: Dict[str, asyncio.Lock] = {}  # per listener: connections accepted one at a time
+        self._unwatch_quotas: Optional[Callable[[], None]] = None
+        #: connection.failed.authentication.delay.ms and connections.max.reauth.ms (KIP-368).
+        self.failed_authentication_delay_ms = config.connection_failed_authentication_delay_ms
+        self.connections_max_reauth_ms = config.connections_max_reauth_ms
         fetch_max_bytes = broker.config["fetch.max.bytes"]
         assert isinstance(fetch_max_bytes, int)
         self.fetch_max_bytes = fetch_max_bytes
@@ -221,6 +243,8 @@ class KafkaServer:
             raise ConfigError("cannot listen on %s://%s:%d: %s" % (listener.protocol, listener.host, listener.port,
                                                                   exc)) from None
         self._reaper = loop.create_task(self._reap_idle())
+        self.quotas.watch_ip_rates(self.connection_quotas.set_ip_rates)
+        self._unwatch_quotas = self.broker.watch_client_quotas(self.quotas.update)
         self.metrics.add_collector(self._readings)
         for (host, port), listener in zip(self.addresses, self.listeners):
             log.info("listening listener=%s bind=%s:%d advertised=%s:%d", listener.protocol,
@@ -251,6 +275,8 @@ class KafkaServer:
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.admin_executor.shutdown(wait=False, cancel_futures=True)
         self.metrics.remove_collector(self._readings)
+        if self._unwatch_quotas is not None:
+            self._unwatch_quotas()
         log.info("stopped listeners=%d", len(self._servers))
 
     # -- metrics ----------------------------------------------------------------------------
@@ -263,6 +289,18 @@ class KafkaServer:
         for name, count in counts.items():
             yield "kafka_server_socket_server_metrics_connection_count", (name,), count
         yield "kafka_network_requestchannel_requestqueuesize", (), self.request_places.held
+        for name, rate, throttle in self.connection_quotas.readings():
+            yield "kafka_server_socket_server_metrics_connection_creation_rate", (name,), rate
+            yield "kafka_server_socket_server_metrics_connection_accept_throttle_time", (name,), throttle
+        names = {"Produce": ("produce", "byte_rate"), "Fetch": ("fetch", "byte_rate"),
+                 "Request": ("request", "request_time"), "ControllerMutation": ("controllermutation", "mutation_rate")}
+        for manager in self.quotas.managers:
+            for quota_type, tags, rate, throttle, tokens in manager.readings():
+                prefix, measured = names[quota_type]
+                yield "kafka_server_%s_%s" % (prefix, measured), tags, rate
+                yield "kafka_server_%s_throttle_time" % prefix, tags, throttle
+                if tokens is not None:
+                    yield "kafka_server_controllermutation_tokens", tags, tokens
 
     def request_answered(self, slot: RequestSlot) -> None:
         """A response is about to be written: count the request and its answer's error codes
@@ -294,6 +332,12 @@ class KafkaServer:
             ("kafka_network_requestmetrics_responsequeuetimems", key, (sending - slot.done) * 1000.0),
             ("kafka_network_requestmetrics_responsesendtimems", key, (sent - sending) * 1000.0)))
 
+    def session_expired(self, conn: Connection) -> None:
+        """A request came after its connection's SASL session ended: the connection closes."""
+        log.info("closing connection id=%d peer=%s principal=%s: its SASL session expired", conn.id, conn.peer,
+                 conn.principal)
+        self.metrics.inc("kafka_server_socket_server_metrics_expired_connections_killed_count")
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener) -> None:
         if self.stopping:
             writer.close()
@@ -309,17 +353,46 @@ class KafkaServer:
             return
         self._connections_per_ip[ip] = self._connections_per_ip.get(ip, 0) + 1
         self._accepted += 1
-        self.metrics.inc("kafka_server_socket_server_metrics_connection_creation", (listener.protocol,))
         try:
-            await self._serve_connection(reader, writer, listener)
+            if await self._rate_limited(ip, peer, listener):
+                writer.close()
+                return
+            self.metrics.inc("kafka_server_socket_server_metrics_connection_creation", (listener.protocol,))
+            try:
+                await self._serve_connection(reader, writer, listener)
+            finally:
+                self.metrics.inc("kafka_server_socket_server_metrics_connection_close", (listener.protocol,))
         finally:
-            self.metrics.inc("kafka_server_socket_server_metrics_connection_close", (listener.protocol,))
             self._accepted -= 1
             count = self._connections_per_ip[ip] - 1
             if count:
                 self._connections_per_ip[ip] = count
             else:
                 del self._connections_per_ip[ip]
+
+    async def _rate_limited(self, ip: str, peer: Any, listener: Listener) -> bool:
+        """KIP-612: wait while the broker's or the listener's connection creation rate is past
+        its bound (connections of a listener are taken one at a time meanwhile, as Kafka's
+        acceptor takes them); -> True when ``ip`` is past its own rate (the connection is then
+        held for its throttle time, and the caller closes it)."""
+        quotas = self.connection_quotas
+        if quotas.limits(listener.protocol):
+            lock = self._accepting.get(listener.protocol)
+            if lock is None:
+                lock = self._accepting[listener.protocol] = asyncio.Lock()
+            async with lock:
+                delay = quotas.accept_delay_ms(listener.protocol)
+                if delay > 0:
+                    await asyncio.sleep(delay / 1000.0)  # a throttle, not synchronization
+        throttle = quotas.ip_throttle_ms(ip, listener.protocol)
+        if throttle <= 0:
+            return False
+        assert self._loop is not None
+        self._rejections.warning(self._loop.time(), "connection throttled peer=%s:%s listener=%s reason=%s",
+                                 ip, peer[1], listener.protocol,
+                                 "connection_creation_rate of %s exceeded: closed after %d ms" % (ip, throttle))
+        await asyncio.sleep(throttle / 1000.0)
+        return True
 
     def _over_limit(self, ip: str) -> Optional[str]:
         """Why a new connection from ``ip`` is refused (Kafka's checks, per IP first), or None."""

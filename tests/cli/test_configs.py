@@ -150,3 +150,40 @@ def test_over_tcp_as_a_user_runs_it(pylogq_broker: Any, pylogq_bootstrap: str) -
     done = run_process(pylogq_bootstrap, "configs", "--alter", "--entity-type", "brokers", "--entity-default",
                        "--add-config", "listeners=PLAINTEXT://127.0.0.1:9")
     assert done.status == 1 and "broker id must be specified: Set(listeners)" in done.err
+
+
+def test_client_user_and_ip_quotas_as_kafka_configs_handles_them(cli: Cli) -> None:
+    user_client = ("--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default")
+    assert cli("configs", "--alter", *user_client,
+               "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=20971520") == (
+        0, "Completed updating config for user alice.\n", "")
+    assert cli("configs", "--alter", "--entity-type", "clients", "--entity-default",
+               "--add-config", "request_percentage=12.5") == (
+        0, "Completed updating default config for clients in the cluster.\n", "")
+    assert cli("configs", "--alter", "--ip", "127.0.0.1", "--add-config", "connection_creation_rate=100") == (
+        0, "Completed updating config for ip 127.0.0.1.\n", "")
+    assert cli("configs", "--describe", *user_client) == (0, (
+        "Quota configs for user-principal 'alice', the default client-id are consumer_byte_rate=2.097152E7, "
+        "producer_byte_rate=1048576.0\n"), "")
+    # The clients alone (strictly: not alice's), any name or the default.
+    assert cli("configs", "--describe", "--entity-type", "clients") == (0, (
+        "Quota configs for the default client-id are request_percentage=12.5\n"), "")
+    assert cli("configs", "--describe", "--entity-type", "ips") == (0, (
+        "Quota configs for ip '127.0.0.1' are connection_creation_rate=100.0\n"), "")
+    assert cli("configs", "--alter", *user_client, "--delete-config", "producer_byte_rate").status == 0
+    assert cli("configs", "--describe", "--entity-type", "users", "--entity-name", "alice",
+               "--entity-type", "clients").out == (
+        "Quota configs for user-principal 'alice', the default client-id are consumer_byte_rate=2.097152E7\n")
+    # kafka-configs.sh's refusals.
+    refused = cli("configs", "--alter", *user_client, "--delete-config", "producer_byte_rate")
+    assert refused.status == 1 and "Invalid config(s): producer_byte_rate" in refused.err
+    refused = cli("configs", "--alter", "--client", "c", "--add-config", "retention.ms=1")
+    assert refused.status == 1 and "Only quota configs can be added for 'clients'" in refused.err
+    refused = cli("configs", "--alter", "--client", "c", "--add-config", "producer_byte_rate=fast")
+    assert refused.status == 1 and "Cannot parse quota configuration value for producer_byte_rate: fast" in refused.err
+    refused = cli("configs", "--alter", "--client", "c", "--add-config", "producer_byte_rate=1.5")
+    assert refused.status == 1 and "Configuration producer_byte_rate must be a LONG value" in refused.err
+    refused = cli("configs", "--alter", "--user-defaults", "--add-config", "SCRAM-SHA-256=[password=x]")
+    assert refused.status == 1 and "--entity-default or --user-defaults is not allowed" in refused.err
+    refused = cli("configs", "--describe", "--entity-type", "topics", "--entity-type", "clients")
+    assert refused.status == 1 and "may be given together" in refused.err

@@ -42,6 +42,7 @@ ADVERTISED = {
     19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 32: (0, 4), 33: (0, 2), 36: (0, 2),
     37: (0, 3), 42: (0, 2), 44: (0, 1), 35: (0, 4), 60: (0, 1), 47: (0, 0), 61: (0, 0),
     50: (0, 0), 51: (0, 0), 43: (0, 2), 45: (0, 0), 46: (0, 0), 34: (0, 2), 29: (0, 3), 30: (0, 3), 31: (0, 3),
+    48: (0, 1), 49: (0, 1),
 }
 
 #: Kafka 3.9's ranges of the inter-broker APIs (a cluster's brokers send them one another; a
@@ -140,6 +141,8 @@ class _Samples:
             return RECORDS
         if ftype == "uuid":
             return uuid.UUID(int=n)
+        if ftype == "float64":
+            return n + 0.25
         raise AssertionError("no sample for type %r" % ftype)
 
 

@@ -241,6 +241,12 @@ CASES: Dict[str, Case] = {
         "deletions": [], "upsertions": [{"name": "carol", "mechanism": 1, "iterations": 4096, "salt": b"salt",
                                          "salted_password": b"\x01" * 32}]},
         [("CLUSTER", "kafka-cluster", "ALTER")], CLUSTER_DENIED, lambda b: b.describe_user_configs()),
+    "DescribeClientQuotas": Case(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, lambda: {"components": [], "strict": False},
+                                 [("CLUSTER", "kafka-cluster", "DESCRIBE_CONFIGS")], CLUSTER_DENIED),
+    "AlterClientQuotas": Case(ApiKey.ALTER_CLIENT_QUOTAS, 1, lambda: {"entries": [
+        {"entity": [{"entity_type": "client-id", "entity_name": "greedy"}],
+         "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}], "validate_only": False},
+        [("CLUSTER", "kafka-cluster", "ALTER_CONFIGS")], CLUSTER_DENIED, lambda b: b.describe_client_quotas([])),
     "DescribeAcls": Case(ApiKey.DESCRIBE_ACLS, 1, _acl_filter, [("CLUSTER", "kafka-cluster", "DESCRIBE")],
                          CLUSTER_DENIED),
     "CreateAcls": Case(ApiKey.CREATE_ACLS, 1, lambda: {"creations": [

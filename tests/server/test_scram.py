@@ -642,7 +642,7 @@ def test_configs_command_for_users(sasl_broker: Tuple[Broker, Address]) -> None:
     assert (code, out) == (1, "") and "Attempt to delete a user credential that does not exist" in err
     code, out, err = configs("--alter", *users, "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
     assert (code, out) == (1, "") and "Too few iterations" in err
-    code, _, err = configs("--alter", *users, "--add-config", "producer_byte_rate=1024")
-    assert code == 1 and "quotas are not supported" in err
+    code, _, err = configs("--alter", *users, "--add-config", "SCRAM-SHA-256=[password=x],producer_byte_rate=1024")
+    assert code == 1 and "Cannot alter both quota and SCRAM credential configs simultaneously" in err
     code, _, err = configs("--alter", *users, "--add-config", "SCRAM-SHA-256=[iterations=8192]")
     assert code == 1 and "a password is required" in err

@@ -5,7 +5,7 @@ what the broker holds rather than its records, as Kafka's AdminManager (ZkAdminM
 and ConfigAdminManager do: CreateTopics (and the topics created on first use,
 ``__consumer_offsets`` among them), DeleteTopics, CreatePartitions, the topics' metadata,
 DescribeConfigs and AlterConfigs on topics and brokers (dynamic broker configs), users'
-SCRAM credentials, DescribeLogDirs and DescribeCluster. On a single node it changes the
+SCRAM credentials, client quotas, DescribeLogDirs and DescribeCluster. On a single node it changes the
 topic store and the logs itself; a cluster member goes through the metadata store.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ... import errors
 from ...errors import ConfigError
@@ -28,6 +28,9 @@ from ..contract import (
     LogDirsQuery,
     PartitionReassignment,
     PartitionOutcome,
+    QuotaAlteration,
+    QuotaEntity,
+    QuotaFilterComponent,
     ReplicaInfo,
     TopicDescription,
     TopicPartitionInfo,
@@ -36,6 +39,7 @@ from ..coordinator.group.offsets_topic import OFFSETS_TOPIC
 from ..names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..replica_assignment import check_added_assignment, check_new_assignment
 from ..state.partition import Partition
+from .client_quotas import ClientQuotaStore
 from .config import is_dynamic_in_kafka
 from .dynamic_config import DEFAULT_ENTITY, write_config_file
 from .lifecycle import BrokerLifecycle
@@ -635,6 +639,32 @@ class BrokerAdmin(BrokerLifecycle):
             else:
                 config[key] = value
         self._users.write(user, config)
+
+    # -- client quotas (DescribeClientQuotas, AlterClientQuotas) ---------------------------------
+
+    @property
+    def _quotas(self) -> ClientQuotaStore:
+        if self.cluster is not None:
+            return self.cluster.quotas
+        assert self._file_quotas is not None
+        return self._file_quotas
+
+    def describe_client_quotas(self, components: Sequence[QuotaFilterComponent], strict: bool = False
+                               ) -> Dict[QuotaEntity, Dict[str, float]]:
+        """The quota entities the filter matches (Kafka's rules and errors); not on the loop."""
+        return self._quotas.describe(components, strict)
+
+    def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+                            ) -> Dict[QuotaEntity, Tuple[int, Optional[str]]]:
+        """Change quota entities; in a cluster every broker is notified. Not on the loop."""
+        return self._quotas.alter(alterations, validate_only)
+
+    def client_quota_configs(self) -> Dict[QuotaEntity, Dict[str, float]]:
+        return self._quotas.cached()
+
+    def watch_client_quotas(self, callback: Callable[[Dict[QuotaEntity, Dict[str, float]]], None]
+                            ) -> Callable[[], None]:
+        return self._quotas.watch(callback)
 
     # -- log dirs and the cluster --------------------------------------------------------
 

@@ -49,6 +49,7 @@ from .data_path import BrokerDataPath
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_config_file
 from .metrics import broker_readings
 from .topic_store import FileTopicStore, TopicMetadata
+from .client_quotas import FileClientQuotas
 from .user_credentials import FileUserCredentials
 
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
@@ -129,6 +130,7 @@ class Broker(BrokerDataPath, BrokerAdmin):
         self._pending_configs: Dict[str, TopicMetadata] = {}  # topics being created, for their logs' config
         self._store = FileTopicStore(self.data_dir)
         self._file_users = None if clustered else FileUserCredentials(self.data_dir)  # a cluster's: in the store
+        self._file_quotas = None if clustered else FileClientQuotas(self.data_dir)  # likewise
         # A missing topics file is rebuilt from the partition directories (the offsets topic with its own config).
         offsets_config = OffsetsTopic.config(self.config.node.offsets_topic_segment_bytes)
         # A single node's topics; a cluster member's are in the metadata store (this map then

@@ -55,6 +55,7 @@ from ..zk.store import CONNECTED, EXPIRED, MetadataStore, WatchedEvent
 from .metadata_cache import MetadataCache
 from .replica_fetcher import FetcherSettings
 from .replica_manager import ReplicaHost, ReplicaManager, ReplicationSettings
+from .client_quotas import ZkClientQuotas
 from .user_credentials import ZkUserCredentials
 
 if TYPE_CHECKING:  # the broker owns this object; only its type is needed here
@@ -88,6 +89,8 @@ class ClusterNode:
         self.zk = KafkaZkClient(store)
         #: Users' SCRAM credentials (/config/users), refreshed by ``users/`` notifications.
         self.users = ZkUserCredentials(self.zk)
+        #: Client quotas (/config/clients, /config/users, /config/ips), refreshed by their notifications.
+        self.quotas = ZkClientQuotas(self.zk)
         self.metadata = MetadataCache()
         self._metadata_changed = threading.Condition()
         self._on_topic_config = on_topic_config
@@ -158,6 +161,7 @@ class ClusterNode:
         self.store.add_listener(self._session_state)
         self.zk.get_config_changes(watch=self._config_changes_watch)
         self.users.load()  # after the watch: a change from now on is a notification
+        self.quotas.load()
         if self._on_broker_config is not None:  # before any replica is hosted: logs open with them
             for entity in (DEFAULT_BROKER_ENTITY, str(self.broker_id)):
                 self._on_broker_config(entity, self.zk.get_broker_config(entity))
@@ -434,8 +438,11 @@ class ClusterNode:
                     continue
                 seen.add(name)
                 entity = self.zk.read_config_change(name)
+                if entity is not None and self.quotas.refresh(entity):  # a client, user or ip entity
+                    if entity.startswith("users/") and entity.count("/") == 1:  # the user's credentials too
+                        self.users.refresh(urllib.parse.unquote(entity[len("users/"):]))
+                    continue
                 if entity is not None and entity.startswith("users/"):
-                    self.users.refresh(urllib.parse.unquote(entity[len("users/"):]))
                     continue
                 if entity is not None and entity.startswith("brokers/"):
                     target = entity[len("brokers/"):]

@@ -37,6 +37,9 @@ from ..contract import (
     PartitionReassignment,
     ProducerDescription,
     ProduceResult,
+    QuotaAlteration,
+    QuotaEntity,
+    QuotaFilterComponent,
     ScramCredentialDeletion,
     ServedBroker,
     ScramCredentialUpsertion,
@@ -290,6 +293,17 @@ class InProcessTransport:
                     ) -> List[Tuple[int, Optional[str], List[Tuple[AclBinding, int, Optional[str]]]]]:
         return [(0, None, [(b, 0, None) if e is None else (b, int(e.code), str(e)) for b, e in found])
                 for found in self._authorizer().delete_acls(filters)]
+
+    # -- client quotas ---------------------------------------------------------------------------
+
+    def describe_client_quotas(self, components: Sequence[QuotaFilterComponent], strict: bool = False
+                               ) -> Dict[QuotaEntity, Dict[str, float]]:
+        return self.broker.describe_client_quotas(components, strict)
+
+    def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], validate_only: bool = False
+                            ) -> Dict[QuotaEntity, Tuple[int, Optional[str]]]:
+        """Written to the broker's store (a cluster's metadata store: every broker is told)."""
+        return self.broker.alter_client_quotas(alterations, validate_only)
 
     def close(self) -> None:
         """Nothing to release: the broker stays up."""

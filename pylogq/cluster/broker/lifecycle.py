@@ -42,6 +42,7 @@ from ..state.producer_ids import ProducerIdManager
 from .config import BrokerConfig
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from .topic_store import FileTopicStore, TopicMetadata
+from .client_quotas import FileClientQuotas
 from .user_credentials import FileUserCredentials
 
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
@@ -82,6 +83,7 @@ class BrokerLifecycle:
         on_storage_failure: Callable[[str], None]
         log_dir_mover: Optional["LogDirMover"]
         _file_users: Optional[FileUserCredentials]
+        _file_quotas: Optional[FileClientQuotas]
         _topics: Dict[str, TopicMetadata]
         _topic_names: Dict[str, str]
         default_log_config: LogConfig

@@ -343,6 +343,28 @@ class KafkaZkClient:
         """Write a user's config (an empty one too, as Kafka does) and notify every broker."""
         self._set_entity_config(user_config_path(user), config, "users/%s" % sanitize_user(user))
 
+    # -- client quota entities: /config/clients, /config/users (and <user>/clients), /config/ips ----
+
+    def get_entity_names(self, kind: str) -> List[str]:
+        """The (url-encoded) names of the entity config znodes under ``/config/<kind>``."""
+        try:
+            return sorted(self.store.get_children("/config/%s" % kind))
+        except errors.NoNodeError:
+            return []
+
+    def get_entity_config(self, entity_path: str) -> Dict[str, str]:
+        """The config map of ``/config/<entity_path>`` (every key; empty when there is none)."""
+        path = "/config/%s" % entity_path
+        try:
+            data, _ = self.store.get(path)
+        except errors.NoNodeError:
+            return {}
+        return decode_entity_config(path, data)
+
+    def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        """Write ``/config/<entity_path>``'s whole config map and notify every broker."""
+        self._set_entity_config("/config/%s" % entity_path, config, entity_path)
+
     def get_config_changes(self, watch: Optional[Watcher] = None) -> List[str]:
         """The names of the pending config change notifications, oldest first."""
         return sorted(c for c in self.store.get_children(CONFIG_CHANGES_PATH, watch=watch)

@@ -330,7 +330,10 @@ def encode_topic_config(config: Mapping[str, str]) -> bytes:
 
 
 def decode_entity_config(path: str, data: bytes) -> Dict[str, str]:
-    """The ``config`` of a topic's, a broker's or a user's config znode at ``path``."""
+    """The ``config`` of a topic's, a broker's or a user's config znode at ``path``; a znode
+    without data (a parent made for ``/config/users/<user>/clients/<id>``) has none, as in Kafka."""
+    if not data:
+        return {}
     config = _field(path, _loads(path, data), "config", dict)
     return {str(k): str(v) for k, v in config.items()}
 

@@ -1,0 +1,425 @@
+"""Client quotas (pylogq/server/quotas.py, pylogq/cluster/broker/client_quotas.py) on one broker.
+
+Kafka's precedence among the eight quota levels and the sensors it names, on a clock the
+test moves; then a served broker: a produce over its quota is answered at once with its
+throttle time and the connection muted (its next request is answered no sooner than the
+delay, while another connection is served meanwhile), a consumer over its quota gets
+Kafka's empty throttled fetch, controller mutations past a strict quota answer
+THROTTLING_QUOTA_EXCEEDED, DescribeClientQuotas and AlterClientQuotas round trip through
+kafka-python's own codec with Kafka's validation errors, quotas survive a restart, the
+throttle metrics are served, and connection creation rates hold back new connections.
+How closely a throttled client keeps to its quota is measured in benchmarks/test_quotas.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+from pylogq import AdminClient, Broker
+from pylogq.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent
+from pylogq.client.connection import BrokerConnection
+from pylogq.errors import InvalidRequestError
+from pylogq.protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, Reader, header_versions
+from pylogq.protocol.constants import ApiKey
+from pylogq.protocol.types import Writer
+from pylogq.records import build_batch
+from pylogq.server.quotas import DEFAULT, ClientQuotaManager, ClientQuotas, ConnectionQuotas, QuotaSettings
+
+Address = Tuple[str, int]
+DEADLINE_S = 30.0
+THROTTLING_QUOTA_EXCEEDED, INVALID_REQUEST = 89, 42
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- precedence and sensors ----------------------------------------------------------------------
+
+#: Kafka's eight levels, most specific first, for user alice (sanitized) and client id app.
+LEVELS = [("alice", "app"), ("alice", DEFAULT), ("alice", None), (DEFAULT, "app"), (DEFAULT, DEFAULT),
+          (DEFAULT, None), (None, "app"), (None, DEFAULT)]
+#: The metric tags (the sensor) each level's quota is recorded in.
+TAGS = [("alice", "app"), ("alice", "app"), ("alice", ""), ("alice", "app"), ("alice", "app"), ("alice", ""),
+        ("", "app"), ("", "app")]
+
+
+@pytest.mark.parametrize("level", range(len(LEVELS)))
+def test_the_most_specific_of_the_eight_levels_applies(level: int) -> None:
+    manager = ClientQuotaManager("Produce", "producer_byte_rate")
+    manager.set_overrides({key: 1000.0 * (i + 1) for i, key in enumerate(LEVELS) if i >= level})
+    assert manager.limit("alice", "app") == 1000.0 * (level + 1)
+    assert manager.tags("alice", "app") == TAGS[level]
+
+
+def test_quotas_of_one_kind_share_sensors_as_kafka_does() -> None:
+    manager = ClientQuotaManager("Produce", "producer_byte_rate")
+    manager.set_overrides({(None, "app"): 10.0})
+    # Client-id quotas only: every user of "app" shares one sensor, other clients are unbounded.
+    assert manager.tags("alice", "app") == manager.tags("bob", "app") == ("", "app")
+    assert manager.limit("alice", "other") is None
+    manager.set_overrides({(DEFAULT, None): 20.0})  # user quotas only: the anonymous user too
+    assert manager.tags("ANONYMOUS", "x") == ("ANONYMOUS", "") and manager.limit("ANONYMOUS", "x") == 20.0
+    manager.set_overrides({})
+    assert not manager.enabled and manager.record("alice", "app", 10 ** 9) == 0
+
+
+def test_recording_past_the_quota_throttles_and_idle_sensors_expire() -> None:
+    clock = Clock()
+    manager = ClientQuotaManager("Produce", "producer_byte_rate", samples=11, window_s=1.0, clock=clock)
+    manager.set_overrides({(None, DEFAULT): 1000.0})
+    assert manager.record("", "a", 10000) == 0  # 10 000 bytes over the 10 s window: at the bound
+    # 20 000 bytes over 10 s is 2 000 B/s: (2000 - 1000) / 1000 * 10 s.
+    assert manager.record("", "a", 10000) == 10000
+    manager.unrecord("", "a", 10000)
+    assert manager.record("", "a", 0) == 0
+    manager.record("", "b", 1)
+    assert manager.sensor_count == 2
+    clock.now += 3601.0  # an hour without a record: Kafka's inactive sensor expiry
+    manager.record("", "c", 1)
+    assert manager.sensor_count == 1
+
+
+def test_a_request_time_throttle_is_bounded_by_one_window() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(QuotaSettings(samples=11, window_s=1.0), clock=clock)
+    quotas.update({(("client-id", "busy"),): {"request_percentage": 1.0}})
+    assert quotas.request.record("", "busy", 500.0) == 1000
+
+
+def test_controller_mutations_take_tokens() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(QuotaSettings(controller_samples=2, controller_window_s=1.0), clock=clock)
+    quotas.update({(("user", None),): {"controller_mutation_rate": 5.0}})
+    manager = quotas.controller_mutation
+    assert manager.mutation_throttle_ms("ANONYMOUS", "x") == 0  # a full bucket: 2 * 1 s * 5
+    assert manager.take_mutations("ANONYMOUS", "x", 15) == 1000  # 5 tokens owed at 5 a second
+    assert manager.mutation_throttle_ms("ANONYMOUS", "x") == 1000
+    clock.now += 1.0
+    assert manager.mutation_throttle_ms("ANONYMOUS", "x") == 0
+
+
+def test_connection_creation_rates() -> None:
+    clock = Clock()
+    quotas = ConnectionQuotas(2, {"PLAINTEXT": 1, "SASL_PLAINTEXT": None}, "SASL_PLAINTEXT",
+                              QuotaSettings(samples=2, window_s=1.0), clock=clock)
+    assert quotas.limits("PLAINTEXT") and not quotas.limits("SASL_PLAINTEXT")  # the inter-broker listener
+    assert quotas.accept_delay_ms("PLAINTEXT") == 0
+    assert quotas.accept_delay_ms("PLAINTEXT") == 1000  # 2 a second on a 1-a-second listener: bounded
+    quotas.set_ip_rates({"10.0.0.1": 1, None: 100})
+    assert quotas.ip_throttle_ms("10.0.0.1", "SASL_PLAINTEXT") == 0
+    assert quotas.ip_throttle_ms("10.0.0.1", "SASL_PLAINTEXT") == 1000
+    assert quotas.ip_throttle_ms("10.0.0.2", "SASL_PLAINTEXT") == 0  # the default's 100 a second
+
+
+# -- a served broker --------------------------------------------------------------------------------
+
+SETTINGS: Dict[str, Any] = {"quota.window.num": 2, "quota.window.size.seconds": 1,
+                            "controller.quota.window.num": 2, "group.initial.rebalance.delay.ms": 0,
+                            "offsets.topic.num.partitions": 1}
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Tuple[Broker, Address]]:
+    broker = Broker(str(tmp_path / "broker"), **SETTINGS)
+    try:
+        yield broker, broker.serve("127.0.0.1", 0)
+    finally:
+        broker.close()
+
+
+def _admin(address: Address) -> AdminClient:
+    return AdminClient(bootstrap_servers="%s:%d" % address)
+
+
+def _set(address: Address, entity: Dict[str, Optional[str]], **values: Optional[float]) -> None:
+    admin = _admin(address)
+    try:
+        admin.alter_client_quotas([ClientQuotaAlteration(entity, list(values.items()))])
+    finally:
+        admin.close()
+
+
+def _produce_body(topic: str, value_size: int) -> Dict[str, Any]:
+    records = bytes(build_batch([b"x" * value_size]))
+    return {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+def _wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.01)
+
+
+def test_a_throttled_produce_is_answered_at_once_then_its_connection_muted(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    _set(address, {"client-id": "greedy"}, producer_byte_rate=10000)
+    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    greedy = BrokerConnection(address[0], address[1], "greedy", 10.0, None)
+    other = BrokerConnection(address[0], address[1], "modest", 10.0, None)
+    try:
+        greedy.request(ApiKey.API_VERSIONS, {})
+        sent = time.monotonic()
+        answer = greedy.request(ApiKey.PRODUCE, _produce_body("t", 30000))
+        throttle_ms = answer["throttle_time_ms"]
+        # 30 KB over the 1 s window at 10 KB/s: about 2 s, and the records were appended.
+        assert throttle_ms > 1000 and answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+        samples = broker.metrics_registry.samples()  # (the average of the throttles of the last windows)
+        assert samples['kafka_server_produce_throttle_time{client_id="greedy",user=""}'] == throttle_ms
+        assert samples['kafka_server_produce_byte_rate{client_id="greedy",user=""}'] > 10000
+        pending = greedy.send(ApiKey.METADATA, {"topics": [{"name": "t"}]})
+        # Another client is served while the throttled connection is muted ...
+        assert other.request(ApiKey.PRODUCE, _produce_body("t", 30000))["throttle_time_ms"] == 0
+        assert not pending.done()
+        # ... and the muted one's next request is answered no sooner than the delay.
+        pending.result(DEADLINE_S)
+        assert time.monotonic() - sent >= throttle_ms / 1000.0
+    finally:
+        greedy.close()
+        other.close()
+
+
+def test_a_throttled_fetch_is_answered_empty_as_kafka_answers_it(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    batch = len(build_batch([b"y" * 4000]))
+    for _ in range(20):
+        broker.produce("t", 0, bytes(build_batch([b"y" * 4000])))
+    _set(address, {"user": None, "client-id": "reader"}, consumer_byte_rate=20000)
+    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    conn = BrokerConnection(address[0], address[1], "reader", 10.0, None)
+    throttled, offset = 0, 0
+    try:
+        while offset < 12:
+            answer = conn.request(ApiKey.FETCH, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "rack_id": "",
+                "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": offset,
+                                                          "partition_max_bytes": 1 << 20, "log_start_offset": -1,
+                                                          "current_leader_epoch": -1}]}]})
+            if answer["throttle_time_ms"] > 0:
+                throttled += 1
+                assert answer["responses"] == []  # no partitions: its bytes were taken back
+                assert broker.metrics_registry.samples()[
+                    'kafka_server_fetch_throttle_time{client_id="reader",user="ANONYMOUS"}'] > 0
+                continue
+            records = answer["responses"][0]["partitions"][0]["records"]
+            # Kafka's cap: no more than the quota allows at once on an idle sensor (20 KB).
+            assert 0 < len(records) <= 20000
+            offset += len(records) // batch
+    finally:
+        conn.close()
+    assert throttled > 0
+
+
+class RawConnection:
+    """Requests at a chosen version over a socket, in pylogq's tables' encoding."""
+
+    def __init__(self, address: Address, client_id: str) -> None:
+        self.sock = socket.create_connection(address, timeout=10.0)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def call(self, api_key: int, version: int, body: Dict[str, Any]) -> Dict[str, Any]:
+        self.sock.sendall(self.frame(api_key, version, body))
+        return self.read(api_key, version)
+
+    def frame(self, api_key: int, version: int, body: Dict[str, Any]) -> bytes:
+        """A request's frame (size prefix, header, body)."""
+        self.correlation_id += 1
+        w = Writer()
+        REQUEST_HEADER.encode_into(w, {"request_api_key": api_key, "request_api_version": version,
+                                       "correlation_id": self.correlation_id, "client_id": self.client_id},
+                                   header_versions(api_key, version)[0])
+        REQUESTS[api_key].encode_into(w, body, version)
+        data = w.getvalue()
+        return struct.pack(">i", len(data)) + data
+
+    def read(self, api_key: int, version: int) -> Dict[str, Any]:
+        """The next response, decoded."""
+        size = struct.unpack(">i", _read(self.sock, 4))[0]
+        r = Reader(_read(self.sock, size))
+        RESPONSE_HEADER.decode_from(r, header_versions(api_key, version)[1])
+        answer: Dict[str, Any] = RESPONSES[api_key].decode_from(r, version)
+        return answer
+
+    def read_rest(self, first: bytes) -> None:
+        """The rest of a response whose first byte a caller has read."""
+        size = struct.unpack(">i", first + _read(self.sock, 3))[0]
+        _read(self.sock, size)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _create(conn: RawConnection, name: str, partitions: int, version: int = 6) -> Dict[str, Any]:
+    return conn.call(ApiKey.CREATE_TOPICS, version, {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                    "configs": []}], "timeout_ms": 5000, "validate_only": False})
+
+
+def test_controller_mutations_past_a_strict_quota_are_refused(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    _set(address, {"client-id": "maker"}, controller_mutation_rate=2)
+    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    first, second = RawConnection(address, "maker"), RawConnection(address, "maker")
+    try:
+        # The bucket holds 2 windows * 1 s * 2 = 4 partitions: the first takes 10 and owes 6 (3 s).
+        created = _create(first, "big", 10)
+        assert created["topics"][0]["error_code"] == 0 and created["throttle_time_ms"] > 2000
+        # The same client on another connection (not muted): strict (v6+), refused while it owes.
+        refused = _create(second, "more", 1)
+        assert refused["topics"][0]["error_code"] == THROTTLING_QUOTA_EXCEEDED
+        assert refused["topics"][0]["error_message"].endswith("The throttling quota has been exceeded.")
+        assert refused["throttle_time_ms"] > 0 and "more" not in broker.list_topics()
+        # Below v6 the quota is permissive: created, and throttled after.
+        permissive = _create(second, "older", 1, version=5)
+        assert permissive["topics"][0]["error_code"] == 0 and permissive["throttle_time_ms"] > 0
+    finally:
+        first.close()
+        second.close()
+
+
+def _kafka_python_call(address: Address, request: Any, response_class: Any, version: int) -> Any:
+    """One request in kafka-python's own encoding, its answer decoded by kafka-python."""
+    request.with_header(correlation_id=7, client_id="kafka-python-quotas")
+    with socket.create_connection(address, timeout=10.0) as sock:
+        sock.sendall(request.encode(version=version, header=True, framed=True))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        return response_class.decode(_read(sock, size), version=version, header=True)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_describe_and_alter_through_kafka_pythons_codec(served: Tuple[Broker, Address], version: int) -> None:
+    admin_module = pytest.importorskip("kafka.protocol.admin")
+    alter, altered = admin_module.AlterClientQuotasRequest, admin_module.AlterClientQuotasResponse
+    describe, described = admin_module.DescribeClientQuotasRequest, admin_module.DescribeClientQuotasResponse
+    _, address = served
+
+    def entry(entity: List[Tuple[str, Optional[str]]], ops: List[Tuple[str, float, bool]]) -> Any:
+        return alter.EntryData(entity=[alter.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                               ops=[alter.EntryData.OpData(key=k, value=v, remove=r) for k, v, r in ops])
+
+    answer = _kafka_python_call(address, alter(version=version, validate_only=False, entries=[
+        entry([("user", "alice"), ("client-id", None)], [("producer_byte_rate", 1048576.0, False)]),
+        entry([("client-id", "app")], [("request_percentage", 12.5, False)]),
+        entry([("client-id", "bad")], [("producer_byte_rate", 1.5, False)]),
+        entry([("client-id", "")], [("producer_byte_rate", 1.0, False)]),
+        entry([("ip", "127.0.0.1"), ("user", "x")], [("connection_creation_rate", 1.0, False)]),
+        entry([("client-id", "x")], [("no_such_quota", 1.0, False)]),
+    ]), altered, version)
+    errors = {tuple((e.entity_type, e.entity_name) for e in r.entity): (r.error_code, r.error_message)
+              for r in answer.entries}
+    assert errors[(("client-id", None), ("user", "alice"))] == (0, None)
+    assert errors[(("client-id", "app"),)] == (0, None)
+    assert errors[(("client-id", "bad"),)] == (INVALID_REQUEST, "Configuration producer_byte_rate must be a LONG value")
+    assert errors[(("client-id", ""),)] == (INVALID_REQUEST, "Empty client-id not supported")
+    assert errors[(("ip", "127.0.0.1"), ("user", "x"))] == (
+        INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be used with user/client ID entity.")
+    assert errors[(("client-id", "x"),)] == (INVALID_REQUEST, "Invalid configuration key no_such_quota")
+
+    def query(components: List[Tuple[str, int, Optional[str]]], strict: bool) -> Any:
+        return _kafka_python_call(address, describe(version=version, strict=strict, components=[
+            describe.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components]),
+            described, version)
+
+    everything = query([], False)
+    assert everything.error_code == 0
+    found = {tuple(sorted((e.entity_type, e.entity_name) for e in r.entity)): {v.key: v.value for v in r.values}
+             for r in everything.entries}
+    assert found == {(("client-id", None), ("user", "alice")): {"producer_byte_rate": 1048576.0},
+                     (("client-id", "app"),): {"request_percentage": 12.5}}
+    only_clients = query([("client-id", 2, None)], True)  # any named client, and nothing else
+    assert [[(e.entity_type, e.entity_name) for e in r.entity] for r in only_clients.entries] == [[("client-id", "app")]]
+    bad = query([("user", 0, "a"), ("user", 0, "b")], False)
+    assert (bad.error_code, bad.error_message, bad.entries) == (
+        INVALID_REQUEST, "Duplicate user filter component entity type", None)
+    assert query([("nope", 0, "a")], False).error_code == 35  # UNSUPPORTED_VERSION: a custom entity type
+
+
+def test_quotas_survive_a_restart_and_keep_a_users_scram_credentials(tmp_path: Path) -> None:
+    data = str(tmp_path / "broker")
+    broker = Broker(data, **SETTINGS)
+    try:
+        address = broker.serve("127.0.0.1", 0)
+        _set(address, {"user": "alice"}, consumer_byte_rate=2097152)
+        _set(address, {"ip": None}, connection_creation_rate=50)
+        admin = _admin(address)
+        try:
+            with pytest.raises(InvalidRequestError, match="Invalid empty client quota entity"):
+                admin.alter_client_quotas([ClientQuotaAlteration({}, [("producer_byte_rate", 1.0)])])
+        finally:
+            admin.close()
+    finally:
+        broker.close()
+    broker = Broker(data, **SETTINGS)
+    try:
+        assert broker.client_quota_configs() == {(("user", "alice"),): {"consumer_byte_rate": 2097152.0},
+                                                 (("ip", None),): {"connection_creation_rate": 50.0}}
+        admin = _admin(broker.serve("127.0.0.1", 0))
+        try:
+            assert admin.describe_client_quotas([ClientQuotaFilterComponent.of_entity("user", "alice")]) == {
+                (("user", "alice"),): {"consumer_byte_rate": 2097152.0}}
+            admin.alter_client_quotas([ClientQuotaAlteration({"user": "alice"}, [("consumer_byte_rate", None)])])
+            assert admin.describe_client_quotas([]) == {(("ip", None),): {"connection_creation_rate": 50.0}}
+        finally:
+            admin.close()
+    finally:
+        broker.close()
+
+
+def test_the_listener_rate_holds_back_new_connections(tmp_path: Path) -> None:
+    broker = Broker(str(tmp_path / "broker"), **SETTINGS,
+                    **{"listener.name.plaintext.max.connection.creation.rate": 2})
+    try:
+        address = broker.serve("127.0.0.1", 0)
+        started = time.monotonic()
+        connections = [BrokerConnection(address[0], address[1], "c%d" % i, 10.0, None) for i in range(5)]
+        try:
+            for conn in connections:  # every one is served, in the end
+                conn.request(ApiKey.API_VERSIONS, {})
+        finally:
+            for conn in connections:
+                conn.close()
+        # At 2 a second over a 1 s window, the last of five waits for the ones before it.
+        assert time.monotonic() - started >= 1.0
+        samples = broker.metrics_registry.samples()
+        assert samples['kafka_server_socket_server_metrics_connection_accept_throttle_time{listener="PLAINTEXT"}'] > 0
+    finally:
+        broker.close()
+
+
+def test_an_address_past_its_connection_rate_is_closed(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    _set(address, {"ip": "127.0.0.1"}, connection_creation_rate=1)
+    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    first = BrokerConnection(address[0], address[1], "first", 10.0, None)
+    try:
+        first.request(ApiKey.API_VERSIONS, {})
+        with socket.create_connection(address, timeout=10.0) as sock:
+            sock.sendall(b"")
+            assert sock.recv(1) == b""  # closed (after the throttle time), never served
+    finally:
+        first.close()
