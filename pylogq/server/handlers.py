@@ -318,13 +318,11 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
             user = user_bytes.decode("utf-8")
         except UnicodeDecodeError:
             return "SASL/PLAIN user name is not UTF-8"
-        expected = self.server.sasl_users.get(user)
+        expected = self.server.sasl_users_for(conn.listener.name).get(user)
         if expected is None or expected.encode("utf-8") != password or (authzid and authzid != user_bytes):
             log.warning("authentication failed id=%d peer=%s user=%r", conn.id, conn.peer, user)
             return "Authentication failed: Invalid username or password"
-        conn.user = user
-        conn.authenticated = True
-        log.info("authenticated id=%d peer=%s user=%s", conn.id, conn.peer, user)
+        conn.authenticated_as(user, "PLAIN")
         return None
 
     def sasl_raw_token(self, conn: Connection, token: bytes) -> Outcome:
