@@ -56,7 +56,7 @@ from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError, IllegalStateError
 from ..metrics import MetricsRegistry
 from ..protocol import ApiKey
-from .config import JAAS_KEY, ServerConfig, parse_connection_overrides
+from .config import ServerConfig, parse_connection_overrides
 from .connection import Connection, RequestMemory, RequestPlaces, RequestSlot
 from .handler_base import error_name
 from .handlers import Handlers
