@@ -13,8 +13,10 @@ A Produce with acks=0 gets no response and takes no FIFO entry.
 On connect, ApiVersions picks per API the highest version both sides speak
 (``min(ours, the broker's max)``); a broker that does not know our ApiVersions
 version answers in the v0 layout with UNSUPPORTED_VERSION and its own range,
-and the request is repeated at a version it knows. With SASL_PLAINTEXT the
-SaslHandshake (v1) and SaslAuthenticate exchange follows before anything else.
+and the request is repeated at a version it knows. With SASL_PLAINTEXT or SASL_SSL the
+SaslHandshake (v1) and SaslAuthenticate exchange follows before anything else. Over
+SSL or SASL_SSL the TLS handshake comes first, when the socket connects: a failed one
+(an untrusted or expired certificate on either side) raises SslAuthenticationError.
 
 A broker answers ApiVersions at once, so that first answer is waited for
 :data:`HANDSHAKE_TIMEOUT_S` at most, not the request timeout: a port that
@@ -35,6 +37,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import logging
+import ssl
 import threading
 import time
 from typing import Any, Deque, Dict, Mapping, Optional, Tuple
@@ -146,7 +149,7 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, client_id: Optional[str], timeout_s: float,
                  sasl: Optional[Tuple[str, str, str]] = None, label: str = "",
-                 sensors: Optional[NodeSensors] = None) -> None:
+                 sensors: Optional[NodeSensors] = None, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.host = host
         self.port = port
         self.address = "%s:%d" % (host, port)
@@ -166,7 +169,7 @@ class BrokerConnection:
         self._unanswered_writes = False  # requests sent that get no response (acks=0 produces)
         self._max_response: Optional[int] = MAX_HANDSHAKE_RESPONSE  # None once the handshake is done
         try:
-            sock = KafkaSocket(host, port, min(timeout_s, CONNECT_TIMEOUT_S))
+            sock = KafkaSocket(host, port, min(timeout_s, CONNECT_TIMEOUT_S), ssl_context)
         except OSError as exc:
             raise KafkaConnectionError("cannot connect to %s: %s" % (self.address, exc.strerror or exc)) from None
         sock.settimeout(None)  # the reader blocks; waiters enforce their own deadlines

@@ -53,7 +53,7 @@ from typing import (
 
 from ..cluster.contract import BrokerEndpoint, ServedBroker
 from ..cluster.delayed import DelayedCall
-from ..errors import ConfigError, IllegalStateError
+from ..errors import ConfigError, IllegalStateError, PrincipalMappingError
 from ..metrics import MetricsRegistry
 from ..protocol import ApiKey
 from .config import ServerConfig, parse_connection_overrides
@@ -62,7 +62,7 @@ from .handler_base import error_name
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
 from .ssl_factory import server_context
-from .ssl_principal import ANONYMOUS, NoMatchingRule, SslPrincipalMapper, rfc2253_name
+from .ssl_principal import ANONYMOUS, SslPrincipalMapper, rfc2253_name
 from .ssl_transport import SslTransportLayer
 
 log = logging.getLogger("pylogq.server")
@@ -427,11 +427,11 @@ class KafkaServer:
         except asyncio.CancelledError:  # the server stops
             tls.close()
             raise
-        except (ssl.SSLError, OSError, EOFError, asyncio.TimeoutError, NoMatchingRule, ValueError) as exc:
+        except (ssl.SSLError, OSError, EOFError, asyncio.TimeoutError, PrincipalMappingError, ValueError) as exc:
             if isinstance(exc, asyncio.TimeoutError):
                 reason = "no handshake within %d ms (%d bytes received)" % (self.ssl_handshake_timeout_s * 1000,
                                                                            tls.handshake_bytes)
-            elif isinstance(exc, NoMatchingRule):
+            elif isinstance(exc, PrincipalMappingError):
                 reason = "ssl.principal.mapping.rules: %s" % exc
             else:
                 reason = "%s: %s" % (type(exc).__name__, exc)

@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, List, Match, Optional, Pattern
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PrincipalMappingError
 
-__all__ = ["ANONYMOUS", "NoMatchingRule", "SslPrincipalMapper", "rfc2253_name"]
+__all__ = ["ANONYMOUS", "SslPrincipalMapper", "rfc2253_name"]
 
 #: The principal of a client that did not authenticate (PLAINTEXT, SSL without a certificate).
 ANONYMOUS = "User:ANONYMOUS"
@@ -35,10 +35,6 @@ _RULE = r"(DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?|(.*?)"
 _RULE_SPLITTER = re.compile(r"\s*(" + _RULE + r")\s*(,\s*|$)")
 _RULE_PARSER = re.compile(_RULE)
 _BACK_REFERENCE = re.compile(r"\$(\d+)")
-
-
-class NoMatchingRule(Exception):
-    """No rule gives a name for the DN (the client is refused)."""
 
 
 def _escape_literal_back_references(unescaped: str, groups: int) -> str:
@@ -185,12 +181,12 @@ class SslPrincipalMapper:
                 self.rules.append(_Rule(rule, parsed.group(2), parsed.group(4), parsed.group(6) or ""))
 
     def name(self, dn: str) -> str:
-        """The principal name of ``dn``; NoMatchingRule when no rule gives one."""
+        """The principal name of ``dn``; PrincipalMappingError when no rule gives one."""
         for rule in self.rules:
             found = rule.apply(dn)
             if found is not None:
                 return found
-        raise NoMatchingRule("No rules apply to %s, rules %s" % (dn, self.rules))
+        raise PrincipalMappingError("No rules apply to %s, rules %s" % (dn, self.rules))
 
     def __repr__(self) -> str:
         return "SslPrincipalMapper(rules = [%s])" % ", ".join(repr(r) for r in self.rules)
