@@ -48,6 +48,7 @@ from ..errors import (
     PylogqError,
     RequestTimedOutError,
     SaslAuthenticationFailedError,
+    SslAuthenticationError,
     ScramError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
@@ -60,6 +61,7 @@ from ..protocol.blocking_client import (
     decode_response_body,
     decode_response_header,
     encode_request,
+    ssl_reason,
 )
 from ..protocol.constants import ApiKey
 from ..protocol.messages import API_NAMES
@@ -174,6 +176,9 @@ class BrokerConnection:
             raise KafkaConnectionError("cannot connect to %s: %s" % (self.address, exc.strerror or exc)) from None
         sock.settimeout(None)  # the reader blocks; waiters enforce their own deadlines
         self._sock = sock
+        # An SSL error the reader met: in TLS 1.3 a broker refuses a client's certificate
+        # after the client's side of the handshake is done, with an alert its first read meets.
+        self._tls_failure: Optional[ssl.SSLError] = None
         self._reader = threading.Thread(target=self._read_loop, name="pylogq-conn-%s" % self.label, daemon=True)
         self._reader.start()
         try:
@@ -183,6 +188,9 @@ class BrokerConnection:
                 self._authenticate(*sasl)
         except BaseException:
             self.close("handshake failed")
+            if self._tls_failure is not None:
+                raise SslAuthenticationError("SSL handshake with %s failed: %s" % (
+                    self.address, ssl_reason(self._tls_failure))) from None
             raise
 
     def __repr__(self) -> str:
@@ -323,6 +331,8 @@ class BrokerConnection:
                     sensors.response_read(entry.api_key, size + 4, entry.sent_at, decoded.get("throttle_time_ms"))
                 entry.future.set_result(decoded)
         except OSError as exc:
+            if isinstance(exc, ssl.SSLError):
+                self._tls_failure = exc
             reason = "receive failed: %s" % (exc.strerror or exc)
         self.close(reason)
 

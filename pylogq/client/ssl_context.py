@@ -42,7 +42,8 @@ def client_ssl_context(ssl_context: Optional[ssl.SSLContext] = None, ssl_cafile:
         try:
             context.load_cert_chain(ssl_certfile, ssl_keyfile, ssl_password)
         except OSError as exc:  # ssl.SSLError is one: a wrong password, a key that does not match
-            which = "ssl_password" if "bad decrypt" in str(exc) or "BAD_DECRYPT" in str(exc) else \
-                "ssl_certfile %r / ssl_keyfile %r" % (ssl_certfile, ssl_keyfile)
+            which = "ssl_certfile %r / ssl_keyfile %r" % (ssl_certfile, ssl_keyfile)
+            if ssl_password is not None:
+                which += " (or ssl_password, if the key's password is not it)"
             raise ConfigError("%s: %s" % (which, getattr(exc, "strerror", None) or exc)) from None
     return context

@@ -26,6 +26,7 @@ as its message class (what the brokers read).
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import struct
@@ -38,10 +39,11 @@ from .messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, head
 from .schema import Message
 from .types import Reader, Writer
 
-__all__ = ["KafkaSocket", "BlockingClient", "encode_request", "decode_response_header", "decode_response_body",
-           "decode_response"]
+__all__ = ["KafkaSocket", "BlockingClient", "encode_request", "ssl_reason", "decode_response_header",
+           "decode_response_body", "decode_response"]
 
 SIZE = struct.Struct(">i")
+_SSL_SOURCE = re.compile(r"\s*\(_ssl\.c:\d+\)$")
 #: A frame's bytes (what :func:`encode_request` and :meth:`KafkaSocket.read_frame` give are bytearrays).
 Frame = Union[bytes, bytearray]
 #: A request body: its message class, or a mapping of its fields (snake_case names).
@@ -241,7 +243,7 @@ class KafkaSocket:
                 self._tls.handshake()
             except ssl.SSLError as exc:
                 sock.close()
-                raise SslAuthenticationError("SSL handshake with %s:%d failed: %s" % (host, port, _reason(exc))) \
+                raise SslAuthenticationError("SSL handshake with %s:%d failed: %s" % (host, port, ssl_reason(exc))) \
                     from None
             except ConnectionError as exc:  # a listener that is not TLS reads a ClientHello as garbage
                 sock.close()
@@ -306,11 +308,10 @@ class KafkaSocket:
             pass
 
 
-def _reason(exc: ssl.SSLError) -> str:
-    """An SSL error as one line: OpenSSL's reason and, for a certificate, why it failed."""
-    verify = getattr(exc, "verify_message", None)
-    reason = getattr(exc, "reason", None) or str(exc)
-    return "%s (%s)" % (reason, verify) if verify else str(reason)
+def ssl_reason(exc: ssl.SSLError) -> str:
+    """An SSL error as one line, as OpenSSL says it (``[SSL: CERTIFICATE_VERIFY_FAILED]
+    certificate verify failed: unable to get local issuer certificate``)."""
+    return _SSL_SOURCE.sub("", str(exc))
 
 
 class BlockingClient:

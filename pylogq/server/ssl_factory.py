@@ -347,6 +347,8 @@ def server_context(get: SslConfigSource, listener: str) -> ssl.SSLContext:
     if auth != "none":
         _trust(context, get, ssl.Purpose.CLIENT_AUTH)
         context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
+    else:
+        load_trust_store(get)  # read (and so checked) at start, as Kafka reads it, though unused
     return context
 
 
