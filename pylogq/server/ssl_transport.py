@@ -17,8 +17,10 @@ holds in our hands:
   (TLS leaves nothing for ``sendfile`` to send: the bytes must pass through OpenSSL).
 
 Reads hand back what OpenSSL has decrypted, up to the size asked (it decrypts a record
-at a time and keeps the rest); writes encrypt at once. Runs on the server's event loop
-(not thread-safe).
+at a time and keeps the rest). Small writes (a response's header, a partition's framing)
+are gathered and encrypted together at the next :meth:`~SslTransportLayer.drain`, large
+ones at once: a response becomes a few full TLS records, not one per piece. Runs on the
+server's event loop (not thread-safe).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ __all__ = ["REGION_CHUNK", "SslTransportLayer"]
 READ_SIZE = 64 * 1024
 #: How much of a file region is read and encrypted at a time.
 REGION_CHUNK = 256 * 1024
+#: Writes below this are gathered until the next drain (a TLS record holds 16 KiB).
+GATHER_BELOW = 16 * 1024
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -64,6 +68,7 @@ class SslTransportLayer:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._ssl: Optional[ssl.SSLObject] = None
+        self._gathered = bytearray()  # small writes not encrypted yet
         #: Bytes received before and during the handshake (what a stalled client sent).
         self.handshake_bytes = 0
 
@@ -158,16 +163,27 @@ class SslTransportLayer:
     # -- writing --------------------------------------------------------------------------
 
     def write(self, data: Buffer) -> None:
-        """Encrypt ``data`` and hand the records to the socket's transport."""
-        sslobj = self._ssl
-        assert sslobj is not None, "write before the handshake"
-        if len(data):
-            sslobj.write(data)
+        """Encrypt ``data`` and hand the records to the socket's transport (a small write at
+        the next :meth:`drain`, with the others gathered before it)."""
+        assert self._ssl is not None, "write before the handshake"
+        if len(data) < GATHER_BELOW:
+            self._gathered += data
+            return
+        self._encrypt_gathered()
+        self._ssl.write(data)
+        self._flush()
+
+    def _encrypt_gathered(self) -> None:
+        if self._gathered:
+            assert self._ssl is not None
+            self._ssl.write(self._gathered)
+            self._gathered = bytearray()
             self._flush()
 
     async def write_region(self, region: FileRange) -> None:
         """Send a file region: read :data:`REGION_CHUNK` at a time into one buffer, encrypt,
         write, and wait for the socket between chunks."""
+        self._encrypt_gathered()  # what was written before the region goes first
         left = len(region)
         position = region.position
         fd = region.fileno()
@@ -183,12 +199,15 @@ class SslTransportLayer:
                 got = len(chunk)
             if got <= 0:
                 raise ConnectionError("file region ended %d bytes early" % left)
-            self.write(chunk)
+            assert self._ssl is not None
+            self._ssl.write(chunk)
+            self._flush()
             position += got
             left -= got
             await self._writer.drain()
 
     async def drain(self) -> None:
+        self._encrypt_gathered()
         await self._writer.drain()
 
     def _flush(self) -> None:
@@ -207,6 +226,7 @@ class SslTransportLayer:
         sslobj = self._ssl
         if sslobj is not None and not self._writer.is_closing():
             try:
+                self._encrypt_gathered()
                 sslobj.unwrap()
             except (ssl.SSLError, ValueError):
                 pass  # the peer's close_notify is not awaited: the socket closes now

@@ -812,4 +812,6 @@ def _dotted_keys(keys: Iterable[str]) -> List[str]:
 
 def _sensitive(key: str) -> bool:
     """A broker key whose value DescribeConfigs never shows (Kafka's PASSWORD type and JAAS configs)."""
-    return "jaas" in key or "password" in key or key.endswith(".secret")
+    return "jaas" in key or "password" in key or key.endswith((".secret", "ssl.keystore.key",
+                                                               "ssl.keystore.certificate.chain",
+                                                               "ssl.truststore.certificates"))
