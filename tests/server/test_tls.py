@@ -797,3 +797,82 @@ def test_client_option_errors(certs: Certificates, tmp_path: Path) -> None:
         pylogq.AdminClient(bootstrap_servers="127.0.0.1:1", security_protocol="SASL_SSL",
                            ssl_cafile=certs.path("ca.pem"))
 
+
+
+# -- the inter-broker client ------------------------------------------------------------------
+
+INTER_BROKER_JAAS = {
+    "PLAIN": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+             'password="%s" user_broker="broker-secret";',
+    "SCRAM-SHA-256": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" '
+                     'password="%s";',
+}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", None])
+def test_inter_broker_client(tmp_path: Path, certs: Certificates, mechanism: Optional[str]) -> None:
+    """The client a broker reaches the others with, made from its own settings of its
+    inter-broker listener: TLS with its key store as its certificate (the listener requires
+    one) and, over SASL_SSL, the mechanism and the JAAS line's credentials; a wrong
+    password makes the other broker unreachable, as Kafka's brokers see it."""
+    from pylogq.server.inter_broker import secured_connector
+
+    listener = "INTERNAL"
+    settings: Dict[str, Any] = dict(certs.broker_p12_settings(), **{
+        "listeners": "INTERNAL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "INTERNAL:%s,PLAINTEXT:PLAINTEXT" % ("SASL_SSL" if mechanism else "SSL"),
+        "listener.name.internal.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"})
+    if mechanism:
+        settings["sasl.mechanism.inter.broker.protocol"] = mechanism
+        settings["listener.name.internal.plain.sasl.jaas.config"] = INTER_BROKER_JAAS["PLAIN"] % "broker-secret"
+        settings["listener.name.internal.%s.sasl.jaas.config" % mechanism.lower()] = \
+            INTER_BROKER_JAAS[mechanism] % ("broker-secret" if mechanism == "PLAIN" else SCRAM_PASSWORD)
+    tls = start(tmp_path / "b", settings)
+    try:
+        if mechanism == "SCRAM-SHA-256":
+            add_scram_user(tls.addresses["PLAINTEXT"], "alice", SCRAM_PASSWORD)
+        host, port = tls.addresses[listener]
+        client = secured_connector(tls.broker.config.listener, listener)(7, host, port)  # type: ignore[arg-type]
+        try:
+            # A single node answers a follower's question with an error of its own: reaching it is the point.
+            answer = client.offsets_for_leader_epoch(7, {("t", 0): (0, 0)})
+            assert list(answer) == [("t", 0)]
+            principals = {c.principal for c in tls.connections() if c.listener.name == listener}
+            assert principals == {{"PLAIN": "User:broker", "SCRAM-SHA-256": "User:alice"}.get(
+                mechanism or "", "User:CN=localhost,OU=Brokers,O=pylogq,C=US")}
+        finally:
+            client.close()
+        if mechanism:
+            settings["listener.name.internal.%s.sasl.jaas.config" % mechanism.lower()] = \
+                INTER_BROKER_JAAS[mechanism] % "wrong"
+            wrong = pylogq.Broker(str(tmp_path / "other"), **settings)
+            try:
+                client = secured_connector(wrong.config.listener, listener)(7, host, port)  # type: ignore[arg-type]
+                with pytest.raises(errors.BrokerNotAvailableError, match="Authentication failed"):
+                    client.offsets_for_leader_epoch(7, {("t", 0): (0, 0)})
+                client.close()
+            finally:
+                wrong.close()
+    finally:
+        stop(tls)
+
+
+def test_inter_broker_client_settings_errors(certs: Certificates) -> None:
+    from pylogq.server.config import ServerConfig
+    from pylogq.server.inter_broker import secured_connector
+
+    base = dict(certs.broker_p12_settings(), **{"listeners": "INTERNAL://127.0.0.1:0",
+                                               "listener.security.protocol.map": "INTERNAL:SASL_SSL"})
+    with pytest.raises(errors.ConfigError, match="sasl.mechanism.inter.broker.protocol GSSAPI is not supported"):
+        secured_connector(ServerConfig.build(base), "INTERNAL")
+    with pytest.raises(errors.ConfigError, match="listener.name.internal.plain.sasl.jaas.config needs username and "
+                                                 "password"):
+        secured_connector(ServerConfig.build(dict(base, **{"sasl.mechanism.inter.broker.protocol": "PLAIN"})),
+                          "INTERNAL")
+    with pytest.raises(errors.ConfigError, match="Listener with name OTHER defined in inter.broker.listener.name"):
+        secured_connector(ServerConfig.build(base), "other")
+    with pytest.raises(errors.ConfigError, match="ssl.truststore.password: wrong password"):
+        secured_connector(ServerConfig.build(dict(base, **{"ssl.truststore.password": "x",
+                                                           "listener.security.protocol.map": "INTERNAL:SSL"})),
+                          "INTERNAL")
