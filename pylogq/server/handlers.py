@@ -279,7 +279,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def sasl_handshake(self, conn: Connection, req: SaslHandshakeRequest, version: int,
                        slot: RequestSlot) -> SaslHandshakeResponse:
-        mechanisms = self.server.sasl_mechanisms
+        mechanisms = self.server.sasl_mechanisms_for(conn.listener.name)
         if not conn.listener.sasl:
             return SaslHandshakeResponse(error_code=errors.IllegalSaslStateError.code, mechanisms=[])
         if conn.authenticated or conn.sasl_mechanism is not None:

@@ -138,25 +138,27 @@ class KafkaServer:
                 self._advertised[item.name] = item
         if from_config and broker.config["zookeeper.connect"]:
             _check_inter_broker_listener(broker, self.listeners, self._advertised, config.protocol_map())
-        mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
+        # Each SASL listener's mechanisms (sasl.enabled.mechanisms, or its own under its
+        # prefix) and PLAIN users (its JAAS line).
         self._sasl_users: Dict[str, Dict[str, str]] = {}
+        self._sasl_mechanisms: Dict[str, Tuple[str, ...]] = {}
         for listener in self.listeners:
             if not listener.sasl:
                 continue
+            enabled = str(config.get("sasl.enabled.mechanisms", listener.name) or "")
+            mechanisms = [m.strip() for m in enabled.split(",") if m.strip()]
             users = dict(sasl_users) if sasl_users else parse_jaas_users(
                 config.get("plain.sasl.jaas.config", listener.name))
-            self._sasl_users[listener.name] = users
             unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
             if unknown or not mechanisms:
                 raise ConfigError("sasl.enabled.mechanisms: %r is not supported (supported: %s), got %r"
-                                  % (unknown[0] if unknown else "", ", ".join(SASL_MECHANISMS),
-                                     config.sasl_enabled_mechanisms))
+                                  % (unknown[0] if unknown else "", ", ".join(SASL_MECHANISMS), enabled))
             if "PLAIN" in mechanisms and not users:
                 raise ConfigError("SASL/PLAIN on the %s listener %s needs users: set %s%s "
                                   "(user_NAME=\"PASSWORD\") or pass sasl_users"
                                   % (listener.protocol, listener.name, listener.prefix, "plain.sasl.jaas.config"))
-        if not self._sasl_users:
-            mechanisms = ["PLAIN"]
+            self._sasl_users[listener.name] = users
+            self._sasl_mechanisms[listener.name] = tuple(dict.fromkeys(mechanisms))
         #: The SASL/PLAIN users of the first SASL listener (each listener's: sasl_users_for).
         self.sasl_users: Dict[str, str] = next(iter(self._sasl_users.values()), dict(sasl_users or {}))
         # Each TLS listener's context and principal mapping, built now: a bad key store or
@@ -168,8 +170,9 @@ class KafkaServer:
                 get = config.source_for(listener.name)
                 self._ssl[listener.name] = server_context(get, listener.name)
                 self._principal_mappers[listener.name] = SslPrincipalMapper(get("ssl.principal.mapping.rules")[0])
-        #: What SaslHandshake offers. SCRAM users are the broker's (AlterUserScramCredentials).
-        self.sasl_mechanisms = tuple(dict.fromkeys(mechanisms))
+        #: What SaslHandshake offers on the first SASL listener (each one's: sasl_mechanisms_for).
+        #: SCRAM users are the broker's (AlterUserScramCredentials).
+        self.sasl_mechanisms = next(iter(self._sasl_mechanisms.values()), ("PLAIN",))
         #: Makes the salts SCRAM shows for unknown users (stable per name while this server runs).
         self.scram_secret = os.urandom(32)
         self.socket_request_max_bytes = int(socket_request_max_bytes or config.socket_request_max_bytes)
@@ -514,6 +517,10 @@ class KafkaServer:
     def sasl_users_for(self, listener: str) -> Mapping[str, str]:
         """The SASL/PLAIN users of listener ``listener`` (a name)."""
         return self._sasl_users.get(listener, self.sasl_users)
+
+    def sasl_mechanisms_for(self, listener: str) -> Tuple[str, ...]:
+        """The SASL mechanisms SaslHandshake offers on listener ``listener`` (a name)."""
+        return self._sasl_mechanisms.get(listener, self.sasl_mechanisms)
 
     def advertised_for(self, conn: Connection) -> Tuple[str, int]:
         """The advertised (host, port) of the listener a connection came in on."""

@@ -876,3 +876,24 @@ def test_inter_broker_client_settings_errors(certs: Certificates) -> None:
         secured_connector(ServerConfig.build(dict(base, **{"ssl.truststore.password": "x",
                                                            "listener.security.protocol.map": "INTERNAL:SSL"})),
                           "INTERNAL")
+
+
+def test_a_listeners_own_sasl_mechanisms(tmp_path: Path, certs: Certificates) -> None:
+    """``listener.name.<name>.sasl.enabled.mechanisms`` narrows what one listener offers."""
+    tls = start(tmp_path / "b", dict(certs.broker_p12_settings(), **{
+        "listeners": "SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}))
+    try:
+        add_scram_user(tls.addresses["PLAINTEXT"], "alice", SCRAM_PASSWORD)
+        host, port = tls.addresses["SASL_SSL"]
+        context = ssl.create_default_context(cafile=certs.path("ca.pem"))
+        with pytest.raises(errors.UnsupportedSaslMechanismError, match="it offers SCRAM-SHA-512"):
+            BrokerConnection(host, port, "tls-test", 10.0, ("PLAIN", "admin", "admin-secret"), ssl_context=context)
+        BrokerConnection(host, port, "tls-test", 10.0, ("SCRAM-SHA-512", "alice", SCRAM_PASSWORD),
+                         ssl_context=context).close()
+        host, port = tls.addresses["SASL_PLAINTEXT"]
+        BrokerConnection(host, port, "tls-test", 10.0, ("PLAIN", "admin", "admin-secret")).close()
+    finally:
+        stop(tls)
