@@ -29,9 +29,7 @@ password: no plain key touches the disk.
 from __future__ import annotations
 
 import os
-import secrets
 import ssl
-import tempfile
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
@@ -69,6 +67,8 @@ def _text(value: Any) -> Optional[str]:
 
 def _reencrypted(private_key: Any, chain: List[Any]) -> KeyStore:
     """The key and chain as PEM, the key under a one-time password."""
+    import secrets  # with the first TLS listener: it loads hashlib, which a plain broker does without
+
     from cryptography.hazmat.primitives import serialization
 
     password = secrets.token_hex(16).encode()
@@ -240,6 +240,8 @@ def _load_chain(context: ssl.SSLContext, store: KeyStore, key: str) -> None:
             finally:
                 os.close(fd)
             return
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="pylogq-ssl-") as directory:  # mode 0700
             path = os.path.join(directory, "key.pem")
             with open(path, "wb") as f:
