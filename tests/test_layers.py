@@ -40,9 +40,10 @@ RANKS: Dict[str, int] = {
 
 # What server/ and client/ may use of cluster/: the contract and the mechanisms it
 # hands out, never the broker, its storage or its coordinator (replica_assignment: the
-# checks of an explicit assignment, which the admin client's validate_only runs too).
+# checks of an explicit assignment, which the admin client's validate_only runs too;
+# acl: the access control model the ACL APIs carry).
 CONTRACT_MODULES = {"pylogq.cluster.contract", "pylogq.cluster.delayed", "pylogq.cluster.names",
-                    "pylogq.cluster.partitioner", "pylogq.cluster.replica_assignment"}
+                    "pylogq.cluster.partitioner", "pylogq.cluster.replica_assignment", "pylogq.cluster.acl"}
 
 
 # The cluster layer's subpackages, bottom up (pylogq/cluster/__init__.py): each imports only

@@ -3,13 +3,13 @@
 ``pylogq dump-log --files F[,F...]`` prints segment files as Kafka's
 ``kafka-dump-log.sh`` does (see :mod:`pylogq.cli.dump_log`).
 
-``pylogq topics|produce|consume|groups|configs|reassign-partitions|leader-election|perf``
+``pylogq topics|produce|consume|groups|configs|acls|reassign-partitions|leader-election|perf``
 are Kafka's tools for a running broker (``--bootstrap-server HOST:PORT``, default
 127.0.0.1:9092), in the output formats of ``kafka-topics.sh``, ``kafka-console-producer.sh``,
-``kafka-console-consumer.sh``, ``kafka-consumer-groups.sh``, ``kafka-configs.sh``,
+``kafka-console-consumer.sh``, ``kafka-consumer-groups.sh``, ``kafka-configs.sh``, ``kafka-acls.sh``,
 ``kafka-reassign-partitions.sh``, ``kafka-leader-election.sh`` and ``kafka-*-perf-test.sh``;
 see :mod:`pylogq.cli.topics`, :mod:`~pylogq.cli.console`, :mod:`~pylogq.cli.groups`,
-:mod:`~pylogq.cli.configs`, :mod:`~pylogq.cli.reassign`, :mod:`~pylogq.cli.leader_election`
+:mod:`~pylogq.cli.configs`, :mod:`~pylogq.cli.acls`, :mod:`~pylogq.cli.reassign`, :mod:`~pylogq.cli.leader_election`
 and :mod:`~pylogq.cli.perf`. :func:`run` runs any of
 them against clients the caller builds (a :class:`pylogq.Broker` in this
 process, for instance) and streams it chooses.
@@ -46,6 +46,7 @@ from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
 from . import (
     _interrupts,
+    acls,
     config_files,
     configs,
     console,
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                  description=console.CONSUME_SUMMARY))
     groups.add_arguments(sub.add_parser("groups", help=groups.SUMMARY, description=groups.SUMMARY))
     configs.add_arguments(sub.add_parser("configs", help=configs.SUMMARY, description=configs.SUMMARY))
+    acls.add_arguments(sub.add_parser("acls", help=acls.SUMMARY, description=acls.SUMMARY))
     # Kafka's --broker-list of this tool is the target brokers: it takes the name from the bootstrap alias.
     reassign.add_arguments(sub.add_parser("reassign-partitions", help=reassign.SUMMARY, description=reassign.SUMMARY,
                                           conflict_handler="resolve"))
@@ -200,6 +202,8 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
                 return groups.run(args, clients, out, err)
             if args.command == "configs":
                 return configs.run(args, clients, out, err)
+            if args.command == "acls":
+                return acls.run(args, clients, out, err, stdin)
             if args.command == "reassign-partitions":
                 return reassign.run(args, clients, out, err)
             if args.command == "leader-election":

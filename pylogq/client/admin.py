@@ -29,6 +29,18 @@ from ..cluster.contract import (
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
 )
+from ..cluster.acl import (
+    AccessControlEntry,
+    AccessControlEntryFilter,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from ..cluster.acl import ResourcePattern as _Pattern
+from ..cluster.acl import ResourcePatternFilter as _PatternFilter
 from ..cluster.names import INTERNAL_TOPICS, collides, validate_topic_name
 from ..cluster.replica_assignment import check_added_assignment, check_new_assignment
 from ..errors import ConfigError
@@ -40,6 +52,11 @@ from .consumer import OffsetAndMetadata, TopicPartition
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
+    "ACL",
+    "ACLFilter",
+    "ACLOperation",
+    "ACLPermissionType",
+    "ACLResourcePatternType",
     "AdminClient",
     "AlterConfigOp",
     "ConfigResource",
@@ -50,6 +67,9 @@ __all__ = [
     "NewTopic",
     "OffsetAndMetadata",
     "ProducerDescription",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
     "TopicPartition",
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
@@ -203,6 +223,136 @@ def _scram_type(mechanism: str) -> int:
         return MECHANISMS[mechanism.upper()][1]
     except (KeyError, AttributeError):
         raise ConfigError("SCRAM mechanism %r is not one of %s" % (mechanism, ", ".join(MECHANISMS))) from None
+
+
+# -- ACLs, as kafka-python's kafka.admin names them ------------------------------------------
+
+#: Kafka's ACL enums, under kafka-python's names.
+ACLOperation = AclOperation
+ACLPermissionType = AclPermissionType
+ACLResourcePatternType = PatternType
+
+
+class ResourcePatternFilter:
+    """Selects resource patterns (kafka-python's): ``resource_name`` None matches any name;
+    ``pattern_type`` ANY any pattern of exactly that name, MATCH every pattern that applies to it."""
+
+    def __init__(self, resource_type: ResourceType, resource_name: Optional[str],
+                 pattern_type: PatternType) -> None:
+        self.resource_type = ResourceType(resource_type)
+        self.resource_name = resource_name
+        self.pattern_type = PatternType(pattern_type)
+        self.validate()
+
+    def validate(self) -> None:
+        if self.resource_type == ResourceType.UNKNOWN or self.pattern_type == PatternType.UNKNOWN:
+            raise ConfigError("a resource pattern filter cannot name UNKNOWN")
+
+    def __repr__(self) -> str:
+        return "<ResourcePattern type=%s, name=%s, pattern=%s>" % (
+            self.resource_type.name, self.resource_name, self.pattern_type.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResourcePatternFilter) and (
+            self.resource_type, self.resource_name, self.pattern_type) == (
+            other.resource_type, other.resource_name, other.pattern_type)
+
+    def __hash__(self) -> int:
+        return hash((self.resource_type, self.resource_name, self.pattern_type))
+
+
+class ResourcePattern(ResourcePatternFilter):
+    """A resource pattern an ACL applies to (kafka-python's): a literal name (``*``: every
+    resource of the type) or a prefix."""
+
+    def __init__(self, resource_type: ResourceType, resource_name: str,
+                 pattern_type: PatternType = PatternType.LITERAL) -> None:
+        super().__init__(resource_type, resource_name, pattern_type)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.resource_type == ResourceType.ANY:
+            raise ConfigError("resource_type cannot be ANY")
+        if self.pattern_type in (PatternType.ANY, PatternType.MATCH):
+            raise ConfigError("pattern_type cannot be %s for a resource pattern" % self.pattern_type.name)
+
+
+class ACLFilter:
+    """Selects ACLs (kafka-python's): a None principal or host, or ANY, matches every value."""
+
+    def __init__(self, principal: Optional[str], host: Optional[str], operation: AclOperation,
+                 permission_type: AclPermissionType, resource_pattern: ResourcePatternFilter) -> None:
+        self.principal = principal
+        self.host = host
+        self.operation = AclOperation(operation)
+        self.permission_type = AclPermissionType(permission_type)
+        self.resource_pattern = resource_pattern
+        self.validate()
+
+    def validate(self) -> None:
+        if self.operation == AclOperation.UNKNOWN or self.permission_type == AclPermissionType.UNKNOWN:
+            raise ConfigError("an ACL filter cannot name UNKNOWN")
+        if not isinstance(self.resource_pattern, ResourcePatternFilter):
+            raise ConfigError("resource_pattern must be a ResourcePatternFilter")
+
+    def __repr__(self) -> str:
+        return "<ACL principal=%s, resource=%s, operation=%s, type=%s, host=%s>" % (
+            self.principal, self.resource_pattern, self.operation.name, self.permission_type.name, self.host)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ACLFilter) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> Tuple[Any, ...]:
+        return self.principal, self.host, self.operation, self.permission_type, self.resource_pattern
+
+
+class ACL(ACLFilter):
+    """One ACL (kafka-python's): ``principal`` (``User:alice``) may (ALLOW) or may not (DENY)
+    do ``operation`` from ``host`` (``*``: any) on the resources ``resource_pattern`` names."""
+
+    def __init__(self, principal: str, host: str, operation: AclOperation, permission_type: AclPermissionType,
+                 resource_pattern: ResourcePattern) -> None:
+        super().__init__(principal, host, operation, permission_type, resource_pattern)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.operation == AclOperation.ANY:
+            raise ConfigError("operation cannot be ANY")
+        if self.permission_type == AclPermissionType.ANY:
+            raise ConfigError("permission_type cannot be ANY")
+        if not isinstance(self.resource_pattern, ResourcePattern):
+            raise ConfigError("resource_pattern must be a ResourcePattern")
+
+
+def _binding(acl: Any) -> AclBinding:
+    """An ACL (ours or kafka-python's) as the model's binding."""
+    p = acl.resource_pattern
+    return AclBinding(_Pattern(ResourceType(int(p.resource_type)), p.resource_name, PatternType(int(p.pattern_type))),
+                      AccessControlEntry(acl.principal, acl.host, AclOperation(int(acl.operation)),
+                                         AclPermissionType(int(acl.permission_type))))
+
+
+def _binding_filter(acl_filter: Any) -> AclBindingFilter:
+    """An ACL filter (ours or kafka-python's) as the model's."""
+    p = acl_filter.resource_pattern
+    return AclBindingFilter(
+        _PatternFilter(ResourceType(int(p.resource_type)), p.resource_name, PatternType(int(p.pattern_type))),
+        AccessControlEntryFilter(acl_filter.principal, acl_filter.host, AclOperation(int(acl_filter.operation)),
+                                 AclPermissionType(int(acl_filter.permission_type))))
+
+
+def _acl(binding: AclBinding) -> ACL:
+    p, e = binding
+    return ACL(e.principal, e.host, e.operation, e.permission_type,
+               ResourcePattern(p.resource_type, p.name, p.pattern_type))
+
+
+def _error(code: int, message: Optional[str]) -> Optional[errors.BrokerError]:
+    cls = errors.error_for_code(code) if code else None
+    return None if cls is None else cls(message or cls.message)
 
 
 # What a client may pass, beside broker= and bootstrap_servers=.
@@ -864,6 +1014,46 @@ class AdminClient:
             for failure in out.values():
                 if failure is not None:
                     raise failure
+        return out
+
+    # -- ACLs (kafka-python's calls) -----------------------------------------------------------
+
+    def describe_acls(self, acl_filter: Any) -> Tuple[List[ACL], None]:
+        """The ACLs an :class:`ACLFilter` matches, as kafka-python answers: ``(acls, None)``
+        (kafka-python's second element is its NoError); the broker's refusal raises
+        (SecurityDisabledError without an authorizer, ClusterAuthorizationFailedError
+        without DESCRIBE on the cluster)."""
+        return [_acl(b) for b in self._check_open().describe_acls(_binding_filter(acl_filter))], None
+
+    def create_acls(self, acls: Iterable[Any]) -> Dict[str, List[Any]]:
+        """Create :class:`ACL` s; -> ``{"succeeded": [acl, ...], "failed": [(acl, error), ...]}``
+        (kafka-python's keys; a failure is paired with the ACL it belongs to)."""
+        items = list(acls)
+        answers = self._check_open().create_acls([_binding(a) for a in items])
+        out: Dict[str, List[Any]] = {"succeeded": [], "failed": []}
+        for acl, (code, message) in zip(items, answers):
+            failure = _error(code, message)
+            if failure is None:
+                out["succeeded"].append(acl)
+            else:
+                out["failed"].append((acl, failure))
+        return out
+
+    def delete_acls(self, acl_filters: Iterable[Any]) -> List[Tuple[Any, List[ACL], Optional[errors.BrokerError]]]:
+        """Delete the ACLs each :class:`ACLFilter` matches; -> per filter, as kafka-python:
+        ``(filter, [the ACLs deleted], None or the error)``."""
+        items = list(acl_filters)
+        answers = self._check_open().delete_acls([_binding_filter(f) for f in items])
+        out: List[Tuple[Any, List[ACL], Optional[errors.BrokerError]]] = []
+        for acl_filter, (code, message, matching) in zip(items, answers):
+            failure = _error(code, message)
+            deleted = []
+            for binding, entry_code, entry_message in matching:
+                if entry_code:
+                    failure = failure or _error(entry_code, entry_message)
+                else:
+                    deleted.append(_acl(binding))
+            out.append((acl_filter, deleted, failure))
         return out
 
     def describe_log_dirs(self, topic_partitions: Any = None, brokers: Optional[Iterable[int]] = None

@@ -41,6 +41,16 @@ from ..cluster.contract import (
     TopicPartitionInfo,
     UserScramCredentials,
 )
+from ..cluster.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from ..cluster.names import INTERNAL_TOPICS
 from ..config import LogConfig
 from ..errors import (
@@ -81,6 +91,14 @@ NodeKey = Any  # a broker's node id, or ("bootstrap", host, port) before Metadat
 
 #: One partition's record bytes from a Fetch response (read like the in-process file region).
 FetchedRecords = RecordBytes
+
+
+def _enum(cls: Any, code: int) -> Any:
+    """An ACL enum from its wire code (UNKNOWN for one this client does not know)."""
+    try:
+        return cls(code)
+    except ValueError:
+        return cls(0)
 
 
 def _raise(code: int, context: str, message: Optional[str] = None) -> None:
@@ -715,6 +733,45 @@ class TcpRequests(TcpRouting):
             "upsertions": [{"name": u.user, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
                             "salted_password": u.salted_password} for u in upsertions]}, retry=False)
         return {r["user"]: (r["error_code"], r["error_message"]) for r in response["results"]}
+
+    # -- ACLs (any broker answers: every broker has the cluster's ACLs) --------------------------
+
+    def describe_acls(self, binding_filter: AclBindingFilter) -> List[AclBinding]:
+        """DescribeAcls: the bindings the filter matches (SECURITY_DISABLED without an authorizer)."""
+        p, e = binding_filter
+        response = self._call(None, ApiKey.DESCRIBE_ACLS, {
+            "resource_type_filter": p.resource_type, "resource_name_filter": p.name,
+            "pattern_type_filter": p.pattern_type, "principal_filter": e.principal, "host_filter": e.host,
+            "operation": e.operation, "permission_type": e.permission_type})
+        _raise(response["error_code"], "describing ACLs", response["error_message"])
+        return [AclBinding(ResourcePattern(_enum(ResourceType, r["resource_type"]), r["resource_name"],
+                                           _enum(PatternType, r["pattern_type"])),
+                           AccessControlEntry(a["principal"], a["host"], _enum(AclOperation, a["operation"]),
+                                              _enum(AclPermissionType, a["permission_type"])))
+                for r in response["resources"] for a in r["acls"]]
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> List[Tuple[int, Optional[str]]]:
+        """CreateAcls: -> (error code, message) per binding."""
+        response = self._call(None, ApiKey.CREATE_ACLS, {"creations": [
+            {"resource_type": p.resource_type, "resource_name": p.name, "resource_pattern_type": p.pattern_type,
+             "principal": e.principal, "host": e.host, "operation": e.operation, "permission_type": e.permission_type}
+            for p, e in bindings]}, retry=False)
+        return [(r["error_code"], r["error_message"]) for r in response["results"]]
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]
+                    ) -> List[Tuple[int, Optional[str], List[Tuple[AclBinding, int, Optional[str]]]]]:
+        """DeleteAcls: -> per filter (error code, message, [(binding deleted, its code, message)])."""
+        response = self._call(None, ApiKey.DELETE_ACLS, {"filters": [
+            {"resource_type_filter": p.resource_type, "resource_name_filter": p.name,
+             "pattern_type_filter": p.pattern_type, "principal_filter": e.principal, "host_filter": e.host,
+             "operation": e.operation, "permission_type": e.permission_type} for p, e in filters]}, retry=False)
+        return [(r["error_code"], r["error_message"], [
+            (AclBinding(ResourcePattern(_enum(ResourceType, m["resource_type"]), m["resource_name"],
+                                        _enum(PatternType, m["pattern_type"])),
+                        AccessControlEntry(m["principal"], m["host"], _enum(AclOperation, m["operation"]),
+                                           _enum(AclPermissionType, m["permission_type"]))),
+             m["error_code"], m["error_message"]) for m in r["matching_acls"]])
+            for r in response["filter_results"]]
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> Dict[int, List[LogDirDescription]]:
         """DescribeLogDirs to every broker in the metadata; -> broker id -> its log directories."""

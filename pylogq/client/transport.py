@@ -18,8 +18,9 @@ wrapped so that each call counts as a request, timed around the call.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Mapping, Optional, Protocol, Sequence, Tuple, Union, cast
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union, cast
 
+from ..cluster.acl import AclBinding, AclBindingFilter
 from ..cluster.contract import BrokerApi, PartitionOutcome, PartitionReassignment
 from ..errors import ConfigError
 from .metrics import NetworkSensors
@@ -50,6 +51,16 @@ class Transport(BrokerApi, Protocol):
         """ElectLeaders (0 preferred, 1 unclean), held by the controller: -> each partition's
         (error code, message); with ``partitions`` None, every partition that needed an
         election. Errors as :meth:`alter_partition_reassignments`."""
+
+    def describe_acls(self, binding_filter: AclBindingFilter) -> List[AclBinding]:
+        """DescribeAcls: the ACL bindings the filter matches (SecurityDisabledError without an authorizer)."""
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> List[Tuple[int, Optional[str]]]:
+        """CreateAcls: -> (error code, message) per binding."""
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]
+                    ) -> List[Tuple[int, Optional[str], List[Tuple[AclBinding, int, Optional[str]]]]]:
+        """DeleteAcls: -> per filter (error code, message, [(binding deleted, its code, message)])."""
 
     def close(self) -> None:
         """Release the transport's resources (the broker itself stays up)."""

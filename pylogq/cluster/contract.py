@@ -32,6 +32,7 @@ from typing import (
 from ..config import Config, LogConfig
 from ..metrics import MetricsRegistry
 from ..records.memory_records import AppendResult
+from .acl import Authorizer
 from .delayed import DelayedCall
 
 __all__ = [
@@ -746,6 +747,13 @@ class ServedBroker(Protocol):
 
     @property
     def metrics_registry(self) -> MetricsRegistry: ...
+
+    @property
+    def authorizer(self) -> Optional[Authorizer]:
+        """Kafka's ACL authorizer (``authorizer.class.name``); None: every request is allowed."""
+
+    def inter_broker_listener(self) -> Optional[str]:
+        """The listener the cluster's other brokers reach this one on; None for a single node."""
 
     def list_topics(self, include_internal: bool = False) -> List[str]: ...
 

@@ -3361,6 +3361,235 @@ class AlterUserScramCredentialsResponse(Message):
         self.results: List[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = [] if results is _DEFAULT else results
 
 
+class DescribeAclsRequest(Message):
+    """The DescribeAclsRequest request (API key 29, versions 0-3, flexible from v2)."""
+
+    __slots__ = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type",)
+
+    def __init__(
+        self, *,
+        resource_type_filter: int = 0,
+        resource_name_filter: Optional[str] = '',
+        pattern_type_filter: int = 3,
+        principal_filter: Optional[str] = '',
+        host_filter: Optional[str] = '',
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+
+
+class DescribeAclsResponse(Message):
+    """The DescribeAclsResponse response (API key 29, versions 0-3, flexible from v2)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "resources",)
+
+    class AclDescription(Message):
+        """DescribeAclsResponse's AclDescription."""
+
+        __slots__ = ("principal", "host", "operation", "permission_type",)
+
+        def __init__(
+            self, *,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+    class DescribeAclsResource(Message):
+        """DescribeAclsResponse's DescribeAclsResource."""
+
+        __slots__ = ("resource_type", "resource_name", "pattern_type", "acls",)
+
+        def __init__(
+            self, *,
+            resource_type: int = 0,
+            resource_name: str = '',
+            pattern_type: int = 3,
+            acls: List[DescribeAclsResponse.AclDescription] = _DEFAULT,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.pattern_type = pattern_type
+            self.acls: List[DescribeAclsResponse.AclDescription] = [] if acls is _DEFAULT else acls
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: Optional[str] = '',
+        resources: List[DescribeAclsResponse.DescribeAclsResource] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources: List[DescribeAclsResponse.DescribeAclsResource] = [] if resources is _DEFAULT else resources
+
+
+class CreateAclsRequest(Message):
+    """The CreateAclsRequest request (API key 30, versions 0-3, flexible from v2)."""
+
+    __slots__ = ("creations",)
+
+    class AclCreation(Message):
+        """CreateAclsRequest's AclCreation."""
+
+        __slots__ = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host", "operation", "permission_type",)
+
+        def __init__(
+            self, *,
+            resource_type: int = 0,
+            resource_name: str = '',
+            resource_pattern_type: int = 3,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.resource_pattern_type = resource_pattern_type
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+    def __init__(
+        self, *,
+        creations: List[CreateAclsRequest.AclCreation] = _DEFAULT,
+    ) -> None:
+        self.creations: List[CreateAclsRequest.AclCreation] = [] if creations is _DEFAULT else creations
+
+
+class CreateAclsResponse(Message):
+    """The CreateAclsResponse response (API key 30, versions 0-3, flexible from v2)."""
+
+    __slots__ = ("throttle_time_ms", "results",)
+
+    class AclCreationResult(Message):
+        """CreateAclsResponse's AclCreationResult."""
+
+        __slots__ = ("error_code", "error_message",)
+
+        def __init__(
+            self, *,
+            error_code: int = 0,
+            error_message: Optional[str] = '',
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        results: List[CreateAclsResponse.AclCreationResult] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results: List[CreateAclsResponse.AclCreationResult] = [] if results is _DEFAULT else results
+
+
+class DeleteAclsRequest(Message):
+    """The DeleteAclsRequest request (API key 31, versions 0-3, flexible from v2)."""
+
+    __slots__ = ("filters",)
+
+    class DeleteAclsFilter(Message):
+        """DeleteAclsRequest's DeleteAclsFilter."""
+
+        __slots__ = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type",)
+
+        def __init__(
+            self, *,
+            resource_type_filter: int = 0,
+            resource_name_filter: Optional[str] = '',
+            pattern_type_filter: int = 3,
+            principal_filter: Optional[str] = '',
+            host_filter: Optional[str] = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.resource_type_filter = resource_type_filter
+            self.resource_name_filter = resource_name_filter
+            self.pattern_type_filter = pattern_type_filter
+            self.principal_filter = principal_filter
+            self.host_filter = host_filter
+            self.operation = operation
+            self.permission_type = permission_type
+
+    def __init__(
+        self, *,
+        filters: List[DeleteAclsRequest.DeleteAclsFilter] = _DEFAULT,
+    ) -> None:
+        self.filters: List[DeleteAclsRequest.DeleteAclsFilter] = [] if filters is _DEFAULT else filters
+
+
+class DeleteAclsResponse(Message):
+    """The DeleteAclsResponse response (API key 31, versions 0-3, flexible from v2)."""
+
+    __slots__ = ("throttle_time_ms", "filter_results",)
+
+    class DeleteAclsFilterResult(Message):
+        """DeleteAclsResponse's DeleteAclsFilterResult."""
+
+        __slots__ = ("error_code", "error_message", "matching_acls",)
+
+        def __init__(
+            self, *,
+            error_code: int = 0,
+            error_message: Optional[str] = '',
+            matching_acls: List[DeleteAclsResponse.DeleteAclsMatchingAcl] = _DEFAULT,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.matching_acls: List[DeleteAclsResponse.DeleteAclsMatchingAcl] = [] if matching_acls is _DEFAULT else matching_acls
+
+    class DeleteAclsMatchingAcl(Message):
+        """DeleteAclsResponse's DeleteAclsMatchingAcl."""
+
+        __slots__ = ("error_code", "error_message", "resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type",)
+
+        def __init__(
+            self, *,
+            error_code: int = 0,
+            error_message: Optional[str] = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+            pattern_type: int = 3,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.pattern_type = pattern_type
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        filter_results: List[DeleteAclsResponse.DeleteAclsFilterResult] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.filter_results: List[DeleteAclsResponse.DeleteAclsFilterResult] = [] if filter_results is _DEFAULT else filter_results
+
+
 #: Table name -> (its class, {struct name: class}), for Schema.bind.
 BINDINGS: Dict[str, Tuple[Type[Message], Dict[str, Type[Message]]]] = {
     "RequestHeader": (RequestHeader, {}),
@@ -3445,6 +3674,12 @@ BINDINGS: Dict[str, Tuple[Type[Message], Dict[str, Type[Message]]]] = {
     "DescribeUserScramCredentialsResponse": (DescribeUserScramCredentialsResponse, {"CredentialInfo": DescribeUserScramCredentialsResponse.CredentialInfo, "DescribeUserScramCredentialsResult": DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult}),
     "AlterUserScramCredentialsRequest": (AlterUserScramCredentialsRequest, {"ScramCredentialDeletion": AlterUserScramCredentialsRequest.ScramCredentialDeletion, "ScramCredentialUpsertion": AlterUserScramCredentialsRequest.ScramCredentialUpsertion}),
     "AlterUserScramCredentialsResponse": (AlterUserScramCredentialsResponse, {"AlterUserScramCredentialsResult": AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult}),
+    "DescribeAclsRequest": (DescribeAclsRequest, {}),
+    "DescribeAclsResponse": (DescribeAclsResponse, {"AclDescription": DescribeAclsResponse.AclDescription, "DescribeAclsResource": DescribeAclsResponse.DescribeAclsResource}),
+    "CreateAclsRequest": (CreateAclsRequest, {"AclCreation": CreateAclsRequest.AclCreation}),
+    "CreateAclsResponse": (CreateAclsResponse, {"AclCreationResult": CreateAclsResponse.AclCreationResult}),
+    "DeleteAclsRequest": (DeleteAclsRequest, {"DeleteAclsFilter": DeleteAclsRequest.DeleteAclsFilter}),
+    "DeleteAclsResponse": (DeleteAclsResponse, {"DeleteAclsFilterResult": DeleteAclsResponse.DeleteAclsFilterResult, "DeleteAclsMatchingAcl": DeleteAclsResponse.DeleteAclsMatchingAcl}),
 }
 
 __all__ = [
@@ -3473,5 +3708,7 @@ __all__ = [
     "DescribeClusterResponse", "OffsetDeleteRequest", "OffsetDeleteResponse",
     "DescribeProducersRequest", "DescribeProducersResponse", "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse", "AlterUserScramCredentialsRequest",
-    "AlterUserScramCredentialsResponse", "BINDINGS",
+    "AlterUserScramCredentialsResponse", "DescribeAclsRequest", "DescribeAclsResponse",
+    "CreateAclsRequest", "CreateAclsResponse", "DeleteAclsRequest", "DeleteAclsResponse",
+    "BINDINGS",
 ]

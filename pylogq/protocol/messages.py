@@ -47,7 +47,8 @@ __all__ = [
     "OFFSET_DELETE_REQUEST", "OFFSET_DELETE_RESPONSE", "DESCRIBE_PRODUCERS_REQUEST",
     "DESCRIBE_PRODUCERS_RESPONSE", "DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST",
     "DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE", "ALTER_USER_SCRAM_CREDENTIALS_REQUEST",
-    "ALTER_USER_SCRAM_CREDENTIALS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "INTER_BROKER_APIS",
+    "ALTER_USER_SCRAM_CREDENTIALS_RESPONSE", "DESCRIBE_ACLS_REQUEST", "DESCRIBE_ACLS_RESPONSE",
+    "CREATE_ACLS_REQUEST", "CREATE_ACLS_RESPONSE", "DELETE_ACLS_REQUEST", "DELETE_ACLS_RESPONSE", "API_NAMES", "SUPPORTED_VERSIONS", "INTER_BROKER_APIS",
     "REQUESTS", "RESPONSES", "header_versions",
 ]
 
@@ -1590,6 +1591,111 @@ ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = Schema({
     ],
 })
 
+# -- DescribeAcls (29) ---------------------------------------------------------------------------
+DESCRIBE_ACLS_REQUEST = Schema({
+    "apiKey": 29, "type": "request", "name": "DescribeAclsRequest",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ResourceTypeFilter", "type": "int8", "versions": "0+"},
+        {"name": "ResourceNameFilter", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "PatternTypeFilter", "type": "int8", "versions": "1+", "default": "3"},
+        {"name": "PrincipalFilter", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "HostFilter", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "Operation", "type": "int8", "versions": "0+"},
+        {"name": "PermissionType", "type": "int8", "versions": "0+"},
+    ],
+})
+
+DESCRIBE_ACLS_RESPONSE = Schema({
+    "apiKey": 29, "type": "response", "name": "DescribeAclsResponse",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "Resources", "type": "[]DescribeAclsResource", "versions": "0+", "fields": [
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+            {"name": "PatternType", "type": "int8", "versions": "1+", "default": "3"},
+            {"name": "Acls", "type": "[]AclDescription", "versions": "0+", "fields": [
+                {"name": "Principal", "type": "string", "versions": "0+"},
+                {"name": "Host", "type": "string", "versions": "0+"},
+                {"name": "Operation", "type": "int8", "versions": "0+"},
+                {"name": "PermissionType", "type": "int8", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- CreateAcls (30) -----------------------------------------------------------------------------
+CREATE_ACLS_REQUEST = Schema({
+    "apiKey": 30, "type": "request", "name": "CreateAclsRequest",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "Creations", "type": "[]AclCreation", "versions": "0+", "fields": [
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+            {"name": "ResourcePatternType", "type": "int8", "versions": "1+", "default": "3"},
+            {"name": "Principal", "type": "string", "versions": "0+"},
+            {"name": "Host", "type": "string", "versions": "0+"},
+            {"name": "Operation", "type": "int8", "versions": "0+"},
+            {"name": "PermissionType", "type": "int8", "versions": "0+"},
+        ]},
+    ],
+})
+
+CREATE_ACLS_RESPONSE = Schema({
+    "apiKey": 30, "type": "response", "name": "CreateAclsResponse",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Results", "type": "[]AclCreationResult", "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        ]},
+    ],
+})
+
+# -- DeleteAcls (31) -----------------------------------------------------------------------------
+DELETE_ACLS_REQUEST = Schema({
+    "apiKey": 31, "type": "request", "name": "DeleteAclsRequest",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "Filters", "type": "[]DeleteAclsFilter", "versions": "0+", "fields": [
+            {"name": "ResourceTypeFilter", "type": "int8", "versions": "0+"},
+            {"name": "ResourceNameFilter", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "PatternTypeFilter", "type": "int8", "versions": "1+", "default": "3"},
+            {"name": "PrincipalFilter", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "HostFilter", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "Operation", "type": "int8", "versions": "0+"},
+            {"name": "PermissionType", "type": "int8", "versions": "0+"},
+        ]},
+    ],
+})
+
+DELETE_ACLS_RESPONSE = Schema({
+    "apiKey": 31, "type": "response", "name": "DeleteAclsResponse",
+    "validVersions": "0-3", "flexibleVersions": "2+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "FilterResults", "type": "[]DeleteAclsFilterResult", "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            {"name": "MatchingAcls", "type": "[]DeleteAclsMatchingAcl", "versions": "0+", "fields": [
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+                {"name": "ResourceType", "type": "int8", "versions": "0+"},
+                {"name": "ResourceName", "type": "string", "versions": "0+"},
+                {"name": "PatternType", "type": "int8", "versions": "1+", "default": "3"},
+                {"name": "Principal", "type": "string", "versions": "0+"},
+                {"name": "Host", "type": "string", "versions": "0+"},
+                {"name": "Operation", "type": "int8", "versions": "0+"},
+                {"name": "PermissionType", "type": "int8", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
 
 API_NAMES: Dict[int, str] = {
     ApiKey.PRODUCE: "Produce",
@@ -1632,6 +1738,9 @@ API_NAMES: Dict[int, str] = {
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
+    ApiKey.DESCRIBE_ACLS: "DescribeAcls",
+    ApiKey.CREATE_ACLS: "CreateAcls",
+    ApiKey.DELETE_ACLS: "DeleteAcls",
 }
 
 #: API key -> (min, max) version the broker advertises in ApiVersions.
@@ -1676,6 +1785,9 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
 }
 
 #: The APIs a cluster's brokers send one another: the controller's LeaderAndIsr, StopReplica
@@ -1727,6 +1839,9 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_REQUEST,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+    ApiKey.DESCRIBE_ACLS: DESCRIBE_ACLS_REQUEST,
+    ApiKey.CREATE_ACLS: CREATE_ACLS_REQUEST,
+    ApiKey.DELETE_ACLS: DELETE_ACLS_REQUEST,
 }
 
 #: API key -> response table.
@@ -1771,6 +1886,9 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_RESPONSE,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
+    ApiKey.DESCRIBE_ACLS: DESCRIBE_ACLS_RESPONSE,
+    ApiKey.CREATE_ACLS: CREATE_ACLS_RESPONSE,
+    ApiKey.DELETE_ACLS: DELETE_ACLS_RESPONSE,
 }
 
 def header_versions(api_key: int, api_version: int) -> Tuple[int, int]:

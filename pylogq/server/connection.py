@@ -143,8 +143,8 @@ class ConnectionHost(Protocol):
 class Connection:
     """State of one client connection; runs on the server's event loop (not thread-safe).
 
-    ``principal`` is who the client is, as Kafka's principal builder names it (what
-    authorization and quotas key on): ``User:ANONYMOUS`` until it authenticates; on an SSL
+    ``principal`` is who the client is, as Kafka's principal builder names it (who the
+    authorizer sees, what quotas key on): ``User:ANONYMOUS`` until it authenticates; on an SSL
     listener ``User:`` and its certificate's subject mapped by ``ssl.principal.mapping.rules``
     when it showed one; on a SASL listener ``User:`` and the SASL user name once
     authenticated (:meth:`authenticated_as`).

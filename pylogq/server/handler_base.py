@@ -6,7 +6,8 @@ pre-framed responses, and the ways a handler runs file work off the event loop.
 :mod:`.handlers_admin` (topics, configs, log dirs, the cluster),
 :mod:`.handlers_operations` (elections, reassignments), :mod:`.handlers_replication` (the
 controller's and followers'), :mod:`.handlers_scram`
-(SCRAM and its credentials); :class:`~pylogq.server.handlers.Handlers` combines them
+(SCRAM and its credentials), :mod:`.handlers_acls` (the ACLs); each asks
+:attr:`HandlerBase.authz` (:mod:`.authorization`) what a request may do; :class:`~pylogq.server.handlers.Handlers` combines them
 with ApiVersions, SASL, Metadata, Produce, ListOffsets, DeleteRecords,
 InitProducerId and DescribeProducers, and dispatches. They reach the server only
 through :class:`~pylogq.server.context.ServerContext`.
@@ -22,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from .. import errors
 from ..protocol.schema import Message
+from .authorization import Authorization
 from .connection import Connection, Part
 from .context import ServerContext
 
@@ -108,6 +110,8 @@ class HandlerBase:
     def __init__(self, server: ServerContext) -> None:
         self.server = server
         self.broker = server.broker
+        #: What each request may do (:mod:`.authorization`): everything without an authorizer.
+        self.authz = Authorization(server)
 
     def _brokers_for(self, conn: Connection) -> Tuple[int, List[Tuple[int, str, int, Optional[str]]]]:
         """(controller id, [(broker id, host, port, rack)]) as a client on ``conn`` should see

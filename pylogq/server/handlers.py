@@ -27,6 +27,7 @@ import uuid
 from typing import Awaitable, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .. import errors
+from ..cluster.acl import AclOperation, ResourceType
 from ..cluster.contract import ProduceResult, TopicDescription
 from ..cluster.delayed import DelayedCall
 from ..cluster.names import INTERNAL_TOPICS
@@ -67,8 +68,8 @@ from ..protocol.schema import Message
 from ..records import uncompressed_v2
 from .connection import Connection, Outcome, Part, Parts, RequestSlot
 from .context import ServerContext
+from .authorization import CLUSTER_CHECKS, refused
 from .handler_base import (
-    CLUSTER_OPERATIONS,
     NOT_COMPUTED,
     ZERO_UUID,
     Framed,
@@ -78,6 +79,7 @@ from .handler_base import (
     text_of,
     uuid_of,
 )
+from .handlers_acls import AclHandlers
 from .handlers_admin import AdminHandlers
 from .handlers_fetch import FetchHandlers
 from .handlers_groups import GroupHandlers
@@ -98,14 +100,12 @@ MAX_AUTO_CREATE_PER_REQUEST = 100
 # for a turn on the loop, holding no thread. Each may hold a decompression window (8 MiB,
 # records.codecs.DECOMPRESS_WINDOW); the streams past it are bounded on their own.
 MAX_DECOMPRESSING_PRODUCES = 4
-# Authorized operations on a topic (a bit per AclOperation code): READ 3, WRITE 4, CREATE 5,
-# DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
-_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 # The highest DescribeGroups version aiokafka decodes right (see Handlers.api_versions).
 _AIOKAFKA_DESCRIBE_GROUPS_MAX = 2
 # What ApiVersions v3+ accepts as a client's software name and version (Kafka's pattern).
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.code
+_TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
 # ListOffsets' special timestamp for the record with the largest timestamp (KIP-734).
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
@@ -126,7 +126,7 @@ class _Replicating(NamedTuple):
 
 
 class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, ReplicationHandlers,
-               ScramHandlers):
+               ScramHandlers, AclHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
@@ -198,6 +198,11 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def handle(self, conn: Connection, api_key: int, version: int, correlation_id: int,
                request: Message, slot: RequestSlot) -> Outcome:
+        operation = CLUSTER_CHECKS.get(api_key)
+        if operation is not None and not self.authz.cluster(conn, operation):
+            answer, why = refused(api_key, request, version, operation)
+            log.info("refused id=%d peer=%s principal=%s: %s", conn.id, conn.peer, conn.principal, why)
+            return self._respond(api_key, version, correlation_id, answer, slot)
         if api_key in self.GROUP_APIS and not self.broker.offsets_topic_ready() and not self.broker.clustered:
             return self._finish(self._after_offsets_topic(conn, api_key, version, request, slot),
                                 api_key, version, correlation_id, slot)
@@ -346,6 +351,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         if requested is None or (version == 0 and not requested):  # v0: an empty list means every topic
             requested = None
             names = broker.list_topics(include_internal=True)
+            hidden = self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+            if hidden:  # every topic: those it may not describe are left out, as Kafka leaves them
+                names = [n for n in names if n not in hidden]
         else:
             names = []
             by_id: Dict[str, Union[str, BaseException]] = {}
@@ -388,7 +396,11 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                     error_code=error_code(failure), is_internal=False, partitions=[],
                     topic_authorized_operations=NOT_COMPUTED))
             else:
-                topics.append(next(described))
+                entry = next(described)
+                if entry.error_code == _TOPIC_AUTHORIZATION_FAILED:
+                    # A topic id is no secret, its name is: the id, no name (as Kafka answers).
+                    entry.name, entry.topic_id = None, uuid.UUID(key[len(_BY_ID):])
+                topics.append(entry)
         answer.topics = topics
         return answer
 
@@ -397,7 +409,12 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         broker = self.broker
         found: Dict[str, Union[TopicDescription, BaseException]] = {}
         missing: List[str] = []
+        # A topic it may not describe answers TOPIC_AUTHORIZATION_FAILED whether or not it exists.
+        for name in self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names):
+            found[name] = errors.TopicAuthorizationFailedError("not authorized to describe topic %r" % name)
         for name in names:
+            if name in found:
+                continue
             try:
                 found[name] = broker.describe_topic(name)
             except errors.UnknownTopicOrPartitionError as exc:
@@ -407,6 +424,12 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                     found[name] = exc
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 found[name] = self._failed(conn, exc, "metadata of topic %s" % name)
+        if missing and not self.authz.cluster(conn, AclOperation.CREATE):
+            # Auto-creation needs CREATE on the cluster or on the topic.
+            cannot = self.authz.refused_names(conn, AclOperation.CREATE, ResourceType.TOPIC, missing)
+            for name in cannot:
+                found[name] = errors.TopicAuthorizationFailedError("not authorized to create topic %r" % name)
+            missing = [n for n in missing if n not in cannot]
         if missing:
             return self._metadata_creating(conn, req, names, found, missing)
         return self._metadata_response(conn, req, names, found)
@@ -431,9 +454,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def _metadata_response(self, conn: Connection, req: MetadataRequest, names: List[str],
                            found: Dict[str, Union[TopicDescription, BaseException]]) -> MetadataResponse:
-        """The answer; with no authorizer, every operation is authorized (v8+, when asked)."""
+        """The answer; v8+ with the authorized operations when asked (every operation without an
+        authorizer)."""
         broker = self.broker
-        topic_operations = _TOPIC_OPERATIONS if req.include_topic_authorized_operations else NOT_COMPUTED
         topics_out = []
         for name in names:
             described = found[name]
@@ -445,7 +468,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
             else:
                 entry.error_code = 0
                 entry.topic_id = uuid_of(described.topic_id)
-                entry.topic_authorized_operations = topic_operations
+                if req.include_topic_authorized_operations:
+                    entry.topic_authorized_operations = self.authz.operations(conn, ResourceType.TOPIC, name)
                 # A partition without a leader (all its in-sync replicas down) answers
                 # LEADER_NOT_AVAILABLE, which clients retry.
                 entry.partitions = [
@@ -464,7 +488,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
             cluster_id=broker.cluster_id,
             controller_id=controller,
             topics=topics_out,
-            cluster_authorized_operations=CLUSTER_OPERATIONS
+            cluster_authorized_operations=self.authz.cluster_operations(conn)
             if req.include_cluster_authorized_operations else NOT_COMPUTED,
         )
 
@@ -574,6 +598,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         waiting: List[Tuple[ProduceResponse.PartitionProduceResponse, DelayedCall[ProduceResult],
                             "asyncio.Future[ProduceResult]"]] = []
         transactional = req.transactional_id is not None
+        refused_topics = self.authz.refused_names(conn, AclOperation.WRITE, ResourceType.TOPIC,
+                                                  (t.name for t in req.topic_data))
         for topic in req.topic_data:
             name = topic.name
             parts = []
@@ -585,6 +611,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                     if transactional:
                         raise errors.TransactionalIdAuthorizationFailedError(
                             "transactions are not supported by this broker")
+                    if name in refused_topics:
+                        raise errors.TopicAuthorizationFailedError("not authorized to write to topic %r" % name)
                     if p.records is None:
                         raise errors.CorruptRecordError("null records")
                     if name in INTERNAL_TOPICS:  # the broker's own (Kafka refuses clients the same way)
@@ -641,6 +669,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                 for p in t.partitions:
                     tp = (t.name, p.partition_index)
                     seen[tp] = seen.get(tp, 0) + 1
+        refused_topics = self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                  (t.name for t in req.topics))
         topics = []
         for topic in req.topics:
             name = topic.name
@@ -651,6 +681,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                     partition_index=index, error_code=0, timestamp=-1, offset=-1, old_style_offsets=[],
                     leader_epoch=-1)
                 try:
+                    if name in refused_topics:
+                        raise errors.TopicAuthorizationFailedError("not authorized to describe topic %r" % name)
                     if seen.get((name, index), 0) > 1:
                         raise errors.InvalidRequestError("partition %s-%d is listed more than once" % (name, index))
                     epoch = self._check_leader_epoch(name, index, p.current_leader_epoch)
@@ -690,6 +722,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     async def delete_records(self, conn: Connection, req: DeleteRecordsRequest, version: int,
                              slot: RequestSlot) -> DeleteRecordsResponse:
+        refused_topics = self.authz.refused_names(conn, AclOperation.DELETE, ResourceType.TOPIC,
+                                                  (t.name for t in req.topics))
         topics = []
         for topic in req.topics:
             parts = []
@@ -697,6 +731,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                 out = DeleteRecordsResponse.DeleteRecordsPartitionResult(
                     partition_index=p.partition_index, low_watermark=-1, error_code=0)
                 try:
+                    if topic.name in refused_topics:
+                        raise errors.TopicAuthorizationFailedError("not authorized to delete records of topic %r"
+                                                                   % topic.name)
                     out.low_watermark = await self._blocking(
                         self.broker.delete_records, topic.name, p.partition_index, p.offset)
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error
@@ -711,6 +748,14 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         try:
             # v3+ (KIP-360) names the producer asking again: an idempotent one gets a new id, as
             # from Kafka; giving only one of the id and the epoch is an invalid request.
+            if req.transactional_id is not None and not self.authz.allowed(
+                    conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+                raise errors.TransactionalIdAuthorizationFailedError(
+                    "not authorized to write transactional id %r" % req.transactional_id)
+            if req.transactional_id is None and not self.authz.cluster(conn, AclOperation.IDEMPOTENT_WRITE) \
+                    and not self.authz.any_of_type(conn, AclOperation.WRITE, ResourceType.TOPIC):
+                # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679).
+                raise errors.ClusterAuthorizationFailedError("not authorized to produce idempotently")
             if (req.producer_id == -1) != (req.producer_epoch == -1):
                 raise errors.InvalidRequestError("give both the producer id and epoch, or neither")
             pid, epoch = self.broker.init_producer_id(req.transactional_id)
@@ -723,6 +768,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def describe_producers(self, conn: Connection, req: DescribeProducersRequest, version: int,
                            slot: RequestSlot) -> DescribeProducersResponse:
+        refused_topics = self.authz.refused_names(conn, AclOperation.READ, ResourceType.TOPIC,
+                                                  (t.name for t in req.topics))
         topics = []
         for topic in req.topics:
             parts = []
@@ -730,6 +777,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                 out = DescribeProducersResponse.PartitionResponse(
                     partition_index=index, error_code=0, error_message=None, active_producers=[])
                 try:
+                    if topic.name in refused_topics:
+                        raise errors.TopicAuthorizationFailedError("not authorized to read topic %r" % topic.name)
                     out.active_producers = [DescribeProducersResponse.ProducerState(**d._asdict()) for d in
                                             self.broker.describe_producers(topic.name, index)]
                 except Exception as exc:  # noqa: BLE001 - reported as this partition's error

@@ -15,6 +15,7 @@ import uuid
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .. import errors
+from ..cluster.acl import AclOperation, ResourceType
 from ..cluster.contract import LogDirDescription, TopicDescription
 from ..protocol.constants import AlterConfigOp, ConfigResourceType, ConfigSource
 from ..protocol.message_data import (
@@ -39,7 +40,6 @@ from ..protocol.message_data import (
 )
 from .connection import Connection, RequestSlot
 from .handler_base import (
-    CLUSTER_OPERATIONS,
     NOT_COMPUTED,
     ZERO_UUID,
     HandlerBase,
@@ -83,7 +83,8 @@ class AdminHandlers(HandlerBase):
         As Kafka's brokers: an unknown endpoint type answers UNSUPPORTED_ENDPOINT_TYPE,
         controllers (2) MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST for either at v0, which
         has no endpoint type). Asked for the cluster's authorized operations, a broker
-        without an authorizer allows every operation on the cluster resource.
+        without an authorizer allows every operation on the cluster resource; with one, those
+        the principal may do (none without DESCRIBE on the cluster).
         """
         endpoint = req.endpoint_type
         message: Optional[str]
@@ -100,7 +101,8 @@ class AdminHandlers(HandlerBase):
                                            error_code=errors.InvalidRequestError.code if version == 0 else code,
                                            error_message=message)
         controller, brokers = self._brokers_for(conn)
-        operations = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NOT_COMPUTED
+        operations = self.authz.cluster_operations(conn) if req.include_cluster_authorized_operations \
+            else NOT_COMPUTED
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint,
             cluster_id=self.broker.cluster_id, controller_id=controller,
@@ -163,10 +165,18 @@ class AdminHandlers(HandlerBase):
 
     async def create_topics(self, conn: Connection, req: CreateTopicsRequest, version: int,
                             slot: RequestSlot) -> CreateTopicsResponse:
+        names = [t.name for t in req.topics]
+        # CREATE on the cluster creates any topic; else CREATE on each topic. Its configs are
+        # answered (v5+) where it may DESCRIBE_CONFIGS the topic.
+        refused = set() if self.authz.cluster(conn, AclOperation.CREATE) else \
+            self.authz.refused_names(conn, AclOperation.CREATE, ResourceType.TOPIC, names)
+        undescribed = self.authz.refused_names(conn, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
         results = []
         for t in req.topics:
             out = CreateTopicsResponse.CreatableTopicResult(name=t.name, error_code=0, error_message=None)
             try:
+                if t.name in refused:
+                    raise errors.TopicAuthorizationFailedError("Authorization failed.")
                 partitions = t.num_partitions
                 factor = t.replication_factor
                 assignment: Optional[Dict[int, List[int]]] = None
@@ -181,7 +191,9 @@ class AdminHandlers(HandlerBase):
                 created: TopicDescription = await self._admin(lambda: self.broker.create_topic(
                     t.name, None if partitions == -1 else partitions, None if factor == -1 else factor,
                     config, validate_only=req.validate_only, replica_assignment=assignment))
-                if version >= 5:  # what was created (KIP-525): counts and every config with its source
+                if version >= 5 and t.name in undescribed:
+                    out.topic_config_error_code = errors.TopicAuthorizationFailedError.code
+                elif version >= 5:  # what was created (KIP-525): counts and every config with its source
                     self._created_topic(out, created)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._entry_failed(out, conn, exc, "creating topic %s" % t.name)
@@ -221,12 +233,18 @@ class AdminHandlers(HandlerBase):
                 if name is not None and topic_id != ZERO_UUID:
                     raise errors.InvalidRequestError("name a topic by its name or by its id, not both")
                 if name is None:
-                    name = out.name = self.broker.topic_name(text_of(topic_id))
+                    name = self.broker.topic_name(text_of(topic_id))
+                    if not self.authz.allowed(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                        name = None  # its name stays unsaid: the id is no secret, the name is
+                        raise errors.TopicAuthorizationFailedError("not authorized to describe the topic")
+                    out.name = name
                 elif version >= 6:
                     try:
                         out.topic_id = uuid_of(self.broker.topic_id(name))
                     except errors.UnknownTopicOrPartitionError:
                         pass  # answered by the delete below
+                if not self.authz.allowed(conn, AclOperation.DELETE, ResourceType.TOPIC, name):
+                    raise errors.TopicAuthorizationFailedError("not authorized to delete topic %r" % name)
                 await self._admin(self.broker.delete_topic, name)
             except Exception as exc:  # noqa: BLE001 - reported as this topic's error
                 self._entry_failed(out, conn, exc, "deleting topic %s" % (name if name is not None else topic_id))
@@ -239,6 +257,8 @@ class AdminHandlers(HandlerBase):
         for t in req.topics:
             out = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
             try:
+                if not self.authz.allowed(conn, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+                    raise errors.TopicAuthorizationFailedError("The topic authorization is failed.")
                 # Where the new partitions go (null: as the topic's are); the broker checks them.
                 assignment = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
                 await self._admin(self.broker.create_partitions, t.name, t.count, req.validate_only, assignment)
@@ -256,6 +276,7 @@ class AdminHandlers(HandlerBase):
                 configs=[])
             keys = res.configuration_keys
             try:
+                self._check_configs(conn, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
                 describe_key: Callable[[str], Optional[Tuple[str, str]]]
                 if res.resource_type == ConfigResourceType.TOPIC:
                     entries = self._topic_configs(res.resource_name, req.include_synonyms)
@@ -277,6 +298,18 @@ class AdminHandlers(HandlerBase):
                 self._entry_failed(out, conn, exc, "describe configs of %s" % res.resource_name)
             results.append(out)
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+    def _check_configs(self, conn: Connection, operation: AclOperation, resource_type: int, name: str) -> None:
+        """A config resource's authorization, as Kafka's: a topic's on the topic, a broker's on
+        the cluster (TOPIC_ or CLUSTER_AUTHORIZATION_FAILED)."""
+        if resource_type == ConfigResourceType.TOPIC:
+            if not self.authz.allowed(conn, operation, ResourceType.TOPIC, name):
+                raise errors.TopicAuthorizationFailedError("not authorized to %s topic %r"
+                                                           % (operation.name.lower().replace("_", " "), name))
+        elif resource_type == ConfigResourceType.BROKER:
+            if not self.authz.cluster(conn, operation):
+                raise errors.ClusterAuthorizationFailedError("not authorized to %s the brokers"
+                                                             % operation.name.lower().replace("_", " "))
 
     def _topic_configs(self, topic: str, synonyms: bool) -> List[_ConfigResult]:
         defaults = self.broker.default_log_config.to_strings()
@@ -356,6 +389,7 @@ class AdminHandlers(HandlerBase):
             entry = answer(error_code=0, error_message=None, resource_type=res.resource_type,
                            resource_name=res.resource_name)
             try:
+                self._check_configs(conn, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
                 if res.resource_type == ConfigResourceType.BROKER:
                     await self._admin(self.broker.alter_broker_configs, res.resource_name,
                                       _broker_ops(res), incremental, validate_only)

@@ -21,6 +21,7 @@ import uuid
 from typing import Awaitable, Dict, List, Optional, Tuple, Union
 
 from .. import errors
+from ..cluster.acl import AclOperation, ResourceType
 from ..cluster.contract import FetchResult, RecordBytes, RecordsView
 from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
@@ -34,6 +35,7 @@ __all__ = ["FetchHandlers"]
 
 _ZERO_UUID = uuid.UUID(int=0)
 _UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.code
+_TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
 #: The first version whose clients read v2 record batches; older ones get legacy messages.
 FIRST_V2_RECORDS = 4
 #: The first version with the client's current leader epoch (KIP-320).
@@ -57,7 +59,7 @@ class FetchHandlers(HandlerBase):
         if replica_id >= 0:
             if not self.broker.clustered:
                 raise CloseConnection("follower fetches are not served by a single-node broker")
-            return self._replica_fetch(req, version, slot, replica_id)
+            return self._replica_fetch(conn, req, version, slot, replica_id)
         requests: List[Tuple[str, int, int, int]] = []
         order: Order = []
         offsets: Dict[Tuple[str, int], Tuple[int, int]] = {}  # what down-conversion needs (v0-3)
@@ -65,18 +67,25 @@ class FetchHandlers(HandlerBase):
         legacy = version < FIRST_V2_RECORDS
         # Kafka's client metadata: a v11+ consumer may be served by a follower the leader sent it to.
         client_rack = req.rack_id if version >= FIRST_RACK_ID else None
-        for topic in req.topics:
-            name = self._topic_of(topic, version)
+        named = [(topic, self._topic_of(topic, version)) for topic in req.topics]
+        epoch_fenced = False
+        # A consumer reads a topic it may READ; the others' partitions answer TOPIC_AUTHORIZATION_FAILED.
+        refused = self.authz.refused_names(conn, AclOperation.READ, ResourceType.TOPIC, (n for _, n in named))
+        for topic, name in named:
             indexes = []
             for p in topic.partitions:
                 index = p.partition
                 indexes.append(index)
+                if name is not None and name in refused:
+                    fenced[(name, index)] = FetchResult(_TOPIC_AUTHORIZATION_FAILED, -1, -1, None)
+                    continue
                 code = self._fenced(name, index, p.current_leader_epoch, client_rack is not None) \
                     if name is not None and version >= FIRST_LEADER_EPOCH else 0
                 if name is not None and code:
                     # KIP-320: a client that knows another epoch than the leader's is answered
                     # at once (UNKNOWN_LEADER_EPOCH for a newer one, FENCED for an older one).
                     fenced[(name, index)] = FetchResult(code, -1, -1, None)
+                    epoch_fenced = True
                 elif name is not None:
                     requests.append((name, index, p.fetch_offset, p.partition_max_bytes))
                     if legacy:
@@ -87,7 +96,10 @@ class FetchHandlers(HandlerBase):
         isolation = "read_committed" if req.isolation_level == 1 else "read_uncommitted"
         max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, self.server.fetch_max_bytes)
         future: "asyncio.Future[Results]" = self.server.new_future()
-        op = self.broker.fetch_async(requests, 0 if fenced else req.max_wait_ms, req.min_bytes, max_bytes,
+        # A partition answered at once (fenced) answers the whole fetch at once; so does a fetch
+        # left with nothing to read once the refused partitions are out.
+        at_once = epoch_fenced or (bool(fenced) and not requests)
+        op = self.broker.fetch_async(requests, 0 if at_once else req.max_wait_ms, req.min_bytes, max_bytes,
                                      isolation, deliver=self.server.deliver_to(future), client_rack=client_rack)
         if op.completed:
             results = {**op.answer(), **fenced} if fenced else op.answer()
@@ -111,13 +123,19 @@ class FetchHandlers(HandlerBase):
             return int(errors.FencedLeaderEpochError.code)
         return 0
 
-    def _replica_fetch(self, req: FetchRequest, version: int, slot: RequestSlot, replica_id: int) -> Answer:
+    def _replica_fetch(self, conn: Connection, req: FetchRequest, version: int, slot: RequestSlot,
+                       replica_id: int) -> Answer:
         """A follower's Fetch: records up to the leader's log end, waiting for appends."""
         # Loaded on a cluster's first follower Fetch: a single node never needs the replication wire.
         from .replication_wire import decode_replica_fetch
 
         slot.follower = True
         fetch, order = decode_replica_fetch(req, version, self._topic_of)
+        if not self.authz.cluster(conn, AclOperation.CLUSTER_ACTION):
+            # Only the brokers fetch as replicas (CLUSTER_ACTION on the cluster).
+            results = {(name, i): FetchResult(_TOPIC_AUTHORIZATION_FAILED, -1, -1, None)
+                       for _, name, indexes in order if name is not None for i in indexes}
+            return self._fetch_response(slot, version, order, results, "read_uncommitted")
         future: "asyncio.Future[Results]" = self.server.new_future()
         op = self.broker.replica_fetch_async(replica_id, fetch.broker_epoch, fetch.partitions, fetch.max_wait_ms,
                                              fetch.min_bytes, fetch.max_bytes, deliver=self.server.deliver_to(future))

@@ -11,6 +11,7 @@ import asyncio
 from typing import Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import errors
+from ..cluster.acl import AclOperation, ResourceType
 from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult
 from ..protocol.message_data import (
     DeleteGroupsRequest,
@@ -47,17 +48,25 @@ GROUP_KEY = 0
 TRANSACTION_KEY = 1
 SHARE_KEY = 2
 
-# DescribeGroups' authorized operations without an authorizer: every operation Kafka 3.9
-# defines on a group (AclEntry.supportedOperations) is allowed. Bit n is AclOperation code n:
-# READ 3, DELETE 6, DESCRIBE 8.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_GROUP = ResourceType.GROUP
+_TOPIC = ResourceType.TOPIC
+_READ = AclOperation.READ
+_DESCRIBE = AclOperation.DESCRIBE
+_GROUP_AUTHORIZATION_FAILED = errors.GroupAuthorizationFailedError.code
+_TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
 
 # OffsetFetch's topics asked for: v0-7's, and each group's from v8.
 _FetchTopic = Union[OffsetFetchRequest.OffsetFetchRequestTopic, OffsetFetchRequest.OffsetFetchRequestTopics]
 
 
 class GroupHandlers(HandlerBase):
-    """The group APIs."""
+    """The group APIs. A member's requests (join, sync, heartbeat, leave, commit) need READ
+    on the group, as Kafka's do; describing it (and fetching its offsets, finding its
+    coordinator) DESCRIBE, deleting it or its offsets DELETE; the topics of commits and
+    offset deletions READ, those of offset fetches DESCRIBE."""
+
+    def _group_refused(self, conn: Connection, operation: AclOperation, group_id: str) -> bool:
+        return not self.authz.allowed(conn, operation, _GROUP, group_id)
 
     @property
     def _groups(self) -> GroupCoordinatorApi:
@@ -68,7 +77,9 @@ class GroupHandlers(HandlerBase):
         """v0-3 look one key up; v4+ a batch (KIP-699), each key answered on its own. In a
         cluster whose ``__consumer_offsets`` does not exist yet, it is created first (off the
         loop), as Kafka does on the first lookup."""
-        if req.key_type == GROUP_KEY and not self.broker.offsets_topic_ready():
+        keys = [req.key] if version < 4 else list(req.coordinator_keys)
+        if req.key_type == GROUP_KEY and not self.broker.offsets_topic_ready() and \
+                len(self.authz.refused_names(conn, _DESCRIBE, _GROUP, keys)) < len(set(keys)):
             return self._find_coordinator_creating(conn, req, version)
         return self._find_coordinator(conn, req, version)
 
@@ -95,6 +106,15 @@ class GroupHandlers(HandlerBase):
         ``__consumer_offsets`` partition in a cluster. There is no transaction coordinator,
         and no share group coordinator (KIP-932): Kafka answers a share key INVALID_REQUEST
         before v6, and so does a Kafka broker without share groups at v6."""
+        if key_type == GROUP_KEY and self._group_refused(conn, _DESCRIBE, key):
+            return FindCoordinatorResponse.Coordinator(
+                key=key, error_code=_GROUP_AUTHORIZATION_FAILED, error_message="not authorized to describe the group",
+                node_id=-1, host="", port=-1)
+        if key_type == TRANSACTION_KEY and not self.authz.allowed(conn, _DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                                                   key):
+            return FindCoordinatorResponse.Coordinator(
+                key=key, error_code=errors.TransactionalIdAuthorizationFailedError.code,
+                error_message="not authorized to describe the transactional id", node_id=-1, host="", port=-1)
         if key_type == GROUP_KEY:
             code, node = self.broker.coordinator_for(key)
             if not code:
@@ -117,6 +137,10 @@ class GroupHandlers(HandlerBase):
 
     async def join_group(self, conn: Connection, req: JoinGroupRequest, version: int,
                          slot: RequestSlot) -> JoinGroupResponse:
+        if self._group_refused(conn, _READ, req.group_id):
+            return JoinGroupResponse(throttle_time_ms=0, error_code=_GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                     protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+                                     skip_assignment=False, member_id="", members=[])
         slot.release()  # parked until the rebalance completes
         rebalance_timeout = req.rebalance_timeout_ms
         if rebalance_timeout < 0:  # v0 has none: the session timeout stands in
@@ -142,6 +166,9 @@ class GroupHandlers(HandlerBase):
 
     async def sync_group(self, conn: Connection, req: SyncGroupRequest, version: int,
                          slot: RequestSlot) -> SyncGroupResponse:
+        if self._group_refused(conn, _READ, req.group_id):
+            return SyncGroupResponse(throttle_time_ms=0, error_code=_GROUP_AUTHORIZATION_FAILED, protocol_type=None,
+                                     protocol_name=None, assignment=b"")
         slot.release()  # a follower waits for the leader's assignment
         assignments = {a.member_id: a.assignment for a in req.assignments} or None
         future: "asyncio.Future[SyncResult]" = self.server.new_future()
@@ -166,6 +193,8 @@ class GroupHandlers(HandlerBase):
                                  protocol_name=protocol_name, assignment=result.assignment)
 
     def heartbeat(self, conn: Connection, req: HeartbeatRequest, version: int, slot: RequestSlot) -> HeartbeatResponse:
+        if self._group_refused(conn, _READ, req.group_id):
+            return HeartbeatResponse(throttle_time_ms=0, error_code=_GROUP_AUTHORIZATION_FAILED)
         code = self._groups.heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
         return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
@@ -173,6 +202,8 @@ class GroupHandlers(HandlerBase):
                     slot: RequestSlot) -> LeaveGroupResponse:
         """v0-2 name one member; v3+ a batch, by member id or by group instance id (KIP-345),
         with each member's code and the group's at the top; v5 adds each member's reason."""
+        if self._group_refused(conn, _READ, req.group_id):
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=_GROUP_AUTHORIZATION_FAILED, members=[])
         members = req.members if version >= 3 else [LeaveGroupRequest.MemberIdentity(member_id=req.member_id)]
         reasons = sorted({m.reason for m in members if m.reason})
         group_code, codes = self._groups.leave_group_members(
@@ -215,10 +246,16 @@ class GroupHandlers(HandlerBase):
         another member took its instance over). v9: for a classic group the generation,
         and an unknown group is GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION.
         """
+        if self._group_refused(conn, _READ, req.group_id):
+            return self._offset_commit_response(req, {(t.name, p.partition_index): _GROUP_AUTHORIZATION_FAILED
+                                                      for t in req.topics for p in t.partitions})
+        refused_topics = self.authz.refused_names(conn, _READ, _TOPIC, (t.name for t in req.topics))
         offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]] = {}
         epochs: Dict[Tuple[str, int], int] = {}
         timestamps: Dict[Tuple[str, int], int] = {}
         for topic in req.topics:
+            if topic.name in refused_topics:
+                continue
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
                 offsets[tp] = (p.committed_offset, p.committed_metadata)
@@ -236,6 +273,10 @@ class GroupHandlers(HandlerBase):
                 unknown_group_not_found=version >= 9)
         for tp in unknown:
             codes[tp] = errors.UnknownTopicOrPartitionError.code
+        for topic in req.topics:
+            if topic.name in refused_topics:
+                for p in topic.partitions:
+                    codes[(topic.name, p.partition_index)] = _TOPIC_AUTHORIZATION_FAILED
         if self.broker.clustered and complete is not None and any(c == 0 for c in codes.values()):
             return self._offset_commit_replicated(req, codes, complete)
         if complete is not None:
@@ -281,7 +322,7 @@ class GroupHandlers(HandlerBase):
         if version >= 8:
             groups = []
             for g in req.groups:
-                code, found = self._fetch_group(g.group_id, g.topics)
+                code, found = self._fetch_group(conn, g.group_id, g.topics)
                 topics = [OffsetFetchResponse.OffsetFetchResponseTopics(name=topic, partitions=[
                     OffsetFetchResponse.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=c.offset, committed_leader_epoch=c.leader_epoch,
@@ -290,7 +331,7 @@ class GroupHandlers(HandlerBase):
                 groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
                                                                            error_code=code))
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        code, found = self._fetch_group(req.group_id, req.topics)
+        code, found = self._fetch_group(conn, req.group_id, req.topics)
         # v0-1: a group error goes to every partition.
         partition_code = code if version < 2 else 0
         return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
@@ -301,21 +342,35 @@ class GroupHandlers(HandlerBase):
                 for p, c in partitions])
             for topic, partitions in found])
 
-    def _fetch_group(self, group_id: str, topics: Optional[Sequence[_FetchTopic]]
+    def _fetch_group(self, conn: Connection, group_id: str, topics: Optional[Sequence[_FetchTopic]]
                      ) -> Tuple[int, List[Tuple[str, List[Tuple[int, CommittedOffset]]]]]:
         """-> (the group's error code, [(topic, [(partition, its committed offset)])]): the
         partitions asked for, in the request's order, or every committed one (``topics`` None).
-        A partition without a committed offset has epoch -1 and metadata ""."""
+        A partition without a committed offset has epoch -1 and metadata "". A topic the
+        connection may not describe is left out of "every one", and answers
+        TOPIC_AUTHORIZATION_FAILED when asked for."""
         wanted = None
         if topics is not None:
             wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
-        code, found = self._groups.fetch_committed(group_id, wanted)
-        if code and wanted is not None:
-            found = {tp: CommittedOffset(-1) for tp in wanted}
+        if self._group_refused(conn, _DESCRIBE, group_id):
+            return _GROUP_AUTHORIZATION_FAILED, [(t, [(p, CommittedOffset(-1)) for p in ps])
+                                                  for t, ps in _by_topic(wanted or [])]
+        hidden = self.authz.refused_names(conn, _DESCRIBE, _TOPIC, (t for t, _ in wanted or []))
+        asked = wanted if not hidden else [tp for tp in wanted or [] if tp[0] not in hidden]
+        code, found = self._groups.fetch_committed(group_id, asked)
+        if self.authz.enabled and wanted is None:
+            hidden = self.authz.refused_names(conn, _DESCRIBE, _TOPIC, (t for t, _ in found))
+            found = {tp: c for tp, c in found.items() if tp[0] not in hidden}
+        if code and asked is not None:
+            found = {tp: CommittedOffset(-1) for tp in asked}
         by_topic: Dict[str, List[Tuple[int, CommittedOffset]]] = {}
         for (topic, partition), c in sorted(found.items()):
             by_topic.setdefault(topic, []).append(
                 (partition, c if c.offset >= 0 else c._replace(leader_epoch=-1, metadata="")))
+        for topic, partition in wanted or []:
+            if topic in hidden:
+                by_topic.setdefault(topic, []).append(
+                    (partition, CommittedOffset(-1, error_code=_TOPIC_AUTHORIZATION_FAILED)))
         if wanted is not None:  # keep the request's order
             order = list(dict.fromkeys(t for t, _ in wanted))
             return code, [(t, by_topic.get(t, [])) for t in order]
@@ -328,6 +383,11 @@ class GroupHandlers(HandlerBase):
         member's group instance id."""
         out = []
         for group_id in req.groups:
+            if self._group_refused(conn, _DESCRIBE, group_id):
+                out.append(DescribeGroupsResponse.DescribedGroup(
+                    error_code=_GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="", protocol_type="",
+                    protocol_data="", members=[], authorized_operations=NOT_COMPUTED))
+                continue
             d = self._groups.describe_group(group_id)
             out.append(DescribeGroupsResponse.DescribedGroup(
                 error_code=d.error, group_id=group_id, group_state=d.state,
@@ -337,8 +397,8 @@ class GroupHandlers(HandlerBase):
                     client_id=m.client_id, client_host=m.client_host,
                     member_metadata=m.metadata, member_assignment=m.assignment)
                     for m in d.members],
-                authorized_operations=GROUP_OPERATIONS if req.include_authorized_operations and not d.error
-                else NOT_COMPUTED,
+                authorized_operations=self.authz.operations(conn, _GROUP, group_id)
+                if req.include_authorized_operations and not d.error else NOT_COMPUTED,
             ))
         return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
@@ -346,23 +406,35 @@ class GroupHandlers(HandlerBase):
                     slot: RequestSlot) -> ListGroupsResponse:
         """v4+ filter by state and report it, v5+ by type (every group here is "classic")."""
         listed = self._groups.listed_groups(req.states_filter, req.types_filter)
+        if not self.authz.cluster(conn, _DESCRIBE):  # without DESCRIBE on the cluster: the groups it may describe
+            hidden = self.authz.refused_names(conn, _DESCRIBE, _GROUP, (g.group_id for g in listed))
+            listed = [g for g in listed if g.group_id not in hidden]
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
             ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                                            group_type=g.group_type) for g in listed])
 
     async def delete_groups(self, conn: Connection, req: DeleteGroupsRequest, version: int,
                             slot: RequestSlot) -> DeleteGroupsResponse:
-        codes: Dict[str, int] = await self._blocking(self._groups.delete_groups, list(req.groups_names))
+        refused = self.authz.refused_names(conn, AclOperation.DELETE, _GROUP, req.groups_names)
+        allowed = [g for g in dict.fromkeys(req.groups_names) if g not in refused]
+        codes: Dict[str, int] = await self._blocking(self._groups.delete_groups, allowed) if allowed else {}
+        codes.update({g: _GROUP_AUTHORIZATION_FAILED for g in refused})
         return DeleteGroupsResponse(throttle_time_ms=0, results=[
             DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=codes[g]) for g in req.groups_names])
 
     async def offset_delete(self, conn: Connection, req: OffsetDeleteRequest, version: int,
                             slot: RequestSlot) -> OffsetDeleteResponse:
+        if self._group_refused(conn, AclOperation.DELETE, req.group_id):
+            return OffsetDeleteResponse(error_code=_GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+        refused_topics = self.authz.refused_names(conn, _READ, _TOPIC, (t.name for t in req.topics))
         wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         group_error: int
         codes: Dict[Tuple[str, int], int]
         try:
-            group_error, codes = await self._blocking(self.broker.delete_offsets, req.group_id, wanted)
+            allowed = [tp for tp in wanted if tp[0] not in refused_topics]
+            group_error, codes = await self._blocking(self.broker.delete_offsets, req.group_id, allowed) \
+                if allowed or not refused_topics else (0, {})
+            codes.update({tp: _TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in refused_topics})
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
             group_error, codes = error_code(self._failed(conn, exc, "delete offsets of group %r" % req.group_id)), {}
         if group_error:
@@ -376,3 +448,10 @@ class GroupHandlers(HandlerBase):
                 for p in parts])
             for topic, parts in by_topic.items()])
 
+
+def _by_topic(partitions: Sequence[Tuple[str, int]]) -> List[Tuple[str, List[int]]]:
+    """Partitions grouped by topic, in the order given."""
+    out: Dict[str, List[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return list(out.items())

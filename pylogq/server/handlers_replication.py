@@ -17,6 +17,8 @@ other); :mod:`.inter_broker` is the other side: the client a broker sends these 
 from __future__ import annotations
 
 from .. import errors
+from ..cluster.acl import AclOperation, ResourceType
+from ..cluster.contract import EpochEndOffset
 from ..protocol import message_data as msg
 from .connection import Connection, RequestSlot
 from .handler_base import HandlerBase
@@ -84,4 +86,11 @@ class ReplicationHandlers(HandlerBase):
         from . import replication_wire as wire
 
         _, asks = wire.decode_offset_for_leader_epoch(req)
-        return wire.encode_offset_for_leader_epoch_response(req, self.broker.offsets_for_leader_epoch(asks))
+        # A follower (CLUSTER_ACTION on the cluster) asks of any topic, a consumer of those it may describe.
+        refused = set() if self.authz.cluster(conn, AclOperation.CLUSTER_ACTION) else \
+            self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in asks))
+        answers = self.broker.offsets_for_leader_epoch({tp: a for tp, a in asks.items() if tp[0] not in refused})
+        for tp in asks:
+            if tp[0] in refused:
+                answers[tp] = EpochEndOffset(errors.TopicAuthorizationFailedError.code, -1, -1)
+        return wire.encode_offset_for_leader_epoch_response(req, answers)

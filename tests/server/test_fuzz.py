@@ -121,6 +121,8 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
                       "zk_version": 1, "replicas": [1], "offline_replicas": []}
     topic_config = [{"resource_type": 2, "resource_name": TOPIC, "configuration_keys": None,
                      "configs": [{"name": "retention.ms", "value": "86400000", "config_operation": 0}]}]
+    acl_filter = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                  "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
     bodies: Dict[int, Dict[str, Any]] = {
         0: {"transactional_id": None, "acks": [-1, 1, 0][version % 3], "timeout_ms": 30000,
             "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": _records(version)}]}]},
@@ -189,6 +191,10 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
                              "salted_password": b"\x01" * 32}]},
         60: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
         61: {"topics": [{"name": TOPIC, "partition_indexes": [0, 7]}]},
+        29: acl_filter,
+        30: {"creations": [{"resource_type": 2, "resource_name": TOPIC, "resource_pattern_type": 3,
+                            "principal": "User:fuzz", "host": "*", "operation": 3, "permission_type": 3}]},
+        31: {"filters": [acl_filter]},
     }
     return bodies[api_key]
 

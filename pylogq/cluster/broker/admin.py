@@ -783,6 +783,17 @@ class BrokerAdmin(BrokerLifecycle):
         snapshot = self.cluster.metadata.snapshot
         return snapshot.controller_id, [snapshot.brokers[b] for b in sorted(snapshot.brokers)]
 
+    def inter_broker_listener(self) -> Optional[str]:
+        """The name of the listener the other brokers reach this one on (``inter.broker.listener.name``,
+        else the one named after ``security.inter.broker.protocol``; the first endpoint's when it
+        has none of that name, as the brokers' links fall back to it); None for a single node or
+        before it has registered."""
+        registration = None if self.cluster is None else self.cluster.registration
+        if registration is None:
+            return None
+        endpoint = registration.endpoint(self.config.node.inter_broker_listener) or registration.endpoint()
+        return None if endpoint is None else endpoint.listener
+
     def describe_cluster(self) -> ClusterDescription:
         """The cluster id, the controller and the live brokers (their first endpoint)."""
         if self.cluster is None:

@@ -43,6 +43,7 @@ from ..delayed import DelayedOperationPurgatory, Timer
 from ..state.partition import Partition
 from ..state.producer_ids import ProducerIdManager
 from .admin import BrokerAdmin
+from .authorizer import AclAuthorizer, open_authorizer
 from .config import BrokerConfig, with_development_defaults
 from .data_path import BrokerDataPath
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_config_file
@@ -159,6 +160,8 @@ class Broker(BrokerDataPath, BrokerAdmin):
         self.fetch_purgatory = DelayedOperationPurgatory("fetch", self.timer)
         #: This broker's part in a cluster (None for a single node).
         self.cluster: Optional[ClusterNode] = None
+        #: Kafka's ACL authorizer (``authorizer.class.name``); None: every request is allowed.
+        self.authorizer: Optional[AclAuthorizer] = None
         self._joined = not clustered  # a member answers clients once it has joined
         self._joined_lock = threading.Lock()
         self._joined_callbacks: List[Callable[[], None]] = []
@@ -169,6 +172,10 @@ class Broker(BrokerDataPath, BrokerAdmin):
                 zk = self.cluster.zk
                 self.producer_ids = ProducerIdManager(  # blocks unique across the cluster
                     self.data_dir, allocate=lambda size: zk.allocate_producer_id_block(self.broker_id, size))
+            node = self.config.node
+            self.authorizer = open_authorizer(node.authorizer_class_name, node.super_users,
+                                              node.allow_everyone_if_no_acl_found, self.data_dir, self.broker_id,
+                                              None if self.cluster is None else self.cluster.store)
             for topic, meta in self._topics.items():
                 for p in range(meta.partitions):
                     self._partitions[(topic, p)] = self._open_partition(topic, p, meta.topic_id)
@@ -205,6 +212,8 @@ class Broker(BrokerDataPath, BrokerAdmin):
                 self._metrics_server = self.metrics_registry.serve(self.config.node.metrics_listener)
                 log.info("metrics served on %s", self._metrics_server.url)
         except BaseException:
+            if self.authorizer is not None:
+                self.authorizer.close()
             if self.cluster is not None:
                 self.cluster.close()
             self.timer.close()
@@ -279,6 +288,8 @@ class Broker(BrokerDataPath, BrokerAdmin):
                       ADMIN_CLOSE_TIMEOUT_S)
         else:
             self._admin_lock.release()
+        if self.authorizer is not None:
+            self.authorizer.close()
         if self.cluster is not None:
             self.cluster.close()  # the controller resigns, fetchers stop, the registration goes
             self._group_loads.put(None)

@@ -18,6 +18,7 @@ from ...errors import ConfigError
 from ...metrics import parse_listener
 from ...storage.config import LogManagerConfig
 from ..contract import listener_settings
+from .authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 from .replica_selector import SELECTORS
 
 __all__ = ["BrokerConfig", "DEVELOPMENT_DEFAULTS", "NodeConfig", "is_dynamic_in_kafka", "with_development_defaults"]
@@ -140,6 +141,12 @@ class NodeConfig(Config):
     transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", _INT, 1, at_least=1)
     # Where /metrics is served to Prometheus (http://host:port; docs/operations.md); off when unset.
     metrics_listener: Optional[str] = setting("metrics.listener", _STRING, None, nullable=True)
+    # Authorization (docs/security.md): Kafka's ACL authorizer when one of its class names is
+    # given; empty (Kafka's default), every request is allowed.
+    authorizer_class_name: str = setting("authorizer.class.name", _STRING, "",
+                                         choices=("",) + AUTHORIZER_CLASS_NAMES)
+    super_users: Optional[str] = setting("super.users", _STRING, None, nullable=True)
+    allow_everyone_if_no_acl_found: bool = setting("allow.everyone.if.no.acl.found", _BOOLEAN, False)
 
     @property
     def inter_broker_listener(self) -> str:
@@ -149,6 +156,7 @@ class NodeConfig(Config):
         return (self.inter_broker_listener_name or self.security_inter_broker_protocol).upper()
 
     def _validate(self) -> None:
+        parse_super_users(self.super_users)
         if self.metrics_listener:
             parse_listener(self.metrics_listener)
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:

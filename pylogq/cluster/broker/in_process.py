@@ -15,9 +15,11 @@ from ...errors import (
     BrokerNotAvailableError,
     InvalidRequestError,
     NotControllerError,
+    SecurityDisabledError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from ..acl import AclBinding, AclBindingFilter, Authorizer
 from ..contract import (
     BrokerConfigEntry,
     BrokerNode,
@@ -269,6 +271,25 @@ class InProcessTransport:
                                      ) -> Dict[str, Tuple[int, Optional[str]]]:
         raise UnsupportedVersionError("SCRAM credentials are administered over the Kafka protocol: "
                                              "give the admin client bootstrap_servers, not broker")
+
+    # -- ACLs: the broker's authorizer itself (an embedded caller owns the broker) -------------
+
+    def _authorizer(self) -> Authorizer:
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            raise SecurityDisabledError("No Authorizer is configured on the broker")
+        return authorizer
+
+    def describe_acls(self, binding_filter: AclBindingFilter) -> List[AclBinding]:
+        return self._authorizer().acls(binding_filter)
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> List[Tuple[int, Optional[str]]]:
+        return [(0, None) if e is None else (int(e.code), str(e)) for e in self._authorizer().create_acls(bindings)]
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]
+                    ) -> List[Tuple[int, Optional[str], List[Tuple[AclBinding, int, Optional[str]]]]]:
+        return [(0, None, [(b, 0, None) if e is None else (b, int(e.code), str(e)) for b, e in found])
+                for found in self._authorizer().delete_acls(filters)]
 
     def close(self) -> None:
         """Nothing to release: the broker stays up."""

@@ -1,0 +1,176 @@
+"""ACLs in a cluster: kept in the metadata store in Kafka's layout and applied by every broker.
+
+Three brokers on real ZooKeeper (each its own session, as separate processes would have):
+an ACL created through one broker's CreateAcls is in ``/kafka-acl`` as Kafka's JSON, with
+a change notification, and every broker decides with it within moments (the time is
+measured and printed); ACLs written by two brokers at once on one resource are all kept
+(conditional writes); a removal reaches every broker too; a broker started later loads
+them. The brokers' own requests to each other (LeaderAndIsr, UpdateMetadata, the
+followers' fetches) keep a replicated topic working with the authorizer on. The
+in-process :class:`pylogq.Cluster` (the in-memory store) serves the same.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List
+
+import pytest
+
+from pylogq import Broker, Cluster
+from pylogq.cluster.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+from pylogq.cluster.contract import BrokerEndpoint
+from pylogq.cluster.zk.kazoo_store import ZooKeeperStore, split_connect_string
+from pylogq.records import build_batch
+from pylogq.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS
+
+from .._zookeeper import ZooKeeperServer
+
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
+DEADLINE_S = 10.0
+
+
+def _binding(name: str, principal: str = "User:alice", op: AclOperation = AclOperation.READ,
+             pattern: PatternType = PatternType.LITERAL) -> AclBinding:
+    return AclBinding(ResourcePattern(ResourceType.TOPIC, name, pattern),
+                      AccessControlEntry(principal, "*", op, AclPermissionType.ALLOW))
+
+
+def _wait(condition: Callable[[], bool], what: str) -> float:
+    """Wait for ``condition`` (at most DEADLINE_S); -> the seconds it took."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < DEADLINE_S, "timed out waiting for " + what
+        time.sleep(0.005)
+    return time.monotonic() - start
+
+
+def _can_read(broker: Broker, topic: str, principal: str = "User:alice") -> bool:
+    assert broker.authorizer is not None
+    return broker.authorizer.authorize(principal, "127.0.0.1", AclOperation.READ, ResourceType.TOPIC, topic)
+
+
+@pytest.fixture
+def zk_brokers(zookeeper_connect: str, tmp_path: Path) -> Iterator[List[Broker]]:
+    brokers: List[Broker] = []
+    try:
+        for broker_id in (1, 2, 3):
+            broker = Broker(str(tmp_path / ("b%d" % broker_id)), **dict(
+                TEST_DEFAULTS, **CLUSTER_TEST_DEFAULTS, **AUTHORIZER, **{
+                    "broker.id": broker_id, "zookeeper.connect": zookeeper_connect}))
+            brokers.append(broker)
+            host, port = broker.serve("127.0.0.1", 0)
+            broker.join_cluster([BrokerEndpoint("PLAINTEXT", host, port)])
+        yield brokers
+    finally:
+        for broker in reversed(brokers):
+            broker.close()
+
+
+def test_an_acl_reaches_every_broker(zk_brokers: List[Broker], zookeeper_connect: str,
+                                     zookeeper: ZooKeeperServer) -> None:
+    first, second, third = zk_brokers
+    assert first.authorizer is not None
+    assert not any(_can_read(b, "orders") for b in zk_brokers)
+    binding = _binding("orders")
+    assert first.authorizer.create_acls([binding]) == [None]
+    took = max(_wait(lambda b=b: _can_read(b, "orders"), "broker %d to apply the ACL" % b.broker_id)
+               for b in (second, third))
+    print("an ACL reached every broker in %.3f s" % took)
+    # Kafka's znodes: the resource's JSON, and a literal change notification.
+    _, chroot = split_connect_string(zookeeper_connect)
+    assert chroot is not None
+    store = ZooKeeperStore(zookeeper.connect_string)
+    try:
+        data, _ = store.get("/%s/kafka-acl/Topic/orders" % chroot.strip("/"))
+        assert json.loads(data) == {"version": 1, "acls": [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}]}
+        changes = store.get_children("/%s/kafka-acl-changes" % chroot.strip("/"))
+        assert [c for c in changes if c.startswith("acl_changes_")]
+    finally:
+        store.close()
+    # A prefixed ACL, and a removal through another broker.
+    assert second.authorizer is not None
+    assert second.authorizer.create_acls([_binding("pay", pattern=PatternType.PREFIXED)]) == [None]
+    _wait(lambda: _can_read(first, "payments") and _can_read(third, "payments"), "the prefixed ACL")
+    assert third.authorizer is not None
+    removed = third.authorizer.delete_acls([AclBindingFilter(
+        ResourcePatternFilter(ResourceType.TOPIC, "orders", PatternType.LITERAL), binding.entry.to_filter())])
+    assert removed == [[(binding, None)]]
+    took = max(_wait(lambda b=b: not _can_read(b, "orders"), "the removal on broker %d" % b.broker_id)
+               for b in (first, second))
+    print("a removal reached every broker in %.3f s" % took)
+
+
+def test_concurrent_changes_on_one_resource_are_all_kept(zk_brokers: List[Broker]) -> None:
+    """Each broker adds its principals to the same topic at once: every entry survives,
+    and every broker ends with all of them."""
+    failures: List[Any] = []
+
+    def add(broker: Broker) -> None:
+        assert broker.authorizer is not None
+        for i in range(5):
+            outcome = broker.authorizer.create_acls([_binding("shared", "User:u%d-%d" % (broker.broker_id, i))])
+            if outcome != [None]:
+                failures.append(outcome)
+
+    threads = [threading.Thread(target=add, args=(b,)) for b in zk_brokers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    expected = {"User:u%d-%d" % (b, i) for b in (1, 2, 3) for i in range(5)}
+    for broker in zk_brokers:
+        assert broker.authorizer is not None
+        _wait(lambda broker=broker: {b.entry.principal for b in broker.authorizer.acls(  # type: ignore[union-attr]
+            AclBindingFilter.any())} == expected, "broker %d to have every entry" % broker.broker_id)
+
+
+def test_replication_and_a_late_broker_with_the_authorizer_on(zk_brokers: List[Broker], zookeeper_connect: str,
+                                                              tmp_path: Path) -> None:
+    """The brokers' requests to each other are theirs to make (CLUSTER_ACTION on their listener):
+    a topic replicated three times takes records on every replica; a broker started after an
+    ACL was made loads it."""
+    first = zk_brokers[0]
+    created = first.create_topic("replicated", partitions=1, replication_factor=3)
+    leader = next(b for b in zk_brokers if b.broker_id == created.partitions[0].leader)
+    leader.produce("replicated", 0, bytes(build_batch([b"a", b"b"])))
+    # The high watermark moves once both followers have fetched the records (as replicas).
+    _wait(lambda: leader.list_offsets("replicated", 0, -1)[0] == 2, "replication to the followers")
+    assert len(leader.describe_topic("replicated").partitions[0].isr) == 3  # no follower was left behind
+    assert first.authorizer is not None
+    first.authorizer.create_acls([_binding("late")])
+    late = Broker(str(tmp_path / "b4"), **dict(TEST_DEFAULTS, **CLUSTER_TEST_DEFAULTS, **AUTHORIZER, **{
+        "broker.id": 4, "zookeeper.connect": zookeeper_connect}))
+    try:
+        assert _can_read(late, "late")
+    finally:
+        late.close()
+
+
+@pytest.fixture
+def pylogq_broker_config() -> Dict[str, Any]:
+    return dict(TEST_DEFAULTS, **AUTHORIZER)
+
+
+def test_the_in_process_cluster_shares_its_acls(pylogq_cluster: Cluster) -> None:
+    brokers = pylogq_cluster.brokers
+    first = brokers[0]
+    assert first.authorizer is not None
+    assert first.authorizer.create_acls([_binding("t")]) == [None]
+    for broker in brokers:
+        _wait(lambda broker=broker: _can_read(broker, "t"), "broker %d" % broker.broker_id)
