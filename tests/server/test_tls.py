@@ -897,3 +897,21 @@ def test_a_listeners_own_sasl_mechanisms(tmp_path: Path, certs: Certificates) ->
         BrokerConnection(host, port, "tls-test", 10.0, ("PLAIN", "admin", "admin-secret")).close()
     finally:
         stop(tls)
+
+
+def test_the_authorizer_sees_the_certificates_principal(tmp_path: Path, certs: Certificates) -> None:
+    """With Kafka's ACL authorizer, a client certificate's mapped subject is the principal ACLs
+    and super.users name: alice (super user) creates a topic; an anonymous TLS client may not."""
+    tls = start(tmp_path / "b", dict(certs.broker_p12_settings(), **{
+        "listeners": "SSL://127.0.0.1:0", "ssl.client.auth": "requested", "ssl.principal.mapping.rules": RULES,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:alice"}))
+    try:
+        bootstrap = tls.bootstrap("SSL")
+        with pylogq.AdminClient(bootstrap_servers=bootstrap, **pylogq_options(certs, MODES["mtls"])) as admin:
+            admin.create_topics([NewTopic("by-alice", 1, 1)])
+            assert "by-alice" in admin.list_topics()
+        with pylogq.AdminClient(bootstrap_servers=bootstrap, **pylogq_options(certs, MODES["ssl"])) as admin:
+            with pytest.raises(errors.TopicAuthorizationFailedError):
+                admin.create_topics([NewTopic("by-anonymous", 1, 1)])
+    finally:
+        stop(tls)
