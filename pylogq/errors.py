@@ -41,7 +41,7 @@ __all__ = [
     "ConcurrentTransactionsError", "TransactionCoordinatorFencedError",
     "TransactionalIdAuthorizationFailedError", "SecurityDisabledError",
     "OperationNotAttemptedError", "KafkaStorageError", "LogDirNotFoundError",
-    "SaslAuthenticationFailedError", "UnknownProducerIdError", "ReassignmentInProgressError",
+    "SaslAuthenticationFailedError", "SslAuthenticationError", "PrincipalMappingError", "UnknownProducerIdError", "ReassignmentInProgressError",
     "DelegationTokenAuthDisabledError", "DelegationTokenNotFoundError",
     "DelegationTokenOwnerMismatchError", "DelegationTokenRequestNotAllowedError",
     "DelegationTokenAuthorizationFailedError", "DelegationTokenExpiredError",
@@ -962,6 +962,20 @@ class KafkaConnectionError(NetworkExceptionError):
 
 class NoBrokersAvailable(KafkaConnectionError):
     """None of the bootstrap servers answered."""
+
+
+class PrincipalMappingError(PylogqError):
+    """No rule of ``ssl.principal.mapping.rules`` gives a name for a client certificate's
+    subject: the broker refuses the client, as Kafka does."""
+
+
+class SslAuthenticationError(KafkaConnectionError):
+    """The TLS handshake with a broker failed: a certificate one side does not trust (unknown
+    CA, expired, a host name it does not name), no protocol or cipher in common, or a
+    listener that does not speak TLS. Kafka's SslAuthenticationException: not retriable,
+    the same handshake fails again."""
+
+    retriable = False
 
 
 class KafkaTimeoutError(RequestTimedOutError):

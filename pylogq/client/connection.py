@@ -13,8 +13,10 @@ A Produce with acks=0 gets no response and takes no FIFO entry.
 On connect, ApiVersions picks per API the highest version both sides speak
 (``min(ours, the broker's max)``); a broker that does not know our ApiVersions
 version answers in the v0 layout with UNSUPPORTED_VERSION and its own range,
-and the request is repeated at a version it knows. With SASL_PLAINTEXT the
-SaslHandshake (v1) and SaslAuthenticate exchange follows before anything else.
+and the request is repeated at a version it knows. With SASL_PLAINTEXT or SASL_SSL the
+SaslHandshake (v1) and SaslAuthenticate exchange follows before anything else. Over
+SSL or SASL_SSL the TLS handshake comes first, when the socket connects: a failed one
+(an untrusted or expired certificate on either side) raises SslAuthenticationError.
 
 A broker answers ApiVersions at once, so that first answer is waited for
 :data:`HANDSHAKE_TIMEOUT_S` at most, not the request timeout: a port that
@@ -35,6 +37,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import logging
+import ssl
 import threading
 import time
 from typing import Any, Deque, Dict, Mapping, Optional, Tuple
@@ -45,6 +48,7 @@ from ..errors import (
     PylogqError,
     RequestTimedOutError,
     SaslAuthenticationFailedError,
+    SslAuthenticationError,
     ScramError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
@@ -57,6 +61,7 @@ from ..protocol.blocking_client import (
     decode_response_body,
     decode_response_header,
     encode_request,
+    ssl_reason,
 )
 from ..protocol.constants import ApiKey
 from ..protocol.messages import API_NAMES
@@ -151,7 +156,7 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, client_id: Optional[str], timeout_s: float,
                  sasl: Optional[Tuple[str, str, str]] = None, label: str = "",
-                 sensors: Optional[NodeSensors] = None) -> None:
+                 sensors: Optional[NodeSensors] = None, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.host = host
         self.port = port
         self.address = "%s:%d" % (host, port)
@@ -171,11 +176,14 @@ class BrokerConnection:
         self._unanswered_writes = False  # requests sent that get no response (acks=0 produces)
         self._max_response: Optional[int] = MAX_HANDSHAKE_RESPONSE  # None once the handshake is done
         try:
-            sock = KafkaSocket(host, port, min(timeout_s, CONNECT_TIMEOUT_S))
+            sock = KafkaSocket(host, port, min(timeout_s, CONNECT_TIMEOUT_S), ssl_context)
         except OSError as exc:
             raise KafkaConnectionError("cannot connect to %s: %s" % (self.address, exc.strerror or exc)) from None
         sock.settimeout(None)  # the reader blocks; waiters enforce their own deadlines
         self._sock = sock
+        # An SSL error the reader met: in TLS 1.3 a broker refuses a client's certificate
+        # after the client's side of the handshake is done, with an alert its first read meets.
+        self._tls_failure: Optional[ssl.SSLError] = None
         self._reader = threading.Thread(target=self._read_loop, name="pylogq-conn-%s" % self.label, daemon=True)
         self._reader.start()
         try:
@@ -185,6 +193,9 @@ class BrokerConnection:
                 self._authenticate(*sasl)
         except BaseException:
             self.close("handshake failed")
+            if self._tls_failure is not None:
+                raise SslAuthenticationError("SSL handshake with %s failed: %s" % (
+                    self.address, ssl_reason(self._tls_failure))) from None
             raise
 
     def __repr__(self) -> str:
@@ -325,6 +336,8 @@ class BrokerConnection:
                     sensors.response_read(entry.api_key, size + 4, entry.sent_at, decoded.get("throttle_time_ms"))
                 entry.future.set_result(decoded)
         except OSError as exc:
+            if isinstance(exc, ssl.SSLError):
+                self._tls_failure = exc
             reason = "receive failed: %s" % (exc.strerror or exc)
         self.close(reason)
 

@@ -107,6 +107,7 @@ _COMPAT_KEYS = frozenset((
     "api_version", "connections_max_idle_ms", "enable_incremental_fetch_sessions", "group_instance_id",
     "default_offset_commit_callback", "metrics_enabled", "metrics_num_samples", "metrics_sample_window_ms",
     "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
+    "ssl_context", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname",
 ))
 
 

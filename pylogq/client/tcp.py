@@ -49,6 +49,8 @@ broker's).
 from __future__ import annotations
 
 import concurrent.futures
+import re
+import ssl
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
@@ -66,31 +68,31 @@ from ..errors import (
     NotCoordinatorError,
     ProtocolError,
     RequestTimedOutError,
+    SslAuthenticationError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from ..protocol.constants import ApiKey
 from .connection import BrokerConnection
 from .metrics import NetworkSensors, NodeSensors
+from .ssl_context import client_ssl_context
 from .tcp_requests import _COORDINATOR_CODES, FetchedRecords, NodeKey, TcpRequests, _raise
 from .transport import Transport
 
 __all__ = ["FetchedRecords", "TcpTransport", "parse_bootstrap", "without_protocol"]
 
 _RETRY_BACKOFF_S = 0.05
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_LISTENER_PREFIX = re.compile(r"^[A-Za-z0-9_-]+://")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 Bootstrap = Tuple[str, int]
 
 
 def without_protocol(address: str) -> str:
-    """``host:port`` of ``address``, without a ``PLAINTEXT://`` or ``SASL_PLAINTEXT://`` in front
-    (Kafka's clients and tools take a bootstrap address with its listener's protocol)."""
-    for prefix in ("PLAINTEXT://", "SASL_PLAINTEXT://"):
-        if address.upper().startswith(prefix):
-            return address[len(prefix):]
-    return address
+    """``host:port`` of ``address``, without a listener's name in front (``PLAINTEXT://``,
+    ``SSL://``: Kafka's clients and tools take a bootstrap address with its listener's)."""
+    return _LISTENER_PREFIX.sub("", address, count=1)
 
 
 def parse_bootstrap(servers: Any) -> List[Bootstrap]:
@@ -126,9 +128,11 @@ class TcpTransport(TcpRequests, Transport):
     the addresses tried. ``request_timeout_ms`` bounds each request (past it,
     RequestTimedOutError, and the connection is dropped: its state is unknown);
     a long-polled Fetch gets its wait on top. ``security_protocol`` is
-    ``PLAINTEXT`` or ``SASL_PLAINTEXT`` (with ``sasl_mechanism`` ``"PLAIN"``,
-    ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``, ``sasl_plain_username`` and
-    ``sasl_plain_password``, as kafka-python names them for every mechanism). ``metrics``: the
+    ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``: SASL with ``sasl_mechanism``
+    ``"PLAIN"``, ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``, ``sasl_plain_username`` and
+    ``sasl_plain_password``, as kafka-python names them for every mechanism; SSL with
+    kafka-python's ``ssl_context``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``,
+    ``ssl_password`` and ``ssl_check_hostname`` (:mod:`pylogq.client.ssl_context`). ``metrics``: the
     client's request sensors (see the module docstring). ``client_rack`` (a consumer's rack,
     Kafka's ``client.rack``) and ``metadata_max_age_ms`` (how long a preferred read replica
     is kept): see the module docstring.
@@ -143,7 +147,10 @@ class TcpTransport(TcpRequests, Transport):
                  security_protocol: str = "PLAINTEXT", sasl_mechanism: Optional[str] = None,
                  sasl_plain_username: Optional[str] = None, sasl_plain_password: Optional[str] = None,
                  metrics: Optional[NetworkSensors] = None, client_rack: Optional[str] = None,
-                 metadata_max_age_ms: int = 300000) -> None:
+                 metadata_max_age_ms: int = 300000, ssl_context: Optional[ssl.SSLContext] = None,
+                 ssl_cafile: Optional[str] = None, ssl_certfile: Optional[str] = None,
+                 ssl_keyfile: Optional[str] = None, ssl_password: Optional[str] = None,
+                 ssl_check_hostname: bool = True) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self._sensors = metrics
         if client_id is not None and not isinstance(client_id, str):
@@ -162,14 +169,18 @@ class TcpTransport(TcpRequests, Transport):
             raise ConfigError("security_protocol %r is not supported; use %s" % (security_protocol,
                                                                                 " or ".join(_SECURITY_PROTOCOLS)))
         self._sasl: Optional[Tuple[str, str, str]] = None
-        if protocol == "SASL_PLAINTEXT":
+        self._ssl: Optional[ssl.SSLContext] = None
+        if protocol in ("SSL", "SASL_SSL"):
+            self._ssl = client_ssl_context(ssl_context, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password,
+                                           ssl_check_hostname)
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             mechanism = (sasl_mechanism or "PLAIN").upper()
             if mechanism not in _SASL_MECHANISMS:
                 raise ConfigError("sasl_mechanism %r is not supported; use %s"
                                   % (sasl_mechanism, ", ".join(_SASL_MECHANISMS)))
             if not isinstance(sasl_plain_username, str) or not isinstance(sasl_plain_password, str):
-                raise ConfigError("security_protocol SASL_PLAINTEXT needs sasl_plain_username and "
-                                  "sasl_plain_password (str)")
+                raise ConfigError("security_protocol %s needs sasl_plain_username and "
+                                  "sasl_plain_password (str)" % protocol)
             self._sasl = (mechanism, sasl_plain_username, sasl_plain_password)
         self.client_id = client_id
         self.timeout_s = request_timeout_ms / 1000.0
@@ -221,7 +232,7 @@ class TcpTransport(TcpRequests, Transport):
                     label = "node %d %s:%d" % (node, host, port)
             conn = BrokerConnection(host, port, self.client_id, self.timeout_s, self._sasl,
                                     label if channel == "default" else "%s %s" % (label, channel),
-                                    self._node_sensors(node))
+                                    self._node_sensors(node), self._ssl)
             with self._lock:
                 if self._closed:
                     conn.close()
@@ -259,6 +270,8 @@ class TcpTransport(TcpRequests, Transport):
         for node in candidates:
             try:
                 return self._connection(node)
+            except SslAuthenticationError:  # the same handshake fails at every broker: said as it is
+                raise
             except (KafkaConnectionError, RequestTimedOutError) as exc:  # timed out: no answer to ApiVersions
                 failures.append(str(exc.args[0]) if exc.args else str(exc))
         raise NoBrokersAvailable("no broker reachable (bootstrap_servers %s): %s" % (

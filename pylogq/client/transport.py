@@ -80,6 +80,12 @@ TCP_OPTIONS: Dict[str, Any] = {
     "sasl_mechanism": None,
     "sasl_plain_username": None,
     "sasl_plain_password": None,
+    "ssl_context": None,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_password": None,
+    "ssl_check_hostname": True,
 }
 
 

@@ -553,19 +553,31 @@ class InterBrokerClient(Protocol):
 
 #: Opens a client to another broker: (its broker id, host, port) -> a client.
 InterBrokerConnector = Callable[[int, str, int], InterBrokerClient]
+#: The connector of a broker whose inter-broker listener is the one named, from the broker's
+#: listener settings (that listener's security protocol, its SSL and SASL settings).
+SecuredConnector = Callable[[Config, str], InterBrokerConnector]
 
-_inter_broker: List[InterBrokerConnector] = []
+_inter_broker: List[Tuple[InterBrokerConnector, Optional[SecuredConnector]]] = []
 
 
-def register_inter_broker_connector(connector: InterBrokerConnector) -> None:
+def register_inter_broker_connector(connector: InterBrokerConnector, secured: Optional[SecuredConnector] = None) -> None:
     """Called by :mod:`pylogq.server` when imported: how a broker reaches the others over the
-    Kafka protocol (the broker sits below the server and never imports it)."""
-    _inter_broker[:] = [connector]
+    Kafka protocol (the broker sits below the server and never imports it); ``secured`` makes
+    the connector of a broker's own inter-broker listener (TLS, SASL)."""
+    _inter_broker[:] = [(connector, secured)]
 
 
-def inter_broker_connector() -> Optional[InterBrokerConnector]:
-    """The registered connector, or None when :mod:`pylogq.server` was not imported."""
-    return _inter_broker[0] if _inter_broker else None
+def inter_broker_connector(listener_settings: Optional[Config] = None,
+                           listener: str = "PLAINTEXT") -> Optional[InterBrokerConnector]:
+    """The registered connector (for ``listener``, with ``listener_settings``: the broker's
+    listener configuration), or None when :mod:`pylogq.server` was not imported. Raises
+    ConfigError when the listener's settings cannot make one."""
+    if not _inter_broker:
+        return None
+    plain, secured = _inter_broker[0]
+    if listener_settings is not None and secured is not None:
+        return secured(listener_settings, listener)
+    return plain
 
 
 class BrokerApi(Protocol):

@@ -13,6 +13,12 @@ SASL and a reader thread that matches pipelined responses to their requests) use
 :class:`~pylogq.server.inter_broker.TcpInterBrokerClient` uses :class:`BlockingClient`, which
 sends one request and reads its answer at a time.
 
+Over TLS (an SSL or SASL_SSL listener) a :class:`KafkaSocket` is given an
+:class:`ssl.SSLContext`: the handshake is done when it connects, and the records pass
+through an :class:`ssl.SSLObject` of its own rather than an ``SSLSocket``, as one
+thread reads while others write (OpenSSL's objects take one thread at a time: a lock
+serializes them, never held across a wait for the network).
+
 A request body is a message class of :mod:`pylogq.protocol.message_data` or a mapping of
 its fields. A response is decoded as a dict (what the clients read), or with ``typed=True``
 as its message class (what the brokers read).
@@ -20,20 +26,24 @@ as its message class (what the brokers read).
 
 from __future__ import annotations
 
+import re
 import socket
+import ssl
 import struct
+import threading
 from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union, overload
 
-from ..errors import ProtocolError, UnsupportedVersionError
+from ..errors import ProtocolError, SslAuthenticationError, UnsupportedVersionError
 from .constants import ApiKey
 from .messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, header_versions
 from .schema import Message
 from .types import Reader, Writer
 
-__all__ = ["KafkaSocket", "BlockingClient", "encode_request", "decode_response_header", "decode_response_body",
-           "decode_response"]
+__all__ = ["KafkaSocket", "BlockingClient", "encode_request", "ssl_reason", "decode_response_header",
+           "decode_response_body", "decode_response"]
 
 SIZE = struct.Struct(">i")
+_SSL_SOURCE = re.compile(r"\s*\(_ssl\.c:\d+\)$")
 #: A frame's bytes (what :func:`encode_request` and :meth:`KafkaSocket.read_frame` give are bytearrays).
 Frame = Union[bytes, bytearray]
 #: A request body: its message class, or a mapping of its fields (snake_case names).
@@ -124,29 +134,139 @@ def decode_response(frame: Frame, api_key: int, version: int, correlation_id: in
     return decode_response_body(frame, r, api_key, version, trailing_ok)
 
 
-class KafkaSocket:
-    """A connected TCP socket to a Kafka listener, read and written in whole frames.
+class _Tls:
+    """A client's TLS over a connected socket, through memory BIOs.
 
-    Not thread-safe, except :meth:`shutdown`, which another thread may call to make a
+    ``send`` may be called from one thread while another reads (``read_into``): the
+    SSLObject is used under ``_lock`` only, which no wait for the network holds;
+    ``_send_lock`` keeps the encrypted records of concurrent sends in the order encrypted.
+    """
+
+    RECV = 64 * 1024
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_hostname: Optional[str]) -> None:
+        self._sock = sock
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=False,
+                                     server_hostname=server_hostname)
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._plain = bytearray()  # decrypted and not yet read (the reading thread's)
+
+    def handshake(self) -> None:
+        while True:
+            try:
+                self._ssl.do_handshake()
+            except ssl.SSLWantReadError:
+                self._sock.sendall(self._outgoing.read())
+                data = self._sock.recv(self.RECV)
+                if not data:
+                    raise ConnectionResetError("the broker closed the connection during the TLS handshake") from None
+                self._incoming.write(data)
+                continue
+            except ssl.SSLError:
+                pending = self._outgoing.read()
+                if pending:  # the alert that tells the broker why
+                    try:
+                        self._sock.sendall(pending)
+                    except OSError:
+                        pass
+                raise
+            self._sock.sendall(self._outgoing.read())
+            return
+
+    def send(self, data: Frame) -> None:
+        with self._send_lock:
+            with self._lock:
+                self._ssl.write(data)
+                out = self._outgoing.read()
+            self._sock.sendall(out)
+
+    def _decrypted(self) -> Optional[bytes]:
+        """Plain text read from the socket (b"" at its end), or None when OpenSSL wants more."""
+        with self._lock:
+            try:
+                data: Optional[bytes] = self._ssl.read(self.RECV)
+            except ssl.SSLWantReadError:
+                data = None
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                data = b""
+            answer = self._outgoing.read() if self._outgoing.pending else b""
+        if answer:  # a post-handshake message's answer (a key update)
+            with self._send_lock:
+                self._sock.sendall(answer)
+        return data
+
+    def read_exactly(self, n: int) -> Optional[bytearray]:
+        plain = self._plain
+        while len(plain) < n:
+            data = self._decrypted()
+            if data is None:
+                raw = self._sock.recv(self.RECV)
+                with self._lock:
+                    if raw:
+                        self._incoming.write(raw)
+                    else:
+                        self._incoming.write_eof()
+                continue
+            if not data:
+                return None
+            plain += data
+        out = plain[:n]
+        del plain[:n]
+        return out
+
+
+class KafkaSocket:
+    """A connected TCP socket to a Kafka listener, read and written in whole frames, over TLS
+    when given an SSL context.
+
+    One thread reads while any number send (sends are not interleaved by this class: the
+    caller serializes them); :meth:`shutdown` may be called from any thread to make a
     blocked read or write fail at once.
     """
 
-    def __init__(self, host: str, port: int, connect_timeout_s: float) -> None:
-        """Connect (OSError when it fails); the socket then blocks with ``connect_timeout_s``
-        until :meth:`settimeout` says otherwise."""
+    def __init__(self, host: str, port: int, connect_timeout_s: float,
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
+        """Connect, and with ``ssl_context`` handshake (OSError when either fails; an
+        SslAuthenticationError when the handshake fails); the socket then blocks with
+        ``connect_timeout_s`` until :meth:`settimeout` says otherwise. The broker's
+        certificate is checked against ``host`` when the context checks host names."""
         sock = socket.create_connection((host, port), timeout=connect_timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
+        self._tls: Optional[_Tls] = None
+        if ssl_context is not None:
+            try:
+                self._tls = _Tls(sock, ssl_context, host if ssl_context.check_hostname else None)
+                self._tls.handshake()
+            except ssl.SSLError as exc:
+                sock.close()
+                raise SslAuthenticationError("SSL handshake with %s:%d failed: %s" % (host, port, ssl_reason(exc))) \
+                    from None
+            except ConnectionError as exc:  # a listener that is not TLS reads a ClientHello as garbage
+                sock.close()
+                raise SslAuthenticationError("SSL handshake with %s:%d failed: %s (is it an SSL listener?)"
+                                             % (host, port, exc)) from None
+            except BaseException:
+                sock.close()
+                raise
 
     def settimeout(self, timeout_s: Optional[float]) -> None:
         """How long a read or write may block (None: forever)."""
         self._sock.settimeout(timeout_s)
 
     def send(self, frame: Frame) -> None:
-        self._sock.sendall(frame)
+        if self._tls is not None:
+            self._tls.send(frame)
+        else:
+            self._sock.sendall(frame)
 
     def read_exactly(self, n: int) -> Optional[bytearray]:
         """The next ``n`` bytes; None when the broker closes the connection first."""
+        if self._tls is not None:
+            return self._tls.read_exactly(n)
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
@@ -188,6 +308,12 @@ class KafkaSocket:
             pass
 
 
+def ssl_reason(exc: ssl.SSLError) -> str:
+    """An SSL error as one line, as OpenSSL says it (``[SSL: CERTIFICATE_VERIFY_FAILED]
+    certificate verify failed: unable to get local issuer certificate``)."""
+    return _SSL_SOURCE.sub("", str(exc))
+
+
 class BlockingClient:
     """One request at a time to one broker: send, then read the answer, on a socket opened at
     the first request and reopened after :meth:`close`.
@@ -196,18 +322,24 @@ class BlockingClient:
     A failed :meth:`exchange` leaves the socket as it is: the caller closes it.
     """
 
-    def __init__(self, host: str, port: int, client_id: Optional[str], connect_timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, client_id: Optional[str], connect_timeout_s: float,
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
+        self.ssl_context = ssl_context
         self._sock: Optional[KafkaSocket] = None
         self._correlation = 0
 
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
     def connect(self) -> None:
-        """Open the socket unless it is open; OSError when that fails."""
+        """Open the socket (and handshake, over TLS) unless it is open; OSError when that fails."""
         if self._sock is None:
-            self._sock = KafkaSocket(self.host, self.port, self.connect_timeout_s)
+            self._sock = KafkaSocket(self.host, self.port, self.connect_timeout_s, self.ssl_context)
 
     def encode(self, api_key: int, version: int, body: RequestBody) -> Tuple[bytearray, int]:
         """The next request's frame and correlation id; ValueError when ``body`` does not encode."""

@@ -6,7 +6,14 @@ opens (the broker, a layer below, never imports the server).
 
 from typing import Any, Mapping
 
-from ..cluster.contract import InterBrokerClient, ServedBroker, register_inter_broker_connector, register_listener_factory
+from ..cluster.contract import (
+    InterBrokerClient,
+    InterBrokerConnector,
+    ServedBroker,
+    register_inter_broker_connector,
+    register_listener_factory,
+)
+from ..config import Config
 from .config import ServerConfig
 from .listeners import Listener, parse_jaas_users, parse_listeners
 from .server import KafkaServer, new_event_loop
@@ -28,5 +35,13 @@ def _connect_to_broker(broker_id: int, host: str, port: int) -> InterBrokerClien
     return connect(broker_id, host, port)
 
 
+def _secured_connector(settings: Config, listener: str) -> InterBrokerConnector:
+    if isinstance(settings, ServerConfig) and settings.protocol_map().get(listener.upper()) == "PLAINTEXT":
+        return _connect_to_broker  # the inter-broker client still loads with the first request
+    from .inter_broker import secured_connector
+
+    return secured_connector(settings, listener)
+
+
 register_listener_factory(_serve, ServerConfig)
-register_inter_broker_connector(_connect_to_broker)
+register_inter_broker_connector(_connect_to_broker, _secured_connector)

@@ -35,7 +35,7 @@ import os
 import struct
 import time
 from collections import deque
-from typing import Awaitable, Deque, Dict, FrozenSet, List, Optional, Protocol, Tuple, Union
+from typing import Any, Awaitable, Deque, Dict, FrozenSet, List, Optional, Protocol, Tuple, Union
 
 from ..errors import CloseConnection, ProtocolError
 from ..protocol import REQUEST_HEADER, Reader
@@ -43,10 +43,13 @@ from ..protocol.message_data import RequestHeader
 from ..protocol.schema import Message
 from ..protocol.scram import ScramServer
 from .listeners import Listener
+from .ssl_principal import ANONYMOUS
+from .ssl_transport import SslTransportLayer
 
 log = logging.getLogger("pylogq.server")
 
-__all__ = ["Connection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces", "RequestSlot"]
+__all__ = ["Connection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces", "RequestSlot",
+           "StreamReading", "StreamWriting"]
 
 _HEADER = struct.Struct(">hhi")
 _SASL_HANDSHAKE = 17
@@ -74,6 +77,30 @@ class Region(Protocol):
     def read(self) -> bytes: ...
 
     def fileno(self) -> int: ...
+
+
+class StreamReading(Protocol):
+    """A connection's reading end: an :class:`asyncio.StreamReader`, or a TLS connection's
+    (:class:`~pylogq.server.ssl_transport.SslTransportLayer`)."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+    async def readexactly(self, n: int) -> bytes: ...
+
+
+class StreamWriting(Protocol):
+    """A connection's writing end: an :class:`asyncio.StreamWriter`, or a TLS connection's."""
+
+    @property
+    def transport(self) -> asyncio.BaseTransport: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
 
 
 #: A piece of a response as written: bytes, or a file region between them.
@@ -128,10 +155,17 @@ class ConnectionHost(Protocol):
 
 
 class Connection:
-    """State of one client connection; runs on the server's event loop (not thread-safe)."""
+    """State of one client connection; runs on the server's event loop (not thread-safe).
 
-    def __init__(self, server: ConnectionHost, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener: Listener, conn_id: int) -> None:
+    ``principal`` is who the client is, as Kafka's principal builder names it (who the
+    authorizer sees, what quotas key on): ``User:ANONYMOUS`` until it authenticates; on an SSL
+    listener ``User:`` and its certificate's subject mapped by ``ssl.principal.mapping.rules``
+    when it showed one; on a SASL listener ``User:`` and the SASL user name once
+    authenticated (:meth:`authenticated_as`).
+    """
+
+    def __init__(self, server: ConnectionHost, reader: StreamReading, writer: StreamWriting,
+                 listener: Listener, conn_id: int, principal: str = ANONYMOUS) -> None:
         self.server = server
         self.reader = reader
         self.writer = writer
@@ -156,6 +190,7 @@ class Connection:
         self.reauthentication_mechanism: Optional[str] = None  # asked for by the re-authentication
         # KIP-219: no request is taken from the connection before this loop time.
         self.muted_until = 0.0
+        self.principal = principal
         self.client_id = ""
         self.requests = 0
         self.in_flight = 0
@@ -182,7 +217,7 @@ class Connection:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        log.info("connection opened id=%d peer=%s listener=%s", self.id, self.peer, self.listener.protocol)
+        log.info("connection opened id=%d peer=%s listener=%s", self.id, self.peer, self.listener.name)
         writing = loop.create_task(self._write_loop())
         self._reading = loop.create_task(self._read_loop())
         try:
@@ -202,17 +237,19 @@ class Connection:
             log.info("connection closed id=%d peer=%s requests=%d reason=%s",
                      self.id, self.peer, self.requests, self.close_reason)
 
+    def authenticated_as(self, user: str, mechanism: str) -> None:
+        """SASL authentication succeeded: the connection is ``User:<user>`` from now on."""
+        self.user = user
+        self.authenticated = True
+        self.principal = "User:" + user
+        log.info("authenticated id=%d peer=%s listener=%s principal=%s mechanism=%s", self.id, self.peer,
+                 self.listener.name, self.principal, mechanism)
+
     def stop_reading(self) -> None:
         """Stop taking requests (shutdown or idle); answered requests still get their responses."""
         if self._reading is not None and not self._reading.done():
             self._stopped_reading = True  # the CancelledError that follows is ours, not the task's
             self._reading.cancel()
-
-    @property
-    def principal(self) -> str:
-        """Kafka's principal of the client: ``User:<name>`` once SASL authenticated, else
-        ``User:ANONYMOUS`` (what quotas and the authorizer name it by)."""
-        return "User:" + (self.user if self.user is not None else "ANONYMOUS")
 
     def mute_for(self, throttle_ms: int) -> None:
         """Take no request from this connection for ``throttle_ms`` (a quota's throttle)."""
@@ -433,6 +470,10 @@ class Connection:
     async def _send_region(self, region: Region) -> None:
         """Write a file region: ``sendfile`` from the page cache when the loop can, else a copy."""
         length = len(region)
+        writer = self.writer
+        if isinstance(writer, SslTransportLayer):  # TLS: the bytes go through OpenSSL, no sendfile
+            await writer.write_region(region)
+            return
         # asyncio's own loops send a file natively; uvloop's inherits a sendfile that only raises.
         if length < SENDFILE_MIN or not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
             self.writer.write(region.read())

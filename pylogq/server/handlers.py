@@ -322,7 +322,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         """SaslHandshake: the mechanism of the exchange that follows. On an authenticated
         connection whose client authenticated with SaslAuthenticate v1+ it begins a
         re-authentication (KIP-368), which must keep the mechanism and the principal."""
-        mechanisms = self.server.sasl_mechanisms
+        mechanisms = self.server.sasl_mechanisms_for(conn.listener.name)
         if not conn.listener.sasl:
             return SaslHandshakeResponse(error_code=errors.IllegalSaslStateError.code, mechanisms=[])
         if conn.authenticated and conn.reauthentication_supported and not conn.reauthenticating and version >= 1:
@@ -379,6 +379,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         """A re-authentication's check (Kafka's): the same principal; None when good."""
         if conn.user != previous:
             new, conn.user = conn.user, previous
+            conn.principal = "User:%s" % previous  # closed after the answer, as the user it was
             return "Cannot change principals during re-authentication from User:%s: User:%s" % (previous, new)
         log.info("re-authenticated id=%d peer=%s principal=%s", conn.id, conn.peer, conn.principal)
         self.server.metrics.inc("kafka_server_socket_server_metrics_successful_reauthentication")
@@ -408,13 +409,11 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
             user = user_bytes.decode("utf-8")
         except UnicodeDecodeError:
             return "SASL/PLAIN user name is not UTF-8"
-        expected = self.server.sasl_users.get(user)
+        expected = self.server.sasl_users_for(conn.listener.name).get(user)
         if expected is None or expected.encode("utf-8") != password or (authzid and authzid != user_bytes):
             log.warning("authentication failed id=%d peer=%s user=%r", conn.id, conn.peer, user)
             return "Authentication failed: Invalid username or password"
-        conn.user = user
-        conn.authenticated = True
-        log.info("authenticated id=%d peer=%s user=%s", conn.id, conn.peer, user)
+        conn.authenticated_as(user, "PLAIN")
         return None
 
     def sasl_raw_token(self, conn: Connection, token: bytes) -> Outcome:

@@ -71,10 +71,9 @@ class ScramHandlers(HandlerBase):
                         mechanism, exchange.user, exc)
             return b"", failure_message(mechanism)
         if done:
-            conn.user = exchange.user
-            conn.authenticated = True
             conn.sasl_exchange = None
-            log.info("authenticated id=%d peer=%s user=%s mechanism=%s", conn.id, conn.peer, conn.user, mechanism)
+            assert exchange.user is not None
+            conn.authenticated_as(exchange.user, mechanism)
         return answer, None
 
     def _scram_lookup(self, mechanism: str) -> Callable[[str], Optional[ScramCredential]]:

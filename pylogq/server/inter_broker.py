@@ -12,17 +12,32 @@ as message classes too; :mod:`.handlers_replication` is the receiving side. A co
 that fails, times out or answers garbage is closed and the call raises
 :class:`~pylogq.errors.BrokerNotAvailableError`: the caller retries with a new client.
 
-Importing :mod:`pylogq.server` registers :func:`connect` as the brokers' connector.
+Over an SSL or SASL_SSL inter-broker listener the client handshakes TLS with the
+context :func:`secured_connector` made from the broker's own ``ssl.*`` settings of that
+listener (its trust store; its key store as the certificate shown to a broker whose
+listener requires one), and over a SASL one it authenticates first, with
+``sasl.mechanism.inter.broker.protocol`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and the
+``username`` and ``password`` of the listener's JAAS config, as Kafka's brokers do. A
+failed handshake or authentication is a BrokerNotAvailableError naming the cause, and is
+logged: the caller retries, as with any broker it cannot reach.
+
+Importing :mod:`pylogq.server` registers :func:`connect` and :func:`secured_connector`
+as the brokers' connectors.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import ssl
 import threading
-from typing import Dict, List, Mapping, Sequence, Tuple, Type, TypeVar
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
 from .. import errors
+from ..errors import ConfigError
 from ..cluster.contract import (
     EpochEndOffset,
+    InterBrokerConnector,
     FetchResult,
     LeaderAndIsrRequest,
     ReplicaFetchPartition,
@@ -31,11 +46,20 @@ from ..cluster.contract import (
 )
 from ..protocol import ApiKey
 from ..protocol import message_data as msg
+from ..config import Config
 from ..protocol.blocking_client import BlockingClient
 from ..protocol.schema import Message
+from ..protocol.scram import ScramClient
 from . import replication_wire as wire
+from .config import ServerConfig
+from .listeners import parse_jaas_login
+from .ssl_factory import client_context
 
-__all__ = ["TcpInterBrokerClient", "connect"]
+__all__ = ["TcpInterBrokerClient", "connect", "secured_connector"]
+
+log = logging.getLogger("pylogq.server")
+#: The SASL mechanisms a broker authenticates to another with.
+INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 #: The versions brokers send each other (Kafka 3.9's newest; Fetch by name, before topic ids).
 VERSIONS: Dict[int, int] = {ApiKey.LEADER_AND_ISR: 7, ApiKey.UPDATE_METADATA: 8, ApiKey.STOP_REPLICA: 4,
@@ -52,23 +76,62 @@ class TcpInterBrokerClient:
     """One connection to another broker. Used by one thread at a time (a lock serializes
     calls anyway)."""
 
-    def __init__(self, broker_id: int, host: str, port: int, client_id: str = "pylogq-broker") -> None:
+    def __init__(self, broker_id: int, host: str, port: int, client_id: str = "pylogq-broker",
+                 ssl_context: Optional[ssl.SSLContext] = None, sasl: Optional[Tuple[str, str, str]] = None) -> None:
         self.broker_id = broker_id
         self.address = (host, port)
         self.client_id = client_id
+        self._sasl = sasl
         self._lock = threading.Lock()
-        self._client = BlockingClient(host, port, client_id, SOCKET_TIMEOUT_S)
+        self._client = BlockingClient(host, port, client_id, SOCKET_TIMEOUT_S, ssl_context)
+
+    def _connect(self) -> None:
+        """Connect (handshaking TLS, authenticating SASL) unless connected; BrokerNotAvailableError
+        when that fails (the socket closed)."""
+        if self._client.connected:
+            return
+        try:
+            self._client.connect()
+            if self._sasl is not None:
+                self._authenticate(*self._sasl)
+        except (OSError, errors.PylogqError, ValueError) as exc:
+            self._client.close()
+            if isinstance(exc, (errors.SslAuthenticationError, errors.SaslAuthenticationFailedError)):
+                log.warning("cannot authenticate to broker %d at %s:%d: %s", self.broker_id, self.address[0],
+                            self.address[1], exc)
+            raise errors.BrokerNotAvailableError("cannot connect to broker %d at %s:%d: %s"
+                                                 % ((self.broker_id,) + self.address + (exc,))) from None
+
+    def _authenticate(self, mechanism: str, username: str, password: str) -> None:
+        """SaslHandshake v1, then SaslAuthenticate with the mechanism's tokens."""
+        answer = self._client.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, SOCKET_TIMEOUT_S, 1 << 20)
+        if answer["error_code"]:
+            raise errors.UnsupportedSaslMechanismError("broker %d does not take SASL mechanism %s (it offers %s)"
+                                                       % (self.broker_id, mechanism, answer["mechanisms"]))
+        if mechanism == "PLAIN":
+            self._sasl_step(b"\0" + username.encode("utf-8") + b"\0" + password.encode("utf-8"))
+            return
+        scram = ScramClient(mechanism, username, password)
+        try:
+            server_first = self._sasl_step(scram.first_message())
+            scram.verify(self._sasl_step(scram.final_message(server_first)))
+        except errors.ScramError as exc:
+            raise errors.SaslAuthenticationFailedError("SASL/%s with broker %d: %s"
+                                                       % (mechanism, self.broker_id, exc)) from None
+
+    def _sasl_step(self, token: bytes) -> bytes:
+        answer = self._client.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token}, SOCKET_TIMEOUT_S, 1 << 20)
+        if answer["error_code"]:
+            raise errors.SaslAuthenticationFailedError("broker %d: %s" % (
+                self.broker_id, answer.get("error_message") or "authentication failed"))
+        return bytes(answer["auth_bytes"] or b"")
 
     def _call(self, api_key: int, body: Message, response: Type[_Response], wait_ms: int = 0) -> _Response:
         """Send ``body`` and read its answer, of class ``response``."""
         version = VERSIONS[api_key]
         with self._lock:
+            self._connect()
             frame, correlation_id = self._client.encode(api_key, version, body)
-            try:
-                self._client.connect()
-            except OSError as exc:
-                raise errors.BrokerNotAvailableError("cannot connect to broker %d at %s:%d: %s"
-                                                     % ((self.broker_id,) + self.address + (exc,))) from None
             try:
                 answer = self._client.exchange(api_key, version, frame, correlation_id,
                                                SOCKET_TIMEOUT_S + wait_ms / 1000.0, MAX_RESPONSE_BYTES, typed=True)
@@ -129,6 +192,39 @@ class TcpInterBrokerClient:
             self._client.close()
 
 
-def connect(broker_id: int, host: str, port: int) -> TcpInterBrokerClient:
+def connect(broker_id: int, host: str, port: int, ssl_context: Optional[ssl.SSLContext] = None,
+            sasl: Optional[Tuple[str, str, str]] = None) -> TcpInterBrokerClient:
     """The brokers' connector (registered with the contract when :mod:`pylogq.server` is imported)."""
-    return TcpInterBrokerClient(broker_id, host, port)
+    return TcpInterBrokerClient(broker_id, host, port, ssl_context=ssl_context, sasl=sasl)
+
+
+def secured_connector(settings: Config, listener: str) -> InterBrokerConnector:
+    """The connector of a broker whose inter-broker listener is ``listener``: TLS and SASL as
+    that listener's protocol and settings say (module docstring); ConfigError when they
+    cannot make one."""
+    if not isinstance(settings, ServerConfig):
+        return connect
+    protocol = settings.protocol_map().get(listener.upper())
+    if protocol is None:
+        raise ConfigError("Listener with name %s defined in inter.broker.listener.name not found in "
+                          "listener.security.protocol.map." % listener.upper())
+    ssl_context = client_context(settings.source_for(listener)) if protocol in ("SSL", "SASL_SSL") else None
+    sasl: Optional[Tuple[str, str, str]] = None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = settings.sasl_mechanism_inter_broker_protocol.upper()
+        if mechanism not in INTER_BROKER_MECHANISMS:
+            raise ConfigError("sasl.mechanism.inter.broker.protocol %s is not supported between pylogq brokers "
+                              "(supported: %s)" % (mechanism, ", ".join(INTER_BROKER_MECHANISMS)))
+        key = "%s.sasl.jaas.config" % mechanism.lower()
+        login = parse_jaas_login(settings.get(key, listener), listener_prefix_key(listener, key)) or {}
+        if "username" not in login or "password" not in login:
+            raise ConfigError("%s needs username and password: the credentials this broker authenticates to the "
+                              "others with" % listener_prefix_key(listener, key))
+        sasl = (mechanism, login["username"], login["password"])
+    if ssl_context is None and sasl is None:
+        return connect
+    return functools.partial(connect, ssl_context=ssl_context, sasl=sasl)
+
+
+def listener_prefix_key(listener: str, key: str) -> str:
+    return "listener.name.%s.%s" % (listener.lower(), key)

@@ -8,6 +8,14 @@ do file work (topic creation and deletion) run in a small executor.
 ``stop()`` stops accepting, lets every request already read get its answer, and
 closes the connections; the broker itself is closed by its owner.
 
+TLS (docs/security.md): an SSL or SASL_SSL listener's connections handshake first
+(:mod:`.ssl_transport`), within ``socket.request.read.timeout.ms`` (or
+``connections.max.idle.ms`` when shorter): a connection that stalls in its handshake or
+sends bytes that are not TLS is closed with one log line, and holds until then its socket
+only (and OpenSSL's state once it has sent something); it counts against the connection
+limits as any other. The client's certificate, when it shows one, names its principal
+(:mod:`.ssl_principal`).
+
 Connection limits (docs/operations.md, "Connection limits"): ``max.connections`` and
 ``max.connections.per.ip`` (with ``max.connections.per.ip.overrides``) are checked as a
 connection is accepted, and one over a limit is closed at once; one reaper task closes
@@ -28,6 +36,7 @@ import functools
 import logging
 import os
 import socket
+import ssl
 import threading
 from typing import (
     Any,
@@ -49,15 +58,18 @@ from typing import (
 
 from ..cluster.contract import BrokerEndpoint, ServedBroker
 from ..cluster.delayed import DelayedCall
-from ..errors import ConfigError, IllegalStateError
+from ..errors import ConfigError, IllegalStateError, PrincipalMappingError
 from ..metrics import MetricsRegistry
 from ..protocol import ApiKey
-from .config import JAAS_KEY, ServerConfig, parse_connection_overrides
+from .config import ServerConfig, parse_connection_overrides
 from .connection import Connection, RequestMemory, RequestPlaces, RequestSlot
 from .handler_base import error_name
 from .handlers import Handlers
 from .listeners import Listener, parse_jaas_users, parse_listeners
 from .quotas import ClientQuotas, ConnectionQuotas, QuotaSettings
+from .ssl_factory import server_context
+from .ssl_principal import ANONYMOUS, SslPrincipalMapper, rfc2253_name
+from .ssl_transport import SslTransportLayer
 
 log = logging.getLogger("pylogq.server")
 
@@ -94,12 +106,15 @@ def new_event_loop(use_uvloop: bool = False) -> asyncio.AbstractEventLoop:
 class KafkaServer:
     """Kafka protocol listeners for one broker.
 
-    ``listeners`` is Kafka's setting (a string, or (host, port) pairs for plain
-    listeners, or Listener tuples); by default the broker's ``listeners`` config.
+    ``listeners`` is Kafka's setting (a string, its names in the broker's
+    ``listener.security.protocol.map``; or (host, port) pairs for plain listeners, or
+    Listener tuples); by default the broker's ``listeners`` config.
     ``advertised_listeners`` is what Metadata and FindCoordinator hand out
     (default: the listeners, with the bound port and, for a wildcard host, this
     machine's name). ``sasl_users`` enables SASL/PLAIN on plain listeners given as
-    pairs; a ``SASL_PLAINTEXT`` listener takes its users from here or the JAAS line.
+    pairs; a SASL listener takes its users from here or its JAAS line
+    (``listener.name.<name>.plain.sasl.jaas.config``). An SSL or SASL_SSL listener's
+    context is built here from its ``ssl.*`` settings: a bad one is a ConfigError now.
     The loop runs in the caller's thread (``serve_forever``) or a thread of its own
     (``start_in_thread``).
     """
@@ -112,41 +127,68 @@ class KafkaServer:
         if not isinstance(config, ServerConfig):  # a broker made before pylogq.server was imported
             config = ServerConfig()
         self.broker = broker
+        from_config = listeners is None
         if listeners is None:
             listeners = config.listeners
         if isinstance(listeners, str):
-            self.listeners = parse_listeners(listeners)
+            self.listeners = parse_listeners(listeners, "listeners", config.protocol_map())
         else:
             protocol = "SASL_PLAINTEXT" if sasl_users else "PLAINTEXT"
-            self.listeners = [item if isinstance(item, Listener) else Listener(protocol, item[0], int(item[1]))
-                              for item in listeners]
+            self.listeners = [item if isinstance(item, Listener) else Listener(protocol, item[0], int(item[1]),
+                                                                               protocol) for item in listeners]
         advertised = advertised_listeners if advertised_listeners is not None else config.advertised_listeners
         self._advertised: Dict[str, Listener] = {}
         if advertised:
-            for item in parse_listeners(advertised, "advertised.listeners"):
-                self._advertised[item.protocol] = item
-        self.sasl_users: Dict[str, str] = dict(sasl_users) if sasl_users else parse_jaas_users(
-            config.listener_name_sasl_plaintext_plain_sasl_jaas_config)
-        mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
-        if any(listener.sasl for listener in self.listeners):
+            for item in parse_listeners(advertised, "advertised.listeners", config.protocol_map(),
+                                        distinct_ports=False):
+                self._advertised[item.name] = item
+        if from_config and broker.config["zookeeper.connect"]:
+            _check_inter_broker_listener(broker, self.listeners, self._advertised, config.protocol_map())
+        # Each SASL listener's mechanisms (sasl.enabled.mechanisms, or its own under its
+        # prefix) and PLAIN users (its JAAS line).
+        self._sasl_users: Dict[str, Dict[str, str]] = {}
+        self._sasl_mechanisms: Dict[str, Tuple[str, ...]] = {}
+        for listener in self.listeners:
+            if not listener.sasl:
+                continue
+            enabled = str(config.get("sasl.enabled.mechanisms", listener.name) or "")
+            mechanisms = [m.strip() for m in enabled.split(",") if m.strip()]
+            users = dict(sasl_users) if sasl_users else parse_jaas_users(
+                config.get("plain.sasl.jaas.config", listener.name))
             unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
             if unknown or not mechanisms:
                 raise ConfigError("sasl.enabled.mechanisms: %r is not supported (supported: %s), got %r"
-                                  % (unknown[0] if unknown else "", ", ".join(SASL_MECHANISMS),
-                                     config.sasl_enabled_mechanisms))
-            if "PLAIN" in mechanisms and not self.sasl_users:
-                raise ConfigError("SASL/PLAIN on a SASL_PLAINTEXT listener needs users: set %s "
-                                  "(user_NAME=\"PASSWORD\") or pass sasl_users" % JAAS_KEY)
-        else:
-            mechanisms = ["PLAIN"]
-        #: What SaslHandshake offers. SCRAM users are the broker's (AlterUserScramCredentials).
-        self.sasl_mechanisms = tuple(dict.fromkeys(mechanisms))
+                                  % (unknown[0] if unknown else "", ", ".join(SASL_MECHANISMS), enabled))
+            if "PLAIN" in mechanisms and not users:
+                raise ConfigError("SASL/PLAIN on the %s listener %s needs users: set %s%s "
+                                  "(user_NAME=\"PASSWORD\") or pass sasl_users"
+                                  % (listener.protocol, listener.name, listener.prefix, "plain.sasl.jaas.config"))
+            self._sasl_users[listener.name] = users
+            self._sasl_mechanisms[listener.name] = tuple(dict.fromkeys(mechanisms))
+        #: The SASL/PLAIN users of the first SASL listener (each listener's: sasl_users_for).
+        self.sasl_users: Dict[str, str] = next(iter(self._sasl_users.values()), dict(sasl_users or {}))
+        # Each TLS listener's context and principal mapping, built now: a bad key store or
+        # rule fails the start, naming its key.
+        self._ssl: Dict[str, ssl.SSLContext] = {}
+        self._principal_mappers: Dict[str, SslPrincipalMapper] = {}
+        for listener in self.listeners:
+            if listener.ssl:
+                get = config.source_for(listener.name)
+                self._ssl[listener.name] = server_context(get, listener.name)
+                self._principal_mappers[listener.name] = SslPrincipalMapper(get("ssl.principal.mapping.rules")[0])
+        #: What SaslHandshake offers on the first SASL listener (each one's: sasl_mechanisms_for).
+        #: SCRAM users are the broker's (AlterUserScramCredentials).
+        self.sasl_mechanisms = next(iter(self._sasl_mechanisms.values()), ("PLAIN",))
         #: Makes the salts SCRAM shows for unknown users (stable per name while this server runs).
         self.scram_secret = os.urandom(32)
         self.socket_request_max_bytes = int(socket_request_max_bytes or config.socket_request_max_bytes)
         self.queued_max_requests = int(queued_max_requests or config.queued_max_requests)
         self.connections_max_idle_ms = int(connections_max_idle_ms or config.connections_max_idle_ms)
         self.socket_request_read_timeout_ms = config.socket_request_read_timeout_ms
+        #: How long a TLS handshake may take: a handshake is the arrival of a connection's
+        #: first request, bounded as a request's arrival is (and by the idle limit).
+        self.ssl_handshake_timeout_s = min(self.socket_request_read_timeout_ms, self.connections_max_idle_ms) / 1000.0
+        self._handshakes: Set["asyncio.Task[None]"] = set()
         self.queued_max_request_bytes = config.queued_max_request_bytes  # 0 or less: unbounded, as Kafka
         self.request_memory: Optional[RequestMemory] = None
         self.max_connections = config.max_connections
@@ -160,9 +202,16 @@ class KafkaServer:
                                        float(config.controller_quota_window_size_seconds))
         #: Client quotas (docs/security.md, "Quotas"), following the broker's quota configs once started.
         self.quotas = ClientQuotas(quota_settings)
-        listener_rates = {item.protocol: getattr(config, "listener_name_%s_max_connection_creation_rate"
-                                                 % item.protocol.lower(), None) for item in self.listeners}
-        inter_broker = broker.config["inter.broker.listener.name"] or self.listeners[0].protocol
+        # listener.name.<name>.max.connection.creation.rate, for any listener (None: the broker-wide rate only).
+        listener_rates = {item.name: config.listener_overrides.get(
+            "listener.name.%s.max.connection.creation.rate" % item.name.lower()) for item in self.listeners}
+        # The listener the other brokers use (not counted broker-wide when there are others):
+        # inter.broker.listener.name, else the one security.inter.broker.protocol names, else the first.
+        names = [item.name for item in self.listeners]
+        inter_broker = str(broker.config["inter.broker.listener.name"]
+                           or broker.config["security.inter.broker.protocol"] or "").upper()
+        if inter_broker not in names:
+            inter_broker = names[0]
         #: KIP-612's connection creation rates.
         self.connection_quotas = ConnectionQuotas(config.max_connection_creation_rate, listener_rates,
                                                   str(inter_broker), quota_settings)
@@ -230,25 +279,26 @@ class KafkaServer:
                     limit=1 << 20)
                 self._servers.append(server)
                 port = int(server.sockets[0].getsockname()[1])
-                adv = self._advertised.get(listener.protocol)
+                adv = self._advertised.get(listener.name)
                 host = adv.host if adv is not None and adv.host else listener.host
                 if host in ("", "0.0.0.0", "::"):
                     host = socket.getfqdn()
-                advertised = Listener(listener.protocol, host, adv.port if adv is not None and adv.port else port)
+                advertised = Listener(listener.name, host, adv.port if adv is not None and adv.port else port,
+                                      listener.protocol)
                 for sock in server.sockets:
                     self._bound[int(sock.getsockname()[1])] = advertised
                 self.addresses.append((advertised.host, advertised.port))
         except OSError as exc:
             await self.stop()
-            raise ConfigError("cannot listen on %s://%s:%d: %s" % (listener.protocol, listener.host, listener.port,
+            raise ConfigError("cannot listen on %s://%s:%d: %s" % (listener.name, listener.host, listener.port,
                                                                   exc)) from None
         self._reaper = loop.create_task(self._reap_idle())
         self.quotas.watch_ip_rates(self.connection_quotas.set_ip_rates)
         self._unwatch_quotas = self.broker.watch_client_quotas(self.quotas.update)
         self.metrics.add_collector(self._readings)
         for (host, port), listener in zip(self.addresses, self.listeners):
-            log.info("listening listener=%s bind=%s:%d advertised=%s:%d", listener.protocol,
-                     listener.host or "*", listener.port, host, port)
+            log.info("listening listener=%s protocol=%s bind=%s:%d advertised=%s:%d", listener.name,
+                     listener.protocol, listener.host or "*", listener.port, host, port)
 
     async def stop(self) -> None:
         """Stop accepting, answer what was read, close the connections."""
@@ -259,6 +309,8 @@ class KafkaServer:
             server.close()
         for conn in list(self._connections):
             conn.stop_reading()
+        for handshake in list(self._handshakes):
+            handshake.cancel()
         for op, answer in list(self._parked.items()):  # parked requests answer now
             if answer is None:
                 op.force_complete()  # a long poll: what is there now, not at its max_wait_ms
@@ -283,9 +335,9 @@ class KafkaServer:
 
     def _readings(self) -> Iterator[Tuple[str, Tuple[str, ...], float]]:
         """The network gauges (read at a scrape, from any thread: counts copied first)."""
-        counts: Dict[str, int] = {listener.protocol: 0 for listener in self.listeners}
+        counts: Dict[str, int] = {listener.name: 0 for listener in self.listeners}
         for conn in list(self._connections):
-            counts[conn.listener.protocol] = counts.get(conn.listener.protocol, 0) + 1
+            counts[conn.listener.name] = counts.get(conn.listener.name, 0) + 1
         for name, count in counts.items():
             yield "kafka_server_socket_server_metrics_connection_count", (name,), count
         yield "kafka_network_requestchannel_requestqueuesize", (), self.request_places.held
@@ -348,7 +400,7 @@ class KafkaServer:
         if refused is not None:
             assert self._loop is not None
             self._rejections.warning(self._loop.time(), "connection rejected peer=%s:%s listener=%s reason=%s",
-                                     ip, peer[1], listener.protocol, refused)
+                                     ip, peer[1], listener.name, refused)
             writer.close()
             return
         self._connections_per_ip[ip] = self._connections_per_ip.get(ip, 0) + 1
@@ -357,11 +409,11 @@ class KafkaServer:
             if await self._rate_limited(ip, peer, listener):
                 writer.close()
                 return
-            self.metrics.inc("kafka_server_socket_server_metrics_connection_creation", (listener.protocol,))
+            self.metrics.inc("kafka_server_socket_server_metrics_connection_creation", (listener.name,))
             try:
                 await self._serve_connection(reader, writer, listener)
             finally:
-                self.metrics.inc("kafka_server_socket_server_metrics_connection_close", (listener.protocol,))
+                self.metrics.inc("kafka_server_socket_server_metrics_connection_close", (listener.name,))
         finally:
             self._accepted -= 1
             count = self._connections_per_ip[ip] - 1
@@ -376,20 +428,20 @@ class KafkaServer:
         acceptor takes them); -> True when ``ip`` is past its own rate (the connection is then
         held for its throttle time, and the caller closes it)."""
         quotas = self.connection_quotas
-        if quotas.limits(listener.protocol):
-            lock = self._accepting.get(listener.protocol)
+        if quotas.limits(listener.name):
+            lock = self._accepting.get(listener.name)
             if lock is None:
-                lock = self._accepting[listener.protocol] = asyncio.Lock()
+                lock = self._accepting[listener.name] = asyncio.Lock()
             async with lock:
-                delay = quotas.accept_delay_ms(listener.protocol)
+                delay = quotas.accept_delay_ms(listener.name)
                 if delay > 0:
                     await asyncio.sleep(delay / 1000.0)  # a throttle, not synchronization
-        throttle = quotas.ip_throttle_ms(ip, listener.protocol)
+        throttle = quotas.ip_throttle_ms(ip, listener.name)
         if throttle <= 0:
             return False
         assert self._loop is not None
         self._rejections.warning(self._loop.time(), "connection throttled peer=%s:%s listener=%s reason=%s",
-                                 ip, peer[1], listener.protocol,
+                                 ip, peer[1], listener.name,
                                  "connection_creation_rate of %s exceeded: closed after %d ms" % (ip, throttle))
         await asyncio.sleep(throttle / 1000.0)
         return True
@@ -418,7 +470,16 @@ class KafkaServer:
             except OSError:
                 pass
         self._next_id += 1
-        conn = Connection(self, reader, writer, listener, self._next_id)
+        conn_id = self._next_id
+        principal = ANONYMOUS
+        ends: Tuple[Any, Any] = (reader, writer)
+        if listener.ssl:
+            found = await self._handshake(reader, writer, listener, conn_id)
+            if found is None:
+                return
+            ends = (found[0], found[0])
+            principal = found[1]
+        conn = Connection(self, ends[0], ends[1], listener, conn_id, principal)
         task = asyncio.current_task()
         self._connections.add(conn)
         if task is not None:
@@ -429,6 +490,44 @@ class KafkaServer:
             self._connections.discard(conn)
             if task is not None:
                 self._connection_tasks.discard(task)
+
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener,
+                         conn_id: int) -> Optional[Tuple[SslTransportLayer, str]]:
+        """A TLS connection's handshake, within :attr:`ssl_handshake_timeout_s` -> its TLS ends and
+        principal; None (the connection closed, one line logged) when it fails or stalls."""
+        tls = SslTransportLayer(reader, writer, self._ssl[listener.name])
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handshakes.add(task)
+        try:
+            await asyncio.wait_for(tls.handshake(), self.ssl_handshake_timeout_s)
+            der = tls.peer_certificate()
+            if der is None:
+                principal = ANONYMOUS
+            else:
+                principal = "User:" + self._principal_mappers[listener.name].name(rfc2253_name(der))
+        except asyncio.CancelledError:  # the server stops
+            tls.close()
+            raise
+        except (ssl.SSLError, OSError, EOFError, asyncio.TimeoutError, PrincipalMappingError, ValueError) as exc:
+            if isinstance(exc, asyncio.TimeoutError):
+                reason = "no handshake within %d ms (%d bytes received)" % (self.ssl_handshake_timeout_s * 1000,
+                                                                           tls.handshake_bytes)
+            elif isinstance(exc, PrincipalMappingError):
+                reason = "ssl.principal.mapping.rules: %s" % exc
+            else:
+                reason = "%s: %s" % (type(exc).__name__, exc)
+            log.warning("TLS handshake failed id=%d peer=%s:%s listener=%s error=%r", conn_id, peer[0], peer[1],
+                        listener.name, reason)
+            tls.close()
+            return None
+        finally:
+            if task is not None:
+                self._handshakes.discard(task)
+        log.info("TLS handshake done id=%d peer=%s:%s listener=%s protocol=%s cipher=%s principal=%s", conn_id,
+                 peer[0], peer[1], listener.name, tls.version, tls.cipher, principal)
+        return tls, principal
 
     async def _reap_idle(self) -> None:
         """Close connections idle (nothing in flight, nothing received) for
@@ -487,13 +586,21 @@ class KafkaServer:
         """The advertised endpoints of the bound listeners (what a cluster member registers)."""
         out = []
         for listener, (host, port) in zip(self.listeners, self.addresses):
-            out.append(BrokerEndpoint(listener.protocol, host, port, listener.protocol))
+            out.append(BrokerEndpoint(listener.name, host, port, listener.protocol))
         return out
 
     def listener_name_for(self, conn: Connection) -> str:
-        """The name of the listener a connection came in on (its protocol, ``PLAINTEXT``)."""
+        """The name of the listener a connection came in on (``PLAINTEXT``, ``CLIENT``)."""
         listener = self._bound.get(conn.local_port)
-        return listener.protocol if listener is not None else self.listeners[0].protocol
+        return listener.name if listener is not None else self.listeners[0].name
+
+    def sasl_users_for(self, listener: str) -> Mapping[str, str]:
+        """The SASL/PLAIN users of listener ``listener`` (a name)."""
+        return self._sasl_users.get(listener, self.sasl_users)
+
+    def sasl_mechanisms_for(self, listener: str) -> Tuple[str, ...]:
+        """The SASL mechanisms SaslHandshake offers on listener ``listener`` (a name)."""
+        return self._sasl_mechanisms.get(listener, self.sasl_mechanisms)
 
     def advertised_for(self, conn: Connection) -> Tuple[str, int]:
         """The advertised (host, port) of the listener a connection came in on."""
@@ -554,6 +661,21 @@ class KafkaServer:
         if self._loop is None:
             raise IllegalStateError("server not started")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+
+def _check_inter_broker_listener(broker: ServedBroker, listeners: Sequence[Listener],
+                                 advertised: Mapping[str, Listener], protocols: Mapping[str, str]) -> None:
+    """Kafka's rules for a broker of a cluster: the inter-broker listener is in the protocol map,
+    and is one the broker advertises."""
+    named = broker.config["inter.broker.listener.name"]
+    name = str(named).upper() if named else str(broker.config["security.inter.broker.protocol"]).upper()
+    if named and name not in protocols:
+        raise ConfigError("Listener with name %s defined in inter.broker.listener.name not found in "
+                          "listener.security.protocol.map." % name)
+    names = list(advertised) if advertised else [listener.name for listener in listeners]
+    if name not in names:
+        raise ConfigError("inter.broker.listener.name must be a listener name defined in advertised.listeners. The "
+                          "valid options based on currently configured listeners are %s" % ",".join(names))
 
 
 def _hosts(items: Iterable[Tuple[str, int]]) -> str:

@@ -107,7 +107,10 @@ def test_only_a_password_like_key_is_sensitive(from_a_file: Running) -> None:
         "  advertised.listeners=null sensitive=false synonyms={DEFAULT_CONFIG:advertised.listeners=null}")
     assert every[JAAS] == "  %s=null sensitive=true synonyms={STATIC_BROKER_CONFIG:%s=null, DEFAULT_CONFIG:%s=null}" % (
         JAAS, JAAS, JAAS)
-    assert [key for key, line in every.items() if "sensitive=true" in line] == [JAAS]
+    # Kafka's PASSWORD settings: the JAAS line, the SSL passwords, inline PEM keys and certificates.
+    assert sorted(key for key, line in every.items() if "sensitive=true" in line) == sorted([
+        JAAS, "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.password",
+        "ssl.truststore.certificates", "ssl.truststore.password"])
     assert "s3cret" not in "".join(every.values())
 
 

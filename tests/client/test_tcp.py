@@ -150,7 +150,7 @@ def test_dead_bootstrap_is_a_quick_clear_error() -> None:
 
 def test_unsupported_security_settings_are_config_errors(bootstrap: str) -> None:
     with pytest.raises(errors.ConfigError, match="security_protocol"):
-        AdminClient(bootstrap_servers=bootstrap, security_protocol="SSL")
+        AdminClient(bootstrap_servers=bootstrap, security_protocol="TLS")  # SSL is Kafka's name
     with pytest.raises(errors.ConfigError, match="sasl_mechanism"):
         AdminClient(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
                     sasl_plain_username="u", sasl_plain_password="p")

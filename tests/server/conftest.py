@@ -27,7 +27,7 @@ import pytest
 
 from .._zookeeper import interruptible
 
-READY = re.compile(r"^pylogq-broker (\d+) ready on (\S+):(\d+)$")
+READY = re.compile(r"^pylogq-broker (\d+) ready on ([^\s,]+):(\d+)(?:, \S+)*$")  # the first listener's address
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 

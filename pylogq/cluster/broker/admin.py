@@ -815,11 +815,13 @@ class BrokerAdmin(BrokerLifecycle):
 
     def inter_broker_listener(self) -> Optional[str]:
         """The name of the listener the other brokers reach this one on (``inter.broker.listener.name``,
-        else the first endpoint's); None for a single node or before it has registered."""
+        else the one named after ``security.inter.broker.protocol``; the first endpoint's when it
+        has none of that name, as the brokers' links fall back to it); None for a single node or
+        before it has registered."""
         registration = None if self.cluster is None else self.cluster.registration
         if registration is None:
             return None
-        endpoint = registration.endpoint(self.config.node.inter_broker_listener_name)
+        endpoint = registration.endpoint(self.config.node.inter_broker_listener) or registration.endpoint()
         return None if endpoint is None else endpoint.listener
 
     def describe_cluster(self) -> ClusterDescription:
@@ -851,4 +853,6 @@ def _dotted_keys(keys: Iterable[str]) -> List[str]:
 
 def _sensitive(key: str) -> bool:
     """A broker key whose value DescribeConfigs never shows (Kafka's PASSWORD type and JAAS configs)."""
-    return "jaas" in key or "password" in key or key.endswith(".secret")
+    return "jaas" in key or "password" in key or key.endswith((".secret", "ssl.keystore.key",
+                                                               "ssl.keystore.certificate.chain",
+                                                               "ssl.truststore.certificates"))

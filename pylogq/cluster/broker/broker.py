@@ -230,7 +230,11 @@ class Broker(BrokerDataPath, BrokerAdmin):
         if store is None:
             store = self._open_zookeeper()
         if connector is None:
-            connector = inter_broker_connector()
+            try:
+                connector = inter_broker_connector(self.config.listener, node.inter_broker_listener)
+            except BaseException:
+                store.close()
+                raise
             if connector is None:
                 store.close()
                 raise errors.PylogqError("a broker of a cluster needs pylogq.server (import it) to reach the others")

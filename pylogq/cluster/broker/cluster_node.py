@@ -103,7 +103,7 @@ class ClusterNode:
         self.closed = False
         self.stopping = False  # set by begin_close: waits for metadata end, the node is going
         self.controller = KafkaController(
-            broker_id, self.zk, connector, unclean_leader_election, node.inter_broker_listener_name,
+            broker_id, self.zk, connector, unclean_leader_election, node.inter_broker_listener,
             rebalance_interval_s=node.leader_imbalance_check_interval_seconds if node.auto_leader_rebalance_enable
             else 0.0, imbalance_percentage=node.leader_imbalance_per_broker_percentage)
         settings = ReplicationSettings(
@@ -111,7 +111,7 @@ class ClusterNode:
             fetcher=FetcherSettings(node.replica_fetch_wait_max_ms, node.replica_fetch_min_bytes,
                                     node.replica_fetch_max_bytes, node.replica_fetch_response_max_bytes,
                                     node.replica_fetch_backoff_ms, node.num_replica_fetchers),
-            inter_broker_listener=node.inter_broker_listener_name,
+            inter_broker_listener=node.inter_broker_listener,
             quota_window_num=node.replication_quota_window_num,
             quota_window_s=float(node.replication_quota_window_size_seconds))
         self.guard = SessionGuard(store.session_timeout_ms, self._owned_registration, lambda: self._epoch,
@@ -481,7 +481,7 @@ class ClusterNode:
                     reg = self.zk.get_broker(controller) if controller >= 0 else None
                     if reg is None:
                         raise errors.BrokerNotAvailableError("no controller is reachable")
-                    link = BrokerLink(reg, self._connector, self.node.inter_broker_listener_name)
+                    link = BrokerLink(reg, self._connector, self.node.inter_broker_listener)
                     try:
                         code, remaining = link.client().controlled_shutdown(self.broker_id, self._epoch)
                     finally:

@@ -113,6 +113,8 @@ class NodeConfig(Config):
     replica_selector_class: Optional[str] = setting("replica.selector.class", _STRING, None, nullable=True,
                                                     choices=tuple(SELECTORS))
     inter_broker_listener_name: Optional[str] = setting("inter.broker.listener.name", _STRING, None, nullable=True)
+    security_inter_broker_protocol: str = setting("security.inter.broker.protocol", _STRING, "PLAINTEXT",
+                                                  choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
     replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms", _LONG, 30000, at_least=1)
     replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms", _INT, 500, at_least=0)
     replica_fetch_min_bytes: int = setting("replica.fetch.min.bytes", _INT, 1, at_least=1)
@@ -145,6 +147,13 @@ class NodeConfig(Config):
                                          choices=("",) + AUTHORIZER_CLASS_NAMES)
     super_users: Optional[str] = setting("super.users", _STRING, None, nullable=True)
     allow_everyone_if_no_acl_found: bool = setting("allow.everyone.if.no.acl.found", _BOOLEAN, False)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener the brokers of a cluster reach each other on: ``inter.broker.listener.name``
+        (upper case, as Kafka normalises names), else the one named after
+        ``security.inter.broker.protocol``."""
+        return (self.inter_broker_listener_name or self.security_inter_broker_protocol).upper()
 
     def _validate(self) -> None:
         parse_super_users(self.super_users)
@@ -201,6 +210,9 @@ class BrokerConfig:
         #: The dotted keys ``settings`` set, in either spelling or as an alias (``log.dir``):
         #: DescribeConfigs' STATIC_BROKER_CONFIG; every other key is at its DEFAULT_CONFIG.
         self.static_keys: FrozenSet[str] = frozenset(given)
+        if {"inter.broker.listener.name", "security.inter.broker.protocol"} <= given:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should "
+                              "be set.")
         self._listener_type = listener
         self._settings: Dict[str, Any] = dict(settings)
 
@@ -250,7 +262,10 @@ class BrokerConfig:
 def _dotted(part: Type[Config], key: str) -> str:
     """The dotted key that ``key`` (dotted, snake_case or an alias such as ``log.dir``) sets in ``part``."""
     attribute = part.attribute(key)
-    if attribute is None:  # an alias: Config.accepts took it
+    if attribute is None:  # an alias, or a key the part takes by its form (a listener's own setting)
         aliases = part._ALIASES
-        attribute = part.attribute(aliases.get(key) or aliases[key.replace("_", ".")])
+        alias = aliases.get(key) or aliases.get(key.replace("_", "."))
+        if alias is None:
+            return key
+        attribute = part.attribute(alias)
     return next(dotted for dotted in part.known_keys() if dotted.replace(".", "_") == attribute)

@@ -1,0 +1,130 @@
+"""Three broker processes on real ZooKeeper whose inter-broker listener is SSL.
+
+Each broker has two named listeners: ``CLIENT`` (PLAINTEXT) for the clients and
+``INTERNAL`` (SSL, client certificates required) for the other brokers
+(``inter.broker.listener.name=INTERNAL``): the followers' fetches, the controller's
+requests and controlled shutdowns go over mutual TLS, each broker showing its key store
+as its client certificate and checking the other's against the trust store and its host
+name (``ssl.endpoint.identification.algorithm=https``). The registrations carry both
+listeners with their protocols; clients on CLIENT are told the CLIENT endpoints; a topic
+replicates, a killed leader's partitions get new leaders and its replica catches up again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+import pylogq
+from pylogq.client.admin import NewTopic
+
+from .._certs import BROKER_P12_PASSWORD, TRUST_P12_PASSWORD, make_certificates
+from .._ports import free_port
+from .._zookeeper import ZooKeeperServer
+from ._processes import ProcessCluster
+
+#: Replication across broker processes and ZooKeeper: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
+PARTITIONS = 2
+RECORDS = 200
+TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    if not zookeeper.running:
+        zookeeper.start()
+    base = tmp_path_factory.mktemp("tls-cluster")
+    certs = make_certificates(base / "certs")
+    connect = zookeeper.fresh_chroot("pylogq-tls-%s" % uuid.uuid4().hex[:8])
+    per_broker: Dict[int, Dict[str, Any]] = {}
+    for b in range(3):
+        # INTERNAL first: clients must be told the endpoints of their own listener, not the first.
+        per_broker[b] = {"listeners": "INTERNAL://127.0.0.1:%d,CLIENT://127.0.0.1:%d" % (free_port(), free_port())}
+    settings = {
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": certs.path("broker.p12"),
+        "ssl.keystore.password": BROKER_P12_PASSWORD,
+        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": certs.path("truststore.p12"),
+        "ssl.truststore.password": TRUST_P12_PASSWORD,
+        "listener.name.internal.ssl.client.auth": "required",
+        "min.insync.replicas": 2,
+    }
+    cluster = ProcessCluster(base, connect, 3, settings, broker_config=per_broker)
+    for b, broker in cluster.brokers.items():  # clients bootstrap from the CLIENT listener
+        broker.port = int(re.findall(r"CLIENT://127\.0\.0\.1:(\d+)", per_broker[b]["listeners"])[0])
+    try:
+        cluster.start_all()
+        yield cluster
+    finally:
+        try:
+            cluster.close()
+        finally:
+            zookeeper.delete_chroot(connect)
+
+
+def _internal_port(cluster: ProcessCluster, broker_id: int) -> int:
+    text = cluster.brokers[broker_id].properties.read_text()
+    return int(re.findall(r"INTERNAL://127\.0\.0\.1:(\d+)", text)[0])
+
+
+def test_registrations_name_both_listeners(tls_cluster: ProcessCluster) -> None:
+    for b, broker in tls_cluster.brokers.items():
+        data, _ = tls_cluster.zk.store.get("/brokers/ids/%d" % b)
+        registration = json.loads(data)
+        assert registration["listener_security_protocol_map"] == {"CLIENT": "PLAINTEXT", "INTERNAL": "SSL"}
+        assert registration["endpoints"] == ["INTERNAL://127.0.0.1:%d" % _internal_port(tls_cluster, b),
+                                             "CLIENT://127.0.0.1:%d" % broker.port]
+        # The top-level host and port: the first PLAINTEXT endpoint's, as Kafka writes them.
+        assert (registration["host"], registration["port"]) == ("127.0.0.1", broker.port)
+
+
+def test_replication_and_elections_over_tls(tls_cluster: ProcessCluster) -> None:
+    topic = "tls-%s" % uuid.uuid4().hex[:8]
+    with pylogq.AdminClient(bootstrap_servers=tls_cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+        described = admin.describe_cluster()
+    # A client on CLIENT is told every broker at its CLIENT endpoint.
+    assert sorted(n["port"] for n in described["brokers"]) == sorted(b.port for b in tls_cluster.brokers.values())
+    tls_cluster.wait_until(lambda: tls_cluster.full_isr(topic, PARTITIONS), "the ISRs, replicated over TLS",
+                           TIMEOUT_S)
+    sent = [b"before-%d" % i for i in range(RECORDS)]
+    with pylogq.Producer(bootstrap_servers=tls_cluster.bootstrap, acks="all") as producer:
+        for value in sent:
+            producer.send(topic, value)
+        producer.flush(TIMEOUT_S)
+    victim = tls_cluster.state(topic, 0)[0]  # type: ignore[index]
+    tls_cluster.kill(victim)
+    tls_cluster.wait_until(lambda: tls_cluster.state(topic, 0)[0] not in (victim, -1),  # type: ignore[index]
+                           "a new leader elected by the controller", TIMEOUT_S)
+    more = [b"after-%d" % i for i in range(RECORDS)]
+    with pylogq.Producer(bootstrap_servers=tls_cluster.bootstrap, acks="all") as producer:
+        for value in more:
+            producer.send(topic, value)
+        producer.flush(TIMEOUT_S)
+    tls_cluster.start(victim)
+    tls_cluster.wait_until(lambda: tls_cluster.full_isr(topic, PARTITIONS), "the restarted replica back in the ISR",
+                           TIMEOUT_S)
+    got: List[bytes] = []
+    with pylogq.Consumer(topic, bootstrap_servers=tls_cluster.bootstrap, group_id=topic,
+                         auto_offset_reset="earliest") as consumer:
+        tls_cluster.wait_until(lambda: got.extend(
+            r.value for rs in consumer.poll(200).values() for r in rs) or len(got) >= 2 * RECORDS,
+            "every record", TIMEOUT_S)
+    assert sorted(got) == sorted(sent + more)
+    # The brokers' own connections were TLS, each broker authenticated by its certificate.
+    logs = "".join(_log(b.log_path) for b in tls_cluster.brokers.values())
+    assert re.search(r"TLS handshake done .* listener=INTERNAL .*principal=User:CN=localhost,OU=Brokers,O=pylogq,C=US",
+                     logs), "no inter-broker TLS handshake in the logs"
+    assert "TLS handshake failed" not in logs
+
+
+def _log(path: Path) -> str:
+    return path.read_text("utf-8", "replace")
