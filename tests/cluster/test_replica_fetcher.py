@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from pylogq import records
+from pylogq import errors, records
 from pylogq.cluster.broker.replica_fetcher import FetcherSettings, ReplicaFetcherThread
 from pylogq.cluster.contract import (
     BrokerEndpoint,
@@ -105,3 +105,26 @@ def test_bytes_that_fail_their_crc_are_refused_and_retried_after_the_back_off(fo
     assert ready(fetcher) is False
     fetch_once(fetcher)
     assert leader.fetches == [0]
+
+
+class TruncatedRegion:
+    """An in-process answer's region of the leader's segment, truncated before the follower reads it."""
+
+    def __len__(self) -> int:
+        return 72
+
+    def read(self) -> bytes:
+        raise errors.OffsetOutOfRangeError("segment 0 was truncated while being read: 0 of 72 bytes at position 288")
+
+
+def test_a_region_the_leader_truncated_before_it_was_read_is_asked_for_again_after_the_back_off(
+        follower: Partition) -> None:
+    """An in-process fetch answers with a region of the leader's segment, read by the follower;
+    a leader that lost its leadership may truncate it first. The fetch is asked again after
+    replica.fetch.backoff.ms, not raised into the fetcher's loop (where it was logged as a bug)."""
+    leader = FakeLeader([])
+    leader.replica_fetch = lambda *a: {TP: FetchResult(0, 0, 0, TruncatedRegion())}  # type: ignore[assignment]
+    fetcher = fetcher_of(follower, leader)
+    fetch_once(fetcher)
+    assert follower.log_end_offset == 0 and fetcher.fetch_state(TP) == ("fetching", 0, 0)
+    assert ready(fetcher) is False

@@ -323,7 +323,14 @@ class ReplicaFetcherThread:
         try:
             if code == 0:
                 if answer.records is not None and len(answer.records):
-                    data = answer.records.read()
+                    try:
+                        data = answer.records.read()
+                    except errors.OffsetOutOfRangeError as exc:
+                        # An in-process answer is a region of the leader's segment, read here:
+                        # the leader truncated it meanwhile (it is leading no more, or not at
+                        # this epoch). Asked again after the back-off, it answers what it is now.
+                        self._delay(s, "the leader's log changed under the fetch of %s-%d: %s" % (tp[0], tp[1], exc))
+                        return
                     partition.append_as_follower(data, s.leader_epoch)
                     if self.quota.bound is not None and self._throttled(partition):
                         self.quota.record(len(data))
