@@ -106,9 +106,7 @@ _COMPAT_KEYS = frozenset((
     "max_in_flight_requests_per_connection", "check_crcs", "allow_auto_create_topics",
     "api_version", "connections_max_idle_ms", "enable_incremental_fetch_sessions", "group_instance_id",
     "default_offset_commit_callback", "metrics_enabled", "metrics_num_samples", "metrics_sample_window_ms",
-    "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
-    "ssl_context", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname",
-))
+)) | frozenset(TCP_OPTIONS)  # the TCP transport's: security_protocol and its SASL and SSL keys
 
 
 def _ms(name: str, value: Any, minimum: int = 0) -> int:

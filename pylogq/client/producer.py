@@ -103,18 +103,10 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "metrics_enabled": True,
     "metrics_num_samples": 2,
     "metrics_sample_window_ms": 30000,
-    # The TCP transport's (bootstrap_servers=): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
-    "security_protocol": "PLAINTEXT",
-    "sasl_mechanism": None,
-    "sasl_plain_username": None,
-    "sasl_plain_password": None,
-    "ssl_context": None,
-    "ssl_cafile": None,
-    "ssl_certfile": None,
-    "ssl_keyfile": None,
-    "ssl_password": None,
-    "ssl_check_hostname": True,
 }
+# The TCP transport's (bootstrap_servers=): security_protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or
+# SASL_SSL) and its SASL and SSL keys, with the transport's defaults.
+DEFAULT_CONFIG.update((key, value) for key, value in TCP_OPTIONS.items() if key not in DEFAULT_CONFIG)
 
 # A record's framing beyond its key, value and headers: length, attributes,
 # timestamp and offset deltas, key and value lengths, header count (varints).
