@@ -197,7 +197,8 @@ def add_client_config_argument(parser: argparse.ArgumentParser, client: str) -> 
     since Kafka 4.2 (KIP-1147): one or the other, for a properties file of the ``client``'s settings."""
     which = parser.add_mutually_exclusive_group()
     dest = "%s_config" % client
-    for name in ("--%s.config" % client, "--command-config"):
-        which.add_argument(name, dest=dest, metavar="FILE",
-                           help="a properties file of %s settings (security.protocol, ssl.*, sasl.* and the "
-                                "%s's own)" % (client, client))
+    which.add_argument("--%s.config" % client, dest=dest, metavar="FILE",
+                       help="a properties file of %s settings (security.protocol, ssl.*, sasl.* and the %s's own)"
+                            % (client, client))
+    which.add_argument("--command-config", dest=dest, metavar="FILE",
+                       help="the same as --%s.config (its name since Kafka 4.2)" % client)

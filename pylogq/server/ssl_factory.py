@@ -10,7 +10,8 @@ trusts) are each given one of Kafka's ways, with Kafka's rules for which keys go
 - ``ssl.keystore.type=PEM``: a file at ``ssl.keystore.location`` holding the private key
   (encrypted, ``ssl.key.password``) and the certificate chain; or the PEM text itself in
   ``ssl.keystore.key`` (``ssl.key.password`` if it is encrypted) and
-  ``ssl.keystore.certificate.chain``.
+  ``ssl.keystore.certificate.chain`` (the PEM text may be one line, as a properties file's
+  continuation lines make it: Kafka's PEM reader takes it so).
 - ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` or the certificates in
   ``ssl.truststore.certificates``; ``PKCS12`` with a location (and a password, which
   Kafka does not require of a trust store). No trust store: the system's CAs, as the
