@@ -6,9 +6,9 @@ would be refused):
 
 - ``mtls``: an SSL listener that requires a client certificate (alice's, named by
   ``ssl.principal.mapping.rules``); the tools' file gives PKCS12 stores;
-- ``scram``: a SASL_SSL listener with SCRAM-SHA-512 (alice created with ``pylogq configs``
-  in the broker's process, as kafka-configs.sh creates the first user before the brokers
-  serve); the tools' file gives a ScramLoginModule line continued over lines and a PEM
+- ``scram``: a SASL_SSL listener with SCRAM-SHA-512 (alice created first with ``pylogq
+  configs`` over a plain listener the broker then drops, as an operator creates the first
+  user); the tools' file gives a ScramLoginModule line continued over lines and a PEM
   trust store.
 
 Every tool runs on both (``topics``, ``configs``, ``acls``, ``produce``, ``consume``,
