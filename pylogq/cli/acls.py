@@ -56,6 +56,7 @@ from ..client.admin import ResourcePatternFilter as AdminPatternFilter
 from ..errors import CommandError
 from ._errors import report_error
 from .clients import Clients, add_bootstrap_argument
+from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -66,6 +67,7 @@ _O = AclOperation
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove ACLs")

@@ -24,6 +24,7 @@ from ..client.consumer import Consumer
 from ..client.producer import DEFAULT_CONFIG as PRODUCER_DEFAULTS
 from ..client.producer import Producer
 from ..client.tcp import without_protocol
+from ..config import parse_properties
 from ..errors import CommandError, ConfigError, PylogqError
 from ._errors import error_text
 
@@ -44,33 +45,40 @@ class Clients:
     half-way leaves no sender or heartbeat thread behind.
     """
 
-    def __init__(self, bootstrap_servers: Optional[str] = None, broker: Any = None) -> None:
+    def __init__(self, bootstrap_servers: Optional[str] = None, broker: Any = None,
+                 options: Optional[Mapping[str, Any]] = None) -> None:
         if (bootstrap_servers is None) == (broker is None):
             raise ConfigError("give exactly one of bootstrap_servers or broker")
         self.bootstrap_servers = bootstrap_servers
         self.broker = broker
+        self.options: Dict[str, Any] = dict(options or {})
         self._open: List[Any] = []
 
-    def _where(self) -> Dict[str, Any]:
-        if self.broker is not None:
-            return {"broker": self.broker}
-        return {"bootstrap_servers": self.bootstrap_servers}
+    def configured(self, options: Mapping[str, Any]) -> "Clients":
+        """A factory for the same broker whose clients also take ``options`` (a ``--command-config``
+        file's: security_protocol, ssl_context, ...), over what a tool asks for, as Kafka's tools
+        let the file's settings win. An in-process broker needs none and ignores them."""
+        return Clients(self.bootstrap_servers, self.broker, {**self.options, **options})
+
+    def _where(self, configs: Mapping[str, Any]) -> Dict[str, Any]:
+        where = {"broker": self.broker} if self.broker is not None else {"bootstrap_servers": self.bootstrap_servers}
+        return {**configs, **self.options, **where}
 
     def admin(self, **configs: Any) -> AdminClient:
         with _kafka_names(configs):
-            client = AdminClient(**self._where(), **configs)
+            client = AdminClient(**self._where(configs))
         self._open.append(client)
         return client
 
     def producer(self, **configs: Any) -> Producer:
         with _kafka_names(configs, lambda: PRODUCER_DEFAULTS):
-            client = Producer(**self._where(), **configs)
+            client = Producer(**self._where(configs))
         self._open.append(client)
         return client
 
     def consumer(self, *topics: str, **configs: Any) -> Consumer:
         with _kafka_names(configs, lambda: inspect.signature(Consumer).parameters):
-            client = Consumer(*topics, **self._where(), **configs)
+            client = Consumer(*topics, **self._where(configs))
         self._open.append(client)
         return client
 
@@ -152,26 +160,15 @@ def _split_commas(item: str) -> List[str]:
 
 
 def read_properties(path: str) -> Dict[str, str]:
-    """A Java ``.properties`` file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments) as a dict.
-
-    Enough of the format for client settings: no line continuations or
-    escapes. A missing file or a line without a separator raises CommandError.
-    """
+    """A Java ``.properties`` file as a dict, read as Kafka reads one (:func:`pylogq.config.parse_properties`:
+    ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuation lines and escapes).
+    A file that cannot be read raises CommandError."""
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as exc:
-        raise CommandError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
-    out: Dict[str, str] = {}
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text or text[0] in "#!":
-            continue
-        match = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", text)
-        if match is None:
-            raise CommandError("%s line %d: %r is not key=value" % (path, number, line))
-        out[match.group(1)] = match.group(2)
-    return out
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError("cannot read %s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
+    return parse_properties(text)
 
 
 def _typed(value: str) -> Any:

@@ -50,6 +50,7 @@ from ._configs_quotas import QUOTA_KEYS, EntityName, Pair, alter_quotas, describ
 from ._configs_users import MECHANISMS, alter_users, entry_keys
 from ._errors import report_error
 from .clients import Clients, add_bootstrap_argument, parse_key_values, read_properties
+from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -62,6 +63,7 @@ _KEY = re.compile(r"[a-zA-Z0-9._-]*\Z")  # Kafka's check on the keys to add
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list the configs of the entity")
     actions.add_argument("--alter", action="store_true", help="change the configs of the entity")

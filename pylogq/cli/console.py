@@ -45,14 +45,8 @@ from ..client.consumer import TopicPartition
 from ..errors import CommandError
 from . import _interrupts
 from ._errors import error_text, report_error
-from .clients import (
-    Clients,
-    add_bootstrap_argument,
-    client_configs,
-    int_argument,
-    parse_key_values,
-    read_properties,
-)
+from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values, read_properties
+from .command_config import add_client_config_argument, client_settings
 
 __all__ = [
     "CONSUME_SUMMARY",
@@ -190,10 +184,10 @@ def add_produce_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how batches are compressed (default: none)")
     parser.add_argument("--acks", "--request-required-acks", choices=("0", "1", "-1", "all"),
                         help="acknowledgements the broker gives before a send counts as done (default: 1)")
-    parser.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
-                        help="a producer setting in Kafka's spelling (linger.ms=5); repeatable")
-    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
-                        help="a properties file of producer settings")
+    parser.add_argument("--producer-property", "--command-property", dest="producer_property", action="append",
+                        metavar="KEY=VALUE", help="a producer setting in Kafka's spelling (linger.ms=5, "
+                                                  "security.protocol=SSL); repeatable; wins over the file's")
+    add_client_config_argument(parser, "producer")
 
 
 def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err: TextIO) -> int:
@@ -210,7 +204,7 @@ def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err
 
     try:
         reader = LineReader(parse_key_values(args.property, "--property"))
-        producer = clients.producer(**_producer_configs(args))
+        producer = clients.producer(**_producer_configs(args, err))
     except KeyboardInterrupt:
         return 130
     except (errors.PylogqError, OSError, ValueError, TypeError) as exc:
@@ -243,14 +237,14 @@ def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err
     return status or (1 if failures else 0)
 
 
-def _producer_configs(args: argparse.Namespace) -> Dict[str, Any]:
+def _producer_configs(args: argparse.Namespace, err: TextIO) -> Dict[str, Any]:
     """The producer's settings: a properties file, overridden by ``--producer-property``, overridden by
     ``--acks`` and ``--compression-type``; acks=1 when none says, as the 0.8-0.10 console producer."""
     props: Dict[str, str] = {}
     if args.producer_config:
         props.update(read_properties(args.producer_config))
     props.update(parse_key_values(args.producer_property, "--producer-property"))
-    configs = client_configs(props)
+    configs = client_settings(props, args.producer_config or "--producer-property", err)
     if args.acks is not None:
         configs["acks"] = -1 if args.acks in ("-1", "all") else int(args.acks)
     configs.setdefault("acks", 1)
@@ -332,10 +326,10 @@ def add_consume_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a formatter property (%s); repeatable" % ", ".join(MessageFormatter.PROPERTIES))
     parser.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                         default="read_uncommitted", help="which records of transactions to read")
-    parser.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
-                        help="a consumer setting in Kafka's spelling (max.poll.records=100); repeatable")
-    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
-                        help="a properties file of consumer settings")
+    parser.add_argument("--consumer-property", "--command-property", dest="consumer_property", action="append",
+                        metavar="KEY=VALUE", help="a consumer setting in Kafka's spelling (max.poll.records=100, "
+                                                  "security.protocol=SSL); repeatable; wins over the file's")
+    add_client_config_argument(parser, "consumer")
 
 
 # The longest a single poll waits, so a deadline or a signal is noticed promptly.
@@ -349,7 +343,7 @@ def run_consume(args: argparse.Namespace, clients: Clients, out: BinaryIO, err: 
     consumer: Any = None
     try:
         formatter = MessageFormatter(parse_key_values(args.property, "--property"))
-        consumer = _open_consumer(args, clients)
+        consumer = _open_consumer(args, clients, err)
         limit = args.max_messages
         idle_s = None if args.timeout_ms is None else args.timeout_ms / 1000.0
         last = time.monotonic()
@@ -392,7 +386,7 @@ def run_consume(args: argparse.Namespace, clients: Clients, out: BinaryIO, err: 
     return status
 
 
-def _open_consumer(args: argparse.Namespace, clients: Clients) -> Any:
+def _open_consumer(args: argparse.Namespace, clients: Clients, err: TextIO) -> Any:
     """The consumer the options ask for, subscribed or assigned and positioned."""
     if args.partition is not None and args.topic is None:
         raise CommandError("--partition needs --topic")
@@ -406,7 +400,7 @@ def _open_consumer(args: argparse.Namespace, clients: Clients) -> Any:
     if args.consumer_config:
         props.update(read_properties(args.consumer_config))
     props.update(parse_key_values(args.consumer_property, "--consumer-property"))
-    configs = client_configs(props)
+    configs = client_settings(props, args.consumer_config or "--consumer-property", err)
     group = args.group if args.group is not None else configs.pop("group_id", None)
     configs.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
     configs.setdefault("isolation_level", args.isolation_level)

@@ -46,6 +46,7 @@ from ..client.consumer import OffsetAndMetadata, TopicPartition
 from ..errors import CommandError
 from ._errors import error_text, report_error
 from .clients import Clients, add_bootstrap_argument, int_argument
+from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -58,6 +59,7 @@ _int = int_argument()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="list every group")
     actions.add_argument("--describe", action="store_true", help="describe groups: offsets, lag, members")

@@ -34,6 +34,7 @@ from ..client.consumer import TopicPartition
 from ..errors import CommandError
 from ._errors import report_error
 from .clients import Clients, add_bootstrap_argument
+from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -44,6 +45,7 @@ _TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser, "--admin.config")
     parser.add_argument("--election-type", required=True, type=str.upper, choices=sorted(_TYPES),
                         help="PREFERRED (back to the preferred replica) or UNCLEAN (any live replica where no "
                              "in-sync one is left)")

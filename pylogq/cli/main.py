@@ -12,7 +12,11 @@ see :mod:`pylogq.cli.topics`, :mod:`~pylogq.cli.console`, :mod:`~pylogq.cli.grou
 :mod:`~pylogq.cli.configs`, :mod:`~pylogq.cli.acls`, :mod:`~pylogq.cli.reassign`, :mod:`~pylogq.cli.leader_election`
 and :mod:`~pylogq.cli.perf`. :func:`run` runs any of
 them against clients the caller builds (a :class:`pylogq.Broker` in this
-process, for instance) and streams it chooses.
+process, for instance) and streams it chooses. A broker with only SSL or SASL
+listeners is reached as with Kafka's tools: ``--command-config FILE``
+(``leader-election``: also ``--admin.config``), and the console and perf tools'
+``--producer.config`` / ``--consumer.config``, a properties file of Kafka's client
+keys (:mod:`pylogq.cli.command_config`).
 
 ``pylogq demo [DIR]`` appends record batches in every format and codec pylogq
 reads (v2 with none, gzip, snappy, lz4 and zstd; legacy v0 and v1) to a log
@@ -42,6 +46,7 @@ from typing import IO, Any, BinaryIO, List, Optional, TextIO, cast
 
 from .. import _speedups, records
 from .._version import __version__
+from ..errors import PylogqError
 from ..records import codecs, crc
 from ..records.legacy import LegacyRecordBatchBuilder, iter_legacy_records
 from . import (
@@ -58,7 +63,9 @@ from . import (
     topics,
     zookeeper_server,
 )
+from ._errors import report_error
 from .clients import Clients
+from .command_config import read_command_config
 
 __all__ = ["build_parser", "run", "main"]
 
@@ -172,7 +179,8 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
 
     The broker tools use ``clients`` when given (and close the clients they
     built from it before returning; the broker stays up), else clients for
-    ``--bootstrap-server``. The streams default to the process's; ``progress``
+    ``--bootstrap-server``; either way with the options of a ``--command-config``
+    file (:mod:`pylogq.cli.command_config`). The streams default to the process's; ``progress``
     forces the perf tools' progress bar on or off (None: on for a terminal).
     """
     args = build_parser().parse_args(argv)
@@ -188,6 +196,12 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
         return config_files.run(args, out, err)
     if clients is None:
         clients = Clients(bootstrap_servers=perf.bootstrap_override(args) or args.bootstrap_server)
+    command_config = getattr(args, "command_config", None)
+    if command_config is not None:
+        try:
+            clients = clients.configured(read_command_config(command_config, err))
+        except PylogqError as exc:
+            return report_error(err, exc)
     try:
         with _interrupts.stop_signals():
             if args.command == "topics":

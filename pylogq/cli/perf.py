@@ -50,14 +50,8 @@ from ..client.producer import ProducerBatch
 from ..errors import CommandError
 from . import _interrupts
 from ._errors import report_error
-from .clients import (
-    Clients,
-    add_bootstrap_argument,
-    client_configs,
-    int_argument,
-    parse_key_values,
-    read_properties,
-)
+from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values, read_properties
+from .command_config import add_client_config_argument, client_settings
 
 __all__ = ["SUMMARY", "Progress", "ProducerStats", "add_arguments", "bootstrap_override", "run"]
 
@@ -94,8 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     produce.add_argument("--producer-props", nargs="+", action="extend", metavar="KEY=VALUE",
                          help="producer settings in Kafka's spelling (acks=1 linger.ms=5 "
                               "compression.type=lz4 bootstrap.servers=HOST:PORT)")
-    produce.add_argument("--producer.config", dest="producer_config", metavar="FILE",
-                         help="a properties file of producer settings")
+    add_client_config_argument(produce, "producer")
     produce.add_argument("--reporting-interval", type=_positive, default=5000, metavar="MS",
                          help="print a window line every this many ms (default: 5000)")
 
@@ -116,8 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="the interval of --show-detailed-stats lines (default: 5000)")
     consume.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
                          help="a consumer setting in Kafka's spelling; repeatable")
-    consume.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
-                         help="a properties file of consumer settings")
+    add_client_config_argument(consume, "consumer")
 
 
 def bootstrap_override(args: argparse.Namespace) -> Optional[str]:
@@ -363,7 +355,7 @@ def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
     if args.producer_config:
         props.update(read_properties(args.producer_config))
     props.update(parse_key_values(args.producer_props, "--producer-props"))
-    producer = clients.producer(**client_configs(props))
+    producer = clients.producer(**client_settings(props, args.producer_config or "--producer-props", err))
     total = args.num_records
     stats = ProducerStats(total, args.reporting_interval)
     bar = Progress(total, "records", err, show)
@@ -431,7 +423,7 @@ def _consume(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextI
     if args.consumer_config:
         props.update(read_properties(args.consumer_config))
     props.update(parse_key_values(args.consumer_property, "--consumer-property"))
-    configs = client_configs(props)
+    configs = client_settings(props, args.consumer_config or "--consumer-property", err)
     configs.setdefault("enable_auto_commit", args.group is not None)
     configs.setdefault("auto_offset_reset", "latest" if args.from_latest else "earliest")
     if args.fetch_size is not None:

@@ -94,6 +94,7 @@ from ..cluster.replica_assignment import assign_replicas
 from ..errors import CommandError
 from ._errors import error_text, report_error
 from .clients import Clients, add_bootstrap_argument, int_argument
+from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -165,6 +166,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of Kafka's tool. ``parser`` resolves option conflicts (main.py builds it so):
     ``--broker-list`` here is Kafka's target brokers, not the bootstrap alias the other tools have."""
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     parser.add_argument("--generate", action="store_true",
                         help="generate a candidate partition reassignment configuration (it is not executed)")
     parser.add_argument("--execute", action="store_true",

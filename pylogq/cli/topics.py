@@ -43,6 +43,7 @@ from ..cluster.names import INTERNAL_TOPICS, has_collision_chars, validate_topic
 from ..errors import CommandError
 from ._errors import report_error
 from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values
+from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
 
@@ -60,6 +61,7 @@ _positive = int_argument(1)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     actions = parser.add_mutually_exclusive_group()
     actions.add_argument("--create", action="store_true", help="create a topic")
     actions.add_argument("--list", action="store_true", help="list the topics")

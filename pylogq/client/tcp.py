@@ -79,12 +79,14 @@ from .ssl_context import client_ssl_context
 from .tcp_requests import _COORDINATOR_CODES, FetchedRecords, NodeKey, TcpRequests, _raise
 from .transport import Transport
 
-__all__ = ["FetchedRecords", "TcpTransport", "parse_bootstrap", "without_protocol"]
+__all__ = ["SASL_MECHANISMS", "SECURITY_PROTOCOLS", "FetchedRecords", "TcpTransport", "parse_bootstrap",
+           "without_protocol"]
 
 _RETRY_BACKOFF_S = 0.05
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: The security protocols a client speaks (Kafka's four) and the SASL mechanisms it logs in with.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _LISTENER_PREFIX = re.compile(r"^[A-Za-z0-9_-]+://")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 Bootstrap = Tuple[str, int]
 
@@ -165,9 +167,9 @@ class TcpTransport(TcpRequests, Transport):
         if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int) or request_timeout_ms < 1:
             raise ConfigError("request_timeout_ms must be an integer >= 1, not %r" % (request_timeout_ms,))
         protocol = str(security_protocol).upper()
-        if protocol not in _SECURITY_PROTOCOLS:
+        if protocol not in SECURITY_PROTOCOLS:
             raise ConfigError("security_protocol %r is not supported; use %s" % (security_protocol,
-                                                                                " or ".join(_SECURITY_PROTOCOLS)))
+                                                                                " or ".join(SECURITY_PROTOCOLS)))
         self._sasl: Optional[Tuple[str, str, str]] = None
         self._ssl: Optional[ssl.SSLContext] = None
         if protocol in ("SSL", "SASL_SSL"):
@@ -175,9 +177,9 @@ class TcpTransport(TcpRequests, Transport):
                                            ssl_check_hostname)
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             mechanism = (sasl_mechanism or "PLAIN").upper()
-            if mechanism not in _SASL_MECHANISMS:
+            if mechanism not in SASL_MECHANISMS:
                 raise ConfigError("sasl_mechanism %r is not supported; use %s"
-                                  % (sasl_mechanism, ", ".join(_SASL_MECHANISMS)))
+                                  % (sasl_mechanism, ", ".join(SASL_MECHANISMS)))
             if not isinstance(sasl_plain_username, str) or not isinstance(sasl_plain_password, str):
                 raise ConfigError("security_protocol %s needs sasl_plain_username and "
                                   "sasl_plain_password (str)" % protocol)

@@ -14,12 +14,12 @@ Kafka. The errors are Kafka's, in Kafka's words.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, NamedTuple, Optional
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_PROTOCOL_MAP", "Listener", "SECURITY_PROTOCOLS", "listener_prefix", "parse_jaas_users",
-           "parse_jaas_login", "parse_listeners", "parse_protocol_map"]
+__all__ = ["DEFAULT_PROTOCOL_MAP", "JaasEntry", "Listener", "SECURITY_PROTOCOLS", "listener_prefix",
+           "parse_jaas_config", "parse_jaas_login", "parse_jaas_users", "parse_listeners", "parse_protocol_map"]
 
 #: Kafka's security protocols.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -106,9 +106,80 @@ def parse_listeners(text: str, key: str = "listeners", protocol_map: Optional[Ma
 
 
 _JAAS_USER = re.compile(r'\buser_([^=\s]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
                  "org.apache.kafka.common.security.scram.ScramLoginModule")
+_JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
+# Java's StreamTokenizer as Kafka's JaasConfig sets it up: comments, quoted strings (with
+# backslash escapes), the two ordinary characters, and words of anything else.
+_JAAS_TOKEN = re.compile(r"""\s+|//[^\n]*|/\*.*?\*/|"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([=;])|([^\s=;"']+)""",
+                         re.DOTALL)
+_JAAS_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+class JaasEntry(NamedTuple):
+    """One login module of a JAAS configuration: its class, control flag and options."""
+
+    module: str
+    flag: str
+    options: Dict[str, str]
+
+
+def _jaas_tokens(text: str, key: str) -> List[Tuple[str, str]]:
+    """(kind, text) per token: ``word``, ``quoted`` or the character ``=`` / ``;``."""
+    tokens: List[Tuple[str, str]] = []
+    at = 0
+    while at < len(text):
+        m = _JAAS_TOKEN.match(text, at)
+        if m is None:  # an unterminated quote or comment
+            raise ConfigError("%s: unterminated quoted value or comment in the JAAS configuration" % key)
+        at = m.end()
+        quoted = m.group(1) if m.group(1) is not None else m.group(2)
+        if quoted is not None:
+            tokens.append(("quoted", re.sub(r"\\(.)", lambda e: _JAAS_ESCAPES.get(e.group(1), e.group(1)), quoted)))
+        elif m.group(3):
+            tokens.append((m.group(3), m.group(3)))
+        elif m.group(4):
+            tokens.append(("word", m.group(4)))
+    return tokens
+
+
+def parse_jaas_config(text: str, key: str) -> List[JaasEntry]:
+    """The login modules of a JAAS configuration value, as Kafka's JaasConfig reads one:
+    ``<LoginModuleClass> <flag> (<option>=<value>)*;`` per module, a value quoted or a
+    single word, ``//`` and ``/* */`` comments. ConfigError naming ``key`` when it is not
+    in that form; the message never repeats the text, which holds passwords."""
+    tokens = _jaas_tokens(text, key)
+    entries: List[JaasEntry] = []
+    i = 0
+    while i < len(tokens):
+        kind, module = tokens[i]
+        if kind != "word":  # a quoted value is not shown: it may be a password
+            raise ConfigError("%s: a JAAS login module's class name is expected, not %s"
+                              % (key, "a quoted value" if kind == "quoted" else repr(module)))
+        if i + 1 >= len(tokens) or tokens[i + 1][0] != "word":
+            raise ConfigError("%s: the control flag (%s) of login module %s is missing"
+                              % (key, ", ".join(_JAAS_FLAGS), module))
+        flag = tokens[i + 1][1]
+        if flag.lower() not in _JAAS_FLAGS:
+            raise ConfigError("%s: invalid control flag %r of login module %s (%s)"
+                              % (key, flag, module, ", ".join(_JAAS_FLAGS)))
+        i += 2
+        options: Dict[str, str] = {}
+        while i < len(tokens) and tokens[i][0] != ";":
+            name = tokens[i][1]
+            if tokens[i][0] != "word" or i + 2 >= len(tokens) or tokens[i + 1][0] != "=" \
+                    or tokens[i + 2][0] not in ("word", "quoted"):
+                raise ConfigError("%s: no value for option %r of login module %s (option=\"value\")"
+                                  % (key, name, module))
+            options[name] = tokens[i + 2][1]
+            i += 3
+        if i >= len(tokens):
+            raise ConfigError("%s: the entry of login module %s does not end with ';'" % (key, module))
+        i += 1
+        entries.append(JaasEntry(module, flag.lower(), options))
+    if not entries:
+        raise ConfigError("%s: no login module in the JAAS configuration" % key)
+    return entries
 
 
 def parse_jaas_users(text: Optional[str]) -> Dict[str, str]:
@@ -121,10 +192,15 @@ def parse_jaas_users(text: Optional[str]) -> Dict[str, str]:
 
 
 def parse_jaas_login(text: Optional[str], key: str) -> Optional[Dict[str, str]]:
-    """The ``username`` and ``password`` of a PlainLoginModule or ScramLoginModule JAAS line:
-    what a broker authenticates to the others with (None when ``text`` is empty)."""
-    if not text:
+    """The options (``username``, ``password``) of a client's one PlainLoginModule or
+    ScramLoginModule JAAS line: what a broker authenticates to the others with, and a tool's
+    ``sasl.jaas.config`` (None when ``text`` is empty). ConfigError naming ``key`` otherwise."""
+    if not text or not text.strip():
         return None
-    if not any(module in text for module in _JAAS_MODULES):
-        raise ConfigError("%s: only %s are supported, got %r" % (key, " and ".join(_JAAS_MODULES), text))
-    return {option: value.replace('\\"', '"') for option, value in _JAAS_OPTION.findall(text)}
+    entries = parse_jaas_config(text, key)
+    if len(entries) != 1:
+        raise ConfigError("%s: a client's JAAS configuration names one login module, not %d" % (key, len(entries)))
+    if entries[0].module not in _JAAS_MODULES:
+        raise ConfigError("%s: login module %s is not supported; use %s"
+                          % (key, entries[0].module, " or ".join(_JAAS_MODULES)))
+    return dict(entries[0].options)

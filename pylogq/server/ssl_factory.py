@@ -10,7 +10,8 @@ trusts) are each given one of Kafka's ways, with Kafka's rules for which keys go
 - ``ssl.keystore.type=PEM``: a file at ``ssl.keystore.location`` holding the private key
   (encrypted, ``ssl.key.password``) and the certificate chain; or the PEM text itself in
   ``ssl.keystore.key`` (``ssl.key.password`` if it is encrypted) and
-  ``ssl.keystore.certificate.chain``.
+  ``ssl.keystore.certificate.chain`` (the PEM text may be one line, as a properties file's
+  continuation lines make it: Kafka's PEM reader takes it so).
 - ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` or the certificates in
   ``ssl.truststore.certificates``; ``PKCS12`` with a location (and a password, which
   Kafka does not require of a trust store). No trust store: the system's CAs, as the
@@ -29,6 +30,7 @@ password: no plain key touches the disk.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
@@ -63,6 +65,24 @@ def _read(path: str, key: str) -> bytes:
 
 def _text(value: Any) -> Optional[str]:
     return None if value is None or value == "" else str(value)
+
+
+_PEM_BLOCK = re.compile(r"(-----BEGIN [A-Z0-9 ]+-----)\s*([A-Za-z0-9+/=\s]*?)\s*(-----END [A-Z0-9 ]+-----)")
+
+
+def _pem_text(value: str) -> bytes:
+    """PEM text given in a setting, with each block's base64 laid out in lines again.
+
+    A properties file's continuation lines (``\\`` at a line's end) join the lines of an
+    inline certificate or key into one; Kafka's PEM reader ignores the whitespace inside a
+    block, and so does this. A block with headers (``Proc-Type:``) is left as it is.
+    """
+    def rewrapped(m: "re.Match[str]") -> str:
+        body = "".join(m.group(2).split())
+        lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+        return "\n".join([m.group(1), *lines, m.group(3)]) + "\n"
+
+    return _PEM_BLOCK.sub(rewrapped, value).encode("utf-8")
 
 
 def _reencrypted(private_key: Any, chain: List[Any]) -> KeyStore:
@@ -138,8 +158,8 @@ def load_key_store(get: SslConfigSource) -> Optional[KeyStore]:
         if password is not None:
             raise ConfigError("SSL key store password cannot be specified with PEM format, only key password may "
                               "be specified (%s)." % password_key)
-        private_key = _pem_key(key_text.encode("utf-8"), key_password, key_key, key_password_key)
-        return _checked(private_key, _pem_certificates(chain_text.encode("utf-8"), chain_key), chain_key)
+        private_key = _pem_key(_pem_text(key_text), key_password, key_key, key_password_key)
+        return _checked(private_key, _pem_certificates(_pem_text(chain_text), chain_key), chain_key)
     if chain_text is not None:
         raise ConfigError("SSL certificate chain is specified, but private key is not specified (%s)." % key_key)
     if location is None:
@@ -204,7 +224,7 @@ def load_trust_store(get: SslConfigSource) -> Optional[str]:
                               "(%s, %s)." % (location_key, certs_key))
         if password is not None:
             raise ConfigError("SSL trust store password cannot be specified for PEM format (%s)." % password_key)
-        certs = _pem_certificates(certs_text.encode("utf-8"), certs_key)
+        certs = _pem_certificates(_pem_text(certs_text), certs_key)
     elif location is None:
         if password is not None:
             raise ConfigError("SSL trust store is not specified, but trust store password is specified (%s)."

@@ -39,8 +39,6 @@ from pylogq.client.admin import NewTopic
 from pylogq.client.connection import BrokerConnection
 from pylogq.protocol.constants import ApiKey
 from pylogq.protocol.scram import salted_password
-from pylogq.server import KafkaServer
-from pylogq.server.connection import Connection
 
 from .._certs import (
     BROKER_KEY_PASSWORD,
@@ -51,6 +49,7 @@ from .._certs import (
     Certificates,
     make_certificates,
 )
+from .._tls import Address, TlsBroker, start, stop
 from ._support import HEARTBEAT_MS, SESSION_TIMEOUT_MS, unique, wait_for
 
 TIMEOUT_S = 30.0
@@ -59,9 +58,6 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_ad
 SCRAM_PASSWORD = "alice-secret"
 RULES = "RULE:^CN=(.*?),OU=Clients.*$/$1/,DEFAULT"
 SASL_AUTHENTICATION_FAILED = 58
-
-Address = Tuple[str, int]
-
 
 class Mode(NamedTuple):
     """How a client reaches the broker: its listener, protocol, certificate, SASL login."""
@@ -115,34 +111,6 @@ def tls_settings(certs: Certificates, **extra: Any) -> Dict[str, Any]:
                          "listener.name.%s.ssl.keystore.password" % listener: BROKER_P12_PASSWORD})
     settings.update(extra)
     return settings
-
-
-class TlsBroker(NamedTuple):
-    broker: pylogq.Broker
-    server: KafkaServer
-    addresses: Dict[str, Address]
-
-    def bootstrap(self, listener: str) -> str:
-        return "%s:%d" % self.addresses[listener]
-
-    def connections(self) -> List[Connection]:
-        return list(self.server._connections)
-
-
-def start(data_dir: Path, settings: Dict[str, Any]) -> TlsBroker:
-    broker = pylogq.Broker(str(data_dir), **settings)
-    server = KafkaServer(broker)
-    try:
-        server.start_in_thread()
-    except BaseException:
-        broker.close()
-        raise
-    return TlsBroker(broker, server, {lst.name: addr for lst, addr in zip(server.listeners, server.addresses)})
-
-
-def stop(tls: TlsBroker) -> None:
-    tls.server.stop_thread()
-    tls.broker.close()
 
 
 @pytest.fixture(scope="module")
