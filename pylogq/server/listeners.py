@@ -105,9 +105,8 @@ def parse_listeners(text: str, key: str = "listeners", protocol_map: Optional[Ma
     return out
 
 
-_JAAS_USER = re.compile(r'\buser_([^=\s]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_JAAS_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "org.apache.kafka.common.security.scram.ScramLoginModule")
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_JAAS_MODULES = (PLAIN_LOGIN_MODULE, "org.apache.kafka.common.security.scram.ScramLoginModule")
 _JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
 # Java's StreamTokenizer as Kafka's JaasConfig sets it up: comments, quoted strings (with
 # backslash escapes), the two ordinary characters, and words of anything else.
@@ -182,13 +181,18 @@ def parse_jaas_config(text: str, key: str) -> List[JaasEntry]:
     return entries
 
 
-def parse_jaas_users(text: Optional[str]) -> Dict[str, str]:
-    """The ``user_NAME="PASSWORD"`` entries of a PlainLoginModule JAAS line, as Kafka reads them."""
-    if not text:
+def parse_jaas_users(text: Optional[str], key: str = "plain.sasl.jaas.config") -> Dict[str, str]:
+    """The ``user_NAME="PASSWORD"`` options of a PlainLoginModule JAAS line, as Kafka's
+    PlainServerCallbackHandler reads them (the line read as Kafka's JaasConfig reads it);
+    ConfigError naming ``key``, never repeating the text (it holds passwords)."""
+    if not text or not text.strip():
         return {}
-    if "PlainLoginModule" not in text:
-        raise ConfigError("only org.apache.kafka.common.security.plain.PlainLoginModule is supported, got %r" % text)
-    return {name: password.replace('\\"', '"') for name, password in _JAAS_USER.findall(text)}
+    entries = parse_jaas_config(text, key)
+    if len(entries) != 1 or entries[0].module != PLAIN_LOGIN_MODULE:
+        raise ConfigError("%s: one %s login module is expected, found %s" % (
+            key, PLAIN_LOGIN_MODULE, ", ".join(e.module for e in entries) or "none"))
+    return {name[len("user_"):]: value for name, value in entries[0].options.items()
+            if name.startswith("user_") and len(name) > len("user_")}
 
 
 def parse_jaas_login(text: Optional[str], key: str) -> Optional[Dict[str, str]]:

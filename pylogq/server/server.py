@@ -154,7 +154,8 @@ class KafkaServer:
             enabled = str(config.get("sasl.enabled.mechanisms", listener.name) or "")
             mechanisms = [m.strip() for m in enabled.split(",") if m.strip()]
             users = dict(sasl_users) if sasl_users else parse_jaas_users(
-                config.get("plain.sasl.jaas.config", listener.name))
+                config.get("plain.sasl.jaas.config", listener.name),
+                "listener.name.%s.plain.sasl.jaas.config" % listener.name.lower())
             unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
             if unknown or not mechanisms:
                 raise ConfigError("sasl.enabled.mechanisms: %r is not supported (supported: %s), got %r"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pylogq.errors import ConfigError
-from pylogq.server.listeners import JaasEntry, parse_jaas_config, parse_jaas_login
+from pylogq.server.listeners import JaasEntry, parse_jaas_config, parse_jaas_login, parse_jaas_users
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -47,3 +47,16 @@ def test_a_client_login_is_one_plain_or_scram_module() -> None:
         parse_jaas_login('%s required; %s required;' % (PLAIN, PLAIN), "k")
     with pytest.raises(ConfigError, match="login module com.example.Login is not supported"):
         parse_jaas_login('com.example.Login required password="secret";', "k")
+
+
+def test_a_plain_listener_s_users_come_from_its_jaas_line_read_as_kafka_reads_it() -> None:
+    users = parse_jaas_users(PLAIN + ' required user_alice="alice-secret" user_bob=bob-secret\n'
+                             '    user_carol="quote\\"d";', "k")
+    assert users == {"alice": "alice-secret", "bob": "bob-secret", "carol": 'quote"d'}
+    assert parse_jaas_users(None) == {} and parse_jaas_users("  ") == {}
+    for text, why in ((PLAIN + ' required user_alice="alice-secret"', "does not end with ';'"),
+                      ('org.apache.kafka.common.security.scram.ScramLoginModule required username="a" '
+                       'password="alice-secret";', "one %s login module is expected" % PLAIN)):
+        with pytest.raises(ConfigError, match="^k: ") as raised:
+            parse_jaas_users(text, "k")
+        assert why in str(raised.value) and "alice-secret" not in str(raised.value)
