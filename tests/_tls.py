@@ -31,8 +31,8 @@ class TlsBroker(NamedTuple):
 
 def start(data_dir: Path, settings: Dict[str, Any]) -> TlsBroker:
     broker = pylogq.Broker(str(data_dir), **settings)
-    server = KafkaServer(broker)
-    try:
+    try:  # a listener's settings are checked by the server: a refused one leaves no broker open
+        server = KafkaServer(broker)
         server.start_in_thread()
     except BaseException:
         broker.close()
