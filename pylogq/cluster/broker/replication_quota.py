@@ -15,7 +15,7 @@ Only replicas out of the ISR are throttled: a follower in sync is never held bac
 throttle never slows acks=all writes. Each side keeps the bytes it copied for throttled
 partitions in one-second samples (``replication.quota.window.size.seconds``, eleven of them,
 ``replication.quota.window.num``) and measures the rate as Kafka's ``Rate`` does, over at
-least the window less one sample (:class:`pylogq.rate.Rate`, the meter every quota uses). Once the rate passes the bound, a leader answers a
+least the window less one sample. Once the rate passes the bound, a leader answers a
 throttled partition with no records, its fetch waiting at most until the rate is back at
 the bound (:meth:`ReplicationQuota.wait_s`, which counts the samples that expire
 meanwhile), and a follower leaves throttled partitions out of its fetches for as long.
@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Optional, Sequence
-
-from ...rate import Rate
+from typing import Callable, List, Optional, Sequence
 
 __all__ = ["ReplicationQuota", "is_throttled_replica"]
 
@@ -52,10 +50,13 @@ class ReplicationQuota:
     def __init__(self, side: str, samples: int = 11, window_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.side = side
+        self._samples = max(2, samples)
+        self._window_s = window_s
         self._clock = clock
         self._lock = threading.Lock()
         self._bound: Optional[float] = None
-        self._rate = Rate(samples, window_s)
+        #: [start, bytes] of the samples not yet expired, oldest first.
+        self._recorded: List[List[float]] = []
         #: Every throttled byte recorded (the metric).
         self.throttled_bytes = 0
 
@@ -76,14 +77,18 @@ class ReplicationQuota:
         now = self._clock()
         with self._lock:
             self.throttled_bytes += n
-            self._rate.record(n, now)
+            self._expire(now)
+            if self._recorded and now - self._recorded[-1][0] < self._window_s:
+                self._recorded[-1][1] += n
+            else:
+                self._recorded.append([now, float(n)])
 
     def rate(self) -> float:
         """Bytes per second over the samples kept (Kafka's ``Rate``: the elapsed time counts
         at least the window less one sample, so a new measurement is not a burst's)."""
         now = self._clock()
         with self._lock:
-            return self._rate.measure(now)
+            return self._rate(now)
 
     def exceeded(self) -> bool:
         """Whether the rate is past the bound (never, unbounded: answered without the lock or
@@ -92,7 +97,7 @@ class ReplicationQuota:
             return False
         now = self._clock()
         with self._lock:
-            return self._bound is not None and self._rate.measure(now) > self._bound
+            return self._bound is not None and self._rate(now) > self._bound
 
     def wait_s(self) -> float:
         """How long until the rate is back at the bound if nothing more is copied (0 when it is)."""
@@ -100,25 +105,38 @@ class ReplicationQuota:
         with self._lock:
             if self._bound is None:
                 return 0.0
-            recorded = self._rate.samples_kept(now)
-            total = sum(b for _, _, b in recorded)
+            self._expire(now)
+            total = sum(b for _, b in self._recorded)
             if not total:
                 return 0.0
-            window_s, samples = self._rate.window_s, self._rate.samples
             if self._bound <= 0:
-                return window_s * samples
-            # The rate is the samples' bytes over (at least) the window less one sample since
-            # the oldest started, and a sample expires ``samples`` windows after its last
-            # record: between two expiries, the rate is back at the bound once the time since
-            # the oldest left reaches its bytes / bound.
-            floor = window_s * (samples - 1)
+                return self._window_s * self._samples
+            # The rate is the samples' bytes over max(since the oldest, the window less one
+            # sample), and samples expire as time goes: between two expiries, it is back at
+            # the bound once the time since the oldest left reaches its bytes / bound.
+            floor = self._window_s * (self._samples - 1)
             start = now
-            for k, (oldest, last, _) in enumerate(recorded):
-                left = total - sum(b for _, _, b in recorded[:k])
-                expires = last + window_s * samples
+            for k, (oldest, _) in enumerate(self._recorded):
+                left = total - sum(b for _, b in self._recorded[:k])
+                expires = oldest + self._window_s * (self._samples + 1)
                 needed = left / self._bound
                 at = start if needed <= floor else max(start, oldest + needed)
                 if at < expires:
                     return at - now
                 start = expires
             return start - now
+
+    def _expire(self, now: float) -> None:
+        horizon = now - self._window_s * self._samples
+        while self._recorded and self._recorded[0][0] + self._window_s <= horizon:
+            self._recorded.pop(0)
+
+    def _elapsed(self, now: float) -> float:
+        oldest = self._recorded[0][0] if self._recorded else now
+        return max(now - oldest, self._window_s * (self._samples - 1))
+
+    def _rate(self, now: float) -> float:
+        self._expire(now)
+        if not self._recorded:
+            return 0.0
+        return sum(b for _, b in self._recorded) / self._elapsed(now)
