@@ -3,9 +3,10 @@
 
 The client quotas and the connection creation rates (:mod:`pylogq.server.quotas`) measure
 with these. The replication throttles keep their own meter
-(:mod:`pylogq.cluster.broker.replication_quota`): measured with this one, whose samples
-expire a window sooner, a throttled reassignment's first burst expired early and the
-copy ran at 1.7 times its throttle (benchmarks/test_reassignment.py).
+(:mod:`pylogq.cluster.broker.replication_quota`): measured with this one (its samples
+expire a window after their last record rather than after their end, and its window gets
+the missing whole windows added), a throttled reassignment copied at 1.7 times its
+throttle (benchmarks/test_reassignment.py).
 
 A :class:`Rate` keeps what was recorded in samples of ``window_s`` seconds each, as Kafka's
 ``SampledStat`` does: a new sample starts at the first record after the current one's
