@@ -1,12 +1,10 @@
 """Rates measured over sampled windows, and the throttle times of quotas (Kafka's ``Rate``,
-``TokenBucket`` and ``QuotaUtils``).
+``SimpleRate``, ``TokenBucket`` and ``QuotaUtils``).
 
 The client quotas and the connection creation rates (:mod:`pylogq.server.quotas`) measure
-with these. The replication throttles keep their own meter
-(:mod:`pylogq.cluster.broker.replication_quota`): measured with this one (its samples
-expire a window after their last record rather than after their end, and its window gets
-the missing whole windows added), a throttled reassignment copied at 1.7 times its
-throttle (benchmarks/test_reassignment.py).
+with :class:`Rate`; the replication throttles
+(:mod:`pylogq.cluster.broker.replication_quota`) with :class:`SimpleRate`, as Kafka's
+replication quota manager does.
 
 A :class:`Rate` keeps what was recorded in samples of ``window_s`` seconds each, as Kafka's
 ``SampledStat`` does: a new sample starts at the first record after the current one's
@@ -17,6 +15,11 @@ added (Kafka's ``Rate.windowSize``): the first record of a quiet client is sprea
 whole window rather than measured as a burst. With Kafka's default of eleven one-second
 windows, a client's rate is its last ten to eleven seconds.
 
+A :class:`SimpleRate` keeps its samples as a :class:`Rate` does but measures over the time
+since the oldest one started, or one window if that is longer: its first burst counts
+whole. A client quota can let a quiet client's first request through; a replication
+throttle must not let the first ten seconds' worth of a reassignment go at once.
+
 A quota is an upper bound on a rate. Recording past it yields a throttle time:
 ``(rate - bound) / bound * window``, the delay after which the rate over the grown window
 is back at the bound if nothing more is recorded (:func:`throttle_time_ms`).
@@ -25,14 +28,14 @@ A :class:`TokenBucket` (KIP-599's controller mutations) holds up to ``samples * 
 rate`` tokens, refilled at the rate; a mutation takes its tokens, and a bucket below zero
 is throttled for the time the refill takes to bring it back to zero.
 
-Neither class is thread-safe: their owners record and measure under their own lock.
+None of the classes is thread-safe: their owners record and measure under their own lock.
 """
 
 from __future__ import annotations
 
 from typing import List
 
-__all__ = ["Rate", "TokenBucket", "throttle_time_ms"]
+__all__ = ["Rate", "SimpleRate", "TokenBucket", "throttle_time_ms"]
 
 
 class Rate:
@@ -95,6 +98,19 @@ class Rate:
         kept = self._kept
         if kept and now - kept[0][1] >= age:
             self._kept = [sample for sample in kept if now - sample[1] < age]
+
+
+class SimpleRate(Rate):
+    """A windowed rate measured over at least one window (Kafka's ``SimpleRate``). Not
+    thread-safe."""
+
+    __slots__ = ()
+
+    def window_size(self, now: float) -> float:
+        """The time since the oldest sample started, at least one window."""
+        self._expire(now)
+        elapsed = now - self._kept[0][0] if self._kept else 0.0
+        return max(elapsed, self.window_s)
 
 
 def throttle_time_ms(rate: Rate, bound: float, now: float) -> int:

@@ -1,11 +1,11 @@
-"""The rate meter every quota measures with (pylogq/rate.py): Kafka's ``Rate`` windows, its
-throttle time and ``TokenBucket``, on a clock the test moves."""
+"""The rate meters the quotas measure with (pylogq/rate.py): Kafka's ``Rate`` and
+``SimpleRate`` windows, its throttle time and ``TokenBucket``, on a clock the test moves."""
 
 from __future__ import annotations
 
 import pytest
 
-from pylogq.rate import Rate, TokenBucket, throttle_time_ms
+from pylogq.rate import Rate, SimpleRate, TokenBucket, throttle_time_ms
 
 MB = 1 << 20
 
@@ -19,6 +19,23 @@ def test_a_new_rate_is_measured_over_the_window_less_one_sample() -> None:
     # 2.5 s later: two whole windows elapsed, and eight are added: 10.5 s, as Kafka counts.
     assert rate.window_size(102.5) == pytest.approx(10.5)
     assert rate.measure(102.5) == pytest.approx(10 * MB / 10.5)
+
+
+def test_a_simple_rate_counts_a_burst_over_one_window() -> None:
+    simple, rate = SimpleRate(samples=11, window_s=1.0), Rate(samples=11, window_s=1.0)
+    for meter in (simple, rate):
+        meter.record(10 * MB, 100.0)
+    # The burst counts whole over one window, where a Rate spreads it over ten or more.
+    assert simple.measure(100.0) == pytest.approx(10 * MB)
+    assert simple.measure(100.5) == pytest.approx(10 * MB)
+    assert rate.measure(100.5) == pytest.approx(10 * MB / 10.5)
+    # Past one window, both measure since the oldest sample started; a Rate still adds the
+    # whole windows missing from ten.
+    assert simple.window_size(104.0) == pytest.approx(4.0)
+    assert rate.window_size(104.0) == pytest.approx(10.0)
+    assert simple.measure(110.5) == pytest.approx(10 * MB / 10.5)
+    # The samples expire as a Rate's do.
+    assert simple.measure(111.0) == 0 and simple.window_size(111.0) == pytest.approx(1.0)
 
 
 def test_samples_start_when_a_window_has_passed_and_expire_after_the_window() -> None:

@@ -1,5 +1,5 @@
 """Replication throttles (cluster/broker/replication_quota.py): the rate measured as Kafka's
-``Rate`` measures it, on a clock the test moves, and which replicas a broker throttles; then
+``SimpleRate`` measures it, on a clock the test moves, and which replicas a broker throttles; then
 a reassignment on a three-broker cluster copying a partition under each side's bound, which
 it never copies faster than (less the burst the first samples allow), while in-sync followers
 are never held back. How close the copy comes to the bound is measured in
@@ -29,25 +29,45 @@ class Clock:
         return self.now
 
 
-def test_the_rate_counts_at_least_the_window_less_one_sample() -> None:
+def test_the_rate_counts_a_burst_whole_over_one_window() -> None:
     clock = Clock()
     quota = ReplicationQuota("leader", samples=11, window_s=1.0, clock=clock)
     assert quota.rate() == 0 and not quota.exceeded() and quota.wait_s() == 0
     quota.record(50 * MB)
-    # One burst: measured over 10 s (11 samples less one), so 5 MB/s, not 50.
-    assert quota.rate() == pytest.approx(5 * MB)
+    # One burst: measured over one window (Kafka's SimpleRate), so 50 MB/s; a client
+    # quota's Rate would spread it over ten windows.
+    assert quota.rate() == pytest.approx(50 * MB)
+    clock.now += 0.5
+    assert quota.rate() == pytest.approx(50 * MB)
     quota.set_bound(10 * MB)
-    assert not quota.exceeded()
+    assert quota.exceeded()
     quota.record(60 * MB)
-    assert quota.rate() == pytest.approx(11 * MB) and quota.exceeded()
+    assert quota.rate() == pytest.approx(110 * MB) and quota.exceeded()
     # 110 MB at 10 MB/s: back at the bound 11 s after the first sample, without more bytes.
-    assert quota.wait_s() == pytest.approx(11.0)
-    clock.now += 10.0
-    assert quota.exceeded() and quota.wait_s() == pytest.approx(1.0)
-    clock.now += 1.0
+    assert quota.wait_s() == pytest.approx(10.5)
+    clock.now += 5.0
+    assert quota.rate() == pytest.approx(110 * MB / 5.5)
+    clock.now += 5.0
+    assert quota.exceeded() and quota.wait_s() == pytest.approx(0.5)
+    clock.now += 0.5
     assert not quota.exceeded() and quota.wait_s() == 0
     clock.now += 20.0  # every sample expired
     assert quota.rate() == 0 and quota.wait_s() == 0
+
+
+def test_a_sample_expires_samples_windows_after_its_last_record() -> None:
+    clock = Clock()
+    quota = ReplicationQuota("follower", samples=3, window_s=1.0, clock=clock)
+    quota.set_bound(MB)
+    quota.record(2 * MB)
+    clock.now += 0.9
+    quota.record(2 * MB)  # the same sample: started at 100, last record at 100.9
+    # 4 MB over max(since 100, 1 s): at the bound at 104; the sample expires at 103.9 first.
+    assert quota.wait_s() == pytest.approx(3.0)
+    clock.now += 2.9
+    assert quota.exceeded()
+    clock.now += 0.1
+    assert quota.rate() == 0 and not quota.exceeded()
 
 
 def test_the_rate_is_the_bytes_over_the_elapsed_time_once_the_window_has_passed() -> None:
@@ -64,16 +84,19 @@ def test_the_rate_is_the_bytes_over_the_elapsed_time_once_the_window_has_passed(
 def test_the_wait_counts_the_samples_that_expire_meanwhile() -> None:
     clock = Clock()
     quota = ReplicationQuota("follower", samples=2, window_s=1.0, clock=clock)
-    quota.set_bound(2 * MB)
+    quota.set_bound(3 * MB)
     quota.record(4 * MB)
-    clock.now += 1.0
+    clock.now += 1.5
     quota.record(4 * MB)
-    assert quota.rate() == pytest.approx(8 * MB) and quota.exceeded()
-    # Without expiry it would take until 4 s after the first sample; but the first sample
-    # expires at 3 s, and the second alone is at the bound 2 s after it was recorded.
-    assert quota.wait_s() == pytest.approx(2.0)
-    clock.now += 2.0
-    assert not quota.exceeded() and quota.rate() == pytest.approx(2 * MB)
+    assert quota.rate() == pytest.approx(8 * MB / 1.5) and quota.exceeded()
+    # Both samples would be at the bound 8/3 s after the first started (at 102.67); but the
+    # first expires at 102, two windows after its record, and the second alone (4 MB since
+    # 101.5) is at the bound 4/3 s after it started.
+    assert quota.wait_s() == pytest.approx(4 / 3)
+    clock.now += 4 / 3 - 0.01
+    assert quota.exceeded()
+    clock.now += 0.01
+    assert not quota.exceeded() and quota.rate() == pytest.approx(3 * MB)
 
 
 def test_an_unbounded_quota_is_never_exceeded() -> None:
@@ -105,9 +128,9 @@ def test_a_broker_throttles_the_replicas_listed_with_its_id(value: Any, partitio
 RATE = 4 * MB
 DATA = 16 * MB
 SAMPLES, WINDOW_S = 2, 1
-#: What may go before the bound bites: the first samples' allowance (the rate is measured
-#: over at least the window less one sample) and one fetch's records past it.
-BURST = RATE * (SAMPLES - 1) * WINDOW_S + MB
+#: What may go before the bound bites: the first window's allowance (the rate is measured
+#: over at least one window) and one fetch's records past it.
+BURST = RATE * WINDOW_S + MB
 
 
 @pytest.fixture

@@ -14,18 +14,21 @@ sets all four, on the brokers and topics of the partitions it moves.
 Only replicas out of the ISR are throttled: a follower in sync is never held back, so a
 throttle never slows acks=all writes. Each side keeps the bytes it copied for throttled
 partitions in one-second samples (``replication.quota.window.size.seconds``, eleven of them,
-``replication.quota.window.num``) and measures the rate as Kafka's ``Rate`` does, over at
-least the window less one sample. Once the rate passes the bound, a leader answers a
-throttled partition with no records, its fetch waiting at most until the rate is back at
-the bound (:meth:`ReplicationQuota.wait_s`, which counts the samples that expire
-meanwhile), and a follower leaves throttled partitions out of its fetches for as long.
+``replication.quota.window.num``) and measures the rate as Kafka's ``SimpleRate`` does
+(:class:`pylogq.rate.SimpleRate`): over the time since the oldest sample started, at least
+one window. Once the rate passes the bound, a leader answers a throttled partition with no
+records, its fetch waiting at most until the rate is back at the bound
+(:meth:`ReplicationQuota.wait_s`, which counts the samples that expire meanwhile), and a
+follower leaves throttled partitions out of its fetches for as long.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional, Sequence
+
+from ...rate import SimpleRate
 
 __all__ = ["ReplicationQuota", "is_throttled_replica"]
 
@@ -50,13 +53,10 @@ class ReplicationQuota:
     def __init__(self, side: str, samples: int = 11, window_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.side = side
-        self._samples = max(2, samples)
-        self._window_s = window_s
         self._clock = clock
         self._lock = threading.Lock()
         self._bound: Optional[float] = None
-        #: [start, bytes] of the samples not yet expired, oldest first.
-        self._recorded: List[List[float]] = []
+        self._rate = SimpleRate(samples, window_s)
         #: Every throttled byte recorded (the metric).
         self.throttled_bytes = 0
 
@@ -77,18 +77,13 @@ class ReplicationQuota:
         now = self._clock()
         with self._lock:
             self.throttled_bytes += n
-            self._expire(now)
-            if self._recorded and now - self._recorded[-1][0] < self._window_s:
-                self._recorded[-1][1] += n
-            else:
-                self._recorded.append([now, float(n)])
+            self._rate.record(n, now)
 
     def rate(self) -> float:
-        """Bytes per second over the samples kept (Kafka's ``Rate``: the elapsed time counts
-        at least the window less one sample, so a new measurement is not a burst's)."""
+        """Bytes per second over the samples kept."""
         now = self._clock()
         with self._lock:
-            return self._rate(now)
+            return self._rate.measure(now)
 
     def exceeded(self) -> bool:
         """Whether the rate is past the bound (never, unbounded: answered without the lock or
@@ -97,7 +92,7 @@ class ReplicationQuota:
             return False
         now = self._clock()
         with self._lock:
-            return self._bound is not None and self._rate(now) > self._bound
+            return self._bound is not None and self._rate.measure(now) > self._bound
 
     def wait_s(self) -> float:
         """How long until the rate is back at the bound if nothing more is copied (0 when it is)."""
@@ -105,38 +100,24 @@ class ReplicationQuota:
         with self._lock:
             if self._bound is None:
                 return 0.0
-            self._expire(now)
-            total = sum(b for _, b in self._recorded)
+            rate = self._rate
+            kept = rate.samples_kept(now)
+            total = sum(sample[2] for sample in kept)
             if not total:
                 return 0.0
             if self._bound <= 0:
-                return self._window_s * self._samples
-            # The rate is the samples' bytes over max(since the oldest, the window less one
-            # sample), and samples expire as time goes: between two expiries, it is back at
-            # the bound once the time since the oldest left reaches its bytes / bound.
-            floor = self._window_s * (self._samples - 1)
+                return rate.window_s * rate.samples
+            # The rate is the samples' bytes over max(since the oldest started, one window),
+            # and a sample expires ``samples`` windows after its last record: between two
+            # expiries, it is back at the bound once the time since the oldest left reaches
+            # its bytes / bound (at once when that is within one window).
             start = now
-            for k, (oldest, _) in enumerate(self._recorded):
-                left = total - sum(b for _, b in self._recorded[:k])
-                expires = oldest + self._window_s * (self._samples + 1)
-                needed = left / self._bound
-                at = start if needed <= floor else max(start, oldest + needed)
+            for oldest, last, bytes_ in kept:
+                needed = total / self._bound
+                at = start if needed <= rate.window_s else max(start, oldest + needed)
+                expires = last + rate.window_s * rate.samples
                 if at < expires:
                     return at - now
                 start = expires
+                total -= bytes_
             return start - now
-
-    def _expire(self, now: float) -> None:
-        horizon = now - self._window_s * self._samples
-        while self._recorded and self._recorded[0][0] + self._window_s <= horizon:
-            self._recorded.pop(0)
-
-    def _elapsed(self, now: float) -> float:
-        oldest = self._recorded[0][0] if self._recorded else now
-        return max(now - oldest, self._window_s * (self._samples - 1))
-
-    def _rate(self, now: float) -> float:
-        self._expire(now)
-        if not self._recorded:
-            return 0.0
-        return sum(b for _, b in self._recorded) / self._elapsed(now)
