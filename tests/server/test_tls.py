@@ -498,6 +498,75 @@ def test_refused_handshakes_kcat(tls_broker: TlsBroker, certs: Certificates, kca
         done.stderr.decode()
 
 
+#: What the broker logs for each refusal (its reason, for the operator: a client that completes
+#: a TLS 1.3 handshake before the broker checks its certificate may only see a closed
+#: connection). A client that does not trust the broker sends an alert or just closes,
+#: as it likes: the broker logs a failed handshake either way.
+BROKER_REASONS = {
+    "untrusted client certificate": "certificate verify failed: unable to get local issuer certificate",
+    "expired client certificate": "certificate verify failed: certificate has expired",
+    "no client certificate": "peer did not return a certificate",
+    "client does not trust the broker": "error=",
+}
+
+
+def broker_logged(caplog: pytest.LogCaptureFixture, listener: str, reason: str) -> bool:
+    return any("TLS handshake failed" in r.getMessage() and "listener=%s " % listener in r.getMessage()
+               and reason in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_refused_handshakes_kafka_python(tls_broker: TlsBroker, certs: Certificates, case: str,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    kafka = pytest.importorskip("kafka")
+    listener, ca, cert, key, reason = REFUSALS[case]
+    caplog.set_level(logging.WARNING, "kafka")
+    caplog.set_level(logging.WARNING, "pylogq.server")
+    config: Dict[str, Any] = {"bootstrap_servers": tls_broker.bootstrap(listener), "security_protocol": "SSL",
+                              "ssl_cafile": certs.path(ca), "bootstrap_timeout_ms": 2000}
+    if cert:
+        config.update(ssl_certfile=certs.path(cert), ssl_keyfile=certs.path(key))
+    with pytest.raises(kafka.errors.KafkaError):
+        kafka.KafkaAdminClient(**config)
+    # kafka-python names the TLS alert (or its own verification failure) in its log.
+    seen = [r.getMessage() for r in caplog.records if r.name.startswith("kafka")]
+    assert any("Bootstrap connection" in m and reason in m.lower() for m in seen), seen
+    assert broker_logged(caplog, listener, BROKER_REASONS[case])
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_refused_handshakes_aiokafka(tls_broker: TlsBroker, certs: Certificates, case: str,
+                                     caplog: pytest.LogCaptureFixture) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    from aiokafka.errors import KafkaConnectionError
+    from aiokafka.helpers import create_ssl_context
+
+    listener, ca, cert, key, reason = REFUSALS[case]
+    caplog.set_level(logging.WARNING, "aiokafka")
+    caplog.set_level(logging.WARNING, "pylogq.server")
+
+    async def main() -> None:
+        context = create_ssl_context(cafile=certs.path(ca), certfile=certs.path(cert) if cert else None,
+                                     keyfile=certs.path(key) if cert else None)
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=tls_broker.bootstrap(listener),
+                                             security_protocol="SSL", ssl_context=context)
+        try:
+            with pytest.raises(KafkaConnectionError, match="Unable to bootstrap"):
+                await producer.start()
+        finally:
+            await producer.stop()
+
+    asyncio.run(main())
+    seen = [r.getMessage() for r in caplog.records if r.name.startswith("aiokafka")]
+    if listener == "MTLS":
+        # aiokafka's TLS 1.3 handshake is over before the broker checks the certificate: the
+        # broker's alert reaches it as a closed connection, and the reason is in the broker's log.
+        assert any("Unable connect to" in m and "closed" in m for m in seen), seen
+    else:
+        assert any("Unable connect to" in m and reason in m.lower() for m in seen), seen
+    wait_for(lambda: broker_logged(caplog, listener, BROKER_REASONS[case]), 10.0, "the broker's log line")
+
+
 def test_wrong_scram_password_over_sasl_ssl(tls_broker: TlsBroker, certs: Certificates) -> None:
     host, port = tls_broker.addresses["SASL_SSL"]
     context = ssl.create_default_context(cafile=certs.path("ca.pem"))
