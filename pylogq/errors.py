@@ -969,13 +969,15 @@ class PrincipalMappingError(PylogqError):
     subject: the broker refuses the client, as Kafka does."""
 
 
-class SslAuthenticationError(KafkaConnectionError):
+class SslAuthenticationError(BrokerError):
     """The TLS handshake with a broker failed: a certificate one side does not trust (unknown
     CA, expired, a host name it does not name), no protocol or cipher in common, or a
-    listener that does not speak TLS. Kafka's SslAuthenticationException: not retriable,
-    the same handshake fails again."""
+    listener that does not speak TLS. Kafka's SslAuthenticationException: an authentication
+    error, not a lost connection, and not retriable (the same handshake fails again). It has
+    no code of its own on the wire: a broker closes the connection."""
 
-    retriable = False
+    name = "SSL_AUTHENTICATION_FAILED"
+    message = "SSL handshake failed"
 
 
 class KafkaTimeoutError(RequestTimedOutError):

@@ -68,7 +68,6 @@ from ..errors import (
     NotCoordinatorError,
     ProtocolError,
     RequestTimedOutError,
-    SslAuthenticationError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -272,8 +271,6 @@ class TcpTransport(TcpRequests, Transport):
         for node in candidates:
             try:
                 return self._connection(node)
-            except SslAuthenticationError:  # the same handshake fails at every broker: said as it is
-                raise
             except (KafkaConnectionError, RequestTimedOutError) as exc:  # timed out: no answer to ApiVersions
                 failures.append(str(exc.args[0]) if exc.args else str(exc))
         raise NoBrokersAvailable("no broker reachable (bootstrap_servers %s): %s" % (
