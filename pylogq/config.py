@@ -346,9 +346,7 @@ def to_string(value: Any) -> Optional[str]:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return repr(value)
+        return java_double(value)
     if isinstance(value, tuple):
         return ",".join(value)
     return str(value)
@@ -359,7 +357,7 @@ def java_double(value: float) -> str:
     if value != value or value in (float("inf"), float("-inf")):
         return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(value)]
     if value == 0:
-        return "0.0"
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
     magnitude = abs(value)
     if 1e-3 <= magnitude < 1e7:
         text = repr(float(value))

@@ -100,7 +100,8 @@ class Clients:
 
 def _bootstrap(text: str) -> str:
     """Check ``host:port[,host:port...]`` so a typo fails before any connection attempt. A
-    ``PLAINTEXT://`` or ``SASL_PLAINTEXT://`` prefix is taken, as Kafka's tools take it."""
+    listener prefix (``PLAINTEXT://``, ``SSL://``, any ``NAME://``) is taken, as Kafka's tools
+    take it."""
     for item in text.split(","):
         match = _HOST_PORT.match(without_protocol(item.strip()))
         if match is None or not 0 < int(match.group(2)) < 65536:

@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import argparse
 import ssl
-from typing import Any, Dict, List, Mapping, NamedTuple, TextIO, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, TextIO, Tuple
 
 from ..client.tcp import SASL_MECHANISMS, SECURITY_PROTOCOLS
+from ..config import _INT, parse_setting
 from ..errors import ConfigError
-from .clients import client_configs, read_properties
+from .clients import client_configs, parse_key_values, read_properties
 
 __all__ = ["ClientProperties", "add_client_config_argument", "add_command_config_argument", "client_settings",
            "connection_options", "read_command_config"]
@@ -115,17 +116,6 @@ def _ssl_context(properties: Mapping[str, str]) -> Tuple[ssl.SSLContext, List[st
     return client_context(get), read
 
 
-def _positive_int(properties: Mapping[str, str], key: str) -> int:
-    text = properties[key]
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise ConfigError("Invalid value %r for configuration %s: Not a number of type INT" % (text, key)) from None
-    if value < 1:
-        raise ConfigError("Invalid value %r for configuration %s: Value must be at least 1" % (text, key))
-    return value
-
-
 def connection_options(properties: Mapping[str, str]) -> ClientProperties:
     """Kafka's client keys about the connection as pylogq's client options (module docstring).
 
@@ -139,7 +129,8 @@ def connection_options(properties: Mapping[str, str]) -> ClientProperties:
     if properties.get("client.id", "").strip():
         options["client_id"] = properties["client.id"].strip()
     if "request.timeout.ms" in properties:
-        options["request_timeout_ms"] = _positive_int(properties, "request.timeout.ms")
+        options["request_timeout_ms"] = parse_setting("request.timeout.ms", _INT, properties["request.timeout.ms"],
+                                                      at_least=1)
     rest: Dict[str, str] = {}
     ignored: List[Tuple[str, str]] = []
     for key, value in properties.items():
@@ -174,13 +165,19 @@ def read_command_config(path: str, err: TextIO) -> Dict[str, Any]:
     return found.options
 
 
-def client_settings(properties: Mapping[str, str], source: str, err: TextIO) -> Dict[str, Any]:
-    """A producer's or consumer's keyword arguments from Kafka's keys (a ``--producer.config``
-    file with its ``--producer-property`` overrides, say): the connection's options, and the
-    other keys as :func:`pylogq.cli.clients.client_configs` spells them (the client refuses
-    one it does not know). ``source`` names them in the warning about ignored keys."""
+def client_settings(path: Optional[str], items: Optional[Sequence[str]], flag: str, err: TextIO) -> Dict[str, Any]:
+    """A producer's or consumer's keyword arguments from a properties file (``--producer.config``,
+    or none) overridden key by key by ``KEY=VALUE`` items (``--producer-property``, named
+    ``flag``): the connection's options, and the other keys as
+    :func:`pylogq.cli.clients.client_configs` spells them (the client refuses one it does
+    not know). The warning about ignored keys names where each came from."""
+    properties: Dict[str, str] = dict(read_properties(path)) if path else {}
+    overrides = parse_key_values(items, flag)
+    properties.update(overrides)
     found = connection_options(properties)
-    _warn(err, source, found.ignored)
+    _warn(err, flag, [entry for entry in found.ignored if entry[0] in overrides])
+    if path:
+        _warn(err, path, [entry for entry in found.ignored if entry[0] not in overrides])
     return {**client_configs(found.rest), **found.options}
 
 

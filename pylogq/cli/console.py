@@ -45,7 +45,7 @@ from ..client.consumer import TopicPartition
 from ..errors import CommandError
 from . import _interrupts
 from ._errors import error_text, report_error
-from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values, read_properties
+from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values
 from .command_config import add_client_config_argument, client_settings
 
 __all__ = [
@@ -240,11 +240,7 @@ def run_produce(args: argparse.Namespace, clients: Clients, stdin: BinaryIO, err
 def _producer_configs(args: argparse.Namespace, err: TextIO) -> Dict[str, Any]:
     """The producer's settings: a properties file, overridden by ``--producer-property``, overridden by
     ``--acks`` and ``--compression-type``; acks=1 when none says, as the 0.8-0.10 console producer."""
-    props: Dict[str, str] = {}
-    if args.producer_config:
-        props.update(read_properties(args.producer_config))
-    props.update(parse_key_values(args.producer_property, "--producer-property"))
-    configs = client_settings(props, args.producer_config or "--producer-property", err)
+    configs = client_settings(args.producer_config, args.producer_property, "--producer-property", err)
     if args.acks is not None:
         configs["acks"] = -1 if args.acks in ("-1", "all") else int(args.acks)
     configs.setdefault("acks", 1)
@@ -396,11 +392,7 @@ def _open_consumer(args: argparse.Namespace, clients: Clients, err: TextIO) -> A
         raise CommandError("--offset needs --partition")
     if args.offset is not None and args.from_beginning:
         raise CommandError("Options from-beginning and offset cannot be specified together.")
-    props: Dict[str, str] = {}
-    if args.consumer_config:
-        props.update(read_properties(args.consumer_config))
-    props.update(parse_key_values(args.consumer_property, "--consumer-property"))
-    configs = client_settings(props, args.consumer_config or "--consumer-property", err)
+    configs = client_settings(args.consumer_config, args.consumer_property, "--consumer-property", err)
     group = args.group if args.group is not None else configs.pop("group_id", None)
     configs.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
     configs.setdefault("isolation_level", args.isolation_level)

@@ -42,7 +42,7 @@ import importlib
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, TextIO
+from typing import Any, Callable, List, Optional, TextIO
 
 from .. import errors
 from ..client.consumer import TopicPartition
@@ -50,7 +50,7 @@ from ..client.producer import ProducerBatch
 from ..errors import CommandError
 from . import _interrupts
 from ._errors import report_error
-from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values, read_properties
+from .clients import Clients, add_bootstrap_argument, int_argument, read_properties
 from .command_config import add_client_config_argument, client_settings
 
 __all__ = ["SUMMARY", "Progress", "ProducerStats", "add_arguments", "bootstrap_override", "run"]
@@ -85,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="what separates the values of --payload-file (default: a newline)")
     produce.add_argument("--throughput", type=_number, default=-1.0,
                          help="at most this many records/s; -1 (the default): no limit")
-    produce.add_argument("--producer-props", nargs="+", action="extend", metavar="KEY=VALUE",
+    produce.add_argument("--producer-props", "--command-property", dest="producer_props", nargs="+",
+                         action="extend", metavar="KEY=VALUE",
                          help="producer settings in Kafka's spelling (acks=1 linger.ms=5 "
                               "compression.type=lz4 bootstrap.servers=HOST:PORT)")
     add_client_config_argument(produce, "producer")
@@ -107,17 +108,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="print a line per --reporting-interval too")
     consume.add_argument("--reporting-interval", type=_positive, default=5000, metavar="MS",
                          help="the interval of --show-detailed-stats lines (default: 5000)")
-    consume.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
+    consume.add_argument("--consumer-property", "--command-property", dest="consumer_property", action="append",
+                         metavar="KEY=VALUE",
                          help="a consumer setting in Kafka's spelling; repeatable")
     add_client_config_argument(consume, "consumer")
 
 
 def bootstrap_override(args: argparse.Namespace) -> Optional[str]:
-    """``bootstrap.servers`` from ``--producer-props``, which Kafka's producer test takes its broker from."""
+    """``bootstrap.servers`` from ``--producer-props``, or else from the ``--producer.config``
+    file, which Kafka's producer test takes its broker from."""
     for item in getattr(args, "producer_props", None) or ():
         key, sep, value = item.partition("=")
         if sep and key.strip() == "bootstrap.servers":
             return value.strip()
+    path = getattr(args, "producer_config", None)
+    if path:
+        servers = read_properties(path).get("bootstrap.servers", "").strip()
+        return servers or None
     return None
 
 
@@ -351,11 +358,7 @@ class _Runs:
 
 def _produce(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO, show: bool) -> int:
     payloads = _payloads(args)
-    props: Dict[str, str] = {}
-    if args.producer_config:
-        props.update(read_properties(args.producer_config))
-    props.update(parse_key_values(args.producer_props, "--producer-props"))
-    producer = clients.producer(**client_settings(props, args.producer_config or "--producer-props", err))
+    producer = clients.producer(**client_settings(args.producer_config, args.producer_props, "--producer-props", err))
     total = args.num_records
     stats = ProducerStats(total, args.reporting_interval)
     bar = Progress(total, "records", err, show)
@@ -419,11 +422,7 @@ def _timestamp(epoch_s: float) -> str:
 
 
 def _consume(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO, show: bool) -> int:
-    props: Dict[str, str] = {}
-    if args.consumer_config:
-        props.update(read_properties(args.consumer_config))
-    props.update(parse_key_values(args.consumer_property, "--consumer-property"))
-    configs = client_settings(props, args.consumer_config or "--consumer-property", err)
+    configs = client_settings(args.consumer_config, args.consumer_property, "--consumer-property", err)
     configs.setdefault("enable_auto_commit", args.group is not None)
     configs.setdefault("auto_offset_reset", "latest" if args.from_latest else "earliest")
     if args.fetch_size is not None:

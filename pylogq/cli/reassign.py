@@ -71,8 +71,7 @@ status 2, as is a missing one, ``Missing required argument "[reassignment-json-f
 reassignment requests go to the controller. ``--broker-list`` is the brokers to
 generate for here, not the old name of ``--bootstrap-server`` it is in the other tools.
 ``--timeout`` (default 10000) is the wait for moves between log directories to start.
-Kafka's ``--command-config`` is not taken (no other pylogq tool takes it), nor
-``--bootstrap-controller`` (KRaft).
+Kafka's ``--bootstrap-controller`` (KRaft) is not taken.
 
 Exit status: 0 on success (``--verify`` too while moves are in progress); 1 when the
 JSON is bad, a partition or broker is unknown, or the controller refused (``Error:

@@ -57,8 +57,8 @@ class ServerConfig(Config):
     # 100 KB, which turns a 4 MiB fetch response into dozens of sendfile calls and waits.
     socket_send_buffer_bytes: int = setting("socket.send.buffer.bytes", _INT, -1, at_least=-1)
     socket_receive_buffer_bytes: int = setting("socket.receive.buffer.bytes", _INT, -1, at_least=-1)
-    # KIP-612: connections accepted per second, broker-wide and per listener (pylogq's
-    # listeners are named after their protocols); past the rate, acceptance is delayed.
+    # KIP-612: connections accepted per second, broker-wide and per listener
+    # (listener.name.<name>.max.connection.creation.rate); past the rate, acceptance is delayed.
     max_connection_creation_rate: int = setting("max.connection.creation.rate", _INT, INT_MAX, at_least=0)
     # Client quotas' and connection rates' samples (docs/security.md, "Quotas").
     quota_window_num: int = setting("quota.window.num", _INT, 11, at_least=1)

@@ -78,6 +78,21 @@ def test_producer_props_and_broker_from_them(cli: Cli, broker: Any) -> None:
     assert perf.bootstrap_override(args) == "10.0.0.1:9093"
 
 
+def test_the_producer_tests_broker_from_its_config_file(tmp_path: Any) -> None:
+    """As Kafka's producer test: ``--producer-props`` (or ``--command-property``) first, then
+    the ``--producer.config`` (or ``--command-config``) file."""
+    config = tmp_path / "producer.properties"
+    config.write_text("bootstrap.servers=10.0.0.2:9094\nacks=1\n")
+    base = ["perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1"]
+    args = build_parser().parse_args(base + ["--command-config", str(config)])
+    assert perf.bootstrap_override(args) == "10.0.0.2:9094"
+    args = build_parser().parse_args(base + ["--producer.config", str(config), "--command-property",
+                                             "bootstrap.servers=10.0.0.1:9093"])
+    assert perf.bootstrap_override(args) == "10.0.0.1:9093"
+    config.write_text("acks=1\n")
+    assert perf.bootstrap_override(build_parser().parse_args(base + ["--command-config", str(config)])) is None
+
+
 def test_payload_file(cli: Cli, broker: Any, tmp_path: Any) -> None:
     payloads = tmp_path / "payloads.txt"
     payloads.write_bytes(b"alpha\nbeta\n\ngamma\n")
