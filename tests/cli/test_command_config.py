@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from pylogq.cli.command_config import connection_options
+from pylogq.cli.command_config import client_settings, connection_options
 from pylogq.cli.main import run
 
 from .._certs import BROKER_P12_PASSWORD, CLIENT_PASSWORD, TRUST_P12_PASSWORD, Certificates, make_certificates
@@ -426,3 +426,14 @@ def test_the_file_and_the_flag_of_one_tool_are_one_or_the_other(cli: Cli, tmp_pa
     with pytest.raises(SystemExit) as usage:
         cli("produce", "--topic", "t", "--producer.config", str(config), "--command-config", str(config))
     assert usage.value.code == 2
+
+
+def test_ignored_keys_are_named_with_where_they_came_from(tmp_path: Path) -> None:
+    config = tmp_path / "producer.properties"
+    config.write_text("ssl.truststore.location=/nowhere\nlinger.ms=5\n")
+    err = io.StringIO()
+    settings = client_settings(str(config), ["sasl.mechanism=PLAIN", "acks=all"], "--producer-property", err)
+    assert settings["linger_ms"] == 5 and settings["acks"] == "all"
+    assert err.getvalue().splitlines() == [
+        "Warning: --producer-property: sasl.mechanism ignored (security.protocol is PLAINTEXT)",
+        "Warning: %s: ssl.truststore.location ignored (security.protocol is PLAINTEXT)" % config]
