@@ -143,7 +143,7 @@ def test_super_users(tmp_path: Path) -> None:
     authorizer = FileAclAuthorizer(str(tmp_path), parse_super_users(" User:admin ; User:broker;"))
     assert authorizer.super_users == {"User:admin", "User:broker"}
     _add(authorizer, _binding(T.TOPIC, "t", "User:admin", O.ALL, P.DENY))
-    assert _can(authorizer, O.DELETE, "t", "User:admin")  # before any ACL, deny included
+    assert _can(authorizer, O.DELETE, "t", "User:admin")  # a super user is not checked: its own DENY is overridden
     assert not _can(authorizer, O.DELETE, "t", "User:other")
     with pytest.raises(errors.ConfigError, match="principalType:principalName"):
         parse_super_users("admin")

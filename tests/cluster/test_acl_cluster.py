@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -37,6 +37,7 @@ from pylogq.cluster.zk.kazoo_store import ZooKeeperStore, split_connect_string
 from pylogq.records import build_batch
 from pylogq.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS
 
+from .._cluster_ops import eventually
 from .._zookeeper import ZooKeeperServer
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
@@ -47,15 +48,6 @@ def _binding(name: str, principal: str = "User:alice", op: AclOperation = AclOpe
              pattern: PatternType = PatternType.LITERAL) -> AclBinding:
     return AclBinding(ResourcePattern(ResourceType.TOPIC, name, pattern),
                       AccessControlEntry(principal, "*", op, AclPermissionType.ALLOW))
-
-
-def _wait(condition: Callable[[], bool], what: str) -> float:
-    """Wait for ``condition`` (at most DEADLINE_S); -> the seconds it took."""
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < DEADLINE_S, "timed out waiting for " + what
-        time.sleep(0.005)
-    return time.monotonic() - start
 
 
 def _can_read(broker: Broker, topic: str, principal: str = "User:alice") -> bool:
@@ -87,9 +79,10 @@ def test_an_acl_reaches_every_broker(zk_brokers: List[Broker], zookeeper_connect
     assert not any(_can_read(b, "orders") for b in zk_brokers)
     binding = _binding("orders")
     assert first.authorizer.create_acls([binding]) == [None]
-    took = max(_wait(lambda b=b: _can_read(b, "orders"), "broker %d to apply the ACL" % b.broker_id)
-               for b in (second, third))
-    print("an ACL reached every broker in %.3f s" % took)
+    start = time.monotonic()
+    for b in (second, third):
+        eventually(lambda b=b: _can_read(b, "orders"), "broker %d to apply the ACL" % b.broker_id, DEADLINE_S)
+    print("an ACL reached every broker in %.3f s" % (time.monotonic() - start))
     # Kafka's znodes: the resource's JSON, and a literal change notification.
     _, chroot = split_connect_string(zookeeper_connect)
     assert chroot is not None
@@ -105,14 +98,15 @@ def test_an_acl_reaches_every_broker(zk_brokers: List[Broker], zookeeper_connect
     # A prefixed ACL, and a removal through another broker.
     assert second.authorizer is not None
     assert second.authorizer.create_acls([_binding("pay", pattern=PatternType.PREFIXED)]) == [None]
-    _wait(lambda: _can_read(first, "payments") and _can_read(third, "payments"), "the prefixed ACL")
+    eventually(lambda: _can_read(first, "payments") and _can_read(third, "payments"), "the prefixed ACL", DEADLINE_S)
     assert third.authorizer is not None
     removed = third.authorizer.delete_acls([AclBindingFilter(
         ResourcePatternFilter(ResourceType.TOPIC, "orders", PatternType.LITERAL), binding.entry.to_filter())])
     assert removed == [[(binding, None)]]
-    took = max(_wait(lambda b=b: not _can_read(b, "orders"), "the removal on broker %d" % b.broker_id)
-               for b in (first, second))
-    print("a removal reached every broker in %.3f s" % took)
+    start = time.monotonic()
+    for b in (first, second):
+        eventually(lambda b=b: not _can_read(b, "orders"), "the removal on broker %d" % b.broker_id, DEADLINE_S)
+    print("a removal reached every broker in %.3f s" % (time.monotonic() - start))
 
 
 def test_concurrent_changes_on_one_resource_are_all_kept(zk_brokers: List[Broker]) -> None:
@@ -132,12 +126,13 @@ def test_concurrent_changes_on_one_resource_are_all_kept(zk_brokers: List[Broker
         t.start()
     for t in threads:
         t.join(60)
+        assert not t.is_alive(), "a broker's ACL changes did not finish within 60 s"
     assert not failures
     expected = {"User:u%d-%d" % (b, i) for b in (1, 2, 3) for i in range(5)}
     for broker in zk_brokers:
         assert broker.authorizer is not None
-        _wait(lambda broker=broker: {b.entry.principal for b in broker.authorizer.acls(  # type: ignore[union-attr]
-            AclBindingFilter.any())} == expected, "broker %d to have every entry" % broker.broker_id)
+        eventually(lambda broker=broker: {b.entry.principal for b in broker.authorizer.acls(  # type: ignore[union-attr]
+            AclBindingFilter.any())} == expected, "broker %d to have every entry" % broker.broker_id, DEADLINE_S)
 
 
 def test_replication_and_a_late_broker_with_the_authorizer_on(zk_brokers: List[Broker], zookeeper_connect: str,
@@ -150,7 +145,7 @@ def test_replication_and_a_late_broker_with_the_authorizer_on(zk_brokers: List[B
     leader = next(b for b in zk_brokers if b.broker_id == created.partitions[0].leader)
     leader.produce("replicated", 0, bytes(build_batch([b"a", b"b"])))
     # The high watermark moves once both followers have fetched the records (as replicas).
-    _wait(lambda: leader.list_offsets("replicated", 0, -1)[0] == 2, "replication to the followers")
+    eventually(lambda: leader.list_offsets("replicated", 0, -1)[0] == 2, "replication to the followers", DEADLINE_S)
     assert len(leader.describe_topic("replicated").partitions[0].isr) == 3  # no follower was left behind
     assert first.authorizer is not None
     first.authorizer.create_acls([_binding("late")])
@@ -173,4 +168,4 @@ def test_the_in_process_cluster_shares_its_acls(pylogq_cluster: Cluster) -> None
     assert first.authorizer is not None
     assert first.authorizer.create_acls([_binding("t")]) == [None]
     for broker in brokers:
-        _wait(lambda broker=broker: _can_read(broker, "t"), "broker %d" % broker.broker_id)
+        eventually(lambda broker=broker: _can_read(broker, "t"), "broker %d" % broker.broker_id, DEADLINE_S)
