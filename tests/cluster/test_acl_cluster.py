@@ -8,6 +8,10 @@ measured and printed); ACLs written by two brokers at once on one resource are a
 them. The brokers' own requests to each other (LeaderAndIsr, UpdateMetadata, the
 followers' fetches) keep a replicated topic working with the authorizer on. The
 in-process :class:`pylogq.Cluster` (the in-memory store) serves the same.
+
+On the in-memory store, the notifications' edge cases: a change whose ACLs could not be
+read (the connection lost) is applied once the store is back, and a notification that
+cannot be decoded is logged and passed over without holding back the ones after it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from pylogq import Broker, Cluster
+from pylogq import Broker, Cluster, errors
 from pylogq.cluster.acl import (
     AccessControlEntry,
     AclBinding,
@@ -32,8 +36,11 @@ from pylogq.cluster.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
+from pylogq.cluster.broker.authorizer import AclAuthorizer, ZkAclAuthorizer
 from pylogq.cluster.contract import BrokerEndpoint
+from pylogq.cluster.zk.acls import ACL_CHANGE_PREFIX, LITERAL_CHANGES_PATH, AclZkStore, acl_path
 from pylogq.cluster.zk.kazoo_store import ZooKeeperStore, split_connect_string
+from pylogq.cluster.zk.memory_store import InMemoryStoreClient, InMemoryZooKeeper
 from pylogq.records import build_batch
 from pylogq.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS
 
@@ -52,7 +59,11 @@ def _binding(name: str, principal: str = "User:alice", op: AclOperation = AclOpe
 
 def _can_read(broker: Broker, topic: str, principal: str = "User:alice") -> bool:
     assert broker.authorizer is not None
-    return broker.authorizer.authorize(principal, "127.0.0.1", AclOperation.READ, ResourceType.TOPIC, topic)
+    return _allows(broker.authorizer, topic, principal)
+
+
+def _allows(authorizer: AclAuthorizer, topic: str, principal: str = "User:alice") -> bool:
+    return authorizer.authorize(principal, "127.0.0.1", AclOperation.READ, ResourceType.TOPIC, topic)
 
 
 @pytest.fixture
@@ -169,3 +180,83 @@ def test_the_in_process_cluster_shares_its_acls(pylogq_cluster: Cluster) -> None
     assert first.authorizer.create_acls([_binding("t")]) == [None]
     for broker in brokers:
         eventually(lambda broker=broker: _can_read(broker, "t"), "broker %d" % broker.broker_id, DEADLINE_S)
+
+
+# -- the change notifications, on the in-memory store ---------------------------------------------
+
+
+class _LosingRead(AclZkStore):
+    """A broker's ACL store whose next read of an ACL znode, once armed, finds the connection
+    to the metadata store lost (the read raises as a lost connection does)."""
+
+    def __init__(self, client: InMemoryStoreClient) -> None:
+        super().__init__(client)
+        self.client = client
+        self.armed = threading.Event()
+        self.lost = threading.Event()
+
+    def read(self, pattern: ResourcePattern) -> Any:
+        if self.armed.is_set():
+            self.armed.clear()
+            self.client.disconnect()
+            self.lost.set()
+            raise errors.StoreConnectionError(acl_path(pattern), "the connection was lost before the answer came")
+        return super().read(pattern)
+
+
+@pytest.fixture
+def ensemble() -> Iterator[InMemoryZooKeeper]:
+    with InMemoryZooKeeper() as zk:
+        yield zk
+
+
+def _authorizer(store: AclZkStore, broker_id: int) -> ZkAclAuthorizer:
+    authorizer = ZkAclAuthorizer(store, broker_id)
+    authorizer.start()
+    return authorizer
+
+
+def test_a_change_whose_read_failed_is_applied_once_the_store_is_back(ensemble: InMemoryZooKeeper) -> None:
+    """The notification is not taken as seen until its ACLs are read: the pass after the
+    reconnection applies it (a revoked or granted ACL is never left out)."""
+    reader_store = _LosingRead(ensemble.connect())
+    writer = _authorizer(AclZkStore(ensemble.connect()), 1)
+    reader = _authorizer(reader_store, 2)
+    try:
+        reader_store.armed.set()
+        assert writer.create_acls([_binding("orders")]) == [None]
+        assert reader_store.lost.wait(DEADLINE_S), "the reader never read the changed ACL"
+        assert not _allows(reader, "orders")
+        reader_store.client.reconnect()
+        eventually(lambda: _allows(reader, "orders"), "the change applied after the reconnection", DEADLINE_S)
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_corrupt_notification_does_not_hold_back_the_next(ensemble: InMemoryZooKeeper,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """A notification that cannot be decoded is logged and passed over, as Kafka does; the
+    changes after it are applied."""
+    writer_client = ensemble.connect()
+    writer = _authorizer(AclZkStore(writer_client), 1)
+    reader = _authorizer(AclZkStore(ensemble.connect()), 2)
+    caplog.set_level("ERROR", logger="pylogq.authorizer")
+    try:
+        corrupt = writer_client.create(LITERAL_CHANGES_PATH + "/" + ACL_CHANGE_PREFIX, b"not a change",
+                                       sequential=True)
+        assert writer.create_acls([_binding("orders")]) == [None]
+        eventually(lambda: _allows(reader, "orders"), "the change after the corrupt one", DEADLINE_S)
+
+        def skipped() -> List[str]:  # by the reader's applier (the writer's passes it over too)
+            return [r.getMessage() for r in caplog.records
+                    if r.threadName == "pylogq-acl-changes-2" and "skipped ACL change notification" in r.getMessage()]
+
+        assert len(skipped()) == 1 and corrupt.rsplit("/", 1)[1] in skipped()[0], skipped()
+        # Passed over once: later changes are applied without it coming up again.
+        assert writer.create_acls([_binding("more")]) == [None]
+        eventually(lambda: _allows(reader, "more"), "a later change", DEADLINE_S)
+        assert len(skipped()) == 1
+    finally:
+        reader.close()
+        writer.close()

@@ -489,22 +489,36 @@ class ZkAclAuthorizer(AclAuthorizer):
                     log.exception("could not apply ACL change notifications")
 
     def _apply(self, pattern_type: PatternType) -> None:
+        """Apply the notifications of one kind not seen yet, in order, then purge the old ones.
+
+        A notification is marked seen only once applied, so a store error (raised: the pass
+        ends) leaves it to the next pass. One that cannot be applied for what it holds (an
+        undecodable notification, a corrupt ACL znode, a name the store refuses) is logged
+        and passed over, as Kafka's ZkNodeChangeNotificationListener does: it would fail the
+        same way every time, and must not hold back the changes after it."""
         names = self.zk.changes(pattern_type, watch=self._changed)
         last = self._last_seen.get(pattern_type, "")
         created: Dict[str, int] = {}
         for name in names:
             if name <= last:
                 continue
-            found = self.zk.read_change(pattern_type, name)
+            try:
+                self._apply_change(pattern_type, name, created)
+            except (errors.CorruptMetadataError, ValueError) as exc:  # InvalidPathError is a ValueError
+                log.error("skipped ACL change notification %s: %s", name, exc)
             self._last_seen[pattern_type] = name
-            if found is None:
-                continue
-            pattern, created[name] = found
-            with self._lock:
-                entries, version = self.zk.read(pattern)
-                self._publish(pattern, entries, version)
-            log.info("applied an ACL change of %s: %d entries", pattern, len(entries))
         self.zk.purge(pattern_type, names, created)
+
+    def _apply_change(self, pattern_type: PatternType, name: str, created: Dict[str, int]) -> None:
+        """Read the pattern a notification names and publish its entries as the store has them."""
+        found = self.zk.read_change(pattern_type, name)
+        if found is None:
+            return  # gone (another broker purged it): nothing says which pattern changed
+        pattern, created[name] = found
+        with self._lock:
+            entries, version = self.zk.read(pattern)
+            self._publish(pattern, entries, version)
+        log.info("applied an ACL change of %s: %d entries", pattern, len(entries))
 
     def _known(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
         version = self._versions.get(pattern)
