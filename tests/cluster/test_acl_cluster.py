@@ -11,7 +11,8 @@ in-process :class:`pylogq.Cluster` (the in-memory store) serves the same.
 
 On the in-memory store, the notifications' edge cases: a change whose ACLs could not be
 read (the connection lost) is applied once the store is back, and a notification that
-cannot be decoded is logged and passed over without holding back the ones after it.
+cannot be decoded is logged and passed over without holding back the ones after it, and
+notifications are purged by their age in the store.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pylogq.cluster.acl import (
 )
 from pylogq.cluster.broker.authorizer import AclAuthorizer, ZkAclAuthorizer
 from pylogq.cluster.contract import BrokerEndpoint
+from pylogq.cluster.zk import acls as zk_acls
 from pylogq.cluster.zk.acls import ACL_CHANGE_PREFIX, LITERAL_CHANGES_PATH, AclZkStore, acl_path
 from pylogq.cluster.zk.kazoo_store import ZooKeeperStore, split_connect_string
 from pylogq.cluster.zk.memory_store import InMemoryStoreClient, InMemoryZooKeeper
@@ -260,3 +262,35 @@ def test_a_corrupt_notification_does_not_hold_back_the_next(ensemble: InMemoryZo
     finally:
         reader.close()
         writer.close()
+
+
+def test_notifications_are_purged_by_their_age(ensemble: InMemoryZooKeeper, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass deletes every notification older than the expiration (15 minutes in Kafka) by
+    its creation time in the store, those it did not read itself included (here one that
+    was pending when the broker started, which it takes as seen without reading it)."""
+    writer = AclZkStore(ensemble.connect())
+    writer.ensure_paths()
+
+    def change(name: str) -> None:
+        pattern = _binding(name).pattern
+        assert writer.write(pattern, frozenset({_binding(name).entry}), -1) == 0
+        writer.notify(pattern)
+
+    def notifications() -> List[str]:
+        return [c for c in writer.store.get_children(LITERAL_CHANGES_PATH) if c.startswith(ACL_CHANGE_PREFIX)]
+
+    change("first")
+    earlier = notifications()
+    assert len(earlier) == 1
+    authorizer = _authorizer(AclZkStore(ensemble.connect()), 1)
+    try:
+        assert _allows(authorizer, "first")  # loaded at the start
+        monkeypatch.setattr(zk_acls, "CHANGE_EXPIRATION_MS", 0)
+        created = writer.store.exists(LITERAL_CHANGES_PATH + "/" + earlier[0])
+        assert created is not None
+        eventually(lambda: int(time.time() * 1000) > created.ctime, "a millisecond past its creation", DEADLINE_S)
+        change("second")
+        eventually(lambda: _allows(authorizer, "second"), "the second change applied", DEADLINE_S)
+        eventually(lambda: earlier[0] not in notifications(), "the earlier notification purged", DEADLINE_S)
+    finally:
+        authorizer.close()

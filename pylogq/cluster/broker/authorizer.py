@@ -498,23 +498,21 @@ class ZkAclAuthorizer(AclAuthorizer):
         same way every time, and must not hold back the changes after it."""
         names = self.zk.changes(pattern_type, watch=self._changed)
         last = self._last_seen.get(pattern_type, "")
-        created: Dict[str, int] = {}
         for name in names:
             if name <= last:
                 continue
             try:
-                self._apply_change(pattern_type, name, created)
+                self._apply_change(pattern_type, name)
             except (errors.CorruptMetadataError, ValueError) as exc:  # InvalidPathError is a ValueError
                 log.error("skipped ACL change notification %s: %s", name, exc)
             self._last_seen[pattern_type] = name
-        self.zk.purge(pattern_type, names, created)
+        self.zk.purge(pattern_type, names)
 
-    def _apply_change(self, pattern_type: PatternType, name: str, created: Dict[str, int]) -> None:
+    def _apply_change(self, pattern_type: PatternType, name: str) -> None:
         """Read the pattern a notification names and publish its entries as the store has them."""
-        found = self.zk.read_change(pattern_type, name)
-        if found is None:
+        pattern = self.zk.read_change(pattern_type, name)
+        if pattern is None:
             return  # gone (another broker purged it): nothing says which pattern changed
-        pattern, created[name] = found
         with self._lock:
             entries, version = self.zk.read(pattern)
             self._publish(pattern, entries, version)
