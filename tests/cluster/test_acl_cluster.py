@@ -12,7 +12,8 @@ in-process :class:`pylogq.Cluster` (the in-memory store) serves the same.
 On the in-memory store, the notifications' edge cases: a change whose ACLs could not be
 read (the connection lost) is applied once the store is back, and a notification that
 cannot be decoded is logged and passed over without holding back the ones after it, and
-notifications are purged by their age in the store.
+notifications are purged by their age in the store; a closed authorizer's applier thread
+has stopped and the store no longer calls it.
 """
 
 from __future__ import annotations
@@ -294,3 +295,19 @@ def test_notifications_are_purged_by_their_age(ensemble: InMemoryZooKeeper, monk
         eventually(lambda: earlier[0] not in notifications(), "the earlier notification purged", DEADLINE_S)
     finally:
         authorizer.close()
+
+
+def test_closing_stops_the_applier_and_leaves_the_store(ensemble: InMemoryZooKeeper) -> None:
+    """A closed authorizer's thread has ended and the store (which outlives it: the broker's
+    session) no longer calls it."""
+    client = ensemble.connect()
+    listening = dict(client._listeners)
+
+    def applier_running() -> bool:
+        return any(t.name == "pylogq-acl-changes-7" for t in threading.enumerate())
+
+    authorizer = _authorizer(AclZkStore(client), 7)
+    assert applier_running() and len(client._listeners) == len(listening) + 1
+    authorizer.close()
+    assert not applier_running()
+    assert client._listeners == listening

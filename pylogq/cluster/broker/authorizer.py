@@ -73,6 +73,8 @@ ACLS_FILE = "pylogq-acls.json"
 MAX_UPDATE_RETRIES = 10
 #: Decisions remembered per snapshot; past this the memo starts again (bounded memory).
 MAX_DECISIONS = 100_000
+#: How long closing waits for the ACL change applier to stop.
+CLOSE_TIMEOUT_S = 5.0
 
 _ALLOW = AclPermissionType.ALLOW
 _DENY = AclPermissionType.DENY
@@ -451,8 +453,6 @@ class ZkAclAuthorizer(AclAuthorizer):
     def start(self) -> None:
         """Watch the notifications, then load every ACL (a change from now on is a notification:
         the order Kafka keeps, so nothing falls between the load and the first notification)."""
-        from ..zk.store import CONNECTED
-
         self.zk.ensure_paths()
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             pending = self.zk.changes(pattern_type, watch=self._changed)
@@ -466,12 +466,19 @@ class ZkAclAuthorizer(AclAuthorizer):
                     acls[pattern] = entries
                     self._versions[pattern] = version
             self._snapshot = _Snapshot(acls)
-        self.zk.store.add_listener(lambda state: self._wake.set() if state == CONNECTED else None)
+        self.zk.store.add_listener(self._session_state)
         self._thread.start()
         log.info("authorizer loaded %d ACLs on %d resource patterns", sum(len(e) for e in acls.values()), len(acls))
 
     def _changed(self, event: "WatchedEvent") -> None:
         self._wake.set()  # on the store's thread: the work is the applier's
+
+    def _session_state(self, state: str) -> None:
+        """Connected again: read what came while away (the watches went with the connection)."""
+        from ..zk.store import CONNECTED
+
+        if state == CONNECTED:
+            self._wake.set()
 
     def _apply_changes(self) -> None:
         while True:
@@ -544,5 +551,14 @@ class ZkAclAuthorizer(AclAuthorizer):
         self.zk.notify(pattern)
 
     def close(self) -> None:
+        """Stop listening to the store and stop the applier (it finishes the notification in
+        hand: at most :data:`CLOSE_TIMEOUT_S` is waited for it, as a store call may wait for
+        a connection; the store's closing ends such a call)."""
         super().close()
+        self.zk.store.remove_listener(self._session_state)
         self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.warning("the ACL change applier did not stop within %.0f s; it ends with the metadata "
+                            "store's session", CLOSE_TIMEOUT_S)
