@@ -14,13 +14,16 @@ dispatcher checks them before the handler runs, so a refused request changes not
 Every other API checks its own resources in its handler (topics, groups, transactional
 ids), where Kafka's KafkaApis does.
 
-The brokers of a cluster reach each other without SASL, so their connections carry no
-principal of their own: a connection that did not authenticate and came in on the
-listener the other brokers use (``inter.broker.listener.name``, else the first) is
-granted CLUSTER_ACTION on the cluster, which is what the inter-broker requests need
-(LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown, a follower's Fetch and
-OffsetForLeaderEpoch), and nothing else. A secured cluster keeps that listener for the
-brokers (docs/security.md).
+The brokers of a cluster that reach each other without SASL and without client
+certificates carry no principal of their own: a ``User:ANONYMOUS`` connection that came
+in on the listener the other brokers use (``inter.broker.listener.name``, else the one
+``security.inter.broker.protocol`` names) is granted CLUSTER_ACTION on the cluster,
+which is what the inter-broker requests need (LeaderAndIsr, UpdateMetadata,
+StopReplica, ControlledShutdown, a follower's Fetch and OffsetForLeaderEpoch), and
+nothing else. A connection with a principal (a SASL user, a client certificate's
+subject) is authorized as that principal, as Kafka does: brokers that show certificates
+or log in are named in ``super.users``. A secured cluster keeps the inter-broker listener
+for the brokers (docs/security.md).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ..protocol import message_data as msg
 from ..protocol.schema import Message
 from .connection import Connection
 from .context import ServerContext
+from .ssl_principal import ANONYMOUS
 
 __all__ = ["CLUSTER_CHECKS", "Authorization", "refused"]
 
@@ -74,6 +78,9 @@ class Authorization:
     def __init__(self, server: ServerContext) -> None:
         self.server = server
         self.broker: ServedBroker = server.broker
+        # The inter-broker listener's name once the broker has registered (it does not change:
+        # the server checked it is one of its listeners).
+        self._inter_broker_listener: Optional[str] = None
 
     @property
     def enabled(self) -> bool:
@@ -123,11 +130,16 @@ class Authorization:
         return self.operations(conn, _CLUSTER, CLUSTER_NAME)
 
     def from_broker(self, conn: Connection) -> bool:
-        """A connection of another broker: unauthenticated, on the inter-broker listener."""
-        if conn.user is not None:
+        """A connection of another broker: without a principal of its own (``User:ANONYMOUS``:
+        no SASL user, no client certificate), on the inter-broker listener."""
+        if conn.principal != ANONYMOUS:
             return False
-        listener = self.broker.inter_broker_listener()
-        return listener is not None and self.server.listener_name_for(conn) == listener
+        listener = self._inter_broker_listener
+        if listener is None:
+            listener = self._inter_broker_listener = self.broker.inter_broker_listener()
+            if listener is None:  # a single node, or not registered yet
+                return False
+        return conn.listener.name == listener
 
 
 # -- refusals of a whole request, as Kafka's getErrorResponse builds them ------------------------
