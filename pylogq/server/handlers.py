@@ -109,7 +109,6 @@ _AIOKAFKA_DESCRIBE_GROUPS_MAX = 2
 # What ApiVersions v3+ accepts as a client's software name and version (Kafka's pattern).
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.code
-_TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
 # ListOffsets' special timestamp for the record with the largest timestamp (KIP-734).
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
@@ -475,9 +474,18 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def _metadata_by_id(self, conn: Connection, req: MetadataRequest, version: int, names: List[str],
                         by_id: Dict[str, Union[str, BaseException]]) -> MetadataResponse:
-        """Metadata v12 for topics named by id (none is auto-created: an id names what exists)."""
-        resolved = [name if isinstance(name := by_id.get(n), str) else n for n in names]
-        answer = self._metadata_by_name(conn, req, version, [n for n in resolved if n not in by_id], False)
+        """Metadata v12 for topics named by id (none is auto-created: an id names what exists),
+        with those named by name in the same request. A topic asked for by id that the
+        connection may not describe answers its id and no name (a topic id is no secret, its
+        name is: as Kafka answers); one asked for by name answers as in any other request."""
+        resolved = {key: name for key, name in by_id.items() if isinstance(name, str)}
+        hidden = self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, resolved.values())
+        for key, name in resolved.items():
+            if name in hidden:
+                by_id[key] = errors.TopicAuthorizationFailedError("not authorized to describe topic id %s"
+                                                                  % key[len(_BY_ID):])
+        asked = [n for n in (by_id.get(key, key) for key in names) if isinstance(n, str)]
+        answer = self._metadata_by_name(conn, req, version, asked, False)
         assert isinstance(answer, MetadataResponse)
         described = iter(answer.topics)
         topics: List[MetadataResponse.MetadataResponseTopic] = []
@@ -489,11 +497,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                     error_code=error_code(failure), is_internal=False, partitions=[],
                     topic_authorized_operations=NOT_COMPUTED))
             else:
-                entry = next(described)
-                if entry.error_code == _TOPIC_AUTHORIZATION_FAILED:
-                    # A topic id is no secret, its name is: the id, no name (as Kafka answers).
-                    entry.name, entry.topic_id = None, uuid.UUID(key[len(_BY_ID):])
-                topics.append(entry)
+                topics.append(next(described))
         answer.topics = topics
         return answer
 
