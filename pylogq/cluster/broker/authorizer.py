@@ -46,11 +46,9 @@ from ..acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
-    SUPPORTED_OPERATIONS,
     acls_json,
     entries_from_json,
     implying,
-    operations_bits,
     parse_enum,
     pascal_name,
     validate_binding,
@@ -176,9 +174,6 @@ class AclAuthorizer:
 
     # -- decisions (any thread; on the event loop) -------------------------------------
 
-    def is_super_user(self, principal: str) -> bool:
-        return principal in self.super_users
-
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
         if principal in self.super_users:
@@ -241,10 +236,6 @@ class AclAuthorizer:
             return True
         return any(n == WILDCARD_RESOURCE or (n not in deny_literals and not dominated(n)) for n in allow_literals)
 
-    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
-        return operations_bits(op for op in SUPPORTED_OPERATIONS[resource_type]
-                               if self.authorize(principal, host, op, resource_type, name))
-
     def acls(self, binding_filter: AclBindingFilter) -> List[AclBinding]:
         out = []
         for pattern, entries in sorted(self._snapshot.acls.items()):
@@ -289,11 +280,12 @@ class AclAuthorizer:
             patterns: Set[ResourcePattern] = set(self._snapshot.acls)
             for f in filters:
                 pf = f.pattern_filter
-                if pf.indefinite_field() is None and pf.pattern_type != PatternType.ANY:
-                    assert pf.name is not None
+                if pf.indefinite_field() is not None:
+                    continue  # it can only match patterns this broker knows
+                assert pf.name is not None
+                if pf.pattern_type != PatternType.ANY:
                     patterns.add(ResourcePattern(pf.resource_type, pf.name, pf.pattern_type))
-                elif pf.indefinite_field() is None:
-                    assert pf.name is not None
+                else:
                     patterns.add(ResourcePattern(pf.resource_type, pf.name, PatternType.LITERAL))
                     patterns.add(ResourcePattern(pf.resource_type, pf.name, PatternType.PREFIXED))
             for pattern in sorted(patterns):
@@ -327,57 +319,18 @@ class AclAuthorizer:
         return out
 
     def _update(self, pattern: ResourcePattern, change: Callable[[_Entries], _Entries]) -> None:
-        """Apply ``change`` to the pattern's entries in the store, as Kafka's updateResourceAcls:
-        a conditional write on the version this broker knows, read again and retried when
-        another writer got there first; then this broker's cache and the others' notification.
-        Called under the lock."""
-        current, version = self._known(pattern)
-        for _ in range(MAX_UPDATE_RETRIES + 1):
-            new = change(current)
-            if new == current:
-                # Nothing to write if the store agrees (the cache may be behind a notification).
-                stored = self._read(pattern)
-                if stored == (current, version):
-                    return
-                current, version = stored
-                continue
-            written = self._write(pattern, new, version)
-            if written is not None:
-                self._publish(pattern, new, written)
-                self._notify(pattern)
-                return
-            current, version = self._read(pattern)
-        # Never expected: as many writers on one resource at once as retries.
-        raise errors.UnknownServerError("Failed to update ACLs for %s after trying a maximum of %d times"
-                                        % (pattern, MAX_UPDATE_RETRIES))
+        """Apply ``change`` to the pattern's entries where they are kept, then publish them
+        (:meth:`_publish`). Called under the lock."""
+        raise NotImplementedError
 
-    def _known(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        return self._read(pattern)
-
-    def _publish(self, pattern: ResourcePattern, entries: _Entries, version: int) -> None:
+    def _publish(self, pattern: ResourcePattern, entries: _Entries) -> None:
         """A new snapshot with the pattern's entries replaced (called under the lock)."""
         acls = dict(self._snapshot.acls)
         if entries:
             acls[pattern] = entries
         else:
             acls.pop(pattern, None)
-        self._versions_changed(pattern, version if entries else -1)
         self._snapshot = _Snapshot(acls)
-
-    def _versions_changed(self, pattern: ResourcePattern, version: int) -> None:
-        """Remember the store version of a pattern (the ZooKeeper store's conditional writes)."""
-
-    # -- the store -----------------------------------------------------------------------
-
-    def _read(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        raise NotImplementedError
-
-    def _write(self, pattern: ResourcePattern, entries: _Entries, version: int) -> Optional[int]:
-        """Write if the store is still at ``version``; -> the new version, None when it was not."""
-        raise NotImplementedError
-
-    def _notify(self, pattern: ResourcePattern) -> None:
-        """Tell the other brokers (nothing for a single node)."""
 
     def close(self) -> None:
         self.closed = True
@@ -419,21 +372,22 @@ class FileAclAuthorizer(AclAuthorizer):
                                               "restore it from a backup: it holds this broker's ACLs") from None
         self._snapshot = _Snapshot(acls)
 
-    def _read(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        entries = self._snapshot.acls.get(pattern, frozenset())
-        return entries, 0 if entries else -1
-
-    def _write(self, pattern: ResourcePattern, entries: _Entries, version: int) -> Optional[int]:
+    def _update(self, pattern: ResourcePattern, change: Callable[[_Entries], _Entries]) -> None:
+        """The file is this broker's alone: the change is written whole (atomically), then published."""
+        current = self._snapshot.acls.get(pattern, frozenset())
+        new = change(current)
+        if new == current:
+            return
         acls = dict(self._snapshot.acls)
-        if entries:
-            acls[pattern] = entries
+        if new:
+            acls[pattern] = new
         else:
             acls.pop(pattern, None)
         resources = [{"resourceType": pascal_name(p.resource_type), "name": p.name, "patternType": p.pattern_type.name,
                       "acls": acls_json(acls[p])} for p in sorted(acls)]
         body = json.dumps({"version": 1, "resources": resources}, indent=1, sort_keys=True)
         write_atomically(self.path, body.encode("utf-8"))
-        return 0
+        self._publish(pattern, new)
 
 
 class ZkAclAuthorizer(AclAuthorizer):
@@ -522,23 +476,47 @@ class ZkAclAuthorizer(AclAuthorizer):
             return  # gone (another broker purged it): nothing says which pattern changed
         with self._lock:
             entries, version = self.zk.read(pattern)
-            self._publish(pattern, entries, version)
+            self._publish_version(pattern, entries, version)
         log.info("applied an ACL change of %s: %d entries", pattern, len(entries))
 
+    def _update(self, pattern: ResourcePattern, change: Callable[[_Entries], _Entries]) -> None:
+        """Apply ``change`` to the pattern's znode, as Kafka's updateResourceAcls: a conditional
+        write on the version this broker knows, read again and retried when another writer got
+        there first; then this broker's cache and the others' notification."""
+        current, version = self._known(pattern)
+        for _ in range(MAX_UPDATE_RETRIES + 1):
+            new = change(current)
+            if new == current:
+                # Nothing to write if the store agrees (the cache may be behind a notification).
+                stored = self.zk.read(pattern)
+                if stored == (current, version):
+                    return
+                current, version = stored
+                continue
+            written = self._write(pattern, new, version)
+            if written is not None:
+                self._publish_version(pattern, new, written)
+                self.zk.notify(pattern)
+                return
+            current, version = self.zk.read(pattern)
+        # Never expected: as many writers on one resource at once as retries.
+        raise errors.UnknownServerError("Failed to update ACLs for %s after trying a maximum of %d times"
+                                        % (pattern, MAX_UPDATE_RETRIES))
+
     def _known(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
+        """The pattern's entries and znode version as this broker last wrote or read them."""
         version = self._versions.get(pattern)
         if version is None:
             return self.zk.read(pattern)
         return self._snapshot.acls.get(pattern, frozenset()), version
 
-    def _versions_changed(self, pattern: ResourcePattern, version: int) -> None:
-        if version < 0:
-            self._versions.pop(pattern, None)
-        else:
+    def _publish_version(self, pattern: ResourcePattern, entries: _Entries, version: int) -> None:
+        """Publish the pattern's entries, remembering the znode version they are at (none: deleted)."""
+        if entries and version >= 0:
             self._versions[pattern] = version
-
-    def _read(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        return self.zk.read(pattern)
+        else:
+            self._versions.pop(pattern, None)
+        self._publish(pattern, entries)
 
     def _write(self, pattern: ResourcePattern, entries: _Entries, version: int) -> Optional[int]:
         try:
@@ -546,9 +524,6 @@ class ZkAclAuthorizer(AclAuthorizer):
         except errors.InvalidPathError as exc:
             raise errors.InvalidRequestError("Failed to create ACL: invalid resource name %r (%s)"
                                              % (pattern.name, exc)) from None
-
-    def _notify(self, pattern: ResourcePattern) -> None:
-        self.zk.notify(pattern)
 
     def close(self) -> None:
         """Stop listening to the store and stop the applier (it finishes the notification in
