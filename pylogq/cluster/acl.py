@@ -319,7 +319,11 @@ def acls_json(entries: Iterable[AccessControlEntry]) -> List[Dict[str, str]]:
 
 
 def entries_from_json(acls: Sequence[Any]) -> FrozenSet[AccessControlEntry]:
-    """Entries from the ``acls`` list of Kafka's JSON; ValueError naming what is wrong."""
+    """Entries from the ``acls`` list of Kafka's JSON; ValueError naming what is wrong.
+
+    An operation or permission type this broker does not know (one a newer Kafka wrote) is
+    read as UNKNOWN, as Kafka's AclEntry reads it: such an entry is listed, and deleted by
+    a filter that matches it, but grants and denies nothing."""
     out = set()
     for item in acls:
         if not isinstance(item, dict):
@@ -329,8 +333,6 @@ def entries_from_json(acls: Sequence[Any]) -> FrozenSet[AccessControlEntry]:
             raise ValueError("bad principal or host in %r" % (item,))
         operation = parse_enum(AclOperation, str(item.get("operation", "")))
         permission = parse_enum(AclPermissionType, str(item.get("permissionType", "")))
-        if operation == AclOperation.UNKNOWN or permission == AclPermissionType.UNKNOWN:
-            raise ValueError("unknown operation or permission type in %r" % (item,))
         out.add(AccessControlEntry(principal, host, operation, permission))
     return frozenset(out)
 

@@ -241,6 +241,23 @@ def test_kafka_json_round_trip() -> None:
         decode_acls(b'{"version":2,"acls":[]}')
 
 
+def test_names_from_a_newer_kafka_are_read_as_unknown(tmp_path: Path) -> None:
+    """An operation or permission type this broker does not know is UNKNOWN, as Kafka reads
+    it: the entry is kept and listed, grants and denies nothing, and the others still apply."""
+    newer = (b'{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read","host":"*"},'
+             b'{"principal":"User:alice","permissionType":"Deny","operation":"Frobnicate","host":"*"},'
+             b'{"principal":"User:bob","permissionType":"Maybe","operation":"Write","host":"*"}]}')
+    assert decode_acls(newer) == {AccessControlEntry(ALICE, "*", O.READ, P.ALLOW),
+                                  AccessControlEntry(ALICE, "*", O.UNKNOWN, P.DENY),
+                                  AccessControlEntry(BOB, "*", O.WRITE, P.UNKNOWN)}
+    (tmp_path / ACLS_FILE).write_text(json.dumps({"version": 1, "resources": [
+        {"resourceType": "Topic", "name": "t", "patternType": "LITERAL", "acls": json.loads(newer)["acls"]}]}))
+    authorizer = FileAclAuthorizer(str(tmp_path))
+    assert _can(authorizer, O.READ, "t")
+    assert not _can(authorizer, O.WRITE, "t", BOB)
+    assert len(authorizer.acls(AclBindingFilter.any())) == 3
+
+
 def test_change_notifications_in_kafka_forms() -> None:
     literal = ResourcePattern(T.TRANSACTIONAL_ID, "tx:1", K.LITERAL)
     assert encode_change(literal) == b"TRANSACTIONAL_ID:tx:1"

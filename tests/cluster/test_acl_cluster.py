@@ -13,7 +13,8 @@ On the in-memory store, the notifications' edge cases: a change whose ACLs could
 read (the connection lost) is applied once the store is back, and a notification that
 cannot be decoded is logged and passed over without holding back the ones after it, and
 notifications are purged by their age in the store; a closed authorizer's applier thread
-has stopped and the store no longer calls it.
+has stopped and the store no longer calls it; an ACL znode naming an operation from a newer
+Kafka loads.
 """
 
 from __future__ import annotations
@@ -311,3 +312,20 @@ def test_closing_stops_the_applier_and_leaves_the_store(ensemble: InMemoryZooKee
     authorizer.close()
     assert not applier_running()
     assert client._listeners == listening
+
+
+def test_an_acl_znode_from_a_newer_kafka_does_not_stop_a_broker(ensemble: InMemoryZooKeeper) -> None:
+    """An entry whose operation this broker does not know is loaded as UNKNOWN (as Kafka loads
+    it), and the resource's other entries apply."""
+    client = ensemble.connect()
+    client.create(acl_path(_binding("orders").pattern), json.dumps({"version": 1, "acls": [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Frobnicate", "host": "*"}]}).encode(),
+        makepath=True)
+    authorizer = _authorizer(AclZkStore(client), 1)
+    try:
+        assert _allows(authorizer, "orders")
+        assert sorted(b.entry.operation for b in authorizer.acls(AclBindingFilter.any())) == [
+            AclOperation.UNKNOWN, AclOperation.READ]
+    finally:
+        authorizer.close()
