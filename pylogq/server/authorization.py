@@ -196,6 +196,16 @@ def _elect_leaders(req: Message, version: int, exc: errors.BrokerError) -> Messa
         for t in req.topic_partitions or []])
 
 
+def _alter_partition_reassignments(req: Message, version: int, exc: errors.BrokerError) -> Message:
+    assert isinstance(req, msg.AlterPartitionReassignmentsRequest)
+    R = msg.AlterPartitionReassignmentsResponse
+    return R(throttle_time_ms=0, error_code=exc.code, error_message=str(exc), responses=[
+        R.ReassignableTopicResponse(name=t.name, partitions=[
+            R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=exc.code,
+                                            error_message=str(exc)) for p in t.partitions])
+        for t in req.topics])
+
+
 def _alter_user_scram_credentials(req: Message, version: int, exc: errors.BrokerError) -> Message:
     assert isinstance(req, msg.AlterUserScramCredentialsRequest)
     users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
@@ -217,6 +227,7 @@ _REFUSALS: Dict[int, Callable[[Message, int, errors.BrokerError], Message]] = {
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }

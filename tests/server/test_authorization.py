@@ -401,6 +401,24 @@ def test_metadata_by_name_and_by_id_in_one_request(secured: Tuple[Broker, Addres
         alice.close()
 
 
+def test_a_refused_reassignment_answers_each_partition(secured: Tuple[Broker, Address]) -> None:
+    """AlterPartitionReassignments without ALTER on the cluster: the top-level error and each
+    partition's, as Kafka's getErrorResponse answers it."""
+    alice = _connect(secured[1], "alice")
+    try:
+        answer = alice.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"timeout_ms": 5000, "topics": [
+            {"name": "data", "partitions": [{"partition_index": 0, "replicas": [0]},
+                                            {"partition_index": 1, "replicas": None}]},
+            {"name": "other", "partitions": [{"partition_index": 3, "replicas": [0]}]}]}, version=0)
+    finally:
+        alice.close()
+    assert answer["error_code"] == CLUSTER_DENIED and answer["error_message"]
+    assert [(t["name"], [(p["partition_index"], p["error_code"], p["error_message"]) for p in t["partitions"]])
+            for t in answer["responses"]] == [
+        ("data", [(0, CLUSTER_DENIED, answer["error_message"]), (1, CLUSTER_DENIED, answer["error_message"])]),
+        ("other", [(3, CLUSTER_DENIED, answer["error_message"])])]
+
+
 def _wire_id(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
 
