@@ -24,10 +24,10 @@ to the name: its literal, the wildcard ``*``, every prefix). The output is Kafka
      	(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)
 
 The broker must have an authorizer (``authorizer.class.name``; SECURITY_DISABLED without)
-and the tool's connection ALTER on the cluster to change ACLs, DESCRIBE to list them: the
-tools connect without SASL, so point it at a listener whose principal (``User:ANONYMOUS``)
-may (docs/security.md). A failure is ``Error: <reason>`` on stderr with exit status 1;
-options argparse rejects exit with 2.
+and the tool's principal ALTER on the cluster to change ACLs, DESCRIBE to list them: the
+tool is the principal its ``--command-config`` file logs in as (a SASL user, a TLS client
+certificate's subject), ``User:ANONYMOUS`` without one (docs/security.md). A failure is
+``Error: <reason>`` on stderr with exit status 1; options argparse rejects exit with 2.
 """
 
 from __future__ import annotations

@@ -1049,10 +1049,8 @@ class AdminClient:
                 raise ConfigError("alter_user_scram_credentials takes UserScramCredentialUpsertion and "
                                   "UserScramCredentialDeletion items, not %r" % (item,))
         answers = self._check_open().alter_user_scram_credentials(deletions, upsertions)
-        out: Dict[str, Optional[errors.BrokerError]] = {}
-        for user, (code, message) in answers.items():
-            cls = errors.error_for_code(code) if code else None
-            out[user] = None if cls is None else cls(message or cls.message)
+        out: Dict[str, Optional[errors.BrokerError]] = {user: _error(code, message)
+                                                    for user, (code, message) in answers.items()}
         if raise_errors:
             for failure in out.values():
                 if failure is not None:
@@ -1118,10 +1116,8 @@ class AdminClient:
                                  [(key, None if value is None else float(value)) for key, value in a.ops])
                  for a in alterations]
         answers = self._check_open().alter_client_quotas(items, validate_only)
-        out: Dict[ClientQuotaEntity, Optional[errors.BrokerError]] = {}
-        for entity, (code, message) in answers.items():
-            cls = errors.error_for_code(code) if code else None
-            out[entity] = None if cls is None else cls(message or cls.message)
+        out: Dict[ClientQuotaEntity, Optional[errors.BrokerError]] = {entity: _error(code, message)
+                                                                  for entity, (code, message) in answers.items()}
         if raise_errors:
             for failure in out.values():
                 if failure is not None:

@@ -53,6 +53,7 @@ from ..cluster.acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    from_code,
 )
 from ..cluster.names import INTERNAL_TOPICS
 from ..config import LogConfig
@@ -94,14 +95,6 @@ NodeKey = Any  # a broker's node id, or ("bootstrap", host, port) before Metadat
 
 #: One partition's record bytes from a Fetch response (read like the in-process file region).
 FetchedRecords = RecordBytes
-
-
-def _enum(cls: Any, code: int) -> Any:
-    """An ACL enum from its wire code (UNKNOWN for one this client does not know)."""
-    try:
-        return cls(code)
-    except ValueError:
-        return cls(0)
 
 
 def _raise(code: int, context: str, message: Optional[str] = None) -> None:
@@ -747,10 +740,10 @@ class TcpRequests(TcpRouting):
             "pattern_type_filter": p.pattern_type, "principal_filter": e.principal, "host_filter": e.host,
             "operation": e.operation, "permission_type": e.permission_type})
         _raise(response["error_code"], "describing ACLs", response["error_message"])
-        return [AclBinding(ResourcePattern(_enum(ResourceType, r["resource_type"]), r["resource_name"],
-                                           _enum(PatternType, r["pattern_type"])),
-                           AccessControlEntry(a["principal"], a["host"], _enum(AclOperation, a["operation"]),
-                                              _enum(AclPermissionType, a["permission_type"])))
+        return [AclBinding(ResourcePattern(from_code(ResourceType, r["resource_type"]), r["resource_name"],
+                                           from_code(PatternType, r["pattern_type"])),
+                           AccessControlEntry(a["principal"], a["host"], from_code(AclOperation, a["operation"]),
+                                              from_code(AclPermissionType, a["permission_type"])))
                 for r in response["resources"] for a in r["acls"]]
 
     def create_acls(self, bindings: Sequence[AclBinding]) -> List[Tuple[int, Optional[str]]]:
@@ -769,10 +762,10 @@ class TcpRequests(TcpRouting):
              "pattern_type_filter": p.pattern_type, "principal_filter": e.principal, "host_filter": e.host,
              "operation": e.operation, "permission_type": e.permission_type} for p, e in filters]}, retry=False)
         return [(r["error_code"], r["error_message"], [
-            (AclBinding(ResourcePattern(_enum(ResourceType, m["resource_type"]), m["resource_name"],
-                                        _enum(PatternType, m["pattern_type"])),
-                        AccessControlEntry(m["principal"], m["host"], _enum(AclOperation, m["operation"]),
-                                           _enum(AclPermissionType, m["permission_type"]))),
+            (AclBinding(ResourcePattern(from_code(ResourceType, m["resource_type"]), m["resource_name"],
+                                        from_code(PatternType, m["pattern_type"])),
+                        AccessControlEntry(m["principal"], m["host"], from_code(AclOperation, m["operation"]),
+                                           from_code(AclPermissionType, m["permission_type"]))),
              m["error_code"], m["error_message"]) for m in r["matching_acls"]])
             for r in response["filter_results"]]
 

@@ -29,17 +29,19 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Type
+from typing import Any, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, TypeVar
 
 from .. import errors
 
 __all__ = [
-    "ACL_OPERATIONS", "AccessControlEntry", "AccessControlEntryFilter", "AclBinding", "AclBindingFilter",
-    "AclOperation", "AclPermissionType", "Authorizer", "CLUSTER_NAME", "PatternType", "ResourcePattern",
-    "ResourcePatternFilter", "ResourceType", "SUPPORTED_OPERATIONS", "WILDCARD_HOST", "WILDCARD_PRINCIPAL",
-    "WILDCARD_RESOURCE", "acls_json", "authorization_error", "decode_acls", "encode_acls", "entries_from_json", "implying", "operations_bits",
-    "pascal_name", "parse_enum", "validate_binding",
+    "AccessControlEntry", "AccessControlEntryFilter", "AclBinding", "AclBindingFilter", "AclOperation",
+    "AclPermissionType", "Authorizer", "CLUSTER_NAME", "PatternType", "ResourcePattern", "ResourcePatternFilter",
+    "ResourceType", "SUPPORTED_OPERATIONS", "WILDCARD_HOST", "WILDCARD_PRINCIPAL", "WILDCARD_RESOURCE", "acls_json",
+    "decode_acls", "encode_acls", "entries_from_json", "from_code", "implying", "operations_bits", "pascal_name",
+    "parse_enum", "validate_binding",
 ]
+
+_E = TypeVar("_E", bound=enum.IntEnum)
 
 
 class AclOperation(enum.IntEnum):
@@ -103,10 +105,6 @@ WILDCARD_PRINCIPAL = "User:*"
 #: An entry for this host applies to every host.
 WILDCARD_HOST = "*"
 
-#: The operations an ACL can name (every one but UNKNOWN and ANY).
-ACL_OPERATIONS: FrozenSet[AclOperation] = frozenset(
-    op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY))
-
 _O = AclOperation
 #: What each resource type supports (Kafka 3.9's ``AclEntry.supportedOperations``): the
 #: operations an authorized-operations answer reports, and what kafka-acls accepts.
@@ -142,18 +140,13 @@ def operations_bits(operations: Iterable[AclOperation]) -> int:
     return bits
 
 
-_AUTHORIZATION_ERRORS: Dict[ResourceType, Type[errors.BrokerError]] = {
-    ResourceType.TOPIC: errors.TopicAuthorizationFailedError,
-    ResourceType.GROUP: errors.GroupAuthorizationFailedError,
-    ResourceType.CLUSTER: errors.ClusterAuthorizationFailedError,
-    ResourceType.TRANSACTIONAL_ID: errors.TransactionalIdAuthorizationFailedError,
-    ResourceType.DELEGATION_TOKEN: errors.DelegationTokenAuthorizationFailedError,
-}
-
-
-def authorization_error(resource_type: ResourceType) -> Type[errors.BrokerError]:
-    """The error a refusal on a resource of this type answers (TOPIC_AUTHORIZATION_FAILED, ...)."""
-    return _AUTHORIZATION_ERRORS[resource_type]
+def from_code(cls: Type[_E], code: int) -> _E:
+    """An enum value from its wire code; UNKNOWN (0) for a code this side does not know, as
+    Kafka's ``fromCode`` answers (a newer peer's code is not an error until it is used)."""
+    try:
+        return cls(code)
+    except ValueError:
+        return cls(0)
 
 
 def pascal_name(member: enum.IntEnum) -> str:
@@ -326,7 +319,11 @@ def acls_json(entries: Iterable[AccessControlEntry]) -> List[Dict[str, str]]:
 
 
 def entries_from_json(acls: Sequence[Any]) -> FrozenSet[AccessControlEntry]:
-    """Entries from the ``acls`` list of Kafka's JSON; ValueError naming what is wrong."""
+    """Entries from the ``acls`` list of Kafka's JSON; ValueError naming what is wrong.
+
+    An operation or permission type this broker does not know (one a newer Kafka wrote) is
+    read as UNKNOWN, as Kafka's AclEntry reads it: such an entry is listed, and deleted by
+    a filter that matches it, but grants and denies nothing."""
     out = set()
     for item in acls:
         if not isinstance(item, dict):
@@ -336,8 +333,6 @@ def entries_from_json(acls: Sequence[Any]) -> FrozenSet[AccessControlEntry]:
             raise ValueError("bad principal or host in %r" % (item,))
         operation = parse_enum(AclOperation, str(item.get("operation", "")))
         permission = parse_enum(AclPermissionType, str(item.get("permissionType", "")))
-        if operation == AclOperation.UNKNOWN or permission == AclPermissionType.UNKNOWN:
-            raise ValueError("unknown operation or permission type in %r" % (item,))
         out.add(AccessControlEntry(principal, host, operation, permission))
     return frozenset(out)
 
@@ -366,12 +361,6 @@ class Authorizer(Protocol):
     def authorize_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Kafka's ``authorizeByResourceType``: whether some resource of the type allows it."""
         ...
-
-    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
-        """The bits of the type's supported operations this principal may do on the resource."""
-        ...
-
-    def is_super_user(self, principal: str) -> bool: ...
 
     def create_acls(self, bindings: Sequence[AclBinding]) -> List[Optional[errors.BrokerError]]:
         """-> per binding, None or why it was not created."""

@@ -3,29 +3,35 @@
 The handlers ask through one :class:`Authorization` (``self.authz``): may this connection
 do this operation on this resource, which of these names may it, which operations may it
 do on a resource (the authorized-operations answers). Without an authorizer
-(``authorizer.class.name`` empty, the default) everything is allowed at the cost of one
-attribute test. The principal is the connection's (:attr:`Connection.principal`), the host
-its peer's address, as Kafka's AclAuthorizer sees them.
+(``authorizer.class.name`` empty, the default) everything is allowed: the hot handlers
+(Produce, Fetch, ListOffsets, the offset commits and fetches) test
+:attr:`Authorization.enabled` and skip the question, taking :data:`NOTHING_REFUSED`. The
+principal is the connection's (:attr:`Connection.principal`), the host its peer's
+address, as Kafka's AclAuthorizer sees them.
 
 The APIs that one operation on the cluster resource covers whole (Kafka's
 ``authorizeClusterOperation``) are listed once in :data:`CLUSTER_CHECKS`, and
-:func:`refused` builds each one's refusal as Kafka's ``getErrorResponse`` does; the
-dispatcher checks them before the handler runs, so a refused request changes nothing.
-Every other API checks its own resources in its handler (topics, groups, transactional
-ids), where Kafka's KafkaApis does.
+:func:`refused` builds each one's refusal as Kafka's ``getErrorResponse`` does; with an
+authorizer the dispatcher puts the check in front of their handlers, so a refused request
+changes nothing (without one, no request pays for it). Every other API checks its own
+resources in its handler (topics, groups, transactional ids), where Kafka's KafkaApis
+does.
 
-The brokers of a cluster reach each other without SASL, so their connections carry no
-principal of their own: a connection that did not authenticate and came in on the
-listener the other brokers use (``inter.broker.listener.name``, else the first) is
-granted CLUSTER_ACTION on the cluster, which is what the inter-broker requests need
-(LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown, a follower's Fetch and
-OffsetForLeaderEpoch), and nothing else. A secured cluster keeps that listener for the
-brokers (docs/security.md).
+The brokers of a cluster that reach each other without SASL and without client
+certificates carry no principal of their own: a ``User:ANONYMOUS`` connection that came
+in on the listener the other brokers use (``inter.broker.listener.name``, else the one
+``security.inter.broker.protocol`` names) is granted CLUSTER_ACTION on the cluster,
+which is what the inter-broker requests need (LeaderAndIsr, UpdateMetadata,
+StopReplica, ControlledShutdown, a follower's Fetch and OffsetForLeaderEpoch), and
+nothing else. A connection with a principal (a SASL user, a client certificate's
+subject) is authorized as that principal, as Kafka does: brokers that show certificates
+or log in are named in ``super.users``. A secured cluster keeps the inter-broker listener
+for the brokers (docs/security.md).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, Optional, Set, Tuple
+from typing import AbstractSet, Callable, Dict, FrozenSet, Iterable, Optional, Tuple
 
 from .. import errors
 from ..cluster.acl import (
@@ -41,11 +47,17 @@ from ..protocol import message_data as msg
 from ..protocol.schema import Message
 from .connection import Connection
 from .context import ServerContext
+from .ssl_principal import ANONYMOUS
 
-__all__ = ["CLUSTER_CHECKS", "Authorization", "refused"]
+__all__ = ["CLUSTER_CHECKS", "NOTHING_REFUSED", "Authorization", "refused"]
 
 _CLUSTER = ResourceType.CLUSTER
 _OP = AclOperation
+#: What :meth:`Authorization.refused_names` answers without an authorizer; the hot handlers
+#: take it without asking when :attr:`Authorization.enabled` is false.
+NOTHING_REFUSED: FrozenSet[str] = frozenset()
+# Every operation each resource type supports, as bits: the authorized operations without an authorizer.
+_ALL_OPERATIONS: Dict[ResourceType, int] = {t: operations_bits(ops) for t, ops in SUPPORTED_OPERATIONS.items()}
 
 #: The APIs one operation on the cluster resource authorizes whole (Kafka's KafkaApis and AclApis).
 CLUSTER_CHECKS: Dict[int, AclOperation] = {
@@ -69,15 +81,19 @@ CLUSTER_CHECKS: Dict[int, AclOperation] = {
 
 
 class Authorization:
-    """The handlers' questions to the broker's authorizer (any thread; quick: a cache)."""
+    """The handlers' questions to the broker's authorizer (any thread; quick: a cache).
+
+    The broker's authorizer is made with the broker, before any server: whether there is
+    one (:attr:`enabled`) is fixed for the life of this object."""
 
     def __init__(self, server: ServerContext) -> None:
         self.server = server
         self.broker: ServedBroker = server.broker
-
-    @property
-    def enabled(self) -> bool:
-        return self.broker.authorizer is not None
+        #: Whether the broker has an authorizer; without one every request is allowed.
+        self.enabled = self.broker.authorizer is not None
+        # The inter-broker listener's name once the broker has registered (it does not change:
+        # the server checked it is one of its listeners).
+        self._inter_broker_listener: Optional[str] = None
 
     def allowed(self, conn: Connection, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         authorizer = self.broker.authorizer
@@ -91,11 +107,11 @@ class Authorization:
         return self.allowed(conn, operation, _CLUSTER, CLUSTER_NAME)
 
     def refused_names(self, conn: Connection, operation: AclOperation, resource_type: ResourceType,
-                      names: Iterable[Optional[str]]) -> Set[str]:
+                      names: Iterable[Optional[str]]) -> AbstractSet[str]:
         """The names among ``names`` the connection may not do ``operation`` on (none without an authorizer)."""
         authorizer = self.broker.authorizer
         if authorizer is None:
-            return set()
+            return NOTHING_REFUSED
         principal, host = conn.principal, conn.peer_host
         return {n for n in set(names) if n is not None
                 and not authorizer.authorize(principal, host, operation, resource_type, n)}
@@ -109,9 +125,8 @@ class Authorization:
     def operations(self, conn: Connection, resource_type: ResourceType, name: str) -> int:
         """The authorized-operations bits of a resource: every operation the type supports
         without an authorizer (what Kafka answers then), else those the connection may do."""
-        authorizer = self.broker.authorizer
-        if authorizer is None:
-            return operations_bits(SUPPORTED_OPERATIONS[resource_type])
+        if not self.enabled:
+            return _ALL_OPERATIONS[resource_type]
         return operations_bits(op for op in SUPPORTED_OPERATIONS[resource_type]
                                if self.allowed(conn, op, resource_type, name))
 
@@ -123,11 +138,16 @@ class Authorization:
         return self.operations(conn, _CLUSTER, CLUSTER_NAME)
 
     def from_broker(self, conn: Connection) -> bool:
-        """A connection of another broker: unauthenticated, on the inter-broker listener."""
-        if conn.user is not None:
+        """A connection of another broker: without a principal of its own (``User:ANONYMOUS``:
+        no SASL user, no client certificate), on the inter-broker listener."""
+        if conn.principal != ANONYMOUS:
             return False
-        listener = self.broker.inter_broker_listener()
-        return listener is not None and self.server.listener_name_for(conn) == listener
+        listener = self._inter_broker_listener
+        if listener is None:
+            listener = self._inter_broker_listener = self.broker.inter_broker_listener()
+            if listener is None:  # a single node, or not registered yet
+                return False
+        return conn.listener.name == listener
 
 
 # -- refusals of a whole request, as Kafka's getErrorResponse builds them ------------------------
@@ -176,6 +196,16 @@ def _elect_leaders(req: Message, version: int, exc: errors.BrokerError) -> Messa
         for t in req.topic_partitions or []])
 
 
+def _alter_partition_reassignments(req: Message, version: int, exc: errors.BrokerError) -> Message:
+    assert isinstance(req, msg.AlterPartitionReassignmentsRequest)
+    R = msg.AlterPartitionReassignmentsResponse
+    return R(throttle_time_ms=0, error_code=exc.code, error_message=str(exc), responses=[
+        R.ReassignableTopicResponse(name=t.name, partitions=[
+            R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=exc.code,
+                                            error_message=str(exc)) for p in t.partitions])
+        for t in req.topics])
+
+
 def _alter_user_scram_credentials(req: Message, version: int, exc: errors.BrokerError) -> Message:
     assert isinstance(req, msg.AlterUserScramCredentialsRequest)
     users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
@@ -197,6 +227,7 @@ _REFUSALS: Dict[int, Callable[[Message, int, errors.BrokerError], Message]] = {
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }

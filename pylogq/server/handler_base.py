@@ -32,16 +32,11 @@ log = logging.getLogger("pylogq.server")
 
 _T = TypeVar("_T")
 
-__all__ = ["CLUSTER_OPERATIONS", "HandlerBase", "Framed", "error_code", "error_message", "text_of", "uuid_of",
-           "NOT_COMPUTED", "ZERO_UUID"]
+__all__ = ["HandlerBase", "Framed", "error_code", "error_message", "text_of", "uuid_of", "NOT_COMPUTED", "ZERO_UUID"]
 
 _UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 # Authorized operations the schema's way of saying "not computed" (not asked for).
 NOT_COMPUTED = -2147483648
-# Every operation Kafka defines on the cluster resource (a bit per AclOperation code: CREATE 5,
-# ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12):
-# what a broker without an authorizer answers when asked (Metadata, DescribeCluster).
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 #: The null topic id.
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -70,7 +70,7 @@ from ..protocol.schema import Message
 from ..records import uncompressed_v2
 from .connection import Connection, Outcome, Part, Parts, RequestSlot
 from .context import ServerContext
-from .authorization import CLUSTER_CHECKS, refused
+from .authorization import CLUSTER_CHECKS, NOTHING_REFUSED, refused
 from .quotas import REQUEST_PERCENT_PER_SECOND, quota_names
 from .handler_base import (
     NOT_COMPUTED,
@@ -109,7 +109,9 @@ _AIOKAFKA_DESCRIBE_GROUPS_MAX = 2
 # What ApiVersions v3+ accepts as a client's software name and version (Kafka's pattern).
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.code
-_TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
+_TOPIC = ResourceType.TOPIC
+_WRITE = AclOperation.WRITE
+_DESCRIBE = AclOperation.DESCRIBE
 # ListOffsets' special timestamp for the record with the largest timestamp (KIP-734).
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
@@ -154,6 +156,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         missing = set(SUPPORTED_VERSIONS) ^ set(self._table)
         if missing:
             raise AssertionError("handlers and SUPPORTED_VERSIONS disagree on API keys %s" % sorted(missing))
+        if self.authz.enabled:  # without an authorizer no request pays for the check
+            for api_key, operation in CLUSTER_CHECKS.items():
+                self._table[api_key] = self._cluster_checked(api_key, operation, self._table[api_key])
         self._api_versions = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                               for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
         self._api_versions_for_aiokafka = [
@@ -200,13 +205,22 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         _I32.pack_into(data, 0, len(data) - 4)
         return [bytes(data)]
 
+    def _cluster_checked(self, api_key: int, operation: AclOperation,
+                         handler: Callable[..., Handled]) -> Callable[..., Handled]:
+        """``handler`` behind the cluster operation its API needs (:data:`CLUSTER_CHECKS`):
+        refused, the request is answered as Kafka's getErrorResponse answers it and the
+        handler never runs, so it changes nothing."""
+        def checked(conn: Connection, request: Message, version: int, slot: RequestSlot) -> Handled:
+            if not self.authz.cluster(conn, operation):
+                answer, why = refused(api_key, request, version, operation)
+                log.info("refused id=%d peer=%s principal=%s: %s", conn.id, conn.peer, conn.principal, why)
+                return answer
+            return handler(conn, request, version, slot)
+
+        return checked
+
     def handle(self, conn: Connection, api_key: int, version: int, correlation_id: int,
                request: Message, slot: RequestSlot) -> Outcome:
-        operation = CLUSTER_CHECKS.get(api_key)
-        if operation is not None and not self.authz.cluster(conn, operation):
-            answer, why = refused(api_key, request, version, operation)
-            log.info("refused id=%d peer=%s principal=%s: %s", conn.id, conn.peer, conn.principal, why)
-            return self._respond(conn, api_key, version, correlation_id, answer, slot)
         if api_key in self.GROUP_APIS and not self.broker.offsets_topic_ready() and not self.broker.clustered:
             return self._finish(conn, self._after_offsets_topic(conn, api_key, version, request, slot),
                                 api_key, version, correlation_id, slot)
@@ -475,9 +489,18 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def _metadata_by_id(self, conn: Connection, req: MetadataRequest, version: int, names: List[str],
                         by_id: Dict[str, Union[str, BaseException]]) -> MetadataResponse:
-        """Metadata v12 for topics named by id (none is auto-created: an id names what exists)."""
-        resolved = [name if isinstance(name := by_id.get(n), str) else n for n in names]
-        answer = self._metadata_by_name(conn, req, version, [n for n in resolved if n not in by_id], False)
+        """Metadata v12 for topics named by id (none is auto-created: an id names what exists),
+        with those named by name in the same request. A topic asked for by id that the
+        connection may not describe answers its id and no name (a topic id is no secret, its
+        name is: as Kafka answers); one asked for by name answers as in any other request."""
+        resolved = {key: name for key, name in by_id.items() if isinstance(name, str)}
+        hidden = self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, resolved.values())
+        for key, name in resolved.items():
+            if name in hidden:
+                by_id[key] = errors.TopicAuthorizationFailedError("not authorized to describe topic id %s"
+                                                                  % key[len(_BY_ID):])
+        asked = [n for n in (by_id.get(key, key) for key in names) if isinstance(n, str)]
+        answer = self._metadata_by_name(conn, req, version, asked, False)
         assert isinstance(answer, MetadataResponse)
         described = iter(answer.topics)
         topics: List[MetadataResponse.MetadataResponseTopic] = []
@@ -489,11 +512,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                     error_code=error_code(failure), is_internal=False, partitions=[],
                     topic_authorized_operations=NOT_COMPUTED))
             else:
-                entry = next(described)
-                if entry.error_code == _TOPIC_AUTHORIZATION_FAILED:
-                    # A topic id is no secret, its name is: the id, no name (as Kafka answers).
-                    entry.name, entry.topic_id = None, uuid.UUID(key[len(_BY_ID):])
-                topics.append(entry)
+                topics.append(next(described))
         answer.topics = topics
         return answer
 
@@ -691,8 +710,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         waiting: List[Tuple[ProduceResponse.PartitionProduceResponse, DelayedCall[ProduceResult],
                             "asyncio.Future[ProduceResult]"]] = []
         transactional = req.transactional_id is not None
-        refused_topics = self.authz.refused_names(conn, AclOperation.WRITE, ResourceType.TOPIC,
-                                                  (t.name for t in req.topic_data))
+        refused_topics = self.authz.refused_names(conn, _WRITE, _TOPIC, (t.name for t in req.topic_data)) \
+            if self.authz.enabled else NOTHING_REFUSED
         for topic in req.topic_data:
             name = topic.name
             parts = []
@@ -762,8 +781,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                 for p in t.partitions:
                     tp = (t.name, p.partition_index)
                     seen[tp] = seen.get(tp, 0) + 1
-        refused_topics = self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                                  (t.name for t in req.topics))
+        refused_topics = self.authz.refused_names(conn, _DESCRIBE, _TOPIC, (t.name for t in req.topics)) \
+            if self.authz.enabled else NOTHING_REFUSED
         topics = []
         for topic in req.topics:
             name = topic.name
@@ -815,8 +834,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     async def delete_records(self, conn: Connection, req: DeleteRecordsRequest, version: int,
                              slot: RequestSlot) -> DeleteRecordsResponse:
-        refused_topics = self.authz.refused_names(conn, AclOperation.DELETE, ResourceType.TOPIC,
-                                                  (t.name for t in req.topics))
+        refused_topics = self.authz.refused_names(conn, AclOperation.DELETE, _TOPIC, (t.name for t in req.topics)) \
+            if self.authz.enabled else NOTHING_REFUSED
         topics = []
         for topic in req.topics:
             parts = []
@@ -861,8 +880,8 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
 
     def describe_producers(self, conn: Connection, req: DescribeProducersRequest, version: int,
                            slot: RequestSlot) -> DescribeProducersResponse:
-        refused_topics = self.authz.refused_names(conn, AclOperation.READ, ResourceType.TOPIC,
-                                                  (t.name for t in req.topics))
+        refused_topics = self.authz.refused_names(conn, AclOperation.READ, _TOPIC, (t.name for t in req.topics)) \
+            if self.authz.enabled else NOTHING_REFUSED
         topics = []
         for topic in req.topics:
             parts = []

@@ -11,8 +11,7 @@ write to the authorizer's store (a file, or the metadata store), off the event l
 
 from __future__ import annotations
 
-import enum
-from typing import Dict, List, Optional, Type, TypeVar
+from typing import Dict, List, Optional, Sequence
 
 from .. import errors
 from ..cluster.acl import (
@@ -26,6 +25,7 @@ from ..cluster.acl import (
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
+    from_code,
 )
 from ..protocol.message_data import (
     CreateAclsRequest,
@@ -36,34 +36,24 @@ from ..protocol.message_data import (
     DescribeAclsResponse,
 )
 from .connection import Connection, RequestSlot
-from .handler_base import HandlerBase, error_code, error_message
+from .handler_base import HandlerBase, error_code, error_message, log
 
 __all__ = ["AclHandlers"]
 
-_E = TypeVar("_E", bound=enum.IntEnum)
 _SECURITY_DISABLED = "No Authorizer is configured on the broker"
-_DeleteFilter = DeleteAclsRequest.DeleteAclsFilter
-
-
-def _code(cls: Type[_E], value: int) -> _E:
-    """An enum from its wire code; UNKNOWN (0) for a code this broker does not know."""
-    try:
-        return cls(value)
-    except ValueError:
-        return cls(0)
 
 
 def _binding_filter(resource_type: int, name: Optional[str], pattern_type: int, principal: Optional[str],
                     host: Optional[str], operation: int, permission: int, version: int) -> AclBindingFilter:
     """A request's filter; v0 knows literal patterns only (its ANY means them, as Kafka reads it)."""
-    pattern = _code(PatternType, pattern_type)
+    pattern = from_code(PatternType, pattern_type)
     if version == 0:
         if pattern not in (PatternType.ANY, PatternType.LITERAL):
             raise errors.UnsupportedVersionError("Version 0 only supports literal resource pattern types")
         pattern = PatternType.LITERAL
-    found = AclBindingFilter(ResourcePatternFilter(_code(ResourceType, resource_type), name, pattern),
-                             AccessControlEntryFilter(principal, host, _code(AclOperation, operation),
-                                                      _code(AclPermissionType, permission)))
+    found = AclBindingFilter(ResourcePatternFilter(from_code(ResourceType, resource_type), name, pattern),
+                             AccessControlEntryFilter(principal, host, from_code(AclOperation, operation),
+                                                      from_code(AclPermissionType, permission)))
     if found.unknown_element():
         raise errors.InvalidRequestError("the filter contains UNKNOWN elements: %s" % (found,))
     return found
@@ -102,12 +92,12 @@ class AclHandlers(HandlerBase):
             return R(throttle_time_ms=0, results=[
                 R.AclCreationResult(error_code=errors.SecurityDisabledError.code, error_message=_SECURITY_DISABLED)
                 for _ in req.creations])
-        bindings = [AclBinding(ResourcePattern(_code(ResourceType, c.resource_type), c.resource_name,
-                                               _code(PatternType, c.resource_pattern_type)),
-                               AccessControlEntry(c.principal, c.host, _code(AclOperation, c.operation),
-                                                  _code(AclPermissionType, c.permission_type)))
+        bindings = [AclBinding(ResourcePattern(from_code(ResourceType, c.resource_type), c.resource_name,
+                                               from_code(PatternType, c.resource_pattern_type)),
+                               AccessControlEntry(c.principal, c.host, from_code(AclOperation, c.operation),
+                                                  from_code(AclPermissionType, c.permission_type)))
                     for c in req.creations]
-        outcomes: List[Optional[errors.BrokerError]]
+        outcomes: Sequence[Optional[BaseException]]
         if version == 0 and any(b.pattern.pattern_type != PatternType.LITERAL for b in bindings):
             refusal = errors.UnsupportedVersionError("Version 0 only supports literal resource pattern types")
             outcomes = [refusal] * len(bindings)
@@ -115,9 +105,7 @@ class AclHandlers(HandlerBase):
             try:
                 outcomes = await self._blocking(authorizer.create_acls, bindings)
             except Exception as exc:  # noqa: BLE001 - every creation answers the error
-                failure = self._failed(conn, exc, "create ACLs")
-                outcomes = [failure if isinstance(failure, errors.BrokerError)
-                            else errors.UnknownServerError(str(failure))] * len(bindings)
+                outcomes = [self._failed(conn, exc, "create ACLs")] * len(bindings)
         for binding, outcome in zip(bindings, outcomes):
             if outcome is None:
                 self._audit(conn, "added", binding)
@@ -165,6 +153,4 @@ class AclHandlers(HandlerBase):
 
     @staticmethod
     def _audit(conn: Connection, what: str, binding: AclBinding) -> None:
-        from .handler_base import log
-
         log.info("ACL %s by %s from %s: %s", what, conn.principal, conn.peer_host, binding)

@@ -19,7 +19,7 @@ import asyncio
 import os
 import time
 import uuid
-from typing import Awaitable, Dict, List, Optional, Tuple, Union
+from typing import AbstractSet, Awaitable, Dict, List, Optional, Tuple, Union
 
 from .. import errors
 from ..cluster.acl import AclOperation, ResourceType
@@ -28,6 +28,7 @@ from ..cluster.delayed import DelayedCall
 from ..errors import CloseConnection
 from ..protocol.message_data import FetchRequest
 from ..records.downconvert import ReadAt, down_convert, target_magic
+from .authorization import NOTHING_REFUSED
 from .connection import Connection, RequestSlot
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response, replica_id_of
 from .handler_base import Framed, HandlerBase, text_of
@@ -69,11 +70,11 @@ class FetchHandlers(HandlerBase):
         legacy = version < FIRST_V2_RECORDS
         # Kafka's client metadata: a v11+ consumer may be served by a follower the leader sent it to.
         client_rack = req.rack_id if version >= FIRST_RACK_ID else None
-        named = [(topic, self._topic_of(topic, version)) for topic in req.topics]
         epoch_fenced = False
         # A consumer reads a topic it may READ; the others' partitions answer TOPIC_AUTHORIZATION_FAILED.
-        refused = self.authz.refused_names(conn, AclOperation.READ, ResourceType.TOPIC, (n for _, n in named))
-        for topic, name in named:
+        refused = self._refused_reads(conn, req, version) if self.authz.enabled else NOTHING_REFUSED
+        for topic in req.topics:
+            name = self._topic_of(topic, version)
             indexes = []
             for p in topic.partitions:
                 index = p.partition
@@ -114,6 +115,12 @@ class FetchHandlers(HandlerBase):
                 return self._fetch_converted(slot, version, order, results, offsets, max_bytes, conn)
             return self._fetch_response(slot, version, order, results, isolation, conn)
         return self._fetch_wait(op, future, version, order, isolation, slot, offsets, max_bytes, fenced, conn)
+
+    def _refused_reads(self, conn: Connection, req: FetchRequest, version: int) -> AbstractSet[str]:
+        """The topics of a consumer's fetch it may not READ. (A topic id names one topic for
+        ever, so the fetch loop's own lookup of each name finds the same one, or none.)"""
+        return self.authz.refused_names(conn, AclOperation.READ, ResourceType.TOPIC,
+                                        (self._topic_of(topic, version) for topic in req.topics))
 
     def _fenced(self, topic: str, partition: int, current: int, follower_ok: bool) -> int:
         """The error for a fetch whose current leader epoch is not the one this replica knows,

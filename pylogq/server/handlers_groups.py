@@ -37,6 +37,7 @@ from ..protocol.message_data import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from .authorization import NOTHING_REFUSED
 from .connection import Connection, RequestSlot
 from .handler_base import NOT_COMPUTED, HandlerBase, error_code
 
@@ -66,7 +67,7 @@ class GroupHandlers(HandlerBase):
     offset deletions READ, those of offset fetches DESCRIBE."""
 
     def _group_refused(self, conn: Connection, operation: AclOperation, group_id: str) -> bool:
-        return not self.authz.allowed(conn, operation, _GROUP, group_id)
+        return self.authz.enabled and not self.authz.allowed(conn, operation, _GROUP, group_id)
 
     @property
     def _groups(self) -> GroupCoordinatorApi:
@@ -249,7 +250,8 @@ class GroupHandlers(HandlerBase):
         if self._group_refused(conn, _READ, req.group_id):
             return self._offset_commit_response(req, {(t.name, p.partition_index): _GROUP_AUTHORIZATION_FAILED
                                                       for t in req.topics for p in t.partitions})
-        refused_topics = self.authz.refused_names(conn, _READ, _TOPIC, (t.name for t in req.topics))
+        refused_topics = self.authz.refused_names(conn, _READ, _TOPIC, (t.name for t in req.topics)) \
+            if self.authz.enabled else NOTHING_REFUSED
         offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]] = {}
         epochs: Dict[Tuple[str, int], int] = {}
         timestamps: Dict[Tuple[str, int], int] = {}
@@ -355,7 +357,8 @@ class GroupHandlers(HandlerBase):
         if self._group_refused(conn, _DESCRIBE, group_id):
             return _GROUP_AUTHORIZATION_FAILED, [(t, [(p, CommittedOffset(-1)) for p in ps])
                                                   for t, ps in _by_topic(wanted or [])]
-        hidden = self.authz.refused_names(conn, _DESCRIBE, _TOPIC, (t for t, _ in wanted or []))
+        hidden = self.authz.refused_names(conn, _DESCRIBE, _TOPIC, (t for t, _ in wanted or [])) \
+            if self.authz.enabled else NOTHING_REFUSED
         asked = wanted if not hidden else [tp for tp in wanted or [] if tp[0] not in hidden]
         code, found = self._groups.fetch_committed(group_id, asked)
         if self.authz.enabled and wanted is None:

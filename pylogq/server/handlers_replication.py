@@ -20,6 +20,7 @@ from .. import errors
 from ..cluster.acl import AclOperation, ResourceType
 from ..cluster.contract import EpochEndOffset
 from ..protocol import message_data as msg
+from .authorization import NOTHING_REFUSED
 from .connection import Connection, RequestSlot
 from .handler_base import HandlerBase
 
@@ -87,8 +88,10 @@ class ReplicationHandlers(HandlerBase):
 
         _, asks = wire.decode_offset_for_leader_epoch(req)
         # A follower (CLUSTER_ACTION on the cluster) asks of any topic, a consumer of those it may describe.
-        refused = set() if self.authz.cluster(conn, AclOperation.CLUSTER_ACTION) else \
-            self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in asks))
+        refused = NOTHING_REFUSED if not self.authz.enabled or self.authz.cluster(conn, AclOperation.CLUSTER_ACTION) \
+            else self.authz.refused_names(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in asks))
+        if not refused:
+            return wire.encode_offset_for_leader_epoch_response(req, self.broker.offsets_for_leader_epoch(asks))
         answers = self.broker.offsets_for_leader_epoch({tp: a for tp, a in asks.items() if tp[0] not in refused})
         for tp in asks:
             if tp[0] in refused:

@@ -27,6 +27,7 @@ from pylogq.cluster.acl import (
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
+    SUPPORTED_OPERATIONS,
     decode_acls,
     encode_acls,
 )
@@ -143,16 +144,18 @@ def test_super_users(tmp_path: Path) -> None:
     authorizer = FileAclAuthorizer(str(tmp_path), parse_super_users(" User:admin ; User:broker;"))
     assert authorizer.super_users == {"User:admin", "User:broker"}
     _add(authorizer, _binding(T.TOPIC, "t", "User:admin", O.ALL, P.DENY))
-    assert _can(authorizer, O.DELETE, "t", "User:admin")  # before any ACL, deny included
+    assert _can(authorizer, O.DELETE, "t", "User:admin")  # a super user is not checked: its own DENY is overridden
     assert not _can(authorizer, O.DELETE, "t", "User:other")
     with pytest.raises(errors.ConfigError, match="principalType:principalName"):
         parse_super_users("admin")
 
 
-def test_authorized_operations(authorizer: FileAclAuthorizer) -> None:
+def test_read_on_a_group_allows_read_and_describe(authorizer: FileAclAuthorizer) -> None:
+    """What an authorized-operations answer reports for the group (the wire's is in
+    tests/server/test_authorization.py)."""
     _add(authorizer, _binding(T.GROUP, "g", op=O.READ))
-    bits = authorizer.authorized_operations(ALICE, HOST, T.GROUP, "g")
-    assert bits == (1 << O.READ) | (1 << O.DESCRIBE)
+    allowed = {op for op in SUPPORTED_OPERATIONS[T.GROUP] if _can(authorizer, op, "g", kind=T.GROUP)}
+    assert allowed == {O.READ, O.DESCRIBE}
 
 
 def test_authorize_any_of_a_type(authorizer: FileAclAuthorizer) -> None:
@@ -236,6 +239,23 @@ def test_kafka_json_round_trip() -> None:
         AccessControlEntry("User:a", "*", O.IDEMPOTENT_WRITE, P.ALLOW)}
     with pytest.raises(ValueError):
         decode_acls(b'{"version":2,"acls":[]}')
+
+
+def test_names_from_a_newer_kafka_are_read_as_unknown(tmp_path: Path) -> None:
+    """An operation or permission type this broker does not know is UNKNOWN, as Kafka reads
+    it: the entry is kept and listed, grants and denies nothing, and the others still apply."""
+    newer = (b'{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read","host":"*"},'
+             b'{"principal":"User:alice","permissionType":"Deny","operation":"Frobnicate","host":"*"},'
+             b'{"principal":"User:bob","permissionType":"Maybe","operation":"Write","host":"*"}]}')
+    assert decode_acls(newer) == {AccessControlEntry(ALICE, "*", O.READ, P.ALLOW),
+                                  AccessControlEntry(ALICE, "*", O.UNKNOWN, P.DENY),
+                                  AccessControlEntry(BOB, "*", O.WRITE, P.UNKNOWN)}
+    (tmp_path / ACLS_FILE).write_text(json.dumps({"version": 1, "resources": [
+        {"resourceType": "Topic", "name": "t", "patternType": "LITERAL", "acls": json.loads(newer)["acls"]}]}))
+    authorizer = FileAclAuthorizer(str(tmp_path))
+    assert _can(authorizer, O.READ, "t")
+    assert not _can(authorizer, O.WRITE, "t", BOB)
+    assert len(authorizer.acls(AclBindingFilter.any())) == 3
 
 
 def test_change_notifications_in_kafka_forms() -> None:

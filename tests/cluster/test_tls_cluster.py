@@ -8,12 +8,18 @@ as its client certificate and checking the other's against the trust store and i
 name (``ssl.endpoint.identification.algorithm=https``). The registrations carry both
 listeners with their protocols; clients on CLIENT are told the CLIENT endpoints; a topic
 replicates, a killed leader's partitions get new leaders and its replica catches up again.
+
+The authorizer is on, as Kafka's documentation sets up such a cluster: each broker is its
+certificate's principal, named in ``super.users`` (with ``User:ANONYMOUS``, the clients of
+the PLAINTEXT CLIENT listener). A client showing its own trusted certificate on INTERNAL
+is its own principal there too: the brokers' requests (StopReplica) are refused it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import ssl
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
@@ -22,8 +28,10 @@ import pytest
 
 import pylogq
 from pylogq.client.admin import NewTopic
+from pylogq.client.connection import BrokerConnection
+from pylogq.protocol.constants import ApiKey
 
-from .._certs import BROKER_P12_PASSWORD, TRUST_P12_PASSWORD, make_certificates
+from .._certs import BROKER_P12_PASSWORD, TRUST_P12_PASSWORD, Certificates, make_certificates
 from .._ports import free_port
 from .._zookeeper import ZooKeeperServer
 from ._processes import ProcessCluster
@@ -34,14 +42,22 @@ pytestmark = pytest.mark.compiled_pass
 PARTITIONS = 2
 RECORDS = 200
 TIMEOUT_S = 60.0
+#: The brokers' certificate subject as their principal (tests/_certs.py).
+BROKER_PRINCIPAL = "User:CN=localhost,OU=Brokers,O=pylogq,C=US"
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 @pytest.fixture(scope="module")
-def tls_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return make_certificates(tmp_path_factory.mktemp("tls-cluster-certs"))
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory,
+                certs: Certificates) -> Iterator[ProcessCluster]:
     if not zookeeper.running:
         zookeeper.start()
     base = tmp_path_factory.mktemp("tls-cluster")
-    certs = make_certificates(base / "certs")
     connect = zookeeper.fresh_chroot("pylogq-tls-%s" % uuid.uuid4().hex[:8])
     per_broker: Dict[int, Dict[str, Any]] = {}
     for b in range(3):
@@ -56,6 +72,8 @@ def tls_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFac
         "ssl.truststore.password": TRUST_P12_PASSWORD,
         "listener.name.internal.ssl.client.auth": "required",
         "min.insync.replicas": 2,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "%s;User:ANONYMOUS" % BROKER_PRINCIPAL,
     }
     cluster = ProcessCluster(base, connect, 3, settings, broker_config=per_broker)
     for b, broker in cluster.brokers.items():  # clients bootstrap from the CLIENT listener
@@ -121,9 +139,43 @@ def test_replication_and_elections_over_tls(tls_cluster: ProcessCluster) -> None
     assert sorted(got) == sorted(sent + more)
     # The brokers' own connections were TLS, each broker authenticated by its certificate.
     logs = "".join(_log(b.log_path) for b in tls_cluster.brokers.values())
-    assert re.search(r"TLS handshake done .* listener=INTERNAL .*principal=User:CN=localhost,OU=Brokers,O=pylogq,C=US",
+    assert re.search(r"TLS handshake done .* listener=INTERNAL .*principal=" + re.escape(BROKER_PRINCIPAL),
                      logs), "no inter-broker TLS handshake in the logs"
     assert "TLS handshake failed" not in logs
+    # Authorized as their certificates' principal (a super user), never refused.
+    assert not re.search(r"refused id=\d+ .*principal=" + re.escape(BROKER_PRINCIPAL), logs)
+
+
+def test_a_client_certificate_on_the_inter_broker_listener_is_not_a_broker(tls_cluster: ProcessCluster,
+                                                                           certs: Certificates) -> None:
+    """A client with its own trusted certificate reaches INTERNAL, but it is User:CN=alice,...
+    and not a super user: a StopReplica deleting a topic's partitions is refused, and the
+    topic keeps its records."""
+    topic = "guarded-%s" % uuid.uuid4().hex[:8]
+    with pylogq.AdminClient(bootstrap_servers=tls_cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 3)])
+    tls_cluster.wait_until(lambda: tls_cluster.full_isr(topic, 1), "the topic's ISR", TIMEOUT_S)
+    with pylogq.Producer(bootstrap_servers=tls_cluster.bootstrap, acks="all") as producer:
+        producer.send(topic, b"kept")
+        producer.flush(TIMEOUT_S)
+    context = ssl.create_default_context(cafile=certs.path("ca.pem"))
+    context.load_cert_chain(certs.path("client.pem"), certs.path("client-key.pem"))
+    for b in tls_cluster.brokers:
+        conn = BrokerConnection("127.0.0.1", _internal_port(tls_cluster, b), "mtls-client", 10.0,
+                                ssl_context=context)
+        try:
+            answer = conn.request(ApiKey.STOP_REPLICA, {
+                "controller_id": b, "controller_epoch": 0, "broker_epoch": -1, "delete_partitions": True,
+                "topics": [{"name": topic, "partition_indexes": [0]}]}, version=2)
+        finally:
+            conn.close()
+        assert answer["error_code"] == CLUSTER_AUTHORIZATION_FAILED, answer
+    assert tls_cluster.full_isr(topic, 1)
+    with pylogq.Consumer(topic, bootstrap_servers=tls_cluster.bootstrap, group_id=topic,
+                         auto_offset_reset="earliest") as consumer:
+        got: List[bytes] = []
+        tls_cluster.wait_until(lambda: got.extend(
+            r.value for rs in consumer.poll(200).values() for r in rs) or got == [b"kept"], "the record", TIMEOUT_S)
 
 
 def _log(path: Path) -> str:

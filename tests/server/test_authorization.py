@@ -4,7 +4,8 @@ A broker with Kafka's ACL authorizer serves SASL/PLAIN users: ``admin`` (a super
 and ``alice``, whose principal ``User:alice`` starts with no ACL. For each API and each
 resource it touches, alice's request is refused with Kafka's error code and nothing
 changes; with exactly the ACL Kafka's documentation names (added through CreateAcls by
-admin), the same request gets past authorization. Then the clients: kafka-python's and
+admin), the same request gets past authorization; Metadata v12 asking by name and by id
+at once answers each as asked. Then the clients: kafka-python's and
 confluent-kafka's admin ACL calls round trip, a confluent-kafka producer and consumer are
 refused as Kafka's clients are (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED),
 and a single node's ACLs survive a restart.
@@ -12,7 +13,9 @@ and a single node's ACLs survive a restart.
 
 from __future__ import annotations
 
+import base64
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -36,6 +39,7 @@ from pylogq.records import build_batch
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 SECURITY_DISABLED = 54
+UNKNOWN_TOPIC_ID = 100
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
               "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1}
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -367,6 +371,56 @@ def test_listing_hides_what_it_may_not_describe(secured: Tuple[Broker, Address])
     finally:
         admin.close()
         alice.close()
+
+
+def test_metadata_by_name_and_by_id_in_one_request(secured: Tuple[Broker, Address]) -> None:
+    """Metadata v12 asking for topics by name and by id together: one it may not describe
+    answers TOPIC_AUTHORIZATION_FAILED with its name (asked by name) or its id alone (asked
+    by id); granted, both describe it."""
+    broker, address = secured
+    for topic in ("data", "open"):
+        broker.create_topic(topic)
+    data_id, open_id = (_wire_id(broker.describe_topic(t).topic_id) for t in ("data", "open"))
+    unknown, zero = uuid.uuid4(), uuid.UUID(int=0)
+    body = {"topics": [{"name": "data", "topic_id": zero}, {"name": None, "topic_id": data_id},
+                       {"name": None, "topic_id": open_id}, {"name": None, "topic_id": unknown}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    admin, alice = _connect(address, "admin"), _connect(address, "alice")
+    try:
+        _grant(admin, [("TOPIC", "open", "DESCRIBE")])
+        answer = alice.request(ApiKey.METADATA, body, version=12)
+        assert [(t["name"], t["topic_id"], t["error_code"]) for t in answer["topics"]] == [
+            ("data", zero, TOPIC_DENIED), (None, data_id, TOPIC_DENIED), ("open", open_id, 0),
+            (None, unknown, UNKNOWN_TOPIC_ID)]
+        _grant(admin, [("TOPIC", "data", "DESCRIBE")])
+        answer = alice.request(ApiKey.METADATA, body, version=12)
+        assert [(t["name"], t["topic_id"], t["error_code"]) for t in answer["topics"]] == [
+            ("data", data_id, 0), ("data", data_id, 0), ("open", open_id, 0), (None, unknown, UNKNOWN_TOPIC_ID)]
+    finally:
+        admin.close()
+        alice.close()
+
+
+def test_a_refused_reassignment_answers_each_partition(secured: Tuple[Broker, Address]) -> None:
+    """AlterPartitionReassignments without ALTER on the cluster: the top-level error and each
+    partition's, as Kafka's getErrorResponse answers it."""
+    alice = _connect(secured[1], "alice")
+    try:
+        answer = alice.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"timeout_ms": 5000, "topics": [
+            {"name": "data", "partitions": [{"partition_index": 0, "replicas": [0]},
+                                            {"partition_index": 1, "replicas": None}]},
+            {"name": "other", "partitions": [{"partition_index": 3, "replicas": [0]}]}]}, version=0)
+    finally:
+        alice.close()
+    assert answer["error_code"] == CLUSTER_DENIED and answer["error_message"]
+    assert [(t["name"], [(p["partition_index"], p["error_code"], p["error_message"]) for p in t["partitions"]])
+            for t in answer["responses"]] == [
+        ("data", [(0, CLUSTER_DENIED, answer["error_message"]), (1, CLUSTER_DENIED, answer["error_message"])]),
+        ("other", [(3, CLUSTER_DENIED, answer["error_message"])])]
+
+
+def _wire_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
 
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(tmp_path: Path) -> None:

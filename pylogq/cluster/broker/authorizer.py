@@ -46,11 +46,9 @@ from ..acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
-    SUPPORTED_OPERATIONS,
     acls_json,
     entries_from_json,
     implying,
-    operations_bits,
     parse_enum,
     pascal_name,
     validate_binding,
@@ -73,6 +71,8 @@ ACLS_FILE = "pylogq-acls.json"
 MAX_UPDATE_RETRIES = 10
 #: Decisions remembered per snapshot; past this the memo starts again (bounded memory).
 MAX_DECISIONS = 100_000
+#: How long closing waits for the ACL change applier to stop.
+CLOSE_TIMEOUT_S = 5.0
 
 _ALLOW = AclPermissionType.ALLOW
 _DENY = AclPermissionType.DENY
@@ -174,9 +174,6 @@ class AclAuthorizer:
 
     # -- decisions (any thread; on the event loop) -------------------------------------
 
-    def is_super_user(self, principal: str) -> bool:
-        return principal in self.super_users
-
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
         if principal in self.super_users:
@@ -239,10 +236,6 @@ class AclAuthorizer:
             return True
         return any(n == WILDCARD_RESOURCE or (n not in deny_literals and not dominated(n)) for n in allow_literals)
 
-    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
-        return operations_bits(op for op in SUPPORTED_OPERATIONS[resource_type]
-                               if self.authorize(principal, host, op, resource_type, name))
-
     def acls(self, binding_filter: AclBindingFilter) -> List[AclBinding]:
         out = []
         for pattern, entries in sorted(self._snapshot.acls.items()):
@@ -287,11 +280,12 @@ class AclAuthorizer:
             patterns: Set[ResourcePattern] = set(self._snapshot.acls)
             for f in filters:
                 pf = f.pattern_filter
-                if pf.indefinite_field() is None and pf.pattern_type != PatternType.ANY:
-                    assert pf.name is not None
+                if pf.indefinite_field() is not None:
+                    continue  # it can only match patterns this broker knows
+                assert pf.name is not None
+                if pf.pattern_type != PatternType.ANY:
                     patterns.add(ResourcePattern(pf.resource_type, pf.name, pf.pattern_type))
-                elif pf.indefinite_field() is None:
-                    assert pf.name is not None
+                else:
                     patterns.add(ResourcePattern(pf.resource_type, pf.name, PatternType.LITERAL))
                     patterns.add(ResourcePattern(pf.resource_type, pf.name, PatternType.PREFIXED))
             for pattern in sorted(patterns):
@@ -325,57 +319,18 @@ class AclAuthorizer:
         return out
 
     def _update(self, pattern: ResourcePattern, change: Callable[[_Entries], _Entries]) -> None:
-        """Apply ``change`` to the pattern's entries in the store, as Kafka's updateResourceAcls:
-        a conditional write on the version this broker knows, read again and retried when
-        another writer got there first; then this broker's cache and the others' notification.
-        Called under the lock."""
-        current, version = self._known(pattern)
-        for _ in range(MAX_UPDATE_RETRIES + 1):
-            new = change(current)
-            if new == current:
-                # Nothing to write if the store agrees (the cache may be behind a notification).
-                stored = self._read(pattern)
-                if stored == (current, version):
-                    return
-                current, version = stored
-                continue
-            written = self._write(pattern, new, version)
-            if written is not None:
-                self._publish(pattern, new, written)
-                self._notify(pattern)
-                return
-            current, version = self._read(pattern)
-        # Never expected: as many writers on one resource at once as retries.
-        raise errors.UnknownServerError("Failed to update ACLs for %s after trying a maximum of %d times"
-                                        % (pattern, MAX_UPDATE_RETRIES))
+        """Apply ``change`` to the pattern's entries where they are kept, then publish them
+        (:meth:`_publish`). Called under the lock."""
+        raise NotImplementedError
 
-    def _known(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        return self._read(pattern)
-
-    def _publish(self, pattern: ResourcePattern, entries: _Entries, version: int) -> None:
+    def _publish(self, pattern: ResourcePattern, entries: _Entries) -> None:
         """A new snapshot with the pattern's entries replaced (called under the lock)."""
         acls = dict(self._snapshot.acls)
         if entries:
             acls[pattern] = entries
         else:
             acls.pop(pattern, None)
-        self._versions_changed(pattern, version if entries else -1)
         self._snapshot = _Snapshot(acls)
-
-    def _versions_changed(self, pattern: ResourcePattern, version: int) -> None:
-        """Remember the store version of a pattern (the ZooKeeper store's conditional writes)."""
-
-    # -- the store -----------------------------------------------------------------------
-
-    def _read(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        raise NotImplementedError
-
-    def _write(self, pattern: ResourcePattern, entries: _Entries, version: int) -> Optional[int]:
-        """Write if the store is still at ``version``; -> the new version, None when it was not."""
-        raise NotImplementedError
-
-    def _notify(self, pattern: ResourcePattern) -> None:
-        """Tell the other brokers (nothing for a single node)."""
 
     def close(self) -> None:
         self.closed = True
@@ -417,21 +372,22 @@ class FileAclAuthorizer(AclAuthorizer):
                                               "restore it from a backup: it holds this broker's ACLs") from None
         self._snapshot = _Snapshot(acls)
 
-    def _read(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        entries = self._snapshot.acls.get(pattern, frozenset())
-        return entries, 0 if entries else -1
-
-    def _write(self, pattern: ResourcePattern, entries: _Entries, version: int) -> Optional[int]:
+    def _update(self, pattern: ResourcePattern, change: Callable[[_Entries], _Entries]) -> None:
+        """The file is this broker's alone: the change is written whole (atomically), then published."""
+        current = self._snapshot.acls.get(pattern, frozenset())
+        new = change(current)
+        if new == current:
+            return
         acls = dict(self._snapshot.acls)
-        if entries:
-            acls[pattern] = entries
+        if new:
+            acls[pattern] = new
         else:
             acls.pop(pattern, None)
         resources = [{"resourceType": pascal_name(p.resource_type), "name": p.name, "patternType": p.pattern_type.name,
                       "acls": acls_json(acls[p])} for p in sorted(acls)]
         body = json.dumps({"version": 1, "resources": resources}, indent=1, sort_keys=True)
         write_atomically(self.path, body.encode("utf-8"))
-        return 0
+        self._publish(pattern, new)
 
 
 class ZkAclAuthorizer(AclAuthorizer):
@@ -451,8 +407,6 @@ class ZkAclAuthorizer(AclAuthorizer):
     def start(self) -> None:
         """Watch the notifications, then load every ACL (a change from now on is a notification:
         the order Kafka keeps, so nothing falls between the load and the first notification)."""
-        from ..zk.store import CONNECTED
-
         self.zk.ensure_paths()
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             pending = self.zk.changes(pattern_type, watch=self._changed)
@@ -466,12 +420,19 @@ class ZkAclAuthorizer(AclAuthorizer):
                     acls[pattern] = entries
                     self._versions[pattern] = version
             self._snapshot = _Snapshot(acls)
-        self.zk.store.add_listener(lambda state: self._wake.set() if state == CONNECTED else None)
+        self.zk.store.add_listener(self._session_state)
         self._thread.start()
         log.info("authorizer loaded %d ACLs on %d resource patterns", sum(len(e) for e in acls.values()), len(acls))
 
     def _changed(self, event: "WatchedEvent") -> None:
         self._wake.set()  # on the store's thread: the work is the applier's
+
+    def _session_state(self, state: str) -> None:
+        """Connected again: read what came while away (the watches went with the connection)."""
+        from ..zk.store import CONNECTED
+
+        if state == CONNECTED:
+            self._wake.set()
 
     def _apply_changes(self) -> None:
         while True:
@@ -489,37 +450,73 @@ class ZkAclAuthorizer(AclAuthorizer):
                     log.exception("could not apply ACL change notifications")
 
     def _apply(self, pattern_type: PatternType) -> None:
+        """Apply the notifications of one kind not seen yet, in order, then purge the old ones.
+
+        A notification is marked seen only once applied, so a store error (raised: the pass
+        ends) leaves it to the next pass. One that cannot be applied for what it holds (an
+        undecodable notification, a corrupt ACL znode, a name the store refuses) is logged
+        and passed over, as Kafka's ZkNodeChangeNotificationListener does: it would fail the
+        same way every time, and must not hold back the changes after it."""
         names = self.zk.changes(pattern_type, watch=self._changed)
         last = self._last_seen.get(pattern_type, "")
-        created: Dict[str, int] = {}
         for name in names:
             if name <= last:
                 continue
-            found = self.zk.read_change(pattern_type, name)
+            try:
+                self._apply_change(pattern_type, name)
+            except (errors.CorruptMetadataError, ValueError) as exc:  # InvalidPathError is a ValueError
+                log.error("skipped ACL change notification %s: %s", name, exc)
             self._last_seen[pattern_type] = name
-            if found is None:
+        self.zk.purge(pattern_type, names)
+
+    def _apply_change(self, pattern_type: PatternType, name: str) -> None:
+        """Read the pattern a notification names and publish its entries as the store has them."""
+        pattern = self.zk.read_change(pattern_type, name)
+        if pattern is None:
+            return  # gone (another broker purged it): nothing says which pattern changed
+        with self._lock:
+            entries, version = self.zk.read(pattern)
+            self._publish_version(pattern, entries, version)
+        log.info("applied an ACL change of %s: %d entries", pattern, len(entries))
+
+    def _update(self, pattern: ResourcePattern, change: Callable[[_Entries], _Entries]) -> None:
+        """Apply ``change`` to the pattern's znode, as Kafka's updateResourceAcls: a conditional
+        write on the version this broker knows, read again and retried when another writer got
+        there first; then this broker's cache and the others' notification."""
+        current, version = self._known(pattern)
+        for _ in range(MAX_UPDATE_RETRIES + 1):
+            new = change(current)
+            if new == current:
+                # Nothing to write if the store agrees (the cache may be behind a notification).
+                stored = self.zk.read(pattern)
+                if stored == (current, version):
+                    return
+                current, version = stored
                 continue
-            pattern, created[name] = found
-            with self._lock:
-                entries, version = self.zk.read(pattern)
-                self._publish(pattern, entries, version)
-            log.info("applied an ACL change of %s: %d entries", pattern, len(entries))
-        self.zk.purge(pattern_type, names, created)
+            written = self._write(pattern, new, version)
+            if written is not None:
+                self._publish_version(pattern, new, written)
+                self.zk.notify(pattern)
+                return
+            current, version = self.zk.read(pattern)
+        # Never expected: as many writers on one resource at once as retries.
+        raise errors.UnknownServerError("Failed to update ACLs for %s after trying a maximum of %d times"
+                                        % (pattern, MAX_UPDATE_RETRIES))
 
     def _known(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
+        """The pattern's entries and znode version as this broker last wrote or read them."""
         version = self._versions.get(pattern)
         if version is None:
             return self.zk.read(pattern)
         return self._snapshot.acls.get(pattern, frozenset()), version
 
-    def _versions_changed(self, pattern: ResourcePattern, version: int) -> None:
-        if version < 0:
-            self._versions.pop(pattern, None)
-        else:
+    def _publish_version(self, pattern: ResourcePattern, entries: _Entries, version: int) -> None:
+        """Publish the pattern's entries, remembering the znode version they are at (none: deleted)."""
+        if entries and version >= 0:
             self._versions[pattern] = version
-
-    def _read(self, pattern: ResourcePattern) -> Tuple[_Entries, int]:
-        return self.zk.read(pattern)
+        else:
+            self._versions.pop(pattern, None)
+        self._publish(pattern, entries)
 
     def _write(self, pattern: ResourcePattern, entries: _Entries, version: int) -> Optional[int]:
         try:
@@ -528,9 +525,15 @@ class ZkAclAuthorizer(AclAuthorizer):
             raise errors.InvalidRequestError("Failed to create ACL: invalid resource name %r (%s)"
                                              % (pattern.name, exc)) from None
 
-    def _notify(self, pattern: ResourcePattern) -> None:
-        self.zk.notify(pattern)
-
     def close(self) -> None:
+        """Stop listening to the store and stop the applier (it finishes the notification in
+        hand: at most :data:`CLOSE_TIMEOUT_S` is waited for it, as a store call may wait for
+        a connection; the store's closing ends such a call)."""
         super().close()
+        self.zk.store.remove_listener(self._session_state)
         self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.warning("the ACL change applier did not stop within %.0f s; it ends with the metadata "
+                            "store's session", CLOSE_TIMEOUT_S)

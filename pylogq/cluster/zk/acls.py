@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import FrozenSet, List, Optional, Tuple
 
 from ... import errors
 from ..acl import (
@@ -156,25 +156,28 @@ class AclZkStore:
         children = self.store.get_children(_CHANGES[pattern_type], watch=watch)
         return sorted(c for c in children if c.startswith(ACL_CHANGE_PREFIX))
 
-    def read_change(self, pattern_type: PatternType, name: str) -> Optional[Tuple[ResourcePattern, int]]:
-        """(the pattern a notification names, its creation time in ms); None when it is gone."""
+    def read_change(self, pattern_type: PatternType, name: str) -> Optional[ResourcePattern]:
+        """The pattern a notification names; None when it is gone."""
         path = "%s/%s" % (_CHANGES[pattern_type], name)
         try:
-            data, stat = self.store.get(path)
+            data, _ = self.store.get(path)
         except errors.NoNodeError:
             return None
         try:
-            return decode_change(pattern_type, data), stat.ctime
+            return decode_change(pattern_type, data)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.CorruptMetadataError(path, str(exc), "delete the notification") from None
 
-    def purge(self, pattern_type: PatternType, names: List[str], created: Dict[str, int]) -> None:
-        """Delete the notifications among ``names`` created more than :data:`CHANGE_EXPIRATION_MS` ago."""
+    def purge(self, pattern_type: PatternType, names: List[str]) -> None:
+        """Delete the notifications among ``names`` created more than :data:`CHANGE_EXPIRATION_MS`
+        ago, by each one's creation time as the store keeps it (Kafka's
+        purgeObsoleteNotifications): whichever broker gets there first deletes it."""
         now = int(time.time() * 1000)
         for name in names:
-            when = created.get(name)
-            if when is not None and now - when > CHANGE_EXPIRATION_MS:
+            path = "%s/%s" % (_CHANGES[pattern_type], name)
+            stat = self.store.exists(path)
+            if stat is not None and now - stat.ctime > CHANGE_EXPIRATION_MS:
                 try:
-                    self.store.delete("%s/%s" % (_CHANGES[pattern_type], name))
+                    self.store.delete(path)
                 except errors.NoNodeError:
                     pass

@@ -332,12 +332,8 @@ class KafkaZkClient:
         return sorted(urllib.parse.unquote(child) for child in children)
 
     def get_user_config(self, user: str) -> Dict[str, str]:
-        path = user_config_path(user)
-        try:
-            data, _ = self.store.get(path)
-        except errors.NoNodeError:
-            return {}
-        return decode_entity_config(path, data)  # {"version":1,"config":{...}}, as a topic's
+        """``/config/users/<user>``'s config map (its name sanitized as Kafka does)."""
+        return self.get_entity_config("users/%s" % sanitize_user(user))
 
     def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
         """Write a user's config (an empty one too, as Kafka does) and notify every broker."""
