@@ -14,7 +14,6 @@ How closely a throttled client keeps to its quota is measured in benchmarks/test
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -25,11 +24,12 @@ from pylogq import AdminClient, Broker
 from pylogq.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent
 from pylogq.client.connection import BrokerConnection
 from pylogq.errors import InvalidRequestError
-from pylogq.protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, Reader, header_versions
 from pylogq.protocol.constants import ApiKey
-from pylogq.protocol.types import Writer
 from pylogq.records import build_batch
 from pylogq.server.quotas import DEFAULT, ClientQuotaManager, ClientQuotas, ConnectionQuotas, QuotaSettings
+
+from ._support import wait_for
+from .test_server import Wire, produce_body
 
 Address = Tuple[str, int]
 DEADLINE_S = 30.0
@@ -150,30 +150,17 @@ def _set(address: Address, entity: Dict[str, Optional[str]], **values: Optional[
         admin.close()
 
 
-def _produce_body(topic: str, value_size: int) -> Dict[str, Any]:
-    records = bytes(build_batch([b"x" * value_size]))
-    return {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
-
-
-def _wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.01)
-
-
 def test_a_throttled_produce_is_answered_at_once_then_its_connection_muted(served: Tuple[Broker, Address]) -> None:
     broker, address = served
     broker.create_topic("t", 1)
     _set(address, {"client-id": "greedy"}, producer_byte_rate=10000)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
     greedy = BrokerConnection(address[0], address[1], "greedy", 10.0, None)
     other = BrokerConnection(address[0], address[1], "modest", 10.0, None)
     try:
         greedy.request(ApiKey.API_VERSIONS, {})
         sent = time.monotonic()
-        answer = greedy.request(ApiKey.PRODUCE, _produce_body("t", 30000))
+        answer = greedy.request(ApiKey.PRODUCE, produce_body("t", [b"x" * 30000]))
         throttle_ms = answer["throttle_time_ms"]
         # 30 KB over the 1 s window at 10 KB/s: about 2 s, and the records were appended.
         assert throttle_ms > 1000 and answer["responses"][0]["partition_responses"][0]["error_code"] == 0
@@ -182,7 +169,7 @@ def test_a_throttled_produce_is_answered_at_once_then_its_connection_muted(serve
         assert samples['kafka_server_produce_byte_rate{client_id="greedy",user=""}'] > 10000
         pending = greedy.send(ApiKey.METADATA, {"topics": [{"name": "t"}]})
         # Another client is served while the throttled connection is muted ...
-        assert other.request(ApiKey.PRODUCE, _produce_body("t", 30000))["throttle_time_ms"] == 0
+        assert other.request(ApiKey.PRODUCE, produce_body("t", [b"x" * 30000]))["throttle_time_ms"] == 0
         assert not pending.done()
         # ... and the muted one's next request is answered no sooner than the delay.
         pending.result(DEADLINE_S)
@@ -199,7 +186,7 @@ def test_a_throttled_fetch_is_answered_empty_as_kafka_answers_it(served: Tuple[B
     for _ in range(20):
         broker.produce("t", 0, bytes(build_batch([b"y" * 4000])))
     _set(address, {"user": None, "client-id": "reader"}, consumer_byte_rate=20000)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
     conn = BrokerConnection(address[0], address[1], "reader", 10.0, None)
     throttled, offset = 0, 0
     try:
@@ -225,48 +212,8 @@ def test_a_throttled_fetch_is_answered_empty_as_kafka_answers_it(served: Tuple[B
     assert throttled > 0
 
 
-class RawConnection:
-    """Requests at a chosen version over a socket, in pylogq's tables' encoding."""
-
-    def __init__(self, address: Address, client_id: str) -> None:
-        self.sock = socket.create_connection(address, timeout=10.0)
-        self.client_id = client_id
-        self.correlation_id = 0
-
-    def call(self, api_key: int, version: int, body: Dict[str, Any]) -> Dict[str, Any]:
-        self.sock.sendall(self.frame(api_key, version, body))
-        return self.read(api_key, version)
-
-    def frame(self, api_key: int, version: int, body: Dict[str, Any]) -> bytes:
-        """A request's frame (size prefix, header, body)."""
-        self.correlation_id += 1
-        w = Writer()
-        REQUEST_HEADER.encode_into(w, {"request_api_key": api_key, "request_api_version": version,
-                                       "correlation_id": self.correlation_id, "client_id": self.client_id},
-                                   header_versions(api_key, version)[0])
-        REQUESTS[api_key].encode_into(w, body, version)
-        data = w.getvalue()
-        return struct.pack(">i", len(data)) + data
-
-    def read(self, api_key: int, version: int) -> Dict[str, Any]:
-        """The next response, decoded."""
-        size = struct.unpack(">i", _read(self.sock, 4))[0]
-        r = Reader(_read(self.sock, size))
-        RESPONSE_HEADER.decode_from(r, header_versions(api_key, version)[1])
-        answer: Dict[str, Any] = RESPONSES[api_key].decode_from(r, version)
-        return answer
-
-    def read_rest(self, first: bytes) -> None:
-        """The rest of a response whose first byte a caller has read."""
-        size = struct.unpack(">i", first + _read(self.sock, 3))[0]
-        _read(self.sock, size)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _create(conn: RawConnection, name: str, partitions: int, version: int = 6) -> Dict[str, Any]:
-    return conn.call(ApiKey.CREATE_TOPICS, version, {
+def _create(conn: Wire, name: str, partitions: int, version: int = 6) -> Dict[str, Any]:
+    return conn.request(ApiKey.CREATE_TOPICS, version, {
         "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
                     "configs": []}], "timeout_ms": 5000, "validate_only": False})
 
@@ -274,8 +221,8 @@ def _create(conn: RawConnection, name: str, partitions: int, version: int = 6) -
 def test_controller_mutations_past_a_strict_quota_are_refused(served: Tuple[Broker, Address]) -> None:
     broker, address = served
     _set(address, {"client-id": "maker"}, controller_mutation_rate=2)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
-    first, second = RawConnection(address, "maker"), RawConnection(address, "maker")
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    first, second = Wire(address, client_id="maker"), Wire(address, client_id="maker")
     try:
         # The bucket holds 2 windows * 1 s * 2 = 4 partitions: the first takes 10 and owes 6 (3 s).
         created = _create(first, "big", 10)
@@ -296,19 +243,11 @@ def test_controller_mutations_past_a_strict_quota_are_refused(served: Tuple[Brok
 def _kafka_python_call(address: Address, request: Any, response_class: Any, version: int) -> Any:
     """One request in kafka-python's own encoding, its answer decoded by kafka-python."""
     request.with_header(correlation_id=7, client_id="kafka-python-quotas")
-    with socket.create_connection(address, timeout=10.0) as sock:
-        sock.sendall(request.encode(version=version, header=True, framed=True))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        return response_class.decode(_read(sock, size), version=version, header=True)
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
+    with Wire(address) as wire:
+        wire.sock.sendall(request.encode(version=version, header=True, framed=True))
+        frame = wire.read_frame()
+    assert frame is not None, "the broker closed the connection"
+    return response_class.decode(frame, version=version, header=True)
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -414,7 +353,7 @@ def test_the_listener_rate_holds_back_new_connections(tmp_path: Path) -> None:
 def test_an_address_past_its_connection_rate_is_closed(served: Tuple[Broker, Address]) -> None:
     broker, address = served
     _set(address, {"ip": "127.0.0.1"}, connection_creation_rate=1)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
     first = BrokerConnection(address[0], address[1], "first", 10.0, None)
     try:
         first.request(ApiKey.API_VERSIONS, {})
