@@ -50,10 +50,11 @@ import time
 from typing import Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Union
 
 from ..cluster.contract import QuotaEntity
+from ..cluster.names import sanitize
 from ..rate import Rate, TokenBucket, throttle_time_ms
 
 __all__ = ["ClientQuotaManager", "ClientQuotas", "ConnectionQuotas", "DEFAULT", "QuotaSettings",
-           "REQUEST_PERCENT_PER_SECOND", "quota_names", "sanitize_user"]
+           "REQUEST_PERCENT_PER_SECOND", "quota_names"]
 
 #: A sensor unused this long is dropped (Kafka's InactiveSensorExpirationTimeSeconds).
 INACTIVE_SENSOR_EXPIRATION_S = 3600.0
@@ -92,14 +93,7 @@ class _Client(Protocol):
 
 def quota_names(conn: _Client) -> Tuple[str, str]:
     """(sanitized user, client id) of a connection, as its quotas are looked up."""
-    return sanitize_user(conn.principal.partition(":")[2]), conn.client_id
-
-
-def sanitize_user(name: str) -> str:
-    """A user name as quota metric tags carry it (Kafka's Sanitizer: url-encoded)."""
-    import urllib.parse  # only with quotas: not on the startup path
-
-    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+    return sanitize(conn.principal.partition(":")[2]), conn.client_id
 
 
 class QuotaSettings(NamedTuple):
@@ -338,7 +332,7 @@ class ClientQuotas:
                 if "connection_creation_rate" in values:
                     ips[names["ip"]] = int(values["connection_creation_rate"])
                 continue
-            key: OverrideKey = (_side(names, "user", sanitize=True), _side(names, "client-id"))
+            key: OverrideKey = (_side(names, "user", sanitized=True), _side(names, "client-id"))
             for quota_key, value in values.items():
                 if quota_key in per_key:
                     per_key[quota_key][key] = value
@@ -357,13 +351,13 @@ class ClientQuotas:
         return any(m.enabled for m in self.managers)
 
 
-def _side(names: Mapping[str, Optional[str]], kind: str, sanitize: bool = False) -> Side:
+def _side(names: Mapping[str, Optional[str]], kind: str, sanitized: bool = False) -> Side:
     if kind not in names:
         return None
     name = names[kind]
     if name is None:
         return DEFAULT
-    return sanitize_user(name) if sanitize else name
+    return sanitize(name) if sanitized else name
 
 
 class _RateQuota:
