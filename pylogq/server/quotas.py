@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Union
+from typing import Callable, Dict, FrozenSet, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Union
 
 from ..cluster.contract import QuotaEntity
 from ..cluster.names import sanitize
@@ -63,6 +63,12 @@ EXPIRY_CHECK_INTERVAL_S = 30.0
 #: Request handling time in seconds -> Kafka's request_percentage units (percent of one thread).
 REQUEST_PERCENT_PER_SECOND = 100.0
 _INT_MAX = 2 ** 31 - 1
+
+
+#: The kinds of overrides (a user side, a client-id side) when only one kind is set.
+_CLIENT_IDS_ONLY = frozenset({(False, True)})
+_USERS_ONLY = frozenset({(True, False)})
+_USER_CLIENT_IDS_ONLY = frozenset({(True, True)})
 
 
 class _Default:
@@ -136,6 +142,9 @@ class ClientQuotaManager:
         self._clock = clock
         self._lock = threading.Lock()
         self._overrides: Dict[OverrideKey, float] = {}
+        #: (has a user side, has a client-id side) of every override, set with them: with one
+        #: kind only, a sensor's level is known without a lookup.
+        self._kinds: FrozenSet[Tuple[bool, bool]] = frozenset()
         self._sensors: Dict[Tags, _Sensor] = {}
         self._next_expiry_check = 0.0
 
@@ -148,6 +157,7 @@ class ClientQuotaManager:
         """Replace every quota of this type; the sensors take their new bounds at once."""
         with self._lock:
             self._overrides = dict(overrides)
+            self._kinds = frozenset((u is not None, c is not None) for u, c in self._overrides)
             for tags, sensor in self._sensors.items():
                 bound = self._limit(tags)
                 if bound != sensor.bound:
@@ -165,13 +175,12 @@ class ClientQuotaManager:
             return self._tags(user, client_id)
 
     def _tags(self, user: str, client_id: str) -> Tags:
-        overrides = self._overrides
-        kinds = {(u is not None, c is not None) for u, c in overrides}
-        if not overrides or kinds == {(False, True)}:  # client-id quotas only
+        overrides, kinds = self._overrides, self._kinds
+        if not overrides or kinds == _CLIENT_IDS_ONLY:
             return "", client_id
-        if kinds == {(True, False)}:  # user quotas only
+        if kinds == _USERS_ONLY:
             return user, ""
-        if kinds == {(True, True)}:  # (user, client-id) quotas only
+        if kinds == _USER_CLIENT_IDS_ONLY:
             return user, client_id
         for key, tags in (((user, client_id), (user, client_id)),
                           ((user, DEFAULT), (user, client_id)),
