@@ -71,7 +71,7 @@ from ..records import uncompressed_v2
 from .connection import Connection, Outcome, Part, Parts, RequestSlot
 from .context import ServerContext
 from .authorization import CLUSTER_CHECKS, refused
-from .quotas import REQUEST_PERCENT_PER_SECOND, quota_names
+from .quotas import REQUEST_PERCENT_PER_SECOND
 from .handler_base import (
     NOT_COMPUTED,
     ZERO_UUID,
@@ -247,17 +247,19 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         quotas = self.server.quotas
         if not quotas.enabled or api_key in INTER_BROKER_APIS:
             return
-        user, client_id = quota_names(conn)
-        throttles = []
-        if api_key == ApiKey.PRODUCE:
-            throttles.append((quotas.produce.record(user, client_id, slot.size), quotas.produce))
-        if body is not None:
+        user, client_id = conn.quota_user, conn.client_id
+        # The longest throttle applies, and its quota's throttle-time metric notes it (the
+        # request quota's on a tie, as Kafka picks).
+        throttle_ms, manager = 0, quotas.request
+        if api_key == ApiKey.PRODUCE and quotas.produce.enabled:
+            throttle_ms, manager = quotas.produce.record(user, client_id, slot.size), quotas.produce
+        if body is not None and quotas.request.enabled:
             handling = (slot.dispatched or time.monotonic()) - slot.started
-            throttles.append((quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND),
-                              quotas.request))
-        if slot.throttle_ms:
-            throttles.append((slot.throttle_ms, quotas.controller_mutation))
-        throttle_ms, manager = max(throttles, key=lambda t: t[0], default=(0, quotas.request))
+            request_ms = quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND)
+            if request_ms >= throttle_ms:
+                throttle_ms, manager = request_ms, quotas.request
+        if slot.throttle_ms > throttle_ms:
+            throttle_ms, manager = slot.throttle_ms, quotas.controller_mutation
         if throttle_ms <= 0:
             return
         manager.throttled(user, client_id, throttle_ms)

@@ -39,7 +39,6 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsResponse,
 )
 from .connection import Connection, RequestSlot
-from .quotas import quota_names
 from .handler_base import (
     NOT_COMPUTED,
     ZERO_UUID,
@@ -224,7 +223,7 @@ class AdminHandlers(HandlerBase):
         quota = self.server.quotas.controller_mutation
         if not quota.enabled or validate_only:
             return await change
-        user, client_id = quota_names(conn)
+        user, client_id = conn.quota_user, conn.client_id
         if strict:
             throttle_ms = quota.mutation_throttle_ms(user, client_id)
             if throttle_ms > 0:

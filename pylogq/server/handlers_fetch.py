@@ -31,7 +31,7 @@ from ..records.downconvert import ReadAt, down_convert, target_magic
 from .connection import Connection, RequestSlot
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response, replica_id_of
 from .handler_base import Framed, HandlerBase, text_of
-from .quotas import REQUEST_PERCENT_PER_SECOND, quota_names
+from .quotas import REQUEST_PERCENT_PER_SECOND
 
 __all__ = ["FetchHandlers"]
 
@@ -100,7 +100,7 @@ class FetchHandlers(HandlerBase):
         quotas = self.server.quotas
         if quotas.fetch.enabled:
             # Kafka's cap: no more than an idle client may fetch without being throttled at once.
-            window_bytes = quotas.fetch.max_value_in_window(*quota_names(conn))
+            window_bytes = quotas.fetch.max_value_in_window(conn.quota_user, conn.client_id)
             max_bytes = max(1, min(max_bytes, int(min(window_bytes, 0x7FFFFFFF))))
         future: "asyncio.Future[Results]" = self.server.new_future()
         # A partition answered at once (fenced) answers the whole fetch at once; so does a fetch
@@ -217,10 +217,13 @@ class FetchHandlers(HandlerBase):
         """Record a consumer's fetch of ``size`` bytes and its handling time; -> the throttle
         time (ms) when over a quota (the bytes then taken back), else 0."""
         quotas = self.server.quotas
-        user, client_id = quota_names(conn)
-        handling = (slot.dispatched or time.monotonic()) - slot.started
-        request_ms = quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND)
-        fetch_ms = quotas.fetch.record(user, client_id, size)
+        user, client_id = conn.quota_user, conn.client_id
+        request_ms = fetch_ms = 0
+        if quotas.request.enabled:
+            handling = (slot.dispatched or time.monotonic()) - slot.started
+            request_ms = quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND)
+        if quotas.fetch.enabled:
+            fetch_ms = quotas.fetch.record(user, client_id, size)
         throttle_ms = max(request_ms, fetch_ms)
         if throttle_ms <= 0:
             return 0

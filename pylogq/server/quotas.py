@@ -47,14 +47,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, FrozenSet, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Union
+from typing import Callable, Dict, FrozenSet, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..cluster.contract import QuotaEntity
 from ..cluster.names import sanitize
 from ..rate import Rate, TokenBucket, throttle_time_ms
 
 __all__ = ["ClientQuotaManager", "ClientQuotas", "ConnectionQuotas", "DEFAULT", "QuotaSettings",
-           "REQUEST_PERCENT_PER_SECOND", "quota_names"]
+           "REQUEST_PERCENT_PER_SECOND"]
 
 #: A sensor unused this long is dropped (Kafka's InactiveSensorExpirationTimeSeconds).
 INACTIVE_SENSOR_EXPIRATION_S = 3600.0
@@ -88,18 +88,6 @@ Side = Union[None, str, _Default]
 OverrideKey = Tuple[Side, Side]
 #: A sensor's metric tags: (sanitized user or "", client id or "").
 Tags = Tuple[str, str]
-
-
-class _Client(Protocol):
-    @property
-    def principal(self) -> str: ...
-
-    client_id: str
-
-
-def quota_names(conn: _Client) -> Tuple[str, str]:
-    """(sanitized user, client id) of a connection, as its quotas are looked up."""
-    return sanitize(conn.principal.partition(":")[2]), conn.client_id
 
 
 class QuotaSettings(NamedTuple):
@@ -147,17 +135,16 @@ class ClientQuotaManager:
         self._kinds: FrozenSet[Tuple[bool, bool]] = frozenset()
         self._sensors: Dict[Tags, _Sensor] = {}
         self._next_expiry_check = 0.0
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any quota of this type is set (unset, nothing is recorded)."""
-        return bool(self._overrides)
+        #: Whether any quota of this type is set (unset, nothing is recorded): a plain flag,
+        #: read on every request, set with the overrides.
+        self.enabled = False
 
     def set_overrides(self, overrides: Mapping[OverrideKey, float]) -> None:
         """Replace every quota of this type; the sensors take their new bounds at once."""
         with self._lock:
             self._overrides = dict(overrides)
             self._kinds = frozenset((u is not None, c is not None) for u, c in self._overrides)
+            self.enabled = bool(self._overrides)
             for tags, sensor in self._sensors.items():
                 bound = self._limit(tags)
                 if bound != sensor.bound:
@@ -231,7 +218,7 @@ class ClientQuotaManager:
 
     def record(self, user: str, client_id: str, value: float) -> int:
         """Record ``value`` and check the quota: -> the throttle time (ms), 0 within it."""
-        if not self._overrides:
+        if not self.enabled:
             return 0
         now = self._clock()
         with self._lock:
@@ -246,7 +233,7 @@ class ClientQuotaManager:
 
     def unrecord(self, user: str, client_id: str, value: float) -> None:
         """Take back a value recorded (a throttled fetch, answered without its records)."""
-        if not self._overrides:
+        if not self.enabled:
             return
         now = self._clock()
         with self._lock:
@@ -255,14 +242,14 @@ class ClientQuotaManager:
     def max_value_in_window(self, user: str, client_id: str) -> float:
         """The most that can be recorded at once without a throttle on an idle sensor (Kafka
         caps a consumer's fetch size by it): the quota over the window less one sample."""
-        limit = self.limit(user, client_id) if self._overrides else None
+        limit = self.limit(user, client_id) if self.enabled else None
         if limit is None:
             return float("inf")
         return limit * (self.samples - 1) * self.window_s
 
     def throttled(self, user: str, client_id: str, throttle_ms: int) -> None:
         """Note a throttle applied (the ``throttle-time`` metric: its average over the window)."""
-        if throttle_ms <= 0 or not self._overrides:
+        if throttle_ms <= 0 or not self.enabled:
             return
         now = self._clock()
         with self._lock:
@@ -274,7 +261,7 @@ class ClientQuotaManager:
 
     def mutation_throttle_ms(self, user: str, client_id: str) -> int:
         """The throttle time a strict quota refuses mutations for (the bucket owes tokens), else 0."""
-        if not self._overrides:
+        if not self.enabled:
             return 0
         now = self._clock()
         with self._lock:
@@ -285,7 +272,7 @@ class ClientQuotaManager:
 
     def take_mutations(self, user: str, client_id: str, permits: float) -> int:
         """Record ``permits`` mutations (partitions created or deleted): -> the throttle time (ms)."""
-        if not self._overrides:
+        if not self.enabled:
             return 0
         now = self._clock()
         with self._lock:
@@ -329,6 +316,8 @@ class ClientQuotas:
         self.managers = (self.produce, self.fetch, self.request, self.controller_mutation)
         #: ip (or None for <default>) -> connection_creation_rate, for the ConnectionQuotas.
         self.ip_rates: Dict[Optional[str], int] = {}
+        #: Whether any client quota is set (a plain flag: read on every response, set by :meth:`update`).
+        self.enabled = False
         self._ip_watchers: List[Callable[[Dict[Optional[str], int]], None]] = []
 
     def update(self, configs: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
@@ -347,6 +336,7 @@ class ClientQuotas:
                     per_key[quota_key][key] = value
         for manager in self.managers:
             manager.set_overrides(per_key[manager.key])
+        self.enabled = any(m.enabled for m in self.managers)
         self.ip_rates = ips
         for watcher in list(self._ip_watchers):
             watcher(ips)
@@ -354,10 +344,6 @@ class ClientQuotas:
     def watch_ip_rates(self, watcher: Callable[[Dict[Optional[str], int]], None]) -> None:
         self._ip_watchers.append(watcher)
         watcher(self.ip_rates)
-
-    @property
-    def enabled(self) -> bool:
-        return any(m.enabled for m in self.managers)
 
 
 def _side(names: Mapping[str, Optional[str]], kind: str, sanitized: bool = False) -> Side:

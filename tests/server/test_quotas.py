@@ -97,6 +97,17 @@ def test_a_request_time_throttle_is_bounded_by_one_window() -> None:
     assert quotas.request.record("", "busy", 500.0) == 1000
 
 
+def test_the_enabled_flags_follow_the_quotas() -> None:
+    quotas = ClientQuotas()
+    assert not quotas.enabled and not any(m.enabled for m in quotas.managers)
+    quotas.update({(("client-id", "a"),): {"producer_byte_rate": 10.0},
+                   (("ip", None),): {"connection_creation_rate": 5}})
+    assert quotas.enabled and quotas.produce.enabled
+    assert not (quotas.fetch.enabled or quotas.request.enabled or quotas.controller_mutation.enabled)
+    quotas.update({(("ip", None),): {"connection_creation_rate": 5}})  # an ip quota is no client quota
+    assert not quotas.enabled and not quotas.produce.enabled and quotas.ip_rates == {None: 5}
+
+
 def test_controller_mutations_take_tokens() -> None:
     clock = Clock()
     quotas = ClientQuotas(QuotaSettings(controller_samples=2, controller_window_s=1.0), clock=clock)
