@@ -271,7 +271,9 @@ class ClientQuotaManager:
             return sensor.bucket.throttle_time_ms(now)
 
     def take_mutations(self, user: str, client_id: str, permits: float) -> int:
-        """Record ``permits`` mutations (partitions created or deleted): -> the throttle time (ms)."""
+        """Record ``permits`` mutations (partitions created or deleted), however deep into debt
+        they take the bucket: -> the throttle time (ms) of the debt, which a permissive quota
+        throttles by (a strict one refuses the next mutation instead)."""
         if not self.enabled:
             return 0
         now = self._clock()
