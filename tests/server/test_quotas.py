@@ -26,6 +26,7 @@ from pylogq.client.connection import BrokerConnection
 from pylogq.errors import InvalidRequestError
 from pylogq.protocol.constants import ApiKey
 from pylogq.records import build_batch
+from pylogq.server import handlers_fetch
 from pylogq.server.quotas import DEFAULT, ClientQuotaManager, ClientQuotas, ConnectionQuotas, QuotaSettings
 
 from ._support import wait_for
@@ -221,6 +222,62 @@ def test_a_throttled_fetch_is_answered_empty_as_kafka_answers_it(served: Tuple[B
     finally:
         conn.close()
     assert throttled > 0
+
+
+def _fetch_v(conn: Wire, version: int, min_bytes: int = 0, max_wait_ms: int = 0) -> Dict[str, Any]:
+    """A Fetch of ``t``-0 from offset 0 at ``version``."""
+    return conn.request(ApiKey.FETCH, version, {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                                  "log_start_offset": -1, "current_leader_epoch": -1}]}]})
+
+
+def test_a_throttled_legacy_fetch_is_never_down_converted(served: Tuple[Broker, Address],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    for _ in range(10):
+        broker.produce("t", 0, bytes(build_batch([b"y" * 4000])))
+    conversions: List[int] = []
+
+    def counted(*args: Any) -> Any:
+        conversions.append(1)
+        return convert(*args)
+
+    convert = handlers_fetch._down_convert_results
+    monkeypatch.setattr(handlers_fetch, "_down_convert_results", counted)
+    _set(address, {"client-id": "old-reader"}, consumer_byte_rate=10000)
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    served_fetches, throttled = 0, 0
+    with Wire(address, client_id="old-reader") as conn:
+        deadline = time.monotonic() + DEADLINE_S
+        while served_fetches < 2 or throttled < 2:
+            assert time.monotonic() < deadline, "never throttled twice and served twice"
+            answer = _fetch_v(conn, 3)  # magic 1 messages: converted when answered
+            if answer["throttle_time_ms"] > 0:
+                throttled += 1
+                assert answer["responses"] == []
+            else:
+                served_fetches += 1
+                assert answer["responses"][0]["partitions"][0]["records"]
+            # Kafka decides on the unconverted size: a throttled fetch is answered without converting.
+            assert len(conversions) == served_fetches
+
+
+def test_a_fetch_waits_for_no_more_than_its_quota_lets_it_read(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    broker.produce("t", 0, bytes(build_batch([b"z" * 4000])))
+    # 1000 B/s over two 1 s windows: a fetch is capped at 1000 bytes, and so is its min_bytes
+    # (Kafka's fetchMinBytes), so the 4 KB batch there answers a fetch asking for 1 MB at once
+    # (throttled: 4 KB is past the quota) rather than after its max_wait_ms of a minute.
+    _set(address, {"client-id": "waiter"}, consumer_byte_rate=1000)
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    with Wire(address, timeout=10.0, client_id="waiter") as conn:
+        answer = _fetch_v(conn, 11, min_bytes=1 << 20, max_wait_ms=60000)
+    assert answer["throttle_time_ms"] > 0 and answer["responses"] == []
+    assert broker.metrics_registry.samples()['kafka_server_fetch_throttle_time{client_id="waiter",user=""}'] > 0
 
 
 def _create(conn: Wire, name: str, partitions: int, version: int = 6) -> Dict[str, Any]:
