@@ -25,7 +25,7 @@ import re
 import struct
 import time
 import uuid
-from typing import Awaitable, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Awaitable, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple, Union
 
 from .. import errors
 from ..cluster.acl import AclOperation, ResourceType
@@ -35,7 +35,6 @@ from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CloseConnection
 from ..protocol import (
     API_NAMES,
-    INTER_BROKER_APIS,
     REQUESTS,
     RESPONSE_HEADER,
     RESPONSES,
@@ -114,6 +113,13 @@ _TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
 _BY_ID = "\x00id:"
+#: The requests no client quota counts or throttles: those Kafka's KafkaApis answers with
+#: sendResponseExemptThrottle that pylogq serves (the controller's LeaderAndIsr, StopReplica and
+#: UpdateMetadata, a broker's ControlledShutdown; a follower's Fetch is exempt in its handler),
+#: and SaslHandshake and SaslAuthenticate, which Kafka's authenticator answers.
+QUOTA_EXEMPT_APIS: FrozenSet[int] = frozenset({
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 #: What a handler answers: a response, pre-framed parts (Fetch), a frame list, or None (acks=0).
 Answer = Union[None, Message, Framed, List[Part]]
 #: What a handler method returns: its answer, or an awaitable of it.
@@ -242,10 +248,12 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         answer with the throttle time and its connection muted for that long. Produce counts
         its bytes and its handling time (none for acks=0), CreateTopics, CreatePartitions and
         DeleteTopics their controller mutations (decided by their handlers) and their
-        handling time, every other client request its handling time; the requests of other
-        brokers are exempt, as in Kafka."""
+        handling time, every other client request its handling time (OffsetForLeaderEpoch
+        too: consumers send it). Exempt, as in Kafka: the cluster actions of the controller
+        and the brokers (:data:`QUOTA_EXEMPT_APIS`), and the SASL exchange with the
+        ApiVersions before it, which Kafka's authenticator answers outside the quotas."""
         quotas = self.server.quotas
-        if not quotas.enabled or api_key in INTER_BROKER_APIS:
+        if not quotas.enabled or api_key in QUOTA_EXEMPT_APIS or not conn.authenticated:
             return
         user, client_id = conn.quota_user, conn.client_id
         # The longest throttle applies, and its quota's throttle-time metric notes it (the

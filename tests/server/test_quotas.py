@@ -280,6 +280,51 @@ def test_a_fetch_waits_for_no_more_than_its_quota_lets_it_read(served: Tuple[Bro
     assert broker.metrics_registry.samples()['kafka_server_fetch_throttle_time{client_id="waiter",user=""}'] > 0
 
 
+def test_a_consumers_offset_for_leader_epoch_is_throttled(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    # Any request of this client id is over a request_percentage this small.
+    _set(address, {"client-id": "truncation-check"}, request_percentage=1e-9)
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    with Wire(address, client_id="truncation-check") as conn:
+        # KIP-320: consumers send it too (replica id -1), so Kafka does not exempt it.
+        answer = conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, {"replica_id": -1, "topics": [
+            {"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 0 and answer["throttle_time_ms"] > 0
+
+
+def test_the_sasl_exchange_is_never_throttled(tmp_path: Path) -> None:
+    broker = Broker(str(tmp_path / "broker"), **SETTINGS)
+    try:
+        address = broker.serve("127.0.0.1", 0, sasl_users={"al ice": "secret"})
+        admin = AdminClient(broker=broker)
+        try:  # every user, ANONYMOUS too, is over a request_percentage this small
+            admin.alter_client_quotas([ClientQuotaAlteration({"user": None}, [("request_percentage", 1e-9)])])
+        finally:
+            admin.close()
+        wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+        with Wire(address, client_id="sasl") as conn:
+            # Kafka's authenticator answers ApiVersions, SaslHandshake and SaslAuthenticate
+            # before any quota applies: none is recorded, none mutes the connection.
+            versions = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "quota-test",
+                                                              "client_software_version": "1"})
+            assert (versions["error_code"], versions["throttle_time_ms"]) == (0, 0)
+            assert conn.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+            answer = conn.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00al ice\x00secret"})
+            assert answer["error_code"] == 0
+            assert not [name for name in broker.metrics_registry.samples() if name.startswith("kafka_server_request_")]
+            # Authenticated, the client is User:al ice, its quota the default user's, and its
+            # sensor tagged with its name sanitized as Kafka's Sanitizer does.
+            after = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "quota-test",
+                                                           "client_software_version": "1"})
+            assert after["throttle_time_ms"] > 0
+        samples = broker.metrics_registry.samples()
+        assert samples['kafka_server_request_throttle_time{client_id="",user="al%20ice"}'] == after["throttle_time_ms"]
+        assert not any("ANONYMOUS" in name for name in samples)
+    finally:
+        broker.close()
+
+
 def _create(conn: Wire, name: str, partitions: int, version: int = 6) -> Dict[str, Any]:
     return conn.request(ApiKey.CREATE_TOPICS, version, {
         "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
