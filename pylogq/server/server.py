@@ -24,7 +24,9 @@ arrive within ``socket.request.read.timeout.ms`` (see :mod:`.connection`). Conne
 creation rates (KIP-612, :class:`~.quotas.ConnectionQuotas`) delay the acceptance of new
 connections past ``max.connection.creation.rate``, one at a time per listener (Kafka's
 acceptor waits the same way), and hold then close a connection from an address past its
-``connection_creation_rate``. Client quotas (:class:`~.quotas.ClientQuotas`) follow the
+``connection_creation_rate``; as in Kafka's ``ConnectionQuotas.inc``, the limits are
+checked and the connection counted only after those waits, so a connection held for its
+address's throttle counts against no limit. Client quotas (:class:`~.quotas.ClientQuotas`) follow the
 broker's quota configs.
 """
 
@@ -397,6 +399,10 @@ class KafkaServer:
             return
         peer = writer.get_extra_info("peername") or ("?", 0)
         ip = _normal_ip(str(peer[0]))
+        if await self._rate_limited(ip, peer, listener):
+            writer.close()
+            return
+        # Checked and counted with no wait in between (and after the rate waits, as Kafka counts).
         refused = self._over_limit(ip)
         if refused is not None:
             assert self._loop is not None
@@ -407,9 +413,6 @@ class KafkaServer:
         self._connections_per_ip[ip] = self._connections_per_ip.get(ip, 0) + 1
         self._accepted += 1
         try:
-            if await self._rate_limited(ip, peer, listener):
-                writer.close()
-                return
             self.metrics.inc("kafka_server_socket_server_metrics_connection_creation", (listener.name,))
             try:
                 await self._serve_connection(reader, writer, listener)

@@ -476,3 +476,27 @@ def test_an_address_past_its_connection_rate_is_closed(served: Tuple[Broker, Add
             assert sock.recv(1) == b""  # closed (after the throttle time), never served
     finally:
         first.close()
+
+
+def test_a_connection_held_for_its_address_throttle_counts_against_no_limit(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Two windows of 3 s: a connection from an address bounded at 0 connections a second is
+    # held 3 s, then closed. The broker takes one connection at a time.
+    broker = Broker(str(tmp_path / "broker"), **{**SETTINGS, "quota.window.size.seconds": 3, "max.connections": 1})
+    try:
+        address = broker.serve("127.0.0.1", 0)
+        admin = AdminClient(broker=broker)
+        try:
+            admin.alter_client_quotas([ClientQuotaAlteration({"ip": "127.0.0.2"}, [("connection_creation_rate", 0)])])
+        finally:
+            admin.close()
+        wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+        caplog.set_level("WARNING", logger="pylogq")
+        with socket.create_connection(address, timeout=DEADLINE_S, source_address=("127.0.0.2", 0)) as held:
+            wait_for(lambda: "connection throttled peer=127.0.0.2" in caplog.text, DEADLINE_S, "the throttle")
+            # Kafka throttles before counting: the held connection does not take the broker's one.
+            with Wire(address, client_id="other") as conn:
+                assert conn.request(ApiKey.API_VERSIONS, 0)["error_code"] == 0
+            assert held.recv(1) == b""  # closed after its throttle, never served
+    finally:
+        broker.close()
