@@ -39,15 +39,16 @@ acceptance of new connections (at most one window); ``connection_creation_rate``
 entity (``/config/ips/<ip>`` or ``<default>``) closes a new connection from that address,
 after the throttle time, once its rate is past the bound.
 
-Thread-safe: the managers are read and recorded on the event loop, and their quotas
-replaced from the thread that applied a config change.
+Thread-safe: the managers and the connection rates are recorded on the event loop, read
+by a metrics scrape's thread, and their quotas replaced from the thread that applied a
+config change; each holds a lock for its rates, which are not thread-safe.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, FrozenSet, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..cluster.contract import QuotaEntity
 from ..cluster.names import sanitize
@@ -287,15 +288,18 @@ class ClientQuotaManager:
 
     # -- metrics ----------------------------------------------------------------------------------
 
-    def readings(self) -> Iterator[Tuple[str, Tags, float, float, Optional[float]]]:
-        """(quota type, tags, measured rate, average throttle time ms, tokens or None) per sensor."""
-        now = self._clock()
+    def readings(self) -> List[Tuple[str, Tags, float, float, Optional[float]]]:
+        """(quota type, tags, measured rate, average throttle time ms, tokens or None) per sensor,
+        read under the lock (a scrape's thread reads while the loop records)."""
+        out = []
         with self._lock:
-            for tags, sensor in list(self._sensors.items()):
+            now = self._clock()
+            for tags, sensor in self._sensors.items():
                 count = sensor.throttle_count.total(now)
                 average = sensor.throttle_sum.total(now) / count if count else 0.0
                 tokens = sensor.bucket.tokens(now) if sensor.bucket is not None else None
-                yield self.quota_type, tags, sensor.rate.measure(now), average, tokens
+                out.append((self.quota_type, tags, sensor.rate.measure(now), average, tokens))
+        return out
 
     @property
     def sensor_count(self) -> int:
@@ -370,8 +374,9 @@ class _RateQuota:
 
 
 class ConnectionQuotas:
-    """KIP-612's connection creation rates: broker-wide, per listener, per IP. Runs on the
-    loop (the bounds may be replaced from another thread: a whole dict at a time)."""
+    """KIP-612's connection creation rates: broker-wide, per listener, per IP. Thread-safe:
+    recorded on the loop and read by a metrics scrape's thread under one lock (the rates are
+    not thread-safe); the ip bounds are replaced from another thread a whole dict at a time."""
 
     def __init__(self, broker_rate: Optional[int], listener_rates: Mapping[str, Optional[int]],
                  protected_listener: Optional[str], settings: QuotaSettings = QuotaSettings(),
@@ -388,6 +393,7 @@ class ConnectionQuotas:
         self._ip_bounds: Dict[Optional[str], int] = {}
         self._ips: Dict[str, Tuple[_RateQuota, float]] = {}  # ip -> (its rate, last recorded)
         self._next_expiry_check = 0.0
+        self._lock = threading.Lock()
 
     def set_ip_rates(self, rates: Mapping[Optional[str], int]) -> None:
         """``connection_creation_rate`` per ip (None: ``<default>``); from any thread (the
@@ -408,17 +414,18 @@ class ConnectionQuotas:
     def accept_delay_ms(self, listener: str) -> int:
         """Record a new connection on ``listener``: -> how long (ms) to delay its acceptance so
         that the broker's and the listener's rates stay within their bounds (at most a window)."""
-        now = self._clock()
-        throttle = 0
-        if listener != self._protected:
-            throttle = self._record(self._broker, now)
-        quota = self._listeners.get(listener)
-        if quota is not None:
-            throttle = max(throttle, self._record(quota, now))
-            if throttle > 0:
-                quota.throttle_sum.record(throttle, now)
-                quota.throttle_count.record(1, now)
-        return throttle
+        with self._lock:
+            now = self._clock()
+            throttle = 0
+            if listener != self._protected:
+                throttle = self._record(self._broker, now)
+            quota = self._listeners.get(listener)
+            if quota is not None:
+                throttle = max(throttle, self._record(quota, now))
+                if throttle > 0:
+                    quota.throttle_sum.record(throttle, now)
+                    quota.throttle_count.record(1, now)
+            return throttle
 
     def ip_throttle_ms(self, ip: str, listener: str) -> int:
         """Record a new connection from ``ip``: -> 0 to accept it, else how long (ms) to hold it
@@ -429,25 +436,26 @@ class ConnectionQuotas:
         bound = self._ip_bound(ip)
         if bound is None:
             return 0
-        now = self._clock()
-        entry = self._ips.get(ip)
-        quota = entry[0] if entry is not None else _RateQuota(self.samples, self.window_s, bound)
-        quota.bound = bound
-        self._ips[ip] = (quota, now)
-        if now >= self._next_expiry_check:
-            self._next_expiry_check = now + EXPIRY_CHECK_INTERVAL_S
-            horizon = now - INACTIVE_SENSOR_EXPIRATION_S
-            for stale in [k for k, (_, last) in self._ips.items() if last < horizon]:
-                del self._ips[stale]
-        throttle = self._record(quota, now)
-        if throttle > 0:
-            quota.rate.record(-1, now)
-            if listener != self._protected:
-                self._broker.rate.record(-1, now)
-            listener_quota = self._listeners.get(listener)
-            if listener_quota is not None:
-                listener_quota.rate.record(-1, now)
-        return throttle
+        with self._lock:
+            now = self._clock()
+            entry = self._ips.get(ip)
+            quota = entry[0] if entry is not None else _RateQuota(self.samples, self.window_s, bound)
+            quota.bound = bound
+            self._ips[ip] = (quota, now)
+            if now >= self._next_expiry_check:
+                self._next_expiry_check = now + EXPIRY_CHECK_INTERVAL_S
+                horizon = now - INACTIVE_SENSOR_EXPIRATION_S
+                for stale in [k for k, (_, last) in self._ips.items() if last < horizon]:
+                    del self._ips[stale]
+            throttle = self._record(quota, now)
+            if throttle > 0:
+                quota.rate.record(-1, now)
+                if listener != self._protected:
+                    self._broker.rate.record(-1, now)
+                listener_quota = self._listeners.get(listener)
+                if listener_quota is not None:
+                    listener_quota.rate.record(-1, now)
+            return throttle
 
     def _record(self, quota: _RateQuota, now: float) -> int:
         quota.rate.record(1, now)
@@ -455,12 +463,16 @@ class ConnectionQuotas:
             return 0
         return min(throttle_time_ms(quota.rate, quota.bound, now), self.max_throttle_ms)
 
-    def readings(self) -> Iterator[Tuple[str, float, float]]:
-        """(listener, connection creation rate, average accept throttle time ms) per listener."""
-        now = self._clock()
-        for name, quota in list(self._listeners.items()):
-            count = quota.throttle_count.total(now)
-            yield name, quota.rate.measure(now), quota.throttle_sum.total(now) / count if count else 0.0
+    def readings(self) -> List[Tuple[str, float, float]]:
+        """(listener, connection creation rate, average accept throttle time ms) per listener,
+        read under the lock (from a scrape's thread)."""
+        out = []
+        with self._lock:
+            now = self._clock()
+            for name, quota in self._listeners.items():
+                count = quota.throttle_count.total(now)
+                out.append((name, quota.rate.measure(now), quota.throttle_sum.total(now) / count if count else 0.0))
+        return out
 
 
 def _bound(rate: Optional[int]) -> Optional[float]:

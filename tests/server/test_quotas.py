@@ -14,6 +14,7 @@ How closely a throttled client keeps to its quota is measured in benchmarks/test
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -132,6 +133,42 @@ def test_connection_creation_rates() -> None:
     assert quotas.ip_throttle_ms("10.0.0.1", "SASL_PLAINTEXT") == 0
     assert quotas.ip_throttle_ms("10.0.0.1", "SASL_PLAINTEXT") == 1000
     assert quotas.ip_throttle_ms("10.0.0.2", "SASL_PLAINTEXT") == 0  # the default's 100 a second
+
+
+def test_a_scrape_reads_the_connection_rates_under_the_lock_the_loop_records_under() -> None:
+    scraping, release = threading.Event(), threading.Event()
+    order: List[str] = []
+
+    def clock() -> float:
+        if threading.current_thread().name == "scrape" and not release.is_set():
+            scraping.set()  # the scrape is reading: hold it there
+            assert release.wait(DEADLINE_S)
+        return 1000.0
+
+    quotas = ConnectionQuotas(None, {"PLAINTEXT": 10}, None, QuotaSettings(samples=2, window_s=1.0), clock=clock)
+    scrape = threading.Thread(target=lambda: order.append("read %d" % len(list(quotas.readings()))), name="scrape")
+    scrape.start()
+    assert scraping.wait(DEADLINE_S)
+    accept = threading.Thread(target=lambda: order.append("recorded %d" % quotas.accept_delay_ms("PLAINTEXT")))
+    accept.start()
+    accept.join(0.2)  # a new connection's rate is not recorded while the scrape reads the rates ...
+    assert order == []
+    release.set()
+    scrape.join(DEADLINE_S)
+    accept.join(DEADLINE_S)
+    assert order == ["read 1", "recorded 0"]  # ... but once it is done
+
+
+def test_a_managers_readings_hold_no_lock_once_returned() -> None:
+    manager = ClientQuotaManager("Produce", "producer_byte_rate")
+    manager.set_overrides({(None, DEFAULT): 1000.0})
+    manager.record("", "a", 10)
+    manager.record("", "b", 10)
+    readings = manager.readings()
+    assert isinstance(readings, list)
+    for quota_type, tags, rate, throttle, tokens in readings:  # a record meanwhile does not wait for the reader
+        assert manager.record(*tags, 10) == 0 and quota_type == "Produce" and rate > 0 and tokens is None
+    assert sorted(tags for _, tags, _, _, _ in readings) == [("", "a"), ("", "b")]
 
 
 # -- a served broker --------------------------------------------------------------------------------
