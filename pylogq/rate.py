@@ -88,10 +88,6 @@ class Rate:
         self._expire(now)
         return [list(sample) for sample in self._kept]
 
-    def idle_since(self) -> float:
-        """When the newest sample started (-inf when none): a rate nobody records expires."""
-        return self._kept[-1][0] if self._kept else float("-inf")
-
     def _expire(self, now: float) -> None:
         """Drop the samples whose last record is ``samples`` windows old (Kafka's purge)."""
         age = self.window_s * self.samples
@@ -159,9 +155,6 @@ class TokenBucket:
         if self.rate <= 0:
             return 2 ** 31 - 1
         return int(round(-tokens / self.rate * 1000))
-
-    def idle_since(self) -> float:
-        return self._updated
 
     def _refill(self, now: float) -> None:
         if self._updated == self._updated:  # not NaN: refilled before

@@ -64,6 +64,8 @@ EXPIRY_CHECK_INTERVAL_S = 30.0
 #: Request handling time in seconds -> Kafka's request_percentage units (percent of one thread).
 REQUEST_PERCENT_PER_SECOND = 100.0
 _INT_MAX = 2 ** 31 - 1
+#: The tokens an unbounded sensor's bucket reads (Kafka's TokenBucket without a quota: Long.MAX_VALUE).
+_UNBOUNDED_TOKENS = float(2 ** 63 - 1)
 
 
 #: The kinds of overrides (a user side, a client-id side) when only one kind is set.
@@ -100,20 +102,49 @@ class QuotaSettings(NamedTuple):
     controller_window_s: float = 1.0
 
 
-class _Sensor:
-    """One set of metric tags' measurement of a quota type, and its throttle times."""
+class _ThrottleTimes:
+    """The throttle times applied, averaged over the quota windows (Kafka's throttle-time
+    sensor, an ``Avg``). Not thread-safe."""
 
-    __slots__ = ("rate", "bucket", "bound", "throttle_sum", "throttle_count", "last")
+    __slots__ = ("_sum", "_count")
+
+    def __init__(self, samples: int, window_s: float) -> None:
+        self._sum = Rate(samples, window_s)
+        self._count = Rate(samples, window_s)
+
+    def record(self, throttle_ms: float, now: float) -> None:
+        self._sum.record(throttle_ms, now)
+        self._count.record(1, now)
+
+    def average(self, now: float) -> float:
+        count = self._count.total(now)
+        return self._sum.total(now) / count if count else 0.0
+
+
+class _Sensor:
+    """One set of metric tags' measurement of a quota type, and its throttle times. Its token
+    bucket (controller mutations) exists only while a bound applies."""
+
+    __slots__ = ("rate", "bucket", "bound", "throttles", "last")
 
     def __init__(self, samples: int, window_s: float, bound: Optional[float], token_bucket: bool) -> None:
         self.rate = Rate(samples, window_s)
-        self.bucket: Optional[TokenBucket] = TokenBucket(bound if bound is not None else float(_INT_MAX), samples,
-                                                         window_s) if token_bucket else None
-        self.bound = bound
-        # Kafka's throttle-time metric: the average of the throttle times over the window.
-        self.throttle_sum = Rate(samples, window_s)
-        self.throttle_count = Rate(samples, window_s)
+        self.bucket: Optional[TokenBucket] = None
+        self.bound: Optional[float] = None
+        self.throttles = _ThrottleTimes(samples, window_s)
         self.last = 0.0
+        self.set_bound(bound, token_bucket)
+
+    def set_bound(self, bound: Optional[float], token_bucket: bool) -> None:
+        """Take a new bound; an unbounded sensor drops its bucket, so a later bound starts
+        with a full one (an unbounded bucket is always full)."""
+        self.bound = bound
+        if not token_bucket or bound is None:
+            self.bucket = None
+        elif self.bucket is None:
+            self.bucket = TokenBucket(bound, self.rate.samples, self.rate.window_s)
+        else:
+            self.bucket.set_rate(bound, self.rate.samples, self.rate.window_s)
 
 
 class ClientQuotaManager:
@@ -149,10 +180,7 @@ class ClientQuotaManager:
             for tags, sensor in self._sensors.items():
                 bound = self._limit(tags)
                 if bound != sensor.bound:
-                    sensor.bound = bound
-                    if sensor.bucket is not None:
-                        sensor.bucket.set_rate(bound if bound is not None else float(_INT_MAX), self.samples,
-                                               self.window_s)
+                    sensor.set_bound(bound, self.token_bucket)
 
     # -- precedence ---------------------------------------------------------------------------
 
@@ -254,9 +282,7 @@ class ClientQuotaManager:
             return
         now = self._clock()
         with self._lock:
-            sensor = self._sensor(user, client_id, now)
-            sensor.throttle_sum.record(throttle_ms, now)
-            sensor.throttle_count.record(1, now)
+            self._sensor(user, client_id, now).throttles.record(throttle_ms, now)
 
     # -- controller mutations (a token bucket) ------------------------------------------------
 
@@ -295,10 +321,12 @@ class ClientQuotaManager:
         with self._lock:
             now = self._clock()
             for tags, sensor in self._sensors.items():
-                count = sensor.throttle_count.total(now)
-                average = sensor.throttle_sum.total(now) / count if count else 0.0
-                tokens = sensor.bucket.tokens(now) if sensor.bucket is not None else None
-                out.append((self.quota_type, tags, sensor.rate.measure(now), average, tokens))
+                tokens: Optional[float] = None
+                if sensor.bucket is not None:
+                    tokens = sensor.bucket.tokens(now)
+                elif self.token_bucket:
+                    tokens = _UNBOUNDED_TOKENS
+                out.append((self.quota_type, tags, sensor.rate.measure(now), sensor.throttles.average(now), tokens))
         return out
 
     @property
@@ -324,7 +352,6 @@ class ClientQuotas:
         self.ip_rates: Dict[Optional[str], int] = {}
         #: Whether any client quota is set (a plain flag: read on every response, set by :meth:`update`).
         self.enabled = False
-        self._ip_watchers: List[Callable[[Dict[Optional[str], int]], None]] = []
 
     def update(self, configs: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
         """Take every entity's quota values (the broker's cache, after each change)."""
@@ -344,12 +371,6 @@ class ClientQuotas:
             manager.set_overrides(per_key[manager.key])
         self.enabled = any(m.enabled for m in self.managers)
         self.ip_rates = ips
-        for watcher in list(self._ip_watchers):
-            watcher(ips)
-
-    def watch_ip_rates(self, watcher: Callable[[Dict[Optional[str], int]], None]) -> None:
-        self._ip_watchers.append(watcher)
-        watcher(self.ip_rates)
 
 
 def _side(names: Mapping[str, Optional[str]], kind: str, sanitized: bool = False) -> Side:
@@ -362,15 +383,15 @@ def _side(names: Mapping[str, Optional[str]], kind: str, sanitized: bool = False
 
 
 class _RateQuota:
-    """A connection creation rate and its bound (None: unbounded)."""
+    """A connection creation rate and its bound (None: unbounded); a listener's also keeps the
+    accept throttle times it applied (its ``connection-accept-throttle-time`` metric)."""
 
-    __slots__ = ("rate", "bound", "throttle_sum", "throttle_count")
+    __slots__ = ("rate", "bound", "throttles")
 
-    def __init__(self, samples: int, window_s: float, bound: Optional[float]) -> None:
+    def __init__(self, samples: int, window_s: float, bound: Optional[float], throttles: bool = False) -> None:
         self.rate = Rate(samples, window_s)
         self.bound = bound
-        self.throttle_sum = Rate(samples, window_s)
-        self.throttle_count = Rate(samples, window_s)
+        self.throttles = _ThrottleTimes(samples, window_s) if throttles else None
 
 
 class ConnectionQuotas:
@@ -386,7 +407,7 @@ class ConnectionQuotas:
         self.max_throttle_ms = int(settings.window_s * 1000)
         self._clock = clock
         self._broker = _RateQuota(self.samples, self.window_s, _bound(broker_rate))
-        self._listeners = {name: _RateQuota(self.samples, self.window_s, _bound(rate))
+        self._listeners = {name: _RateQuota(self.samples, self.window_s, _bound(rate), throttles=True)
                            for name, rate in listener_rates.items()}
         # The inter-broker listener is exempt from the broker-wide rate when there are others.
         self._protected = protected_listener if len(listener_rates) > 1 else None
@@ -422,9 +443,8 @@ class ConnectionQuotas:
             quota = self._listeners.get(listener)
             if quota is not None:
                 throttle = max(throttle, self._record(quota, now))
-                if throttle > 0:
-                    quota.throttle_sum.record(throttle, now)
-                    quota.throttle_count.record(1, now)
+                if throttle > 0 and quota.throttles is not None:
+                    quota.throttles.record(throttle, now)
             return throttle
 
     def ip_throttle_ms(self, ip: str, listener: str) -> int:
@@ -470,8 +490,8 @@ class ConnectionQuotas:
         with self._lock:
             now = self._clock()
             for name, quota in self._listeners.items():
-                count = quota.throttle_count.total(now)
-                out.append((name, quota.rate.measure(now), quota.throttle_sum.total(now) / count if count else 0.0))
+                throttle = quota.throttles.average(now) if quota.throttles is not None else 0.0
+                out.append((name, quota.rate.measure(now), throttle))
         return out
 
 

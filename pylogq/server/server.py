@@ -58,7 +58,7 @@ from typing import (
     Union,
 )
 
-from ..cluster.contract import BrokerEndpoint, ServedBroker
+from ..cluster.contract import BrokerEndpoint, QuotaEntity, ServedBroker
 from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError, IllegalStateError, PrincipalMappingError
 from ..metrics import MetricsRegistry
@@ -296,8 +296,7 @@ class KafkaServer:
             raise ConfigError("cannot listen on %s://%s:%d: %s" % (listener.name, listener.host, listener.port,
                                                                   exc)) from None
         self._reaper = loop.create_task(self._reap_idle())
-        self.quotas.watch_ip_rates(self.connection_quotas.set_ip_rates)
-        self._unwatch_quotas = self.broker.watch_client_quotas(self.quotas.update)
+        self._unwatch_quotas = self.broker.watch_client_quotas(self._quotas_changed)
         self.metrics.add_collector(self._readings)
         for (host, port), listener in zip(self.addresses, self.listeners):
             log.info("listening listener=%s protocol=%s bind=%s:%d advertised=%s:%d", listener.name,
@@ -333,6 +332,11 @@ class KafkaServer:
         if self._unwatch_quotas is not None:
             self._unwatch_quotas()
         log.info("stopped listeners=%d", len(self._servers))
+
+    def _quotas_changed(self, configs: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        """The broker's quota configs, after each change (on the thread that applied it)."""
+        self.quotas.update(configs)
+        self.connection_quotas.set_ip_rates(self.quotas.ip_rates)
 
     # -- metrics ----------------------------------------------------------------------------
 

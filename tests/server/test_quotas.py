@@ -122,6 +122,21 @@ def test_controller_mutations_take_tokens() -> None:
     assert manager.mutation_throttle_ms("ANONYMOUS", "x") == 0
 
 
+def test_a_sensors_token_bucket_exists_only_while_a_bound_applies() -> None:
+    clock = Clock()
+    manager = ClientQuotaManager("ControllerMutation", "controller_mutation_rate", samples=2, window_s=1.0,
+                                 token_bucket=True, clock=clock)
+    manager.set_overrides({(None, "a"): 5.0})  # a's bucket holds 2 * 1 s * 5; b is unbounded
+    assert manager.take_mutations("", "a", 15) == 1000
+    assert manager.take_mutations("", "b", 1000) == 0
+    tokens = {tags: value for _, tags, _, _, value in manager.readings()}
+    # An unbounded sensor has no bucket and reads as Kafka's TokenBucket without a quota does.
+    assert tokens == {("", "a"): -5.0, ("", "b"): float(2 ** 63 - 1)}
+    manager.set_overrides({(None, DEFAULT): 5.0})  # b bounded now, with a full bucket; a keeps its debt
+    assert manager.mutation_throttle_ms("", "b") == 0 and manager.mutation_throttle_ms("", "a") == 1000
+    assert {tags: value for _, tags, _, _, value in manager.readings()} == {("", "a"): -5.0, ("", "b"): 10.0}
+
+
 def test_connection_creation_rates() -> None:
     clock = Clock()
     quotas = ConnectionQuotas(2, {"PLAINTEXT": 1, "SASL_PLAINTEXT": None}, "SASL_PLAINTEXT",
