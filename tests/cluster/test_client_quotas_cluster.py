@@ -10,13 +10,16 @@ store the same way.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, List
 
 import pytest
 
 from pylogq import AdminClient, Cluster
 from pylogq.client.admin import ClientQuotaAlteration, UserScramCredentialUpsertion
+from pylogq.cluster.broker.client_quotas import QuotaValues, ZkClientQuotas
+from pylogq.cluster.zk.client import KafkaZkClient
 from pylogq.cluster.zk.data import decode_entity_config
+from pylogq.cluster.zk.memory_store import InMemoryZooKeeper
 from pylogq.protocol.constants import ApiKey
 
 from .._cluster_ops import eventually
@@ -113,3 +116,23 @@ def test_the_in_process_cluster_keeps_them_too(tmp_path: Path) -> None:
         for broker in cluster.brokers:
             eventually(lambda: broker.client_quota_configs() == {(("client-id", "c"),): {"producer_byte_rate": 10.0}},
                    "broker %d's cache" % broker.broker_id, DEADLINE_S)
+
+
+def test_a_broker_loads_every_quota_and_tells_its_watchers_once() -> None:
+    zk = KafkaZkClient(InMemoryZooKeeper().connect())
+    zk.ensure_layout()
+    written = ZkClientQuotas(zk)
+    expected: QuotaValues = {}
+    entities = [(("client-id", "c%d" % i),) for i in range(200)] + [
+        (("user", "alice"),), (("client-id", None), ("user", "bob")), (("ip", "10.0.0.1"),)]
+    for i, entity in enumerate(entities):
+        key = "connection_creation_rate" if entity[0][0] == "ip" else "producer_byte_rate"
+        written.write(entity, {key: str(1000 + i)})
+        expected[entity] = {key: 1000.0 + i}
+    zk.set_entity_config("users/carol", {"SCRAM-SHA-256": "salt=x"})  # a user without quotas
+    loading = ZkClientQuotas(zk)
+    told: List[QuotaValues] = []
+    loading.watch(told.append)
+    loading.load()
+    # Built whole and told once (each entity's own cache copy and call made loading quadratic).
+    assert told == [{}, expected] and loading.cached() == expected

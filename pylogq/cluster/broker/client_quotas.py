@@ -205,13 +205,18 @@ class ClientQuotaStore:
         raise NotImplementedError
 
     def _remember(self, entity: QuotaEntity, config: Mapping[str, str]) -> None:
-        values = quota_values(entity, config)
+        self._apply({entity: quota_values(entity, config)})
+
+    def _apply(self, changes: Mapping[QuotaEntity, Dict[str, float]]) -> None:
+        """Take each entity's quota values (none: it has no quota now) into a new cache, and
+        tell the watchers once if it changed."""
         with self._lock:
             cache = dict(self._cache)
-            if values:
-                cache[entity] = values
-            else:
-                cache.pop(entity, None)
+            for entity, values in changes.items():
+                if values:
+                    cache[entity] = values
+                else:
+                    cache.pop(entity, None)
             if cache == self._cache:
                 return
             self._cache = cache
@@ -223,12 +228,15 @@ class ClientQuotaStore:
                 log.exception("a client quota watcher failed")
 
     def _load_all(self) -> None:
-        """Fill the cache from the authoritative store."""
+        """Fill the cache from the authoritative store: every entity read, then one new cache
+        (the watchers told once, however many entities there are)."""
+        loaded: QuotaValues = {}
         for kind in ("clients", "users", "users/clients", "ips"):
             for path, config in self.read_all(kind).items():
                 entity = entity_of_path(path)
                 if entity is not None:
-                    self._remember(entity, config)
+                    loaded[entity] = quota_values(entity, config)
+        self._apply(loaded)
 
     # -- DescribeClientQuotas -----------------------------------------------------------------
 
