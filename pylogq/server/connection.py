@@ -189,7 +189,7 @@ class Connection:
         self.reauthentication_supported = False
         self.reauthenticating = False
         self.reauthentication_mechanism: Optional[str] = None  # asked for by the re-authentication
-        # KIP-219: no request is taken from the connection before this loop time.
+        # KIP-219: no request is taken from the connection before this loop time (0: not muted).
         self.muted_until = 0.0
         self._principal = self.quota_user = ""
         self.principal = principal
@@ -272,11 +272,13 @@ class Connection:
                 self.muted_until = until
 
     async def _unmuted(self) -> None:
-        """Wait out a throttle (waiting for the server: neither idle nor late)."""
+        """Wait out a throttle (waiting for the server: neither idle nor late); once it has
+        ended the connection is unmuted (``muted_until`` 0: later requests do not wait here)."""
         loop = asyncio.get_running_loop()
         while True:
             left = self.muted_until - loop.time()
             if left <= 0:
+                self.muted_until = 0.0
                 return
             self.waiting_for_server = True
             try:

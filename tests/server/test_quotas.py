@@ -235,9 +235,13 @@ def test_a_throttled_produce_is_answered_at_once_then_its_connection_muted(serve
         # Another client is served while the throttled connection is muted ...
         assert other.request(ApiKey.PRODUCE, produce_body("t", [b"x" * 30000]))["throttle_time_ms"] == 0
         assert not pending.done()
-        # ... and the muted one's next request is answered no sooner than the delay.
+        # ... and the muted one's next request is answered no sooner than the delay,
         pending.result(DEADLINE_S)
         assert time.monotonic() - sent >= throttle_ms / 1000.0
+        # its connection unmuted then: its later requests do not wait on the throttle again.
+        muted = [conn.muted_until for server in broker._servers for conn in list(server._connections)
+                 if conn.client_id == "greedy"]
+        assert muted == [0.0]
     finally:
         greedy.close()
         other.close()
