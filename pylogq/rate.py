@@ -13,7 +13,9 @@ window has passed, at most ``samples + 1`` are kept, and a sample whose last rec
 time since the oldest one started, with the whole windows missing from ``samples - 1``
 added (Kafka's ``Rate.windowSize``): the first record of a quiet client is spread over the
 whole window rather than measured as a burst. With Kafka's default of eleven one-second
-windows, a client's rate is its last ten to eleven seconds.
+windows, a client's rate is its last ten to eleven seconds; with one window (Kafka allows
+it), no whole window is added and a rate is measured over the time since its sample
+started, at least 1 ms.
 
 A :class:`SimpleRate` keeps its samples as a :class:`Rate` does but measures over the time
 since the oldest one started, or one window if that is longer: its first burst counts
@@ -35,6 +37,8 @@ from __future__ import annotations
 
 from typing import List
 
+from .errors import InvalidArgumentError
+
 __all__ = ["Rate", "SimpleRate", "TokenBucket", "throttle_time_ms"]
 
 
@@ -44,8 +48,10 @@ class Rate:
     __slots__ = ("samples", "window_s", "_kept")
 
     def __init__(self, samples: int = 11, window_s: float = 1.0) -> None:
-        #: How many windows are kept (at least two: the current one and one whole one).
-        self.samples = max(2, int(samples))
+        if int(samples) < 1:
+            raise InvalidArgumentError("a rate's samples must be at least 1, not %r" % (samples,))
+        #: How many windows are measured over (Kafka's MetricConfig.samples, at least one).
+        self.samples = int(samples)
         self.window_s = float(window_s)
         #: [start, last record, total] of the samples not yet expired, oldest first.
         self._kept: List[List[float]] = []
@@ -87,10 +93,6 @@ class Rate:
         """The samples at ``now``, oldest first, as [start, last record, total] (a copy)."""
         self._expire(now)
         return [list(sample) for sample in self._kept]
-
-    def idle_since(self) -> float:
-        """When the newest sample started (-inf when none): a rate nobody records expires."""
-        return self._kept[-1][0] if self._kept else float("-inf")
 
     def _expire(self, now: float) -> None:
         """Drop the samples whose last record is ``samples`` windows old (Kafka's purge)."""
@@ -159,9 +161,6 @@ class TokenBucket:
         if self.rate <= 0:
             return 2 ** 31 - 1
         return int(round(-tokens / self.rate * 1000))
-
-    def idle_since(self) -> float:
-        return self._updated
 
     def _refill(self, now: float) -> None:
         if self._updated == self._updated:  # not NaN: refilled before

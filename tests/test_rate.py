@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pylogq.errors import InvalidArgumentError
 from pylogq.rate import Rate, SimpleRate, TokenBucket, throttle_time_ms
 
 MB = 1 << 20
@@ -52,6 +53,20 @@ def test_samples_start_when_a_window_has_passed_and_expire_after_the_window() ->
     for t in range(200, 210):
         rate.record(1, float(t))
     assert len(rate.samples_kept(209.0)) == 3
+
+
+def test_one_sample_measures_as_kafkas_rate_does() -> None:
+    rate = Rate(samples=1, window_s=1.0)  # quota.window.num=1 is a legal config
+    rate.record(100, 10.0)
+    # No whole window is added (Kafka's windowSize: samples - 1 of them): the rate is over the
+    # time since its sample started, at least 1 ms.
+    assert rate.window_size(10.0) == pytest.approx(0.001)
+    assert rate.window_size(10.5) == pytest.approx(0.5) and rate.measure(10.5) == pytest.approx(200)
+    rate.record(100, 10.9)  # the same sample: its window has not passed
+    # A sample no longer counts one window after its last record.
+    assert rate.total(11.8) == 200 and rate.total(11.9) == 0
+    with pytest.raises(InvalidArgumentError, match="at least 1"):
+        Rate(samples=0)
 
 
 def test_a_negative_record_takes_back_what_was_recorded() -> None:

@@ -22,14 +22,12 @@ import argparse
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent
+from ..cluster.broker.client_quotas import CLIENT_QUOTA_KEYS, IP_QUOTA_KEYS
 from ..config import java_double
 from ..errors import CommandError, InvalidConfigError
 
-__all__ = ["QUOTA_KEYS", "alter_quotas", "describe_quotas"]
+__all__ = ["alter_quotas", "describe_quotas"]
 
-#: The quota keys of users and clients, and of ips (Kafka's QuotaConfig).
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
-IP_KEYS = ("connection_creation_rate",)
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
@@ -73,11 +71,10 @@ def describe_quotas(admin: Any, pairs: List[Pair], out: TextIO) -> int:
 
 
 def alter_quotas(admin: Any, pairs: List[Pair], added: Dict[str, str], deleted: List[str], out: TextIO) -> int:
-    """Set and remove the quotas of one entity (every pair named), as one AlterClientQuotas."""
-    if any(name is None for _, name in pairs):
-        raise CommandError("--entity-name or --entity-default must be specified with each --entity-type for --alter")
+    """Set and remove the quotas of one entity (every pair named, each with its name: the
+    caller's _entity refuses one without), as one AlterClientQuotas."""
     kinds = [kind for kind, _ in pairs]
-    keys = IP_KEYS if kinds == ["ips"] else QUOTA_KEYS
+    keys = IP_QUOTA_KEYS if kinds == ["ips"] else CLIENT_QUOTA_KEYS
     unknown = [k for k in list(added) + deleted if k not in keys]
     if unknown:
         what = "connection quota" if kinds == ["ips"] else "quota"

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..client.admin import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from ..errors import CommandError, ResourceNotFoundError
+from .clients import parse_keys
 
 __all__ = ["MECHANISMS", "alter_users", "describe_users", "entry_keys"]
 
@@ -46,7 +47,7 @@ def alter_users(args: argparse.Namespace, admin: Any, name: str, out: TextIO) ->
         raise CommandError("--add-config-file is not supported for users: give --add-config "
                            "'SCRAM-SHA-256=[iterations=8192,password=...]'")
     added = _parse_added(args.add_config or [])
-    deleted = [k.strip() for item in args.delete_config or () for k in item.split(",") if k.strip()]
+    deleted = parse_keys(args.delete_config)
     if not added and not deleted:
         raise CommandError("--alter needs --add-config or --delete-config")
     for key in list(added) + deleted:

@@ -149,6 +149,12 @@ def parse_key_values(items: Optional[Iterable[str]], what: str, split_commas: bo
     return out
 
 
+def parse_keys(items: Optional[Iterable[str]]) -> List[str]:
+    """``--delete-config`` items, each comma-separated keys (``["a,b", "c"]``), as one list of
+    keys in order, blanks left out."""
+    return [key.strip() for item in items or () for key in item.split(",") if key.strip()]
+
+
 def _split_commas(item: str) -> List[str]:
     """Split ``a=1,b=2`` into items, keeping commas that belong to a value (``cleanup.policy=compact,delete``)."""
     parts: List[str] = []

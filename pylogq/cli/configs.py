@@ -46,10 +46,11 @@ from .. import errors
 from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CommandError
-from ._configs_quotas import QUOTA_KEYS, EntityName, Pair, alter_quotas, describe_quotas
+from ..cluster.broker.client_quotas import CLIENT_QUOTA_KEYS
+from ._configs_quotas import EntityName, Pair, alter_quotas, describe_quotas
 from ._configs_users import MECHANISMS, alter_users, entry_keys
 from ._errors import report_error
-from .clients import Clients, add_bootstrap_argument, parse_key_values, read_properties
+from .clients import Clients, add_bootstrap_argument, parse_key_values, parse_keys, read_properties
 from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
@@ -159,11 +160,11 @@ def _quota_entity(args: argparse.Namespace, admin: Any, pairs: List[Pair], out: 
         return describe_quotas(admin, pairs, out)
     kinds = [kind for kind, _ in pairs]
     added_keys = entry_keys(args.add_config or [])
-    deleted = [k.strip() for item in args.delete_config or () for k in item.split(",") if k.strip()]
+    deleted = parse_keys(args.delete_config)
     scram = [k for k in added_keys + deleted if k in MECHANISMS]
-    quotas = [k for k in added_keys + deleted if k in QUOTA_KEYS]
+    quotas = [k for k in added_keys + deleted if k in CLIENT_QUOTA_KEYS]
     if kinds == ["users"] and scram:
-        unknown = [k for k in added_keys + deleted if k not in MECHANISMS and k not in QUOTA_KEYS]
+        unknown = [k for k in added_keys + deleted if k not in MECHANISMS and k not in CLIENT_QUOTA_KEYS]
         if unknown:
             raise CommandError("Only quota and SCRAM credential configs can be added for 'users' using "
                                "--bootstrap-server. Unexpected config names: %s" % ",".join(unknown))
@@ -255,7 +256,7 @@ def _text(value: Optional[str]) -> str:
 def _alter(args: argparse.Namespace, admin: Any, entity_type: str, name: Optional[str], out: TextIO) -> int:
     assert name is not None
     added = _to_add(args)
-    deleted = [k.strip() for item in args.delete_config or () for k in item.split(",") if k.strip()]
+    deleted = parse_keys(args.delete_config)
     if not added and not deleted:
         raise CommandError("--alter needs --add-config, --add-config-file or --delete-config")
     if entity_type == "brokers":

@@ -42,7 +42,7 @@ from ..client.admin import AlterConfigOp, ConfigResource, ConfigResourceType, Ne
 from ..cluster.names import INTERNAL_TOPICS, has_collision_chars, validate_topic_name
 from ..errors import CommandError
 from ._errors import report_error
-from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values
+from .clients import Clients, add_bootstrap_argument, int_argument, parse_key_values, parse_keys
 from .command_config import add_command_config_argument
 
 __all__ = ["SUMMARY", "add_arguments", "run"]
@@ -256,12 +256,10 @@ def _alter(admin: Any, args: argparse.Namespace, out: TextIO) -> None:
         changes[key] = (AlterConfigOp.SET, value)
     for key, value in parse_key_values(args.add_config, "--add-config", split_commas=True).items():
         changes[key] = (AlterConfigOp.SET, value)
-    for item in args.delete_config or ():
-        for key in (k.strip() for k in item.split(",")):
-            if key:
-                if key in changes:
-                    raise CommandError("config %r is both set and deleted" % key)
-                changes[key] = (AlterConfigOp.DELETE, None)
+    for key in parse_keys(args.delete_config):
+        if key in changes:
+            raise CommandError("config %r is both set and deleted" % key)
+        changes[key] = (AlterConfigOp.DELETE, None)
     if not changes and args.partitions is None:
         raise CommandError("--alter needs --partitions, --config, --add-config or --delete-config")
     for name in names:

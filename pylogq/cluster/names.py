@@ -1,4 +1,4 @@
-"""Topic names: Kafka's legality rules and its metric-name collision rule.
+"""Names: topic names' legality and metric-name collision rules, and Kafka's ``Sanitizer``.
 
 A topic name is 1 to 249 characters of ``[a-zA-Z0-9._-]`` and neither ``.``
 nor ``..``. The limit is 249 because a partition directory is
@@ -6,18 +6,24 @@ nor ``..``. The limit is 249 because a partition directory is
 Kafka writes topic names into metric names, where ``.`` becomes ``_``; so
 two topics whose names differ only there (``a.b`` and ``a_b``) collide, and
 Kafka refuses to create the second one.
+
+User, client-id and ip entity names go into config paths (``/config/users/<name>``)
+and quota metric tags url-encoded, as Kafka's ``Sanitizer`` encodes them
+(:func:`sanitize`, :func:`desanitize`): the metadata store, the quota store and the
+server's quota managers all key on that one spelling.
 """
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import FrozenSet
 
 from ..errors import InvalidTopicError
 
 __all__ = [
     "MAX_NAME_LENGTH", "INTERNAL_TOPICS", "validate_topic_name", "unify_collision_chars",
-    "has_collision_chars", "collides", "is_internal"
+    "has_collision_chars", "collides", "is_internal", "sanitize", "desanitize"
 ]
 
 #: Kafka's limit (Topic.MAX_NAME_LENGTH): room for "-<partition>" in a 255-byte file name.
@@ -68,3 +74,16 @@ def collides(a: str, b: str) -> bool:
 def is_internal(name: str) -> bool:
     """Whether ``name`` is one of the broker's internal topics."""
     return name in INTERNAL_TOPICS
+
+
+def sanitize(name: str) -> str:
+    """``name`` url-encoded as Kafka's ``Sanitizer`` encodes it: Java's URLEncoder (which keeps
+    only letters, digits and ``.-*_``) with ``*`` and the space percent-encoded too, so every
+    character but ``[A-Za-z0-9._-]`` is ``%XX`` of its UTF-8 bytes."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """A sanitized name decoded (Kafka's ``Sanitizer.desanitize``, Java's URLDecoder: ``+``
+    is a space)."""
+    return urllib.parse.unquote_plus(name)

@@ -37,6 +37,7 @@ import time
 from collections import deque
 from typing import Any, Awaitable, Deque, Dict, FrozenSet, List, Optional, Protocol, Tuple, Union
 
+from ..cluster.names import sanitize
 from ..errors import CloseConnection, ProtocolError
 from ..protocol import REQUEST_HEADER, Reader
 from ..protocol.message_data import RequestHeader
@@ -188,8 +189,9 @@ class Connection:
         self.reauthentication_supported = False
         self.reauthenticating = False
         self.reauthentication_mechanism: Optional[str] = None  # asked for by the re-authentication
-        # KIP-219: no request is taken from the connection before this loop time.
+        # KIP-219: no request is taken from the connection before this loop time (0: not muted).
         self.muted_until = 0.0
+        self._principal = self.quota_user = ""
         self.principal = principal
         self.client_id = ""
         self.requests = 0
@@ -237,6 +239,17 @@ class Connection:
             log.info("connection closed id=%d peer=%s requests=%d reason=%s",
                      self.id, self.peer, self.requests, self.close_reason)
 
+    @property
+    def principal(self) -> str:
+        return self._principal
+
+    @principal.setter
+    def principal(self, principal: str) -> None:
+        self._principal = principal
+        #: The principal's user as quotas know it (sanitized, as Kafka's session caches it):
+        #: computed when the principal changes, not per request.
+        self.quota_user = sanitize(principal.partition(":")[2])
+
     def authenticated_as(self, user: str, mechanism: str) -> None:
         """SASL authentication succeeded: the connection is ``User:<user>`` from now on."""
         self.user = user
@@ -259,11 +272,13 @@ class Connection:
                 self.muted_until = until
 
     async def _unmuted(self) -> None:
-        """Wait out a throttle (waiting for the server: neither idle nor late)."""
+        """Wait out a throttle (waiting for the server: neither idle nor late); once it has
+        ended the connection is unmuted (``muted_until`` 0: later requests do not wait here)."""
         loop = asyncio.get_running_loop()
         while True:
             left = self.muted_until - loop.time()
             if left <= 0:
+                self.muted_until = 0.0
                 return
             self.waiting_for_server = True
             try:

@@ -25,7 +25,7 @@ import re
 import struct
 import time
 import uuid
-from typing import Awaitable, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Awaitable, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple, Union
 
 from .. import errors
 from ..cluster.acl import AclOperation, ResourceType
@@ -35,7 +35,6 @@ from ..cluster.names import INTERNAL_TOPICS
 from ..errors import CloseConnection
 from ..protocol import (
     API_NAMES,
-    INTER_BROKER_APIS,
     REQUESTS,
     RESPONSE_HEADER,
     RESPONSES,
@@ -71,7 +70,7 @@ from ..records import uncompressed_v2
 from .connection import Connection, Outcome, Part, Parts, RequestSlot
 from .context import ServerContext
 from .authorization import CLUSTER_CHECKS, NOTHING_REFUSED, refused
-from .quotas import REQUEST_PERCENT_PER_SECOND, quota_names
+from .quotas import REQUEST_PERCENT_PER_SECOND
 from .handler_base import (
     NOT_COMPUTED,
     ZERO_UUID,
@@ -116,6 +115,13 @@ _DESCRIBE = AclOperation.DESCRIBE
 MAX_TIMESTAMP = -3
 # Marks a Metadata v12 topic asked for by id among the names (no topic name holds a NUL).
 _BY_ID = "\x00id:"
+#: The requests no client quota counts or throttles: those Kafka's KafkaApis answers with
+#: sendResponseExemptThrottle that pylogq serves (the controller's LeaderAndIsr, StopReplica and
+#: UpdateMetadata, a broker's ControlledShutdown; a follower's Fetch is exempt in its handler),
+#: and SaslHandshake and SaslAuthenticate, which Kafka's authenticator answers.
+QUOTA_EXEMPT_APIS: FrozenSet[int] = frozenset({
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 #: What a handler answers: a response, pre-framed parts (Fetch), a frame list, or None (acks=0).
 Answer = Union[None, Message, Framed, List[Part]]
 #: What a handler method returns: its answer, or an awaitable of it.
@@ -256,22 +262,26 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         answer with the throttle time and its connection muted for that long. Produce counts
         its bytes and its handling time (none for acks=0), CreateTopics, CreatePartitions and
         DeleteTopics their controller mutations (decided by their handlers) and their
-        handling time, every other client request its handling time; the requests of other
-        brokers are exempt, as in Kafka."""
+        handling time, every other client request its handling time (OffsetForLeaderEpoch
+        too: consumers send it). Exempt, as in Kafka: the cluster actions of the controller
+        and the brokers (:data:`QUOTA_EXEMPT_APIS`), and the SASL exchange with the
+        ApiVersions before it, which Kafka's authenticator answers outside the quotas."""
         quotas = self.server.quotas
-        if not quotas.enabled or api_key in INTER_BROKER_APIS:
+        if not quotas.enabled or api_key in QUOTA_EXEMPT_APIS or not conn.authenticated:
             return
-        user, client_id = quota_names(conn)
-        throttles = []
-        if api_key == ApiKey.PRODUCE:
-            throttles.append((quotas.produce.record(user, client_id, slot.size), quotas.produce))
-        if body is not None:
+        user, client_id = conn.quota_user, conn.client_id
+        # The longest throttle applies, and its quota's throttle-time metric notes it (the
+        # request quota's on a tie, as Kafka picks).
+        throttle_ms, manager = 0, quotas.request
+        if api_key == ApiKey.PRODUCE and quotas.produce.enabled:
+            throttle_ms, manager = quotas.produce.record(user, client_id, slot.size), quotas.produce
+        if body is not None and quotas.request.enabled:
             handling = (slot.dispatched or time.monotonic()) - slot.started
-            throttles.append((quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND),
-                              quotas.request))
-        if slot.throttle_ms:
-            throttles.append((slot.throttle_ms, quotas.controller_mutation))
-        throttle_ms, manager = max(throttles, key=lambda t: t[0], default=(0, quotas.request))
+            request_ms = quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND)
+            if request_ms >= throttle_ms:
+                throttle_ms, manager = request_ms, quotas.request
+        if slot.throttle_ms > throttle_ms:
+            throttle_ms, manager = slot.throttle_ms, quotas.controller_mutation
         if throttle_ms <= 0:
             return
         manager.throttled(user, client_id, throttle_ms)

@@ -39,7 +39,6 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsResponse,
 )
 from .connection import Connection, RequestSlot
-from .quotas import quota_names
 from .handler_base import (
     NOT_COMPUTED,
     ZERO_UUID,
@@ -216,15 +215,20 @@ class AdminHandlers(HandlerBase):
 
     async def _mutating(self, conn: Connection, slot: RequestSlot, strict: bool, validate_only: bool,
                         permits: Union[int, Callable[[_T], int]], change: Awaitable[_T]) -> _T:
-        """One topic's change under the client's controller mutation quota (KIP-599): a strict
-        quota (the versions that know THROTTLING_QUOTA_EXCEEDED) refuses the change while the
-        client's bucket owes tokens; the partitions created or deleted are then taken from
-        it, and the response carries the throttle (``slot.throttle_ms``). ``permits`` counts
-        them: a number, or a function of the change's result."""
+        """One topic's change under the client's controller mutation quota (KIP-599).
+
+        A strict quota (the versions that know THROTTLING_QUOTA_EXCEEDED) refuses the change
+        while the client's bucket owes tokens, and the response carries that throttle
+        (``slot.throttle_ms``); a change it lets through takes its partitions from the bucket,
+        into debt if need be, without a throttle: the next one is refused instead (Kafka's
+        StrictControllerMutationQuota checks, then records unchecked). A permissive quota
+        (older versions) lets every change through and throttles the response by the debt.
+        ``permits`` counts the partitions created or deleted: a number, or a function of the
+        change's result."""
         quota = self.server.quotas.controller_mutation
         if not quota.enabled or validate_only:
             return await change
-        user, client_id = quota_names(conn)
+        user, client_id = conn.quota_user, conn.client_id
         if strict:
             throttle_ms = quota.mutation_throttle_ms(user, client_id)
             if throttle_ms > 0:
@@ -235,7 +239,8 @@ class AdminHandlers(HandlerBase):
                 raise errors.ThrottlingQuotaExceededError("The throttling quota has been exceeded.")
         result = await change
         throttle_ms = quota.take_mutations(user, client_id, permits if isinstance(permits, int) else permits(result))
-        slot.throttle_ms = max(slot.throttle_ms, throttle_ms)
+        if not strict:
+            slot.throttle_ms = max(slot.throttle_ms, throttle_ms)
         return result
 
     def _partition_count(self, topic: str) -> int:

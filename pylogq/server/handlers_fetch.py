@@ -32,7 +32,7 @@ from .authorization import NOTHING_REFUSED
 from .connection import Connection, RequestSlot
 from .fetch import FIRST_TOPIC_ID, TopicKey, frame_fetch_response, replica_id_of
 from .handler_base import Framed, HandlerBase, text_of
-from .quotas import REQUEST_PERCENT_PER_SECOND, quota_names
+from .quotas import REQUEST_PERCENT_PER_SECOND
 
 __all__ = ["FetchHandlers"]
 
@@ -101,13 +101,15 @@ class FetchHandlers(HandlerBase):
         quotas = self.server.quotas
         if quotas.fetch.enabled:
             # Kafka's cap: no more than an idle client may fetch without being throttled at once.
-            window_bytes = quotas.fetch.max_value_in_window(*quota_names(conn))
+            window_bytes = quotas.fetch.max_value_in_window(conn.quota_user, conn.client_id)
             max_bytes = max(1, min(max_bytes, int(min(window_bytes, 0x7FFFFFFF))))
+        # Kafka's fetchMinBytes: a fetch waits for no more than it may be answered with.
+        min_bytes = min(req.min_bytes, max_bytes)
         future: "asyncio.Future[Results]" = self.server.new_future()
         # A partition answered at once (fenced) answers the whole fetch at once; so does a fetch
         # left with nothing to read once the refused partitions are out.
         at_once = epoch_fenced or (bool(fenced) and not requests)
-        op = self.broker.fetch_async(requests, 0 if at_once else req.max_wait_ms, req.min_bytes, max_bytes,
+        op = self.broker.fetch_async(requests, 0 if at_once else req.max_wait_ms, min_bytes, max_bytes,
                                      isolation, deliver=self.server.deliver_to(future), client_rack=client_rack)
         if op.completed:
             results = {**op.answer(), **fenced} if fenced else op.answer()
@@ -191,10 +193,18 @@ class FetchHandlers(HandlerBase):
                                offsets: Dict[Tuple[str, int], Tuple[int, int]], max_bytes: int,
                                conn: Connection) -> Framed:
         """Answer an old version with its records down-converted in the executor: decompressing
-        and re-encoding batches must not stall the other connections on the loop."""
+        and re-encoding batches must not stall the other connections on the loop.
+
+        The quotas are decided first, on the response's unconverted size, as Kafka decides
+        them: a throttled fetch is answered empty and never converted."""
+        if self.server.quotas.enabled:
+            _, size = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, _topics(order, results))
+            throttle_ms = self._fetch_throttle(conn, slot, size)
+            if throttle_ms > 0:
+                return self._throttled_response(slot, version, throttle_ms, False)
         converted = await self._blocking(_down_convert_results, results, order, offsets, target_magic(version),
                                          max_bytes if version >= 3 else 0x7FFFFFFF)
-        return self._fetch_response(slot, version, order, converted, "read_uncommitted", conn)
+        return self._fetch_response(slot, version, order, converted, "read_uncommitted")
 
     def _fetch_response(self, slot: RequestSlot, version: int, order: Order, results: Results,
                         isolation: str, conn: Optional[Connection] = None) -> Framed:
@@ -202,7 +212,7 @@ class FetchHandlers(HandlerBase):
         first, and one over its fetch or request quota is answered as Kafka answers it
         (KIP-219): no partitions, the throttle time, and its bytes taken back, the connection
         then muted for that time."""
-        topics = [(key, [(i, _result_of(results, name, i)) for i in indexes]) for key, name, indexes in order]
+        topics = _topics(order, results)
         counts = {0: 1}  # the top-level code (always NONE here), then each partition's
         for _, answers in topics:
             for _, result in answers:
@@ -210,24 +220,32 @@ class FetchHandlers(HandlerBase):
         read_committed = isolation == "read_committed"
         parts, size = frame_fetch_response(slot.correlation_id, version, 0, 0, 0, topics,
                                            read_committed=read_committed)
-        quotas = self.server.quotas
-        if conn is not None and quotas.enabled:
+        if conn is not None and self.server.quotas.enabled:
             throttle_ms = self._fetch_throttle(conn, slot, size)
             if throttle_ms > 0:
-                counts = {0: 1}
-                parts, _ = frame_fetch_response(slot.correlation_id, version, throttle_ms, 0, 0, [],
-                                                read_committed=read_committed)
+                return self._throttled_response(slot, version, throttle_ms, read_committed)
         slot.errors = counts
+        return Framed(parts)
+
+    @staticmethod
+    def _throttled_response(slot: RequestSlot, version: int, throttle_ms: int, read_committed: bool) -> Framed:
+        """Kafka's answer to a throttled fetch: no partitions, the throttle time."""
+        parts, _ = frame_fetch_response(slot.correlation_id, version, throttle_ms, 0, 0, [],
+                                        read_committed=read_committed)
+        slot.errors = {0: 1}
         return Framed(parts)
 
     def _fetch_throttle(self, conn: Connection, slot: RequestSlot, size: int) -> int:
         """Record a consumer's fetch of ``size`` bytes and its handling time; -> the throttle
         time (ms) when over a quota (the bytes then taken back), else 0."""
         quotas = self.server.quotas
-        user, client_id = quota_names(conn)
-        handling = (slot.dispatched or time.monotonic()) - slot.started
-        request_ms = quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND)
-        fetch_ms = quotas.fetch.record(user, client_id, size)
+        user, client_id = conn.quota_user, conn.client_id
+        request_ms = fetch_ms = 0
+        if quotas.request.enabled:
+            handling = (slot.dispatched or time.monotonic()) - slot.started
+            request_ms = quotas.request.record(user, client_id, handling * REQUEST_PERCENT_PER_SECOND)
+        if quotas.fetch.enabled:
+            fetch_ms = quotas.fetch.record(user, client_id, size)
         throttle_ms = max(request_ms, fetch_ms)
         if throttle_ms <= 0:
             return 0
@@ -235,6 +253,11 @@ class FetchHandlers(HandlerBase):
         (quotas.fetch if fetch_ms > request_ms else quotas.request).throttled(user, client_id, throttle_ms)
         conn.mute_for(throttle_ms)
         return throttle_ms
+
+
+def _topics(order: Order, results: Results) -> List[Tuple[TopicKey, List[Tuple[int, FetchResult]]]]:
+    """Each topic of the response, as it names it, with its partitions' results in request order."""
+    return [(key, [(i, _result_of(results, name, i)) for i in indexes]) for key, name, indexes in order]
 
 
 def _result_of(results: Results, name: Optional[str], index: int) -> FetchResult:

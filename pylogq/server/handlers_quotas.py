@@ -61,10 +61,7 @@ class QuotaHandlers(HandlerBase):
             failure = self._failed(conn, exc, "AlterClientQuotas")
             results = {a.entity: (error_code(failure), error_message(failure)) for a in alterations}
         out: List[AlterClientQuotasResponse.EntryData] = []
-        for entity, (code, message) in results.items():
-            if code:
-                self._failed(conn, (errors.error_for_code(code) or errors.UnknownServerError)(message or ""),
-                             "AlterClientQuotas of %s" % (entity,))
+        for entity, (code, message) in results.items():  # each failure logged by the store, or above
             out.append(AlterClientQuotasResponse.EntryData(
                 error_code=code, error_message=message,
                 entity=[AlterClientQuotasResponse.EntityData(entity_type=kind, entity_name=name)

@@ -39,21 +39,23 @@ acceptance of new connections (at most one window); ``connection_creation_rate``
 entity (``/config/ips/<ip>`` or ``<default>``) closes a new connection from that address,
 after the throttle time, once its rate is past the bound.
 
-Thread-safe: the managers are read and recorded on the event loop, and their quotas
-replaced from the thread that applied a config change.
+Thread-safe: the managers and the connection rates are recorded on the event loop, read
+by a metrics scrape's thread, and their quotas replaced from the thread that applied a
+config change; each holds a lock for its rates, which are not thread-safe.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Union
+from typing import Callable, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..cluster.contract import QuotaEntity
+from ..cluster.names import sanitize
 from ..rate import Rate, TokenBucket, throttle_time_ms
 
 __all__ = ["ClientQuotaManager", "ClientQuotas", "ConnectionQuotas", "DEFAULT", "QuotaSettings",
-           "REQUEST_PERCENT_PER_SECOND", "quota_names", "sanitize_user"]
+           "REQUEST_PERCENT_PER_SECOND"]
 
 #: A sensor unused this long is dropped (Kafka's InactiveSensorExpirationTimeSeconds).
 INACTIVE_SENSOR_EXPIRATION_S = 3600.0
@@ -62,6 +64,14 @@ EXPIRY_CHECK_INTERVAL_S = 30.0
 #: Request handling time in seconds -> Kafka's request_percentage units (percent of one thread).
 REQUEST_PERCENT_PER_SECOND = 100.0
 _INT_MAX = 2 ** 31 - 1
+#: The tokens an unbounded sensor's bucket reads (Kafka's TokenBucket without a quota: Long.MAX_VALUE).
+_UNBOUNDED_TOKENS = float(2 ** 63 - 1)
+
+
+#: The kinds of overrides (a user side, a client-id side) when only one kind is set.
+_CLIENT_IDS_ONLY = frozenset({(False, True)})
+_USERS_ONLY = frozenset({(True, False)})
+_USER_CLIENT_IDS_ONLY = frozenset({(True, True)})
 
 
 class _Default:
@@ -83,25 +93,6 @@ OverrideKey = Tuple[Side, Side]
 Tags = Tuple[str, str]
 
 
-class _Client(Protocol):
-    @property
-    def principal(self) -> str: ...
-
-    client_id: str
-
-
-def quota_names(conn: _Client) -> Tuple[str, str]:
-    """(sanitized user, client id) of a connection, as its quotas are looked up."""
-    return sanitize_user(conn.principal.partition(":")[2]), conn.client_id
-
-
-def sanitize_user(name: str) -> str:
-    """A user name as quota metric tags carry it (Kafka's Sanitizer: url-encoded)."""
-    import urllib.parse  # only with quotas: not on the startup path
-
-    return urllib.parse.quote(name, safe="").replace("~", "%7E")
-
-
 class QuotaSettings(NamedTuple):
     """``quota.window.num``, ``quota.window.size.seconds`` and the controller mutations' own pair."""
 
@@ -111,20 +102,49 @@ class QuotaSettings(NamedTuple):
     controller_window_s: float = 1.0
 
 
-class _Sensor:
-    """One set of metric tags' measurement of a quota type, and its throttle times."""
+class _ThrottleTimes:
+    """The throttle times applied, averaged over the quota windows (Kafka's throttle-time
+    sensor, an ``Avg``). Not thread-safe."""
 
-    __slots__ = ("rate", "bucket", "bound", "throttle_sum", "throttle_count", "last")
+    __slots__ = ("_sum", "_count")
+
+    def __init__(self, samples: int, window_s: float) -> None:
+        self._sum = Rate(samples, window_s)
+        self._count = Rate(samples, window_s)
+
+    def record(self, throttle_ms: float, now: float) -> None:
+        self._sum.record(throttle_ms, now)
+        self._count.record(1, now)
+
+    def average(self, now: float) -> float:
+        count = self._count.total(now)
+        return self._sum.total(now) / count if count else 0.0
+
+
+class _Sensor:
+    """One set of metric tags' measurement of a quota type, and its throttle times. Its token
+    bucket (controller mutations) exists only while a bound applies."""
+
+    __slots__ = ("rate", "bucket", "bound", "throttles", "last")
 
     def __init__(self, samples: int, window_s: float, bound: Optional[float], token_bucket: bool) -> None:
         self.rate = Rate(samples, window_s)
-        self.bucket: Optional[TokenBucket] = TokenBucket(bound if bound is not None else float(_INT_MAX), samples,
-                                                         window_s) if token_bucket else None
-        self.bound = bound
-        # Kafka's throttle-time metric: the average of the throttle times over the window.
-        self.throttle_sum = Rate(samples, window_s)
-        self.throttle_count = Rate(samples, window_s)
+        self.bucket: Optional[TokenBucket] = None
+        self.bound: Optional[float] = None
+        self.throttles = _ThrottleTimes(samples, window_s)
         self.last = 0.0
+        self.set_bound(bound, token_bucket)
+
+    def set_bound(self, bound: Optional[float], token_bucket: bool) -> None:
+        """Take a new bound; an unbounded sensor drops its bucket, so a later bound starts
+        with a full one (an unbounded bucket is always full)."""
+        self.bound = bound
+        if not token_bucket or bound is None:
+            self.bucket = None
+        elif self.bucket is None:
+            self.bucket = TokenBucket(bound, self.rate.samples, self.rate.window_s)
+        else:
+            self.bucket.set_rate(bound, self.rate.samples, self.rate.window_s)
 
 
 class ClientQuotaManager:
@@ -142,25 +162,25 @@ class ClientQuotaManager:
         self._clock = clock
         self._lock = threading.Lock()
         self._overrides: Dict[OverrideKey, float] = {}
+        #: (has a user side, has a client-id side) of every override, set with them: with one
+        #: kind only, a sensor's level is known without a lookup.
+        self._kinds: FrozenSet[Tuple[bool, bool]] = frozenset()
         self._sensors: Dict[Tags, _Sensor] = {}
         self._next_expiry_check = 0.0
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any quota of this type is set (unset, nothing is recorded)."""
-        return bool(self._overrides)
+        #: Whether any quota of this type is set (unset, nothing is recorded): a plain flag,
+        #: read on every request, set with the overrides.
+        self.enabled = False
 
     def set_overrides(self, overrides: Mapping[OverrideKey, float]) -> None:
         """Replace every quota of this type; the sensors take their new bounds at once."""
         with self._lock:
             self._overrides = dict(overrides)
+            self._kinds = frozenset((u is not None, c is not None) for u, c in self._overrides)
+            self.enabled = bool(self._overrides)
             for tags, sensor in self._sensors.items():
                 bound = self._limit(tags)
                 if bound != sensor.bound:
-                    sensor.bound = bound
-                    if sensor.bucket is not None:
-                        sensor.bucket.set_rate(bound if bound is not None else float(_INT_MAX), self.samples,
-                                               self.window_s)
+                    sensor.set_bound(bound, self.token_bucket)
 
     # -- precedence ---------------------------------------------------------------------------
 
@@ -171,13 +191,12 @@ class ClientQuotaManager:
             return self._tags(user, client_id)
 
     def _tags(self, user: str, client_id: str) -> Tags:
-        overrides = self._overrides
-        kinds = {(u is not None, c is not None) for u, c in overrides}
-        if not overrides or kinds == {(False, True)}:  # client-id quotas only
+        overrides, kinds = self._overrides, self._kinds
+        if not overrides or kinds == _CLIENT_IDS_ONLY:
             return "", client_id
-        if kinds == {(True, False)}:  # user quotas only
+        if kinds == _USERS_ONLY:
             return user, ""
-        if kinds == {(True, True)}:  # (user, client-id) quotas only
+        if kinds == _USER_CLIENT_IDS_ONLY:
             return user, client_id
         for key, tags in (((user, client_id), (user, client_id)),
                           ((user, DEFAULT), (user, client_id)),
@@ -228,7 +247,7 @@ class ClientQuotaManager:
 
     def record(self, user: str, client_id: str, value: float) -> int:
         """Record ``value`` and check the quota: -> the throttle time (ms), 0 within it."""
-        if not self._overrides:
+        if not self.enabled:
             return 0
         now = self._clock()
         with self._lock:
@@ -243,7 +262,7 @@ class ClientQuotaManager:
 
     def unrecord(self, user: str, client_id: str, value: float) -> None:
         """Take back a value recorded (a throttled fetch, answered without its records)."""
-        if not self._overrides:
+        if not self.enabled:
             return
         now = self._clock()
         with self._lock:
@@ -252,26 +271,24 @@ class ClientQuotaManager:
     def max_value_in_window(self, user: str, client_id: str) -> float:
         """The most that can be recorded at once without a throttle on an idle sensor (Kafka
         caps a consumer's fetch size by it): the quota over the window less one sample."""
-        limit = self.limit(user, client_id) if self._overrides else None
+        limit = self.limit(user, client_id) if self.enabled else None
         if limit is None:
             return float("inf")
         return limit * (self.samples - 1) * self.window_s
 
     def throttled(self, user: str, client_id: str, throttle_ms: int) -> None:
         """Note a throttle applied (the ``throttle-time`` metric: its average over the window)."""
-        if throttle_ms <= 0 or not self._overrides:
+        if throttle_ms <= 0 or not self.enabled:
             return
         now = self._clock()
         with self._lock:
-            sensor = self._sensor(user, client_id, now)
-            sensor.throttle_sum.record(throttle_ms, now)
-            sensor.throttle_count.record(1, now)
+            self._sensor(user, client_id, now).throttles.record(throttle_ms, now)
 
     # -- controller mutations (a token bucket) ------------------------------------------------
 
     def mutation_throttle_ms(self, user: str, client_id: str) -> int:
         """The throttle time a strict quota refuses mutations for (the bucket owes tokens), else 0."""
-        if not self._overrides:
+        if not self.enabled:
             return 0
         now = self._clock()
         with self._lock:
@@ -281,8 +298,10 @@ class ClientQuotaManager:
             return sensor.bucket.throttle_time_ms(now)
 
     def take_mutations(self, user: str, client_id: str, permits: float) -> int:
-        """Record ``permits`` mutations (partitions created or deleted): -> the throttle time (ms)."""
-        if not self._overrides:
+        """Record ``permits`` mutations (partitions created or deleted), however deep into debt
+        they take the bucket: -> the throttle time (ms) of the debt, which a permissive quota
+        throttles by (a strict one refuses the next mutation instead)."""
+        if not self.enabled:
             return 0
         now = self._clock()
         with self._lock:
@@ -295,15 +314,20 @@ class ClientQuotaManager:
 
     # -- metrics ----------------------------------------------------------------------------------
 
-    def readings(self) -> Iterator[Tuple[str, Tags, float, float, Optional[float]]]:
-        """(quota type, tags, measured rate, average throttle time ms, tokens or None) per sensor."""
-        now = self._clock()
+    def readings(self) -> List[Tuple[str, Tags, float, float, Optional[float]]]:
+        """(quota type, tags, measured rate, average throttle time ms, tokens or None) per sensor,
+        read under the lock (a scrape's thread reads while the loop records)."""
+        out = []
         with self._lock:
-            for tags, sensor in list(self._sensors.items()):
-                count = sensor.throttle_count.total(now)
-                average = sensor.throttle_sum.total(now) / count if count else 0.0
-                tokens = sensor.bucket.tokens(now) if sensor.bucket is not None else None
-                yield self.quota_type, tags, sensor.rate.measure(now), average, tokens
+            now = self._clock()
+            for tags, sensor in self._sensors.items():
+                tokens: Optional[float] = None
+                if sensor.bucket is not None:
+                    tokens = sensor.bucket.tokens(now)
+                elif self.token_bucket:
+                    tokens = _UNBOUNDED_TOKENS
+                out.append((self.quota_type, tags, sensor.rate.measure(now), sensor.throttles.average(now), tokens))
+        return out
 
     @property
     def sensor_count(self) -> int:
@@ -326,7 +350,8 @@ class ClientQuotas:
         self.managers = (self.produce, self.fetch, self.request, self.controller_mutation)
         #: ip (or None for <default>) -> connection_creation_rate, for the ConnectionQuotas.
         self.ip_rates: Dict[Optional[str], int] = {}
-        self._ip_watchers: List[Callable[[Dict[Optional[str], int]], None]] = []
+        #: Whether any client quota is set (a plain flag: read on every response, set by :meth:`update`).
+        self.enabled = False
 
     def update(self, configs: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
         """Take every entity's quota values (the broker's cache, after each change)."""
@@ -338,49 +363,41 @@ class ClientQuotas:
                 if "connection_creation_rate" in values:
                     ips[names["ip"]] = int(values["connection_creation_rate"])
                 continue
-            key: OverrideKey = (_side(names, "user", sanitize=True), _side(names, "client-id"))
+            key: OverrideKey = (_side(names, "user", sanitized=True), _side(names, "client-id"))
             for quota_key, value in values.items():
                 if quota_key in per_key:
                     per_key[quota_key][key] = value
         for manager in self.managers:
             manager.set_overrides(per_key[manager.key])
+        self.enabled = any(m.enabled for m in self.managers)
         self.ip_rates = ips
-        for watcher in list(self._ip_watchers):
-            watcher(ips)
-
-    def watch_ip_rates(self, watcher: Callable[[Dict[Optional[str], int]], None]) -> None:
-        self._ip_watchers.append(watcher)
-        watcher(self.ip_rates)
-
-    @property
-    def enabled(self) -> bool:
-        return any(m.enabled for m in self.managers)
 
 
-def _side(names: Mapping[str, Optional[str]], kind: str, sanitize: bool = False) -> Side:
+def _side(names: Mapping[str, Optional[str]], kind: str, sanitized: bool = False) -> Side:
     if kind not in names:
         return None
     name = names[kind]
     if name is None:
         return DEFAULT
-    return sanitize_user(name) if sanitize else name
+    return sanitize(name) if sanitized else name
 
 
 class _RateQuota:
-    """A connection creation rate and its bound (None: unbounded)."""
+    """A connection creation rate and its bound (None: unbounded); a listener's also keeps the
+    accept throttle times it applied (its ``connection-accept-throttle-time`` metric)."""
 
-    __slots__ = ("rate", "bound", "throttle_sum", "throttle_count")
+    __slots__ = ("rate", "bound", "throttles")
 
-    def __init__(self, samples: int, window_s: float, bound: Optional[float]) -> None:
+    def __init__(self, samples: int, window_s: float, bound: Optional[float], throttles: bool = False) -> None:
         self.rate = Rate(samples, window_s)
         self.bound = bound
-        self.throttle_sum = Rate(samples, window_s)
-        self.throttle_count = Rate(samples, window_s)
+        self.throttles = _ThrottleTimes(samples, window_s) if throttles else None
 
 
 class ConnectionQuotas:
-    """KIP-612's connection creation rates: broker-wide, per listener, per IP. Runs on the
-    loop (the bounds may be replaced from another thread: a whole dict at a time)."""
+    """KIP-612's connection creation rates: broker-wide, per listener, per IP. Thread-safe:
+    recorded on the loop and read by a metrics scrape's thread under one lock (the rates are
+    not thread-safe); the ip bounds are replaced from another thread a whole dict at a time."""
 
     def __init__(self, broker_rate: Optional[int], listener_rates: Mapping[str, Optional[int]],
                  protected_listener: Optional[str], settings: QuotaSettings = QuotaSettings(),
@@ -390,13 +407,14 @@ class ConnectionQuotas:
         self.max_throttle_ms = int(settings.window_s * 1000)
         self._clock = clock
         self._broker = _RateQuota(self.samples, self.window_s, _bound(broker_rate))
-        self._listeners = {name: _RateQuota(self.samples, self.window_s, _bound(rate))
+        self._listeners = {name: _RateQuota(self.samples, self.window_s, _bound(rate), throttles=True)
                            for name, rate in listener_rates.items()}
         # The inter-broker listener is exempt from the broker-wide rate when there are others.
         self._protected = protected_listener if len(listener_rates) > 1 else None
         self._ip_bounds: Dict[Optional[str], int] = {}
         self._ips: Dict[str, Tuple[_RateQuota, float]] = {}  # ip -> (its rate, last recorded)
         self._next_expiry_check = 0.0
+        self._lock = threading.Lock()
 
     def set_ip_rates(self, rates: Mapping[Optional[str], int]) -> None:
         """``connection_creation_rate`` per ip (None: ``<default>``); from any thread (the
@@ -417,17 +435,17 @@ class ConnectionQuotas:
     def accept_delay_ms(self, listener: str) -> int:
         """Record a new connection on ``listener``: -> how long (ms) to delay its acceptance so
         that the broker's and the listener's rates stay within their bounds (at most a window)."""
-        now = self._clock()
-        throttle = 0
-        if listener != self._protected:
-            throttle = self._record(self._broker, now)
-        quota = self._listeners.get(listener)
-        if quota is not None:
-            throttle = max(throttle, self._record(quota, now))
-            if throttle > 0:
-                quota.throttle_sum.record(throttle, now)
-                quota.throttle_count.record(1, now)
-        return throttle
+        with self._lock:
+            now = self._clock()
+            throttle = 0
+            if listener != self._protected:
+                throttle = self._record(self._broker, now)
+            quota = self._listeners.get(listener)
+            if quota is not None:
+                throttle = max(throttle, self._record(quota, now))
+                if throttle > 0 and quota.throttles is not None:
+                    quota.throttles.record(throttle, now)
+            return throttle
 
     def ip_throttle_ms(self, ip: str, listener: str) -> int:
         """Record a new connection from ``ip``: -> 0 to accept it, else how long (ms) to hold it
@@ -438,25 +456,26 @@ class ConnectionQuotas:
         bound = self._ip_bound(ip)
         if bound is None:
             return 0
-        now = self._clock()
-        entry = self._ips.get(ip)
-        quota = entry[0] if entry is not None else _RateQuota(self.samples, self.window_s, bound)
-        quota.bound = bound
-        self._ips[ip] = (quota, now)
-        if now >= self._next_expiry_check:
-            self._next_expiry_check = now + EXPIRY_CHECK_INTERVAL_S
-            horizon = now - INACTIVE_SENSOR_EXPIRATION_S
-            for stale in [k for k, (_, last) in self._ips.items() if last < horizon]:
-                del self._ips[stale]
-        throttle = self._record(quota, now)
-        if throttle > 0:
-            quota.rate.record(-1, now)
-            if listener != self._protected:
-                self._broker.rate.record(-1, now)
-            listener_quota = self._listeners.get(listener)
-            if listener_quota is not None:
-                listener_quota.rate.record(-1, now)
-        return throttle
+        with self._lock:
+            now = self._clock()
+            entry = self._ips.get(ip)
+            quota = entry[0] if entry is not None else _RateQuota(self.samples, self.window_s, bound)
+            quota.bound = bound
+            self._ips[ip] = (quota, now)
+            if now >= self._next_expiry_check:
+                self._next_expiry_check = now + EXPIRY_CHECK_INTERVAL_S
+                horizon = now - INACTIVE_SENSOR_EXPIRATION_S
+                for stale in [k for k, (_, last) in self._ips.items() if last < horizon]:
+                    del self._ips[stale]
+            throttle = self._record(quota, now)
+            if throttle > 0:
+                quota.rate.record(-1, now)
+                if listener != self._protected:
+                    self._broker.rate.record(-1, now)
+                listener_quota = self._listeners.get(listener)
+                if listener_quota is not None:
+                    listener_quota.rate.record(-1, now)
+            return throttle
 
     def _record(self, quota: _RateQuota, now: float) -> int:
         quota.rate.record(1, now)
@@ -464,12 +483,16 @@ class ConnectionQuotas:
             return 0
         return min(throttle_time_ms(quota.rate, quota.bound, now), self.max_throttle_ms)
 
-    def readings(self) -> Iterator[Tuple[str, float, float]]:
-        """(listener, connection creation rate, average accept throttle time ms) per listener."""
-        now = self._clock()
-        for name, quota in list(self._listeners.items()):
-            count = quota.throttle_count.total(now)
-            yield name, quota.rate.measure(now), quota.throttle_sum.total(now) / count if count else 0.0
+    def readings(self) -> List[Tuple[str, float, float]]:
+        """(listener, connection creation rate, average accept throttle time ms) per listener,
+        read under the lock (from a scrape's thread)."""
+        out = []
+        with self._lock:
+            now = self._clock()
+            for name, quota in self._listeners.items():
+                throttle = quota.throttles.average(now) if quota.throttles is not None else 0.0
+                out.append((name, quota.rate.measure(now), throttle))
+        return out
 
 
 def _bound(rate: Optional[int]) -> Optional[float]:

@@ -24,7 +24,9 @@ arrive within ``socket.request.read.timeout.ms`` (see :mod:`.connection`). Conne
 creation rates (KIP-612, :class:`~.quotas.ConnectionQuotas`) delay the acceptance of new
 connections past ``max.connection.creation.rate``, one at a time per listener (Kafka's
 acceptor waits the same way), and hold then close a connection from an address past its
-``connection_creation_rate``. Client quotas (:class:`~.quotas.ClientQuotas`) follow the
+``connection_creation_rate``; as in Kafka's ``ConnectionQuotas.inc``, the limits are
+checked and the connection counted only after those waits, so a connection held for its
+address's throttle counts against no limit. Client quotas (:class:`~.quotas.ClientQuotas`) follow the
 broker's quota configs.
 """
 
@@ -56,7 +58,7 @@ from typing import (
     Union,
 )
 
-from ..cluster.contract import BrokerEndpoint, ServedBroker
+from ..cluster.contract import BrokerEndpoint, QuotaEntity, ServedBroker
 from ..cluster.delayed import DelayedCall
 from ..errors import ConfigError, IllegalStateError, PrincipalMappingError
 from ..metrics import MetricsRegistry
@@ -294,8 +296,7 @@ class KafkaServer:
             raise ConfigError("cannot listen on %s://%s:%d: %s" % (listener.name, listener.host, listener.port,
                                                                   exc)) from None
         self._reaper = loop.create_task(self._reap_idle())
-        self.quotas.watch_ip_rates(self.connection_quotas.set_ip_rates)
-        self._unwatch_quotas = self.broker.watch_client_quotas(self.quotas.update)
+        self._unwatch_quotas = self.broker.watch_client_quotas(self._quotas_changed)
         self.metrics.add_collector(self._readings)
         for (host, port), listener in zip(self.addresses, self.listeners):
             log.info("listening listener=%s protocol=%s bind=%s:%d advertised=%s:%d", listener.name,
@@ -331,6 +332,11 @@ class KafkaServer:
         if self._unwatch_quotas is not None:
             self._unwatch_quotas()
         log.info("stopped listeners=%d", len(self._servers))
+
+    def _quotas_changed(self, configs: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        """The broker's quota configs, after each change (on the thread that applied it)."""
+        self.quotas.update(configs)
+        self.connection_quotas.set_ip_rates(self.quotas.ip_rates)
 
     # -- metrics ----------------------------------------------------------------------------
 
@@ -397,6 +403,10 @@ class KafkaServer:
             return
         peer = writer.get_extra_info("peername") or ("?", 0)
         ip = _normal_ip(str(peer[0]))
+        if await self._rate_limited(ip, peer, listener):
+            writer.close()
+            return
+        # Checked and counted with no wait in between (and after the rate waits, as Kafka counts).
         refused = self._over_limit(ip)
         if refused is not None:
             assert self._loop is not None
@@ -407,9 +417,6 @@ class KafkaServer:
         self._connections_per_ip[ip] = self._connections_per_ip.get(ip, 0) + 1
         self._accepted += 1
         try:
-            if await self._rate_limited(ip, peer, listener):
-                writer.close()
-                return
             self.metrics.inc("kafka_server_socket_server_metrics_connection_creation", (listener.name,))
             try:
                 await self._serve_connection(reader, writer, listener)

@@ -1,4 +1,5 @@
-"""Topic name rules and collisions, against Kafka's Topic.validate and Topic.hasCollision."""
+"""Topic name rules and collisions, against Kafka's Topic.validate and Topic.hasCollision, and
+entity names sanitized as Kafka's Sanitizer does."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pylogq.cluster.names import (
     INTERNAL_TOPICS,
     MAX_NAME_LENGTH,
     collides,
+    desanitize,
     has_collision_chars,
     is_internal,
+    sanitize,
     validate_topic_name,
 )
 from pylogq.errors import InvalidTopicError
@@ -97,3 +100,20 @@ def test_collision_chars_and_internal_topics():
     assert not has_collision_chars("a-b")
     assert INTERNAL_TOPICS == {"__consumer_offsets", "__transaction_state"}
     assert is_internal("__consumer_offsets") and not is_internal("consumer_offsets")
+
+
+def test_sanitize_is_kafkas_sanitizer() -> None:
+    # Kafka's SanitizerTest principal, encoded as Java's URLEncoder encodes it, with the space
+    # (URLEncoder's "+") and "*" percent-encoded, as Sanitizer.sanitize answers.
+    principal = "CN=Some characters !@#$%&*()_-+=';:,/~"
+    assert sanitize(principal) == "CN%3DSome%20characters%20%21%40%23%24%25%26%2A%28%29_-%2B%3D%27%3B%3A%2C%2F%7E"
+    assert sanitize("alice.b-c_d") == "alice.b-c_d" and sanitize("é") == "%C3%A9"
+    assert desanitize(sanitize(principal)) == principal
+    assert desanitize("a+b") == "a b"  # Java's URLDecoder, as Kafka's desanitize decodes
+
+
+@given(st.text())
+def test_sanitized_names_are_kafkas_safe_characters_and_decode_back(name: str) -> None:
+    encoded = sanitize(name)
+    assert set(encoded.replace("%", "_")) <= set(LEGAL_CHARS)  # Kafka's check: [a-zA-Z0-9._-] and %
+    assert desanitize(encoded) == name

@@ -14,7 +14,7 @@ How closely a throttled client keeps to its quota is measured in benchmarks/test
 from __future__ import annotations
 
 import socket
-import struct
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -25,11 +25,13 @@ from pylogq import AdminClient, Broker
 from pylogq.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent
 from pylogq.client.connection import BrokerConnection
 from pylogq.errors import InvalidRequestError
-from pylogq.protocol import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES, Reader, header_versions
 from pylogq.protocol.constants import ApiKey
-from pylogq.protocol.types import Writer
 from pylogq.records import build_batch
+from pylogq.server import handlers_fetch
 from pylogq.server.quotas import DEFAULT, ClientQuotaManager, ClientQuotas, ConnectionQuotas, QuotaSettings
+
+from ._support import wait_for
+from .test_server import Wire, produce_body
 
 Address = Tuple[str, int]
 DEADLINE_S = 30.0
@@ -97,6 +99,17 @@ def test_a_request_time_throttle_is_bounded_by_one_window() -> None:
     assert quotas.request.record("", "busy", 500.0) == 1000
 
 
+def test_the_enabled_flags_follow_the_quotas() -> None:
+    quotas = ClientQuotas()
+    assert not quotas.enabled and not any(m.enabled for m in quotas.managers)
+    quotas.update({(("client-id", "a"),): {"producer_byte_rate": 10.0},
+                   (("ip", None),): {"connection_creation_rate": 5}})
+    assert quotas.enabled and quotas.produce.enabled
+    assert not (quotas.fetch.enabled or quotas.request.enabled or quotas.controller_mutation.enabled)
+    quotas.update({(("ip", None),): {"connection_creation_rate": 5}})  # an ip quota is no client quota
+    assert not quotas.enabled and not quotas.produce.enabled and quotas.ip_rates == {None: 5}
+
+
 def test_controller_mutations_take_tokens() -> None:
     clock = Clock()
     quotas = ClientQuotas(QuotaSettings(controller_samples=2, controller_window_s=1.0), clock=clock)
@@ -107,6 +120,21 @@ def test_controller_mutations_take_tokens() -> None:
     assert manager.mutation_throttle_ms("ANONYMOUS", "x") == 1000
     clock.now += 1.0
     assert manager.mutation_throttle_ms("ANONYMOUS", "x") == 0
+
+
+def test_a_sensors_token_bucket_exists_only_while_a_bound_applies() -> None:
+    clock = Clock()
+    manager = ClientQuotaManager("ControllerMutation", "controller_mutation_rate", samples=2, window_s=1.0,
+                                 token_bucket=True, clock=clock)
+    manager.set_overrides({(None, "a"): 5.0})  # a's bucket holds 2 * 1 s * 5; b is unbounded
+    assert manager.take_mutations("", "a", 15) == 1000
+    assert manager.take_mutations("", "b", 1000) == 0
+    tokens = {tags: value for _, tags, _, _, value in manager.readings()}
+    # An unbounded sensor has no bucket and reads as Kafka's TokenBucket without a quota does.
+    assert tokens == {("", "a"): -5.0, ("", "b"): float(2 ** 63 - 1)}
+    manager.set_overrides({(None, DEFAULT): 5.0})  # b bounded now, with a full bucket; a keeps its debt
+    assert manager.mutation_throttle_ms("", "b") == 0 and manager.mutation_throttle_ms("", "a") == 1000
+    assert {tags: value for _, tags, _, _, value in manager.readings()} == {("", "a"): -5.0, ("", "b"): 10.0}
 
 
 def test_connection_creation_rates() -> None:
@@ -120,6 +148,42 @@ def test_connection_creation_rates() -> None:
     assert quotas.ip_throttle_ms("10.0.0.1", "SASL_PLAINTEXT") == 0
     assert quotas.ip_throttle_ms("10.0.0.1", "SASL_PLAINTEXT") == 1000
     assert quotas.ip_throttle_ms("10.0.0.2", "SASL_PLAINTEXT") == 0  # the default's 100 a second
+
+
+def test_a_scrape_reads_the_connection_rates_under_the_lock_the_loop_records_under() -> None:
+    scraping, release = threading.Event(), threading.Event()
+    order: List[str] = []
+
+    def clock() -> float:
+        if threading.current_thread().name == "scrape" and not release.is_set():
+            scraping.set()  # the scrape is reading: hold it there
+            assert release.wait(DEADLINE_S)
+        return 1000.0
+
+    quotas = ConnectionQuotas(None, {"PLAINTEXT": 10}, None, QuotaSettings(samples=2, window_s=1.0), clock=clock)
+    scrape = threading.Thread(target=lambda: order.append("read %d" % len(list(quotas.readings()))), name="scrape")
+    scrape.start()
+    assert scraping.wait(DEADLINE_S)
+    accept = threading.Thread(target=lambda: order.append("recorded %d" % quotas.accept_delay_ms("PLAINTEXT")))
+    accept.start()
+    accept.join(0.2)  # a new connection's rate is not recorded while the scrape reads the rates ...
+    assert order == []
+    release.set()
+    scrape.join(DEADLINE_S)
+    accept.join(DEADLINE_S)
+    assert order == ["read 1", "recorded 0"]  # ... but once it is done
+
+
+def test_a_managers_readings_hold_no_lock_once_returned() -> None:
+    manager = ClientQuotaManager("Produce", "producer_byte_rate")
+    manager.set_overrides({(None, DEFAULT): 1000.0})
+    manager.record("", "a", 10)
+    manager.record("", "b", 10)
+    readings = manager.readings()
+    assert isinstance(readings, list)
+    for quota_type, tags, rate, throttle, tokens in readings:  # a record meanwhile does not wait for the reader
+        assert manager.record(*tags, 10) == 0 and quota_type == "Produce" and rate > 0 and tokens is None
+    assert sorted(tags for _, tags, _, _, _ in readings) == [("", "a"), ("", "b")]
 
 
 # -- a served broker --------------------------------------------------------------------------------
@@ -150,30 +214,17 @@ def _set(address: Address, entity: Dict[str, Optional[str]], **values: Optional[
         admin.close()
 
 
-def _produce_body(topic: str, value_size: int) -> Dict[str, Any]:
-    records = bytes(build_batch([b"x" * value_size]))
-    return {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
-
-
-def _wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.01)
-
-
 def test_a_throttled_produce_is_answered_at_once_then_its_connection_muted(served: Tuple[Broker, Address]) -> None:
     broker, address = served
     broker.create_topic("t", 1)
     _set(address, {"client-id": "greedy"}, producer_byte_rate=10000)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
     greedy = BrokerConnection(address[0], address[1], "greedy", 10.0, None)
     other = BrokerConnection(address[0], address[1], "modest", 10.0, None)
     try:
         greedy.request(ApiKey.API_VERSIONS, {})
         sent = time.monotonic()
-        answer = greedy.request(ApiKey.PRODUCE, _produce_body("t", 30000))
+        answer = greedy.request(ApiKey.PRODUCE, produce_body("t", [b"x" * 30000]))
         throttle_ms = answer["throttle_time_ms"]
         # 30 KB over the 1 s window at 10 KB/s: about 2 s, and the records were appended.
         assert throttle_ms > 1000 and answer["responses"][0]["partition_responses"][0]["error_code"] == 0
@@ -182,11 +233,15 @@ def test_a_throttled_produce_is_answered_at_once_then_its_connection_muted(serve
         assert samples['kafka_server_produce_byte_rate{client_id="greedy",user=""}'] > 10000
         pending = greedy.send(ApiKey.METADATA, {"topics": [{"name": "t"}]})
         # Another client is served while the throttled connection is muted ...
-        assert other.request(ApiKey.PRODUCE, _produce_body("t", 30000))["throttle_time_ms"] == 0
+        assert other.request(ApiKey.PRODUCE, produce_body("t", [b"x" * 30000]))["throttle_time_ms"] == 0
         assert not pending.done()
-        # ... and the muted one's next request is answered no sooner than the delay.
+        # ... and the muted one's next request is answered no sooner than the delay,
         pending.result(DEADLINE_S)
         assert time.monotonic() - sent >= throttle_ms / 1000.0
+        # its connection unmuted then: its later requests do not wait on the throttle again.
+        muted = [conn.muted_until for server in broker._servers for conn in list(server._connections)
+                 if conn.client_id == "greedy"]
+        assert muted == [0.0]
     finally:
         greedy.close()
         other.close()
@@ -199,7 +254,7 @@ def test_a_throttled_fetch_is_answered_empty_as_kafka_answers_it(served: Tuple[B
     for _ in range(20):
         broker.produce("t", 0, bytes(build_batch([b"y" * 4000])))
     _set(address, {"user": None, "client-id": "reader"}, consumer_byte_rate=20000)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
     conn = BrokerConnection(address[0], address[1], "reader", 10.0, None)
     throttled, offset = 0, 0
     try:
@@ -225,48 +280,109 @@ def test_a_throttled_fetch_is_answered_empty_as_kafka_answers_it(served: Tuple[B
     assert throttled > 0
 
 
-class RawConnection:
-    """Requests at a chosen version over a socket, in pylogq's tables' encoding."""
-
-    def __init__(self, address: Address, client_id: str) -> None:
-        self.sock = socket.create_connection(address, timeout=10.0)
-        self.client_id = client_id
-        self.correlation_id = 0
-
-    def call(self, api_key: int, version: int, body: Dict[str, Any]) -> Dict[str, Any]:
-        self.sock.sendall(self.frame(api_key, version, body))
-        return self.read(api_key, version)
-
-    def frame(self, api_key: int, version: int, body: Dict[str, Any]) -> bytes:
-        """A request's frame (size prefix, header, body)."""
-        self.correlation_id += 1
-        w = Writer()
-        REQUEST_HEADER.encode_into(w, {"request_api_key": api_key, "request_api_version": version,
-                                       "correlation_id": self.correlation_id, "client_id": self.client_id},
-                                   header_versions(api_key, version)[0])
-        REQUESTS[api_key].encode_into(w, body, version)
-        data = w.getvalue()
-        return struct.pack(">i", len(data)) + data
-
-    def read(self, api_key: int, version: int) -> Dict[str, Any]:
-        """The next response, decoded."""
-        size = struct.unpack(">i", _read(self.sock, 4))[0]
-        r = Reader(_read(self.sock, size))
-        RESPONSE_HEADER.decode_from(r, header_versions(api_key, version)[1])
-        answer: Dict[str, Any] = RESPONSES[api_key].decode_from(r, version)
-        return answer
-
-    def read_rest(self, first: bytes) -> None:
-        """The rest of a response whose first byte a caller has read."""
-        size = struct.unpack(">i", first + _read(self.sock, 3))[0]
-        _read(self.sock, size)
-
-    def close(self) -> None:
-        self.sock.close()
+def _fetch_v(conn: Wire, version: int, min_bytes: int = 0, max_wait_ms: int = 0) -> Dict[str, Any]:
+    """A Fetch of ``t``-0 from offset 0 at ``version``."""
+    return conn.request(ApiKey.FETCH, version, {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                                  "log_start_offset": -1, "current_leader_epoch": -1}]}]})
 
 
-def _create(conn: RawConnection, name: str, partitions: int, version: int = 6) -> Dict[str, Any]:
-    return conn.call(ApiKey.CREATE_TOPICS, version, {
+def test_a_throttled_legacy_fetch_is_never_down_converted(served: Tuple[Broker, Address],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    for _ in range(10):
+        broker.produce("t", 0, bytes(build_batch([b"y" * 4000])))
+    conversions: List[int] = []
+
+    def counted(*args: Any) -> Any:
+        conversions.append(1)
+        return convert(*args)
+
+    convert = handlers_fetch._down_convert_results
+    monkeypatch.setattr(handlers_fetch, "_down_convert_results", counted)
+    _set(address, {"client-id": "old-reader"}, consumer_byte_rate=10000)
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    served_fetches, throttled = 0, 0
+    with Wire(address, client_id="old-reader") as conn:
+        deadline = time.monotonic() + DEADLINE_S
+        while served_fetches < 2 or throttled < 2:
+            assert time.monotonic() < deadline, "never throttled twice and served twice"
+            answer = _fetch_v(conn, 3)  # magic 1 messages: converted when answered
+            if answer["throttle_time_ms"] > 0:
+                throttled += 1
+                assert answer["responses"] == []
+            else:
+                served_fetches += 1
+                assert answer["responses"][0]["partitions"][0]["records"]
+            # Kafka decides on the unconverted size: a throttled fetch is answered without converting.
+            assert len(conversions) == served_fetches
+
+
+def test_a_fetch_waits_for_no_more_than_its_quota_lets_it_read(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    broker.produce("t", 0, bytes(build_batch([b"z" * 4000])))
+    # 1000 B/s over two 1 s windows: a fetch is capped at 1000 bytes, and so is its min_bytes
+    # (Kafka's fetchMinBytes), so the 4 KB batch there answers a fetch asking for 1 MB at once
+    # (throttled: 4 KB is past the quota) rather than after its max_wait_ms of a minute.
+    _set(address, {"client-id": "waiter"}, consumer_byte_rate=1000)
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    with Wire(address, timeout=10.0, client_id="waiter") as conn:
+        answer = _fetch_v(conn, 11, min_bytes=1 << 20, max_wait_ms=60000)
+    assert answer["throttle_time_ms"] > 0 and answer["responses"] == []
+    assert broker.metrics_registry.samples()['kafka_server_fetch_throttle_time{client_id="waiter",user=""}'] > 0
+
+
+def test_a_consumers_offset_for_leader_epoch_is_throttled(served: Tuple[Broker, Address]) -> None:
+    broker, address = served
+    broker.create_topic("t", 1)
+    # Any request of this client id is over a request_percentage this small.
+    _set(address, {"client-id": "truncation-check"}, request_percentage=1e-9)
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    with Wire(address, client_id="truncation-check") as conn:
+        # KIP-320: consumers send it too (replica id -1), so Kafka does not exempt it.
+        answer = conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, {"replica_id": -1, "topics": [
+            {"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 0 and answer["throttle_time_ms"] > 0
+
+
+def test_the_sasl_exchange_is_never_throttled(tmp_path: Path) -> None:
+    broker = Broker(str(tmp_path / "broker"), **SETTINGS)
+    try:
+        address = broker.serve("127.0.0.1", 0, sasl_users={"al ice": "secret"})
+        admin = AdminClient(broker=broker)
+        try:  # every user, ANONYMOUS too, is over a request_percentage this small
+            admin.alter_client_quotas([ClientQuotaAlteration({"user": None}, [("request_percentage", 1e-9)])])
+        finally:
+            admin.close()
+        wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+        with Wire(address, client_id="sasl") as conn:
+            # Kafka's authenticator answers ApiVersions, SaslHandshake and SaslAuthenticate
+            # before any quota applies: none is recorded, none mutes the connection.
+            versions = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "quota-test",
+                                                              "client_software_version": "1"})
+            assert (versions["error_code"], versions["throttle_time_ms"]) == (0, 0)
+            assert conn.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+            answer = conn.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00al ice\x00secret"})
+            assert answer["error_code"] == 0
+            assert not [name for name in broker.metrics_registry.samples() if name.startswith("kafka_server_request_")]
+            # Authenticated, the client is User:al ice, its quota the default user's, and its
+            # sensor tagged with its name sanitized as Kafka's Sanitizer does.
+            after = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "quota-test",
+                                                           "client_software_version": "1"})
+            assert after["throttle_time_ms"] > 0
+        samples = broker.metrics_registry.samples()
+        assert samples['kafka_server_request_throttle_time{client_id="",user="al%20ice"}'] == after["throttle_time_ms"]
+        assert not any("ANONYMOUS" in name for name in samples)
+    finally:
+        broker.close()
+
+
+def _create(conn: Wire, name: str, partitions: int, version: int = 6) -> Dict[str, Any]:
+    return conn.request(ApiKey.CREATE_TOPICS, version, {
         "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
                     "configs": []}], "timeout_ms": 5000, "validate_only": False})
 
@@ -274,41 +390,34 @@ def _create(conn: RawConnection, name: str, partitions: int, version: int = 6) -
 def test_controller_mutations_past_a_strict_quota_are_refused(served: Tuple[Broker, Address]) -> None:
     broker, address = served
     _set(address, {"client-id": "maker"}, controller_mutation_rate=2)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
-    first, second = RawConnection(address, "maker"), RawConnection(address, "maker")
-    try:
-        # The bucket holds 2 windows * 1 s * 2 = 4 partitions: the first takes 10 and owes 6 (3 s).
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+    with Wire(address, client_id="maker") as first, Wire(address, client_id="maker") as second:
+        # The bucket holds 2 windows * 1 s * 2 = 4 partitions. A strict quota (v6+) checks the
+        # bucket, then takes a change it accepted whole: 10 partitions leave it 6 in debt (3 s
+        # at 2 a second), and the accepted request is not throttled (Kafka's strict quota).
         created = _create(first, "big", 10)
-        assert created["topics"][0]["error_code"] == 0 and created["throttle_time_ms"] > 2000
-        # The same client on another connection (not muted): strict (v6+), refused while it owes.
-        refused = _create(second, "more", 1)
+        assert created["topics"][0]["error_code"] == 0 and created["throttle_time_ms"] == 0
+        # The next change, on the same connection (not muted), is refused while the bucket owes,
+        # and that answer carries the throttle.
+        refused = _create(first, "more", 1)
         assert refused["topics"][0]["error_code"] == THROTTLING_QUOTA_EXCEEDED
         assert refused["topics"][0]["error_message"].endswith("The throttling quota has been exceeded.")
-        assert refused["throttle_time_ms"] > 0 and "more" not in broker.list_topics()
-        # Below v6 the quota is permissive: created, and throttled after.
+        assert refused["throttle_time_ms"] > 2000 and "more" not in broker.list_topics()
+        # Below v6 the quota is permissive: created, and throttled after (on another connection:
+        # the refused one is muted now).
         permissive = _create(second, "older", 1, version=5)
-        assert permissive["topics"][0]["error_code"] == 0 and permissive["throttle_time_ms"] > 0
-    finally:
-        first.close()
-        second.close()
+        assert permissive["topics"][0]["error_code"] == 0 and permissive["throttle_time_ms"] > 2000
+        assert "older" in broker.list_topics()
 
 
 def _kafka_python_call(address: Address, request: Any, response_class: Any, version: int) -> Any:
     """One request in kafka-python's own encoding, its answer decoded by kafka-python."""
     request.with_header(correlation_id=7, client_id="kafka-python-quotas")
-    with socket.create_connection(address, timeout=10.0) as sock:
-        sock.sendall(request.encode(version=version, header=True, framed=True))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        return response_class.decode(_read(sock, size), version=version, header=True)
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
+    with Wire(address) as wire:
+        wire.sock.sendall(request.encode(version=version, header=True, framed=True))
+        frame = wire.read_frame()
+    assert frame is not None, "the broker closed the connection"
+    return response_class.decode(frame, version=version, header=True)
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -414,7 +523,7 @@ def test_the_listener_rate_holds_back_new_connections(tmp_path: Path) -> None:
 def test_an_address_past_its_connection_rate_is_closed(served: Tuple[Broker, Address]) -> None:
     broker, address = served
     _set(address, {"ip": "127.0.0.1"}, connection_creation_rate=1)
-    _wait_for(lambda: broker.client_quota_configs(), "the quota")
+    wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
     first = BrokerConnection(address[0], address[1], "first", 10.0, None)
     try:
         first.request(ApiKey.API_VERSIONS, {})
@@ -423,3 +532,27 @@ def test_an_address_past_its_connection_rate_is_closed(served: Tuple[Broker, Add
             assert sock.recv(1) == b""  # closed (after the throttle time), never served
     finally:
         first.close()
+
+
+def test_a_connection_held_for_its_address_throttle_counts_against_no_limit(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Two windows of 3 s: a connection from an address bounded at 0 connections a second is
+    # held 3 s, then closed. The broker takes one connection at a time.
+    broker = Broker(str(tmp_path / "broker"), **{**SETTINGS, "quota.window.size.seconds": 3, "max.connections": 1})
+    try:
+        address = broker.serve("127.0.0.1", 0)
+        admin = AdminClient(broker=broker)
+        try:
+            admin.alter_client_quotas([ClientQuotaAlteration({"ip": "127.0.0.2"}, [("connection_creation_rate", 0)])])
+        finally:
+            admin.close()
+        wait_for(lambda: broker.client_quota_configs(), DEADLINE_S, "the quota")
+        caplog.set_level("WARNING", logger="pylogq")
+        with socket.create_connection(address, timeout=DEADLINE_S, source_address=("127.0.0.2", 0)) as held:
+            wait_for(lambda: "connection throttled peer=127.0.0.2" in caplog.text, DEADLINE_S, "the throttle")
+            # Kafka throttles before counting: the held connection does not take the broker's one.
+            with Wire(address, client_id="other") as conn:
+                assert conn.request(ApiKey.API_VERSIONS, 0)["error_code"] == 0
+            assert held.recv(1) == b""  # closed after its throttle, never served
+    finally:
+        broker.close()

@@ -11,7 +11,6 @@ closes it. Guesses per second against the delay are measured in benchmarks/test_
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
@@ -21,7 +20,7 @@ import pytest
 from pylogq import Broker
 from pylogq.protocol.constants import ApiKey
 
-from .test_quotas import RawConnection
+from .test_server import Wire
 
 Address = Tuple[str, int]
 DEADLINE_S = 30.0
@@ -48,36 +47,29 @@ def _plain(user: str, password: str) -> bytes:
     return b"\x00" + user.encode() + b"\x00" + password.encode()
 
 
-def _authenticate(conn: RawConnection, user: str, password: str, version: int = 1) -> Dict[str, Any]:
-    assert conn.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-    return conn.call(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": _plain(user, password)})
-
-
-def _closed(conn: RawConnection) -> bool:
-    try:
-        return conn.sock.recv(1) == b""
-    except ConnectionError:
-        return True
+def _authenticate(conn: Wire, user: str, password: str, version: int = 1) -> Dict[str, Any]:
+    assert conn.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    return conn.request(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": _plain(user, password)})
 
 
 def test_a_failed_authentication_is_answered_after_the_delay_while_others_are_served(
         delayed: Tuple[Broker, Address]) -> None:
     _, address = delayed
-    guesser, other = RawConnection(address, "guesser"), RawConnection(address, "other")
+    guesser, other = Wire(address, client_id="guesser"), Wire(address, client_id="other")
     try:
-        assert guesser.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        assert guesser.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
         sent = time.monotonic()
-        guesser.sock.sendall(guesser.frame(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": _plain("alice", "guess")}))
+        guesser.send(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": _plain("alice", "guess")})
         # Another connection authenticates and is answered while the guess waits.
         assert _authenticate(other, "bob", "bob-secret")["error_code"] == 0
-        assert other.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+        assert other.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
         answered_other = time.monotonic()
-        failed = guesser.read(ApiKey.SASL_AUTHENTICATE, 1)
+        _, failed = guesser.receive(ApiKey.SASL_AUTHENTICATE, 1)
         answered_guess = time.monotonic()
         assert failed["error_code"] == SASL_AUTHENTICATION_FAILED
         assert failed["error_message"] == "Authentication failed: Invalid username or password"
         assert answered_other < answered_guess and answered_guess - sent >= 1.0
-        assert _closed(guesser)
+        assert guesser.closed_by_server()
     finally:
         guesser.close()
         other.close()
@@ -94,7 +86,7 @@ def sessions(tmp_path: Path) -> Iterator[Tuple[Broker, Address]]:
 
 def test_the_session_lifetime_is_told_and_an_expired_session_is_closed(sessions: Tuple[Broker, Address]) -> None:
     broker, address = sessions
-    conn = RawConnection(address, "expiring")
+    conn = Wire(address, client_id="expiring")
     try:
         authenticated = time.monotonic()
         assert _authenticate(conn, "alice", "alice-secret")["session_lifetime_ms"] == 1500
@@ -103,11 +95,9 @@ def test_the_session_lifetime_is_told_and_an_expired_session_is_closed(sessions:
         while True:
             assert time.monotonic() < deadline, "the expired session was never closed"
             sent = time.monotonic()
-            conn.sock.sendall(conn.frame(ApiKey.API_VERSIONS, 0, {}))
-            first = conn.sock.recv(1)
-            if not first:
+            conn.send(ApiKey.API_VERSIONS, 0, {})
+            if conn.read_frame() is None:
                 break
-            conn.read_rest(first)
         # ... and the first one after it closes the connection, unanswered.
         assert sent - authenticated >= 1.5
     finally:
@@ -118,16 +108,16 @@ def test_the_session_lifetime_is_told_and_an_expired_session_is_closed(sessions:
 
 def test_reauthentication_renews_the_session_and_keeps_its_principal(sessions: Tuple[Broker, Address]) -> None:
     broker, address = sessions
-    conn = RawConnection(address, "renewing")
+    conn = Wire(address, client_id="renewing")
     try:
         assert _authenticate(conn, "alice", "alice-secret")["session_lifetime_ms"] == 1500
         again = _authenticate(conn, "alice", "alice-secret", version=2)
         assert (again["error_code"], again["session_lifetime_ms"]) == (0, 1500)
-        assert conn.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+        assert conn.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
         changed = _authenticate(conn, "bob", "bob-secret")
         assert changed["error_code"] == SASL_AUTHENTICATION_FAILED
         assert changed["error_message"] == "Cannot change principals during re-authentication from User:alice: User:bob"
-        assert _closed(conn)
+        assert conn.closed_by_server()
     finally:
         conn.close()
     samples = broker.metrics_registry.samples()
@@ -161,12 +151,10 @@ def test_librdkafka_reauthenticates_on_its_connection(sessions: Tuple[Broker, Ad
 
 def test_a_bare_socket_is_refused_after_the_delay(delayed: Tuple[Broker, Address]) -> None:
     _, address = delayed
-    with socket.create_connection(address, timeout=10.0) as sock:
-        conn = RawConnection.__new__(RawConnection)
-        conn.sock, conn.client_id, conn.correlation_id = sock, "v0", 0
-        assert conn.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+    with Wire(address, client_id="v0") as conn:
+        assert conn.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
         token = _plain("alice", "wrong")
         sent = time.monotonic()
-        sock.sendall(len(token).to_bytes(4, "big") + token)  # SaslHandshake v0: a bare token follows
-        assert sock.recv(1) == b""  # no answer to a bare token that fails: the connection closes
+        conn.sock.sendall(len(token).to_bytes(4, "big") + token)  # SaslHandshake v0: a bare token follows
+        assert conn.sock.recv(1) == b""  # no answer to a bare token that fails: the connection closes
         assert time.monotonic() - sent >= 1.0

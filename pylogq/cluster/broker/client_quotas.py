@@ -34,13 +34,13 @@ import logging
 import os
 import socket
 import threading
-import urllib.parse
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ... import errors
 from ...config import java_double
 from ...storage.checkpoint import write_atomically
 from ..contract import QuotaAlteration, QuotaEntity, QuotaFilterComponent
+from ..names import desanitize, sanitize
 
 if TYPE_CHECKING:  # a single node never loads the cluster's modules
     from ..zk.client import KafkaZkClient
@@ -73,28 +73,26 @@ QuotaValues = Dict[QuotaEntity, Dict[str, float]]
 Watcher = Callable[[QuotaValues], None]
 
 
-def _sanitize(name: Optional[str]) -> str:
-    """Kafka's Sanitizer (url-encoding, ``*`` and ``~`` too), ``<default>`` for None."""
-    if name is None:
-        return DEFAULT
-    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+def _path_name(name: Optional[str]) -> str:
+    """An entity name as its path spells it: sanitized, ``<default>`` for None."""
+    return DEFAULT if name is None else sanitize(name)
 
 
-def _desanitize(name: str) -> Optional[str]:
-    return None if name == DEFAULT else urllib.parse.unquote(name)
+def _name_of_path(name: str) -> Optional[str]:
+    return None if name == DEFAULT else desanitize(name)
 
 
 def entity_path(entity: QuotaEntity) -> str:
     """The entity's config path below ``/config`` (``users/alice/clients/app``)."""
     names = dict(entity)
     if set(names) == {USER, CLIENT_ID}:
-        return "users/%s/clients/%s" % (_sanitize(names[USER]), _sanitize(names[CLIENT_ID]))
+        return "users/%s/clients/%s" % (_path_name(names[USER]), _path_name(names[CLIENT_ID]))
     if set(names) == {USER}:
-        return "users/" + _sanitize(names[USER])
+        return "users/" + _path_name(names[USER])
     if set(names) == {CLIENT_ID}:
-        return "clients/" + _sanitize(names[CLIENT_ID])
+        return "clients/" + _path_name(names[CLIENT_ID])
     if set(names) == {IP}:
-        return "ips/" + _sanitize(names[IP])
+        return "ips/" + _path_name(names[IP])
     raise errors.InvalidRequestError("Invalid client quota entity")
 
 
@@ -102,11 +100,11 @@ def entity_of_path(path: str) -> Optional[QuotaEntity]:
     """The entity an entity path names (None: not a quota entity's path)."""
     parts = path.split("/")
     if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
-        return ((CLIENT_ID, _desanitize(parts[3])), (USER, _desanitize(parts[1])))
+        return ((CLIENT_ID, _name_of_path(parts[3])), (USER, _name_of_path(parts[1])))
     if len(parts) == 2 and parts[1]:
         kind = {"users": USER, "clients": CLIENT_ID, "ips": IP}.get(parts[0])
         if kind is not None:
-            return ((kind, _desanitize(parts[1])),)
+            return ((kind, _name_of_path(parts[1])),)
     return None
 
 
@@ -144,7 +142,7 @@ def normalize_entity(pairs: Iterable[Tuple[str, Optional[str]]]) -> QuotaEntity:
         raise errors.InvalidRequestError("Invalid quota entity combination, IP entity should not be used with "
                                          "user/client ID entity.")
     if IP in names and names[IP] is not None and not _valid_ip_entity(str(names[IP])):
-        raise errors.InvalidRequestError("%s is not a valid IP or resolvable host." % _sanitize(names[IP]))
+        raise errors.InvalidRequestError("%s is not a valid IP or resolvable host." % _path_name(names[IP]))
     return tuple(sorted(names.items()))
 
 
@@ -207,13 +205,18 @@ class ClientQuotaStore:
         raise NotImplementedError
 
     def _remember(self, entity: QuotaEntity, config: Mapping[str, str]) -> None:
-        values = quota_values(entity, config)
+        self._apply({entity: quota_values(entity, config)})
+
+    def _apply(self, changes: Mapping[QuotaEntity, Dict[str, float]]) -> None:
+        """Take each entity's quota values (none: it has no quota now) into a new cache, and
+        tell the watchers once if it changed."""
         with self._lock:
             cache = dict(self._cache)
-            if values:
-                cache[entity] = values
-            else:
-                cache.pop(entity, None)
+            for entity, values in changes.items():
+                if values:
+                    cache[entity] = values
+                else:
+                    cache.pop(entity, None)
             if cache == self._cache:
                 return
             self._cache = cache
@@ -225,12 +228,15 @@ class ClientQuotaStore:
                 log.exception("a client quota watcher failed")
 
     def _load_all(self) -> None:
-        """Fill the cache from the authoritative store."""
+        """Fill the cache from the authoritative store: every entity read, then one new cache
+        (the watchers told once, however many entities there are)."""
+        loaded: QuotaValues = {}
         for kind in ("clients", "users", "users/clients", "ips"):
             for path, config in self.read_all(kind).items():
                 entity = entity_of_path(path)
                 if entity is not None:
-                    self._remember(entity, config)
+                    loaded[entity] = quota_values(entity, config)
+        self._apply(loaded)
 
     # -- DescribeClientQuotas -----------------------------------------------------------------
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import urllib.parse
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ... import errors
 from ..contract import BrokerRegistration
+from ..names import desanitize, sanitize
 from .data import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
@@ -329,15 +329,15 @@ class KafkaZkClient:
             children = self.store.get_children(USERS_CONFIG_PATH)
         except errors.NoNodeError:
             return []
-        return sorted(urllib.parse.unquote(child) for child in children)
+        return sorted(desanitize(child) for child in children)
 
     def get_user_config(self, user: str) -> Dict[str, str]:
         """``/config/users/<user>``'s config map (its name sanitized as Kafka does)."""
-        return self.get_entity_config("users/%s" % sanitize_user(user))
+        return self.get_entity_config("users/%s" % sanitize(user))
 
     def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
         """Write a user's config (an empty one too, as Kafka does) and notify every broker."""
-        self._set_entity_config(user_config_path(user), config, "users/%s" % sanitize_user(user))
+        self._set_entity_config(user_config_path(user), config, "users/%s" % sanitize(user))
 
     # -- client quota entities: /config/clients, /config/users (and <user>/clients), /config/ips ----
 
@@ -637,9 +637,4 @@ USERS_CONFIG_PATH = "/config/users"
 
 def user_config_path(user: str) -> str:
     """``/config/users/<name>``, the name url-encoded as Kafka's Sanitizer does (``*`` too)."""
-    return "%s/%s" % (USERS_CONFIG_PATH, sanitize_user(user))
-
-
-def sanitize_user(user: str) -> str:
-    """Kafka's Sanitizer: url-encoding with ``*`` and ``~`` encoded too (Java's URLEncoder does ``~``)."""
-    return urllib.parse.quote(user, safe="").replace("~", "%7E")
+    return "%s/%s" % (USERS_CONFIG_PATH, sanitize(user))
