@@ -304,7 +304,10 @@ class Connection:
                 await self._unmuted()
             try:
                 head = await reader.readexactly(4)
-            except (asyncio.IncompleteReadError, ConnectionError):
+            except asyncio.IncompleteReadError:
+                return
+            except ConnectionError as exc:  # a reset, or a TLS record that does not decrypt
+                self.close_reason = "connection lost: %s" % (exc,)
                 return
             size = _SIZE.unpack(head)[0]
             if size < 0 or size > limit:

@@ -17,7 +17,8 @@ holds in our hands:
   (TLS leaves nothing for ``sendfile`` to send: the bytes must pass through OpenSSL).
 
 Reads hand back what OpenSSL has decrypted, up to the size asked (it decrypts a record
-at a time and keeps the rest). Small writes (a response's header, a partition's framing)
+at a time and keeps the rest); a record that does not decrypt is a ConnectionResetError
+naming OpenSSL's reason, as a broken stream is for :class:`asyncio.StreamReader`. Small writes (a response's header, a partition's framing)
 are gathered and encrypted together at the next :meth:`~SslTransportLayer.drain`, large
 ones at once: a response becomes a few full TLS records, not one per piece. Runs on the
 server's event loop (not thread-safe).
@@ -29,6 +30,8 @@ import asyncio
 import os
 import ssl
 from typing import Any, List, Optional, Protocol, Union
+
+from ..protocol.blocking_client import ssl_reason
 
 __all__ = ["REGION_CHUNK", "SslTransportLayer"]
 
@@ -139,6 +142,10 @@ class SslTransportLayer:
                 continue
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 break  # the client's close_notify, or its end of the stream without one
+            except ssl.SSLError as exc:
+                # A record that does not decrypt (bad bytes after the handshake): the connection
+                # is lost, as a StreamReader reports a reset, so the connection closes as for one.
+                raise ConnectionResetError("TLS error: %s" % ssl_reason(exc)) from exc
             if not chunk:
                 break
             chunks.append(chunk)

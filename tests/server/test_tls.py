@@ -625,6 +625,47 @@ def test_malformed_tls_bytes_close_the_connection(tls_broker: TlsBroker, certs: 
     test_pylogq_clients(tls_broker, certs, "ssl")  # still serving
 
 
+def _handshaken(address: Address, certs: Certificates) -> socket.socket:
+    """A raw socket to ``address`` whose TLS handshake is done (OpenSSL's client side is then
+    dropped: what the test sends next is its own bytes)."""
+    sock = socket.create_connection(address, timeout=10)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = ssl.create_default_context(cafile=certs.path("ca.pem")).wrap_bio(incoming, outgoing,
+                                                                             server_hostname="127.0.0.1")
+    while True:
+        try:
+            client.do_handshake()
+        except ssl.SSLWantReadError:
+            sock.sendall(outgoing.read())
+            data = sock.recv(65536)
+            assert data, "the broker closed the connection during the handshake"
+            incoming.write(data)
+            continue
+        sock.sendall(outgoing.read())
+        return sock
+
+
+def test_a_record_that_does_not_decrypt_closes_the_connection(tls_broker: TlsBroker, certs: Certificates,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """An application-data record of random bytes after a real handshake: the broker closes the
+    connection, its close line naming OpenSSL's reason, and logs no error."""
+    caplog.set_level(logging.INFO, "pylogq.server")
+    sock = _handshaken(tls_broker.addresses["SSL"], certs)
+    peer = "peer=127.0.0.1:%d " % sock.getsockname()[1]
+    try:
+        sock.sendall(b"\x17\x03\x03\x00\x20" + os.urandom(32))
+        assert _closed_by_broker(sock, time.monotonic() + 10), "the broker kept a connection that sent garbage"
+    finally:
+        sock.close()
+    closed = wait_for(lambda: [r.getMessage() for r in caplog.records
+                               if "connection closed" in r.getMessage() and peer in r.getMessage()],
+                      10.0, "the connection's close line")
+    assert len(closed) == 1 and "reason=connection lost: TLS error: [SSL: DECRYPTION_FAILED_OR_BAD_RECORD_MAC]" \
+        in closed[0], closed
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    test_pylogq_clients(tls_broker, certs, "ssl")  # still serving
+
+
 def _client_hello() -> bytes:
     """A real ClientHello, as a client's first flight."""
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
