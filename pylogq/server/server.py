@@ -6,7 +6,8 @@ listener, reads requests and writes responses. Requests that wait for an event
 answered through futures on the loop (:meth:`KafkaServer.parked`); broker calls that
 do file work (topic creation and deletion) run in a small executor.
 ``stop()`` stops accepting, lets every request already read get its answer, and
-closes the connections; the broker itself is closed by its owner.
+closes the connections (those still in their TLS handshake at once, and waits until
+they are closed); the broker itself is closed by its owner.
 
 TLS (docs/security.md): an SSL or SASL_SSL listener's connections handshake first
 (:mod:`.ssl_transport`), within ``socket.request.read.timeout.ms`` (or
@@ -318,8 +319,10 @@ class KafkaServer:
                 op.force_complete()  # a long poll: what is there now, not at its max_wait_ms
             else:
                 op.complete_with(answer)  # a join or sync: NOT_COORDINATOR, the client finds the next one
-        if self._connection_tasks:
-            done, pending = await asyncio.wait(list(self._connection_tasks), timeout=STOP_TIMEOUT_S)
+        # A connection's task is in _handshakes until its handshake is done, then in _connection_tasks.
+        tasks = self._connection_tasks | self._handshakes
+        if tasks:
+            done, pending = await asyncio.wait(list(tasks), timeout=STOP_TIMEOUT_S)
             for task in pending:
                 task.cancel()
         if self._reaper is not None:
@@ -515,8 +518,10 @@ class KafkaServer:
                 principal = ANONYMOUS
             else:
                 principal = "User:" + self._principal_mappers[listener.name].name(rfc2253_name(der))
-        except asyncio.CancelledError:  # the server stops
+        except asyncio.CancelledError:
             tls.close()
+            if self.stopping:  # the server stops: the connection ends here, as a connection's reading does
+                return None
             raise
         except (ssl.SSLError, OSError, EOFError, asyncio.TimeoutError, PrincipalMappingError, ValueError) as exc:
             if isinstance(exc, asyncio.TimeoutError):
