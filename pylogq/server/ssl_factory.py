@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 import ssl
-from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 
@@ -310,12 +310,26 @@ def openssl_cipher_name(name: str) -> str:
     return "-".join(out)
 
 
+_KNOWN_CIPHERS: Dict[str, Dict[str, Any]] = {}
+
+
+def _known_ciphers() -> Dict[str, Dict[str, Any]]:
+    """Every suite this OpenSSL has, by its OpenSSL name: a new context lists only those enabled
+    by default, and Kafka takes any suite the JVM supports (``TLS_RSA_WITH_AES_128_GCM_SHA256``,
+    ``TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA``), enabled by default or not."""
+    if not _KNOWN_CIPHERS:
+        probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        probe.set_ciphers("ALL")
+        _KNOWN_CIPHERS.update((c["name"], c) for c in probe.get_ciphers())
+    return _KNOWN_CIPHERS
+
+
 def _ciphers(context: ssl.SSLContext, get: SslConfigSource) -> None:
     suites, key = get("ssl.cipher.suites")
     names = [s for s in ([suites] if isinstance(suites, str) else list(suites or ())) if s]
     if not names:
         return
-    known = {c["name"]: c for c in context.get_ciphers()}
+    known = _known_ciphers()
     tls12: List[str] = []
     tls13 = False
     for name in names:

@@ -750,11 +750,16 @@ def test_stalled_handshakes_are_closed_at_the_timeout(tmp_path: Path, certs: Cer
 # -- settings -----------------------------------------------------------------------------------
 
 def test_cipher_suites_and_protocols(tmp_path: Path, certs: Certificates) -> None:
-    """ssl.cipher.suites takes Java's (IANA) names; naming only TLS 1.2 suites keeps TLS 1.3 out,
-    as in Kafka; ssl.enabled.protocols bounds the versions."""
+    """ssl.cipher.suites takes Java's (IANA) names, of suites OpenSSL leaves out by default too
+    (RSA key exchange, CBC), as Kafka takes any the JVM has; naming only TLS 1.2 suites keeps
+    TLS 1.3 out, as in Kafka; ssl.enabled.protocols bounds the versions."""
     tls = start(tmp_path / "b", dict(certs.broker_pem_settings(), **{
-        "listeners": "SSL://127.0.0.1:0", "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}))
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,"
+                             "TLS_RSA_WITH_AES_128_GCM_SHA256"}))
     try:
+        enabled = {c["name"] for c in tls.server._ssl["SSL"].get_ciphers() if c["protocol"] != "TLSv1.3"}
+        assert enabled == {"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA", "AES128-GCM-SHA256"}
         context = ssl.create_default_context(cafile=certs.path("ca.pem"))
         with socket.create_connection(tls.addresses["SSL"], timeout=5) as raw:
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
