@@ -14,8 +14,8 @@ TLS (docs/security.md): an SSL or SASL_SSL listener's connections handshake firs
 ``connections.max.idle.ms`` when shorter): a connection that stalls in its handshake or
 sends bytes that are not TLS is closed with one log line, and holds until then its socket
 only (and OpenSSL's state once it has sent something); it counts against the connection
-limits as any other. The client's certificate, when it shows one, names its principal
-(:mod:`.ssl_principal`).
+limits as any other. On an SSL listener the client's certificate, when it shows one, names
+its principal (:mod:`.ssl_principal`); on a SASL_SSL listener its SASL login does.
 
 Connection limits (docs/operations.md, "Connection limits"): ``max.connections`` and
 ``max.connections.per.ip`` (with ``max.connections.per.ip.overrides``) are checked as a
@@ -171,15 +171,18 @@ class KafkaServer:
             self._sasl_mechanisms[listener.name] = tuple(dict.fromkeys(mechanisms))
         #: The SASL/PLAIN users of the first SASL listener (each listener's: sasl_users_for).
         self.sasl_users: Dict[str, str] = next(iter(self._sasl_users.values()), dict(sasl_users or {}))
-        # Each TLS listener's context and principal mapping, built now: a bad key store or
-        # rule fails the start, naming its key.
+        # Each TLS listener's context and each SSL listener's principal mapping, built now: a bad
+        # key store or rule fails the start, naming its key. A SASL_SSL client's principal is its
+        # SASL user's (Kafka's principal builder maps certificates for SSL channels only).
         self._ssl: Dict[str, ssl.SSLContext] = {}
         self._principal_mappers: Dict[str, SslPrincipalMapper] = {}
         for listener in self.listeners:
             if listener.ssl:
                 get = config.source_for(listener.name)
                 self._ssl[listener.name] = server_context(get, listener.name)
-                self._principal_mappers[listener.name] = SslPrincipalMapper(get("ssl.principal.mapping.rules")[0])
+                if not listener.sasl:
+                    self._principal_mappers[listener.name] = SslPrincipalMapper(
+                        get("ssl.principal.mapping.rules")[0])
         #: What SaslHandshake offers on the first SASL listener (each one's: sasl_mechanisms_for).
         #: SCRAM users are the broker's (AlterUserScramCredentials).
         self.sasl_mechanisms = next(iter(self._sasl_mechanisms.values()), ("PLAIN",))
@@ -514,10 +517,11 @@ class KafkaServer:
         try:
             await asyncio.wait_for(tls.handshake(), self.ssl_handshake_timeout_s)
             der = tls.peer_certificate()
-            if der is None:
+            mapper = self._principal_mappers.get(listener.name)
+            if der is None or mapper is None:
                 principal = ANONYMOUS
             else:
-                principal = "User:" + self._principal_mappers[listener.name].name(rfc2253_name(der))
+                principal = "User:" + mapper.name(rfc2253_name(der))
         except asyncio.CancelledError:
             tls.close()
             if self.stopping:  # the server stops: the connection ends here, as a connection's reading does

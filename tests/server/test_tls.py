@@ -443,6 +443,35 @@ def test_principal_of_a_certificate_on_a_listener_that_only_asks(tmp_path: Path,
         stop(tls)
 
 
+def test_sasl_ssl_principals_come_from_sasl_not_the_certificate(tmp_path: Path, certs: Certificates,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """On a SASL_SSL listener the principal is the SASL login's, as Kafka's principal builder
+    names it: ssl.principal.mapping.rules do not apply to its certificate, so one that no rule
+    matches is let in; an SSL listener with the same rules refuses that certificate."""
+    caplog.set_level(logging.INFO, "pylogq.server")
+    tls = start(tmp_path / "b", dict(certs.broker_p12_settings(), **{
+        "listeners": "SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=Nobody.*$/$1/", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS}))
+    try:
+        context = ssl.create_default_context(cafile=certs.path("ca.pem"))
+        context.load_cert_chain(certs.path("client.pem"), certs.path("client-key.pem"))
+        host, port = tls.addresses["SASL_SSL"]
+        conn = BrokerConnection(host, port, "tls-test", 10.0, ("PLAIN", "admin", "admin-secret"), ssl_context=context)
+        try:
+            assert principal_of(tls, conn) == "User:admin"
+        finally:
+            conn.close()
+        assert not broker_logged(caplog, "SASL_SSL", "ssl.principal.mapping.rules")
+        host, port = tls.addresses["SSL"]
+        with pytest.raises(errors.KafkaConnectionError):  # refused after a TLS 1.3 handshake: a closed connection
+            BrokerConnection(host, port, "tls-test", 10.0, ssl_context=context).close()
+        wait_for(lambda: broker_logged(caplog, "SSL", "ssl.principal.mapping.rules: No rules apply to " + CLIENT_DN), 10.0,
+                 "the SSL listener's refusal")
+    finally:
+        stop(tls)
+
+
 # -- refusals -----------------------------------------------------------------------------------
 
 REFUSALS = {
