@@ -240,7 +240,9 @@ class KafkaServer:
         self.admin_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pylogq-admin")
         self.stopping = False
         self.addresses: List[Tuple[str, int]] = []  # advertised (host, port) per listener, once started
-        self._bound: Dict[int, Listener] = {}  # local port -> advertised listener
+        # (local port, listener name) -> advertised listener: the name tells apart an IPv4 and an
+        # IPv6 listener on one port, the port the listeners given as (host, port) pairs.
+        self._bound: Dict[Tuple[int, str], Listener] = {}
         self._servers: List[asyncio.AbstractServer] = []
         self._connections: Set[Connection] = set()
         self._connection_tasks: Set["asyncio.Task[None]"] = set()
@@ -293,7 +295,7 @@ class KafkaServer:
                 advertised = Listener(listener.name, host, adv.port if adv is not None and adv.port else port,
                                       listener.protocol)
                 for sock in server.sockets:
-                    self._bound[int(sock.getsockname()[1])] = advertised
+                    self._bound[(int(sock.getsockname()[1]), listener.name)] = advertised
                 self.addresses.append((advertised.host, advertised.port))
         except OSError as exc:
             await self.stop()
@@ -608,7 +610,7 @@ class KafkaServer:
 
     def listener_name_for(self, conn: Connection) -> str:
         """The name of the listener a connection came in on (``PLAINTEXT``, ``CLIENT``)."""
-        listener = self._bound.get(conn.local_port)
+        listener = self._bound.get((conn.local_port, conn.listener.name))
         return listener.name if listener is not None else self.listeners[0].name
 
     def sasl_users_for(self, listener: str) -> Mapping[str, str]:
@@ -621,7 +623,7 @@ class KafkaServer:
 
     def advertised_for(self, conn: Connection) -> Tuple[str, int]:
         """The advertised (host, port) of the listener a connection came in on."""
-        listener = self._bound.get(conn.local_port)
+        listener = self._bound.get((conn.local_port, conn.listener.name))
         if listener is None:
             return self.addresses[0]
         return listener.host, listener.port

@@ -841,7 +841,7 @@ def test_config_errors(tmp_path: Path, certs: Certificates) -> None:
         ({"listeners": "CLIENT://127.0.0.1:0", "listener.security.protocol.map": "CLIENT:TLS"},
          "Invalid security protocol `TLS` defined in listener.security.protocol.map"),
         ({"listeners": "SSL://127.0.0.1:0,ssl://127.0.0.1:0"}, "Each listener must have a different name"),
-        ({"listeners": "PLAINTEXT://127.0.0.1:9,SSL://127.0.0.1:9"}, "Each listener must have a different port"),
+        ({"listeners": "PLAINTEXT://localhost:9,SSL://localhost:9"}, "Each listener must have a different port"),
         ({"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "SSL://h:1"},
          "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners"),
         ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SSL"},
