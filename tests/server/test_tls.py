@@ -47,7 +47,6 @@ from .._certs import (
     CLIENT_PASSWORD,
     TRUST_P12_PASSWORD,
     Certificates,
-    make_certificates,
 )
 from .._tls import Address, TlsBroker, start, stop
 from ._support import HEARTBEAT_MS, SESSION_TIMEOUT_MS, unique, wait_for
@@ -77,11 +76,6 @@ MODES = {
     "sasl-scram-256": Mode("SASL_SSL", "SASL_SSL", mechanism="SCRAM-SHA-256", user="alice", password=SCRAM_PASSWORD),
     "sasl-scram-512": Mode("SASL_SSL", "SASL_SSL", mechanism="SCRAM-SHA-512", user="alice", password=SCRAM_PASSWORD),
 }
-
-
-@pytest.fixture(scope="session")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
 
 
 def tls_settings(certs: Certificates, **extra: Any) -> Dict[str, Any]:
