@@ -137,9 +137,19 @@ def decode_response(frame: Frame, api_key: int, version: int, correlation_id: in
 class _Tls:
     """A client's TLS over a connected socket, through memory BIOs.
 
-    ``send`` may be called from one thread while another reads (``read_into``): the
-    SSLObject is used under ``_lock`` only, which no wait for the network holds;
-    ``_send_lock`` keeps the encrypted records of concurrent sends in the order encrypted.
+    ``send`` may be called from one thread while another reads (``read_exactly``): the
+    SSLObject and the BIOs are used under ``_lock`` only, which no wait for the network
+    holds. Records leave in the order OpenSSL wrote them into ``_outgoing``: bytes are
+    taken out of it only by the holder of ``_send_lock``, which sends them before letting
+    go. That matters when a read makes OpenSSL answer a post-handshake message (a TLS 1.3
+    KeyUpdate): the records encrypted after the answer are under the new key, and must not
+    reach the broker before it.
+
+    Lock order: ``_send_lock``, then ``_lock``. The reading thread never waits for
+    ``_send_lock``: were a send blocked on a full socket, it could wait on a broker that waits
+    for this thread to read. It takes the lock if it is free; otherwise the holder sends
+    the answer after its own records: whoever lets go of ``_send_lock`` looks again for
+    bytes left in ``_outgoing`` (:meth:`_send_pending`).
     """
 
     RECV = 64 * 1024
@@ -182,6 +192,24 @@ class _Tls:
                 self._ssl.write(data)
                 out = self._outgoing.read()
             self._sock.sendall(out)
+        self._send_pending()
+
+    def _send_pending(self) -> None:
+        """Send what OpenSSL wrote and nobody sent yet, unless another thread holds
+        ``_send_lock``: that one looks again once it lets go."""
+        while True:
+            if not self._send_lock.acquire(blocking=False):
+                return
+            try:
+                with self._lock:
+                    out = self._outgoing.read() if self._outgoing.pending else b""
+                if out:
+                    self._sock.sendall(out)
+            finally:
+                self._send_lock.release()
+            with self._lock:  # written while this thread held the lock by one that could not take it
+                if not self._outgoing.pending:
+                    return
 
     def _decrypted(self) -> Optional[bytes]:
         """Plain text read from the socket (b"" at its end), or None when OpenSSL wants more."""
@@ -192,10 +220,9 @@ class _Tls:
                 data = None
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 data = b""
-            answer = self._outgoing.read() if self._outgoing.pending else b""
-        if answer:  # a post-handshake message's answer (a key update)
-            with self._send_lock:
-                self._sock.sendall(answer)
+            answered = self._outgoing.pending > 0
+        if answered:  # a post-handshake message's answer (a key update)
+            self._send_pending()
         return data
 
     def read_exactly(self, n: int) -> Optional[bytearray]:
