@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 import ssl
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 
@@ -310,10 +310,10 @@ def openssl_cipher_name(name: str) -> str:
     return "-".join(out)
 
 
-_KNOWN_CIPHERS: Dict[str, Dict[str, Any]] = {}
+_KNOWN_CIPHERS: Dict[str, Mapping[str, Any]] = {}
 
 
-def _known_ciphers() -> Dict[str, Dict[str, Any]]:
+def _known_ciphers() -> Dict[str, Mapping[str, Any]]:
     """Every suite this OpenSSL has, by its OpenSSL name: a new context lists only those enabled
     by default, and Kafka takes any suite the JVM supports (``TLS_RSA_WITH_AES_128_GCM_SHA256``,
     ``TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA``), enabled by default or not."""
