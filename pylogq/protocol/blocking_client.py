@@ -31,7 +31,7 @@ import socket
 import ssl
 import struct
 import threading
-from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union, overload
+from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union, cast, overload
 
 from ..errors import ProtocolError, SslAuthenticationError, UnsupportedVersionError
 from .constants import ApiKey
@@ -162,7 +162,6 @@ class _Tls:
                                      server_hostname=server_hostname)
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._plain = bytearray()  # decrypted and not yet read (the reading thread's)
 
     def handshake(self) -> None:
         while True:
@@ -211,25 +210,33 @@ class _Tls:
                 if not self._outgoing.pending:
                     return
 
-    def _decrypted(self) -> Optional[bytes]:
-        """Plain text read from the socket (b"" at its end), or None when OpenSSL wants more."""
+    def _decrypt_into(self, buffer: memoryview) -> Optional[int]:
+        """Decrypt into ``buffer`` what OpenSSL has (it keeps what does not fit) -> how many
+        bytes (0 at the end of the stream), or None when it wants more from the socket."""
         with self._lock:
             try:
-                data: Optional[bytes] = self._ssl.read(self.RECV)
+                # With a buffer, read() returns how many bytes it wrote there (typeshed says bytes).
+                got: Optional[int] = cast(int, self._ssl.read(len(buffer), buffer))
             except ssl.SSLWantReadError:
-                data = None
+                got = None
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                data = b""
+                got = 0
             answered = self._outgoing.pending > 0
-        if answered:  # a post-handshake message's answer (a key update)
+        # A post-handshake message's answer (a key update). At the end of the stream what OpenSSL
+        # wrote is its alert about it, for a peer that is gone.
+        if answered and got != 0:
             self._send_pending()
-        return data
+        return got
 
     def read_exactly(self, n: int) -> Optional[bytearray]:
-        plain = self._plain
-        while len(plain) < n:
-            data = self._decrypted()
-            if data is None:
+        """The next ``n`` plain bytes, decrypted straight into the buffer returned; None when
+        the stream ends first."""
+        out = bytearray(n)
+        view = memoryview(out)
+        got = 0
+        while got < n:
+            k = self._decrypt_into(view[got:])
+            if k is None:
                 raw = self._sock.recv(self.RECV)
                 with self._lock:
                     if raw:
@@ -237,11 +244,9 @@ class _Tls:
                     else:
                         self._incoming.write_eof()
                 continue
-            if not data:
+            if not k:
                 return None
-            plain += data
-        out = plain[:n]
-        del plain[:n]
+            got += k
         return out
 
 

@@ -129,7 +129,9 @@ class SslTransportLayer:
         got = 0
         while got < n:
             try:
-                chunk = sslobj.read(n - got)
+                # Bounded: OpenSSL hands out a record at a time, and CPython allocates the whole
+                # size asked for each call (a request's declared 100 MB, per 16 KiB record).
+                chunk = sslobj.read(min(n - got, READ_SIZE))
             except ssl.SSLWantReadError:
                 self._flush()  # a post-handshake message (a key update) may want an answer
                 if got:

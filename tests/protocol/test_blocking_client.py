@@ -11,6 +11,7 @@ KeyUpdate's answer is.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import threading
@@ -108,3 +109,17 @@ def test_a_reader_with_nobody_sending_sends_the_answer_itself(peers: Peers) -> N
     with pytest.raises(ssl.SSLWantReadError):
         peers.server.recv(64)
     assert peers.server.getpeercert()["subject"]
+
+
+def test_reads_span_records_and_leave_the_rest_for_the_next_read(peers: Peers) -> None:
+    """Each read decrypts straight into the buffer it returns, however the sizes asked fall on
+    the records (16 KiB each); the end of the stream mid-read is None."""
+    data = os.urandom(100_000)
+    peers.server.sendall(data)
+    sizes = [4, 70_000, 1, len(data) - 70_005]
+    parts = [peers.client.read_exactly(size) for size in sizes]
+    assert [len(part or b"") for part in parts] == sizes
+    assert b"".join(bytes(part or b"") for part in parts) == data
+    peers.server.sendall(b"abc")
+    peers.server.close()
+    assert peers.client.read_exactly(4) is None

@@ -26,8 +26,10 @@ import re
 import resource
 import socket
 import ssl
+import struct
 import subprocess
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
@@ -648,9 +650,20 @@ def test_malformed_tls_bytes_close_the_connection(tls_broker: TlsBroker, certs: 
     test_pylogq_clients(tls_broker, certs, "ssl")  # still serving
 
 
-def _handshaken(address: Address, certs: Certificates) -> socket.socket:
-    """A raw socket to ``address`` whose TLS handshake is done (OpenSSL's client side is then
-    dropped: what the test sends next is its own bytes)."""
+class RawTls(NamedTuple):
+    """A socket with its client side of TLS in the test's hands."""
+
+    sock: socket.socket
+    tls: ssl.SSLObject
+    outgoing: ssl.MemoryBIO
+
+    def send(self, plain: bytes) -> None:
+        self.tls.write(plain)
+        self.sock.sendall(self.outgoing.read())
+
+
+def _handshaken(address: Address, certs: Certificates) -> RawTls:
+    """A raw socket to ``address`` whose TLS handshake is done."""
     sock = socket.create_connection(address, timeout=10)
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     client = ssl.create_default_context(cafile=certs.path("ca.pem")).wrap_bio(incoming, outgoing,
@@ -665,7 +678,7 @@ def _handshaken(address: Address, certs: Certificates) -> socket.socket:
             incoming.write(data)
             continue
         sock.sendall(outgoing.read())
-        return sock
+        return RawTls(sock, client, outgoing)
 
 
 def test_a_record_that_does_not_decrypt_closes_the_connection(tls_broker: TlsBroker, certs: Certificates,
@@ -673,7 +686,7 @@ def test_a_record_that_does_not_decrypt_closes_the_connection(tls_broker: TlsBro
     """An application-data record of random bytes after a real handshake: the broker closes the
     connection, its close line naming OpenSSL's reason, and logs no error."""
     caplog.set_level(logging.INFO, "pylogq.server")
-    sock = _handshaken(tls_broker.addresses["SSL"], certs)
+    sock = _handshaken(tls_broker.addresses["SSL"], certs).sock  # what follows is not its TLS
     peer = "peer=127.0.0.1:%d " % sock.getsockname()[1]
     try:
         sock.sendall(b"\x17\x03\x03\x00\x20" + os.urandom(32))
@@ -687,6 +700,27 @@ def test_a_record_that_does_not_decrypt_closes_the_connection(tls_broker: TlsBro
         in closed[0], closed
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     test_pylogq_clients(tls_broker, certs, "ssl")  # still serving
+
+
+def test_a_requests_declared_size_allocates_nothing_over_tls(tls_broker: TlsBroker, certs: Certificates) -> None:
+    """A client that declares a 100 MB request and sends 256 KiB of it costs the broker about what
+    it sent, over TLS as over plain TCP: every read of decrypted bytes is bounded (CPython
+    allocates the whole size asked on each read, and OpenSSL hands out 16 KiB records)."""
+    raw = _handshaken(tls_broker.addresses["SSL"], certs)
+    port = raw.sock.getsockname()[1]
+    sent = 256 * 1024
+    tracemalloc.start()
+    try:
+        raw.send(struct.pack(">i", 100_000_000) + os.urandom(sent))
+        conn = wait_for(lambda: [c for c in tls_broker.connections() if c.peer.endswith(":%d" % port)],
+                        10.0, "the broker's side of the connection")[0]
+        wait_for(lambda: conn.reading_received >= sent, 10.0, "the broker to read what was sent")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        raw.sock.close()
+    assert conn.reading_size == 100_000_000
+    assert peak < 16 << 20, "%d bytes allocated at the peak" % peak
 
 
 def _client_hello() -> bytes:
