@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from ..config import _INT, _LIST, _LONG, _STRING, INT_MAX, Config, _parse_value, setting
 from ..errors import ConfigError
-from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners, parse_protocol_map
+from .listeners import DEFAULT_PROTOCOL_MAP, Listener, listener_prefix, parse_listeners, parse_protocol_map
 
 __all__ = ["JAAS_KEY", "ServerConfig", "parse_connection_overrides"]
 
@@ -164,24 +164,23 @@ class ServerConfig(Config):
     def get(self, key: str, listener: Optional[str] = None) -> Any:
         """Setting ``key`` (dotted) as ``listener`` (a name) sees it: its prefixed value, else the
         broker's. A JAAS config or ``sasl.enabled.mechanisms`` has no unprefixed form but these."""
-        if listener is not None:
-            prefixed = "listener.name.%s.%s" % (listener.lower(), key)
-            if prefixed in self.listener_overrides:
-                return self.listener_overrides[prefixed]
-            if prefixed == JAAS_KEY:
-                return self.listener_name_sasl_plaintext_plain_sasl_jaas_config
-        attr = self._table()[1].get(key)
-        return getattr(self, attr) if attr is not None else None
+        return self.source_for(listener)(key)[0]
 
     def source_for(self, listener: Optional[str]) -> Callable[[str], Tuple[Any, str]]:
-        """The settings as ``listener`` sees them, for :mod:`.ssl_factory`: key -> (its value,
-        the key to name in an error: the prefixed one when that is what was given)."""
+        """The settings as ``listener`` (a name; None: the broker's own) sees them, as :meth:`get`
+        reads them: key -> (its value, the key to name in an error: the prefixed one when that is
+        what was given). What :mod:`.ssl_factory` reads a listener's settings with."""
+        prefix = listener_prefix(listener) if listener is not None else None
+
         def get(key: str) -> Tuple[Any, str]:
-            if listener is not None:
-                prefixed = "listener.name.%s.%s" % (listener.lower(), key)
+            if prefix is not None:
+                prefixed = prefix + key
                 if prefixed in self.listener_overrides:
                     return self.listener_overrides[prefixed], prefixed
-            return self.get(key), key
+                if prefixed == JAAS_KEY:  # the one prefixed key declared as a setting of its own
+                    return self.listener_name_sasl_plaintext_plain_sasl_jaas_config, prefixed
+            attr = self._table()[1].get(key)
+            return (getattr(self, attr) if attr is not None else None), key
         return get
 
     def protocol_map(self) -> Dict[str, str]:

@@ -52,7 +52,7 @@ from ..protocol.schema import Message
 from ..protocol.scram import ScramClient
 from . import replication_wire as wire
 from .config import ServerConfig
-from .listeners import parse_jaas_login
+from .listeners import listener_prefix, parse_jaas_login
 from .ssl_factory import client_context
 
 __all__ = ["TcpInterBrokerClient", "connect", "secured_connector"]
@@ -216,15 +216,12 @@ def secured_connector(settings: Config, listener: str) -> InterBrokerConnector:
             raise ConfigError("sasl.mechanism.inter.broker.protocol %s is not supported between pylogq brokers "
                               "(supported: %s)" % (mechanism, ", ".join(INTER_BROKER_MECHANISMS)))
         key = "%s.sasl.jaas.config" % mechanism.lower()
-        login = parse_jaas_login(settings.get(key, listener), listener_prefix_key(listener, key)) or {}
+        login = parse_jaas_login(settings.get(key, listener), listener_prefix(listener) + key) or {}
         if "username" not in login or "password" not in login:
             raise ConfigError("%s needs username and password: the credentials this broker authenticates to the "
-                              "others with" % listener_prefix_key(listener, key))
+                              "others with" % (listener_prefix(listener) + key))
         sasl = (mechanism, login["username"], login["password"])
     if ssl_context is None and sasl is None:
         return connect
     return functools.partial(connect, ssl_context=ssl_context, sasl=sasl)
 
-
-def listener_prefix_key(listener: str, key: str) -> str:
-    return "listener.name.%s.%s" % (listener.lower(), key)

@@ -145,8 +145,13 @@ class KafkaServer:
             for item in parse_listeners(advertised, "advertised.listeners", config.protocol_map(),
                                         distinct_ports=False):
                 self._advertised[item.name] = item
+        # The listener the other brokers use: inter.broker.listener.name, else the one
+        # security.inter.broker.protocol names.
+        named = broker.config["inter.broker.listener.name"]
+        inter_broker = str(named or broker.config["security.inter.broker.protocol"] or "").upper()
         if from_config and broker.config["zookeeper.connect"]:
-            _check_inter_broker_listener(broker, self.listeners, self._advertised, config.protocol_map())
+            _check_inter_broker_listener(inter_broker, bool(named), self.listeners, self._advertised,
+                                         config.protocol_map())
         # Each SASL listener's mechanisms (sasl.enabled.mechanisms, or its own under its
         # prefix) and PLAIN users (its JAAS line).
         self._sasl_users: Dict[str, Dict[str, str]] = {}
@@ -157,8 +162,7 @@ class KafkaServer:
             enabled = str(config.get("sasl.enabled.mechanisms", listener.name) or "")
             mechanisms = [m.strip() for m in enabled.split(",") if m.strip()]
             users = dict(sasl_users) if sasl_users else parse_jaas_users(
-                config.get("plain.sasl.jaas.config", listener.name),
-                "listener.name.%s.plain.sasl.jaas.config" % listener.name.lower())
+                config.get("plain.sasl.jaas.config", listener.name), listener.prefix + "plain.sasl.jaas.config")
             unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
             if unknown or not mechanisms:
                 raise ConfigError("sasl.enabled.mechanisms: %r is not supported (supported: %s), got %r"
@@ -210,13 +214,11 @@ class KafkaServer:
         #: Client quotas (docs/security.md, "Quotas"), following the broker's quota configs once started.
         self.quotas = ClientQuotas(quota_settings)
         # listener.name.<name>.max.connection.creation.rate, for any listener (None: the broker-wide rate only).
-        listener_rates = {item.name: config.listener_overrides.get(
-            "listener.name.%s.max.connection.creation.rate" % item.name.lower()) for item in self.listeners}
-        # The listener the other brokers use (not counted broker-wide when there are others):
-        # inter.broker.listener.name, else the one security.inter.broker.protocol names, else the first.
+        listener_rates = {item.name: config.listener_overrides.get(item.prefix + "max.connection.creation.rate")
+                          for item in self.listeners}
+        # The inter-broker listener is not counted broker-wide when there are others (the first
+        # listener when none is the other brokers').
         names = [item.name for item in self.listeners]
-        inter_broker = str(broker.config["inter.broker.listener.name"]
-                           or broker.config["security.inter.broker.protocol"] or "").upper()
         if inter_broker not in names:
             inter_broker = names[0]
         #: KIP-612's connection creation rates.
@@ -682,12 +684,11 @@ class KafkaServer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
 
-def _check_inter_broker_listener(broker: ServedBroker, listeners: Sequence[Listener],
+def _check_inter_broker_listener(name: str, named: bool, listeners: Sequence[Listener],
                                  advertised: Mapping[str, Listener], protocols: Mapping[str, str]) -> None:
-    """Kafka's rules for a broker of a cluster: the inter-broker listener is in the protocol map,
+    """Kafka's rules for a broker of a cluster: the inter-broker listener ``name`` (``named`` by
+    inter.broker.listener.name, else security.inter.broker.protocol's) is in the protocol map,
     and is one the broker advertises."""
-    named = broker.config["inter.broker.listener.name"]
-    name = str(named).upper() if named else str(broker.config["security.inter.broker.protocol"]).upper()
     if named and name not in protocols:
         raise ConfigError("Listener with name %s defined in inter.broker.listener.name not found in "
                           "listener.security.protocol.map." % name)

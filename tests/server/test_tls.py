@@ -913,23 +913,16 @@ def test_inter_broker_listener_rules() -> None:
     from pylogq.server.listeners import parse_listeners
     from pylogq.server.server import _check_inter_broker_listener
 
-    class Fake:
-        def __init__(self, config: Dict[str, Any]) -> None:
-            self.config = config
-
     listeners = parse_listeners("CLIENT://h:1,INTERNAL://h:2", protocol_map={"CLIENT": "SSL", "INTERNAL": "SSL"})
     protocols = {"CLIENT": "SSL", "INTERNAL": "SSL"}
-    _check_inter_broker_listener(Fake({"inter.broker.listener.name": "internal",  # type: ignore[arg-type]
-                                       "security.inter.broker.protocol": "PLAINTEXT"}), listeners, {}, protocols)
+    _check_inter_broker_listener("INTERNAL", True, listeners, {}, protocols)
     with pytest.raises(errors.ConfigError, match="inter.broker.listener.name must be a listener name defined in "
                                                  "advertised.listeners. The valid options based on currently "
                                                  "configured listeners are CLIENT,INTERNAL"):
-        _check_inter_broker_listener(Fake({"inter.broker.listener.name": None,  # type: ignore[arg-type]
-                                           "security.inter.broker.protocol": "PLAINTEXT"}), listeners, {}, protocols)
+        _check_inter_broker_listener("PLAINTEXT", False, listeners, {}, protocols)  # security.inter.broker.protocol
     with pytest.raises(errors.ConfigError, match="Listener with name OTHER defined in inter.broker.listener.name not "
                                                  "found in listener.security.protocol.map."):
-        _check_inter_broker_listener(Fake({"inter.broker.listener.name": "other",  # type: ignore[arg-type]
-                                           "security.inter.broker.protocol": "PLAINTEXT"}), listeners, {}, protocols)
+        _check_inter_broker_listener("OTHER", True, listeners, {}, protocols)
 
 
 def test_client_option_errors(certs: Certificates, tmp_path: Path) -> None:
