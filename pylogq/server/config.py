@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple
 
-from ..config import _INT, _LIST, _LONG, _STRING, INT_MAX, Config, _parse_value, setting
+from ..config import _INT, _LIST, _LONG, _STRING, INT_MAX, Config, _parse_value, sensitive, setting
 from ..errors import ConfigError
 from .listeners import DEFAULT_PROTOCOL_MAP, Listener, listener_prefix, parse_listeners, parse_protocol_map
 
@@ -28,8 +28,6 @@ JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
 #: creation rate, or a mechanism's JAAS config (``listener.name.client.scram-sha-256.sasl.jaas.config``).
 _PREFIXED = re.compile(r"^listener\.name\.([^.]+)\.((?:ssl\..+)|(?:sasl\.enabled\.mechanisms)|"
                        r"(?:[a-z0-9-]+\.sasl\.jaas\.config)|(?:max\.connection\.creation\.rate))$")
-#: Values never shown (repr, logs): Kafka's PASSWORD settings.
-_SECRET_SUFFIXES = ("password", "ssl.keystore.key", "sasl.jaas.config")
 
 
 class ServerConfig(Config):
@@ -157,7 +155,7 @@ class ServerConfig(Config):
         return out
 
     def __repr__(self) -> str:
-        shown = ", ".join("%s=%r" % (key, "[hidden]" if key.endswith(_SECRET_SUFFIXES) and value is not None
+        shown = ", ".join("%s=%r" % (key, "[hidden]" if sensitive(key) and value is not None
                                      else value) for key, value in self.to_dict().items())
         return "%s(%s)" % (type(self).__qualname__, shown)
 

@@ -908,6 +908,27 @@ def test_config_errors(tmp_path: Path, certs: Certificates) -> None:
         assert expected in message, (settings, message)
 
 
+def test_secrets_are_hidden_in_a_configs_repr_as_describe_configs_hides_them(certs: Certificates) -> None:
+    """Kafka's PASSWORD settings (the inline PEM key, chain and trusted certificates too, under a
+    listener's prefix as well) never show in a ServerConfig's repr, and are the keys DescribeConfigs
+    reports as sensitive."""
+    from pylogq.config import sensitive
+    from pylogq.server.config import ServerConfig
+
+    secrets = {"ssl.keystore.certificate.chain": certs.text("broker.pem"),
+               "ssl.keystore.key": certs.text("broker-key.pem"), "ssl.key.password": BROKER_KEY_PASSWORD,
+               "ssl.truststore.certificates": certs.text("ca.pem"), "ssl.truststore.password": "trust-secret",
+               "listener.name.mtls.ssl.keystore.password": "p12-secret",
+               "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS}
+    config = ServerConfig.build(dict(secrets, **{"ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM"}))
+    shown = repr(config)
+    for key, value in secrets.items():
+        assert sensitive(key), key
+        assert "%s='[hidden]'" % key in shown
+        assert value not in shown
+    assert "ssl.keystore.type='PEM'" in shown and not sensitive("ssl.keystore.type")
+
+
 def test_inter_broker_listener_rules() -> None:
     """Kafka's rules for a broker of a cluster, checked before it registers."""
     from pylogq.server.listeners import parse_listeners
