@@ -31,8 +31,6 @@ import os
 import ssl
 from typing import Any, List, Optional, Protocol, Union
 
-from ..protocol.blocking_client import ssl_reason
-
 __all__ = ["REGION_CHUNK", "SslTransportLayer"]
 
 #: The largest read from the socket at a time (a TLS record is at most 16 KiB and change).
@@ -147,6 +145,8 @@ class SslTransportLayer:
             except ssl.SSLError as exc:
                 # A record that does not decrypt (bad bytes after the handshake): the connection
                 # is lost, as a StreamReader reports a reset, so the connection closes as for one.
+                from ..protocol.blocking_client import ssl_reason  # here only: a broker serves without it
+
                 raise ConnectionResetError("TLS error: %s" % ssl_reason(exc)) from exc
             if not chunk:
                 break
