@@ -52,7 +52,7 @@ from ..protocol.schema import Message
 from ..protocol.sasl import sasl_login
 from . import replication_wire as wire
 from .config import ServerConfig
-from .listeners import listener_prefix, parse_jaas_login
+from .listeners import jaas_credentials, listener_prefix
 from .ssl_factory import client_context
 
 __all__ = ["TcpInterBrokerClient", "connect", "secured_connector"]
@@ -198,11 +198,11 @@ def secured_connector(settings: Config, listener: str) -> InterBrokerConnector:
             raise ConfigError("sasl.mechanism.inter.broker.protocol %s is not supported between pylogq brokers "
                               "(supported: %s)" % (mechanism, ", ".join(INTER_BROKER_MECHANISMS)))
         key = "%s.sasl.jaas.config" % mechanism.lower()
-        login = parse_jaas_login(settings.get(key, listener), listener_prefix(listener) + key) or {}
-        if "username" not in login or "password" not in login:
-            raise ConfigError("%s needs username and password: the credentials this broker authenticates to the "
-                              "others with" % (listener_prefix(listener) + key))
-        sasl = (mechanism, login["username"], login["password"])
+        credentials = jaas_credentials(settings.get(key, listener), listener_prefix(listener) + key)
+        if credentials is None:
+            raise ConfigError("%s%s is not set: its username and password are what this broker authenticates to the "
+                              "others with" % (listener_prefix(listener), key))
+        sasl = (mechanism,) + credentials
     if ssl_context is None and sasl is None:
         return connect
     return functools.partial(connect, ssl_context=ssl_context, sasl=sasl)

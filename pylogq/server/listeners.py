@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_PROTOCOL_MAP", "JaasEntry", "Listener", "SECURITY_PROTOCOLS", "listener_prefix",
+__all__ = ["DEFAULT_PROTOCOL_MAP", "JaasEntry", "Listener", "SECURITY_PROTOCOLS", "jaas_credentials", "listener_prefix",
            "parse_jaas_config", "parse_jaas_login", "parse_jaas_users", "parse_listeners", "parse_protocol_map"]
 
 #: Kafka's security protocols.
@@ -242,3 +242,18 @@ def parse_jaas_login(text: Optional[str], key: str) -> Optional[Dict[str, str]]:
         raise ConfigError("%s: login module %s is not supported; use %s"
                           % (key, entries[0].module, " or ".join(_JAAS_MODULES)))
     return dict(entries[0].options)
+
+
+def jaas_credentials(text: Optional[str], key: str, example: str = "") -> Optional[Tuple[str, str]]:
+    """The ``username`` and ``password`` of a client's JAAS line (:func:`parse_jaas_login`): what
+    a broker authenticates to the others with, and a tool's ``sasl.jaas.config``. None when
+    ``text`` is empty; ConfigError naming ``key`` (and showing ``example``, a line as it should
+    be) when the login module lacks either."""
+    login = parse_jaas_login(text, key)
+    if login is None:
+        return None
+    missing = [name for name in ("username", "password") if name not in login]
+    if missing:
+        raise ConfigError("%s: the login module has no %s option%s"
+                          % (key, " and no ".join(missing), " (%s)" % example if example else ""))
+    return login["username"], login["password"]

@@ -18,10 +18,10 @@ holds in our hands:
 
 Reads hand back what OpenSSL has decrypted, up to the size asked (it decrypts a record
 at a time and keeps the rest); a record that does not decrypt is a ConnectionResetError
-naming OpenSSL's reason, as a broken stream is for :class:`asyncio.StreamReader`. Small writes (a response's header, a partition's framing)
-are gathered and encrypted together at the next :meth:`~SslTransportLayer.drain`, large
-ones at once: a response becomes a few full TLS records, not one per piece. Runs on the
-server's event loop (not thread-safe).
+naming OpenSSL's reason, as a broken stream is for :class:`asyncio.StreamReader`. Small
+writes (a response's header, a partition's framing) are gathered and encrypted together at
+the next :meth:`~SslTransportLayer.drain`, large ones at once: a response becomes a few
+full TLS records, not one per piece. Runs on the server's event loop (not thread-safe).
 """
 
 from __future__ import annotations

@@ -11,7 +11,14 @@ import pytest
 from pylogq.client.connection import BrokerConnection
 from pylogq.errors import ConfigError
 from pylogq.protocol.constants import ApiKey
-from pylogq.server.listeners import JaasEntry, parse_jaas_config, parse_jaas_login, parse_jaas_users, parse_listeners
+from pylogq.server.listeners import (
+    JaasEntry,
+    jaas_credentials,
+    parse_jaas_config,
+    parse_jaas_login,
+    parse_jaas_users,
+    parse_listeners,
+)
 
 from .._ports import free_port
 from .._tls import start, stop
@@ -69,6 +76,18 @@ def test_a_plain_listener_s_users_come_from_its_jaas_line_read_as_kafka_reads_it
         with pytest.raises(ConfigError, match="^k: ") as raised:
             parse_jaas_users(text, "k")
         assert why in str(raised.value) and "alice-secret" not in str(raised.value)
+
+
+def test_a_client_logins_credentials() -> None:
+    """What a broker authenticates to the others with and a tool's sasl.jaas.config: the login
+    module's username and password, both required."""
+    assert jaas_credentials('%s required username="alice" password="alice-secret";' % SCRAM, "k") == (
+        "alice", "alice-secret")
+    assert jaas_credentials(None, "k") is None and jaas_credentials(" ", "k") is None
+    with pytest.raises(ConfigError, match=r"^k: the login module has no password option \(an example\)$"):
+        jaas_credentials('%s required username="alice";' % PLAIN, "k", "an example")
+    with pytest.raises(ConfigError, match="^k: the login module has no username and no password option$"):
+        jaas_credentials("%s required;" % SCRAM, "k")
 
 
 # -- listeners and their ports (Kafka's CoreUtils.listenerListToEndPoints) -------------------------

@@ -462,8 +462,8 @@ def test_sasl_ssl_principals_come_from_sasl_not_the_certificate(tmp_path: Path, 
         host, port = tls.addresses["SSL"]
         with pytest.raises(errors.KafkaConnectionError):  # refused after a TLS 1.3 handshake: a closed connection
             BrokerConnection(host, port, "tls-test", 10.0, ssl_context=context).close()
-        wait_for(lambda: broker_logged(caplog, "SSL", "ssl.principal.mapping.rules: No rules apply to " + CLIENT_DN), 10.0,
-                 "the SSL listener's refusal")
+        refusal = "ssl.principal.mapping.rules: No rules apply to " + CLIENT_DN
+        wait_for(lambda: broker_logged(caplog, "SSL", refusal), 10.0, "the SSL listener's refusal")
     finally:
         stop(tls)
 
@@ -1027,8 +1027,8 @@ def test_inter_broker_client_settings_errors(certs: Certificates) -> None:
                                                "listener.security.protocol.map": "INTERNAL:SASL_SSL"})
     with pytest.raises(errors.ConfigError, match="sasl.mechanism.inter.broker.protocol GSSAPI is not supported"):
         secured_connector(ServerConfig.build(base), "INTERNAL")
-    with pytest.raises(errors.ConfigError, match="listener.name.internal.plain.sasl.jaas.config needs username and "
-                                                 "password"):
+    with pytest.raises(errors.ConfigError, match="listener.name.internal.plain.sasl.jaas.config is not set: its "
+                                                 "username and password are what this broker authenticates"):
         secured_connector(ServerConfig.build(dict(base, **{"sasl.mechanism.inter.broker.protocol": "PLAIN"})),
                           "INTERNAL")
     with pytest.raises(errors.ConfigError, match="Listener with name OTHER defined in inter.broker.listener.name"):
