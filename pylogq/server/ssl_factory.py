@@ -38,8 +38,8 @@ from ..errors import ConfigError
 
 __all__ = ["KeyStore", "SslConfigSource", "client_context", "load_key_store", "load_trust_store", "server_context"]
 
-#: Reads a setting as a listener sees it: (dotted key, listener) -> its value, and the key
-#: to name in an error (the prefixed one when that is what was given).
+#: Reads a setting as a listener sees it: dotted key -> its value, parsed (the lists as lists),
+#: and the key to name in an error (the prefixed one when that is what was given).
 SslConfigSource = Callable[[str], Tuple[Any, str]]
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -273,7 +273,7 @@ def _load_chain(context: ssl.SSLContext, store: KeyStore, key: str) -> None:
 
 def _protocols(context: ssl.SSLContext, get: SslConfigSource) -> None:
     enabled, key = get("ssl.enabled.protocols")
-    names = [enabled] if isinstance(enabled, str) else list(enabled or ())
+    names = list(enabled or ())
     versions = []
     for name in names:
         version = _PROTOCOLS.get(name)
@@ -326,7 +326,7 @@ def _known_ciphers() -> Dict[str, Mapping[str, Any]]:
 
 def _ciphers(context: ssl.SSLContext, get: SslConfigSource) -> None:
     suites, key = get("ssl.cipher.suites")
-    names = [s for s in ([suites] if isinstance(suites, str) else list(suites or ())) if s]
+    names = [s for s in suites or () if s]
     if not names:
         return
     known = _known_ciphers()
@@ -378,8 +378,7 @@ def server_context(get: SslConfigSource, listener: str) -> ssl.SSLContext:
     _protocols(context, get)
     _ciphers(context, get)
     _load_chain(context, store, get("ssl.keystore.location")[1])
-    auth, _ = get("ssl.client.auth")
-    auth = str(auth or "none").lower()
+    auth, _ = get("ssl.client.auth")  # validated: required, requested or none
     if auth != "none":
         _trust(context, get, ssl.Purpose.CLIENT_AUTH)
         context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
