@@ -389,6 +389,27 @@ def test_large_fetch_responses_pass_through_tls(tls_broker: TlsBroker, certs: Ce
     assert got == sent
 
 
+def test_many_small_regions_pass_through_tls(tls_broker: TlsBroker, certs: Certificates) -> None:
+    """A fetch of many partitions, a small region each, copied with its framing into the same TLS
+    records: every record arrives, each in its partition."""
+    options = pylogq_options(certs, MODES["ssl"])
+    bootstrap = tls_broker.bootstrap("SSL")
+    topic = unique("tls-many")
+    partitions = 40
+    with pylogq.AdminClient(bootstrap_servers=bootstrap, **options) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    sent = {(p, b"%d-%d" % (p, i)) for p in range(partitions) for i in range(3)}
+    with pylogq.Producer(bootstrap_servers=bootstrap, acks=1, **options) as producer:
+        for p, value in sorted(sent):
+            producer.send(topic, value, partition=p)
+        producer.flush(TIMEOUT_S)
+    with pylogq.Consumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", **options) as consumer:
+        got: List[Tuple[int, bytes]] = []
+        wait_for(lambda: len(got) >= len(sent), TIMEOUT_S, "every partition's records",
+                 step=lambda: got.extend((r.partition, r.value) for rs in consumer.poll(200).values() for r in rs))
+    assert sorted(got) == sorted(sent)
+
+
 # -- principals ---------------------------------------------------------------------------------
 
 def principal_of(tls: TlsBroker, conn: BrokerConnection) -> str:
