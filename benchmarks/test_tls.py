@@ -4,9 +4,9 @@ One broker subprocess serves a PLAINTEXT and an SSL listener (server authenticat
 TLS 1.3, PKCS12 key store; certificates from tests/_certs.py); the client is
 confluent-kafka 2 (librdkafka), whose own cost is small beside the broker's, so the
 ratio is the broker's TLS cost: the handshake once per connection, then every byte
-through OpenSSL both ways, and no ``sendfile`` for fetches (a fetch's file regions
-are read in 256 KiB chunks into one buffer and encrypted from it, as Kafka loses
-zero-copy under TLS too).
+through OpenSSL both ways, and no ``sendfile`` for fetches (a fetch's file regions are
+copied, a large one 256 KiB at a time, and encrypted, as Kafka loses zero-copy under TLS
+too).
 
 Group "TLS produce 100B": N keyless 100-byte records into a fresh one-partition topic,
 ``produce()`` and ``poll(0)`` per record, ``flush()``; the PLAINTEXT row is the
