@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Deque, Dict, Iterator, List, Optional, Pattern
+from typing import Any, Deque, Dict, Iterator, List, Optional, Pattern, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Where scripts/fetch-tansu puts the binary; ``PYLOGQ_TANSU`` names another.
@@ -202,15 +202,17 @@ class BrokerProcess:
         return self.process.returncode
 
 
-def pylogq_broker(data_dir: str, port: int = 0, overrides: Optional[Dict[str, str]] = None) -> BrokerProcess:
+def pylogq_broker(data_dir: str, port: int = 0, overrides: Optional[Dict[str, str]] = None,
+                  listeners: Sequence[str] = ()) -> BrokerProcess:
     """pylogq's broker with its log under ``data_dir``, listening on 127.0.0.1 (not started).
 
     ``overrides``: Kafka keys set on the command line (``--override``), over the
     settings it takes without a properties file (Kafka's shipped single-node file).
+    ``listeners``: more listeners beside the PLAINTEXT one on ``port`` (``SSL://127.0.0.1:9093``).
     """
     port = port or free_port()
     argv = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", data_dir,
-            "--listeners", "PLAINTEXT://127.0.0.1:%d" % port]
+            "--listeners", ",".join(["PLAINTEXT://127.0.0.1:%d" % port, *listeners])]
     for key, value in sorted((overrides or {}).items()):
         argv += ["--override", "%s=%s" % (key, value)]
     return BrokerProcess("pylogq", argv, PYLOGQ_READY, "127.0.0.1", port)

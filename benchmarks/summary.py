@@ -16,7 +16,8 @@ are slow), while still asserting targets where timing is on and the run is not q
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 from pylogq import _speedups
 
@@ -49,3 +50,50 @@ def info(benchmark: Any, group: str, items: int, unit: str, peer: bool = False, 
         benchmark.extra_info["context"] = True
     if target:
         benchmark.extra_info["target"] = target
+
+
+class Rounds(Protocol):
+    """A workload timed in rounds: ``prepare`` (untimed), ``run`` (timed), ``finish`` (untimed:
+    its client stops working, so it does nothing during the other side's rounds)."""
+
+    def prepare(self) -> None: ...
+
+    def run(self) -> Any: ...
+
+    def finish(self) -> None: ...
+
+
+def alternate(benchmark: Any, own: Rounds, peer: Optional[Rounds], rounds: int, warmup: int,
+              mark: Optional[Callable[[Rounds, bool], None]] = None) -> Tuple[Any, Any]:
+    """Time ``own``'s rounds (``warmup`` first, untimed); with a ``peer``, one of its rounds before
+    each, in the untimed setup and timed there, so that the two alternate and meet the same drifts
+    of the machine's speed: the summary compares them (``alternating_peer_seconds``, the warm-up
+    rounds left out). ``mark(workload, True)`` is called as a round starts and
+    ``mark(workload, False)`` once it is over (a broker's CPU time read around it).
+    -> (``own``'s last result, the ``peer``'s last result)."""
+    peer_seconds: List[float] = []
+    peer_result: Any = None
+    marked = mark or (lambda workload, starting: None)
+
+    def setup() -> Any:
+        nonlocal peer_result
+        marked(own, False)  # the previous round's, if any
+        own.finish()
+        if peer is not None:
+            peer.prepare()
+            marked(peer, True)
+            start = time.perf_counter()
+            peer_result = peer.run()
+            peer_seconds.append(time.perf_counter() - start)
+            marked(peer, False)
+            peer.finish()
+        own.prepare()
+        marked(own, True)
+        return (), {}
+
+    result = benchmark.pedantic(own.run, setup=setup, rounds=rounds, iterations=1, warmup_rounds=warmup)
+    marked(own, False)
+    own.finish()
+    if peer is not None:
+        benchmark.extra_info["alternating_peer_seconds"] = peer_seconds[warmup:]
+    return result, peer_result

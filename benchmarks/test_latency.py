@@ -107,9 +107,10 @@ from pylogq.client.connection import BrokerConnection  # noqa: E402
 from pylogq.errors import NoBrokersAvailable  # noqa: E402
 from pylogq.records import codecs  # noqa: E402
 from pylogq.testing import TEST_DEFAULTS  # noqa: E402
+from tests._limits import need_files  # noqa: E402
 from tests.cli.test_conventions import _env, _Http400  # noqa: E402
 from tests.server.test_bombs import MiB, _create_topics, v2_bomb  # noqa: E402
-from tests.server.test_limits import HALF_OPEN, need_files  # noqa: E402
+from tests.server.test_limits import HALF_OPEN  # noqa: E402
 from tests.server.test_server import (  # noqa: E402
     API_VERSIONS, FETCH, METADATA, PRODUCE, Wire, fetch_body, fetched_values, metadata_body, produce_body,
     requests_in_flight, wait_for)

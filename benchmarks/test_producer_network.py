@@ -35,13 +35,12 @@ import io
 import itertools
 import os
 import re
-import time
 from typing import Any, Iterator, List, Optional
 
 import pytest
 from confluent_kafka import Producer as ConfluentProducer
 from peers import BrokerProcess, pylogq_broker
-from summary import info, smoke
+from summary import alternate, info, smoke
 
 from pylogq.cli.main import run as pylogq_cli
 from pylogq.client.admin import AdminClient, NewTopic
@@ -218,35 +217,16 @@ class Confluent(Workload):
 
 
 def measure(benchmark: Any, request: Any, own: Workload, peer: Optional[Workload]) -> None:
-    """Time ``own``'s rounds; with a ``peer``, one of its rounds before each (see the module docstring)."""
+    """Time ``own``'s rounds, alternating with the ``peer``'s (summary.alternate; the module docstring)."""
     small = _small(request.config)
-    warmup = 0 if small else 1
-    peer_seconds: List[float] = []
-    peer_result: Any = None
-
-    def setup() -> Any:
-        nonlocal peer_result
-        own.finish()
-        if peer is not None:
-            peer.prepare()
-            start = time.perf_counter()
-            peer_result = peer.run()
-            peer_seconds.append(time.perf_counter() - start)
-            peer.finish()
-        own.prepare()
-        return (), {}
-
     try:
-        result = benchmark.pedantic(own.run, setup=setup, rounds=1 if small else ROUNDS, iterations=1,
-                                    warmup_rounds=warmup)
-        own.finish()
+        result, peer_result = alternate(benchmark, own, peer, 1 if small else ROUNDS, 0 if small else 1)
         own.check(result)
         if isinstance(own, PerfTool):
             benchmark.extra_info["perf_total_line"] = dict(zip(
                 ("records", "records_per_sec", "avg_ms", "max_ms", "p50_ms", "p95_ms", "p99_ms", "p999_ms"), result))
         if peer is not None:
             peer.check(peer_result)
-            benchmark.extra_info["alternating_peer_seconds"] = peer_seconds[warmup:]
     finally:
         own.close()
         if peer is not None:

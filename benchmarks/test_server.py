@@ -104,7 +104,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from peers import BROKERS, PEER, BrokerProcess, api_versions, broker as make_broker, running_brokers, skip_missing
-from summary import info, smoke
+from summary import alternate, info, smoke
 
 import pylogq
 from pylogq.testing import TEST_DEFAULTS
@@ -493,44 +493,25 @@ class Produce(Workload):
 
 
 def measure(benchmark: Any, request: Any, own: Workload, peer: Optional[Workload]) -> None:
-    """Time ``own``'s rounds; with a ``peer``, run one of its rounds before each of them.
+    """Time ``own``'s rounds, alternating with the ``peer``'s (summary.alternate).
 
-    The peer's rounds happen in the untimed setup and are timed here, so the
-    two brokers' rounds alternate and meet the same drifts of the machine's
-    speed; the summary compares them (``extra_info["alternating_peer_seconds"]``).
-    Each broker's CPU time per round is read outside the timed spans and
-    reported beside them (``broker_cpu_seconds``, ``alternating_peer_cpu_seconds``):
-    the client sets most of a round's pace, the broker's own cost shows here.
+    Each broker's CPU time per round is read outside the timed spans and reported beside
+    them (``broker_cpu_seconds``, ``alternating_peer_cpu_seconds``): the client sets most of
+    a round's pace, the broker's own cost shows here.
     """
-    peer_seconds: List[float] = []
-    peer_result: Any = None
+    def mark(workload: Any, starting: bool) -> None:
+        if starting:
+            workload.cpu.start()
+        else:
+            workload.cpu.stop()
 
-    def setup() -> Any:
-        nonlocal peer_result
-        own.cpu.stop()  # the previous round's, if any
-        own.finish()
-        if peer is not None:
-            peer.prepare()
-            peer.cpu.start()
-            start = time.perf_counter()
-            peer_result = peer.run()
-            peer_seconds.append(time.perf_counter() - start)
-            peer.cpu.stop()
-            peer.finish()
-        own.prepare()
-        own.cpu.start()
-        return (), {}
-
+    skip = _warmup(request.config)  # the first rounds, own's and the peer's, were the warm-up
     try:
-        result = benchmark.pedantic(own.run, setup=setup, rounds=_rounds(request.config, ROUNDS),
-                                    iterations=1, warmup_rounds=_warmup(request.config))
-        own.cpu.stop()
+        result, peer_result = alternate(benchmark, own, peer, _rounds(request.config, ROUNDS), skip, mark)
         own.check(result)
-        skip = _warmup(request.config)  # the first rounds, own's and the peer's, were the warm-up
         benchmark.extra_info["broker_cpu_seconds"] = own.cpu.median(skip)
         if peer is not None:
             peer.check(peer_result)
-            benchmark.extra_info["alternating_peer_seconds"] = peer_seconds[skip:]
             benchmark.extra_info["alternating_peer_cpu_seconds"] = peer.cpu.median(skip)
     finally:
         own.close()

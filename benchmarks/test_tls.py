@@ -4,17 +4,19 @@ One broker subprocess serves a PLAINTEXT and an SSL listener (server authenticat
 TLS 1.3, PKCS12 key store; certificates from tests/_certs.py); the client is
 confluent-kafka 2 (librdkafka), whose own cost is small beside the broker's, so the
 ratio is the broker's TLS cost: the handshake once per connection, then every byte
-through OpenSSL both ways, and no ``sendfile`` for fetches (a fetch's file regions
-are read in 256 KiB chunks into one buffer and encrypted from it, as Kafka loses
-zero-copy under TLS too).
+through OpenSSL both ways, and no ``sendfile`` for fetches (a fetch's file regions are
+copied, a large one 256 KiB at a time, and encrypted, as Kafka loses zero-copy under TLS
+too).
 
 Group "TLS produce 100B": N keyless 100-byte records into a fresh one-partition topic,
 ``produce()`` and ``poll(0)`` per record, ``flush()``; the PLAINTEXT row is the
 reference. Group "TLS consume 1KiB": a consumer assigned the partition of a topic
-holding N 1 KiB records reads them all from the beginning. Each SSL round alternates
-with a PLAINTEXT round of the same client (timed in the untimed setup), so both meet the
-same drifts of this shared machine; the summary's "alt" ratio compares those. Target:
-TLS at least 0.5x PLAINTEXT (asserted in a full run).
+holding N 1 KiB records reads them all from the beginning; group "TLS consume 1KiB, 200
+partitions" the same records spread over 200 partitions, so that each fetch answers with
+many small file regions. Each SSL round alternates with a PLAINTEXT round of the same
+client (timed in the untimed setup), so both meet the same drifts of this shared machine;
+the summary's "alt" ratio compares those. Target: TLS at least 0.5x PLAINTEXT (asserted in
+a full run).
 
 N is 300,000 records to produce and 100,000 to consume; in a smoke run (``--quick``,
 ``--benchmark-disable``, ``PYLOGQ_NO_EXTENSIONS=1``) 20,000 and 10,000, one round.
@@ -25,16 +27,15 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
-import sys
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition
-from peers import PYLOGQ_READY, BrokerProcess, free_port
-from summary import asserting, info, smoke
+from peers import BrokerProcess, free_port, pylogq_broker
+from summary import alternate, asserting, info, smoke
 
 from pylogq.client.admin import AdminClient, NewTopic
 from tests._certs import BROKER_P12_PASSWORD, make_certificates
@@ -46,6 +47,7 @@ LARGE = os.urandom(1024)
 ROUNDS = 5
 TIMEOUT = 120.0
 TARGET = 0.5  # TLS throughput at least this fraction of PLAINTEXT's
+MANY_PARTITIONS = 200
 
 _names = itertools.count(1)
 
@@ -67,13 +69,10 @@ class Listeners:
 def listeners(tmp_path_factory: Any) -> Iterator[Listeners]:
     base = tmp_path_factory.mktemp("tls-bench")
     certs = make_certificates(base / "certs")
-    plain, tls = free_port(), free_port()
-    argv = [sys.executable, "-m", "pylogq.cli.broker", "--data-dir", str(base / "data"),
-            "--listeners", "PLAINTEXT://127.0.0.1:%d,SSL://127.0.0.1:%d" % (plain, tls)]
-    for key, value in sorted({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": certs.path("broker.p12"),
-                              "ssl.keystore.password": BROKER_P12_PASSWORD}.items()):
-        argv += ["--override", "%s=%s" % (key, value)]
-    process = BrokerProcess("pylogq", argv, PYLOGQ_READY, "127.0.0.1", plain).start()
+    tls = free_port()
+    process = pylogq_broker(str(base / "data"), overrides={
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": certs.path("broker.p12"),
+        "ssl.keystore.password": BROKER_P12_PASSWORD}, listeners=["SSL://127.0.0.1:%d" % tls]).start()
     found = Listeners(process, tls, certs.path("ca.pem"))
     try:
         yield found
@@ -123,13 +122,15 @@ class Produce:
 
 
 class Consume:
-    """One round: a fresh consumer reads the N 1 KiB records of one topic from the start."""
+    """One round: a fresh consumer reads the N 1 KiB records of one topic (of ``partitions``
+    partitions) from the start."""
 
-    def __init__(self, listeners: Listeners, listener: str, topic: str, n: int) -> None:
+    def __init__(self, listeners: Listeners, listener: str, topic: str, n: int, partitions: int = 1) -> None:
         self.config = dict(listeners.configs[listener], **{
             "group.id": "tls-bench", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
         self.topic = topic
         self.n = n
+        self.partitions = partitions
         self.consumer: Optional[ConfluentConsumer] = None
 
     def prepare(self) -> None:
@@ -140,7 +141,7 @@ class Consume:
     def run(self) -> int:
         consumer = self.consumer
         assert consumer is not None
-        consumer.assign([TopicPartition(self.topic, 0, 0)])
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         got = 0
         deadline = time.monotonic() + TIMEOUT
         while got < self.n:
@@ -157,31 +158,16 @@ class Consume:
 
 
 def measure(benchmark: Any, request: Any, own: Any, peer: Optional[Any]) -> None:
-    """Time ``own``'s rounds; with a ``peer``, one of its rounds before each, timed on its own."""
+    """Time ``own``'s rounds, alternating with the ``peer``'s (summary.alternate); in a full run,
+    assert the target on the ratio of their medians."""
     small = smoke(request.config)
     warmup = 0 if small else 1
-    peer_seconds: List[float] = []
-
-    def setup() -> Any:
-        own.finish()
-        if peer is not None:
-            peer.prepare()
-            start = time.perf_counter()
-            assert peer.run() == peer.n
-            peer_seconds.append(time.perf_counter() - start)
-            peer.finish()
-        own.prepare()
-        return (), {}
-
     try:
-        result = benchmark.pedantic(own.run, setup=setup, rounds=1 if small else ROUNDS, iterations=1,
-                                    warmup_rounds=warmup)
-        assert result == own.n
-        if peer is not None:
-            benchmark.extra_info["alternating_peer_seconds"] = peer_seconds[warmup:]
-            if asserting(request.config) and benchmark.stats is not None:
-                ratio = statistics.median(peer_seconds[warmup:]) / benchmark.stats.stats.median
-                assert ratio >= TARGET, "TLS at %.2fx PLAINTEXT; the target is %.2fx" % (ratio, TARGET)
+        result, peer_result = alternate(benchmark, own, peer, 1 if small else ROUNDS, warmup)
+        assert result == own.n and (peer is None or peer_result == peer.n)
+        if peer is not None and asserting(request.config) and benchmark.stats is not None:
+            ratio = statistics.median(benchmark.extra_info["alternating_peer_seconds"]) / benchmark.stats.stats.median
+            assert ratio >= TARGET, "TLS at %.2fx PLAINTEXT; the target is %.2fx" % (ratio, TARGET)
     finally:
         own.finish()
         if peer is not None:
@@ -192,22 +178,33 @@ def _n(request: Any, full: int, small: int) -> int:
     return small if smoke(request.config) else full
 
 
-@pytest.fixture(scope="module")
-def filled(listeners: Listeners, request: Any) -> str:
-    """A one-partition topic holding the consume rounds' records."""
-    n = _n(request, CONSUME_FULL, CONSUME_SMOKE)
-    topic = "tls-consume-%d" % os.getpid()
-    listeners.admin.create_topics([NewTopic(topic, 1, 1)])
+def _fill(listeners: Listeners, topic: str, partitions: int, n: int) -> str:
+    """``topic`` created with ``partitions`` partitions and ``n`` 1 KiB records spread over them."""
+    listeners.admin.create_topics([NewTopic(topic, partitions, 1)])
     producer = ConfluentProducer(dict(listeners.configs["PLAINTEXT"], **{"linger.ms": 20}))
-    for _ in range(n):
+    for i in range(n):
         while True:
             try:
-                producer.produce(topic, LARGE)
+                producer.produce(topic, LARGE, partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.01)
     assert producer.flush(TIMEOUT) == 0
     return topic
+
+
+@pytest.fixture(scope="module")
+def filled(listeners: Listeners, request: Any) -> str:
+    """A one-partition topic holding the consume rounds' records."""
+    return _fill(listeners, "tls-consume-%d" % os.getpid(), 1, _n(request, CONSUME_FULL, CONSUME_SMOKE))
+
+
+@pytest.fixture(scope="module")
+def filled_many(listeners: Listeners, request: Any) -> str:
+    """The consume rounds' records spread over :data:`MANY_PARTITIONS` partitions: a fetch answers
+    with as many file regions, small ones (a cost per region shows here)."""
+    return _fill(listeners, "tls-consume-many-%d" % os.getpid(), MANY_PARTITIONS,
+                 _n(request, CONSUME_FULL, CONSUME_SMOKE))
 
 
 def test_produce_plaintext(benchmark: Any, request: Any, listeners: Listeners) -> None:
@@ -232,3 +229,18 @@ def test_consume_ssl(benchmark: Any, request: Any, listeners: Listeners, filled:
     n = _n(request, CONSUME_FULL, CONSUME_SMOKE)
     info(benchmark, "TLS consume 1KiB", n, "records", target="SSL >= %.1fx PLAINTEXT" % TARGET)
     measure(benchmark, request, Consume(listeners, "SSL", filled, n), Consume(listeners, "PLAINTEXT", filled, n))
+
+
+def test_consume_many_partitions_plaintext(benchmark: Any, request: Any, listeners: Listeners,
+                                           filled_many: str) -> None:
+    n = _n(request, CONSUME_FULL, CONSUME_SMOKE)
+    info(benchmark, "TLS consume 1KiB, %d partitions" % MANY_PARTITIONS, n, "records", peer=True)
+    measure(benchmark, request, Consume(listeners, "PLAINTEXT", filled_many, n, MANY_PARTITIONS), None)
+
+
+def test_consume_many_partitions_ssl(benchmark: Any, request: Any, listeners: Listeners, filled_many: str) -> None:
+    n = _n(request, CONSUME_FULL, CONSUME_SMOKE)
+    info(benchmark, "TLS consume 1KiB, %d partitions" % MANY_PARTITIONS, n, "records",
+         target="SSL >= %.1fx PLAINTEXT" % TARGET)
+    measure(benchmark, request, Consume(listeners, "SSL", filled_many, n, MANY_PARTITIONS),
+            Consume(listeners, "PLAINTEXT", filled_many, n, MANY_PARTITIONS))

@@ -46,6 +46,7 @@ __all__ = [
     "LogConfig",
     "parse_properties",
     "parse_setting",
+    "sensitive",
     "setting",
     "suggest",
     "to_string",
@@ -77,6 +78,16 @@ _STRING = "STRING"
 _LIST = "LIST"
 
 _DIGITS = re.compile(r"[+-]?[0-9]+\Z")
+
+# The keys of Kafka's PASSWORD settings (under a listener's prefix too): JAAS configs, the stores'
+# passwords, inline PEM keys and certificates, the password encoder's secrets.
+_SENSITIVE_SUFFIXES = (".secret", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates")
+
+
+def sensitive(key: str) -> bool:
+    """Whether setting ``key``'s value is never shown: not by DescribeConfigs (Kafka's PASSWORD
+    type), not in a config's repr or a log line."""
+    return "jaas" in key or "password" in key or key.endswith(_SENSITIVE_SUFFIXES)
 
 
 # --------------------------------------------------------------------------- properties files

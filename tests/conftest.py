@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from typing import Iterator, List
+from typing import TYPE_CHECKING, Iterator, List
 
 import pytest
 
@@ -22,6 +22,9 @@ from pylogq import _speedups
 from ._require_all import header as _require_all_header
 from ._require_all import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 - hooks
 from ._zookeeper import ZooKeeperServer
+
+if TYPE_CHECKING:
+    from ._certs import Certificates
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -80,3 +83,11 @@ def zookeeper_connect(zookeeper: ZooKeeperServer) -> Iterator[str]:
     connect = zookeeper.fresh_chroot("pylogq-test-%s" % uuid.uuid4().hex[:12])
     yield connect
     zookeeper.delete_chroot(connect)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> "Certificates":
+    """The TLS tests' CA, broker and client certificates (tests/_certs.py), made once per session."""
+    from ._certs import make_certificates  # with a TLS test only: it loads cryptography
+
+    return make_certificates(tmp_path_factory.mktemp("certs"))

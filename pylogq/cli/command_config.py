@@ -85,18 +85,13 @@ def _security(properties: Mapping[str, str]) -> Tuple[Dict[str, Any], List[str]]
         raise ConfigError("sasl.mechanism %s is not supported by pylogq's clients (%s)%s"
                           % (mechanism, ", ".join(SASL_MECHANISMS),
                              "" if given else ": it is Kafka's default, set sasl.mechanism"))
-    from ..server.listeners import parse_jaas_login  # with a SASL login only: it loads the server package
+    from ..server.listeners import jaas_credentials  # with a SASL login only: it loads the server package
 
-    login = parse_jaas_login(properties.get("sasl.jaas.config"), "sasl.jaas.config")
-    if login is None:
+    credentials = jaas_credentials(properties.get("sasl.jaas.config"), "sasl.jaas.config", _LOGIN_EXAMPLE)
+    if credentials is None:
         raise ConfigError("sasl.jaas.config is not set: security.protocol %s logs in with it (%s)"
                           % (protocol, _LOGIN_EXAMPLE))
-    missing = [name for name in ("username", "password") if name not in login]
-    if missing:
-        raise ConfigError("sasl.jaas.config: the login module has no %s option (%s)"
-                          % (" and no ".join(missing), _LOGIN_EXAMPLE))
-    options.update(sasl_mechanism=mechanism, sasl_plain_username=login["username"],
-                   sasl_plain_password=login["password"])
+    options.update(sasl_mechanism=mechanism, sasl_plain_username=credentials[0], sasl_plain_password=credentials[1])
     return options, ["sasl.mechanism", "sasl.jaas.config"]
 
 

@@ -47,10 +47,7 @@ from ..errors import (
     ProtocolError,
     PylogqError,
     RequestTimedOutError,
-    SaslAuthenticationFailedError,
     SslAuthenticationError,
-    ScramError,
-    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -65,7 +62,7 @@ from ..protocol.blocking_client import (
 )
 from ..protocol.constants import ApiKey
 from ..protocol.messages import API_NAMES
-from ..protocol.scram import ScramClient
+from ..protocol.sasl import sasl_login
 from .metrics import NodeSensors
 
 __all__ = ["BrokerConnection", "CLIENT_VERSIONS"]
@@ -190,7 +187,8 @@ class BrokerConnection:
             self._negotiate_versions()
             self._max_response = None
             if sasl is not None:
-                self._authenticate(*sasl)
+                mechanism, username, password = sasl
+                sasl_login(self.request, mechanism, username, password, "broker %s" % self.address)
         except BaseException:
             self.close("handshake failed")
             if self._tls_failure is not None:
@@ -392,29 +390,3 @@ class BrokerConnection:
             return self.wait(future, ApiKey.API_VERSIONS, min(self.timeout_s, HANDSHAKE_TIMEOUT_S))
         except RequestTimedOutError as exc:
             raise RequestTimedOutError("%s of connecting; is it a Kafka listener?" % exc.args[0]) from None
-
-    def _authenticate(self, mechanism: str, username: str, password: str) -> None:
-        response = self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism})
-        if response["error_code"]:
-            cls = error_for_code(response["error_code"]) or UnsupportedSaslMechanismError
-            raise cls("broker %s refused SASL mechanism %s; it offers %s"
-                      % (self.address, mechanism, ", ".join(response["mechanisms"] or []) or "none"))
-        if mechanism == "PLAIN":
-            self._sasl_step(mechanism, username, b"\0" + username.encode("utf-8") + b"\0" + password.encode("utf-8"))
-            return
-        scram = ScramClient(mechanism, username, password)
-        try:
-            server_first = self._sasl_step(mechanism, username, scram.first_message())
-            scram.verify(self._sasl_step(mechanism, username, scram.final_message(server_first)))
-        except ScramError as exc:
-            raise SaslAuthenticationFailedError("SASL/%s authentication of %r at %s failed: %s"
-                                                % (mechanism, username, self.address, exc)) from None
-
-    def _sasl_step(self, mechanism: str, username: str, token: bytes) -> bytes:
-        """Send one SaslAuthenticate token -> the broker's answer (raises its error)."""
-        response = self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
-        if response["error_code"]:
-            cls = error_for_code(response["error_code"]) or SaslAuthenticationFailedError
-            raise cls("SASL/%s authentication of %r at %s failed: %s"
-                      % (mechanism, username, self.address, response.get("error_message") or "no reason given"))
-        return bytes(response["auth_bytes"] or b"")

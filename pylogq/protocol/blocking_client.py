@@ -31,7 +31,7 @@ import socket
 import ssl
 import struct
 import threading
-from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union, overload
+from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union, cast, overload
 
 from ..errors import ProtocolError, SslAuthenticationError, UnsupportedVersionError
 from .constants import ApiKey
@@ -137,9 +137,19 @@ def decode_response(frame: Frame, api_key: int, version: int, correlation_id: in
 class _Tls:
     """A client's TLS over a connected socket, through memory BIOs.
 
-    ``send`` may be called from one thread while another reads (``read_into``): the
-    SSLObject is used under ``_lock`` only, which no wait for the network holds;
-    ``_send_lock`` keeps the encrypted records of concurrent sends in the order encrypted.
+    ``send`` may be called from one thread while another reads (``read_exactly``): the
+    SSLObject and the BIOs are used under ``_lock`` only, which no wait for the network
+    holds. Records leave in the order OpenSSL wrote them into ``_outgoing``: bytes are
+    taken out of it only by the holder of ``_send_lock``, which sends them before letting
+    go. That matters when a read makes OpenSSL answer a post-handshake message (a TLS 1.3
+    KeyUpdate): the records encrypted after the answer are under the new key, and must not
+    reach the broker before it.
+
+    Lock order: ``_send_lock``, then ``_lock``. The reading thread never waits for
+    ``_send_lock``: were a send blocked on a full socket, it could wait on a broker that waits
+    for this thread to read. It takes the lock if it is free; otherwise the holder sends
+    the answer after its own records: whoever lets go of ``_send_lock`` looks again for
+    bytes left in ``_outgoing`` (:meth:`_send_pending`).
     """
 
     RECV = 64 * 1024
@@ -152,7 +162,6 @@ class _Tls:
                                      server_hostname=server_hostname)
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._plain = bytearray()  # decrypted and not yet read (the reading thread's)
 
     def handshake(self) -> None:
         while True:
@@ -182,27 +191,52 @@ class _Tls:
                 self._ssl.write(data)
                 out = self._outgoing.read()
             self._sock.sendall(out)
+        self._send_pending()
 
-    def _decrypted(self) -> Optional[bytes]:
-        """Plain text read from the socket (b"" at its end), or None when OpenSSL wants more."""
+    def _send_pending(self) -> None:
+        """Send what OpenSSL wrote and nobody sent yet, unless another thread holds
+        ``_send_lock``: that one looks again once it lets go."""
+        while True:
+            if not self._send_lock.acquire(blocking=False):
+                return
+            try:
+                with self._lock:
+                    out = self._outgoing.read() if self._outgoing.pending else b""
+                if out:
+                    self._sock.sendall(out)
+            finally:
+                self._send_lock.release()
+            with self._lock:  # written while this thread held the lock by one that could not take it
+                if not self._outgoing.pending:
+                    return
+
+    def _decrypt_into(self, buffer: memoryview) -> Optional[int]:
+        """Decrypt into ``buffer`` what OpenSSL has (it keeps what does not fit) -> how many
+        bytes (0 at the end of the stream), or None when it wants more from the socket."""
         with self._lock:
             try:
-                data: Optional[bytes] = self._ssl.read(self.RECV)
+                # With a buffer, read() returns how many bytes it wrote there (typeshed says bytes).
+                got: Optional[int] = cast(int, self._ssl.read(len(buffer), buffer))
             except ssl.SSLWantReadError:
-                data = None
+                got = None
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                data = b""
-            answer = self._outgoing.read() if self._outgoing.pending else b""
-        if answer:  # a post-handshake message's answer (a key update)
-            with self._send_lock:
-                self._sock.sendall(answer)
-        return data
+                got = 0
+            answered = self._outgoing.pending > 0
+        # A post-handshake message's answer (a key update). At the end of the stream what OpenSSL
+        # wrote is its alert about it, for a peer that is gone.
+        if answered and got != 0:
+            self._send_pending()
+        return got
 
     def read_exactly(self, n: int) -> Optional[bytearray]:
-        plain = self._plain
-        while len(plain) < n:
-            data = self._decrypted()
-            if data is None:
+        """The next ``n`` plain bytes, decrypted straight into the buffer returned; None when
+        the stream ends first."""
+        out = bytearray(n)
+        view = memoryview(out)
+        got = 0
+        while got < n:
+            k = self._decrypt_into(view[got:])
+            if k is None:
                 raw = self._sock.recv(self.RECV)
                 with self._lock:
                     if raw:
@@ -210,11 +244,9 @@ class _Tls:
                     else:
                         self._incoming.write_eof()
                 continue
-            if not data:
+            if not k:
                 return None
-            plain += data
-        out = plain[:n]
-        del plain[:n]
+            got += k
         return out
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple
 
-from ..config import _INT, _LIST, _LONG, _STRING, INT_MAX, Config, _parse_value, setting
+from ..config import _INT, _LIST, _LONG, _STRING, INT_MAX, Config, _parse_value, sensitive, setting
 from ..errors import ConfigError
-from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners, parse_protocol_map
+from .listeners import DEFAULT_PROTOCOL_MAP, Listener, listener_prefix, parse_listeners, parse_protocol_map
 
 __all__ = ["JAAS_KEY", "ServerConfig", "parse_connection_overrides"]
 
@@ -28,8 +28,6 @@ JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
 #: creation rate, or a mechanism's JAAS config (``listener.name.client.scram-sha-256.sasl.jaas.config``).
 _PREFIXED = re.compile(r"^listener\.name\.([^.]+)\.((?:ssl\..+)|(?:sasl\.enabled\.mechanisms)|"
                        r"(?:[a-z0-9-]+\.sasl\.jaas\.config)|(?:max\.connection\.creation\.rate))$")
-#: Values never shown (repr, logs): Kafka's PASSWORD settings.
-_SECRET_SUFFIXES = ("password", "ssl.keystore.key", "sasl.jaas.config")
 
 
 class ServerConfig(Config):
@@ -157,31 +155,30 @@ class ServerConfig(Config):
         return out
 
     def __repr__(self) -> str:
-        shown = ", ".join("%s=%r" % (key, "[hidden]" if key.endswith(_SECRET_SUFFIXES) and value is not None
+        shown = ", ".join("%s=%r" % (key, "[hidden]" if sensitive(key) and value is not None
                                      else value) for key, value in self.to_dict().items())
         return "%s(%s)" % (type(self).__qualname__, shown)
 
     def get(self, key: str, listener: Optional[str] = None) -> Any:
         """Setting ``key`` (dotted) as ``listener`` (a name) sees it: its prefixed value, else the
         broker's. A JAAS config or ``sasl.enabled.mechanisms`` has no unprefixed form but these."""
-        if listener is not None:
-            prefixed = "listener.name.%s.%s" % (listener.lower(), key)
-            if prefixed in self.listener_overrides:
-                return self.listener_overrides[prefixed]
-            if prefixed == JAAS_KEY:
-                return self.listener_name_sasl_plaintext_plain_sasl_jaas_config
-        attr = self._table()[1].get(key)
-        return getattr(self, attr) if attr is not None else None
+        return self.source_for(listener)(key)[0]
 
     def source_for(self, listener: Optional[str]) -> Callable[[str], Tuple[Any, str]]:
-        """The settings as ``listener`` sees them, for :mod:`.ssl_factory`: key -> (its value,
-        the key to name in an error: the prefixed one when that is what was given)."""
+        """The settings as ``listener`` (a name; None: the broker's own) sees them, as :meth:`get`
+        reads them: key -> (its value, the key to name in an error: the prefixed one when that is
+        what was given). What :mod:`.ssl_factory` reads a listener's settings with."""
+        prefix = listener_prefix(listener) if listener is not None else None
+
         def get(key: str) -> Tuple[Any, str]:
-            if listener is not None:
-                prefixed = "listener.name.%s.%s" % (listener.lower(), key)
+            if prefix is not None:
+                prefixed = prefix + key
                 if prefixed in self.listener_overrides:
                     return self.listener_overrides[prefixed], prefixed
-            return self.get(key), key
+                if prefixed == JAAS_KEY:  # the one prefixed key declared as a setting of its own
+                    return self.listener_name_sasl_plaintext_plain_sasl_jaas_config, prefixed
+            attr = self._table()[1].get(key)
+            return (getattr(self, attr) if attr is not None else None), key
         return get
 
     def protocol_map(self) -> Dict[str, str]:

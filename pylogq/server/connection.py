@@ -45,7 +45,6 @@ from ..protocol.schema import Message
 from ..protocol.scram import ScramServer
 from .listeners import Listener
 from .ssl_principal import ANONYMOUS
-from .ssl_transport import SslTransportLayer
 
 log = logging.getLogger("pylogq.server")
 
@@ -60,6 +59,8 @@ _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 32
 # Below this a region is copied into the write buffer: a sendfile call costs more.
 SENDFILE_MIN = 64 * 1024
+# A region copied (no sendfile: TLS, uvloop, or a small one) is read this much at a time.
+COPY_CHUNK = 256 * 1024
 # After an answer that ends the connection, wait this long before closing: a client that
 # reads the answer and the end of the stream in one go may drop the answer (kafka-python 3
 # reports a lost connection instead of a failed authentication). A failed SASL authentication
@@ -68,7 +69,8 @@ CLOSE_AFTER_RESPONSE_DELAY_S = 0.1
 
 class Region(Protocol):
     """A byte range of a file a response sends as it is (a segment's
-    :class:`~pylogq.storage.segment.FileRegion`): copied when small, else by sendfile."""
+    :class:`~pylogq.storage.segment.FileRegion`): by sendfile when large, else copied
+    (:meth:`Connection._send_region`)."""
 
     @property
     def position(self) -> int: ...
@@ -91,9 +93,6 @@ class StreamReading(Protocol):
 
 class StreamWriting(Protocol):
     """A connection's writing end: an :class:`asyncio.StreamWriter`, or a TLS connection's."""
-
-    @property
-    def transport(self) -> asyncio.BaseTransport: ...
 
     def write(self, data: bytes) -> None: ...
 
@@ -304,7 +303,10 @@ class Connection:
                 await self._unmuted()
             try:
                 head = await reader.readexactly(4)
-            except (asyncio.IncompleteReadError, ConnectionError):
+            except asyncio.IncompleteReadError:
+                return
+            except ConnectionError as exc:  # a reset, or a TLS record that does not decrypt
+                self.close_reason = "connection lost: %s" % (exc,)
                 return
             size = _SIZE.unpack(head)[0]
             if size < 0 or size > limit:
@@ -483,21 +485,34 @@ class Connection:
             self.last_active = asyncio.get_running_loop().time()
 
     async def _send_region(self, region: Region) -> None:
-        """Write a file region: ``sendfile`` from the page cache when the loop can, else a copy."""
+        """Write a file region: by ``sendfile`` from the page cache where that can be (a plain
+        socket on one of asyncio's own loops, a region of :data:`SENDFILE_MIN` or more), else
+        copied: whole when it is :data:`COPY_CHUNK` or less (a small region goes out with the
+        framing written before it: over TLS, in the same records), else a chunk at a time with
+        a drain between chunks, so that a large region is never held in memory whole. Over TLS
+        the bytes must pass through OpenSSL; uvloop's loop inherits a sendfile that only raises."""
         length = len(region)
         writer = self.writer
-        if isinstance(writer, SslTransportLayer):  # TLS: the bytes go through OpenSSL, no sendfile
-            await writer.write_region(region)
+        loop = asyncio.get_running_loop()
+        if length >= SENDFILE_MIN and isinstance(writer, asyncio.StreamWriter) \
+                and isinstance(loop, asyncio.BaseEventLoop):
+            sent = await loop.sendfile(writer.transport, _RegionFile(region), region.position,  # type: ignore[arg-type]
+                                       length, fallback=True)
+            if sent != length:
+                raise ConnectionError("sendfile wrote %d of %d bytes" % (sent, length))
             return
-        # asyncio's own loops send a file natively; uvloop's inherits a sendfile that only raises.
-        if length < SENDFILE_MIN or not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
-            self.writer.write(region.read())
+        if length <= COPY_CHUNK:
+            writer.write(region.read())
             return
-        sent = await asyncio.get_running_loop().sendfile(
-            self.writer.transport, _RegionFile(region), region.position, length,  # type: ignore[arg-type]
-            fallback=True)
-        if sent != length:
-            raise ConnectionError("sendfile wrote %d of %d bytes" % (sent, length))
+        fd, position, left = region.fileno(), region.position, length
+        while left:
+            chunk = os.pread(fd, min(left, COPY_CHUNK), position)
+            if not chunk:
+                raise ConnectionError("file region ended %d bytes early" % left)
+            writer.write(chunk)
+            position += len(chunk)
+            left -= len(chunk)
+            await writer.drain()
 
 
 class RequestSlot:

@@ -31,7 +31,7 @@ import functools
 import logging
 import ssl
 import threading
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
 from .. import errors
 from ..errors import ConfigError
@@ -49,10 +49,10 @@ from ..protocol import message_data as msg
 from ..config import Config
 from ..protocol.blocking_client import BlockingClient
 from ..protocol.schema import Message
-from ..protocol.scram import ScramClient
+from ..protocol.sasl import sasl_login
 from . import replication_wire as wire
 from .config import ServerConfig
-from .listeners import parse_jaas_login
+from .listeners import jaas_credentials, listener_prefix
 from .ssl_factory import client_context
 
 __all__ = ["TcpInterBrokerClient", "connect", "secured_connector"]
@@ -93,7 +93,9 @@ class TcpInterBrokerClient:
         try:
             self._client.connect()
             if self._sasl is not None:
-                self._authenticate(*self._sasl)
+                mechanism, username, password = self._sasl
+                sasl_login(self._login_request, mechanism, username, password,
+                           "broker %d at %s:%d" % ((self.broker_id,) + self.address))
         except (OSError, errors.PylogqError, ValueError) as exc:
             self._client.close()
             if isinstance(exc, (errors.SslAuthenticationError, errors.SaslAuthenticationFailedError)):
@@ -102,29 +104,9 @@ class TcpInterBrokerClient:
             raise errors.BrokerNotAvailableError("cannot connect to broker %d at %s:%d: %s"
                                                  % ((self.broker_id,) + self.address + (exc,))) from None
 
-    def _authenticate(self, mechanism: str, username: str, password: str) -> None:
-        """SaslHandshake v1, then SaslAuthenticate with the mechanism's tokens."""
-        answer = self._client.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, SOCKET_TIMEOUT_S, 1 << 20)
-        if answer["error_code"]:
-            raise errors.UnsupportedSaslMechanismError("broker %d does not take SASL mechanism %s (it offers %s)"
-                                                       % (self.broker_id, mechanism, answer["mechanisms"]))
-        if mechanism == "PLAIN":
-            self._sasl_step(b"\0" + username.encode("utf-8") + b"\0" + password.encode("utf-8"))
-            return
-        scram = ScramClient(mechanism, username, password)
-        try:
-            server_first = self._sasl_step(scram.first_message())
-            scram.verify(self._sasl_step(scram.final_message(server_first)))
-        except errors.ScramError as exc:
-            raise errors.SaslAuthenticationFailedError("SASL/%s with broker %d: %s"
-                                                       % (mechanism, self.broker_id, exc)) from None
-
-    def _sasl_step(self, token: bytes) -> bytes:
-        answer = self._client.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token}, SOCKET_TIMEOUT_S, 1 << 20)
-        if answer["error_code"]:
-            raise errors.SaslAuthenticationFailedError("broker %d: %s" % (
-                self.broker_id, answer.get("error_message") or "authentication failed"))
-        return bytes(answer["auth_bytes"] or b"")
+    def _login_request(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A SASL request of the login, at version 1 (SaslAuthenticate v1 answers with its error's message)."""
+        return self._client.call(api_key, 1, body, SOCKET_TIMEOUT_S, 1 << 20)
 
     def _call(self, api_key: int, body: Message, response: Type[_Response], wait_ms: int = 0) -> _Response:
         """Send ``body`` and read its answer, of class ``response``."""
@@ -216,15 +198,12 @@ def secured_connector(settings: Config, listener: str) -> InterBrokerConnector:
             raise ConfigError("sasl.mechanism.inter.broker.protocol %s is not supported between pylogq brokers "
                               "(supported: %s)" % (mechanism, ", ".join(INTER_BROKER_MECHANISMS)))
         key = "%s.sasl.jaas.config" % mechanism.lower()
-        login = parse_jaas_login(settings.get(key, listener), listener_prefix_key(listener, key)) or {}
-        if "username" not in login or "password" not in login:
-            raise ConfigError("%s needs username and password: the credentials this broker authenticates to the "
-                              "others with" % listener_prefix_key(listener, key))
-        sasl = (mechanism, login["username"], login["password"])
+        credentials = jaas_credentials(settings.get(key, listener), listener_prefix(listener) + key)
+        if credentials is None:
+            raise ConfigError("%s%s is not set: its username and password are what this broker authenticates to the "
+                              "others with" % (listener_prefix(listener), key))
+        sasl = (mechanism,) + credentials
     if ssl_context is None and sasl is None:
         return connect
     return functools.partial(connect, ssl_context=ssl_context, sasl=sasl)
 
-
-def listener_prefix_key(listener: str, key: str) -> str:
-    return "listener.name.%s.%s" % (listener.lower(), key)

@@ -8,7 +8,9 @@ names each protocol after itself (``PLAINTEXT://``, ``SSL://``, ``SASL_PLAINTEXT
 case-insensitive and kept upper-case (Kafka's ``ListenerName.normalised``); a listener's
 own settings are the keys under ``listener.name.<name in lower case>.`` (Kafka's
 prefix), which win over the unprefixed key. An empty host means every interface, as in
-Kafka. The errors are Kafka's, in Kafka's words.
+Kafka. Listeners have different ports, but for two on the same port of which one binds an
+IPv4 address and the other an IPv6 address, as Kafka allows. The errors are Kafka's, in
+Kafka's words.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_PROTOCOL_MAP", "JaasEntry", "Listener", "SECURITY_PROTOCOLS", "listener_prefix",
+__all__ = ["DEFAULT_PROTOCOL_MAP", "JaasEntry", "Listener", "SECURITY_PROTOCOLS", "jaas_credentials", "listener_prefix",
            "parse_jaas_config", "parse_jaas_login", "parse_jaas_users", "parse_listeners", "parse_protocol_map"]
 
 #: Kafka's security protocols.
@@ -97,12 +99,44 @@ def parse_listeners(text: str, key: str = "listeners", protocol_map: Optional[Ma
             raise ConfigError("Invalid value %r for configuration %s: port %d is out of range" % (item, key, port))
         if any(existing.name == name for existing in out):
             raise ConfigError("Each listener must have a different name, %s: %s" % (key, text))
-        if distinct_ports and port and any(existing.port == port for existing in out):
-            raise ConfigError("Each listener must have a different port, %s: %s" % (key, text))
         out.append(Listener(name, host, port, protocol))
     if not out:
         raise ConfigError("Invalid value %r for configuration %s: no listener given" % (text, key))
+    if distinct_ports:
+        _check_ports(out, key, text)
     return out
+
+
+def _ip_version(host: str) -> Optional[int]:
+    """4 or 6 for an IP address, None for a host name (or the empty host: every interface)."""
+    import ipaddress  # with a shared port only: not on the startup path
+
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
+
+
+def _check_ports(listeners: List[Listener], key: str, text: str) -> None:
+    """Kafka's rule (``listenerListToEndPoints``): listeners have different ports (0, any free
+    port, excepted), but for one IPv4 address and one IPv6 address on the same port."""
+    by_port: Dict[int, List[Listener]] = {}
+    for listener in listeners:
+        if listener.port:
+            by_port.setdefault(listener.port, []).append(listener)
+    for port, sharing in by_port.items():
+        if len(sharing) < 2:
+            continue
+        versions = [_ip_version(listener.host) for listener in sharing]
+        ips = sorted(version for version in versions if version is not None)
+        if len(sharing) - len(ips) > 1:  # host names: nothing tells them apart
+            raise ConfigError("Each listener must have a different port, %s: %s" % (key, text))
+        if len(ips) != 2:
+            raise ConfigError("Each listener must have a different port unless exactly one listener has an IPv4 "
+                              "address and the other IPv6 address, %s: %s, port: %d" % (key, text, port))
+        if ips != [4, 6] or len(sharing) > 2:
+            raise ConfigError("If you have two listeners on the same port then one needs to be IPv4 and the other "
+                              "IPv6, %s: %s, port: %d" % (key, text, port))
 
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -208,3 +242,18 @@ def parse_jaas_login(text: Optional[str], key: str) -> Optional[Dict[str, str]]:
         raise ConfigError("%s: login module %s is not supported; use %s"
                           % (key, entries[0].module, " or ".join(_JAAS_MODULES)))
     return dict(entries[0].options)
+
+
+def jaas_credentials(text: Optional[str], key: str, example: str = "") -> Optional[Tuple[str, str]]:
+    """The ``username`` and ``password`` of a client's JAAS line (:func:`parse_jaas_login`): what
+    a broker authenticates to the others with, and a tool's ``sasl.jaas.config``. None when
+    ``text`` is empty; ConfigError naming ``key`` (and showing ``example``, a line as it should
+    be) when the login module lacks either."""
+    login = parse_jaas_login(text, key)
+    if login is None:
+        return None
+    missing = [name for name in ("username", "password") if name not in login]
+    if missing:
+        raise ConfigError("%s: the login module has no %s option%s"
+                          % (key, " and no ".join(missing), " (%s)" % example if example else ""))
+    return login["username"], login["password"]

@@ -6,15 +6,16 @@ listener, reads requests and writes responses. Requests that wait for an event
 answered through futures on the loop (:meth:`KafkaServer.parked`); broker calls that
 do file work (topic creation and deletion) run in a small executor.
 ``stop()`` stops accepting, lets every request already read get its answer, and
-closes the connections; the broker itself is closed by its owner.
+closes the connections (those still in their TLS handshake at once, and waits until
+they are closed); the broker itself is closed by its owner.
 
 TLS (docs/security.md): an SSL or SASL_SSL listener's connections handshake first
 (:mod:`.ssl_transport`), within ``socket.request.read.timeout.ms`` (or
 ``connections.max.idle.ms`` when shorter): a connection that stalls in its handshake or
 sends bytes that are not TLS is closed with one log line, and holds until then its socket
 only (and OpenSSL's state once it has sent something); it counts against the connection
-limits as any other. The client's certificate, when it shows one, names its principal
-(:mod:`.ssl_principal`).
+limits as any other. On an SSL listener the client's certificate, when it shows one, names
+its principal (:mod:`.ssl_principal`); on a SASL_SSL listener its SASL login does.
 
 Connection limits (docs/operations.md, "Connection limits"): ``max.connections`` and
 ``max.connections.per.ip`` (with ``max.connections.per.ip.overrides``) are checked as a
@@ -144,8 +145,13 @@ class KafkaServer:
             for item in parse_listeners(advertised, "advertised.listeners", config.protocol_map(),
                                         distinct_ports=False):
                 self._advertised[item.name] = item
+        # The listener the other brokers use: inter.broker.listener.name, else the one
+        # security.inter.broker.protocol names.
+        named = broker.config["inter.broker.listener.name"]
+        inter_broker = str(named or broker.config["security.inter.broker.protocol"] or "").upper()
         if from_config and broker.config["zookeeper.connect"]:
-            _check_inter_broker_listener(broker, self.listeners, self._advertised, config.protocol_map())
+            _check_inter_broker_listener(inter_broker, bool(named), self.listeners, self._advertised,
+                                         config.protocol_map())
         # Each SASL listener's mechanisms (sasl.enabled.mechanisms, or its own under its
         # prefix) and PLAIN users (its JAAS line).
         self._sasl_users: Dict[str, Dict[str, str]] = {}
@@ -156,8 +162,7 @@ class KafkaServer:
             enabled = str(config.get("sasl.enabled.mechanisms", listener.name) or "")
             mechanisms = [m.strip() for m in enabled.split(",") if m.strip()]
             users = dict(sasl_users) if sasl_users else parse_jaas_users(
-                config.get("plain.sasl.jaas.config", listener.name),
-                "listener.name.%s.plain.sasl.jaas.config" % listener.name.lower())
+                config.get("plain.sasl.jaas.config", listener.name), listener.prefix + "plain.sasl.jaas.config")
             unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
             if unknown or not mechanisms:
                 raise ConfigError("sasl.enabled.mechanisms: %r is not supported (supported: %s), got %r"
@@ -170,15 +175,18 @@ class KafkaServer:
             self._sasl_mechanisms[listener.name] = tuple(dict.fromkeys(mechanisms))
         #: The SASL/PLAIN users of the first SASL listener (each listener's: sasl_users_for).
         self.sasl_users: Dict[str, str] = next(iter(self._sasl_users.values()), dict(sasl_users or {}))
-        # Each TLS listener's context and principal mapping, built now: a bad key store or
-        # rule fails the start, naming its key.
+        # Each TLS listener's context and each SSL listener's principal mapping, built now: a bad
+        # key store or rule fails the start, naming its key. A SASL_SSL client's principal is its
+        # SASL user's (Kafka's principal builder maps certificates for SSL channels only).
         self._ssl: Dict[str, ssl.SSLContext] = {}
         self._principal_mappers: Dict[str, SslPrincipalMapper] = {}
         for listener in self.listeners:
             if listener.ssl:
                 get = config.source_for(listener.name)
                 self._ssl[listener.name] = server_context(get, listener.name)
-                self._principal_mappers[listener.name] = SslPrincipalMapper(get("ssl.principal.mapping.rules")[0])
+                if not listener.sasl:
+                    self._principal_mappers[listener.name] = SslPrincipalMapper(
+                        get("ssl.principal.mapping.rules")[0])
         #: What SaslHandshake offers on the first SASL listener (each one's: sasl_mechanisms_for).
         #: SCRAM users are the broker's (AlterUserScramCredentials).
         self.sasl_mechanisms = next(iter(self._sasl_mechanisms.values()), ("PLAIN",))
@@ -206,13 +214,11 @@ class KafkaServer:
         #: Client quotas (docs/security.md, "Quotas"), following the broker's quota configs once started.
         self.quotas = ClientQuotas(quota_settings)
         # listener.name.<name>.max.connection.creation.rate, for any listener (None: the broker-wide rate only).
-        listener_rates = {item.name: config.listener_overrides.get(
-            "listener.name.%s.max.connection.creation.rate" % item.name.lower()) for item in self.listeners}
-        # The listener the other brokers use (not counted broker-wide when there are others):
-        # inter.broker.listener.name, else the one security.inter.broker.protocol names, else the first.
+        listener_rates = {item.name: config.listener_overrides.get(item.prefix + "max.connection.creation.rate")
+                          for item in self.listeners}
+        # The inter-broker listener is not counted broker-wide when there are others (the first
+        # listener when none is the other brokers').
         names = [item.name for item in self.listeners]
-        inter_broker = str(broker.config["inter.broker.listener.name"]
-                           or broker.config["security.inter.broker.protocol"] or "").upper()
         if inter_broker not in names:
             inter_broker = names[0]
         #: KIP-612's connection creation rates.
@@ -236,7 +242,9 @@ class KafkaServer:
         self.admin_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pylogq-admin")
         self.stopping = False
         self.addresses: List[Tuple[str, int]] = []  # advertised (host, port) per listener, once started
-        self._bound: Dict[int, Listener] = {}  # local port -> advertised listener
+        # (local port, listener name) -> advertised listener: the name tells apart an IPv4 and an
+        # IPv6 listener on one port, the port the listeners given as (host, port) pairs.
+        self._bound: Dict[Tuple[int, str], Listener] = {}
         self._servers: List[asyncio.AbstractServer] = []
         self._connections: Set[Connection] = set()
         self._connection_tasks: Set["asyncio.Task[None]"] = set()
@@ -289,7 +297,7 @@ class KafkaServer:
                 advertised = Listener(listener.name, host, adv.port if adv is not None and adv.port else port,
                                       listener.protocol)
                 for sock in server.sockets:
-                    self._bound[int(sock.getsockname()[1])] = advertised
+                    self._bound[(int(sock.getsockname()[1]), listener.name)] = advertised
                 self.addresses.append((advertised.host, advertised.port))
         except OSError as exc:
             await self.stop()
@@ -318,8 +326,10 @@ class KafkaServer:
                 op.force_complete()  # a long poll: what is there now, not at its max_wait_ms
             else:
                 op.complete_with(answer)  # a join or sync: NOT_COORDINATOR, the client finds the next one
-        if self._connection_tasks:
-            done, pending = await asyncio.wait(list(self._connection_tasks), timeout=STOP_TIMEOUT_S)
+        # A connection's task is in _handshakes until its handshake is done, then in _connection_tasks.
+        tasks = self._connection_tasks | self._handshakes
+        if tasks:
+            done, pending = await asyncio.wait(list(tasks), timeout=STOP_TIMEOUT_S)
             for task in pending:
                 task.cancel()
         if self._reaper is not None:
@@ -511,12 +521,15 @@ class KafkaServer:
         try:
             await asyncio.wait_for(tls.handshake(), self.ssl_handshake_timeout_s)
             der = tls.peer_certificate()
-            if der is None:
+            mapper = self._principal_mappers.get(listener.name)
+            if der is None or mapper is None:
                 principal = ANONYMOUS
             else:
-                principal = "User:" + self._principal_mappers[listener.name].name(rfc2253_name(der))
-        except asyncio.CancelledError:  # the server stops
+                principal = "User:" + mapper.name(rfc2253_name(der))
+        except asyncio.CancelledError:
             tls.close()
+            if self.stopping:  # the server stops: the connection ends here, as a connection's reading does
+                return None
             raise
         except (ssl.SSLError, OSError, EOFError, asyncio.TimeoutError, PrincipalMappingError, ValueError) as exc:
             if isinstance(exc, asyncio.TimeoutError):
@@ -599,7 +612,7 @@ class KafkaServer:
 
     def listener_name_for(self, conn: Connection) -> str:
         """The name of the listener a connection came in on (``PLAINTEXT``, ``CLIENT``)."""
-        listener = self._bound.get(conn.local_port)
+        listener = self._bound.get((conn.local_port, conn.listener.name))
         return listener.name if listener is not None else self.listeners[0].name
 
     def sasl_users_for(self, listener: str) -> Mapping[str, str]:
@@ -612,7 +625,7 @@ class KafkaServer:
 
     def advertised_for(self, conn: Connection) -> Tuple[str, int]:
         """The advertised (host, port) of the listener a connection came in on."""
-        listener = self._bound.get(conn.local_port)
+        listener = self._bound.get((conn.local_port, conn.listener.name))
         if listener is None:
             return self.addresses[0]
         return listener.host, listener.port
@@ -671,12 +684,11 @@ class KafkaServer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
 
-def _check_inter_broker_listener(broker: ServedBroker, listeners: Sequence[Listener],
+def _check_inter_broker_listener(name: str, named: bool, listeners: Sequence[Listener],
                                  advertised: Mapping[str, Listener], protocols: Mapping[str, str]) -> None:
-    """Kafka's rules for a broker of a cluster: the inter-broker listener is in the protocol map,
+    """Kafka's rules for a broker of a cluster: the inter-broker listener ``name`` (``named`` by
+    inter.broker.listener.name, else security.inter.broker.protocol's) is in the protocol map,
     and is one the broker advertises."""
-    named = broker.config["inter.broker.listener.name"]
-    name = str(named).upper() if named else str(broker.config["security.inter.broker.protocol"]).upper()
     if named and name not in protocols:
         raise ConfigError("Listener with name %s defined in inter.broker.listener.name not found in "
                           "listener.security.protocol.map." % name)

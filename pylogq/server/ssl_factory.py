@@ -32,14 +32,14 @@ from __future__ import annotations
 import os
 import re
 import ssl
-from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 
 __all__ = ["KeyStore", "SslConfigSource", "client_context", "load_key_store", "load_trust_store", "server_context"]
 
-#: Reads a setting as a listener sees it: (dotted key, listener) -> its value, and the key
-#: to name in an error (the prefixed one when that is what was given).
+#: Reads a setting as a listener sees it: dotted key -> its value, parsed (the lists as lists),
+#: and the key to name in an error (the prefixed one when that is what was given).
 SslConfigSource = Callable[[str], Tuple[Any, str]]
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -273,7 +273,7 @@ def _load_chain(context: ssl.SSLContext, store: KeyStore, key: str) -> None:
 
 def _protocols(context: ssl.SSLContext, get: SslConfigSource) -> None:
     enabled, key = get("ssl.enabled.protocols")
-    names = [enabled] if isinstance(enabled, str) else list(enabled or ())
+    names = list(enabled or ())
     versions = []
     for name in names:
         version = _PROTOCOLS.get(name)
@@ -310,12 +310,26 @@ def openssl_cipher_name(name: str) -> str:
     return "-".join(out)
 
 
+_KNOWN_CIPHERS: Dict[str, Mapping[str, Any]] = {}
+
+
+def _known_ciphers() -> Dict[str, Mapping[str, Any]]:
+    """Every suite this OpenSSL has, by its OpenSSL name: a new context lists only those enabled
+    by default, and Kafka takes any suite the JVM supports (``TLS_RSA_WITH_AES_128_GCM_SHA256``,
+    ``TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA``), enabled by default or not."""
+    if not _KNOWN_CIPHERS:
+        probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        probe.set_ciphers("ALL")
+        _KNOWN_CIPHERS.update((c["name"], c) for c in probe.get_ciphers())
+    return _KNOWN_CIPHERS
+
+
 def _ciphers(context: ssl.SSLContext, get: SslConfigSource) -> None:
     suites, key = get("ssl.cipher.suites")
-    names = [s for s in ([suites] if isinstance(suites, str) else list(suites or ())) if s]
+    names = [s for s in suites or () if s]
     if not names:
         return
-    known = {c["name"]: c for c in context.get_ciphers()}
+    known = _known_ciphers()
     tls12: List[str] = []
     tls13 = False
     for name in names:
@@ -364,8 +378,7 @@ def server_context(get: SslConfigSource, listener: str) -> ssl.SSLContext:
     _protocols(context, get)
     _ciphers(context, get)
     _load_chain(context, store, get("ssl.keystore.location")[1])
-    auth, _ = get("ssl.client.auth")
-    auth = str(auth or "none").lower()
+    auth, _ = get("ssl.client.auth")  # validated: required, requested or none
     if auth != "none":
         _trust(context, get, ssl.Purpose.CLIENT_AUTH)
         context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL

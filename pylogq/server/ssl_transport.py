@@ -12,45 +12,36 @@ holds in our hands:
   the two sides do not share) reach the server as :class:`ssl.SSLError`, which it logs in
   one line and answers by closing, after OpenSSL's alert has been sent so the client
   learns why;
-- a fetch's file regions are read in bounded chunks into one buffer and encrypted from
-  it, with a drain between chunks, so a response's size is never held in memory twice
-  (TLS leaves nothing for ``sendfile`` to send: the bytes must pass through OpenSSL).
+- writes are plain bytes, as a StreamWriter's: TLS leaves nothing for ``sendfile`` to
+  send (the bytes must pass through OpenSSL), so the connection copies a fetch's file
+  regions to it in bounded chunks, as it does wherever it cannot send a file
+  (:meth:`~pylogq.server.connection.Connection._send_region`).
 
 Reads hand back what OpenSSL has decrypted, up to the size asked (it decrypts a record
-at a time and keeps the rest). Small writes (a response's header, a partition's framing)
-are gathered and encrypted together at the next :meth:`~SslTransportLayer.drain`, large
-ones at once: a response becomes a few full TLS records, not one per piece. Runs on the
-server's event loop (not thread-safe).
+at a time and keeps the rest); a record that does not decrypt is a ConnectionResetError
+naming OpenSSL's reason, as a broken stream is for :class:`asyncio.StreamReader`. Small
+writes (a response's header, a partition's framing) are gathered and encrypted together at
+the next :meth:`~SslTransportLayer.drain`, large ones at once: a response becomes a few
+full TLS records, not one per piece. Runs on the server's event loop (not thread-safe).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
-from typing import Any, List, Optional, Protocol, Union
+from typing import Any, List, Optional, Union
 
-__all__ = ["REGION_CHUNK", "SslTransportLayer"]
+__all__ = ["SslTransportLayer"]
 
 #: The largest read from the socket at a time (a TLS record is at most 16 KiB and change).
 READ_SIZE = 64 * 1024
-#: How much of a file region is read and encrypted at a time.
-REGION_CHUNK = 256 * 1024
 #: Writes below this are gathered until the next drain (a TLS record holds 16 KiB).
 GATHER_BELOW = 16 * 1024
+#: Gathered writes are encrypted once they come to this much (full records, and never a
+#: response of many small pieces held whole as plain text beside its encryption).
+GATHER_MAX = 256 * 1024
 
 Buffer = Union[bytes, bytearray, memoryview]
-
-
-class FileRange(Protocol):
-    """A byte range of an open file (a fetch response's region)."""
-
-    @property
-    def position(self) -> int: ...
-
-    def __len__(self) -> int: ...
-
-    def fileno(self) -> int: ...
 
 
 class SslTransportLayer:
@@ -58,7 +49,7 @@ class SslTransportLayer:
 
     :meth:`handshake` first; then :meth:`read` and :meth:`readexactly` (as
     :class:`asyncio.StreamReader`'s), :meth:`write`, :meth:`drain`, :meth:`close` and
-    :meth:`get_extra_info` (as :class:`asyncio.StreamWriter`'s), and :meth:`write_region`.
+    :meth:`get_extra_info` (as :class:`asyncio.StreamWriter`'s).
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, context: ssl.SSLContext) -> None:
@@ -126,7 +117,9 @@ class SslTransportLayer:
         got = 0
         while got < n:
             try:
-                chunk = sslobj.read(n - got)
+                # Bounded: OpenSSL hands out a record at a time, and CPython allocates the whole
+                # size asked for each call (a request's declared 100 MB, per 16 KiB record).
+                chunk = sslobj.read(min(n - got, READ_SIZE))
             except ssl.SSLWantReadError:
                 self._flush()  # a post-handshake message (a key update) may want an answer
                 if got:
@@ -139,6 +132,12 @@ class SslTransportLayer:
                 continue
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 break  # the client's close_notify, or its end of the stream without one
+            except ssl.SSLError as exc:
+                # A record that does not decrypt (bad bytes after the handshake): the connection
+                # is lost, as a StreamReader reports a reset, so the connection closes as for one.
+                from ..protocol.blocking_client import ssl_reason  # here only: a broker serves without it
+
+                raise ConnectionResetError("TLS error: %s" % ssl_reason(exc)) from exc
             if not chunk:
                 break
             chunks.append(chunk)
@@ -164,10 +163,13 @@ class SslTransportLayer:
 
     def write(self, data: Buffer) -> None:
         """Encrypt ``data`` and hand the records to the socket's transport (a small write at
-        the next :meth:`drain`, with the others gathered before it)."""
+        the next :meth:`drain`, with the others gathered before it, or once they come to
+        :data:`GATHER_MAX`)."""
         assert self._ssl is not None, "write before the handshake"
         if len(data) < GATHER_BELOW:
             self._gathered += data
+            if len(self._gathered) >= GATHER_MAX:
+                self._encrypt_gathered()
             return
         self._encrypt_gathered()
         self._ssl.write(data)
@@ -180,32 +182,6 @@ class SslTransportLayer:
             self._gathered = bytearray()
             self._flush()
 
-    async def write_region(self, region: FileRange) -> None:
-        """Send a file region: read :data:`REGION_CHUNK` at a time into one buffer, encrypt,
-        write, and wait for the socket between chunks."""
-        self._encrypt_gathered()  # what was written before the region goes first
-        left = len(region)
-        position = region.position
-        fd = region.fileno()
-        buffer = memoryview(bytearray(min(left, REGION_CHUNK)))
-        preadv = getattr(os, "preadv", None)
-        while left:
-            want = min(left, len(buffer))
-            if preadv is not None:
-                got = preadv(fd, [buffer[:want]], position)
-                chunk: Buffer = buffer[:got]
-            else:
-                chunk = os.pread(fd, want, position)
-                got = len(chunk)
-            if got <= 0:
-                raise ConnectionError("file region ended %d bytes early" % left)
-            assert self._ssl is not None
-            self._ssl.write(chunk)
-            self._flush()
-            position += got
-            left -= got
-            await self._writer.drain()
-
     async def drain(self) -> None:
         self._encrypt_gathered()
         await self._writer.drain()
@@ -216,10 +192,6 @@ class SslTransportLayer:
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._writer.get_extra_info(name, default)
-
-    @property
-    def transport(self) -> asyncio.BaseTransport:
-        return self._writer.transport
 
     def close(self) -> None:
         """Send close_notify (best effort) and close the socket."""

@@ -31,7 +31,7 @@ import pytest
 from pylogq.cli.command_config import client_settings, connection_options
 from pylogq.cli.main import run
 
-from .._certs import BROKER_P12_PASSWORD, CLIENT_PASSWORD, TRUST_P12_PASSWORD, Certificates, make_certificates
+from .._certs import BROKER_P12_PASSWORD, CLIENT_PASSWORD, TRUST_P12_PASSWORD, Certificates
 from .._tls import TlsBroker, start, stop
 from .conftest import Cli, Result, run_process
 
@@ -41,11 +41,6 @@ SCRAM_LOGIN = ("org.apache.kafka.common.security.scram.ScramLoginModule required
                "    username=\"alice\" \\\n"
                "    password=\"%s\";" % PASSWORD)
 MODES = ("mtls", "scram")
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
 
 
 def broker_settings(certs: Certificates, mode: str) -> Dict[str, Any]:

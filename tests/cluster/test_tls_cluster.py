@@ -22,7 +22,7 @@ import re
 import ssl
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Dict, Iterator, List
 
 import pytest
 
@@ -31,7 +31,7 @@ from pylogq.client.admin import NewTopic
 from pylogq.client.connection import BrokerConnection
 from pylogq.protocol.constants import ApiKey
 
-from .._certs import BROKER_P12_PASSWORD, TRUST_P12_PASSWORD, Certificates, make_certificates
+from .._certs import Certificates
 from .._ports import free_port
 from .._zookeeper import ZooKeeperServer
 from ._processes import ProcessCluster
@@ -48,36 +48,31 @@ CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("tls-cluster-certs"))
+def internal_ports() -> Dict[int, int]:
+    """Each broker's INTERNAL port (its CLIENT port is its ProcessCluster port)."""
+    return {b: free_port() for b in range(3)}
 
 
 @pytest.fixture(scope="module")
-def tls_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory,
-                certs: Certificates) -> Iterator[ProcessCluster]:
+def tls_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, certs: Certificates,
+                internal_ports: Dict[int, int]) -> Iterator[ProcessCluster]:
     if not zookeeper.running:
         zookeeper.start()
     base = tmp_path_factory.mktemp("tls-cluster")
     connect = zookeeper.fresh_chroot("pylogq-tls-%s" % uuid.uuid4().hex[:8])
-    per_broker: Dict[int, Dict[str, Any]] = {}
-    for b in range(3):
-        # INTERNAL first: clients must be told the endpoints of their own listener, not the first.
-        per_broker[b] = {"listeners": "INTERNAL://127.0.0.1:%d,CLIENT://127.0.0.1:%d" % (free_port(), free_port())}
-    settings = {
+    client_ports = {b: free_port() for b in internal_ports}  # clients bootstrap from the CLIENT listener
+    # INTERNAL first: clients must be told the endpoints of their own listener, not the first.
+    per_broker = {b: {"listeners": "INTERNAL://127.0.0.1:%d,CLIENT://127.0.0.1:%d" % (internal_ports[b], port)}
+                  for b, port in client_ports.items()}
+    settings = dict(certs.broker_p12_settings(), **{
         "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SSL",
         "inter.broker.listener.name": "INTERNAL",
-        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": certs.path("broker.p12"),
-        "ssl.keystore.password": BROKER_P12_PASSWORD,
-        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": certs.path("truststore.p12"),
-        "ssl.truststore.password": TRUST_P12_PASSWORD,
         "listener.name.internal.ssl.client.auth": "required",
         "min.insync.replicas": 2,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "%s;User:ANONYMOUS" % BROKER_PRINCIPAL,
-    }
-    cluster = ProcessCluster(base, connect, 3, settings, broker_config=per_broker)
-    for b, broker in cluster.brokers.items():  # clients bootstrap from the CLIENT listener
-        broker.port = int(re.findall(r"CLIENT://127\.0\.0\.1:(\d+)", per_broker[b]["listeners"])[0])
+    })
+    cluster = ProcessCluster(base, connect, len(client_ports), settings, ports=client_ports, broker_config=per_broker)
     try:
         cluster.start_all()
         yield cluster
@@ -88,17 +83,12 @@ def tls_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFac
             zookeeper.delete_chroot(connect)
 
 
-def _internal_port(cluster: ProcessCluster, broker_id: int) -> int:
-    text = cluster.brokers[broker_id].properties.read_text()
-    return int(re.findall(r"INTERNAL://127\.0\.0\.1:(\d+)", text)[0])
-
-
-def test_registrations_name_both_listeners(tls_cluster: ProcessCluster) -> None:
+def test_registrations_name_both_listeners(tls_cluster: ProcessCluster, internal_ports: Dict[int, int]) -> None:
     for b, broker in tls_cluster.brokers.items():
         data, _ = tls_cluster.zk.store.get("/brokers/ids/%d" % b)
         registration = json.loads(data)
         assert registration["listener_security_protocol_map"] == {"CLIENT": "PLAINTEXT", "INTERNAL": "SSL"}
-        assert registration["endpoints"] == ["INTERNAL://127.0.0.1:%d" % _internal_port(tls_cluster, b),
+        assert registration["endpoints"] == ["INTERNAL://127.0.0.1:%d" % internal_ports[b],
                                              "CLIENT://127.0.0.1:%d" % broker.port]
         # The top-level host and port: the first PLAINTEXT endpoint's, as Kafka writes them.
         assert (registration["host"], registration["port"]) == ("127.0.0.1", broker.port)
@@ -146,8 +136,8 @@ def test_replication_and_elections_over_tls(tls_cluster: ProcessCluster) -> None
     assert not re.search(r"refused id=\d+ .*principal=" + re.escape(BROKER_PRINCIPAL), logs)
 
 
-def test_a_client_certificate_on_the_inter_broker_listener_is_not_a_broker(tls_cluster: ProcessCluster,
-                                                                           certs: Certificates) -> None:
+def test_a_client_certificate_on_the_inter_broker_listener_is_not_a_broker(
+        tls_cluster: ProcessCluster, certs: Certificates, internal_ports: Dict[int, int]) -> None:
     """A client with its own trusted certificate reaches INTERNAL, but it is User:CN=alice,...
     and not a super user: a StopReplica deleting a topic's partitions is refused, and the
     topic keeps its records."""
@@ -161,8 +151,7 @@ def test_a_client_certificate_on_the_inter_broker_listener_is_not_a_broker(tls_c
     context = ssl.create_default_context(cafile=certs.path("ca.pem"))
     context.load_cert_chain(certs.path("client.pem"), certs.path("client-key.pem"))
     for b in tls_cluster.brokers:
-        conn = BrokerConnection("127.0.0.1", _internal_port(tls_cluster, b), "mtls-client", 10.0,
-                                ssl_context=context)
+        conn = BrokerConnection("127.0.0.1", internal_ports[b], "mtls-client", 10.0, ssl_context=context)
         try:
             answer = conn.request(ApiKey.STOP_REPLICA, {
                 "controller_id": b, "controller_epoch": 0, "broker_epoch": -1, "delete_partitions": True,

@@ -394,7 +394,7 @@ def recorded_seeds(tmp_dir: str) -> List[Frame]:
     try:
         broker.serve("127.0.0.1", 0, advertised_listeners="PLAINTEXT://127.0.0.1:%d" % proxy.port)
         # serve() returns the advertised address (the proxy's); the proxy needs the bound one.
-        proxy.target = ("127.0.0.1", next(iter(broker._servers[-1]._bound)))
+        proxy.target = ("127.0.0.1", next(iter(broker._servers[-1]._bound))[0])  # (port, listener name)
         bootstrap = "127.0.0.1:%d" % proxy.port
         _kafka_python_session(bootstrap)
         _confluent_session(bootstrap)

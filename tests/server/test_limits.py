@@ -12,7 +12,6 @@ a deadline; no assertion is on how long anything took.
 
 from __future__ import annotations
 
-import resource
 import socket
 import struct
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -24,6 +23,7 @@ from pylogq.errors import ConfigError
 from pylogq.server import KafkaServer, ServerConfig
 from pylogq.server.connection import Connection
 
+from .._limits import need_files
 from .test_server import (  # noqa: F401 - no_server_errors is an autouse fixture: it applies here too
     API_VERSIONS, DEADLINE_S, TEST_CONFIG, Wire, encode_request, no_server_errors, wait_for)
 
@@ -87,15 +87,6 @@ def logged(caplog: pytest.LogCaptureFixture, text: str) -> List[str]:
 
 def closed_reasons(caplog: pytest.LogCaptureFixture) -> List[str]:
     return [m.split(" reason=", 1)[1] for m in logged(caplog, "connection closed id=")]
-
-
-def need_files(count: int) -> None:
-    """Raise the soft open-file limit to ``count`` if it is lower, or skip."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < count:
-        if hard != resource.RLIM_INFINITY and hard < count:
-            pytest.skip("needs %d open files; the hard limit (ulimit -Hn) is %d" % (count, hard))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
 
 
 class WireFrom(Wire):

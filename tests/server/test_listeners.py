@@ -1,11 +1,27 @@
-"""JAAS configuration values read as Kafka's JaasConfig reads them (pylogq/server/listeners.py)."""
+"""pylogq/server/listeners.py: JAAS configuration values read as Kafka's JaasConfig reads them, and
+listener lists checked as Kafka checks them."""
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import pytest
 
+from pylogq.client.connection import BrokerConnection
 from pylogq.errors import ConfigError
-from pylogq.server.listeners import JaasEntry, parse_jaas_config, parse_jaas_login, parse_jaas_users
+from pylogq.protocol.constants import ApiKey
+from pylogq.server.listeners import (
+    JaasEntry,
+    jaas_credentials,
+    parse_jaas_config,
+    parse_jaas_login,
+    parse_jaas_users,
+    parse_listeners,
+)
+
+from .._ports import free_port
+from .._tls import start, stop
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -60,3 +76,72 @@ def test_a_plain_listener_s_users_come_from_its_jaas_line_read_as_kafka_reads_it
         with pytest.raises(ConfigError, match="^k: ") as raised:
             parse_jaas_users(text, "k")
         assert why in str(raised.value) and "alice-secret" not in str(raised.value)
+
+
+def test_a_client_logins_credentials() -> None:
+    """What a broker authenticates to the others with and a tool's sasl.jaas.config: the login
+    module's username and password, both required."""
+    assert jaas_credentials('%s required username="alice" password="alice-secret";' % SCRAM, "k") == (
+        "alice", "alice-secret")
+    assert jaas_credentials(None, "k") is None and jaas_credentials(" ", "k") is None
+    with pytest.raises(ConfigError, match=r"^k: the login module has no password option \(an example\)$"):
+        jaas_credentials('%s required username="alice";' % PLAIN, "k", "an example")
+    with pytest.raises(ConfigError, match="^k: the login module has no username and no password option$"):
+        jaas_credentials("%s required;" % SCRAM, "k")
+
+
+# -- listeners and their ports (Kafka's CoreUtils.listenerListToEndPoints) -------------------------
+
+PORTS_MAP = {"A": "PLAINTEXT", "B": "SSL", "C": "PLAINTEXT"}
+
+
+def test_an_ipv4_and_an_ipv6_listener_may_share_a_port() -> None:
+    listeners = parse_listeners("A://127.0.0.1:9092,B://[::1]:9092,C://:9093", protocol_map=PORTS_MAP)
+    assert [(item.name, item.host, item.port) for item in listeners] == [
+        ("A", "127.0.0.1", 9092), ("B", "::1", 9092), ("C", "", 9093)]
+    assert len(parse_listeners("A://0.0.0.0:9092,B://[::]:9092", protocol_map=PORTS_MAP)) == 2
+    # Port 0 (any free port) is no shared port; advertised listeners may share theirs.
+    assert len(parse_listeners("A://h:0,B://h:0", protocol_map=PORTS_MAP)) == 2
+    assert len(parse_listeners("A://h:1,B://h:1", "advertised.listeners", PORTS_MAP, distinct_ports=False)) == 2
+
+
+@pytest.mark.parametrize("text, message", [
+    ("A://h:9092,B://other:9092", "Each listener must have a different port, listeners: "),
+    ("A://:9092,B://h:9092", "Each listener must have a different port, listeners: "),
+    ("A://127.0.0.1:9092,B://10.0.0.1:9092", "If you have two listeners on the same port then one needs to be IPv4 "
+                                             "and the other IPv6, listeners: "),
+    ("A://[::1]:9092,B://[fe80::1]:9092", "If you have two listeners on the same port then one needs to be IPv4"),
+    ("A://127.0.0.1:9092,B://h:9092", "Each listener must have a different port unless exactly one listener has "
+                                      "an IPv4 address and the other IPv6 address, listeners: "),
+    ("A://127.0.0.1:9092,B://[::1]:9092,C://h:9092", "If you have two listeners on the same port then one needs"),
+    ("A://127.0.0.1:9092,B://[::1]:9092,C://10.0.0.1:9092", "Each listener must have a different port unless "
+                                                            "exactly one listener"),
+])
+def test_listeners_on_one_port_are_refused_as_kafka_refuses_them(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_listeners(text, protocol_map=PORTS_MAP)
+    assert str(refused.value).startswith(message), str(refused.value)
+    assert text in str(refused.value)
+
+
+def test_a_broker_serves_an_ipv4_and_an_ipv6_listener_on_one_port(tmp_path: Path) -> None:
+    """Each connection is told its own listener's endpoint (Metadata), whichever family it came in on."""
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip("no IPv6 loopback: %s" % exc)
+    port = free_port()
+    tls = start(tmp_path / "b", {"listeners": "V4://127.0.0.1:%d,V6://[::1]:%d" % (port, port),
+                                 "listener.security.protocol.map": "V4:PLAINTEXT,V6:PLAINTEXT"})
+    try:
+        assert tls.addresses == {"V4": ("127.0.0.1", port), "V6": ("::1", port)}
+        for host in ("127.0.0.1", "::1"):
+            conn = BrokerConnection(host, port, "listeners-test", 10.0)
+            try:
+                brokers = conn.request(ApiKey.METADATA, {"topics": []})["brokers"]
+            finally:
+                conn.close()
+            assert [(b["host"], b["port"]) for b in brokers] == [(host, port)]
+    finally:
+        stop(tls)

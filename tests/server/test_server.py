@@ -9,10 +9,13 @@ Real clients appear where the behaviour is theirs to see (SASL/PLAIN).
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
 import struct
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
@@ -29,6 +32,8 @@ from pylogq.protocol import (
     header_versions,
 )
 from pylogq.records import build_batch, iter_batches
+from pylogq.server.connection import COPY_CHUNK, Connection
+from pylogq.storage.segment import FileRegion
 
 TEST_CONFIG: Dict[str, Any] = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2}
 DEADLINE_S = 30.0  # how long a test waits for something that should happen at once, on a loaded machine
@@ -659,6 +664,47 @@ def test_a_failing_handler_closes_only_its_connection(served: Tuple[Broker, Addr
     failures = [r for r in caplog.records if r.name == "pylogq.server" and r.levelname == "ERROR"]
     assert failures and failures[0].exc_info is not None
     caplog.clear()  # the error was the point here
+
+
+# -- file regions --------------------------------------------------------------------
+
+
+class RecordingWriter:
+    """A writing end that is no StreamWriter (as a TLS connection's): what it is given, in order."""
+
+    def __init__(self) -> None:
+        self.calls: List[Tuple[str, bytes]] = []
+
+    def write(self, data: bytes) -> None:
+        self.calls.append(("write", bytes(data)))
+
+    async def drain(self) -> None:
+        self.calls.append(("drain", b""))
+
+    def close(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+
+def test_regions_are_copied_in_chunks_where_there_is_no_sendfile(tmp_path: Any) -> None:
+    """A writer that cannot send a file gets a large region a chunk at a time, each drained before
+    the next is read, and a small one whole with no drain of its own (it leaves with the rest of
+    the response: over TLS, in the same records as its framing)."""
+    data = os.urandom(2 * COPY_CHUNK + 1000)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"x" * 10 + data)
+    writer = RecordingWriter()
+    conn = SimpleNamespace(writer=writer)  # all _send_region uses of its connection
+    with open(path, "rb", buffering=0) as f:
+        asyncio.run(Connection._send_region(conn, FileRegion(f, 10, len(data), 0)))  # type: ignore[arg-type]
+        assert [kind for kind, _ in writer.calls] == ["write", "drain"] * 3
+        assert [len(d) for kind, d in writer.calls if kind == "write"] == [COPY_CHUNK, COPY_CHUNK, 1000]
+        assert b"".join(d for kind, d in writer.calls if kind == "write") == data
+        writer.calls.clear()
+        asyncio.run(Connection._send_region(conn, FileRegion(f, 10, 5000, 0)))  # type: ignore[arg-type]
+        assert writer.calls == [("write", data[:5000])]
 
 
 # -- SASL/PLAIN ------------------------------------------------------------------------

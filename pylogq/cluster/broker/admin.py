@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, 
 
 from ... import errors
 from ...errors import ConfigError
-from ...config import LogConfig
+from ...config import LogConfig, sensitive
 from ...storage.partition_metadata import ZERO_TOPIC_ID, new_topic_id
 from ..contract import (
     BrokerConfigEntry,
@@ -428,7 +428,7 @@ class BrokerAdmin(BrokerLifecycle):
                 synonyms.append(("DEFAULT_CONFIG", defaults[name]))
             source = synonyms[0][0] if synonyms else "DEFAULT_CONFIG"
             read_only = not is_dynamic_in_kafka(name)
-            if _sensitive(name):
+            if sensitive(name):
                 out[name] = BrokerConfigEntry(None, source, True, None, tuple((s, None) for s, _ in synonyms),
                                               read_only)
             else:
@@ -510,7 +510,7 @@ class BrokerAdmin(BrokerLifecycle):
             if validate_only:
                 return
             log.info("dynamic configs of %s: %s", "broker %d" % self.broker_id if per_broker else "every broker",
-                     {k: ("[hidden]" if _sensitive(k) else v) for k, v in sorted(props.items())})
+                     {k: ("[hidden]" if sensitive(k) else v) for k, v in sorted(props.items())})
             if self.cluster is not None:
                 self.cluster.zk.set_broker_config(entity, props)
             else:
@@ -850,9 +850,3 @@ def _dotted_keys(keys: Iterable[str]) -> List[str]:
             out.append(key)
     return out
 
-
-def _sensitive(key: str) -> bool:
-    """A broker key whose value DescribeConfigs never shows (Kafka's PASSWORD type and JAAS configs)."""
-    return "jaas" in key or "password" in key or key.endswith((".secret", "ssl.keystore.key",
-                                                               "ssl.keystore.certificate.chain",
-                                                               "ssl.truststore.certificates"))
