@@ -3,8 +3,9 @@
 The derivation and both ends of the exchange are checked against RFC 7677's example;
 the broker with raw requests (every error DescribeUserScramCredentials and
 AlterUserScramCredentials answer, every malformed SCRAM message), with
-confluent-kafka's admin client, and with kafka-python, confluent-kafka and pylogq's
-own clients authenticating over SCRAM; credentials survive a restart.
+confluent-kafka's admin client, and with kafka-python, aiokafka, confluent-kafka and
+pylogq's own clients authenticating over SCRAM, and each refused a wrong password and
+an unknown user with Kafka's message; credentials survive a restart.
 """
 
 from __future__ import annotations
@@ -588,6 +589,118 @@ def test_pylogq_clients_and_admin(sasl_broker: Tuple[Broker, Address], mechanism
         assert not _authenticates((host, port), mechanism, "alice", "alice-secret")
     finally:
         admin.close()
+
+
+def _refusal(client: str, address: Address, mechanism: str, user: str, password: str,
+             caplog: pytest.LogCaptureFixture) -> str:
+    """What ``client`` reports when its SCRAM login is refused (it must not connect)."""
+    bootstrap = "%s:%d" % address
+    if client == "kafka-python":
+        kafka = pytest.importorskip("kafka")
+        caplog.set_level("ERROR", logger="kafka")
+        with pytest.raises(kafka.errors.KafkaError):
+            kafka.KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password,
+                                bootstrap_timeout_ms=1000)
+        return "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("kafka"))
+    if client == "aiokafka":
+        aiokafka = pytest.importorskip("aiokafka")
+        import asyncio
+
+        async def main() -> str:
+            producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                                                 sasl_mechanism=mechanism, sasl_plain_username=user,
+                                                 sasl_plain_password=password)
+            try:
+                with pytest.raises(aiokafka.errors.KafkaError) as caught:
+                    await producer.start()
+            finally:
+                await producer.stop()
+            return str(caught.value)
+
+        caplog.set_level("ERROR", logger="aiokafka")
+        failed = asyncio.run(main())  # "Unable to bootstrap": the reason is in aiokafka's log
+        return "\n".join([failed] + [r.getMessage() for r in caplog.records if r.name.startswith("aiokafka")])
+    if client == "confluent-kafka":
+        ck = pytest.importorskip("confluent_kafka")
+        seen: List[Any] = []
+        producer = ck.Producer({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                                "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
+                                "error_cb": seen.append})
+        deadline = time.monotonic() + DEADLINE_S
+        while not any(e.code() == ck.KafkaError._AUTHENTICATION for e in seen) and time.monotonic() < deadline:
+            producer.poll(0.2)
+        return "\n".join(e.str() for e in seen if e.code() == ck.KafkaError._AUTHENTICATION)
+    from pylogq.client.producer import Producer
+
+    with pytest.raises(SaslAuthenticationFailedError) as refused:
+        Producer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                 sasl_plain_username=user, sasl_plain_password=password)
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("case", ["wrong password", "unknown user"])
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "confluent-kafka", "pylogq"])
+def test_every_client_is_refused_with_kafkas_error(sasl_broker: Tuple[Broker, Address], client: str, case: str,
+                                                   mechanism: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A wrong password and an unknown user get the same answer, Kafka's, in each client's words."""
+    _, address = sasl_broker
+    _add_user(address, "alice", "alice-secret")
+    user, password = ("alice", "wrong") if case == "wrong password" else ("nobody-%s" % uuid.uuid4().hex, "pw")
+    reported = _refusal(client, address, mechanism, user, password, caplog)
+    assert FAILED % mechanism in reported, reported
+
+
+def test_aiokafka_round_trip(sasl_broker: Tuple[Broker, Address]) -> None:
+    """aiokafka over SASL_PLAINTEXT with each SCRAM mechanism: its admin client creates the
+    topic, a producer writes and a consumer group reads and commits."""
+    aiokafka = pytest.importorskip("aiokafka")
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    _, address = sasl_broker
+    _add_user(address, "alice", "alice-secret")
+
+    async def run(mechanism: str) -> None:
+        config: Dict[str, Any] = {"bootstrap_servers": "%s:%d" % address, "security_protocol": "SASL_PLAINTEXT",
+                                  "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
+                                  "sasl_plain_password": "alice-secret"}
+        topic = _topic()
+        admin = AIOKafkaAdminClient(**config)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+            assert topic in await admin.list_topics()
+        finally:
+            await admin.close()
+        producer = aiokafka.AIOKafkaProducer(acks="all", **config)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, b"v%d" % i)
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(topic, group_id="g-" + topic, auto_offset_reset="earliest",
+                                             enable_auto_commit=False, **config)
+        await consumer.start()
+        got: List[bytes] = []
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(got) < 5 and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=200)
+                got.extend(r.value for rs in batches.values() for r in rs)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        assert got == [b"v%d" % i for i in range(5)], mechanism
+
+    async def main() -> None:
+        for mechanism in MECHANISMS:
+            await run(mechanism)
+
+    asyncio.run(main())
 
 
 def test_credentials_survive_a_restart(tmp_path: Path) -> None:
