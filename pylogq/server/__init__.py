@@ -22,7 +22,9 @@ __all__ = ["KafkaServer", "Listener", "ServerConfig", "new_event_loop", "parse_j
 
 
 def _serve(broker: ServedBroker, host: str, port: int, options: Mapping[str, Any]) -> KafkaServer:
-    server = KafkaServer(broker, listeners=[(host, port)], **options)
+    options = dict(options)
+    listeners = options.pop("listeners", None)  # Kafka's listener string: SSL, SASL_SSL, named listeners
+    server = KafkaServer(broker, listeners=[(host, port)] if listeners is None else listeners, **options)
     server.start_in_thread()
     return server
 

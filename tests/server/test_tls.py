@@ -861,6 +861,24 @@ def test_pem_key_store_file(tmp_path: Path, certs: Certificates) -> None:
         stop(tls)
 
 
+def test_an_embedded_broker_serves_a_tls_listener(tmp_path: Path, certs: Certificates) -> None:
+    """``Broker.serve(listeners=...)`` opens a TLS listener with the broker's own settings."""
+    with pylogq.Broker(str(tmp_path / "b"), **certs.broker_p12_settings()) as broker:
+        host, port = broker.serve(listeners="SSL://127.0.0.1:0")
+        options = pylogq_options(certs, MODES["ssl"])
+        with pylogq.AdminClient(bootstrap_servers="%s:%d" % (host, port), **options) as admin:
+            admin.create_topics([NewTopic("embedded", 1, 1)])
+        with pylogq.Producer(bootstrap_servers="%s:%d" % (host, port), **options) as producer:
+            producer.send("embedded", b"over tls").get(TIMEOUT_S)
+        with pylogq.Consumer("embedded", broker=broker, auto_offset_reset="earliest") as consumer:
+            got: List[bytes] = []
+            wait_for(lambda: bool(got), TIMEOUT_S, "the record",
+                     step=lambda: got.extend(r.value for rs in consumer.poll(200).values() for r in rs))
+        assert got == [b"over tls"]
+        with pytest.raises(errors.NoBrokersAvailable, match="closed the connection"):  # not a plain listener
+            pylogq.AdminClient(bootstrap_servers="%s:%d" % (host, port))
+
+
 def config_error(tmp_path: Path, certs: Certificates, **settings: Any) -> str:
     """The ConfigError a broker with ``settings`` (dotted keys with ``__`` for ``.``) fails with."""
     base: Dict[str, Any] = {"listeners": "SSL://127.0.0.1:0"}

@@ -256,8 +256,11 @@ class Broker(BrokerDataPath, BrokerAdmin):
         """Open a Kafka protocol listener in a background thread; -> its (host, port).
 
         ``port=0`` takes a free port. ``options`` are :class:`pylogq.server.KafkaServer`'s
-        (``sasl_users={"alice": "secret"}`` requires SASL/PLAIN on this listener). The
-        listener closes with the broker. Call it again for more listeners.
+        (``sasl_users={"alice": "secret"}`` requires SASL/PLAIN on this listener).
+        ``listeners="SSL://127.0.0.1:0"`` (Kafka's listener list) opens those listeners
+        instead of a PLAINTEXT one on ``host:port``, with the broker's own settings
+        (``listener.security.protocol.map``, ``ssl.*``, ``sasl.*``); the first one's address
+        is returned. The listeners close with the broker. Call it again for more listeners.
         """
         factory = listener_factory()  # pylogq.server registers it: the broker does not import the server
         if factory is None:
