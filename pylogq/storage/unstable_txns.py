@@ -20,7 +20,7 @@ transaction indexes of the segments it recovered.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Container, Dict, List, Optional, Tuple
 
 from ..errors import IllegalStateError
 from .transaction_index import CompletedTxn
@@ -98,12 +98,14 @@ class UnstableTxns:
             return None
         return CompletedTxn(producer_id, first, marker_offset, aborted)
 
-    def last_stable_offset(self, completed: CompletedTxn) -> int:
+    def last_stable_offset(self, completed: CompletedTxn, decided: Container[int] = ()) -> int:
         """The last stable offset once ``completed`` is (its aborted entry's, Kafka's
         lastStableOffset(completedTxn)): the first offset of the oldest ongoing transaction of
-        another producer, or one past the marker."""
+        another producer, or one past the marker. ``decided``: the first offsets of ongoing
+        transactions whose markers came before this one's and which are not completed yet (an
+        append's earlier markers): they do not count."""
         for first, pid in self._ongoing.items():
-            if pid != completed.producer_id:
+            if pid != completed.producer_id and first not in decided:
                 return first
         return completed.last_offset + 1
 

@@ -111,13 +111,19 @@ def test_an_abort_is_indexed_with_the_last_stable_offset_of_its_moment(part):
                                                            AbortedTxn(3, 4, 6, 7)]
 
 
-def test_several_markers_in_one_append_see_each_other_as_ongoing(part):
-    p1, p2 = Producer(1), Producer(2)
+def test_markers_in_one_append_take_the_last_stable_offset_at_their_own_offsets(part):
+    p1, p2, p3 = Producer(1), Producer(2), Producer(3)
     part.append(p1.txn() + p2.txn())  # 0, 1
-    # Both markers in one append (as Kafka's append): each LSO is taken before either completes.
+    # Two markers in one append: the first sees p2's transaction ongoing, the second nothing.
     part.append(p1.marker(ABORT) + p2.marker(ABORT), origin="coordinator")  # 2, 3
     assert aborted(part.log) == {0: [AbortedTxn(1, 0, 2, 1), AbortedTxn(2, 1, 3, 4)]}
     assert part.last_stable_offset == 4
+    # A transaction opened after a marker of the same append does not hold back that marker's
+    # entry (a follower's fetch holds such runs of batches: it must index what its leader did).
+    part.append(p3.txn())  # 4
+    part.append(p3.marker(ABORT) + plain() + p1.txn(), origin="coordinator")  # 5, 6, 7
+    assert aborted(part.log)[0][-1] == AbortedTxn(3, 4, 5, 6)
+    assert (part.first_unstable_offset, part.last_stable_offset) == (7, 7)
 
 
 def test_a_marker_of_a_transaction_with_no_data_here_indexes_nothing(part):
@@ -261,6 +267,23 @@ def test_a_decided_transaction_stays_unstable_until_its_marker_is_replicated(pai
     # The follower wrote the same index from its own copy of the log.
     assert aborted(leader.log) == aborted(follower.log) == {0: [AbortedTxn(1, 0, 4, 2)]}
     assert leader.active_producers() == follower.active_producers()
+
+
+def test_a_follower_fetching_many_batches_at_once_indexes_what_its_leader_did(pair):
+    leader, follower = pair
+    p1, p2 = Producer(1), Producer(2)
+    leader.append(p1.txn())  # 0
+    leader.append(p1.marker(ABORT), origin="coordinator")  # 1
+    leader.append(plain())  # 2
+    leader.append(p2.txn())  # 3
+    leader.append(p2.marker(ABORT), origin="coordinator")  # 4
+    leader.append(p1.txn())  # 5
+    replicate(leader, follower)  # one fetch of all six batches
+    assert aborted(leader.log) == {0: [AbortedTxn(1, 0, 1, 2), AbortedTxn(2, 3, 4, 5)]}
+    assert aborted(follower.log) == aborted(leader.log)
+    replicate(leader, follower)
+    for p in (leader, follower):
+        assert (p.high_watermark, p.first_unstable_offset, p.last_stable_offset) == (6, 5, 5)
 
 
 def test_a_follower_truncating_loses_the_transactions_and_entries_above_the_point(pair):

@@ -390,12 +390,15 @@ class ProducerStateManager:
         read from it) and ``index_aborted`` records an aborted transaction in the
         transaction index of the segment the append went to.
 
-        As Kafka's append: every batch updates its producer first (transactions open),
-        then each transaction a marker ended is, in order, given the last stable offset
-        of that moment, indexed when aborted, and completed. A transaction whose index
-        entry could not be written (``index_aborted`` raised) stays ongoing.
+        As Kafka's append: every batch updates its producer first (transactions open
+        and end), then each transaction a marker ended is, in order, indexed when
+        aborted and completed; a transaction whose index entry could not be written
+        (``index_aborted`` raised) stays ongoing. An entry's last stable offset is the
+        one at its marker's offset: the transactions opened by earlier batches and not
+        ended by earlier markers, as the log's recovery replays them, so a follower
+        that fetched many batches at once indexes what its leader did.
         """
-        ended: Optional[List[CompletedTxn]] = None
+        ended: Optional[List[Tuple[CompletedTxn, int]]] = None
         for h in batches:
             pid = h.producer_id
             if pid < 0:
@@ -405,17 +408,18 @@ class ProducerStateManager:
                 if completed is not None:
                     if ended is None:
                         ended = []
-                    ended.append(completed)
+                    decided = [c.first_offset for c, _ in ended]
+                    ended.append((completed, self.txns.last_stable_offset(completed, decided)))
             else:
                 self.update(pid, h.producer_epoch, h.base_sequence,
                             last_sequence(h.base_sequence, h.last_offset - h.base_offset),
                             h.base_offset, h.last_offset, h.max_timestamp)
         if ended is not None:
             txns = self.txns
-            for completed in ended:
+            for completed, last_stable_offset in ended:
                 if completed.is_aborted and index_aborted is not None:
                     index_aborted(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
-                                             txns.last_stable_offset(completed)))
+                                             last_stable_offset))
                 txns.complete(completed)
 
     def _apply_transactional(self, h: BatchHeader, buffer: Optional[Buffer]) -> Optional[CompletedTxn]:
