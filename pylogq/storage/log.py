@@ -189,6 +189,7 @@ class Log:
         self._append_epoch: Optional[int] = None
         # The first unstable offset the partition's producer state last gave (None: none).
         self._first_unstable: Optional[int] = None
+        self._record_aborted: IndexAborted = self._index_aborted  # bound once: appends hand it on
         self._load(clean_shutdown, log_start_offset)
 
     # -- construction -----------------------------------------------------------
@@ -483,7 +484,7 @@ class Log:
             last_offset = written[-1].last_offset
             self._write(buffer, written, last_offset, max_ts)
             if producers_appended is not None:
-                producers_appended(written, buffer, self._index_aborted)
+                producers_appended(written, buffer, self._record_aborted)
             self._flush_if_due_by_messages()
             return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
                                 record_count, last_offset, len(written), max_ts, max_ts_offset)
@@ -529,7 +530,7 @@ class Log:
                     raise self._storage_error("roll a segment at offset %d" % headers[0].base_offset, exc) from exc
             self._write(buffer, headers, headers[-1].last_offset, max_ts)
             if producers_appended is not None:
-                producers_appended(headers, buffer, self._index_aborted)
+                producers_appended(headers, buffer, self._record_aborted)
             self._flush_if_due_by_messages()
             return AppendResult(0, headers[0].base_offset, -1, self.log_start_offset, -1, headers[-1].last_offset,
                                 len(headers), max_ts, max_ts_offset)

@@ -39,16 +39,22 @@ class UnstableTxns:
     lock guards it, or the loader owns it alone.
     """
 
-    __slots__ = ("_open", "_ongoing", "_unreplicated")
+    __slots__ = ("_open", "_ongoing", "_unreplicated", "empty")
 
     def __init__(self) -> None:
         self._open: Dict[int, int] = {}  # producer id -> first offset of its open transaction
         self._ongoing: Dict[int, int] = {}  # first offset -> producer id, oldest first
         self._unreplicated: Dict[int, CompletedTxn] = {}  # first offset -> completed txn, in marker order
+        #: Whether no transaction keeps an offset unstable: a plain attribute, for the append path
+        #: of partitions that never see a transaction to read at no cost.
+        self.empty = True
+
+    def _changed(self) -> None:
+        self.empty = not self._ongoing and not self._unreplicated
 
     def __bool__(self) -> bool:
         """Whether any transaction keeps an offset unstable."""
-        return bool(self._ongoing) or bool(self._unreplicated)
+        return not self.empty
 
     def first_offset_of(self, producer_id: int) -> Optional[int]:
         """The first offset of ``producer_id``'s open transaction; None when it has none."""
@@ -87,6 +93,7 @@ class UnstableTxns:
             return False
         self._open[producer_id] = first_offset
         self._ongoing[first_offset] = producer_id
+        self.empty = False
         return True
 
     def end(self, producer_id: int, marker_offset: int, aborted: bool) -> Optional[CompletedTxn]:
@@ -116,12 +123,14 @@ class UnstableTxns:
             raise IllegalStateError("transaction %r was completed but never started" % (completed,))
         if high_watermark is None or completed.last_offset >= high_watermark:
             self._unreplicated[completed.first_offset] = completed
+        self._changed()
 
     def on_high_watermark(self, high_watermark: int) -> None:
         """The high watermark moved: completed transactions whose marker is below it are stable."""
         done = [first for first, txn in self._unreplicated.items() if txn.last_offset < high_watermark]
         for first in done:
             del self._unreplicated[first]
+        self._changed()
 
     def truncate_to(self, offset: int) -> None:
         """The log lost its batches from ``offset`` on: transactions started there go, and one whose
@@ -134,12 +143,14 @@ class UnstableTxns:
             ongoing[txn.first_offset] = txn.producer_id
         self._ongoing = dict(sorted(ongoing.items()))
         self._open = {pid: first for first, pid in self._ongoing.items()}
+        self._changed()
 
     def clear(self) -> None:
         """Forget every transaction (the log was emptied, or is replayed from its start)."""
         self._open.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
+        self.empty = True
 
     def __repr__(self) -> str:
         return "UnstableTxns(ongoing=%s, unreplicated=%s)" % (self.ongoing(), self.unreplicated())

@@ -179,12 +179,14 @@ class Partition:
         self._future_producers: Optional[ProducerStateManager] = None
         self._truncations = 0  # truncations of the log so far (a copy's read must not outlive one)
         self.producer_state = ProducerStateManager()
+        #: The first unstable offset last given to the log (None: none).
+        self._first_unstable: Optional[int] = None
         with log.lock:
             end = log.log_end_offset
             hw = end if high_watermark is None else high_watermark
             self._high_watermark = max(min(hw, end), log.log_start_offset)
             self.producer_state.load_from_log(log, high_watermark=self._high_watermark)
-            log.update_first_unstable_offset(self.producer_state.first_unstable_offset)
+            self._set_first_unstable(self.producer_state.first_unstable_offset)
 
     # -- state -------------------------------------------------------------------------
 
@@ -358,13 +360,18 @@ class Partition:
     def _update_unstable(self) -> None:
         """After an append or a move of the high watermark (lock held): the producer state learns
         the high watermark (transactions decided below it are stable) and the log takes the first
-        unstable offset. Two checks and nothing else while no transaction is unstable, the case
-        of every partition that sees no transactional producer."""
+        unstable offset. Two attribute checks and nothing else while no transaction is unstable,
+        the case of every partition that sees no transactional producer."""
         producers = self.producer_state
-        if not producers.txns and self.log.first_unstable_offset is None:
+        if producers.txns.empty and self._first_unstable is None:
             return
         producers.on_high_watermark(self._high_watermark)
-        self.log.update_first_unstable_offset(producers.first_unstable_offset)
+        self._set_first_unstable(producers.first_unstable_offset)
+
+    def _set_first_unstable(self, offset: Optional[int]) -> None:
+        """Give the log the producer state's first unstable offset (lock held)."""
+        self._first_unstable = offset
+        self.log.update_first_unstable_offset(offset)
 
     def _notify(self, advanced: bool) -> None:
         if advanced and self.on_high_watermark_advanced is not None:
@@ -421,7 +428,8 @@ class Partition:
             advanced = self.single_replica and not result.duplicate
             if advanced:
                 self._high_watermark = self.log.log_end_offset
-            self._update_unstable()
+            if not producers.txns.empty or self._first_unstable is not None:
+                self._update_unstable()
             followers = bool(self._remote) and not result.duplicate
         if advanced and self.on_high_watermark_advanced is not None:
             self.on_high_watermark_advanced()
@@ -732,7 +740,7 @@ class Partition:
                 self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
                 # The transactions (and transaction index entries) above the point went with it.
                 self.producer_state.truncate_to(offset, self.log, self._high_watermark)
-                self.log.update_first_unstable_offset(self.producer_state.first_unstable_offset)
+                self._set_first_unstable(self.producer_state.first_unstable_offset)
             future = self.future_log
             if future is not None and future.log_end_offset > self.log.log_end_offset:
                 future.truncate_to(self.log.log_end_offset)
@@ -748,7 +756,7 @@ class Partition:
             self._truncations += 1
             self.log.truncate_fully_and_start_at(offset)
             self.producer_state.clear()
-            self.log.update_first_unstable_offset(None)
+            self._set_first_unstable(None)
             self._high_watermark = offset
             if self.future_log is not None:
                 self.future_log.truncate_fully_and_start_at(offset)
@@ -819,7 +827,7 @@ class Partition:
             self.future_log = None
             self._future_producers = None
             # The same records, so the same transactions: the new log takes the first unstable offset.
-            self.log.update_first_unstable_offset(self.producer_state.first_unstable_offset)
+            self._set_first_unstable(self.producer_state.first_unstable_offset)
             return True
 
     def _check_open(self) -> None:

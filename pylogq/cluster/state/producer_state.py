@@ -259,7 +259,7 @@ class ProducerStateManager:
             (h.producer_id, h.producer_epoch, h.base_sequence,
              last_sequence(h.base_sequence, h.last_offset - h.base_offset))
             for h in batches if h.producer_id >= 0)
-        if duplicate is None and self.txns:
+        if duplicate is None and not self.txns.empty:
             self._check_txn_state(batches)
         return duplicate
 
