@@ -4,9 +4,16 @@ a truncation, a restart and a crash, and in a copy to another log directory."""
 
 from __future__ import annotations
 
+import collections
+import logging
 import os
+import random
 import shutil
-from typing import Dict, List
+import signal
+import struct
+import subprocess
+import sys
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -23,7 +30,11 @@ from pylogq.errors import (
 )
 from pylogq.records.control import ABORT, COMMIT, build_end_txn_marker, control_key
 from pylogq.storage.log import Log
+from pylogq.storage.manager import LogManager
 from pylogq.storage.transaction_index import AbortedTxn
+from tests.storage.test_crash import LINE_TIMEOUT, _Lines
+
+from . import _txn_crash_child as child
 
 TS = 1_700_000_000_000
 LEADER_ID, FOLLOWER_ID = 1, 2
@@ -376,3 +387,104 @@ def test_a_copy_to_another_log_directory_writes_its_own_index(tmp_path):
     part.close()
     log.close()
     future.close()
+
+
+# -- killed while writing ---------------------------------------------------------------------------
+
+CHILD = os.path.abspath(child.__file__)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(CHILD)))
+CYCLES = 6
+
+
+def _model(log: Log) -> Tuple[Dict[int, List[AbortedTxn]], List[Tuple[int, int]]]:
+    """What the log's batches say, replayed here on their own: each segment's aborted transactions
+    (with the last stable offset at their marker) and the transactions still open."""
+    opened: Dict[int, int] = {}  # producer id -> first offset
+    ongoing: Dict[int, int] = {}  # first offset -> producer id, oldest first
+    expected: Dict[int, List[AbortedTxn]] = {}
+    for segment in log.segments:
+        expected[segment.base_offset] = []
+        data = segment.reader().read(0, segment.size)
+        for h in records.iter_batches(data):
+            pid = h.producer_id
+            if pid < 0:
+                continue
+            if h.attributes & records.CONTROL_MASK:
+                (record,) = records.RecordBatch(data, h.position)
+                first = opened.pop(pid, None)
+                if first is None:
+                    continue
+                if struct.unpack(">hh", record.key)[1] == ABORT:
+                    lso = next((f for f, p in ongoing.items() if p != pid), h.base_offset + 1)
+                    expected[segment.base_offset].append(AbortedTxn(pid, first, h.base_offset, lso))
+                del ongoing[first]
+            elif h.attributes & records.TRANSACTIONAL_MASK and pid not in opened:
+                opened[pid] = h.base_offset
+                ongoing[h.base_offset] = pid
+    return expected, [(pid, first) for first, pid in ongoing.items()]
+
+
+def _spawn(root: str, seed: int, stderr) -> Tuple[subprocess.Popen, _Lines]:
+    proc = subprocess.Popen([sys.executable, CHILD, root, str(seed)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=stderr, cwd=REPO)
+    return proc, _Lines(proc, stderr)
+
+
+def test_a_partition_killed_while_writing_transactions_comes_back_as_its_log_says(tmp_path, caplog):
+    """SIGKILL at a random moment, over and over; every reopening (recovery runs) must hold the
+    transaction indexes and open transactions that an independent replay of its batches gives,
+    and every acknowledged append."""
+    root = str(tmp_path / "logs")
+    os.makedirs(root)
+    rng = random.Random(20261130)
+    stats: Dict[str, int] = collections.Counter()
+    errs = [open(str(tmp_path / ("child-%d.err" % i)), "w+b") for i in range(CYCLES + 1)]
+    proc, lines = _spawn(root, 1, errs[0])
+    end = 0
+    try:
+        for cycle in range(CYCLES):
+            assert lines.next() == "ready"
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+            assert lines.next().split() == ["open", str(end)], "cycle %d" % cycle
+            seen: List[str] = []
+            wanted = rng.randrange(5, 60)
+            while sum(line.startswith("ack") for line in seen) < wanted:
+                seen.append(lines.next())
+            if rng.random() < 0.5:  # aim at an append itself
+                while not seen[-1].startswith("append"):
+                    seen.append(lines.next())
+            os.kill(proc.pid, signal.SIGKILL)
+            assert proc.wait(timeout=LINE_TIMEOUT) == -signal.SIGKILL
+            seen += lines.drain()
+            acks = [tuple(map(int, line.split()[1:])) for line in seen if line.startswith("ack")]
+            acked_end = acks[-1][1] + 1
+            proc.stdin.close()
+            proc.stdout.close()
+            proc, lines = _spawn(root, cycle + 2, errs[cycle + 1])  # starting while this one's log is checked
+
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="pylogq.storage"):
+                manager = LogManager([root], background=False)
+            try:
+                log = manager.get_log(child.TOPIC, child.PARTITION)
+                assert log is not None and log.log_end_offset >= acked_end, "cycle %d" % cycle
+                expected, ongoing = _model(log)
+                assert {s.base_offset: s.txn_index.all_aborted_txns() for s in log.segments} == expected
+                part = Partition(child.TOPIC, child.PARTITION, log)
+                assert part.producer_state.txns.ongoing() == ongoing
+                assert part.last_stable_offset == (ongoing[0][1] if ongoing else log.log_end_offset)
+                part.close()
+                stats["aborted"] += sum(len(v) for v in expected.values())
+                stats["rebuilt"] += any("rebuilt the transaction indexes" in r.getMessage() for r in caplog.records)
+                stats["segments"] = log.num_segments
+                end = log.log_end_offset
+            finally:
+                manager.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in errs:
+            f.close()
+    assert stats["aborted"] > 3 and stats["rebuilt"] > 0 and stats["segments"] > 3, stats
