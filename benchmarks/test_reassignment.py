@@ -13,7 +13,7 @@ summary's rate is the copy's; ``extra_info["bound_bytes_per_s"]`` is the throttl
 Rows: ``throttled`` and the reference ``unthrottled`` (the same reassignment without
 ``--throttle``), for scale: the ratio says how much the throttle slowed the copy.
 
-Sizes: N = 200 MiB at RATE 10 MB/s (``--throttle 10000000``; Kafka's default samples, 11 of 1 s: the rate is
+Sizes: N = 200 MB at RATE 10 MB/s (``--throttle 10000000``; Kafka's default samples, 11 of 1 s: the rate is
 measured as Kafka's SimpleRate measures it, over the time since the oldest sample started
 and at least one window, so about one second's worth goes before the bound bites, and the
 whole takes about N / RATE), the issue's case; target 10 MB/s +- 20% over the whole copy, asserted on

@@ -2192,6 +2192,374 @@ class OffsetForLeaderEpochResponse(Message):
         self.topics: List[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = [] if topics is _DEFAULT else topics
 
 
+class AddPartitionsToTxnRequest(Message):
+    """The AddPartitionsToTxnRequest request (API key 24, versions 0-5, flexible from v3)."""
+
+    __slots__ = ("transactions", "v3_and_below_transactional_id", "v3_and_below_producer_id", "v3_and_below_producer_epoch", "v3_and_below_topics",)
+
+    class AddPartitionsToTxnTopic(Message):
+        """AddPartitionsToTxnRequest's AddPartitionsToTxnTopic."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[int] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[int] = [] if partitions is _DEFAULT else partitions
+
+    class AddPartitionsToTxnTransaction(Message):
+        """AddPartitionsToTxnRequest's AddPartitionsToTxnTransaction."""
+
+        __slots__ = ("transactional_id", "producer_id", "producer_epoch", "verify_only", "topics",)
+
+        def __init__(
+            self, *,
+            transactional_id: str = '',
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            verify_only: bool = False,
+            topics: List[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = _DEFAULT,
+        ) -> None:
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.verify_only = verify_only
+            self.topics: List[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = [] if topics is _DEFAULT else topics
+
+    def __init__(
+        self, *,
+        transactions: List[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = _DEFAULT,
+        v3_and_below_transactional_id: str = '',
+        v3_and_below_producer_id: int = 0,
+        v3_and_below_producer_epoch: int = 0,
+        v3_and_below_topics: List[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = _DEFAULT,
+    ) -> None:
+        self.transactions: List[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = [] if transactions is _DEFAULT else transactions
+        self.v3_and_below_transactional_id = v3_and_below_transactional_id
+        self.v3_and_below_producer_id = v3_and_below_producer_id
+        self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+        self.v3_and_below_topics: List[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = [] if v3_and_below_topics is _DEFAULT else v3_and_below_topics
+
+
+class AddPartitionsToTxnResponse(Message):
+    """The AddPartitionsToTxnResponse response (API key 24, versions 0-5, flexible from v3)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "results_by_transaction", "results_by_topic_v3_and_below",)
+
+    class AddPartitionsToTxnPartitionResult(Message):
+        """AddPartitionsToTxnResponse's AddPartitionsToTxnPartitionResult."""
+
+        __slots__ = ("partition_index", "partition_error_code",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            partition_error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.partition_error_code = partition_error_code
+
+    class AddPartitionsToTxnResult(Message):
+        """AddPartitionsToTxnResponse's AddPartitionsToTxnResult."""
+
+        __slots__ = ("transactional_id", "topic_results",)
+
+        def __init__(
+            self, *,
+            transactional_id: str = '',
+            topic_results: List[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = _DEFAULT,
+        ) -> None:
+            self.transactional_id = transactional_id
+            self.topic_results: List[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = [] if topic_results is _DEFAULT else topic_results
+
+    class AddPartitionsToTxnTopicResult(Message):
+        """AddPartitionsToTxnResponse's AddPartitionsToTxnTopicResult."""
+
+        __slots__ = ("name", "results_by_partition",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            results_by_partition: List[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.results_by_partition: List[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = [] if results_by_partition is _DEFAULT else results_by_partition
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        results_by_transaction: List[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = _DEFAULT,
+        results_by_topic_v3_and_below: List[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results_by_transaction: List[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = [] if results_by_transaction is _DEFAULT else results_by_transaction
+        self.results_by_topic_v3_and_below: List[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = [] if results_by_topic_v3_and_below is _DEFAULT else results_by_topic_v3_and_below
+
+
+class AddOffsetsToTxnRequest(Message):
+    """The AddOffsetsToTxnRequest request (API key 25, versions 0-4, flexible from v3)."""
+
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "group_id",)
+
+    def __init__(
+        self, *,
+        transactional_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        group_id: str = '',
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.group_id = group_id
+
+
+class AddOffsetsToTxnResponse(Message):
+    """The AddOffsetsToTxnResponse response (API key 25, versions 0-4, flexible from v3)."""
+
+    __slots__ = ("throttle_time_ms", "error_code",)
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+
+class EndTxnRequest(Message):
+    """The EndTxnRequest request (API key 26, versions 0-5, flexible from v3)."""
+
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed",)
+
+    def __init__(
+        self, *,
+        transactional_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        committed: bool = False,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.committed = committed
+
+
+class EndTxnResponse(Message):
+    """The EndTxnResponse response (API key 26, versions 0-5, flexible from v3)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "producer_id", "producer_epoch",)
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+
+class WriteTxnMarkersRequest(Message):
+    """The WriteTxnMarkersRequest request (API key 27, versions 0-1, flexible from v1)."""
+
+    __slots__ = ("markers",)
+
+    class WritableTxnMarker(Message):
+        """WriteTxnMarkersRequest's WritableTxnMarker."""
+
+        __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch",)
+
+        def __init__(
+            self, *,
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            transaction_result: bool = False,
+            topics: List[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = _DEFAULT,
+            coordinator_epoch: int = 0,
+        ) -> None:
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.transaction_result = transaction_result
+            self.topics: List[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = [] if topics is _DEFAULT else topics
+            self.coordinator_epoch = coordinator_epoch
+
+    class WritableTxnMarkerTopic(Message):
+        """WriteTxnMarkersRequest's WritableTxnMarkerTopic."""
+
+        __slots__ = ("name", "partition_indexes",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partition_indexes: List[int] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partition_indexes: List[int] = [] if partition_indexes is _DEFAULT else partition_indexes
+
+    def __init__(
+        self, *,
+        markers: List[WriteTxnMarkersRequest.WritableTxnMarker] = _DEFAULT,
+    ) -> None:
+        self.markers: List[WriteTxnMarkersRequest.WritableTxnMarker] = [] if markers is _DEFAULT else markers
+
+
+class WriteTxnMarkersResponse(Message):
+    """The WriteTxnMarkersResponse response (API key 27, versions 0-1, flexible from v1)."""
+
+    __slots__ = ("markers",)
+
+    class WritableTxnMarkerPartitionResult(Message):
+        """WriteTxnMarkersResponse's WritableTxnMarkerPartitionResult."""
+
+        __slots__ = ("partition_index", "error_code",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+
+    class WritableTxnMarkerResult(Message):
+        """WriteTxnMarkersResponse's WritableTxnMarkerResult."""
+
+        __slots__ = ("producer_id", "topics",)
+
+        def __init__(
+            self, *,
+            producer_id: int = 0,
+            topics: List[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = _DEFAULT,
+        ) -> None:
+            self.producer_id = producer_id
+            self.topics: List[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = [] if topics is _DEFAULT else topics
+
+    class WritableTxnMarkerTopicResult(Message):
+        """WriteTxnMarkersResponse's WritableTxnMarkerTopicResult."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        markers: List[WriteTxnMarkersResponse.WritableTxnMarkerResult] = _DEFAULT,
+    ) -> None:
+        self.markers: List[WriteTxnMarkersResponse.WritableTxnMarkerResult] = [] if markers is _DEFAULT else markers
+
+
+class TxnOffsetCommitRequest(Message):
+    """The TxnOffsetCommitRequest request (API key 28, versions 0-4, flexible from v3)."""
+
+    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "group_instance_id", "topics",)
+
+    class TxnOffsetCommitRequestPartition(Message):
+        """TxnOffsetCommitRequest's TxnOffsetCommitRequestPartition."""
+
+        __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            committed_metadata: Optional[str] = '',
+        ) -> None:
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.committed_metadata = committed_metadata
+
+    class TxnOffsetCommitRequestTopic(Message):
+        """TxnOffsetCommitRequest's TxnOffsetCommitRequestTopic."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        transactional_id: str = '',
+        group_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        generation_id: int = -1,
+        member_id: str = '',
+        group_instance_id: Optional[str] = None,
+        topics: List[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = _DEFAULT,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.group_id = group_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.topics: List[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = [] if topics is _DEFAULT else topics
+
+
+class TxnOffsetCommitResponse(Message):
+    """The TxnOffsetCommitResponse response (API key 28, versions 0-4, flexible from v3)."""
+
+    __slots__ = ("throttle_time_ms", "topics",)
+
+    class TxnOffsetCommitResponsePartition(Message):
+        """TxnOffsetCommitResponse's TxnOffsetCommitResponsePartition."""
+
+        __slots__ = ("partition_index", "error_code",)
+
+        def __init__(
+            self, *,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+
+    class TxnOffsetCommitResponseTopic(Message):
+        """TxnOffsetCommitResponse's TxnOffsetCommitResponseTopic."""
+
+        __slots__ = ("name", "partitions",)
+
+        def __init__(
+            self, *,
+            name: str = '',
+            partitions: List[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = _DEFAULT,
+        ) -> None:
+            self.name = name
+            self.partitions: List[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = [] if partitions is _DEFAULT else partitions
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        topics: List[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics: List[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = [] if topics is _DEFAULT else topics
+
+
 class DescribeConfigsRequest(Message):
     """The DescribeConfigsRequest request (API key 32, versions 0-4, flexible from v4)."""
 
@@ -3215,6 +3583,119 @@ class DescribeProducersResponse(Message):
         self.topics: List[DescribeProducersResponse.TopicResponse] = [] if topics is _DEFAULT else topics
 
 
+class DescribeTransactionsRequest(Message):
+    """The DescribeTransactionsRequest request (API key 65, versions 0-0, flexible from v0)."""
+
+    __slots__ = ("transactional_ids",)
+
+    def __init__(
+        self, *,
+        transactional_ids: List[str] = _DEFAULT,
+    ) -> None:
+        self.transactional_ids: List[str] = [] if transactional_ids is _DEFAULT else transactional_ids
+
+
+class DescribeTransactionsResponse(Message):
+    """The DescribeTransactionsResponse response (API key 65, versions 0-0, flexible from v0)."""
+
+    __slots__ = ("throttle_time_ms", "transaction_states",)
+
+    class TopicData(Message):
+        """DescribeTransactionsResponse's TopicData."""
+
+        __slots__ = ("topic", "partitions",)
+
+        def __init__(
+            self, *,
+            topic: str = '',
+            partitions: List[int] = _DEFAULT,
+        ) -> None:
+            self.topic = topic
+            self.partitions: List[int] = [] if partitions is _DEFAULT else partitions
+
+    class TransactionState(Message):
+        """DescribeTransactionsResponse's TransactionState."""
+
+        __slots__ = ("error_code", "transactional_id", "transaction_state", "transaction_timeout_ms", "transaction_start_time_ms", "producer_id", "producer_epoch", "topics",)
+
+        def __init__(
+            self, *,
+            error_code: int = 0,
+            transactional_id: str = '',
+            transaction_state: str = '',
+            transaction_timeout_ms: int = 0,
+            transaction_start_time_ms: int = 0,
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            topics: List[DescribeTransactionsResponse.TopicData] = _DEFAULT,
+        ) -> None:
+            self.error_code = error_code
+            self.transactional_id = transactional_id
+            self.transaction_state = transaction_state
+            self.transaction_timeout_ms = transaction_timeout_ms
+            self.transaction_start_time_ms = transaction_start_time_ms
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.topics: List[DescribeTransactionsResponse.TopicData] = [] if topics is _DEFAULT else topics
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        transaction_states: List[DescribeTransactionsResponse.TransactionState] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.transaction_states: List[DescribeTransactionsResponse.TransactionState] = [] if transaction_states is _DEFAULT else transaction_states
+
+
+class ListTransactionsRequest(Message):
+    """The ListTransactionsRequest request (API key 66, versions 0-1, flexible from v0)."""
+
+    __slots__ = ("state_filters", "producer_id_filters", "duration_filter",)
+
+    def __init__(
+        self, *,
+        state_filters: List[str] = _DEFAULT,
+        producer_id_filters: List[int] = _DEFAULT,
+        duration_filter: int = -1,
+    ) -> None:
+        self.state_filters: List[str] = [] if state_filters is _DEFAULT else state_filters
+        self.producer_id_filters: List[int] = [] if producer_id_filters is _DEFAULT else producer_id_filters
+        self.duration_filter = duration_filter
+
+
+class ListTransactionsResponse(Message):
+    """The ListTransactionsResponse response (API key 66, versions 0-1, flexible from v0)."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "unknown_state_filters", "transaction_states",)
+
+    class TransactionState(Message):
+        """ListTransactionsResponse's TransactionState."""
+
+        __slots__ = ("transactional_id", "producer_id", "transaction_state",)
+
+        def __init__(
+            self, *,
+            transactional_id: str = '',
+            producer_id: int = 0,
+            transaction_state: str = '',
+        ) -> None:
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.transaction_state = transaction_state
+
+    def __init__(
+        self, *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        unknown_state_filters: List[str] = _DEFAULT,
+        transaction_states: List[ListTransactionsResponse.TransactionState] = _DEFAULT,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.unknown_state_filters: List[str] = [] if unknown_state_filters is _DEFAULT else unknown_state_filters
+        self.transaction_states: List[ListTransactionsResponse.TransactionState] = [] if transaction_states is _DEFAULT else transaction_states
+
+
 class DescribeUserScramCredentialsRequest(Message):
     """The DescribeUserScramCredentialsRequest request (API key 50, versions 0-0, flexible from v0)."""
 
@@ -3825,6 +4306,16 @@ BINDINGS: Dict[str, Tuple[Type[Message], Dict[str, Type[Message]]]] = {
     "InitProducerIdResponse": (InitProducerIdResponse, {}),
     "OffsetForLeaderEpochRequest": (OffsetForLeaderEpochRequest, {"OffsetForLeaderPartition": OffsetForLeaderEpochRequest.OffsetForLeaderPartition, "OffsetForLeaderTopic": OffsetForLeaderEpochRequest.OffsetForLeaderTopic}),
     "OffsetForLeaderEpochResponse": (OffsetForLeaderEpochResponse, {"EpochEndOffset": OffsetForLeaderEpochResponse.EpochEndOffset, "OffsetForLeaderTopicResult": OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult}),
+    "AddPartitionsToTxnRequest": (AddPartitionsToTxnRequest, {"AddPartitionsToTxnTopic": AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, "AddPartitionsToTxnTransaction": AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction}),
+    "AddPartitionsToTxnResponse": (AddPartitionsToTxnResponse, {"AddPartitionsToTxnPartitionResult": AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, "AddPartitionsToTxnResult": AddPartitionsToTxnResponse.AddPartitionsToTxnResult, "AddPartitionsToTxnTopicResult": AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult}),
+    "AddOffsetsToTxnRequest": (AddOffsetsToTxnRequest, {}),
+    "AddOffsetsToTxnResponse": (AddOffsetsToTxnResponse, {}),
+    "EndTxnRequest": (EndTxnRequest, {}),
+    "EndTxnResponse": (EndTxnResponse, {}),
+    "WriteTxnMarkersRequest": (WriteTxnMarkersRequest, {"WritableTxnMarker": WriteTxnMarkersRequest.WritableTxnMarker, "WritableTxnMarkerTopic": WriteTxnMarkersRequest.WritableTxnMarkerTopic}),
+    "WriteTxnMarkersResponse": (WriteTxnMarkersResponse, {"WritableTxnMarkerPartitionResult": WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, "WritableTxnMarkerResult": WriteTxnMarkersResponse.WritableTxnMarkerResult, "WritableTxnMarkerTopicResult": WriteTxnMarkersResponse.WritableTxnMarkerTopicResult}),
+    "TxnOffsetCommitRequest": (TxnOffsetCommitRequest, {"TxnOffsetCommitRequestPartition": TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, "TxnOffsetCommitRequestTopic": TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic}),
+    "TxnOffsetCommitResponse": (TxnOffsetCommitResponse, {"TxnOffsetCommitResponsePartition": TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, "TxnOffsetCommitResponseTopic": TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic}),
     "DescribeConfigsRequest": (DescribeConfigsRequest, {"DescribeConfigsResource": DescribeConfigsRequest.DescribeConfigsResource}),
     "DescribeConfigsResponse": (DescribeConfigsResponse, {"DescribeConfigsResourceResult": DescribeConfigsResponse.DescribeConfigsResourceResult, "DescribeConfigsResult": DescribeConfigsResponse.DescribeConfigsResult, "DescribeConfigsSynonym": DescribeConfigsResponse.DescribeConfigsSynonym}),
     "AlterConfigsRequest": (AlterConfigsRequest, {"AlterConfigsResource": AlterConfigsRequest.AlterConfigsResource, "AlterableConfig": AlterConfigsRequest.AlterableConfig}),
@@ -3853,6 +4344,10 @@ BINDINGS: Dict[str, Tuple[Type[Message], Dict[str, Type[Message]]]] = {
     "OffsetDeleteResponse": (OffsetDeleteResponse, {"OffsetDeleteResponsePartition": OffsetDeleteResponse.OffsetDeleteResponsePartition, "OffsetDeleteResponseTopic": OffsetDeleteResponse.OffsetDeleteResponseTopic}),
     "DescribeProducersRequest": (DescribeProducersRequest, {"TopicRequest": DescribeProducersRequest.TopicRequest}),
     "DescribeProducersResponse": (DescribeProducersResponse, {"PartitionResponse": DescribeProducersResponse.PartitionResponse, "ProducerState": DescribeProducersResponse.ProducerState, "TopicResponse": DescribeProducersResponse.TopicResponse}),
+    "DescribeTransactionsRequest": (DescribeTransactionsRequest, {}),
+    "DescribeTransactionsResponse": (DescribeTransactionsResponse, {"TopicData": DescribeTransactionsResponse.TopicData, "TransactionState": DescribeTransactionsResponse.TransactionState}),
+    "ListTransactionsRequest": (ListTransactionsRequest, {}),
+    "ListTransactionsResponse": (ListTransactionsResponse, {"TransactionState": ListTransactionsResponse.TransactionState}),
     "DescribeUserScramCredentialsRequest": (DescribeUserScramCredentialsRequest, {"UserName": DescribeUserScramCredentialsRequest.UserName}),
     "DescribeUserScramCredentialsResponse": (DescribeUserScramCredentialsResponse, {"CredentialInfo": DescribeUserScramCredentialsResponse.CredentialInfo, "DescribeUserScramCredentialsResult": DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult}),
     "AlterUserScramCredentialsRequest": (AlterUserScramCredentialsRequest, {"ScramCredentialDeletion": AlterUserScramCredentialsRequest.ScramCredentialDeletion, "ScramCredentialUpsertion": AlterUserScramCredentialsRequest.ScramCredentialUpsertion}),
@@ -3883,7 +4378,10 @@ __all__ = [
     "ApiVersionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteTopicsRequest",
     "DeleteTopicsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse",
     "InitProducerIdRequest", "InitProducerIdResponse", "OffsetForLeaderEpochRequest",
-    "OffsetForLeaderEpochResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
+    "OffsetForLeaderEpochResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse",
+    "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "EndTxnRequest", "EndTxnResponse",
+    "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
     "AlterConfigsRequest", "AlterConfigsResponse", "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse", "SaslAuthenticateRequest", "SaslAuthenticateResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse", "DeleteGroupsRequest",
@@ -3893,10 +4391,11 @@ __all__ = [
     "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
     "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeClusterRequest",
     "DescribeClusterResponse", "OffsetDeleteRequest", "OffsetDeleteResponse",
-    "DescribeProducersRequest", "DescribeProducersResponse", "DescribeUserScramCredentialsRequest",
-    "DescribeUserScramCredentialsResponse", "AlterUserScramCredentialsRequest",
-    "AlterUserScramCredentialsResponse", "DescribeAclsRequest", "DescribeAclsResponse",
-    "CreateAclsRequest", "CreateAclsResponse", "DeleteAclsRequest", "DeleteAclsResponse",
-    "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "AlterClientQuotasRequest",
-    "AlterClientQuotasResponse", "BINDINGS",
+    "DescribeProducersRequest", "DescribeProducersResponse", "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse", "ListTransactionsRequest", "ListTransactionsResponse",
+    "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
+    "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "DescribeAclsRequest",
+    "DescribeAclsResponse", "CreateAclsRequest", "CreateAclsResponse", "DeleteAclsRequest",
+    "DeleteAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse",
+    "AlterClientQuotasRequest", "AlterClientQuotasResponse", "BINDINGS",
 ]

@@ -5,10 +5,12 @@ nullability, defaults, tags, common structs) over the schema's full ``validVersi
 :class:`~pylogq.protocol.schema.Schema` does the rest. ``SUPPORTED_VERSIONS`` is the range the
 broker serves per API: Kafka 3.9's whole range, flexible versions included, the APIs brokers
 send one another (``INTER_BROKER_APIS``) among them. ``REQUESTS`` and ``RESPONSES`` hold a
-table for each, and for the reassignment APIs (AlterReplicaLogDirs, ElectLeaders,
-AlterPartitionReassignments, ListPartitionReassignments) which have tables over Kafka 3.9's
-ranges but are not served yet. ``header_versions`` picks the request/response header version
-for an API version.
+table for each, and for the transaction APIs (KIP-98: AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions, ListTransactions), which have
+tables over their schemas' whole ``validVersions`` but are not served yet: they are neither in
+``SUPPORTED_VERSIONS`` nor members of :class:`~pylogq.protocol.constants.ApiKey`, and a broker
+closes a connection that sends one, as it does for any API key it does not know.
+``header_versions`` picks the request/response header version for an API version.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ __all__ = [
     "CREATE_TOPICS_RESPONSE", "DELETE_TOPICS_REQUEST", "DELETE_TOPICS_RESPONSE",
     "DELETE_RECORDS_REQUEST", "DELETE_RECORDS_RESPONSE", "INIT_PRODUCER_ID_REQUEST",
     "INIT_PRODUCER_ID_RESPONSE", "OFFSET_FOR_LEADER_EPOCH_REQUEST",
-    "OFFSET_FOR_LEADER_EPOCH_RESPONSE", "DESCRIBE_CONFIGS_REQUEST", "DESCRIBE_CONFIGS_RESPONSE",
+    "OFFSET_FOR_LEADER_EPOCH_RESPONSE", "ADD_PARTITIONS_TO_TXN_REQUEST",
+    "ADD_PARTITIONS_TO_TXN_RESPONSE", "ADD_OFFSETS_TO_TXN_REQUEST", "ADD_OFFSETS_TO_TXN_RESPONSE",
+    "END_TXN_REQUEST", "END_TXN_RESPONSE", "WRITE_TXN_MARKERS_REQUEST",
+    "WRITE_TXN_MARKERS_RESPONSE", "TXN_OFFSET_COMMIT_REQUEST", "TXN_OFFSET_COMMIT_RESPONSE",
+    "DESCRIBE_CONFIGS_REQUEST", "DESCRIBE_CONFIGS_RESPONSE",
     "ALTER_CONFIGS_REQUEST", "ALTER_CONFIGS_RESPONSE", "ALTER_REPLICA_LOG_DIRS_REQUEST",
     "ALTER_REPLICA_LOG_DIRS_RESPONSE", "SASL_AUTHENTICATE_REQUEST",
     "SASL_AUTHENTICATE_RESPONSE", "CREATE_PARTITIONS_REQUEST", "CREATE_PARTITIONS_RESPONSE",
@@ -45,7 +51,9 @@ __all__ = [
     "LIST_PARTITION_REASSIGNMENTS_RESPONSE", "DESCRIBE_LOG_DIRS_REQUEST",
     "DESCRIBE_LOG_DIRS_RESPONSE", "DESCRIBE_CLUSTER_REQUEST", "DESCRIBE_CLUSTER_RESPONSE",
     "OFFSET_DELETE_REQUEST", "OFFSET_DELETE_RESPONSE", "DESCRIBE_PRODUCERS_REQUEST",
-    "DESCRIBE_PRODUCERS_RESPONSE", "DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST",
+    "DESCRIBE_PRODUCERS_RESPONSE", "DESCRIBE_TRANSACTIONS_REQUEST",
+    "DESCRIBE_TRANSACTIONS_RESPONSE", "LIST_TRANSACTIONS_REQUEST", "LIST_TRANSACTIONS_RESPONSE",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST",
     "DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE", "ALTER_USER_SCRAM_CREDENTIALS_REQUEST",
     "ALTER_USER_SCRAM_CREDENTIALS_RESPONSE", "DESCRIBE_ACLS_REQUEST", "DESCRIBE_ACLS_RESPONSE",
     "CREATE_ACLS_REQUEST", "CREATE_ACLS_RESPONSE", "DELETE_ACLS_REQUEST", "DELETE_ACLS_RESPONSE",
@@ -1070,6 +1078,180 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = Schema({
     ],
 })
 
+# -- AddPartitionsToTxn (24) -----------------------------------------------------------------------
+# Up to v3 a client adds partitions to its own transaction; from v4 a broker asks the coordinator
+# about several transactions at once (KIP-890), and may only verify them (VerifyOnly).
+ADD_PARTITIONS_TO_TXN_REQUEST = Schema({
+    "apiKey": 24, "type": "request", "name": "AddPartitionsToTxnRequest",
+    "validVersions": "0-5", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "Transactions", "type": "[]AddPartitionsToTxnTransaction", "versions": "4+", "fields": [
+            {"name": "TransactionalId", "type": "string", "versions": "4+"},
+            {"name": "ProducerId", "type": "int64", "versions": "4+"},
+            {"name": "ProducerEpoch", "type": "int16", "versions": "4+"},
+            {"name": "VerifyOnly", "type": "bool", "versions": "4+", "default": "false"},
+            {"name": "Topics", "type": "[]AddPartitionsToTxnTopic", "versions": "4+"},
+        ]},
+        {"name": "V3AndBelowTransactionalId", "type": "string", "versions": "0-3"},
+        {"name": "V3AndBelowProducerId", "type": "int64", "versions": "0-3"},
+        {"name": "V3AndBelowProducerEpoch", "type": "int16", "versions": "0-3"},
+        {"name": "V3AndBelowTopics", "type": "[]AddPartitionsToTxnTopic", "versions": "0-3"},
+    ],
+    "commonStructs": [
+        {"name": "AddPartitionsToTxnTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]int32", "versions": "0+"},
+        ]},
+    ],
+})
+
+ADD_PARTITIONS_TO_TXN_RESPONSE = Schema({
+    "apiKey": 24, "type": "response", "name": "AddPartitionsToTxnResponse",
+    "validVersions": "0-5", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "4+"},
+        {"name": "ResultsByTransaction", "type": "[]AddPartitionsToTxnResult", "versions": "4+", "fields": [
+            {"name": "TransactionalId", "type": "string", "versions": "4+"},
+            {"name": "TopicResults", "type": "[]AddPartitionsToTxnTopicResult", "versions": "4+"},
+        ]},
+        {"name": "ResultsByTopicV3AndBelow", "type": "[]AddPartitionsToTxnTopicResult", "versions": "0-3"},
+    ],
+    "commonStructs": [
+        {"name": "AddPartitionsToTxnTopicResult", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "ResultsByPartition", "type": "[]AddPartitionsToTxnPartitionResult", "versions": "0+"},
+        ]},
+        {"name": "AddPartitionsToTxnPartitionResult", "versions": "0+", "fields": [
+            {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+            {"name": "PartitionErrorCode", "type": "int16", "versions": "0+"},
+        ]},
+    ],
+})
+
+# -- AddOffsetsToTxn (25) --------------------------------------------------------------------------
+ADD_OFFSETS_TO_TXN_REQUEST = Schema({
+    "apiKey": 25, "type": "request", "name": "AddOffsetsToTxnRequest",
+    "validVersions": "0-4", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "TransactionalId", "type": "string", "versions": "0+"},
+        {"name": "ProducerId", "type": "int64", "versions": "0+"},
+        {"name": "ProducerEpoch", "type": "int16", "versions": "0+"},
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+    ],
+})
+
+ADD_OFFSETS_TO_TXN_RESPONSE = Schema({
+    "apiKey": 25, "type": "response", "name": "AddOffsetsToTxnResponse",
+    "validVersions": "0-4", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+    ],
+})
+
+# -- EndTxn (26) -----------------------------------------------------------------------------------
+# v5 (KIP-890 part 2: the epoch bumped at every transaction's end, returned in the response) is
+# the schema's latest version but unstable in Kafka 3.9, which advertises 0-4.
+END_TXN_REQUEST = Schema({
+    "apiKey": 26, "type": "request", "name": "EndTxnRequest",
+    "validVersions": "0-5", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "TransactionalId", "type": "string", "versions": "0+"},
+        {"name": "ProducerId", "type": "int64", "versions": "0+"},
+        {"name": "ProducerEpoch", "type": "int16", "versions": "0+"},
+        {"name": "Committed", "type": "bool", "versions": "0+"},
+    ],
+})
+
+END_TXN_RESPONSE = Schema({
+    "apiKey": 26, "type": "response", "name": "EndTxnResponse",
+    "validVersions": "0-5", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "ProducerId", "type": "int64", "versions": "5+", "default": "-1"},
+        {"name": "ProducerEpoch", "type": "int16", "versions": "5+", "default": "-1"},
+    ],
+})
+
+# -- WriteTxnMarkers (27) --------------------------------------------------------------------------
+# Broker to broker: the transaction coordinator asks each partition's leader to write the markers.
+WRITE_TXN_MARKERS_REQUEST = Schema({
+    "apiKey": 27, "type": "request", "name": "WriteTxnMarkersRequest",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "Markers", "type": "[]WritableTxnMarker", "versions": "0+", "fields": [
+            {"name": "ProducerId", "type": "int64", "versions": "0+"},
+            {"name": "ProducerEpoch", "type": "int16", "versions": "0+"},
+            {"name": "TransactionResult", "type": "bool", "versions": "0+"},
+            {"name": "Topics", "type": "[]WritableTxnMarkerTopic", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "PartitionIndexes", "type": "[]int32", "versions": "0+"},
+            ]},
+            {"name": "CoordinatorEpoch", "type": "int32", "versions": "0+"},
+        ]},
+    ],
+})
+
+WRITE_TXN_MARKERS_RESPONSE = Schema({
+    "apiKey": 27, "type": "response", "name": "WriteTxnMarkersResponse",
+    "validVersions": "0-1", "flexibleVersions": "1+",
+    "fields": [
+        {"name": "Markers", "type": "[]WritableTxnMarkerResult", "versions": "0+", "fields": [
+            {"name": "ProducerId", "type": "int64", "versions": "0+"},
+            {"name": "Topics", "type": "[]WritableTxnMarkerTopicResult", "versions": "0+", "fields": [
+                {"name": "Name", "type": "string", "versions": "0+"},
+                {"name": "Partitions", "type": "[]WritableTxnMarkerPartitionResult",
+                 "versions": "0+", "fields": [
+                    {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                    {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+                ]},
+            ]},
+        ]},
+    ],
+})
+
+# -- TxnOffsetCommit (28) --------------------------------------------------------------------------
+TXN_OFFSET_COMMIT_REQUEST = Schema({
+    "apiKey": 28, "type": "request", "name": "TxnOffsetCommitRequest",
+    "validVersions": "0-4", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "TransactionalId", "type": "string", "versions": "0+"},
+        {"name": "GroupId", "type": "string", "versions": "0+"},
+        {"name": "ProducerId", "type": "int64", "versions": "0+"},
+        {"name": "ProducerEpoch", "type": "int16", "versions": "0+"},
+        {"name": "GenerationId", "type": "int32", "versions": "3+", "default": "-1"},
+        {"name": "MemberId", "type": "string", "versions": "3+", "default": ""},
+        {"name": "GroupInstanceId", "type": "string", "versions": "3+", "nullableVersions": "3+",
+         "default": "null"},
+        {"name": "Topics", "type": "[]TxnOffsetCommitRequestTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]TxnOffsetCommitRequestPartition", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "CommittedOffset", "type": "int64", "versions": "0+"},
+                {"name": "CommittedLeaderEpoch", "type": "int32", "versions": "2+", "default": "-1"},
+                {"name": "CommittedMetadata", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+TXN_OFFSET_COMMIT_RESPONSE = Schema({
+    "apiKey": 28, "type": "response", "name": "TxnOffsetCommitResponse",
+    "validVersions": "0-4", "flexibleVersions": "3+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "Topics", "type": "[]TxnOffsetCommitResponseTopic", "versions": "0+", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Partitions", "type": "[]TxnOffsetCommitResponsePartition", "versions": "0+", "fields": [
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+"},
+                {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
 # -- DescribeConfigs (32) --------------------------------------------------------------------------
 DESCRIBE_CONFIGS_REQUEST = Schema({
     "apiKey": 32, "type": "request", "name": "DescribeConfigsRequest",
@@ -1530,7 +1712,62 @@ DESCRIBE_PRODUCERS_RESPONSE = Schema({
     ],
 })
 
-#: API key -> Kafka's name for the API.
+# -- DescribeTransactions (65) ---------------------------------------------------------------------
+DESCRIBE_TRANSACTIONS_REQUEST = Schema({
+    "apiKey": 65, "type": "request", "name": "DescribeTransactionsRequest",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "TransactionalIds", "type": "[]string", "versions": "0+"},
+    ],
+})
+
+DESCRIBE_TRANSACTIONS_RESPONSE = Schema({
+    "apiKey": 65, "type": "response", "name": "DescribeTransactionsResponse",
+    "validVersions": "0", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "TransactionStates", "type": "[]TransactionState", "versions": "0+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "TransactionalId", "type": "string", "versions": "0+"},
+            {"name": "TransactionState", "type": "string", "versions": "0+"},
+            {"name": "TransactionTimeoutMs", "type": "int32", "versions": "0+"},
+            {"name": "TransactionStartTimeMs", "type": "int64", "versions": "0+"},
+            {"name": "ProducerId", "type": "int64", "versions": "0+"},
+            {"name": "ProducerEpoch", "type": "int16", "versions": "0+"},
+            {"name": "Topics", "type": "[]TopicData", "versions": "0+", "fields": [
+                {"name": "Topic", "type": "string", "versions": "0+"},
+                {"name": "Partitions", "type": "[]int32", "versions": "0+"},
+            ]},
+        ]},
+    ],
+})
+
+# -- ListTransactions (66) -------------------------------------------------------------------------
+LIST_TRANSACTIONS_REQUEST = Schema({
+    "apiKey": 66, "type": "request", "name": "ListTransactionsRequest",
+    "validVersions": "0-1", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "StateFilters", "type": "[]string", "versions": "0+"},
+        {"name": "ProducerIdFilters", "type": "[]int64", "versions": "0+"},
+        {"name": "DurationFilter", "type": "int64", "versions": "1+", "default": "-1"},
+    ],
+})
+
+LIST_TRANSACTIONS_RESPONSE = Schema({
+    "apiKey": 66, "type": "response", "name": "ListTransactionsResponse",
+    "validVersions": "0-1", "flexibleVersions": "0+",
+    "fields": [
+        {"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
+        {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+        {"name": "UnknownStateFilters", "type": "[]string", "versions": "0+"},
+        {"name": "TransactionStates", "type": "[]TransactionState", "versions": "0+", "fields": [
+            {"name": "TransactionalId", "type": "string", "versions": "0+"},
+            {"name": "ProducerId", "type": "int64", "versions": "0+"},
+            {"name": "TransactionState", "type": "string", "versions": "0+"},
+        ]},
+    ],
+})
+
 # -- DescribeClientQuotas (48) -------------------------------------------------------------------
 DESCRIBE_CLIENT_QUOTAS_REQUEST = Schema({
     "apiKey": 48, "type": "request", "name": "DescribeClientQuotasRequest",
@@ -1769,6 +2006,13 @@ DELETE_ACLS_RESPONSE = Schema({
 })
 
 
+#: The transaction APIs, which have tables but are not served yet (no handler, not in
+#: SUPPORTED_VERSIONS). ApiKey lists only served APIs (the server binds a handler to each
+#: member), so their tables are keyed by number here until they are served.
+_ADD_PARTITIONS_TO_TXN, _ADD_OFFSETS_TO_TXN, _END_TXN, _WRITE_TXN_MARKERS, _TXN_OFFSET_COMMIT = 24, 25, 26, 27, 28
+_DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 65, 66
+
+#: API key -> Kafka's name for the API.
 API_NAMES: Dict[int, str] = {
     ApiKey.PRODUCE: "Produce",
     ApiKey.FETCH: "Fetch",
@@ -1794,6 +2038,11 @@ API_NAMES: Dict[int, str] = {
     ApiKey.DELETE_RECORDS: "DeleteRecords",
     ApiKey.INIT_PRODUCER_ID: "InitProducerId",
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
+    _ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    _ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    _END_TXN: "EndTxn",
+    _WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    _TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
     ApiKey.ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
@@ -1806,6 +2055,8 @@ API_NAMES: Dict[int, str] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
+    _DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+    _LIST_TRANSACTIONS: "ListTransactions",
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
@@ -1899,6 +2150,11 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.DELETE_RECORDS: DELETE_RECORDS_REQUEST,
     ApiKey.INIT_PRODUCER_ID: INIT_PRODUCER_ID_REQUEST,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_REQUEST,
+    _ADD_PARTITIONS_TO_TXN: ADD_PARTITIONS_TO_TXN_REQUEST,
+    _ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_REQUEST,
+    _END_TXN: END_TXN_REQUEST,
+    _WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_REQUEST,
+    _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_REQUEST,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_REQUEST,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_REQUEST,
     ApiKey.ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_REQUEST,
@@ -1911,6 +2167,8 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: LIST_PARTITION_REASSIGNMENTS_REQUEST,
     ApiKey.OFFSET_DELETE: OFFSET_DELETE_REQUEST,
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_REQUEST,
+    _DESCRIBE_TRANSACTIONS: DESCRIBE_TRANSACTIONS_REQUEST,
+    _LIST_TRANSACTIONS: LIST_TRANSACTIONS_REQUEST,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_REQUEST,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_REQUEST,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: DESCRIBE_CLIENT_QUOTAS_REQUEST,
@@ -1948,6 +2206,11 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.DELETE_RECORDS: DELETE_RECORDS_RESPONSE,
     ApiKey.INIT_PRODUCER_ID: INIT_PRODUCER_ID_RESPONSE,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_RESPONSE,
+    _ADD_PARTITIONS_TO_TXN: ADD_PARTITIONS_TO_TXN_RESPONSE,
+    _ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_RESPONSE,
+    _END_TXN: END_TXN_RESPONSE,
+    _WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_RESPONSE,
+    _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_RESPONSE,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_RESPONSE,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESPONSE,
     ApiKey.ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_RESPONSE,
@@ -1960,6 +2223,8 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: LIST_PARTITION_REASSIGNMENTS_RESPONSE,
     ApiKey.OFFSET_DELETE: OFFSET_DELETE_RESPONSE,
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_RESPONSE,
+    _DESCRIBE_TRANSACTIONS: DESCRIBE_TRANSACTIONS_RESPONSE,
+    _LIST_TRANSACTIONS: LIST_TRANSACTIONS_RESPONSE,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_RESPONSE,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_RESPONSE,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: DESCRIBE_CLIENT_QUOTAS_RESPONSE,

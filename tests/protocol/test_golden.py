@@ -336,11 +336,12 @@ TABLES_WITHOUT_PEER = [
     for kind in ("Request", "Response")]
 
 #: kafka-python's header classes encode only v1 and v2 of the request header; see
-#: ``_OLD_PEER_BUGS`` for the DescribeLogDirs request; kafka-python's AlterReplicaLogDirs
-#: classes (from a newer Kafka) start at v1 and it has no hand-written v0; then every version
-#: of the tables above.
+#: ``_OLD_PEER_BUGS`` for the DescribeLogDirs request; kafka-python's AlterReplicaLogDirs and
+#: WriteTxnMarkers classes (from a newer Kafka, which dropped their v0) start at v1 and it has
+#: no hand-written v0 of either; then every version of the tables above.
 EXPECTED_WITHOUT_PEER = ["RequestHeader-v0", "DescribeLogDirs-v0-request",
-                         "AlterReplicaLogDirs-v0-request", "AlterReplicaLogDirs-v0-response"] + [
+                         "AlterReplicaLogDirs-v0-request", "AlterReplicaLogDirs-v0-response",
+                         "WriteTxnMarkers-v0-request", "WriteTxnMarkers-v0-response"] + [
     "%s-v%d-%s" % (name, version, kind)
     for name, (lo, hi) in (("LeaderAndIsr", (0, 7)), ("StopReplica", (0, 4)),
                            ("UpdateMetadata", (0, 8)), ("ControlledShutdown", (0, 3)))
