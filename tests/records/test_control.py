@@ -93,3 +93,12 @@ def test_a_control_record_that_is_no_marker_is_refused(key, value, match):
 def test_only_abort_and_commit_are_built():
     with pytest.raises(InvalidRecordError, match="control type 2"):
         build_end_txn_marker(1, 0, 2, 0, TS)
+
+
+@pytest.mark.parametrize("control_type", [ABORT, COMMIT])
+def test_a_marker_batch_is_kafkas_byte_for_byte(control_type):
+    from tests.records import test_end_txn_marker_batch as kafka
+
+    built = build_end_txn_marker(kafka.PRODUCER_ID, kafka.PRODUCER_EPOCH, control_type, kafka.COORDINATOR_EPOCH,
+                                 kafka.TS, base_offset=42, partition_leader_epoch=5)
+    assert bytes(built) == kafka.golden(control_type, 42, 5)  # MemoryRecords.withEndTransactionMarker's bytes
