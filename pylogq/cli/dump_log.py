@@ -27,6 +27,10 @@ Files are told apart by suffix (a trailing ``.deleted``, ``.cleaned`` or
     offset of a batch whose max timestamp it holds); mismatches go to stderr
     in Kafka's words. ``--verify-index-only`` prints only the mismatches;
     ``--index-sanity-check`` only runs the index's full sanity check.
+``.txnindex``
+    ``version: 0 producerId: P firstOffset: F lastOffset: L lastStableOffset: S``
+    per aborted transaction, as Kafka's tool prints them (the index options do
+    not apply to it, as in Kafka); bytes after the last whole entry are reported.
 
 The tool only reads: indexes are opened read-only, the log is walked with
 storage's :class:`~pylogq.storage.segment.SegmentReader` (``pread`` of
@@ -73,6 +77,7 @@ from ..storage.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     BatchHeader,
     SegmentReader,
     WalkStop,
@@ -80,12 +85,13 @@ from ..storage.segment import (
 from ..storage.segment import CORRUPT as STOP_CORRUPT
 from ..storage.segment import END as STOP_END
 from ..storage.segment import PARTIAL as STOP_PARTIAL
+from ..storage.transaction_index import ABORTED_TXN, ABORTED_TXN_SIZE
 from ._errors import report_error
 
 __all__ = ["SUMMARY", "add_arguments", "build_parser", "run", "main"]
 
 #: One line for ``--help``.
-SUMMARY = "print segment files (.log, .index, .timeindex) as Kafka's kafka-dump-log.sh does"
+SUMMARY = "print segment files (.log, .index, .timeindex, .txnindex) as Kafka's kafka-dump-log.sh does"
 #: Kafka's default for ``--max-bytes``: Integer.MAX_VALUE, "the whole file".
 MAX_BYTES_DEFAULT = 2**31 - 1
 RECORD_INDENT = "|"
@@ -173,13 +179,13 @@ def _codec_name(codec: int) -> str:
 
 
 def _kind(path: str) -> str:
-    """The file's kind by suffix: ``.log``, ``.index``, ``.timeindex`` or ``""``."""
+    """The file's kind by suffix: ``.log``, ``.index``, ``.timeindex``, ``.txnindex`` or ``""``."""
     name = os.path.basename(path)
     for suffix in _TRANSIT_SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
             break
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         if name.endswith(suffix):
             return suffix
     return ""
@@ -599,6 +605,23 @@ def dump_time_index(path: str, opts: _Options, report: _Report) -> None:
         report.failed = True
 
 
+def dump_txn_index(path: str, opts: _Options, report: _Report) -> None:
+    """Print a ``.txnindex`` file: each aborted transaction, as Kafka's DumpLogSegments."""
+    fd = _open_read(path)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+    whole = len(data) - len(data) % ABORTED_TXN_SIZE
+    for version, pid, first, last, lso in ABORTED_TXN.iter_unpack(data[:whole]):
+        report.line("version: %d producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d"
+                    % (version, pid, first, last, lso))
+    if whole != len(data):
+        report.problem("Found %d bytes at the end of %s, fewer than a %d-byte entry"
+                       % (len(data) - whole, os.path.abspath(path), ABORTED_TXN_SIZE))
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -615,7 +638,7 @@ def _positive(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's DumpLogSegments options (the ones that do not decode application formats)."""
     parser.add_argument("--files", action="append", required=True, metavar="FILE[,FILE...]",
-                        help="comma-separated .log, .index and .timeindex files to dump (may repeat)")
+                        help="comma-separated .log, .index, .timeindex and .txnindex files to dump (may repeat)")
     parser.add_argument("--print-data-log", action="store_true",
                         help="print each record's key and payload (implies --deep-iteration)")
     parser.add_argument("--deep-iteration", action="store_true",
@@ -648,7 +671,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     if not files:
         report.problem("pylogq dump-log: --files names no file")
         return 2
-    dumpers = {LOG_SUFFIX: dump_log_file, INDEX_SUFFIX: dump_offset_index, TIME_INDEX_SUFFIX: dump_time_index}
+    dumpers = {LOG_SUFFIX: dump_log_file, INDEX_SUFFIX: dump_offset_index, TIME_INDEX_SUFFIX: dump_time_index,
+               TXN_INDEX_SUFFIX: dump_txn_index}
     for path in files:
         dumper = dumpers.get(_kind(path))
         if dumper is None:

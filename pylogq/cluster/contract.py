@@ -260,8 +260,9 @@ class GroupDescription(NamedTuple):
 
 
 class ProducerDescription(NamedTuple):
-    """One active producer of a partition, as DescribeProducers reports it (no
-    transactions: coordinator epoch and transaction start offset are -1)."""
+    """One active producer of a partition, as DescribeProducers reports it: the coordinator
+    epoch of its last transaction marker (-1 before any) and the first offset of its open
+    transaction (-1 without one)."""
 
     producer_id: int
     producer_epoch: int

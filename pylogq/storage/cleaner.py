@@ -47,8 +47,9 @@ transactional producer that loses every record stays as an empty batch (61
 bytes, no records) when it is that producer's last batch among the segments
 being cleaned, as Kafka keeps the last batch of a producer; earlier emptied
 batches of the producer are dropped. Control batches are always kept, and
-records of aborted transactions are kept (there is no transaction index to
-tell them apart): both are safe, they only cost space. Legacy (v0/v1)
+records of aborted transactions are kept: both are safe, they only cost
+space. So every transaction index entry of the segments recopied still holds,
+and the entries are copied into the cleaned segment's transaction index. Legacy (v0/v1)
 entries are kept whole or dropped: an uncompressed message is one record; a
 compressed wrapper stays whole when any of its inner records stays.
 
@@ -354,7 +355,7 @@ class _CleanedGroup:
 
     def __init__(self, log_: Log, base_offset: int, io_buffer: int) -> None:
         prefix = os.path.join(log_.directory, "%020d" % base_offset)
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             try:
                 os.unlink(prefix + suffix + CLEANED_SUFFIX)  # a leftover of an aborted clean
             except FileNotFoundError:
@@ -700,6 +701,7 @@ class LogCleaner:
         if len(group) == 1 and not out.changed:
             return  # the copy would be the segment byte for byte: keep the original, swap nothing
         cleaned = out.segment
+        self._copy_aborted_txns(group, cleaned)
         cleaned.flush()
         cleaned.on_become_inactive()
         mtime = max(s.last_modified_ms for s in group) / 1000.0
@@ -712,6 +714,19 @@ class LogCleaner:
                 raise CleaningAbortedError("the segments of %s-%d changed during the clean; it will be retried"
                                            % (log_.topic, log_.partition))
             log_.replace_segments([cleaned], group)
+
+    @staticmethod
+    def _copy_aborted_txns(group: Sequence[LogSegment], cleaned: LogSegment) -> None:
+        """Copy the transaction index entries of ``group`` into the segment that replaces it (every
+        marker and aborted record is kept, so each entry still holds)."""
+        for segment in group:
+            try:
+                txns = segment.txn_index.all_aborted_txns()
+            except (ValueError, FileNotFoundError) as exc:  # closed or deleted under the clean
+                raise CleaningAbortedError("segment %d changed while being cleaned: %s"
+                                           % (segment.base_offset, exc)) from None
+            for txn in txns:
+                cleaned.txn_index.append(txn)
 
     def _clean_segment(self, data: bytes, offset_map, drop_tombstones: bool, producers: Dict[int, int],
                        out: _CleanedGroup, stats: CleanerStats) -> None:

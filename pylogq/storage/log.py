@@ -17,6 +17,15 @@ Segments leaving the log are renamed ``.deleted`` and removed after
 ``file.delete.delay.ms``; a reader still holding a region of one keeps reading
 it (the file stays open).
 
+Transactions: an append that completes an aborted transaction (its ABORT
+marker) has the producer state record it in the transaction index of the
+segment the append went to (:mod:`pylogq.storage.transaction_index`);
+:meth:`Log.collect_aborted_transactions` reads them back for a range. The
+first unstable offset (the first offset of the oldest transaction not yet
+decided and replicated) is the partition's to say, from its producer state
+(:mod:`pylogq.storage.unstable_txns`); the log keeps it beside its offsets
+and answers the last stable offset for a high watermark.
+
 What the log does once, at open, is :mod:`~pylogq.storage.log_loader`'s; the checks
 an append's batches pass, :mod:`~pylogq.storage.log_validator`'s; the retention
 policies, :mod:`~pylogq.storage.log_retention`'s; ListOffsets' searches,
@@ -75,8 +84,9 @@ from .log_validator import (
 )
 from .scheduler import Scheduler
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
+from .transaction_index import AbortedTxn
 
-__all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
+__all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "IndexAborted", "LATEST_TIERED_TIMESTAMP",
            "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "ProducersAppended", "is_resource_exhausted", "parse_dir_name"]
 
 log = logging.getLogger("pylogq.storage")
@@ -113,11 +123,18 @@ def parse_dir_name(path: str) -> Tuple[str, int]:
     return m.group("topic"), int(m.group("partition"))
 
 
-#: ``Log.append``'s idempotence check: the validated batches -> None, or a retry's original
+Buffer = Union[bytes, bytearray, memoryview]
+#: ``Log.append``'s producer check: the validated batches' headers and the buffer holding them
+#: (a transaction marker's control record is read from it) -> None, or a retry's original
 #: (first offset, last offset, timestamp). The partition's producer state gives it.
-CheckProducers = Callable[[Sequence[BatchHeader]], Optional[Tuple[int, int, int]]]
-#: ``Log.append``'s report of the batches as written (their offsets and max timestamps).
-ProducersAppended = Callable[[Sequence[BatchHeader]], None]
+CheckProducers = Callable[[Sequence[BatchHeader], Buffer], Optional[Tuple[int, int, int]]]
+#: Where an aborted transaction an append completed is recorded: the transaction index of the
+#: segment the append went to. Raises KafkaStorageError when it cannot be written.
+IndexAborted = Callable[[AbortedTxn], None]
+#: ``Log.append``'s report of the batches as written (their headers, with their offsets and max
+#: timestamps, and the buffer holding them), with where to record the aborted transactions
+#: their markers complete.
+ProducersAppended = Callable[[Sequence[BatchHeader], Buffer, IndexAborted], None]
 
 
 class _End(NamedTuple):
@@ -170,6 +187,9 @@ class Log:
         # The leader epoch an append may be in without touching the epoch cache (None: look).
         # Any change of the cache resets it, so the hot path is one comparison.
         self._append_epoch: Optional[int] = None
+        # The first unstable offset the partition's producer state last gave (None: none).
+        self._first_unstable: Optional[int] = None
+        self._record_aborted: IndexAborted = self._index_aborted  # bound once: appends hand it on
         self._load(clean_shutdown, log_start_offset)
 
     # -- construction -----------------------------------------------------------
@@ -325,6 +345,66 @@ class Log:
                                                                            headers[-1].last_offset),
                             lambda: self._epochs.assign_all(updates, clear=clear))
 
+    # -- transactions ---------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> Optional[int]:
+        """The first offset of the oldest transaction not yet decided and replicated (Kafka's
+        firstUnstableOffset), never below the log start; None when every transaction is."""
+        first = self._first_unstable
+        if first is None:
+            return None
+        start = self.log_start_offset
+        return first if first >= start else start
+
+    def update_first_unstable_offset(self, offset: Optional[int]) -> None:
+        """Take the first unstable offset the partition's producer state computed (after an
+        append, a move of the high watermark, a truncation)."""
+        self._first_unstable = offset
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's lastStableOffset: the first unstable offset when it is below
+        ``high_watermark``, else ``high_watermark``; read_committed consumers read below it."""
+        first = self.first_unstable_offset
+        return first if first is not None and first < high_watermark else high_watermark
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> List[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``) (Kafka's
+        collectAbortedTransactions): the transaction indexes from the segment holding
+        ``start_offset`` on, until one says no later segment can hold more (its search is
+        complete). Empty below the first segment, as in Kafka. Takes no lock."""
+        for _ in range(1000):
+            bases, segments = self._view
+            i = bisect.bisect_right(bases, start_offset) - 1
+            if i < 0:
+                return []
+            found: List[AbortedTxn] = []
+            try:
+                for segment in segments[i:]:
+                    result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+                    found.extend(result.aborted_transactions)
+                    if result.is_complete:
+                        break
+            except (ValueError, FileNotFoundError):
+                continue  # a segment was deleted or swapped under this snapshot: look again
+            except OSError as exc:
+                raise self._read_error("read the transaction indexes from offset %d" % start_offset, exc) from exc
+            return found
+        raise OffsetOutOfRangeError("the segments of %s-%d from offset %d were removed while their aborted "
+                                    "transactions were read" % (self.topic, self.partition, start_offset))
+
+    def _index_aborted(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction an append completed in the transaction index of the
+        segment the append went to (the active one; lock held)."""
+        segment = self._end.segment
+        try:
+            segment.txn_index.append(txn)
+        except OSError as exc:
+            raise self._storage_error("write the aborted transaction of producer %d (offsets %d..%d) to the "
+                                      "transaction index of segment %d" % (txn.producer_id, txn.first_offset,
+                                                                           txn.last_offset, segment.base_offset),
+                                      exc) from exc
+
     # -- appending ----------------------------------------------------------------
 
     def append(self, data: Union[bytes, bytearray, memoryview], leader_epoch: int = 0, *,
@@ -346,13 +426,18 @@ class Log:
         InvalidTimestampError for a CreateTime timestamp further from now than
         ``message.timestamp.difference.max.ms``. Nothing is written then.
 
-        The partition's idempotence checks come in as two callables (the log
+        The partition's producer checks come in as two callables (the log
         knows no producers): ``check_producers`` sees the validated batches
-        before anything is checked against the log's settings and may answer
-        that they are a retry (the original first offset, last offset and
-        timestamp): nothing is written and the result says ``duplicate``.
-        ``producers_appended`` sees the batches as written (their offsets, the
-        log append time) once they are in the segment.
+        (and the buffer, for transaction markers) before anything is checked
+        against the log's settings; it may refuse them (a fenced producer, a
+        sequence out of order, a stale marker) or answer that they are a retry
+        (the original first offset, last offset and timestamp): nothing is
+        written and the result says ``duplicate``. ``producers_appended`` sees
+        the batches as written (their offsets, the log append time) once they
+        are in the segment, and records each aborted transaction they complete
+        in that segment's transaction index through the writer it is handed;
+        when that write fails the append raises KafkaStorageError, the batches
+        written.
 
         ``allow_control=False`` (a client's append, Kafka's origin CLIENT)
         refuses control batches with InvalidRecordError: transaction markers
@@ -383,7 +468,7 @@ class Log:
             now = self._now_ms()
             lat = now if self.config.log_append_time else None
             if check_producers is not None:
-                duplicate = check_producers(batches)
+                duplicate = check_producers(batches, buffer)
                 if duplicate is not None:
                     first, last, timestamp = duplicate
                     return AppendResult(0, first, timestamp if lat is not None else -1, self.log_start_offset,
@@ -399,7 +484,7 @@ class Log:
             last_offset = written[-1].last_offset
             self._write(buffer, written, last_offset, max_ts)
             if producers_appended is not None:
-                producers_appended(written)
+                producers_appended(written, buffer, self._record_aborted)
             self._flush_if_due_by_messages()
             return AppendResult(0, first_offset, lat if lat is not None else -1, self.log_start_offset,
                                 record_count, last_offset, len(written), max_ts, max_ts_offset)
@@ -417,7 +502,9 @@ class Log:
         runs before the log's lock is taken. Each v2 batch's leader epoch is recorded
         at its base offset when it starts a new epoch; a legacy batch clears the
         epoch cache (:meth:`_follow_epochs`). ``producers_appended`` sees the
-        headers once written, as with :meth:`append`.
+        headers once written, as with :meth:`append` (the aborted transactions
+        the batches complete go to this log's transaction index as on the
+        leader's).
         """
         buffer = bytes(data)  # no copy of the usual bytes; a caller's bytearray may not change under the write
         self._check_open()
@@ -443,7 +530,7 @@ class Log:
                     raise self._storage_error("roll a segment at offset %d" % headers[0].base_offset, exc) from exc
             self._write(buffer, headers, headers[-1].last_offset, max_ts)
             if producers_appended is not None:
-                producers_appended(headers)
+                producers_appended(headers, buffer, self._record_aborted)
             self._flush_if_due_by_messages()
             return AppendResult(0, headers[0].base_offset, -1, self.log_start_offset, -1, headers[-1].last_offset,
                                 len(headers), max_ts, max_ts_offset)
@@ -722,6 +809,7 @@ class Log:
             self._end = _End(offset, new, 0)
             self.log_start_offset = offset
             self.recovery_point = offset
+            self._first_unstable = None
             self._trim_epochs("clear it", self._epochs.clear)
 
     def delete_records_before(self, offset: int) -> int:

@@ -3,9 +3,17 @@
 Kafka's LogLoader. The directory is tidied of the leftovers of interrupted work,
 its segments are opened, compaction swaps interrupted after the point of no
 return are completed, the segments that may hold unflushed data (or whose indexes
-cannot be trusted) are recovered batch by batch, and the leader epoch cache is
-loaded and cut to what recovery kept. The result, :class:`LoadedLog`, is what the
-log starts from.
+cannot be trusted) are recovered batch by batch, the transaction indexes of those
+recovered are written again, and the leader epoch cache is loaded and cut to what
+recovery kept. The result, :class:`LoadedLog`, is what the log starts from.
+
+A transaction index entry needs the state of every producer's transaction when
+its ABORT marker was written, which the recovered segment alone does not hold.
+pylogq keeps no producer snapshots, so the loader replays the transactions of
+the log from its first segment up to the last recovered segment that holds a
+marker (:meth:`LogLoader._rebuild_txn_indexes`), as the appends did, and writes
+the entries of the recovered segments; a log whose recovered segments hold no
+marker is not read again.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ import os
 import re
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import CorruptRecordError
-from ..records import BatchHeader
+from ..errors import CorruptRecordError, InvalidRecordError
+from ..records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+from ..records.control import end_txn_marker
 from .checkpoint import LEADER_EPOCH_CHECKPOINT
 from ..config import LogConfig
 from .leader_epoch import LeaderEpochFileCache
@@ -30,6 +39,8 @@ from .segment import (
     LogSegment,
     offset_from_filename,
 )
+from .transaction_index import AbortedTxn
+from .unstable_txns import UnstableTxns
 
 __all__ = ["LoadedLog", "LogLoader"]
 
@@ -39,9 +50,9 @@ log = logging.getLogger("pylogq.storage")
 _SEGMENT_FILE = re.compile(
     r"^(?P<base>\d{20})(?P<kind>\.log|\.index|\.timeindex|\.snapshot|\.txnindex)"
     r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$")
-# Kafka's producer snapshots and transaction indexes: a partition directory copied from
-# Kafka has them; pylogq neither reads nor removes them.
-_UNUSED_KINDS = (".snapshot", ".txnindex")
+# Kafka's producer snapshots: a partition directory copied from Kafka has them; pylogq
+# neither reads nor removes them (it replays the log instead).
+_UNUSED_KINDS = (".snapshot",)
 # The other files a partition directory holds (the second one Kafka's).
 _KNOWN_FILES = frozenset([LEADER_EPOCH_CHECKPOINT, "partition.metadata"])
 _TMP_SUFFIX = ".tmp"
@@ -88,6 +99,7 @@ class LogLoader:
         self.clean_shutdown = clean_shutdown
         self.log_start_offset = log_start_offset
         self.recovered_bytes = 0  # bytes truncated by recovery
+        self._recovered: Dict[int, LogSegment] = {}  # id -> the segments recovered (their txn indexes emptied)
 
     def load(self) -> LoadedLog:
         """Tidy, open and check the directory's segments (a new empty one when none is kept)."""
@@ -113,6 +125,7 @@ class LogLoader:
         for segment in kept[:-1]:
             segment.offset_index.trim_to_valid_size()
             segment.time_index.trim_to_valid_size()
+        self._rebuild_txn_indexes(kept)
         loaded = tuple(kept)
         end_offset = segments_end(kept)
         first = kept[0].base_offset
@@ -159,7 +172,7 @@ class LogLoader:
             if suffix in (CLEANED_SUFFIX, DELETED_SUFFIX):
                 os.unlink(path)  # a clean that did not finish; a deletion that did not finish
             elif kind in _UNUSED_KINDS:
-                continue  # Kafka's producer snapshots and transaction indexes: pylogq keeps none
+                continue  # Kafka's producer snapshots: pylogq keeps none
             elif suffix == SWAP_SUFFIX:
                 if kind == LOG_SUFFIX:
                     swaps.append(name)
@@ -180,7 +193,8 @@ class LogLoader:
         After a crash, every segment that may hold unflushed data is checked batch
         by batch; after a clean shutdown only the indexes' sanity is checked, and
         the last segment's tail against its index (one cheap check that catches a
-        ``.log`` cut or damaged after the shutdown).
+        ``.log`` cut or damaged after the shutdown). A transaction index that
+        cannot be trusted has its segment recovered too.
         """
         kept: List[LogSegment] = []
         for i, segment in enumerate(ordered):
@@ -188,9 +202,11 @@ class LogLoader:
             if not unflushed and self._index_sane(segment, full=True) and (
                     i + 1 < len(ordered) or self._tail_agrees(segment)):
                 segment.load_state()
-                kept.append(segment)
-                continue
+                if self._txn_index_sane(segment):
+                    kept.append(segment)
+                    continue
             truncated = segment.recover(self.config.max_message_bytes)
+            self._recovered[id(segment)] = segment
             kept.append(segment)
             if truncated:
                 self.recovered_bytes += truncated
@@ -222,6 +238,60 @@ class LogLoader:
         if segment.offset_index.entries == 0 and segment.size > 2 * self.config.index_interval_bytes:
             return False  # an emptied index on a segment that must have entries
         return True
+
+    def _txn_index_sane(self, segment: LogSegment) -> bool:
+        """Whether a loaded segment's transaction index can be trusted: whole, sound entries,
+        none past the segment's last offset (:meth:`TransactionIndex.sanity_check`)."""
+        try:
+            segment.txn_index.sanity_check(segment.next_offset)
+        except CorruptRecordError as exc:
+            log.warning("%s: recovering segment %d to rebuild its transaction index: %s", self.directory,
+                        segment.base_offset, exc)
+            return False
+        return True
+
+    def _rebuild_txn_indexes(self, kept: Sequence[LogSegment]) -> None:
+        """Write again the transaction index entries of the recovered segments that hold markers.
+
+        The transactions are replayed from the first segment's first batch, as the
+        appends saw them (:class:`UnstableTxns`): a producer's transactional batch
+        opens its transaction, its marker ends it, and an ABORT's entry takes the
+        last stable offset of that moment. Only the recovered segments' indexes are
+        written; a marker that does not decode is warned about and marks nothing.
+        """
+        rebuilt = [i for i, s in enumerate(kept) if id(s) in self._recovered and s.recovered_txn_markers]
+        if not rebuilt:
+            return
+        targets = set(id(kept[i]) for i in rebuilt)
+        txns = UnstableTxns()
+        written = 0
+        for segment in kept[: rebuilt[-1] + 1]:
+            write = id(segment) in targets
+            for batch in segment.reader().batches():
+                header = batch.header
+                if header.magic < 2 or header.producer_id < 0:
+                    continue
+                if header.attributes & CONTROL_MASK:
+                    try:
+                        marker = end_txn_marker(batch.data)
+                    except (CorruptRecordError, InvalidRecordError) as exc:
+                        log.warning("%s: the control batch at offset %d of segment %d is no transaction marker: %s",
+                                    self.directory, header.base_offset, segment.base_offset, exc)
+                        continue
+                    if marker is None:
+                        continue
+                    completed = txns.end(header.producer_id, header.base_offset, marker.is_abort)
+                    if completed is None:
+                        continue
+                    if completed.is_aborted and write:
+                        segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                            completed.last_offset, txns.last_stable_offset(completed)))
+                        written += 1
+                    txns.complete(completed, completed.last_offset + 1)
+                elif header.attributes & TRANSACTIONAL_MASK:
+                    txns.begin(header.producer_id, header.base_offset)
+        log.info("%s: rebuilt the transaction indexes of %d recovered segment(s): %d aborted transaction(s)",
+                 self.directory, len(rebuilt), written)
 
     def _tail_agrees(self, segment: LogSegment) -> bool:
         """Whether a segment's ``.log`` ends where its indexes say: the last offset index entry
@@ -274,6 +344,7 @@ class LogLoader:
         to be compaction output for them; otherwise remove it and keep them."""
         base = offset_from_filename(swap_name)
         swap = LogSegment.open(self.directory, base, self.config, suffix=SWAP_SUFFIX)
+        self._recovered[id(swap)] = swap  # its indexes, the transaction index too, are rebuilt
         problem = self._swap_problem(swap, segments)
         if problem is not None:
             log.warning("%s: removing %s, an interrupted compaction swap that cannot replace anything: %s; "

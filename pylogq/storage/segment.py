@@ -6,6 +6,9 @@ Files, named by the segment's base offset in 20 digits so ``ls`` sorts them::
     00000000000000368769.index      offset index: (relative offset, position) every
                                     ``index.interval.bytes`` of batches
     00000000000000368769.timeindex  time index: (max timestamp so far, its offset)
+    00000000000000368769.txnindex   transaction index: the aborted transactions whose
+                                    markers the segment holds (only once there is one;
+                                    see :mod:`pylogq.storage.transaction_index`)
 
 A suffix marks a file in transit: ``.deleted`` (scheduled for removal),
 ``.cleaned`` (compaction output not yet swapped in), ``.swap`` (compaction output
@@ -38,7 +41,7 @@ from typing import Any, Callable, Generic, Iterator, List, NamedTuple, Optional,
 
 
 from ..errors import IllegalStateError, InvalidArgumentError, OffsetOutOfRangeError, RecordProblem
-from ..records import BatchHeader, decode_columns, parse_header
+from ..records import CONTROL_MASK, BatchHeader, decode_columns, parse_header
 from ..records._impl import scan_entries
 from ..records.default_records import ENTRY_HEAD, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
 from ..records.record_times import iter_record_times
@@ -47,11 +50,12 @@ from ..config import LogConfig
 from .file_cache import SharedFile, open_files
 from .index import OffsetIndex, TimeIndex
 from .reservation import RESERVE_MAX, RESERVE_MIN, next_chunk, reservation_budget
+from .transaction_index import TransactionIndex
 
 __all__ = [
-    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
+    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
     "SWAP_SUFFIX", "NO_TIMESTAMP", "RESERVE_CHUNK", "reserve_blocks", "filename_prefix",
-    "offset_from_filename", "index_paths", "BatchHeader", "parse_header", "FileRegion", "LogSegment",
+    "offset_from_filename", "index_paths", "txn_index_path", "BatchHeader", "parse_header", "FileRegion", "LogSegment",
     "END", "PARTIAL", "TRUNCATED", "CORRUPT", "DEFAULT_CHUNK_BYTES", "WalkStop",
     "SegmentBatch", "SegmentChunk", "SegmentWalk", "SegmentReader",
 ]
@@ -59,6 +63,7 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -110,6 +115,12 @@ def index_paths(log_path: str) -> Tuple[str, str]:
     (``.cleaned``, ``.swap``) carried over: ``00..05.log.swap`` has ``00..05.index.swap``."""
     prefix, _, suffix = log_path.rpartition(LOG_SUFFIX)
     return prefix + INDEX_SUFFIX + suffix, prefix + TIME_INDEX_SUFFIX + suffix
+
+
+def txn_index_path(log_path: str) -> str:
+    """The transaction index file beside a segment's log file, with its suffix carried over."""
+    prefix, _, suffix = log_path.rpartition(LOG_SUFFIX)
+    return prefix + TXN_INDEX_SUFFIX + suffix
 
 
 def offset_from_filename(name: str) -> int:
@@ -448,7 +459,7 @@ class SegmentReader:
 
 
 class LogSegment:
-    """One segment: its log file, offset index and time index.
+    """One segment: its log file, offset index, time index and transaction index.
 
     Invariant: the log file holds whole, validated batches from ``base_offset``
     up; every index entry points at the start of a batch whose offsets include
@@ -502,6 +513,11 @@ class LogSegment:
         self.indexes_existed = os.path.exists(offset_path) and os.path.exists(time_path)
         self.offset_index = OffsetIndex(offset_path, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(time_path, base_offset, config.segment_index_bytes)
+        #: The aborted transactions whose markers this segment holds (a file only once there is one).
+        self.txn_index = TransactionIndex(txn_index_path(self.log_path), base_offset)
+        #: Set by :meth:`recover`: whether the recovered batches hold a transaction marker (a
+        #: producer's control batch), whose transaction index entries the loader then writes again.
+        self.recovered_txn_markers = False
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self.bytes_since_last_index_entry = 0
         self.max_timestamp_so_far = NO_TIMESTAMP
@@ -576,14 +592,20 @@ class LogSegment:
 
         -> the number of bytes truncated. A batch is valid when it is whole,
         well framed, passes its CRC, is no larger than ``max_message_bytes``
-        (plus the log overhead) and its offsets do not go backwards.
+        (plus the log overhead) and its offsets do not go backwards. The
+        transaction index is emptied: its entries depend on the transactions of
+        earlier segments too, so the loader writes them again
+        (:attr:`recovered_txn_markers` says whether there are any).
         """
         self.offset_index.reset()
         self.time_index.reset()
+        # Its entries depend on the transactions of earlier segments too: the loader writes them again.
+        self.txn_index.reset()
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = self.base_offset
         self.rolling_timestamp = None
         self.bytes_since_last_index_entry = 0
+        self._last_offset = self.base_offset - 1
         valid = _recover_scan(self, self.reader(), max_message_bytes)
         truncated = self.size - valid
         with self._write_lock:
@@ -869,6 +891,8 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        # The batch holding ``offset`` goes whole: a marker in it goes too.
+        self.txn_index.truncate_to(min(offset, header.base_offset))
         with self._write_lock:
             file = self._file.get()
             os.ftruncate(file.fileno(), position)
@@ -888,6 +912,7 @@ class LogSegment:
         os.fsync(file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """A new segment was rolled: record the final max timestamp and trim the indexes."""
@@ -915,6 +940,7 @@ class LogSegment:
                                          skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         with self._write_lock:
             self.closed = True
             try:
@@ -929,12 +955,13 @@ class LogSegment:
             return
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self.txn_index.close()
         with self._write_lock:
             self.closed = True
             self._file.close()
 
     def change_suffix(self, old: str, new: str) -> None:
-        """Rename the three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
+        """Rename the segment's files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
         def swap(path: str) -> str:
             if not path.endswith(old):
                 raise InvalidArgumentError("%s does not end with %r" % (path, old))
@@ -946,6 +973,7 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             if os.path.exists(index.path):
                 index.rename_to(swap(index.path))
+        self.txn_index.rename_to(swap(self.txn_index.path))
 
     def delete(self) -> None:
         """Remove the segment's files.
@@ -959,6 +987,7 @@ class LogSegment:
             self.closed = True
             self.offset_index.close()
             self.time_index.close()
+        self.txn_index.delete()
         self._deleted = True
         self._file.close()
         reservation_budget().release(self)  # the blocks go with the file
@@ -982,6 +1011,7 @@ def _recover_scan(segment: LogSegment, reader: SegmentReader, max_message_bytes:
     position = 0
     last = segment.base_offset - 1
     limit = max_message_bytes + LOG_OVERHEAD
+    markers = False
     for batch in reader.batches(0, check_crc=True):
         header = batch.header
         if (header.size > limit or header.last_offset < header.base_offset or header.base_offset <= last
@@ -990,5 +1020,8 @@ def _recover_scan(segment: LogSegment, reader: SegmentReader, max_message_bytes:
         headers.append(header)
         last = header.last_offset
         position += header.size
+        if header.attributes & CONTROL_MASK and header.producer_id >= 0 and header.magic >= 2:
+            markers = True
     segment._index_batches(headers, 0)
+    segment.recovered_txn_markers = markers
     return position

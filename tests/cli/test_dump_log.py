@@ -402,3 +402,32 @@ def test_dumps_a_directory_in_use_without_touching_it(tmp_path, dump):
         log.append(_v2(codecs.NONE, 1, T0 + 100))  # the owner goes on as before
     finally:
         manager.close()
+
+
+# --------------------------------------------------------------------------- .txnindex files
+
+
+def test_a_transaction_index_prints_each_aborted_transaction(tmp_path, dump):
+    from pylogq.cluster.state.partition import Partition
+    from pylogq.records.control import ABORT, build_end_txn_marker
+
+    log = Log(str(tmp_path / "t-0"))
+    part = Partition("t", 0, log)
+    for pid in (7, 8):
+        part.append(records.build_batch([b"x"], timestamps=1, producer_id=pid, producer_epoch=0, base_sequence=0,
+                                        is_transactional=True))
+    part.append(build_end_txn_marker(7, 0, ABORT, 0, 1), origin="coordinator")
+    part.append(build_end_txn_marker(8, 0, ABORT, 0, 1), origin="coordinator")
+    path = log.active_segment.txn_index.path
+    log.close()
+    out = dump("--files", path)
+    assert out.returncode == 0 and out.stderr == ""
+    # Kafka's DumpLogSegments.dumpTxnIndex lines.
+    assert _lines(out) == ["Dumping %s" % path,
+                           "version: 0 producerId: 7 firstOffset: 0 lastOffset: 2 lastStableOffset: 1",
+                           "version: 0 producerId: 8 firstOffset: 1 lastOffset: 3 lastStableOffset: 4"]
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 5)
+    out = dump("--files", path)
+    assert out.returncode == 0 and len(_lines(out)) == 3
+    assert out.stderr == "Found 5 bytes at the end of %s, fewer than a 34-byte entry\n" % os.path.abspath(path)

@@ -1,4 +1,4 @@
-"""Idempotent producer bookkeeping: duplicates, gaps, epochs, wrap-around and rebuild from a log."""
+"""Producer bookkeeping: duplicates, gaps, epochs, wrap-around, transactions and rebuild from a log."""
 
 from __future__ import annotations
 
@@ -10,13 +10,21 @@ from pylogq import records
 from pylogq.cluster.state.producer_state import (
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
+    ProducerEntry,
     ProducerStateManager,
     in_sequence,
     last_sequence,
     producer_batches,
 )
-from pylogq.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, UnknownProducerIdError
+from pylogq.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
+    UnknownProducerIdError,
+)
+from pylogq.records.control import ABORT, COMMIT, build_end_txn_marker
 from pylogq.storage.log import Log
+from pylogq.storage.transaction_index import AbortedTxn
 
 INT32_MAX = 2**31 - 1
 TS = 1_700_000_000_000
@@ -231,3 +239,64 @@ def test_model_duplicates_and_gaps(steps):
         history.setdefault(pid, []).append((first, last, offset, offset + count - 1))
         offset += count
         next_seq[pid] = last + 1
+
+
+# -- transactions ---------------------------------------------------------------------
+
+
+def txn_batch(n, pid, epoch, seq, ts=TS):
+    return records.build_batch([b"t%d" % i for i in range(n)], timestamps=ts, producer_id=pid,
+                               producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+
+
+def test_load_from_log_rebuilds_transactions_and_coordinator_epochs(tmp_path):
+    with Log(str(tmp_path / "t-0")) as log:
+        log.append(txn_batch(2, 1, 0, 0))  # 0..1: p1 opens
+        log.append(txn_batch(1, 2, 3, 0))  # 2: p2 opens
+        log.append(build_end_txn_marker(1, 0, ABORT, 6, TS + 1))  # 3
+        log.append(txn_batch(1, 1, 0, 2))  # 4: p1 opens again
+        log.append(build_end_txn_marker(2, 4, COMMIT, 6, TS + 2))  # 5: a bumped epoch on the marker
+        psm = ProducerStateManager()
+        assert psm.load_from_log(log, high_watermark=5) == 5
+        assert psm.txns.ongoing() == [(1, 4)]
+        # p2's commit (marker 5) is at the high watermark given: still unstable; p1's abort is not.
+        assert [t.producer_id for t in psm.txns.unreplicated()] == [2] and psm.first_unstable_offset == 2
+        psm.on_high_watermark(6)
+        assert psm.first_unstable_offset == 4
+        assert psm.entries() == [
+            ProducerEntry(1, 0, 2, TS, 6, 4, (BatchMetadata(0, 1, 0, 1, TS), BatchMetadata(2, 2, 4, 4, TS))),
+            ProducerEntry(2, 4, -1, TS + 2, 6, -1, ()),  # the new epoch's marker fenced its batches
+        ]
+        assert psm.check(2, 4, 0, 0) is None  # the new epoch starts at 0
+        with pytest.raises(InvalidProducerEpochError):
+            psm.check(2, 3, 1, 1)
+        psm.truncate_to(4, log)  # p2's marker goes: its transaction is open again
+        assert psm.txns.ongoing() == [(2, 2)] and psm.entries()[0].current_txn_first_offset == -1
+        psm.truncate_to(3, log)
+        assert psm.txns.ongoing() == [(1, 0), (2, 2)]
+
+
+def test_the_coordinators_checks_see_the_earlier_markers_of_the_same_append(tmp_path):
+    psm = ProducerStateManager()
+    with Log(str(tmp_path / "t-0")) as log:
+        data = build_end_txn_marker(1, 0, ABORT, 5, TS) + build_end_txn_marker(1, 0, ABORT, 4, TS)
+        with pytest.raises(TransactionCoordinatorFencedError, match="coordinator epoch 4, older than the "
+                                                                    "coordinator epoch 5"):
+            log.append(data, check_producers=psm.check_coordinator_append, producers_appended=psm.appended)
+        data = build_end_txn_marker(1, 2, ABORT, 5, TS) + build_end_txn_marker(1, 1, ABORT, 5, TS)
+        with pytest.raises(InvalidProducerEpochError, match="epoch 1, older than its current epoch 2"):
+            log.append(data, check_producers=psm.check_coordinator_append, producers_appended=psm.appended)
+        assert log.log_end_offset == 0 and len(psm) == 0
+
+
+def test_truncation_without_the_log_reopens_transactions_whose_marker_went():
+    psm = ProducerStateManager()
+    headers = [records.BatchHeader(0, 0, 2, 0, 1, TS, 2, records.TRANSACTIONAL_MASK, 1, 0, 0)]
+    psm.appended(headers)
+    marker = bytes(build_end_txn_marker(1, 0, ABORT, 0, TS, base_offset=2))
+    (header,) = records.iter_batches(marker)
+    indexed = []
+    psm.appended([header], marker, indexed.append)
+    assert indexed == [AbortedTxn(1, 0, 2, 3)] and psm.txns.ongoing() == []
+    psm.truncate_to(2)
+    assert psm.txns.ongoing() == [(1, 0)] and psm.batches(1) == (BatchMetadata(0, 1, 0, 1, TS),)

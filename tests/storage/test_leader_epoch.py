@@ -618,7 +618,7 @@ def test_a_refused_or_duplicate_append_records_nothing(tmp_path):
         lg.append(batch(1), 0)
         with pytest.raises(MessageTooLargeError):
             lg.append(bytes(records.build_batch([b"x" * 500], timestamps=TS)), 4)
-        lg.append(batch(1), 4, check_producers=lambda headers: (0, 0, TS))  # a retry: not written
+        lg.append(batch(1), 4, check_producers=lambda headers, buffer: (0, 0, TS))  # a retry: not written
         assert lg.leader_epoch_cache.entries == ((0, 0),)
 
 

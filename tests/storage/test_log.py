@@ -338,13 +338,18 @@ def test_append_as_follower_checks_what_keeps_the_log_whole(tmp_path):
         assert follower.log_end_offset == 7 and [o for o, _ in read_all(follower)] == [5, 6]
     with Log(str(tmp_path / "replica-0")) as replica:
         seen = []
-        info = replica.append_as_follower(memoryview(data), producers_appended=seen.extend)
+
+        def appended(headers, buffer, index_aborted):
+            assert bytes(buffer) == data  # the bytes the headers' positions are in
+            seen.extend(headers)
+
+        info = replica.append_as_follower(memoryview(data), producers_appended=appended)
         assert (info.first_offset, info.last_offset, info.batch_count) == (0, 6, 2)
         assert [(h.base_offset, h.last_offset) for h in seen] == [(0, 3), (4, 6)]
         assert [o for o, _ in read_all(replica)] == list(range(7))
     with Log(str(tmp_path / "tiny-0"), LogConfig(segment_bytes=len(data) - 1)) as tiny:
         with pytest.raises(RecordListTooLargeError):
-            tiny.append_as_follower(data, producers_appended=seen.extend)
+            tiny.append_as_follower(data, producers_appended=appended)
         assert tiny.log_end_offset == 0 and tiny.size_in_bytes == 0 and len(seen) == 2
 
 
@@ -541,11 +546,12 @@ def test_producer_hooks_see_validated_batches_then_written_ones(tmp_path):
     """``check_producers`` runs after validation and before the log's own checks; a retry writes nothing."""
     seen = []
 
-    def check(batches):
+    def check(batches, buffer):
+        assert buffer[batches[0].position + 16] == 2  # the batches' own buffer
         seen.append(("check", [(b.base_offset, b.producer_id, b.base_sequence) for b in batches]))
         return (0, 2, TS + 2) if batches[0].base_sequence == 0 and len(seen) > 2 else None
 
-    def appended(batches):
+    def appended(batches, buffer, index_aborted):
         seen.append(("appended", [(b.base_offset, b.last_offset, b.max_timestamp) for b in batches]))
 
     idempotent = bytes(records.build_batch([b"a", b"b", b"c"], keys=[b"k"] * 3, timestamps=TS,

@@ -15,6 +15,17 @@ is written; a retried batch gets its original offsets back and is not
 written again. The result is :class:`~pylogq.records.AppendResult`, the one
 shape an append has from the log to the wire.
 
+Transactions: the same producer state opens a producer's transaction at its
+first transactional batch and ends it at the COMMIT or ABORT marker the broker
+writes (origin ``"coordinator"``, whose markers it checks for a fenced
+producer or coordinator epoch); an aborted one goes to the transaction index
+of the segment holding its marker. The last stable offset (LSO) is the first
+offset of the oldest transaction not yet decided, or decided with its marker
+not yet below the high watermark, and never more than the high watermark:
+read_committed consumers read below it. It moves when markers are appended
+and when the high watermark moves; the log keeps the first unstable offset
+beside its offsets (:meth:`Log.last_stable_offset`).
+
 Replication: a partition is led by one of its replicas and followed by the
 others. The leader appends producers' batches stamped with its leader epoch
 and tracks each follower from its fetches (:class:`ReplicaState`). A follower
@@ -164,13 +175,18 @@ class Partition:
         #: The copy of this replica's log being made in another log directory
         #: (AlterReplicaLogDirs), truncated with the log, until it replaces it.
         self.future_log: Optional[Log] = None
+        #: The producers and transactions of :attr:`future_log`, which writes its own transaction index.
+        self._future_producers: Optional[ProducerStateManager] = None
         self._truncations = 0  # truncations of the log so far (a copy's read must not outlive one)
         self.producer_state = ProducerStateManager()
+        #: The first unstable offset last given to the log (None: none).
+        self._first_unstable: Optional[int] = None
         with log.lock:
-            self.producer_state.load_from_log(log)
             end = log.log_end_offset
-        hw = end if high_watermark is None else high_watermark
-        self._high_watermark = max(min(hw, end), log.log_start_offset)
+            hw = end if high_watermark is None else high_watermark
+            self._high_watermark = max(min(hw, end), log.log_start_offset)
+            self.producer_state.load_from_log(log, high_watermark=self._high_watermark)
+            self._set_first_unstable(self.producer_state.first_unstable_offset)
 
     # -- state -------------------------------------------------------------------------
 
@@ -181,6 +197,19 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's last stable offset: the first unstable offset when below the high watermark,
+        else the high watermark. Every offset below it is decided and replicated: the bound of a
+        read_committed read."""
+        return self.log.last_stable_offset(self._high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> Optional[int]:
+        """The first offset of the oldest transaction ongoing, or decided with its marker at or
+        above the high watermark (never below the log start); None when there is none."""
+        return self.log.first_unstable_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -242,6 +271,7 @@ class Partition:
                     % (offset, self.topic, self.index, self.log.log_start_offset, end))
             old = self._high_watermark
             self._high_watermark = offset
+            self._update_unstable()
         if offset > old and self.on_high_watermark_advanced is not None:
             self.on_high_watermark_advanced()
         return offset != old
@@ -327,6 +357,22 @@ class Partition:
         maximal ISR), whose copy an acknowledged record must then be on."""
         self.single_replica = self.is_leader and self._isr == (self.broker_id,) and self._pending_isr is None
 
+    def _update_unstable(self) -> None:
+        """After an append or a move of the high watermark (lock held): the producer state learns
+        the high watermark (transactions decided below it are stable) and the log takes the first
+        unstable offset. Two attribute checks and nothing else while no transaction is unstable,
+        the case of every partition that sees no transactional producer."""
+        producers = self.producer_state
+        if producers.txns.empty and self._first_unstable is None:
+            return
+        producers.on_high_watermark(self._high_watermark)
+        self._set_first_unstable(producers.first_unstable_offset)
+
+    def _set_first_unstable(self, offset: Optional[int]) -> None:
+        """Give the log the producer state's first unstable offset (lock held)."""
+        self._first_unstable = offset
+        self.log.update_first_unstable_offset(offset)
+
     def _notify(self, advanced: bool) -> None:
         if advanced and self.on_high_watermark_advanced is not None:
             self.on_high_watermark_advanced()
@@ -345,10 +391,15 @@ class Partition:
         anything is written (NotEnoughReplicasError). Other ``required_acks``
         raise InvalidRequiredAcksError. For ``origin="client"`` idempotent batches
         are checked (duplicate, OutOfOrderSequenceNumberError,
-        InvalidProducerEpochError, UnknownProducerIdError) once the log has
-        validated them and before anything is written; the broker's own
-        writers (``"coordinator"``) are not checked, and only they may write
-        control batches (a client's get InvalidRecordError). Log.append's errors
+        InvalidProducerEpochError, UnknownProducerIdError, and
+        InvalidTxnStateError for a non-transactional batch of a producer whose
+        transaction is open) once the log has validated them and before
+        anything is written. Only the broker's own writers (``"coordinator"``)
+        may write control batches (a client's get InvalidRecordError); theirs
+        are checked for epochs only: a batch or marker of a fenced producer
+        epoch (InvalidProducerEpochError), a marker of a fenced coordinator
+        (TransactionCoordinatorFencedError), a control batch that is no
+        transaction marker (InvalidRecordError). Log.append's errors
         (CorruptRecordError, MessageTooLargeError, ...) pass through, with
         nothing written. A retry's result has ``duplicate`` set.
         """
@@ -369,12 +420,16 @@ class Partition:
                     % (self.topic, self.index, len(self._isr), list(self._isr),
                        self.log.config.min_insync_replicas))
             producers = self.producer_state
+            client = origin == "client"
             result = self.log.append(buffer, self._leader_epoch,
-                                     check_producers=producers.check_append if origin == "client" else None,
-                                     producers_appended=producers.appended, allow_control=origin != "client")
+                                     check_producers=producers.check_append if client
+                                     else producers.check_coordinator_append,
+                                     producers_appended=producers.appended, allow_control=not client)
             advanced = self.single_replica and not result.duplicate
             if advanced:
                 self._high_watermark = self.log.log_end_offset
+            if not producers.txns.empty or self._first_unstable is not None:
+                self._update_unstable()
             followers = bool(self._remote) and not result.duplicate
         if advanced and self.on_high_watermark_advanced is not None:
             self.on_high_watermark_advanced()
@@ -521,6 +576,7 @@ class Partition:
             new_hw = min(new_hw, state.log_end_offset)
         if new_hw > self._high_watermark:
             self._high_watermark = new_hw
+            self._update_unstable()
             return True
         return False
 
@@ -543,7 +599,9 @@ class Partition:
         producer state the headers of that one pass."""
         with self._lock:
             self._check_follower(leader_epoch)
-            return self.log.append_as_follower(data, producers_appended=self.producer_state.appended)
+            result = self.log.append_as_follower(data, producers_appended=self.producer_state.appended)
+            self._update_unstable()
+            return result
 
     def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start: int,
                                        leader_epoch: Optional[int] = None) -> bool:
@@ -558,6 +616,7 @@ class Partition:
             hw = max(min(leader_high_watermark, end), self.log.log_start_offset)
             advanced = hw > self._high_watermark
             self._high_watermark = hw
+            self._update_unstable()
         self._notify(advanced)
         return advanced
 
@@ -585,8 +644,10 @@ class Partition:
              min_one_batch: bool = True) -> FileRegion:
         """Whole batches from the one holding ``offset``, none at or past the high watermark.
 
-        ``read_committed`` is bounded by the high watermark too: without
-        transactions the last stable offset is the high watermark. An offset
+        ``read_committed`` is bounded by the high watermark too (the last stable
+        offset, :attr:`last_stable_offset`, and the aborted transactions of the
+        range, :meth:`Log.collect_aborted_transactions`, are for the fetch path
+        to apply; without transactions the LSO is the high watermark). An offset
         between the HW and the log end gives an empty region; below the log
         start or past the log end, OffsetOutOfRangeError.
         """
@@ -658,13 +719,14 @@ class Partition:
             return self.log.delete_records_before(offset)
 
     def active_producers(self) -> List[ProducerDescription]:
-        """Kafka's DescribeProducers for this partition: each idempotent producer's epoch,
-        last sequence and last batch's timestamp, by producer id."""
+        """Kafka's DescribeProducers for this partition: each producer's epoch, last sequence, last
+        timestamp, the coordinator epoch of its last marker and where its open transaction
+        started (-1 without), by producer id."""
         with self._lock:
             self._check_open()
-            table = self.producer_state.snapshot()
-        return [ProducerDescription(pid, epoch, batches[-1].last_seq, batches[-1].timestamp)
-                for pid, (epoch, batches) in sorted(table.items())]
+            entries = self.producer_state.entries()
+        return [ProducerDescription(e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                                    e.current_txn_first_offset) for e in entries]
 
     def truncate_to(self, offset: int) -> bool:
         """Remove records at ``offset`` and beyond (a follower diverging from its leader);
@@ -675,11 +737,15 @@ class Partition:
             self._truncations += 1
             removed = self.log.truncate_to(offset)
             if removed:
-                self.producer_state.truncate_to(offset, self.log)
                 self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+                # The transactions (and transaction index entries) above the point went with it.
+                self.producer_state.truncate_to(offset, self.log, self._high_watermark)
+                self._set_first_unstable(self.producer_state.first_unstable_offset)
             future = self.future_log
             if future is not None and future.log_end_offset > self.log.log_end_offset:
                 future.truncate_to(self.log.log_end_offset)
+                if self._future_producers is not None:
+                    self._future_producers.truncate_to(future.log_end_offset, future)
             return removed
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -690,9 +756,12 @@ class Partition:
             self._truncations += 1
             self.log.truncate_fully_and_start_at(offset)
             self.producer_state.clear()
+            self._set_first_unstable(None)
             self._high_watermark = offset
             if self.future_log is not None:
                 self.future_log.truncate_fully_and_start_at(offset)
+                if self._future_producers is not None:
+                    self._future_producers.clear()
 
     # -- moving to another log directory ---------------------------------------------------
 
@@ -710,6 +779,8 @@ class Partition:
             if future.log_end_offset < log_.log_start_offset or (
                     future.log_end_offset == future.log_start_offset != log_.log_start_offset):
                 future.truncate_fully_and_start_at(log_.log_start_offset)  # nothing copied is below the log start
+                if self._future_producers is not None:
+                    self._future_producers.clear()
             start, end, truncations = future.log_end_offset, log_.log_end_offset, self._truncations
         if start >= end:
             return 0
@@ -721,19 +792,26 @@ class Partition:
             if self.future_log is not future or self.log is not log_ or future.log_end_offset != start \
                     or self._truncations != truncations:
                 return 0  # moved on meanwhile: what was read may be gone
-            future.append_as_follower(data)
+            producers = self._future_producers
+            future.append_as_follower(data, producers_appended=None if producers is None else producers.appended)
         return len(data)
 
     def start_future(self, future: Log) -> None:
-        """Copy this replica's log into ``future`` from now on (:meth:`copy_to_future`)."""
+        """Copy this replica's log into ``future`` from now on (:meth:`copy_to_future`), its producer
+        state rebuilt from what it holds already: the copy writes its own transaction index."""
         with self._lock:
             self._check_open()
+            producers = ProducerStateManager()
+            with future.lock:
+                producers.load_from_log(future)
             self.future_log = future
+            self._future_producers = producers
 
     def stop_future(self) -> Optional[Log]:
         """Stop the copy under way (after any step of it in progress); -> its log."""
         with self._lock:
             future, self.future_log = self.future_log, None
+            self._future_producers = None
             return future
 
     def replace_with_future(self, replace: Callable[[], Log]) -> bool:
@@ -747,6 +825,9 @@ class Partition:
                 return False
             self.log = replace()
             self.future_log = None
+            self._future_producers = None
+            # The same records, so the same transactions: the new log takes the first unstable offset.
+            self._set_first_unstable(self.producer_state.first_unstable_offset)
             return True
 
     def _check_open(self) -> None:
