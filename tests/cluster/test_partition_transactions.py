@@ -35,6 +35,7 @@ from pylogq.storage.transaction_index import AbortedTxn
 from tests.storage.test_crash import LINE_TIMEOUT, _Lines
 
 from . import _txn_crash_child as child
+from .test_partition import log, part  # noqa: F401 - the one-replica fixtures
 
 TS = 1_700_000_000_000
 LEADER_ID, FOLLOWER_ID = 1, 2
@@ -72,20 +73,6 @@ def plain(n: int = 1) -> bytes:
 def aborted(log: Log) -> Dict[int, List[AbortedTxn]]:
     """The transaction index entries of every segment holding some."""
     return {s.base_offset: s.txn_index.all_aborted_txns() for s in log.segments if s.txn_index.entries}
-
-
-@pytest.fixture
-def log(tmp_path):
-    lg = Log(str(tmp_path / "t-0"))
-    yield lg
-    lg.close()
-
-
-@pytest.fixture
-def part(log):
-    p = Partition("t", 0, log)
-    yield p
-    p.close()
 
 
 # -- one replica ---------------------------------------------------------------------------------

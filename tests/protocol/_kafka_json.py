@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._wire import uvarint
+
 MESSAGES = Path(__file__).resolve().parents[3] / "shared" / "kafka-reference" / "message"
 
 Range = Optional[Tuple[int, int]]
@@ -194,15 +196,6 @@ def default(f: Dict[str, Any], version: int) -> Any:
 # -- the encoder ---------------------------------------------------------------------------
 
 
-def _uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 _FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint16": ">H",
           "float64": ">d"}
 
@@ -215,13 +208,13 @@ def _primitive(ftype: str, value: Any, compact: bool) -> bytes:
     if ftype == "uuid":
         return value.bytes
     if ftype == "varint":
-        return _uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+        return uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
     if ftype == "varlong":
-        return _uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+        return uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
     if ftype in ("string", "bytes", "records"):
         raw = None if value is None else value.encode() if ftype == "string" else bytes(value)
         if compact:
-            return _uvarint(0 if raw is None else len(raw) + 1) + (raw or b"")
+            return uvarint(0 if raw is None else len(raw) + 1) + (raw or b"")
         fmt = ">h" if ftype == "string" else ">i"
         return struct.pack(fmt, -1 if raw is None else len(raw)) + (raw or b"")
     raise AssertionError("cannot encode type %r" % ftype)
@@ -243,9 +236,9 @@ def encode_struct(fields: List[Dict[str, Any]], value: Dict[str, Any], version: 
             continue
         out += _field(f, value.get(k, default(f, version)), version, flexible)
     if flex:
-        out += _uvarint(len(tagged))
+        out += uvarint(len(tagged))
         for tag, body in sorted(tagged):
-            out += _uvarint(tag) + _uvarint(len(body)) + body
+            out += uvarint(tag) + uvarint(len(body)) + body
     return bytes(out)
 
 
@@ -255,9 +248,9 @@ def _field(f: Dict[str, Any], value: Any, version: int, flexible: Range) -> byte
     ftype = f["type"]
     if ftype.startswith("[]"):
         if value is None:
-            head = _uvarint(0) if compact else struct.pack(">i", -1)
+            head = uvarint(0) if compact else struct.pack(">i", -1)
             return head
-        head = _uvarint(len(value) + 1) if compact else struct.pack(">i", len(value))
+        head = uvarint(len(value) + 1) if compact else struct.pack(">i", len(value))
         if "fields" in f:
             return head + b"".join(encode_struct(f["fields"], v, version, flexible) for v in value)
         return head + b"".join(_primitive(ftype[2:], v, compact) for v in value)

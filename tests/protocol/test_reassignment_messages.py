@@ -14,7 +14,6 @@ samples as well.
 
 from __future__ import annotations
 
-import struct
 from typing import List, Optional, Sequence
 
 import pytest
@@ -47,6 +46,8 @@ from pylogq.protocol import message_data as msg
 from pylogq.protocol.constants import ElectionType
 from pylogq.protocol.schema import Message
 
+from ._wire import NO_TAGS, array, carray, cstring, i8, i16, i32, string
+
 ARLD, ARLD_RESPONSE = msg.AlterReplicaLogDirsRequest, msg.AlterReplicaLogDirsResponse
 EL, EL_RESPONSE = msg.ElectLeadersRequest, msg.ElectLeadersResponse
 APR, APR_RESPONSE = msg.AlterPartitionReassignmentsRequest, msg.AlterPartitionReassignmentsResponse
@@ -64,57 +65,6 @@ NAMES = {34: "AlterReplicaLogDirs", 43: "ElectLeaders", 45: "AlterPartitionReass
 
 
 # -- the wire layout, written by hand ---------------------------------------------------------
-
-
-def i8(v: int) -> bytes:
-    return struct.pack(">b", v)
-
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
-
-
-def string(s: Optional[str]) -> bytes:
-    """A (nullable) string of a non-flexible version: int16 length, -1 for null."""
-    if s is None:
-        return i16(-1)
-    raw = s.encode()
-    return i16(len(raw)) + raw
-
-
-def array(n: Optional[int]) -> bytes:
-    """An array's head in a non-flexible version: int32 count, -1 for null."""
-    return i32(-1 if n is None else n)
-
-
-def uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def cstring(s: Optional[str]) -> bytes:
-    """A compact (nullable) string: unsigned varint length + 1, 0 for null."""
-    if s is None:
-        return b"\x00"
-    raw = s.encode()
-    return uvarint(len(raw) + 1) + raw
-
-
-def carray(n: Optional[int]) -> bytes:
-    """A compact array's head: unsigned varint count + 1, 0 for null."""
-    return b"\x00" if n is None else uvarint(n + 1)
-
-
-#: An empty tagged-field section, ending every struct of a flexible version.
-NO_TAGS = b"\x00"
 
 
 def round_trip(schema: Schema, value: Message, version: int) -> bytes:

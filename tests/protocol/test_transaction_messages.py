@@ -18,7 +18,6 @@ that re-encodes to bytes decoding to the same message, or raises ProtocolError.
 
 from __future__ import annotations
 
-import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
@@ -59,6 +58,8 @@ from pylogq.protocol import message_data as msg
 from pylogq.protocol.blocking_client import KafkaSocket, decode_response, encode_request
 from pylogq.protocol.schema import Message
 
+from ._wire import NO_TAGS, array, boolean, carray, cstring, i16, i32, i64, string, tags, uvarint
+
 APT, APT_RESPONSE = msg.AddPartitionsToTxnRequest, msg.AddPartitionsToTxnResponse
 AOT, AOT_RESPONSE = msg.AddOffsetsToTxnRequest, msg.AddOffsetsToTxnResponse
 ET, ET_RESPONSE = msg.EndTxnRequest, msg.EndTxnResponse
@@ -92,70 +93,6 @@ PEERS: Dict[str, Any] = {
 
 
 # -- the wire layout, written by hand ---------------------------------------------------------
-
-
-def i8(v: int) -> bytes:
-    return struct.pack(">b", v)
-
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
-
-
-def i64(v: int) -> bytes:
-    return struct.pack(">q", v)
-
-
-def boolean(v: bool) -> bytes:
-    return b"\x01" if v else b"\x00"
-
-
-def string(s: Optional[str]) -> bytes:
-    """A (nullable) string of a non-flexible version: int16 length, -1 for null."""
-    if s is None:
-        return i16(-1)
-    raw = s.encode()
-    return i16(len(raw)) + raw
-
-
-def array(n: int) -> bytes:
-    """An array's head in a non-flexible version: int32 count."""
-    return i32(n)
-
-
-def uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def cstring(s: Optional[str]) -> bytes:
-    """A compact (nullable) string: unsigned varint length + 1, 0 for null."""
-    if s is None:
-        return b"\x00"
-    raw = s.encode()
-    return uvarint(len(raw) + 1) + raw
-
-
-def carray(n: int) -> bytes:
-    """A compact array's head: unsigned varint count + 1."""
-    return uvarint(n + 1)
-
-
-#: An empty tagged-field section, ending every struct of a flexible version.
-NO_TAGS = b"\x00"
-
-
-def tags(*fields: Tuple[int, bytes]) -> bytes:
-    """A tagged-field section holding ``(tag, body)`` fields, as a newer peer might send."""
-    return uvarint(len(fields)) + b"".join(uvarint(tag) + uvarint(len(body)) + body for tag, body in fields)
 
 
 # -- helpers ----------------------------------------------------------------------------------
