@@ -274,7 +274,7 @@ class Fetcher:
 
     def list_offset(self, tp: TopicPartition, timestamp: int) -> int:
         """The offset ListOffsets answers for ``timestamp`` (or EARLIEST, LATEST) in ``tp``."""
-        offset, _ = self._transport.list_offsets(tp.topic, tp.partition, timestamp)
+        offset, _ = self._transport.list_offsets(tp.topic, tp.partition, timestamp, self.isolation_level)
         return offset
 
     def _reset_offset(self, tp: TopicPartition, cause: Optional[str] = None) -> None:
@@ -517,7 +517,7 @@ class Fetcher:
             tp = as_tp(tp)
             if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
                 raise InvalidArgumentError("timestamp for %s-%d must be an integer >= 0 (ms), not %r" % (tp + (ts,)))
-            offset, found_ts = self._transport.list_offsets(tp.topic, tp.partition, ts)
+            offset, found_ts = self._transport.list_offsets(tp.topic, tp.partition, ts, self.isolation_level)
             out[tp] = None if offset < 0 else OffsetAndTimestamp(offset, found_ts, -1)
         return out
 
