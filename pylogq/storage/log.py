@@ -372,6 +372,12 @@ class Log:
         first = self.first_unstable_offset
         return first if first is not None and first < high_watermark else high_watermark
 
+    @property
+    def has_aborted_transactions(self) -> bool:
+        """False when no segment indexes an aborted transaction (a read_committed read then has
+        none to look for); True may linger after a truncation emptied the indexes."""
+        return self._has_aborted
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> List[AbortedTxn]:
         """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``) (Kafka's
         collectAbortedTransactions): the transaction indexes from the segment holding

@@ -673,7 +673,7 @@ class Partition:
         self._check_open()
         lso = self.last_stable_offset
         region = self.log.read(offset, max_bytes, max_offset=lso, min_one_batch=min_one_batch)
-        if not region.length:
+        if not region.length or not self.log.has_aborted_transactions:
             return region, lso, []
         upper = min(lso, self.log.segment_upper_bound(region.segment_base_offset))
         return region, lso, self.log.collect_aborted_transactions(offset, upper)
