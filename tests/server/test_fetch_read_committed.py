@@ -18,6 +18,7 @@ import pytest
 import pylogq
 from pylogq import records
 from pylogq.client.connection import BrokerConnection
+from pylogq.client.consumer import Consumer, TopicPartition
 from pylogq.cluster.state.partition import Partition
 from pylogq.protocol import ApiKey
 from pylogq.records import iter_batches
@@ -302,3 +303,23 @@ def test_librdkafka_read_committed_and_uncommitted(served) -> None:
     part.append(Producer(3).marker(ABORT), origin="coordinator")  # 12: the ongoing one aborts
     assert _values_confluent(bootstrap, "read_committed", len(COMMITTED_VIEW) + 1) == \
         COMMITTED_VIEW + [b"c", b"end=13"]
+
+
+@pytest.mark.parametrize("transport", ["in-process", "tcp"])
+def test_pylogq_consumer_read_committed_drops_aborted_records(served, transport: str) -> None:
+    broker, _, bootstrap = served
+    write_mixed(broker.partition("t", 0))
+    where: Dict[str, Any] = {"broker": broker} if transport == "in-process" else {"bootstrap_servers": bootstrap}
+    for isolation, expected in (("read_committed", COMMITTED_VIEW), ("read_uncommitted", EVERYTHING)):
+        with Consumer(isolation_level=isolation, auto_offset_reset="earliest", **where) as consumer:
+            tp = TopicPartition("t", 0)
+            consumer.assign([tp])
+            got: List[bytes] = []
+
+            def step() -> None:
+                for batch in consumer.poll(timeout_ms=200).values():
+                    got.extend(r.value for r in batch)
+            wait_for(lambda: len(got) >= len(expected), TIMEOUT_S, "pylogq %s read" % isolation, step=step)
+            step()  # nothing further arrives past what is fetchable
+            assert got == expected
+            assert consumer.end_offsets([tp])[tp] == (10 if isolation == "read_committed" else 12)
