@@ -323,3 +323,25 @@ def test_pylogq_consumer_read_committed_drops_aborted_records(served, transport:
             step()  # nothing further arrives past what is fetchable
             assert got == expected
             assert consumer.end_offsets([tp])[tp] == (10 if isolation == "read_committed" else 12)
+
+
+def test_a_parked_read_committed_fetch_is_answered_when_the_transaction_commits(served) -> None:
+    broker, conn, _ = served
+    part = broker.partition("t", 0)
+    p1 = Producer(1)
+    part.append(p1.txn(2))  # 0, 1: ongoing, the LSO held at 0
+    body = {
+        "replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,
+        "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                                  "current_leader_epoch": -1, "log_start_offset": -1}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+    future = conn.send(ApiKey.FETCH, body, 12)
+    wait_for(lambda: broker.fetch_purgatory.watched() > 0, TIMEOUT_S, "the fetch parked at the LSO")
+    assert not future.done()
+    part.append(p1.marker(COMMIT), origin="coordinator")  # 2
+    [answer] = conn.wait(future, ApiKey.FETCH, TIMEOUT_S)["responses"]
+    [got] = answer["partitions"]
+    assert got["last_stable_offset"] == 3 and aborted_of(got) == []
+    assert batch_offsets(got["records"]) == [(0, 1), (2, 2)]
