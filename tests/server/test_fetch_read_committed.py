@@ -1,7 +1,7 @@
 """The read side of transactions (KIP-98) over the network: a read_committed Fetch (v4+) stops
 at the partition's last stable offset and lists the aborted transactions of what it returns;
 ListOffsets v2+ read_committed answers the last stable offset for latest and bounds timestamp
-searches by it; kafka-python's and librdkafka's read_committed consumers see committed
+searches by it; kafka-python's, aiokafka's, librdkafka's and pylogq's read_committed consumers see committed
 transactions, never aborted ones, and wait at an ongoing one, while read_uncommitted
 consumers see every record. The transactions are written with the partition-level API (the
 coordinator's markers appended with origin "coordinator"), as the transaction coordinator
@@ -9,6 +9,7 @@ writes them."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -345,3 +346,31 @@ def test_a_parked_read_committed_fetch_is_answered_when_the_transaction_commits(
     [got] = answer["partitions"]
     assert got["last_stable_offset"] == 3 and aborted_of(got) == []
     assert batch_offsets(got["records"]) == [(0, 1), (2, 2)]
+
+
+def test_aiokafka_read_committed_and_uncommitted(served) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    broker, _, bootstrap = served
+    write_mixed(broker.partition("t", 0))
+
+    async def read(isolation: str, count: int) -> List[bytes]:
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+                                             auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = aiokafka.TopicPartition("t", 0)
+            consumer.assign([tp])
+            got: List[bytes] = []
+            deadline = asyncio.get_running_loop().time() + TIMEOUT_S
+            while len(got) < count and asyncio.get_running_loop().time() < deadline:
+                for batch in (await consumer.getmany(timeout_ms=200)).values():
+                    got.extend(r.value for r in batch)
+            for batch in (await consumer.getmany(timeout_ms=300)).values():  # nothing past what is fetchable
+                got.extend(r.value for r in batch)
+            end = (await consumer.end_offsets([tp]))[tp]
+            return got + [b"end=%d" % end]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(read("read_committed", len(COMMITTED_VIEW))) == COMMITTED_VIEW + [b"end=10"]
+    assert asyncio.run(read("read_uncommitted", len(EVERYTHING))) == EVERYTHING + [b"end=12"]
