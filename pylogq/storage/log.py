@@ -386,7 +386,7 @@ class Log:
 
         Costs one attribute look when no segment has an aborted transaction indexed (a
         partition that never saw an aborted transaction, the common case)."""
-        if not self._has_aborted or start_offset >= upper_bound_offset:
+        if not self._has_aborted:
             return []
         for _ in range(1000):
             bases, segments = self._view
