@@ -161,6 +161,22 @@ def test_the_aborted_transactions_are_bounded_by_the_segment_read(tmp_path: Path
             conn.close()
 
 
+def test_an_abort_marker_in_a_later_segment_is_found_for_a_read_of_an_earlier_one(served) -> None:
+    """The transaction starts in one segment and its ABORT marker (so its index entry) is in
+    the next: a read of the first segment alone still lists it."""
+    broker, conn, _ = served
+    part = broker.partition("t", 0)
+    p1 = Producer(1)
+    part.append(p1.txn(2))  # 0, 1
+    part.log.roll()
+    part.append(p1.marker(ABORT), origin="coordinator")  # 2, in the second segment
+    part.append(plain(b"a"))  # 3
+    answer = fetch(conn, 12, 0, 1)
+    assert batch_offsets(answer["records"]) == [(0, 1)] and aborted_of(answer) == [(1, 0)]
+    assert aborted_of(fetch(conn, 12, 2, 1)) == [(1, 0)]  # the marker's own batch: it still overlaps
+    assert aborted_of(fetch(conn, 12, 3, 1)) == []
+
+
 def test_a_partition_without_transactions_answers_the_hw_as_lso_and_collects_nothing(served) -> None:
     broker, conn, _ = served
     part = broker.partition("t", 0)
