@@ -491,7 +491,8 @@ class Consumer:
         return self._fetcher.beginning_offsets(partitions)
 
     def end_offsets(self, partitions: Iterable[Any]) -> Dict[TopicPartition, int]:
-        """The end offset (high watermark: the offset of the next record written) of each partition."""
+        """The end offset of each partition: the high watermark (the offset of the next record
+        written), or the last stable offset for a read_committed consumer, as Kafka's consumer."""
         return self._fetcher.end_offsets(partitions)
 
     def offsets_for_times(self, timestamps: Mapping[Any, int]) -> Dict[TopicPartition, Optional[OffsetAndTimestamp]]:

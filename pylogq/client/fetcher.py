@@ -23,6 +23,8 @@ from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Mapping, Na
 from ..cluster.contract import TopicPartition
 from ..errors import BrokerError, InvalidArgumentError, NoOffsetForPartitionError, OffsetOutOfRangeError, error_for_code
 from ..records import decode_columns, iter_batches
+
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20  # a v2 batch's attribute bits
 from .metrics import (
     AVG,
     COUNT,
@@ -76,6 +78,30 @@ class ConsumerRecord(NamedTuple):
     serialized_key_size: int
     serialized_value_size: int
     serialized_header_size: int
+
+
+def _without_aborted(data: bytes, aborted: Sequence[Tuple[int, int]]) -> bytes:
+    """A read_committed fetch's batches without those of its aborted transactions, as Kafka's
+    consumer drops them: a producer's transaction is aborted from the first offset the broker
+    listed up to that producer's next control batch (its ABORT marker)."""
+    pending = sorted(aborted, key=lambda txn: txn[1])  # (producer id, first offset)
+    aborting: "set[int]" = set()
+    kept: List[bytes] = []
+    view = memoryview(data)
+    i = 0
+    for info in iter_batches(data):
+        if not info.attributes & _TRANSACTIONAL:
+            kept.append(view[info.position:info.position + info.size].tobytes())
+            continue
+        while i < len(pending) and pending[i][1] <= info.last_offset:
+            aborting.add(pending[i][0])
+            i += 1
+        if info.attributes & _CONTROL:
+            aborting.discard(info.producer_id)  # the marker ends the transaction (and is skipped anyway)
+            kept.append(view[info.position:info.position + info.size].tobytes())
+        elif info.producer_id not in aborting:
+            kept.append(view[info.position:info.position + info.size].tobytes())
+    return b"".join(kept)
 
 
 class _Fetched:
@@ -274,7 +300,7 @@ class Fetcher:
 
     def list_offset(self, tp: TopicPartition, timestamp: int) -> int:
         """The offset ListOffsets answers for ``timestamp`` (or EARLIEST, LATEST) in ``tp``."""
-        offset, _ = self._transport.list_offsets(tp.topic, tp.partition, timestamp)
+        offset, _ = self._transport.list_offsets(tp.topic, tp.partition, timestamp, self.isolation_level)
         return offset
 
     def _reset_offset(self, tp: TopicPartition, cause: Optional[str] = None) -> None:
@@ -373,10 +399,12 @@ class Fetcher:
                 if region is None or len(region) == 0:
                     continue
                 data = region.read()
-                columns = self._decode(data, check_crc=self.check_crcs, start_offset=offset)
                 next_offset = offset
                 for info in iter_batches(data):
                     next_offset = info.last_offset + 1
+                if result.aborted_transactions:
+                    data = _without_aborted(data, result.aborted_transactions)
+                columns = self._decode(data, check_crc=self.check_crcs, start_offset=offset)
                 counts[0] += len(data)
                 counts[1] += len(columns)
                 if len(columns):
@@ -507,7 +535,8 @@ class Fetcher:
         return {tp: self.list_offset(tp, EARLIEST) for tp in map(as_tp, partitions)}
 
     def end_offsets(self, partitions: Iterable[Any]) -> Dict[TopicPartition, int]:
-        """The end offset (high watermark: the offset of the next record written) of each partition."""
+        """The end offset of each partition: the high watermark (the offset of the next record
+        written), or the last stable offset for a read_committed consumer, as Kafka's consumer."""
         return {tp: self.list_offset(tp, LATEST) for tp in map(as_tp, partitions)}
 
     def offsets_for_times(self, timestamps: Mapping[Any, int]) -> Dict[TopicPartition, Optional[OffsetAndTimestamp]]:
@@ -517,7 +546,7 @@ class Fetcher:
             tp = as_tp(tp)
             if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
                 raise InvalidArgumentError("timestamp for %s-%d must be an integer >= 0 (ms), not %r" % (tp + (ts,)))
-            offset, found_ts = self._transport.list_offsets(tp.topic, tp.partition, ts)
+            offset, found_ts = self._transport.list_offsets(tp.topic, tp.partition, ts, self.isolation_level)
             out[tp] = None if offset < 0 else OffsetAndTimestamp(offset, found_ts, -1)
         return out
 

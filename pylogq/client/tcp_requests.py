@@ -313,9 +313,13 @@ class TcpRequests(TcpRouting):
                     if not code and preferred >= 0 and preferred != node:
                         self._prefer_read_replica(key[0], key[1], preferred)
                     data = p["records"]
+                    aborted = p.get("aborted_transactions")
+                    lso = p.get("last_stable_offset", -1)
                     out[key] = FetchResult(code, p["high_watermark"], p["log_start_offset"],
                                            None if code else FetchedRecords(data if data is not None else b""),
-                                           preferred)
+                                           preferred, lso if lso >= 0 else None,
+                                           None if aborted is None else
+                                           [(a["producer_id"], a["first_offset"]) for a in aborted])
         return again
 
     def _fail_fetch(self, out: Dict[Tuple[str, int], FetchResult], topics: Mapping[str, List[Dict[str, Any]]],
@@ -332,11 +336,12 @@ class TcpRequests(TcpRouting):
                     self._forget_leaders(topic)
                 out[key] = FetchResult(code, -1, -1, None)
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
+    def list_offsets(self, topic: str, partition: int, timestamp: int,
+                     isolation_level: str = "read_uncommitted") -> Tuple[int, int]:
         try:
             node = self._leader(topic, partition)
             response = self._call(node, ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": 0,
+                "replica_id": -1, "isolation_level": 1 if isolation_level == "read_committed" else 0,
                 "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]})
         except KafkaConnectionError:
             self._forget_leaders(topic)

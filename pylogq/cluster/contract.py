@@ -180,6 +180,11 @@ class FetchResult(NamedTuple):
     ``preferred_read_replica`` (Fetch v11+, KIP-392) is the broker the consumer should fetch
     this partition from instead, as the leader's ``replica.selector.class`` chose for the
     consumer's rack; -1 for none (the records, if any, are here).
+
+    ``last_stable_offset`` is the partition's last stable offset when the read knew it
+    (None: the high watermark, a partition without transactions answering it). A
+    read_committed read gives ``aborted_transactions``: (producer id, first offset) of each
+    aborted transaction overlapping the records, empty when none; None for any other read.
     """
 
     error_code: int
@@ -187,6 +192,8 @@ class FetchResult(NamedTuple):
     log_start_offset: int
     records: Optional[RecordsView]
     preferred_read_replica: int = -1
+    last_stable_offset: Optional[int] = None
+    aborted_transactions: Optional[List[Tuple[int, int]]] = None
 
 
 class TopicPartitionInfo(NamedTuple):
@@ -605,7 +612,8 @@ class BrokerApi(Protocol):
     def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: str) -> Dict[Tuple[str, int], FetchResult]: ...
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]: ...
+    def list_offsets(self, topic: str, partition: int, timestamp: int,
+                     isolation_level: str = "read_uncommitted") -> Tuple[int, int]: ...
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
 
@@ -859,7 +867,8 @@ class ServedBroker(Protocol):
                     deliver: Callable[[FetchResults], None] = ...,
                     client_rack: Optional[str] = None) -> DelayedCall[FetchResults]: ...
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]: ...
+    def list_offsets(self, topic: str, partition: int, timestamp: int,
+                     isolation_level: str = "read_uncommitted") -> Tuple[int, int]: ...
 
     def legacy_offsets_before(self, topic: str, partition: int, timestamp: int, max_count: int) -> List[int]: ...
 

@@ -65,6 +65,7 @@ _PARTITION_V4 = struct.Struct(">ihqq")
 _I64 = struct.Struct(">q")
 _NO_TAGS = b"\x00"
 _NULL_ABORTED = _I32.pack(-1)
+_ABORTED = struct.Struct(">qq")  # an aborted transaction: producer id, first offset
 _NO_ABORTED = _I32.pack(0)
 _NO_REPLICA = _I32.pack(-1)
 _EMPTY_RECORDS = _I32.pack(0)
@@ -99,8 +100,9 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
     """Frame a whole FetchResponse (v0-v17) with its size prefix; -> (parts, total size).
 
     A topic is named by its name below v13 and by its id (a :class:`uuid.UUID`) from v13.
-    Aborted transactions are null for read_uncommitted and an empty list for
-    read_committed, as Kafka sends them (pylogq has no transactions to abort).
+    Aborted transactions (v4+) are null for read_uncommitted and for a partition's error,
+    and a list (maybe empty) for read_committed, as Kafka sends them; the last stable offset
+    is the result's, or its high watermark when the read knew no transactions.
     A partition's records are a file region (sent with sendfile when large) or
     :class:`~pylogq.cluster.contract.RecordBytes`; fields a version lacks (throttle time before v1, the
     session before v7, ...) are left out.
@@ -139,11 +141,23 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
         buf += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for index, result in partitions:
             if version >= 4:
-                lso = result.high_watermark  # no transactions: the last stable offset is the HW
+                lso = result.last_stable_offset
+                if lso is None:
+                    lso = result.high_watermark  # a read that knew no transactions: the LSO is the HW
                 buf += _PARTITION_V4.pack(index, result.error_code, result.high_watermark, lso)
                 if version >= 5:
                     buf += _I64.pack(result.log_start_offset)
-                buf += aborted_empty if read_committed and not result.error_code else aborted_null
+                aborted = result.aborted_transactions
+                if not read_committed or result.error_code:
+                    buf += aborted_null
+                elif not aborted:
+                    buf += aborted_empty
+                else:
+                    buf += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                    for producer_id, first_offset in aborted:
+                        buf += _ABORTED.pack(producer_id, first_offset)
+                        if flexible:
+                            buf += _NO_TAGS
                 if version >= 11:
                     replica = result.preferred_read_replica
                     buf += _NO_REPLICA if replica < 0 else _I32.pack(replica)

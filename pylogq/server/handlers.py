@@ -784,7 +784,10 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         """Every version's semantics: v0 answers a list of segment offsets (up to its
         ``max_num_offsets``, Kafka's pre-0.10.1 lookup), v1+ one offset and its timestamp; a
         partition named twice answers INVALID_REQUEST (v1+); v4+ fences a current leader epoch
-        other than the partition's (0 on a single node), as Kafka does."""
+        other than the partition's (0 on a single node), as Kafka does. v2+'s isolation level
+        read_committed bounds the answers by the last stable offset instead of the high
+        watermark (latest answers it)."""
+        isolation = "read_committed" if version >= 2 and req.isolation_level == 1 else "read_uncommitted"
         seen: Dict[Tuple[str, int], int] = {}
         if version >= 1:
             for t in req.topics:
@@ -812,7 +815,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                         out.old_style_offsets = self.broker.legacy_offsets_before(
                             name, index, p.timestamp, p.max_num_offsets)
                     else:
-                        offset, timestamp = self.broker.list_offsets(name, index, p.timestamp)
+                        offset, timestamp = self.broker.list_offsets(name, index, p.timestamp, isolation)
                         out.offset, out.timestamp = offset, timestamp
                         if offset >= 0:
                             out.leader_epoch = epoch if epoch is not None else \

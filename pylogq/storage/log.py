@@ -226,6 +226,10 @@ class Log:
         # One assignment of a tuple pair: a reader sees the old or the new list, whole.
         self._view = (tuple(s.base_offset for s in segments), segments)
         self._bases, self._segments = self._view
+        # Whether a read_committed fetch has aborted transactions to look for at all: set on
+        # each new segment list and by each aborted transaction indexed (a truncation that
+        # empties an index leaves it set, which only costs a look).
+        self._has_aborted = any(s.txn_index.size for s in segments)
 
     # -- state --------------------------------------------------------------------
 
@@ -368,11 +372,22 @@ class Log:
         first = self.first_unstable_offset
         return first if first is not None and first < high_watermark else high_watermark
 
+    @property
+    def has_aborted_transactions(self) -> bool:
+        """False when no segment indexes an aborted transaction (a read_committed read then has
+        none to look for); True may linger after a truncation emptied the indexes."""
+        return self._has_aborted
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> List[AbortedTxn]:
         """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``) (Kafka's
         collectAbortedTransactions): the transaction indexes from the segment holding
         ``start_offset`` on, until one says no later segment can hold more (its search is
-        complete). Empty below the first segment, as in Kafka. Takes no lock."""
+        complete). Empty below the first segment, as in Kafka. Takes no lock.
+
+        Costs one attribute look when no segment has an aborted transaction indexed (a
+        partition that never saw an aborted transaction, the common case)."""
+        if not self._has_aborted:
+            return []
         for _ in range(1000):
             bases, segments = self._view
             i = bisect.bisect_right(bases, start_offset) - 1
@@ -393,10 +408,18 @@ class Log:
         raise OffsetOutOfRangeError("the segments of %s-%d from offset %d were removed while their aborted "
                                     "transactions were read" % (self.topic, self.partition, start_offset))
 
+    def segment_upper_bound(self, base_offset: int) -> int:
+        """The base offset of the segment after the one based at ``base_offset``; the log end
+        offset when that one is the last (the bound of a fetch within it). Takes no lock."""
+        bases, _ = self._view
+        i = bisect.bisect_right(bases, base_offset)
+        return bases[i] if i < len(bases) else self._end.offset
+
     def _index_aborted(self, txn: AbortedTxn) -> None:
         """Record an aborted transaction an append completed in the transaction index of the
         segment the append went to (the active one; lock held)."""
         segment = self._end.segment
+        self._has_aborted = True  # before the write: a reader may look once it is there
         try:
             segment.txn_index.append(txn)
         except OSError as exc:

@@ -219,11 +219,12 @@ class _LeaderNotYetKnown(InProcessTransport):
         super().__init__(broker)
         self.failures = failures
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Any:
+    def list_offsets(self, topic: str, partition: int, timestamp: int,
+                     isolation_level: str = "read_uncommitted") -> Any:
         if self.failures > 0:
             self.failures -= 1
             raise LeaderNotAvailableError("%s-%d has no leader yet" % (topic, partition))
-        return super().list_offsets(topic, partition, timestamp)
+        return super().list_offsets(topic, partition, timestamp, isolation_level)
 
 
 def test_offset_reset_retries_a_retriable_failure(broker: pylogq.Broker) -> None:

@@ -207,6 +207,10 @@ class BrokerDataPath(BrokerLifecycle):
                     client_rack: Optional[str] = None) -> FetchResults:
         out: Dict[Tuple[str, int], FetchResult] = {}
         budget = max_bytes
+        committed = isolation_level == "read_committed"
+        if not committed and isolation_level != "read_uncommitted":
+            raise errors.InvalidArgumentError("isolation_level must be 'read_uncommitted' or 'read_committed', got %r"
+                                              % (isolation_level,))
         selector = replica_selector(self.config.node.replica_selector_class) if client_rack else None
         for topic, index, offset, partition_max in requests:
             try:
@@ -221,9 +225,16 @@ class BrokerDataPath(BrokerLifecycle):
                                                           RecordBytes(b""), preferred)
                         continue
                 limit = max(0, min(partition_max, budget))
+                if committed:
+                    region, lso, aborted = part.read_committed(offset, limit, min_one_batch=budget == max_bytes)
+                    budget -= len(region)
+                    out[(topic, index)] = FetchResult(0, part.high_watermark, part.log_start_offset, region, -1, lso,
+                                                      [(txn.producer_id, txn.first_offset) for txn in aborted])
+                    continue
                 region = part.read(offset, limit, isolation_level, min_one_batch=budget == max_bytes)
                 budget -= len(region)
-                out[(topic, index)] = FetchResult(0, part.high_watermark, part.log_start_offset, region)
+                out[(topic, index)] = FetchResult(0, part.high_watermark, part.log_start_offset, region, -1,
+                                                  part.last_stable_offset)
             except errors.BrokerError as exc:
                 hw = ls = -1
                 found = self._partitions.get((topic, index))
@@ -251,11 +262,13 @@ class BrokerDataPath(BrokerLifecycle):
             return None
         return chosen.broker_id
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
+    def list_offsets(self, topic: str, partition: int, timestamp: int,
+                     isolation_level: str = "read_uncommitted") -> Tuple[int, int]:
         """Kafka's ListOffsets: -1 latest, -2 earliest (and -4, earliest local), -3 the record
         with the largest timestamp, else the first offset at or after ``timestamp``;
-        -> (offset, timestamp), offset -1 when none is that late (and for -5, latest tiered)."""
-        found = self.leader_partition(topic, partition).offset_for_timestamp(timestamp)
+        -> (offset, timestamp), offset -1 when none is that late (and for -5, latest tiered).
+        Bounded by the high watermark, or the last stable offset for ``read_committed``."""
+        found = self.leader_partition(topic, partition).offset_for_timestamp(timestamp, isolation_level)
         if found is None:
             return -1, -1
         return found

@@ -118,8 +118,9 @@ class InProcessTransport:
               isolation_level: str) -> Dict[Tuple[str, int], FetchResult]:
         return self.broker.fetch(requests, max_wait_ms, min_bytes, max_bytes, isolation_level)
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> Tuple[int, int]:
-        return self.broker.list_offsets(topic, partition, timestamp)
+    def list_offsets(self, topic: str, partition: int, timestamp: int,
+                     isolation_level: str = "read_uncommitted") -> Tuple[int, int]:
+        return self.broker.list_offsets(topic, partition, timestamp, isolation_level)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         return self.broker.delete_records(topic, partition, offset)

@@ -69,6 +69,7 @@ from ...storage.log import (
     Log,
 )
 from ...storage.segment import FileRegion
+from ...storage.transaction_index import AbortedTxn
 from ..contract import LeaderAndIsrPartition, ProducerDescription
 from .producer_state import ProducerStateManager
 
@@ -642,18 +643,40 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, isolation_level: str = "read_uncommitted",
              min_one_batch: bool = True) -> FileRegion:
-        """Whole batches from the one holding ``offset``, none at or past the high watermark.
+        """Whole batches from the one holding ``offset``, none at or past the high watermark
+        (``read_uncommitted``) or the last stable offset (``read_committed``,
+        :attr:`last_stable_offset`; without transactions it is the high watermark).
 
-        ``read_committed`` is bounded by the high watermark too (the last stable
-        offset, :attr:`last_stable_offset`, and the aborted transactions of the
-        range, :meth:`Log.collect_aborted_transactions`, are for the fetch path
-        to apply; without transactions the LSO is the high watermark). An offset
-        between the HW and the log end gives an empty region; below the log
-        start or past the log end, OffsetOutOfRangeError.
+        An offset between that bound and the log end gives an empty region; below the log
+        start or past the log end, OffsetOutOfRangeError. :meth:`read_committed` also gives
+        the aborted transactions a read_committed consumer needs.
         """
         _check_isolation(isolation_level)
         self._check_open()
-        return self.log.read(offset, max_bytes, max_offset=self._high_watermark, min_one_batch=min_one_batch)
+        bound = self._high_watermark if isolation_level == "read_uncommitted" else self.last_stable_offset
+        return self.log.read(offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
+
+    def read_committed(self, offset: int, max_bytes: int,
+                       min_one_batch: bool = True) -> Tuple[FileRegion, int, List[AbortedTxn]]:
+        """A read_committed fetch, as Kafka's leader reads one: -> (whole batches from the one
+        holding ``offset`` below the last stable offset, that last stable offset, the aborted
+        transactions overlapping the batches read).
+
+        The aborted transactions are those overlapping [``offset``, upper bound), the upper
+        bound being the next segment's base offset (the log end for the active segment)
+        capped by the last stable offset, as Kafka bounds them (it may take the first offset
+        past the read from the offset index instead: either covers the batches read; a
+        consumer only applies an aborted transaction to batches it receives). An empty read
+        has none (an empty list). Costs nothing beyond :meth:`read` when the log has no
+        aborted transaction indexed. Thread-safe: it takes no lock, the LSO being read once.
+        """
+        self._check_open()
+        lso = self.last_stable_offset
+        region = self.log.read(offset, max_bytes, max_offset=lso, min_one_batch=min_one_batch)
+        if not region.length or not self.log.has_aborted_transactions:
+            return region, lso, []
+        upper = min(lso, self.log.segment_upper_bound(region.segment_base_offset))
+        return region, lso, self.log.collect_aborted_transactions(offset, upper)
 
     def read_for_follower(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FileRegion:
         """Whole batches from ``offset`` up to the log end (a follower copies what is not yet
@@ -663,31 +686,32 @@ class Partition:
 
     def offset_for_timestamp(self, timestamp: int,
                              isolation_level: str = "read_uncommitted") -> Optional[Tuple[int, int]]:
-        """Kafka's ListOffsets: -> (offset, timestamp), or None when no committed record is that late.
+        """Kafka's ListOffsets: -> (offset, timestamp), or None when no fetchable record is that late.
 
-        -1 (latest) answers the high watermark, as Kafka does for consumers
-        (they may not read past it); -2 (earliest) and -4 (earliest local: there
-        is no tiered storage) the log start; -3 the first record holding the
-        largest timestamp (KIP-734); -5 (latest tiered) None, nothing being
-        tiered. Another value finds the first batch whose max timestamp is at
-        least ``timestamp``, among the batches below the high watermark.
+        A consumer may fetch below the high watermark (``read_uncommitted``) or the last
+        stable offset (``read_committed``, ListOffsets v2+), as Kafka bounds it: -1
+        (latest) answers that bound; -2 (earliest) and -4 (earliest local: there is no
+        tiered storage) the log start; -3 the first record holding the largest timestamp
+        below the bound (KIP-734); -5 (latest tiered) None, nothing being tiered. Another
+        value finds the first batch whose max timestamp is at least ``timestamp``, among
+        the batches below the bound.
         """
         _check_isolation(isolation_level)
         self._check_open()
-        hw = self._high_watermark
+        bound = self._high_watermark if isolation_level == "read_uncommitted" else self.last_stable_offset
         if timestamp == LATEST_TIMESTAMP:
-            return hw, -1
+            return bound, -1
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return self.log.log_start_offset, -1
         if timestamp == MAX_TIMESTAMP:
-            return self.log.offset_of_max_timestamp(below=hw)
+            return self.log.offset_of_max_timestamp(below=bound)
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return None
         if timestamp < 0:
             raise InvalidArgumentError("timestamp must be -1 (latest), -2 (earliest), -3 (max timestamp), -4 (earliest "
                              "local), -5 (latest tiered) or a time in ms, got %d" % timestamp)
         found = self.log.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= hw:
+        if found is None or found[0] >= bound:
             return None
         return found
 
