@@ -89,6 +89,10 @@ __all__ = [
     "TopicDescription",
     "TopicPartition",
     "TopicPartitionInfo",
+    "TransactionDescription",
+    "TransactionListing",
+    "TxnMarker",
+    "TxnOffset",
     "listener_factory",
     "listener_settings",
     "register_listener_factory",
@@ -277,6 +281,49 @@ class ProducerDescription(NamedTuple):
     last_timestamp: int
     coordinator_epoch: int = -1
     current_txn_start_offset: int = -1
+
+
+class TxnMarker(NamedTuple):
+    """One marker of a WriteTxnMarkers request: end ``producer_id``'s transaction (COMMIT when
+    ``committed``, else ABORT) on each partition, written by a transaction coordinator in
+    ``coordinator_epoch`` (the leader epoch of its ``__transaction_state`` partition)."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    partitions: Tuple[Tuple[str, int], ...]
+
+
+class TxnOffset(NamedTuple):
+    """One partition's offset in a TxnOffsetCommit: committed with the transaction."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: Optional[str] = None
+
+
+class TransactionDescription(NamedTuple):
+    """One transactional id as DescribeTransactions reports it (``error_code`` non-zero: the
+    rest is unset). ``state`` is Kafka's name (Empty, Ongoing, PrepareCommit, ...), the
+    start time -1 with no transaction under way."""
+
+    transactional_id: str
+    error_code: int
+    state: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = -1
+    partitions: Tuple[Tuple[str, int], ...] = ()
+
+
+class TransactionListing(NamedTuple):
+    """One transactional id as ListTransactions reports it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
 
 
 class PartitionReassignment(NamedTuple):
@@ -549,6 +596,11 @@ class InterBrokerClient(Protocol):
 
     def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[Tuple[str, int], Tuple[int, int]]
                                  ) -> Dict[Tuple[str, int], EpochEndOffset]: ...
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
+        """A transaction coordinator's WriteTxnMarkers to a partitions' leader; -> each
+        marker's (by producer id) error code per partition."""
+        ...
 
     def abort(self) -> None:
         """From another thread: end the call in flight, if any, at once (it raises
@@ -874,7 +926,66 @@ class ServedBroker(Protocol):
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
 
-    def init_producer_id(self, transactional_id: Optional[str] = None) -> Tuple[int, int]: ...
+    def init_producer_id(self, transactional_id: Optional[str] = None, transaction_timeout_ms: int = 60000,
+                         producer_id: int = -1, producer_epoch: int = -1) -> Tuple[int, int]:
+        """InitProducerId: an idempotent producer's new id (epoch 0), or a transactional id's id
+        and bumped epoch from its coordinator, which fences the previous producer of that id
+        (aborting its open transaction: CONCURRENT_TRANSACTIONS until that is done)."""
+        ...
+
+    # transactions: the transaction coordinator's calls, and the partitions' leaders'
+    def coordinator_for_transaction(self, transactional_id: str) -> Tuple[int, int]:
+        """FindCoordinator for a transactional id: (error code, the coordinator's broker id),
+        the leader of the id's ``__transaction_state`` partition (created on first use:
+        :meth:`ensure_transaction_state_topic`, which the caller runs first)."""
+        ...
+
+    def transaction_state_topic_ready(self) -> bool: ...
+
+    def ensure_transaction_state_topic(self) -> int: ...
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
+        """AddPartitionsToTxn: -> each partition's error code (all one code when the
+        transaction refuses them)."""
+        ...
+
+    def verify_partitions_in_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 partitions: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
+        """AddPartitionsToTxn v4+'s verify-only: whether each partition is in the ongoing
+        transaction (0, or INVALID_TXN_STATE), nothing added."""
+        ...
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           group_id: str) -> None:
+        """AddOffsetsToTxn: add the group's ``__consumer_offsets`` partition to the transaction."""
+        ...
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        """EndTxn: commit or abort the ongoing transaction; returns once the decision is
+        stored (its markers are written after)."""
+        ...
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
+        """WriteTxnMarkers on the partitions led here: -> each marker's (by producer id)
+        error code per partition, once each marker is replicated (acks=all)."""
+        ...
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          generation_id: int, member_id: str, group_instance_id: Optional[str],
+                          offsets: Mapping[Tuple[str, int], TxnOffset]) -> Dict[Tuple[str, int], int]:
+        """TxnOffsetCommit: the group's offsets, committed when the transaction commits; -> each
+        partition's error code."""
+        ...
+
+    def describe_transactions(self, transactional_ids: Sequence[str]) -> List[TransactionDescription]: ...
+
+    def list_transactions(self, states: Sequence[str] = (), producer_ids: Sequence[int] = (),
+                          duration_ms: int = -1) -> Tuple[List[str], List[TransactionListing]]:
+        """ListTransactions on this coordinator: -> (the states asked for that are unknown,
+        the transactional ids whose state, producer id and running time (at least
+        ``duration_ms``, -1: any) match)."""
+        ...
 
     def describe_log_dirs(self, partitions: LogDirsQuery = None) -> List[LogDirDescription]: ...
 
