@@ -5,9 +5,9 @@ nullability, defaults, tags, common structs) over the schema's full ``validVersi
 :class:`~pylogq.protocol.schema.Schema` does the rest. ``SUPPORTED_VERSIONS`` is the range the
 broker serves per API: Kafka 3.9's whole range, flexible versions included, the APIs brokers
 send one another (``INTER_BROKER_APIS``) among them. ``REQUESTS`` and ``RESPONSES`` hold a
-table for each, and for the transaction APIs (KIP-98: AddPartitionsToTxn, AddOffsetsToTxn,
-EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions, ListTransactions), which have
-tables over their schemas' whole ``validVersions`` but are not served yet: they are neither in
+table for each, and for the transaction APIs not served yet (KIP-98: AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, WriteTxnMarkers, DescribeTransactions, ListTransactions), which have
+tables over their schemas' whole ``validVersions``: they are neither in
 ``SUPPORTED_VERSIONS`` nor members of :class:`~pylogq.protocol.constants.ApiKey`, and a broker
 closes a connection that sends one, as it does for any API key it does not know.
 ``header_versions`` picks the request/response header version for an API version.
@@ -2009,7 +2009,7 @@ DELETE_ACLS_RESPONSE = Schema({
 #: The transaction APIs, which have tables but are not served yet (no handler, not in
 #: SUPPORTED_VERSIONS). ApiKey lists only served APIs (the server binds a handler to each
 #: member), so their tables are keyed by number here until they are served.
-_ADD_PARTITIONS_TO_TXN, _ADD_OFFSETS_TO_TXN, _END_TXN, _WRITE_TXN_MARKERS, _TXN_OFFSET_COMMIT = 24, 25, 26, 27, 28
+_ADD_PARTITIONS_TO_TXN, _ADD_OFFSETS_TO_TXN, _END_TXN, _WRITE_TXN_MARKERS = 24, 25, 26, 27
 _DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 65, 66
 
 #: API key -> Kafka's name for the API.
@@ -2042,7 +2042,7 @@ API_NAMES: Dict[int, str] = {
     _ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
     _END_TXN: "EndTxn",
     _WRITE_TXN_MARKERS: "WriteTxnMarkers",
-    _TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
     ApiKey.ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
@@ -2094,6 +2094,7 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -2154,7 +2155,7 @@ REQUESTS: Dict[int, Schema] = {
     _ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_REQUEST,
     _END_TXN: END_TXN_REQUEST,
     _WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_REQUEST,
-    _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_REQUEST,
+    ApiKey.TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_REQUEST,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_REQUEST,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_REQUEST,
     ApiKey.ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_REQUEST,
@@ -2210,7 +2211,7 @@ RESPONSES: Dict[int, Schema] = {
     _ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_RESPONSE,
     _END_TXN: END_TXN_RESPONSE,
     _WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_RESPONSE,
-    _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_RESPONSE,
+    ApiKey.TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_RESPONSE,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_RESPONSE,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESPONSE,
     ApiKey.ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_RESPONSE,

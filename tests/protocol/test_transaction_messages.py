@@ -2,9 +2,9 @@
 WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66), and
 InitProducerId (22) with a transactional id, over their Kafka 3.9 schemas' versions.
 
-The broker does not serve the seven yet (not in ``SUPPORTED_VERSIONS`` nor in ``ApiKey``, so
-ApiVersions does not advertise them and a broker closes a connection that sends one), but their
-tables and typed classes exist. Each API at each version encodes a representative request and
+The broker serves TxnOffsetCommit (tests/server/test_txn_offset_commit.py) but not the six others
+yet (not in ``SUPPORTED_VERSIONS`` nor in ``ApiKey``, so ApiVersions does not advertise them and
+a broker closes a connection that sends one); the tables and typed classes of all seven exist. Each API at each version encodes a representative request and
 response built as its typed class (holding only the fields that version carries), reads back as
 the same object, and re-encodes to the same bytes. Golden bytes for at least one version of each,
 flexible and not, are written here field by field with ``struct`` in the order of Kafka's JSON
@@ -173,8 +173,12 @@ def test_tables_over_the_schemas_ranges(api_key: int, name: str, request_table: 
             assert table.is_flexible(version) == (version >= flexible)
     for version in range(versions[0], versions[1] + 1):
         assert header_versions(api_key, version) == ((2, 1) if version >= flexible else (1, 0))
+    assert api_key not in INTER_BROKER_APIS
+    if api_key == ApiKey.TXN_OFFSET_COMMIT:  # served, over its whole range
+        assert SUPPORTED_VERSIONS[api_key] == versions
+        return
     # Not served yet: not advertised, not dispatched.
-    assert api_key not in SUPPORTED_VERSIONS and api_key not in INTER_BROKER_APIS
+    assert api_key not in SUPPORTED_VERSIONS
     assert api_key not in {k.value for k in ApiKey}
 
 
@@ -702,12 +706,12 @@ def test_every_sample_reads_back(schema: Schema, version: int) -> None:
     assert schema.encode(schema.parse(data, version), version) == data
 
 
-# -- a broker does not serve them yet ---------------------------------------------------------
+# -- a broker does not serve the six others yet -----------------------------------------------
 
 
 def test_a_broker_neither_advertises_nor_answers_them(tmp_path: Any) -> None:
-    """ApiVersions leaves them out, and a well-formed request of one closes its connection as an
-    unknown API key does, while other connections keep being served."""
+    """ApiVersions leaves out all but TxnOffsetCommit, and a well-formed request of another closes
+    its connection as an unknown API key does, while other connections keep being served."""
     with Broker(str(tmp_path / "broker")) as broker:
         host, port = broker.serve("127.0.0.1", 0)
 
@@ -719,7 +723,8 @@ def test_a_broker_neither_advertises_nor_answers_them(tmp_path: Any) -> None:
         other = KafkaSocket(host, port, 30.0)
         try:
             advertised = {entry["api_key"] for entry in api_versions(other, 1)["api_keys"]}
-            assert advertised == set(SUPPORTED_VERSIONS) and not advertised & set(TXN_KEYS)
+            assert advertised == set(SUPPORTED_VERSIONS)
+            assert advertised & set(TXN_KEYS) == {ApiKey.TXN_OFFSET_COMMIT}
             for api_key, version, body in [(24, 3, _add_partitions(3)), (26, 0, _end_txn(True)),
                                            (66, 1, _list_transactions(1))]:
                 sock = KafkaSocket(host, port, 30.0)
