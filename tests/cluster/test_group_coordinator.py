@@ -44,11 +44,13 @@ class MemoryStore:
     def __init__(self) -> None:
         self.partitions: Dict[int, List[Tuple[Optional[bytes], Optional[bytes]]]] = defaultdict(list)
         self.batches: Dict[int, List[StoredBatch]] = defaultdict(list)
+        self.raw: Dict[int, List[bytes]] = defaultdict(list)
         self.fail: Optional[BaseException] = None
 
     def append(self, partition: int, batch: bytes) -> None:
         if self.fail is not None:
             raise self.fail
+        self.raw[partition].append(bytes(batch))
         parsed = RecordBatch(batch)
         if parsed.is_control_batch:
             marker = end_txn_marker(batch)

@@ -178,8 +178,9 @@ class GroupMetadataManager:
         """Its groups answer COORDINATOR_LOAD_IN_PROGRESS until :meth:`finish_loading`."""
         if self.owned is None:
             self.owned = set()
+        if partition not in self.loading:  # a load starts: what an earlier one kept is stale
+            self._decided_while_loading.pop(partition, None)
         self.loading.add(partition)
-        self._decided_while_loading.pop(partition, None)
 
     def finish_loading(self, partition: int, loaded: Loaded, now: float) -> bool:
         """Serve a partition read while it was loading: its groups replaced by ``loaded``.
