@@ -1,17 +1,18 @@
 """``__consumer_offsets``: the compacted internal topic that holds the group coordinator's state.
 
 The group coordinator does not know the broker: it gets ``append(partition, batch)``
-and ``read_all(partition)`` from :class:`OffsetsTopic`, which writes through the
+and ``read_batches(partition)`` from :class:`OffsetsTopic`, which writes through the
 partition (acks=all: a commit is answered only once it is committed) and reads a
 partition back batch by batch in offset order, up to its log end, for the coordinator's
 load (with each batch's producer and transaction marker: transactional offset commits
-are replayed from them).
+are replayed from them). ``read_all`` gives the same records without their batches, for a
+store that needs no more (the transaction coordinator's ``__transaction_state``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, Iterator
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from ....errors import InvalidRecordError
 from ....records import CONTROL_MASK, TRANSACTIONAL_MASK, decode_columns, iter_batches
@@ -44,7 +45,13 @@ class OffsetsTopic:
         its sequence is not); acks=all (a cluster's caller waits for the replicas)."""
         self._partition(partition).append(data, required_acks=-1, origin="coordinator")
 
-    def read_all(self, partition: int) -> Iterator[StoredBatch]:
+    def read_all(self, partition: int) -> Iterator[Tuple[Optional[bytes], Optional[bytes]]]:
+        """Every (key, value) of a partition's data batches, in offset order, up to its log end
+        (see :meth:`read_batches`)."""
+        for batch in self.read_batches(partition):
+            yield from batch.records
+
+    def read_batches(self, partition: int) -> Iterator[StoredBatch]:
         """Every batch of a partition, in offset order, up to its log end (a new leader's log
         holds everything committed, and what it holds past its high watermark will be
         committed by it: Kafka's coordinator loads to the log end too), with its producer and
