@@ -121,3 +121,24 @@ def test_a_new_leader_loads_pending_and_committed_offsets(tmp_path: Path) -> Non
         assert _seen(second) == {TP0: (7, 0), TP1: (-1, UNSTABLE)}
         _marker(second, "g", 32, 0, True)
         assert _seen(second) == {TP0: (7, 0), TP1: (8, 0)}
+
+
+def test_the_offsets_topic_is_read_back_batch_by_batch(tmp_path: Path) -> None:
+    """``read_batches`` gives each batch with its producer and marker, in log order, over more than
+    one read of the partition; ``read_all`` only the data batches' (key, value)."""
+    with _single_node(tmp_path / "b") as broker:
+        broker.create_topic("data", partitions=2)
+        broker.ensure_offsets_topic()
+        p = broker.group_coordinator.partition_for("g")
+        big = "x" * 3000  # a few hundred batches of ~3 KB: more than one 1 MiB read
+        for i in range(400):
+            broker.group_coordinator.commit_offsets("g", -1, "", {TP0: (i, big)})
+        _commit(broker, 70, 0, {TP0: 1000, TP1: 1001})
+        _marker(broker, "g", 70, 0, False)
+        broker.group_coordinator.commit_offsets("g", -1, "", {TP1: (5, "")})
+        batches = list(broker.offsets_topic.read_batches(p))
+        assert [(len(b.records), b.producer_id, b.transactional, b.control_type) for b in batches] == \
+            [(1, -1, False, -1)] * 400 + [(2, 70, True, -1), (0, 70, True, ABORT), (1, -1, False, -1)]
+        records = [r for b in batches for r in b.records]
+        assert list(broker.offsets_topic.read_all(p)) == records
+        assert broker.partition(OFFSETS_TOPIC, p).log_end_offset == 404  # 400 + 2 + the marker + 1

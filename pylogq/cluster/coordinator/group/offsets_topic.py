@@ -12,6 +12,7 @@ store that needs no more (the transaction coordinator's ``__transaction_state``)
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from ....errors import InvalidRecordError
@@ -67,11 +68,18 @@ class OffsetsTopic:
             if len(region) == 0:
                 return
             data = region.read()
+            # One columnar decode of the region (control records kept, to be stepped over), each
+            # batch's records then found by offset: far quicker than a decode per small batch.
+            columns = decode_columns(data, start_offset=offset, skip_control=False)
+            offsets = columns.offsets.tolist()
+            first = 0
             last = -1
             for h in iter_batches(data):
                 if h.last_offset < offset:
                     continue
                 last = h.last_offset
+                after = bisect_right(offsets, last, first)
+                rows, first = range(first, after), after
                 if h.magic >= 2 and h.attributes & CONTROL_MASK:
                     try:
                         marker = end_txn_marker(data, h.position)
@@ -81,8 +89,7 @@ class OffsetsTopic:
                         continue
                     yield StoredBatch((), h.producer_id, True, -1 if marker is None else marker.control_type)
                     continue
-                columns = decode_columns(memoryview(data)[h.position:h.position + h.size], start_offset=offset)
-                yield StoredBatch([(columns.key(i), columns.value(i)) for i in range(len(columns))], h.producer_id,
+                yield StoredBatch([(columns.key(i), columns.value(i)) for i in rows], h.producer_id,
                                   h.magic >= 2 and bool(h.attributes & TRANSACTIONAL_MASK))
             if last < offset:
                 return
