@@ -429,6 +429,10 @@ class TransactionManager:
         try:
             codes = self._retry("AddPartitionsToTxn", deadline, add, backoff)
         except KafkaTimeoutError as exc:
+            # Whether the coordinator added them is unknown: the abort bumps the epoch, which
+            # ends a transaction the coordinator may hold without an EndTxn this side knows to send.
+            with self._lock:
+                self._epoch_bump_required = True
             return self._fail_abortable(exc)
         except BrokerError as exc:
             return self._classify(exc, "AddPartitionsToTxn")
