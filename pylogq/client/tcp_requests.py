@@ -84,8 +84,11 @@ from .connection import BrokerConnection
 
 __all__ = ["FetchedRecords", "TcpRequests", "TcpRouting"]
 
-# The transaction APIs' keys (Kafka's numbers).
-ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
+ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
+END_TXN = ApiKey.END_TXN
+#: TxnOffsetCommit's key: its table is keyed by number while brokers here do not serve it.
+TXN_OFFSET_COMMIT = 28
 
 _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
                                 CoordinatorLoadInProgressError.code))

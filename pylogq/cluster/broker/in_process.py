@@ -129,8 +129,9 @@ class InProcessTransport:
         """Check that this broker coordinates ``transactional_id`` (``__transaction_state``
         made on first use, as FindCoordinator does over the wire): a cluster's other brokers
         are out of reach in process, so another coordinator raises NotCoordinatorError."""
-        self.broker.ensure_transaction_state_topic()
-        code, node = self.broker.coordinator_for_transaction(transactional_id)
+        code, node = self.broker.ensure_transaction_state_topic(), -1
+        if not code:
+            code, node = self.broker.coordinator_for_transaction(transactional_id)
         if code:
             cls = error_for_code(code) or BrokerError
             raise cls("finding the coordinator of transactional id %r" % (transactional_id,))
