@@ -10,6 +10,7 @@ written after it, which a read_committed reader can only reach past the aborted 
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -288,3 +289,37 @@ def test_confluent_kafkas_read_committed_consumer_sees_exactly_the_committed_rec
         assert got == committed
     finally:
         consumer.close()
+
+
+def test_bulk_and_concurrent_sends_join_the_transaction(clients):
+    """send_batch's whole batches and several threads' sends belong to the transaction too."""
+    per_thread = 300
+    with transactional(clients, "bulk", linger_ms=1) as producer:
+        producer.begin_transaction()
+        results = producer.send_batch("out", [b"bulk-%d" % i for i in range(500)], partition=0)
+        assert sum(r.record_count for r in results) == 500
+
+        def send(n: int) -> None:
+            for i in range(per_thread):
+                producer.send("out", b"thread-%d-%d" % (n, i), partition=1)
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send_batch("out", [b"aborted-bulk"] * 100, partition=0)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send("out", b"last", partition=0)
+        producer.commit_transaction()
+
+    got = read(clients, [("out", 0), ("out", 1)], "read_committed",
+               lambda g: len(g[("out", 0)]) >= 501 and len(g[("out", 1)]) >= 3 * per_thread)
+    assert got[("out", 0)] == [b"bulk-%d" % i for i in range(500)] + [b"last"]
+    assert sorted(got[("out", 1)]) == sorted(b"thread-%d-%d" % (n, i) for n in range(3) for i in range(per_thread))
+    for n in range(3):  # each thread's records in its order
+        mine = [v for v in got[("out", 1)] if v.startswith(b"thread-%d-" % n)]
+        assert mine == [b"thread-%d-%d" % (n, i) for i in range(per_thread)]
