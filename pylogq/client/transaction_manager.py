@@ -276,10 +276,12 @@ class TransactionManager:
                 raise InvalidProducerEpochError(
                     "the producer with transactional id %r (producer id %d, epoch %d) attempted to produce with "
                     "an old epoch" % (self.transactional_id, self.producer_id, self.producer_epoch)) from error
+            if not isinstance(error, PylogqError):
+                raise error
             if self.state is S.FATAL_ERROR:
-                raise type(error)(*error.args) if isinstance(error, PylogqError) else error
+                raise type(error)(*error.args) from error
             raise type(error)("cannot execute a transactional call: the transaction must be aborted after "
-                              "%s" % (error,)) if isinstance(error, PylogqError) else error
+                              "%s" % (error,)) from error
 
     def _check_pending(self, operation: str) -> bool:
         """Whether ``operation`` resumes a transition that timed out (lock held); IllegalStateError
@@ -345,18 +347,15 @@ class TransactionManager:
         return time.monotonic() + (self._max_block_s if timeout is None else max(0.0, float(timeout)))
 
     def _settle(self, call: Callable[[], None]) -> None:
-        """Run the rest of a transition: a timeout leaves it pending for the same call to
-        resume; anything else (done, or an error state) ends it."""
+        """Run the rest of a transition. One that stopped half way (a timeout, a lost
+        answer: still INITIALIZING, COMMITTING or ABORTING) stays pending for the same call
+        to resume; one that ended (done, or in an error state) is no longer pending."""
         try:
             call()
-        except KafkaTimeoutError:
-            raise
-        except BaseException:
+        finally:
             with self._lock:
-                self._pending = None
-            raise
-        with self._lock:
-            self._pending = None
+                if self.state not in (S.INITIALIZING, S.COMMITTING, S.ABORTING):
+                    self._pending = None
 
     def init_transactions(self, timeout: Optional[float] = None) -> None:
         """InitProducerId for the transactional id: READY with a new epoch, every earlier
@@ -428,14 +427,14 @@ class TransactionManager:
 
         try:
             codes = self._retry("AddPartitionsToTxn", deadline, add, backoff)
-        except KafkaTimeoutError as exc:
+        except Exception as exc:  # noqa: BLE001 - the sender thread goes on, whatever failed
+            if not isinstance(exc, KafkaTimeoutError) and isinstance(exc, BrokerError):
+                return self._classify(exc, "AddPartitionsToTxn")
             # Whether the coordinator added them is unknown: the abort bumps the epoch, which
             # ends a transaction the coordinator may hold without an EndTxn this side knows to send.
             with self._lock:
                 self._epoch_bump_required = True
             return self._fail_abortable(exc)
-        except BrokerError as exc:
-            return self._classify(exc, "AddPartitionsToTxn")
         failed = {tp: c for tp, c in codes.items() if c}
         if failed:
             unauthorized = sorted({t for (t, _), c in failed.items() if c == TopicAuthorizationFailedError.code})
