@@ -19,7 +19,7 @@ import pytest
 import pylogq
 from pylogq.client.consumer_coordinator import OffsetAndMetadata
 from pylogq.cluster.contract import TopicPartition
-from pylogq.errors import ProducerFencedError, UnsupportedVersionError
+from pylogq.errors import InvalidProducerEpochError, ProducerFencedError, UnsupportedVersionError
 
 DEADLINE_S = 20.0
 
@@ -31,7 +31,9 @@ needs_txn_offset_commit = pytest.mark.xfail(raises=UnsupportedVersionError, stri
 
 @pytest.fixture
 def broker(tmp_path):
-    with pylogq.Broker(str(tmp_path / "data"), group_initial_rebalance_delay_ms=0) as b:
+    # One __transaction_state partition, not Kafka's 50: made at the first transactional call.
+    with pylogq.Broker(str(tmp_path / "data"), group_initial_rebalance_delay_ms=0,
+                       transaction_state_log_num_partitions=1) as b:
         b.create_topic("out", partitions=2)
         b.create_topic("audit", partitions=1)
         yield b
@@ -323,3 +325,29 @@ def test_bulk_and_concurrent_sends_join_the_transaction(clients):
     for n in range(3):  # each thread's records in its order
         mine = [v for v in got[("out", 1)] if v.startswith(b"thread-%d-" % n)]
         assert mine == [b"thread-%d-%d" % (n, i) for i in range(per_thread)]
+
+
+def test_a_zombie_with_records_still_to_send_is_fenced_too(clients):
+    zombie = transactional(clients, "fenced-late", linger_ms=60000)
+    try:
+        zombie.begin_transaction()
+        zombie.send("out", b"early", partition=0)
+        zombie.flush()
+        late = zombie.send("out", b"late", partition=0)  # waits for its linger
+        with transactional(clients, "fenced-late") as successor:
+            # Its Produce carries the old epoch: Kafka's client calls that abortable, and the
+            # abort's EndTxn is the coordinator's word that the producer is fenced.
+            with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
+                zombie.commit_transaction()
+            assert late.failed()
+            with pytest.raises(ProducerFencedError):
+                zombie.abort_transaction()
+            with pytest.raises(ProducerFencedError):
+                zombie.send("out", b"later", partition=0)
+            successor.begin_transaction()
+            successor.send("out", b"successor", partition=0)
+            successor.commit_transaction()
+    finally:
+        zombie.close()
+    got = read(clients, [("out", 0)], "read_committed", lambda g: len(g[("out", 0)]) >= 1)
+    assert got[("out", 0)] == [b"successor"]
