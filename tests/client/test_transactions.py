@@ -351,3 +351,31 @@ def test_a_zombie_with_records_still_to_send_is_fenced_too(clients):
         zombie.close()
     got = read(clients, [("out", 0)], "read_committed", lambda g: len(g[("out", 0)]) >= 1)
     assert got[("out", 0)] == [b"successor"]
+
+
+def test_over_tcp_a_transaction_finds_its_coordinator_in_a_cluster(tmp_path):
+    """Three brokers: the producer looks its transaction coordinator up (FindCoordinator, key
+    type 1) and writes to partitions led by every broker in one transaction."""
+    settings = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,
+                "min.insync.replicas": 2}
+    with pylogq.Cluster(3, str(tmp_path / "cluster"), network=True, **settings) as cluster:
+        bootstrap = cluster.serve()
+        cluster.create_topic("t", 3, 3)
+        cluster.wait_for_topic("t")
+        clients = {"bootstrap_servers": bootstrap}
+        with transactional(clients, "clustered") as producer:
+            producer.begin_transaction()
+            for p in range(3):
+                producer.send("t", b"aborted-%d" % p, partition=p)
+            producer.abort_transaction()
+            producer.begin_transaction()
+            for p in range(3):
+                producer.send("t", b"committed-%d" % p, partition=p)
+            producer.commit_transaction()
+            transport = producer._transport
+            coordinator = transport._coordinators[(1, "clustered")]
+            assert coordinator == cluster.leader("__transaction_state", 0)
+        assert len({cluster.leader("t", p) for p in range(3)}) == 3  # every broker led a partition of it
+        got = read(clients, [("t", p) for p in range(3)], "read_committed",
+                   lambda g: all(len(v) >= 1 for v in g.values()))
+        assert got == {("t", p): [b"committed-%d" % p] for p in range(3)}
