@@ -227,7 +227,7 @@ class TransactionManager:
         self.added: Set[TopicPartition] = set()
         self.started = False
         self._epoch_bump_required = False
-        self._pending: Optional[str] = None  # the public call that timed out mid-transition
+        self._pending: Optional[str] = None  # the public call whose transition stopped half way
 
     def __repr__(self) -> str:
         return "<TransactionManager %r %s producer_id=%d epoch=%d>" % (
@@ -289,7 +289,7 @@ class TransactionManager:
         if self._pending is None:
             return False
         if self._pending != operation:
-            raise IllegalStateError("cannot call %s: the previous call to %s timed out and must be retried"
+            raise IllegalStateError("cannot call %s: the previous call to %s did not complete and must be retried"
                                     % (operation, self._pending))
         return True
 
