@@ -96,7 +96,7 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),  # v4+ is the brokers' batched form (KIP-890)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
-    28: (0, 3),  # TxnOffsetCommit, v3: generation, member and instance ids (KIP-447)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3: generation, member and instance ids (KIP-447)
     ApiKey.DESCRIBE_CONFIGS: (1, 1),  # v1: config source instead of is_default
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 1),

@@ -87,8 +87,7 @@ __all__ = ["FetchedRecords", "TcpRequests", "TcpRouting"]
 ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
 ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
 END_TXN = ApiKey.END_TXN
-#: TxnOffsetCommit's key: its table is keyed by number while brokers here do not serve it.
-TXN_OFFSET_COMMIT = 28
+TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 
 _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
                                 CoordinatorLoadInProgressError.code))
