@@ -1,4 +1,4 @@
-"""``pylogq.AdminClient``: topics, configs, consumer groups and records, administered.
+"""``pylogq.AdminClient``: topics, configs, consumer groups, records and transactions, administered.
 
 Shaped like kafka-python's ``KafkaAdminClient`` so code can switch between
 the two: the same method names, keyword arguments and request classes
@@ -436,7 +436,7 @@ _DEFAULTS: Dict[str, Any] = {
 
 
 class AdminClient:
-    """Administer a broker: topics, partitions, configs, consumer groups, records.
+    """Administer a broker: topics, partitions, configs, consumer groups, records, transactions.
 
     Give ``broker=`` (a :class:`pylogq.Broker` in this process) or
     ``bootstrap_servers=``; an unknown keyword raises ConfigError naming it.
