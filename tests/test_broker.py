@@ -194,8 +194,9 @@ def test_producer_ids_are_unique_across_restarts(tmp_path):
     assert [pid for pid, _ in first] == [0, 1, 2] and all(epoch == 0 for _, epoch in first)
     assert later[0] > 2
     with Broker(path, group_initial_rebalance_delay_ms=0) as b:
-        with pytest.raises(errors.TransactionalIdAuthorizationFailedError):
-            b.init_producer_id("txn")
+        pid, epoch = b.init_producer_id("txn")  # a transactional id's: from the same blocks
+        assert pid > later[0] and epoch == 0
+        assert b.init_producer_id("txn") == (pid, 1)
 
 
 def _high_watermarks(log_dir):

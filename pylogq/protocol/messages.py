@@ -5,11 +5,10 @@ nullability, defaults, tags, common structs) over the schema's full ``validVersi
 :class:`~pylogq.protocol.schema.Schema` does the rest. ``SUPPORTED_VERSIONS`` is the range the
 broker serves per API: Kafka 3.9's whole range, flexible versions included, the APIs brokers
 send one another (``INTER_BROKER_APIS``) among them. ``REQUESTS`` and ``RESPONSES`` hold a
-table for each, and for the transaction APIs (KIP-98: AddPartitionsToTxn, AddOffsetsToTxn,
-EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions, ListTransactions), which have
-tables over their schemas' whole ``validVersions`` but are not served yet: they are neither in
-``SUPPORTED_VERSIONS`` nor members of :class:`~pylogq.protocol.constants.ApiKey`, and a broker
-closes a connection that sends one, as it does for any API key it does not know.
+table for each, and for TxnOffsetCommit, which has its table over its schema's whole
+``validVersions`` but is not served yet: it is neither in ``SUPPORTED_VERSIONS`` nor a member
+of :class:`~pylogq.protocol.constants.ApiKey`, and a broker closes a connection that sends
+it, as it does for any API key it does not know.
 ``header_versions`` picks the request/response header version for an API version.
 """
 
@@ -2006,11 +2005,10 @@ DELETE_ACLS_RESPONSE = Schema({
 })
 
 
-#: The transaction APIs, which have tables but are not served yet (no handler, not in
-#: SUPPORTED_VERSIONS). ApiKey lists only served APIs (the server binds a handler to each
-#: member), so their tables are keyed by number here until they are served.
-_ADD_PARTITIONS_TO_TXN, _ADD_OFFSETS_TO_TXN, _END_TXN, _WRITE_TXN_MARKERS, _TXN_OFFSET_COMMIT = 24, 25, 26, 27, 28
-_DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 65, 66
+#: TxnOffsetCommit has its table but is not served yet (no handler, not in SUPPORTED_VERSIONS).
+#: ApiKey lists only served APIs (the server binds a handler to each member), so its table is
+#: keyed by number here until it is served.
+_TXN_OFFSET_COMMIT = 28
 
 #: API key -> Kafka's name for the API.
 API_NAMES: Dict[int, str] = {
@@ -2038,10 +2036,10 @@ API_NAMES: Dict[int, str] = {
     ApiKey.DELETE_RECORDS: "DeleteRecords",
     ApiKey.INIT_PRODUCER_ID: "InitProducerId",
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
-    _ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
-    _ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
-    _END_TXN: "EndTxn",
-    _WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    ApiKey.ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    ApiKey.END_TXN: "EndTxn",
+    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     _TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
@@ -2055,8 +2053,8 @@ API_NAMES: Dict[int, str] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
-    _DESCRIBE_TRANSACTIONS: "DescribeTransactions",
-    _LIST_TRANSACTIONS: "ListTransactions",
+    ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+    ApiKey.LIST_TRANSACTIONS: "ListTransactions",
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
@@ -2105,6 +2103,13 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    # v5 (KIP-890's epoch bump at every end) is unstable in Kafka 3.9, which advertises 0-4.
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
@@ -2119,10 +2124,10 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
 
 #: The APIs a cluster's brokers send one another: the controller's LeaderAndIsr, StopReplica
 #: and UpdateMetadata, a broker's ControlledShutdown, a follower's OffsetForLeaderEpoch (which
-#: consumers send too, KIP-320).
+#: consumers send too, KIP-320), a transaction coordinator's WriteTxnMarkers.
 INTER_BROKER_APIS: FrozenSet[int] = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH})
+    ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.WRITE_TXN_MARKERS})
 
 #: API key -> request table.
 REQUESTS: Dict[int, Schema] = {
@@ -2150,10 +2155,10 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.DELETE_RECORDS: DELETE_RECORDS_REQUEST,
     ApiKey.INIT_PRODUCER_ID: INIT_PRODUCER_ID_REQUEST,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_REQUEST,
-    _ADD_PARTITIONS_TO_TXN: ADD_PARTITIONS_TO_TXN_REQUEST,
-    _ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_REQUEST,
-    _END_TXN: END_TXN_REQUEST,
-    _WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_REQUEST,
+    ApiKey.ADD_PARTITIONS_TO_TXN: ADD_PARTITIONS_TO_TXN_REQUEST,
+    ApiKey.ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_REQUEST,
+    ApiKey.END_TXN: END_TXN_REQUEST,
+    ApiKey.WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_REQUEST,
     _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_REQUEST,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_REQUEST,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_REQUEST,
@@ -2167,8 +2172,8 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: LIST_PARTITION_REASSIGNMENTS_REQUEST,
     ApiKey.OFFSET_DELETE: OFFSET_DELETE_REQUEST,
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_REQUEST,
-    _DESCRIBE_TRANSACTIONS: DESCRIBE_TRANSACTIONS_REQUEST,
-    _LIST_TRANSACTIONS: LIST_TRANSACTIONS_REQUEST,
+    ApiKey.DESCRIBE_TRANSACTIONS: DESCRIBE_TRANSACTIONS_REQUEST,
+    ApiKey.LIST_TRANSACTIONS: LIST_TRANSACTIONS_REQUEST,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_REQUEST,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_REQUEST,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: DESCRIBE_CLIENT_QUOTAS_REQUEST,
@@ -2206,10 +2211,10 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.DELETE_RECORDS: DELETE_RECORDS_RESPONSE,
     ApiKey.INIT_PRODUCER_ID: INIT_PRODUCER_ID_RESPONSE,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OFFSET_FOR_LEADER_EPOCH_RESPONSE,
-    _ADD_PARTITIONS_TO_TXN: ADD_PARTITIONS_TO_TXN_RESPONSE,
-    _ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_RESPONSE,
-    _END_TXN: END_TXN_RESPONSE,
-    _WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_RESPONSE,
+    ApiKey.ADD_PARTITIONS_TO_TXN: ADD_PARTITIONS_TO_TXN_RESPONSE,
+    ApiKey.ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_RESPONSE,
+    ApiKey.END_TXN: END_TXN_RESPONSE,
+    ApiKey.WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_RESPONSE,
     _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_RESPONSE,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_RESPONSE,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESPONSE,
@@ -2223,8 +2228,8 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: LIST_PARTITION_REASSIGNMENTS_RESPONSE,
     ApiKey.OFFSET_DELETE: OFFSET_DELETE_RESPONSE,
     ApiKey.DESCRIBE_PRODUCERS: DESCRIBE_PRODUCERS_RESPONSE,
-    _DESCRIBE_TRANSACTIONS: DESCRIBE_TRANSACTIONS_RESPONSE,
-    _LIST_TRANSACTIONS: LIST_TRANSACTIONS_RESPONSE,
+    ApiKey.DESCRIBE_TRANSACTIONS: DESCRIBE_TRANSACTIONS_RESPONSE,
+    ApiKey.LIST_TRANSACTIONS: LIST_TRANSACTIONS_RESPONSE,
     ApiKey.DESCRIBE_LOG_DIRS: DESCRIBE_LOG_DIRS_RESPONSE,
     ApiKey.DESCRIBE_CLUSTER: DESCRIBE_CLUSTER_RESPONSE,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: DESCRIBE_CLIENT_QUOTAS_RESPONSE,

@@ -22,7 +22,8 @@ certificates carry no principal of their own: a ``User:ANONYMOUS`` connection th
 in on the listener the other brokers use (``inter.broker.listener.name``, else the one
 ``security.inter.broker.protocol`` names) is granted CLUSTER_ACTION on the cluster,
 which is what the inter-broker requests need (LeaderAndIsr, UpdateMetadata,
-StopReplica, ControlledShutdown, a follower's Fetch and OffsetForLeaderEpoch), and
+StopReplica, ControlledShutdown, a follower's Fetch and OffsetForLeaderEpoch, a
+transaction coordinator's WriteTxnMarkers), and
 nothing else. A connection with a principal (a SASL user, a client certificate's
 subject) is authorized as that principal, as Kafka does: brokers that show certificates
 or log in are named in ``super.users``. A secured cluster keeps the inter-broker listener
@@ -65,6 +66,7 @@ CLUSTER_CHECKS: Dict[int, AclOperation] = {
     ApiKey.STOP_REPLICA: _OP.CLUSTER_ACTION,
     ApiKey.UPDATE_METADATA: _OP.CLUSTER_ACTION,
     ApiKey.CONTROLLED_SHUTDOWN: _OP.CLUSTER_ACTION,
+    ApiKey.WRITE_TXN_MARKERS: _OP.CLUSTER_ACTION,
     ApiKey.DESCRIBE_ACLS: _OP.DESCRIBE,
     ApiKey.CREATE_ACLS: _OP.ALTER,
     ApiKey.DELETE_ACLS: _OP.ALTER,
@@ -222,7 +224,17 @@ def _alter_client_quotas(req: Message, version: int, exc: errors.BrokerError) ->
         for entry in req.entries])
 
 
+def _write_txn_markers(req: Message, version: int, exc: errors.BrokerError) -> Message:
+    assert isinstance(req, msg.WriteTxnMarkersRequest)
+    R = msg.WriteTxnMarkersResponse
+    return R(markers=[R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+        R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=exc.code) for p in t.partition_indexes])
+        for t in m.topics]) for m in req.markers])
+
+
 _REFUSALS: Dict[int, Callable[[Message, int, errors.BrokerError], Message]] = {
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,

@@ -3,14 +3,15 @@ pre-framed responses, and the ways a handler runs file work off the event loop.
 
 :class:`HandlerBase` is the base of the handler classes, one per family of APIs:
 :mod:`.handlers_fetch` (Fetch), :mod:`.handlers_groups` (the group coordinator's),
-:mod:`.handlers_admin` (topics, configs, log dirs, the cluster),
+:mod:`.handlers_admin` (topics, configs, log dirs, the cluster), :mod:`.handlers_transactions`
+(the transaction coordinator's APIs and WriteTxnMarkers),
 :mod:`.handlers_operations` (elections, reassignments), :mod:`.handlers_replication` (the
 controller's and followers'), :mod:`.handlers_scram`
 (SCRAM and its credentials), :mod:`.handlers_acls` (the ACLs), :mod:`.handlers_quotas` (the client
 quota APIs); each asks :attr:`HandlerBase.authz` (:mod:`.authorization`) what a request may do;
 :class:`~pylogq.server.handlers.Handlers` combines them
-with ApiVersions, SASL, Metadata, Produce, ListOffsets, DeleteRecords,
-InitProducerId and DescribeProducers, and dispatches. They reach the server only
+with ApiVersions, SASL, Metadata, Produce, ListOffsets, DeleteRecords
+and DescribeProducers, and dispatches. They reach the server only
 through :class:`~pylogq.server.context.ServerContext`.
 """
 

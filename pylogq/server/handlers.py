@@ -51,8 +51,6 @@ from ..protocol.message_data import (
     DeleteRecordsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataRequest,
@@ -89,6 +87,7 @@ from .handlers_operations import OperationsHandlers
 from .handlers_quotas import QuotaHandlers
 from .handlers_replication import ReplicationHandlers
 from .handlers_scram import ScramHandlers
+from .handlers_transactions import TransactionHandlers
 
 log = logging.getLogger("pylogq.server")
 
@@ -138,7 +137,7 @@ class _Replicating(NamedTuple):
 
 
 class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, QuotaHandlers, ReplicationHandlers,
-               ScramHandlers, AclHandlers):
+               ScramHandlers, AclHandlers, TransactionHandlers):
     """Every API pylogq-broker answers, bound to one server and its broker."""
 
     # APIs a SASL listener answers before authentication (SaslAuthenticate only after a handshake).
@@ -719,7 +718,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
         responses = []
         waiting: List[Tuple[ProduceResponse.PartitionProduceResponse, DelayedCall[ProduceResult],
                             "asyncio.Future[ProduceResult]"]] = []
-        transactional = req.transactional_id is not None
+        # A transactional producer needs WRITE on its transactional id (Kafka's KafkaApis).
+        txn_refused = req.transactional_id is not None and self.authz.enabled and not self.authz.allowed(
+            conn, _WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
         refused_topics = self.authz.refused_names(conn, _WRITE, _TOPIC, (t.name for t in req.topic_data)) \
             if self.authz.enabled else NOTHING_REFUSED
         for topic in req.topic_data:
@@ -730,9 +731,9 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                     index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                     record_errors=[], error_message=None)
                 try:
-                    if transactional:
+                    if txn_refused:
                         raise errors.TransactionalIdAuthorizationFailedError(
-                            "transactions are not supported by this broker")
+                            "not authorized to write transactional id %r" % req.transactional_id)
                     if name in refused_topics:
                         raise errors.TopicAuthorizationFailedError("not authorized to write to topic %r" % name)
                     if p.records is None:
@@ -867,27 +868,6 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
                 parts.append(out)
             topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=parts))
         return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
-
-    def init_producer_id(self, conn: Connection, req: InitProducerIdRequest, version: int,
-                         slot: RequestSlot) -> InitProducerIdResponse:
-        try:
-            # v3+ (KIP-360) names the producer asking again: an idempotent one gets a new id, as
-            # from Kafka; giving only one of the id and the epoch is an invalid request.
-            if req.transactional_id is not None and not self.authz.allowed(
-                    conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-                raise errors.TransactionalIdAuthorizationFailedError(
-                    "not authorized to write transactional id %r" % req.transactional_id)
-            if req.transactional_id is None and not self.authz.cluster(conn, AclOperation.IDEMPOTENT_WRITE) \
-                    and not self.authz.any_of_type(conn, AclOperation.WRITE, ResourceType.TOPIC):
-                # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679).
-                raise errors.ClusterAuthorizationFailedError("not authorized to produce idempotently")
-            if (req.producer_id == -1) != (req.producer_epoch == -1):
-                raise errors.InvalidRequestError("give both the producer id and epoch, or neither")
-            pid, epoch = self.broker.init_producer_id(req.transactional_id)
-        except Exception as exc:  # noqa: BLE001 - reported as the response's error
-            code = error_code(self._failed(conn, exc, "init producer id"))
-            return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
 
     # -- DescribeProducers -------------------------------------------------------------
 

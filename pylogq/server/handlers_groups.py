@@ -81,15 +81,18 @@ class GroupHandlers(HandlerBase):
         keys = [req.key] if version < 4 else list(req.coordinator_keys)
         if req.key_type == GROUP_KEY and not self.broker.offsets_topic_ready() and \
                 len(self.authz.refused_names(conn, _DESCRIBE, _GROUP, keys)) < len(set(keys)):
-            return self._find_coordinator_creating(conn, req, version)
+            return self._find_coordinator_creating(conn, req, version, self.broker.ensure_offsets_topic)
+        if req.key_type == TRANSACTION_KEY and not self.broker.transaction_state_topic_ready() and \
+                len(self.authz.refused_names(conn, _DESCRIBE, ResourceType.TRANSACTIONAL_ID, keys)) < len(set(keys)):
+            return self._find_coordinator_creating(conn, req, version, self.broker.ensure_transaction_state_topic)
         return self._find_coordinator(conn, req, version)
 
-    async def _find_coordinator_creating(self, conn: Connection, req: FindCoordinatorRequest,
-                                         version: int) -> FindCoordinatorResponse:
+    async def _find_coordinator_creating(self, conn: Connection, req: FindCoordinatorRequest, version: int,
+                                         create: Callable[[], int]) -> FindCoordinatorResponse:
         try:
-            await self._admin(self.broker.ensure_offsets_topic)
+            await self._admin(create)
         except Exception as exc:  # noqa: BLE001 - the lookup answers COORDINATOR_NOT_AVAILABLE, clients retry
-            self._failed(conn, exc, "creating the offsets topic")
+            self._failed(conn, exc, "creating the coordinator's topic")
         return self._find_coordinator(conn, req, version)
 
     def _find_coordinator(self, conn: Connection, req: FindCoordinatorRequest, version: int) -> FindCoordinatorResponse:
@@ -103,10 +106,10 @@ class GroupHandlers(HandlerBase):
 
     def _coordinator_for(self, conn: Connection, key_type: int, version: int,
                          key: str) -> FindCoordinatorResponse.Coordinator:
-        """A group's coordinator: this broker on a single node, the leader of the group's
-        ``__consumer_offsets`` partition in a cluster. There is no transaction coordinator,
-        and no share group coordinator (KIP-932): Kafka answers a share key INVALID_REQUEST
-        before v6, and so does a Kafka broker without share groups at v6."""
+        """A group's or a transactional id's coordinator: this broker on a single node, the
+        leader of the key's ``__consumer_offsets`` or ``__transaction_state`` partition in a
+        cluster. There is no share group coordinator (KIP-932): Kafka answers a share key
+        INVALID_REQUEST before v6, and so does a Kafka broker without share groups at v6."""
         if key_type == GROUP_KEY and self._group_refused(conn, _DESCRIBE, key):
             return FindCoordinatorResponse.Coordinator(
                 key=key, error_code=_GROUP_AUTHORIZATION_FAILED, error_message="not authorized to describe the group",
@@ -116,8 +119,13 @@ class GroupHandlers(HandlerBase):
             return FindCoordinatorResponse.Coordinator(
                 key=key, error_code=errors.TransactionalIdAuthorizationFailedError.code,
                 error_message="not authorized to describe the transactional id", node_id=-1, host="", port=-1)
-        if key_type == GROUP_KEY:
-            code, node = self.broker.coordinator_for(key)
+        if key_type in (GROUP_KEY, TRANSACTION_KEY):
+            if key_type == TRANSACTION_KEY and not key:
+                return FindCoordinatorResponse.Coordinator(
+                    key=key, error_code=errors.InvalidRequestError.code,
+                    error_message="the transactional id is empty", node_id=-1, host="", port=-1)
+            code, node = self.broker.coordinator_for(key) if key_type == GROUP_KEY \
+                else self.broker.coordinator_for_transaction(key)
             if not code:
                 for broker_id, host, port, _ in self._brokers_for(conn)[1]:
                     if broker_id == node:
@@ -125,11 +133,9 @@ class GroupHandlers(HandlerBase):
                                                                    node_id=node, host=host, port=port)
                 code = errors.CoordinatorNotAvailableError.code
             return FindCoordinatorResponse.Coordinator(
-                key=key, error_code=code, error_message="the group's coordinator is not available yet",
+                key=key, error_code=code, error_message="the coordinator is not available yet",
                 node_id=-1, host="", port=-1)
-        if key_type == TRANSACTION_KEY:
-            code, message = errors.CoordinatorNotAvailableError.code, "transactions are not supported by this broker"
-        elif key_type == SHARE_KEY:
+        if key_type == SHARE_KEY:
             code, message = errors.InvalidRequestError.code, "share groups are not supported by this broker"
         else:
             code, message = errors.InvalidRequestError.code, "unknown coordinator key type %d" % key_type

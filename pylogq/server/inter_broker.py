@@ -42,6 +42,7 @@ from ..cluster.contract import (
     LeaderAndIsrRequest,
     ReplicaFetchPartition,
     StopReplicaRequest,
+    TxnMarker,
     UpdateMetadataRequest,
 )
 from ..protocol import ApiKey
@@ -63,7 +64,8 @@ INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 #: The versions brokers send each other (Kafka 3.9's newest; Fetch by name, before topic ids).
 VERSIONS: Dict[int, int] = {ApiKey.LEADER_AND_ISR: 7, ApiKey.UPDATE_METADATA: 8, ApiKey.STOP_REPLICA: 4,
-            ApiKey.CONTROLLED_SHUTDOWN: 3, ApiKey.OFFSET_FOR_LEADER_EPOCH: 4, ApiKey.FETCH: 12}
+            ApiKey.CONTROLLED_SHUTDOWN: 3, ApiKey.OFFSET_FOR_LEADER_EPOCH: 4, ApiKey.FETCH: 12,
+            ApiKey.WRITE_TXN_MARKERS: 1}
 #: How long a request may take beyond its own wait (Kafka's ``replica.socket.timeout.ms``).
 SOCKET_TIMEOUT_S = 30.0
 #: The largest response accepted (a fetch answers at most replica.fetch.response.max.bytes).
@@ -162,6 +164,13 @@ class TcpInterBrokerClient:
         answer = self._call(ApiKey.OFFSET_FOR_LEADER_EPOCH, wire.encode_offset_for_leader_epoch(replica_id, partitions),
                             msg.OffsetForLeaderEpochResponse)
         return wire.decode_offset_for_leader_epoch_response(answer)
+
+    # -- a transaction coordinator's requests ---------------------------------------------
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
+        answer = self._call(ApiKey.WRITE_TXN_MARKERS, wire.encode_write_txn_markers(markers),
+                            msg.WriteTxnMarkersResponse)
+        return wire.decode_write_txn_markers_response(answer)
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The replication APIs' wire conversion, both directions in one place.
 
 For each API brokers send one another (LeaderAndIsr, UpdateMetadata, StopReplica,
-ControlledShutdown, OffsetForLeaderEpoch and a follower's Fetch) this module turns the
+ControlledShutdown, OffsetForLeaderEpoch, a follower's Fetch and a transaction
+coordinator's WriteTxnMarkers) this module turns the
 contract's typed requests (:mod:`pylogq.cluster.contract`) into the protocol's message
 classes (:mod:`pylogq.protocol.message_data`, the classes of the schema tables of
 :mod:`pylogq.protocol.messages`) and back, and the same for the answers:
@@ -19,6 +20,7 @@ epochs and delete flags), and the decoders fill in what Kafka fills in for them.
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from ..cluster.contract import (
@@ -31,11 +33,13 @@ from ..cluster.contract import (
     RecordBytes,
     ReplicaFetchPartition,
     StopReplicaRequest,
+    TxnMarker,
     UpdateMetadataRequest,
 )
 from ..protocol import message_data as msg
 from .fetch import FIRST_REPLICA_STATE, FIRST_TOPIC_ID, TopicKey, replica_id_of
 from .handler_base import text_of, uuid_of
+from .. import errors
 from ..errors import InvalidArgumentError
 
 __all__ = [
@@ -50,6 +54,8 @@ __all__ = [
     "encode_offset_for_leader_epoch", "decode_offset_for_leader_epoch",
     "encode_offset_for_leader_epoch_response", "decode_offset_for_leader_epoch_response",
     "encode_replica_fetch", "decode_replica_fetch", "decode_replica_fetch_response", "replica_id_of",
+    "encode_write_txn_markers", "decode_write_txn_markers",
+    "encode_write_txn_markers_response", "decode_write_txn_markers_response",
 ]
 
 #: A top-level error code and one per partition.
@@ -428,3 +434,53 @@ def decode_replica_fetch_response(answer: msg.FetchResponse) -> Dict[Tuple[str, 
                 p.error_code, p.high_watermark, p.log_start_offset,
                 RecordBytes(bytes(records)) if records is not None else None)
     return out
+
+
+# -- WriteTxnMarkers (a transaction coordinator to a partitions' leader) -------------------
+
+
+def encode_write_txn_markers_response(markers: Sequence[TxnMarker],
+                                      answers: Mapping[int, Mapping[Tuple[str, int], int]]
+                                      ) -> msg.WriteTxnMarkersResponse:
+    """The answer, in the order of the request's markers and partitions."""
+    R = msg.WriteTxnMarkersResponse
+    out = []
+    for m in markers:
+        codes = answers.get(m.producer_id, {})
+        by_topic: Dict[str, List[msg.WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]] = defaultdict(list)
+        for tp in m.partitions:
+            by_topic[tp[0]].append(R.WritableTxnMarkerPartitionResult(
+                partition_index=tp[1], error_code=codes.get(tp, errors.UnknownServerError.code)))
+        out.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            R.WritableTxnMarkerTopicResult(name=t, partitions=ps) for t, ps in by_topic.items()]))
+    return R(markers=out)
+
+
+def decode_write_txn_markers(req: msg.WriteTxnMarkersRequest) -> List[TxnMarker]:
+    return [TxnMarker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                      tuple((t.name, p) for t in m.topics for p in t.partition_indexes)) for m in req.markers]
+
+
+def decode_write_txn_markers_response(answer: msg.WriteTxnMarkersResponse) -> Dict[int, Dict[Tuple[str, int], int]]:
+    out: Dict[int, Dict[Tuple[str, int], int]] = {}
+    for m in answer.markers:
+        codes = out.setdefault(m.producer_id, {})
+        for t in m.topics:
+            for p in t.partitions:
+                codes[(t.name, p.partition_index)] = p.error_code
+    return out
+
+
+def encode_write_txn_markers(markers: Sequence[TxnMarker]) -> msg.WriteTxnMarkersRequest:
+    Q = msg.WriteTxnMarkersRequest
+    out = []
+    for m in markers:
+        by_topic: Dict[str, List[int]] = defaultdict(list)
+        for topic, p in m.partitions:
+            by_topic[topic].append(p)
+        out.append(Q.WritableTxnMarker(producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                                       transaction_result=m.committed, coordinator_epoch=m.coordinator_epoch,
+                                       topics=[Q.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                                               for t, ps in by_topic.items()]))
+    return Q(markers=out)
+

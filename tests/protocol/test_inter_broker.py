@@ -77,7 +77,7 @@ def round_trip(schema: Schema, value: Message, version: int) -> bytes:
 
 
 def test_inter_broker_keys_are_served_over_kafkas_ranges() -> None:
-    assert INTER_BROKER_APIS == {4, 5, 6, 7, 23}
+    assert INTER_BROKER_APIS == {4, 5, 6, 7, 23, 27}
     for key in INTER_BROKER_APIS:
         assert SUPPORTED_VERSIONS[key] == (REQUESTS[key].min_version, REQUESTS[key].max_version)
         assert REQUESTS[key].api_key == RESPONSES[key].api_key == key

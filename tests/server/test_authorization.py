@@ -41,7 +41,8 @@ TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 SECURITY_DISABLED = 54
 UNKNOWN_TOPIC_ID = 100
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
-              "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1}
+              "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
+              "transaction.state.log.num.partitions": 1}
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 Address = Tuple[str, int]
 # Operations and resource types as the wire codes CreateAcls takes.
@@ -68,7 +69,7 @@ def _codes(body: Any) -> List[int]:
     out: List[int] = []
     if isinstance(body, dict):
         for key, value in body.items():
-            if key == "error_code":
+            if key.endswith("error_code"):  # partition_error_code too
                 out.append(value)
             else:
                 out.extend(_codes(value))
@@ -224,6 +225,31 @@ CASES: Dict[str, Case] = {
         [("CLUSTER", "kafka-cluster", "IDEMPOTENT_WRITE")], CLUSTER_DENIED),
     "InitProducerId by a topic": Case(ApiKey.INIT_PRODUCER_ID, 1, lambda: {
         "transactional_id": None, "transaction_timeout_ms": 60000}, [("TOPIC", "data", "WRITE")], CLUSTER_DENIED),
+    "InitProducerId transactional": Case(ApiKey.INIT_PRODUCER_ID, 1, lambda: {
+        "transactional_id": "tx", "transaction_timeout_ms": 60000}, [("TRANSACTIONAL_ID", "tx", "WRITE")], TXN_DENIED),
+    "AddPartitionsToTxn transactional id": Case(ApiKey.ADD_PARTITIONS_TO_TXN, 1, lambda: {
+        "v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "data", "partitions": [0]}]}, [("TRANSACTIONAL_ID", "tx", "WRITE")],
+        TXN_DENIED, given=(("TOPIC", "data", "WRITE"),)),
+    "AddPartitionsToTxn topic": Case(ApiKey.ADD_PARTITIONS_TO_TXN, 1, lambda: {
+        "v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "data", "partitions": [0]}]}, [("TOPIC", "data", "WRITE")],
+        TOPIC_DENIED, given=(("TRANSACTIONAL_ID", "tx", "WRITE"),)),
+    "AddOffsetsToTxn transactional id": Case(ApiKey.ADD_OFFSETS_TO_TXN, 1, lambda: {
+        "transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
+        [("TRANSACTIONAL_ID", "tx", "WRITE")], TXN_DENIED, given=(("GROUP", "g", "READ"),)),
+    "AddOffsetsToTxn group": Case(ApiKey.ADD_OFFSETS_TO_TXN, 1, lambda: {
+        "transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
+        [("GROUP", "g", "READ")], GROUP_DENIED, given=(("TRANSACTIONAL_ID", "tx", "WRITE"),)),
+    "EndTxn": Case(ApiKey.END_TXN, 1, lambda: {
+        "transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
+        [("TRANSACTIONAL_ID", "tx", "WRITE")], TXN_DENIED),
+    "WriteTxnMarkers": Case(ApiKey.WRITE_TXN_MARKERS, 1, lambda: {"markers": [{
+        "producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+        "topics": [{"name": "data", "partition_indexes": [0]}]}]},
+        [("CLUSTER", "kafka-cluster", "CLUSTER_ACTION")], CLUSTER_DENIED, _end),
+    "DescribeTransactions": Case(ApiKey.DESCRIBE_TRANSACTIONS, 0, lambda: {"transactional_ids": ["tx"]},
+                                 [("TRANSACTIONAL_ID", "tx", "DESCRIBE")], TXN_DENIED),
     "DescribeProducers": Case(ApiKey.DESCRIBE_PRODUCERS, 0, lambda: {
         "topics": [{"name": "data", "partition_indexes": [0]}]}, [("TOPIC", "data", "READ")], TOPIC_DENIED),
     "DescribeLogDirs": Case(ApiKey.DESCRIBE_LOG_DIRS, 3, lambda: {"topics": None},
@@ -287,7 +313,7 @@ def _any_filter() -> Any:
 def test_every_api_with_a_check_is_in_the_matrix() -> None:
     """Each API the broker serves is either here or needs no authorization in Kafka either."""
     unchecked = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.LIST_GROUPS,
-                 ApiKey.DESCRIBE_CLUSTER}  # the last two: filtered and reported, tested below
+                 ApiKey.DESCRIBE_CLUSTER, ApiKey.LIST_TRANSACTIONS}  # the last three: filtered and reported
     assert {case.api_key for case in CASES.values()} | unchecked == set(ApiKey)
 
 

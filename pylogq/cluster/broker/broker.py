@@ -15,11 +15,12 @@ every waiting call uses (:mod:`.delayed`). The identity is Kafka's
 ``meta.properties``. Thread-safe: producers and consumers call from their own
 threads.
 
-The class is made of three parts along Kafka's seams, as KafkaServer is of its managers:
+The class is made of four parts along Kafka's seams, as KafkaServer is of its managers:
 :mod:`.data_path` (produce, fetch, offsets, the replicas' requests, the groups' offsets:
-Kafka's ReplicaManager), :mod:`.admin` (topics, configs, credentials: its AdminManager) and
-:mod:`.lifecycle` (the state they share, cluster membership, identity, hosting, metrics);
-this module opens and closes it, and opens its listeners.
+Kafka's ReplicaManager), :mod:`.transactions` (the transaction coordinator's plumbing and
+the markers a leader writes), :mod:`.admin` (topics, configs, credentials: its
+AdminManager) and :mod:`.lifecycle` (the state they share, cluster membership, identity,
+hosting, metrics); this module opens and closes it, and opens its listeners.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ from ..state.producer_ids import ProducerIdManager
 from .admin import BrokerAdmin
 from .authorizer import AclAuthorizer, open_authorizer
 from .config import BrokerConfig, with_development_defaults
-from .data_path import BrokerDataPath
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_config_file
 from .metrics import broker_readings
 from .topic_store import FileTopicStore, TopicMetadata
+from .transactions import TRANSACTION_STATE_TOPIC, BrokerTransactions
 from .client_quotas import FileClientQuotas
 from .user_credentials import FileUserCredentials
 
@@ -69,7 +70,7 @@ MAX_PARTITIONS_PER_REQUEST = 10000
 ADMIN_CLOSE_TIMEOUT_S = 30.0
 
 
-class Broker(BrokerDataPath, BrokerAdmin):
+class Broker(BrokerTransactions, BrokerAdmin):
     """A broker in this process: topics of partitioned logs and the group coordinator.
 
     Use as a context manager, or call ``close()``: it flushes every log and
@@ -202,10 +203,13 @@ class Broker(BrokerDataPath, BrokerAdmin):
                 # A cluster member coordinates the groups of the offsets partitions it leads.
                 self.group_coordinator.serve_partitions([])
                 self.group_coordinator.partition_in_doubt = self._offsets_leadership_in_doubt
-                self._group_loads: "queue.Queue[Optional[int]]" = queue.Queue()
+                self._group_loads: "queue.Queue[Optional[Tuple[str, int]]]" = queue.Queue()
                 self._group_loader = threading.Thread(target=self._load_groups, daemon=True,
                                                       name="pylogq-group-loader-%d" % self.broker_id)
                 self._group_loader.start()
+            # __transaction_state likewise, on the first lookup of a transaction coordinator.
+            self._open_transaction_coordinator(self._topics.get(TRANSACTION_STATE_TOPIC) if self.cluster is None
+                                               else None)
             interval = self.config.node.replica_high_watermark_checkpoint_interval_ms / 1000.0
             self.logs.scheduler.schedule(self.checkpoint_high_watermarks, delay=interval, period=interval,
                                          name="high-watermark-checkpoint")
@@ -214,6 +218,7 @@ class Broker(BrokerDataPath, BrokerAdmin):
                 self._metrics_server = self.metrics_registry.serve(self.config.node.metrics_listener)
                 log.info("metrics served on %s", self._metrics_server.url)
         except BaseException:
+            self._close_transactions()
             if self.authorizer is not None:
                 self.authorizer.close()
             if self.cluster is not None:
@@ -307,6 +312,7 @@ class Broker(BrokerDataPath, BrokerAdmin):
         coordinator = getattr(self, "group_coordinator", None)
         if coordinator is not None:
             coordinator.close()
+        self._close_transactions()
         self.timer.close()
         if self.log_dir_mover is not None:
             self.log_dir_mover.close()

@@ -218,6 +218,10 @@ class ClusterNode:
     def registration(self) -> Optional[BrokerRegistration]:
         return self._registration
 
+    def link_to(self, broker: BrokerRegistration) -> BrokerLink:
+        """A client to another broker at its inter-broker listener, opened when first used."""
+        return BrokerLink(broker, self._connector, self.node.inter_broker_listener)
+
     # -- requests from the controller ---------------------------------------------------
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> Tuple[int, Dict[TopicPartition, int]]:

@@ -62,6 +62,7 @@ DEVELOPMENT_DEFAULTS: Dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.replication.factor": 1,
     "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
 }
 
 
@@ -138,7 +139,20 @@ class NodeConfig(Config):
                                                         at_least=0)
     transaction_state_log_replication_factor: int = setting("transaction.state.log.replication.factor", _INT, 3,
                                                             at_least=1)
-    transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", _INT, 1, at_least=1)
+    transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", _INT, 2, at_least=1)
+    transaction_state_log_num_partitions: int = setting("transaction.state.log.num.partitions", _INT, 50,
+                                                        at_least=1)
+    transaction_state_log_segment_bytes: int = setting("transaction.state.log.segment.bytes", _INT, 104857600,
+                                                       at_least=1)
+    # The transaction coordinator (docs/transactions.md): the longest timeout a producer may
+    # ask for, how long an idle transactional id is kept, and how often the coordinator looks
+    # for transactions past their timeout and for idle ids.
+    transaction_max_timeout_ms: int = setting("transaction.max.timeout.ms", _INT, 900000, at_least=1)
+    transactional_id_expiration_ms: int = setting("transactional.id.expiration.ms", _INT, 604800000, at_least=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = setting(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", _INT, 10000, at_least=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = setting(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", _INT, 3600000, at_least=1)
     # Where /metrics is served to Prometheus (http://host:port; docs/operations.md); off when unset.
     metrics_listener: Optional[str] = setting("metrics.listener", _STRING, None, nullable=True)
     # Authorization (docs/security.md): Kafka's ACL authorizer when one of its class names is

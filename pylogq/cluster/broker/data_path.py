@@ -4,7 +4,7 @@
 partitions, as Kafka's ReplicaManager does: Produce (acks=all a delayed operation in a
 cluster), Fetch (a long poll parked in the fetch purgatory; from v11 followers serve
 consumers too, and a leader may send a consumer to the replica of its rack, KIP-392),
-ListOffsets, DeleteRecords, InitProducerId, DescribeProducers; the controller's and
+ListOffsets, DeleteRecords, DescribeProducers; the controller's and
 followers' requests (LeaderAndIsr, UpdateMetadata, StopReplica, a follower's Fetch,
 OffsetForLeaderEpoch); and the plumbing of the group coordinator's offsets to
 ``__consumer_offsets`` (FindCoordinator, the replication barrier after its writes,
@@ -284,15 +284,7 @@ class BrokerDataPath(BrokerLifecycle):
         part = self.partition(topic, partition)
         return part.delete_records_before(part.high_watermark if offset == -1 else offset)
 
-    # -- idempotent producers ------------------------------------------------------------
-
-    def init_producer_id(self, transactional_id: Optional[str] = None) -> Tuple[int, int]:
-        """Kafka's InitProducerId: a new producer id and epoch 0 for an idempotent producer."""
-        if transactional_id is not None:
-            raise errors.TransactionalIdAuthorizationFailedError(
-                "transactions are not supported by this broker (transactional.id %r)" % transactional_id)
-        self._check_open()
-        return self.producer_ids.next_id()
+    # -- producers ------------------------------------------------------------------------
 
     def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
         """Kafka's DescribeProducers for one partition: its active idempotent producers, as this

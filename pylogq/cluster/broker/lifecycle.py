@@ -36,6 +36,7 @@ from ...storage.partition_metadata import (
 from ..contract import BrokerEndpoint, FetchResults, Listener, ProduceResult
 from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from ..coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from ..delayed import DelayedOperationPurgatory, Timer
 from ..state.partition import Partition
 from ..state.producer_ids import ProducerIdManager
@@ -103,7 +104,8 @@ class BrokerLifecycle:
         offsets_topic: OffsetsTopic
         _offsets_ready: bool
         group_coordinator: GroupCoordinator
-        _group_loads: "queue.Queue[Optional[int]]"
+        _group_loads: "queue.Queue[Optional[Tuple[str, int]]]"
+        txn_coordinator: TransactionCoordinator
         _group_loader: threading.Thread
 
     # -- cluster membership -----------------------------------------------------------
@@ -132,16 +134,22 @@ class BrokerLifecycle:
                               connection_timeout_ms=node.zookeeper_connection_timeout_ms)
 
     def _leadership_changed(self, led: List[Tuple[str, int]], followed: List[Tuple[str, int]]) -> None:
-        """The group coordinator follows the leadership of ``__consumer_offsets``' partitions:
-        it loads a partition's groups when this broker comes to lead it (in a thread of its
-        own: the read may be long) and drops them when the leadership goes."""
+        """The coordinators follow the leadership of their topics' partitions
+        (``__consumer_offsets``, ``__transaction_state``): a coordinator loads a partition
+        when this broker comes to lead it (in a thread of its own: the read may be long) and
+        drops it when the leadership goes."""
         for topic, p in followed:
             if topic == OFFSETS_TOPIC:
                 self.group_coordinator.unload_partition(p)
+            elif topic == TRANSACTION_STATE_TOPIC:
+                self.txn_coordinator.unload_partition(p)
         for topic, p in led:
             if topic == OFFSETS_TOPIC:
                 self.group_coordinator.begin_loading(p)
-                self._group_loads.put(p)
+                self._group_loads.put((topic, p))
+            elif topic == TRANSACTION_STATE_TOPIC:
+                self.txn_coordinator.begin_loading(p)
+                self._group_loads.put((topic, p))
 
     def _offsets_leadership_in_doubt(self, p: int) -> bool:
         """Whether this broker's leadership of ``__consumer_offsets``-``p`` is in doubt."""
@@ -150,18 +158,26 @@ class BrokerLifecycle:
                 and self.cluster.replicas.leadership_doubt(partition) is not None)
 
     def _load_groups(self) -> None:
+        """The coordinators' loader thread: one partition at a time, in the order led."""
         while True:
-            p = self._group_loads.get()
-            if p is None:
+            item = self._group_loads.get()
+            if item is None:
                 return
-            partition = self._partitions.get((OFFSETS_TOPIC, p))
+            topic, p = item
+            partition = self._partitions.get((topic, p))
             if partition is None or not partition.is_leader or self.closed:
                 continue
             try:
-                self.group_coordinator.load_partition(p)
-            except Exception:  # noqa: BLE001 - the partition's groups stay unavailable until the next leadership
-                log.exception("could not load the groups of %s-%d", OFFSETS_TOPIC, p)
-                self.group_coordinator.unload_partition(p)
+                if topic == OFFSETS_TOPIC:
+                    self.group_coordinator.load_partition(p)
+                else:
+                    self.txn_coordinator.load_partition(p, partition.leader_epoch)
+            except Exception:  # noqa: BLE001 - the partition stays unavailable until the next leadership
+                log.exception("could not load the coordinator state of %s-%d", topic, p)
+                if topic == OFFSETS_TOPIC:
+                    self.group_coordinator.unload_partition(p)
+                else:
+                    self.txn_coordinator.unload_partition(p)
 
     def when_joined(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once this broker has joined its cluster (at once if it has, or
@@ -426,7 +442,7 @@ class BrokerLifecycle:
             partition.go_offline()  # kept: the data path answers KAFKA_STORAGE_ERROR for it
         if self.cluster is not None:
             self.cluster.log_dir_failed(path, tps)
-        self._leadership_changed([], [tp for tp in tps if tp[0] == OFFSETS_TOPIC])
+        self._leadership_changed([], [tp for tp in tps if tp[0] in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)])
         for tp in tps:
             self.fetch_purgatory.check_and_complete(tp)
         if not online and not self.closed:

@@ -60,6 +60,7 @@ from ..contract import (
     RecordBytes,
     ReplicaFetchPartition,
     StopReplicaRequest,
+    TxnMarker,
     UpdateMetadataRequest,
     inter_broker_connector,
 )
@@ -226,6 +227,9 @@ class InProcessInterBrokerClient:
                                  ) -> Dict[TopicPartition, EpochEndOffset]:
         return self._call(lambda broker: broker.offsets_for_leader_epoch(dict(partitions)))
 
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[TopicPartition, int]]:
+        return self._call(lambda broker: broker.write_txn_markers(markers))
+
     def close(self) -> None:
         pass
 
@@ -283,6 +287,9 @@ class NetworkInterBrokerClient(InProcessInterBrokerClient):
     def offsets_for_leader_epoch(self, replica_id: int, partitions: Mapping[TopicPartition, Tuple[int, int]]
                                  ) -> Dict[TopicPartition, EpochEndOffset]:
         return self._remote_call(lambda: self._remote.offsets_for_leader_epoch(replica_id, partitions))
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[TopicPartition, int]]:
+        return self._remote_call(lambda: self._remote.write_txn_markers(markers))
 
     def close(self) -> None:
         self._remote.close()
