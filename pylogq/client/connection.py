@@ -104,9 +104,9 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
-    27: (0, 1),  # WriteTxnMarkers: an administrator's abort of a hanging transaction
-    65: (0, 0),  # DescribeTransactions
-    66: (0, 1),  # ListTransactions; v1: the duration filter (KIP-994)
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # an administrator's abort of a hanging transaction
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1: the duration filter (KIP-994)
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),  # v4: total and usable bytes
     ApiKey.DESCRIBE_CLUSTER: (0, 1),

@@ -86,10 +86,6 @@ from .connection import BrokerConnection
 
 __all__ = ["FetchedRecords", "TcpRequests", "TcpRouting"]
 
-#: The transaction administrator's APIs: WriteTxnMarkers (an abort of a hanging transaction),
-#: DescribeTransactions and ListTransactions.
-_WRITE_TXN_MARKERS, _DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 27, 65, 66
-
 _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
                                 CoordinatorLoadInProgressError.code))
 _STALE_LEADER_CODES = frozenset((NotLeaderOrFollowerError.code, LeaderNotAvailableError.code,
@@ -545,12 +541,12 @@ class TcpRequests(TcpRouting):
                 "duration_filter": duration_ms}
         out: Dict[int, List[TransactionListing]] = {}
         for node in self._node_ids():
-            if duration_ms >= 0 and self._connection(node).version(_LIST_TRANSACTIONS) < 1:
+            if duration_ms >= 0 and self._connection(node).version(ApiKey.LIST_TRANSACTIONS) < 1:
                 raise UnsupportedVersionError("broker %d does not filter transactions by duration "
                                               "(ListTransactions v1, Kafka 3.8)" % node)
             deadline = time.monotonic() + self.timeout_s
             while True:
-                response = self._call(node, _LIST_TRANSACTIONS, body)
+                response = self._call(node, ApiKey.LIST_TRANSACTIONS, body)
                 code = response["error_code"]
                 if code != CoordinatorLoadInProgressError.code or not self._backoff(deadline):
                     break
@@ -579,7 +575,7 @@ class TcpRequests(TcpRouting):
                     by_node.setdefault(node, []).append(transactional_id)
             for node, ids in by_node.items():
                 try:
-                    response = self._call(node, _DESCRIBE_TRANSACTIONS, {"transactional_ids": ids})
+                    response = self._call(node, ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": ids})
                 except KafkaConnectionError:
                     failed.update((t, CoordinatorNotAvailableError.code) for t in ids)
                     continue
@@ -626,10 +622,10 @@ class TcpRequests(TcpRouting):
                 body = {"markers": [{
                     "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
                     "transaction_result": m.committed, "coordinator_epoch": m.coordinator_epoch,
-                    "topics": [{"name": t, "partition_indexes": [p for _, p in ps]}
+                    "topics": [{"name": t, "partition_indexes": [p for p, _ in ps]}
                                for t, ps in _group_topics((t, p, None) for t, p in tps).items()],
                 } for m, tps in entries.values()]}
-                response = self._call(node, _WRITE_TXN_MARKERS, body, retry=False)
+                response = self._call(node, ApiKey.WRITE_TXN_MARKERS, body, retry=False)
                 sent = {m.producer_id: m for m, _ in entries.values()}
                 for result in response["markers"]:
                     answered = sent.get(result["producer_id"])

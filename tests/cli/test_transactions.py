@@ -280,3 +280,26 @@ def test_abort_by_start_offset_needs_an_open_transaction_there(broker: pylogq.Br
     assert missing.status == 1
     assert missing.err.startswith("Error: Failed to validate producer state for partition t-9: "
                                   "UNKNOWN_TOPIC_OR_PARTITION")
+
+
+# -- the in-process broker's own coordinator and leader -------------------------------------------------
+
+
+def test_in_process_list_describe_and_abort(broker: pylogq.Broker) -> None:
+    pid, epoch = broker.init_producer_id("tx-in", 60000)
+    assert broker.add_partitions_to_txn("tx-in", pid, epoch, [("t", 0)]) == {("t", 0): 0}
+    listed = cli_on(broker, "list")
+    assert listed == Result(0, table(transactions.LIST_HEADERS, ["tx-in", str(broker.broker_id), str(pid),
+                                                                 "Ongoing"]), "")
+    described = cli_on(broker, "describe", "--transactional-id", "tx-in")
+    assert described.status == 0, described
+    row = [cell.strip() for cell in described.out.splitlines()[1].split("\t")[:-1]]
+    assert row[:6] + row[8:] == [str(broker.broker_id), "tx-in", str(pid), str(epoch), "Ongoing", "60000", "t-0"]
+    # A transaction no coordinator knows, on t-1, holds read_committed readers until aborted.
+    part = broker.partition("t", 1)
+    part.append(txn_batch(1 << 40, 0))
+    part.append(idempotent_batch(7, 0))
+    assert part.last_stable_offset == 0
+    aborted = cli_on(broker, "abort", "--topic", "t", "--partition", "1", "--start-offset", "0")
+    assert aborted == Result(0, "", "")
+    assert part.last_stable_offset == part.log_end_offset == 3
