@@ -222,6 +222,8 @@ def test_transactions(secured: Secured) -> None:
     before = secured.run("transactions", "--command-config", secured.config, "describe-producers", "--topic",
                          "txn-tool", "--partition", "0", config="-")
     assert (before.status, before.out) == (0, header), before
+    listed = "\t".join(transactions.LIST_HEADERS) + "\t\n"
+    assert ok(secured.run("transactions", "list")) == listed
 
 
 def test_perf(secured: Secured) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from typing import Any, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -22,6 +22,7 @@ from pylogq.cli.clients import Clients
 from pylogq.cli.main import run
 from pylogq.client.consumer import Consumer, TopicPartition
 from pylogq.client.producer import Producer
+from pylogq.testing import TEST_DEFAULTS
 
 from .._cluster_ops import eventually, topic_with_records
 from .conftest import Result
@@ -200,3 +201,36 @@ def test_abort_by_producer_and_a_stale_epoch(pylogq_broker: pylogq.Broker, pylog
     assert last_stable_offset(pylogq_bootstrap, "ledger") == 0
     assert _cli(pylogq_bootstrap, *spec, "--producer-epoch", "5") == Result(0, "", "")
     assert last_stable_offset(pylogq_bootstrap, "ledger") == 2  # the batch and its marker
+
+
+@pytest.fixture
+def pylogq_broker_config() -> Dict[str, Any]:
+    return dict(TEST_DEFAULTS, **{"transaction.state.log.num.partitions": 4})
+
+
+def test_a_cluster_lists_each_id_at_its_coordinator(pylogq_cluster: pylogq.Cluster) -> None:
+    bootstrap = pylogq_cluster.bootstrap_servers
+    ids = sorted(b.broker_id for b in pylogq_cluster.brokers)
+    topic = topic_with_records(pylogq_cluster, {0: ids}, 0, prefix="txn")
+    producers = []
+    for name in ("tx-a", "tx-b", "tx-c", "tx-d"):
+        producer = transactional(bootstrap, name)
+        producer.begin_transaction()
+        producer.produce(topic, name.encode(), partition=0)
+        producer.flush(TIMEOUT_S)
+        producers.append(producer)
+    listed = _cli(bootstrap, "list")
+    assert listed.status == 0 and listed.err == "", listed
+    rows = table_rows(listed.out)
+    assert sorted(r[0] for r in rows) == ["tx-a", "tx-b", "tx-c", "tx-d"]
+    assert [r[3] for r in rows] == ["Ongoing"] * 4
+    for transactional_id, coordinator, pid, _state in rows:
+        [described] = table_rows(_cli(bootstrap, "describe", "--transactional-id", transactional_id).out)
+        assert described[:3] == [coordinator, transactional_id, pid]
+        assert described[8] == "%s-0" % topic
+    # Every replica's open transactions are known to their coordinators: none hang.
+    for broker_id in ids:
+        found = _cli(bootstrap, "find-hanging", "--broker-id", str(broker_id), "--max-transaction-timeout", "0")
+        assert found == Result(0, "\t".join(transactions.HANGING_HEADERS) + "\t\n", ""), found
+    for producer in producers:
+        producer.abort_transaction(TIMEOUT_S)
