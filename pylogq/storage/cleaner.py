@@ -192,14 +192,18 @@ class CleanerStats:
             "cleaned log %s-%d (dirty section [%d, %d)): %.1f MB processed in %.3f s (%.1f MB/s); "
             "indexed %.1f MB in %.3f s (%.1f MB/s), buffer utilization %.1f%%; "
             "start size %.1f MB (%d records), end size %.1f MB (%d records), "
-            "%.1f%% size reduction (%.1f%% fewer records), %d tombstones dropped%s"
+            "%.1f%% size reduction (%.1f%% fewer records), %d tombstones dropped%s%s"
             % (self.topic, self.partition, self.first_dirty_offset, self.end_offset,
                (self.bytes_read + self.map_bytes_read) / mb, elapsed,
                (self.bytes_read + self.map_bytes_read) / mb / elapsed,
                self.map_bytes_read / mb, map_s, self.map_bytes_read / mb / map_s,
                100.0 * self.map_utilization,
                self.bytes_read / mb, self.records_read, self.bytes_written / mb, self.records_kept,
-               reduction, fewer, self.tombstones_dropped, " (aborted)" if self.aborted else "")
+               reduction, fewer, self.tombstones_dropped,
+               ", %d records of aborted transactions and %d transaction markers dropped"
+               % (self.aborted_records_dropped, self.markers_dropped)
+               if self.aborted_records_dropped or self.markers_dropped else "",
+               " (aborted)" if self.aborted else "")
         )
 
     def __repr__(self) -> str:
@@ -264,7 +268,9 @@ class CleanerTotals(NamedTuple):
 
 
 class LogToClean(NamedTuple):
-    """A compacted log's cleanable range and its dirtiness (Kafka's LogToClean)."""
+    """A compacted log's cleanable range and its dirtiness (Kafka's LogToClean). The first
+    uncleanable offset is a segment's base offset; it lies below the first dirty offset when
+    the last stable offset went back below that (nothing is cleanable then)."""
 
     log: Log
     first_dirty_offset: int
@@ -632,7 +638,7 @@ class LogCleaner:
         the last stable offset went back below it (then nothing is cleanable).
         """
         segments = log_.segments
-        stable = log_.stable_offset  # before the end: it never passes the end read after it
+        stable = log_.stable_offset
         start, end = log_.log_start_offset, log_.log_end_offset
         first_dirty = self.checkpointed_offset(log_)
         if first_dirty is None or first_dirty < start or first_dirty > end:

@@ -65,14 +65,15 @@ def _config(**overrides: object) -> LogConfig:
 class Env:
     """A managed compacted log, its partition (one replica unless told) and a cleaner."""
 
-    def __init__(self, root: str, **config: object) -> None:
+    def __init__(self, root: str, map_memory: int = MAP_MEMORY, **config: object) -> None:
         self.root = root
+        self.map_memory = map_memory
         self.config = _config(**config)
         self.open()
 
     def open(self, **partition: object) -> None:
         self.manager = LogManager(config=LogManagerConfig(log_dirs=[self.root], log_cleaner_enable=False,
-                                                          log_cleaner_dedupe_buffer_size=MAP_MEMORY),
+                                                          log_cleaner_dedupe_buffer_size=self.map_memory),
                                   topic_config=lambda topic: self.config, background=False)
         self.log = self.manager.get_or_create_log("t", 0, self.config)
         assert self.log.config is self.config
@@ -253,6 +254,7 @@ def test_aborted_records_go_then_their_marker_and_index_entry_once_past_the_hori
         # its index entry with it; a batch of its transaction was met, so the marker stays.
         stats = env.clean()
         assert stats.aborted_records_dropped == 1 and stats.markers_dropped == 0
+        assert "1 records of aborted transactions and 0 transaction markers dropped" in stats.summary()
         assert [b.base_offset for b in all_batches(env.log)] == [1, 2, 3]
         assert [(o, t) for o, _, t in markers(env.log)] == [(1, "ABORT"), (3, "COMMIT")]
         assert index_entries(env.log) == {}
@@ -535,10 +537,12 @@ def _check_allowed(before_c: List[Row], before_u: List[Row], after_c: List[Row],
 
 def test_readers_see_the_same_log_less_what_compaction_may_drop_and_a_restart_rebuilds_the_same_state(tmp_path):
     done: Dict[str, int] = {"aborted_records_dropped": 0, "markers_dropped": 0, "empty_batches_kept": 0,
-                            "open transactions": 0}
-    for seed in range(6):
+                            "tombstones_dropped": 0, "open transactions": 0, "map filled": 0}
+    for seed in range(9):
         rng = random.Random(seed)
-        env = Env(str(tmp_path / str(seed)), segment_bytes=600, delete_retention_ms=5_000)
+        # The last seeds' map holds 3 keys: cleans end where it fills, within a segment.
+        env = Env(str(tmp_path / str(seed)), map_memory=24 * (4 if seed >= 6 else 4096), segment_bytes=600,
+                  delete_retention_ms=5_000)
         try:
             for _ in range(4):
                 _random_history(env, rng, 30)
@@ -558,6 +562,7 @@ def _clean_and_compare(env: Env, done: Dict[str, int]) -> None:
     for name in done:
         done[name] += getattr(stats, name, 0)
     done["open transactions"] += bool(ongoing)
+    done["map filled"] += stats.end_offset < env.cleaner.cleanable(env.log).first_uncleanable_offset
     after_c, after_u = committed(env.part), uncommitted(env.part)
     _check_allowed(before_c, before_u, after_c, after_u, stats.end_offset)
     assert stats.end_offset <= lso
