@@ -192,6 +192,9 @@ class ProcessCluster:
             "replica.lag.time.max.ms": 4000,
             "offsets.topic.replication.factor": min(3, n),
             "offsets.topic.num.partitions": 4,
+            "transaction.state.log.replication.factor": min(3, n),
+            "transaction.state.log.min.isr": min(2, n),
+            "transaction.state.log.num.partitions": 4,
             "group.initial.rebalance.delay.ms": 0,
             "controlled.shutdown.retry.backoff.ms": 200,
         }

@@ -420,3 +420,19 @@ def test_list_filters_by_state_producer_and_duration(parts) -> None:
     assert coordinator.list_transactions(["Bogus"])[0] == ["Bogus"]
     assert {t.transactional_id for t in coordinator.list_transactions(duration_ms=1000)[1]} == {"open"}
     assert coordinator.list_transactions(duration_ms=1001)[1] == []
+
+
+def test_a_fence_whose_abort_was_not_stored_bumps_the_epoch_once(parts) -> None:
+    """Kafka's hasFailedEpochFence: the next fence keeps the epoch the failed one bumped."""
+    coordinator, storage, leaders, clock = parts
+    pid, epoch = coordinator.init_producer_id("tx", 5000)
+    coordinator.add_partitions("tx", pid, epoch, [TP])
+    clock.now += 5001
+    storage.fail = errors.NotEnoughReplicasError("too few")
+    assert coordinator.abort_timed_out_transactions() == 0
+    assert coordinator.abort_timed_out_transactions() == 0
+    storage.fail = None
+    assert coordinator.abort_timed_out_transactions() == 1
+    _wait_state(coordinator, "tx", "CompleteAbort")
+    assert [m.producer_epoch for _, m in leaders.sent] == [epoch + 1]
+    assert storage.states("tx")[-1].producer_epoch == epoch + 1

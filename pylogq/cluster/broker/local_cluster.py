@@ -344,6 +344,11 @@ class Cluster:
         settings: Dict[str, Any] = {}
         if not any(k in self.config for k in ("offsets.topic.replication.factor", "offsets_topic_replication_factor")):
             settings["offsets.topic.replication.factor"] = min(3, self.n_brokers)
+        # __transaction_state likewise (Kafka's defaults: 3 replicas, min.insync.replicas 2).
+        if not any(k in self.config for k in ("transaction.state.log.replication.factor",
+                                              "transaction_state_log_replication_factor")):
+            settings["transaction.state.log.replication.factor"] = min(3, self.n_brokers)
+            settings["transaction.state.log.min.isr"] = min(2, self.n_brokers)
         settings.update(self.config)
         settings.update(self.broker_config.get(broker_id, {}))
         settings["broker.id"] = broker_id

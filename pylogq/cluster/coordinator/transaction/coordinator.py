@@ -118,6 +118,11 @@ class TransactionCoordinator:
                                                                                      partition))
         return epoch
 
+    def _serving(self, partition: int) -> bool:
+        """Whether ``partition``'s ids are served here now (under the lock)."""
+        return partition in self._owned and not (self.partition_in_doubt is not None
+                                                 and self.partition_in_doubt(partition))
+
     def begin_loading(self, partition: int) -> None:
         """The broker has come to lead ``partition``: its ids answer
         COORDINATOR_LOAD_IN_PROGRESS until :meth:`load_partition` is done."""
@@ -384,7 +389,7 @@ class TransactionCoordinator:
         with self._lock:
             late = [(m, self._owned[self.partition_for(t)]) for t, m in self._txns.items()
                     if m.state is TxnState.ONGOING and m.pending is None and m.start_ms + m.timeout_ms < now
-                    and self.partition_for(t) in self._owned]
+                    and self._serving(self.partition_for(t))]
             for meta, _ in late:
                 meta.prepare_fence()
         aborted = 0
@@ -402,10 +407,12 @@ class TransactionCoordinator:
         """Abort the transaction of a producer :meth:`TransactionMetadata.prepare_fence` fenced."""
         try:
             self._end(meta, meta.producer_id, meta.producer_epoch, False, coordinator_epoch, from_client=False)
-        finally:
+        except BaseException:
             with self._lock:
+                meta.fence_failed = True  # the epoch in memory is bumped already: bump it once only
                 if meta.pending is TxnState.PREPARE_EPOCH_FENCE:
                     meta.abandon()
+            raise
 
     def remove_expired_transactional_ids(self) -> int:
         """Forget ids with no transaction whose last change is older than
@@ -414,7 +421,7 @@ class TransactionCoordinator:
         with self._lock:
             idle = [(m, self._owned[self.partition_for(t)]) for t, m in self._txns.items()
                     if m.pending is None and not m.in_transaction and m.last_update_ms + self.id_expiration_ms <= now
-                    and self.partition_for(t) in self._owned]
+                    and self._serving(self.partition_for(t))]
             transits = [(m, e, m.prepare_dead()) for m, e in idle]
         removed = 0
         for meta, coordinator_epoch, transit in transits:

@@ -90,7 +90,7 @@ class TransactionMetadata:
     """A transactional id's producer id and epoch, its transaction's state and partitions."""
 
     __slots__ = ("transactional_id", "producer_id", "last_producer_id", "producer_epoch", "last_producer_epoch",
-                 "timeout_ms", "state", "partitions", "start_ms", "last_update_ms", "pending")
+                 "timeout_ms", "state", "partitions", "start_ms", "last_update_ms", "pending", "fence_failed")
 
     def __init__(self, transactional_id: str, producer_id: int, timeout_ms: int, now_ms: int,
                  producer_epoch: int = NO_PRODUCER_EPOCH, state: TxnState = TxnState.EMPTY) -> None:
@@ -106,6 +106,8 @@ class TransactionMetadata:
         self.last_update_ms = now_ms
         #: The state being stored, if any.
         self.pending: Optional[TxnState] = None
+        #: A fence's abort was not stored: its bumped epoch stands, the next fence keeps it.
+        self.fence_failed = False
 
     @classmethod
     def loaded(cls, transactional_id: str, value: TxnLogValue) -> "TransactionMetadata":
@@ -164,7 +166,7 @@ class TransactionMetadata:
         The bumped epoch is never answered to a producer."""
         if self.pending is not None or self.state is not TxnState.ONGOING:
             raise AssertionError("%s: fencing from %s" % (self.transactional_id, self.state.kafka_name))
-        if not self.epoch_exhausted:
+        if not self.epoch_exhausted and not self.fence_failed:
             self.producer_epoch += 1
         self.pending = TxnState.PREPARE_EPOCH_FENCE
 
@@ -193,6 +195,7 @@ class TransactionMetadata:
     def complete(self, transit: TxnTransit) -> None:
         """Apply a stored transit."""
         self.pending = None
+        self.fence_failed = False
         self.last_producer_id = transit.last_producer_id
         self.producer_id = transit.producer_id
         self.producer_epoch = transit.producer_epoch
