@@ -8,10 +8,11 @@ runner stops a test at its first failure), 0129-fetch_aborted_msgs, and 0098-con
 TransactionProducerCli.java`` run through ``$KAFKA_PATH/bin/kafka-run-class.sh``, and once by
 librdkafka's; it needs a Kafka distribution at ``KAFKA_PATH`` and a runner built with RapidJSON).
 
-Opt-in: the tests are marked ``librdkafka_suite`` and run only with
+Opt-in: the suite's tests are marked ``librdkafka_suite`` and run only with
 ``PYLOGQ_LIBRDKAFKA_SUITE=1`` (tests/conftest.py deselects them otherwise), with
 ``PYLOGQ_LIBRDKAFKA_DIR`` naming the librdkafka tree (docs/compatibility.md says what it needs).
-They take minutes, and the tree is not part of the test command's machine.
+They take minutes, and the tree is not part of the test command's machine. The tests of how
+the runner's output is read (at the end) need none of it and run in every pass.
 
 The runner is told what librdkafka's own clusters tell it: ``test.conf`` with
 ``bootstrap.servers`` and a timeout multiplier (a Python broker on a shared two-core machine
@@ -31,16 +32,21 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import pytest
 
 from .._zookeeper import ZooKeeperServer
 from ._processes import ProcessCluster
 
-#: librdkafka's own test programs, run only when asked for (tests/conftest.py); replication
-#: across broker processes, so the compiled pass only.
-pytestmark = [pytest.mark.librdkafka_suite, pytest.mark.compiled_pass]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def suite(test: F) -> F:
+    """librdkafka's own test programs: run only when asked for (tests/conftest.py); replication
+    across broker processes, so the compiled pass only."""
+    return pytest.mark.compiled_pass(pytest.mark.librdkafka_suite(test))
+
 
 #: The Kafka version the broker serves the APIs of (docs/compatibility.md).
 KAFKA_VERSION = "3.9.0"
@@ -208,6 +214,7 @@ def _check(result: RunnerResult, test: str, cluster: ProcessCluster, librdkafka:
             librdkafka.version, test, state or "no summary", result.report(), cluster.logs()))
 
 
+@suite
 @pytest.mark.parametrize("subtest, variants", SUBTESTS_0103, ids=[name for name, _ in SUBTESTS_0103])
 def test_0103_transactions(librdkafka: Librdkafka, cluster: ProcessCluster, tmp_path: Path,
                            subtest: str, variants: int) -> None:
@@ -218,10 +225,12 @@ def test_0103_transactions(librdkafka: Librdkafka, cluster: ProcessCluster, tmp_
         librdkafka.version, len(ran), subtest, variants, ran, result.report())
 
 
+@suite
 def test_0129_fetch_aborted_msgs(librdkafka: Librdkafka, cluster: ProcessCluster, tmp_path: Path) -> None:
     _check(run_tests(librdkafka, cluster, tmp_path, "0129"), "0129_fetch_aborted_msgs", cluster, librdkafka)
 
 
+@suite
 def test_0098_consumer_txn(librdkafka: Librdkafka, cluster: ProcessCluster, tmp_path: Path) -> None:
     """Needs Apache Kafka's Java producer: a Kafka distribution at ``KAFKA_PATH`` (its
     bin/kafka-run-class.sh and libs/kafka-clients jar), from which the runner compiles
@@ -231,3 +240,47 @@ def test_0098_consumer_txn(librdkafka: Librdkafka, cluster: ProcessCluster, tmp_
         pytest.skip("0098 runs Apache Kafka's Java transactional producer: KAFKA_PATH must name a Kafka "
                     "distribution (bin/kafka-run-class.sh, libs/kafka-clients-*.jar); it is %r" % kafka)
     _check(run_tests(librdkafka, cluster, tmp_path, "0098"), "0098_consumer_txn", cluster, librdkafka)
+
+
+# -- reading the runner's output (runs in every pass: no librdkafka needed) ---------------------
+
+#: The runner's output as it prints it (colours included), trimmed: two sub-tests passed and
+#: the summary table.
+PASSED_OUTPUT = (
+    "\x1b[36m[0103_transactions           /  1.594s] \x1b[32m[ do_test_fenced_txn:760: do not produce after "
+    "fence: PASS (1.59s) ]\n"
+    "\x1b[0m\x1b[36m[0103_transactions           /  2.903s] \x1b[32m[ do_test_fenced_txn:760: produce after fence: "
+    "PASS (1.31s) ]\n"
+    "\x1b[0m============== ALL TESTS PASSED ==============\n"
+    "| <MAIN>                                   |     PASSED |   3.005s |\n"
+    "| 0103_transactions_local                  |    SKIPPED |   0.000s | Filtered due to negative test flags\n"
+    "| 0103_transactions                        |     PASSED |   2.903s |\n")
+#: A failed sub-test: the runner aborts with no summary table.
+FAILED_OUTPUT = (
+    "\x1b[0m\x1b[36m[0103_transactions           /  2.087s] \x1b[32m[ do_test_empty_txn:1020: don't send offsets, "
+    "commit: PASS (2.09s) ]\n"
+    "\x1b[0m\x1b[31m### Test \"0103_transactions (do_test_empty_txn:1020: send offsets, commit)\" failed at "
+    "0103-transactions.c:1062:do_test_empty_txn() at Mon Nov 30 12:36:14 2026: ###\n"
+    "rd_kafka_send_offsets_to_transaction( p, offsets, cgmetadata, -1) failed: Local: Required feature not "
+    "supported by broker\n"
+    "test-runner: test.c:7702: test_fail0: Assertion `0' failed.\n")
+
+
+def test_runner_output_read_passed() -> None:
+    result = RunnerResult.parse(0, PASSED_OUTPUT)
+    assert result.passed_subtests == ["do_test_fenced_txn:760: do not produce after fence",
+                                      "do_test_fenced_txn:760: produce after fence"]
+    assert result.failures == []
+    assert result.summary == {"<MAIN>": ("PASSED", ""), "0103_transactions": ("PASSED", ""),
+                              "0103_transactions_local": ("SKIPPED", "Filtered due to negative test flags")}
+
+
+def test_runner_output_read_failed() -> None:
+    result = RunnerResult.parse(-6, FAILED_OUTPUT)
+    assert result.passed_subtests == ["do_test_empty_txn:1020: don't send offsets, commit"]
+    assert result.failures == [("0103_transactions (do_test_empty_txn:1020: send offsets, commit)",
+                                "0103-transactions.c:1062:do_test_empty_txn() at Mon Nov 30 12:36:14 2026",
+                                "rd_kafka_send_offsets_to_transaction( p, offsets, cgmetadata, -1) failed: Local: "
+                                "Required feature not supported by broker")]
+    assert result.summary == {}  # so _check finds no PASSED row: the test fails
+    assert "send offsets, commit" in result.report()
