@@ -14,8 +14,10 @@ committed offsets are the ends of ``in``.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 import uuid
 from typing import Any, Callable, Iterator, List
 
@@ -24,6 +26,7 @@ import pytest
 from pylogq.cluster.coordinator.group.offsets_schema import partition_for_group
 from pylogq.cluster.coordinator.transaction.log_schema import partition_for_transactional_id
 
+from .._txn_reads import confluent_values
 from .._zookeeper import ZooKeeperServer
 from ._processes import ProcessCluster
 
@@ -86,6 +89,11 @@ class Loop:
     def stop(self) -> None:
         self._stop.set()
         self.thread.join(60)
+
+    def where(self) -> str:
+        """The loop thread's stack now (for a failure's message)."""
+        frame = sys._current_frames().get(self.thread.ident or -1)
+        return "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
 
     def _guarded(self) -> None:
         try:
@@ -175,30 +183,6 @@ def _fill(bootstrap: str, first: int, count: int) -> None:
     assert p.flush(60) == 0
 
 
-def _read_out(bootstrap: str) -> List[bytes]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check-" + uuid.uuid4().hex[:6],
-                  "isolation.level": "read_committed", "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition("out", p, 0) for p in range(PARTITIONS)])
-        values: List[bytes] = []
-        eofs = set()
-        deadline = time.monotonic() + 60
-        while len(eofs) < PARTITIONS and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                eofs.add(m.partition())
-            else:
-                values.append(m.value())
-        assert len(eofs) == PARTITIONS
-        return values
-    finally:
-        c.close()
-
-
 def _leader(cluster: ProcessCluster, topic: str, partition: int) -> int:
     state = cluster.state(topic, partition)
     assert state is not None, "%s-%d has no state" % (topic, partition)
@@ -210,7 +194,8 @@ def _progress(cluster: ProcessCluster, loop: Loop, beyond: int, what: str) -> No
     while loop.committed_txns <= beyond:
         assert not loop.failure, loop.failure
         assert time.monotonic() < deadline, "no transaction committed after %s: %d committed, %d aborted, " \
-            "errors %s\n%s" % (what, loop.committed_txns, loop.aborted_txns, loop.errors[-5:], cluster.logs())
+            "errors %s; the loop is at\n%s\n%s" % (what, loop.committed_txns, loop.aborted_txns, loop.errors[-5:],
+                                                   loop.where(), cluster.logs())
         if loop.done.wait(0.05):
             return
 
@@ -250,7 +235,7 @@ def test_consume_transform_produce_is_exactly_once_through_kills_and_a_freeze(cl
         assert not loop.failure, loop.failure
     finally:
         loop.stop()
-    out = _read_out(cluster.bootstrap)
+    out = confluent_values(cluster.bootstrap, "out", PARTITIONS, "read_committed", 60)
     print("committed %d transactions, aborted %d; errors: %s" % (loop.committed_txns, loop.aborted_txns,
                                                                  sorted(set(loop.errors))))
     expected = sorted(b"out-%d" % i for i in range(N))
