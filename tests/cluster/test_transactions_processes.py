@@ -14,6 +14,8 @@ committed offsets are the ends of ``in``.
 
 from __future__ import annotations
 
+import collections
+import logging
 import sys
 import threading
 import time
@@ -68,6 +70,26 @@ def _create(cluster: ProcessCluster, *topics: str) -> None:
         cluster.wait_until(lambda t=t: cluster.full_isr(t, PARTITIONS), "%s's ISRs" % t)
 
 
+class _Lines(logging.Handler):
+    """A logging handler that keeps the messages in a bounded deque."""
+
+    def __init__(self, lines: "collections.deque[str]") -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _client_log(name: str, lines: "collections.deque[str]") -> logging.Logger:
+    """A logger for a librdkafka client's debug lines, kept in ``lines`` only."""
+    logger = logging.getLogger(name)
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.handlers[:] = [_Lines(lines)]
+    return logger
+
+
 class Loop:
     """The consume-transform-produce loop, in a thread: until every input record's result is
     committed, or :meth:`stop`."""
@@ -81,6 +103,12 @@ class Loop:
         self._stop = threading.Event()
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._guarded, name="ctp-loop", daemon=True)
+        #: The consumer's group protocol and the producer's transactions and produce requests,
+        #: as librdkafka logs them (the last lines of each, for a failure's message).
+        self.consumer_lines: "collections.deque[str]" = collections.deque(maxlen=60)
+        self.producer_lines: "collections.deque[str]" = collections.deque(maxlen=5000)
+        self._consumer_log = _client_log("ctp-loop.consumer", self.consumer_lines)
+        self._producer_log = _client_log("ctp-loop.producer", self.producer_lines)
 
     def start(self) -> "Loop":
         self.thread.start()
@@ -91,9 +119,13 @@ class Loop:
         self.thread.join(60)
 
     def where(self) -> str:
-        """The loop thread's stack now (for a failure's message)."""
+        """The loop thread's stack now, and the consumer's last group protocol lines (for a
+        failure's message)."""
         frame = sys._current_frames().get(self.thread.ident or -1)
-        return "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
+        return "%s\n--- consumer ---\n%s\n--- producer ---\n%s" % (stack, "\n".join(self.consumer_lines),
+                                                                 "\n".join(list(self.producer_lines)[-80:]))
+
 
     def _guarded(self) -> None:
         try:
@@ -108,16 +140,17 @@ class Loop:
 
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
                              "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                             "session.timeout.ms": 10000})
+                             "session.timeout.ms": 10000, "debug": "cgrp"}, logger=self._consumer_log)
         producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": TXN_ID,
-                             "transaction.timeout.ms": 30000, "linger.ms": 5})
+                             "transaction.timeout.ms": 30000, "linger.ms": 5, "debug": "eos,msg"},
+                            logger=self._producer_log)
         try:
             producer.init_transactions(60)
             consumer.subscribe(["in"])
             while not self._stop.is_set():
                 records = [m for m in consumer.consume(50, 0.5) if not m.error()]
                 if not records:
-                    if self._all_consumed(consumer, TopicPartition):
+                    if self._all_consumed(consumer, TopicPartition, KafkaException):
                         return
                     continue
                 try:
@@ -167,9 +200,15 @@ class Loop:
                 consumer.seek(tp)
 
     @staticmethod
-    def _all_consumed(consumer: Any, topic_partition: Callable[..., Any]) -> bool:
-        """Whether the group committed the end of all N input records (written in chunks)."""
-        committed = consumer.committed([topic_partition("in", p) for p in range(PARTITIONS)], 30)
+    def _all_consumed(consumer: Any, topic_partition: Callable[..., Any], kafka_exception: type) -> bool:
+        """Whether the group committed the end of all N input records (written in chunks); not
+        yet while its coordinator moves (a retriable error: asked again at the next idle poll)."""
+        try:
+            committed = consumer.committed([topic_partition("in", p) for p in range(PARTITIONS)], 30)
+        except kafka_exception as exc:  # type: ignore[misc]
+            if exc.args[0].retriable():
+                return False
+            raise
         return all(tp.offset == N // PARTITIONS for tp in committed)
 
 
@@ -193,9 +232,12 @@ def _progress(cluster: ProcessCluster, loop: Loop, beyond: int, what: str) -> No
     deadline = time.monotonic() + 90
     while loop.committed_txns <= beyond:
         assert not loop.failure, loop.failure
-        assert time.monotonic() < deadline, "no transaction committed after %s: %d committed, %d aborted, " \
-            "errors %s; the loop is at\n%s\n%s" % (what, loop.committed_txns, loop.aborted_txns, loop.errors[-5:],
-                                                   loop.where(), cluster.logs())
+        if time.monotonic() >= deadline:
+            cluster.dump_threads()  # into each broker's log: what a stuck broker waits for
+            (cluster.base / "producer-debug.log").write_text("\n".join(loop.producer_lines))
+            raise AssertionError("no transaction committed after %s: %d committed, %d aborted, errors %s; the loop "
+                                 "is at\n%s\n%s" % (what, loop.committed_txns, loop.aborted_txns, loop.errors[-5:],
+                                                    loop.where(), cluster.logs()))
         if loop.done.wait(0.05):
             return
 
