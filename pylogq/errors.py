@@ -68,7 +68,7 @@ __all__ = [
     "CorruptIndexError", "KafkaConnectionError", "NoBrokersAvailable", "KafkaTimeoutError",
     "BufferExhaustedError", "NoOffsetForPartitionError", "UnsupportedCodecError", "ConfigError",
     "InvalidArgumentError", "InvalidArgumentTypeError",
-    "IllegalStateError", "ProtocolError", "ScramError", "OffsetMapFullError", "IndexFullError",
+    "IllegalStateError", "TransactionAbortedError", "ProtocolError", "ScramError", "OffsetMapFullError", "IndexFullError",
     "InvalidIndexEntryError", "IndexClosedError", "LogClosedError", "CorruptCheckpointError", "LogDirInUseError",
     "CorruptMetadataError", "CleaningAbortedError", "CloseConnection", "InvalidConsumerProtocolError",
     "CommitFailedError", "CommandError", "DumpError", "DataLossError", "JvmReaderUnavailable", "MetadataStoreError",
@@ -1024,6 +1024,11 @@ class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
 
 class IllegalStateError(PylogqError, RuntimeError):
     """A call that a client's state does not allow: a closed producer, a seek on an unassigned partition."""
+
+
+class TransactionAbortedError(PylogqError):
+    """A record's batch was dropped unsent because its transaction was aborted (Kafka's
+    ``TransactionAbortedException``)."""
 
 
 class ProtocolError(PylogqError):

@@ -15,6 +15,13 @@ the broker acknowledges it (:meth:`RecordAccumulator.deallocate`).
 
 Idempotence: the accumulator counts each partition's sequence numbers and
 stamps each batch with the sequence of its first record when it opens it.
+
+Transactions: a transactional producer's batches are marked transactional, a
+batch opens only while the transaction manager allows a send
+(:meth:`~pylogq.client.transaction_manager.TransactionManager.check_append`),
+a commit seals the open batches (:meth:`RecordAccumulator.seal`) and an abort
+takes back the batches never sent (:meth:`RecordAccumulator.take_unsent`),
+handing their sequence numbers to the next batches.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import collections
 import threading
 import time
 from time import sleep as _yield_gil
-from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple, cast
+from typing import TYPE_CHECKING, Any, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple, cast
 
 from .. import records
 from ..cluster.partitioner import StickyPartitioner
@@ -31,6 +38,9 @@ from ..errors import BufferExhaustedError, IllegalStateError
 from ..records import HEADER_SIZE, NO_SEQUENCE
 from .metrics import Sensor
 from .producer_batch import FutureRecordMetadata, ProducerBatch
+
+if TYPE_CHECKING:
+    from .transaction_manager import TransactionManager
 
 __all__ = ["RecordAccumulator"]
 
@@ -74,6 +84,8 @@ class RecordAccumulator:
         self._partition_counts = partition_counts  # the producer's, read for a bulk batch's sticky partition
         self._buffer_wait = buffer_wait
         self._sequences: Dict[Tuple[str, int], int] = {}
+        # A transactional producer's manager: batches open only while it allows a send.
+        self.transaction: Optional["TransactionManager"] = None
 
         self.lock = threading.Lock()
         self.wakeup = threading.Condition(self.lock)  # the sender waits here for work
@@ -197,6 +209,12 @@ class RecordAccumulator:
         if self.closed:
             self._release(need)
             raise IllegalStateError("the producer is closed")
+        if self.transaction is not None:
+            try:
+                self.transaction.check_append()
+            except BaseException:
+                self._release(need)
+                raise
         raced = self.open.get(tp)
         if raced is not None:  # opened by another thread while this one waited for memory
             self.close_batch(tp, raced)
@@ -204,6 +222,7 @@ class RecordAccumulator:
             sequence = self._sequences.get(tp, 0)
             builder = records.RecordBatchBuilder(self._codec, producer_id=self._producer_id,
                                                  producer_epoch=self._producer_epoch, base_sequence=sequence,
+                                                 is_transactional=self.transaction is not None,
                                                  batch_size=need)
         else:
             sequence = NO_SEQUENCE
@@ -289,7 +308,8 @@ class RecordAccumulator:
         if self._idempotent:
             return cast(bytearray, records.build_batch(
                 values, keys, timestamps, headers, self._codec, producer_id=self._producer_id,
-                producer_epoch=self._producer_epoch, base_sequence=sequence))
+                producer_epoch=self._producer_epoch, base_sequence=sequence,
+                is_transactional=self.transaction is not None))
         return cast(bytearray, records.build_batch(values, keys, timestamps, headers, self._codec))
 
     def _enqueue_built(self, tp: Tuple[str, int], data: bytearray, count: int, sequence: int,
@@ -301,6 +321,12 @@ class RecordAccumulator:
             if self.closed:
                 self._release(len(data))
                 raise IllegalStateError("the producer is closed")
+            if self.transaction is not None:
+                try:
+                    self.transaction.check_append()
+                except BaseException:
+                    self._release(len(data))
+                    raise
             open_batch = self.open.get(tp)
             if open_batch is not None:
                 self.close_batch(tp, open_batch)
@@ -317,6 +343,59 @@ class RecordAccumulator:
             self.incomplete.add(batch)
             self._enqueue(tp, batch)
             return batch
+
+    # -- transactions ----------------------------------------------------------------
+
+    def set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """Stamp the batches opened from now on with this producer id and epoch, their
+        sequences from 0 again (a transactional producer's new or bumped epoch). Called with
+        no batch pending: every sequence of the old epoch is done with."""
+        with self.lock:
+            self._producer_id, self._producer_epoch = producer_id, producer_epoch
+            self._sequences.clear()
+
+    def seal(self) -> None:
+        """Close every open batch (lock held): no record joins the transaction being
+        committed, and a ``send()`` after it opens a batch, which the manager refuses."""
+        for tp, batch in list(self.open.items()):
+            self.close_batch(tp, batch)
+        self.appendable.clear()
+        if self.sender_waiting:
+            self.wakeup.notify()
+
+    def take_unsent(self, partitions: Optional[Iterable[Tuple[str, int]]] = None,
+                    leading: Sequence[ProducerBatch] = ()) -> List[ProducerBatch]:
+        """Take back the batches never sent of ``partitions`` (None: all), for the caller to
+        fail (lock held); ``leading``: a partition's batches the sender drained and will not
+        send, which come before its queue. A partition's next sequence is then the first taken
+        batch's, as the broker never saw those sequences.
+
+        A batch sent before (a retry due) stays queued: the broker may have written it, so
+        its outcome is the broker's to tell. Such batches are only ever at the head of their
+        queue (a retry is requeued in front), so what is taken is the tail of the partition's
+        sequence, and the rewind leaves no gap.
+        """
+        tps = set(self.open) | set(self.queues) if partitions is None else set(partitions)
+        taken: List[ProducerBatch] = []
+        for tp in tps:
+            batch = self.open.get(tp)
+            if batch is not None:
+                self.close_batch(tp, batch)
+            queue = self.queues.get(tp)
+            kept: List[ProducerBatch] = []
+            dropped: List[ProducerBatch] = list(leading) if partitions is not None else []
+            if queue is not None:
+                for batch in queue:
+                    (dropped if batch.attempts == 0 else kept).append(batch)
+                if kept:
+                    self.queues[tp] = collections.deque(kept)
+                else:
+                    del self.queues[tp]
+            if dropped and self._idempotent and dropped[0].base_sequence >= 0:
+                self._sequences[tp] = dropped[0].base_sequence
+            taken.extend(dropped)
+        self.appendable.clear()
+        return taken
 
     # -- the sender's side -----------------------------------------------------------
 

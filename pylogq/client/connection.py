@@ -92,7 +92,11 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (0, 3),
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 1),
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3: the epoch bumped by id and epoch (KIP-360); v4: PRODUCER_FENCED
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),  # v4+ is the brokers' batched form (KIP-890)
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    28: (0, 3),  # TxnOffsetCommit, v3: generation, member and instance ids (KIP-447)
     ApiKey.DESCRIBE_CONFIGS: (1, 1),  # v1: config source instead of is_default
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 1),

@@ -88,14 +88,20 @@ from .assignors import (
     assignor_for_name,
 )
 from ..cluster.contract import TopicPartition
-from .consumer_coordinator import ConsumerCoordinator, ConsumerRebalanceListener, CoordinatorMetrics, OffsetAndMetadata
+from .consumer_coordinator import (
+    ConsumerCoordinator,
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    CoordinatorMetrics,
+    OffsetAndMetadata,
+)
 from .fetcher import EARLIEST, LATEST, ConsumerRecord, FetchManagerMetrics, Fetcher, OffsetAndTimestamp
 from .metrics import Metrics, NetworkSensors
 from .subscription_state import SubscriptionState, as_tp
 from .transport import TCP_OPTIONS, Transport, connect
 
-__all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp",
-           "TopicPartition"]
+__all__ = ["Consumer", "ConsumerGroupMetadata", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata",
+           "OffsetAndTimestamp", "TopicPartition"]
 
 
 _AUTO_OFFSET_RESET = ("earliest", "latest", "none")
@@ -559,6 +565,14 @@ class Consumer:
         kafka-python). ``metrics_enabled=False``: nothing is kept, ``{}``.
         """
         return self._metrics.snapshot(raw)
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group membership a transactional producer's ``send_offsets_to_transaction``
+        takes (Kafka's ``groupMetadata()``, confluent-kafka's name): the group id, and the
+        generation and member id of the last join, so the coordinator refuses the offsets
+        once this consumer is no longer the partitions' owner. Needs a ``group_id``."""
+        self._check_open()
+        return self._coordinator.group_metadata()
 
     # -- group membership, as tests and tools see it -------------------------------------------------
 

@@ -38,7 +38,8 @@ from .metrics import AVG, COUNT, COUNT_RATE, MAX, MetricName, Metrics
 from .subscription_state import SubscriptionState, as_tp
 from .transport import Transport
 
-__all__ = ["ConsumerCoordinator", "ConsumerRebalanceListener", "CoordinatorMetrics", "OffsetAndMetadata"]
+__all__ = ["ConsumerCoordinator", "ConsumerGroupMetadata", "ConsumerRebalanceListener", "CoordinatorMetrics",
+           "OffsetAndMetadata"]
 
 log = logging.getLogger("pylogq.consumer")
 
@@ -54,6 +55,18 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str
     leader_epoch: int
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership as a transaction's offsets carry it (Kafka's
+    ``ConsumerGroupMetadata``, from ``Consumer.consumer_group_metadata()``): the coordinator
+    refuses the offsets of a member that left the group or of a generation that is over,
+    so a consumer that lost its partitions cannot commit them from a transaction."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: Optional[str] = None
 
 
 class ConsumerRebalanceListener:
@@ -172,6 +185,13 @@ class ConsumerCoordinator:
         self._pending_sync: Optional[Tuple[int, str, Optional[Dict[str, bytes]]]] = None
         self._heartbeat_thread: Optional[threading.Thread] = None
         self._stopping = False
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group id with the generation and member id of the last join, read together.
+        The consumer joins without a group instance id (no static membership)."""
+        group_id = self._require_group()
+        with self._group_lock:
+            return ConsumerGroupMetadata(group_id, self._generation, self._member_id, None)
 
     @property
     def member_id(self) -> str:

@@ -15,6 +15,13 @@ each batch with the sequence number of its first record, counted per
 partition. A retried batch is re-sent byte for byte, so a broker that already
 wrote it answers with the original offsets instead of writing it twice.
 
+Transactions (KIP-98): a producer given a ``transactional_id`` is idempotent
+and writes in transactions, between ``begin_transaction()`` and
+``commit_transaction()`` or ``abort_transaction()``, after one
+``init_transactions()``; ``send_offsets_to_transaction()`` commits a
+consumer group's offsets with the transaction. The state and the
+coordinator's calls live in :mod:`pylogq.client.transaction_manager`.
+
 ``send_batch()`` is the bulk path: whole batches built in one call each
 (:func:`pylogq.records.build_batch`), keys hashed in one vectorised pass, and
 a compact result per batch instead of one future per record.
@@ -39,7 +46,8 @@ kafka-python's behaviour.
 
 This module holds the public face (:class:`Producer`: configuration,
 ``send``, ``send_batch``, ``flush``, ``close``, ``partitions_for``,
-``metrics``); the batches live in :mod:`pylogq.client.accumulator`, the
+``metrics``, and the transactional calls); the batches live in
+:mod:`pylogq.client.accumulator`, the
 sender thread in :mod:`pylogq.client.sender`, a batch and its records'
 futures in :mod:`pylogq.client.producer_batch`.
 """
@@ -62,6 +70,7 @@ from ..errors import (
     KafkaTimeoutError,
     MessageTooLargeError,
     PylogqError,
+    TransactionAbortedError,
     UnknownTopicOrPartitionError,
 )
 from ..records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, codecs
@@ -69,6 +78,7 @@ from .accumulator import RecordAccumulator
 from .metrics import Metrics, NetworkSensors
 from .producer_batch import FutureRecordMetadata, ProducerBatch, RecordMetadata
 from .sender import Sender, SenderMetrics
+from .transaction_manager import TransactionManager, group_metadata_of, offsets_of
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = ["DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult"]
@@ -82,6 +92,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "value_serializer": None,
     "enable_idempotence": True,
     "transactional_id": None,
+    "transaction_timeout_ms": 60000,
     "delivery_timeout_ms": 120000,
     "acks": -1,
     "compression_type": None,
@@ -169,8 +180,15 @@ class Producer:
                                                                         ", ".join(unknown)))
         config = dict(DEFAULT_CONFIG)
         config.update(configs)
-        if config["transactional_id"] is not None:
-            raise ConfigError("transactional_id=%r: transactions are not supported" % (config["transactional_id"],))
+        transactional_id = config["transactional_id"]
+        if transactional_id is not None:
+            if not isinstance(transactional_id, str) or not transactional_id:
+                raise ConfigError("transactional_id must be a non-empty str, not %r" % (transactional_id,))
+            # Kafka: a transactional id requires idempotence, so it may not be turned off.
+            if "enable_idempotence" in configs and not configs["enable_idempotence"]:
+                raise ConfigError("Cannot set a transactional_id without also enabling idempotence "
+                                  "(enable_idempotence=False)")
+            config["enable_idempotence"] = True
         acks = config["acks"]
         if acks == "all":
             acks = -1
@@ -181,7 +199,8 @@ class Producer:
                              ("max_block_ms", 0), ("max_request_size", 1), ("retry_backoff_ms", 0),
                              ("request_timeout_ms", 1), ("delivery_timeout_ms", 1),
                              ("max_in_flight_requests_per_connection", 1), ("metadata_max_age_ms", 0),
-                             ("metrics_num_samples", 1), ("metrics_sample_window_ms", 1)):
+                             ("metrics_num_samples", 1), ("metrics_sample_window_ms", 1),
+                             ("transaction_timeout_ms", 1)):
             config[key] = _int_setting(config, key, minimum)
         # kafka-python 3: idempotence is on by default; a user's acks != all or
         # retries=0 turns it off, unless idempotence was asked for explicitly.
@@ -192,6 +211,9 @@ class Producer:
             if "retries" in configs and config["retries"] == 0:
                 conflicts.append("retries=0")
             if conflicts:
+                if transactional_id is not None:
+                    raise ConfigError("transactional_id=%r requires idempotence, which is incompatible with %s"
+                                      % (transactional_id, ", ".join(conflicts)))
                 if "enable_idempotence" in configs:
                     raise ConfigError("enable_idempotence=True is incompatible with %s" % ", ".join(conflicts))
                 config["enable_idempotence"] = False
@@ -227,7 +249,9 @@ class Producer:
             metrics=network, **{k: config[k] for k in TCP_OPTIONS if k != "client_id"})
         self._idempotent = bool(config["enable_idempotence"])
         self._producer_id, self._producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        if self._idempotent:
+        # A transactional producer takes its id and epoch in init_transactions(), from the
+        # id's coordinator; an idempotent one takes a fresh id now.
+        if self._idempotent and transactional_id is None:
             try:
                 self._producer_id, self._producer_epoch = self._transport.init_producer_id()
             except BaseException:
@@ -247,6 +271,12 @@ class Producer:
         self._append = accumulator.append  # send()'s full path, bound once
         self._sender = Sender(accumulator, self._transport, self._sensors, self._codec, acks, self._retries,
                               config["retry_backoff_ms"], config["delivery_timeout_ms"])
+        self._transaction: Optional[TransactionManager] = None
+        if transactional_id is not None:
+            self._transaction = TransactionManager(
+                transactional_id, config["transaction_timeout_ms"], self._transport, config["max_block_ms"],
+                config["retry_backoff_ms"], accumulator.set_producer)
+            accumulator.transaction = self._sender.transaction = self._transaction
         self._io_thread = threading.Thread(target=self._sender.run, name="pylogq-producer-sender", daemon=True)
         self._io_thread.start()
 
@@ -326,6 +356,8 @@ class Producer:
                                 return future
         if self._accumulator.closed:
             raise IllegalStateError("the producer is closed")
+        if self._transaction is not None:
+            self._transaction.check_append()
         if value is None and key is None:
             raise InvalidArgumentError("a record needs a key or a value (or both)")
         if headers is not None and not isinstance(headers, list):
@@ -392,6 +424,8 @@ class Producer:
         """
         if self._accumulator.closed:
             raise IllegalStateError("the producer is closed")
+        if self._transaction is not None:
+            self._transaction.check_append()
         n = len(values)
         for name, column in (("keys", keys), ("headers", headers)):
             if column is not None and len(column) != n:
@@ -456,6 +490,86 @@ class Producer:
                 out[idx] = (murmur2_many(gather(keys, idx)) & 0x7FFFFFFF) % count
             return out
         return (murmur2_many(keys) & 0x7FFFFFFF) % count
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _transactional(self, operation: str) -> TransactionManager:
+        if self._transaction is None:
+            raise IllegalStateError("%s: this producer has no transactional_id" % operation)
+        if self._accumulator.closed:
+            raise IllegalStateError("the producer is closed")
+        return self._transaction
+
+    def init_transactions(self, timeout: Optional[float] = None) -> None:
+        """Register the ``transactional_id`` with its transaction coordinator, once, before
+        the first transaction: the coordinator fences every earlier producer with the same
+        id (their later calls raise ProducerFencedError) and aborts any transaction one of
+        them left open. Blocks up to ``timeout`` seconds (None: ``max_block_ms``); on
+        KafkaTimeoutError call it again.
+        """
+        self._transactional("init_transactions").init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until it commits or aborts belong to it.
+        Needs no broker; the partitions are added as their first batch goes out."""
+        self._transactional("begin_transaction").begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any = None, timeout: Optional[float] = None,
+                                    consumer_group_id: Optional[str] = None) -> None:
+        """Commit a consumer group's ``offsets`` as part of the transaction: the group sees
+        them when, and only if, the transaction commits (consume-transform-produce).
+
+        ``offsets``: ``{TopicPartition: OffsetAndMetadata or offset}``, each the next offset
+        to read, or confluent-kafka's list of TopicPartition with offsets.
+        ``group_metadata``: the consuming ``Consumer.consumer_group_metadata()``, so a
+        consumer that left the group or missed a rebalance cannot commit (CommitFailedError),
+        or just the group id (kafka-python's ``consumer_group_id``, also accepted by that
+        name).
+        """
+        txn = self._transactional("send_offsets_to_transaction")
+        if group_metadata is None:
+            group_metadata = consumer_group_id
+        elif consumer_group_id is not None:
+            raise InvalidArgumentError("give the group as group_metadata or consumer_group_id, not both")
+        txn.send_offsets_to_transaction(offsets_of(offsets), group_metadata_of(group_metadata), timeout)
+
+    def commit_transaction(self, timeout: Optional[float] = None) -> None:
+        """Send every record of the transaction (as ``flush()``), then commit it: readers with
+        ``isolation_level="read_committed"`` see its records, and its group offsets are
+        committed. Raises the error of a record that failed (the transaction must then be
+        aborted); blocks up to ``timeout`` seconds (None: ``max_block_ms``), and on
+        KafkaTimeoutError it is to be called again.
+        """
+        txn = self._transactional("commit_transaction")
+        with txn.op_lock():
+            with self._lock:
+                resumed = txn.begin_commit()
+                if not resumed:
+                    self._accumulator.seal()
+            self._end_transaction(txn, True, timeout)
+
+    def abort_transaction(self, timeout: Optional[float] = None) -> None:
+        """Abort the transaction: records not yet sent are dropped (their futures fail with
+        TransactionAbortedError), those sent are marked aborted, so read_committed readers
+        never see them, and its group offsets are discarded. Also how a transaction in error
+        (a failed record, a refused offset) is ended. Blocks as :meth:`commit_transaction`.
+        """
+        txn = self._transactional("abort_transaction")
+        with txn.op_lock():
+            with self._lock:
+                resumed = txn.begin_abort()
+                dropped = [] if resumed else self._accumulator.take_unsent()
+            for batch in dropped:
+                self._sender.finish(batch, -1, -1, -1, TransactionAbortedError(
+                    "failing %d records for %s-%d: their transaction was aborted"
+                    % (batch.count, batch.topic, batch.partition)))
+            self._end_transaction(txn, False, timeout)
+
+    def _end_transaction(self, txn: TransactionManager, committed: bool, timeout: Optional[float]) -> None:
+        """Wait for the transaction's batches, then end it (EndTxn)."""
+        deadline = txn.deadline(timeout)
+        self.flush(max(0.0, deadline - time.monotonic()))
+        txn.end_transaction(committed, deadline)
 
     # -- flush and close ---------------------------------------------------------------
 
@@ -566,5 +680,7 @@ class Producer:
         self.close()
 
     def __repr__(self) -> str:
-        return "<pylogq.Producer acks=%s idempotent=%s%s>" % (self._acks, self._idempotent,
-                                                             " closed" if self._accumulator.closed else "")
+        txn = "" if self._transaction is None else " transactional_id=%r %s" % (
+            self._transaction.transactional_id, self._transaction.state.value)
+        return "<pylogq.Producer acks=%s idempotent=%s%s%s>" % (self._acks, self._idempotent, txn,
+                                                               " closed" if self._accumulator.closed else "")

@@ -8,13 +8,19 @@ order. A retriable error puts the batch back at the head of its partition's
 queue for another try after ``retry_backoff_ms``, up to ``retries`` and
 ``delivery_timeout_ms``; a retried batch is re-sent byte for byte (same
 sequence numbers, so an idempotent producer's retry is not written twice).
+
+A transactional producer's sender first adds the partitions it is about to
+send to for the first time in the transaction to it (one AddPartitionsToTxn
+for all of them, through the transaction manager); while the producer is in
+an error state, or aborting, it sends no batch that was never sent and fails
+them instead, as Kafka's sender does.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from ..errors import BrokerError, KafkaTimeoutError, error_for_code
 from ..records import codecs
@@ -22,6 +28,9 @@ from .accumulator import RecordAccumulator
 from .metrics import AVG, MAX, PRODUCE_API_KEY, RATE, TOTAL, MetricName, Metrics, NetworkSensors, Sensor
 from .producer_batch import ProducerBatch
 from .transport import Transport
+
+if TYPE_CHECKING:
+    from .transaction_manager import TransactionManager
 
 __all__ = ["Sender", "SenderMetrics"]
 
@@ -172,6 +181,7 @@ class Sender:
         self._retries = retries
         self._backoff = retry_backoff_ms / 1000.0
         self._delivery_timeout_ms = delivery_timeout_ms
+        self.transaction: Optional["TransactionManager"] = None
 
     def run(self) -> None:
         acc = self._accumulator
@@ -187,14 +197,57 @@ class Sender:
                     acc.sender_waiting = True
                     acc.wakeup.wait(None if wake is None else max(0.0, wake - now))
                     acc.sender_waiting = False
+            if self.transaction is not None:
+                ready = self._transactional(ready)
             for batches in ready:
                 self._send_partition(batches)
+
+    def _transactional(self, ready: List[List[ProducerBatch]]) -> List[List[ProducerBatch]]:
+        """A transactional producer's drained batches that may go: their partitions added to
+        the transaction first; the others failed (never-sent ones taken back, so their
+        sequence numbers go to the next batches)."""
+        txn = self.transaction
+        assert txn is not None
+        error = txn.unsendable()
+        if error is None:
+            deadline = min(b.deadline for batches in ready for b in batches)
+            error = txn.add_partitions([(b[0].topic, b[0].partition) for b in ready], deadline)
+        if error is None:
+            return ready
+        acc = self._accumulator
+        out: List[List[ProducerBatch]] = []
+        failed: List[ProducerBatch] = []
+        for batches in ready:
+            sent = 0
+            while sent < len(batches) and batches[sent].attempts:
+                sent += 1
+            if sent:
+                if txn.fatal:
+                    failed.extend(batches[:sent])
+                else:  # a retry: the broker may have the batch already, its answer says
+                    out.append(batches[:sent])
+            with acc.lock:
+                failed.extend(acc.take_unsent([(batches[0].topic, batches[0].partition)], batches[sent:]))
+        for batch in failed:
+            self.finish(batch, -1, -1, -1, error)
+        return out
 
     def _send_partition(self, batches: List[ProducerBatch]) -> None:
         """Send one partition's batches in order; on a retry, requeue the rest behind the failed one."""
         for i, batch in enumerate(batches):
             if not self._send_one(batch):
                 self._accumulator.requeue(batches[i:])
+                return
+            txn = self.transaction
+            if txn is not None and batch.error is not None and i + 1 < len(batches):
+                # The transaction cannot commit now: the partition's later batches would only
+                # be refused out of sequence. Take them back instead.
+                acc = self._accumulator
+                with acc.lock:
+                    rest = acc.take_unsent([(batch.topic, batch.partition)], batches[i + 1:])
+                error = txn.unsendable() or batch.error
+                for later in rest:
+                    self.finish(later, -1, -1, -1, error)
                 return
 
     def _send_one(self, batch: ProducerBatch) -> bool:
@@ -207,7 +260,7 @@ class Sender:
             batch.builder = None
         now = time.monotonic()
         if now > batch.deadline:
-            self.finish(batch, -1, -1, -1, KafkaTimeoutError(
+            self._failed(batch, KafkaTimeoutError(
                 "%d records for %s-%d expired after delivery_timeout_ms=%d (%d attempts)"
                 % (batch.count, batch.topic, batch.partition, self._delivery_timeout_ms, batch.attempts)))
             return True
@@ -215,7 +268,11 @@ class Sender:
         self._sensors.batch_sent(batch, self._codec, now)
         error: Optional[BaseException] = None
         try:
-            result = self._transport.produce(batch.topic, batch.partition, batch.data, self._acks)
+            if self.transaction is None:
+                result = self._transport.produce(batch.topic, batch.partition, batch.data, self._acks)
+            else:
+                result = self._transport.produce(batch.topic, batch.partition, batch.data, self._acks,
+                                                 transactional_id=self.transaction.transactional_id)
             code = getattr(result, "error_code", 0)
             if code:
                 cls = error_for_code(code)
@@ -236,8 +293,14 @@ class Sender:
             self._sensors.retried(batch)
             batch.retry_at = time.monotonic() + self._backoff
             return False
-        self.finish(batch, -1, -1, -1, error)
+        self._failed(batch, error)
         return True
+
+    def _failed(self, batch: ProducerBatch, error: BaseException) -> None:
+        """A batch failed for good; a transactional producer's transaction with it."""
+        if self.transaction is not None:
+            self.transaction.batch_failed(error)
+        self.finish(batch, -1, -1, -1, error)
 
     def finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, log_start_offset: int,
                error: Optional[BaseException]) -> None:

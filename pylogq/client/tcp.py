@@ -21,7 +21,9 @@ DeleteRecords go to the leader, the admin topic requests and the
 reassignment requests to the controller (found again while it answers
 NOT_CONTROLLER or cannot be reached), group requests to the group's
 coordinator (FindCoordinator), cached and looked up again after
-NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER or a lost connection.
+NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER or a lost connection; a
+transactional producer's requests to its transactional id's coordinator
+(FindCoordinator with key type 1), cached and looked up again the same way.
 
 Fetching from the closest replica (KIP-392), as Kafka's Java consumer does: a
 transport given ``client_rack`` sends it in every Fetch (v11+); when a leader's
@@ -70,6 +72,7 @@ from ..errors import (
     RequestTimedOutError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from ..protocol.constants import ApiKey
 from .connection import BrokerConnection
@@ -194,7 +197,7 @@ class TcpTransport(TcpRequests, Transport):
         self._leaders: Dict[str, List[int]] = {}
         # (topic, partition) -> (the preferred read replica a leader named, until when: monotonic s)
         self._read_replicas: Dict[Tuple[str, int], Tuple[int, float]] = {}
-        self._coordinators: Dict[str, int] = {}
+        self._coordinators: Dict[Tuple[int, str], int] = {}  # (key type, key) -> node: groups 0, transactions 1
         self._pending: Dict[Tuple[str, str], _Pending] = {}
         self._rebalance_timeout_s = 0.0
         self._closed = False
@@ -397,22 +400,27 @@ class TcpTransport(TcpRequests, Transport):
 
     # -- groups --------------------------------------------------------------------------------
 
-    def _coordinator(self, group_id: str, deadline: float) -> int:
-        """The node id of ``group_id``'s coordinator (FindCoordinator, cached)."""
+    def _coordinator(self, group_id: str, deadline: float, key_type: int = 0) -> int:
+        """The node id of ``group_id``'s coordinator (FindCoordinator, cached); with
+        ``key_type`` 1, of the transactional id ``group_id``'s (FindCoordinator v1+)."""
         with self._lock:
-            found = self._coordinators.get(group_id)
+            found = self._coordinators.get((key_type, group_id))
         if found is not None:
             return found
+        what = "group" if key_type == 0 else "transactional id"
         while True:
-            response = self._call(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
+            if key_type and self._any_connection().version(ApiKey.FIND_COORDINATOR) < 1:
+                raise UnsupportedVersionError("the broker's FindCoordinator cannot find a transaction coordinator "
+                                              "(it needs v1)")
+            response = self._call(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": key_type})
             code = response["error_code"]
             if code == 0:
                 with self._lock:
                     self._nodes[response["node_id"]] = (response["host"], response["port"])
-                    self._coordinators[group_id] = response["node_id"]
+                    self._coordinators[(key_type, group_id)] = response["node_id"]
                 return int(response["node_id"])
             if code not in _COORDINATOR_CODES or not self._backoff(deadline):
-                _raise(code, "finding the coordinator of group %r" % group_id, response.get("error_message"))
+                _raise(code, "finding the coordinator of %s %r" % (what, group_id), response.get("error_message"))
 
     def find_coordinator(self, group_id: str) -> BrokerNode:
         """The broker coordinating ``group_id`` (FindCoordinator), with its advertised address."""
@@ -421,26 +429,27 @@ class TcpTransport(TcpRequests, Transport):
             host, port = self._nodes[node]
         return BrokerNode(node, host, port)
 
-    def _forget_coordinator(self, group_id: str) -> None:
+    def _forget_coordinator(self, group_id: str, key_type: int = 0) -> None:
         with self._lock:
-            self._coordinators.pop(group_id, None)
+            self._coordinators.pop((key_type, group_id), None)
 
     def _group_call(self, group_id: str, api_key: int, body: Mapping[str, Any],
-                    code_of: Callable[[Dict[str, Any]], int]) -> Dict[str, Any]:
-        """A request to the group's coordinator, found again (up to the request timeout)
-        while the answer says it moved or is loading, or its connection was lost."""
+                    code_of: Callable[[Dict[str, Any]], int], key_type: int = 0) -> Dict[str, Any]:
+        """A request to the group's coordinator (``key_type`` 1: the transactional id's),
+        found again (up to the request timeout) while the answer says it moved or is
+        loading, or its connection was lost."""
         deadline = time.monotonic() + self.timeout_s
         while True:
-            node = self._coordinator(group_id, deadline)
+            node = self._coordinator(group_id, deadline, key_type)
             try:
                 response = self._call(node, api_key, body)
             except KafkaConnectionError:
-                self._forget_coordinator(group_id)
+                self._forget_coordinator(group_id, key_type)
                 if not self._backoff(deadline):
                     raise
                 continue
             if code_of(response) in _COORDINATOR_CODES:
-                self._forget_coordinator(group_id)
+                self._forget_coordinator(group_id, key_type)
                 if self._backoff(deadline):
                     continue
             return response

@@ -42,6 +42,7 @@ from ..cluster.contract import (
     SyncResult,
     TopicDescription,
     TopicPartitionInfo,
+    TxnOffset,
     UserScramCredentials,
 )
 from ..cluster.acl import (
@@ -82,6 +83,12 @@ from ..records import iter_batches
 from .connection import BrokerConnection
 
 __all__ = ["FetchedRecords", "TcpRequests", "TcpRouting"]
+
+ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
+ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
+END_TXN = ApiKey.END_TXN
+#: TxnOffsetCommit's key: its table is keyed by number while brokers here do not serve it.
+TXN_OFFSET_COMMIT = 28
 
 _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
                                 CoordinatorLoadInProgressError.code))
@@ -166,7 +173,7 @@ class TcpRouting(Protocol):
     def _node_ids(self) -> List[int]: ...
 
     def _group_call(self, group_id: str, api_key: int, body: Mapping[str, Any],
-                    code_of: Callable[[Dict[str, Any]], int]) -> Dict[str, Any]: ...
+                    code_of: Callable[[Dict[str, Any]], int], key_type: int = 0) -> Dict[str, Any]: ...
 
     def _group_code(self, group_id: str, api_key: int, body: Mapping[str, Any]) -> int: ...
 
@@ -216,15 +223,74 @@ class TcpRequests(TcpRouting):
 
     # -- produce / fetch / offsets -------------------------------------------------------------
 
-    def init_producer_id(self) -> Tuple[int, int]:
-        response = self._call(None, ApiKey.INIT_PRODUCER_ID,
-                              {"transactional_id": None, "transaction_timeout_ms": 60000})
-        _raise(response["error_code"], "InitProducerId")
+    def init_producer_id(self, transactional_id: Optional[str] = None, transaction_timeout_ms: int = 60000,
+                         producer_id: int = -1, producer_epoch: int = -1) -> Tuple[int, int]:
+        body = {"transactional_id": transactional_id, "transaction_timeout_ms": transaction_timeout_ms,
+                "producer_id": producer_id, "producer_epoch": producer_epoch}
+        if transactional_id is None:
+            response = self._call(None, ApiKey.INIT_PRODUCER_ID, body)
+        else:
+            response = self._group_call(transactional_id, ApiKey.INIT_PRODUCER_ID, body,
+                                        lambda r: int(r["error_code"]), key_type=1)
+        _raise(response["error_code"], "InitProducerId" if transactional_id is None else
+               "InitProducerId of transactional id %r" % transactional_id)
         return response["producer_id"], response["producer_epoch"]
 
-    def produce(self, topic: str, partition: int, records: Any, acks: int) -> ProduceResult:
+    # -- transactions (KIP-98): to the transactional id's coordinator ---------------------------
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
+        grouped = _group_topics((t, p, None) for t, p in partitions)
+        body = {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id,
+                "v3_and_below_producer_epoch": producer_epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": [p for p, _ in ps]} for t, ps in grouped.items()]}
+
+        def code_of(response: Dict[str, Any]) -> int:
+            return next((p["partition_error_code"] for t in response["results_by_topic_v3_and_below"]
+                         for p in t["results_by_partition"] if p["partition_error_code"] in _COORDINATOR_CODES), 0)
+
+        response = self._group_call(transactional_id, ADD_PARTITIONS_TO_TXN, body, code_of, key_type=1)
+        return {(t["name"], p["partition_index"]): p["partition_error_code"]
+                for t in response["results_by_topic_v3_and_below"] for p in t["results_by_partition"]}
+
+    def _txn_code(self, transactional_id: str, api_key: int, body: Mapping[str, Any], what: str) -> None:
+        response = self._group_call(transactional_id, api_key, body, lambda r: int(r["error_code"]), key_type=1)
+        _raise(response["error_code"], "%s of transactional id %r" % (what, transactional_id))
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           group_id: str) -> None:
+        self._txn_code(transactional_id, ADD_OFFSETS_TO_TXN, {
+            "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "group_id": group_id}, "AddOffsetsToTxn")
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        self._txn_code(transactional_id, END_TXN, {
+            "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "committed": committed}, "EndTxn")
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          generation_id: int, member_id: str, group_instance_id: Optional[str],
+                          offsets: Mapping[Tuple[str, int], TxnOffset]) -> Dict[Tuple[str, int], int]:
+        grouped = _group_topics((t, p, o) for (t, p), o in offsets.items())
+        body = {"transactional_id": transactional_id, "group_id": group_id, "producer_id": producer_id,
+                "producer_epoch": producer_epoch, "generation_id": generation_id, "member_id": member_id,
+                "group_instance_id": group_instance_id,
+                "topics": [{"name": t, "partitions": [
+                    {"partition_index": p, "committed_offset": o.offset, "committed_leader_epoch": o.leader_epoch,
+                     "committed_metadata": o.metadata} for p, o in ps]} for t, ps in grouped.items()]}
+
+        def code_of(response: Dict[str, Any]) -> int:
+            return next((p["error_code"] for t in response["topics"] for p in t["partitions"]
+                         if p["error_code"] in _COORDINATOR_CODES), 0)
+
+        response = self._group_call(group_id, TXN_OFFSET_COMMIT, body, code_of)
+        return {(t["name"], p["partition_index"]): p["error_code"]
+                for t in response["topics"] for p in t["partitions"]}
+
+    def produce(self, topic: str, partition: int, records: Any, acks: int,
+                transactional_id: Optional[str] = None) -> ProduceResult:
         count = sum(max(info.records_count, 1) for info in iter_batches(records))
-        body = {"transactional_id": None, "acks": acks, "timeout_ms": self._timeout_ms,
+        body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": self._timeout_ms,
                 "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
         try:
             conn = self._connection(self._leader(topic, partition))

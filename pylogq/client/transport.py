@@ -21,7 +21,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union, cast
 
 from ..cluster.acl import AclBinding, AclBindingFilter
-from ..cluster.contract import BrokerApi, PartitionOutcome, PartitionReassignment
+from ..cluster.contract import BrokerApi, PartitionOutcome, PartitionReassignment, ProduceResult, TxnOffset
 from ..errors import ConfigError
 from .metrics import NetworkSensors
 
@@ -30,7 +30,39 @@ __all__ = ["LocalBroker", "TCP_OPTIONS", "Transport", "connect"]
 
 class Transport(BrokerApi, Protocol):
     """What a client needs from a broker: the contract's calls, the controller's
-    reassignment and election calls, and ``close()``."""
+    reassignment and election calls, a transactional producer's calls, and ``close()``."""
+
+    def init_producer_id(self, transactional_id: Optional[str] = None, transaction_timeout_ms: int = 60000,
+                         producer_id: int = -1, producer_epoch: int = -1) -> Tuple[int, int]:
+        """InitProducerId: -> (producer id, epoch). Without ``transactional_id`` any broker
+        gives an idempotent producer a new id; with one, the id's transaction coordinator
+        gives its id and a new epoch (``producer_id`` and ``producer_epoch``: the current
+        ones, to bump the epoch, KIP-360). Errors raise their pylogq.errors class."""
+
+    def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview], acks: int,
+                transactional_id: Optional[str] = None) -> ProduceResult:
+        """Produce, carrying a transactional producer's ``transactional_id``."""
+
+    # The transaction coordinator's calls (KIP-98). Each goes to the coordinator of the
+    # transactional id (the group's, for TxnOffsetCommit); NOT_COORDINATOR and
+    # COORDINATOR_NOT_AVAILABLE make the transport look it up again before it raises or
+    # answers them. Errors raise their pylogq.errors class, except the per-partition codes.
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
+        """AddPartitionsToTxn: -> each partition's error code."""
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           group_id: str) -> None:
+        """AddOffsetsToTxn: the group's offsets partition joins the transaction."""
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        """EndTxn: commit or abort the ongoing transaction."""
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          generation_id: int, member_id: str, group_instance_id: Optional[str],
+                          offsets: Mapping[Tuple[str, int], TxnOffset]) -> Dict[Tuple[str, int], int]:
+        """TxnOffsetCommit, to the group's coordinator: -> each partition's error code."""
 
     def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[Sequence[int]]],
                                       timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:

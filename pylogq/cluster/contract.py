@@ -797,8 +797,16 @@ class GroupCoordinatorApi(Protocol):
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
                       ) -> Dict[Tuple[str, int], Tuple[int, str, int]]: ...
 
-    def fetch_committed(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
-                        ) -> Tuple[int, Dict[Tuple[str, int], CommittedOffset]]: ...
+    def txn_offset_commit_pending(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                                  member_id: str, group_instance_id: Optional[str],
+                                  offsets: Mapping[Tuple[str, int], TxnOffset]
+                                  ) -> Tuple[Dict[Tuple[str, int], int], Callable[[int], None]]:
+        """TxnOffsetCommit: -> (each partition's code, the call that takes the outcome of the
+        write's replication); the offsets wait for the transaction's marker."""
+        ...
+
+    def fetch_committed(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None,
+                        require_stable: bool = False) -> Tuple[int, Dict[Tuple[str, int], CommittedOffset]]: ...
 
     def list_groups(self) -> List[Tuple[str, str]]: ...
 

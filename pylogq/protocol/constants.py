@@ -51,6 +51,7 @@ class ApiKey(enum.IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31

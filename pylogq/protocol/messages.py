@@ -5,10 +5,8 @@ nullability, defaults, tags, common structs) over the schema's full ``validVersi
 :class:`~pylogq.protocol.schema.Schema` does the rest. ``SUPPORTED_VERSIONS`` is the range the
 broker serves per API: Kafka 3.9's whole range, flexible versions included, the APIs brokers
 send one another (``INTER_BROKER_APIS``) among them. ``REQUESTS`` and ``RESPONSES`` hold a
-table for each, and for TxnOffsetCommit, which has its table over its schema's whole
-``validVersions`` but is not served yet: it is neither in ``SUPPORTED_VERSIONS`` nor a member
-of :class:`~pylogq.protocol.constants.ApiKey`, and a broker closes a connection that sends
-it, as it does for any API key it does not know.
+table for each (EndTxn's over its schema's whole ``validVersions``, a version wider than
+Kafka 3.9 serves).
 ``header_versions`` picks the request/response header version for an API version.
 """
 
@@ -2005,11 +2003,6 @@ DELETE_ACLS_RESPONSE = Schema({
 })
 
 
-#: TxnOffsetCommit has its table but is not served yet (no handler, not in SUPPORTED_VERSIONS).
-#: ApiKey lists only served APIs (the server binds a handler to each member), so its table is
-#: keyed by number here until it is served.
-_TXN_OFFSET_COMMIT = 28
-
 #: API key -> Kafka's name for the API.
 API_NAMES: Dict[int, str] = {
     ApiKey.PRODUCE: "Produce",
@@ -2040,7 +2033,7 @@ API_NAMES: Dict[int, str] = {
     ApiKey.ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
     ApiKey.END_TXN: "EndTxn",
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
-    _TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
     ApiKey.ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
@@ -2108,6 +2101,7 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     # v5 (KIP-890's epoch bump at every end) is unstable in Kafka 3.9, which advertises 0-4.
     ApiKey.END_TXN: (0, 4),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
@@ -2159,7 +2153,7 @@ REQUESTS: Dict[int, Schema] = {
     ApiKey.ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_REQUEST,
     ApiKey.END_TXN: END_TXN_REQUEST,
     ApiKey.WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_REQUEST,
-    _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_REQUEST,
+    ApiKey.TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_REQUEST,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_REQUEST,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_REQUEST,
     ApiKey.ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_REQUEST,
@@ -2215,7 +2209,7 @@ RESPONSES: Dict[int, Schema] = {
     ApiKey.ADD_OFFSETS_TO_TXN: ADD_OFFSETS_TO_TXN_RESPONSE,
     ApiKey.END_TXN: END_TXN_RESPONSE,
     ApiKey.WRITE_TXN_MARKERS: WRITE_TXN_MARKERS_RESPONSE,
-    _TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_RESPONSE,
+    ApiKey.TXN_OFFSET_COMMIT: TXN_OFFSET_COMMIT_RESPONSE,
     ApiKey.DESCRIBE_CONFIGS: DESCRIBE_CONFIGS_RESPONSE,
     ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESPONSE,
     ApiKey.ALTER_REPLICA_LOG_DIRS: ALTER_REPLICA_LOG_DIRS_RESPONSE,

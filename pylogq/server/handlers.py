@@ -152,7 +152,7 @@ class Handlers(AdminHandlers, FetchHandlers, GroupHandlers, OperationsHandlers, 
     # (off the loop) when no FindCoordinator did; a cluster's other brokers answer NOT_COORDINATOR.
     GROUP_APIS = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT,
                             ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS,
-                            ApiKey.OFFSET_DELETE})
+                            ApiKey.OFFSET_DELETE, ApiKey.TXN_OFFSET_COMMIT})
 
     def __init__(self, server: ServerContext) -> None:
         super().__init__(server)

@@ -1,5 +1,6 @@
 """The group coordinator's APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete.
+OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and
+OffsetDelete.
 
 Joins and syncs wait as delayed operations; a group's offsets are read and written through the
 broker's group coordinator (:class:`~pylogq.cluster.contract.GroupCoordinatorApi`).
@@ -12,7 +13,7 @@ from typing import Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, U
 
 from .. import errors
 from ..cluster.acl import AclOperation, ResourceType
-from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult
+from ..cluster.contract import CommittedOffset, GroupCoordinatorApi, JoinResult, SyncResult, TxnOffset
 from ..protocol.message_data import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -36,6 +37,8 @@ from ..protocol.message_data import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from .authorization import NOTHING_REFUSED
 from .connection import Connection, RequestSlot
@@ -310,6 +313,77 @@ class GroupHandlers(HandlerBase):
                 for p in topic.partitions])
             for topic in req.topics])
 
+    def txn_offset_commit(self, conn: Connection, req: TxnOffsetCommitRequest, version: int, slot: RequestSlot
+                          ) -> Union[TxnOffsetCommitResponse, Awaitable[TxnOffsetCommitResponse]]:
+        """A transactional producer's offsets of a group (KIP-98), committed when its transaction
+        commits: the coordinator holds them pending until the transaction's marker.
+
+        As Kafka's KafkaApis: WRITE on the transactional id (else every partition is
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED),
+        READ on each topic (its partitions TOPIC_AUTHORIZATION_FAILED), partitions that do
+        not exist UNKNOWN_TOPIC_OR_PARTITION. v2 adds the leader epoch; v3 the generation,
+        member id and group instance id (KIP-447: the member is checked only when given);
+        v4 may answer TRANSACTION_ABORTABLE, which only Kafka's partition verification
+        (KIP-890) gives. v0-1 answer COORDINATOR_LOAD_IN_PROGRESS as COORDINATOR_NOT_AVAILABLE,
+        as Kafka does for the clients before 2.0 that treat it as fatal. In a cluster the
+        answer waits for the replicas of the offsets topic, as an OffsetCommit's does.
+        """
+        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        if not self.authz.allowed(conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            code = errors.TransactionalIdAuthorizationFailedError.code
+            return self._txn_offset_commit_response(req, version, {tp: code for tp in wanted})
+        if self._group_refused(conn, _READ, req.group_id):
+            return self._txn_offset_commit_response(req, version, {tp: _GROUP_AUTHORIZATION_FAILED for tp in wanted})
+        refused_topics = self.authz.refused_names(conn, _READ, _TOPIC, (t.name for t in req.topics)) \
+            if self.authz.enabled else NOTHING_REFUSED
+        codes: Dict[Tuple[str, int], int] = {}
+        offsets: Dict[Tuple[str, int], TxnOffset] = {}
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if topic.name in refused_topics:
+                    codes[tp] = _TOPIC_AUTHORIZATION_FAILED
+                elif not self._partition_exists(*tp):
+                    codes[tp] = errors.UnknownTopicOrPartitionError.code
+                else:
+                    offsets[tp] = TxnOffset(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+        if not offsets:
+            return self._txn_offset_commit_response(req, version, codes)
+        written, complete = self._groups.txn_offset_commit_pending(
+            req.group_id, req.producer_id, req.producer_epoch, req.generation_id, req.member_id,
+            req.group_instance_id, offsets)
+        codes.update(written)
+        if self.broker.clustered and any(c == 0 for c in written.values()):
+            return self._txn_offset_commit_replicated(req, version, codes, complete)
+        complete(0)  # a single node: written is committed
+        return self._txn_offset_commit_response(req, version, codes)
+
+    async def _txn_offset_commit_replicated(self, req: TxnOffsetCommitRequest, version: int,
+                                            codes: Dict[Tuple[str, int], int],
+                                            complete: Callable[[int], None]) -> TxnOffsetCommitResponse:
+        """Answered once every in-sync replica of the offsets topic has the write; one that does
+        not get there is dropped (the client retries it), as Kafka's failed pending write is."""
+        slot_code = await self._replicated(req.group_id, True, complete)
+        if slot_code:
+            codes = {tp: c or slot_code for tp, c in codes.items()}
+        return self._txn_offset_commit_response(req, version, codes)
+
+    @staticmethod
+    def _txn_offset_commit_response(req: TxnOffsetCommitRequest, version: int,
+                                    codes: Dict[Tuple[str, int], int]) -> TxnOffsetCommitResponse:
+        loading, unavailable = errors.CoordinatorLoadInProgressError.code, errors.CoordinatorNotAvailableError.code
+        out = []
+        for topic in req.topics:
+            partitions = []
+            for p in topic.partitions:
+                code = codes[(topic.name, p.partition_index)]
+                if version < 2 and code == loading:
+                    code = unavailable
+                partitions.append(TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=code))
+            out.append(TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(name=topic.name, partitions=partitions))
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=out)
+
     def _partition_exists(self, topic: str, partition: int) -> bool:
         try:
             return 0 <= partition < self.broker.partitions_for(topic)
@@ -323,14 +397,15 @@ class GroupHandlers(HandlerBase):
         v0 read ZooKeeper in Kafka; here every version reads ``__consumer_offsets``.
         v0-1 have no top-level error: a group error goes to every partition. v2+ accept
         null topics (every committed partition). v5+ return the committed leader epoch.
-        v7's require_stable never waits: without transactions no commit is pending.
+        v7+'s require_stable (KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition whose
+        offset an undecided transaction holds (TxnOffsetCommit): the consumer asks again.
         v9's member id and epoch concern KIP-848 consumer groups; a classic group
         ignores them, as Kafka does.
         """
         if version >= 8:
             groups = []
             for g in req.groups:
-                code, found = self._fetch_group(conn, g.group_id, g.topics)
+                code, found = self._fetch_group(conn, g.group_id, g.topics, req.require_stable)
                 topics = [OffsetFetchResponse.OffsetFetchResponseTopics(name=topic, partitions=[
                     OffsetFetchResponse.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=c.offset, committed_leader_epoch=c.leader_epoch,
@@ -339,7 +414,7 @@ class GroupHandlers(HandlerBase):
                 groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
                                                                            error_code=code))
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        code, found = self._fetch_group(conn, req.group_id, req.topics)
+        code, found = self._fetch_group(conn, req.group_id, req.topics, version >= 7 and req.require_stable)
         # v0-1: a group error goes to every partition.
         partition_code = code if version < 2 else 0
         return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
@@ -350,8 +425,8 @@ class GroupHandlers(HandlerBase):
                 for p, c in partitions])
             for topic, partitions in found])
 
-    def _fetch_group(self, conn: Connection, group_id: str, topics: Optional[Sequence[_FetchTopic]]
-                     ) -> Tuple[int, List[Tuple[str, List[Tuple[int, CommittedOffset]]]]]:
+    def _fetch_group(self, conn: Connection, group_id: str, topics: Optional[Sequence[_FetchTopic]],
+                     require_stable: bool = False) -> Tuple[int, List[Tuple[str, List[Tuple[int, CommittedOffset]]]]]:
         """-> (the group's error code, [(topic, [(partition, its committed offset)])]): the
         partitions asked for, in the request's order, or every committed one (``topics`` None).
         A partition without a committed offset has epoch -1 and metadata "". A topic the
@@ -366,7 +441,7 @@ class GroupHandlers(HandlerBase):
         hidden = self.authz.refused_names(conn, _DESCRIBE, _TOPIC, (t for t, _ in wanted or [])) \
             if self.authz.enabled else NOTHING_REFUSED
         asked = wanted if not hidden else [tp for tp in wanted or [] if tp[0] not in hidden]
-        code, found = self._groups.fetch_committed(group_id, asked)
+        code, found = self._groups.fetch_committed(group_id, asked, require_stable)
         if self.authz.enabled and wanted is None:
             hidden = self.authz.refused_names(conn, _DESCRIBE, _TOPIC, (t for t, _ in found))
             found = {tp: c for tp, c in found.items() if tp[0] not in hidden}

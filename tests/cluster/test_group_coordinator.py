@@ -13,6 +13,7 @@ import pytest
 from pylogq.cluster.coordinator.group import coordinator as gc
 from pylogq.cluster.coordinator.group import offsets_schema as schema
 from pylogq.cluster.coordinator.group.coordinator import GroupCoordinator, JoinResult, raise_for
+from pylogq.cluster.coordinator.group.metadata_manager import StoredBatch
 from pylogq.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -30,25 +31,38 @@ from pylogq.errors import (
     UnknownMemberIdError,
 )
 from pylogq.records import RecordBatch
+from pylogq.records.control import end_txn_marker
 
 RIP = RebalanceInProgressError.code
 DEADLINE_S = 10.0
 
 
 class MemoryStore:
-    """``__consumer_offsets`` as lists of (key, value), fed by real v2 batches."""
+    """``__consumer_offsets`` as lists of (key, value) and of the batches read back, fed by
+    real v2 batches (transaction markers too)."""
 
     def __init__(self) -> None:
         self.partitions: Dict[int, List[Tuple[Optional[bytes], Optional[bytes]]]] = defaultdict(list)
+        self.batches: Dict[int, List[StoredBatch]] = defaultdict(list)
+        self.raw: Dict[int, List[bytes]] = defaultdict(list)
         self.fail: Optional[BaseException] = None
 
     def append(self, partition: int, batch: bytes) -> None:
         if self.fail is not None:
             raise self.fail
-        self.partitions[partition].extend((r.key, r.value) for r in RecordBatch(batch))
+        self.raw[partition].append(bytes(batch))
+        parsed = RecordBatch(batch)
+        if parsed.is_control_batch:
+            marker = end_txn_marker(batch)
+            self.batches[partition].append(StoredBatch((), parsed.producer_id, parsed.is_transactional,
+                                                       -1 if marker is None else marker.control_type))
+            return
+        records = [(r.key, r.value) for r in parsed]
+        self.partitions[partition].extend(records)
+        self.batches[partition].append(StoredBatch(records, parsed.producer_id, parsed.is_transactional))
 
-    def read_all(self, partition: int) -> Iterator[Tuple[Optional[bytes], Optional[bytes]]]:
-        return iter(list(self.partitions.get(partition, [])))
+    def read_all(self, partition: int) -> Iterator[StoredBatch]:
+        return iter(list(self.batches.get(partition, [])))
 
 
 class FakeClock:

@@ -43,7 +43,7 @@ ADVERTISED = {
     19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 5), 32: (0, 4), 33: (0, 2), 36: (0, 2),
     37: (0, 3), 42: (0, 2), 44: (0, 1), 35: (0, 4), 60: (0, 1), 47: (0, 0), 61: (0, 0),
     50: (0, 0), 51: (0, 0), 43: (0, 2), 45: (0, 0), 46: (0, 0), 34: (0, 2), 29: (0, 3), 30: (0, 3), 31: (0, 3),
-    48: (0, 1), 49: (0, 1), 24: (0, 5), 25: (0, 4), 26: (0, 4), 65: (0, 0), 66: (0, 1),
+    48: (0, 1), 49: (0, 1), 24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 65: (0, 0), 66: (0, 1),
 }
 
 #: Kafka 3.9's ranges of the inter-broker APIs (a cluster's brokers send them one another; a
@@ -53,9 +53,8 @@ INTER_BROKER = {4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3), 23: (0, 4), 27: (0, 
 #: Every served table's range: the advertised one, or Kafka 3.9's for an inter-broker API.
 SERVED = {**ADVERTISED, **INTER_BROKER}
 
-#: The ranges of the tables the broker does not serve yet (not advertised): TxnOffsetCommit
-#: over its Kafka 3.9 schema's validVersions, which a Kafka 3.9 broker advertises whole.
-NOT_SERVED = {28: (0, 4)}
+#: The ranges of the tables the broker does not serve (not advertised): none now.
+NOT_SERVED: Dict[int, Tuple[int, int]] = {}
 KAFKA_39_ADVERTISES = NOT_SERVED
 
 #: Every table's range, the ones not served yet included.

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from kafka.protocol import admin as k_admin
 from kafka.protocol import producer as k_producer
 
-from pylogq import Broker, errors
+from pylogq import errors
 from pylogq.errors import ProtocolError
 from pylogq.protocol import (
     ADD_OFFSETS_TO_TXN_REQUEST,
@@ -55,7 +55,6 @@ from pylogq.protocol import (
     header_versions,
 )
 from pylogq.protocol import message_data as msg
-from pylogq.protocol.blocking_client import KafkaSocket, decode_response, encode_request
 from pylogq.protocol.schema import Message
 
 from ._wire import NO_TAGS, array, boolean, carray, cstring, i16, i32, i64, string, tags, uvarint
@@ -174,12 +173,9 @@ def test_tables_over_the_schemas_ranges(api_key: int, name: str, request_table: 
     for version in range(versions[0], versions[1] + 1):
         assert header_versions(api_key, version) == ((2, 1) if version >= flexible else (1, 0))
     # Served over Kafka 3.9's advertised range (EndTxn's v5 is unstable there), WriteTxnMarkers
-    # among the inter-broker APIs; TxnOffsetCommit is not served yet.
-    if api_key == 28:
-        assert api_key not in SUPPORTED_VERSIONS and api_key not in {k.value for k in ApiKey}
-    else:
-        assert SUPPORTED_VERSIONS[api_key] == ((0, 4) if api_key == 26 else versions)
-        assert (api_key in INTER_BROKER_APIS) == (api_key == 27)
+    # among the inter-broker APIs.
+    assert SUPPORTED_VERSIONS[api_key] == ((0, 4) if api_key == 26 else versions)
+    assert (api_key in INTER_BROKER_APIS) == (api_key == 27)
 
 
 def test_init_producer_id_covers_every_version_with_its_transactional_fields() -> None:
@@ -707,31 +703,3 @@ def test_every_sample_reads_back(schema: Schema, version: int) -> None:
 
 
 # -- a broker does not serve them yet ---------------------------------------------------------
-
-
-def test_a_broker_neither_advertises_nor_answers_txn_offset_commit(tmp_path: Any) -> None:
-    """ApiVersions leaves TxnOffsetCommit out, and a well-formed request of it closes its
-    connection as an unknown API key does, while other connections keep being served."""
-    with Broker(str(tmp_path / "broker")) as broker:
-        host, port = broker.serve("127.0.0.1", 0)
-
-        def api_versions(sock: KafkaSocket, correlation_id: int) -> Dict[str, Any]:
-            sock.send(encode_request(ApiKey.API_VERSIONS, 3, correlation_id, "txn-test",
-                                     {"client_software_name": "pylogq-test", "client_software_version": "1"}))
-            return decode_response(sock.read_frame(1 << 20), ApiKey.API_VERSIONS, 3, correlation_id)
-
-        other = KafkaSocket(host, port, 30.0)
-        try:
-            advertised = {entry["api_key"] for entry in api_versions(other, 1)["api_keys"]}
-            assert advertised == set(SUPPORTED_VERSIONS) and 28 not in advertised
-            for api_key, version, body in [(28, 3, _txn_offset_commit(3))]:
-                sock = KafkaSocket(host, port, 30.0)
-                try:
-                    sock.send(encode_request(api_key, version, 7, "txn-test", body))
-                    with pytest.raises(ConnectionError):
-                        sock.read_frame(1 << 20)
-                finally:
-                    sock.close()
-                assert api_versions(other, 2 + api_key)["error_code"] == 0
-        finally:
-            other.close()

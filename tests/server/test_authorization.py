@@ -123,6 +123,13 @@ def _partitions(topic: str) -> List[Dict[str, Any]]:
                                              "committed_metadata": ""}]}]
 
 
+def _txn_offsets(group: str) -> Dict[str, Any]:
+    return {"transactional_id": "tx", "group_id": group, "producer_id": 1000, "producer_epoch": 0,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": "data", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                 "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+
 def _end(broker: Broker, topic: str = "data") -> Tuple[int, int]:
     return broker.list_offsets(topic, 0, -1)[0], broker.list_offsets(topic, 0, -2)[0]
 
@@ -161,6 +168,17 @@ CASES: Dict[str, Case] = {
         "topics": _partitions("data")},
         [("TOPIC", "data", "READ")], TOPIC_DENIED, lambda b: b.group_coordinator.fetch_committed("g2", None),
         given=(("GROUP", "g2", "READ"),)),
+    "TxnOffsetCommit transactional id": Case(ApiKey.TXN_OFFSET_COMMIT, 3, lambda: _txn_offsets("tg"),
+        [("TRANSACTIONAL_ID", "tx", "WRITE"), ("GROUP", "tg", "READ"), ("TOPIC", "data", "READ")], TXN_DENIED,
+        lambda b: b.group_coordinator.fetch_committed("tg", [("data", 0)], True)),
+    "TxnOffsetCommit group": Case(ApiKey.TXN_OFFSET_COMMIT, 3, lambda: _txn_offsets("tg"),
+        [("GROUP", "tg", "READ"), ("TOPIC", "data", "READ")], GROUP_DENIED,
+        lambda b: b.group_coordinator.fetch_committed("tg", [("data", 0)], True),
+        given=(("TRANSACTIONAL_ID", "tx", "WRITE"),)),
+    "TxnOffsetCommit topic": Case(ApiKey.TXN_OFFSET_COMMIT, 3, lambda: _txn_offsets("tg"),
+        [("TOPIC", "data", "READ")], TOPIC_DENIED,
+        lambda b: b.group_coordinator.fetch_committed("tg", [("data", 0)], True),
+        given=(("TRANSACTIONAL_ID", "tx", "WRITE"), ("GROUP", "tg", "READ"))),
     "OffsetFetch": Case(ApiKey.OFFSET_FETCH, 3, lambda: {
         "group_id": "g", "topics": [{"name": "data", "partition_indexes": [0]}]},
         [("GROUP", "g", "DESCRIBE"), ("TOPIC", "data", "DESCRIBE")], GROUP_DENIED),

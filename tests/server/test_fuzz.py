@@ -170,6 +170,10 @@ def request_body(api_key: int, version: int) -> Dict[str, Any]:
         20: {"topic_names": ["fuzz-created"], "timeout_ms": 5000},
         21: {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000},
         22: {"transactional_id": None, "transaction_timeout_ms": 60000},
+        28: {"transactional_id": "fuzz-txn", "group_id": GROUP, "producer_id": 7, "producer_epoch": 0,
+             "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                 {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                 "committed_leader_epoch": -1, "committed_metadata": None}]}]},
         32: {"resources": topic_config, "include_synonyms": True},
         33: {"resources": topic_config, "validate_only": False},
         36: {"auth_bytes": b"\x00alice\x00secret"},

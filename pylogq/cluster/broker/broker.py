@@ -187,7 +187,7 @@ class Broker(BrokerTransactions, BrokerAdmin):
             offsets_meta = self._topics.get(OFFSETS_TOPIC) if self.cluster is None else None
             self._offsets_ready = offsets_meta is not None
             self.group_coordinator = GroupCoordinator(
-                append=self.offsets_topic.append, read_all=self.offsets_topic.read_all,
+                append=self.offsets_topic.append, read_all=self.offsets_topic.read_batches,
                 timer=self.timer,
                 num_partitions=offsets_meta.partitions if offsets_meta is not None
                 else self.config.node.offsets_topic_num_partitions,

@@ -8,7 +8,7 @@ ListOffsets, DeleteRecords, DescribeProducers; the controller's and
 followers' requests (LeaderAndIsr, UpdateMetadata, StopReplica, a follower's Fetch,
 OffsetForLeaderEpoch); and the plumbing of the group coordinator's offsets to
 ``__consumer_offsets`` (FindCoordinator, the replication barrier after its writes,
-OffsetDelete).
+OffsetDelete, TxnOffsetCommit, and the transaction markers it must hear of).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..contract import (
     ReplicaFetchPartition,
     StopReplicaRequest,
     TopicDescription,
+    TxnOffset,
     UpdateMetadataRequest,
 )
 from ..coordinator.group.metadata_manager import storage_error_code
@@ -321,18 +322,57 @@ class BrokerDataPath(BrokerLifecycle):
             return DelayedCall.immediate(errors.NotLeaderOrFollowerError.code, mapped)
         return self.cluster.replicas.wait_replicated(partition, self.config.node.offsets_commit_timeout_ms, mapped)
 
-    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
-        """Kafka's OffsetDelete: partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
-        (checked here, as Kafka's KafkaApis does against its metadata cache: in a cluster
-        the cluster's partitions, wherever their replicas live), the group coordinator
-        deletes the others' offsets."""
+    def _partitions_exist(self, partitions: Sequence[Tuple[str, int]]) -> List[bool]:
+        """Whether each partition exists, as Kafka's KafkaApis checks against its metadata
+        cache: in a cluster the cluster's partitions, wherever their replicas live."""
         with self._lock:
             self._check_open()
             if self.cluster is not None:
                 metadata = self.cluster.metadata
-                exists = [metadata.partition(t, p) is not None for t, p in partitions]
+                return [metadata.partition(t, p) is not None for t, p in partitions]
+            return [tp in self._partitions for tp in partitions]
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          generation_id: int, member_id: str, group_instance_id: Optional[str],
+                          offsets: Mapping[Tuple[str, int], TxnOffset]) -> Dict[Tuple[str, int], int]:
+        """Kafka's TxnOffsetCommit: the group coordinator writes the offsets as a transactional
+        batch of ``producer_id`` and holds them until the transaction's marker
+        (:meth:`~pylogq.cluster.coordinator.group.coordinator.GroupCoordinator.txn_offset_commit_pending`);
+        -> each partition's code. ``transactional_id`` is the caller's to authorize (WRITE
+        on it, as the server does). Partitions that do not exist answer
+        UNKNOWN_TOPIC_OR_PARTITION (:meth:`_partitions_exist`). In a cluster the answer waits
+        until every in-sync replica of the group's ``__consumer_offsets`` partition has the
+        write, as an offset commit's does; if it does not get there the offsets are dropped
+        and the partitions answer the coordinator's code for it."""
+        wanted = list(offsets)
+        exists = self._partitions_exist(wanted)
+        known = {tp: offsets[tp] for tp, ok in zip(wanted, exists) if ok}
+        codes: Dict[Tuple[str, int], int] = {}
+        if known:
+            codes, complete = self.group_coordinator.txn_offset_commit_pending(
+                group_id, producer_id, producer_epoch, generation_id, member_id, group_instance_id, known)
+            if self.cluster is None or not any(c == 0 for c in codes.values()):
+                complete(0)
             else:
-                exists = [tp in self._partitions for tp in partitions]
+                op = self.group_writes_replicated_async(group_id, True, deliver=complete)
+                op.wait()
+                code = op.answer()
+                codes = {tp: c or code for tp, c in codes.items()}
+        codes.update({tp: errors.UnknownTopicOrPartitionError.code for tp, ok in zip(wanted, exists) if not ok})
+        return codes
+
+    def txn_markers_appended(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """The broker appended ``producer_id``'s COMMIT (``committed``) or ABORT marker to
+        ``topic``-``partition`` (WriteTxnMarkers): on a partition of ``__consumer_offsets``
+        the group coordinator commits or drops the producer's pending offsets of its groups
+        (Kafka's onTransactionCompleted). Other topics need nothing."""
+        if topic == OFFSETS_TOPIC:
+            self.group_coordinator.complete_txn(partition, producer_id, committed)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
+        """Kafka's OffsetDelete: partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
+        (:meth:`_partitions_exist`), the group coordinator deletes the others' offsets."""
+        exists = self._partitions_exist(partitions)
         known = [tp for tp, ok in zip(partitions, exists) if ok]
         unknown = {tp: errors.UnknownTopicOrPartitionError.code for tp, ok in zip(partitions, exists) if not ok}
         group_error, codes = self.group_coordinator.delete_offsets(group_id, known)

@@ -12,12 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, NoReturn, Optional, Protocol, Sequence, Tuple, Union
 
 from ...errors import (
+    BrokerError,
     BrokerNotAvailableError,
     InvalidRequestError,
     NotControllerError,
+    NotCoordinatorError,
     SecurityDisabledError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
+    error_for_code,
 )
 from ..acl import AclBinding, AclBindingFilter, Authorizer
 from ..contract import (
@@ -45,6 +48,7 @@ from ..contract import (
     ScramCredentialUpsertion,
     SyncResult,
     TopicDescription,
+    TxnOffset,
     UserScramCredentials,
 )
 
@@ -107,12 +111,55 @@ class InProcessTransport:
     def describe_topic(self, name: str) -> TopicDescription:
         return self.broker.describe_topic(name)
 
-    def init_producer_id(self) -> Tuple[int, int]:
-        return self.broker.init_producer_id()
+    def init_producer_id(self, transactional_id: Optional[str] = None, transaction_timeout_ms: int = 60000,
+                         producer_id: int = -1, producer_epoch: int = -1) -> Tuple[int, int]:
+        if transactional_id is None:
+            return self.broker.init_producer_id()
+        self._transaction_coordinator(transactional_id)
+        return self.broker.init_producer_id(transactional_id, transaction_timeout_ms, producer_id, producer_epoch)
 
     def produce(self, topic: str, partition: int, records: Union[bytes, bytearray, memoryview],
-                acks: int) -> ProduceResult:
+                acks: int, transactional_id: Optional[str] = None) -> ProduceResult:
+        """``transactional_id`` is the wire's: in process the batches' producer id says it all."""
         return self.broker.produce(topic, partition, records, acks)
+
+    # -- transactions: the broker's transaction coordinator ------------------------------------
+
+    def _transaction_coordinator(self, transactional_id: str) -> None:
+        """Check that this broker coordinates ``transactional_id`` (``__transaction_state``
+        made on first use, as FindCoordinator does over the wire): a cluster's other brokers
+        are out of reach in process, so another coordinator raises NotCoordinatorError."""
+        code, node = self.broker.ensure_transaction_state_topic(), -1
+        if not code:
+            code, node = self.broker.coordinator_for_transaction(transactional_id)
+        if code:
+            cls = error_for_code(code) or BrokerError
+            raise cls("finding the coordinator of transactional id %r" % (transactional_id,))
+        if node != self.broker.broker_id:
+            raise NotCoordinatorError("broker %d coordinates transactional id %r, not broker %d: give the producer "
+                                      "that Broker (or bootstrap_servers)"
+                                      % (node, transactional_id, self.broker.broker_id))
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Sequence[Tuple[str, int]]) -> Dict[Tuple[str, int], int]:
+        self._transaction_coordinator(transactional_id)
+        return self.broker.add_partitions_to_txn(transactional_id, producer_id, producer_epoch, partitions)
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           group_id: str) -> None:
+        self._transaction_coordinator(transactional_id)
+        self.broker.add_offsets_to_txn(transactional_id, producer_id, producer_epoch, group_id)
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        self._transaction_coordinator(transactional_id)
+        self.broker.end_txn(transactional_id, producer_id, producer_epoch, committed)
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          generation_id: int, member_id: str, group_instance_id: Optional[str],
+                          offsets: Mapping[Tuple[str, int], TxnOffset]) -> Dict[Tuple[str, int], int]:
+        self.broker.ensure_offsets_topic()
+        return self.broker.txn_offset_commit(transactional_id, group_id, producer_id, producer_epoch,
+                                             generation_id, member_id, group_instance_id, offsets)
 
     def fetch(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: str) -> Dict[Tuple[str, int], FetchResult]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from ... import errors
 from ...records.control import ABORT, COMMIT, build_end_txn_marker
 from ..broker_link import BrokerLink
-from ..contract import TopicDescription, TransactionDescription, TransactionListing, TxnMarker, TxnOffset
+from ..contract import TopicDescription, TransactionDescription, TransactionListing, TxnMarker
 from ..coordinator.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from ..coordinator.transaction.coordinator import (
     TRANSACTION_STATE_TOPIC,
@@ -236,7 +236,7 @@ class BrokerTransactions(BrokerDataPath):
         """AddPartitionsToTxn: unknown partitions answer UNKNOWN_TOPIC_OR_PARTITION and the
         others OPERATION_NOT_ATTEMPTED (nothing is added), as Kafka answers; otherwise every
         partition answers the coordinator's code."""
-        unknown = [tp for tp in partitions if not self._partition_exists(*tp)]
+        unknown = [tp for tp, ok in zip(partitions, self._partitions_exist(partitions)) if not ok]
         if unknown:
             return {tp: errors.UnknownTopicOrPartitionError.code if tp in unknown
                     else errors.OperationNotAttemptedError.code for tp in partitions}
@@ -269,16 +269,6 @@ class BrokerTransactions(BrokerDataPath):
                           duration_ms: int = -1) -> Tuple[List[str], List[TransactionListing]]:
         return self.txn_coordinator.list_transactions(states, producer_ids, duration_ms)
 
-    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          generation_id: int, member_id: str, group_instance_id: Optional[str],
-                          offsets: Mapping[Tuple[str, int], TxnOffset]) -> Dict[Tuple[str, int], int]:
-        raise errors.UnsupportedVersionError("TxnOffsetCommit is not served yet")
-
-    def _partition_exists(self, topic: str, p: int) -> bool:
-        if self.cluster is None:
-            return (topic, p) in self._partitions
-        return self.cluster.metadata.partition(topic, p) is not None
-
     # -- WriteTxnMarkers (as a partitions' leader) -------------------------------------------------
 
     def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
@@ -288,7 +278,7 @@ class BrokerTransactions(BrokerDataPath):
         producer state's refusals: INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED)."""
         now = int(time.time() * 1000)
         out: Dict[int, Dict[Tuple[str, int], int]] = {}
-        waits: List[Tuple[Dict[Tuple[str, int], int], Tuple[str, int], "DelayedCall[int]"]] = []
+        waits: List[Tuple[TxnMarker, Tuple[str, int], "DelayedCall[int]"]] = []
         for marker in markers:
             codes = out.setdefault(marker.producer_id, {})
             for tp in marker.partitions:
@@ -297,14 +287,16 @@ class BrokerTransactions(BrokerDataPath):
                     batch = build_end_txn_marker(marker.producer_id, marker.producer_epoch,
                                                  COMMIT if marker.committed else ABORT, marker.coordinator_epoch,
                                                  now)
-                    waits.append((codes, tp, self._append_replicated(partition, bytes(batch), "coordinator")))
+                    waits.append((marker, tp, self._append_replicated(partition, bytes(batch), "coordinator")))
                 except errors.BrokerError as exc:
                     codes[tp] = exc.code
                 except OSError as exc:  # a failing log directory: the partition goes offline
                     log.error("writing a transaction marker to %s-%d: %s", tp[0], tp[1], exc)
                     codes[tp] = errors.KafkaStorageError.code
-        for codes, tp, wait in waits:
+        for marker, tp, wait in waits:
             wait.wait()
-            codes[tp] = wait.answer()
+            code = out[marker.producer_id][tp] = wait.answer()
+            if code == 0:
+                self.txn_markers_appended(tp[0], tp[1], marker.producer_id, marker.committed)
         return out
 

@@ -86,7 +86,10 @@ class GroupAdmin:
             return GroupDescription(NONE, group.state, group.protocol_type or "", protocol, members)
 
     def delete_groups(self, group_ids: Iterable[str]) -> Dict[str, int]:
-        """Delete empty groups and their offsets (tombstones); NON_EMPTY_GROUP while members remain."""
+        """Delete empty groups and their offsets (tombstones); NON_EMPTY_GROUP while members remain.
+
+        Offsets an undecided transaction holds are tombstoned too (as Kafka's deleteAllOffsets
+        does), so that neither the transaction's COMMIT marker nor a load brings them back."""
         out: Dict[str, int] = {}
         with self._lock:
             for group_id in group_ids:
@@ -104,7 +107,10 @@ class GroupAdmin:
                 if group.state != EMPTY:
                     out[group_id] = NonEmptyGroupError.code
                     continue
-                keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in group.offsets]
+                partitions = dict.fromkeys(group.offsets)
+                for written in group.pending_txn_offsets.values():
+                    partitions.update(dict.fromkeys(written))
+                keys = [schema.encode_offset_commit_key(group_id, t, p) for t, p in partitions]
                 keys.append(schema.encode_group_metadata_key(group_id))
                 code = self.metadata.store(group_id, keys, [None] * len(keys), for_commit=False)
                 if code == NONE:

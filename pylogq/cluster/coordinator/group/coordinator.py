@@ -8,8 +8,10 @@ which ``__consumer_offsets`` partitions are served here, reads them back
 group metadata and committed offsets to them in Kafka's formats, through two callables
 the broker hands over, so the coordinator does not depend on the broker. Members call it
 from their own threads; the calls mirror the protocol (JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-DeleteGroups, OffsetDelete) and return Kafka error codes, as the wire does; the offset
+Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups,
+DescribeGroups, DeleteGroups, OffsetDelete) and return Kafka error codes, as the wire
+does (a transaction's offsets wait for its marker: :meth:`GroupCoordinator.complete_txn`,
+which the broker calls once it wrote one to ``__consumer_offsets``); the offset
 calls are :mod:`.offsets`', the administrative ones :mod:`.admin`', and the groups'
 transitions with the deadlines that drive them :mod:`.rebalance`'s. Blocking calls
 (a join waiting for the rebalance, a follower's sync waiting for the leader)
@@ -40,7 +42,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from ....errors import (
     CoordinatorLoadInProgressError,
@@ -66,6 +68,7 @@ from ...contract import (
     ListedGroup,
     MemberDescription,
     SyncResult,
+    TxnOffset,
 )
 from ...delayed import DelayedCall, DelayedOperationPurgatory, Timer
 from .group import (
@@ -80,7 +83,7 @@ from .group import (
     Partition,
 )
 from .admin import GroupAdmin
-from .metadata_manager import GroupMetadataManager, StorageRecord
+from .metadata_manager import GroupMetadataManager, StoredBatch
 from .offsets import GroupOffsets
 from .offsets_schema import partition_for_group
 from .rebalance import Rebalancer
@@ -130,7 +133,7 @@ class GroupCoordinator:
     def __init__(
         self,
         append: Callable[[int, bytes], None],
-        read_all: Callable[[int], Iterable[StorageRecord]],
+        read_all: Callable[[int], Iterable[StoredBatch]],
         num_partitions: int = 50,
         initial_rebalance_delay_ms: int = 3000,
         clock: Callable[[], float] = time.monotonic,
@@ -164,7 +167,7 @@ class GroupCoordinator:
         #: The groups' transitions and the session and rebalance deadlines that drive them.
         self._rebalancer = Rebalancer(self.metadata, self._cond, self._is_closed, clock, initial_rebalance_delay_ms,
                                       self._waits, self._delay_timer, start_timer)
-        #: OffsetCommit, OffsetFetch and OffsetDelete.
+        #: OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete.
         self.offsets = GroupOffsets(self.metadata, self._cond, self._is_closed, self._rebalancer.touch,
                                     offset_metadata_max_bytes)
         #: ListGroups, DescribeGroups and DeleteGroups.
@@ -293,11 +296,12 @@ class GroupCoordinator:
         The last record of a key wins and a tombstone deletes it. A group with
         stored members comes back Stable (its members must heartbeat within
         their session timeouts); a group with no members, or with offsets only,
-        comes back Empty.
+        comes back Empty. Transactional offset commits are replayed with their
+        producers' markers: those of a transaction still open stay pending.
         """
         loaded = self.metadata.read_partitions(range(self.num_partitions))
         with self._cond:
-            self._groups.clear()
+            self.metadata.clear()
             self.metadata.install(loaded, self._clock())
             self._rebalancer.reschedule()
 
@@ -737,15 +741,37 @@ class GroupCoordinator:
                                                    commit_timestamps=commit_timestamps,
                                                    unknown_group_not_found=unknown_group_not_found)
 
+    def txn_offset_commit(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                          member_id: str, group_instance_id: Optional[str],
+                          offsets: Mapping[Partition, TxnOffset]) -> Dict[Partition, int]:
+        """TxnOffsetCommit, its write taken as replicated: :meth:`.offsets.GroupOffsets.txn_offset_commit`."""
+        return self.offsets.txn_offset_commit(group_id, producer_id, producer_epoch, generation_id, member_id,
+                                              group_instance_id, offsets)
+
+    def txn_offset_commit_pending(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                                  member_id: str, group_instance_id: Optional[str],
+                                  offsets: Mapping[Partition, TxnOffset]
+                                  ) -> Tuple[Dict[Partition, int], Callable[[int], None]]:
+        """TxnOffsetCommit, dropped if its write is not replicated:
+        :meth:`.offsets.GroupOffsets.txn_offset_commit_pending`."""
+        return self.offsets.txn_offset_commit_pending(group_id, producer_id, producer_epoch, generation_id,
+                                                      member_id, group_instance_id, offsets)
+
+    def complete_txn(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """The broker appended ``producer_id``'s COMMIT (``committed``) or ABORT marker to
+        ``__consumer_offsets`` partition ``offsets_partition``: commit or drop the producer's
+        pending offsets of its groups (:meth:`.offsets.GroupOffsets.complete_txn`)."""
+        self.offsets.complete_txn(offsets_partition, producer_id, committed)
+
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Partition]] = None
                       ) -> Dict[Partition, Tuple[int, str, int]]:
         """Committed ``(offset, metadata, error_code)`` per partition: :meth:`.offsets.GroupOffsets.fetch_offsets`."""
         return self.offsets.fetch_offsets(group_id, partitions)
 
-    def fetch_committed(self, group_id: str, partitions: Optional[Iterable[Partition]] = None
-                        ) -> Tuple[int, Dict[Partition, CommittedOffset]]:
+    def fetch_committed(self, group_id: str, partitions: Optional[Iterable[Partition]] = None,
+                        require_stable: bool = False) -> Tuple[int, Dict[Partition, CommittedOffset]]:
         """OffsetFetch: :meth:`.offsets.GroupOffsets.fetch_committed`."""
-        return self.offsets.fetch_committed(group_id, partitions)
+        return self.offsets.fetch_committed(group_id, partitions, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[Partition]) -> Tuple[int, Dict[Partition, int]]:
         """OffsetDelete: :meth:`.offsets.GroupOffsets.delete_offsets`."""

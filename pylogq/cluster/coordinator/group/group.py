@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from ....errors import FencedInstanceIdError, InconsistentGroupProtocolError, UnknownMemberIdError
 from ...contract import JoinResult, SyncResult
@@ -166,10 +166,37 @@ class GroupMetadata:
         self.pending_offsets: Dict[Partition, Tuple[int, schema.OffsetCommitValue]] = {}
         # The write sequence number of each committed offset (later writes win).
         self.offset_writes: Dict[Partition, int] = {}
+        # Transactional offset commits written and not yet decided, by producer id then
+        # partition: (the write's sequence number, the value). OffsetFetch does not see them
+        # until the producer's COMMIT marker; its ABORT marker drops them (Kafka's
+        # pendingTransactionalOffsetCommits).
+        self.pending_txn_offsets: Dict[int, Dict[Partition, Tuple[int, schema.OffsetCommitValue]]] = {}
         self.join_deadline: Optional[float] = None
         self.initial_delay_active = False
         self.initial_delay_remaining_ms = 0
         self.new_member_added = False
+
+    def has_pending_txn_offset(self, tp: Partition) -> bool:
+        """Whether a transaction not yet decided holds an offset of ``tp`` (OffsetFetch's
+        require_stable answers UNSTABLE_OFFSET_COMMIT for it)."""
+        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
+
+    def drop_pending_txn_offsets(self, partitions: Iterable[Partition]) -> None:
+        """Forget the undecided transactional offsets of these partitions (their tombstones
+        are written): a later COMMIT marker does not bring them back."""
+        for tp in partitions:
+            for producer_id in list(self.pending_txn_offsets):
+                offsets = self.pending_txn_offsets[producer_id]
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.pending_txn_offsets[producer_id]
+
+    def unused(self) -> bool:
+        """Whether nothing of the group is left to keep: no member, no committed, pending or
+        transactional offset, an Empty group with no protocol (Kafka keeps a group while a
+        transaction holds offsets of it)."""
+        return not self.members and not self.pending and not self.offsets and not self.pending_offsets \
+            and not self.pending_txn_offsets and self.state == EMPTY and self.protocol_type is None
 
     def transition(self, state: str) -> None:
         if self.state not in VALID_PREVIOUS[state]:
