@@ -7,11 +7,15 @@ fails the run before any test. ``PYLOGQ_REQUIRE_ALL=1`` (set by
 ``.ci/run``) turns every skip into a failure, at collection and at run time,
 so a missing external part is never mistaken for a pass: the hooks are
 tests/_require_all.py's, which benchmarks/conftest.py shares.
+``PYLOGQ_LIBRDKAFKA_SUITE=1`` selects the tests marked ``librdkafka_suite`` (librdkafka's own
+test programs run against a broker cluster: minutes, and a librdkafka build the machine must
+have), which every other run deselects.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import uuid
 from typing import TYPE_CHECKING, Iterator, List
 
@@ -42,23 +46,35 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+#: Whether the tests marked ``librdkafka_suite`` run (they are deselected otherwise).
+LIBRDKAFKA_SUITE = os.environ.get("PYLOGQ_LIBRDKAFKA_SUITE", "") not in ("", "0")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     mode = "pure Python (PYLOGQ_NO_EXTENSIONS=1)" if _speedups.NO_EXTENSIONS else "compiled kernels"
-    return "pylogq: %s; %s" % (mode, _require_all_header())
+    suite = "librdkafka's suite selected" if LIBRDKAFKA_SUITE else "librdkafka's suite deselected"
+    return "pylogq: %s; %s; %s (PYLOGQ_LIBRDKAFKA_SUITE)" % (mode, _require_all_header(), suite)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """The pure pass (``PYLOGQ_NO_EXTENSIONS=1``) is for the code that has pure-Python twins.
+    """Two kinds of test are deselected here, not skipped (a skip would fail a run under
+    ``PYLOGQ_REQUIRE_ALL=1``), and the summary says how many.
+
+    The pure pass (``PYLOGQ_NO_EXTENSIONS=1``) is for the code that has pure-Python twins.
     Tests marked ``compiled_pass`` (replication across broker processes and ZooKeeper: the
     controller, fetchers and clients are the same Python in both passes, and the twins they
-    pass through are tested in both by the rest of the suite) run in the compiled pass only;
-    they are deselected here, not skipped, and the header says how many."""
-    if not _speedups.NO_EXTENSIONS:
-        return
-    kept = [item for item in items if item.get_closest_marker("compiled_pass") is None]
-    dropped = [item for item in items if item.get_closest_marker("compiled_pass") is not None]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
+    pass through are tested in both by the rest of the suite) run in the compiled pass only.
+
+    Tests marked ``librdkafka_suite`` run only when ``PYLOGQ_LIBRDKAFKA_SUITE=1`` asks for them:
+    they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py)."""
+    def dropped(item: pytest.Item) -> bool:
+        if _speedups.NO_EXTENSIONS and item.get_closest_marker("compiled_pass") is not None:
+            return True
+        return not LIBRDKAFKA_SUITE and item.get_closest_marker("librdkafka_suite") is not None
+
+    kept = [item for item in items if not dropped(item)]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if dropped(item)])
         items[:] = kept
 
 

@@ -109,10 +109,14 @@ def _bootstrap(text: str) -> str:
     return text
 
 
-def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap-server`` (Kafka's name; ``--broker-list``, the 0.8-0.10 name, is an alias)."""
+def add_bootstrap_argument(parser: argparse.ArgumentParser, default: str = DEFAULT_BOOTSTRAP) -> None:
+    """``--bootstrap-server`` (Kafka's name; ``--broker-list``, the 0.8-0.10 name, is an alias).
+
+    ``default`` argparse.SUPPRESS: the option of a command (``pylogq transactions list
+    --bootstrap-server ...``) that leaves the tool's own, given before the command, as it is.
+    """
     parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
-                        type=_bootstrap, default=DEFAULT_BOOTSTRAP,
+                        type=_bootstrap, default=default,
                         help="the broker to connect to (default: %s)" % DEFAULT_BOOTSTRAP)
 
 

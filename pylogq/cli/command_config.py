@@ -176,9 +176,10 @@ def client_settings(path: Optional[str], items: Optional[Sequence[str]], flag: s
     return {**client_configs(found.rest), **found.options}
 
 
-def add_command_config_argument(parser: argparse.ArgumentParser, *aliases: str) -> None:
-    """``--command-config FILE``, as Kafka's admin tools take it (``aliases``: the tool's older names)."""
-    parser.add_argument("--command-config", *aliases, dest="command_config", metavar="FILE",
+def add_command_config_argument(parser: argparse.ArgumentParser, *aliases: str, default: Optional[str] = None) -> None:
+    """``--command-config FILE``, as Kafka's admin tools take it (``aliases``: the tool's older names;
+    ``default``: as :func:`pylogq.cli.clients.add_bootstrap_argument`'s)."""
+    parser.add_argument("--command-config", *aliases, dest="command_config", metavar="FILE", default=default,
                         help="a properties file of Kafka's client settings for reaching the broker: "
                              "security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config, client.id, "
                              "request.timeout.ms")

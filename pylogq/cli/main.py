@@ -3,14 +3,14 @@
 ``pylogq dump-log --files F[,F...]`` prints segment files as Kafka's
 ``kafka-dump-log.sh`` does (see :mod:`pylogq.cli.dump_log`).
 
-``pylogq topics|produce|consume|groups|configs|acls|reassign-partitions|leader-election|perf``
+``pylogq topics|produce|consume|groups|configs|acls|reassign-partitions|leader-election|transactions|perf``
 are Kafka's tools for a running broker (``--bootstrap-server HOST:PORT``, default
 127.0.0.1:9092), in the output formats of ``kafka-topics.sh``, ``kafka-console-producer.sh``,
 ``kafka-console-consumer.sh``, ``kafka-consumer-groups.sh``, ``kafka-configs.sh``, ``kafka-acls.sh``,
-``kafka-reassign-partitions.sh``, ``kafka-leader-election.sh`` and ``kafka-*-perf-test.sh``;
-see :mod:`pylogq.cli.topics`, :mod:`~pylogq.cli.console`, :mod:`~pylogq.cli.groups`,
-:mod:`~pylogq.cli.configs`, :mod:`~pylogq.cli.acls`, :mod:`~pylogq.cli.reassign`, :mod:`~pylogq.cli.leader_election`
-and :mod:`~pylogq.cli.perf`. :func:`run` runs any of
+``kafka-reassign-partitions.sh``, ``kafka-leader-election.sh``, ``kafka-transactions.sh`` and
+``kafka-*-perf-test.sh``; see :mod:`pylogq.cli.topics`, :mod:`~pylogq.cli.console`, :mod:`~pylogq.cli.groups`,
+:mod:`~pylogq.cli.configs`, :mod:`~pylogq.cli.acls`, :mod:`~pylogq.cli.reassign`, :mod:`~pylogq.cli.leader_election`,
+:mod:`~pylogq.cli.transactions` and :mod:`~pylogq.cli.perf`. :func:`run` runs any of
 them against clients the caller builds (a :class:`pylogq.Broker` in this
 process, for instance) and streams it chooses. A broker with only SSL or SASL
 listeners is reached as with Kafka's tools: ``--command-config FILE``
@@ -61,6 +61,7 @@ from . import (
     perf,
     reassign,
     topics,
+    transactions,
     zookeeper_server,
 )
 from ._errors import report_error
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           conflict_handler="resolve"))
     leader_election.add_arguments(sub.add_parser("leader-election", help=leader_election.SUMMARY,
                                                  description=leader_election.SUMMARY))
+    transactions.add_arguments(sub.add_parser("transactions", help=transactions.SUMMARY,
+                                              description=transactions.SUMMARY))
     perf.add_arguments(sub.add_parser("perf", help=perf.SUMMARY, description=perf.SUMMARY))
     zookeeper_server.add_arguments(sub.add_parser("zookeeper-server-start", help=zookeeper_server.SUMMARY,
                                                   description=zookeeper_server.SUMMARY))
@@ -222,6 +225,8 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
                 return reassign.run(args, clients, out, err)
             if args.command == "leader-election":
                 return leader_election.run(args, clients, out, err)
+            if args.command == "transactions":
+                return transactions.run(args, clients, out, err)
             return perf.run(args, clients, out, err, progress=progress)
     finally:
         clients.close()

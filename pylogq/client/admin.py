@@ -1,4 +1,4 @@
-"""``pylogq.AdminClient``: topics, configs, consumer groups and records, administered.
+"""``pylogq.AdminClient``: topics, configs, consumer groups, records and transactions, administered.
 
 Shaped like kafka-python's ``KafkaAdminClient`` so code can switch between
 the two: the same method names, keyword arguments and request classes
@@ -30,6 +30,8 @@ from ..cluster.contract import (
     QuotaFilterComponent,
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
+    TransactionListing,
+    TxnMarker,
 )
 from ..cluster.acl import (
     AccessControlEntry,
@@ -63,6 +65,7 @@ __all__ = [
     "AlterConfigOp",
     "ConfigResource",
     "ConfigResourceType",
+    "DescribedTransaction",
     "GroupInformation",
     "MemberInformation",
     "NewPartitions",
@@ -73,6 +76,8 @@ __all__ = [
     "ResourcePatternFilter",
     "ResourceType",
     "TopicPartition",
+    "TRANSACTION_STATES",
+    "TransactionListing",
     "UserScramCredentialDeletion",
     "ClientQuotaAlteration",
     "ClientQuotaEntity",
@@ -103,6 +108,31 @@ class GroupInformation(NamedTuple):
     protocol: str
     members: List[MemberInformation]
     authorized_operations: Optional[List[Any]] = None
+
+
+#: The states of a transactional id as Kafka's admin clients name them (a ListTransactions filter).
+TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+                      "PrepareEpochFence")
+
+
+class DescribedTransaction(NamedTuple):
+    """One transactional id as its coordinator describes it (Kafka's TransactionDescription).
+
+    ``error`` set (TransactionalIdNotFoundError for an id no producer has used, or whose
+    state expired): the other fields are unset. ``transaction_start_time_ms`` is None and
+    ``partitions`` empty with no transaction under way; ``partitions`` are those of the
+    ongoing transaction, or those still waiting for their markers while it commits or aborts.
+    """
+
+    transactional_id: str
+    coordinator_id: int
+    state: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: Optional[int] = None
+    partitions: List[TopicPartition] = []
+    error: Optional[errors.BrokerError] = None
 
 
 class NewTopic:
@@ -406,7 +436,7 @@ _DEFAULTS: Dict[str, Any] = {
 
 
 class AdminClient:
-    """Administer a broker: topics, partitions, configs, consumer groups, records.
+    """Administer a broker: topics, partitions, configs, consumer groups, records, transactions.
 
     Give ``broker=`` (a :class:`pylogq.Broker` in this process) or
     ``bootstrap_servers=``; an unknown keyword raises ConfigError naming it.
@@ -870,14 +900,112 @@ class AdminClient:
 
     # -- producers ------------------------------------------------------------------------
 
-    def describe_producers(self, partitions: Iterable[Any]) -> Dict[TopicPartition, List[ProducerDescription]]:
-        """The active idempotent producers of each partition (Kafka's DescribeProducers);
-        a partition that does not exist raises UnknownTopicOrPartitionError."""
+    def describe_producers(self, partitions: Iterable[Any], broker_id: Optional[int] = None
+                           ) -> Dict[TopicPartition, List[ProducerDescription]]:
+        """The active idempotent producers of each partition (Kafka's DescribeProducers), as
+        its leader knows them, or the replica on ``broker_id`` when given; a partition that
+        does not exist raises UnknownTopicOrPartitionError, a broker without a replica of it
+        NotLeaderOrFollowerError. A producer's ``current_txn_start_offset`` is the first
+        offset of its open transaction on the partition (-1: none open)."""
         transport = self._check_open()
+        if broker_id is not None and (not isinstance(broker_id, int) or isinstance(broker_id, bool)):
+            raise errors.InvalidArgumentTypeError("broker_id must be an int, not %r" % (broker_id,))
         out: Dict[TopicPartition, List[ProducerDescription]] = {}
         for tp in (_topic_partition(p) for p in _items(partitions, "partitions")):
-            out[tp] = transport.describe_producers(tp.topic, tp.partition)
+            if broker_id is None:
+                out[tp] = transport.describe_producers(tp.topic, tp.partition)
+            else:
+                out[tp] = transport.describe_producers(tp.topic, tp.partition, broker_id)
         return out
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def list_transactions(self, states: Optional[Iterable[str]] = None, producer_ids: Optional[Iterable[int]] = None,
+                          duration_ms: int = -1) -> Dict[int, List[TransactionListing]]:
+        """The transactional ids every coordinator knows (Kafka's ListTransactions, asked of every
+        broker): -> ``{coordinator's broker id: [TransactionListing]}``.
+
+        Filters, as Kafka's ListTransactionsOptions: ``states`` (names of
+        :data:`TRANSACTION_STATES`), ``producer_ids`` (either: None or empty lists all), and
+        ``duration_ms``, the least time a transaction has run (-1: any; a broker before Kafka
+        3.8 cannot filter by it: UnsupportedVersionError).
+        """
+        transport = self._check_open()
+        wanted_states = [] if states is None else _names(states, "states")
+        unknown = [s for s in wanted_states if s not in TRANSACTION_STATES]
+        if unknown:
+            raise errors.InvalidArgumentError("unknown transaction state%s %s; the states are %s" % (
+                "s" if len(unknown) > 1 else "", ", ".join(map(repr, unknown)), ", ".join(TRANSACTION_STATES)))
+        ids = [] if producer_ids is None else _items(producer_ids, "producer_ids")
+        if any(not isinstance(i, int) or isinstance(i, bool) for i in ids):
+            raise errors.InvalidArgumentTypeError("producer_ids must be ints, not %r" % (ids,))
+        if not isinstance(duration_ms, int) or isinstance(duration_ms, bool):
+            raise errors.InvalidArgumentTypeError("duration_ms must be an int, not %r" % (duration_ms,))
+        return transport.list_transactions(list(dict.fromkeys(wanted_states)), list(dict.fromkeys(ids)),
+                                           max(duration_ms, -1))
+
+    def describe_transactions(self, transactional_ids: Iterable[str], raise_errors: bool = True
+                              ) -> Dict[str, DescribedTransaction]:
+        """Each transactional id as its coordinator describes it (Kafka's DescribeTransactions, sent
+        to the coordinator FindCoordinator names for it): -> ``{id: DescribedTransaction}`` in the
+        order asked. Every id is asked; then, with ``raise_errors`` (the default), the first
+        error is raised (TransactionalIdNotFoundError for an id the coordinator does not know),
+        else each failed id's ``error`` says why it has no description.
+        """
+        transport = self._check_open()
+        ids = list(dict.fromkeys(_names(transactional_ids, "transactional_ids")))
+        if any(not isinstance(t, str) or not t for t in ids):
+            raise errors.InvalidArgumentTypeError("transactional ids must be non-empty strs, not %r" % (ids,))
+        found = transport.describe_transactions(ids) if ids else {}
+        out: Dict[str, DescribedTransaction] = {}
+        for transactional_id in ids:
+            coordinator, d = found.get(transactional_id, (-1, None))
+            if d is None or d.error_code:
+                code = errors.UnknownServerError.code if d is None else d.error_code
+                out[transactional_id] = DescribedTransaction(transactional_id, coordinator,
+                                                             error=_transaction_error(code, transactional_id))
+                continue
+            out[transactional_id] = DescribedTransaction(
+                transactional_id, coordinator, d.state, d.producer_id, d.producer_epoch, d.transaction_timeout_ms,
+                None if d.transaction_start_time_ms < 0 else d.transaction_start_time_ms,
+                sorted(TopicPartition(t, p) for t, p in d.partitions))
+        if raise_errors:
+            for described in out.values():
+                if described.error is not None:
+                    raise described.error
+        return out
+
+    def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int) -> None:
+        """End a hanging transaction on one partition: WriteTxnMarkers with an ABORT marker, sent to
+        the partition's leader as its transaction coordinator would (Kafka's abortTransaction).
+
+        ``producer_id`` and ``producer_epoch`` are those of the transaction's producer and
+        ``coordinator_epoch`` at least the one its last marker carried (DescribeProducers
+        reports all three: ``pylogq transactions abort --start-offset`` looks them up). The
+        leader refuses an older epoch: InvalidProducerEpochError, or
+        TransactionCoordinatorFencedError for the coordinator epoch. Read-committed consumers
+        move past the transaction's records once it is aborted.
+        """
+        transport = self._check_open()
+        tp = _topic_partition((topic, partition))
+        for name, value in (("producer_id", producer_id), ("producer_epoch", producer_epoch),
+                            ("coordinator_epoch", coordinator_epoch)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise errors.InvalidArgumentTypeError("%s must be an int, not %r" % (name, value))
+        if producer_id < 0 or not 0 <= producer_epoch <= 32767 or coordinator_epoch < 0:
+            raise errors.InvalidArgumentError(
+                "abort of %s-%d: producer id %d, producer epoch %d and coordinator epoch %d must be >= 0 (the "
+                "producer epoch at most 32767)" % (tp.topic, tp.partition, producer_id, producer_epoch,
+                                                    coordinator_epoch))
+        marker = TxnMarker(producer_id, producer_epoch, False, coordinator_epoch, ((tp.topic, tp.partition),))
+        codes = transport.write_txn_markers([marker]).get(producer_id, {})
+        code = codes.get((tp.topic, tp.partition), errors.UnknownServerError.code)
+        cls = errors.error_for_code(code)
+        if cls is not None:
+            raise cls("aborting the transaction of producer %d (epoch %d, coordinator epoch %d) on %s-%d: %s" % (
+                producer_id, producer_epoch, coordinator_epoch, tp.topic, tp.partition, _ABORT_REASONS.get(
+                    code, cls.message)))
 
     # -- records --------------------------------------------------------------------------
 
@@ -1249,6 +1377,22 @@ def _raise_code(code: int, context: str) -> None:
     cls = errors.error_for_code(code)
     if cls is not None:
         raise cls("%s: %s" % (context, cls.message))
+
+
+_ABORT_REASONS = {
+    errors.InvalidProducerEpochError.code: "the partition has seen a newer epoch of this producer",
+    errors.TransactionCoordinatorFencedError.code: "the coordinator epoch is older than the one the partition's "
+                                                   "last marker of this producer carried",
+    errors.ClusterAuthorizationFailedError.code: "writing transaction markers needs ClusterAction on the cluster",
+}
+
+
+def _transaction_error(code: int, transactional_id: str) -> errors.BrokerError:
+    """The error of a transactional id DescribeTransactions could not describe."""
+    cls = errors.error_for_code(code) or errors.UnknownServerError
+    if cls is errors.TransactionalIdNotFoundError:
+        return cls("transactional id %r is not known to its coordinator" % transactional_id)
+    return cls("describing transactional id %r: %s" % (transactional_id, cls.message))
 
 
 def _group_error_message(cls: type, group_id: str, what: str = "deleting") -> str:

@@ -96,7 +96,7 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),  # v4+ is the brokers' batched form (KIP-890)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
-    28: (0, 3),  # TxnOffsetCommit, v3: generation, member and instance ids (KIP-447)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3: generation, member and instance ids (KIP-447)
     ApiKey.DESCRIBE_CONFIGS: (1, 1),  # v1: config source instead of is_default
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 1),
@@ -108,6 +108,9 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # an administrator's abort of a hanging transaction
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1: the duration filter (KIP-994)
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),  # v4: total and usable bytes
     ApiKey.DESCRIBE_CLUSTER: (0, 1),

@@ -429,6 +429,21 @@ class TcpTransport(TcpRequests, Transport):
             host, port = self._nodes[node]
         return BrokerNode(node, host, port)
 
+    def _transaction_coordinator(self, transactional_id: str, deadline: float) -> Tuple[int, int]:
+        """FindCoordinator for a transactional id (key type 1): -> (0, its coordinator's node id),
+        or (the error code, -1) once ``deadline`` passes or the error is not one to wait out.
+        Not cached: the administrator's calls are few, and an answer kept would go stale as
+        ``__transaction_state``'s leaders move."""
+        while True:
+            response = self._call(None, ApiKey.FIND_COORDINATOR, {"key": transactional_id, "key_type": 1})
+            code = int(response["error_code"])
+            if code == 0:
+                with self._lock:
+                    self._nodes[response["node_id"]] = (response["host"], response["port"])
+                return 0, int(response["node_id"])
+            if code not in _COORDINATOR_CODES or not self._backoff(deadline):
+                return code, -1
+
     def _forget_coordinator(self, group_id: str, key_type: int = 0) -> None:
         with self._lock:
             self._coordinators.pop((key_type, group_id), None)

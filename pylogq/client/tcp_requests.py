@@ -42,6 +42,9 @@ from ..cluster.contract import (
     SyncResult,
     TopicDescription,
     TopicPartitionInfo,
+    TransactionDescription,
+    TransactionListing,
+    TxnMarker,
     TxnOffset,
     UserScramCredentials,
 )
@@ -87,8 +90,7 @@ __all__ = ["FetchedRecords", "TcpRequests", "TcpRouting"]
 ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
 ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
 END_TXN = ApiKey.END_TXN
-#: TxnOffsetCommit's key: its table is keyed by number while brokers here do not serve it.
-TXN_OFFSET_COMMIT = 28
+TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 
 _COORDINATOR_CODES = frozenset((NotCoordinatorError.code, CoordinatorNotAvailableError.code,
                                 CoordinatorLoadInProgressError.code))
@@ -181,6 +183,10 @@ class TcpRouting(Protocol):
                      deadline: float, expires_s: float) -> Optional[Dict[str, Any]]: ...
 
     def _forget_pending(self, group_id: str) -> None: ...
+
+    def _transaction_coordinator(self, transactional_id: str, deadline: float) -> Tuple[int, int]: ...
+
+    def _backoff(self, deadline: float) -> bool: ...
 
     def _controller_call(self, api_key: int, body: Mapping[str, Any], code_of: Callable[[Dict[str, Any]], int],
                          timeout_s: Optional[float] = None, retry_lost: bool = False) -> Dict[str, Any]: ...
@@ -569,17 +575,139 @@ class TcpRequests(TcpRouting):
                  for t in response["topics"] for p in t["partitions"]}
         return response["error_code"], codes
 
-    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
-        node = self._leader(topic, partition)
+    def describe_producers(self, topic: str, partition: int, broker_id: Optional[int] = None
+                           ) -> List[ProducerDescription]:
+        node = self._leader(topic, partition) if broker_id is None else broker_id
+        if broker_id is not None and broker_id not in self._node_ids():
+            self._metadata([])
+            if broker_id not in self._node_ids():
+                raise BrokerNotAvailableError("broker %d is not in the cluster" % broker_id)
         response = self._call(node, ApiKey.DESCRIBE_PRODUCERS, {
             "topics": [{"name": topic, "partition_indexes": [partition]}]})
         part = response["topics"][0]["partitions"][0]
-        if part["error_code"] in _STALE_LEADER_CODES:
+        if part["error_code"] in _STALE_LEADER_CODES and broker_id is None:
             self._forget_leaders(topic)
-        _raise(part["error_code"], "describing the producers of %s-%d" % (topic, partition), part["error_message"])
+        where = "" if broker_id is None else " on broker %d" % broker_id
+        _raise(part["error_code"], "describing the producers of %s-%d%s" % (topic, partition, where),
+               part["error_message"])
         return [ProducerDescription(p["producer_id"], p["producer_epoch"], p["last_sequence"], p["last_timestamp"],
                                     p["coordinator_epoch"], p["current_txn_start_offset"])
                 for p in part["active_producers"]]
+
+    # -- transactions, as an administrator sees them --------------------------------------------
+
+    def list_transactions(self, states: Sequence[str], producer_ids: Sequence[int], duration_ms: int
+                          ) -> Dict[int, List[TransactionListing]]:
+        """ListTransactions on every broker the metadata names now (Kafka's admin client asks
+        them all: each coordinates its own ``__transaction_state`` partitions). A coordinator
+        still loading is asked again until the request timeout."""
+        self._metadata([])
+        body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+                "duration_filter": duration_ms}
+        out: Dict[int, List[TransactionListing]] = {}
+        for node in self._node_ids():
+            if duration_ms >= 0 and self._connection(node).version(ApiKey.LIST_TRANSACTIONS) < 1:
+                raise UnsupportedVersionError("broker %d does not filter transactions by duration "
+                                              "(ListTransactions v1, Kafka 3.8)" % node)
+            deadline = time.monotonic() + self.timeout_s
+            while True:
+                response = self._call(node, ApiKey.LIST_TRANSACTIONS, body)
+                code = response["error_code"]
+                if code != CoordinatorLoadInProgressError.code or not self._backoff(deadline):
+                    break
+            _raise(code, "listing the transactions of broker %d" % node)
+            out[node] = [TransactionListing(t["transactional_id"], t["producer_id"], t["transaction_state"])
+                         for t in response["transaction_states"]]
+        return out
+
+    def describe_transactions(self, transactional_ids: Sequence[str]
+                              ) -> Dict[str, Tuple[int, TransactionDescription]]:
+        """DescribeTransactions, each id to its coordinator (one request per coordinator); an id
+        whose coordinator moved, is loading or cannot be reached is looked up and asked again
+        until the request timeout, then reported with that error."""
+        wanted = list(dict.fromkeys(transactional_ids))
+        deadline = time.monotonic() + self.timeout_s
+        out: Dict[str, Tuple[int, TransactionDescription]] = {}
+        pending = wanted
+        while pending:
+            failed: Dict[str, int] = {}
+            by_node: Dict[int, List[str]] = {}
+            for transactional_id in pending:
+                code, node = self._transaction_coordinator(transactional_id, deadline)
+                if code:
+                    out[transactional_id] = (-1, TransactionDescription(transactional_id, code))
+                else:
+                    by_node.setdefault(node, []).append(transactional_id)
+            for node, ids in by_node.items():
+                try:
+                    response = self._call(node, ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": ids})
+                except KafkaConnectionError:
+                    failed.update((t, CoordinatorNotAvailableError.code) for t in ids)
+                    continue
+                for state in response["transaction_states"]:
+                    transactional_id = state["transactional_id"]
+                    if transactional_id not in ids:
+                        continue  # not asked: Kafka's client ignores it too
+                    code = state["error_code"]
+                    if code in _COORDINATOR_CODES:
+                        failed[transactional_id] = code
+                        continue
+                    partitions = tuple((t["topic"], p) for t in state["topics"] for p in t["partitions"])
+                    out[transactional_id] = (node, TransactionDescription(
+                        transactional_id, code, state["transaction_state"], state["producer_id"],
+                        state["producer_epoch"], state["transaction_timeout_ms"],
+                        state["transaction_start_time_ms"], partitions) if code == 0
+                        else TransactionDescription(transactional_id, code))
+            pending = list(failed)
+            if pending and not self._backoff(deadline):
+                for transactional_id, code in failed.items():
+                    out[transactional_id] = (-1, TransactionDescription(transactional_id, code))
+                break
+        return {t: out[t] for t in wanted if t in out}
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
+        """Each marker's partitions sent to their leaders, one request per leader. A partition
+        whose leader moved is sent to the new one until the request timeout; a request whose
+        connection was lost is not sent again (the leader may have written the marker)."""
+        out: Dict[int, Dict[Tuple[str, int], int]] = {m.producer_id: {} for m in markers}
+        deadline = time.monotonic() + self.timeout_s
+        pending = [(m, tp) for m in markers for tp in m.partitions]
+        while pending:
+            by_node: Dict[int, Dict[int, Tuple[TxnMarker, List[Tuple[str, int]]]]] = {}
+            for marker, (topic, partition) in pending:
+                try:
+                    node = self._leader(topic, partition)
+                except BrokerError as exc:
+                    out[marker.producer_id][(topic, partition)] = exc.code
+                    continue
+                entry = by_node.setdefault(node, {}).setdefault(id(marker), (marker, []))
+                entry[1].append((topic, partition))
+            stale: List[Tuple[TxnMarker, Tuple[str, int]]] = []
+            for node, entries in by_node.items():
+                body = {"markers": [{
+                    "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+                    "transaction_result": m.committed, "coordinator_epoch": m.coordinator_epoch,
+                    "topics": [{"name": t, "partition_indexes": [p for p, _ in ps]}
+                               for t, ps in _group_topics((t, p, None) for t, p in tps).items()],
+                } for m, tps in entries.values()]}
+                response = self._call(node, ApiKey.WRITE_TXN_MARKERS, body, retry=False)
+                sent = {m.producer_id: m for m, _ in entries.values()}
+                for result in response["markers"]:
+                    answered = sent.get(result["producer_id"])
+                    if answered is None:
+                        continue
+                    for t in result["topics"]:
+                        for p in t["partitions"]:
+                            key = (t["name"], p["partition_index"])
+                            code = p["error_code"]
+                            out[answered.producer_id][key] = code
+                            if code in _STALE_LEADER_CODES:
+                                self._forget_leaders(t["name"])
+                                stale.append((answered, key))
+            pending = stale
+            if pending and not self._backoff(deadline):
+                break
+        return out
 
     # -- admin ---------------------------------------------------------------------------------
 

@@ -21,7 +21,17 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union, cast
 
 from ..cluster.acl import AclBinding, AclBindingFilter
-from ..cluster.contract import BrokerApi, PartitionOutcome, PartitionReassignment, ProduceResult, TxnOffset
+from ..cluster.contract import (
+    BrokerApi,
+    PartitionOutcome,
+    PartitionReassignment,
+    ProduceResult,
+    ProducerDescription,
+    TransactionDescription,
+    TransactionListing,
+    TxnMarker,
+    TxnOffset,
+)
 from ..errors import ConfigError
 from .metrics import NetworkSensors
 
@@ -30,7 +40,8 @@ __all__ = ["LocalBroker", "TCP_OPTIONS", "Transport", "connect"]
 
 class Transport(BrokerApi, Protocol):
     """What a client needs from a broker: the contract's calls, the controller's
-    reassignment and election calls, a transactional producer's calls, and ``close()``."""
+    reassignment and election calls, a transactional producer's and the transaction
+    administrator's calls, and ``close()``."""
 
     def init_producer_id(self, transactional_id: Optional[str] = None, transaction_timeout_ms: int = 60000,
                          producer_id: int = -1, producer_epoch: int = -1) -> Tuple[int, int]:
@@ -63,6 +74,29 @@ class Transport(BrokerApi, Protocol):
                           generation_id: int, member_id: str, group_instance_id: Optional[str],
                           offsets: Mapping[Tuple[str, int], TxnOffset]) -> Dict[Tuple[str, int], int]:
         """TxnOffsetCommit, to the group's coordinator: -> each partition's error code."""
+
+    def describe_producers(self, topic: str, partition: int, broker_id: Optional[int] = None
+                           ) -> List[ProducerDescription]:
+        """DescribeProducers on the partition's leader, or on replica ``broker_id`` when given
+        (NotLeaderOrFollowerError when that broker holds no replica of it)."""
+
+    def list_transactions(self, states: Sequence[str], producer_ids: Sequence[int], duration_ms: int
+                          ) -> Dict[int, List[TransactionListing]]:
+        """ListTransactions on every broker (each coordinates the transactional ids of its
+        ``__transaction_state`` partitions): -> the listings by broker id. Filters as Kafka's:
+        any of ``states``, any of ``producer_ids`` (empty: no filter), running for at least
+        ``duration_ms`` (-1: any). A broker's refusal raises."""
+
+    def describe_transactions(self, transactional_ids: Sequence[str]
+                              ) -> Dict[str, Tuple[int, TransactionDescription]]:
+        """DescribeTransactions, each id asked of its coordinator (FindCoordinator, key type 1):
+        -> per id (its coordinator's broker id, or -1 when none was found; its description,
+        whose error code says why it has none)."""
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
+        """WriteTxnMarkers to the leaders of the markers' partitions, as a transaction
+        coordinator writes them (an administrator aborting a hanging transaction, here):
+        -> each marker's (by producer id) error code per partition."""
 
     def alter_partition_reassignments(self, targets: Mapping[Tuple[str, int], Optional[Sequence[int]]],
                                       timeout_ms: int) -> Dict[Tuple[str, int], PartitionOutcome]:

@@ -4,52 +4,91 @@ Kafka's LogCleaner and Cleaner; which logs are being cleaned, aborted or paused
 is kept in the log manager's
 :class:`~pylogq.storage.cleaner_manager.CleaningRegistry` (Kafka's
 LogCleanerManager), so every cleaner of its logs respects it. A compacted log
-keeps, for every key, at least its latest record. Each log is split at its
+keeps, for every key, at least its latest committed record. Each log is split at its
 *first dirty offset*, kept per partition in ``cleaner-offset-checkpoint`` in the log's log
 directory (``<topic> <partition> <offset>`` lines, see
 :mod:`pylogq.storage.checkpoint`)::
 
     log start            first dirty offset          first uncleanable     log end
     |---- clean section ----|----- dirty (cleanable) -----|-- uncleanable --|
-                                                            active segment, or
-                                                            younger than
-                                                            min.compaction.lag.ms
+                                                   the segment holding the least of:
+                                                   the last stable offset, the active
+                                                   segment's base, the first segment
+                                                   younger than min.compaction.lag.ms
+
+The first uncleanable offset is the base offset of the segment holding the
+least of the log's last stable offset (:attr:`Log.stable_offset`: the first
+offset of the oldest transaction not yet decided and replicated, else the high
+watermark its partition gives the log), the active segment's base offset and
+the first segment younger than ``min.compaction.lag.ms``, as Kafka's
+cleanableOffsets and calculateCleanableBytes bound it. So nothing at or after
+an open transaction, nor any record a new leader could lack, is cleaned: that
+segment is left whole. A log no partition replicates has no high watermark
+(every record counts as committed) until one is read from the log directory's
+``replication-offset-checkpoint`` at load or given by its partition.
 
 A clean builds an :class:`~pylogq.storage.offset_map.OffsetMap` (key digest ->
-latest offset) over the dirty section, segment by segment; when the map is
-full it stops there, and that offset ends the section cleaned this round (the
-rest waits for the next round). Then every segment from the log start up to
-that end is recopied, in groups that fit one segment
-(``segment.bytes``, ``segment.index.bytes``), into new segments with the
-suffix ``.cleaned``, which :meth:`Log.replace_segments` swaps in crash-safely.
-Offsets never change. A record is copied when:
+latest offset) over the committed records of the dirty section, segment by
+segment: control records and the records of aborted transactions (known from
+the transaction indexes, :meth:`Log.collect_aborted_transactions`) are not
+mapped, so an aborted record never hides the committed record of its key from
+read_committed readers. When the map is full it stops there, and that offset
+ends the section cleaned this round (the rest waits for the next round). Then
+every segment from the log start up to that end is recopied, in groups that fit
+one segment (``segment.bytes``, ``segment.index.bytes``), into new segments with
+the suffix ``.cleaned``, which :meth:`Log.replace_segments` swaps in
+crash-safely. Offsets never change. A record of a data batch is copied when it
+is not in an aborted transaction and:
 
+* it lies at or past the end of the mapped section (it is not cleaned yet:
+  Kafka keeps records past the map's latest offset), or
 * its key is not null (a compacted log holds no null keys; a log that changed
-  policy loses them here), and
-* its offset is >= the map's offset for its key (the map holds no entry for a
-  key seen only outside the mapped section: such records stay), and
-* it is not a tombstone (null value) older than the delete horizon.
+  policy loses them here), its offset is >= the map's offset for its key (the
+  map holds no entry for a key seen only outside the mapped section: such
+  records stay), and it is not a tombstone (null value) past the delete horizon.
 
 Delete horizon (Kafka's rule before KIP-534): ``largest timestamp of the last
-segment of the clean section - delete.retention.ms``; a tombstone in a segment
-whose largest timestamp (its max batch timestamp, or file mtime when it has
-none) is at or below the horizon is dropped. A log with no clean section yet
-keeps every tombstone. So a tombstone survives at least
+segment of the clean section - delete.retention.ms``; a segment whose largest
+timestamp (its max batch timestamp, or file mtime when it has none) is at or
+below the horizon is *past the horizon*: its tombstones are dropped, and so are
+its transaction markers that mark nothing left (as Kafka 2.x kept both with
+``retainDeletesAndTxnMarkers``). A log with no clean section yet keeps every
+tombstone and marker. So a tombstone or marker survives at least
 ``delete.retention.ms`` after newer data was cleaned behind it.
+
+Transactions are followed over the whole clean by one tracker (Kafka's
+CleanedTransactionMetadata, :class:`_TxnTracker`), batch by batch in offset order:
+
+* records of aborted transactions are dropped (their batches go, but for the
+  producers' last batches below);
+* a COMMIT marker marks nothing left once no data batch of its transaction was
+  met in this clean; an ABORT marker once no data batch of its transaction (nor
+  of its producer since the producer's previous marker) was. Such a marker is
+  dropped when its segment is past the delete horizon; every other marker, and
+  every control record that is no transaction marker, is kept. So a
+  transaction's marker outlives its records by one clean at least, and a replay
+  of the log never finds a transaction left open;
+* the cleaned segment's transaction index holds exactly the aborted
+  transactions whose ABORT marker it keeps and of which a data batch stays (an
+  emptied last batch of the producer), each with its original entry (Kafka's
+  cleanedIndex, which keeps an entry one clean longer, while its marker stays
+  for the batches it just dropped). An entry goes with the last of its
+  batches: read_committed readers have nothing left to skip.
 
 Batches (magic v2) are copied byte for byte when every record stays. With
 drops, the batch is rebuilt with the same base offset, partition leader
 epoch, producer id/epoch, base sequence, transactional flag, timestamp type
 and codec, and its original last offset delta is written back (Kafka: "magic
 v2 preserves the first and last offset/sequence of the original batch"), so a
-producer's last sequence survives. A batch of an idempotent or
-transactional producer that loses every record stays as an empty batch (61
-bytes, no records) when it is that producer's last batch among the segments
-being cleaned, as Kafka keeps the last batch of a producer; earlier emptied
-batches of the producer are dropped. Control batches are always kept, and
-records of aborted transactions are kept: both are safe, they only cost
-space. So every transaction index entry of the segments recopied still holds,
-and the entries are copied into the cleaned segment's transaction index. Legacy (v0/v1)
+producer's last sequence survives. So that a replay of the log (the partition
+rebuilds its producer state from it) finds every producer's last sequence and
+epoch, as Kafka keeps its active producers' last records: the last data batch
+of each producer among the segments being cleaned stays, as an empty batch (61
+bytes, no records; transactional when it was) when it loses every record, and
+its transaction's marker with it; the producer's last control batch stays too
+when it comes after that data batch (it may carry a newer producer epoch, from
+a fencing abort, and the coordinator epoch that fences stale coordinators).
+Other emptied batches are dropped. Legacy (v0/v1)
 entries are kept whole or dropped: an uncompressed message is one record; a
 compressed wrapper stays whole when any of its inner records stays.
 
@@ -66,10 +105,11 @@ import os
 import struct
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .. import records
-from ..errors import CleaningAbortedError, PylogqError
+from ..errors import CleaningAbortedError, CorruptRecordError, InvalidRecordError, PylogqError
+from ..records.control import ABORT, COMMIT, end_txn_marker
 from ..records.crc import crc32c
 from ..records.default_records import (
     ATTRIBUTES_OFFSET,
@@ -91,6 +131,7 @@ from .cleaner_manager import CleaningProgress, CleaningRegistry
 from .log import Log
 from .offset_map import SLOT_SIZE, OffsetMap
 from .segment import CLEANED_SUFFIX, BatchHeader, FileRegion, LogSegment
+from .transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
     import numpy as np
@@ -128,6 +169,8 @@ class CleanerStats:
         self.batches_rebuilt = 0
         self.batches_dropped = 0
         self.empty_batches_kept = 0
+        self.aborted_records_dropped = 0  # records of aborted transactions
+        self.markers_dropped = 0  # COMMIT and ABORT markers removed
         self.segments_cleaned = 0
         self.aborted = False
         self.started = time.monotonic()
@@ -149,14 +192,18 @@ class CleanerStats:
             "cleaned log %s-%d (dirty section [%d, %d)): %.1f MB processed in %.3f s (%.1f MB/s); "
             "indexed %.1f MB in %.3f s (%.1f MB/s), buffer utilization %.1f%%; "
             "start size %.1f MB (%d records), end size %.1f MB (%d records), "
-            "%.1f%% size reduction (%.1f%% fewer records), %d tombstones dropped%s"
+            "%.1f%% size reduction (%.1f%% fewer records), %d tombstones dropped%s%s"
             % (self.topic, self.partition, self.first_dirty_offset, self.end_offset,
                (self.bytes_read + self.map_bytes_read) / mb, elapsed,
                (self.bytes_read + self.map_bytes_read) / mb / elapsed,
                self.map_bytes_read / mb, map_s, self.map_bytes_read / mb / map_s,
                100.0 * self.map_utilization,
                self.bytes_read / mb, self.records_read, self.bytes_written / mb, self.records_kept,
-               reduction, fewer, self.tombstones_dropped, " (aborted)" if self.aborted else "")
+               reduction, fewer, self.tombstones_dropped,
+               ", %d records of aborted transactions and %d transaction markers dropped"
+               % (self.aborted_records_dropped, self.markers_dropped)
+               if self.aborted_records_dropped or self.markers_dropped else "",
+               " (aborted)" if self.aborted else "")
         )
 
     def __repr__(self) -> str:
@@ -221,7 +268,9 @@ class CleanerTotals(NamedTuple):
 
 
 class LogToClean(NamedTuple):
-    """A compacted log's cleanable range and its dirtiness (Kafka's LogToClean)."""
+    """A compacted log's cleanable range and its dirtiness (Kafka's LogToClean). The first
+    uncleanable offset is a segment's base offset; it lies below the first dirty offset when
+    the last stable offset went back below that (nothing is cleanable then)."""
 
     log: Log
     first_dirty_offset: int
@@ -246,6 +295,7 @@ class _Batch(NamedTuple):
     last_offset: int
     attributes: int
     producer_id: int
+    producer_epoch: int
     max_timestamp: int
 
 
@@ -296,12 +346,12 @@ def _walk(data: bytes) -> List[_Batch]:
         if magic == 2:
             if size < HEADER_SIZE:
                 break
-            (_, _, _, _, _, attrs, delta, _, max_ts, pid, _, _, _) = unpack_v2(data, pos)
-            out.append(_Batch(pos, size, 2, base, base + delta, attrs, pid, max_ts))
+            (_, _, _, _, _, attrs, delta, _, max_ts, pid, pepoch, _, _) = unpack_v2(data, pos)
+            out.append(_Batch(pos, size, 2, base, base + delta, attrs, pid, pepoch, max_ts))
         else:
             attrs = data[pos + _LEGACY_ATTRIBUTES]
             ts = _INT64.unpack_from(data, pos + _LEGACY_TIMESTAMP)[0] if magic == 1 and size >= 26 else -1
-            out.append(_Batch(pos, size, magic, base, base, attrs, NO_PRODUCER_ID, ts))
+            out.append(_Batch(pos, size, magic, base, base, attrs, NO_PRODUCER_ID, -1, ts))
         pos += size
     return out
 
@@ -350,6 +400,101 @@ def _read_segment(segment: LogSegment, size: int) -> bytes:
     return FileRegion(segment.file, 0, size, segment.base_offset).read()
 
 
+_EMPTIED = -1  # a control batch with no record left: it marks nothing
+_NOT_A_MARKER = -2  # a control record of another type (Kafka's UNKNOWN): always kept
+
+
+def _control_type(data: bytes, batch: _Batch) -> int:
+    """ABORT or COMMIT for a transaction marker's control batch; _EMPTIED or _NOT_A_MARKER."""
+    try:
+        marker = end_txn_marker(data, batch.position)
+    except (CorruptRecordError, InvalidRecordError):
+        return _NOT_A_MARKER
+    return _EMPTIED if marker is None else marker.control_type
+
+
+class _TxnTracker:
+    """What a walk of a log's batches in offset order knows of transactions (Kafka's
+    CleanedTransactionMetadata): which data batches hold aborted records, and which markers
+    mark nothing left in the log.
+
+    It starts from the aborted transactions of the range walked (the transaction indexes')
+    and then sees every v2 batch in offset order: data batches through :meth:`data_batch`,
+    control batches through :meth:`marker`. An aborted transaction is entered once the walk
+    reaches its first offset; from there every transactional batch of its producer is
+    aborted data, until the producer's ABORT marker. Any other transactional batch is
+    committed data: the cleaner walks nothing at or past the last stable offset's segment,
+    so every transaction it meets is decided. Not thread-safe: one clean owns it.
+    """
+
+    __slots__ = ("_pending", "_next", "_aborting", "_committing")
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        # By first offset, each once (two segments' searches may both list a transaction).
+        self._pending = sorted(set(aborted), key=lambda txn: (txn.first_offset, txn.last_offset))
+        self._next = 0
+        #: producer id -> [its aborted transaction entered, whether a data batch of it was seen,
+        #: whether one stays in the cleaned log]
+        self._aborting: Dict[int, list] = {}
+        #: producers with a data batch of a transaction not listed as aborted seen since their last marker
+        self._committing: Set[int] = set()
+
+    def _enter_up_to(self, offset: int) -> None:
+        pending = self._pending
+        i = self._next
+        while i < len(pending) and pending[i].first_offset <= offset:
+            txn = pending[i]
+            self._aborting.setdefault(txn.producer_id, [txn, False, False])
+            i += 1
+        self._next = i
+
+    def data_batch(self, batch: _Batch, stays: bool = False) -> bool:
+        """A data batch: -> whether it holds records of an aborted transaction. Only a
+        transactional batch can: a walk may skip the others. ``stays``: the batch stays in the
+        cleaned log (emptied when aborted) whatever its records."""
+        self._enter_up_to(batch.last_offset)
+        if not batch.attributes & TRANSACTIONAL_MASK:
+            return False
+        aborting = self._aborting.get(batch.producer_id)
+        if aborting is not None:
+            aborting[1] = True
+            aborting[2] = aborting[2] or stays
+            return True
+        self._committing.add(batch.producer_id)
+        return False
+
+    def marker(self, batch: _Batch, control_type: int) -> Tuple[bool, Optional[AbortedTxn]]:
+        """A control batch: -> (whether no batch of its transaction was seen, so that it marks
+        nothing left in the log and may go once past the delete horizon; the aborted
+        transaction it ends when a batch of that stays in the cleaned log, to be kept in the
+        transaction index with the marker).
+
+        A COMMIT goes once no data batch of its transaction was seen (Kafka's rule); an ABORT
+        once no data batch of its producer was seen since the producer's previous marker, be
+        it listed as aborted (Kafka's rule) or not (a transaction index that lost the entry:
+        its records are kept as committed, and so must the marker that ends them be, or a
+        replay of the log would find the transaction open). An emptied control batch marks
+        nothing; a control record of another type is kept.
+        """
+        self._enter_up_to(batch.last_offset)
+        pid = batch.producer_id
+        if control_type == ABORT:
+            aborting = self._aborting.pop(pid, None)
+            committing = pid in self._committing
+            self._committing.discard(pid)
+            if aborting is not None and aborting[1]:
+                # Its records are all dropped but in a batch that stays (emptied): the entry
+                # goes with them, the marker one clean later.
+                return False, aborting[0] if aborting[2] else None
+            return not committing, None
+        if control_type == COMMIT:
+            if pid in self._committing:
+                self._committing.discard(pid)
+                return False, None
+            return True, None
+        return control_type == _EMPTIED, None
+
+
 class _CleanedGroup:
     """The ``.cleaned`` segment a group of segments is recopied into, with buffered writes."""
 
@@ -367,6 +512,8 @@ class _CleanedGroup:
         self._pending_bytes = 0
         self.written = 0
         self.changed = False  # a batch was dropped or rewritten
+        #: The aborted transactions the cleaned segment's transaction index keeps, in marker order.
+        self.aborted: List[AbortedTxn] = []
 
     def add(self, chunk, header: BatchHeader, changed: bool = False) -> None:
         self.changed = self.changed or changed
@@ -481,24 +628,36 @@ class LogCleaner:
             cp.write(entries)
 
     def cleanable(self, log_: Log) -> LogToClean:
-        """The log's clean and cleanable sections now (Kafka's cleanableOffsets and dirty ratio)."""
+        """The log's clean and cleanable sections now (Kafka's cleanableOffsets and dirty ratio).
+
+        The first uncleanable offset is the base offset of the segment holding the least of
+        the log's last stable offset (:attr:`Log.stable_offset`), the active segment's base
+        offset and the first segment younger than ``min.compaction.lag.ms`` (as Kafka's
+        calculateCleanableBytes rounds it): the segment holding an undecided transaction, or
+        records not yet replicated, is left whole. It lies below the first dirty offset when
+        the last stable offset went back below it (then nothing is cleanable).
+        """
         segments = log_.segments
+        stable = log_.stable_offset
         start, end = log_.log_start_offset, log_.log_end_offset
         first_dirty = self.checkpointed_offset(log_)
         if first_dirty is None or first_dirty < start or first_dirty > end:
             first_dirty = start
         active = segments[-1]
-        uncleanable = active.base_offset
+        limit = min(active.base_offset, stable)
         cfg = log_.config
         now = self._now_ms(log_)
-        dirty = [s for s in segments[:-1] if s.next_offset > first_dirty and s.base_offset < uncleanable]
         if cfg.min_compaction_lag_ms > 0:
-            for s in dirty:
-                if s.largest_timestamp > now - cfg.min_compaction_lag_ms:
-                    uncleanable = s.base_offset
+            for s in segments[:-1]:
+                if s.next_offset > first_dirty and s.largest_timestamp > now - cfg.min_compaction_lag_ms:
+                    limit = min(limit, s.base_offset)
                     break
-        uncleanable = max(uncleanable, first_dirty)
-        dirty = [s for s in dirty if s.base_offset < uncleanable]
+        uncleanable = active.base_offset
+        for s in segments[:-1]:
+            if s.next_offset > limit or s.base_offset >= limit:  # the segment holding it
+                uncleanable = s.base_offset
+                break
+        dirty = [s for s in segments[:-1] if s.next_offset > first_dirty and s.base_offset < uncleanable]
         clean = [s for s in segments if s.base_offset < first_dirty and s.next_offset > start]
         clean_bytes = sum(s.size for s in clean)
         cleanable_bytes = sum(s.size for s in dirty)
@@ -617,23 +776,39 @@ class LogCleaner:
         delete_horizon = (clean_section[-1].largest_timestamp - log_.config.delete_retention_ms
                           if clean_section else None)
         offset_map = self._offset_map()
-        end = self._build_offset_map(log_, segments, first_dirty, uncleanable, offset_map, progress, stats)
+        end = self._build_offset_map(log_, segments, first_dirty, max(uncleanable, first_dirty), offset_map,
+                                     progress, stats)
         stats.end_offset = end
         stats.map_utilization = offset_map.utilization
         stats.map_done = time.monotonic()
-        to_clean = [s for s in segments[:-1] if s.base_offset < end]
-        producers = self._last_batch_of_producers(to_clean)
-        cfg = log_.config
-        for group in group_segments_by_size(to_clean, cfg.segment_bytes, cfg.segment_index_bytes):
-            self._check_done(progress)
-            self._clean_group(log_, group, offset_map, delete_horizon, producers, progress, stats, created)
+        # Nothing of the segment holding the first uncleanable offset, nor after it, is recopied
+        # (it lies below the first dirty offset only when the last stable offset went back).
+        to_clean = [s for s in segments[:-1] if s.base_offset < min(end, uncleanable)]
+        if to_clean:
+            keep = self._producer_batches_to_keep(to_clean)
+            # One tracker for the whole clean: a transaction may span groups.
+            txns = _TxnTracker(log_.collect_aborted_transactions(to_clean[0].base_offset, to_clean[-1].next_offset))
+            cfg = log_.config
+            for group in group_segments_by_size(to_clean, cfg.segment_bytes, cfg.segment_index_bytes):
+                self._check_done(progress)
+                self._clean_group(log_, group, offset_map, end, delete_horizon, keep, txns, progress, stats, created)
         self._write_checkpoint(log_, end)
 
     def _build_offset_map(self, log_: Log, segments: Sequence[LogSegment], first_dirty: int, uncleanable: int,
                           offset_map, progress: CleaningProgress, stats: CleanerStats) -> int:
-        """Map the dirty section until the map is full; -> the first offset not mapped."""
+        """Map the committed records of the dirty section until the map is full; -> the first
+        offset not mapped.
+
+        Control records and the records of aborted transactions are not mapped (Kafka's
+        buildOffsetMap): a key mapped at an aborted record would make the cleaner drop the
+        older committed record of the key, which read_committed readers then lose.
+        """
+        import numpy as np  # not at import: a broker starting up needs none of it
+
         offset_map.clear()
         end = first_dirty
+        aborted = log_.collect_aborted_transactions(first_dirty, uncleanable) if uncleanable > first_dirty else []
+        txns = _TxnTracker(aborted) if aborted else None  # none: no record of the section is aborted
         for segment in segments[:-1]:
             if segment.next_offset <= first_dirty:
                 continue
@@ -645,8 +820,16 @@ class LogCleaner:
             stats.map_bytes_read += size
             columns = records.decode_columns(data, start_offset=first_dirty, end_offset=uncleanable)
             stats.map_records_read += len(columns)
-            consumed = offset_map.put_columns(columns.data, columns.key_start, columns.key_length,
-                                              columns.offsets)
+            key_length = columns.key_length
+            if txns is not None:
+                batches = _walk(data)
+                aborted_batch = self._walk_transactions(data, batches, txns)
+                if any(aborted_batch) and len(columns):
+                    last_offsets = np.fromiter((b.last_offset for b in batches), dtype=np.int64, count=len(batches))
+                    rows = np.searchsorted(last_offsets, columns.offsets, side="left")
+                    key_length = key_length.copy()
+                    key_length[np.asarray(aborted_batch, dtype=bool)[rows]] = -1  # a null key is not mapped
+            consumed = offset_map.put_columns(columns.data, columns.key_start, key_length, columns.offsets)
             if consumed < len(columns):
                 end = int(columns.offsets[consumed])
                 if end <= first_dirty:
@@ -656,6 +839,19 @@ class LogCleaner:
                 return end
             end = min(max(segment.next_offset, end), uncleanable)
         return max(end, first_dirty)
+
+    @staticmethod
+    def _walk_transactions(data: bytes, batches: Sequence[_Batch], txns: _TxnTracker) -> List[bool]:
+        """Walk ``batches`` through ``txns``; -> per batch, whether it holds aborted records."""
+        out = [False] * len(batches)
+        for i, batch in enumerate(batches):
+            if batch.magic != 2 or not batch.attributes & (CONTROL_MASK | TRANSACTIONAL_MASK):
+                continue  # only transactional batches can be aborted
+            if batch.attributes & CONTROL_MASK:
+                txns.marker(batch, _control_type(data, batch))
+            else:
+                out[i] = txns.data_batch(batch)
+        return out
 
     def _read(self, segment: LogSegment, size: int, progress: CleaningProgress) -> bytes:
         try:
@@ -667,41 +863,55 @@ class LogCleaner:
         return data
 
     @staticmethod
-    def _last_batch_of_producers(segments: Sequence[LogSegment]) -> Dict[int, int]:
-        """producer id -> base offset of its last batch in ``segments``."""
-        last: Dict[int, int] = {}
+    def _producer_batches_to_keep(segments: Sequence[LogSegment]) -> Set[int]:
+        """The base offsets of the batches kept, emptied if need be, so that a replay of the log
+        (the partition rebuilds its producer state from it) finds each producer as it was
+        (Kafka's lastRecordsOfActiveProducers): each producer's last data batch in
+        ``segments`` (its last sequence and epoch) and, when the producer has none or its last
+        control batch comes after it, that control batch (a newer epoch, as a coordinator's
+        fencing abort writes, and the coordinator epoch that fences zombie coordinators; Kafka
+        keeps the first in its producer snapshots, pylogq has none)."""
+        last_data: Dict[int, int] = {}  # producer id -> base offset
+        last_control: Dict[int, int] = {}
         for segment in segments:
             file = segment.file  # held: the file cache may let go of it, this read keeps it open
             for header in segment.iter_headers():
                 if header.magic != 2:
                     continue
-                head = os.pread(file.fileno(), HEADER_SIZE, header.position)
-                pid = BATCH_HEADER.unpack_from(head)[9]
+                head = BATCH_HEADER.unpack(os.pread(file.fileno(), HEADER_SIZE, header.position))
+                pid = head[9]
                 if pid != NO_PRODUCER_ID:
-                    last[pid] = header.base_offset
-        return last
+                    (last_control if head[5] & CONTROL_MASK else last_data)[pid] = header.base_offset
+        keep = set(last_data.values())
+        for pid, base in last_control.items():
+            if base > last_data.get(pid, -1):
+                keep.add(base)
+        return keep
 
-    def _clean_group(self, log_: Log, group: List[LogSegment], offset_map, delete_horizon: Optional[int],
-                     producers: Dict[int, int], progress: CleaningProgress, stats: CleanerStats,
+    def _clean_group(self, log_: Log, group: List[LogSegment], offset_map, end: int, delete_horizon: Optional[int],
+                     keep: Set[int], txns: _TxnTracker, progress: CleaningProgress, stats: CleanerStats,
                      created: List[LogSegment]) -> None:
         sizes = [s.size for s in group]
         out = _CleanedGroup(log_, group[0].base_offset, self.io_buffer_size)
         created.append(out.segment)
         for segment, size in zip(group, sizes):
             self._check_done(progress)
-            drop_tombstones = delete_horizon is not None and segment.largest_timestamp <= delete_horizon
+            # Past the delete horizon, tombstones go, and so do markers that mark nothing left
+            # (Kafka before KIP-534 kept both with retainDeletesAndTxnMarkers).
+            past_horizon = delete_horizon is not None and segment.largest_timestamp <= delete_horizon
             data = self._read(segment, size, progress)
             written = out.written + out._pending_bytes
-            self._clean_segment(data, offset_map, drop_tombstones, producers, out, stats)
+            self._clean_segment(data, offset_map, end, past_horizon, keep, txns, out, stats)
             stats.bytes_read += size
             stats.segments_cleaned += 1
             self.throttler.maybe_throttle(out.written + out._pending_bytes - written)
         out.flush_buffer()
         stats.bytes_written += out.written
-        if len(group) == 1 and not out.changed:
+        if len(group) == 1 and not out.changed and out.aborted == self._aborted_txns(group[0]):
             return  # the copy would be the segment byte for byte: keep the original, swap nothing
         cleaned = out.segment
-        self._copy_aborted_txns(group, cleaned)
+        for txn in out.aborted:
+            cleaned.txn_index.append(txn)
         cleaned.flush()
         cleaned.on_become_inactive()
         mtime = max(s.last_modified_ms for s in group) / 1000.0
@@ -716,39 +926,59 @@ class LogCleaner:
             log_.replace_segments([cleaned], group)
 
     @staticmethod
-    def _copy_aborted_txns(group: Sequence[LogSegment], cleaned: LogSegment) -> None:
-        """Copy the transaction index entries of ``group`` into the segment that replaces it (every
-        marker and aborted record is kept, so each entry still holds)."""
-        for segment in group:
-            try:
-                txns = segment.txn_index.all_aborted_txns()
-            except (ValueError, FileNotFoundError) as exc:  # closed or deleted under the clean
-                raise CleaningAbortedError("segment %d changed while being cleaned: %s"
-                                           % (segment.base_offset, exc)) from None
-            for txn in txns:
-                cleaned.txn_index.append(txn)
+    def _aborted_txns(segment: LogSegment) -> List[AbortedTxn]:
+        try:
+            return segment.txn_index.all_aborted_txns()
+        except (ValueError, FileNotFoundError) as exc:  # closed or deleted under the clean
+            raise CleaningAbortedError("segment %d changed while being cleaned: %s"
+                                       % (segment.base_offset, exc)) from None
 
-    def _clean_segment(self, data: bytes, offset_map, drop_tombstones: bool, producers: Dict[int, int],
-                       out: _CleanedGroup, stats: CleanerStats) -> None:
-        """Recopy the retained part of one segment's bytes into ``out``."""
+    def _clean_segment(self, data: bytes, offset_map, end: int, past_horizon: bool, keep_batches: Set[int],
+                       txns: _TxnTracker, out: _CleanedGroup, stats: CleanerStats) -> None:
+        """Recopy the retained part of one segment's bytes into ``out``.
+
+        Records at or past ``end`` (the first offset the map does not cover) are kept, as
+        Kafka keeps records past the map's latest offset, unless aborted.
+        """
         import numpy as np  # not at import: a broker starting up needs none of it
 
         batches = _walk(data)
         if not batches:
             return
+        nb = len(batches)
+        # The transactions, batch by batch in offset order: aborted data, and the fate of markers.
+        aborted_batch = [False] * nb
+        marker_fate: Dict[int, Tuple[bool, Optional[AbortedTxn]]] = {}  # batch index -> (removable, entry)
+        for i, batch in enumerate(batches):
+            if batch.magic != 2:
+                continue
+            if batch.attributes & CONTROL_MASK:
+                marker_fate[i] = txns.marker(batch, _control_type(data, batch))
+            elif batch.attributes & TRANSACTIONAL_MASK:  # only those can be aborted
+                aborted_batch[i] = txns.data_batch(batch, batch.base_offset in keep_batches)
         columns = records.decode_columns(data)
         n = len(columns)
         stats.records_read += n
-        nb = len(batches)
         if n:
-            latest = offset_map.get_columns(columns.data, columns.key_start, columns.key_length)
-            keep = (columns.key_length >= 0) & (columns.offsets >= latest)
-            if drop_tombstones:
-                tombstones = keep & (columns.value_length < 0)
-                stats.tombstones_dropped += int(np.count_nonzero(tombstones))
-                keep &= ~tombstones
             last_offsets = np.fromiter((b.last_offset for b in batches), dtype=np.int64, count=nb)
             batch_of_row = np.searchsorted(last_offsets, columns.offsets, side="left")
+            latest = offset_map.get_columns(columns.data, columns.key_start, columns.key_length)
+            keep = (columns.key_length >= 0) & (columns.offsets >= latest)
+            past_end = columns.offsets >= end
+            if past_horizon:
+                tombstones = keep & (columns.value_length < 0) & ~past_end
+                keep &= ~tombstones
+            else:
+                tombstones = None
+            keep |= past_end
+            if any(aborted_batch):
+                aborted_rows = np.asarray(aborted_batch, dtype=bool)[batch_of_row]
+                stats.aborted_records_dropped += int(np.count_nonzero(aborted_rows))
+                keep &= ~aborted_rows
+                if tombstones is not None:
+                    tombstones &= ~aborted_rows
+            if tombstones is not None:
+                stats.tombstones_dropped += int(np.count_nonzero(tombstones))
             rows = np.bincount(batch_of_row, minlength=nb)[:nb].tolist()
             kept = np.bincount(batch_of_row[keep], minlength=nb)[:nb].tolist()
             stats.records_kept += int(np.count_nonzero(keep))
@@ -757,11 +987,18 @@ class LogCleaner:
             rows = kept = [0] * nb
         view = memoryview(data)
         row = 0
-        for batch, n_rows, n_kept in zip(batches, rows, kept):
+        for i, (batch, n_rows, n_kept) in enumerate(zip(batches, rows, kept)):
             first_row = row
             row += n_rows
             is_v2 = batch.magic == 2
             if is_v2 and batch.attributes & CONTROL_MASK:
+                removable, txn = marker_fate[i]
+                if removable and past_horizon and batch.base_offset not in keep_batches:
+                    stats.markers_dropped += 1
+                    out.changed = True
+                    continue
+                if txn is not None:
+                    out.aborted.append(txn)
                 self._copy(view, batch, out, stats)
             elif not is_v2:
                 if n_kept:
@@ -776,7 +1013,7 @@ class LogCleaner:
                 max_ts = _INT64.unpack_from(rebuilt, MAX_TIMESTAMP_OFFSET)[0]
                 out.add(rebuilt, BatchHeader(0, len(rebuilt), 2, batch.base_offset, batch.last_offset, max_ts), True)
                 stats.batches_rebuilt += 1
-            elif batch.producer_id != NO_PRODUCER_ID and producers.get(batch.producer_id) == batch.base_offset:
+            elif batch.producer_id != NO_PRODUCER_ID and batch.base_offset in keep_batches:
                 if n_rows:
                     empty = _empty_batch(data, batch)
                     out.add(empty, BatchHeader(0, len(empty), 2, batch.base_offset, batch.last_offset,

@@ -24,7 +24,10 @@ segment the append went to (:mod:`pylogq.storage.transaction_index`);
 first unstable offset (the first offset of the oldest transaction not yet
 decided and replicated) is the partition's to say, from its producer state
 (:mod:`pylogq.storage.unstable_txns`); the log keeps it beside its offsets
-and answers the last stable offset for a high watermark.
+and answers the last stable offset for a high watermark. The partition also
+gives the log a copy of its high watermark (:meth:`Log.update_high_watermark`),
+so that the log cleaner, which knows logs and not partitions, stops at the last
+stable offset (:attr:`Log.stable_offset`).
 
 What the log does once, at open, is :mod:`~pylogq.storage.log_loader`'s; the checks
 an append's batches pass, :mod:`~pylogq.storage.log_validator`'s; the retention
@@ -189,6 +192,8 @@ class Log:
         self._append_epoch: Optional[int] = None
         # The first unstable offset the partition's producer state last gave (None: none).
         self._first_unstable: Optional[int] = None
+        # The high watermark the partition last gave (None: no partition keeps one; the log end).
+        self._high_watermark: Optional[int] = None
         self._record_aborted: IndexAborted = self._index_aborted  # bound once: appends hand it on
         self._load(clean_shutdown, log_start_offset)
 
@@ -371,6 +376,29 @@ class Log:
         ``high_watermark``, else ``high_watermark``; read_committed consumers read below it."""
         first = self.first_unstable_offset
         return first if first is not None and first < high_watermark else high_watermark
+
+    @property
+    def high_watermark(self) -> Optional[int]:
+        """The high watermark the partition last gave (:meth:`update_high_watermark`), or one read
+        from the log directory's ``replication-offset-checkpoint`` when the log was loaded; None
+        when neither did (a log no partition replicates: every record counts as committed)."""
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: Optional[int]) -> None:
+        """Take the partition's high watermark (it keeps and moves it; this is a copy for the
+        log's other readers: the cleaner cleans nothing at or above the last stable offset,
+        :meth:`stable_offset`). One attribute store: the append path gives it."""
+        self._high_watermark = offset
+
+    @property
+    def stable_offset(self) -> int:
+        """The last stable offset for :attr:`high_watermark` (the log end when there is none,
+        never past the log end): below it every record is replicated and every transaction
+        decided. The bound of compaction (Kafka's cleaner stops at the log's lastStableOffset).
+        Takes no lock."""
+        end = self._end.offset
+        hw = self._high_watermark
+        return self.last_stable_offset(end if hw is None or hw > end else hw)
 
     @property
     def has_aborted_transactions(self) -> bool:
@@ -833,6 +861,8 @@ class Log:
             self.log_start_offset = offset
             self.recovery_point = offset
             self._first_unstable = None
+            if self._high_watermark is not None:
+                self._high_watermark = offset
             self._trim_epochs("clear it", self._epochs.clear)
 
     def delete_records_before(self, offset: int) -> int:

@@ -133,6 +133,9 @@ class _LogDir:
         self.recovery = _read_or_ignore(self.recovery_points, "every log is recovered as after a crash"
                                         if not self.clean_shutdown else "no log needs it after a clean shutdown")
         self.starts = _read_or_ignore(self.log_start_offsets, "each log starts at its first segment")
+        # What a log's cleaner may take as committed until its partition gives the high watermark.
+        self.high_watermarks = _read_or_ignore(OffsetCheckpoint(os.path.join(self.path, REPLICATION_CHECKPOINT)),
+                                               "logs are compacted up to their log end until their partitions open")
 
     def partition_dirs(self) -> List[str]:
         """The ``<topic>-<partition>`` directories; a deleted topic's leftovers are removed,
@@ -291,6 +294,9 @@ class LogManager:
             log_ = self._keep_one(tp, other, self._log_dir_of[tp], log_, d)
             if log_ is other:
                 return other
+        hw = d.high_watermarks.get(tp)
+        if hw is not None and log_.high_watermark is None:
+            log_.update_high_watermark(hw)
         self._logs[tp] = log_
         self._log_dir_of[tp] = d
         log.info("loaded log %s-%d (%d segments, offsets %d..%d) in %.3f s%s", tp[0], tp[1], log_.num_segments,

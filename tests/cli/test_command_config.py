@@ -12,7 +12,7 @@ would be refused):
   trust store.
 
 Every tool runs on both (``topics``, ``configs``, ``acls``, ``produce``, ``consume``,
-``groups``, ``reassign-partitions``, ``leader-election``, ``perf``), the files written as
+``groups``, ``reassign-partitions``, ``leader-election``, ``transactions``, ``perf``), the files written as
 a Kafka user writes them; then the other ways of giving the stores (PEM files, inline
 PEM), the refusals a wrong file meets at the broker, and the clear errors of bad files.
 The certificates come from ``tests/_certs.py``.
@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
+from pylogq.cli import transactions
 from pylogq.cli.command_config import client_settings, connection_options
 from pylogq.cli.main import run
 
@@ -213,6 +214,18 @@ def test_reassign_partitions_and_leader_election(secured: Secured) -> None:
     assert (elected.status, elected.out) == (0, "Valid replica already elected for partitions elected-0\n"), elected
 
 
+def test_transactions(secured: Secured) -> None:
+    ok(secured.run("topics", "--create", "--topic", "txn-tool"))
+    header = "\t".join(transactions.PRODUCERS_HEADERS) + "\t\n"
+    assert ok(secured.run("transactions", "describe-producers", "--topic", "txn-tool", "--partition", "0")) == header
+    # Before the command, where Kafka's tool takes it.
+    before = secured.run("transactions", "--command-config", secured.config, "describe-producers", "--topic",
+                         "txn-tool", "--partition", "0", config="-")
+    assert (before.status, before.out) == (0, header), before
+    listed = "\t".join(transactions.LIST_HEADERS) + "\t\n"
+    assert ok(secured.run("transactions", "list")) == listed
+
+
 def test_perf(secured: Secured) -> None:
     produced = secured.run("perf", "produce", "--topic", "perf", "--num-records", "20", "--record-size", "10",
                            "--producer.config", secured.config, "--producer-props", "acks=all", config="-")
@@ -372,6 +385,7 @@ def test_every_tool_reports_a_bad_file_alike(cli: Cli, tmp_path: Path) -> None:
                  ["groups", "--list", "--command-config", path],
                  ["reassign-partitions", "--list", "--command-config", path],
                  ["leader-election", "--election-type", "PREFERRED", "--all-topic-partitions", "--admin.config", path],
+                 ["transactions", "--command-config", path, "list"],
                  ["produce", "--topic", "t", "--producer.config", path],
                  ["produce", "--topic", "t", "--producer-property", "security.protocol=SASL_SSL",
                   "--producer-property", "sasl.mechanism=OAUTHBEARER"],

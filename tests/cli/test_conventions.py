@@ -78,6 +78,7 @@ def _local(*argv: str) -> Result:
     (["groups", "--list"], "pylogq groups"),
     (["configs", "--describe", "--topic", "t"], "pylogq configs"),
     (["perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1"], "pylogq perf produce"),
+    (["transactions", "describe", "--transactional-id", "x"], "pylogq transactions describe"),
     (["dump-log", "--files", "x.log"], "pylogq dump-log"),
     (["zookeeper-server-start"], "pylogq zookeeper-server-start"),
     (["demo"], "pylogq demo"),

@@ -26,7 +26,6 @@ from pylogq.client import transport as transport_module
 from pylogq.client.connection import CLIENT_VERSIONS, BrokerConnection
 from pylogq.client.consumer import TopicPartition
 from pylogq.client.tcp import TcpTransport, parse_bootstrap
-from pylogq.client.tcp_requests import TXN_OFFSET_COMMIT
 from pylogq.errors import KafkaConnectionError, NoBrokersAvailable
 from tests._ports import free_port
 from tests.client import test_admin, test_consumer, test_producer
@@ -164,8 +163,6 @@ def test_versions_are_the_implemented_ones(bootstrap: str) -> None:
     try:
         conn = transport._any_connection()
         expected = {k: hi for k, (lo, hi) in CLIENT_VERSIONS.items()}
-        if TXN_OFFSET_COMMIT not in conn.broker_versions:  # spoken to Kafka; served here later
-            del expected[TXN_OFFSET_COMMIT]
         assert conn.versions == expected
     finally:
         transport.close()

@@ -19,15 +19,9 @@ import pytest
 import pylogq
 from pylogq.client.consumer_coordinator import OffsetAndMetadata
 from pylogq.cluster.contract import TopicPartition
-from pylogq.errors import IllegalStateError, InvalidProducerEpochError, ProducerFencedError, UnsupportedVersionError
+from pylogq.errors import IllegalStateError, InvalidProducerEpochError, ProducerFencedError
 
 DEADLINE_S = 20.0
-
-#: The broker answers TxnOffsetCommit UNSUPPORTED_VERSION until its group coordinator serves
-#: it: the tests of a transaction's group offsets turn into failures then, to be unmarked.
-needs_txn_offset_commit = pytest.mark.xfail(raises=UnsupportedVersionError, strict=True,
-                                            reason="the broker does not serve TxnOffsetCommit yet")
-
 
 @pytest.fixture
 def broker(tmp_path):
@@ -115,7 +109,6 @@ def test_a_transaction_across_partitions_and_topics_commits_everywhere(clients):
     assert got == {(t, p): [b"%s-%d-%d" % (t.encode(), p, n) for n in range(2)] for t, p in targets}
 
 
-@needs_txn_offset_commit
 def test_group_offsets_sent_to_a_transaction_are_committed_only_with_it(clients, broker):
     broker.create_topic("in", partitions=1)
     with pylogq.Producer(**clients) as plain:
@@ -150,7 +143,6 @@ def test_group_offsets_sent_to_a_transaction_are_committed_only_with_it(clients,
     assert got[("out", 0)] == [b"from-in-0-3"]
 
 
-@needs_txn_offset_commit
 def test_offsets_of_an_aborted_transaction_are_never_committed(clients, broker):
     broker.create_topic("in", partitions=1)
     tp = TopicPartition("in", 0)

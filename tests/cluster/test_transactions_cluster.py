@@ -7,7 +7,6 @@ and the markers of a coordinator that was replaced are refused."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Tuple
 
@@ -17,6 +16,8 @@ import pylogq
 from pylogq import errors
 from pylogq.cluster.contract import TxnMarker
 from pylogq.cluster.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
+
+from .._txn_reads import confluent_values
 
 TIMEOUT_S = 30.0
 SETTINGS = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,
@@ -41,27 +42,7 @@ def _producer(bootstrap: str, txn_id: str) -> Any:
 
 
 def _read(bootstrap: str, isolation: str, partitions: int = 3) -> List[bytes]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "r-" + isolation, "isolation.level": isolation,
-                  "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition("t", p, 0) for p in range(partitions)])
-        values: List[bytes] = []
-        eofs = set()
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(eofs) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                eofs.add(m.partition())
-            else:
-                values.append(m.value())
-        assert len(eofs) == partitions
-        return sorted(values)
-    finally:
-        c.close()
+    return sorted(confluent_values(bootstrap, "t", partitions, isolation, TIMEOUT_S))
 
 
 def _coordinator(c: pylogq.Cluster) -> int:

@@ -23,6 +23,7 @@ import pytest
 import pylogq
 from pylogq.client.consumer import Consumer, TopicPartition
 
+from .._txn_reads import confluent_values
 from ._support import wait_for
 
 TIMEOUT_S = 20.0
@@ -38,28 +39,7 @@ def served(tmp_path: Path) -> Iterator[Tuple[pylogq.Broker, str]]:
 
 
 def _confluent_values(bootstrap: str, isolation: str, topic: str = "t", partitions: int = 2) -> List[bytes]:
-    """Every record a confluent consumer with ``isolation`` reads up to the end it sees."""
-    from confluent_kafka import Consumer as CKConsumer, TopicPartition as CKTopicPartition
-
-    c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": "read-" + isolation, "isolation.level": isolation,
-                    "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        c.assign([CKTopicPartition(topic, p, 0) for p in range(partitions)])
-        values: List[bytes] = []
-        eofs = set()
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(eofs) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                eofs.add(m.partition())
-                continue
-            values.append(m.value())
-        assert len(eofs) == partitions, "no end of partition within %.0f s" % TIMEOUT_S
-        return sorted(values)
-    finally:
-        c.close()
+    return sorted(confluent_values(bootstrap, topic, partitions, isolation, TIMEOUT_S))
 
 
 def _pylogq_values(bootstrap: str, isolation: str, topic: str = "t", partitions: int = 2) -> List[bytes]:

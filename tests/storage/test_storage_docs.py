@@ -70,7 +70,8 @@ MEANINGS: Dict[str, str] = {
                       "the log; both may be given.",
     "min.cleanable.dirty.ratio": "The cleaner picks a compacted log once its dirty bytes are more than "
                                  "this share of its clean plus dirty bytes.",
-    "delete.retention.ms": "How long a tombstone survives compaction once the data behind it was cleaned.",
+    "delete.retention.ms": "How long a tombstone, or a transaction marker whose records are gone, survives "
+                           "compaction once the data behind it was cleaned.",
     "min.compaction.lag.ms": "Segments whose largest timestamp is younger than this are not compacted yet.",
     "max.compaction.lag.ms": "A log with dirty data older than this is compacted whatever its dirty ratio.",
     "file.delete.delay.ms": "Delay between renaming a segment's files to .deleted and removing them.",

@@ -288,8 +288,10 @@ class BrokerDataPath(BrokerLifecycle):
     # -- producers ------------------------------------------------------------------------
 
     def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
-        """Kafka's DescribeProducers for one partition: its active idempotent producers."""
-        return self.leader_partition(topic, partition).active_producers()
+        """Kafka's DescribeProducers for one partition: its active idempotent producers, as this
+        broker's replica knows them, leader or follower (KIP-664: an administrator looking for
+        hanging transactions asks each replica); NotLeaderOrFollowerError without one here."""
+        return self.partition(topic, partition).active_producers()
 
     # -- groups ----------------------------------------------------------------------------
 

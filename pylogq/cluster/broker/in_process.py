@@ -17,6 +17,7 @@ from ...errors import (
     InvalidRequestError,
     NotControllerError,
     NotCoordinatorError,
+    NotLeaderOrFollowerError,
     SecurityDisabledError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -48,6 +49,9 @@ from ..contract import (
     ScramCredentialUpsertion,
     SyncResult,
     TopicDescription,
+    TransactionDescription,
+    TransactionListing,
+    TxnMarker,
     TxnOffset,
     UserScramCredentials,
 )
@@ -227,8 +231,45 @@ class InProcessTransport:
         self.broker.ensure_offsets_topic()
         return self.broker.delete_offsets(group_id, partitions)
 
-    def describe_producers(self, topic: str, partition: int) -> List[ProducerDescription]:
+    def describe_producers(self, topic: str, partition: int, broker_id: Optional[int] = None
+                           ) -> List[ProducerDescription]:
+        """The broker's own replica's producers; ``broker_id``, when given, must be this broker's
+        (another broker of its cluster is out of this transport's reach)."""
+        if broker_id is not None and broker_id != self.broker.broker_id:
+            raise NotLeaderOrFollowerError("broker %d is not in reach of an in-process client of broker %d: give "
+                                           "the client bootstrap_servers" % (broker_id, self.broker.broker_id))
         return self.broker.describe_producers(topic, partition)
+
+    # -- transactions, as an administrator sees them ---------------------------------------------
+
+    def list_transactions(self, states: Sequence[str], producer_ids: Sequence[int], duration_ms: int
+                          ) -> Dict[int, List[TransactionListing]]:
+        """This broker's coordinator's transactional ids (a cluster's other brokers are out of
+        reach: give the client bootstrap_servers to list theirs)."""
+        _unknown, listings = self.broker.list_transactions(states, producer_ids, duration_ms)
+        return {self.broker.broker_id: listings}
+
+    def describe_transactions(self, transactional_ids: Sequence[str]
+                              ) -> Dict[str, Tuple[int, TransactionDescription]]:
+        """The ids this broker coordinates described by it; another's answers NOT_COORDINATOR
+        naming where it is (``__transaction_state`` made on first use, as a lookup does)."""
+        self.broker.ensure_transaction_state_topic()
+        own = self.broker.broker_id
+        out: Dict[str, Tuple[int, TransactionDescription]] = {}
+        here: List[str] = []
+        for transactional_id in dict.fromkeys(transactional_ids):
+            code, coordinator = self.broker.coordinator_for_transaction(transactional_id)
+            if code == 0 and coordinator == own:
+                here.append(transactional_id)
+            else:
+                out[transactional_id] = (coordinator if code == 0 else -1, TransactionDescription(
+                    transactional_id, code or NotCoordinatorError.code))
+        for description in self.broker.describe_transactions(here) if here else ():
+            out[description.transactional_id] = (own, description)
+        return {t: out[t] for t in dict.fromkeys(transactional_ids) if t in out}
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
+        return self.broker.write_txn_markers(markers)
 
     def create_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
                      config: Optional[Mapping[str, object]],

@@ -131,9 +131,10 @@ class Partition:
     holds (or the store's is a superset being shrunk).
     Thread-safe: appends, role and ISR changes, the high watermark and producer
     state are serialized by one lock; reads take no lock (the log's reads are
-    lock-free snapshots and the high watermark is one attribute). The partition
-    does not own its log: closing it leaves the log to whoever opened it (the
-    LogManager).
+    lock-free snapshots and the high watermark is one attribute). Every change of
+    the high watermark is given to the log too (:meth:`Log.update_high_watermark`):
+    the log cleaner reads it there. The partition does not own its log: closing it
+    leaves the log to whoever opened it (the LogManager).
     """
 
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0, *,
@@ -186,6 +187,7 @@ class Partition:
             end = log.log_end_offset
             hw = end if high_watermark is None else high_watermark
             self._high_watermark = max(min(hw, end), log.log_start_offset)
+            self.log.update_high_watermark(self._high_watermark)
             self.producer_state.load_from_log(log, high_watermark=self._high_watermark)
             self._set_first_unstable(self.producer_state.first_unstable_offset)
 
@@ -272,6 +274,7 @@ class Partition:
                     % (offset, self.topic, self.index, self.log.log_start_offset, end))
             old = self._high_watermark
             self._high_watermark = offset
+            self.log.update_high_watermark(self._high_watermark)
             self._update_unstable()
         if offset > old and self.on_high_watermark_advanced is not None:
             self.on_high_watermark_advanced()
@@ -429,6 +432,7 @@ class Partition:
             advanced = self.single_replica and not result.duplicate
             if advanced:
                 self._high_watermark = self.log.log_end_offset
+                self.log.update_high_watermark(self._high_watermark)
             if not producers.txns.empty or self._first_unstable is not None:
                 self._update_unstable()
             followers = bool(self._remote) and not result.duplicate
@@ -577,6 +581,7 @@ class Partition:
             new_hw = min(new_hw, state.log_end_offset)
         if new_hw > self._high_watermark:
             self._high_watermark = new_hw
+            self.log.update_high_watermark(self._high_watermark)
             self._update_unstable()
             return True
         return False
@@ -617,6 +622,7 @@ class Partition:
             hw = max(min(leader_high_watermark, end), self.log.log_start_offset)
             advanced = hw > self._high_watermark
             self._high_watermark = hw
+            self.log.update_high_watermark(self._high_watermark)
             self._update_unstable()
         self._notify(advanced)
         return advanced
@@ -762,6 +768,7 @@ class Partition:
             removed = self.log.truncate_to(offset)
             if removed:
                 self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+                self.log.update_high_watermark(self._high_watermark)
                 # The transactions (and transaction index entries) above the point went with it.
                 self.producer_state.truncate_to(offset, self.log, self._high_watermark)
                 self._set_first_unstable(self.producer_state.first_unstable_offset)
@@ -782,6 +789,7 @@ class Partition:
             self.producer_state.clear()
             self._set_first_unstable(None)
             self._high_watermark = offset
+            self.log.update_high_watermark(self._high_watermark)
             if self.future_log is not None:
                 self.future_log.truncate_fully_and_start_at(offset)
                 if self._future_producers is not None:
@@ -848,6 +856,7 @@ class Partition:
             if future is None or future.log_end_offset != self.log.log_end_offset:
                 return False
             self.log = replace()
+            self.log.update_high_watermark(self._high_watermark)
             self.future_log = None
             self._future_producers = None
             # The same records, so the same transactions: the new log takes the first unstable offset.

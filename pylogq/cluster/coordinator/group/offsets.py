@@ -295,13 +295,9 @@ class GroupOffsets:
                              group_instance_id: Optional[str]) -> int:
         """Kafka's validateGroupStatus and validateOffsetCommit of a transactional commit (lock
         held): the member is checked only when the commit names one or a generation."""
-        if self._closed():
-            return CoordinatorNotAvailableError.code
-        if not group_id:
-            return InvalidGroupIdError.code
-        owner = self.metadata.owner_error(group_id)
-        if owner != NONE:
-            return owner
+        status = self._group_status(group_id)
+        if status != NONE:
+            return status
         group = self._groups.get(group_id)
         if group is not None and group.state == DEAD:
             return CoordinatorNotAvailableError.code
@@ -411,16 +407,21 @@ class GroupOffsets:
                 codes[tp] = NONE
             return NONE, codes
 
-    def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
-                         group_instance_id: Optional[str] = None, unknown_group_not_found: bool = False) -> int:
-        """Kafka's validateOffsetCommit for a classic group (lock held)."""
+    def _group_status(self, group_id: str) -> int:
+        """Kafka's validateGroupStatus (lock held): the coordinator open, the id valid, its
+        partition served here and loaded."""
         if self._closed():
             return CoordinatorNotAvailableError.code
         if not group_id:
             return InvalidGroupIdError.code
-        owner = self.metadata.owner_error(group_id)
-        if owner != NONE:
-            return owner
+        return self.metadata.owner_error(group_id)
+
+    def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: Optional[str] = None, unknown_group_not_found: bool = False) -> int:
+        """Kafka's validateOffsetCommit for a classic group (lock held)."""
+        status = self._group_status(group_id)
+        if status != NONE:
+            return status
         group = self._groups.get(group_id)
         if group is None:
             # Only a consumer that manages its own partitions may create a group by committing.
