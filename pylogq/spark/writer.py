@@ -257,7 +257,8 @@ def write_topic(df: Any, target: str, topic: Optional[str] = None, acks: Any = "
     them leaves the write partly committed (the rest is aborted by timeout,
     or at once by the same write run again with the same id), and a
     transaction the coordinator aborted first (its timeout passed, or a
-    speculative copy of its task fenced it) raises PylogqError naming it.
+    speculative copy of its task fenced it) raises PylogqError naming it,
+    once the others are committed.
     """
     if not isinstance(target, str) or not target.strip():
         raise InvalidArgumentError("target must be a bootstrap address 'host:port[,host:port...]', not %r" % (target,))
@@ -294,7 +295,9 @@ def write_topic(df: Any, target: str, topic: Optional[str] = None, acks: Any = "
 
 def _commit_all(target: str, rows: List[Any], configs: Dict[str, Any]) -> None:
     """Commit the transaction of every task Spark accepted (EndTxn with its producer id and epoch),
-    retrying what the coordinator answers as retriable until ``max_block_ms``."""
+    retrying what the coordinator answers as retriable until ``max_block_ms``; each is tried
+    whatever became of the others, and those that could not be committed raise PylogqError
+    naming them at the end."""
     import time
 
     from ..client.transport import TCP_OPTIONS, connect
@@ -305,8 +308,9 @@ def _commit_all(target: str, rows: List[Any], configs: Dict[str, Any]) -> None:
         return
     transport = connect(bootstrap_servers=target, **{k: v for k, v in configs.items() if k in TCP_OPTIONS})
     backoff = configs.get("retry_backoff_ms", 100) / 1000.0
+    failed: List[str] = []
     try:
-        for i, row in enumerate(wanted):
+        for row in wanted:
             deadline = time.monotonic() + configs.get("max_block_ms", 60000) / 1000.0
             while True:
                 try:
@@ -317,13 +321,15 @@ def _commit_all(target: str, rows: List[Any], configs: Dict[str, Any]) -> None:
                     if exc.retriable and time.monotonic() + backoff < deadline:
                         time.sleep(backoff)
                         continue
-                    raise PylogqError(
-                        "write_topic: the transaction of %s (producer id %d, epoch %d) could not be committed: %s "
-                        "(its rows are not visible to read_committed readers; %d of %d tasks' transactions were "
-                        "committed)" % (row["transactional_id"], row["producer_id"], row["producer_epoch"], exc, i,
-                                        len(wanted))) from exc
+                    failed.append("%s (producer id %d, epoch %d): %s" % (
+                        row["transactional_id"], row["producer_id"], row["producer_epoch"], exc))
+                    break
     finally:
         transport.close()
+    if failed:
+        raise PylogqError("write_topic: %d of %d tasks' transactions could not be committed, and their rows are not "
+                          "visible to read_committed readers (the others were committed): %s"
+                          % (len(failed), len(wanted), "; ".join(failed)))
 
 
 def _transactional_base(df: Any, acks: Any, transactional_id: Optional[str], batch_id: Optional[int],
@@ -331,8 +337,9 @@ def _transactional_base(df: Any, acks: Any, transactional_id: Optional[str], bat
     """The prefix of an exactly-once write's transactional ids, its settings checked on the driver."""
     if acks not in ("all", -1, "-1"):
         raise ConfigError("exactly_once needs acks='all' (idempotence, as Kafka requires), not acks=%r" % (acks,))
-    if producer_configs.get("enable_idempotence", True) is False:
-        raise ConfigError("exactly_once needs idempotence: enable_idempotence=False cannot be used with it")
+    if producer_configs.get("enable_idempotence", True) is False or producer_configs.get("retries") == 0:
+        raise ConfigError("exactly_once needs idempotence: enable_idempotence=False and retries=0 cannot be used "
+                          "with it")
     if transactional_id is not None and (not isinstance(transactional_id, str) or not transactional_id):
         raise ConfigError("transactional_id must be a non-empty str, not %r" % (transactional_id,))
     if batch_id is None:

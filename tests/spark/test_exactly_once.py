@@ -95,7 +95,8 @@ def test_exactly_once_settings_are_checked_on_the_driver(spark: Any) -> None:
 
     df = spark.range(3).selectExpr("CAST(CAST(id AS STRING) AS BINARY) AS value")
     for kwargs, match in [({"acks": 1}, "acks='all'"), ({"enable_idempotence": False}, "idempotence"),
-                          ({"transactional_id": ""}, "non-empty"), ({"batch_id": -1}, "batch_id"),
+                          ({"retries": 0}, "idempotence"), ({"transactional_id": ""}, "non-empty"),
+                          ({"batch_id": -1}, "batch_id"),
                           ({"batch_id": "7"}, "batch_id")]:
         with pytest.raises(ConfigError, match=match):
             write_topic(df, "127.0.0.1:9", "t", exactly_once=True, **kwargs)
@@ -144,3 +145,27 @@ def test_a_micro_batchs_id_joins_the_transactional_ids(spark: Any, pylogq_broker
     _wait_committed(pylogq_broker, ["q-%d-%d" % (b, p) for b in (7, 8) for p in range(2)])
     committed = _values(pylogq_broker, pylogq_bootstrap, "batches", "read_committed")
     assert sorted(v for vs in committed.values() for v in vs) == sorted([b"%d" % i for i in range(100)] * 2)
+
+
+def test_the_driver_commits_every_transaction_it_can_and_names_the_others(pylogq_broker: pylogq.Broker,
+                                                                          pylogq_bootstrap: str) -> None:
+    """A task's transaction aborted before the driver commits it (a speculative copy of the task
+    fenced it, or its timeout passed) is named; the other tasks' are committed all the same."""
+    from pylogq.errors import PylogqError
+    from pylogq.spark.writer import _commit_all
+
+    pylogq_broker.create_topic("handed", 2)
+    prepared = []
+    for p in range(2):
+        with pylogq.Producer(bootstrap_servers=pylogq_bootstrap, transactional_id="handed-%d" % p) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send_batch("handed", [b"row-%d" % p], partition=p)
+            prepared.append(producer.prepare_transaction())
+    with pylogq.Producer(bootstrap_servers=pylogq_bootstrap, transactional_id="handed-0") as successor:
+        successor.init_transactions()  # fences handed-0's first producer and aborts its transaction
+    rows = [dict(t._asdict(), records=1) for t in prepared]
+    with pytest.raises(PylogqError, match=r"1 of 2 tasks' transactions could not be committed.*handed-0 "):
+        _commit_all(pylogq_bootstrap, rows, {})
+    _wait_committed(pylogq_broker, ["handed-1"])
+    assert _values(pylogq_broker, pylogq_bootstrap, "handed", "read_committed") == {1: [b"row-1"]}
