@@ -41,8 +41,9 @@ and each task reports how many records it wrote.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..errors import ConfigError, InvalidArgumentError
 
@@ -282,11 +283,14 @@ def write_topic(df: Any, target: str, topic: Optional[str] = None, acks: Any = "
     exprs = _check_columns(df, topic)
     selected = df.selectExpr(*exprs)
     sender = _TopicSender(target.strip(), topic, configs, base)
+    jobs_before = _job_ids(df) if base is not None else None
     try:
         rows = selected.mapInArrow(sender, _RESULT_DDL if base is None else _PREPARED_DDL).collect()
     except BaseException:
         if base is not None:
-            _abort_left_open(target.strip(), base, selected, configs)
+            deadline = time.monotonic() + _CLEANUP_TIMEOUT_S
+            _wait_for_tasks_to_end(df, jobs_before, deadline)
+            _abort_left_open(target.strip(), base, selected, configs, deadline)
         raise
     if base is not None:
         _commit_all(target.strip(), rows, configs)
@@ -298,8 +302,6 @@ def _commit_all(target: str, rows: List[Any], configs: Dict[str, Any]) -> None:
     retrying what the coordinator answers as retriable until ``max_block_ms``; each is tried
     whatever became of the others, and those that could not be committed raise PylogqError
     naming them at the end."""
-    import time
-
     from ..client.transport import TCP_OPTIONS, connect
     from ..errors import BrokerError, PylogqError
 
@@ -354,20 +356,48 @@ def _transactional_base(df: Any, acks: Any, transactional_id: Optional[str], bat
     return base if batch_id is None else "%s-%d" % (base, batch_id)
 
 
-def _abort_left_open(target: str, base: str, selected: Any, configs: Dict[str, Any]) -> None:
+def _job_ids(df: Any) -> Optional[Set[int]]:
+    """The ids of the Spark jobs of this thread's job group so far (None when the session cannot
+    say: Spark Connect)."""
+    try:
+        context = df.sparkSession.sparkContext
+        group = context.getLocalProperty("spark.jobGroup.id")
+        return set(context.statusTracker().getJobIdsForGroup(group))
+    except Exception:
+        return None
+
+
+def _wait_for_tasks_to_end(df: Any, before: Optional[Set[int]], deadline: float) -> None:
+    """Until no task of the jobs started since ``before`` runs (or ``deadline``): a failed job's
+    other tasks are being killed when the failure reaches the driver, and one that began its
+    transaction after the driver's abort would hold it open until its timeout."""
+    if before is None:
+        return
+    try:
+        context = df.sparkSession.sparkContext
+        tracker = context.statusTracker()
+        jobs = set(tracker.getJobIdsForGroup(context.getLocalProperty("spark.jobGroup.id"))) - before
+        stages = [stage for job in jobs for stage in (getattr(tracker.getJobInfo(job), "stageIds", None) or ())]
+        while time.monotonic() < deadline:
+            infos = [tracker.getStageInfo(stage) for stage in stages]
+            if not any(info is not None and info.numActiveTasks > 0 for info in infos):
+                return
+            time.sleep(0.05)
+    except Exception as exc:  # (a status the session cannot give: go on with the abort)
+        log.debug("write_topic: cannot follow the failed job's tasks: %s", exc)
+
+
+def _abort_left_open(target: str, base: str, selected: Any, configs: Dict[str, Any], deadline: float) -> None:
     """After a failed exactly-once job: abort the transactions its tasks may have left open, as the
     next attempt of each would (``init_transactions`` with the task's id), so read_committed
     readers do not wait for the coordinator's timeout. Best effort, bounded in time; what it
     cannot reach is left to that timeout."""
-    import time
-
     from ..client.producer import Producer
 
     try:
         partitions = int(selected.rdd.getNumPartitions())
     except Exception:
         return
-    deadline = time.monotonic() + _CLEANUP_TIMEOUT_S
     settings = {k: v for k, v in configs.items() if k not in ("acks",)}
     for partition in range(partitions):
         remaining = deadline - time.monotonic()
