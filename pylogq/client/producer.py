@@ -81,7 +81,8 @@ from .sender import Sender, SenderMetrics
 from .transaction_manager import TransactionManager, group_metadata_of, offsets_of
 from .transport import TCP_OPTIONS, Transport, connect
 
-__all__ = ["DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult"]
+__all__ = ["DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult",
+           "PreparedTransaction"]
 
 
 #: kafka-python 3.0's defaults, for the settings that mean something here, except
@@ -122,6 +123,17 @@ DEFAULT_CONFIG.update((key, value) for key, value in TCP_OPTIONS.items() if key 
 # A record's framing beyond its key, value and headers: length, attributes,
 # timestamp and offset deltas, key and value lengths, header count (varints).
 _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
+
+
+class PreparedTransaction(NamedTuple):
+    """An open transaction whose records are all written (:meth:`Producer.prepare_transaction`):
+    EndTxn with these commits or aborts it. ``started``: False when it wrote nothing, so the
+    coordinator has no transaction to end."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    started: bool
 
 
 class BatchResult(NamedTuple):
@@ -547,6 +559,22 @@ class Producer:
                 if not resumed:
                     self._accumulator.seal()
             self._end_transaction(txn, True, timeout)
+
+    def prepare_transaction(self, timeout: Optional[float] = None) -> "PreparedTransaction":
+        """Send every record of the transaction (as ``flush()``) and hand out what commits it
+        elsewhere: another process can end the transaction with EndTxn on its transactional
+        id, producer id and epoch (as Kafka's KIP-939 prepareTransaction, for a coordinator
+        of its own such as a Spark driver; pylogq.spark's exactly-once writes commit each
+        task's transaction from the driver once the job succeeded). The transaction stays
+        open here too: this producer may still commit or abort it, and a later
+        ``init_transactions`` of its id, or the coordinator's transaction timeout, aborts it.
+        Raises the error of a record that failed; blocks up to ``timeout`` seconds.
+        """
+        txn = self._transactional("prepare_transaction")
+        with txn.op_lock():
+            self.flush(max(0.0, txn.deadline(timeout) - time.monotonic()))
+            producer_id, producer_epoch, started = txn.prepared()
+        return PreparedTransaction(txn.transactional_id, producer_id, producer_epoch, started)
 
     def abort_transaction(self, timeout: Optional[float] = None) -> None:
         """Abort the transaction: records not yet sent are dropped (their futures fail with

@@ -542,6 +542,17 @@ class TransactionManager:
             return self._classify(cls("TxnOffsetCommit of group %r" % group_id), "TxnOffsetCommit")
         return None
 
+    def prepared(self) -> Tuple[int, int, bool]:
+        """The open transaction's (producer id, epoch, whether the coordinator has heard of it),
+        once its records are flushed: what :meth:`Producer.prepare_transaction` hands out. Raises
+        the error the producer is in; IllegalStateError outside a transaction."""
+        with self._lock:
+            self._raise_if_failed()
+            if self.state is not S.IN_TRANSACTION:
+                raise IllegalStateError("prepare_transaction: the transactional id %r is %s, not in a transaction"
+                                        % (self.transactional_id, self.state.value))
+            return self.producer_id, self.producer_epoch, self.started
+
     def begin_commit(self) -> bool:
         """Start committing (``commit_transaction``'s first step, lock of the accumulator held
         so no record joins after it); -> whether a commit timed out earlier is resumed."""

@@ -18,12 +18,12 @@ works without it (the split planner and reader need only pyarrow).
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import DataLossError, InvalidArgumentError, PylogqError
 from .splits import (COLUMNS, DEFAULT_MAX_SPLIT_BYTES, SPARK_SCHEMA_DDL, Pushdown, Split, _answer_promptly,
-                     _freezing_after, arrow_schema, offset_for_time, pack_splits, parse_columns, plan_splits,
-                     read_split, schema_ddl)
+                     _freezing_after, arrow_schema, offset_for_time, pack_splits, parse_columns, parse_isolation_level,
+                     plan_splits, read_split, schema_ddl)
 from .writer import write_topic
 
 log = logging.getLogger("pylogq.spark")
@@ -102,7 +102,8 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
                max_split_bytes: Optional[int] = None, bootstrap_servers: Optional[str] = None,
                batch_rows: int = 65536, columns: Optional[Sequence[str]] = None,
                starting_timestamp: Optional[int] = None, ending_timestamp: Optional[int] = None,
-               timestamp_strategy: str = "error", engine: str = "auto", client_rack: Optional[str] = None) -> Any:
+               timestamp_strategy: str = "error", engine: str = "auto", client_rack: Optional[str] = None,
+               isolation_level: str = "read_uncommitted") -> Any:
     """A DataFrame of ``topic``'s records read from the segment files under ``source``.
 
     The splits are planned here, on the driver, bounded by the committed high
@@ -144,7 +145,16 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     a replicated topic whose log directories of several brokers are given,
     read each partition from an in-sync replica on a broker of that rack
     when there is one (:mod:`pylogq.spark.replicas`).
+
+    ``isolation_level`` (Spark's Kafka-source option ``kafka.isolation.level``,
+    Kafka's ``isolation.level``): ``"read_uncommitted"`` (the default, as
+    Spark's) reads every data record, committed, aborted or still open;
+    ``"read_committed"`` ends each partition at its last stable offset (the
+    broker's at ``bootstrap_servers``, else found in the files) and drops the
+    records of aborted transactions, with either engine. Transaction markers
+    are never rows.
     """
+    isolation_level = parse_isolation_level(isolation_level)
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise InvalidArgumentError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
     if engine not in ("auto", "jvm", "python"):
@@ -156,7 +166,7 @@ def read_topic(spark: Any, source: Union[str, List[str]], topic: str, starting_o
     splits = plan_splits(source, topic, starting_offsets, ending_offsets, max_split_bytes=max_bytes,
                          bootstrap_servers=bootstrap_servers, starting_timestamp=starting_timestamp,
                          ending_timestamp=ending_timestamp, timestamp_strategy=timestamp_strategy,
-                         client_rack=client_rack)
+                         client_rack=client_rack, isolation_level=isolation_level)
     if not splits:
         return spark.createDataFrame([], schema)
     parallelism = _parallelism(spark)
@@ -203,11 +213,19 @@ def _jvm_read(spark: Any, tasks: Sequence[Sequence[Split]], schema: Any, fail_on
 
     from .jvm import SOURCE_CLASS
 
-    plan = json.dumps([[{"topic": s.topic, "partition": s.partition, "directory": s.directory,
-                         "start": s.start_offset, "end": s.end_offset} for s in task] for task in tasks])
+    plan = json.dumps([[_split_json(s) for s in task] for task in tasks])
     return (spark.read.format(SOURCE_CLASS).schema(schema).option("splits", plan)
             .option("failOnDataLoss", "true" if fail_on_data_loss else "false")
             .option("batchRows", str(batch_rows)).load())
+
+
+def _split_json(split: Split) -> Dict[str, Any]:
+    """A split as the JVM reader's ``splits`` option names it."""
+    out: Dict[str, Any] = {"topic": split.topic, "partition": split.partition, "directory": split.directory,
+                           "start": split.start_offset, "end": split.end_offset}
+    if split.aborted:
+        out["aborted"] = [list(txn) for txn in split.aborted]
+    return out
 
 
 def register(spark: Any) -> None:

@@ -32,6 +32,10 @@ columns              the columns to read, comma-separated (also set by a
 clientRack           with bootstrapServers: read each partition of a
                      replicated topic from an in-sync replica on a broker of
                      this rack when one is given (also ``kafka.client.rack``)
+kafka.isolation.\
+level                "read_uncommitted" (default) or "read_committed": stop
+                     each partition at its last stable offset and drop the
+                     records of aborted transactions (also ``isolationLevel``)
 ==================== ===========================================================
 
 Only the columns the DataFrame's schema names are decoded and shipped (PySpark
@@ -61,9 +65,10 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import TimestampType
 
-from ..errors import ConfigError, DataLossError, OffsetOutOfRangeError
-from .splits import (_SIMPLE_TYPES, COLUMNS, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split, _answer_promptly,
-                     _freezing_after, parse_columns, partition_bounds, plan_splits, read_split, schema_ddl)
+from ..errors import ConfigError, DataLossError, InvalidArgumentError, OffsetOutOfRangeError
+from .splits import (_SIMPLE_TYPES, COLUMNS, READ_UNCOMMITTED, SPARK_SCHEMA_DDL, DataLossWarning, Pushdown, Split,
+                     _answer_promptly, _freezing_after, parse_columns, parse_isolation_level, partition_bounds,
+                     plan_splits, read_split, schema_ddl)
 
 try:  # pyspark 4.2+: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -139,6 +144,7 @@ class _Settings:
         self.topic = topic
         self.bootstrap_servers = _option(options, "bootstrapServers", "kafka.bootstrap.servers")
         self.client_rack = _option(options, "clientRack", "kafka.client.rack")
+        self.isolation_level = _isolation_level(options)
         self.starting = _option(options, "startingOffsets") or ("latest" if streaming else "earliest")
         self.ending = _option(options, "endingOffsets") or "latest"
         if streaming and _option(options, "endingOffsets") is not None:
@@ -188,7 +194,7 @@ class _Settings:
         the log start instead, with a warning.
         """
         kwargs: Dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers, "client_rack": self.client_rack,
-                                  "pushdown": self.pushdown,
+                                  "isolation_level": self.isolation_level, "pushdown": self.pushdown,
                                   "starting_timestamp": self.starting_timestamp,
                                   "ending_timestamp": self.ending_timestamp,
                                   "timestamp_strategy": self.timestamp_strategy}
@@ -217,9 +223,14 @@ class _Settings:
         wanted = _offset_map(starting, self.topic)
         if not wanted:
             return {}
-        bounds = partition_bounds(self.source, self.topic, bootstrap_servers=self.bootstrap_servers,
-                                  client_rack=self.client_rack)
+        bounds = self.bounds()
         return {p: (o, bounds[p][0]) for p, o in wanted.items() if p in bounds and 0 <= o < bounds[p][0]}
+
+    def bounds(self) -> Dict[int, Tuple[int, int, str]]:
+        """Each partition's (log start, end, directory): the end is the committed high watermark, or
+        for read_committed the last stable offset (:func:`partition_bounds`)."""
+        return partition_bounds(self.source, self.topic, bootstrap_servers=self.bootstrap_servers,
+                                client_rack=self.client_rack, isolation_level=self.isolation_level)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         split = partition.split if isinstance(partition, SplitPartition) else partition.value
@@ -320,7 +331,9 @@ class PylogqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A stream of micro-batches, each the offsets between two checkpointed per-partition positions.
 
     An offset is ``{topic: {"partition": next offset}}``. The latest offset is
-    the committed high watermark of each partition (a partition that appears
+    the committed high watermark of each partition (with read_committed, its
+    last stable offset, so a micro-batch never ends inside an undecided
+    transaction and drops the aborted ones it reads; a partition that appears
     later starts at its log start); ``maxOffsetsPerTrigger`` caps a batch,
     shared among the partitions in proportion to their lag, as Kafka's source
     does. Reading needs no state here: a batch's offsets name its records.
@@ -345,10 +358,7 @@ class PylogqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {int(p): int(o) for p, o in offset[self.settings.topic].items()}
 
     def _bounds(self) -> Dict[int, Tuple[int, int]]:
-        bounds = partition_bounds(self.settings.source, self.settings.topic,
-                                  bootstrap_servers=self.settings.bootstrap_servers,
-                                  client_rack=self.settings.client_rack)
-        return {p: (b[0], b[1]) for p, b in bounds.items()}
+        return {p: (b[0], b[1]) for p, b in self.settings.bounds().items()}
 
     # -- DataSourceStreamReader -------------------------------------------------------
 
@@ -476,6 +486,18 @@ def _rate_limit(begin: Offsets, end: Offsets, cap: int) -> Offsets:
             share[p] += 1
             left -= 1
     return {p: begin[p] + share[p] for p in end}
+
+
+def _isolation_level(options: Mapping[str, str]) -> str:
+    """The ``kafka.isolation.level`` option (Spark's Kafka source passes it to its consumers), or
+    ``isolationLevel``: Kafka's values, read_uncommitted by default."""
+    value = _option(options, "kafka.isolation.level", "isolationLevel")
+    if value is None:
+        return READ_UNCOMMITTED
+    try:
+        return parse_isolation_level(value)
+    except InvalidArgumentError as exc:
+        raise ConfigError("option kafka.isolation.level: %s" % exc) from None
 
 
 def _timestamp(options: Mapping[str, str], name: str) -> Optional[int]:

@@ -20,6 +20,14 @@ DeleteRecords between planning and reading are reported as
 :class:`DataLossError`, or skipped with a :class:`DataLossWarning` when
 ``fail_on_data_loss=False`` (the option of Spark's Kafka source).
 
+Transactions: a read is ``read_uncommitted`` (the default, as Spark's Kafka
+source) or ``read_committed`` (Kafka's ``isolation.level``). A read_committed
+plan ends each partition at its last stable offset instead of its high
+watermark, and gives every split the aborted transactions overlapping its
+range, from the segments' ``.txnindex`` files, as a broker's read_committed
+Fetch does; the readers drop those transactions' batches with the rule of
+Kafka's consumer. Control batches (transaction markers) are never rows.
+
 pyarrow is imported on first use, so importing this module needs only numpy.
 """
 
@@ -32,6 +40,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
@@ -47,12 +56,13 @@ from ..errors import (
     PylogqError,
     UnknownTopicOrPartitionError,
 )
-from ..records import RecordColumns, decode_columns, decode_headers
-from ..records.default_records import CONTROL_MASK, ENTRY_MAGIC_OFFSET
+from ..records import RecordColumns, decode_columns, decode_headers, iter_batches
+from ..records.default_records import CONTROL_MASK, ENTRY_MAGIC_OFFSET, TRANSACTIONAL_MASK
 from ..records.default_records import HEADER_SIZE as HEADER_BYTES
 from ..storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT, OffsetCheckpoint
 from ..storage.index_file import read_offset_index, read_time_index
-from ..storage.segment import CORRUPT, LOG_SUFFIX, SWAP_SUFFIX, SegmentReader, SegmentWalk
+from ..storage.segment import CORRUPT, LOG_SUFFIX, SWAP_SUFFIX, SegmentReader, SegmentWalk, txn_index_path
+from ..storage.transaction_index import read_aborted_txns
 from .replicas import choose_replicas
 
 __all__ = [
@@ -64,6 +74,9 @@ __all__ = [
     "DEFAULT_BATCH_ROWS",
     "EARLIEST",
     "LATEST",
+    "ISOLATION_LEVELS",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
     "DataLossWarning",
     "Pushdown",
     "Split",
@@ -71,6 +84,7 @@ __all__ = [
     "offset_for_time",
     "pack_splits",
     "parse_columns",
+    "parse_isolation_level",
     "partition_bounds",
     "plan_splits",
     "read_split",
@@ -108,12 +122,18 @@ DEFAULT_BATCH_ROWS = 65536
 #: Offset specs of Spark's Kafka source JSON: -2 is the earliest offset, -1 the latest.
 EARLIEST = -2
 LATEST = -1
+#: Kafka's ``isolation.level`` values; the first is the default (Spark's Kafka source's too).
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 
 _MIN_CHUNK = 1 << 20
 _MAX_CHUNK = 64 << 20
 _OPEN_RETRIES = 100  # segments renamed between a listing and an open (compaction, retention)
 
 OffsetSpec = Union[None, str, Mapping[Any, Any]]
+#: An aborted transaction as a split carries it: (producer id, first offset, offset of its ABORT marker).
+Aborted = Tuple[int, int, int]
 
 
 class DataLossWarning(UserWarning):
@@ -137,6 +157,10 @@ class Split:
     #: About how many bytes of segment files the split spans (0: unknown); what
     #: :func:`pack_splits` weighs. Not part of the split's identity.
     size_bytes: int = field(default=0, compare=False)
+    #: A read_committed split's aborted transactions overlapping its range, as (producer id,
+    #: first offset, ABORT marker's offset), by first offset: the batches of each that lie in
+    #: the range are not read (Kafka's consumer rule). Empty for read_uncommitted.
+    aborted: Tuple[Aborted, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -189,6 +213,17 @@ def parse_columns(columns: Optional[Sequence[str]]) -> Tuple[str, ...]:
     if not chosen:
         raise InvalidArgumentError("columns must name at least one of %s" % ", ".join(COLUMNS))
     return chosen
+
+
+def parse_isolation_level(value: Any) -> str:
+    """An isolation level, checked as Kafka's consumer checks ``isolation.level``: ``read_uncommitted``
+    or ``read_committed`` (None: the default, read_uncommitted)."""
+    if value is None:
+        return READ_UNCOMMITTED
+    if value not in ISOLATION_LEVELS:
+        raise InvalidArgumentError("Invalid value %r for configuration isolation.level: String must be one of: %s"
+                                   % (value, ", ".join(ISOLATION_LEVELS)))
+    return str(value)
 
 
 def schema_ddl(columns: Optional[Sequence[str]] = None) -> str:
@@ -514,7 +549,8 @@ def _log_start(directory: str, segments: Sequence[_Segment], topic: str, partiti
 
 
 def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None,
-                     client_rack: Optional[str] = None) -> Dict[int, Tuple[int, int, str]]:
+                     client_rack: Optional[str] = None,
+                     isolation_level: str = READ_UNCOMMITTED) -> Dict[int, Tuple[int, int, str]]:
     """Per partition of ``topic``: (log start offset, committed end offset, partition directory).
 
     ``source`` is a log directory, several (a list, or comma-separated), of a
@@ -540,6 +576,13 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None,
     prefers an ISR member on a broker of that rack, as a consumer's
     ``client.rack`` does (KIP-392).
 
+    With ``isolation_level="read_committed"`` the end is the last stable
+    offset instead: below it every transaction is decided. With
+    ``bootstrap_servers`` the broker's (ListOffsets latest, read_committed);
+    from files alone, the first offset of the oldest transaction still open
+    at the committed end found above, by a walk over the batch headers of
+    the partition's segments below that end (:func:`_last_stable_offset`).
+
     Raises UnknownTopicOrPartitionError for a topic with no partition
     directory, PylogqError naming the path for a missing or unreadable
     directory.
@@ -551,9 +594,10 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None,
         source = _broker_log_dirs(source)
     dirs = _source_dirs(source)
     found = _partition_dirs(dirs, topic, bootstrap_servers, client_rack)
+    isolation_level = parse_isolation_level(isolation_level)
     remote: Dict[int, Tuple[int, int]] = {}
     if bootstrap_servers:
-        remote = _broker_offsets(bootstrap_servers, topic, sorted(found))
+        remote = _broker_offsets(bootstrap_servers, topic, sorted(found), isolation_level)
     out: Dict[int, Tuple[int, int, str]] = {}
     for p, directory in sorted(found.items()):
         try:
@@ -578,15 +622,20 @@ def partition_bounds(source: Any, topic: str, bootstrap_servers: Any = None,
             replicated = _checkpointed(directory, REPLICATION_CHECKPOINT, topic, p)
             if replicated is not None:
                 end = min(end, replicated)
+            if isolation_level == READ_COMMITTED:
+                end = max(_last_stable_offset(directory, segments, end), start) if end > start else end
         out[p] = (min(start, end), end, directory)
     return out
 
 
-def _broker_offsets(bootstrap_servers: Any, topic: str, partitions: Sequence[int]) -> Dict[int, Tuple[int, int]]:
-    """(log start, high watermark) per partition, asked of a running broker."""
+def _broker_offsets(bootstrap_servers: Any, topic: str, partitions: Sequence[int],
+                    isolation_level: str = READ_UNCOMMITTED) -> Dict[int, Tuple[int, int]]:
+    """(log start, end) per partition, asked of a running broker: the end is the high watermark,
+    or for read_committed the last stable offset (ListOffsets latest with that isolation level)."""
     from ..client.consumer import Consumer, TopicPartition
 
-    consumer = Consumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    consumer = Consumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                        isolation_level=isolation_level)
     try:
         known = consumer.partitions_for_topic(topic)
         if known is None:
@@ -598,6 +647,118 @@ def _broker_offsets(bootstrap_servers: Any, topic: str, partitions: Sequence[int
     finally:
         consumer.close(autocommit=False)
     return {tp.partition: (starts[tp], ends[tp]) for tp in tps}
+
+
+class _TxnWalk(NamedTuple):
+    """Where a walk over a partition's batch headers for its open transactions stopped."""
+
+    offset: int  # every batch starting below it was walked
+    segment: int  # the base offset of the segment the walk stopped in
+    file: Tuple[int, int]  # that segment file's (device, inode): a compaction swap is another file
+    position: int  # the byte position of the first batch not walked in it
+    open_txns: Tuple[Tuple[int, int], ...]  # (producer id, first offset) of each transaction open at ``offset``
+
+
+#: The last walk of each partition directory (this process's plans: a stream's driver plans every
+#: micro-batch): the next walk goes on from it. At most _TXN_WALKS directories, the oldest dropped.
+_txn_walks: Dict[str, _TxnWalk] = {}
+_TXN_WALKS = 4096
+_txn_walks_lock = threading.Lock()
+
+
+def _last_stable_offset(directory: str, segments: Sequence[_Segment], end: int) -> int:
+    """The last stable offset of a partition whose committed end is ``end``, from its files: the
+    first offset of the oldest transaction still open at ``end`` (``end`` when none is).
+
+    pylogq writes no producer-state snapshots (a partition's broker rebuilds its transactions
+    from the log's batch headers when it opens it), so neither can this: the batch headers below
+    ``end`` are walked, one 61-byte read each, no record. A transactional batch opens its
+    producer's transaction at its base offset unless one is open; a control batch (its COMMIT
+    or ABORT marker) below ``end`` closes it. A marker at or past ``end`` is not committed yet,
+    so its transaction stays open, as the broker keeps it unstable until the high watermark
+    passes its marker. A transaction whose first batches retention deleted opens at the first
+    one left: the offsets below belong to other, decided transactions or to none.
+
+    The walk goes on from where this process's last walk of the directory stopped, when that
+    segment file is still there and the end has not gone back: a log only grows at its end,
+    and what retention or compaction removes below the last stable offset holds no open
+    transaction. So a stream's micro-batches each walk only the batches appended since.
+    Thread-safe.
+    """
+    with _txn_walks_lock:
+        last = _txn_walks.get(directory)
+    open_txns: Dict[int, int] = {}
+    k, position = 0, 0
+    if last is not None and last.offset <= end:
+        for i, segment in enumerate(segments):
+            if segment.base == last.segment:
+                try:
+                    stat = os.stat(segment.path)
+                except FileNotFoundError:
+                    break
+                if (stat.st_dev, stat.st_ino) == last.file:
+                    k, position, open_txns = i, last.position, dict(last.open_txns)
+                break
+    walked: Optional[_TxnWalk] = None
+    for segment in segments[k:]:
+        if segment.base >= end:
+            break
+        try:
+            reader = SegmentReader.open(segment.path)
+        except FileNotFoundError:
+            position = 0
+            continue  # deleted by retention since the listing: none of its batches is read
+        with reader:
+            stat = os.fstat(reader.file.fileno())
+            stop = position
+            for header in reader.headers(position):
+                if header.base_offset >= end and header.magic == 2:
+                    break
+                stop = header.position + header.size
+                if header.magic != 2 or header.producer_id < 0:
+                    continue  # (v0/v1 messages have no producer)
+                if header.attributes & CONTROL_MASK:
+                    open_txns.pop(header.producer_id, None)
+                elif header.attributes & TRANSACTIONAL_MASK:
+                    open_txns.setdefault(header.producer_id, header.base_offset)
+            walked = _TxnWalk(end, segment.base, (stat.st_dev, stat.st_ino), stop, tuple(open_txns.items()))
+        position = 0
+    if walked is not None:
+        with _txn_walks_lock:
+            _txn_walks.pop(directory, None)
+            _txn_walks[directory] = walked
+            while len(_txn_walks) > _TXN_WALKS:
+                del _txn_walks[next(iter(_txn_walks))]
+    return min(min(open_txns.values()), end) if open_txns else end
+
+
+def _aborted_transactions(directory: str, start: int, end: int) -> List[Aborted]:
+    """The aborted transactions with records in ``[start, end)`` of a partition directory, by first
+    offset, from its segments' ``.txnindex`` files (Kafka's collectAbortedTransactions).
+
+    An aborted transaction's entry is in the index of the segment holding its ABORT marker,
+    at or after ``start`` when it overlaps the range; the walk goes from the segment holding
+    ``start`` and ends at the first entry whose last stable offset reaches ``end`` (every
+    transaction overlapping the range was decided by then). Costs one listing and a read of
+    each index file that exists (most segments have none)."""
+    try:
+        segments = _list_segments(directory)
+    except FileNotFoundError:
+        return []
+    k = max(_segment_for(segments, start), 0)
+    found: List[Aborted] = []
+    for segment in segments[k:]:
+        complete = False
+        for txn in read_aborted_txns(txn_index_path(segment.path)):
+            if txn.last_offset >= start and txn.first_offset < end:
+                found.append((txn.producer_id, txn.first_offset, txn.last_offset))
+            if txn.last_stable_offset >= end:
+                complete = True
+                break
+        if complete:
+            break
+    found.sort(key=lambda t: (t[1], t[0]))
+    return found
 
 
 def plan_splits(
@@ -612,6 +773,7 @@ def plan_splits(
     timestamp_strategy: str = "error",
     pushdown: Optional[Pushdown] = None,
     client_rack: Optional[str] = None,
+    isolation_level: str = READ_UNCOMMITTED,
 ) -> List[Split]:
     """The splits that read ``topic`` from ``starting_offsets`` up to ``ending_offsets``.
 
@@ -641,6 +803,12 @@ def plan_splits(
     latest offset (nothing to read). A :class:`Pushdown` narrows the splits
     further (filters on partition, offset and timestamp). ``client_rack``: see
     :func:`partition_bounds`.
+
+    ``isolation_level`` (Kafka's ``isolation.level``): ``"read_uncommitted"``
+    (the default) reads every data record; ``"read_committed"`` makes
+    "latest" each partition's last stable offset (an offset past it is out of
+    range) and gives each split the aborted transactions overlapping it
+    (:attr:`Split.aborted`), whose records :func:`read_split` drops.
     """
     if isinstance(max_split_bytes, bool) or not isinstance(max_split_bytes, int) or max_split_bytes < 1:
         raise InvalidArgumentError("max_split_bytes must be an int >= 1, not %r" % (max_split_bytes,))
@@ -649,7 +817,9 @@ def plan_splits(
     for name, ts in (("starting_timestamp", starting_timestamp), ("ending_timestamp", ending_timestamp)):
         if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
             raise InvalidArgumentError("%s must be milliseconds since the epoch (an int), not %r" % (name, ts))
-    bounds = partition_bounds(source, topic, bootstrap_servers=bootstrap_servers, client_rack=client_rack)
+    isolation_level = parse_isolation_level(isolation_level)
+    bounds = partition_bounds(source, topic, bootstrap_servers=bootstrap_servers, client_rack=client_rack,
+                              isolation_level=isolation_level)
     starts = _resolve(starting_offsets, "starting_offsets", topic, bounds, EARLIEST)
     ends = _resolve(ending_offsets, "ending_offsets", topic, bounds, LATEST)
     for p, (low, high, directory) in bounds.items():
@@ -685,8 +855,10 @@ def plan_splits(
             continue
         cuts, sizes = _cut_points(directory, start, end, max_split_bytes)
         edges = [start] + cuts + [end]
+        aborted = _aborted_transactions(directory, start, end) if isolation_level == READ_COMMITTED else []
         for a, b, size in zip(edges, edges[1:], sizes):
-            splits.append(Split(topic, p, directory, a, b, size))
+            overlapping = tuple(t for t in aborted if t[2] >= a and t[1] < b)
+            splits.append(Split(topic, p, directory, a, b, size, overlapping))
     return splits
 
 
@@ -885,6 +1057,13 @@ def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = D
     ``offset``, a batch whose header shows offsets without gaps is not read
     past its header (nor decompressed, nor its CRC checked). ``pushdown``'s
     timestamp bounds filter the rows (its other bounds are the planner's).
+
+    A read_committed split's batches of its aborted transactions
+    (:attr:`Split.aborted`) are dropped: a transactional batch of an aborted
+    transaction's producer that ends at or after the transaction's first
+    offset and starts before its ABORT marker, as Kafka's consumer drops them
+    with a fetch's aborted transactions. Only the chunks whose offsets reach
+    into an aborted transaction have their batch headers looked at.
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise InvalidArgumentError("batch_rows must be an int >= 1, not %r" % (batch_rows,))
@@ -893,7 +1072,8 @@ def read_split(split: Split, fail_on_data_loss: bool = True, batch_rows: int = D
     schema = arrow_schema(chosen if columns is not None else None)
     rows = pushdown if pushdown is not None and pushdown.filters_rows else None
     headers_only = rows is None and _FROM_HEADERS.issuperset(chosen)
-    for decoded in _iter_columns(split, fail_on_data_loss, batch_rows, headers_only):
+    aborted = _AbortedTxns(split.aborted) if split.aborted else None
+    for decoded in _iter_columns(split, fail_on_data_loss, batch_rows, headers_only, aborted):
         if rows is not None:
             decoded = _rows_in_time(decoded, rows.min_timestamp, rows.max_timestamp)
         n = len(decoded)
@@ -1019,10 +1199,62 @@ def _rows_in_time(c: RecordColumns, low: Optional[int], high: Optional[int]) -> 
         keep &= c.timestamps >= low
     if high is not None:
         keep &= c.timestamps < high
+    return _kept_rows(c, keep)
+
+
+def _kept_rows(c: RecordColumns, keep: np.ndarray) -> RecordColumns:
+    """The rows of ``c`` where ``keep`` is true (``c`` itself when it is true everywhere)."""
     if keep.all():
         return c
     rows = np.flatnonzero(keep)
     return RecordColumns(c.data, len(rows), *(getattr(c, name)[rows] for name in _COLUMN_ARRAYS))
+
+
+class _AbortedTxns:
+    """A split's aborted transactions, for dropping their batches as they are read.
+
+    Kafka's consumer rule, batch by batch: a transactional (not control) v2
+    batch is aborted when its producer has an aborted transaction whose first
+    offset is at or below the batch's last offset and whose ABORT marker lies
+    past the batch's base offset. A producer has one transaction open at a
+    time, so its aborted transactions' ranges do not overlap. Immutable.
+    """
+
+    __slots__ = ("by_producer", "low", "high")
+
+    def __init__(self, aborted: Sequence[Aborted]) -> None:
+        self.by_producer: Dict[int, List[Tuple[int, int]]] = {}
+        for pid, first, marker in aborted:
+            self.by_producer.setdefault(pid, []).append((first, marker))
+        #: Every aborted record lies in [low, high).
+        self.low = min(first for _, first, _ in aborted)
+        self.high = max(marker for _, _, marker in aborted)
+
+    def hides(self, header: Any) -> bool:
+        """Whether the batch of ``header`` (a :class:`~pylogq.records.BatchHeader`) is aborted."""
+        if header.magic != 2 or header.attributes & CONTROL_MASK or not header.attributes & TRANSACTIONAL_MASK:
+            return False
+        for first, marker in self.by_producer.get(header.producer_id, ()):
+            if first <= header.last_offset and header.base_offset < marker:
+                return True
+        return False
+
+    def drop(self, c: RecordColumns, data: Any) -> RecordColumns:
+        """The rows of ``c`` (decoded from the whole batches of ``data``) not in an aborted batch."""
+        n = len(c)
+        if n == 0 or int(c.offsets[-1]) < self.low or int(c.offsets[0]) >= self.high:
+            return c
+        hidden = [(h.base_offset, h.last_offset + 1) for h in iter_batches(data) if self.hides(h)]
+        if not hidden:
+            return c
+        keep = np.ones(n, dtype=bool)
+        bounds = np.array(hidden, dtype=np.int64)
+        # (Offsets grow through a chunk: each aborted batch's rows are one run of them.)
+        firsts = np.searchsorted(c.offsets, bounds[:, 0], side="left")
+        ends = np.searchsorted(c.offsets, bounds[:, 1], side="left")
+        for a, b in zip(firsts.tolist(), ends.tolist()):
+            keep[a:b] = False
+        return _kept_rows(c, keep)
 
 
 def _lost(split: Split, start: int, end: int, log_start: int, fail: bool, why: str = "") -> None:
@@ -1077,7 +1309,8 @@ def _locate(split: Split, position: int, fail: bool) -> Optional[Tuple[List[Any]
     return segments, position, _segment_for(segments, position)
 
 
-def _iter_columns(split: Split, fail: bool, batch_rows: int, headers_only: bool = False) -> Iterator[Any]:
+def _iter_columns(split: Split, fail: bool, batch_rows: int, headers_only: bool = False,
+                  aborted: Optional[_AbortedTxns] = None) -> Iterator[Any]:
     """The split's records, decoded chunk by chunk (each about ``batch_rows`` rows).
 
     Walks the segments in order from the one holding the start, listing the
@@ -1118,7 +1351,7 @@ def _iter_columns(split: Split, fail: bool, batch_rows: int, headers_only: bool 
         segment = segments[k]
         with reader:
             for columns, chunk_bytes in _read_segment(reader, segment, position, end, batch_rows, bytes_per_row,
-                                                      headers_only):
+                                                      headers_only, aborted):
                 if len(columns):
                     bytes_per_row = max(chunk_bytes / len(columns), 1.0)
                     position = max(position, int(columns.offsets[-1]) + 1)
@@ -1147,27 +1380,31 @@ def _iter_columns(split: Split, fail: bool, batch_rows: int, headers_only: bool 
 
 
 def _read_segment(reader: SegmentReader, segment: _Segment, start: int, end: int, batch_rows: int,
-                  bytes_per_row: float, headers_only: bool = False) -> Iterator[Tuple[Any, int]]:
+                  bytes_per_row: float, headers_only: bool = False,
+                  aborted: Optional[_AbortedTxns] = None) -> Iterator[Tuple[Any, int]]:
     """(columns, bytes read) of the records of one segment file with start <= offset < end.
 
     The file is read in chunks of whole batches sized to decode about
     ``batch_rows`` rows each, from the offset index entry before ``start`` to
     the batch holding ``end - 1`` (or the file's end); the reader stops where
     the readable data ends (a batch being written, a preallocated zero tail).
-    CRCs are checked as the columns are decoded.
+    CRCs are checked as the columns are decoded; the batches of ``aborted``
+    transactions are dropped.
     """
     size = reader.size
     offsets, positions = read_offset_index(segment.path, segment.base, size)
     position = _start_position(reader, offsets, positions, start, size)
     limit = _end_position(reader, offsets, positions, end, size)
     if headers_only:
-        yield from _read_offsets(reader, segment, position, limit, start, end, batch_rows)
+        yield from _read_offsets(reader, segment, position, limit, start, end, batch_rows, aborted)
         return
     chunk_bytes = int(min(max(bytes_per_row * batch_rows * 0.9, _MIN_CHUNK), _MAX_CHUNK))
     # (The chunks share one buffer: read_split's Arrow batches copy what they keep.)
     walk = reader.chunks(position, limit, chunk_bytes, reuse=True)
     for chunk in walk:
         columns = decode_columns(chunk.data, check_crc=True, skip_control=True, start_offset=start, end_offset=end)
+        if aborted is not None:
+            columns = aborted.drop(columns, chunk.data)
         yield columns, len(chunk.data)
         if len(columns) and int(columns.offsets[-1]) >= end - 1:
             return
@@ -1193,7 +1430,7 @@ def _check_stop(reader: SegmentReader, walk: SegmentWalk, segment: _Segment) -> 
 
 
 def _read_offsets(reader: SegmentReader, segment: _Segment, position: int, limit: int, start: int, end: int,
-                  batch_rows: int) -> Iterator[Tuple[_Offsets, int]]:
+                  batch_rows: int, aborted: Optional[_AbortedTxns] = None) -> Iterator[Tuple[_Offsets, int]]:
     """(offsets, bytes read) of the records from ``position`` to ``limit`` with start <= offset < end,
     from the batch headers where they suffice.
 
@@ -1215,6 +1452,8 @@ def _read_offsets(reader: SegmentReader, segment: _Segment, position: int, limit
             break
         if header.magic == 2:
             if header.attributes & CONTROL_MASK:  # a control batch: no data records
+                continue
+            if aborted is not None and aborted.hides(header):
                 continue
             if header.records_count == header.last_offset - header.base_offset + 1:
                 run = np.arange(max(header.base_offset, start), min(header.last_offset + 1, end), dtype=np.int64)

@@ -36,7 +36,7 @@ from ..errors import CorruptIndexError, InvalidArgumentError
 from .file_cache import SharedFile, open_files
 
 __all__ = ["ABORTED_TXN", "ABORTED_TXN_SIZE", "AbortedTxn", "CompletedTxn", "TransactionIndex",
-           "TxnIndexSearchResult", "CURRENT_VERSION"]
+           "TxnIndexSearchResult", "CURRENT_VERSION", "parse_aborted_txns", "read_aborted_txns"]
 
 #: One entry: version, producer id, first offset, last offset, last stable offset.
 ABORTED_TXN = struct.Struct(">hqqqq")
@@ -74,6 +74,26 @@ class TxnIndexSearchResult(NamedTuple):
 
     aborted_transactions: List[AbortedTxn]
     is_complete: bool
+
+
+def parse_aborted_txns(data: bytes) -> List[AbortedTxn]:
+    """The whole entries of a transaction index's bytes, in order (a partial last entry is not one)."""
+    n = len(data) - len(data) % ABORTED_TXN_SIZE
+    return [AbortedTxn(pid, first, last, lso) for _, pid, first, last, lso in ABORTED_TXN.iter_unpack(data[:n])]
+
+
+def read_aborted_txns(path: str) -> List[AbortedTxn]:
+    """Every entry of the transaction index file at ``path``, read-only, from outside the log
+    (a reader of a broker's directories: :mod:`pylogq.spark.splits`); [] when there is no such file.
+
+    Opens the file read-only and writes nothing, unlike :class:`TransactionIndex`, which belongs to
+    the log that owns the segment. The entries are those whole when the file was read: an append
+    running meanwhile adds one the next read sees."""
+    try:
+        with open(path, "rb") as f:
+            return parse_aborted_txns(f.read())
+    except FileNotFoundError:
+        return []
 
 
 class TransactionIndex:
@@ -227,9 +247,7 @@ class TransactionIndex:
     def all_aborted_txns(self) -> List[AbortedTxn]:
         """Every entry, in order (a partial last entry is not one)."""
         size = self._size
-        data = self._read(0, size - size % ABORTED_TXN_SIZE)
-        n = len(data) - len(data) % ABORTED_TXN_SIZE
-        return [AbortedTxn(pid, first, last, lso) for _, pid, first, last, lso in ABORTED_TXN.iter_unpack(data[:n])]
+        return parse_aborted_txns(self._read(0, size - size % ABORTED_TXN_SIZE))
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """The aborted transactions overlapping [``fetch_offset``, ``upper_bound_offset``), and whether

@@ -19,7 +19,7 @@ import pytest
 import pylogq
 from pylogq.client.consumer_coordinator import OffsetAndMetadata
 from pylogq.cluster.contract import TopicPartition
-from pylogq.errors import InvalidProducerEpochError, ProducerFencedError
+from pylogq.errors import IllegalStateError, InvalidProducerEpochError, ProducerFencedError
 
 DEADLINE_S = 20.0
 
@@ -198,6 +198,31 @@ def test_a_new_producer_aborts_the_transaction_its_predecessor_left_open(clients
         second.commit_transaction()
     got = read(clients, [("audit", 0)], "read_committed", lambda g: len(g[("audit", 0)]) >= 1)
     assert got[("audit", 0)] == [b"after"]
+
+
+def test_a_prepared_transaction_is_committed_by_another_client(clients):
+    """prepare_transaction() flushes and hands out the open transaction; its producer closes without
+    ending it, and EndTxn from another client with the handed-out id and epoch commits it."""
+    from pylogq.client.transport import connect
+
+    with transactional(clients, "prepared") as producer:
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send("out", b"prepared-%d" % i, partition=1)
+        prepared = producer.prepare_transaction()
+    assert (prepared.transactional_id, prepared.started) == ("prepared", True) and prepared.producer_id >= 0
+    transport = connect(**clients)
+    try:
+        transport.end_txn(prepared.transactional_id, prepared.producer_id, prepared.producer_epoch, True)
+    finally:
+        transport.close()
+    got = read(clients, [("out", 1)], "read_committed", lambda g: len(g[("out", 1)]) >= 3)
+    assert got[("out", 1)] == [b"prepared-%d" % i for i in range(3)]
+    with transactional(clients, "prepared-nothing") as producer:
+        with pytest.raises(IllegalStateError, match="not in a transaction"):
+            producer.prepare_transaction()
+        producer.begin_transaction()
+        assert not producer.prepare_transaction().started  # nothing sent: no transaction to end
 
 
 # -- other clients read what pylogq's transactional producer wrote --------------------------------

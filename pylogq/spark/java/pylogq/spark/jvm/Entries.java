@@ -64,6 +64,7 @@ final class Entries {
 
     static final int COMPRESSION_MASK = 0x07;
     static final int TIMESTAMP_TYPE_MASK = 0x08;
+    static final int TRANSACTIONAL_MASK = 0x10;
     static final int CONTROL_MASK = 0x20;
     static final int CREATE_TIME = 0;
     static final int LOG_APPEND_TIME = 1;
@@ -162,6 +163,16 @@ final class Entries {
     /** The records count of a v2 batch's header. */
     static int recordsCount(byte[] data, int pos) {
         return readInt(data, pos + RECORDS_COUNT_OFFSET);
+    }
+
+    /** Whether a v2 batch is transactional (written inside a transaction; its marker says how it ended). */
+    static boolean isTransactional(byte[] data, int pos) {
+        return (readShort(data, pos + ATTRIBUTES_OFFSET) & TRANSACTIONAL_MASK) != 0;
+    }
+
+    /** The producer id of a v2 batch's header (-1: none). */
+    static long producerId(byte[] data, int pos) {
+        return readLong(data, pos + PRODUCER_ID_OFFSET);
     }
 
     /** Whether a v2 batch is a control batch (transaction markers: no application records). */

@@ -44,7 +44,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * ({@code pylogq.spark.read_topic}), in Spark's task threads, as columnar batches.
  *
  * <p>Options: {@code splits}, a JSON list of tasks, each a list of splits {@code {"topic",
- * "partition", "directory", "start", "end"}}; {@code minTimestamp}/{@code maxTimestamp}
+ * "partition", "directory", "start", "end", "aborted"}} ({@code aborted}, optional: a read_committed
+ * split's aborted transactions, each {@code [producer id, first offset, marker offset]}, whose
+ * batches are not read); {@code minTimestamp}/{@code maxTimestamp}
  * (milliseconds, the rows kept are {@code min <= timestamp < max}); {@code failOnDataLoss};
  * {@code batchRows}. The schema is the caller's: some of the Kafka source's columns, by name,
  * which Spark prunes further to what the query reads.
@@ -306,8 +308,19 @@ public final class SegmentSource implements TableProvider {
                     long end = Math.min(s.get("end").asLong(), maxOffset);
                     if ((partitions == null || partitions.contains(partition)) && start < end
                             && minTimestamp < maxTimestamp) {
+                        JsonNode aborted = s.get("aborted");
+                        int n = aborted == null ? 0 : aborted.size();
+                        long[] producers = new long[n];
+                        long[] firsts = new long[n];
+                        long[] markers = new long[n];
+                        for (int i = 0; i < n; i++) {
+                            JsonNode txn = aborted.get(i);
+                            producers[i] = txn.get(0).asLong();
+                            firsts[i] = txn.get(1).asLong();
+                            markers[i] = txn.get(2).asLong();
+                        }
                         splits.add(new Split(s.get("topic").asText(), partition, s.get("directory").asText(), start,
-                                end));
+                                end, producers, firsts, markers));
                     }
                 }
                 if (!splits.isEmpty()) {

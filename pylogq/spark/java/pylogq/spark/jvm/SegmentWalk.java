@@ -29,7 +29,9 @@ import org.slf4j.LoggerFactory;
  * meanwhile. Each segment is read from its offset index's entry before the next offset wanted
  * up to the batch holding the split's last offset, and the walk stops where the readable data
  * ends (a batch being written, a preallocated zero tail). Records deleted before they were read
- * fail the read with a {@link DataLossException}, or are skipped with a warning.
+ * fail the read with a {@link DataLossException}, or are skipped with a warning. Control batches
+ * are never rows, and a read_committed split's batches of its aborted transactions are skipped
+ * unread ({@link Split#aborted}).
  */
 final class SegmentWalk implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(SegmentWalk.class);
@@ -54,6 +56,7 @@ final class SegmentWalk implements Closeable {
     private final int chunkBytes;
     private final ChunkPool pool;
     private final long end;
+    private final boolean hasAborted;
     private long position;
     private List<Segment> segments;
     private int k;
@@ -85,6 +88,7 @@ final class SegmentWalk implements Closeable {
         this.chunkBytes = chunkBytes;
         this.pool = pool;
         this.end = split.end;
+        this.hasAborted = split.hasAborted();
         this.position = split.start;
         if (!locate(split.start)) {
             done = true;
@@ -445,6 +449,15 @@ final class SegmentWalk implements Closeable {
         return at + Entries.LOG_OVERHEAD + Entries.readInt(head.array(), 8);
     }
 
+    /** Whether the v2 batch at data[pos] is a transactional data batch of one of the split's aborted transactions. */
+    private boolean aborted(byte[] data, int pos) {
+        if (!Entries.isTransactional(data, pos) || Entries.isControl(data, pos)) {
+            return false;
+        }
+        return split.aborted(Entries.producerId(data, pos), Entries.baseOffset(data, pos),
+                Entries.lastOffset(data, pos));
+    }
+
     private void advanced(Rows rows) {
         if (rows.lastOffered >= 0) {
             position = Math.max(position, rows.lastOffered + 1);
@@ -497,6 +510,9 @@ final class SegmentWalk implements Closeable {
                 chunkAt = at + size;
                 if (magic == 2 && Entries.lastOffset(chunk, at) < readFrom) {
                     continue;
+                }
+                if (magic == 2 && hasAborted && aborted(chunk, at)) {
+                    continue;  // a batch of an aborted transaction (read_committed)
                 }
                 rows.lastOffered = -1;
                 Entries.decode(chunk, at, size, readFrom, end, rows);
@@ -576,6 +592,9 @@ final class SegmentWalk implements Closeable {
                 }
                 if (magic == 2 && Entries.isControl(h, 0)) {
                     continue;  // a control batch: no data records
+                }
+                if (magic == 2 && hasAborted && aborted(h, 0)) {
+                    continue;  // a batch of an aborted transaction (read_committed)
                 }
                 rows.lastOffered = -1;
                 long base = Entries.baseOffset(h, 0);
