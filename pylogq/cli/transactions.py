@@ -141,11 +141,9 @@ def run(args: argparse.Namespace, clients: Clients, out: TextIO, err: TextIO) ->
         return report_error(err, exc)
 
 
-class _Failed(CommandError):
+def _failed(what: str, cause: BaseException) -> CommandError:
     """A step that failed, in Kafka's words: ``<what failed>: <why>``."""
-
-    def __init__(self, what: str, cause: BaseException) -> None:
-        super().__init__("%s: %s" % (what, error_text(cause)))
+    return CommandError("%s: %s" % (what, error_text(cause)))
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
@@ -163,7 +161,7 @@ def _list(args: argparse.Namespace, clients: Clients, out: TextIO) -> int:
     try:
         by_broker = clients.admin().list_transactions(duration_ms=duration)
     except errors.PylogqError as exc:
-        raise _Failed("Failed to list transactions", exc) from None
+        raise _failed("Failed to list transactions", exc) from None
     rows = [[listing.transactional_id, str(broker_id), str(listing.producer_id), listing.state]
             for broker_id in sorted(by_broker)
             for listing in sorted(by_broker[broker_id], key=lambda listing: listing.transactional_id)]
@@ -176,7 +174,7 @@ def _describe(args: argparse.Namespace, clients: Clients, out: TextIO) -> int:
     try:
         found = clients.admin().describe_transactions([transactional_id])[transactional_id]
     except errors.PylogqError as exc:
-        raise _Failed("Failed to describe transaction state of transactional-id `%s`" % transactional_id,
+        raise _failed("Failed to describe transaction state of transactional-id `%s`" % transactional_id,
                       exc) from None
     print_table(DESCRIBE_HEADERS, [_description_row(found, _now_ms())], out)
     return 0
@@ -199,7 +197,7 @@ def _describe_producers(args: argparse.Namespace, clients: Clients, out: TextIO)
         found = clients.admin().describe_producers([tp], broker_id=args.broker_id)[tp]
     except errors.PylogqError as exc:
         where = "leader" if args.broker_id is None else "broker %d" % args.broker_id
-        raise _Failed("Failed to describe producers for partition %s-%d on %s" % (tp.topic, tp.partition, where),
+        raise _failed("Failed to describe producers for partition %s-%d on %s" % (tp.topic, tp.partition, where),
                       exc) from None
     rows = [[str(p.producer_id), str(p.producer_epoch), str(p.coordinator_epoch), str(p.last_sequence),
              str(p.last_timestamp), "None" if p.current_txn_start_offset < 0 else str(p.current_txn_start_offset)]
@@ -249,7 +247,7 @@ def _abort(args: argparse.Namespace, clients: Clients) -> int:
     try:
         admin.abort_transaction(*spec)
     except errors.PylogqError as exc:
-        raise _Failed("Failed to abort transaction %s" % (spec,), exc) from None
+        raise _failed("Failed to abort transaction %s" % (spec,), exc) from None
     return 0
 
 
@@ -259,7 +257,7 @@ def _abort_spec(admin: Any, topic: str, partition: int, start_offset: int) -> _A
     try:
         producers = admin.describe_producers([tp])[tp]
     except errors.PylogqError as exc:
-        raise _Failed("Failed to validate producer state for partition %s-%d" % (topic, partition), exc) from None
+        raise _failed("Failed to validate producer state for partition %s-%d" % (topic, partition), exc) from None
     for p in producers:
         if p.current_txn_start_offset >= 0 and p.current_txn_start_offset == start_offset:
             return _AbortSpec(topic, partition, p.producer_id, p.producer_epoch, max(p.coordinator_epoch, 0))
@@ -323,16 +321,16 @@ def _partitions_to_search(admin: Any, topic: Optional[str], partition: Optional[
             # The admin client's listing leaves the internal topics out; Kafka's search includes them.
             topics += [t["topic"] for t in admin.describe_topics(sorted(INTERNAL_TOPICS)) if t["error_code"] == 0]
         except errors.PylogqError as exc:
-            raise _Failed("Failed to list topics", exc) from None
+            raise _failed("Failed to list topics", exc) from None
     try:
         described = admin.describe_topics(topics)
     except errors.PylogqError as exc:
-        raise _Failed("Failed to describe %d topics" % len(topics), exc) from None
+        raise _failed("Failed to describe %d topics" % len(topics), exc) from None
     out: List[TopicPartition] = []
     for entry in described:
         if entry["error_code"]:
             cls = errors.error_for_code(entry["error_code"]) or errors.UnknownServerError
-            raise _Failed("Failed to describe %d topics" % len(topics), cls("topic %r: %s" % (entry["topic"],
+            raise _failed("Failed to describe %d topics" % len(topics), cls("topic %r: %s" % (entry["topic"],
                                                                                             cls.message)))
         for p in entry["partitions"]:
             if broker_id is None or broker_id in p["replicas"]:
@@ -349,7 +347,7 @@ def _candidates(admin: Any, partitions: List[TopicPartition], broker_id: Optiona
     try:
         found = admin.describe_producers(partitions, broker_id=broker_id)
     except errors.PylogqError as exc:
-        raise _Failed("Failed to describe producers for %d partitions on broker %s"
+        raise _failed("Failed to describe producers for %d partitions on broker %s"
                       % (len(partitions), "(any)" if broker_id is None else broker_id), exc) from None
     now = _now_ms()
     return [_Open(tp, p) for tp, producers in found.items() for p in producers
@@ -360,7 +358,7 @@ def _transactional_ids(admin: Any, producer_ids: List[int]) -> Dict[int, str]:
     try:
         by_broker = admin.list_transactions(producer_ids=producer_ids)
     except errors.PylogqError as exc:
-        raise _Failed("Failed to list transactions for %d producers" % len(producer_ids), exc) from None
+        raise _failed("Failed to list transactions for %d producers" % len(producer_ids), exc) from None
     wanted = set(producer_ids)
     return {listing.producer_id: listing.transactional_id for listings in by_broker.values()
             for listing in listings if listing.producer_id in wanted}
@@ -373,13 +371,13 @@ def _descriptions(admin: Any, transactional_ids: List[str]) -> Dict[str, Optiona
     try:
         found = admin.describe_transactions(transactional_ids, raise_errors=False)
     except errors.PylogqError as exc:
-        raise _Failed("Failed to describe %d transactions" % len(transactional_ids), exc) from None
+        raise _failed("Failed to describe %d transactions" % len(transactional_ids), exc) from None
     out: Dict[str, Optional[DescribedTransaction]] = {}
     for transactional_id, described in found.items():
         if isinstance(described.error, errors.TransactionalIdNotFoundError):
             out[transactional_id] = None
         elif described.error is not None:
-            raise _Failed("Failed to describe %d transactions" % len(transactional_ids), described.error)
+            raise _failed("Failed to describe %d transactions" % len(transactional_ids), described.error)
         else:
             out[transactional_id] = described
     return out

@@ -941,6 +941,11 @@ class ServedBroker(Protocol):
         (aborting its open transaction: CONCURRENT_TRANSACTIONS until that is done)."""
         ...
 
+    def partitions_exist(self, partitions: Sequence[Tuple[str, int]]) -> List[bool]:
+        """Whether each partition exists (in a cluster: in the cluster's metadata, wherever its
+        replicas live), as Kafka's handlers check against their metadata cache."""
+        ...
+
     # transactions: the transaction coordinator's calls, and the partitions' leaders'
     def coordinator_for_transaction(self, transactional_id: str) -> Tuple[int, int]:
         """FindCoordinator for a transactional id: (error code, the coordinator's broker id),

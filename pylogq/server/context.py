@@ -49,6 +49,10 @@ class ServerContext(Protocol):
         """One thread for topic administration: they take the broker's admin lock one at a time."""
 
     @property
+    def coordinator_executor(self) -> concurrent.futures.Executor:
+        """Runs the transaction coordinator's calls and WriteTxnMarkers, which wait for replicas."""
+
+    @property
     def fetch_max_bytes(self) -> int: ...
 
     def sasl_users_for(self, listener: str) -> Mapping[str, str]: ...

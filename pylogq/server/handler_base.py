@@ -132,6 +132,11 @@ class HandlerBase:
         """Run a broker call that does file work (DeleteRecords, group deletion) off the loop."""
         return await asyncio.get_running_loop().run_in_executor(self.server.executor, fn, *args)
 
+    async def _coordinated(self, fn: Callable[..., _T], *args: object) -> _T:
+        """Run a transaction coordinator's call, or WriteTxnMarkers, on the coordinator's threads:
+        they wait for replicas, and must not hold the threads whose work ends those waits."""
+        return await asyncio.get_running_loop().run_in_executor(self.server.coordinator_executor, fn, *args)
+
     async def _admin(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a topic administration (create, delete, add partitions, alter configs, auto-create)
         on the server's admin thread: they take the broker's admin lock one at a time, and

@@ -35,7 +35,6 @@ from ..protocol.message_data import (
 )
 from .connection import Connection, RequestSlot
 from .handler_base import HandlerBase, error_code
-from .replication_wire import decode_write_txn_markers, encode_write_txn_markers_response
 
 __all__ = ["TransactionHandlers"]
 
@@ -83,11 +82,12 @@ class TransactionHandlers(HandlerBase):
                 raise errors.ClusterAuthorizationFailedError("not authorized to produce idempotently")
             if (req.producer_id == -1) != (req.producer_epoch == -1):
                 raise errors.InvalidRequestError("give both the producer id and epoch, or neither")
-            if req.transactional_id is None:
-                pid, epoch = self.broker.init_producer_id()
+            if req.transactional_id is None:  # a new block of ids may come from the metadata store
+                pid, epoch = await self._blocking(self.broker.init_producer_id)
             else:
-                pid, epoch = await self._blocking(self.broker.init_producer_id, req.transactional_id,
-                                                  req.transaction_timeout_ms, req.producer_id, req.producer_epoch)
+                pid, epoch = await self._coordinated(self.broker.init_producer_id, req.transactional_id,
+                                                     req.transaction_timeout_ms, req.producer_id,
+                                                     req.producer_epoch)
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
             code = error_code(self._failed(conn, exc, "init producer id"))
             if code == errors.ProducerFencedError.code and version < 4:
@@ -126,15 +126,18 @@ class TransactionHandlers(HandlerBase):
     async def _add_partitions(self, conn: Connection, transactional_id: str, producer_id: int, epoch: int,
                               partitions: TopicPartitions, verify_only: bool, version: int
                               ) -> Dict[Tuple[str, int], int]:
-        if self._txn_id_refused(conn, transactional_id):
-            return {tp: _TXN_ID_REFUSED for tp in partitions}
-        refused = self.authz.refused_names(conn, _WRITE, _TOPIC, {t for t, _ in partitions})
-        if refused:  # Kafka adds none of them: the others answer OPERATION_NOT_ATTEMPTED
-            return {tp: errors.TopicAuthorizationFailedError.code if tp[0] in refused
-                    else errors.OperationNotAttemptedError.code for tp in partitions}
+        if version < 4:  # v4+ comes from brokers, authorized by CLUSTER_ACTION alone (as in Kafka)
+            if self._txn_id_refused(conn, transactional_id):
+                return {tp: _TXN_ID_REFUSED for tp in partitions}
+            refused = self.authz.refused_names(conn, _WRITE, _TOPIC, {t for t, _ in partitions})
+            if refused:  # Kafka adds none of them: unknown ones say so, the others OPERATION_NOT_ATTEMPTED
+                exists = dict(zip(partitions, self.broker.partitions_exist(partitions)))
+                return {tp: errors.TopicAuthorizationFailedError.code if tp[0] in refused
+                        else errors.UnknownTopicOrPartitionError.code if not exists[tp]
+                        else errors.OperationNotAttemptedError.code for tp in partitions}
         call = self.broker.verify_partitions_in_txn if verify_only else self.broker.add_partitions_to_txn
         try:
-            codes = await self._blocking(call, transactional_id, producer_id, epoch, partitions)
+            codes = await self._coordinated(call, transactional_id, producer_id, epoch, partitions)
         except Exception as exc:  # noqa: BLE001 - every partition answers the failure
             code = error_code(self._failed(conn, exc, "AddPartitionsToTxn"))
             codes = {tp: code for tp in partitions}
@@ -153,8 +156,8 @@ class TransactionHandlers(HandlerBase):
                     "not authorized to write transactional id %r" % req.transactional_id)
             if self.authz.enabled and not self.authz.allowed(conn, AclOperation.READ, _GROUP, req.group_id):
                 raise errors.GroupAuthorizationFailedError("not authorized to read group %r" % req.group_id)
-            await self._blocking(self.broker.add_offsets_to_txn, req.transactional_id, req.producer_id,
-                                 req.producer_epoch, req.group_id)
+            await self._coordinated(self.broker.add_offsets_to_txn, req.transactional_id, req.producer_id,
+                                    req.producer_epoch, req.group_id)
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
             return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=self._txn_code(conn, exc, version,
                                                                                        "AddOffsetsToTxn"))
@@ -165,15 +168,15 @@ class TransactionHandlers(HandlerBase):
             if self._txn_id_refused(conn, req.transactional_id):
                 raise errors.TransactionalIdAuthorizationFailedError(
                     "not authorized to write transactional id %r" % req.transactional_id)
-            await self._blocking(self.broker.end_txn, req.transactional_id, req.producer_id, req.producer_epoch,
-                                 req.committed)
+            await self._coordinated(self.broker.end_txn, req.transactional_id, req.producer_id,
+                                    req.producer_epoch, req.committed)
         except Exception as exc:  # noqa: BLE001 - reported as the response's error
             return EndTxnResponse(throttle_time_ms=0, error_code=self._txn_code(conn, exc, version, "EndTxn"),
                                   producer_id=-1, producer_epoch=-1)
         return EndTxnResponse(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1)
 
     def _txn_code(self, conn: Connection, exc: BaseException, version: int, what: str) -> int:
-        """A coordinator failure's code: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v3
+        """A coordinator failure's code: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2
         of AddOffsetsToTxn and EndTxn (KIP-588), as Kafka answers older clients."""
         code = error_code(self._failed(conn, exc, what))
         if code == errors.ProducerFencedError.code and version < 2:
@@ -184,9 +187,12 @@ class TransactionHandlers(HandlerBase):
 
     async def write_txn_markers(self, conn: Connection, req: WriteTxnMarkersRequest, version: int,
                                 slot: RequestSlot) -> WriteTxnMarkersResponse:
+        # The replication wire is loaded only by a broker that takes inter-broker requests.
+        from .replication_wire import decode_write_txn_markers, encode_write_txn_markers_response
+
         markers = decode_write_txn_markers(req)
         try:
-            answers = await self._blocking(self.broker.write_txn_markers, markers)
+            answers = await self._coordinated(self.broker.write_txn_markers, markers)
         except Exception as exc:  # noqa: BLE001 - every partition answers the failure
             code = error_code(self._failed(conn, exc, "WriteTxnMarkers"))
             answers = {m.producer_id: {tp: code for tp in m.partitions} for m in markers}

@@ -66,6 +66,9 @@ INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 VERSIONS: Dict[int, int] = {ApiKey.LEADER_AND_ISR: 7, ApiKey.UPDATE_METADATA: 8, ApiKey.STOP_REPLICA: 4,
             ApiKey.CONTROLLED_SHUTDOWN: 3, ApiKey.OFFSET_FOR_LEADER_EPOCH: 4, ApiKey.FETCH: 12,
             ApiKey.WRITE_TXN_MARKERS: 1}
+#: How long a leader may wait for the replicas of the markers it writes (the broker's
+#: TXN_WRITE_TIMEOUT_MS): a WriteTxnMarkers request's own wait.
+TXN_MARKERS_WAIT_MS = 30000
 #: How long a request may take beyond its own wait (Kafka's ``replica.socket.timeout.ms``).
 SOCKET_TIMEOUT_S = 30.0
 #: The largest response accepted (a fetch answers at most replica.fetch.response.max.bytes).
@@ -168,8 +171,9 @@ class TcpInterBrokerClient:
     # -- a transaction coordinator's requests ---------------------------------------------
 
     def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Dict[int, Dict[Tuple[str, int], int]]:
+        # The leader answers once the markers are replicated, which may take its whole wait.
         answer = self._call(ApiKey.WRITE_TXN_MARKERS, wire.encode_write_txn_markers(markers),
-                            msg.WriteTxnMarkersResponse)
+                            msg.WriteTxnMarkersResponse, wait_ms=TXN_MARKERS_WAIT_MS)
         return wire.decode_write_txn_markers_response(answer)
 
     # -- lifecycle ----------------------------------------------------------------------

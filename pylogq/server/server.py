@@ -87,6 +87,8 @@ _V = TypeVar("_V")
 # Threads for broker calls that do file work (topic creation, deletion, DeleteRecords);
 # nothing that waits for an event takes one.
 EXECUTOR_THREADS = 16
+#: Threads for the transaction coordinator's calls and WriteTxnMarkers (see ``coordinator_executor``).
+COORDINATOR_THREADS = 8
 STOP_TIMEOUT_S = 30.0
 # At most one "connection rejected" line per this many seconds: a client opening
 # connections in a loop must not flood the log (the next line counts the ones left out).
@@ -240,6 +242,11 @@ class KafkaServer:
         # runs one at a time under the broker's admin lock: one thread of its own, so it
         # never holds the threads above while it waits for that lock.
         self.admin_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pylogq-admin")
+        # The transaction coordinator's calls and WriteTxnMarkers wait for the in-sync replicas
+        # of what they write (up to 30 s): threads of their own, so that they never hold the
+        # ones the controller's requests and produces need (which are what ends those waits).
+        self.coordinator_executor = concurrent.futures.ThreadPoolExecutor(
+            COORDINATOR_THREADS, thread_name_prefix="pylogq-txn")
         self.stopping = False
         self.addresses: List[Tuple[str, int]] = []  # advertised (host, port) per listener, once started
         # (local port, listener name) -> advertised listener: the name tells apart an IPv4 and an
@@ -338,6 +345,7 @@ class KafkaServer:
             await server.wait_closed()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.admin_executor.shutdown(wait=False, cancel_futures=True)
+        self.coordinator_executor.shutdown(wait=False, cancel_futures=True)
         self.metrics.remove_collector(self._readings)
         if self._unwatch_quotas is not None:
             self._unwatch_quotas()

@@ -324,7 +324,7 @@ class BrokerDataPath(BrokerLifecycle):
             return DelayedCall.immediate(errors.NotLeaderOrFollowerError.code, mapped)
         return self.cluster.replicas.wait_replicated(partition, self.config.node.offsets_commit_timeout_ms, mapped)
 
-    def _partitions_exist(self, partitions: Sequence[Tuple[str, int]]) -> List[bool]:
+    def partitions_exist(self, partitions: Sequence[Tuple[str, int]]) -> List[bool]:
         """Whether each partition exists, as Kafka's KafkaApis checks against its metadata
         cache: in a cluster the cluster's partitions, wherever their replicas live."""
         with self._lock:
@@ -342,12 +342,12 @@ class BrokerDataPath(BrokerLifecycle):
         (:meth:`~pylogq.cluster.coordinator.group.coordinator.GroupCoordinator.txn_offset_commit_pending`);
         -> each partition's code. ``transactional_id`` is the caller's to authorize (WRITE
         on it, as the server does). Partitions that do not exist answer
-        UNKNOWN_TOPIC_OR_PARTITION (:meth:`_partitions_exist`). In a cluster the answer waits
+        UNKNOWN_TOPIC_OR_PARTITION (:meth:`partitions_exist`). In a cluster the answer waits
         until every in-sync replica of the group's ``__consumer_offsets`` partition has the
         write, as an offset commit's does; if it does not get there the offsets are dropped
         and the partitions answer the coordinator's code for it."""
         wanted = list(offsets)
-        exists = self._partitions_exist(wanted)
+        exists = self.partitions_exist(wanted)
         known = {tp: offsets[tp] for tp, ok in zip(wanted, exists) if ok}
         codes: Dict[Tuple[str, int], int] = {}
         if known:
@@ -373,8 +373,8 @@ class BrokerDataPath(BrokerLifecycle):
 
     def delete_offsets(self, group_id: str, partitions: Sequence[Tuple[str, int]]) -> OffsetDeleteResult:
         """Kafka's OffsetDelete: partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
-        (:meth:`_partitions_exist`), the group coordinator deletes the others' offsets."""
-        exists = self._partitions_exist(partitions)
+        (:meth:`partitions_exist`), the group coordinator deletes the others' offsets."""
+        exists = self.partitions_exist(partitions)
         known = [tp for tp, ok in zip(partitions, exists) if ok]
         unknown = {tp: errors.UnknownTopicOrPartitionError.code for tp, ok in zip(partitions, exists) if not ok}
         group_error, codes = self.group_coordinator.delete_offsets(group_id, known)

@@ -11,6 +11,7 @@ The data path (:mod:`.data_path`) and the administration (:mod:`.admin`) are bui
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -57,6 +58,10 @@ __all__ = ["BrokerLifecycle", "JOIN_METADATA_TIMEOUT_S"]
 
 # How long joining a cluster waits for the controller's first UpdateMetadata.
 JOIN_METADATA_TIMEOUT_S = 30.0
+
+
+#: How long a coordinator waits before it reads a partition it failed to load again.
+LOAD_RETRY_S = 1.0
 
 
 class BrokerLifecycle:
@@ -172,12 +177,14 @@ class BrokerLifecycle:
                     self.group_coordinator.load_partition(p)
                 else:
                     self.txn_coordinator.load_partition(p, partition.leader_epoch)
-            except Exception:  # noqa: BLE001 - the partition stays unavailable until the next leadership
-                log.exception("could not load the coordinator state of %s-%d", topic, p)
-                if topic == OFFSETS_TOPIC:
-                    self.group_coordinator.unload_partition(p)
-                else:
-                    self.txn_coordinator.unload_partition(p)
+            except Exception:  # noqa: BLE001 - tried again while this broker leads the partition
+                # As Kafka's coordinators: the partition stays loading (its clients are told
+                # COORDINATOR_LOAD_IN_PROGRESS and wait), not unserved (NOT_COORDINATOR would
+                # send them back here, as the partition's leader, in a loop).
+                log.exception("could not load the coordinator state of %s-%d; trying again in %.0f s", topic, p,
+                              LOAD_RETRY_S)
+                self.logs.scheduler.schedule(functools.partial(self._group_loads.put, item), delay=LOAD_RETRY_S,
+                                             name="coordinator-load-retry")
 
     def when_joined(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once this broker has joined its cluster (at once if it has, or

@@ -236,7 +236,7 @@ class BrokerTransactions(BrokerDataPath):
         """AddPartitionsToTxn: unknown partitions answer UNKNOWN_TOPIC_OR_PARTITION and the
         others OPERATION_NOT_ATTEMPTED (nothing is added), as Kafka answers; otherwise every
         partition answers the coordinator's code."""
-        unknown = [tp for tp, ok in zip(partitions, self._partitions_exist(partitions)) if not ok]
+        unknown = [tp for tp, ok in zip(partitions, self.partitions_exist(partitions)) if not ok]
         if unknown:
             return {tp: errors.UnknownTopicOrPartitionError.code if tp in unknown
                     else errors.OperationNotAttemptedError.code for tp in partitions}

@@ -263,12 +263,7 @@ class GroupCoordinator:
         meanwhile) and serve them. Blocking: not for the event loop."""
         with self._cond:
             self.metadata.begin_loading(partition)
-        try:
-            loaded = self.metadata.read_partitions([partition])
-        except Exception:
-            with self._cond:
-                self.metadata.loading.discard(partition)
-            raise
+        loaded = self.metadata.read_partitions([partition])  # failing, the partition stays loading
         with self._cond:
             if self.metadata.finish_loading(partition, loaded, self._clock()):
                 self._rebalancer.reschedule()

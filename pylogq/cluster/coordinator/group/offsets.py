@@ -301,7 +301,8 @@ class GroupOffsets:
         group = self._groups.get(group_id)
         if group is not None and group.state == DEAD:
             return CoordinatorNotAvailableError.code
-        if generation_id < 0 and (group is None or group.state == EMPTY):
+        if generation_id < 0 and not member_id and group_instance_id is None and (group is None or
+                                                                                 group.state == EMPTY):
             return NONE
         if generation_id >= 0 or member_id or group_instance_id is not None:
             if group is None:

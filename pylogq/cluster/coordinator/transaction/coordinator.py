@@ -133,23 +133,20 @@ class TransactionCoordinator:
     def load_partition(self, partition: int, coordinator_epoch: int) -> None:
         """Read ``partition`` back and serve its ids with ``coordinator_epoch`` (the partition's
         leader epoch); the markers of transactions it finds decided but not completed are
-        written again. Raises what the read raises (the partition then stays unserved)."""
+        written again. Raises what the read raises (the partition then stays loading: its ids
+        answer COORDINATOR_LOAD_IN_PROGRESS until a later load, or its unload)."""
         found: Dict[str, TransactionMetadata] = {}
-        try:
-            for key, value in self._read_all(partition):
-                if key is None:
-                    continue
-                txn_id = decode_key(key)
-                if txn_id is None:
-                    continue
-                if value is None:
-                    found.pop(txn_id, None)
-                else:
-                    found[txn_id] = TransactionMetadata.loaded(txn_id, decode_value(value))
-        except BaseException:
-            with self._lock:
-                self._loading.discard(partition)
-            raise
+        # A failed read raises with the partition still loading (its ids wait, as in Kafka).
+        for key, value in self._read_all(partition):
+            if key is None:
+                continue
+            txn_id = decode_key(key)
+            if txn_id is None:
+                continue
+            if value is None:
+                found.pop(txn_id, None)
+            else:
+                found[txn_id] = TransactionMetadata.loaded(txn_id, decode_value(value))
         with self._lock:
             if partition not in self._loading or self._closed:
                 return  # unloaded meanwhile
@@ -183,6 +180,10 @@ class TransactionCoordinator:
         """Write ``transit`` and apply it, or abandon it and raise the coordinator's error.
         Called with the id pending and the lock released."""
         partition = self.partition_for(meta.transactional_id)
+        with self._lock:
+            if self._owned.get(partition) != coordinator_epoch or self._txns.get(meta.transactional_id) is not meta:
+                meta.abandon()  # loaded again, or moved, since the transit was prepared: not ours to write
+                raise _NOT_COORDINATOR("the coordinator of %r moved" % meta.transactional_id)
         value = None if transit.state is TxnState.DEAD else encode_value(transit.stored())
         batch = build_batch([value], keys=[encode_key(meta.transactional_id)], timestamps=transit.last_update_ms)
         try:
@@ -218,10 +219,19 @@ class TransactionCoordinator:
                 % (timeout_ms, self.max_timeout_ms))
         expected = None if expected_producer_id == -1 else (expected_producer_id, expected_epoch)
         with self._lock:
+            self._owner_check(transactional_id)
+            known = transactional_id in self._txns
+        # A new id may need a block from the metadata store: not under the lock (an id taken
+        # and not used is harmless).
+        new_id = None if known else self._new_producer_id()
+        with self._lock:
             coordinator_epoch = self._owner_check(transactional_id)
             meta = self._txns.get(transactional_id)
             if meta is None:
-                meta = TransactionMetadata(transactional_id, self._new_producer_id(), timeout_ms, self._clock())
+                if new_id is None:
+                    raise errors.ConcurrentTransactionsError("transactional id %r was just forgotten; retry"
+                                                             % transactional_id)
+                meta = TransactionMetadata(transactional_id, new_id, timeout_ms, self._clock())
                 self._txns[transactional_id] = meta
             if meta.pending is not None:
                 raise errors.ConcurrentTransactionsError("transactional id %r has a state change under way"
@@ -241,6 +251,7 @@ class TransactionCoordinator:
                 fence = False
                 now = self._clock()
                 if meta.epoch_exhausted and (expected is None or expected[1] == meta.producer_epoch):
+                    # Rare (32767 epochs of one id): the new id is taken under the lock.
                     transit = meta.prepare_producer_id_rotation(self._new_producer_id(), timeout_ms, now,
                                                                 expected is not None)
                 else:
@@ -321,6 +332,9 @@ class TransactionCoordinator:
              coordinator_epoch: int, from_client: bool) -> None:
         what = "commit" if committed else "abort"
         with self._lock:
+            if self._txns.get(meta.transactional_id) is not meta or \
+                    self._owned.get(self.partition_for(meta.transactional_id)) != coordinator_epoch:
+                raise _NOT_COORDINATOR("the coordinator of %r moved" % meta.transactional_id)
             if meta.producer_id != producer_id:
                 raise errors.InvalidProducerIdMappingError(
                     "producer %d is not the producer of transactional id %r" % (producer_id, meta.transactional_id))
