@@ -210,9 +210,13 @@ def test_find_coordinator(served: Tuple[pylogq.Broker, Connect], version: int) -
         assert (c["error_code"], c["node_id"], c["host"], c["port"]) == (0, broker.broker_id, conn.host, conn.port)
     if version == 0:
         return  # no key type before v1
+    # A transactional id's coordinator: this broker (its __transaction_state made on the way);
+    # an empty id is an invalid request.
     [txn] = find(1, "txn-a")
-    assert txn["error_code"] == errors.CoordinatorNotAvailableError.code and txn["node_id"] == -1
-    assert "transactions are not supported" in txn["error_message"]
+    assert (txn["error_code"], txn["node_id"], txn["host"], txn["port"]) == (0, broker.broker_id, conn.host, conn.port)
+    assert broker.transaction_state_topic_ready()
+    [empty] = find(1, "")
+    assert empty["error_code"] == errors.InvalidRequestError.code and empty["node_id"] == -1
     for key_type in (2, 9):  # share groups (KIP-932) are not served here; 9 is no key type
         [bad] = find(key_type, "x")
         assert bad["error_code"] == errors.InvalidRequestError.code and bad["node_id"] == -1
