@@ -174,7 +174,7 @@ class BrokerLifecycle:
                 continue
             try:
                 if topic == OFFSETS_TOPIC:
-                    self.group_coordinator.load_partition(p)
+                    self.group_coordinator.load_partition(p, begun=True)
                 else:
                     self.txn_coordinator.load_partition(p, partition.leader_epoch)
             except Exception:  # noqa: BLE001 - tried again while this broker leads the partition

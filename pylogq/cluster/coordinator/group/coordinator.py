@@ -257,12 +257,18 @@ class GroupCoordinator:
         with self._cond:
             self.metadata.serve_all()
 
-    def load_partition(self, partition: int) -> None:
+    def load_partition(self, partition: int, begun: bool = False) -> None:
         """Become the coordinator of the groups in one ``__consumer_offsets`` partition: read it
         (to its log end, as Kafka does; calls for its groups answer COORDINATOR_LOAD_IN_PROGRESS
-        meanwhile) and serve them. Blocking: not for the event loop."""
+        meanwhile) and serve them. ``begun``: :meth:`begin_loading` was called when the broker
+        came to lead the partition, and a load of a partition unloaded since (its leadership
+        gone again) does nothing. Blocking: not for the event loop."""
         with self._cond:
-            self.metadata.begin_loading(partition)
+            if begun:
+                if partition not in self.metadata.loading:
+                    return
+            else:
+                self.metadata.begin_loading(partition)
         loaded = self.metadata.read_partitions([partition])  # failing, the partition stays loading
         with self._cond:
             if self.metadata.finish_loading(partition, loaded, self._clock()):
