@@ -17,7 +17,7 @@ from pylogq import errors
 from pylogq.cluster.contract import TxnMarker
 from pylogq.cluster.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 
-from .._txn_reads import confluent_values
+from .._txn import confluent_values
 
 TIMEOUT_S = 30.0
 SETTINGS = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,

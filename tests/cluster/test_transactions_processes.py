@@ -28,7 +28,7 @@ import pytest
 from pylogq.cluster.coordinator.group.offsets_schema import partition_for_group
 from pylogq.cluster.coordinator.transaction.log_schema import partition_for_transactional_id
 
-from .._txn_reads import confluent_values
+from .._txn import confluent_values
 from .._zookeeper import ZooKeeperServer
 from ._processes import ProcessCluster
 

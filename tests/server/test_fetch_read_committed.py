@@ -23,30 +23,13 @@ from pylogq.client.consumer import Consumer, TopicPartition
 from pylogq.cluster.state.partition import Partition
 from pylogq.protocol import ApiKey
 from pylogq.records import iter_batches
-from pylogq.records.control import ABORT, COMMIT, build_end_txn_marker
+from pylogq.records.control import ABORT, COMMIT
 from pylogq.server.handler_base import uuid_of
 
+from .._txn import TS, TxnBatches
 from ._support import wait_for
 
-TS = 1_700_000_000_000
 TIMEOUT_S = 15.0
-
-
-class Producer:
-    """A transactional producer's batches (sequences kept), its records named pid-seq."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.seq = pid, 0
-
-    def txn(self, n: int = 1) -> bytes:
-        data = records.build_batch([b"%d-%d" % (self.pid, self.seq + i) for i in range(n)], timestamps=TS,
-                                   producer_id=self.pid, producer_epoch=0, base_sequence=self.seq,
-                                   is_transactional=True)
-        self.seq += n
-        return bytes(data)
-
-    def marker(self, control_type: int) -> bytes:
-        return bytes(build_end_txn_marker(self.pid, 0, control_type, 0, TS))
 
 
 def plain(value: bytes, timestamp: int = TS) -> bytes:
@@ -68,7 +51,7 @@ def served(tmp_path: Path) -> Iterator[Tuple[pylogq.Broker, BrokerConnection, st
 def write_mixed(part: Partition) -> None:
     """0 plain; 1-2 p1 committed (marker 3); 4-5 p2 aborted (marker 7), p1's 6 committed
     (marker 8) inside it; 9 plain; 10 p3 ongoing; 11 plain after it."""
-    p1, p2, p3 = Producer(1), Producer(2), Producer(3)
+    p1, p2, p3 = TxnBatches(1), TxnBatches(2), TxnBatches(3)
     part.append(plain(b"a"))  # 0
     part.append(p1.txn(2))  # 1, 2
     part.append(p1.marker(COMMIT), origin="coordinator")  # 3
@@ -145,7 +128,7 @@ def test_the_aborted_transactions_are_bounded_by_the_segment_read(tmp_path: Path
         host, port = broker.serve()
         broker.create_topic("t", 1)
         part = broker.partition("t", 0)
-        p1, p2 = Producer(1), Producer(2)
+        p1, p2 = TxnBatches(1), TxnBatches(2)
         part.append(p1.txn())  # 0
         part.append(p1.marker(ABORT), origin="coordinator")  # 1
         part.log.roll()
@@ -166,7 +149,7 @@ def test_an_abort_marker_in_a_later_segment_is_found_for_a_read_of_an_earlier_on
     the next: a read of the first segment alone still lists it."""
     broker, conn, _ = served
     part = broker.partition("t", 0)
-    p1 = Producer(1)
+    p1 = TxnBatches(1)
     part.append(p1.txn(2))  # 0, 1
     part.log.roll()
     part.append(p1.marker(ABORT), origin="coordinator")  # 2, in the second segment
@@ -220,7 +203,7 @@ def list_offset(conn: BrokerConnection, version: int, timestamp: int, isolation:
 def test_list_offsets_read_committed_is_bounded_by_the_lso(served, version: int) -> None:
     broker, conn, _ = served
     part = broker.partition("t", 0)
-    p1 = Producer(1)
+    p1 = TxnBatches(1)
     part.append(plain(b"a", TS))  # 0
     part.append(p1.txn())  # 1: ongoing, timestamp TS
     part.append(plain(b"b", TS + 5000))  # 2
@@ -238,7 +221,7 @@ def test_list_offsets_read_committed_is_bounded_by_the_lso(served, version: int)
 def test_list_offsets_v1_ignores_the_isolation_level(served) -> None:
     broker, conn, _ = served
     part = broker.partition("t", 0)
-    part.append(Producer(1).txn())
+    part.append(TxnBatches(1).txn())
     assert list_offset(conn, 1, -1, 1)[0] == 1  # v1 has no isolation level: the HW
 
 
@@ -306,7 +289,7 @@ def test_kafka_python_read_committed_and_uncommitted(served) -> None:
     assert committed == COMMITTED_VIEW + [b"position=10", b"end=10"]  # held at the LSO
     uncommitted = _values_kafka_python(bootstrap, "read_uncommitted", len(EVERYTHING))
     assert uncommitted == EVERYTHING + [b"position=12", b"end=12"]
-    part.append(Producer(3).marker(COMMIT), origin="coordinator")  # 12: the ongoing one commits
+    part.append(TxnBatches(3).marker(COMMIT), origin="coordinator")  # 12: the ongoing one commits
     after = _values_kafka_python(bootstrap, "read_committed", len(COMMITTED_VIEW) + 2)
     assert after == COMMITTED_VIEW + [b"3-0", b"c", b"position=13", b"end=13"]
 
@@ -317,7 +300,7 @@ def test_librdkafka_read_committed_and_uncommitted(served) -> None:
     write_mixed(part)
     assert _values_confluent(bootstrap, "read_committed", len(COMMITTED_VIEW)) == COMMITTED_VIEW + [b"end=10"]
     assert _values_confluent(bootstrap, "read_uncommitted", len(EVERYTHING)) == EVERYTHING + [b"end=12"]
-    part.append(Producer(3).marker(ABORT), origin="coordinator")  # 12: the ongoing one aborts
+    part.append(TxnBatches(3).marker(ABORT), origin="coordinator")  # 12: the ongoing one aborts
     assert _values_confluent(bootstrap, "read_committed", len(COMMITTED_VIEW) + 1) == \
         COMMITTED_VIEW + [b"c", b"end=13"]
 
@@ -345,7 +328,7 @@ def test_pylogq_consumer_read_committed_drops_aborted_records(served, transport:
 def test_a_parked_read_committed_fetch_is_answered_when_the_transaction_commits(served) -> None:
     broker, conn, _ = served
     part = broker.partition("t", 0)
-    p1 = Producer(1)
+    p1 = TxnBatches(1)
     part.append(p1.txn(2))  # 0, 1: ongoing, the LSO held at 0
     body = {
         "replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,

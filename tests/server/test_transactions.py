@@ -16,14 +16,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 
 import pylogq
 from pylogq.client.consumer import Consumer, TopicPartition
 
-from .._txn_reads import confluent_values
+from .._txn import confluent_values
 from ._support import wait_for
 
 TIMEOUT_S = 20.0
@@ -42,19 +42,24 @@ def _confluent_values(bootstrap: str, isolation: str, topic: str = "t", partitio
     return sorted(confluent_values(bootstrap, topic, partitions, isolation, TIMEOUT_S))
 
 
+def _read_to_ends(consumer: Any, tps: List[Any]) -> List[bytes]:
+    """Poll a kafka-python-shaped consumer (pylogq's or kafka-python's), assigned ``tps`` from
+    their start, until its position reaches each partition's end; -> the values, sorted."""
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    ends = consumer.end_offsets(tps)
+    values: List[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=200).values():
+            values.extend(r.value for r in batch)
+    return sorted(values)
+
+
 def _pylogq_values(bootstrap: str, isolation: str, topic: str = "t", partitions: int = 2) -> List[bytes]:
     consumer = Consumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False)
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        values: List[bytes] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=200).values():
-                values.extend(r.value for r in batch)
-        return sorted(values)
+        return _read_to_ends(consumer, [TopicPartition(topic, p) for p in range(partitions)])
     finally:
         consumer.close()
 
@@ -63,18 +68,9 @@ def _kafka_python_values(bootstrap: str, isolation: str, topic: str = "t", parti
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False)
     try:
-        tps = [KTopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        ends = consumer.end_offsets(tps)
-        values: List[bytes] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=200).values():
-                values.extend(r.value for r in batch)
-        return sorted(values)
+        return _read_to_ends(consumer, [KTopicPartition(topic, p) for p in range(partitions)])
     finally:
         consumer.close()
 

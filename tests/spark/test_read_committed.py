@@ -24,11 +24,13 @@ import pylogq
 from pylogq import records
 from pylogq.errors import InvalidArgumentError, OffsetOutOfRangeError
 from pylogq.records import CONTROL_MASK
-from pylogq.records.control import ABORT, COMMIT, build_end_txn_marker
+from pylogq.records.control import ABORT, COMMIT
 from pylogq.spark import splits as planner
 from pylogq.spark.splits import partition_bounds, plan_splits, read_split
 from pylogq.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpoint
 from pylogq.storage.segment import SegmentReader
+
+from .._txn import TS, TxnBatches
 
 pytest.importorskip("pyarrow", reason="pyarrow is not installed")
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
@@ -38,7 +40,6 @@ PARTITIONS = 2
 TIMEOUT_S = 30.0
 #: Small segments: transactions and their markers land in different segment files.
 SEGMENT_BYTES = 2048
-TS = 1_700_000_000_000
 
 
 class Written(NamedTuple):
@@ -221,31 +222,13 @@ def test_bad_isolation_levels_are_refused(written: Written) -> None:
             plan_splits(written.broker.data_dir, TOPIC, isolation_level=bad)
 
 
-class _TxnProducer:
-    """A transactional producer's batches written with the partition-level API (as the coordinator's
-    markers are), for the planner's tests of a log as it grows."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.seq = pid, 0
-
-    def txn(self, n: int = 1) -> bytes:
-        data = records.build_batch([b"%d-%d" % (self.pid, self.seq + i) for i in range(n)], timestamps=TS,
-                                   producer_id=self.pid, producer_epoch=0, base_sequence=self.seq,
-                                   is_transactional=True)
-        self.seq += n
-        return bytes(data)
-
-    def marker(self, control_type: int) -> bytes:
-        return bytes(build_end_txn_marker(self.pid, 0, control_type, 0, TS))
-
-
 def test_the_walk_for_the_last_stable_offset_goes_on_as_the_log_grows(tmp_path: Any) -> None:
     """Each plan walks on from where the last one stopped (a stream's micro-batches), and gets what a
     fresh walk and the broker get, across segment rolls, commits and aborts."""
     with pylogq.Broker(str(tmp_path)) as broker:
         broker.create_topic("grow", 1, config={"segment.bytes": 1024})
         part = broker.partition("grow", 0)
-        p1, p2 = _TxnProducer(1), _TxnProducer(2)
+        p1, p2 = TxnBatches(1), TxnBatches(2)
         client, coordinator = "client", "coordinator"  # (markers come from the transaction coordinator)
         steps = [
             [(p1.txn(3), client), (_plain(b"a"), client)],

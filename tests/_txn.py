@@ -1,11 +1,37 @@
-"""Reading a topic to its end with confluent-kafka, in an isolation level: the transaction
-tests' check of what read_committed and read_uncommitted consumers see."""
+"""The transaction tests' shared parts: a transactional producer's batches and markers written
+with the partition-level API (as the transaction coordinator writes markers), and reading a
+topic to its end with confluent-kafka in an isolation level (what read_committed and
+read_uncommitted consumers see)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from typing import List, Optional
+
+from pylogq import records
+from pylogq.records.control import build_end_txn_marker
+
+#: The records' timestamp.
+TS = 1_700_000_000_000
+
+
+class TxnBatches:
+    """One transactional producer's batches (sequences kept), its records named pid-seq, and its
+    markers (coordinator epoch 0)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.seq = pid, 0
+
+    def txn(self, n: int = 1) -> bytes:
+        data = records.build_batch([b"%d-%d" % (self.pid, self.seq + i) for i in range(n)], timestamps=TS,
+                                   producer_id=self.pid, producer_epoch=0, base_sequence=self.seq,
+                                   is_transactional=True)
+        self.seq += n
+        return bytes(data)
+
+    def marker(self, control_type: int) -> bytes:
+        return bytes(build_end_txn_marker(self.pid, 0, control_type, 0, TS))
 
 
 def confluent_values(bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s: float = 30.0,
