@@ -19,6 +19,10 @@ from pylogq.cluster.coordinator.transaction.coordinator import TRANSACTION_STATE
 
 from .._txn import confluent_values
 
+#: The coordinator and its cluster are the same Python in both passes: the compiled pass only
+#: (tests/conftest.py); the twins their records pass through are tested in both by the rest of the suite.
+pytestmark = pytest.mark.compiled_pass
+
 TIMEOUT_S = 30.0
 SETTINGS = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,
             "zookeeper.session.timeout.ms": 1500, "replica.lag.time.max.ms": 3000, "min.insync.replicas": 2,

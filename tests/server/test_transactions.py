@@ -26,6 +26,10 @@ from pylogq.client.consumer import Consumer, TopicPartition
 from .._txn import confluent_values
 from ._support import wait_for
 
+#: The coordinator is the same Python in both passes: the compiled pass only (tests/conftest.py);
+#: the twins the records pass through are tested in both by the rest of the suite.
+pytestmark = pytest.mark.compiled_pass
+
 TIMEOUT_S = 20.0
 FAST_ABORTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 100}
 

@@ -28,6 +28,10 @@ from pylogq.spark.splits import plan_splits, read_split
 from ._exactly_once_job import first_half, value_of
 from .conftest import _java_problem
 
+#: A Spark job of its own (seconds to start): the compiled pass only (tests/conftest.py); the
+#: producer's twins it passes through are tested in both passes elsewhere.
+pytestmark = pytest.mark.compiled_pass
+
 ROWS = int(os.environ.get("PYLOGQ_SPARK_EXACTLY_ONCE_ROWS", "100000"))
 TASKS = 4
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_exactly_once_job.py")
