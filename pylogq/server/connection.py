@@ -46,6 +46,8 @@ from ..protocol.scram import ScramServer
 from .listeners import Listener
 from .ssl_principal import ANONYMOUS
 
+#: Kafka's kafka.request.logger: one line per answered request, at DEBUG.
+request_log = logging.getLogger("pylogq.request")
 log = logging.getLogger("pylogq.server")
 
 __all__ = ["Connection", "ConnectionHost", "RequestHandler", "RequestMemory", "RequestPlaces", "RequestSlot",
@@ -481,7 +483,13 @@ class Connection:
                     self.stop_reading()
                     broken = True
             if not broken:
-                self.server.request_sent(slot, sending, time.monotonic())
+                sent = time.monotonic()
+                self.server.request_sent(slot, sending, sent)
+                if request_log.isEnabledFor(logging.DEBUG) and slot.api_key >= 0:
+                    request_log.debug("completed %s v%d id=%d corr=%d client_id=%s errors=%s total_ms=%.1f",
+                                      slot.metric_name or slot.api_key, slot.version, self.id, slot.correlation_id,
+                                      self.client_id, dict(slot.errors) if slot.errors else "{}",
+                                      (sent - slot.arrived) * 1000.0)
             self.last_active = asyncio.get_running_loop().time()
 
     async def _send_region(self, region: Region) -> None:

@@ -859,3 +859,23 @@ def test_close_answers_a_parked_long_poll(tmp_path: Any) -> None:
     finally:
         broker.close()
     assert broker.closed
+
+
+def test_the_request_log_has_a_line_per_answered_request(served: Tuple[Broker, Address],
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's request logger: at DEBUG, ``pylogq.request`` names each answered request, its
+    client and the error codes of its answer (here a topic that does not exist: 3)."""
+    caplog.set_level("DEBUG", logger="pylogq.request")
+    with Wire(served[1], client_id="request-log-test") as wire:
+        wire.request(API_VERSIONS, 3)
+        response = wire.request(METADATA, 4, {"topics": [{"name": "no-such-topic"}], "allow_auto_topic_creation": False})
+    assert [t["error_code"] for t in response["topics"]] == [3]
+    deadline = time.monotonic() + DEADLINE_S
+    while True:  # the line is written once the answer's last byte is sent, just after the client reads it
+        lines = [r.getMessage() for r in caplog.records if r.name == "pylogq.request"]
+        if len(lines) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert lines[0].startswith("completed ApiVersions v3 id=") and "corr=1 client_id=request-log-test" in lines[0]
+    assert lines[1].startswith("completed Metadata v4 ") and "corr=2 " in lines[1] and "errors={3: 1}" in lines[1]
+    assert "total_ms=" in lines[1]
