@@ -65,7 +65,10 @@ class Leaders:
         self.leader: Dict[Tuple[str, int], Optional[int]] = {TP: 1, TP2: 2}
         self.answer: Dict[Tuple[str, int], int] = {}  # a code to answer instead of 0
         self.sent: List[Tuple[int, TxnMarker]] = []
+        self.requests: List[Tuple[int, int]] = []  # (broker, markers in the request)
         self.written = threading.Condition()
+        #: A broker whose answers wait for its event (a frozen leader).
+        self.frozen: Dict[int, threading.Event] = {}
 
     def leader_of(self, topic: str, partition: int) -> Optional[int]:
         return self.leader.get((topic, partition))
@@ -73,7 +76,11 @@ class Leaders:
     def send(self, broker_id: int, markers: Sequence[TxnMarker]) -> Mapping[int, Mapping[Tuple[str, int], int]]:
         with self.written:
             self.sent.extend((broker_id, m) for m in markers)
+            self.requests.append((broker_id, len(markers)))
             self.written.notify_all()
+        thaw = self.frozen.get(broker_id)
+        if thaw is not None:
+            assert thaw.wait(30), "the test never thawed broker %d" % broker_id
         return {m.producer_id: {tp: self.answer.get(tp, 0) for tp in m.partitions} for m in markers}
 
 
@@ -311,6 +318,56 @@ def test_markers_are_retried_until_the_leader_takes_them(parts) -> None:
     leaders.leader[TP2] = 2
     _wait_state(coordinator, "tx", "CompleteAbort")
     assert {b for b, m in leaders.sent if m.partitions == (TP,)} >= {1, 3}
+
+
+def test_a_frozen_leader_holds_back_only_the_markers_it_owes(parts) -> None:
+    """A leader that does not answer delays its own partitions' markers; another
+    transaction's markers, owed by another leader, are written and completed meanwhile, and
+    the first completes once the leader answers."""
+    coordinator, _, leaders, _ = parts
+    leaders.frozen[1] = thaw = threading.Event()
+    try:
+        first = coordinator.init_producer_id("tx", 30000)
+        coordinator.add_partitions("tx", *first, [TP])  # led by 1
+        second = coordinator.init_producer_id("other-tx", 30000)
+        coordinator.add_partitions("other-tx", *second, [TP2])  # led by 2
+        coordinator.end_transaction("tx", *first, True)
+        with leaders.written:
+            assert leaders.written.wait_for(lambda: leaders.sent, 10)
+        coordinator.end_transaction("other-tx", *second, True)
+        _wait_state(coordinator, "other-tx", "CompleteCommit")
+        assert _state(coordinator, "tx") == "PrepareCommit"
+        assert coordinator.markers.pending("tx") == {TP}
+    finally:
+        thaw.set()
+    _wait_state(coordinator, "tx", "CompleteCommit")
+    assert [b for b, _ in leaders.sent] == [1, 2]
+
+
+def test_markers_wait_for_their_leaders_answer_then_go_in_one_request(parts) -> None:
+    """While a leader has a request in flight, the markers it is owed next wait for its
+    answer (one request at a time per broker), then go together."""
+    coordinator, _, leaders, _ = parts
+    leaders.frozen[1] = thaw = threading.Event()
+    try:
+        ids = ["tx-%d" % i for i in range(3)]
+        producers = {t: coordinator.init_producer_id(t, 30000) for t in ids}
+        for t in ids:
+            coordinator.add_partitions(t, *producers[t], [TP])
+        coordinator.end_transaction(ids[0], *producers[ids[0]], False)
+        with leaders.written:
+            assert leaders.written.wait_for(lambda: leaders.sent, 10)
+        for t in ids[1:]:
+            coordinator.end_transaction(t, *producers[t], False)
+        assert all(coordinator.markers.pending(t) == {TP} for t in ids)
+        assert len(leaders.sent) == 1
+    finally:
+        thaw.set()
+    for t in ids:
+        _wait_state(coordinator, t, "CompleteAbort")
+    assert leaders.requests == [(1, 1), (1, 2)]
+    assert [m.producer_id for _, m in leaders.sent][0] == producers[ids[0]][0]
+    assert {m.producer_id for _, m in leaders.sent} == {p for p, _ in producers.values()}
 
 
 def test_a_deleted_topics_partition_owes_no_marker(parts) -> None:

@@ -7,7 +7,7 @@ broker: it is given ``__transaction_state``'s partitions to store in (an append 
 once the partition's in-sync replicas have it) and the markers' way out. Those go to
 each partition's leader: this broker's own partitions are written directly, another
 broker's through a :class:`~pylogq.cluster.broker_link.BrokerLink` per broker, used by
-the coordinator's marker thread alone.
+the coordinator's marker writer (one request at a time per broker).
 
 WriteTxnMarkers, as a leader answers it (Kafka's ReplicaManager with origin
 COORDINATOR): each marker is appended as a control batch with acks=all, checked by the
@@ -108,7 +108,7 @@ class BrokerTransactions(BrokerDataPath):
     def _close_transactions(self) -> None:
         coordinator = getattr(self, "txn_coordinator", None)
         if coordinator is not None:
-            coordinator.close()  # its marker thread ends: the links are no longer used
+            coordinator.close()  # its marker writer ends: the links are no longer used
         for link in getattr(self, "_marker_links", {}).values():
             link.close()
 
@@ -148,7 +148,7 @@ class BrokerTransactions(BrokerDataPath):
 
     def _send_txn_markers(self, broker_id: int, markers: Sequence[TxnMarker]
                           ) -> Mapping[int, Mapping[Tuple[str, int], int]]:
-        """The marker thread's WriteTxnMarkers to ``broker_id`` (this broker: directly)."""
+        """The marker writer's WriteTxnMarkers to ``broker_id`` (this broker: directly)."""
         if broker_id == self.broker_id:
             return self.write_txn_markers(markers)
         assert self.cluster is not None

@@ -3,12 +3,16 @@ TransactionMarkerChannelManager).
 
 Once the coordinator has stored PrepareCommit or PrepareAbort, :class:`MarkerWriter`
 sends WriteTxnMarkers to each partition's leader, the markers of every transaction
-waiting for one leader in one request, from one thread of its own. A partition that
-answers a retriable error (its leader moved, too few in-sync replicas, the leader
-unreachable) is tried again, at its leader then, after ``retry_backoff_ms``; a partition
-whose topic is gone is dropped, as Kafka drops it. When every partition of a
-transaction has its marker, ``on_written`` is called (the coordinator then stores
-CompleteCommit or CompleteAbort). A coordinator that was fenced (its marker refused with
+waiting for one leader in one request. Each broker has at most one request in flight,
+and the brokers are asked independently (Kafka's marker channel, a queue per broker): a
+leader that is slow to answer, or frozen until the request times out, holds back only
+the markers it owes. A partition that answers a retriable error (its leader moved, too
+few in-sync replicas, the leader unreachable) is tried again, at its leader then, after
+``retry_backoff_ms``; a partition whose topic is gone is dropped, as Kafka drops it.
+When every partition of a transaction has its marker, ``on_written`` is called, on a
+thread of its own (the coordinator then stores CompleteCommit or CompleteAbort, which
+waits for ``__transaction_state``'s in-sync replicas: the markers of other transactions
+go on meanwhile). A coordinator that was fenced (its marker refused with
 TRANSACTION_COORDINATOR_FENCED or INVALID_PRODUCER_EPOCH: a newer coordinator or
 producer epoch has taken over) gives the transaction up: ``on_written`` is not called,
 and its next coordinator completes it.
@@ -18,8 +22,11 @@ Thread-safe: :meth:`add` and :meth:`drop` may be called from any thread.
 
 from __future__ import annotations
 
+import functools
 import logging
+import queue
 import threading
+import time
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .... import errors
@@ -59,7 +66,13 @@ class PendingMarkers(NamedTuple):
 
 
 class MarkerWriter:
-    """The markers of decided transactions, written by a thread of their own."""
+    """The markers of decided transactions: a dispatching thread, and a pool on which each
+    broker's requests are sent, one at a time per broker."""
+
+    #: Brokers asked at once (a request per broker; more brokers wait for a free sender).
+    SENDERS = 8
+    #: ``on_written`` calls run at once (each may wait for its partition's in-sync replicas).
+    COMPLETERS = 4
 
     def __init__(self, send: SendMarkers, leader_of: LeaderOf,
                  on_written: Callable[[PendingMarkers], None], retry_backoff_ms: int = 100,
@@ -71,7 +84,15 @@ class MarkerWriter:
         self._cond = threading.Condition()
         #: transactional id -> (its pending markers, the partitions still without one).
         self._pending: Dict[str, Tuple[PendingMarkers, Set[Tuple[str, int]]]] = {}
+        #: (transactional id, partition) in a request not answered yet.
+        self._in_flight: Set[Tuple[str, Tuple[str, int]]] = set()
+        #: The brokers with a request in flight, and the partitions waiting for each to answer.
+        self._busy: Dict[int, Set[Tuple[str, Tuple[str, int]]]] = {}
+        #: (transactional id, partition) -> not sent again before this time (a backoff).
+        self._not_before: Dict[Tuple[str, Tuple[str, int]], float] = {}
         self._closed = False
+        self._senders = _Workers(self.SENDERS, name + "-send")
+        self._completers = _Workers(self.COMPLETERS, name + "-complete")
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -81,7 +102,8 @@ class MarkerWriter:
             self._cond.notify_all()
 
     def drop(self, txn_partition: int) -> None:
-        """Forget the transactions of a coordinator partition (no longer led here)."""
+        """Forget the transactions of a coordinator partition (no longer led here); answers
+        to their requests in flight are ignored."""
         with self._cond:
             for txn_id in [t for t, (p, _) in self._pending.items() if p.txn_partition == txn_partition]:
                 del self._pending[txn_id]
@@ -97,85 +119,167 @@ class MarkerWriter:
             self._closed = True
             self._cond.notify_all()
         self._thread.join(30)
+        self._senders.close()
+        self._completers.close()
+
+    # -- the dispatching thread -------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._closed:
-                    self._cond.wait()
                 if self._closed:
                     return
-                work = {txn_id: (p, set(left)) for txn_id, (p, left) in self._pending.items()}
+                now = time.monotonic()
+                due = [(txn_id, tp) for txn_id, (_, left) in self._pending.items() for tp in left
+                       if (txn_id, tp) not in self._in_flight and self._not_before.get((txn_id, tp), 0.0) <= now]
+                if not due:
+                    later = [t for key, t in self._not_before.items()
+                             if key[0] in self._pending and t != float("inf")]
+                    self._cond.wait(max(0.0, min(later) - now) if later else None)
+                    continue
             try:
-                retry = self._write(work)
+                self._dispatch(due)
             except Exception:  # noqa: BLE001 - the thread lives on; the markers are tried again
                 log.exception("writing transaction markers")
-                retry = True
-            if retry:
                 with self._cond:
-                    if not self._closed:
-                        self._cond.wait(self._backoff_s)
+                    retry_at = time.monotonic() + self._backoff_s
+                    self._not_before.update((key, retry_at) for key in due)
 
-    def _write(self, work: Dict[str, Tuple[PendingMarkers, Set[Tuple[str, int]]]]) -> bool:
-        """One round: each leader is sent the markers it owes; -> whether any is left to retry."""
-        by_leader: Dict[int, Dict[str, List[Tuple[str, int]]]] = {}
-        gone: Dict[str, Set[Tuple[str, int]]] = {}
-        retry = False
-        for txn_id, (_, left) in work.items():
-            for tp in left:
-                leader = self._leader_of(*tp)
+    def _dispatch(self, due: List[Tuple[str, Tuple[str, int]]]) -> None:
+        """Send each partition due to its leader now, unless that leader has a request in
+        flight (the partition then goes once it has answered)."""
+        leaders = {key: self._leader_of(*key[1]) for key in due}  # outside the lock: metadata
+        gone: List[Tuple[str, Tuple[str, int]]] = []
+        with self._cond:
+            retry_at = time.monotonic() + self._backoff_s
+            by_leader: Dict[int, Dict[str, List[Tuple[str, int]]]] = {}
+            for key, leader in leaders.items():
+                txn_id, tp = key
+                entry = self._pending.get(txn_id)
+                if entry is None or tp not in entry[1] or key in self._in_flight:
+                    continue  # written, dropped or sent meanwhile
                 if leader is None:
-                    gone.setdefault(txn_id, set()).add(tp)  # the topic was deleted: no marker is owed
+                    gone.append(key)  # the topic was deleted: no marker is owed
                 elif leader < 0:
-                    retry = True
+                    self._not_before[key] = retry_at
+                elif leader in self._busy:
+                    self._busy[leader].add(key)
+                    self._not_before[key] = float("inf")  # until the leader answers
                 else:
                     by_leader.setdefault(leader, {}).setdefault(txn_id, []).append(tp)
-        done: Dict[str, Set[Tuple[str, int]]] = gone
-        fenced: Set[str] = set()
-        for leader, txns in by_leader.items():
-            markers = [work[txn_id][0].marker._replace(partitions=tuple(sorted(tps))) for txn_id, tps in txns.items()]
-            try:
-                answers = self._send(leader, markers)
-            except Exception as exc:  # noqa: BLE001 - the leader could not be asked: its partitions wait
-                log.info("could not send transaction markers to broker %d: %s", leader, exc)
-                retry = True
-                continue
-            for txn_id, tps in txns.items():
-                codes = answers.get(work[txn_id][0].marker.producer_id, {})
+            requests = []
+            for leader, txns in by_leader.items():
+                self._busy[leader] = set()
+                work = {txn_id: (self._pending[txn_id][0], tps) for txn_id, tps in txns.items()}
+                for txn_id, tps in txns.items():
+                    self._in_flight.update((txn_id, tp) for tp in tps)
+                requests.append((leader, work))
+            owed: Dict[str, Tuple[Optional[PendingMarkers], List[Tuple[str, int]]]] = {}
+            for txn_id, tp in gone:
+                owed.setdefault(txn_id, (self._pending[txn_id][0], []))[1].append(tp)
+                self._in_flight.add((txn_id, tp))
+        if owed:
+            self._answered(owed, {key: 0 for key in gone}, None)
+        for leader, work in requests:
+            self._senders.submit(self._request, leader, work)
+
+    # -- a broker's request (on a sender) ---------------------------------------------------------
+
+    def _request(self, leader: int, work: Dict[str, Tuple[PendingMarkers, List[Tuple[str, int]]]]) -> None:
+        codes: Dict[Tuple[str, Tuple[str, int]], int] = {}
+        try:
+            markers = [p.marker._replace(partitions=tuple(sorted(tps))) for p, tps in work.values()]
+            answers = self._send(leader, markers)
+            for txn_id, (p, tps) in work.items():
+                by_partition = answers.get(p.marker.producer_id, {})
                 for tp in tps:
-                    code = codes.get(tp, errors.UnknownServerError.code)
-                    if code == 0:
-                        done.setdefault(txn_id, set()).add(tp)
+                    codes[(txn_id, tp)] = by_partition.get(tp, errors.UnknownServerError.code)
+        except Exception as exc:  # noqa: BLE001 - the leader could not be asked: its partitions wait
+            log.info("could not send transaction markers to broker %d: %s", leader, exc)
+            codes = {(txn_id, tp): errors.BrokerNotAvailableError.code for txn_id, (_, tps) in work.items()
+                     for tp in tps}
+        self._answered(work, codes, leader)
+
+    def _answered(self, work: Mapping[str, Tuple[Optional[PendingMarkers], Sequence[Tuple[str, int]]]],
+                  codes: Mapping[Tuple[str, Tuple[str, int]], int], leader: Optional[int]) -> None:
+        """Apply a request's answers (``leader`` None: partitions owing no marker); the
+        transactions now complete go to ``on_written``."""
+        finished: List[PendingMarkers] = []
+        with self._cond:
+            now = time.monotonic()
+            if leader is not None:
+                for key in self._busy.pop(leader, ()):
+                    self._not_before.pop(key, None)  # waited for this leader: due at once
+            for txn_id, (sent, tps) in work.items():
+                entry = self._pending.get(txn_id)
+                # None: dropped or replaced meanwhile (the answers are of no use)
+                left = entry[1] if entry is not None and sent is not None and entry[0] is sent else None
+                fenced = False
+                for tp in tps:
+                    key = (txn_id, tp)
+                    self._in_flight.discard(key)
+                    code = codes.get(key, errors.UnknownServerError.code)
+                    if left is None or code == 0:
+                        if left is not None:
+                            left.discard(tp)
+                        self._not_before.pop(key, None)
                     elif code in _FENCED:
                         log.info("transaction markers of %r refused at %s-%d (%s): a newer coordinator or producer "
                                  "epoch completes it", txn_id, tp[0], tp[1], _error_name(code))
-                        fenced.add(txn_id)
+                        fenced = True
                     elif code in _RETRIABLE:
-                        retry = True
+                        self._not_before[key] = now + self._backoff_s
                     else:
                         log.error("the transaction marker of %r for %s-%d was refused with %s; not retried",
                                   txn_id, tp[0], tp[1], _error_name(code))
-                        done.setdefault(txn_id, set()).add(tp)
-        finished: List[PendingMarkers] = []
-        with self._cond:
-            for txn_id, written in done.items():
-                entry = self._pending.get(txn_id)
-                if entry is None or entry[0] is not work[txn_id][0]:
-                    continue  # dropped or replaced meanwhile
-                entry[1].difference_update(written)
-                if not entry[1] and txn_id not in fenced:
-                    del self._pending[txn_id]
-                    finished.append(entry[0])
-            for txn_id in fenced:
-                entry = self._pending.get(txn_id)
-                if entry is not None and entry[0] is work[txn_id][0]:
-                    del self._pending[txn_id]
+                        left.discard(tp)
+                if left is None or sent is None or (left and not fenced):
+                    continue
+                del self._pending[txn_id]
+                for tp in sent.marker.partitions:
+                    self._not_before.pop((txn_id, tp), None)
+                if not fenced:
+                    finished.append(sent)
+            self._cond.notify_all()
         for pending in finished:
-            try:
-                self._on_written(pending)
-            except Exception:  # noqa: BLE001 - the coordinator logs and retries its own write
-                log.exception("completing the transaction of %r", pending.transactional_id)
-        return retry
+            self._completers.submit(self._complete, pending)
+
+    def _complete(self, pending: PendingMarkers) -> None:
+        try:
+            self._on_written(pending)
+        except Exception:  # noqa: BLE001 - the coordinator logs and retries its own write
+            log.exception("completing the transaction of %r", pending.transactional_id)
+
+
+class _Workers:
+    """``size`` daemon threads running what is submitted, in order (started at the first
+    call). Daemons: a process never waits at its exit for a request to a frozen broker."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._size = size
+        self._name = name
+        self._calls: "queue.SimpleQueue[Optional[Callable[[], None]]]" = queue.SimpleQueue()
+        self._started = False
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., None], *args: object) -> None:
+        with self._lock:
+            if not self._started:
+                self._started = True
+                for i in range(self._size):
+                    threading.Thread(target=self._work, name="%s-%d" % (self._name, i), daemon=True).start()
+        self._calls.put(functools.partial(fn, *args))
+
+    def close(self) -> None:
+        for _ in range(self._size):
+            self._calls.put(None)
+
+    def _work(self) -> None:
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return
+            call()
 
 
 def _error_name(code: int) -> str:
