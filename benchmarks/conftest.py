@@ -32,7 +32,7 @@ import os
 import statistics
 import sys
 from collections import defaultdict
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -42,6 +42,28 @@ if ROOT not in sys.path:  # the checkout, for the suite's shared hooks
 
 from tests._require_all import REQUIRE_ALL, header  # noqa: E402
 from tests._require_all import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401 - hooks
+
+from peers import BrokerProcess, pylogq_broker  # noqa: E402
+
+from pylogq.client.admin import AdminClient  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: Any) -> Iterator[BrokerProcess]:
+    """A ``pylogq-broker`` process per module (a module may define its own ``server``)."""
+    process = pylogq_broker(str(tmp_path_factory.mktemp("pylogq-data")))
+    try:
+        yield process.start()
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(server: BrokerProcess) -> Iterator[AdminClient]:
+    """pylogq's AdminClient on the module's ``server``."""
+    client = AdminClient(bootstrap_servers=server.bootstrap)
+    yield client
+    client.close()
 
 
 def pytest_addoption(parser: Any) -> None:

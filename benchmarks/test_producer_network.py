@@ -35,11 +35,10 @@ import io
 import itertools
 import os
 import re
-from typing import Any, Iterator, List, Optional
+from typing import Any, List, Optional
 
-import pytest
 from confluent_kafka import Producer as ConfluentProducer
-from peers import BrokerProcess, pylogq_broker
+from peers import BrokerProcess
 from summary import alternate, info, smoke
 
 from pylogq.cli.main import run as pylogq_cli
@@ -61,22 +60,6 @@ _names = itertools.count(1)
 
 def _small(config: Any) -> bool:
     return smoke(config)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: Any) -> Iterator[BrokerProcess]:
-    process = pylogq_broker(str(tmp_path_factory.mktemp("pylogq-data")))
-    try:
-        yield process.start()
-    finally:
-        process.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(server: BrokerProcess) -> Iterator[AdminClient]:
-    client = AdminClient(bootstrap_servers=server.bootstrap)
-    yield client
-    client.close()
 
 
 class Workload:

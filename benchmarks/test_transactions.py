@@ -6,6 +6,7 @@ transactional producer, its last transaction committed). The reference is the
 idempotent producer (``enable.idempotence=true``), librdkafka's defaults otherwise.
 Rows: the transactional producer committing every 100 records, and every 10,000
 records (``begin_transaction``, ``produce`` per record, ``commit_transaction``). Each
+producer has its id and its connections before a round starts. Each
 commit costs a round trip to the coordinator, its write to ``__transaction_state``, and
 the markers; 100 per transaction pays that every 100 records. The ratios are reported,
 no target asserted (the issue asks for the ratios).
@@ -15,7 +16,8 @@ topic with no aborted transaction (written by one transactional producer, 10,000
 transaction) from the start to the end. The reference is ``isolation.level=
 read_uncommitted``; the row is ``read_committed``, whose target is not to be slower
 (the broker answers the last stable offset and no aborted transactions; the client
-then filters nothing).
+then filters nothing). Each round's consumer is made and connected before the round,
+which times the fetches alone.
 
 Rounds alternate with the reference's (summary.alternate). N is 200,000; 20,000 in a
 smoke run.
@@ -32,7 +34,7 @@ import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
-from peers import BrokerProcess, pylogq_broker
+from peers import BrokerProcess
 from summary import alternate, asserting, info, smoke
 
 from pylogq.client.admin import AdminClient, NewTopic
@@ -46,22 +48,6 @@ PRODUCE = "transactional produce 100B"
 FETCH = "read_committed fetch 100B"
 
 _names = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: Any) -> Iterator[BrokerProcess]:
-    process = pylogq_broker(str(tmp_path_factory.mktemp("pylogq-data")))
-    try:
-        yield process.start()
-    finally:
-        process.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(server: BrokerProcess) -> Iterator[AdminClient]:
-    client = AdminClient(bootstrap_servers=server.bootstrap)
-    yield client
-    client.close()
 
 
 def _n(config: Any) -> int:
@@ -92,8 +78,19 @@ class Produce:
             config["transactional.id"] = self.topic
         self.producer = ConfluentProducer(config)
         if self.per_txn is not None:
-            self.producer.init_transactions(TIMEOUT)
+            self.producer.init_transactions(TIMEOUT)  # its producer id, and the coordinator's connection
+        else:
+            # One record first (untimed): the idempotent producer's id, the topic's metadata and
+            # the leader's connection are then there before the round, as init_transactions
+            # makes them for the transactional producer.
+            self.producer.produce(self.topic, VALUE)
+            assert self.producer.flush(TIMEOUT) == 0
         self.producer.list_topics(self.topic, timeout=TIMEOUT)
+
+    @property
+    def stored(self) -> int:
+        """The records the topic holds after a round."""
+        return self.n + (1 if self.per_txn is None else 0)
 
     def run(self) -> int:
         producer, topic, per_txn = self.producer, self.topic, self.per_txn
@@ -136,36 +133,45 @@ def _send(produce: Any, poll: Any, topic: str) -> None:
             poll(0.01)
 
 
-def _check_committed(bootstrap: str, topic: str, n: int, isolation: str = "read_committed") -> int:
-    return _read(bootstrap, topic, n, isolation)
+def _consumer(bootstrap: str, isolation: str) -> ConfluentConsumer:
+    # queued.min.messages above N: with librdkafka's default (100,000), its fetcher stops when
+    # that many records wait in its queue and looks again only after fetch.queue.backoff.ms
+    # (1 s), a pause of the client's that most rounds would time.
+    return ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + isolation,
+                              "enable.auto.commit": False, "isolation.level": isolation,
+                              "enable.partition.eof": True, "fetch.wait.max.ms": 10,
+                              "queued.min.messages": 2 * FULL})
 
 
 def _read(bootstrap: str, topic: str, n: int, isolation: str) -> int:
-    consumer = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + isolation,
-                                  "enable.auto.commit": False, "isolation.level": isolation,
-                                  "enable.partition.eof": True, "fetch.wait.max.ms": 10})
+    consumer = _consumer(bootstrap, isolation)
     try:
-        consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
-        count = 0
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            # consume() returns at 10,000 messages or after its timeout: a short one, since the
-            # end-of-partition event ends the read (it counts as one message).
-            batch = consumer.consume(10_000, 0.05)
-            if not batch:
-                if time.monotonic() > deadline:
-                    raise AssertionError("no end within %.0f s (%d of %d read)" % (TIMEOUT, count, n))
-                continue
-            done = False
-            for m in batch:
-                if m.error():
-                    done = True
-                else:
-                    count += 1
-            if done:
-                return count
+        return _read_to_end(consumer, topic, n)
     finally:
         consumer.close()
+
+
+def _read_to_end(consumer: ConfluentConsumer, topic: str, n: int) -> int:
+    """Read ``topic``'s partition 0 from offset 0 to its end; -> the records read."""
+    consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+    count = 0
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        # consume() returns at 10,000 messages or after its timeout: a short one, since the
+        # end-of-partition event ends the read (it counts as one message).
+        batch = consumer.consume(10_000, 0.05)
+        if not batch:
+            if time.monotonic() > deadline:
+                raise AssertionError("no end within %.0f s (%d of %d read)" % (TIMEOUT, count, n))
+            continue
+        done = False
+        for m in batch:
+            if m.error():
+                done = True
+            else:
+                count += 1
+        if done:
+            return count
 
 
 @pytest.mark.parametrize("per_txn", [100, 10_000])
@@ -178,7 +184,7 @@ def test_transactional_produce(benchmark: Any, request: Any, server: BrokerProce
     try:
         alternate(benchmark, own, peer, ROUNDS if asserting(request.config) else 1, 1)
         assert own.topic is not None and not own.errors
-        assert _check_committed(server.bootstrap, own.topic, n) == n
+        assert _read(server.bootstrap, own.topic, n, "read_committed") == n
     finally:
         own.close()
         peer.close()
@@ -192,30 +198,40 @@ def test_idempotent_produce(benchmark: Any, request: Any, server: BrokerProcess,
     try:
         alternate(benchmark, own, None, ROUNDS if asserting(request.config) else 1, 1)
         assert own.topic is not None and not own.errors
-        assert _read(server.bootstrap, own.topic, n, "read_uncommitted") == n
+        assert _read(server.bootstrap, own.topic, own.stored, "read_uncommitted") == own.stored
     finally:
         own.close()
 
 
 class Fetch:
-    """A consumer reading the whole committed topic, in one isolation level."""
+    """A consumer reading the whole committed topic, in one isolation level: made and
+    connected to the partition's leader before the round (untimed), so that a round times
+    the fetches alone."""
 
     def __init__(self, bootstrap: str, topic: str, n: int, isolation: str) -> None:
         self.bootstrap, self.topic, self.n, self.isolation = bootstrap, topic, n, isolation
+        self.consumer: Optional[ConfluentConsumer] = None
 
     def prepare(self) -> None:
-        pass
+        self.finish()
+        self.consumer = _consumer(self.bootstrap, self.isolation)
+        # ListOffsets at the leader: the metadata and the leader's connection are there before run().
+        low, high = self.consumer.get_watermark_offsets(ConfluentTopicPartition(self.topic, 0), TIMEOUT)
+        assert high - low >= self.n
 
     def run(self) -> int:
-        count = _read(self.bootstrap, self.topic, self.n, self.isolation)
+        assert self.consumer is not None
+        count = _read_to_end(self.consumer, self.topic, self.n)
         assert count == self.n
         return count
 
     def finish(self) -> None:
-        pass
+        consumer, self.consumer = self.consumer, None
+        if consumer is not None:
+            consumer.close()
 
     def close(self) -> None:
-        pass
+        self.finish()
 
 
 @pytest.fixture(scope="module")
