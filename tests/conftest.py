@@ -7,7 +7,6 @@ fails the run before any test. ``PYLOGQ_REQUIRE_ALL=1`` (set by
 ``.ci/run``) turns every skip into a failure, at collection and at run time,
 so a missing external part is never mistaken for a pass: the hooks are
 tests/_require_all.py's, which benchmarks/conftest.py shares.
-``PYLOGQ_TXN_FAULTS=1`` selects the tests marked ``txn_faults`` (see below).
 ``PYLOGQ_LIBRDKAFKA_SUITE=1`` selects the tests marked ``librdkafka_suite`` (librdkafka's own
 test programs run against a broker cluster: minutes, and a librdkafka build the machine must
 have), which every other run deselects.
@@ -49,16 +48,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 #: Whether the tests marked ``librdkafka_suite`` run (they are deselected otherwise).
 LIBRDKAFKA_SUITE = os.environ.get("PYLOGQ_LIBRDKAFKA_SUITE", "") not in ("", "0")
-#: Whether the tests marked ``txn_faults`` run (they are deselected otherwise).
-TXN_FAULTS = os.environ.get("PYLOGQ_TXN_FAULTS", "") not in ("", "0")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     mode = "pure Python (PYLOGQ_NO_EXTENSIONS=1)" if _speedups.NO_EXTENSIONS else "compiled kernels"
     suite = "librdkafka's suite selected" if LIBRDKAFKA_SUITE else "librdkafka's suite deselected"
-    faults = "transaction fault runs selected" if TXN_FAULTS else "transaction fault runs deselected"
-    return "pylogq: %s; %s; %s (PYLOGQ_LIBRDKAFKA_SUITE); %s (PYLOGQ_TXN_FAULTS)" % (
-        mode, _require_all_header(), suite, faults)
+    return "pylogq: %s; %s; %s (PYLOGQ_LIBRDKAFKA_SUITE)" % (mode, _require_all_header(), suite)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -71,15 +66,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     pass through are tested in both by the rest of the suite) run in the compiled pass only.
 
     Tests marked ``librdkafka_suite`` run only when ``PYLOGQ_LIBRDKAFKA_SUITE=1`` asks for them:
-    they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py).
-
-    Tests marked ``txn_faults`` run only when ``PYLOGQ_TXN_FAULTS=1`` asks for them: the
-    transactional loop through kills and a freeze of broker processes, which stalls in some
-    runs for a cause not yet found (tests/cluster/test_transactions_processes.py)."""
+    they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py)."""
     def dropped(item: pytest.Item) -> bool:
         if _speedups.NO_EXTENSIONS and item.get_closest_marker("compiled_pass") is not None:
-            return True
-        if not TXN_FAULTS and item.get_closest_marker("txn_faults") is not None:
             return True
         return not LIBRDKAFKA_SUITE and item.get_closest_marker("librdkafka_suite") is not None
 
