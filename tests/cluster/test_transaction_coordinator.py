@@ -359,6 +359,8 @@ def test_markers_wait_for_their_leaders_answer_then_go_in_one_request(parts) -> 
             assert leaders.written.wait_for(lambda: leaders.sent, 10)
         for t in ids[1:]:
             coordinator.end_transaction(t, *producers[t], False)
+        # the dispatcher has seen them, and parked them on the busy leader
+        assert _poll(lambda: len(coordinator.markers._busy.get(1, ())) == 2, 10)
         assert all(coordinator.markers.pending(t) == {TP} for t in ids)
         assert len(leaders.sent) == 1
     finally:
@@ -368,6 +370,65 @@ def test_markers_wait_for_their_leaders_answer_then_go_in_one_request(parts) -> 
     assert leaders.requests == [(1, 1), (1, 2)]
     assert [m.producer_id for _, m in leaders.sent][0] == producers[ids[0]][0]
     assert {m.producer_id for _, m in leaders.sent} == {p for p, _ in producers.values()}
+
+
+def test_a_retried_request_in_flight_costs_no_cpu(parts) -> None:
+    """A marker answered NOT_LEADER is sent again after the backoff; while that second
+    request waits for its answer, the dispatcher waits too (it once spun on the backoff's
+    past deadline for as long as the request was in flight)."""
+    coordinator, _, leaders, _ = parts
+    leaders.answer[TP] = NOT_LEADER
+    pid, epoch = coordinator.init_producer_id("tx", 30000)
+    coordinator.add_partitions("tx", pid, epoch, [TP])
+    coordinator.end_transaction("tx", pid, epoch, True)
+    with leaders.written:
+        assert leaders.written.wait_for(lambda: leaders.sent, 10)
+        leaders.frozen[1] = thaw = threading.Event()
+        leaders.answer.clear()
+        assert leaders.written.wait_for(lambda: len(leaders.sent) >= 2, 10)
+    try:
+        window = 0.5
+        cpu = time.process_time()
+        threading.Event().wait(window)  # a window to measure the process's CPU in, not a synchronisation
+        spent = time.process_time() - cpu
+        assert spent < window / 4, "%.2f s of CPU in %.1f s with one request in flight" % (spent, window)
+    finally:
+        thaw.set()
+    _wait_state(coordinator, "tx", "CompleteCommit")
+
+
+def test_an_unexpected_answer_is_tried_again_not_taken_as_written(parts) -> None:
+    """A marker answered with a code Kafka does not expect (UNKNOWN_SERVER_ERROR, or a
+    partition missing from the answer) is sent again: the transaction completes only
+    once the marker is really written."""
+    coordinator, _, leaders, _ = parts
+    leaders.answer[TP] = errors.UnknownServerError.code
+    pid, epoch = coordinator.init_producer_id("tx", 30000)
+    coordinator.add_partitions("tx", pid, epoch, [TP])
+    coordinator.end_transaction("tx", pid, epoch, True)
+    with leaders.written:
+        assert leaders.written.wait_for(lambda: len(leaders.sent) >= 2, 10)
+    assert _state(coordinator, "tx") == "PrepareCommit"
+    leaders.answer.clear()
+    _wait_state(coordinator, "tx", "CompleteCommit")
+
+
+def test_a_completion_that_fails_is_tried_again_without_holding_a_thread(parts) -> None:
+    """CompleteCommit's write failing (too few in-sync replicas) is tried again after the
+    backoff, by the writer, until it succeeds."""
+    coordinator, storage, leaders, _ = parts
+    leaders.frozen[1] = thaw = threading.Event()
+    pid, epoch = coordinator.init_producer_id("tx", 30000)
+    coordinator.add_partitions("tx", pid, epoch, [TP])
+    coordinator.end_transaction("tx", pid, epoch, True)  # PrepareCommit stored
+    with leaders.written:
+        assert leaders.written.wait_for(lambda: leaders.sent, 10)
+    storage.fail = errors.NotEnoughReplicasError("too few")
+    thaw.set()  # the marker is written; its completion's write fails
+    assert _poll(lambda: "tx" in coordinator.markers._completions, 10)
+    assert _state(coordinator, "tx") == "PrepareCommit"
+    storage.fail = None
+    _wait_state(coordinator, "tx", "CompleteCommit")
 
 
 def test_a_deleted_topics_partition_owes_no_marker(parts) -> None:

@@ -55,6 +55,7 @@ class BrokerTransactions(BrokerDataPath):
         txn_state_topic: OffsetsTopic
         _txn_state_ready: bool
         _marker_links: Dict[int, BrokerLink]
+        _markers_closed: bool
 
         def _create_cluster_topic(self, name: str, partitions: Optional[int], replication_factor: Optional[int],
                                   config: Optional[Mapping[str, Any]], validate_only: bool,
@@ -72,6 +73,7 @@ class BrokerTransactions(BrokerDataPath):
         self.txn_state_topic = OffsetsTopic(lambda p: self._partitions[(TRANSACTION_STATE_TOPIC, p)])
         self._txn_state_ready = stored is not None
         self._marker_links = {}
+        self._markers_closed = False
         self.txn_coordinator = TransactionCoordinator(
             append=self._store_txn_state, read_all=self.txn_state_topic.read_all,
             new_producer_id=lambda: self.producer_ids.next_id()[0], send_markers=self._send_txn_markers,
@@ -106,10 +108,16 @@ class BrokerTransactions(BrokerDataPath):
             coordinator.load_partition(p, partition.leader_epoch)
 
     def _close_transactions(self) -> None:
+        """Stop the coordinator: a marker request in flight is aborted (its sender then ends
+        at once), the writer's threads are waited for, and the links closed after them."""
+        self._markers_closed = True
+        links: Dict[int, BrokerLink] = getattr(self, "_marker_links", {})
+        for link in list(links.values()):
+            link.abort()
         coordinator = getattr(self, "txn_coordinator", None)
         if coordinator is not None:
-            coordinator.close()  # its marker writer ends: the links are no longer used
-        for link in getattr(self, "_marker_links", {}).values():
+            coordinator.close()
+        for link in list(links.values()):
             link.close()
 
     def _txn_leadership_in_doubt(self, p: int) -> bool:
@@ -149,6 +157,8 @@ class BrokerTransactions(BrokerDataPath):
     def _send_txn_markers(self, broker_id: int, markers: Sequence[TxnMarker]
                           ) -> Mapping[int, Mapping[Tuple[str, int], int]]:
         """The marker writer's WriteTxnMarkers to ``broker_id`` (this broker: directly)."""
+        if getattr(self, "_markers_closed", False):
+            raise errors.BrokerNotAvailableError("this broker is stopping")
         if broker_id == self.broker_id:
             return self.write_txn_markers(markers)
         assert self.cluster is not None

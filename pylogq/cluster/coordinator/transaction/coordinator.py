@@ -364,35 +364,40 @@ class TransactionCoordinator:
         self._send_markers(meta, self.partition_for(meta.transactional_id), coordinator_epoch)
 
     def _send_markers(self, meta: TransactionMetadata, partition: int, coordinator_epoch: int) -> None:
+        """Hand the decided transaction's markers to the writer, unless the partition was
+        unloaded meanwhile (under the lock, so that an unload's drop comes after the add)."""
         with self._lock:
+            if self._owned.get(partition) != coordinator_epoch or self._closed:
+                return  # its next coordinator completes it
             marker = TxnMarker(meta.producer_id, meta.producer_epoch, meta.state is TxnState.PREPARE_COMMIT,
                                coordinator_epoch, tuple(sorted(meta.partitions)))
-        pending = PendingMarkers(meta.transactional_id, partition, marker)
-        if not marker.partitions:
-            self._markers_written(pending)
-        else:
-            self.markers.add(pending)
+            pending = PendingMarkers(meta.transactional_id, partition, marker)
+            if marker.partitions:
+                self.markers.add(pending)
+                return
+        if not self._markers_written(pending):
+            self.markers.complete_later(pending)
 
-    def _markers_written(self, pending: PendingMarkers) -> None:
-        """Every partition has the transaction's marker: store CompleteCommit or CompleteAbort
-        (tried again while this coordinator still serves the id and the write fails)."""
+    def _markers_written(self, pending: PendingMarkers) -> bool:
+        """Every partition has the transaction's marker: store CompleteCommit or CompleteAbort.
+        -> False when the write failed and may succeed later (the writer then calls again
+        after its backoff); True when done, or when this coordinator no longer decides."""
         txn_id = pending.transactional_id
-        while True:
-            with self._lock:
-                meta = self._txns.get(txn_id)
-                if (meta is None or self._owned.get(pending.txn_partition) != pending.marker.coordinator_epoch
-                        or meta.pending is not None or meta.producer_epoch != pending.marker.producer_epoch
-                        or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) or self._closed):
-                    return  # another coordinator, or another decision, took over
-                transit = meta.prepare_complete(self._clock())
-            try:
-                self._store(meta, transit, pending.marker.coordinator_epoch)
-                return
-            except errors.NotCoordinatorError:
-                return
-            except errors.BrokerError as exc:
-                log.info("completing the transaction of %r: %s; trying again", txn_id, exc)
-                time.sleep(0.1)  # a backoff between writes (the partition lost its ISR, say)
+        with self._lock:
+            meta = self._txns.get(txn_id)
+            if (meta is None or self._owned.get(pending.txn_partition) != pending.marker.coordinator_epoch
+                    or meta.pending is not None or meta.producer_epoch != pending.marker.producer_epoch
+                    or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) or self._closed):
+                return True  # another coordinator, or another decision, took over
+            transit = meta.prepare_complete(self._clock())
+        try:
+            self._store(meta, transit, pending.marker.coordinator_epoch)
+        except errors.NotCoordinatorError:
+            return True
+        except errors.BrokerError as exc:
+            log.info("completing the transaction of %r: %s; trying again", txn_id, exc)
+            return False
+        return True
 
     # -- timeouts and expiration ---------------------------------------------------------------
 

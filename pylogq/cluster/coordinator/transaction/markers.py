@@ -12,7 +12,8 @@ few in-sync replicas, the leader unreachable) is tried again, at its leader then
 When every partition of a transaction has its marker, ``on_written`` is called, on a
 thread of its own (the coordinator then stores CompleteCommit or CompleteAbort, which
 waits for ``__transaction_state``'s in-sync replicas: the markers of other transactions
-go on meanwhile). A coordinator that was fenced (its marker refused with
+go on meanwhile); when it answers False (the write failed and may succeed later), it is
+called again after ``retry_backoff_ms``, as Kafka retries its transaction log appends. A coordinator that was fenced (its marker refused with
 TRANSACTION_COORDINATOR_FENCED or INVALID_PRODUCER_EPOCH: a newer coordinator or
 producer epoch has taken over) gives the transaction up: ``on_written`` is not called,
 and its next coordinator completes it.
@@ -27,7 +28,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .... import errors
 from ...contract import TxnMarker
@@ -51,6 +52,11 @@ _RETRIABLE = frozenset({
     errors.LeaderNotAvailableError.code, errors.NetworkExceptionError.code, errors.CoordinatorLoadInProgressError.code,
     errors.NotCoordinatorError.code, errors.CoordinatorNotAvailableError.code,
 })
+#: Codes after which a partition's marker is not sent again (Kafka's: the broker cannot take
+#: a marker at all); any other code is tried again, and logged when not retriable.
+_WRITTEN_ENOUGH = frozenset({errors.UnsupportedVersionError.code, errors.UnsupportedForMessageFormatError.code})
+#: A partition's backoff while its leader has a request in flight: due once it answers.
+_UNTIL_ANSWERED = float("inf")
 #: Codes that say this coordinator (or the producer epoch it writes) was overtaken.
 _FENCED = frozenset({errors.TransactionCoordinatorFencedError.code, errors.InvalidProducerEpochError.code,
                      errors.ProducerFencedError.code})
@@ -75,7 +81,7 @@ class MarkerWriter:
     COMPLETERS = 4
 
     def __init__(self, send: SendMarkers, leader_of: LeaderOf,
-                 on_written: Callable[[PendingMarkers], None], retry_backoff_ms: int = 100,
+                 on_written: Callable[[PendingMarkers], bool], retry_backoff_ms: int = 100,
                  name: str = "pylogq-txn-markers") -> None:
         self._send = send
         self._leader_of = leader_of
@@ -90,6 +96,9 @@ class MarkerWriter:
         self._busy: Dict[int, Set[Tuple[str, Tuple[str, int]]]] = {}
         #: (transactional id, partition) -> not sent again before this time (a backoff).
         self._not_before: Dict[Tuple[str, Tuple[str, int]], float] = {}
+        #: Transactions whose markers are written, and whose completion is to be tried again at
+        #: the time given (an ``on_written`` that answered False).
+        self._completions: Dict[str, Tuple[PendingMarkers, float]] = {}
         self._closed = False
         self._senders = _Workers(self.SENDERS, name + "-send")
         self._completers = _Workers(self.COMPLETERS, name + "-complete")
@@ -107,6 +116,16 @@ class MarkerWriter:
         with self._cond:
             for txn_id in [t for t, (p, _) in self._pending.items() if p.txn_partition == txn_partition]:
                 del self._pending[txn_id]
+            for txn_id in [t for t, (p, _) in self._completions.items() if p.txn_partition == txn_partition]:
+                del self._completions[txn_id]
+
+    def complete_later(self, pending: PendingMarkers) -> None:
+        """Call ``on_written`` for ``pending`` after the backoff (its markers are written, or
+        it owed none, and the completion's write failed)."""
+        with self._cond:
+            if not self._closed:
+                self._completions[pending.transactional_id] = (pending, time.monotonic() + self._backoff_s)
+                self._cond.notify_all()
 
     def pending(self, transactional_id: str) -> Optional[Set[Tuple[str, int]]]:
         """The partitions still without a marker of ``transactional_id``'s transaction."""
@@ -114,13 +133,16 @@ class MarkerWriter:
             entry = self._pending.get(transactional_id)
             return None if entry is None else set(entry[1])
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop: nothing is sent or completed any more; waits up to ``timeout`` for the calls
+        under way (a send the caller aborted first ends at once)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._thread.join(30)
-        self._senders.close()
-        self._completers.close()
+        deadline = time.monotonic() + timeout
+        self._thread.join(timeout)
+        self._senders.close(max(0.0, deadline - time.monotonic()))
+        self._completers.close(max(0.0, deadline - time.monotonic()))
 
     # -- the dispatching thread -------------------------------------------------------------
 
@@ -130,13 +152,29 @@ class MarkerWriter:
                 if self._closed:
                     return
                 now = time.monotonic()
-                due = [(txn_id, tp) for txn_id, (_, left) in self._pending.items() for tp in left
-                       if (txn_id, tp) not in self._in_flight and self._not_before.get((txn_id, tp), 0.0) <= now]
-                if not due:
-                    later = [t for key, t in self._not_before.items()
-                             if key[0] in self._pending and t != float("inf")]
+                due: List[Tuple[str, Tuple[str, int]]] = []
+                later: List[float] = []
+                for txn_id, (_, left) in self._pending.items():
+                    for tp in left:
+                        key = (txn_id, tp)
+                        if key in self._in_flight:
+                            continue
+                        at = self._not_before.get(key, 0.0)
+                        if at <= now:
+                            due.append(key)
+                        elif at != _UNTIL_ANSWERED:
+                            later.append(at)
+                completing = [p for p, at in self._completions.values() if at <= now]
+                for pending in completing:
+                    del self._completions[pending.transactional_id]
+                later.extend(at for _, at in self._completions.values())
+                if not due and not completing:
                     self._cond.wait(max(0.0, min(later) - now) if later else None)
                     continue
+            for pending in completing:
+                self._completers.submit(self._complete, pending)
+            if not due:
+                continue
             try:
                 self._dispatch(due)
             except Exception:  # noqa: BLE001 - the thread lives on; the markers are tried again
@@ -164,7 +202,7 @@ class MarkerWriter:
                     self._not_before[key] = retry_at
                 elif leader in self._busy:
                     self._busy[leader].add(key)
-                    self._not_before[key] = float("inf")  # until the leader answers
+                    self._not_before[key] = _UNTIL_ANSWERED
                 else:
                     by_leader.setdefault(leader, {}).setdefault(txn_id, []).append(tp)
             requests = []
@@ -172,21 +210,29 @@ class MarkerWriter:
                 self._busy[leader] = set()
                 work = {txn_id: (self._pending[txn_id][0], tps) for txn_id, tps in txns.items()}
                 for txn_id, tps in txns.items():
-                    self._in_flight.update((txn_id, tp) for tp in tps)
+                    self._sending((txn_id, tp) for tp in tps)
                 requests.append((leader, work))
             owed: Dict[str, Tuple[Optional[PendingMarkers], List[Tuple[str, int]]]] = {}
             for txn_id, tp in gone:
                 owed.setdefault(txn_id, (self._pending[txn_id][0], []))[1].append(tp)
-                self._in_flight.add((txn_id, tp))
+                self._sending([(txn_id, tp)])
         if owed:
             self._answered(owed, {key: 0 for key in gone}, None)
         for leader, work in requests:
             self._senders.submit(self._request, leader, work)
 
+    def _sending(self, keys: Iterable[Tuple[str, Tuple[str, int]]]) -> None:
+        """``keys`` go in a request now (under the lock): in flight, with no backoff left."""
+        for key in keys:
+            self._in_flight.add(key)
+            self._not_before.pop(key, None)
+
     # -- a broker's request (on a sender) ---------------------------------------------------------
 
     def _request(self, leader: int, work: Dict[str, Tuple[PendingMarkers, List[Tuple[str, int]]]]) -> None:
         codes: Dict[Tuple[str, Tuple[str, int]], int] = {}
+        if self._closed:
+            return  # stopped: nothing more is sent
         try:
             markers = [p.marker._replace(partitions=tuple(sorted(tps))) for p, tps in work.values()]
             answers = self._send(leader, markers)
@@ -227,12 +273,15 @@ class MarkerWriter:
                         log.info("transaction markers of %r refused at %s-%d (%s): a newer coordinator or producer "
                                  "epoch completes it", txn_id, tp[0], tp[1], _error_name(code))
                         fenced = True
-                    elif code in _RETRIABLE:
-                        self._not_before[key] = now + self._backoff_s
-                    else:
+                    elif code in _WRITTEN_ENOUGH:
                         log.error("the transaction marker of %r for %s-%d was refused with %s; not retried",
                                   txn_id, tp[0], tp[1], _error_name(code))
                         left.discard(tp)
+                    else:
+                        if code not in _RETRIABLE:
+                            log.error("the transaction marker of %r for %s-%d was answered %s; trying again",
+                                      txn_id, tp[0], tp[1], _error_name(code))
+                        self._not_before[key] = now + self._backoff_s
                 if left is None or sent is None or (left and not fenced):
                     continue
                 del self._pending[txn_id]
@@ -245,10 +294,15 @@ class MarkerWriter:
             self._completers.submit(self._complete, pending)
 
     def _complete(self, pending: PendingMarkers) -> None:
+        if self._closed:
+            return
         try:
-            self._on_written(pending)
-        except Exception:  # noqa: BLE001 - the coordinator logs and retries its own write
+            done = self._on_written(pending)
+        except Exception:  # noqa: BLE001 - tried again, as a write that failed
             log.exception("completing the transaction of %r", pending.transactional_id)
+            done = False
+        if not done:
+            self.complete_later(pending)
 
 
 class _Workers:
@@ -260,26 +314,40 @@ class _Workers:
         self._name = name
         self._calls: "queue.SimpleQueue[Optional[Callable[[], None]]]" = queue.SimpleQueue()
         self._started = False
+        self._threads: List[threading.Thread] = []
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., None], *args: object) -> None:
         with self._lock:
             if not self._started:
                 self._started = True
-                for i in range(self._size):
-                    threading.Thread(target=self._work, name="%s-%d" % (self._name, i), daemon=True).start()
+                self._threads = [threading.Thread(target=self._work, name="%s-%d" % (self._name, i), daemon=True)
+                                 for i in range(self._size)]
+                for thread in self._threads:
+                    thread.start()
         self._calls.put(functools.partial(fn, *args))
 
-    def close(self) -> None:
-        for _ in range(self._size):
+    def close(self, timeout: float) -> None:
+        """No more calls: each thread ends after the calls queued before; waits up to
+        ``timeout`` for them."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+            self._started = True  # a late submit starts no thread
+        for _ in threads:
             self._calls.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _work(self) -> None:
         while True:
             call = self._calls.get()
             if call is None:
                 return
-            call()
+            try:
+                call()
+            except Exception:  # noqa: BLE001 - the worker serves the next call
+                log.exception("transaction marker work")
 
 
 def _error_name(code: int) -> str:
