@@ -13,6 +13,8 @@ import pytest
 from pylogq import Broker, errors, records
 from pylogq.cluster.broker.broker import OFFSETS_TOPIC
 
+from . import _compaction_restart as compaction_restart
+
 TS = 1_700_000_000_000
 
 
@@ -462,3 +464,16 @@ def test_a_full_disk_answers_produce_with_kafka_storage_error_and_keeps_every_ac
                 offset += len(values)
             assert got == acked
             assert again.partition("t", 0).log.log_end_offset == len(acked)
+
+
+def test_a_restart_cleans_compacted_logs_and_keeps_the_offset_an_open_transaction_would_hide(tmp_path):
+    """The cleaner starts with the log manager, before the partitions open and replay their
+    producers: a compacted topic and ``__consumer_offsets`` are cleaned, and the record of an
+    offset commit whose transaction is open is not taken as committed, so the offset committed
+    before it is still the group's once the transaction aborts (tests/_compaction_restart.py)."""
+    path = tmp_path / "data"
+    pid, epoch = compaction_restart.write_history(path)
+    assert compaction_restart.cleaned(path) == {}
+    with Broker(str(path), **compaction_restart.SETTINGS, **compaction_restart.CLEANER):
+        compaction_restart.check_cleaned_history(compaction_restart.wait_until_cleaned(path))
+    compaction_restart.abort_and_check(path, pid, epoch)

@@ -24,8 +24,11 @@ the first segment younger than ``min.compaction.lag.ms``, as Kafka's
 cleanableOffsets and calculateCleanableBytes bound it. So nothing at or after
 an open transaction, nor any record a new leader could lack, is cleaned: that
 segment is left whole. A log no partition replicates has no high watermark
-(every record counts as committed) until one is read from the log directory's
-``replication-offset-checkpoint`` at load or given by its partition.
+(every record counts as replicated) until one is read from the log directory's
+``replication-offset-checkpoint`` at load or given by its partition; until its
+partition gives it the first unstable offset (the cleaner starts with the log
+manager, before a broker opens its partitions), the log replays its own
+transactions to know it, so an open transaction is never taken as committed.
 
 A clean builds an :class:`~pylogq.storage.offset_map.OffsetMap` (key digest ->
 latest offset) over the committed records of the dirty section, segment by
@@ -108,7 +111,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .. import records
-from ..errors import CleaningAbortedError, CorruptRecordError, InvalidRecordError, PylogqError
+from ..errors import CleaningAbortedError, CorruptRecordError, InvalidRecordError, KafkaStorageError, PylogqError
 from ..records.control import ABORT, COMMIT, end_txn_marker
 from ..records.crc import crc32c
 from ..records.default_records import (
@@ -675,8 +678,10 @@ class LogCleaner:
             return None
         try:
             candidate = self.cleanable(log_)
-        except (ValueError, OSError):
-            return None  # closed or deleted meanwhile
+        except (ValueError, OSError, KafkaStorageError):
+            # Closed or deleted meanwhile, or its files could not be read as its last stable
+            # offset was looked for (its directory then goes offline): the other logs go on.
+            return None
         if candidate.cleanable_bytes == 0:
             return None
         if not (candidate.needs_compaction_now or candidate.dirty_ratio > log_.config.min_cleanable_dirty_ratio):

@@ -24,8 +24,12 @@ segment the append went to (:mod:`pylogq.storage.transaction_index`);
 first unstable offset (the first offset of the oldest transaction not yet
 decided and replicated) is the partition's to say, from its producer state
 (:mod:`pylogq.storage.unstable_txns`); the log keeps it beside its offsets
-and answers the last stable offset for a high watermark. The partition also
-gives the log a copy of its high watermark (:meth:`Log.update_high_watermark`),
+and answers the last stable offset for a high watermark. Until a partition
+has said it (a log opened before its partition, or one no partition
+replicates), the log replays the transactions of its own batches to know it,
+so that it is right from the moment the log opens: a log's records are never
+taken as committed because no partition has looked at them yet. The partition
+also gives the log a copy of its high watermark (:meth:`Log.update_high_watermark`),
 so that the log cleaner, which knows logs and not partitions, stops at the last
 stable offset (:attr:`Log.stable_offset`).
 
@@ -88,6 +92,7 @@ from .log_validator import (
 from .scheduler import Scheduler
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
 from .transaction_index import AbortedTxn
+from .unstable_txns import UnstableTxns
 
 __all__ = ["CheckProducers", "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "IndexAborted", "LATEST_TIERED_TIMESTAMP",
            "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "ProducersAppended", "is_resource_exhausted", "parse_dir_name"]
@@ -140,6 +145,22 @@ IndexAborted = Callable[[AbortedTxn], None]
 ProducersAppended = Callable[[Sequence[BatchHeader], Buffer, IndexAborted], None]
 
 
+#: How much of the log one read of a replay of its transactions takes (as a partition's replay).
+_REPLAY_CHUNK = 1 << 20
+
+
+class _Replay:
+    """A log's own replay of its transactions (:meth:`Log._replayed_first_unstable`): the
+    transactions of its batches below ``end``, as of the log's ``truncations``-th truncation."""
+
+    __slots__ = ("txns", "end", "truncations")
+
+    def __init__(self, start: int, truncations: int) -> None:
+        self.txns = UnstableTxns()
+        self.end = start
+        self.truncations = truncations
+
+
 class _End(NamedTuple):
     """The published end of the log: read up to ``position`` of ``segment``."""
 
@@ -190,8 +211,13 @@ class Log:
         # The leader epoch an append may be in without touching the epoch cache (None: look).
         # Any change of the cache resets it, so the hot path is one comparison.
         self._append_epoch: Optional[int] = None
-        # The first unstable offset the partition's producer state last gave (None: none).
+        # The first unstable offset the partition's producer state last gave (None: none), once
+        # one gave it (``_first_unstable_given``); until then the log replays its own batches.
         self._first_unstable: Optional[int] = None
+        self._first_unstable_given = False
+        self._replay: Optional[_Replay] = None  # the log's own replay so far (under _replay_lock)
+        self._replay_lock = threading.Lock()
+        self._truncations = 0  # truncations so far: a replay that read across one reads again
         # The high watermark the partition last gave (None: no partition keeps one; the log end).
         self._high_watermark: Optional[int] = None
         self._record_aborted: IndexAborted = self._index_aborted  # bound once: appends hand it on
@@ -359,17 +385,76 @@ class Log:
     @property
     def first_unstable_offset(self) -> Optional[int]:
         """The first offset of the oldest transaction not yet decided and replicated (Kafka's
-        firstUnstableOffset), never below the log start; None when every transaction is."""
-        first = self._first_unstable
+        firstUnstableOffset), never below the log start; None when every transaction is.
+
+        The partition's once it gave one (:meth:`update_first_unstable_offset`): then one
+        attribute read, no lock. Before, the log's own (:meth:`_replayed_first_unstable`),
+        which reads the batches appended since it last looked."""
+        first = self._first_unstable if self._first_unstable_given else self._replayed_first_unstable()
         if first is None:
             return None
         start = self.log_start_offset
         return first if first >= start else start
 
     def update_first_unstable_offset(self, offset: Optional[int]) -> None:
-        """Take the first unstable offset the partition's producer state computed (after an
-        append, a move of the high watermark, a truncation)."""
+        """Take the first unstable offset the partition's producer state computed (when it
+        rebuilt itself from the log, and after an append, a move of the high watermark, a
+        truncation): from now on the log answers it and replays nothing itself."""
         self._first_unstable = offset
+        if not self._first_unstable_given:
+            self._first_unstable_given = True
+            self._replay = None  # a replay under way finds the flag and keeps nothing
+
+    def _replayed_first_unstable(self) -> Optional[int]:
+        """The first unstable offset by the log's own batches, for a log no partition has given
+        one yet (Kafka's log rebuilds its producer state when it loads, so its last stable
+        offset is right from the start; here the partition rebuilds it when it opens, which
+        may come later, or never for a log no partition replicates).
+
+        The transactions are replayed as the partition's producer state replays them
+        (:meth:`UnstableTxns.replay`), from where the last replay stopped to the log end: from
+        the log start on the first, after a truncation, or once the log start passed the last
+        one's end (a transaction whose first batches went unseen then opens at the first one
+        left, as in a partition opened then). Those whose marker is below the high watermark
+        (the log end without one) are decided. Replays take a lock of their own, one at a
+        time, and not the log's: appends go on, and a caller may hold the log's lock. A
+        truncation meanwhile has the batches read again; a partition that gives the offset
+        meanwhile has the last word. LogClosedError on a closed log; KafkaStorageError when
+        the files cannot be read."""
+        with self._replay_lock:
+            for _ in range(100):
+                if self._first_unstable_given:
+                    return self._first_unstable
+                self._check_open()
+                # Single reads of what the writers publish: the truncations first, so a
+                # truncation after it makes this replay's result one that is not kept.
+                truncations = self._truncations
+                end = self._end.offset
+                hw = self._high_watermark
+                replay, self._replay = self._replay, None  # kept again only whole
+                if replay is None or replay.truncations != truncations or replay.end < self.log_start_offset:
+                    replay = _Replay(self.log_start_offset, truncations)
+                decided = end if hw is None or hw > end else hw
+                offset = replay.end
+                try:
+                    while offset < end:
+                        data = self.read(offset, _REPLAY_CHUNK, max_offset=end).read()
+                        after = replay.txns.replay(data, offset, end, decided)
+                        if after <= offset:
+                            break  # nothing whole there (cannot happen below the end): stop
+                        offset = after
+                except OffsetOutOfRangeError:
+                    continue  # the log start passed it meanwhile, or a truncation: again
+                if self._truncations != truncations:
+                    continue
+                replay.txns.on_high_watermark(decided)
+                replay.end = offset
+                if self._first_unstable_given:
+                    return self._first_unstable
+                self._replay = replay
+                return replay.txns.first_unstable_offset
+            raise KafkaStorageError("the transactions of %s-%d could not be replayed: the log kept changing under "
+                                    "100 replays" % (self.topic, self.partition))
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's lastStableOffset: the first unstable offset when it is below
@@ -395,7 +480,8 @@ class Log:
         """The last stable offset for :attr:`high_watermark` (the log end when there is none,
         never past the log end): below it every record is replicated and every transaction
         decided. The bound of compaction (Kafka's cleaner stops at the log's lastStableOffset).
-        Takes no lock."""
+        Takes no lock once a partition gave the first unstable offset; before, replays the
+        batches appended since the last look (:attr:`first_unstable_offset`)."""
         end = self._end.offset
         hw = self._high_watermark
         return self.last_stable_offset(end if hw is None or hw > end else hw)
@@ -830,6 +916,7 @@ class Log:
             if offset < self.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
+            self._truncations += 1
             segments = self._view[1]
             keep = [s for s in segments if s.base_offset < offset or s is segments[0]]
             for s in segments:
@@ -853,6 +940,7 @@ class Log:
         """Delete every segment and start an empty log at ``offset``; the epoch cache is cleared."""
         with self._lock:
             self._check_open()
+            self._truncations += 1
             for s in self._view[1]:
                 self._delete_segment(s, asynchronous=False)
             new = LogSegment(self.directory, offset, self.config, created_ms=self._now_ms())

@@ -15,14 +15,18 @@ watermark: below it every transaction is decided and replicated.
 Only offsets are kept here, per producer id: the producers' epochs and
 sequences are the partition's (:mod:`pylogq.cluster.state.producer_state`).
 The log's loader replays the same steps over the log's batches to rebuild the
-transaction indexes of the segments it recovered.
+transaction indexes of the segments it recovered, and a log no partition has
+given its first unstable offset yet replays them to know it
+(:meth:`UnstableTxns.replay`).
 """
 
 from __future__ import annotations
 
-from typing import Container, Dict, List, Optional, Tuple
+from typing import Container, Dict, List, Optional, Tuple, Union
 
-from ..errors import IllegalStateError
+from ..errors import CorruptRecordError, IllegalStateError, InvalidRecordError
+from ..records import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batches
+from ..records.control import end_txn_marker
 from .transaction_index import CompletedTxn
 
 __all__ = ["UnstableTxns"]
@@ -144,6 +148,36 @@ class UnstableTxns:
         self._ongoing = dict(sorted(ongoing.items()))
         self._open = {pid: first for first, pid in self._ongoing.items()}
         self._changed()
+
+    def replay(self, data: Union[bytes, bytearray], start: int, end: int, high_watermark: int) -> int:
+        """Replay the whole batches ``data`` holds (read from a log from the batch holding
+        ``start``) whose last offset lies in [``start``, ``end``), as the partition's producer
+        state replays them when it opens: a producer's transactional batch opens its transaction
+        unless one is open, its COMMIT or ABORT marker decides and completes it, stable at once
+        when the marker is below ``high_watermark``. A control batch with no marker left
+        (emptied by the cleaner), or one that is no marker, decides nothing; v0/v1 entries and
+        batches of no producer open nothing. No index entry is written. -> one past the last
+        offset of the last batch read (``start`` when there is none)."""
+        last = start - 1
+        for h in iter_batches(data):
+            if h.last_offset >= end:
+                break
+            last = h.last_offset
+            if h.last_offset < start or h.magic != 2 or h.producer_id < 0:
+                continue
+            if h.attributes & CONTROL_MASK:
+                try:
+                    marker = end_txn_marker(data, h.position)
+                except (CorruptRecordError, InvalidRecordError):
+                    continue
+                if marker is None:
+                    continue
+                completed = self.end(h.producer_id, h.base_offset, marker.is_abort)
+                if completed is not None:
+                    self.complete(completed, high_watermark)
+            elif h.attributes & TRANSACTIONAL_MASK:
+                self.begin(h.producer_id, h.base_offset)
+        return max(last + 1, start)
 
     def clear(self) -> None:
         """Forget every transaction (the log was emptied, or is replayed from its start)."""

@@ -4,7 +4,9 @@ The broker runs as a real process. Under acks=all load from confluent-kafka it i
 killed with SIGKILL after some thousands of acknowledgements and restarted on the
 same data directory: every record the client saw acknowledged must be at the
 offset it was acknowledged with. SIGTERM instead must answer what is in flight,
-exit 0 and leave the logs closed cleanly, so the next start runs no recovery.
+exit 0 and leave the logs closed cleanly, so the next start runs no recovery. A restarted
+broker's log cleaner, which starts before the partitions open, cleans the compacted logs and
+takes no record of a transaction still open as committed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from pylogq.storage.checkpoint import CLEAN_SHUTDOWN_FILE
 
+from .. import _compaction_restart as compaction_restart
 from .test_server import FETCH, Wire, fetch_body, fetched_values
 
 READY = re.compile(r"^pylogq-broker (\d+) ready on (\S+):(\d+)$")
@@ -274,3 +277,20 @@ def test_sigint_ignored_at_start_stays_ignored(started: Any, tmp_path: Path) -> 
     assert "signal=SIGINT" not in log and "stopped cleanly" in log, log
     assert (tmp_path / "data" / CLEAN_SHUTDOWN_FILE).exists()
 
+
+def test_a_restarted_broker_cleans_compacted_logs_and_keeps_the_offset_an_open_transaction_would_hide(
+        started: Any, tmp_path: Path) -> None:
+    """``pylogq-broker`` started on a data directory whose ``__consumer_offsets`` holds an offset
+    commit of a transaction still open: its cleaner, which starts before the partitions open,
+    cleans the compacted logs and keeps the offset committed before the transaction
+    (tests/_compaction_restart.py)."""
+    data = tmp_path / "data"
+    pid, epoch = compaction_restart.write_history(data)
+    broker = started(*["--override=%s=%s" % item for item in compaction_restart.CLEANER.items()])
+    try:
+        found = compaction_restart.wait_until_cleaned(data)
+    finally:
+        assert broker.terminate() == 0
+    assert "Traceback" not in broker.log()
+    compaction_restart.check_cleaned_history(found)
+    compaction_restart.abort_and_check(data, pid, epoch)

@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import struct
+import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
@@ -410,6 +411,139 @@ def test_a_log_no_partition_replicates_is_cleaned_up_to_its_active_segment(tmp_p
         manager.close()
 
 
+# -- before the partition opens: the log's own last stable offset ------------------------
+
+
+def _reopened(root: str, config: LogConfig, **settings: object) -> LogManager:
+    """The log manager of ``root`` opened again as a broker opens it, before any partition:
+    its cleaner thread (when ``log_cleaner_enable``) starts at once."""
+    options = dict(log_dirs=[root], log_cleaner_enable=False, log_cleaner_backoff_ms=10)
+    options.update(settings)
+    return LogManager(config=LogManagerConfig(**options), topic_config=lambda topic: config,  # type: ignore[arg-type]
+                      background=bool(options["log_cleaner_enable"]))
+
+
+def _wait_for_a_clean(manager: LogManager, log: Log) -> int:
+    """The first dirty offset the manager's cleaner thread checkpointed for ``log`` once it cleaned it."""
+    cleaner = manager.cleaner
+    assert cleaner is not None
+    deadline = time.monotonic() + 30
+    while True:
+        found = cleaner.checkpointed_offset(log)
+        if found is not None:
+            return found
+        assert time.monotonic() < deadline, "the cleaner did not clean %s" % log.directory
+        time.sleep(0.01)
+
+
+def test_a_clean_before_the_partition_reopens_keeps_the_committed_record_an_open_transaction_would_hide(tmp_path):
+    """A restart with a transaction open: the cleaner starts with the log manager, before the
+    partition opens and replays its producers. The log replays its own transactions, so the
+    open transaction's record of K is not taken as committed: the committed record of K stays,
+    and once the transaction aborts read_committed readers still see it."""
+    root = str(tmp_path / "logs")
+    env = Env(root)
+    p1 = Producer(1)
+    env.data(plain((b"K", b"committed")))  # 0
+    env.roll()
+    env.data(p1.txn((b"K", b"pending")))  # 1: open at the restart
+    env.data(plain((b"J", b"1")))  # 2
+    env.roll()
+    env.data(plain((b"J", b"2")))  # 3
+    env.roll()
+    assert env.part.last_stable_offset == 1
+    env.manager.checkpoint_high_watermarks({("t", 0): env.part.high_watermark})  # as the broker does
+    env.close()
+    manager = _reopened(root, env.config, log_cleaner_enable=True)
+    try:
+        log = manager.get_log("t", 0)
+        assert log is not None and log.high_watermark == 4
+        # The cleaner's first pass: only the segment below the open transaction's.
+        assert _wait_for_a_clean(manager, log) == 1
+        assert log.first_unstable_offset == 1 and log.stable_offset == 1
+        part = Partition("t", 0, log)  # the broker opens the partition after the log manager
+        try:
+            assert part.last_stable_offset == 1
+            assert latest(committed(part)) == {b"K": b"committed"}
+            part.append(p1.marker(ABORT), origin="coordinator")  # 4: the coordinator aborts it
+            log.roll()
+            assert latest(committed(part)) == {b"K": b"committed", b"J": b"2"}
+            manager.cleaner.clean_log(log)  # type: ignore[union-attr]
+            assert latest(committed(part)) == {b"K": b"committed", b"J": b"2"}
+            assert [r[1:] for r in committed(part)] == [(b"K", b"committed"), (b"J", b"2")]
+        finally:
+            part.close()
+    finally:
+        manager.close()
+
+
+def test_a_log_without_transactions_is_cleaned_after_a_restart_before_its_partition_opens(tmp_path):
+    root = str(tmp_path / "logs")
+    env = Env(root)
+    for i in range(3):
+        env.data(plain((b"K", b"v%d" % i), (b"J%d" % i, b"x")))
+        env.roll()
+    env.manager.checkpoint_high_watermarks({("t", 0): env.part.high_watermark})
+    env.close()
+    manager = _reopened(root, env.config, log_cleaner_enable=True)
+    try:
+        log = manager.get_log("t", 0)
+        assert log is not None
+        assert _wait_for_a_clean(manager, log) == 6
+        assert log.first_unstable_offset is None and log.stable_offset == 6
+        assert [r[1:] for r in _rows(b"".join(d for _, d in sorted(segment_bytes(log).items())))] == [
+            (b"J0", b"x"), (b"J1", b"x"), (b"K", b"v2"), (b"J2", b"x")]
+    finally:
+        manager.close()
+
+
+def test_a_log_no_partition_replicates_follows_its_own_transactions(tmp_path):
+    """Without a partition the log replays what was appended since it last looked: a transaction
+    open, decided, decided above the high watermark; a truncation; the log start moving past
+    what it replayed. A partition's word, once given, is the last."""
+    manager = _reopened(str(tmp_path), _config())
+    try:
+        log = manager.get_or_create_log("t", 0, _config())
+        p1, p2 = Producer(1), Producer(2)
+        log.append(plain((b"K", b"v1")))  # 0
+        assert log.first_unstable_offset is None and log.stable_offset == 1
+        log.append(p1.txn((b"K", b"v2")))  # 1
+        log.append(plain((b"J", b"x")))  # 2
+        log.append(p2.txn((b"J", b"y")))  # 3
+        assert log.first_unstable_offset == 1 and log.stable_offset == 1
+        log.append(p1.marker(COMMIT))  # 4
+        assert log.first_unstable_offset == 3 and log.stable_offset == 3
+        log.update_high_watermark(5)
+        log.append(p2.marker(ABORT))  # 5: decided, not below the high watermark yet
+        assert log.first_unstable_offset == 3 and log.stable_offset == 3
+        log.update_high_watermark(6)
+        assert log.first_unstable_offset is None and log.stable_offset == 6
+        log.update_high_watermark(None)
+        log.append(p1.txn((b"K", b"v3")))  # 6
+        assert log.first_unstable_offset == 6
+        assert log.truncate_to(6)
+        assert log.first_unstable_offset is None and log.stable_offset == 6
+        log.append(p1.txn((b"K", b"v3")))  # 6
+        log.roll()
+        log.append(plain((b"J", b"z")))  # 7
+        assert log.first_unstable_offset == 6
+        log.delete_records_before(7)  # the segment holding offset 6 goes
+        assert log.first_unstable_offset == 7 and log.stable_offset == 7  # never below the log start
+        log.append(p1.marker(COMMIT))  # 8
+        assert log.first_unstable_offset is None and log.stable_offset == 9
+        log.append(p2.txn((b"J", b"w")))  # 9
+        assert log.first_unstable_offset == 9
+        part = Partition("t", 0, log)
+        try:
+            assert part.first_unstable_offset == log.first_unstable_offset == 9
+            log.update_first_unstable_offset(None)  # the partition's word is the log's
+            assert log.first_unstable_offset is None
+        finally:
+            part.close()
+    finally:
+        manager.close()
+
+
 # -- producers' last batches ----------------------------------------------------------
 
 
@@ -573,9 +707,18 @@ def _clean_and_compare(env: Env, done: Dict[str, int]) -> None:
         assert any(b.producer_id == txn.producer_id and not b.is_control_batch
                    and txn.first_offset <= b.base_offset < txn.last_offset for b in batches)
     # A reopened log (its producer state replayed from what the clean left) is the same
-    # partition: the same producers, open transactions and last stable offset.
+    # partition: the same producers, open transactions and last stable offset. Before the
+    # partition opens, the log's own replay of its transactions says the same.
     env.close()
+    manager = _reopened(env.root, env.config)
+    try:
+        log = manager.get_log("t", 0)
+        assert log is not None and log.stable_offset == lso
+        first_unstable = log.first_unstable_offset
+    finally:
+        manager.close()
     env.open()
+    assert env.part.first_unstable_offset == first_unstable
     assert env.part.active_producers() == producers
     assert env.part.producer_state.txns.ongoing() == ongoing
     assert env.part.last_stable_offset == lso
