@@ -35,7 +35,13 @@ error are *fatal*: the producer raises :class:`ProducerFencedError` (or the
 error) from every later call and can only be closed. A failed batch, a
 refused partition or group offset, TRANSACTION_ABORTABLE and the like are
 *abortable*: the transaction cannot commit (``commit_transaction`` raises
-the error), ``abort_transaction()`` ends it and the producer goes on.
+the error), ``abort_transaction()`` ends it and the producer goes on. After
+UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING or a lost batch the abort
+also bumps the epoch (InitProducerId naming the current producer id and
+epoch, KIP-360); after INVALID_PRODUCER_ID_MAPPING it sends no EndTxn, which
+a coordinator that no longer maps the id to this producer id would refuse
+each time: the InitProducerId alone maps it again and ends whatever
+transaction the coordinator holds.
 
 A call that runs out of time raises :class:`KafkaTimeoutError` and leaves
 the transition under way: calling the same method again resumes it (as
@@ -227,6 +233,10 @@ class TransactionManager:
         self.added: Set[TopicPartition] = set()
         self.started = False
         self._epoch_bump_required = False
+        # INVALID_PRODUCER_ID_MAPPING: the coordinator no longer maps the transactional id to
+        # this producer id and refuses its EndTxn, so the abort goes straight to InitProducerId.
+        # A flag of its own, as entering ABORTING clears last_error.
+        self._invalid_mapping = False
         self._pending: Optional[str] = None  # the public call whose transition stopped half way
 
     def __repr__(self) -> str:
@@ -389,6 +399,7 @@ class TransactionManager:
         with self._lock:
             self.producer_id, self.producer_epoch = pid, epoch
             self._epoch_bump_required = False
+            self._invalid_mapping = False
             self._transition(S.READY)
         log.info("transactional id %s: producer id %d, epoch %d", self.transactional_id, pid, epoch)
 
@@ -465,6 +476,8 @@ class TransactionManager:
         if isinstance(error, (UnknownProducerIdError, InvalidProducerIdMappingError)):
             with self._lock:
                 self._epoch_bump_required = True
+                if isinstance(error, InvalidProducerIdMappingError):
+                    self._invalid_mapping = True
             return self._fail_abortable(error)
         if isinstance(error, (TransactionAbortableError, TopicAuthorizationFailedError,
                               GroupAuthorizationFailedError, FencedInstanceIdError, OperationNotAttemptedError)):
@@ -585,6 +598,8 @@ class TransactionManager:
         self._settle(lambda: self._end_transaction(committed, deadline))
 
     def _end_transaction(self, committed: bool, deadline: float) -> None:
+        """EndTxn, then READY; or the abort of a producer id the coordinator no longer maps
+        the transactional id to, which it would refuse EndTxn: InitProducerId instead."""
         with self._lock:
             if self.state is S.INITIALIZING:  # an abort's epoch bump that timed out, resumed
                 pid, epoch = self.producer_id, self.producer_epoch
@@ -598,9 +613,10 @@ class TransactionManager:
             if committed:
                 self._raise_if_failed()  # a batch failed during the flush: the commit cannot go on
             started, pid, epoch = self.started, self.producer_id, self.producer_epoch
-            bump = self._epoch_bump_required and not committed
+            bump = (self._epoch_bump_required or self._invalid_mapping) and not committed
+            skip_end = self._invalid_mapping and not committed
         what = "EndTxn(%s)" % ("commit" if committed else "abort")
-        if started:
+        if started and not skip_end:
             try:
                 self._retry(what, deadline, lambda: self._transport.end_txn(
                     self.transactional_id, pid, epoch, committed))

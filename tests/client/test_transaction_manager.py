@@ -33,6 +33,7 @@ from pylogq.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
     KafkaTimeoutError,
     NotCoordinatorError,
     ProducerFencedError,
@@ -383,6 +384,56 @@ def test_a_failed_batch_makes_the_abort_bump_the_epoch(broker, coordinator):
         assert ok.get(1).offset == 0
     [batch] = batches_of(broker, "small", 0)
     assert (batch.producer_epoch, batch.base_sequence) == (1, 0)
+
+
+def _start_and_fail_with_invalid_producer_id_mapping(p: Producer, coordinator: ScriptedCoordinator,
+                                                    where: str) -> None:
+    """A transaction the coordinator knows of (a partition added), then INVALID_PRODUCER_ID_MAPPING
+    from ``where``: the coordinator no longer maps the transactional id to this producer id."""
+    p.begin_transaction()
+    p.send("t2", b"in", partition=0).get(5)
+    mapping = InvalidProducerIdMappingError("the transactional id has no producer id")
+    if where == "add_partitions_to_txn":
+        coordinator.script[where] = [{("t1", 0): InvalidProducerIdMappingError.code}]
+        with pytest.raises(InvalidProducerIdMappingError):
+            p.send("t1", b"out", partition=0).get(5)
+    elif where == "add_offsets_to_txn":
+        coordinator.script[where] = [mapping]
+        with pytest.raises(InvalidProducerIdMappingError):
+            p.send_offsets_to_transaction({("t1", 0): 1}, "g")
+    else:
+        coordinator.script[where] = [mapping]
+        with pytest.raises(InvalidProducerIdMappingError):
+            p.commit_transaction()
+
+
+@pytest.mark.parametrize("where", ["add_partitions_to_txn", "add_offsets_to_txn", "end_txn"])
+def test_an_invalid_producer_id_mapping_is_aborted_by_a_new_epoch_without_end_txn(broker, coordinator, where):
+    """The coordinator refuses every EndTxn of a producer id it does not map the transactional
+    id to, so the abort goes straight to InitProducerId with the producer's id and epoch (as
+    Kafka's TransactionManager does), which gives the id a producer again."""
+    with producer(coordinator) as p:
+        p.init_transactions()
+        _start_and_fail_with_invalid_producer_id_mapping(p, coordinator, where)
+        txn = p._transaction
+        assert txn.state is TransactionState.ABORTABLE_ERROR
+        ends = coordinator.names().count("end_txn")
+        coordinator.script["end_txn"] = [InvalidProducerIdMappingError("no mapping")] * 5
+        p.abort_transaction()
+        assert coordinator.names().count("end_txn") == ends  # no EndTxn, which could only be refused
+        assert coordinator.calls[-1] == ("init_producer_id", (TXN_ID, 60000, coordinator.producer_id, 0))
+        assert (txn.state, txn.producer_epoch) == (TransactionState.READY, 1)
+        coordinator.script["end_txn"] = []
+        p.begin_transaction()
+        p.send("t2", b"next", partition=0)
+        p.commit_transaction()
+        assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 1, True))
+        # The next abort is an ordinary one again: EndTxn, no new epoch.
+        p.begin_transaction()
+        p.send("t2", b"dropped", partition=0).get(5)
+        p.abort_transaction()
+        assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 1, False))
+    assert [b.producer_epoch for b in batches_of(broker, "t2", 0)] == [0, 1, 1]
 
 
 # -- offsets ----------------------------------------------------------------------------------
