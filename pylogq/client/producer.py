@@ -536,7 +536,9 @@ class Producer:
         ``group_metadata``: the consuming ``Consumer.consumer_group_metadata()``, so a
         consumer that left the group or missed a rebalance cannot commit (CommitFailedError),
         or just the group id (kafka-python's ``consumer_group_id``, also accepted by that
-        name).
+        name). Blocks up to ``timeout`` seconds (None: ``max_block_ms``); on
+        KafkaTimeoutError the offsets not yet written stay with the transaction, and
+        ``commit_transaction`` (or the next call for the group) sends them first.
         """
         txn = self._transactional("send_offsets_to_transaction")
         if group_metadata is None:
@@ -572,8 +574,9 @@ class Producer:
         """
         txn = self._transactional("prepare_transaction")
         with txn.op_lock():
-            self.flush(max(0.0, txn.deadline(timeout) - time.monotonic()))
-            producer_id, producer_epoch, started = txn.prepared()
+            deadline = txn.deadline(timeout)
+            self.flush(max(0.0, deadline - time.monotonic()))
+            producer_id, producer_epoch, started = txn.prepared(deadline)
         return PreparedTransaction(txn.transactional_id, producer_id, producer_epoch, started)
 
     def abort_transaction(self, timeout: Optional[float] = None) -> None:

@@ -46,7 +46,11 @@ transaction the coordinator holds.
 A call that runs out of time raises :class:`KafkaTimeoutError` and leaves
 the transition under way: calling the same method again resumes it (as
 Kafka's client does); any other transactional call raises
-:class:`IllegalStateError` until it has.
+:class:`IllegalStateError` until it has. ``send_offsets_to_transaction()``
+that runs out of time keeps the offsets not yet acknowledged and sends them
+first thing in the commit (Kafka's client sends its queued AddOffsetsToTxn
+and TxnOffsetCommit before EndTxn), or with the group's next offsets, so a
+commit never leaves them out; an abort drops them.
 
 Thread-safety: the public methods may be called from any thread, one at a
 time (a second waits for the first); the state is read by ``send()`` and the
@@ -202,6 +206,20 @@ def offsets_of(offsets: Any) -> Dict[Tuple[str, int], TxnOffset]:
     return out
 
 
+class _UnsentOffsets:
+    """A group's offsets given to the transaction and not yet acknowledged: ``added`` once
+    AddOffsetsToTxn was answered (the coordinator holds the group's partition in the
+    transaction); ``offsets`` those TxnOffsetCommit has still to write, with the group's
+    latest metadata."""
+
+    __slots__ = ("group", "added", "offsets")
+
+    def __init__(self, group: ConsumerGroupMetadata) -> None:
+        self.group = group
+        self.added = False
+        self.offsets: Dict[Tuple[str, int], TxnOffset] = {}
+
+
 class TransactionManager:
     """One transactional id's producer state: its producer id and epoch, the state, the
     partitions in the ongoing transaction, the last error. See the module docstring for the
@@ -238,6 +256,9 @@ class TransactionManager:
         # A flag of its own, as entering ABORTING clears last_error.
         self._invalid_mapping = False
         self._pending: Optional[str] = None  # the public call whose transition stopped half way
+        # group id -> the transaction's offsets of that group not yet acknowledged (a send
+        # ran out of time); guarded by the op lock.
+        self._unsent_offsets: Dict[str, _UnsentOffsets] = {}
 
     def __repr__(self) -> str:
         return "<TransactionManager %r %s producer_id=%d epoch=%d>" % (
@@ -502,7 +523,9 @@ class TransactionManager:
     def send_offsets_to_transaction(self, offsets: Mapping[Tuple[str, int], TxnOffset],
                                     group: ConsumerGroupMetadata, timeout: Optional[float] = None) -> None:
         """AddOffsetsToTxn for the group, then TxnOffsetCommit to the group's coordinator: the
-        offsets are committed if, and when, the transaction commits."""
+        offsets are committed if, and when, the transaction commits. On KafkaTimeoutError the
+        offsets not yet acknowledged are kept: sent with the group's next offsets, or before
+        the commit's EndTxn (Kafka's client sends its queued requests before EndTxn)."""
         with self._op_lock:
             with self._lock:
                 self._check_pending("send_offsets_to_transaction")
@@ -510,36 +533,56 @@ class TransactionManager:
                 if self.state is not S.IN_TRANSACTION:
                     raise IllegalStateError("cannot send offsets if a transaction is not in progress (state %s)"
                                             % self.state.value)
-                pid, epoch = self.producer_id, self.producer_epoch
-            deadline = self.deadline(timeout)
+            unsent = self._unsent_offsets.get(group.group_id)
+            if unsent is None:
+                unsent = self._unsent_offsets[group.group_id] = _UnsentOffsets(group)
+            unsent.group = group
+            unsent.offsets.update(offsets)
+            self._send_offsets(unsent, self.deadline(timeout))
+
+    def _send_offsets(self, unsent: "_UnsentOffsets", deadline: float) -> None:
+        """Send a group's kept offsets (op lock held): AddOffsetsToTxn unless it was answered,
+        then TxnOffsetCommit until every partition is acknowledged. Forgotten once sent, or
+        once the transaction is in an error state; kept on KafkaTimeoutError."""
+        group = unsent.group
+        with self._lock:
+            pid, epoch = self.producer_id, self.producer_epoch
+        if not unsent.added:
             try:
                 self._retry("AddOffsetsToTxn", deadline, lambda: self._transport.add_offsets_to_txn(
                     self.transactional_id, pid, epoch, group.group_id))
             except KafkaTimeoutError:
                 raise
             except BrokerError as exc:
+                self._unsent_offsets.pop(group.group_id, None)
                 raise self._classify(exc, "AddOffsetsToTxn")
+            unsent.added = True
             with self._lock:
                 self.started = True
-            pending: Dict[Tuple[str, int], TxnOffset] = dict(offsets)
-            while pending:
-                try:
-                    codes = self._transport.txn_offset_commit(
-                        self.transactional_id, group.group_id, pid, epoch, group.generation_id, group.member_id,
-                        group.group_instance_id, pending)
-                except BrokerError as exc:
-                    if not exc.retriable:
-                        raise self._classify(exc, "TxnOffsetCommit")
-                    codes = {tp: exc.code for tp in pending}
-                error = self._txn_offset_error(codes, group.group_id)
-                if error is not None:
-                    raise error
-                pending = {tp: o for tp, o in pending.items() if codes.get(tp, 0)}
-                if pending:
-                    if time.monotonic() + self._backoff_s >= deadline:
-                        raise KafkaTimeoutError("TxnOffsetCommit of group %r did not complete within max_block_ms"
-                                                % group.group_id)
-                    time.sleep(self._backoff_s)
+        while unsent.offsets:
+            pending = dict(unsent.offsets)
+            try:
+                codes = self._transport.txn_offset_commit(
+                    self.transactional_id, group.group_id, pid, epoch, group.generation_id, group.member_id,
+                    group.group_instance_id, pending)
+            except BrokerError as exc:
+                if not exc.retriable:
+                    self._unsent_offsets.pop(group.group_id, None)
+                    raise self._classify(exc, "TxnOffsetCommit")
+                codes = {tp: exc.code for tp in pending}
+            error = self._txn_offset_error(codes, group.group_id)
+            if error is not None:
+                self._unsent_offsets.pop(group.group_id, None)
+                raise error
+            for tp in pending:
+                if not codes.get(tp, 0):
+                    del unsent.offsets[tp]
+            if unsent.offsets:
+                if time.monotonic() + self._backoff_s >= deadline:
+                    raise KafkaTimeoutError("TxnOffsetCommit of group %r did not complete within max_block_ms"
+                                            % group.group_id)
+                time.sleep(self._backoff_s)
+        self._unsent_offsets.pop(group.group_id, None)
 
     def _txn_offset_error(self, codes: Mapping[Tuple[str, int], int], group_id: str) -> Optional[BaseException]:
         """The error a TxnOffsetCommit answer ends the call with, in its state (None: the
@@ -555,15 +598,23 @@ class TransactionManager:
             return self._classify(cls("TxnOffsetCommit of group %r" % group_id), "TxnOffsetCommit")
         return None
 
-    def prepared(self) -> Tuple[int, int, bool]:
+    def prepared(self, deadline: float) -> Tuple[int, int, bool]:
         """The open transaction's (producer id, epoch, whether the coordinator has heard of it),
-        once its records are flushed: what :meth:`Producer.prepare_transaction` hands out. Raises
-        the error the producer is in; IllegalStateError outside a transaction."""
-        with self._lock:
+        once its records are flushed and its kept offsets sent (op lock held): what
+        :meth:`Producer.prepare_transaction` hands out. Raises the error the producer is in;
+        IllegalStateError outside a transaction."""
+        def check() -> None:
             self._raise_if_failed()
             if self.state is not S.IN_TRANSACTION:
                 raise IllegalStateError("prepare_transaction: the transactional id %r is %s, not in a transaction"
                                         % (self.transactional_id, self.state.value))
+
+        with self._lock:
+            check()
+        for unsent in list(self._unsent_offsets.values()):
+            self._send_offsets(unsent, deadline)
+        with self._lock:
+            check()  # (a batch may have failed meanwhile)
             return self.producer_id, self.producer_epoch, self.started
 
     def begin_commit(self) -> bool:
@@ -588,6 +639,11 @@ class TransactionManager:
                 self._raise_if_failed()
             if self.state is not S.IN_TRANSACTION and self.state is not S.ABORTABLE_ERROR:
                 raise IllegalStateError("cannot abort a transaction in state %s" % self.state.value)
+            # Kept offsets go with the transaction. Whether an AddOffsetsToTxn that ran out of
+            # time began a transaction at the coordinator is unknown: the new epoch ends one.
+            if any(not unsent.added for unsent in self._unsent_offsets.values()):
+                self._epoch_bump_required = True
+            self._unsent_offsets.clear()
             self._transition(S.ABORTING)
             self._pending = "abort_transaction"
             return False
@@ -609,9 +665,12 @@ class TransactionManager:
         if resumed:
             self._init_producer_id(deadline, pid, epoch)
             return
-        with self._lock:
-            if committed:
+        if committed:
+            with self._lock:
                 self._raise_if_failed()  # a batch failed during the flush: the commit cannot go on
+            for unsent in list(self._unsent_offsets.values()):  # before EndTxn, as Kafka's client
+                self._send_offsets(unsent, deadline)
+        with self._lock:
             started, pid, epoch = self.started, self.producer_id, self.producer_epoch
             bump = (self._epoch_bump_required or self._invalid_mapping) and not committed
             skip_end = self._invalid_mapping and not committed

@@ -470,6 +470,112 @@ def test_stale_group_metadata_fails_the_offsets_and_makes_the_transaction_aborta
     assert coordinator.names()[-1] == "end_txn" and coordinator.calls[-1][1][-1] is False
 
 
+def _offset_calls(coordinator: ScriptedCoordinator) -> List[Tuple[str, Tuple[Any, ...]]]:
+    return [c for c in coordinator.calls if c[0] in ("add_offsets_to_txn", "txn_offset_commit", "end_txn")]
+
+
+def test_offsets_whose_add_offsets_to_txn_timed_out_are_sent_before_the_commit(coordinator):
+    """Kafka's client keeps the offsets of a send that ran out of time and sends them before
+    EndTxn: a commit without them would commit the output but not the input's offsets."""
+    group = ConsumerGroupMetadata("g", 3, "member-1", None)
+    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError, match="AddOffsetsToTxn"):
+            p.send_offsets_to_transaction({("t1", 0): 5}, group, timeout=0.05)
+        assert p._transaction.state is TransactionState.IN_TRANSACTION
+        coordinator.script["add_offsets_to_txn"] = []
+        del coordinator.calls[:]
+        p.commit_transaction()
+    pid = coordinator.producer_id
+    assert _offset_calls(coordinator) == [
+        ("add_offsets_to_txn", (TXN_ID, pid, 0, "g")),
+        ("txn_offset_commit", (TXN_ID, "g", pid, 0, 3, "member-1", None, {("t1", 0): TxnOffset(5, -1, None)})),
+        ("end_txn", (TXN_ID, pid, 0, True)),
+    ]
+
+
+def test_offsets_whose_txn_offset_commit_timed_out_are_sent_again_before_the_commit(coordinator):
+    group = ConsumerGroupMetadata("g", 3, "member-1", None)
+    loading = CoordinatorLoadInProgressError.code
+    coordinator.script["txn_offset_commit"] = [{("t1", 1): loading}] + [{("t1", 1): loading}] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError, match="TxnOffsetCommit"):
+            p.send_offsets_to_transaction({("t1", 0): 5, ("t1", 1): 7}, group, timeout=0.05)
+        assert p._transaction.state is TransactionState.IN_TRANSACTION
+        # The commit itself runs out of time on them: resumed, it sends them again.
+        del coordinator.calls[:]
+        with pytest.raises(KafkaTimeoutError, match="TxnOffsetCommit"):
+            p.commit_transaction(timeout=0.05)
+        assert "end_txn" not in coordinator.names()
+        assert p._transaction.state is TransactionState.COMMITTING
+        coordinator.script["txn_offset_commit"] = []
+        del coordinator.calls[:]
+        p.commit_transaction()
+    pid = coordinator.producer_id
+    assert _offset_calls(coordinator) == [  # t1-0's offset was committed by the first call
+        ("txn_offset_commit", (TXN_ID, "g", pid, 0, 3, "member-1", None, {("t1", 1): TxnOffset(7, -1, None)})),
+        ("end_txn", (TXN_ID, pid, 0, True)),
+    ]
+
+
+def test_send_offsets_again_after_a_timeout_sends_the_kept_offsets_with_the_new(coordinator):
+    coordinator.script["txn_offset_commit"] = [{("t1", 0): CoordinatorLoadInProgressError.code}] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError):
+            p.send_offsets_to_transaction({("t1", 0): 5, ("t1", 1): 7}, "g", timeout=0.05)
+        coordinator.script["txn_offset_commit"] = []
+        del coordinator.calls[:]
+        p.send_offsets_to_transaction({("t1", 1): 9, ("t2", 0): 1}, "g")
+        assert _offset_calls(coordinator) == [("txn_offset_commit", (
+            TXN_ID, "g", coordinator.producer_id, 0, -1, "", None,
+            {("t1", 0): TxnOffset(5, -1, None), ("t1", 1): TxnOffset(9, -1, None),
+             ("t2", 0): TxnOffset(1, -1, None)}))]
+        p.commit_transaction()
+    assert coordinator.names()[-1] == "end_txn"
+
+
+def test_a_prepared_transaction_holds_the_offsets_whose_send_timed_out(coordinator):
+    """prepare_transaction hands the transaction to another process's EndTxn: the kept offsets
+    are sent first, and the transaction is one the coordinator knows of."""
+    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError):
+            p.send_offsets_to_transaction({("t1", 0): 5}, "g", timeout=0.05)
+        coordinator.script["add_offsets_to_txn"] = []
+        del coordinator.calls[:]
+        prepared = p.prepare_transaction()
+        assert prepared.started and coordinator.names() == ["add_offsets_to_txn", "txn_offset_commit"]
+
+
+def test_an_abort_after_add_offsets_to_txn_timed_out_bumps_the_epoch(coordinator):
+    """Whether the coordinator added the group, and so began a transaction, is unknown: the
+    new epoch ends one it may hold, which no EndTxn this side knows to send would."""
+    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError):
+            p.send_offsets_to_transaction({("t1", 0): 5}, "g", timeout=0.05)
+        coordinator.script["add_offsets_to_txn"] = []
+        del coordinator.calls[:]
+        p.abort_transaction()
+        assert coordinator.calls == [("init_producer_id", (TXN_ID, 60000, coordinator.producer_id, 0))]
+        assert (p._transaction.state, p._transaction.producer_epoch) == (TransactionState.READY, 1)
+        # The offsets went with the aborted transaction: the next commits none of them.
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        p.commit_transaction()
+    assert "txn_offset_commit" not in coordinator.names()
+
+
 def test_offsets_and_group_metadata_in_each_clients_form():
     assert offsets_of({("t", 0): 3, TopicPartition("t", 1): OffsetAndMetadata(4, "meta", 7)}) == {
         ("t", 0): TxnOffset(3, -1, None), ("t", 1): TxnOffset(4, 7, "meta")}
