@@ -259,6 +259,9 @@ class TransactionManager:
         # group id -> the transaction's offsets of that group not yet acknowledged (a send
         # ran out of time); guarded by the op lock.
         self._unsent_offsets: Dict[str, _UnsentOffsets] = {}
+        # The open transaction was handed out by prepare_transaction (its new owner ends it):
+        # close() leaves it open. Cleared by the next begin_transaction().
+        self._handed_out = False
 
     def __repr__(self) -> str:
         return "<TransactionManager %r %s producer_id=%d epoch=%d>" % (
@@ -433,6 +436,7 @@ class TransactionManager:
                     raise IllegalStateError("cannot begin a transaction before init_transactions() has completed")
                 raise IllegalStateError("cannot begin a transaction in state %s" % self.state.value)
             self._transition(S.IN_TRANSACTION)
+            self._handed_out = False
 
     def add_partitions(self, partitions: Iterable[Tuple[str, int]], deadline: float) -> Optional[BaseException]:
         """The sender adds ``partitions`` to the ongoing transaction (those not in it yet, in
@@ -615,7 +619,23 @@ class TransactionManager:
             self._send_offsets(unsent, deadline)
         with self._lock:
             check()  # (a batch may have failed meanwhile)
+            self._handed_out = True
             return self.producer_id, self.producer_epoch, self.started
+
+    def left_open(self) -> Optional[str]:
+        """What ``close()`` ends, as Kafka's sender does on a graceful close: "commit" or
+        "abort" for a commit or an abort that stopped half way, "abort" for a transaction
+        under way (or in an abortable error) that was not handed out by prepare_transaction;
+        None when there is none (op lock held)."""
+        with self._lock:
+            if self._pending == "commit_transaction":
+                return "commit"
+            if self._pending == "abort_transaction":
+                return "abort"
+            if self._pending is None and not self._handed_out and self.state in (S.IN_TRANSACTION,
+                                                                                   S.ABORTABLE_ERROR):
+                return "abort"
+            return None
 
     def begin_commit(self) -> bool:
         """Start committing (``commit_transaction``'s first step, lock of the accumulator held

@@ -185,7 +185,7 @@ class _TopicSender:
                 _abort_quietly(producer, transactional_id)
                 raise
         finally:
-            producer.close()  # (closing leaves the transaction open: the driver ends it)
+            producer.close()  # (leaves a prepared transaction open for the driver; aborts one that is not)
         return sent, prepared
 
     def _send(self, producer: Any, batch: Any) -> int:

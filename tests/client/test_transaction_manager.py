@@ -436,6 +436,80 @@ def test_an_invalid_producer_id_mapping_is_aborted_by_a_new_epoch_without_end_tx
     assert [b.producer_epoch for b in batches_of(broker, "t2", 0)] == [0, 1, 1]
 
 
+# -- close ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("abortable", [False, True])
+def test_close_aborts_the_transaction_left_open(coordinator, abortable):
+    """As Kafka's sender does on a graceful close: the records not yet sent are dropped and
+    EndTxn(abort) ends the transaction, so read_committed readers do not wait for its timeout."""
+    with producer(coordinator, linger_ms=60000) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"sent", partition=0)
+        p.flush()
+        if abortable:
+            coordinator.script["add_partitions_to_txn"] = [{("t1", 0): TransactionAbortableError.code}]
+            refused = p.send("t1", b"refused", partition=0)
+            p.flush()
+            with pytest.raises(TransactionAbortableError):
+                refused.get(1)
+            assert p._transaction.state is TransactionState.ABORTABLE_ERROR
+        else:
+            unsent = p.send("t2", b"unsent", partition=0)
+    if not abortable:
+        with pytest.raises(TransactionAbortedError):
+            unsent.get(1)
+    assert p._transaction.state is TransactionState.READY
+    assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 0, False))
+
+
+def test_close_completes_a_commit_that_ran_out_of_time(coordinator):
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        coordinator.script["end_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+        with pytest.raises(KafkaTimeoutError):
+            p.commit_transaction(timeout=0.05)
+        coordinator.script["end_txn"] = []
+    assert p._transaction.state is TransactionState.READY
+    assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 0, True))
+
+
+def test_close_leaves_a_prepared_transaction_to_its_new_owner(coordinator):
+    """pylogq.spark's tasks hand their open transactions to the driver and close: the close
+    must not abort them. The next begin_transaction's transaction is the producer's own again."""
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        assert p.prepare_transaction().started
+        p.close()
+    assert p._transaction.state is TransactionState.IN_TRANSACTION
+    assert "end_txn" not in coordinator.names()
+
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        p.prepare_transaction()
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("t2", b"w", partition=0).get(5)
+    assert [c[1][-1] for c in coordinator.calls if c[0] == "end_txn"] == [True, False]
+
+
+def test_a_forced_close_leaves_the_transaction_open(coordinator):
+    """close(timeout=0) is Kafka's forced close: no abort, the coordinator's timeout ends it."""
+    p = producer(coordinator)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t2", b"v", partition=0).get(5)
+    p.close(timeout=0)
+    assert "end_txn" not in coordinator.names()
+
+
 # -- offsets ----------------------------------------------------------------------------------
 
 
