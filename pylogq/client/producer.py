@@ -520,7 +520,9 @@ class Producer:
         the first transaction: the coordinator fences every earlier producer with the same
         id (their later calls raise ProducerFencedError) and aborts any transaction one of
         them left open. Blocks up to ``timeout`` seconds (None: ``max_block_ms``); on
-        KafkaTimeoutError call it again.
+        KafkaTimeoutError call it again. TransactionalIdAuthorizationFailedError and
+        ClusterAuthorizationFailedError leave the producer uninitialized: call it again once
+        the permission is granted (also after they ended an ``abort_transaction``'s epoch bump).
         """
         self._transactional("init_transactions").init_transactions(timeout)
 

@@ -16,6 +16,7 @@ anywhere and left never)::
                                                              \\-> ABORTING ---> READY
                      IN_TRANSACTION, COMMITTING -> ABORTABLE_ERROR -> ABORTING
                      ABORTING -> INITIALIZING (the epoch bumped after a failed batch) -> READY
+                     INITIALIZING -> ABORTABLE_ERROR -> UNINITIALIZED (InitProducerId not authorized)
 
 The coordinator's calls are made here, synchronously, on the thread that
 called the public method, except AddPartitionsToTxn: the sender thread adds
@@ -26,13 +27,22 @@ marker to. A retriable answer (CONCURRENT_TRANSACTIONS while the previous
 transaction's markers are written, COORDINATOR_LOAD_IN_PROGRESS,
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE: the transport looks the
 coordinator up again after the last two) is retried after
-``retry_backoff_ms`` until ``max_block_ms`` runs out.
+``retry_backoff_ms`` until ``max_block_ms`` runs out; CONCURRENT_TRANSACTIONS
+on a transaction's first AddPartitionsToTxn, after at most 20 ms, as Kafka's
+client does.
 
 Errors, as Kafka's client sorts them: PRODUCER_FENCED and
 INVALID_PRODUCER_EPOCH from the coordinator (another producer took the id),
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE and an unexpected
 error are *fatal*: the producer raises :class:`ProducerFencedError` (or the
-error) from every later call and can only be closed. A failed batch, a
+error) from every later call and can only be closed. InitProducerId's
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and CLUSTER_AUTHORIZATION_FAILED are
+not (Kafka 3.6 on, KAFKA-13668): the call raises it and leaves the producer
+UNINITIALIZED, for ``init_transactions()`` once the permission is granted (so
+does TRANSACTIONAL_ID_AUTHORIZATION_FAILED from FindCoordinator, which the
+transport raises alike and Kafka's client takes as fatal; no producer id was
+taken, so nothing is lost by trying again).
+A failed batch, a
 refused partition or group offset, TRANSACTION_ABORTABLE and the like are
 *abortable*: the transaction cannot commit (``commit_transaction`` raises
 the error), ``abort_transaction()`` ends it and the producer goes on. After
@@ -72,6 +82,7 @@ from ..errors import (
     BrokerError,
     ClusterAuthorizationFailedError,
     CommitFailedError,
+    ConcurrentTransactionsError,
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
     IllegalGenerationError,
@@ -104,7 +115,8 @@ log = logging.getLogger("pylogq.client.producer")
 
 # Kafka's ADD_PARTITIONS_RETRY_BACKOFF_MS: the first AddPartitionsToTxn of a transaction is
 # usually answered CONCURRENT_TRANSACTIONS only while the previous one's markers are written,
-# which takes a few milliseconds: wait less than retry_backoff_ms for it.
+# which takes a few milliseconds: wait no longer than this for it (other answers, and later
+# AddPartitionsToTxn, wait retry_backoff_ms).
 _ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02
 
 
@@ -361,19 +373,21 @@ class TransactionManager:
     # -- coordinator calls --------------------------------------------------------------------
 
     def _retry(self, what: str, deadline: float, call: Callable[[], Any],
-               backoff_s: Optional[float] = None) -> Any:
-        """``call()`` until it does not raise a retriable error; KafkaTimeoutError past ``deadline``."""
+               backoff_of: Optional[Callable[[BrokerError], float]] = None) -> Any:
+        """``call()`` until it does not raise a retriable error, waiting ``retry_backoff_ms``
+        (or ``backoff_of(error)`` seconds) between tries; KafkaTimeoutError past ``deadline``."""
         while True:
             try:
                 return call()
             except BrokerError as exc:
                 if not exc.retriable:
                     raise
-                wait = self._backoff_s if backoff_s is None else backoff_s
+                wait = self._backoff_s if backoff_of is None else backoff_of(exc)
                 if time.monotonic() + wait >= deadline:
                     raise KafkaTimeoutError("%s of transactional id %r did not complete within max_block_ms: %s"
                                             % (what, self.transactional_id, exc)) from exc
-                log.debug("%s of transactional id %s: retrying after %r", what, self.transactional_id, exc)
+                log.debug("%s of transactional id %s: retrying in %.3f s after %r", what, self.transactional_id,
+                          wait, exc)
                 time.sleep(wait)
 
     def deadline(self, timeout: Optional[float]) -> float:
@@ -417,6 +431,14 @@ class TransactionManager:
                 "id (%s)" % (self.transactional_id, exc))) from exc
         except TransactionAbortableError as exc:
             raise self._fail_abortable(exc)
+        except (TransactionalIdAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:
+            # Kafka's client since 3.6 (KAFKA-13668): not fatal, the producer is uninitialized
+            # again, so init_transactions() may be called once the permission is granted.
+            with self._lock:
+                if self.state is not S.FATAL_ERROR:
+                    self._transition(S.ABORTABLE_ERROR, exc)
+                    self._transition(S.UNINITIALIZED)
+            raise
         except BrokerError as exc:
             raise self._fail_fatal(exc)
         self._set_producer(pid, epoch)
@@ -450,9 +472,14 @@ class TransactionManager:
             pid, epoch = self.producer_id, self.producer_epoch
         if not new:
             return None
-        # CONCURRENT_TRANSACTIONS on a transaction's first partitions: the previous
-        # transaction's markers are being written, which takes milliseconds.
-        backoff = _ADD_PARTITIONS_RETRY_BACKOFF_S if not self.added else None
+        first = not self.added
+
+        def backoff(error: BrokerError) -> float:
+            # CONCURRENT_TRANSACTIONS on a transaction's first partitions: the previous
+            # transaction's markers are being written, which takes milliseconds.
+            if first and isinstance(error, ConcurrentTransactionsError):
+                return min(self._backoff_s, _ADD_PARTITIONS_RETRY_BACKOFF_S)
+            return self._backoff_s
 
         def add() -> Dict[Tuple[str, int], int]:
             codes = self._transport.add_partitions_to_txn(self.transactional_id, pid, epoch, new)

@@ -10,6 +10,8 @@ against the broker's coordinator is tests/client/test_transactions.py's.
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -25,6 +27,7 @@ from pylogq.client.transaction_manager import TransactionState, group_metadata_o
 from pylogq.cluster.contract import TopicPartition, TxnOffset
 from pylogq.errors import (
     BrokerError,
+    ClusterAuthorizationFailedError,
     CommitFailedError,
     ConcurrentTransactionsError,
     ConfigError,
@@ -39,6 +42,7 @@ from pylogq.errors import (
     ProducerFencedError,
     TransactionAbortableError,
     TransactionAbortedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownMemberIdError,
 )
 from pylogq.protocol.constants import ApiKey
@@ -274,6 +278,26 @@ def test_a_call_that_times_out_is_resumed_by_calling_it_again(coordinator):
         p.begin_transaction()  # the producer goes on
 
 
+def test_only_concurrent_transactions_on_a_transactions_first_partitions_is_retried_sooner(coordinator, caplog):
+    """Kafka's client retries the first AddPartitionsToTxn of a transaction answered
+    CONCURRENT_TRANSACTIONS after at most 20 ms (the previous transaction's markers take
+    milliseconds), and any other retriable answer, or a later AddPartitionsToTxn, after
+    retry_backoff_ms."""
+    concurrent, loading = ConcurrentTransactionsError.code, CoordinatorLoadInProgressError.code
+    coordinator.script["add_partitions_to_txn"] = [{("t2", 0): concurrent}, {("t2", 0): loading}, None,
+                                                   {("t1", 0): concurrent}]
+    caplog.set_level(logging.DEBUG, logger="pylogq.client.producer")
+    with producer(coordinator, retry_backoff_ms=50) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"first", partition=0).get(5)
+        p.send("t1", b"later", partition=0).get(5)
+        p.commit_transaction()
+    waits = [float(found.group(1)) for found in (re.match(r"AddPartitionsToTxn .* retrying in ([0-9.]+) s",
+                                                          r.getMessage()) for r in caplog.records) if found]
+    assert waits == [0.02, 0.05, 0.05]
+
+
 # -- fatal errors -----------------------------------------------------------------------------
 
 
@@ -303,6 +327,42 @@ def test_a_fenced_init_is_fatal(coordinator):
             p.init_transactions()
         with pytest.raises(ProducerFencedError):
             p.begin_transaction()
+
+
+@pytest.mark.parametrize("error", [TransactionalIdAuthorizationFailedError, ClusterAuthorizationFailedError])
+@pytest.mark.parametrize("when", ["init", "epoch bump"])
+def test_an_unauthorized_init_producer_id_leaves_the_producer_to_initialize_again(broker, coordinator, error, when):
+    """As Kafka's client does since 3.6 (KAFKA-13668): InitProducerId refused for want of a
+    permission is not fatal; the producer is UNINITIALIZED, and init_transactions() may be
+    called again once the permission is granted."""
+    with producer(coordinator) as p:
+        txn = p._transaction
+        if when == "init":
+            coordinator.script["init_producer_id"] = [error("not authorized")]
+            with pytest.raises(error):
+                p.init_transactions()
+        else:
+            broker.create_topic("small", partitions=1, config={"max.message.bytes": 200})
+            p.init_transactions()
+            p.begin_transaction()
+            with pytest.raises(BrokerError):
+                p.send("small", b"x" * 1000, partition=0).get(5)
+            coordinator.script["init_producer_id"] = [error("not authorized")]
+            with pytest.raises(error):
+                p.abort_transaction()  # its epoch bump is refused
+        assert (txn.state, txn.last_error) == (TransactionState.UNINITIALIZED, None)
+        with pytest.raises(IllegalStateError, match="init_transactions"):
+            p.begin_transaction()
+        del coordinator.calls[:]
+        p.init_transactions()
+        assert coordinator.calls == [("init_producer_id", (TXN_ID, 60000, -1, -1))]
+        assert txn.state is TransactionState.READY
+        p.begin_transaction()
+        ok = p.send("t2", b"v", partition=0)
+        p.commit_transaction()
+        assert ok.get(1).offset == 0
+    [batch] = batches_of(broker, "t2", 0)
+    assert batch.producer_epoch == txn.producer_epoch
 
 
 def test_batches_queued_when_the_producer_is_fenced_fail_with_it(coordinator):
