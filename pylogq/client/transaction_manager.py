@@ -75,7 +75,7 @@ import enum
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set, Tuple, TypeVar, Union
 
 from ..cluster.contract import TopicPartition, TxnOffset
 from ..errors import (
@@ -109,7 +109,8 @@ from ..records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from .consumer_coordinator import ConsumerGroupMetadata
 from .transport import Transport
 
-__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TransactionState", "group_metadata_of", "offsets_of"]
+__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TransactionState", "group_metadata_of", "offsets_of",
+           "retry_retriable"]
 
 log = logging.getLogger("pylogq.client.producer")
 
@@ -118,6 +119,29 @@ log = logging.getLogger("pylogq.client.producer")
 # which takes a few milliseconds: wait no longer than this for it (other answers, and later
 # AddPartitionsToTxn, wait retry_backoff_ms).
 _ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02
+
+T = TypeVar("T")
+
+
+def retry_retriable(what: str, call: Callable[[], T], deadline: float,
+                    backoff_s: Union[float, Callable[[BrokerError], float]]) -> T:
+    """``call()`` until it does not raise a retriable :class:`BrokerError` (Kafka's client
+    sends a transactional request answered so again), waiting ``backoff_s`` seconds (or
+    ``backoff_s(error)``) between tries. Past ``deadline`` (``time.monotonic()``) raises
+    KafkaTimeoutError naming ``what`` and chaining the last answer; any other error is
+    raised as it is. The one retry loop of the coordinator's calls: the transaction manager's
+    and pylogq.spark's driver's."""
+    while True:
+        try:
+            return call()
+        except BrokerError as exc:
+            if not exc.retriable:
+                raise
+            wait = backoff_s(exc) if callable(backoff_s) else backoff_s
+            if time.monotonic() + wait >= deadline:
+                raise KafkaTimeoutError("%s did not complete within max_block_ms: %s" % (what, exc)) from exc
+            log.debug("%s: retrying in %.3f s after %r", what, wait, exc)
+            time.sleep(wait)
 
 
 class TransactionState(enum.Enum):
@@ -372,23 +396,11 @@ class TransactionManager:
 
     # -- coordinator calls --------------------------------------------------------------------
 
-    def _retry(self, what: str, deadline: float, call: Callable[[], Any],
-               backoff_of: Optional[Callable[[BrokerError], float]] = None) -> Any:
-        """``call()`` until it does not raise a retriable error, waiting ``retry_backoff_ms``
-        (or ``backoff_of(error)`` seconds) between tries; KafkaTimeoutError past ``deadline``."""
-        while True:
-            try:
-                return call()
-            except BrokerError as exc:
-                if not exc.retriable:
-                    raise
-                wait = self._backoff_s if backoff_of is None else backoff_of(exc)
-                if time.monotonic() + wait >= deadline:
-                    raise KafkaTimeoutError("%s of transactional id %r did not complete within max_block_ms: %s"
-                                            % (what, self.transactional_id, exc)) from exc
-                log.debug("%s of transactional id %s: retrying in %.3f s after %r", what, self.transactional_id,
-                          wait, exc)
-                time.sleep(wait)
+    def _retry(self, what: str, deadline: float, call: Callable[[], T],
+               backoff_of: Optional[Callable[[BrokerError], float]] = None) -> T:
+        """:func:`retry_retriable` after ``retry_backoff_ms`` (or ``backoff_of(error)``)."""
+        return retry_retriable("%s of transactional id %r" % (what, self.transactional_id), call, deadline,
+                               self._backoff_s if backoff_of is None else backoff_of)
 
     def deadline(self, timeout: Optional[float]) -> float:
         """When a public call given ``timeout`` seconds (None: ``max_block_ms``) gives up."""
@@ -472,12 +484,12 @@ class TransactionManager:
             pid, epoch = self.producer_id, self.producer_epoch
         if not new:
             return None
-        first = not self.added
+        first_add = not self.added
 
         def backoff(error: BrokerError) -> float:
             # CONCURRENT_TRANSACTIONS on a transaction's first partitions: the previous
             # transaction's markers are being written, which takes milliseconds.
-            if first and isinstance(error, ConcurrentTransactionsError):
+            if first_add and isinstance(error, ConcurrentTransactionsError):
                 return min(self._backoff_s, _ADD_PARTITIONS_RETRY_BACKOFF_S)
             return self._backoff_s
 

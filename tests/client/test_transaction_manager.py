@@ -298,6 +298,30 @@ def test_only_concurrent_transactions_on_a_transactions_first_partitions_is_retr
     assert waits == [0.02, 0.05, 0.05]
 
 
+def test_the_retry_loop_retries_only_retriable_answers_and_names_what_ran_out_of_time():
+    from pylogq.client.transaction_manager import retry_retriable
+
+    answers: List[Any] = [ConcurrentTransactionsError("busy"), NotCoordinatorError("moved"), "done"]
+
+    def call() -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    waited: List[BaseException] = []
+    assert retry_retriable("Call", call, float("inf"), lambda exc: waited.append(exc) or 0.0) == "done"
+    assert [type(e) for e in waited] == [ConcurrentTransactionsError, NotCoordinatorError]
+    answers[:] = [ProducerFencedError("fenced"), "unreached"]
+    with pytest.raises(ProducerFencedError):
+        retry_retriable("Call", call, float("inf"), 0.0)
+    answers[:] = [ConcurrentTransactionsError("still busy")]
+    with pytest.raises(KafkaTimeoutError, match="EndTxn of x did not complete within max_block_ms: .*still busy") \
+            as raised:
+        retry_retriable("EndTxn of x", call, 0.0, 0.001)
+    assert isinstance(raised.value.__cause__, ConcurrentTransactionsError)
+
+
 # -- fatal errors -----------------------------------------------------------------------------
 
 
