@@ -41,9 +41,8 @@ not (Kafka 3.6 on, KAFKA-13668): the call raises it and leaves the producer
 UNINITIALIZED, for ``init_transactions()`` once the permission is granted (so
 does TRANSACTIONAL_ID_AUTHORIZATION_FAILED from FindCoordinator, which the
 transport raises alike and Kafka's client takes as fatal; no producer id was
-taken, so nothing is lost by trying again).
-A failed batch, a
-refused partition or group offset, TRANSACTION_ABORTABLE and the like are
+taken, so nothing is lost by trying again). A failed batch, a refused
+partition or group offset, TRANSACTION_ABORTABLE and the like are
 *abortable*: the transaction cannot commit (``commit_transaction`` raises
 the error), ``abort_transaction()`` ends it and the producer goes on. After
 UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING or a lost batch the abort
