@@ -54,6 +54,7 @@ futures in :mod:`pylogq.client.producer_batch`.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from time import time_ns as _time_ns
@@ -83,6 +84,8 @@ from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = ["DEFAULT_CONFIG", "Producer", "FutureRecordMetadata", "ProducerBatch", "RecordMetadata", "BatchResult",
            "PreparedTransaction"]
+
+log = logging.getLogger("pylogq.client.producer")
 
 
 #: kafka-python 3.0's defaults, for the settings that mean something here, except
@@ -517,7 +520,9 @@ class Producer:
         the first transaction: the coordinator fences every earlier producer with the same
         id (their later calls raise ProducerFencedError) and aborts any transaction one of
         them left open. Blocks up to ``timeout`` seconds (None: ``max_block_ms``); on
-        KafkaTimeoutError call it again.
+        KafkaTimeoutError call it again. TransactionalIdAuthorizationFailedError and
+        ClusterAuthorizationFailedError leave the producer uninitialized: call it again once
+        the permission is granted (also after they ended an ``abort_transaction``'s epoch bump).
         """
         self._transactional("init_transactions").init_transactions(timeout)
 
@@ -536,7 +541,9 @@ class Producer:
         ``group_metadata``: the consuming ``Consumer.consumer_group_metadata()``, so a
         consumer that left the group or missed a rebalance cannot commit (CommitFailedError),
         or just the group id (kafka-python's ``consumer_group_id``, also accepted by that
-        name).
+        name). Blocks up to ``timeout`` seconds (None: ``max_block_ms``); on
+        KafkaTimeoutError the offsets not yet written stay with the transaction, and
+        ``commit_transaction`` (or the next call for the group) sends them first.
         """
         txn = self._transactional("send_offsets_to_transaction")
         if group_metadata is None:
@@ -566,14 +573,16 @@ class Producer:
         id, producer id and epoch (as Kafka's KIP-939 prepareTransaction, for a coordinator
         of its own such as a Spark driver; pylogq.spark's exactly-once writes commit each
         task's transaction from the driver once the job succeeded). The transaction stays
-        open here too: this producer may still commit or abort it, and a later
-        ``init_transactions`` of its id, or the coordinator's transaction timeout, aborts it.
+        open here too: this producer may still commit or abort it, ``close()`` leaves it open
+        (unlike a transaction not handed out), and a later ``init_transactions`` of its id, or
+        the coordinator's transaction timeout, aborts it.
         Raises the error of a record that failed; blocks up to ``timeout`` seconds.
         """
         txn = self._transactional("prepare_transaction")
         with txn.op_lock():
-            self.flush(max(0.0, txn.deadline(timeout) - time.monotonic()))
-            producer_id, producer_epoch, started = txn.prepared()
+            deadline = txn.deadline(timeout)
+            self.flush(max(0.0, deadline - time.monotonic()))
+            producer_id, producer_epoch, started = txn.prepared(deadline)
         return PreparedTransaction(txn.transactional_id, producer_id, producer_epoch, started)
 
     def abort_transaction(self, timeout: Optional[float] = None) -> None:
@@ -584,14 +593,18 @@ class Producer:
         """
         txn = self._transactional("abort_transaction")
         with txn.op_lock():
-            with self._lock:
-                resumed = txn.begin_abort()
-                dropped = [] if resumed else self._accumulator.take_unsent()
-            for batch in dropped:
-                self._sender.finish(batch, -1, -1, -1, TransactionAbortedError(
-                    "failing %d records for %s-%d: their transaction was aborted"
-                    % (batch.count, batch.topic, batch.partition)))
-            self._end_transaction(txn, False, timeout)
+            self._abort(txn, timeout)
+
+    def _abort(self, txn: TransactionManager, timeout: Optional[float]) -> None:
+        """abort_transaction() with the manager's op lock held."""
+        with self._lock:
+            resumed = txn.begin_abort()
+            dropped = [] if resumed else self._accumulator.take_unsent()
+        for batch in dropped:
+            self._sender.finish(batch, -1, -1, -1, TransactionAbortedError(
+                "failing %d records for %s-%d: their transaction was aborted"
+                % (batch.count, batch.topic, batch.partition)))
+        self._end_transaction(txn, False, timeout)
 
     def _end_transaction(self, txn: TransactionManager, committed: bool, timeout: Optional[float]) -> None:
         """Wait for the transaction's batches, then end it (EndTxn)."""
@@ -625,7 +638,13 @@ class Producer:
     def close(self, timeout: Optional[float] = None) -> None:
         """Flush (up to ``timeout`` seconds), stop the sender, fail whatever was not sent, release the transport.
 
-        Idempotent. After close, ``send`` raises IllegalStateError.
+        A transactional producer first ends what it left under way, as Kafka's does: a
+        transaction still open (or in an abortable error) is aborted, a commit or an abort
+        that ran out of time is completed, within ``timeout`` (None: ``max_block_ms``), best
+        effort (what fails is logged; the coordinator aborts the transaction when its
+        ``transaction_timeout_ms`` passes). Not a transaction handed out by
+        :meth:`prepare_transaction`, whose owner ends it, nor with ``timeout=0`` (Kafka's
+        forced close). Idempotent. After close, ``send`` raises IllegalStateError.
         """
         acc = self._accumulator
         with self._lock:
@@ -635,6 +654,7 @@ class Producer:
             acc.appendable.clear()
             acc.space.notify_all()
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._end_left_open(deadline)
         abort = False
         try:
             self.flush(timeout)
@@ -657,6 +677,46 @@ class Producer:
                 "the producer closed before %d records for %s-%d were acknowledged"
                 % (batch.count, batch.topic, batch.partition)))
         self._transport.close()
+
+    def _end_left_open(self, deadline: Optional[float]) -> None:
+        """close()'s end of the transaction left under way (see :meth:`close`), by ``deadline``."""
+        txn = self._transaction
+        if txn is None or threading.current_thread() is self._io_thread:
+            return  # (on the sender thread, nothing it waits for would be sent)
+
+        def remaining() -> Optional[float]:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        left = remaining()
+        if left == 0.0:
+            return
+        lock = txn.op_lock()
+        if not lock.acquire(timeout=-1 if left is None else left):
+            log.warning("closing the producer of transactional id %s: a transactional call still runs, its "
+                        "transaction is left to the coordinator's timeout", txn.transactional_id)
+            return
+        try:
+            ending = txn.left_open()
+            if ending == "commit":
+                try:
+                    with self._lock:
+                        txn.begin_commit()
+                    self._end_transaction(txn, True, remaining())
+                    return
+                except Exception as exc:  # noqa: BLE001 - best effort: the close goes on
+                    log.warning("closing the producer of transactional id %s: could not complete its commit: %r",
+                                txn.transactional_id, exc)
+                ending = txn.left_open()  # (a commit that failed leaves the transaction to abort)
+            if ending == "abort":
+                log.info("closing the producer of transactional id %s: aborting its incomplete transaction",
+                         txn.transactional_id)
+                try:
+                    self._abort(txn, remaining())
+                except Exception as exc:  # noqa: BLE001 - best effort: the close goes on
+                    log.warning("closing the producer of transactional id %s: could not abort its transaction: %r",
+                                txn.transactional_id, exc)
+        finally:
+            lock.release()
 
     def metrics(self, raw: bool = False) -> Dict[Any, Any]:
         """The producer's metrics, kafka-python's ``KafkaProducer.metrics()``: ``{group: {name: value}}``.

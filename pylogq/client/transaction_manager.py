@@ -16,6 +16,7 @@ anywhere and left never)::
                                                              \\-> ABORTING ---> READY
                      IN_TRANSACTION, COMMITTING -> ABORTABLE_ERROR -> ABORTING
                      ABORTING -> INITIALIZING (the epoch bumped after a failed batch) -> READY
+                     INITIALIZING -> ABORTABLE_ERROR -> UNINITIALIZED (InitProducerId not authorized)
 
 The coordinator's calls are made here, synchronously, on the thread that
 called the public method, except AddPartitionsToTxn: the sender thread adds
@@ -26,21 +27,39 @@ marker to. A retriable answer (CONCURRENT_TRANSACTIONS while the previous
 transaction's markers are written, COORDINATOR_LOAD_IN_PROGRESS,
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE: the transport looks the
 coordinator up again after the last two) is retried after
-``retry_backoff_ms`` until ``max_block_ms`` runs out.
+``retry_backoff_ms`` until ``max_block_ms`` runs out; CONCURRENT_TRANSACTIONS
+on a transaction's first AddPartitionsToTxn, after at most 20 ms, as Kafka's
+client does.
 
 Errors, as Kafka's client sorts them: PRODUCER_FENCED and
 INVALID_PRODUCER_EPOCH from the coordinator (another producer took the id),
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE and an unexpected
 error are *fatal*: the producer raises :class:`ProducerFencedError` (or the
-error) from every later call and can only be closed. A failed batch, a
-refused partition or group offset, TRANSACTION_ABORTABLE and the like are
+error) from every later call and can only be closed. InitProducerId's
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and CLUSTER_AUTHORIZATION_FAILED are
+not (Kafka 3.6 on, KAFKA-13668): the call raises it and leaves the producer
+UNINITIALIZED, for ``init_transactions()`` once the permission is granted (so
+does TRANSACTIONAL_ID_AUTHORIZATION_FAILED from FindCoordinator, which the
+transport raises alike and Kafka's client takes as fatal; no producer id was
+taken, so nothing is lost by trying again). A failed batch, a refused
+partition or group offset, TRANSACTION_ABORTABLE and the like are
 *abortable*: the transaction cannot commit (``commit_transaction`` raises
-the error), ``abort_transaction()`` ends it and the producer goes on.
+the error), ``abort_transaction()`` ends it and the producer goes on. After
+UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING or a lost batch the abort
+also bumps the epoch (InitProducerId naming the current producer id and
+epoch, KIP-360); after INVALID_PRODUCER_ID_MAPPING it sends no EndTxn, which
+a coordinator that no longer maps the id to this producer id would refuse
+each time: the InitProducerId alone maps it again and ends whatever
+transaction the coordinator holds.
 
 A call that runs out of time raises :class:`KafkaTimeoutError` and leaves
 the transition under way: calling the same method again resumes it (as
 Kafka's client does); any other transactional call raises
-:class:`IllegalStateError` until it has.
+:class:`IllegalStateError` until it has. ``send_offsets_to_transaction()``
+that runs out of time keeps the offsets not yet acknowledged and sends them
+first thing in the commit (Kafka's client sends its queued AddOffsetsToTxn
+and TxnOffsetCommit before EndTxn), or with the group's next offsets, so a
+commit never leaves them out; an abort drops them.
 
 Thread-safety: the public methods may be called from any thread, one at a
 time (a second waits for the first); the state is read by ``send()`` and the
@@ -55,13 +74,14 @@ import enum
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set, Tuple, TypeVar, Union
 
 from ..cluster.contract import TopicPartition, TxnOffset
 from ..errors import (
     BrokerError,
     ClusterAuthorizationFailedError,
     CommitFailedError,
+    ConcurrentTransactionsError,
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
     IllegalGenerationError,
@@ -88,14 +108,39 @@ from ..records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from .consumer_coordinator import ConsumerGroupMetadata
 from .transport import Transport
 
-__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TransactionState", "group_metadata_of", "offsets_of"]
+__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TransactionState", "group_metadata_of", "offsets_of",
+           "retry_retriable"]
 
 log = logging.getLogger("pylogq.client.producer")
 
 # Kafka's ADD_PARTITIONS_RETRY_BACKOFF_MS: the first AddPartitionsToTxn of a transaction is
 # usually answered CONCURRENT_TRANSACTIONS only while the previous one's markers are written,
-# which takes a few milliseconds: wait less than retry_backoff_ms for it.
+# which takes a few milliseconds: wait no longer than this for it (other answers, and later
+# AddPartitionsToTxn, wait retry_backoff_ms).
 _ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02
+
+T = TypeVar("T")
+
+
+def retry_retriable(what: str, call: Callable[[], T], deadline: float,
+                    backoff_s: Union[float, Callable[[BrokerError], float]]) -> T:
+    """``call()`` until it does not raise a retriable :class:`BrokerError` (Kafka's client
+    sends a transactional request answered so again), waiting ``backoff_s`` seconds (or
+    ``backoff_s(error)``) between tries. Past ``deadline`` (``time.monotonic()``) raises
+    KafkaTimeoutError naming ``what`` and chaining the last answer; any other error is
+    raised as it is. The one retry loop of the coordinator's calls: the transaction manager's
+    and pylogq.spark's driver's."""
+    while True:
+        try:
+            return call()
+        except BrokerError as exc:
+            if not exc.retriable:
+                raise
+            wait = backoff_s(exc) if callable(backoff_s) else backoff_s
+            if time.monotonic() + wait >= deadline:
+                raise KafkaTimeoutError("%s did not complete within max_block_ms: %s" % (what, exc)) from exc
+            log.debug("%s: retrying in %.3f s after %r", what, wait, exc)
+            time.sleep(wait)
 
 
 class TransactionState(enum.Enum):
@@ -196,6 +241,20 @@ def offsets_of(offsets: Any) -> Dict[Tuple[str, int], TxnOffset]:
     return out
 
 
+class _UnsentOffsets:
+    """A group's offsets given to the transaction and not yet acknowledged: ``added`` once
+    AddOffsetsToTxn was answered (the coordinator holds the group's partition in the
+    transaction); ``offsets`` those TxnOffsetCommit has still to write, with the group's
+    latest metadata."""
+
+    __slots__ = ("group", "added", "offsets")
+
+    def __init__(self, group: ConsumerGroupMetadata) -> None:
+        self.group = group
+        self.added = False
+        self.offsets: Dict[Tuple[str, int], TxnOffset] = {}
+
+
 class TransactionManager:
     """One transactional id's producer state: its producer id and epoch, the state, the
     partitions in the ongoing transaction, the last error. See the module docstring for the
@@ -227,7 +286,17 @@ class TransactionManager:
         self.added: Set[TopicPartition] = set()
         self.started = False
         self._epoch_bump_required = False
+        # INVALID_PRODUCER_ID_MAPPING: the coordinator no longer maps the transactional id to
+        # this producer id and refuses its EndTxn, so the abort goes straight to InitProducerId.
+        # A flag of its own, as entering ABORTING clears last_error.
+        self._invalid_mapping = False
         self._pending: Optional[str] = None  # the public call whose transition stopped half way
+        # group id -> the transaction's offsets of that group not yet acknowledged (a send
+        # ran out of time); guarded by the op lock.
+        self._unsent_offsets: Dict[str, _UnsentOffsets] = {}
+        # The open transaction was handed out by prepare_transaction (its new owner ends it):
+        # close() leaves it open. Cleared by the next begin_transaction().
+        self._handed_out = False
 
     def __repr__(self) -> str:
         return "<TransactionManager %r %s producer_id=%d epoch=%d>" % (
@@ -326,21 +395,11 @@ class TransactionManager:
 
     # -- coordinator calls --------------------------------------------------------------------
 
-    def _retry(self, what: str, deadline: float, call: Callable[[], Any],
-               backoff_s: Optional[float] = None) -> Any:
-        """``call()`` until it does not raise a retriable error; KafkaTimeoutError past ``deadline``."""
-        while True:
-            try:
-                return call()
-            except BrokerError as exc:
-                if not exc.retriable:
-                    raise
-                wait = self._backoff_s if backoff_s is None else backoff_s
-                if time.monotonic() + wait >= deadline:
-                    raise KafkaTimeoutError("%s of transactional id %r did not complete within max_block_ms: %s"
-                                            % (what, self.transactional_id, exc)) from exc
-                log.debug("%s of transactional id %s: retrying after %r", what, self.transactional_id, exc)
-                time.sleep(wait)
+    def _retry(self, what: str, deadline: float, call: Callable[[], T],
+               backoff_of: Optional[Callable[[BrokerError], float]] = None) -> T:
+        """:func:`retry_retriable` after ``retry_backoff_ms`` (or ``backoff_of(error)``)."""
+        return retry_retriable("%s of transactional id %r" % (what, self.transactional_id), call, deadline,
+                               self._backoff_s if backoff_of is None else backoff_of)
 
     def deadline(self, timeout: Optional[float]) -> float:
         """When a public call given ``timeout`` seconds (None: ``max_block_ms``) gives up."""
@@ -383,12 +442,21 @@ class TransactionManager:
                 "id (%s)" % (self.transactional_id, exc))) from exc
         except TransactionAbortableError as exc:
             raise self._fail_abortable(exc)
+        except (TransactionalIdAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:
+            # Kafka's client since 3.6 (KAFKA-13668): not fatal, the producer is uninitialized
+            # again, so init_transactions() may be called once the permission is granted.
+            with self._lock:
+                if self.state is not S.FATAL_ERROR:
+                    self._transition(S.ABORTABLE_ERROR, exc)
+                    self._transition(S.UNINITIALIZED)
+            raise
         except BrokerError as exc:
             raise self._fail_fatal(exc)
         self._set_producer(pid, epoch)
         with self._lock:
             self.producer_id, self.producer_epoch = pid, epoch
             self._epoch_bump_required = False
+            self._invalid_mapping = False
             self._transition(S.READY)
         log.info("transactional id %s: producer id %d, epoch %d", self.transactional_id, pid, epoch)
 
@@ -401,6 +469,7 @@ class TransactionManager:
                     raise IllegalStateError("cannot begin a transaction before init_transactions() has completed")
                 raise IllegalStateError("cannot begin a transaction in state %s" % self.state.value)
             self._transition(S.IN_TRANSACTION)
+            self._handed_out = False
 
     def add_partitions(self, partitions: Iterable[Tuple[str, int]], deadline: float) -> Optional[BaseException]:
         """The sender adds ``partitions`` to the ongoing transaction (those not in it yet, in
@@ -414,9 +483,14 @@ class TransactionManager:
             pid, epoch = self.producer_id, self.producer_epoch
         if not new:
             return None
-        # CONCURRENT_TRANSACTIONS on a transaction's first partitions: the previous
-        # transaction's markers are being written, which takes milliseconds.
-        backoff = _ADD_PARTITIONS_RETRY_BACKOFF_S if not self.added else None
+        first_add = not self.added
+
+        def backoff(error: BrokerError) -> float:
+            # CONCURRENT_TRANSACTIONS on a transaction's first partitions: the previous
+            # transaction's markers are being written, which takes milliseconds.
+            if first_add and isinstance(error, ConcurrentTransactionsError):
+                return min(self._backoff_s, _ADD_PARTITIONS_RETRY_BACKOFF_S)
+            return self._backoff_s
 
         def add() -> Dict[Tuple[str, int], int]:
             codes = self._transport.add_partitions_to_txn(self.transactional_id, pid, epoch, new)
@@ -465,6 +539,8 @@ class TransactionManager:
         if isinstance(error, (UnknownProducerIdError, InvalidProducerIdMappingError)):
             with self._lock:
                 self._epoch_bump_required = True
+                if isinstance(error, InvalidProducerIdMappingError):
+                    self._invalid_mapping = True
             return self._fail_abortable(error)
         if isinstance(error, (TransactionAbortableError, TopicAuthorizationFailedError,
                               GroupAuthorizationFailedError, FencedInstanceIdError, OperationNotAttemptedError)):
@@ -489,7 +565,9 @@ class TransactionManager:
     def send_offsets_to_transaction(self, offsets: Mapping[Tuple[str, int], TxnOffset],
                                     group: ConsumerGroupMetadata, timeout: Optional[float] = None) -> None:
         """AddOffsetsToTxn for the group, then TxnOffsetCommit to the group's coordinator: the
-        offsets are committed if, and when, the transaction commits."""
+        offsets are committed if, and when, the transaction commits. On KafkaTimeoutError the
+        offsets not yet acknowledged are kept: sent with the group's next offsets, or before
+        the commit's EndTxn (Kafka's client sends its queued requests before EndTxn)."""
         with self._op_lock:
             with self._lock:
                 self._check_pending("send_offsets_to_transaction")
@@ -497,36 +575,56 @@ class TransactionManager:
                 if self.state is not S.IN_TRANSACTION:
                     raise IllegalStateError("cannot send offsets if a transaction is not in progress (state %s)"
                                             % self.state.value)
-                pid, epoch = self.producer_id, self.producer_epoch
-            deadline = self.deadline(timeout)
+            unsent = self._unsent_offsets.get(group.group_id)
+            if unsent is None:
+                unsent = self._unsent_offsets[group.group_id] = _UnsentOffsets(group)
+            unsent.group = group
+            unsent.offsets.update(offsets)
+            self._send_offsets(unsent, self.deadline(timeout))
+
+    def _send_offsets(self, unsent: "_UnsentOffsets", deadline: float) -> None:
+        """Send a group's kept offsets (op lock held): AddOffsetsToTxn unless it was answered,
+        then TxnOffsetCommit until every partition is acknowledged. Forgotten once sent, or
+        once the transaction is in an error state; kept on KafkaTimeoutError."""
+        group = unsent.group
+        with self._lock:
+            pid, epoch = self.producer_id, self.producer_epoch
+        if not unsent.added:
             try:
                 self._retry("AddOffsetsToTxn", deadline, lambda: self._transport.add_offsets_to_txn(
                     self.transactional_id, pid, epoch, group.group_id))
             except KafkaTimeoutError:
                 raise
             except BrokerError as exc:
+                self._unsent_offsets.pop(group.group_id, None)
                 raise self._classify(exc, "AddOffsetsToTxn")
+            unsent.added = True
             with self._lock:
                 self.started = True
-            pending: Dict[Tuple[str, int], TxnOffset] = dict(offsets)
-            while pending:
-                try:
-                    codes = self._transport.txn_offset_commit(
-                        self.transactional_id, group.group_id, pid, epoch, group.generation_id, group.member_id,
-                        group.group_instance_id, pending)
-                except BrokerError as exc:
-                    if not exc.retriable:
-                        raise self._classify(exc, "TxnOffsetCommit")
-                    codes = {tp: exc.code for tp in pending}
-                error = self._txn_offset_error(codes, group.group_id)
-                if error is not None:
-                    raise error
-                pending = {tp: o for tp, o in pending.items() if codes.get(tp, 0)}
-                if pending:
-                    if time.monotonic() + self._backoff_s >= deadline:
-                        raise KafkaTimeoutError("TxnOffsetCommit of group %r did not complete within max_block_ms"
-                                                % group.group_id)
-                    time.sleep(self._backoff_s)
+        while unsent.offsets:
+            pending = dict(unsent.offsets)
+            try:
+                codes = self._transport.txn_offset_commit(
+                    self.transactional_id, group.group_id, pid, epoch, group.generation_id, group.member_id,
+                    group.group_instance_id, pending)
+            except BrokerError as exc:
+                if not exc.retriable:
+                    self._unsent_offsets.pop(group.group_id, None)
+                    raise self._classify(exc, "TxnOffsetCommit")
+                codes = {tp: exc.code for tp in pending}
+            error = self._txn_offset_error(codes, group.group_id)
+            if error is not None:
+                self._unsent_offsets.pop(group.group_id, None)
+                raise error
+            for tp in pending:
+                if not codes.get(tp, 0):
+                    del unsent.offsets[tp]
+            if unsent.offsets:
+                if time.monotonic() + self._backoff_s >= deadline:
+                    raise KafkaTimeoutError("TxnOffsetCommit of group %r did not complete within max_block_ms"
+                                            % group.group_id)
+                time.sleep(self._backoff_s)
+        self._unsent_offsets.pop(group.group_id, None)
 
     def _txn_offset_error(self, codes: Mapping[Tuple[str, int], int], group_id: str) -> Optional[BaseException]:
         """The error a TxnOffsetCommit answer ends the call with, in its state (None: the
@@ -542,16 +640,40 @@ class TransactionManager:
             return self._classify(cls("TxnOffsetCommit of group %r" % group_id), "TxnOffsetCommit")
         return None
 
-    def prepared(self) -> Tuple[int, int, bool]:
+    def prepared(self, deadline: float) -> Tuple[int, int, bool]:
         """The open transaction's (producer id, epoch, whether the coordinator has heard of it),
-        once its records are flushed: what :meth:`Producer.prepare_transaction` hands out. Raises
-        the error the producer is in; IllegalStateError outside a transaction."""
-        with self._lock:
+        once its records are flushed and its kept offsets sent (op lock held): what
+        :meth:`Producer.prepare_transaction` hands out. Raises the error the producer is in;
+        IllegalStateError outside a transaction."""
+        def check() -> None:
             self._raise_if_failed()
             if self.state is not S.IN_TRANSACTION:
                 raise IllegalStateError("prepare_transaction: the transactional id %r is %s, not in a transaction"
                                         % (self.transactional_id, self.state.value))
+
+        with self._lock:
+            check()
+        for unsent in list(self._unsent_offsets.values()):
+            self._send_offsets(unsent, deadline)
+        with self._lock:
+            check()  # (a batch may have failed meanwhile)
+            self._handed_out = True
             return self.producer_id, self.producer_epoch, self.started
+
+    def left_open(self) -> Optional[str]:
+        """What ``close()`` ends, as Kafka's sender does on a graceful close: "commit" or
+        "abort" for a commit or an abort that stopped half way, "abort" for a transaction
+        under way (or in an abortable error) that was not handed out by prepare_transaction;
+        None when there is none (op lock held)."""
+        with self._lock:
+            if self._pending == "commit_transaction":
+                return "commit"
+            if self._pending == "abort_transaction":
+                return "abort"
+            if self._pending is None and not self._handed_out and self.state in (S.IN_TRANSACTION,
+                                                                                   S.ABORTABLE_ERROR):
+                return "abort"
+            return None
 
     def begin_commit(self) -> bool:
         """Start committing (``commit_transaction``'s first step, lock of the accumulator held
@@ -575,6 +697,11 @@ class TransactionManager:
                 self._raise_if_failed()
             if self.state is not S.IN_TRANSACTION and self.state is not S.ABORTABLE_ERROR:
                 raise IllegalStateError("cannot abort a transaction in state %s" % self.state.value)
+            # Kept offsets go with the transaction. Whether an AddOffsetsToTxn that ran out of
+            # time began a transaction at the coordinator is unknown: the new epoch ends one.
+            if any(not unsent.added for unsent in self._unsent_offsets.values()):
+                self._epoch_bump_required = True
+            self._unsent_offsets.clear()
             self._transition(S.ABORTING)
             self._pending = "abort_transaction"
             return False
@@ -585,6 +712,8 @@ class TransactionManager:
         self._settle(lambda: self._end_transaction(committed, deadline))
 
     def _end_transaction(self, committed: bool, deadline: float) -> None:
+        """EndTxn, then READY; or the abort of a producer id the coordinator no longer maps
+        the transactional id to, which it would refuse EndTxn: InitProducerId instead."""
         with self._lock:
             if self.state is S.INITIALIZING:  # an abort's epoch bump that timed out, resumed
                 pid, epoch = self.producer_id, self.producer_epoch
@@ -594,13 +723,17 @@ class TransactionManager:
         if resumed:
             self._init_producer_id(deadline, pid, epoch)
             return
-        with self._lock:
-            if committed:
+        if committed:
+            with self._lock:
                 self._raise_if_failed()  # a batch failed during the flush: the commit cannot go on
+            for unsent in list(self._unsent_offsets.values()):  # before EndTxn, as Kafka's client
+                self._send_offsets(unsent, deadline)
+        with self._lock:
             started, pid, epoch = self.started, self.producer_id, self.producer_epoch
-            bump = self._epoch_bump_required and not committed
+            bump = (self._epoch_bump_required or self._invalid_mapping) and not committed
+            skip_end = self._invalid_mapping and not committed
         what = "EndTxn(%s)" % ("commit" if committed else "abort")
-        if started:
+        if started and not skip_end:
             try:
                 self._retry(what, deadline, lambda: self._transport.end_txn(
                     self.transactional_id, pid, epoch, committed))

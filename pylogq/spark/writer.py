@@ -185,7 +185,7 @@ class _TopicSender:
                 _abort_quietly(producer, transactional_id)
                 raise
         finally:
-            producer.close()  # (closing leaves the transaction open: the driver ends it)
+            producer.close()  # (leaves a prepared transaction open for the driver; aborts one that is not)
         return sent, prepared
 
     def _send(self, producer: Any, batch: Any) -> int:
@@ -290,7 +290,12 @@ def write_topic(df: Any, target: str, topic: Optional[str] = None, acks: Any = "
         if base is not None:
             deadline = time.monotonic() + _CLEANUP_TIMEOUT_S
             _wait_for_tasks_to_end(df, jobs_before, deadline)
-            _abort_left_open(target.strip(), base, selected, configs, deadline)
+            try:
+                partitions: Optional[int] = int(selected.rdd.getNumPartitions())
+            except Exception:  # (a session that cannot say: the coordinator's timeout aborts them)
+                partitions = None
+            if partitions is not None:
+                _abort_left_open(target.strip(), base, partitions, configs, deadline)
         raise
     if base is not None:
         _commit_all(target.strip(), rows, configs)
@@ -302,6 +307,7 @@ def _commit_all(target: str, rows: List[Any], configs: Dict[str, Any]) -> None:
     retrying what the coordinator answers as retriable until ``max_block_ms``; each is tried
     whatever became of the others, and those that could not be committed raise PylogqError
     naming them at the end."""
+    from ..client.transaction_manager import retry_retriable
     from ..client.transport import TCP_OPTIONS, connect
     from ..errors import BrokerError, PylogqError
 
@@ -310,22 +316,18 @@ def _commit_all(target: str, rows: List[Any], configs: Dict[str, Any]) -> None:
         return
     transport = connect(bootstrap_servers=target, **{k: v for k, v in configs.items() if k in TCP_OPTIONS})
     backoff = configs.get("retry_backoff_ms", 100) / 1000.0
+    max_block_s = configs.get("max_block_ms", 60000) / 1000.0
     failed: List[str] = []
     try:
         for row in wanted:
-            deadline = time.monotonic() + configs.get("max_block_ms", 60000) / 1000.0
-            while True:
-                try:
-                    transport.end_txn(row["transactional_id"], int(row["producer_id"]), int(row["producer_epoch"]),
-                                      True)
-                    break
-                except BrokerError as exc:
-                    if exc.retriable and time.monotonic() + backoff < deadline:
-                        time.sleep(backoff)
-                        continue
-                    failed.append("%s (producer id %d, epoch %d): %s" % (
-                        row["transactional_id"], row["producer_id"], row["producer_epoch"], exc))
-                    break
+            transactional_id, producer_id, epoch = (row["transactional_id"], int(row["producer_id"]),
+                                                    int(row["producer_epoch"]))
+            try:
+                retry_retriable("EndTxn(commit) of transactional id %r" % transactional_id,
+                                lambda: transport.end_txn(transactional_id, producer_id, epoch, True),
+                                time.monotonic() + max_block_s, backoff)
+            except BrokerError as exc:
+                failed.append("%s (producer id %d, epoch %d): %s" % (transactional_id, producer_id, epoch, exc))
     finally:
         transport.close()
     if failed:
@@ -387,30 +389,42 @@ def _wait_for_tasks_to_end(df: Any, before: Optional[Set[int]], deadline: float)
         log.debug("write_topic: cannot follow the failed job's tasks: %s", exc)
 
 
-def _abort_left_open(target: str, base: str, selected: Any, configs: Dict[str, Any], deadline: float) -> None:
-    """After a failed exactly-once job: abort the transactions its tasks may have left open, as the
-    next attempt of each would (``init_transactions`` with the task's id), so read_committed
-    readers do not wait for the coordinator's timeout. Best effort, bounded in time; what it
-    cannot reach is left to that timeout."""
-    from ..client.producer import Producer
+def _abort_left_open(target: str, base: str, partitions: int, configs: Dict[str, Any], deadline: float) -> None:
+    """After a failed exactly-once job: abort the transactions its ``partitions`` tasks may have
+    left open, as the next attempt of each would (InitProducerId of the task's transactional id
+    fences the task's producer and aborts its transaction), so read_committed readers do not wait
+    for the coordinator's timeout. One connection for them all; each id is tried whatever became
+    of the others, what the coordinator answers as retriable (CONCURRENT_TRANSACTIONS while it
+    aborts) retried, until ``deadline``. Best effort: what it cannot end is logged and left to
+    that timeout."""
+    from ..client.transaction_manager import retry_retriable
+    from ..client.transport import TCP_OPTIONS, connect
 
+    timeout_ms = int(configs.get("transaction_timeout_ms", _EXACTLY_ONCE_TIMEOUT_MS))
+    backoff = configs.get("retry_backoff_ms", 100) / 1000.0
+    failed: List[str] = []
+    unended = 0
     try:
-        partitions = int(selected.rdd.getNumPartitions())
-    except Exception:
+        transport = connect(bootstrap_servers=target, **{k: v for k, v in configs.items() if k in TCP_OPTIONS})
+    except Exception as exc:
+        log.warning("write_topic: could not connect to abort the failed job's transactions (%s-*), left to "
+                    "their timeout: %s", base, exc)
         return
-    settings = {k: v for k, v in configs.items() if k not in ("acks",)}
-    for partition in range(partitions):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            log.warning("write_topic: ran out of time aborting the failed job's transactions (%s-*)", base)
-            return
-        transactional_id = task_transactional_id(base, partition)
-        try:
-            producer = Producer(bootstrap_servers=target, transactional_id=transactional_id, **settings)
+    try:
+        for partition in range(partitions):
+            transactional_id = task_transactional_id(base, partition)
+            if time.monotonic() >= deadline:
+                unended += partitions - partition
+                failed.append("%s-%d..%d: out of time" % (base, partition, partitions - 1))
+                break
             try:
-                producer.init_transactions(remaining)
-            finally:
-                producer.close()
-        except Exception as exc:
-            log.warning("write_topic: could not abort the transaction of %s: %s", transactional_id, exc)
-            return
+                retry_retriable("InitProducerId of transactional id %r" % transactional_id,
+                                lambda: transport.init_producer_id(transactional_id, timeout_ms), deadline, backoff)
+            except Exception as exc:  # (refused, or unreachable: the other ids are still tried)
+                unended += 1
+                failed.append("%s: %s" % (transactional_id, exc))
+    finally:
+        transport.close()
+    if failed:
+        log.warning("write_topic: %d of the failed job's %d transactions could not be aborted and are left to the "
+                    "coordinator's timeout: %s", unended, partitions, "; ".join(failed))

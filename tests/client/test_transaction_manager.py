@@ -10,6 +10,8 @@ against the broker's coordinator is tests/client/test_transactions.py's.
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -25,6 +27,7 @@ from pylogq.client.transaction_manager import TransactionState, group_metadata_o
 from pylogq.cluster.contract import TopicPartition, TxnOffset
 from pylogq.errors import (
     BrokerError,
+    ClusterAuthorizationFailedError,
     CommitFailedError,
     ConcurrentTransactionsError,
     ConfigError,
@@ -33,11 +36,13 @@ from pylogq.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
     KafkaTimeoutError,
     NotCoordinatorError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionAbortedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownMemberIdError,
 )
 from pylogq.protocol.constants import ApiKey
@@ -273,6 +278,50 @@ def test_a_call_that_times_out_is_resumed_by_calling_it_again(coordinator):
         p.begin_transaction()  # the producer goes on
 
 
+def test_only_concurrent_transactions_on_a_transactions_first_partitions_is_retried_sooner(coordinator, caplog):
+    """Kafka's client retries the first AddPartitionsToTxn of a transaction answered
+    CONCURRENT_TRANSACTIONS after at most 20 ms (the previous transaction's markers take
+    milliseconds), and any other retriable answer, or a later AddPartitionsToTxn, after
+    retry_backoff_ms."""
+    concurrent, loading = ConcurrentTransactionsError.code, CoordinatorLoadInProgressError.code
+    coordinator.script["add_partitions_to_txn"] = [{("t2", 0): concurrent}, {("t2", 0): loading}, None,
+                                                   {("t1", 0): concurrent}]
+    caplog.set_level(logging.DEBUG, logger="pylogq.client.producer")
+    with producer(coordinator, retry_backoff_ms=50) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"first", partition=0).get(5)
+        p.send("t1", b"later", partition=0).get(5)
+        p.commit_transaction()
+    waits = [float(found.group(1)) for found in (re.match(r"AddPartitionsToTxn .* retrying in ([0-9.]+) s",
+                                                          r.getMessage()) for r in caplog.records) if found]
+    assert waits == [0.02, 0.05, 0.05]
+
+
+def test_the_retry_loop_retries_only_retriable_answers_and_names_what_ran_out_of_time():
+    from pylogq.client.transaction_manager import retry_retriable
+
+    answers: List[Any] = [ConcurrentTransactionsError("busy"), NotCoordinatorError("moved"), "done"]
+
+    def call() -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    waited: List[BaseException] = []
+    assert retry_retriable("Call", call, float("inf"), lambda exc: waited.append(exc) or 0.0) == "done"
+    assert [type(e) for e in waited] == [ConcurrentTransactionsError, NotCoordinatorError]
+    answers[:] = [ProducerFencedError("fenced"), "unreached"]
+    with pytest.raises(ProducerFencedError):
+        retry_retriable("Call", call, float("inf"), 0.0)
+    answers[:] = [ConcurrentTransactionsError("still busy")]
+    with pytest.raises(KafkaTimeoutError, match="EndTxn of x did not complete within max_block_ms: .*still busy") \
+            as raised:
+        retry_retriable("EndTxn of x", call, 0.0, 0.001)
+    assert isinstance(raised.value.__cause__, ConcurrentTransactionsError)
+
+
 # -- fatal errors -----------------------------------------------------------------------------
 
 
@@ -302,6 +351,42 @@ def test_a_fenced_init_is_fatal(coordinator):
             p.init_transactions()
         with pytest.raises(ProducerFencedError):
             p.begin_transaction()
+
+
+@pytest.mark.parametrize("error", [TransactionalIdAuthorizationFailedError, ClusterAuthorizationFailedError])
+@pytest.mark.parametrize("when", ["init", "epoch bump"])
+def test_an_unauthorized_init_producer_id_leaves_the_producer_to_initialize_again(broker, coordinator, error, when):
+    """As Kafka's client does since 3.6 (KAFKA-13668): InitProducerId refused for want of a
+    permission is not fatal; the producer is UNINITIALIZED, and init_transactions() may be
+    called again once the permission is granted."""
+    with producer(coordinator) as p:
+        txn = p._transaction
+        if when == "init":
+            coordinator.script["init_producer_id"] = [error("not authorized")]
+            with pytest.raises(error):
+                p.init_transactions()
+        else:
+            broker.create_topic("small", partitions=1, config={"max.message.bytes": 200})
+            p.init_transactions()
+            p.begin_transaction()
+            with pytest.raises(BrokerError):
+                p.send("small", b"x" * 1000, partition=0).get(5)
+            coordinator.script["init_producer_id"] = [error("not authorized")]
+            with pytest.raises(error):
+                p.abort_transaction()  # its epoch bump is refused
+        assert (txn.state, txn.last_error) == (TransactionState.UNINITIALIZED, None)
+        with pytest.raises(IllegalStateError, match="init_transactions"):
+            p.begin_transaction()
+        del coordinator.calls[:]
+        p.init_transactions()
+        assert coordinator.calls == [("init_producer_id", (TXN_ID, 60000, -1, -1))]
+        assert txn.state is TransactionState.READY
+        p.begin_transaction()
+        ok = p.send("t2", b"v", partition=0)
+        p.commit_transaction()
+        assert ok.get(1).offset == 0
+    [batch] = batches_of(broker, "t2", 0)
+    assert batch.producer_epoch == txn.producer_epoch
 
 
 def test_batches_queued_when_the_producer_is_fenced_fail_with_it(coordinator):
@@ -385,6 +470,130 @@ def test_a_failed_batch_makes_the_abort_bump_the_epoch(broker, coordinator):
     assert (batch.producer_epoch, batch.base_sequence) == (1, 0)
 
 
+def _start_and_fail_with_invalid_producer_id_mapping(p: Producer, coordinator: ScriptedCoordinator,
+                                                    where: str) -> None:
+    """A transaction the coordinator knows of (a partition added), then INVALID_PRODUCER_ID_MAPPING
+    from ``where``: the coordinator no longer maps the transactional id to this producer id."""
+    p.begin_transaction()
+    p.send("t2", b"in", partition=0).get(5)
+    mapping = InvalidProducerIdMappingError("the transactional id has no producer id")
+    if where == "add_partitions_to_txn":
+        coordinator.script[where] = [{("t1", 0): InvalidProducerIdMappingError.code}]
+        with pytest.raises(InvalidProducerIdMappingError):
+            p.send("t1", b"out", partition=0).get(5)
+    elif where == "add_offsets_to_txn":
+        coordinator.script[where] = [mapping]
+        with pytest.raises(InvalidProducerIdMappingError):
+            p.send_offsets_to_transaction({("t1", 0): 1}, "g")
+    else:
+        coordinator.script[where] = [mapping]
+        with pytest.raises(InvalidProducerIdMappingError):
+            p.commit_transaction()
+
+
+@pytest.mark.parametrize("where", ["add_partitions_to_txn", "add_offsets_to_txn", "end_txn"])
+def test_an_invalid_producer_id_mapping_is_aborted_by_a_new_epoch_without_end_txn(broker, coordinator, where):
+    """The coordinator refuses every EndTxn of a producer id it does not map the transactional
+    id to, so the abort goes straight to InitProducerId with the producer's id and epoch (as
+    Kafka's TransactionManager does), which gives the id a producer again."""
+    with producer(coordinator) as p:
+        p.init_transactions()
+        _start_and_fail_with_invalid_producer_id_mapping(p, coordinator, where)
+        txn = p._transaction
+        assert txn.state is TransactionState.ABORTABLE_ERROR
+        ends = coordinator.names().count("end_txn")
+        coordinator.script["end_txn"] = [InvalidProducerIdMappingError("no mapping")] * 5
+        p.abort_transaction()
+        assert coordinator.names().count("end_txn") == ends  # no EndTxn, which could only be refused
+        assert coordinator.calls[-1] == ("init_producer_id", (TXN_ID, 60000, coordinator.producer_id, 0))
+        assert (txn.state, txn.producer_epoch) == (TransactionState.READY, 1)
+        coordinator.script["end_txn"] = []
+        p.begin_transaction()
+        p.send("t2", b"next", partition=0)
+        p.commit_transaction()
+        assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 1, True))
+        # The next abort is an ordinary one again: EndTxn, no new epoch.
+        p.begin_transaction()
+        p.send("t2", b"dropped", partition=0).get(5)
+        p.abort_transaction()
+        assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 1, False))
+    assert [b.producer_epoch for b in batches_of(broker, "t2", 0)] == [0, 1, 1]
+
+
+# -- close ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("abortable", [False, True])
+def test_close_aborts_the_transaction_left_open(coordinator, abortable):
+    """As Kafka's sender does on a graceful close: the records not yet sent are dropped and
+    EndTxn(abort) ends the transaction, so read_committed readers do not wait for its timeout."""
+    with producer(coordinator, linger_ms=60000) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"sent", partition=0)
+        p.flush()
+        if abortable:
+            coordinator.script["add_partitions_to_txn"] = [{("t1", 0): TransactionAbortableError.code}]
+            refused = p.send("t1", b"refused", partition=0)
+            p.flush()
+            with pytest.raises(TransactionAbortableError):
+                refused.get(1)
+            assert p._transaction.state is TransactionState.ABORTABLE_ERROR
+        else:
+            unsent = p.send("t2", b"unsent", partition=0)
+    if not abortable:
+        with pytest.raises(TransactionAbortedError):
+            unsent.get(1)
+    assert p._transaction.state is TransactionState.READY
+    assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 0, False))
+
+
+def test_close_completes_a_commit_that_ran_out_of_time(coordinator):
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        coordinator.script["end_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+        with pytest.raises(KafkaTimeoutError):
+            p.commit_transaction(timeout=0.05)
+        coordinator.script["end_txn"] = []
+    assert p._transaction.state is TransactionState.READY
+    assert coordinator.calls[-1] == ("end_txn", (TXN_ID, coordinator.producer_id, 0, True))
+
+
+def test_close_leaves_a_prepared_transaction_to_its_new_owner(coordinator):
+    """pylogq.spark's tasks hand their open transactions to the driver and close: the close
+    must not abort them. The next begin_transaction's transaction is the producer's own again."""
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        assert p.prepare_transaction().started
+        p.close()
+    assert p._transaction.state is TransactionState.IN_TRANSACTION
+    assert "end_txn" not in coordinator.names()
+
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        p.prepare_transaction()
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("t2", b"w", partition=0).get(5)
+    assert [c[1][-1] for c in coordinator.calls if c[0] == "end_txn"] == [True, False]
+
+
+def test_a_forced_close_leaves_the_transaction_open(coordinator):
+    """close(timeout=0) is Kafka's forced close: no abort, the coordinator's timeout ends it."""
+    p = producer(coordinator)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t2", b"v", partition=0).get(5)
+    p.close(timeout=0)
+    assert "end_txn" not in coordinator.names()
+
+
 # -- offsets ----------------------------------------------------------------------------------
 
 
@@ -417,6 +626,112 @@ def test_stale_group_metadata_fails_the_offsets_and_makes_the_transaction_aborta
         assert p._transaction.state is TransactionState.ABORTABLE_ERROR
         p.abort_transaction()
     assert coordinator.names()[-1] == "end_txn" and coordinator.calls[-1][1][-1] is False
+
+
+def _offset_calls(coordinator: ScriptedCoordinator) -> List[Tuple[str, Tuple[Any, ...]]]:
+    return [c for c in coordinator.calls if c[0] in ("add_offsets_to_txn", "txn_offset_commit", "end_txn")]
+
+
+def test_offsets_whose_add_offsets_to_txn_timed_out_are_sent_before_the_commit(coordinator):
+    """Kafka's client keeps the offsets of a send that ran out of time and sends them before
+    EndTxn: a commit without them would commit the output but not the input's offsets."""
+    group = ConsumerGroupMetadata("g", 3, "member-1", None)
+    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError, match="AddOffsetsToTxn"):
+            p.send_offsets_to_transaction({("t1", 0): 5}, group, timeout=0.05)
+        assert p._transaction.state is TransactionState.IN_TRANSACTION
+        coordinator.script["add_offsets_to_txn"] = []
+        del coordinator.calls[:]
+        p.commit_transaction()
+    pid = coordinator.producer_id
+    assert _offset_calls(coordinator) == [
+        ("add_offsets_to_txn", (TXN_ID, pid, 0, "g")),
+        ("txn_offset_commit", (TXN_ID, "g", pid, 0, 3, "member-1", None, {("t1", 0): TxnOffset(5, -1, None)})),
+        ("end_txn", (TXN_ID, pid, 0, True)),
+    ]
+
+
+def test_offsets_whose_txn_offset_commit_timed_out_are_sent_again_before_the_commit(coordinator):
+    group = ConsumerGroupMetadata("g", 3, "member-1", None)
+    loading = CoordinatorLoadInProgressError.code
+    coordinator.script["txn_offset_commit"] = [{("t1", 1): loading}] + [{("t1", 1): loading}] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError, match="TxnOffsetCommit"):
+            p.send_offsets_to_transaction({("t1", 0): 5, ("t1", 1): 7}, group, timeout=0.05)
+        assert p._transaction.state is TransactionState.IN_TRANSACTION
+        # The commit itself runs out of time on them: resumed, it sends them again.
+        del coordinator.calls[:]
+        with pytest.raises(KafkaTimeoutError, match="TxnOffsetCommit"):
+            p.commit_transaction(timeout=0.05)
+        assert "end_txn" not in coordinator.names()
+        assert p._transaction.state is TransactionState.COMMITTING
+        coordinator.script["txn_offset_commit"] = []
+        del coordinator.calls[:]
+        p.commit_transaction()
+    pid = coordinator.producer_id
+    assert _offset_calls(coordinator) == [  # t1-0's offset was committed by the first call
+        ("txn_offset_commit", (TXN_ID, "g", pid, 0, 3, "member-1", None, {("t1", 1): TxnOffset(7, -1, None)})),
+        ("end_txn", (TXN_ID, pid, 0, True)),
+    ]
+
+
+def test_send_offsets_again_after_a_timeout_sends_the_kept_offsets_with_the_new(coordinator):
+    coordinator.script["txn_offset_commit"] = [{("t1", 0): CoordinatorLoadInProgressError.code}] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError):
+            p.send_offsets_to_transaction({("t1", 0): 5, ("t1", 1): 7}, "g", timeout=0.05)
+        coordinator.script["txn_offset_commit"] = []
+        del coordinator.calls[:]
+        p.send_offsets_to_transaction({("t1", 1): 9, ("t2", 0): 1}, "g")
+        assert _offset_calls(coordinator) == [("txn_offset_commit", (
+            TXN_ID, "g", coordinator.producer_id, 0, -1, "", None,
+            {("t1", 0): TxnOffset(5, -1, None), ("t1", 1): TxnOffset(9, -1, None),
+             ("t2", 0): TxnOffset(1, -1, None)}))]
+        p.commit_transaction()
+    assert coordinator.names()[-1] == "end_txn"
+
+
+def test_a_prepared_transaction_holds_the_offsets_whose_send_timed_out(coordinator):
+    """prepare_transaction hands the transaction to another process's EndTxn: the kept offsets
+    are sent first, and the transaction is one the coordinator knows of."""
+    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError):
+            p.send_offsets_to_transaction({("t1", 0): 5}, "g", timeout=0.05)
+        coordinator.script["add_offsets_to_txn"] = []
+        del coordinator.calls[:]
+        prepared = p.prepare_transaction()
+        assert prepared.started and coordinator.names() == ["add_offsets_to_txn", "txn_offset_commit"]
+
+
+def test_an_abort_after_add_offsets_to_txn_timed_out_bumps_the_epoch(coordinator):
+    """Whether the coordinator added the group, and so began a transaction, is unknown: the
+    new epoch ends one it may hold, which no EndTxn this side knows to send would."""
+    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError):
+            p.send_offsets_to_transaction({("t1", 0): 5}, "g", timeout=0.05)
+        coordinator.script["add_offsets_to_txn"] = []
+        del coordinator.calls[:]
+        p.abort_transaction()
+        assert coordinator.calls == [("init_producer_id", (TXN_ID, 60000, coordinator.producer_id, 0))]
+        assert (p._transaction.state, p._transaction.producer_epoch) == (TransactionState.READY, 1)
+        # The offsets went with the aborted transaction: the next commits none of them.
+        p.begin_transaction()
+        p.send("t2", b"v", partition=0)
+        p.commit_transaction()
+    assert "txn_offset_commit" not in coordinator.names()
 
 
 def test_offsets_and_group_metadata_in_each_clients_form():

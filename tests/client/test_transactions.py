@@ -185,19 +185,35 @@ def test_a_zombie_is_fenced_and_nothing_it_wrote_commits(clients):
     assert got[("out", 1)] == [b"successor"]
 
 
-def test_a_new_producer_aborts_the_transaction_its_predecessor_left_open(clients):
-    with transactional(clients, "crashed") as first:
-        first.begin_transaction()
-        first.send("audit", b"left-open", partition=0)
-        first.flush()
-    # The first producer is gone without ending its transaction; its successor's
-    # init_transactions() aborts it, so what comes next is readable.
+def test_a_new_producer_aborts_the_transaction_its_predecessor_left_open(clients, broker):
+    first = transactional(clients, "crashed")
+    first.begin_transaction()
+    first.send("audit", b"left-open", partition=0)
+    first.flush()
+    first.close(timeout=0)  # forced: gone without ending its transaction, as in a crash
+    assert [d.state for d in broker.describe_transactions(["crashed"])] == ["Ongoing"]
+    # Its successor's init_transactions() aborts it, so what comes next is readable.
     with transactional(clients, "crashed") as second:
         second.begin_transaction()
         second.send("audit", b"after", partition=0)
         second.commit_transaction()
     got = read(clients, [("audit", 0)], "read_committed", lambda g: len(g[("audit", 0)]) >= 1)
     assert got[("audit", 0)] == [b"after"]
+
+
+def test_close_aborts_the_transaction_left_open(clients, broker):
+    """A graceful close ends the producer's open transaction (as Kafka's does): read_committed
+    readers move past it at once rather than after the transaction's timeout."""
+    with transactional(clients, "closed-open") as producer:
+        producer.begin_transaction()
+        producer.send("audit", b"left-open", partition=0)
+        producer.flush()
+    wait_for(lambda: [(d.error_code, d.state) for d in broker.describe_transactions(["closed-open"])]
+             == [(0, "CompleteAbort")], "the abort's markers")
+    audit = broker.partition("audit", 0)
+    assert audit.last_stable_offset == audit.high_watermark == 2  # the record and its ABORT marker
+    got = read(clients, [("audit", 0)], "read_uncommitted", lambda g: len(g[("audit", 0)]) >= 1)
+    assert got[("audit", 0)] == [b"left-open"]
 
 
 def test_a_prepared_transaction_is_committed_by_another_client(clients):

@@ -591,6 +591,40 @@ def test_confluent_producer_and_consumer_are_refused(secured: Tuple[Broker, Addr
         admin.close()
 
 
+def test_pylogq_transactional_producer_initializes_again_once_authorized(secured: Tuple[Broker, Address]) -> None:
+    """InitProducerId refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED leaves pylogq's producer
+    uninitialized, as Kafka's (3.6 on): init_transactions() succeeds once the ACL is added. So
+    does FindCoordinator refused it (which Kafka's client takes as fatal)."""
+    from pylogq.client.producer import Producer
+    from pylogq.errors import TransactionalIdAuthorizationFailedError
+
+    broker, address = secured
+    broker.create_topic("ledger")
+    admin = _connect(address, "admin")
+    producer = Producer(bootstrap_servers="%s:%d" % address, security_protocol="SASL_PLAINTEXT",
+                        sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password=USERS["alice"],
+                        transactional_id="ledger-writer", max_block_ms=10000)
+    try:
+        with pytest.raises(TransactionalIdAuthorizationFailedError, match="finding the coordinator"):
+            producer.init_transactions()
+        _grant(admin, [("TRANSACTIONAL_ID", "ledger-writer", "DESCRIBE")])  # enough to find it, not to use it
+        with pytest.raises(TransactionalIdAuthorizationFailedError, match="InitProducerId"):
+            producer.init_transactions()
+        _grant(admin, [("TRANSACTIONAL_ID", "ledger-writer", "WRITE"), ("TOPIC", "ledger", "WRITE")])
+        producer.init_transactions()
+        producer.begin_transaction()
+        written = producer.send("ledger", b"entry", partition=0)
+        producer.commit_transaction()
+        assert written.get(5).offset == 0
+    finally:
+        producer.close()
+        admin.close()
+    deadline = time.monotonic() + 10
+    while [d.state for d in broker.describe_transactions(["ledger-writer"])] != ["CompleteCommit"]:
+        assert time.monotonic() < deadline, broker.describe_transactions(["ledger-writer"])
+        time.sleep(0.02)
+
+
 def test_a_single_nodes_acls_survive_a_restart(tmp_path: Path) -> None:
     data = str(tmp_path / "broker")
     with Broker(data, **AUTHORIZER) as broker:

@@ -175,3 +175,66 @@ def test_the_driver_commits_every_transaction_it_can_and_names_the_others(pylogq
         _commit_all(pylogq_bootstrap, rows, {})
     _wait_committed(pylogq_broker, ["handed-1"])
     assert _values(pylogq_broker, pylogq_bootstrap, "handed", "read_committed") == {1: [b"row-1"]}
+
+
+class _RefusingTransport:
+    """A real transport whose InitProducerId of one transactional id is refused; records each
+    InitProducerId's transactional id."""
+
+    def __init__(self, transport: Any, refused: str) -> None:
+        self._transport = transport
+        self.refused = refused
+        self.inits: List[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def init_producer_id(self, transactional_id: Any = None, *args: Any) -> Any:
+        from pylogq.errors import TransactionalIdAuthorizationFailedError
+
+        self.inits.append(transactional_id)
+        if transactional_id == self.refused:
+            raise TransactionalIdAuthorizationFailedError("refused for the test")
+        return self._transport.init_producer_id(transactional_id, *args)
+
+
+def test_after_a_failed_job_the_driver_aborts_every_transaction_it_can(pylogq_broker: pylogq.Broker,
+                                                                       pylogq_bootstrap: str, monkeypatch: Any) -> None:
+    """One connection for every task's id; an id that cannot be aborted (refused here) does not
+    keep the others' transactions open, and each is retried while the coordinator answers
+    CONCURRENT_TRANSACTIONS (it aborts the transaction, then gives the id a new epoch)."""
+    import pylogq.client.producer
+    import pylogq.client.transport
+    from pylogq.spark.writer import _abort_left_open
+
+    tasks = 4
+    ids = ["left-%d" % p for p in range(tasks)]
+    pylogq_broker.create_topic("left", tasks)
+    for p in range(tasks):
+        with pylogq.Producer(bootstrap_servers=pylogq_bootstrap, transactional_id=ids[p]) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send_batch("left", [b"row-%d" % p], partition=p)
+            producer.prepare_transaction()  # handed out, as a task's: closing leaves it open
+    assert [d.state for d in pylogq_broker.describe_transactions(ids)] == ["Ongoing"] * tasks
+    transports: List[_RefusingTransport] = []
+    real_connect = pylogq.client.transport.connect
+
+    def connect(**kwargs: Any) -> Any:
+        transports.append(_RefusingTransport(real_connect(**kwargs), "left-1"))
+        return transports[-1]
+
+    monkeypatch.setattr(pylogq.client.transport, "connect", connect)
+    monkeypatch.setattr(pylogq.client.producer, "connect", connect)
+    _abort_left_open(pylogq_bootstrap, "left", tasks, {"retry_backoff_ms": 10}, time.monotonic() + 30)
+
+    [transport] = transports
+    assert transport.inits.count("left-1") == 1
+    assert all(transport.inits.count(i) >= 2 for i in ("left-0", "left-2", "left-3"))  # CONCURRENT_TRANSACTIONS first
+    # Each InitProducerId succeeded once its transaction's abort was complete: the id has a new
+    # epoch and no transaction.
+    assert [d.state for d in pylogq_broker.describe_transactions(ids)] == ["Empty", "Ongoing", "Empty", "Empty"]
+    for p in (0, 2, 3):
+        part = pylogq_broker.partition("left", p)
+        assert part.last_stable_offset == part.high_watermark == 2  # the row and its ABORT marker
+    assert pylogq_broker.partition("left", 1).last_stable_offset == 0  # left to its timeout
