@@ -521,7 +521,10 @@ class TransactionManager:
             cls = error_for_code(first) or BrokerError
             error = cls("could not add partitions to the transaction: %s" % ", ".join(
                 "%s-%d: %s" % (t, p, getattr(error_for_code(c), "name", c)) for (t, p), c in sorted(failed.items())))
-            return self._classify(error, "AddPartitionsToTxn")
+            if isinstance(error, (ProducerFencedError, InvalidProducerEpochError, UnknownProducerIdError,
+                                  InvalidProducerIdMappingError) + _FATAL):
+                return self._classify(error, "AddPartitionsToTxn")
+            return self._fail_abortable(error)  # Kafka: any other partition's error leaves it abortable
         with self._lock:
             self.added.update(new)
             self.started = True

@@ -37,6 +37,7 @@ from pylogq.errors import (
     InvalidArgumentTypeError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
+    InvalidRecordError,
     KafkaTimeoutError,
     NotCoordinatorError,
     ProducerFencedError,
@@ -855,3 +856,22 @@ def test_the_tcp_transport_raises_a_coordinators_error():
         routing.end_txn("tx", 1, 0, True)
     with pytest.raises(ConcurrentTransactionsError):
         routing.init_producer_id("tx")
+
+
+def test_an_unexpected_partition_error_of_add_partitions_leaves_the_transaction_abortable(broker, coordinator):
+    """AddPartitionsToTxn answering a partition with a code it has no rule for (here
+    INVALID_RECORD) fails that send and leaves the transaction abortable, as Kafka's client
+    does (it was fatal): the abort ends it and the producer goes on."""
+    with producer(coordinator) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        coordinator.script["add_partitions_to_txn"] = [{("t1", 0): InvalidRecordError.code}]
+        with pytest.raises(InvalidRecordError):
+            p.send("t1", b"out", partition=0).get(5)
+        assert p._transaction.state is TransactionState.ABORTABLE_ERROR
+        p.abort_transaction()
+        assert p._transaction.state is TransactionState.READY
+        p.begin_transaction()
+        p.send("t2", b"next", partition=0)
+        p.commit_transaction()
+    assert [b.producer_epoch for b in batches_of(broker, "t2", 0)] == [0]
