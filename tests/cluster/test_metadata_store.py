@@ -50,6 +50,10 @@ from pylogq.cluster.zk.store import (
 from .._proxy import TcpProxy
 from .._zookeeper import ZooKeeperServer
 
+#: The metadata store (in memory and on ZooKeeper) holds no records and has no pure-Python twin:
+#: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 DEADLINE = 30.0  # seconds any expected event may take on a loaded machine
 STORE_TIMEOUT_MS = 4000  # the tests' sessions: long enough that a busy machine loses none by accident
 #: Sessions that must outlive a cut connection: kazoo tries again at most a second apart.
