@@ -63,7 +63,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     The pure pass (``PYLOGQ_NO_EXTENSIONS=1``) is for the code that has pure-Python twins.
     Tests marked ``compiled_pass`` (replication across broker processes and ZooKeeper: the
     controller, fetchers and clients are the same Python in both passes, and the twins they
-    pass through are tested in both by the rest of the suite) run in the compiled pass only.
+    pass through are tested in both by the rest of the suite; and tests of code no record,
+    CRC, codec or index passes through: the protocol layer, the metadata store, the
+    assignors, configs and ACL administration) run in the compiled pass only.
 
     Tests marked ``librdkafka_suite`` run only when ``PYLOGQ_LIBRDKAFKA_SUITE=1`` asks for them:
     they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py)."""

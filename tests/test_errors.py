@@ -16,6 +16,10 @@ from kafka import errors as kp_errors
 import pylogq
 from pylogq import _speedups, errors
 
+#: The error hierarchy, read from the sources: the same in both passes, the compiled pass only
+#: (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 PACKAGE = Path(pylogq.__file__).parent
 
 

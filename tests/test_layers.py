@@ -12,6 +12,7 @@ dependency a reader has to follow.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 import uuid
@@ -60,6 +61,17 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> Iterator[Tuple[int, str]]:
     """(line, absolute module) for every import of a pylogq module in ``path``."""
+    return iter(_imports_of(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of(path: Path) -> Tuple[Tuple[int, str], ...]:
+    """:func:`_imports` of ``path``, each file parsed once for the whole module: its tests walk the
+    package several times. (The layer probe is a file of its own name, never walked twice.)"""
+    return tuple(_parse_imports(path))
+
+
+def _parse_imports(path: Path) -> Iterator[Tuple[int, str]]:
     module = _module_name(path)
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -23,6 +23,10 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+#: The skip hooks and the child runs are the same Python in both passes, and the test command runs
+#: the benchmarks compiled only: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 ROOT = Path(__file__).resolve().parent.parent
 MISSING = "pylogq_no_such_module"
 

@@ -12,6 +12,10 @@ from pylogq.cluster.acl import AclBindingFilter, AclOperation, ResourceType
 
 from .conftest import Cli, run_cli, run_process
 
+#: ACL administration moves no records and has no pure-Python twin: the compiled pass only
+#: (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
 TOPIC_ORDERS = "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)"
 

@@ -9,6 +9,10 @@ import pytest
 
 from .conftest import Cli, run_process
 
+#: Config and quota administration moves no records and has no pure-Python twin: the compiled pass
+#: only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 
 @pytest.fixture
 def topic(cli: Cli) -> str:

@@ -24,6 +24,10 @@ import pytest
 from ..server.conftest import READY
 from .conftest import run_process
 
+#: Config administration of broker processes: no record is written or read, no pure-Python twin runs:
+#: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
 JAAS = "listener.name.sasl_plaintext.plain.sasl.jaas.config"

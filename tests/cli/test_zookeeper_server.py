@@ -17,6 +17,9 @@ from pylogq.cluster.zk.kazoo_store import ZooKeeperStore
 from .._ports import free_port
 from .._zookeeper import four_letter_word, zookeeper_install_or_skip
 
+#: ZooKeeper's own server under the CLI, no pylogq broker: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 
 def _listening_addresses(port: int) -> List[str]:
     """The local addresses (hex, as /proc/net/tcp* shows them) of the sockets listening on ``port``."""

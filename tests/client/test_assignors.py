@@ -43,6 +43,10 @@ from pylogq.client.assignors import (
 )
 from pylogq.errors import InvalidConsumerProtocolError, PylogqError
 
+#: The assignors and the consumer protocol's bytes have no pure-Python twin: the compiled pass only
+#: (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 topic_names = st.text(min_size=1, max_size=12)
 user_datas = st.one_of(st.none(), st.binary(max_size=40))
 int32s = st.integers(-(1 << 31), (1 << 31) - 1)

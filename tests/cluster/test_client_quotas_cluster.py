@@ -27,6 +27,10 @@ from .._zookeeper import zookeeper_install_or_skip
 from ..server.test_server import Wire
 from ._processes import ProcessCluster, cluster_on_own_zookeeper
 
+#: Quota configs across broker processes and ZooKeeper, no records moved: the compiled pass only
+#: (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 DEADLINE_S = 60.0
 
 

@@ -50,6 +50,10 @@ from pylogq.cluster.zk.store import (
 from .._proxy import TcpProxy
 from .._zookeeper import ZooKeeperServer
 
+#: The metadata store (in memory and on ZooKeeper) holds no records and has no pure-Python twin:
+#: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 DEADLINE = 30.0  # seconds any expected event may take on a loaded machine
 STORE_TIMEOUT_MS = 4000  # the tests' sessions: long enough that a busy machine loses none by accident
 #: Sessions that must outlive a cut connection: kazoo tries again at most a second apart.
@@ -498,7 +502,7 @@ class StoreContract:
 
     def test_an_owner_that_stops_answering_keeps_its_ephemerals_for_the_session_timeout(
             self, backend: Backend) -> None:
-        timeout_ms = 2000
+        timeout_ms = 1000  # the session that ends: short, as it is waited out (the others keep STORE_TIMEOUT_MS)
         observer = backend.connect()
         owner = backend.doomed_owner("/doomed", timeout_ms)
         stat = observer.exists("/doomed")
@@ -813,7 +817,7 @@ class StoreContract:
         assert again.wait_count(1) == [WatchedEvent(CHANGED, "/data")]
 
     def test_a_disconnection_past_the_session_timeout_expires_the_session(self, backend: Backend) -> None:
-        timeout_ms = 2000
+        timeout_ms = 1000  # the session that ends: short, as it is waited out (the others keep STORE_TIMEOUT_MS)
         store = backend.connect_cuttable(session_timeout_ms=timeout_ms)
         observer = backend.connect()
         store.create("/eph", ephemeral=True)

@@ -21,6 +21,10 @@ from pylogq.protocol.constants import ApiKey
 from pylogq.protocol.scram import parse_credential, salted_password
 from pylogq.testing import TEST_DEFAULTS
 
+#: SCRAM credentials through the metadata store, no records moved: the compiled pass only
+#: (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism %s"
 RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE = 91, 92

@@ -23,6 +23,10 @@ from pylogq.protocol.blocking_client import _Tls
 
 from .._certs import BROKER_KEY_PASSWORD, Certificates
 
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 TIMEOUT_S = 10.0
 
 

@@ -43,8 +43,10 @@ from pylogq.protocol import Schema
 
 from . import _kafka_json as kj
 
-pytestmark = pytest.mark.skipif(not kj.MESSAGES.is_dir(),
-                                reason="Kafka's JSON schemas not beside the repository")
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = [pytest.mark.compiled_pass,
+              pytest.mark.skipif(not kj.MESSAGES.is_dir(), reason="Kafka's JSON schemas not beside the repository")]
 
 #: Message name -> kafka-python's JSON-driven class for it (its packages re-export them all).
 PEERS: Dict[str, Any] = {

@@ -51,8 +51,10 @@ from pylogq.protocol.schema import Message
 
 from . import _kafka_json as kj
 
-pytestmark = pytest.mark.skipif(not kj.MESSAGES.is_dir(),
-                                reason="Kafka's JSON schemas not beside the repository")
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = [pytest.mark.compiled_pass,
+              pytest.mark.skipif(not kj.MESSAGES.is_dir(), reason="Kafka's JSON schemas not beside the repository")]
 
 ORDERS = uuid.UUID("6f1c2a4e-93b5-4d0c-8a71-2f3e4d5c6b7a")
 CLICKS = uuid.UUID("0b9d8c7e-6f5a-4b3c-9d2e-1f0a9b8c7d6e")

@@ -17,6 +17,10 @@ from pylogq.protocol import REQUEST_HEADER, RESPONSE_HEADER, Schema, generator, 
 
 from .test_messages import TABLES, _advertised, _cases, _sample
 
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 
 def test_the_generated_module_is_current() -> None:
     assert generator.generate() == generator.TARGET.read_text(encoding="utf-8"), \

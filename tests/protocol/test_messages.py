@@ -36,6 +36,10 @@ from pylogq.protocol import (
 
 from . import _kafka_json as kafka_json
 
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 #: The "advertise min-max" column of the reference client table.
 ADVERTISED = {
     0: (0, 11), 1: (0, 17), 2: (0, 10), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9),

@@ -48,6 +48,10 @@ from pylogq.protocol.schema import Message
 
 from ._wire import NO_TAGS, array, carray, cstring, i8, i16, i32, string
 
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 ARLD, ARLD_RESPONSE = msg.AlterReplicaLogDirsRequest, msg.AlterReplicaLogDirsResponse
 EL, EL_RESPONSE = msg.ElectLeadersRequest, msg.ElectLeadersResponse
 APR, APR_RESPONSE = msg.AlterPartitionReassignmentsRequest, msg.AlterPartitionReassignmentsResponse

@@ -13,6 +13,10 @@ from pylogq.protocol.constants import ApiKey
 from pylogq.protocol.sasl import sasl_login
 from pylogq.protocol.scram import ScramCredential, ScramServer, failure_message, make_credential, salted_password
 
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 PEER = "broker 127.0.0.1:9092"
 
 

@@ -59,6 +59,10 @@ from pylogq.protocol.schema import Message
 
 from ._wire import NO_TAGS, array, boolean, carray, cstring, i16, i32, i64, string, tags, uvarint
 
+#: The protocol layer has no pure-Python twin (records are opaque bytes to it): the compiled pass
+#: only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 APT, APT_RESPONSE = msg.AddPartitionsToTxnRequest, msg.AddPartitionsToTxnResponse
 AOT, AOT_RESPONSE = msg.AddOffsetsToTxnRequest, msg.AddOffsetsToTxnResponse
 ET, ET_RESPONSE = msg.EndTxnRequest, msg.EndTxnResponse

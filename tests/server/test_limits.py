@@ -27,6 +27,10 @@ from .._limits import need_files
 from .test_server import (  # noqa: F401 - no_server_errors is an autouse fixture: it applies here too
     API_VERSIONS, DEADLINE_S, TEST_CONFIG, Wire, encode_request, no_server_errors, wait_for)
 
+#: Connection and request limits, with ApiVersions and raw frames only (no record is served): the
+#: compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 Address = Tuple[str, int]
 HALF_OPEN = 500  # Kafka's default queued.max.requests: once every slot was taken by these
 PROBE_TIMEOUT_S = 60.0  # a probe's answer that never comes; how soon it comes is not asserted

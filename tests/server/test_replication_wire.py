@@ -39,6 +39,10 @@ from pylogq.server.fetch import frame_fetch_response
 from pylogq.server.handler_base import text_of
 from pylogq.server.inter_broker import VERSIONS
 
+#: The replication APIs' wire conversion: records are opaque bytes to it, and it has no pure-Python
+#: twin: the compiled pass only (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 int16 = st.integers(-(1 << 15), (1 << 15) - 1)
 int32 = st.integers(-(1 << 31), (1 << 31) - 1)
 int64 = st.integers(-(1 << 63), (1 << 63) - 1)
