@@ -220,11 +220,13 @@ class ReplicaManager:
             followed = self._make_followers(followers, {b.broker_id: b for b in request.live_leaders})
             if self.guard is not None:
                 self.guard.controller_spoke(request.broker_epoch)
-        # Only leaderships that are new, and followers whose leader changed, are news to the
-        # coordinators: a new epoch of a leadership kept (a follower left the ISR) is not, and
-        # must not make the group coordinator load its groups again.
-        if self._on_leadership is not None and (led or followed):
-            self._on_leadership(led, followed)
+            # Only leaderships that are new, and followers whose leader changed, are news to
+            # the coordinators: a new epoch of a leadership kept (a follower left the ISR) is
+            # not, and must not make the group coordinator load its groups again. Told under
+            # the lock, as Kafka's ReplicaManager tells them, so that two requests' news arrive
+            # in the order the requests were applied (the callback only marks and queues).
+            if self._on_leadership is not None and (led or followed):
+                self._on_leadership(led, followed)
         return 0, results
 
     def _make_leaders(self, leaders: Sequence[Tuple[Partition, LeaderAndIsrPartition]]) -> List[TopicPartition]:
@@ -315,8 +317,8 @@ class ReplicaManager:
                     results[tp] = exc.code
                 if partition is not None:
                     self._wake(partition)
-        if self._on_leadership is not None and stopping:
-            self._on_leadership([], [tp for tp, _ in stopping])
+            if self._on_leadership is not None and stopping:
+                self._on_leadership([], [tp for tp, _ in stopping])
         return 0, results
 
     # -- produce ------------------------------------------------------------------------
