@@ -699,17 +699,23 @@ def test_send_offsets_again_after_a_timeout_sends_the_kept_offsets_with_the_new(
     assert coordinator.names()[-1] == "end_txn"
 
 
+def _add_offsets_timed_out(p: Producer, coordinator: ScriptedCoordinator) -> None:
+    """A transaction begun, and a send_offsets_to_transaction that ran out of time in
+    AddOffsetsToTxn; the coordinator answers again afterwards, and its calls are forgotten."""
+    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
+    p.init_transactions()
+    p.begin_transaction()
+    with pytest.raises(KafkaTimeoutError):
+        p.send_offsets_to_transaction({("t1", 0): 5}, "g", timeout=0.05)
+    coordinator.script["add_offsets_to_txn"] = []
+    del coordinator.calls[:]
+
+
 def test_a_prepared_transaction_holds_the_offsets_whose_send_timed_out(coordinator):
     """prepare_transaction hands the transaction to another process's EndTxn: the kept offsets
     are sent first, and the transaction is one the coordinator knows of."""
-    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
     with producer(coordinator) as p:
-        p.init_transactions()
-        p.begin_transaction()
-        with pytest.raises(KafkaTimeoutError):
-            p.send_offsets_to_transaction({("t1", 0): 5}, "g", timeout=0.05)
-        coordinator.script["add_offsets_to_txn"] = []
-        del coordinator.calls[:]
+        _add_offsets_timed_out(p, coordinator)
         prepared = p.prepare_transaction()
         assert prepared.started and coordinator.names() == ["add_offsets_to_txn", "txn_offset_commit"]
 
@@ -717,14 +723,8 @@ def test_a_prepared_transaction_holds_the_offsets_whose_send_timed_out(coordinat
 def test_an_abort_after_add_offsets_to_txn_timed_out_bumps_the_epoch(coordinator):
     """Whether the coordinator added the group, and so began a transaction, is unknown: the
     new epoch ends one it may hold, which no EndTxn this side knows to send would."""
-    coordinator.script["add_offsets_to_txn"] = [ConcurrentTransactionsError("busy")] * 1000
     with producer(coordinator) as p:
-        p.init_transactions()
-        p.begin_transaction()
-        with pytest.raises(KafkaTimeoutError):
-            p.send_offsets_to_transaction({("t1", 0): 5}, "g", timeout=0.05)
-        coordinator.script["add_offsets_to_txn"] = []
-        del coordinator.calls[:]
+        _add_offsets_timed_out(p, coordinator)
         p.abort_transaction()
         assert coordinator.calls == [("init_producer_id", (TXN_ID, 60000, coordinator.producer_id, 0))]
         assert (p._transaction.state, p._transaction.producer_epoch) == (TransactionState.READY, 1)
