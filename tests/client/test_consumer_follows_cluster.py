@@ -161,7 +161,7 @@ def test_console_and_group_consumers_started_before_the_topic_print_its_records(
 @pytest.mark.parametrize("group_id", [None, "pattern-readers"], ids=["no-group", "group"])
 def test_pattern_subscription_picks_up_a_second_topic_at_a_metadata_refresh(broker: _Broker,
                                                                           group_id: Any) -> None:
-    max_age_ms = 2000
+    max_age_ms = 500
     with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topics([NewTopic("metrics-a", 1, 1), NewTopic("other", 1, 1)])
         with Consumer(bootstrap_servers=broker.bootstrap, group_id=group_id, auto_offset_reset="earliest",

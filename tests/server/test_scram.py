@@ -48,8 +48,10 @@ from pylogq.protocol.scram import (
 from pylogq.protocol.types import Writer
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# Refusals answered after 10 ms rather than Kafka's 100: the delay itself is test_sasl_sessions.py's.
 SASL_CONFIG: Dict[str, Any] = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-               "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1}
+               "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
+               "connection.failed.authentication.delay.ms": 10}
 ADMIN = ("PLAIN", "admin", "admin-secret")
 FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism %s"
 SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM = 58, 33
