@@ -34,6 +34,11 @@ indexes ``i < j`` with upstream offsets ``u(i) >= u(j)``:
 
 An upstream offset going back (the source topic was recreated) clears the array.
 
+**Checkpointing** (Kafka's ``MirrorCheckpointTask``): :func:`checkpoints_for_group` turns a
+group's committed offsets on the source into checkpoints of the remote partitions, through
+the store, keeping them monotonic with a :class:`CheckpointStore` (the latest checkpoint of
+each group and partition, loaded from the checkpoints topic at start);
+:func:`offsets_to_sync` picks what ``sync.group.offsets.enabled`` commits on the target.
 :func:`translate_offsets` is Kafka's ``RemoteClusterUtils.translateOffsets`` over the records
 of a checkpoints topic: a group's latest checkpoint per partition, as offsets to commit on
 the target.
@@ -42,13 +47,14 @@ the target.
 from __future__ import annotations
 
 import threading
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Protocol, Tuple
 
 from ..client.consumer import OffsetAndMetadata, TopicPartition
 from ..errors import CorruptRecordError, InvalidArgumentError
 from .records import Buffer, Checkpoint, OffsetSync
 
-__all__ = ["SYNCS_PER_PARTITION", "OffsetSyncQueue", "OffsetSyncStore", "SyncEmitter", "TranslatedOffsets",
+__all__ = ["SYNCS_PER_PARTITION", "CheckpointFlow", "CheckpointStore", "OffsetSyncQueue", "OffsetSyncStore",
+           "SyncEmitter", "TranslatedOffsets", "checkpoint", "checkpoints_for_group", "offsets_to_sync",
            "translate_offsets"]
 
 #: One sync per bit of a 64-bit offset: enough to span any offset at exponential spacing.
@@ -201,9 +207,10 @@ class OffsetSyncStore:
     Feed it the topic's records in order (:meth:`handle_record`, or :meth:`sync` with a
     decoded one), call :meth:`mark_read_to_end` once the reader first reached the topic's
     end, then translate with :meth:`translate_downstream`. With
-    ``initialization_must_read_to_end`` (Kafka's default for the checkpoint task), the
-    syncs read before that keep only the latest per partition: an older one could have
-    been superseded by a rewind the reader has not met yet.
+    ``initialization_must_read_to_end``, the syncs read before that keep only the latest
+    per partition: an older one could have been superseded by a rewind the reader has not
+    met yet. Kafka's checkpoint task asks for it only when it could not load its previous
+    checkpoints (a :class:`CheckpointStore`, which keeps what it emits from going back).
 
     One thread feeds it; any number translate at the same time: each partition's array is
     replaced whole on every sync (copy on write), so a reader sees the old array or the new
@@ -329,6 +336,123 @@ def _invariant_b(i_sync: OffsetSync, j_sync: OffsetSync, i: int, j: int) -> bool
 def _invariant_c(i_sync: OffsetSync, j_sync: OffsetSync, i: int) -> bool:
     bound = _long(j_sync.upstream_offset + (1 << max(i - 2, 0)))
     return i_sync is j_sync or (bound >= 0 and i_sync.upstream_offset >= bound)
+
+
+class CheckpointFlow(Protocol):
+    """What checkpointing asks of a flow (:class:`~pylogq.mirror.config.FlowConfig` answers it)."""
+
+    def should_checkpoint_topic(self, topic: str) -> bool: ...
+
+    def checkpoint_topic(self, upstream_topic: str) -> str: ...
+
+
+class CheckpointStore:
+    """The latest checkpoint of each consumer group and remote partition (Kafka's ``CheckpointStore``).
+
+    Loaded from the checkpoints topic when a flow's checkpointing starts (:meth:`handle_record`
+    for each record, in order), then kept up to date with what is emitted (:meth:`update`),
+    so that checkpoints never move a group backwards (:meth:`is_more_recent`) across
+    restarts, and :meth:`converted_offsets` gives what to commit to the target's groups.
+    ``groups``: the groups whose records are kept (None: every group). Not thread-safe: one
+    thread checkpoints a flow.
+    """
+
+    def __init__(self, groups: Optional[Iterable[str]] = None) -> None:
+        self.groups = None if groups is None else frozenset(groups)
+        self._checkpoints: Dict[str, Dict[TopicPartition, Checkpoint]] = {}
+        #: Records of the checkpoints topic that did not decode (ignored, as Kafka ignores them).
+        self.skipped = 0
+
+    def handle_record(self, key: Optional[Buffer], value: Optional[Buffer]) -> Optional[Checkpoint]:
+        """Keep the checkpoint of one record of the checkpoints topic, and return it; None for a
+        record that does not decode (counted in :attr:`skipped`) or of a group not kept."""
+        try:
+            checkpoint = Checkpoint.decode(key, value)
+        except CorruptRecordError:
+            self.skipped += 1
+            return None
+        if self.groups is not None and checkpoint.group not in self.groups:
+            return None
+        tp = TopicPartition(checkpoint.topic, checkpoint.partition)
+        self._checkpoints.setdefault(checkpoint.group, {})[tp] = checkpoint
+        return checkpoint
+
+    def update(self, group: str, checkpoints: Mapping[TopicPartition, Checkpoint]) -> None:
+        """Record the checkpoints just emitted for ``group`` (by remote partition)."""
+        self._checkpoints.setdefault(group, {}).update(checkpoints)
+
+    def get(self, group: str) -> Optional[Dict[TopicPartition, Checkpoint]]:
+        """A copy of ``group``'s latest checkpoints by remote partition; None if it has none."""
+        found = self._checkpoints.get(group)
+        return None if found is None else dict(found)
+
+    def is_more_recent(self, checkpoint: Checkpoint) -> bool:
+        """Whether ``checkpoint`` is worth emitting (Kafka's ``checkpointIsMoreRecent``): the first
+        for its group and partition, or the group rewound upstream, or it moves the downstream
+        offset forward. A checkpoint that would move it back (the sync store translating more
+        coarsely after its syncs expired) or repeat it is not."""
+        last = self._checkpoints.get(checkpoint.group, {}).get(TopicPartition(checkpoint.topic, checkpoint.partition))
+        if last is None:
+            return True
+        if checkpoint.upstream_offset < last.upstream_offset:
+            return True
+        return checkpoint.downstream_offset > last.downstream_offset
+
+    def converted_offsets(self) -> Dict[str, Dict[TopicPartition, OffsetAndMetadata]]:
+        """Every group's latest checkpoints as offsets to commit on the target."""
+        return {group: {tp: OffsetAndMetadata(c.downstream_offset, c.metadata, -1) for tp, c in checkpoints.items()}
+                for group, checkpoints in self._checkpoints.items()}
+
+
+def checkpoint(flow: CheckpointFlow, sync_store: OffsetSyncStore, group: str, topic_partition: Partition,
+               committed: Optional[OffsetAndMetadata]) -> Optional[Checkpoint]:
+    """``group``'s committed offset of source partition ``topic_partition`` as a checkpoint of the
+    remote partition (Kafka's ``MirrorCheckpointTask.checkpoint``); None when nothing is
+    committed or the offset cannot be translated."""
+    if committed is None or committed.offset < 0:
+        return None
+    downstream = sync_store.translate_downstream(group, topic_partition, committed.offset)
+    if downstream is None:
+        return None
+    return Checkpoint(group, flow.checkpoint_topic(topic_partition[0]), topic_partition[1], committed.offset,
+                      downstream, committed.metadata or "")
+
+
+def checkpoints_for_group(flow: CheckpointFlow, sync_store: OffsetSyncStore, checkpoint_store: CheckpointStore,
+                          group: str, upstream_offsets: Mapping[Partition, Optional[OffsetAndMetadata]]
+                          ) -> Dict[TopicPartition, Checkpoint]:
+    """The checkpoints to emit for ``group`` from its committed offsets on the source (by source
+    partition), by remote partition (Kafka's ``checkpointsForGroup``): of the topics the flow's
+    topic filter lets through, translated, and more recent than the last ones emitted. The
+    caller emits them, then records them with ``checkpoint_store.update``."""
+    result: Dict[TopicPartition, Checkpoint] = {}
+    for tp, committed in upstream_offsets.items():
+        if not flow.should_checkpoint_topic(tp[0]):
+            continue
+        found = checkpoint(flow, sync_store, group, tp, committed)
+        if found is not None and found.downstream_offset >= 0 and checkpoint_store.is_more_recent(found):
+            result[TopicPartition(found.topic, found.partition)] = found
+    return result
+
+
+def offsets_to_sync(converted: Mapping[TopicPartition, OffsetAndMetadata],
+                    target_offsets: Optional[Mapping[TopicPartition, Optional[OffsetAndMetadata]]]
+                    ) -> Dict[TopicPartition, OffsetAndMetadata]:
+    """Which of a group's checkpointed offsets to commit to the group on the target (Kafka's
+    ``syncGroupOffset``), given the group's committed offsets there (``target_offsets``; None
+    for a group the target does not have). Only for a group with no active member on the
+    target (the caller checks that it is empty or absent), and only forward: a partition
+    whose target offset is already at or past the checkpoint is left alone; one with none, or
+    a negative one (reset by a client such as sarama), gets the checkpoint's."""
+    if target_offsets is None:
+        return dict(converted)
+    result: Dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, offset in converted.items():
+        current = target_offsets.get(tp)
+        if current is not None and current.offset >= offset.offset:
+            continue
+        result[tp] = offset
+    return result
 
 
 class TranslatedOffsets(Dict[TopicPartition, OffsetAndMetadata]):

@@ -11,11 +11,16 @@ import pytest
 
 from pylogq.client.consumer import OffsetAndMetadata, TopicPartition
 from pylogq.errors import CorruptRecordError
+from pylogq.mirror.config import FlowConfig
 from pylogq.mirror.offsets import (
     SYNCS_PER_PARTITION,
+    CheckpointStore,
     OffsetSyncQueue,
     OffsetSyncStore,
     SyncEmitter,
+    checkpoint,
+    checkpoints_for_group,
+    offsets_to_sync,
     translate_offsets,
 )
 from pylogq.mirror.records import Checkpoint, OffsetSync
@@ -326,6 +331,120 @@ def test_bad_records_leave_the_store_as_it_was() -> None:
         store.handle_record(None, b"\x00" * 16)
     assert store.translate_downstream("g", TP, 10) == 20
     assert [store.sync_for(TP, i).upstream_offset for i in (0, 63)] == [10, 10]
+
+
+# -- checkpoints (MirrorCheckpointTaskTest) ----------------------------------------------------------
+
+FLOW = FlowConfig("source1", "target2")
+
+
+def _committed(offset: int) -> OffsetAndMetadata:
+    return OffsetAndMetadata(offset, "", -1)
+
+
+def test_downstream_topic_renaming() -> None:
+    assert FLOW.checkpoint_topic("topic3") == "source1.topic3"
+    assert FLOW.checkpoint_topic("target2.topic3") == "topic3"
+    assert FLOW.checkpoint_topic("source6.topic7") == "source1.source6.topic7"
+
+
+def test_checkpoint() -> None:
+    store = _started()
+    store.sync(OffsetSync("topic1", 2, 3, 4))
+    store.sync(OffsetSync("target2.topic5", 6, 7, 8))
+    assert checkpoint(FLOW, store, "group9", ("topic1", 2), OffsetAndMetadata(10, "m", -1)) == \
+        Checkpoint("group9", "source1.topic1", 2, 10, 5, "m")
+    assert checkpoint(FLOW, store, "group11", ("target2.topic5", 6), _committed(12)) == \
+        Checkpoint("group11", "topic5", 6, 12, 9, "")
+    assert checkpoint(FLOW, store, "group13", ("target2.topic5", 6), _committed(7)) == \
+        Checkpoint("group13", "topic5", 6, 7, 8, "")
+
+
+def test_no_checkpoint_without_a_sync_or_a_committed_offset() -> None:
+    store = _started()
+    store.sync(OffsetSync("topic1", 0, 3, 4))
+    assert checkpoint(FLOW, store, "group9", ("topic1", 1), _committed(10)) is None
+    assert checkpoint(FLOW, store, "group9", ("topic1", 0), _committed(10)) is not None
+    assert checkpoint(FLOW, store, "g1", ("topic1", 0), None) is None
+    assert checkpoint(FLOW, store, "g1", ("topic1", 0), _committed(-1)) is None  # listed, never committed
+
+
+def test_checkpoints_stay_monotonic_when_the_store_translates_more_coarsely() -> None:
+    """MirrorCheckpointTaskTest.testCheckpointRecordsMonotonicIfStoreRewinds."""
+    store = _started()
+    checkpoints = CheckpointStore()
+    tp, remote = ("topic1", 0), TopicPartition("source1.topic1", 0)
+    upstream, downstream = 11, 4
+    for _ in range(2):
+        store.sync(OffsetSync(tp[0], tp[1], upstream, downstream))
+        upstream += 1
+        downstream += 1
+    group_offset, expected = upstream, downstream
+    assert store.translate_downstream("g1", tp, group_offset) == expected
+    emitted = checkpoints_for_group(FLOW, store, checkpoints, "g1", {tp: _committed(group_offset)})
+    assert remote in emitted
+    checkpoints.update("g1", emitted)
+    for _ in range(5):  # sync 1 drops out: translation falls back to sync 0
+        store.sync(OffsetSync(tp[0], tp[1], upstream, downstream))
+        upstream += 1
+        downstream += 1
+    assert store.translate_downstream("g1", tp, group_offset) != expected
+    assert checkpoints_for_group(FLOW, store, checkpoints, "g1", {tp: _committed(group_offset)}) == {}
+    # The group rewinding upstream is checkpointed, downstream rewinding with it.
+    assert remote in checkpoints_for_group(FLOW, store, checkpoints, "g1", {tp: _committed(group_offset - 1)})
+
+
+def test_a_restart_keeps_the_checkpoints_read_back() -> None:
+    """MirrorCheckpointTaskTest.testCheckpointsTaskRestartUsesExistingCheckpoints."""
+    tp, remote = ("t1", 0), TopicPartition("source1.t1", 0)
+    store = Store(initialization_must_read_to_end=False)
+    for offset in (100, 200, 300):
+        store.sync(OffsetSync(tp[0], tp[1], offset, offset))
+    store.mark_read_to_end()
+    first = checkpoints_for_group(FLOW, store, CheckpointStore(), "group1", {tp: _committed(250)})
+    assert first == {remote: Checkpoint("group1", "source1.t1", 0, 250, 201, "")}
+    # Restarted: more syncs were written meanwhile, and the checkpoints topic is read back.
+    store2 = Store(initialization_must_read_to_end=False)
+    for offset in (175, 275, 375, 475):
+        store2.sync(OffsetSync(tp[0], tp[1], offset, offset))
+    store2.mark_read_to_end()
+    reloaded = CheckpointStore({"group1"})
+    for record in first.values():
+        reloaded.handle_record(record.encode_key(), record.encode_value())
+    reloaded.handle_record(Checkpoint("other", "source1.t1", 0, 1, 1).encode_key(), b"\x00\x00")
+    assert reloaded.skipped == 1 and reloaded.get("other") is None
+    assert store2.translate_downstream(None, tp, 250) == 176 and store2.translate_downstream(None, tp, 370) == 176
+    assert checkpoints_for_group(FLOW, store2, reloaded, "group1", {tp: _committed(250)}) == {}
+    assert checkpoints_for_group(FLOW, store2, reloaded, "group1", {tp: _committed(370)}) == {}
+    assert checkpoints_for_group(FLOW, store2, reloaded, "group1", {tp: _committed(400)}) == {
+        remote: Checkpoint("group1", "source1.t1", 0, 400, 376, "")}
+
+
+def test_only_topics_the_filter_lets_through_are_checkpointed() -> None:
+    flow = FlowConfig("source1", "target2", topics="orders")
+    store = _started()
+    store.sync(OffsetSync("orders", 0, 5, 5))
+    store.sync(OffsetSync("audit", 0, 5, 5))
+    emitted = checkpoints_for_group(flow, store, CheckpointStore(), "g", {("orders", 0): _committed(5),
+                                                                          ("audit", 0): _committed(5)})
+    assert list(emitted) == [TopicPartition("source1.orders", 0)]
+
+
+def test_group_offsets_are_synced_forward_only() -> None:
+    """MirrorCheckpointTaskTest.testSyncOffset and ...ForTargetGroupWithNullOffsetAndMetadata."""
+    store = CheckpointStore()
+    store.update("consumer1", {TopicPartition("topic1", 0): Checkpoint("consumer1", "topic1", 0, 200, 101, "metadata")})
+    store.update("consumer2", {TopicPartition("topic2", 0): Checkpoint("consumer2", "topic2", 0, 100, 51, "metadata")})
+    converted = store.converted_offsets()
+    t1p0, t2p0 = TopicPartition("topic1", 0), TopicPartition("topic2", 0)
+    assert offsets_to_sync(converted["consumer1"], {t1p0: _committed(100)}) == {
+        t1p0: OffsetAndMetadata(101, "metadata", -1)}
+    assert offsets_to_sync(converted["consumer2"], {t2p0: _committed(50)})[t2p0].offset == 51
+    assert offsets_to_sync(converted["consumer1"], {t1p0: _committed(101)}) == {}, "never backwards"
+    assert offsets_to_sync(converted["consumer1"], {t1p0: None})[t1p0].offset == 101, "reset to -1 by another client"
+    assert offsets_to_sync(converted["consumer1"], {t1p0: _committed(-1)})[t1p0].offset == 101
+    assert offsets_to_sync(converted["consumer1"], {})[t1p0].offset == 101, "a partition new to the group"
+    assert offsets_to_sync(converted["consumer1"], None) == converted["consumer1"], "a group new to the target"
 
 
 # -- translate_offsets (RemoteClusterUtils.translateOffsets) ----------------------------------------------
