@@ -277,6 +277,11 @@ class FlowConfig(Config):
                    settings, {})
 
     @classmethod
+    def build(cls, settings: Mapping[str, Any]) -> "FlowConfig":
+        """Not for a flow, which needs its clusters: ``FlowConfig(source, target, **settings)``."""
+        raise TypeError("a FlowConfig is built with its clusters: FlowConfig(source, target, **settings)")
+
+    @classmethod
     def _from_file(cls, source: str, target: str, source_client: Dict[str, str], target_client: Dict[str, str],
                    flow_client: Dict[str, str], settings: Mapping[str, Any], spelled: Dict[str, str]) -> "FlowConfig":
         flow = object.__new__(cls)
@@ -587,7 +592,12 @@ def _flow_key(key: str, aliases: Sequence[str]) -> Tuple[str, str, str]:
     return source, target, rest[len(target) + 1:]
 
 
-def _why_unused(key: str, name: str, where: str) -> str:
+def _why_unused(key: str, name: str, where: str, aliases: Sequence[str]) -> str:
+    if where == "top":
+        head, _, rest = key.partition(".")
+        if rest and (is_connection_key(rest) or _client_key_kind(rest) is not None
+                     or rest == EXACTLY_ONCE_SOURCE_SUPPORT):
+            return "a setting of cluster %r, which is not one of the clusters (%s)" % (head, ", ".join(aliases))
     if name.startswith(_CONNECT_PREFIXES) or name in _CONNECT_KEYS:
         return "a Kafka Connect setting the mirror does not use"
     if where == "top" and _client_key_kind(name) is not None:
@@ -624,9 +634,11 @@ def _sort_keys(properties: Mapping[str, str], aliases: Sequence[str]) -> _Sorted
                 assert client is not None
                 if client[1] == "security.protocol":
                     _check_security_protocol(key, value)
+                elif client[1] == "bootstrap.servers":
+                    _check_bootstrap(key, value)
                 keys.flow_client.setdefault(pair, {})[name] = value
             else:
-                keys.unused[key] = _why_unused(key, name, "flow")
+                keys.unused[key] = _why_unused(key, name, "flow", aliases)
             continue
         known_top = key in _SETTINGS or is_connection_key(key)
         alias = None if known_top else _alias_prefix(key, aliases)
@@ -636,7 +648,7 @@ def _sort_keys(properties: Mapping[str, str], aliases: Sequence[str]) -> _Sorted
             elif is_connection_key(key):
                 keys.top_connection[key] = (value, key)
             else:
-                keys.unused[key] = _why_unused(key, key, "top")
+                keys.unused[key] = _why_unused(key, key, "top", aliases)
             continue
         name = key[len(alias) + 1:]
         if is_connection_key(name):
@@ -652,7 +664,7 @@ def _sort_keys(properties: Mapping[str, str], aliases: Sequence[str]) -> _Sorted
         elif name == EXACTLY_ONCE_SOURCE_SUPPORT:
             keys.cluster_settings[alias][name] = (value, key)
         else:
-            keys.unused[key] = _why_unused(key, name, "cluster")
+            keys.unused[key] = _why_unused(key, name, "cluster", aliases)
     return keys
 
 

@@ -67,11 +67,14 @@ class SyncEmitter:
     """Whether a copied record's offsets call for an offset sync (Kafka's ``PartitionState``).
 
     One per source partition, fed every acknowledged copy in offset order with
-    :meth:`update`. Not thread-safe: one task's thread owns it.
+    :meth:`update`. Kafka's keeps a "sync due" flag until its writer resets it, which the
+    writer does right after every update that set it; here :meth:`update` answers for
+    itself, which gives the same answers in that use and cannot be left set by mistake.
+    Not thread-safe: one task's thread owns it.
     """
 
     __slots__ = ("max_offset_lag", "previous_upstream_offset", "previous_downstream_offset",
-                 "last_sync_downstream_offset", "should_sync_offsets")
+                 "last_sync_downstream_offset")
 
     def __init__(self, max_offset_lag: int) -> None:
         #: ``offset.lag.max``: how far behind translation from the last sync may fall.
@@ -80,27 +83,23 @@ class SyncEmitter:
         self.previous_downstream_offset = -1
         #: The downstream offset of the last sync due (-1: none yet in this run).
         self.last_sync_downstream_offset = -1
-        self.should_sync_offsets = False
 
     def update(self, upstream: int, downstream: int) -> bool:
         """Record that source offset ``upstream`` was copied to target offset ``downstream``;
-        True while a sync is due: from an update that makes one due until :meth:`reset`
-        (called once the sync is queued). A due sync is the one of the latest update."""
+        True when a sync of this pair is due: the first of this run, translation from the last
+        sync ``offset.lag.max`` or more behind, an upstream offset skipped, or the downstream
+        offset gone back."""
         no_previous_sync = self.last_sync_downstream_offset == -1
         # Translation goes one past the last sync, hence the + 1.
         too_stale = downstream - (self.last_sync_downstream_offset + 1) >= self.max_offset_lag
         skipped_upstream = upstream - self.previous_upstream_offset != 1
         truncated_downstream = downstream < self.previous_downstream_offset
-        if no_previous_sync or too_stale or skipped_upstream or truncated_downstream:
+        due = no_previous_sync or too_stale or skipped_upstream or truncated_downstream
+        if due:
             self.last_sync_downstream_offset = downstream
-            self.should_sync_offsets = True
         self.previous_upstream_offset = upstream
         self.previous_downstream_offset = downstream
-        return self.should_sync_offsets
-
-    def reset(self) -> None:
-        """The due sync was queued: none is due until an update makes one due again."""
-        self.should_sync_offsets = False
+        return due
 
     def __repr__(self) -> str:
         return "SyncEmitter(%s)" % ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
@@ -140,8 +139,6 @@ class OffsetSyncQueue:
             if state.update(upstream_offset, downstream_offset):
                 self._delayed.pop(tp, None)
                 self._pending[tp] = sync  # a partition already pending keeps its place, as in a LinkedHashMap
-
-                state.reset()
             else:
                 self._delayed[tp] = sync
 

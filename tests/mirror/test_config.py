@@ -341,6 +341,7 @@ def test_the_seeds_enable_typo_is_named() -> None:
     ("security.protocol", "abc", "String must be one of: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ("A.producer.security.protocol", "TLS", "String must be one of"),
     ("A.bootstrap.servers", "nohost", "not 'host:port'"),
+    ("A->B.admin.bootstrap.servers", "a:b", "not 'host:port'"),
     ("A->B.topics", "ok, bad(", "'bad\\(' is not a regular expression"),
     ("groups.exclude", "[x", "'\\[x' is not a regular expression"),
     ("replication.policy.class", "com.example.MyPolicy", "is not one of"),
@@ -378,6 +379,9 @@ def test_unused_keys_say_why() -> None:
     assert unused["A->B.bootstrap.servers"].startswith("a connection setting is given per cluster")
     assert unused["key.converter"] == "a Kafka Connect setting the mirror does not use"
     assert not config.flows[0].exactly_once
+    stray = _config(**{"C.bootstrap.servers": "c:1", "C.producer.acks": "all"}).unused
+    assert stray == {"C.bootstrap.servers": "a setting of cluster 'C', which is not one of the clusters (A, B)",
+                     "C.producer.acks": "a setting of cluster 'C', which is not one of the clusters (A, B)"}
 
 
 # -- reading, building, showing ------------------------------------------------------------------
@@ -417,6 +421,8 @@ def test_a_flow_built_directly() -> None:
         flow.client_config("source", "streams")
     with pytest.raises(ConfigError, match="is not an enabled flow"):
         _config().flow("B", "A")
+    with pytest.raises(TypeError, match="built with its clusters"):
+        FlowConfig.build({"tasks.max": 2})
 
 
 # -- MirrorMaker 1's flags -------------------------------------------------------------------------

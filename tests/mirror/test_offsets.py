@@ -34,49 +34,33 @@ TP = ("topic1", 2)
 
 
 def test_offset_sync_rule() -> None:
+    """Kafka's cases. Its PartitionState keeps "due" until reset(), which its writer calls after
+    every True; SyncEmitter answers each update for itself: the same answers in that use."""
     state = SyncEmitter(50)
     assert state.update(0, 100), "always emit offset sync on first update"
-    assert state.should_sync_offsets
-    state.reset()
-    assert not state.should_sync_offsets
     assert state.update(2, 102), "upstream offset skipped -> resync"
-    state.reset()
     assert not state.update(3, 152), "no sync"
-    state.reset()
     assert state.update(4, 153), "one past target offset"
-    state.reset()
     assert not state.update(5, 154), "no sync"
-    state.reset()
     assert not state.update(6, 203), "no sync"
-    state.reset()
     assert state.update(7, 204), "one past target offset"
-    state.reset()
     assert state.update(2, 206), "upstream reset"
-    state.reset()
     assert not state.update(3, 207), "no sync"
-    state.reset()
     assert state.update(4, 3), "downstream reset"
-    state.reset()
     assert not state.update(5, 4), "no sync"
     assert state.update(7, 6), "sync"
-    assert state.update(7, 6), "sync"
-    assert state.update(8, 7), "still due: not reset since"
+    assert state.update(7, 6), "sync: not one past the previous upstream offset"
+    assert not state.update(8, 7), "Kafka's flag would still be set here: nothing reset it"
     assert state.update(10, 57), "sync"
-    state.reset()
     assert not state.update(11, 58), "no sync"
-    assert not state.should_sync_offsets
+    assert state.last_sync_downstream_offset == 57
 
 
 def test_zero_offset_lag_syncs_every_record() -> None:
     state = SyncEmitter(0)
     for upstream, downstream in ((0, 100), (2, 102), (3, 153), (4, 154), (5, 155), (6, 207), (2, 208), (3, 209),
-                                 (4, 3), (5, 4)):
+                                 (4, 3), (5, 4), (7, 6), (7, 6), (8, 7), (10, 57), (11, 58)):
         assert state.update(upstream, downstream), (upstream, downstream)
-        state.reset()
-    for upstream, downstream in ((7, 6), (7, 6), (8, 7), (10, 57)):
-        assert state.update(upstream, downstream), (upstream, downstream)
-    state.reset()
-    assert state.update(11, 58)
 
 
 # -- the writer's queue (OffsetSyncWriterTest) --------------------------------------------------------
