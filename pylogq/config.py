@@ -417,7 +417,8 @@ class Config:
         for name, value in list(vars(cls).items()):
             if not isinstance(value, _Spec):
                 continue
-            if value.key.replace(".", "_") != name:
+            # A key's dots and dashes (MirrorMaker's offset-syncs.topic.location) are underscores.
+            if value.key.replace(".", "_").replace("-", "_") != name:
                 raise TypeError("setting %s does not match its key %s" % (name, value.key))
             specs[name] = value
             setattr(cls, name, value.default)  # the class reads as Kafka's default
@@ -475,6 +476,21 @@ class Config:
     def attribute(cls, key: str) -> Optional[str]:
         """The attribute a key names (either spelling), or None for a key of another class."""
         return cls._table()[1].get(key)
+
+    @classmethod
+    def parse(cls, key: str, value: Any, spelled: Optional[str] = None) -> Any:
+        """``value`` parsed and checked as this class's setting ``key`` (either spelling) is;
+        the ConfigError of a bad value names ``spelled``, the key as it was written (a
+        prefixed or per-flow key such as ``A->B.tasks.max``), or else ``key``."""
+        specs, names = cls._table()
+        attr = names.get(key)
+        if attr is None:
+            raise ConfigError("Unknown configuration %r for %s%s" % (key, cls.__name__, suggest(key, names)))
+        spec = specs[attr]
+        if spelled is not None and spelled != spec.key:
+            spec = _Spec(spelled, spec.kind, spec.default, spec.at_least, spec.at_most, spec.choices,
+                         spec.nullable, spec.paths, spec.non_empty, spec.doc)
+        return _parse_value(spec, value)
 
     @classmethod
     def describe_key(cls, key: str) -> Optional[Tuple[str, str]]:

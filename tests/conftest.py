@@ -65,7 +65,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     controller, fetchers and clients are the same Python in both passes, and the twins they
     pass through are tested in both by the rest of the suite; and tests of code no record,
     CRC, codec or index passes through: the protocol layer, the metadata store, the
-    assignors, configs and ACL administration) run in the compiled pass only.
+    assignors, configs, ACL administration and the mirror's configuration, policies, internal
+    records and offset translation) run in the compiled pass only.
 
     Tests marked ``librdkafka_suite`` run only when ``PYLOGQ_LIBRDKAFKA_SUITE=1`` asks for them:
     they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py)."""

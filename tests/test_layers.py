@@ -3,8 +3,9 @@
 The order is DESIGN.md's: ``_core`` and the base modules, ``records``, ``storage``,
 ``cluster`` (its subpackages ordered too: the shared base, ``zk``, ``state``,
 ``coordinator``, ``controller``, ``broker``), ``protocol``, then ``server`` and ``client`` (side by side, neither
-importing the other), then ``cli`` and ``spark``, then ``testing`` and the package's
-own ``__init__`` (which names the public classes). Every import counts, those inside
+importing the other), then ``mirror`` and ``spark`` (built on the clients), then ``cli``
+(whose tools run them), then ``testing`` and the package's own ``__init__`` (which names
+the public classes). Every import counts, those inside
 functions and under ``TYPE_CHECKING`` too: a type-only dependency is still a
 dependency a reader has to follow.
 """
@@ -34,9 +35,10 @@ RANKS: Dict[str, int] = {
     "cluster": 4,
     "protocol": 5,
     "server": 6, "client": 6,
-    "cli": 7, "spark": 7,
-    "testing": 8,
-    "__init__": 9, "__main__": 9,
+    "mirror": 7, "spark": 7,
+    "cli": 8,
+    "testing": 9,
+    "__init__": 10, "__main__": 10,
 }
 
 # What server/ and client/ may use of cluster/: the contract and the mechanisms it
@@ -45,6 +47,14 @@ RANKS: Dict[str, int] = {
 # acl: the access control model the ACL APIs carry).
 CONTRACT_MODULES = {"pylogq.cluster.contract", "pylogq.cluster.delayed", "pylogq.cluster.names",
                     "pylogq.cluster.partitioner", "pylogq.cluster.replica_assignment", "pylogq.cluster.acl"}
+
+
+# What mirror/ may use below it: the clients (and the contract types they hand out), their
+# metrics registry, the errors, the config machinery its properties file is parsed with, and the
+# partitioner's murmur2 (which task a partition belongs to). No broker, storage or protocol code:
+# a mirror is a client of its clusters.
+MIRROR_ALLOWED = ("pylogq.client", "pylogq.metrics", "pylogq.errors", "pylogq.config", "pylogq.cluster.partitioner",
+                  "pylogq.mirror")
 
 
 # The cluster layer's subpackages, bottom up (pylogq/cluster/__init__.py): each imports only
@@ -256,6 +266,15 @@ def test_server_and_client_use_only_the_broker_contract() -> None:
                 if target.startswith("pylogq.cluster") and target not in CONTRACT_MODULES:
                     bad.append("%s:%d imports %s" % (path.relative_to(PACKAGE.parent), line, target))
     assert not bad, "server/ and client/ must depend on cluster.contract only:\n" + "\n".join(bad)
+
+
+def test_mirror_uses_only_the_clients() -> None:
+    bad = []
+    for path in sorted((PACKAGE / "mirror").rglob("*.py")):
+        for line, target in _imports(path):
+            if not any(target == allowed or target.startswith(allowed + ".") for allowed in MIRROR_ALLOWED):
+                bad.append("%s:%d imports %s" % (path.relative_to(PACKAGE.parent), line, target))
+    assert not bad, "mirror/ may import only %s:\n%s" % (", ".join(MIRROR_ALLOWED), "\n".join(bad))
 
 
 def _cluster_part(module: str) -> str:

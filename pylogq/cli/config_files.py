@@ -10,8 +10,9 @@ start (docs/quickstart.md) expects them::
 
 ``server.properties`` is Kafka's single-node file (``group.initial.rebalance.delay.ms=0``,
 ``offsets.topic.replication.factor=1``), ``zookeeper.properties`` Kafka's ZooKeeper file,
-and ``server-0.properties`` to ``server-2.properties`` the quick start's cluster of three
-brokers. A file already in DIR with other contents is left alone and reported (exit
+``server-0.properties`` to ``server-2.properties`` the quick start's cluster of three
+brokers, and ``connect-mirror-maker.properties`` Kafka's sample MirrorMaker 2 file
+(docs/mirroring.md). A file already in DIR with other contents is left alone and reported (exit
 status 1) unless ``--force`` is given; one with the same contents is skipped quietly.
 """
 
@@ -32,7 +33,7 @@ PACKAGED_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 #: The files, in the order the quick start uses them.
 FILES: Tuple[str, ...] = ("server.properties", "zookeeper.properties", "server-0.properties",
-                          "server-1.properties", "server-2.properties")
+                          "server-1.properties", "server-2.properties", "connect-mirror-maker.properties")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

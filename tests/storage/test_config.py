@@ -248,6 +248,27 @@ def test_unknown_keys_are_rejected_with_a_suggestion(key: str, suggestion: str) 
     assert "did you mean %r" % suggestion in str(info.value)
 
 
+def test_parse_checks_one_value_naming_the_key_as_written() -> None:
+    """Config.parse: a value of a prefixed or per-flow key, the error naming that key."""
+    assert LogConfig.parse("segment.bytes", "1024") == 1024
+    assert LogConfig.parse("segment_bytes", 1024, spelled="topic.segment.bytes") == 1024
+    with pytest.raises(ConfigError, match=r"Invalid value '1' for configuration A->B\.segment\.bytes: value must be "
+                                          r"at least 14"):
+        LogConfig.parse("segment.bytes", "1", spelled="A->B.segment.bytes")
+    with pytest.raises(ConfigError, match="Unknown configuration 'segment.byte'.*did you mean 'segment.bytes'"):
+        LogConfig.parse("segment.byte", "1")
+
+
+def test_a_dashed_key_is_an_attribute_with_underscores() -> None:
+    from pylogq.config import Config, setting
+
+    class Dashed(Config):
+        offset_syncs_topic_location: str = setting("offset-syncs.topic.location", "STRING", "source")
+
+    assert Dashed(offset_syncs_topic_location="target").offset_syncs_topic_location == "target"
+    assert Dashed.build({"offset-syncs.topic.location": "x"}).to_dict() == {"offset-syncs.topic.location": "x"}
+
+
 def test_unknown_key_without_close_match() -> None:
     with pytest.raises(ConfigError, match="Unknown configuration 'zzz'") as info:
         LogConfig(zzz=1)
