@@ -27,18 +27,21 @@ the response's NodeEndpoints) are all absent: each section is the single byte 0.
 
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
 from typing import TYPE_CHECKING, List, Sequence, Tuple, Union, cast
 
 from ..cluster.contract import FetchResult, RecordBytes
 from .connection import Part, Region
-from ..errors import InvalidArgumentError, InvalidArgumentTypeError
+from ..errors import InvalidArgumentError, InvalidArgumentTypeError, KafkaStorageError
 
 if TYPE_CHECKING:
     from ..protocol.message_data import FetchRequest
 
 __all__ = ["frame_fetch_response", "replica_id_of", "TopicKey"]
+
+log = logging.getLogger("pylogq.server")
 
 #: How a response names a topic: its name below v13, its id (Kafka's Uuid) from v13.
 TopicKey = Union[str, uuid.UUID]
@@ -140,6 +143,19 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
             buf += encoded
         buf += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for index, result in partitions:
+            region = result.records
+            inline = b""
+            if region is not None and 0 < len(region) < _INLINE_RECORDS:
+                try:
+                    inline = region.read()  # cheaper than a sendfile call
+                except OSError as exc:
+                    # The disk failed between the read and the answer (its log directory goes
+                    # offline at the log's next read): this partition answers KAFKA_STORAGE_ERROR
+                    # with no records, as Kafka answers a read that hit a storage error.
+                    log.warning("fetch of partition %d: its records could not be read (%s); answered "
+                                "KAFKA_STORAGE_ERROR", index, exc)
+                    result = result._replace(error_code=KafkaStorageError.code, records=None)
+                    region = None
             if version >= 4:
                 lso = result.last_stable_offset
                 if lso is None:
@@ -163,7 +179,6 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
                     buf += _NO_REPLICA if replica < 0 else _I32.pack(replica)
             else:
                 buf += _PARTITION_V0.pack(index, result.error_code, result.high_watermark)
-            region = result.records
             if region is None:
                 # An empty record set, not null: librdkafka fails the whole response on a
                 # null one ("invalid MessageSetSize -1"); Kafka sends empty records too.
@@ -173,7 +188,7 @@ def frame_fetch_response(correlation_id: int, version: int, throttle_time_ms: in
                 buf += _uvarint(length + 1) if flexible else _I32.pack(length)
                 if length:
                     if length < _INLINE_RECORDS:
-                        buf += region.read()  # cheaper than a sendfile call
+                        buf += inline
                     else:
                         total += len(buf)
                         parts.append(bytes(buf))

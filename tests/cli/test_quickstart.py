@@ -212,8 +212,9 @@ class QuickStart:
 
     def substitute_files(self) -> None:
         files = sorted((self.cwd / "config").glob("*.properties"))
-        assert [f.name for f in files] == ["server-0.properties", "server-1.properties", "server-2.properties",
-                                           "server.properties", "zookeeper.properties"], files
+        assert [f.name for f in files] == ["connect-mirror-maker.properties", "server-0.properties",
+                                           "server-1.properties", "server-2.properties", "server.properties",
+                                           "zookeeper.properties"], files
         for path in files:
             path.write_text(self.substitute(path.read_text()))
 

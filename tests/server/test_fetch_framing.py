@@ -171,6 +171,29 @@ def test_large_region_is_passed_through_uncopied(segment_file: Tuple[io.FileIO, 
     assert total == sum(len(p) for p in parts)
 
 
+class _FailingRegion(FileRegion):
+    """A small region whose disk fails when the answer is framed (EIO)."""
+
+    def read(self) -> bytes:
+        raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize("version", [4, 12, 13, 17])
+def test_a_region_that_cannot_be_read_answers_kafka_storage_error(segment_file: Tuple[io.FileIO, bytes],
+                                                                    version: int) -> None:
+    """The disk failing between the read and the answer: that partition answers
+    KAFKA_STORAGE_ERROR with no records (as Kafka answers a read that hit a storage error),
+    the others are answered whole, and no exception escapes to the connection."""
+    handle, contents = segment_file
+    key: Any = uuid.uuid4() if version >= 13 else "t"
+    good = FileRegion(handle, 0, 100, 0)
+    topics = [(key, [(0, FetchResult(0, 5, 0, _FailingRegion(handle, 100, 200, 0))), (1, FetchResult(0, 7, 0, good))])]
+    parts, total = frame_fetch_response(9, version, 0, 0, 0, topics)
+    expected = [(key, [(0, FetchResult(56, 5, 0, None)), (1, FetchResult(0, 7, 0, good))])]
+    assert joined(parts) == codec_bytes(9, version, 0, 0, 0, expected, False, contents)
+    assert total == sum(len(p) for p in parts)
+
+
 @pytest.mark.parametrize("version", [-1, 18])
 def test_versions_outside_0_to_17_are_refused(version: int) -> None:
     with pytest.raises(ValueError, match="v0-v17"):
