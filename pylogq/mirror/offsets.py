@@ -127,9 +127,11 @@ class OffsetSyncQueue:
         self._pending: Dict[Partition, OffsetSync] = {}
         self._outstanding = 0
 
-    def maybe_queue(self, topic_partition: Partition, upstream_offset: int, downstream_offset: int) -> None:
+    def maybe_queue(self, topic_partition: Partition, upstream_offset: int, downstream_offset: int) -> bool:
         """Source ``topic_partition``'s offset ``upstream_offset`` was copied to ``downstream_offset``:
-        its sync becomes pending if due, else it waits (replacing the partition's waiting one)."""
+        its sync becomes pending if due, else it waits (replacing the partition's waiting one);
+        -> whether it became pending (the caller sends the pending syncs then, as Kafka's task
+        fires them after every record, so that a due sync is not replaced by the next one)."""
         tp = (topic_partition[0], topic_partition[1])
         sync = OffsetSync(tp[0], tp[1], upstream_offset, downstream_offset)
         with self._lock:
@@ -139,8 +141,9 @@ class OffsetSyncQueue:
             if state.update(upstream_offset, downstream_offset):
                 self._delayed.pop(tp, None)
                 self._pending[tp] = sync  # a partition already pending keeps its place, as in a LinkedHashMap
-            else:
-                self._delayed[tp] = sync
+                return True
+            self._delayed[tp] = sync
+            return False
 
     def promote_delayed(self) -> None:
         """Make every waiting sync pending (at a commit: the end of a quiet partition gets synced)."""

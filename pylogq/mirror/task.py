@@ -412,8 +412,8 @@ class SourceTask:
                         raise error if error is not None else PylogqError(
                             "the copy of %s-%d offset %d was not acknowledged" % (tp.topic, tp.partition,
                                                                                  record.offset))
-                    if syncs is not None:
-                        syncs.maybe_queue(tp, record.offset, metadata.offset)
+                    if syncs is not None and syncs.maybe_queue(tp, record.offset, metadata.offset):
+                        self._send_syncs()
                     last = now_ms - record.timestamp
                     total += last
                     if last < smallest:
