@@ -28,10 +28,12 @@ from .._zookeeper import interruptible
 
 DEADLINE_S = 20.0
 
-#: What the test brokers are opened with: no rebalance delay, one partition for the offsets and
-#: transaction state topics (made at the first group or transactional call).
+#: What the test brokers are opened with: no rebalance delay, short group sessions allowed, one
+#: partition for the offsets and transaction state topics (made at the first group or
+#: transactional call).
 BROKER_SETTINGS: Dict[str, Any] = {
     "group_initial_rebalance_delay_ms": 0,
+    "group_min_session_timeout_ms": 500,  # a killed mirror's group membership may expire within a second
     "offsets_topic_num_partitions": 1,
     "transaction_state_log_num_partitions": 1,
 }
