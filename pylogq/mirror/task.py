@@ -85,6 +85,8 @@ PENDING_RECHECK_S = 1.0
 #: when one poll returns more): whatever the consumer has at hand once the first poll returned.
 TRANSACTION_MAX_RECORDS = 10000
 TRANSACTION_MAX_S = 0.1
+#: The pause after a cluster did not answer, before the next try.
+RETRY_BACKOFF_S = 0.5
 #: How long a stopping task waits for its copies to be acknowledged.
 STOP_TIMEOUT_S = 30.0
 
@@ -247,17 +249,27 @@ class SourceTask:
                 whole = poked or now >= refresh_at
                 try:
                     self._refresh(all_topics=whole)
+                    if whole:
+                        refresh_at = float("inf") if period is None else now + period
                 except PylogqError as exc:  # a cluster not answering: the partitions copied so far go on
-                    log.warning("task %s could not look for partitions: %s", self.name, exc)
-                    whole = False
-                if whole and period is not None:
-                    refresh_at = now + period
+                    log.warning("task %s could not look for partitions (again in %g s): %s", self.name,
+                                PENDING_RECHECK_S, exc)
+                    if whole:
+                        refresh_at = now + PENDING_RECHECK_S
                 recheck_at = now + PENDING_RECHECK_S
             if not self._partitions:
                 wake = min(refresh_at, recheck_at if self._pending else float("inf"), now + 1.0)
                 self._poked.wait(max(0.0, wake - time.monotonic()))
                 continue
-            polled = consumer.poll(timeout_ms=poll_ms)
+            try:
+                polled = consumer.poll(timeout_ms=poll_ms)
+            except PylogqError as exc:
+                if not getattr(exc, "retriable", False):
+                    raise
+                # The source's broker went away: the consumer finds the new leader at its next poll.
+                log.warning("task %s: reading the source: %s", self.name, exc)
+                self._stopping.wait(RETRY_BACKOFF_S)
+                continue
             if polled:
                 if self._exactly_once:
                     self._copy_in_transaction(polled)
@@ -480,10 +492,18 @@ class SourceTask:
                        if self._committed.get(tp) != position and (wanted is None or tp in wanted)}
             if changed:
                 assert self._admin is not None
-                self._admin.alter_consumer_group_offsets(
-                    self.group, {self._remote[tp]: OffsetAndMetadata(position, "", -1)
-                                 for tp, position in changed.items()})
-                self._committed.update(changed)
+                try:
+                    self._admin.alter_consumer_group_offsets(
+                        self.group, {self._remote[tp]: OffsetAndMetadata(position, "", -1)
+                                     for tp, position in changed.items()})
+                except PylogqError as exc:
+                    if not getattr(exc, "retriable", False):
+                        raise
+                    # The target's coordinator is away: the next commit carries these positions too
+                    # (until then a restart would copy a little more again, never less).
+                    log.warning("task %s could not commit its positions: %s", self.name, exc)
+                else:
+                    self._committed.update(changed)
             if self._syncs is not None:
                 self._syncs.promote_delayed()
         self._update_lag()

@@ -16,6 +16,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -42,11 +43,20 @@ BROKER_SETTINGS: Dict[str, Any] = {
 class Clusters:
     """Broker ``a`` (the source, alias A) and broker ``b`` (the target, alias B), served on loopback."""
 
-    def __init__(self, a: pylogq.Broker, b: pylogq.Broker) -> None:
+    def __init__(self, a: pylogq.Broker, b: pylogq.Broker, b_port: int = 0) -> None:
         self.a = a
         self.b = b
         self.a_bootstrap = "%s:%d" % a.serve("127.0.0.1", 0)
-        self.b_bootstrap = "%s:%d" % b.serve("127.0.0.1", 0)
+        self.b_bootstrap = "%s:%d" % b.serve("127.0.0.1", b_port)
+
+    def restart_target(self, data_dir: Path, down_s: float = 0.0) -> None:
+        """Close broker B and open it again on the same port (given at the start: ``b_port``),
+        ``down_s`` seconds later."""
+        port = int(self.b_bootstrap.rpartition(":")[2])
+        self.b.close()
+        time.sleep(down_s)  # the outage the mirror rides out
+        self.b = pylogq.Broker(str(data_dir), **BROKER_SETTINGS)
+        self.b.serve("127.0.0.1", port)
 
     def properties(self, **overrides: Any) -> Dict[str, str]:
         """A flow A->B's properties, with the intervals of a test (a second) and replication factor 1;
@@ -87,6 +97,36 @@ class Clusters:
             for partition, key, value in records:
                 producer.send(topic, value, key, partition=partition)
             producer.flush(DEADLINE_S)
+
+
+class Load:
+    """Writes ``total`` records to ``partitions`` partitions of ``topic`` on the source, in the
+    background, each value its partition's sequence number."""
+
+    def __init__(self, clusters: Clusters, topic: str, partitions: int, total: int) -> None:
+        self.sent: Dict[int, List[bytes]] = {p: [] for p in range(partitions)}
+        self.error: List[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(clusters, topic, partitions, total), daemon=True)
+        self._thread.start()
+
+    def _run(self, clusters: Clusters, topic: str, partitions: int, total: int) -> None:
+        try:
+            with pylogq.Producer(bootstrap_servers=clusters.a_bootstrap, linger_ms=2) as producer:
+                for i in range(total):
+                    partition = i % partitions
+                    value = b"%d" % len(self.sent[partition])
+                    producer.send(topic, value, partition=partition)
+                    self.sent[partition].append(value)
+                    if i % 50 == 49:
+                        producer.flush()
+                        time.sleep(0.01)  # a steady stream over a second or so, for the kill to land in
+                producer.flush()
+        except BaseException as exc:
+            self.error.append(exc)
+
+    def join(self) -> None:
+        self._thread.join(60)
+        assert not self._thread.is_alive() and not self.error, self.error
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
@@ -205,8 +245,11 @@ class MirrorProcess:
         return status
 
 
-def brokers(tmp_path: Path) -> Iterator[Clusters]:
-    """The fixture's body: two brokers, closed after the test."""
-    with pylogq.Broker(str(tmp_path / "a"), **BROKER_SETTINGS) as a, \
-            pylogq.Broker(str(tmp_path / "b"), **BROKER_SETTINGS) as b:
-        yield Clusters(a, b)
+def brokers(tmp_path: Path, b_port: int = 0) -> Iterator[Clusters]:
+    """The fixture's body: two brokers (data in ``tmp_path/a`` and ``tmp_path/b``), closed after the test."""
+    with pylogq.Broker(str(tmp_path / "a"), **BROKER_SETTINGS) as a:
+        clusters = Clusters(a, pylogq.Broker(str(tmp_path / "b"), **BROKER_SETTINGS), b_port)
+        try:
+            yield clusters
+        finally:
+            clusters.b.close()

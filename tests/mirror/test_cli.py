@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import io
 import re
-import threading
-import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, List
+from typing import List
 
 import pytest
 
-import pylogq
 from pylogq.cli.main import run
 from pylogq.client.admin import AdminClient
 from pylogq.client.consumer import OffsetAndMetadata, TopicPartition
 from pylogq.mirror.worker import MirrorMaker
 
-from ._support import METRICS, READY, Clusters, MirrorProcess, count, read_topic, wait_for
+from ._support import METRICS, READY, Clusters, Load, MirrorProcess, count, read_topic, wait_for
 
 PROGRESS = re.compile(r"^A->B: [0-9.]+ records/s, [0-9.]+ MB/s, (\d+) records, lag (\d+), tasks ([0-9,]+|none) of (\d+)$")
 KILL_SETTINGS = {
@@ -28,36 +25,6 @@ KILL_SETTINGS = {
     "B.consumer.session.timeout.ms": "1000",
     "tasks.max": "2",
 }
-
-
-class Load:
-    """Writes ``total`` records to ``partitions`` partitions of ``topic`` on the source, in the
-    background, each value its partition's sequence number."""
-
-    def __init__(self, clusters: Clusters, topic: str, partitions: int, total: int) -> None:
-        self.sent: Dict[int, List[bytes]] = {p: [] for p in range(partitions)}
-        self.error: List[BaseException] = []
-        self._thread = threading.Thread(target=self._run, args=(clusters, topic, partitions, total), daemon=True)
-        self._thread.start()
-
-    def _run(self, clusters: Clusters, topic: str, partitions: int, total: int) -> None:
-        try:
-            with pylogq.Producer(bootstrap_servers=clusters.a_bootstrap, linger_ms=2) as producer:
-                for i in range(total):
-                    partition = i % partitions
-                    value = b"%d" % len(self.sent[partition])
-                    producer.send(topic, value, partition=partition)
-                    self.sent[partition].append(value)
-                    if i % 50 == 49:
-                        producer.flush()
-                        time.sleep(0.01)  # a steady stream over a second or so, for the kill to land in
-                producer.flush()
-        except BaseException as exc:
-            self.error.append(exc)
-
-    def join(self) -> None:
-        self._thread.join(60)
-        assert not self._thread.is_alive() and not self.error, self.error
 
 
 @pytest.mark.parametrize("eos", ["disabled", "enabled"])
