@@ -165,6 +165,24 @@ def read_topic(bootstrap: str, topic: str, until: Callable[[Dict[int, List[Consu
                 time.sleep(0.05)
 
 
+def read_to_end(bootstrap: str, topic: str, isolation_level: str = "read_uncommitted",
+                timeout: float = DEADLINE_S) -> Dict[int, List[ConsumerRecord]]:
+    """Every record of ``topic`` up to its end offsets as they are now (for read_committed, the
+    last stable offsets), by partition."""
+    got: Dict[int, List[ConsumerRecord]] = {}
+    deadline = time.monotonic() + timeout
+    with pylogq.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                         isolation_level=isolation_level) as consumer:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            assert time.monotonic() < deadline, "timed out reading %s to its end" % topic
+            for tp, records in consumer.poll(timeout_ms=100).items():
+                got.setdefault(tp.partition, []).extend(records)
+    return got
+
+
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> Dict[int, int]:
     """The end offset of each partition of ``topic``."""
     with pylogq.Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as consumer:

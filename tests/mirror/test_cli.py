@@ -17,7 +17,7 @@ from pylogq.client.admin import AdminClient
 from pylogq.client.consumer import OffsetAndMetadata, TopicPartition
 from pylogq.mirror.worker import MirrorMaker
 
-from ._support import METRICS, READY, Clusters, Load, MirrorProcess, count, read_topic, wait_for
+from ._support import METRICS, READY, Clusters, Load, MirrorProcess, count, read_to_end, read_topic, wait_for
 
 PROGRESS = re.compile(r"^A->B: [0-9.]+ records/s, [0-9.]+ MB/s, (\d+) records, lag (\d+), tasks ([0-9,]+|none) of (\d+)$")
 KILL_SETTINGS = {
@@ -32,12 +32,20 @@ def test_a_mirror_killed_with_kill_9_and_started_again(clusters: Clusters, tmp_p
     clusters.a.create_topic("load", partitions=3)
     path = clusters.write_properties(tmp_path / "mm2.properties", **KILL_SETTINGS,
                                      **{"B.exactly.once.source.support": eos})
-    load = Load(clusters, "load", 3, 3000)
     first = MirrorProcess([str(path)], tmp_path / "first.log")
     first.wait_line(READY)
+    load = Load(clusters, "load", 3, 3000)
     isolation = "read_committed" if eos == "enabled" else "read_uncommitted"
     read_topic(clusters.b_bootstrap, "A.load", lambda g: count(g) >= 300, isolation)
-    first.kill()  # mid-stream, most likely mid-transaction
+    if eos == "enabled":
+        # Killed while one of its transactions is open (it lasts milliseconds; the kill follows
+        # the answer at once): the copies it holds must never be read.
+        with AdminClient(bootstrap_servers=clusters.b_bootstrap) as admin:
+            wait_for(lambda: any(t.state == "Ongoing" for t in admin.describe_transactions(
+                ["mm2-A->B-task-0", "mm2-A->B-task-1"], raise_errors=False).values()), "an open transaction")
+            first.kill()
+    else:
+        first.kill()  # mid-stream
     second = MirrorProcess([str(path)], tmp_path / "second.log")
     try:
         second.wait_line(READY)
@@ -57,6 +65,13 @@ def test_a_mirror_killed_with_kill_9_and_started_again(clusters: Clusters, tmp_p
     print("%s: %d duplicates after kill -9" % ("exactly once" if eos == "enabled" else "at least once", duplicates))
     if eos == "enabled":
         assert duplicates == 0
+        # What a read_uncommitted reader sees beyond: the copies of the transactions the kill left
+        # open, which the restarted task's init_transactions aborted (none when the kill fell
+        # between two transactions).
+        committed = count(read_to_end(clusters.b_bootstrap, "A.load", "read_committed"))
+        everything = count(read_to_end(clusters.b_bootstrap, "A.load"))
+        assert committed == 3000
+        print("exactly once: %d copies aborted" % (everything - committed))
 
 
 def test_sigterm_stops_cleanly_after_progress_and_metrics(clusters: Clusters, tmp_path: Path) -> None:
