@@ -1,0 +1,19 @@
+"""The two clusters the mirror's process tests share (tests/mirror/_clusters.py)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from .._zookeeper import ZooKeeperServer
+from ._clusters import TwoClusters, two_clusters
+
+
+@pytest.fixture(scope="package")
+def mirror_clusters(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoClusters]:
+    """A three-broker source and a one-broker target on the session's ZooKeeper, started once for
+    the package's tests; each test names its own topics and cluster aliases, and leaves every
+    broker running (a broker it killed, it starts again)."""
+    with two_clusters(zookeeper, tmp_path_factory.mktemp("mirror-clusters")) as clusters:
+        yield clusters
