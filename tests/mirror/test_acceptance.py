@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import pytest
 
-from pylogq.client.consumer import Consumer, OffsetAndMetadata, TopicPartition
+from pylogq.client.consumer import Consumer, TopicPartition
 from pylogq.mirror.config import FlowConfig, load_config
 from pylogq.mirror.offsets import translate_offsets
 from pylogq.mirror.records import Checkpoint
@@ -129,9 +129,14 @@ class Run:
             sync_topic_configs_interval_seconds=1,
             emit_checkpoints_interval_seconds=1,
             offset_lag_max=OFFSET_LAG_MAX,
-            # Each internal topic with its cluster's default factor: 3 on the source, 1 on the target.
-            extra={"offset-syncs.topic.replication.factor": -1, "checkpoints.topic.replication.factor": -1,
-                   "heartbeats.topic.replication.factor": -1}))
+            extra={
+                # Each internal topic with its cluster's default factor: 3 on the source, 1 on the target.
+                "offset-syncs.topic.replication.factor": -1, "checkpoints.topic.replication.factor": -1,
+                "heartbeats.topic.replication.factor": -1,
+                # A mirror process killed hands its tasks over once the workers' group (on the target)
+                # sees its session expire: the broker's shortest (group.min.session.timeout.ms).
+                "%s.consumer.session.timeout.ms" % self.target_alias: 6000,
+                "%s.consumer.heartbeat.interval.ms" % self.target_alias: 1000}))
         self.flow: FlowConfig = load_config(str(self.config_path)).flow(self.source_alias, self.target_alias)
         self.mirrors = [MirrorProcess("mirror-%d" % i, mirror_command(self.config_path), base / ("mirror-%d.log" % i))
                         for i in (1, 2)]
@@ -301,25 +306,27 @@ class Run:
         ours = {tp.partition: o.offset for tp, o in translated.items() if tp.topic == remote}
         assert ours == {p: c.downstream_offset for p, c in latest.items()}, (ours, latest)
         answer = _cli("mirror-maker", "translate-offsets", "--config", str(self.config_path),
-                      "--source", self.source_alias, "--target", self.target_alias, "--group", self.group)
+                      "--source", self.source_alias, "--target", self.target_alias, "--group", self.group,
+                      "--execute")
         assert answer.returncode == 0, answer.stderr
         printed = _offsets_printed(answer.stdout, remote)
         assert printed == ours, "translate-offsets printed %s, the checkpoints say %s:\n%s" % (
             printed, ours, answer.stdout)
         self.note("group %s translated: %s" % (self.group, printed))
+        tps = [TopicPartition(remote, p) for p in range(ORDERS_PARTITIONS)]
+        committed_there = self.clusters.admin("target").list_consumer_group_offsets(self.group, tps)
+        assert {tp.partition: o.offset for tp, o in committed_there.items()} == printed, committed_there
 
-        # The group on the target, from the translated offsets, to the end of each partition.
+        # The group on the target, from the offsets --execute committed, to the end of each partition.
         isolation = "read_committed" if self.exactly_once else "read_uncommitted"
         reread: Dict[int, int] = {}
-        with Consumer(bootstrap_servers=self.clusters.target.bootstrap, group_id=self.group,
-                      enable_auto_commit=False, isolation_level=isolation) as consumer:
-            tps = [TopicPartition(remote, p) for p in range(ORDERS_PARTITIONS)]
-            consumer.assign(tps)
-            consumer.commit({tp: OffsetAndMetadata(printed[tp.partition], "", -1) for tp in tps})
+        with Consumer(remote, bootstrap_servers=self.clusters.target.bootstrap, group_id=self.group,
+                      enable_auto_commit=False, auto_offset_reset="none", isolation_level=isolation) as consumer:
             ends = consumer.end_offsets(tps)
             read: Dict[int, List[int]] = {p: [] for p in range(ORDERS_PARTITIONS)}
             deadline = time.monotonic() + 30
-            while any(consumer.position(tp) < ends[tp] for tp in tps):
+            while len(consumer.assignment()) < ORDERS_PARTITIONS or any(
+                    consumer.position(tp) < ends[tp] for tp in tps):
                 assert time.monotonic() < deadline, "the group could not read %s on the target to %s" % (remote, ends)
                 for tp, records in consumer.poll(timeout_ms=200).items():
                     read[tp.partition] += [parse_value(r.value)[1] for r in records]
