@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import ConfigError
 
@@ -184,9 +184,14 @@ Collector = Callable[[], Iterable[Reading]]
 
 class MetricsRegistry:
     """One broker's metrics: its counters and histograms, and the collectors read at a
-    scrape. Thread-safe; ``collect()`` has prometheus-client's collector interface."""
+    scrape. Thread-safe; ``collect()`` has prometheus-client's collector interface.
 
-    def __init__(self) -> None:
+    ``definitions`` names what the registry serves (a broker's :data:`DEFINITIONS` by
+    default; a mirror maker serves its own, :mod:`pylogq.mirror.metrics`).
+    """
+
+    def __init__(self, definitions: Optional[Dict[str, Definition]] = None) -> None:
+        self.definitions: Dict[str, Definition] = DEFINITIONS if definitions is None else dict(definitions)
         self._lock = threading.Lock()
         self._counters: Dict[str, Dict[Labels, float]] = {}
         self._histograms: Dict[str, Dict[Labels, _Histogram]] = {}
@@ -220,7 +225,7 @@ class MetricsRegistry:
         key = (topic,)
         with self._lock:
             for name, series in self._counters.items():
-                if DEFINITIONS[name].labels == ("topic",):
+                if self.definitions[name].labels == ("topic",):
                     series.pop(key, None)
 
     def observe(self, name: str, labels: Labels, value_ms: float) -> None:
@@ -257,7 +262,7 @@ class MetricsRegistry:
 
     def readings(self) -> Iterator[Tuple[str, Definition, str, Dict[str, str], float]]:
         """(family, definition, sample name, labels, value) of every sample, families in
-        :data:`DEFINITIONS` order."""
+        :attr:`definitions` order."""
         with self._lock:
             counters = {name: dict(series) for name, series in self._counters.items()}
             histograms = {name: {labels: (list(h.counts), h.sum, h.count) for labels, h in series.items()}
@@ -268,7 +273,7 @@ class MetricsRegistry:
             for name, labels, value in collector():
                 series = gauges.setdefault(name, {})
                 series[labels] = series.get(labels, 0) + value
-        for name, definition in DEFINITIONS.items():
+        for name, definition in self.definitions.items():
             names = definition.labels
             if definition.kind == "counter":
                 # A counter of the whole broker (or of all topics) is there from the start, at 0.
@@ -322,22 +327,26 @@ class MetricsRegistry:
 
         return generate_latest(self)
 
-    def serve(self, listener: str) -> "MetricsServer":
-        """Serve ``/metrics`` on ``listener`` (``http://host:port``; port 0 picks one)."""
-        host, port = parse_listener(listener)
-        return MetricsServer(self, host, port)
+    def serve(self, listener: str, setting: str = "metrics.listener") -> "MetricsServer":
+        """Serve ``/metrics`` on ``listener`` (``http://host:port``; port 0 picks one); an
+        error names ``setting``."""
+        host, port = parse_listener(listener, setting)
+        return MetricsServer(self, host, port, setting)
 
 
 class MetricsServer:
-    """prometheus-client's HTTP server for one registry, in a daemon thread of its own."""
+    """prometheus-client's HTTP server for one registry, in a daemon thread of its own.
 
-    def __init__(self, registry: MetricsRegistry, host: str, port: int) -> None:
+    ``metrics.listener`` in an error is the broker's setting; a tool serving its own
+    registry names its option (``--metrics-listener``) with ``setting``."""
+
+    def __init__(self, registry: MetricsRegistry, host: str, port: int, setting: str = "metrics.listener") -> None:
         from prometheus_client.exposition import start_http_server
 
         try:
             self._httpd, self._thread = start_http_server(port, host, registry=registry)
         except OSError as exc:
-            raise ConfigError("metrics.listener: cannot listen on %s:%d: %s" % (host, port, exc.strerror)) from None
+            raise ConfigError("%s: cannot listen on %s:%d: %s" % (setting, host, port, exc.strerror)) from None
         self.host = host
         self.port = int(self._httpd.server_port)
 
@@ -352,8 +361,8 @@ class MetricsServer:
         self._thread.join(5)
 
 
-def parse_listener(text: str) -> Tuple[str, int]:
-    """(host, port) of a ``metrics.listener`` value: ``http://host:port``."""
+def parse_listener(text: str, setting: str = "metrics.listener") -> Tuple[str, int]:
+    """(host, port) of a ``metrics.listener`` value: ``http://host:port``; an error names ``setting``."""
     from urllib.parse import urlsplit  # only when a listener is configured
 
     parts = urlsplit(text.strip())
@@ -362,8 +371,8 @@ def parse_listener(text: str) -> Tuple[str, int]:
     except ValueError:
         port = None
     if parts.scheme != "http" or not parts.hostname or port is None or parts.path not in ("", "/"):
-        raise ConfigError("metrics.listener must be http://host:port (for example http://127.0.0.1:9404), "
-                          "got %r" % text)
+        raise ConfigError("%s must be http://host:port (for example http://127.0.0.1:9404), got %r"
+                          % (setting, text))
     return parts.hostname, port
 
 

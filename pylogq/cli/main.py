@@ -23,6 +23,10 @@ reads (v2 with none, gzip, snappy, lz4 and zstd; legacy v0 and v1) to a log
 ``DIR/demo-0``, closes it, reopens it (no recovery needed after a clean close)
 and reads it back as Kafka fetches do, printing each batch and the kernels in use.
 
+``pylogq mirror-maker CONFIG`` mirrors topics between clusters as Kafka's MirrorMaker 2 does,
+and ``pylogq mirror-maker status`` / ``translate-offsets`` report on it (see
+:mod:`pylogq.cli.mirror_maker`).
+
 ``pylogq zookeeper-server-start [zookeeper.properties]`` runs the system's ZooKeeper
 in the foreground, as Kafka's ``zookeeper-server-start.sh`` does (see
 :mod:`pylogq.cli.zookeeper_server`).
@@ -58,6 +62,7 @@ from . import (
     dump_log,
     groups,
     leader_election,
+    mirror_maker,
     perf,
     reassign,
     topics,
@@ -164,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.add_arguments(sub.add_parser("transactions", help=transactions.SUMMARY,
                                               description=transactions.SUMMARY))
     perf.add_arguments(sub.add_parser("perf", help=perf.SUMMARY, description=perf.SUMMARY))
+    # Parsed by the tool itself (its own commands and MirrorMaker 1's flags): see run().
+    mirror_maker.add_arguments(sub.add_parser("mirror-maker", help=mirror_maker.SUMMARY, add_help=False,
+                                              description=mirror_maker.SUMMARY))
     zookeeper_server.add_arguments(sub.add_parser("zookeeper-server-start", help=zookeeper_server.SUMMARY,
                                                   description=zookeeper_server.SUMMARY))
     config_files.add_arguments(sub.add_parser("config-files", help=config_files.SUMMARY,
@@ -186,6 +194,11 @@ def run(argv: Optional[List[str]] = None, clients: Optional[Clients] = None, std
     file (:mod:`pylogq.cli.command_config`). The streams default to the process's; ``progress``
     forces the perf tools' progress bar on or off (None: on for a terminal).
     """
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given[:1] == ["mirror-maker"]:
+        # Its own parsers: a properties file, or MirrorMaker 1's flags, or a command of its own.
+        return mirror_maker.main(given[1:], sys.stdout if stdout is None else stdout,
+                                 sys.stderr if stderr is None else stderr)
     args = build_parser().parse_args(argv)
     if args.command == "demo":
         return _demo(args.directory or tempfile.mkdtemp(prefix="pylogq-demo-"))

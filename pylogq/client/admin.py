@@ -850,6 +850,42 @@ class AdminClient:
             out[TopicPartition(topic, partition)] = OffsetAndMetadata(offset, metadata or "", -1)
         return out
 
+    def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[Any, Any], raise_errors: bool = True
+                                     ) -> Dict[TopicPartition, Optional[errors.BrokerError]]:
+        """Commit ``offsets`` (``{TopicPartition: OffsetAndMetadata or offset}``, each the next
+        offset to read) for a group from outside it (Kafka's ``Admin.alterConsumerGroupOffsets``):
+        an OffsetCommit of no member and generation -1, which the coordinator takes for a group
+        with no members (or none yet) and refuses, with UnknownMemberIdError, for one whose
+        members are consuming; -> ``{TopicPartition: None or the error}``."""
+        transport = self._check_open()
+        if not isinstance(group_id, str) or not group_id:
+            raise errors.InvalidArgumentTypeError("group_id must be a non-empty str, not %r" % (group_id,))
+        if not isinstance(offsets, Mapping):
+            raise errors.InvalidArgumentTypeError("offsets must be a dict {TopicPartition: OffsetAndMetadata or "
+                                                  "offset}, not %r" % (offsets,))
+        wanted: Dict[TopicPartition, Tuple[int, Optional[str]]] = {}
+        for key, value in offsets.items():
+            tp = _topic_partition(key)
+            offset = value if isinstance(value, int) else getattr(value, "offset", None)
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise errors.InvalidArgumentError("the offset of %s-%d must be an int >= 0, not %r"
+                                                  % (tp.topic, tp.partition, value))
+            metadata = None if isinstance(value, int) else getattr(value, "metadata", None)
+            wanted[tp] = (offset, metadata)
+        if not wanted:
+            return {}
+        codes = transport.commit_offsets(group_id, -1, "", {(tp.topic, tp.partition): v for tp, v in wanted.items()})
+        results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
+        for tp in wanted:
+            cls = errors.error_for_code(codes.get((tp.topic, tp.partition), 0))
+            results[tp] = None if cls is None else cls(
+                "committing the offset of group %r for %s-%d: %s" % (group_id, tp.topic, tp.partition, cls.message))
+        if raise_errors:
+            for error in results.values():
+                if error is not None:
+                    raise error
+        return results
+
     def delete_consumer_groups(self, group_ids: Iterable[str], group_coordinator_id: Optional[int] = None,
                                raise_errors: bool = True) -> List[Tuple[str, Optional[errors.BrokerError]]]:
         """Delete empty groups and their committed offsets; -> ``[(group_id, None or the error)]``.

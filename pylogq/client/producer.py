@@ -373,8 +373,6 @@ class Producer:
             raise IllegalStateError("the producer is closed")
         if self._transaction is not None:
             self._transaction.check_append()
-        if value is None and key is None:
-            raise InvalidArgumentError("a record needs a key or a value (or both)")
         if headers is not None and not isinstance(headers, list):
             raise InvalidArgumentTypeError("headers must be a list of (str, bytes) tuples, not %s"
                                            % type(headers).__name__)

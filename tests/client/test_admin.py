@@ -475,6 +475,28 @@ def test_describe_and_delete_a_group_with_members(admin, broker):
     assert admin.list_consumer_groups() == []
 
 
+def test_alter_consumer_group_offsets(admin, broker):
+    admin.create_topics([NewTopic("t", 2, 1)])
+    assert admin.alter_consumer_group_offsets("moved", {TopicPartition("t", 0): OffsetAndMetadata(5, "m", -1),
+                                                        ("t", 1): 7}) == {("t", 0): None, ("t", 1): None}
+    assert admin.list_consumer_group_offsets("moved") == {("t", 0): (5, "m", -1), ("t", 1): (7, "", -1)}
+    assert admin.alter_consumer_group_offsets("moved", {}) == {}
+    with pytest.raises(errors.InvalidArgumentError, match="t-0 must be an int >= 0"):
+        admin.alter_consumer_group_offsets("moved", {("t", 0): -1})
+    transport = connect(broker=broker)
+    joined = transport.join_group("live", "", "client-1", 10000, 10000, "consumer",
+                                  [("range", assignors.encode_subscription(["t"]))], timeout_s=10)
+    assert joined.error_code == 0
+    assert transport.sync_group("live", joined.generation_id, joined.member_id,
+                                {joined.member_id: assignors.encode_assignment({"t": [0]})}, timeout_s=10).error_code == 0
+    # A group whose members consume keeps its own offsets.
+    with pytest.raises(errors.UnknownMemberIdError, match="'live' for t-0"):
+        admin.alter_consumer_group_offsets("live", {("t", 0): 1})
+    [(tp, error)] = admin.alter_consumer_group_offsets("live", {("t", 0): 1}, raise_errors=False).items()
+    assert tp == ("t", 0) and isinstance(error, errors.UnknownMemberIdError)
+    assert admin.list_consumer_group_offsets("live") == {}
+
+
 def test_non_consumer_group_metadata_stays_bytes(admin, broker):
     transport = connect(broker=broker)
     joined = transport.join_group("connect", "", "worker", 10000, 10000, "connect", [("default", b"\x01raw")],

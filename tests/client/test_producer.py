@@ -154,16 +154,18 @@ def test_tombstone_and_columns(broker):
     assert [(r.key, r.value) for r in read_all(broker, "t", 0)] == [(b"gone", None), (b"k", b"x" * 10)]
 
 
-def test_record_needs_key_or_value_and_bytes(broker):
+def test_record_without_key_or_value_and_bytes(broker):
+    broker.create_topic("t", 1)
     with Producer(broker=broker) as p:
-        with pytest.raises(ValueError):
-            p.send("t")
+        # Kafka's producer (and librdkafka) send a record with neither: a mirror must copy one.
+        assert p.send("t", partition=0, headers=[("h", b"1")]).get(timeout=10).offset == 0
         with pytest.raises(TypeError, match="str"):
             p.send("t", value="text")
         with pytest.raises(TypeError, match="headers"):
             p.send("t", value=b"v", headers=[("h", "not bytes")])
         with pytest.raises(MessageTooLargeError):
             p.send("t", value=b"x" * 2_000_000)
+    assert [(r.key, r.value, r.headers) for r in read_all(broker, "t", 0)] == [(None, None, [("h", b"1")])]
 
 
 def test_default_timestamp_is_now(broker):
