@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import re
 import signal
 import subprocess
@@ -166,8 +167,11 @@ _BOOT = ("import faulthandler, runpy, signal, sys\n"
 
 
 def mirror_command(config: Path, *arguments: str) -> List[str]:
-    """``pylogq mirror-maker CONFIG ...`` as the child's command line."""
-    return [sys.executable, "-c", _BOOT, "mirror-maker", str(config), *arguments]
+    """``pylogq mirror-maker CONFIG ...`` as the child's command line, logging at the level
+    ``PYLOGQ_TEST_MIRROR_LOG_LEVEL`` names (INFO by default), as the broker processes take
+    ``PYLOGQ_TEST_BROKER_LOG_LEVEL``."""
+    level = os.environ.get("PYLOGQ_TEST_MIRROR_LOG_LEVEL", "INFO").upper()
+    return [sys.executable, "-c", _BOOT, "mirror-maker", str(config), "--log-level", level, *arguments]
 
 
 def copy_loop_command(source: str, target: str, topic: str, remote: str, group: str,
@@ -254,10 +258,17 @@ class MirrorProcess:
         if self.proc is not None and self.running:
             self.proc.send_signal(signal.SIGCONT)
 
-    def dump_threads(self) -> None:
-        """Have it write every thread's stack to its log (SIGUSR2, see ``_BOOT``)."""
-        if self.proc is not None and self.running:
-            self.proc.send_signal(signal.SIGUSR2)
+    def dump_threads(self, timeout: float = 5.0) -> None:
+        """Have it write every thread's stack to its log (SIGUSR2, see ``_BOOT``), and wait (up
+        to ``timeout`` seconds) until the log has it."""
+        if self.proc is None or not self.running:
+            return
+        marker = "most recent call first"
+        before = self.log_path.read_text("utf-8", "replace").count(marker)
+        self.proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + timeout
+        while self.log_path.read_text("utf-8", "replace").count(marker) <= before and time.monotonic() < deadline:
+            time.sleep(0.05)  # the process writes the stacks from its signal handler
 
     def stop(self, timeout: float = 30.0) -> Optional[int]:
         """SIGTERM and wait; -> the exit status (None if it never ran). A status other than 0

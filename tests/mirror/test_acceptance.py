@@ -47,7 +47,7 @@ import pytest
 from pylogq.client.consumer import Consumer, TopicPartition
 from pylogq.mirror.config import FlowConfig, load_config
 from pylogq.mirror.offsets import translate_offsets
-from pylogq.mirror.records import Checkpoint
+from pylogq.mirror.records import Checkpoint, OffsetSync
 
 from ._clusters import (
     ACKED,
@@ -143,8 +143,9 @@ class Run:
         self.loads: Dict[str, LoadGenerator] = {}
         self.reader: Optional[GroupReader] = None
         self.tails: List[TopicTail] = []
-        #: The source topics read back, by name.
+        #: The topics read back on the source, and their remote topics on the target, by name.
         self.sources: Dict[str, TopicTail] = {}
+        self.targets: Dict[str, TopicTail] = {}
         self.events: List[str] = []
         self.started = 0.0
 
@@ -154,7 +155,10 @@ class Run:
         self.events.append("%6.1f s  %s" % (time.monotonic() - self.started, what))
 
     def logs(self) -> str:
-        return "\n".join([*self.events, *(m.log_tail(40) for m in self.mirrors), self.clusters.logs()])
+        """The run's events and the processes' last log lines (each mirror's threads' stacks first)."""
+        for mirror in self.mirrors:
+            mirror.dump_threads()
+        return "\n".join([*self.events, *(m.log_tail(150) for m in self.mirrors), self.clusters.logs()])
 
     # -- the run ----------------------------------------------------------------------------------
 
@@ -165,6 +169,13 @@ class Run:
         self.started = time.monotonic()
         for mirror in self.mirrors:
             mirror.start()
+        # The faults start once both processes run the flow: a mirror that cannot start (its
+        # internal topics refused while a broker is down) is another matter than one that rides
+        # out a broker's restart.
+        for mirror in self.mirrors:
+            mirror.wait_output(r"^pylogq mirror-maker ready: ", 60)
+        self.note("mirrors ready")
+        self.started = time.monotonic()
         source = self.clusters.source.bootstrap
         self.loads["load"] = LoadGenerator(source, self.load_topic, size.partitions, size.rate,
                                            size.value_size).start()
@@ -208,9 +219,21 @@ class Run:
         self.note("mirror-1 started again")
 
     def stop_orders_reader(self) -> List[int]:
-        """Stop writing ``orders``, and the group FAILOVER_LAG records short of its ends; -> its
-        committed offsets."""
-        self.loads["orders"].stop()
+        """Once the mirror copies ``orders`` as it comes again (after the faults), stop writing it
+        and stop the group FAILOVER_LAG records short of its ends; -> its committed offsets.
+
+        The wait matters: records the mirror copies in one burst while catching up are synced
+        more sparsely than those it copies as they come (as Kafka's are), and the failover
+        bound is for a group whose offsets the mirror passed in its steady state: so the mirror
+        must have caught up, and then 3 * offset.lag.max more records of each partition gone by."""
+        orders = self.loads["orders"]
+        source, target = self.readers(self.orders_topic, ORDERS_PARTITIONS)
+        wait_mirrored(source, target, self.size.deadline, self.logs)
+        goal = [n + 3 * OFFSET_LAG_MAX for n in orders.sent]
+        wait_for(lambda: all(n >= g for n, g in zip(orders.sent, goal)), "%s written on to %s" % (
+            self.orders_topic, goal), 60, self.logs)
+        self.note("the mirror caught up with %s" % self.orders_topic)
+        orders.stop()
         with Consumer(bootstrap_servers=self.clusters.source.bootstrap) as consumer:
             ends = consumer.end_offsets([TopicPartition(self.orders_topic, p) for p in range(ORDERS_PARTITIONS)])
         assert self.reader is not None
@@ -237,14 +260,20 @@ class Run:
                  "remote topic %s with %d partitions on the target" % (self.remote(topic), partitions), timeout,
                  self.logs)
 
+    def readers(self, topic: str, partitions: int) -> Tuple[TopicTail, TopicTail]:
+        """Readers of ``topic`` on the source and of its remote topic on the target (read_committed
+        in exactly-once), made once (the remote topic waited for)."""
+        if topic not in self.sources:
+            self.wait_remote_topic(topic, partitions)
+            isolation = "read_committed" if self.exactly_once else "read_uncommitted"
+            self.sources[topic] = TopicTail(self.clusters.source.bootstrap, topic, partitions)
+            self.targets[topic] = TopicTail(self.clusters.target.bootstrap, self.remote(topic), partitions, isolation)
+            self.tails += [self.sources[topic], self.targets[topic]]
+        return self.sources[topic], self.targets[topic]
+
     def check_copy(self, topic: str, partitions: int, load: LoadGenerator) -> Comparison:
         """Wait for every record of ``topic`` on the target, and compare."""
-        self.wait_remote_topic(topic, partitions)
-        isolation = "read_committed" if self.exactly_once else "read_uncommitted"
-        source = TopicTail(self.clusters.source.bootstrap, topic, partitions)
-        target = TopicTail(self.clusters.target.bootstrap, self.remote(topic), partitions, isolation)
-        self.tails += [source, target]
-        self.sources[topic] = source
+        source, target = self.readers(topic, partitions)
         seconds = wait_mirrored(source, target, self.size.deadline, self.logs)
         result = compare(source, target, load)
         self.note("%s: %s (complete %.1f s after the load stopped)" % (topic, result.summary(), seconds))
@@ -269,39 +298,91 @@ class Run:
 
     def checkpoints(self) -> List[Tuple[Optional[bytes], Optional[bytes]]]:
         """Every record of the flow's checkpoints topic on the target, in order."""
-        topic = self.flow.checkpoints_topic
-        with Consumer(bootstrap_servers=self.clusters.target.bootstrap, enable_auto_commit=False,
-                      auto_offset_reset="earliest") as consumer:
-            partitions = sorted(consumer.partitions_for_topic(topic) or ())
-            if not partitions:
-                return []
-            tps = [TopicPartition(topic, p) for p in partitions]
-            consumer.assign(tps)
+        return read_topic(self.clusters.target.bootstrap, self.flow.checkpoints_topic)
+
+    def translation_state(self, topic: str) -> str:
+        """What the flow's checkpoints and offset syncs say of ``topic`` (for a failure's message)."""
+        remote = self.remote(topic)
+        checkpoints = [c for c in (Checkpoint.decode(k, v) for k, v in self.checkpoints())
+                       if c.group == self.group and c.topic == remote]
+        side = self.clusters.source if self.flow.offset_syncs_side == "source" else self.clusters.target
+        syncs = [s for s in (OffsetSync.decode(k, v) for k, v in read_topic(side.bootstrap, self.flow.offset_syncs_topic))
+                 if s.topic == topic]
+        return "the last checkpoints of %s: %s\nthe last offset syncs of %s: %s" % (
+            self.group, checkpoints[-6:], topic, syncs[-12:])
+
+    def read_remote(self, topic: str, offsets: Dict[int, int], group: Optional[str] = None) -> Dict[int, List[int]]:
+        """The sequence numbers of ``topic``'s remote partitions on the target from ``offsets`` to
+        their ends; with ``group``, as that group's member from its committed offsets instead."""
+        remote = self.remote(topic)
+        tps = [TopicPartition(remote, p) for p in sorted(offsets)]
+        read: Dict[int, List[int]] = {p: [] for p in offsets}
+        isolation = "read_committed" if self.exactly_once else "read_uncommitted"
+        with Consumer(bootstrap_servers=self.clusters.target.bootstrap, group_id=group, enable_auto_commit=False,
+                      auto_offset_reset="none", isolation_level=isolation) as consumer:
+            if group is None:
+                consumer.assign(tps)
+                for tp in tps:
+                    consumer.seek(tp, offsets[tp.partition])
+            else:
+                consumer.subscribe([remote])
             ends = consumer.end_offsets(tps)
-            out: List[Tuple[Optional[bytes], Optional[bytes]]] = []
             deadline = time.monotonic() + 30
-            while any(consumer.position(tp) < ends[tp] for tp in tps):
-                assert time.monotonic() < deadline, "could not read %s to %s" % (topic, ends)
-                for records in consumer.poll(timeout_ms=200).values():
-                    out += [(r.key, r.value) for r in records]
-            return out
+            while len(consumer.assignment()) < len(tps) or any(consumer.position(tp) < ends[tp] for tp in tps):
+                assert time.monotonic() < deadline, "could not read %s on the target to %s" % (remote, ends)
+                for tp, records in consumer.poll(timeout_ms=200).items():
+                    read[tp.partition] += [parse_value(r.value)[1] for r in records]
+        return read
 
-    def failover(self, committed: List[int], orders_source: TopicTail) -> Dict[int, int]:
-        """Switch the group to the target at its translated offsets; -> re-reads per partition."""
+    def rereads(self, committed: List[int], read: Dict[int, List[int]]) -> Dict[int, int]:
+        """Of the records read on the target after failover, per partition, how many the group
+        had processed on the source; AssertionError if one it had not is missing."""
+        source = self.sources[self.orders_topic]
+        out: Dict[int, int] = {}
+        for p, seqs in read.items():
+            processed = set(source.seqs[p][:committed[p]])
+            missed = sorted(set(source.seqs[p][committed[p]:]) - set(seqs))
+            assert not missed, "after failover the group misses %d records of %s-%d, first: %s" % (
+                len(missed), self.remote(self.orders_topic), p, missed[:10])
+            out[p] = sum(1 for seq in seqs if seq in processed)
+        return out
+
+    def failover(self, committed: List[int]) -> Dict[int, int]:
+        """Switch the group to the target at its translated offsets, once the checkpoints of its
+        committed offsets have become precise; -> re-reads per partition.
+
+        A checkpoint of an offset the mirror has not copied yet translates through the last
+        sync before it (Kafka's rule: safe, not precise); once the copies and their syncs are
+        there, the next checkpoint moves the group's offset on the target forward. So the
+        wait is for a checkpoint of the committed offsets from which at most offset.lag.max
+        records are read again; the first checkpoint's figure is noted too."""
         remote = self.remote(self.orders_topic)
+        first: Dict[int, int] = {}
+        found: Dict[str, Any] = {}
 
-        def checkpointed() -> Optional[Dict[int, Checkpoint]]:
+        def precise() -> Optional[Dict[int, Checkpoint]]:
             latest: Dict[int, Checkpoint] = {}
             for key, value in self.checkpoints():
                 c = Checkpoint.decode(key, value)
                 if c.group == self.group and c.topic == remote:
                     latest[c.partition] = c
-            if all(p in latest and latest[p].upstream_offset == committed[p] for p in range(ORDERS_PARTITIONS)):
-                return latest
-            return None
+            if not all(p in latest and latest[p].upstream_offset == committed[p] for p in range(ORDERS_PARTITIONS)):
+                return None
+            reread = self.rereads(committed, self.read_remote(
+                self.orders_topic, {p: c.downstream_offset for p, c in latest.items()}))
+            found["reread"] = reread
+            if not first:
+                first.update(reread)
+            return latest if all(n <= OFFSET_LAG_MAX for n in reread.values()) else None
 
-        latest = wait_for(checkpointed, "checkpoints of group %s at %s" % (self.group, committed), 60, self.logs,
+        started = time.monotonic()
+        latest = wait_for(precise, "checkpoints of group %s at %s from which at most offset.lag.max=%d records are "
+                          "read again" % (self.group, committed, OFFSET_LAG_MAX), 60,
+                          lambda: "re-reads from the last checkpoints: %s\n%s\n%s" % (
+                              found.get("reread"), self.translation_state(self.orders_topic), self.logs()),
                           interval=0.2)
+        self.note("checkpoints of group %s at %s: %s records read again from the first, %s from the one %.1f s "
+                  "later" % (self.group, committed, first, found["reread"], time.monotonic() - started))
         translated = translate_offsets(self.checkpoints(), self.group)
         ours = {tp.partition: o.offset for tp, o in translated.items() if tp.topic == remote}
         assert ours == {p: c.downstream_offset for p, c in latest.items()}, (ours, latest)
@@ -316,28 +397,8 @@ class Run:
         tps = [TopicPartition(remote, p) for p in range(ORDERS_PARTITIONS)]
         committed_there = self.clusters.admin("target").list_consumer_group_offsets(self.group, tps)
         assert {tp.partition: o.offset for tp, o in committed_there.items()} == printed, committed_there
-
         # The group on the target, from the offsets --execute committed, to the end of each partition.
-        isolation = "read_committed" if self.exactly_once else "read_uncommitted"
-        reread: Dict[int, int] = {}
-        with Consumer(remote, bootstrap_servers=self.clusters.target.bootstrap, group_id=self.group,
-                      enable_auto_commit=False, auto_offset_reset="none", isolation_level=isolation) as consumer:
-            ends = consumer.end_offsets(tps)
-            read: Dict[int, List[int]] = {p: [] for p in range(ORDERS_PARTITIONS)}
-            deadline = time.monotonic() + 30
-            while len(consumer.assignment()) < ORDERS_PARTITIONS or any(
-                    consumer.position(tp) < ends[tp] for tp in tps):
-                assert time.monotonic() < deadline, "the group could not read %s on the target to %s" % (remote, ends)
-                for tp, records in consumer.poll(timeout_ms=200).items():
-                    read[tp.partition] += [parse_value(r.value)[1] for r in records]
-        assert self.reader is not None
-        for p in range(ORDERS_PARTITIONS):
-            processed = set(orders_source.seqs[p][:committed[p]])
-            unprocessed = set(orders_source.seqs[p][committed[p]:])
-            missed = sorted(unprocessed - set(read[p]))
-            assert not missed, "after failover the group misses %d records of %s-%d, first: %s" % (
-                len(missed), remote, p, missed[:10])
-            reread[p] = sum(1 for seq in read[p] if seq in processed)
+        reread = self.rereads(committed, self.read_remote(self.orders_topic, printed, group=self.group))
         self.note("group %s on the target read again %s records it had processed" % (self.group, reread))
         return reread
 
@@ -361,6 +422,25 @@ class Run:
         for mirror in self.mirrors:
             mirror.close()
         return [line for mirror in self.mirrors for line in mirror.unclean]
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> List[Tuple[Optional[bytes], Optional[bytes]]]:
+    """Every record of ``topic`` (its partitions one after the other) as (key, value); [] when
+    there is no such topic."""
+    with Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
+        partitions = sorted(consumer.partitions_for_topic(topic) or ())
+        if not partitions:
+            return []
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        out: Dict[int, List[Tuple[Optional[bytes], Optional[bytes]]]] = {p: [] for p in partitions}
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "could not read %s to %s" % (topic, ends)
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                out[tp.partition] += [(r.key, r.value) for r in records]
+        return [record for p in partitions for record in out[p]]
 
 
 def _topic_resource(name: str) -> Any:
@@ -397,15 +477,15 @@ def test_mirror_under_kills(mirror_clusters: TwoClusters, tmp_path: Path, reques
     try:
         run.start()
         steps: List[Tuple[float, Callable[[], Any]]] = [
-            (0.15, run.kill_source_leader),
+            (0.10, run.kill_source_leader),
             (0.30, run.create_topic_during_run),
-            (0.40, run.kill_target),
-            (0.55, run.kill_mirror),
+            (0.35, run.kill_target),
+            (0.60, run.kill_mirror),
         ]
         for fraction, step in steps:
             run.at(fraction)
             step()
-        run.at(0.75)
+        run.at(0.80)
         committed = run.stop_orders_reader()
         run.at(1.0)
         run.stop_load()
@@ -415,7 +495,7 @@ def test_mirror_under_kills(mirror_clusters: TwoClusters, tmp_path: Path, reques
             ("load", run.load_topic, size.partitions),
             ("orders", run.orders_topic, ORDERS_PARTITIONS),
             ("created", run.created_topic, CREATED_PARTITIONS))}
-        reread = run.failover(committed, run.sources[run.orders_topic])
+        reread = run.failover(committed)
         status = run.status()
         run.note("status:\n%s" % status.rstrip())
     finally:
