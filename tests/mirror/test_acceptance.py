@@ -319,6 +319,22 @@ class Run:
             gaps[p] = offset if not before else max(0, offset - max(before) - 1)
         return gaps
 
+    def sync_spacing(self, topic: str) -> str:
+        """How far apart (in target offsets) the flow wrote consecutive offset syncs of ``topic``'s
+        partitions: median and largest (a rewind, a partition's first sync of a task's run, left out)."""
+        last: Dict[int, int] = {}
+        steps: List[int] = []
+        for sync in self.offset_syncs(topic):
+            previous = last.get(sync.partition)
+            if previous is not None and sync.downstream_offset > previous:
+                steps.append(sync.downstream_offset - previous)
+            last[sync.partition] = sync.downstream_offset
+        if not steps:
+            return "no consecutive syncs"
+        steps.sort()
+        return "%d syncs apart by %d (median), %d (largest)" % (len(steps) + len(last), steps[len(steps) // 2],
+                                                                steps[-1])
+
     def translation_state(self, topic: str) -> str:
         """What the flow's checkpoints and offset syncs say of ``topic`` (for a failure's message)."""
         remote = self.remote(topic)
@@ -402,9 +418,9 @@ class Run:
                               found.get("reread"), found.get("bound"), self.translation_state(self.orders_topic),
                               self.logs()), interval=0.2)
         self.note("checkpoints of group %s at %s: %s records read again from the first, %s from the one %.1f s "
-                  "later; records between the last sync and the committed offset: %s (offset.lag.max %d)" % (
+                  "later; records between the last sync and the committed offset: %s (offset.lag.max %d; %s: %s)" % (
                       self.group, committed, first, found["reread"], time.monotonic() - started, found["gaps"],
-                      OFFSET_LAG_MAX))
+                      OFFSET_LAG_MAX, self.orders_topic, self.sync_spacing(self.orders_topic)))
         translated = translate_offsets(self.checkpoints(), self.group)
         ours = {tp.partition: o.offset for tp, o in translated.items() if tp.topic == remote}
         assert ours == {p: c.downstream_offset for p, c in latest.items()}, (ours, latest)
@@ -518,6 +534,7 @@ def test_mirror_under_kills(mirror_clusters: TwoClusters, tmp_path: Path, reques
             ("orders", run.orders_topic, ORDERS_PARTITIONS),
             ("created", run.created_topic, CREATED_PARTITIONS))}
         reread, bound = run.failover(committed)
+        run.note("offset syncs of %s: %s" % (run.load_topic, run.sync_spacing(run.load_topic)))
         status = run.status()
         run.note("status:\n%s" % status.rstrip())
     finally:
