@@ -260,7 +260,13 @@ class FlowLeader:
                         job.due = time.monotonic() + retry
                 wait = max(0.0, min([job.due for job in jobs] + [time.monotonic() + TICK_S]) - time.monotonic())
                 if self._syncs_reader is not None:
-                    self._read_syncs(wait)
+                    try:
+                        self._read_syncs(wait)
+                    except PylogqError as exc:
+                        if not getattr(exc, "retriable", False):
+                            raise
+                        log.warning("flow %s: reading %s: %s", self.flow.name, self.flow.offset_syncs_topic, exc)
+                        self._stopping.wait(min(wait, TICK_S))
                 else:
                     self._stopping.wait(wait)
         except BaseException as exc:

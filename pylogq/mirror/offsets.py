@@ -47,7 +47,7 @@ the target.
 from __future__ import annotations
 
 import threading
-from typing import Dict, Iterable, List, Mapping, Optional, Protocol, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple
 
 from ..client.consumer import OffsetAndMetadata, TopicPartition
 from ..errors import CorruptRecordError, InvalidArgumentError
@@ -101,6 +101,26 @@ class SyncEmitter:
         self.previous_downstream_offset = downstream
         return due
 
+    def update_run(self, upstream: int, downstream: int, count: int) -> List[int]:
+        """:meth:`update` of ``count`` copies in a row, upstream ``upstream + i`` to downstream
+        ``downstream + i``, in one step; -> the indexes ``i`` whose updates were due, as ``count``
+        calls would have answered. Past the first, such a run can only make a sync due by
+        staleness (no offset is skipped, none goes back), every ``offset.lag.max`` records."""
+        if count <= 0:
+            return []
+        due = [0] if self.update(upstream, downstream) else []
+        index = 0
+        while True:
+            # The first index at which downstream + i - (last + 1) >= max_offset_lag.
+            index = max(index + 1, self.last_sync_downstream_offset + 1 + self.max_offset_lag - downstream)
+            if index >= count:
+                break
+            due.append(index)
+            self.last_sync_downstream_offset = downstream + index
+        self.previous_upstream_offset = upstream + count - 1
+        self.previous_downstream_offset = downstream + count - 1
+        return due
+
     def __repr__(self) -> str:
         return "SyncEmitter(%s)" % ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
 
@@ -127,9 +147,11 @@ class OffsetSyncQueue:
         self._pending: Dict[Partition, OffsetSync] = {}
         self._outstanding = 0
 
-    def maybe_queue(self, topic_partition: Partition, upstream_offset: int, downstream_offset: int) -> None:
+    def maybe_queue(self, topic_partition: Partition, upstream_offset: int, downstream_offset: int) -> bool:
         """Source ``topic_partition``'s offset ``upstream_offset`` was copied to ``downstream_offset``:
-        its sync becomes pending if due, else it waits (replacing the partition's waiting one)."""
+        its sync becomes pending if due, else it waits (replacing the partition's waiting one);
+        -> whether it became pending (the caller sends the pending syncs then, as Kafka's task
+        fires them after every record, so that a due sync is not replaced by the next one)."""
         tp = (topic_partition[0], topic_partition[1])
         sync = OffsetSync(tp[0], tp[1], upstream_offset, downstream_offset)
         with self._lock:
@@ -139,8 +161,36 @@ class OffsetSyncQueue:
             if state.update(upstream_offset, downstream_offset):
                 self._delayed.pop(tp, None)
                 self._pending[tp] = sync  # a partition already pending keeps its place, as in a LinkedHashMap
-            else:
-                self._delayed[tp] = sync
+                return True
+            self._delayed[tp] = sync
+            return False
+
+    def maybe_queue_run(self, topic_partition: Partition, upstream_offset: int, downstream_offset: int, count: int,
+                        on_due: Callable[[], None]) -> None:
+        """:meth:`maybe_queue` of ``count`` copies in a row (upstream ``upstream_offset + i`` to
+        downstream ``downstream_offset + i``), calling ``on_due()`` (without the lock) each time a
+        sync became pending, as ``count`` calls followed each by a send of the pending syncs
+        would; the work is per due sync, not per copy."""
+        if count <= 0:
+            return
+        tp = (topic_partition[0], topic_partition[1])
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None:
+                state = self._states[tp] = SyncEmitter(self.max_offset_lag)
+            due = state.update_run(upstream_offset, downstream_offset, count)
+        for index in due:
+            with self._lock:
+                if self._states.get(tp) is not state:
+                    return  # forgotten meanwhile
+                self._delayed.pop(tp, None)
+                self._pending[tp] = OffsetSync(tp[0], tp[1], upstream_offset + index, downstream_offset + index)
+            on_due()
+        last = count - 1
+        if not due or due[-1] != last:
+            with self._lock:
+                if self._states.get(tp) is state:
+                    self._delayed[tp] = OffsetSync(tp[0], tp[1], upstream_offset + last, downstream_offset + last)
 
     def promote_delayed(self) -> None:
         """Make every waiting sync pending (at a commit: the end of a quiet partition gets synced)."""

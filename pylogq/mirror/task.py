@@ -25,11 +25,14 @@ never a gap.
 
 **Exactly once** (``<target>.exactly.once.source.support = enabled``): a transactional
 producer, ``transactional.id = mm2-A->B-task-<i>``, whose ``init_transactions`` at start
-fences a previous owner of the task and aborts what it left open; then each poll's
-records are one transaction with the positions after them
-(``send_offsets_to_transaction`` to group ``mm2-A->B``, a TxnOffsetCommit), so the copies
-and the positions commit together or not at all. A failed transaction is aborted and
-the task ends (the worker starts it again from the committed positions).
+fences a previous owner of the task and aborts what it left open; then each batch of
+records (a poll's, and what the consumer has at hand then, up to 10,000 records or 0.1 s)
+is one transaction with the positions after them (``send_offsets_to_transaction`` to
+group ``mm2-A->B``, a TxnOffsetCommit), so the copies and the positions commit together
+or not at all. A failed transaction is aborted and the task ends (the worker starts it
+again from the committed positions). The positions a new owner reads are those of the
+last transaction: its ``init_transactions``, with the task's transactional id, returns
+only once that transaction is complete, markers and offsets included.
 
 **Offset syncs** (unless ``emit.offset-syncs.enabled = false``): every acknowledged copy
 goes through an :class:`~pylogq.mirror.offsets.OffsetSyncQueue`; the syncs it makes due
@@ -57,7 +60,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, cast
+from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from ..client.admin import AdminClient
 from ..client.consumer import Consumer, ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -69,7 +72,8 @@ from .config import FlowConfig
 from .metrics import MirrorMetrics, PartitionMetrics
 from .offsets import OffsetSyncQueue
 
-__all__ = ["COMMIT_INTERVAL_S", "PENDING_RECHECK_S", "SourceTask", "flow_group", "task_of", "transactional_id"]
+__all__ = ["COMMIT_INTERVAL_S", "PENDING_RECHECK_S", "TRANSACTION_MAX_RECORDS", "TRANSACTION_MAX_S", "SourceTask",
+           "flow_group", "task_of", "transactional_id"]
 
 log = logging.getLogger("pylogq.mirror.task")
 
@@ -77,6 +81,12 @@ log = logging.getLogger("pylogq.mirror.task")
 COMMIT_INTERVAL_S = 1.0
 #: How often a task looks again for the remote partitions it waits for.
 PENDING_RECHECK_S = 1.0
+#: The most records, and the longest time, an exactly-once task puts in one transaction (more
+#: when one poll returns more): whatever the consumer has at hand once the first poll returned.
+TRANSACTION_MAX_RECORDS = 10000
+TRANSACTION_MAX_S = 0.1
+#: The pause after a cluster did not answer, before the next try.
+RETRY_BACKOFF_S = 0.5
 #: How long a stopping task waits for its copies to be acknowledged.
 STOP_TIMEOUT_S = 30.0
 
@@ -102,12 +112,6 @@ class _Sent(NamedTuple):
 
     records: List[ConsumerRecord]
     futures: List[FutureRecordMetadata]
-
-
-def _timestamp(record: ConsumerRecord) -> Optional[int]:
-    """The copy's timestamp: the source record's (a CreateTime or a LogAppendTime alike); a record
-    written without one (a v0 message, -1) gets the time it is copied, as a producer stamps it."""
-    return record.timestamp if record.timestamp >= 0 else None
 
 
 class SourceTask:
@@ -245,17 +249,27 @@ class SourceTask:
                 whole = poked or now >= refresh_at
                 try:
                     self._refresh(all_topics=whole)
+                    if whole:
+                        refresh_at = float("inf") if period is None else now + period
                 except PylogqError as exc:  # a cluster not answering: the partitions copied so far go on
-                    log.warning("task %s could not look for partitions: %s", self.name, exc)
-                    whole = False
-                if whole and period is not None:
-                    refresh_at = now + period
+                    log.warning("task %s could not look for partitions (again in %g s): %s", self.name,
+                                PENDING_RECHECK_S, exc)
+                    if whole:
+                        refresh_at = now + PENDING_RECHECK_S
                 recheck_at = now + PENDING_RECHECK_S
             if not self._partitions:
                 wake = min(refresh_at, recheck_at if self._pending else float("inf"), now + 1.0)
                 self._poked.wait(max(0.0, wake - time.monotonic()))
                 continue
-            polled = consumer.poll(timeout_ms=poll_ms)
+            try:
+                polled = consumer.poll(timeout_ms=poll_ms)
+            except PylogqError as exc:
+                if not getattr(exc, "retriable", False):
+                    raise
+                # The source's broker went away: the consumer finds the new leader at its next poll.
+                log.warning("task %s: reading the source: %s", self.name, exc)
+                self._stopping.wait(RETRY_BACKOFF_S)
+                continue
             if polled:
                 if self._exactly_once:
                     self._copy_in_transaction(polled)
@@ -351,9 +365,11 @@ class SourceTask:
         for tp, records in polled.items():
             remote = self._remote[tp]
             topic, partition = remote.topic, remote.partition
-            # A header's value may be null, which the producer takes though its signature says bytes.
-            futures = [send(topic, r.value, r.key, cast(List[Tuple[str, bytes]], list(r.headers)) if r.headers else None,
-                            partition, _timestamp(r))
+            # The consumer's headers list is the copy's (a header's value may be null, which the
+            # producer takes though its signature says bytes); a record without a timestamp (-1,
+            # a v0 message) gets the time of its copy, as a producer stamps one.
+            futures = [send(topic, r.value, r.key, r.headers or None,  # type: ignore[arg-type]
+                            partition, r.timestamp if r.timestamp >= 0 else None)
                        for r in records]
             queue = self._inflight.get(tp)
             if queue is None:
@@ -361,27 +377,44 @@ class SourceTask:
             queue.append(_Sent(records, futures))
             metrics = self._part_metrics.get(tp)
             if metrics is not None:
-                ages = [now_ms - r.timestamp for r in records]
-                nbytes = sum(r.serialized_value_size for r in records if r.serialized_value_size > 0)
-                metrics.read(len(records), nbytes, (sum(ages), min(ages), max(ages), ages[-1]))
+                stamps = [r.timestamp for r in records]
+                nbytes = sum([r.serialized_value_size for r in records if r.serialized_value_size > 0])
+                metrics.read(len(stamps), nbytes, (len(stamps) * now_ms - sum(stamps), now_ms - max(stamps),
+                                                   now_ms - min(stamps), now_ms - stamps[-1]))
 
     def _copy_in_transaction(self, polled: Dict[TopicPartition, List[ConsumerRecord]]) -> None:
-        """Exactly once: the copies and the positions after them in one transaction."""
+        """Exactly once: the copies and the positions after them in one transaction. Records the
+        consumer has at hand join it too, up to :data:`TRANSACTION_MAX_RECORDS` or
+        :data:`TRANSACTION_MAX_S` (a transaction costs several round trips to its coordinator
+        whatever its size)."""
         producer = self._producer
-        assert producer is not None
+        consumer = self._consumer
+        assert producer is not None and consumer is not None
+        positions: Dict[TopicPartition, int] = {}
+        started = time.monotonic()
+        copied = 0
         producer.begin_transaction()
         try:
-            self._send_all(polled)
-            positions = {self._remote[tp]: OffsetAndMetadata(records[-1].offset + 1, "", -1)
-                         for tp, records in polled.items()}
-            producer.send_offsets_to_transaction(positions, self.group)
+            while True:
+                self._send_all(polled)
+                for tp, records in polled.items():
+                    positions[tp] = records[-1].offset + 1
+                    copied += len(records)
+                if copied >= TRANSACTION_MAX_RECORDS or time.monotonic() - started >= TRANSACTION_MAX_S \
+                        or self._stopping.is_set():
+                    break
+                polled = consumer.poll(timeout_ms=0)
+                if not polled:
+                    break
+            producer.send_offsets_to_transaction(
+                {self._remote[tp]: OffsetAndMetadata(position, "", -1) for tp, position in positions.items()},
+                self.group)
             producer.commit_transaction()
         except BaseException:
             self._inflight.clear()  # nothing of the transaction counts: the task ends and starts again
             raise
         self._complete(wait=True)
-        for tp, records in polled.items():
-            self._committed[tp] = records[-1].offset + 1
+        self._committed.update(positions)
         if self._syncs is not None:
             self._syncs.promote_delayed()
 
@@ -395,7 +428,6 @@ class SourceTask:
         assert producer is not None
         if wait:
             producer.flush(STOP_TIMEOUT_S)
-        syncs = self._syncs
         now_ms = time.time() * 1000.0
         for tp, queue in self._inflight.items():
             done = 0
@@ -405,28 +437,48 @@ class SourceTask:
             last = 0.0
             while queue and queue[0].futures[-1].is_done:
                 sent = queue.popleft()
-                for record, future in zip(sent.records, sent.futures):
-                    metadata = future.value
-                    if metadata is None:
-                        error = future.exception
-                        raise error if error is not None else PylogqError(
-                            "the copy of %s-%d offset %d was not acknowledged" % (tp.topic, tp.partition,
-                                                                                 record.offset))
-                    if syncs is not None:
-                        syncs.maybe_queue(tp, record.offset, metadata.offset)
-                    last = now_ms - record.timestamp
-                    total += last
-                    if last < smallest:
-                        smallest = last
-                    if last > largest:
-                        largest = last
-                done += len(sent.records)
+                self._take(tp, sent)
+                stamps = [r.timestamp for r in sent.records]
+                total += len(stamps) * now_ms - sum(stamps)
+                smallest = min(smallest, now_ms - max(stamps))
+                largest = max(largest, now_ms - min(stamps))
+                last = now_ms - stamps[-1]
+                done += len(stamps)
                 self._acked[tp] = sent.records[-1].offset + 1
             if done:
                 self.copied += done
                 metrics = self._part_metrics.get(tp)
                 if metrics is not None:
                     metrics.acknowledged(done, (total, smallest, largest, last))
+
+    def _take(self, tp: TopicPartition, sent: _Sent) -> None:
+        """Check one poll's copies of one partition and queue their offset syncs, a producer batch
+        at a time: the copies in one batch have consecutive offsets on the target, and where their
+        source offsets are consecutive too the sync rule runs once per due sync, not per record."""
+        records, futures = sent
+        syncs = self._syncs
+        n = len(futures)
+        i = 0
+        while i < n:
+            batch = futures[i].batch
+            metadata = futures[i].value
+            if metadata is None:
+                error = futures[i].exception
+                raise error if error is not None else PylogqError(
+                    "the copy of %s-%d offset %d was not acknowledged" % (tp.topic, tp.partition, records[i].offset))
+            j = i + 1
+            while j < n and futures[j].batch is batch:
+                j += 1
+            if syncs is not None:
+                downstream = metadata.offset
+                upstream = records[i].offset
+                if records[j - 1].offset - upstream == j - 1 - i:
+                    syncs.maybe_queue_run(tp, upstream, downstream, j - i, self._send_syncs)
+                else:  # offsets skipped on the source (transaction markers, compaction): one by one
+                    for k in range(i, j):
+                        if syncs.maybe_queue(tp, records[k].offset, downstream + k - i):
+                            self._send_syncs()
+            i = j
 
     # -- positions and syncs ---------------------------------------------------------------
 
@@ -440,10 +492,18 @@ class SourceTask:
                        if self._committed.get(tp) != position and (wanted is None or tp in wanted)}
             if changed:
                 assert self._admin is not None
-                self._admin.alter_consumer_group_offsets(
-                    self.group, {self._remote[tp]: OffsetAndMetadata(position, "", -1)
-                                 for tp, position in changed.items()})
-                self._committed.update(changed)
+                try:
+                    self._admin.alter_consumer_group_offsets(
+                        self.group, {self._remote[tp]: OffsetAndMetadata(position, "", -1)
+                                     for tp, position in changed.items()})
+                except PylogqError as exc:
+                    if not getattr(exc, "retriable", False):
+                        raise
+                    # The target's coordinator is away: the next commit carries these positions too
+                    # (until then a restart would copy a little more again, never less).
+                    log.warning("task %s could not commit its positions: %s", self.name, exc)
+                else:
+                    self._committed.update(changed)
             if self._syncs is not None:
                 self._syncs.promote_delayed()
         self._update_lag()

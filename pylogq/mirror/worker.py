@@ -50,7 +50,9 @@ __all__ = ["MAX_RESTART_BACKOFF_S", "FlowWorker", "MirrorMaker"]
 log = logging.getLogger("pylogq.mirror.worker")
 
 #: The longest pause before a failed task or leader is started again.
-MAX_RESTART_BACKOFF_S = 30.0
+MAX_RESTART_BACKOFF_S = 10.0
+#: The pause after the workers' group's coordinator did not answer.
+RETRY_BACKOFF_S = 0.5
 #: How long the membership thread's poll of the tasks topic waits (the longest a failed
 #: task waits past its backoff, and a stop request to be seen).
 MEMBERSHIP_POLL_MS = 200
@@ -163,7 +165,15 @@ class FlowWorker(ConsumerRebalanceListener):
         assert membership is not None
         try:
             while not self._stopping.is_set():
-                membership.poll(timeout_ms=MEMBERSHIP_POLL_MS)  # the records are only the group's pulse
+                try:
+                    membership.poll(timeout_ms=MEMBERSHIP_POLL_MS)  # the records are only the group's pulse
+                except PylogqError as exc:
+                    if not getattr(exc, "retriable", False):
+                        raise
+                    # The target's coordinator is away (a broker restarting): the tasks go on, and
+                    # the membership is taken up again at the next poll.
+                    log.warning("flow %s: the workers' group: %s", self.flow.name, exc)
+                    self._stopping.wait(RETRY_BACKOFF_S)
                 self._restart_failed()
         except BaseException as exc:
             self.error = exc

@@ -87,6 +87,10 @@ def _local(*argv: str) -> Result:
     (["dump-log", "--files", "x.log"], "pylogq dump-log"),
     (["zookeeper-server-start"], "pylogq zookeeper-server-start"),
     (["demo"], "pylogq demo"),
+    (["mirror-maker", "mm2.properties"], "pylogq mirror-maker"),
+    (["mirror-maker", "status", "--config", "mm2.properties"], "pylogq mirror-maker status"),
+    (["mirror-maker", "translate-offsets", "--config", "c", "--source", "A", "--target", "B", "--group", "g"],
+     "pylogq mirror-maker translate-offsets"),
 ])
 def test_an_unknown_flag_prints_the_subcommands_usage(argv: List[str], prog: str, capsys: Any) -> None:
     with pytest.raises(SystemExit) as exited:

@@ -8,6 +8,8 @@ import threading
 from typing import Iterable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pylogq.client.consumer import OffsetAndMetadata, TopicPartition
 from pylogq.errors import CorruptRecordError
@@ -133,6 +135,38 @@ def test_sent_is_safe_from_other_threads() -> None:
         for thread in threads:
             thread.join()
     assert queue.outstanding == 0 and len(taken) == 7
+
+
+# -- runs of copies at once (the task's shortcut for contiguous offsets) ---------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(lag=st.integers(min_value=0, max_value=12),
+       runs=st.lists(st.tuples(st.integers(min_value=0, max_value=3), st.integers(min_value=-2, max_value=3),
+                               st.integers(min_value=0, max_value=40)), min_size=1, max_size=8))
+def test_a_run_of_copies_is_its_copies_one_by_one(lag: int, runs: list) -> None:
+    """update_run and maybe_queue_run answer what as many single calls answer (with the pending syncs
+    sent after each due one): the same syncs sent in the same order, the same one left waiting."""
+    one_by_one = OffsetSyncQueue(lag, max_outstanding=1000)
+    at_once = OffsetSyncQueue(lag, max_outstanding=1000)
+    emitter, run_emitter = SyncEmitter(lag), SyncEmitter(lag)
+    sent_single: list = []
+    sent_run: list = []
+    upstream, downstream = 0, 0
+    for up_gap, down_gap, count in runs:
+        upstream += up_gap
+        downstream = max(0, downstream + down_gap)
+        expected = [i for i in range(count) if emitter.update(upstream + i, downstream + i)]
+        assert run_emitter.update_run(upstream, downstream, count) == expected
+        for i in range(count):
+            if one_by_one.maybe_queue(TP, upstream + i, downstream + i):
+                sent_single.extend(one_by_one.take_pending())
+        at_once.maybe_queue_run(TP, upstream, downstream, count, lambda: sent_run.extend(at_once.take_pending()))
+        assert sent_run == sent_single
+        assert at_once.delayed == one_by_one.delayed and at_once.pending == one_by_one.pending
+        upstream += count
+        downstream += count
+    assert [getattr(run_emitter, n) for n in SyncEmitter.__slots__] == [getattr(emitter, n) for n in SyncEmitter.__slots__]
 
 
 # -- the store (OffsetSyncStoreTest) ------------------------------------------------------------------
