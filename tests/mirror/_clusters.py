@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from array import array
+from collections import deque
 from pathlib import Path
 from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -175,10 +176,10 @@ def mirror_command(config: Path, *arguments: str) -> List[str]:
 
 
 def copy_loop_command(source: str, target: str, topic: str, remote: str, group: str,
-                      settings: Mapping[str, Any] = {}) -> List[str]:
+                      settings: Optional[Mapping[str, Any]] = None) -> List[str]:
     """tests/mirror/_copy_loop.py's command line (``settings``: ``consumer.KEY`` / ``producer.KEY``)."""
     return [sys.executable, str(HERE / "_copy_loop.py"), source, target, topic, remote, group,
-            *("%s=%s" % item for item in sorted(settings.items()))]
+            *("%s=%s" % item for item in sorted((settings or {}).items()))]
 
 
 class MirrorProcess:
@@ -238,7 +239,8 @@ class MirrorProcess:
                                      % (self.name, self.proc and self.proc.returncode, pattern, self.log_tail()))
             return match
 
-        return wait_for(found, "%s printing %r" % (self.name, pattern), timeout, self.log_tail)
+        match: "re.Match[str]" = wait_for(found, "%s printing %r" % (self.name, pattern), timeout, self.log_tail)
+        return match
 
     def kill(self) -> None:
         """SIGKILL, on purpose: its -9 is the expected end of this run."""
@@ -466,8 +468,6 @@ class LoadGenerator:
             self.failure = exc
 
     def _run(self) -> None:
-        from collections import deque
-
         partitions, topic, size = self.partitions, self.topic, self.value_size
         self._pending = [deque() for _ in range(partitions)]
         producer = Producer(bootstrap_servers=self.bootstrap, **self.producer_settings)

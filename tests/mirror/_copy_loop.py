@@ -25,7 +25,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 from pylogq.client.consumer import Consumer, OffsetAndMetadata, TopicPartition
 from pylogq.client.producer import Producer
@@ -69,8 +69,9 @@ def copy(source: str, target: str, topic: str, remote: str, group: str, consumer
             positions: Dict[TopicPartition, OffsetAndMetadata] = {}
             for tp, records in batch.items():
                 for r in records:
-                    send(remote, r.value, key=r.key, headers=list(r.headers) if r.headers else None,
-                         partition=tp.partition, timestamp_ms=r.timestamp)
+                    # A header's value may be null, which send() takes though its signature says bytes.
+                    headers = cast(List[Tuple[str, bytes]], list(r.headers)) if r.headers else None
+                    send(remote, r.value, key=r.key, headers=headers, partition=tp.partition, timestamp_ms=r.timestamp)
                 positions[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
                 copied += len(records)
             producer.flush()

@@ -176,7 +176,7 @@ class Run:
         # out a broker's restart.
         for mirror in self.mirrors:
             mirror.wait_output(r"^pylogq mirror-maker ready: ", 60)
-        self.note("mirrors ready")
+        ready = time.monotonic() - self.started
         self.started = time.monotonic()
         source = self.clusters.source.bootstrap
         self.loads["load"] = LoadGenerator(source, self.load_topic, size.partitions, size.rate,
@@ -184,7 +184,7 @@ class Run:
         self.loads["orders"] = LoadGenerator(source, self.orders_topic, ORDERS_PARTITIONS, size.orders_rate,
                                              size.value_size).start()
         self.reader = GroupReader(source, self.orders_topic, ORDERS_PARTITIONS, self.group, FAILOVER_LAG).start()
-        self.note("mirrors and load started")
+        self.note("mirrors ready (%.1f s after they started), load started" % ready)
 
     def at(self, fraction: float) -> None:
         """Wait until ``fraction`` of the load's time has passed since the start (a schedule)."""
