@@ -19,6 +19,10 @@ from pylogq.mirror.worker import MirrorMaker
 
 from ._support import METRICS, READY, Clusters, Load, MirrorProcess, count, read_to_end, read_topic, wait_for
 
+# The command's processes and output: the same Python in both passes; the records they copy pass
+# through the kernels and their twins in test_task.py and test_worker.py, which run in both.
+pytestmark = pytest.mark.compiled_pass
+
 PROGRESS = re.compile(r"^A->B: [0-9.]+ records/s, [0-9.]+ MB/s, (\d+) records, lag (\d+), tasks ([0-9,]+|none) of (\d+)$")
 KILL_SETTINGS = {
     # A killed process's membership of the workers' group expires within a second.

@@ -36,7 +36,7 @@ def test_two_workers_share_the_tasks_and_one_leaving_hands_them_over(clusters: C
         # The group rebalances: one task each, and only the owner of task 0 leads.
         wait_for(lambda: sorted(_owned(first) + _owned(second)) == [0, 1] and _owned(first) and _owned(second),
                  "one task each")
-        leaders = [m for m in (first, second) if m.flows[0].leader is not None]
+        leaders = wait_for(lambda: [m for m in (first, second) if m.flows[0].leader is not None], "a leader")
         assert len(leaders) == 1 and 0 in _owned(leaders[0])
         clusters.produce("t", [(i % 8, None, b"%d" % i) for i in range(160)])
         read_topic(clusters.b_bootstrap, "A.t", lambda g: count(g) >= 160)
