@@ -9,7 +9,10 @@ so a missing external part is never mistaken for a pass: the hooks are
 tests/_require_all.py's, which benchmarks/conftest.py shares.
 ``PYLOGQ_LIBRDKAFKA_SUITE=1`` selects the tests marked ``librdkafka_suite`` (librdkafka's own
 test programs run against a broker cluster: minutes, and a librdkafka build the machine must
-have), which every other run deselects.
+have), which every other run deselects. ``PYLOGQ_MIRROR_SOAK=1`` selects the tests marked
+``mirror_soak`` (the mirror's acceptance at the issue's full size: 20,000 records a second for
+60 s; tests/mirror/test_acceptance.py), which every other run deselects: the suite runs the
+same test at a smaller size.
 """
 
 from __future__ import annotations
@@ -48,12 +51,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 #: Whether the tests marked ``librdkafka_suite`` run (they are deselected otherwise).
 LIBRDKAFKA_SUITE = os.environ.get("PYLOGQ_LIBRDKAFKA_SUITE", "") not in ("", "0")
+#: Whether the tests marked ``mirror_soak`` run (they are deselected otherwise).
+MIRROR_SOAK = os.environ.get("PYLOGQ_MIRROR_SOAK", "") not in ("", "0")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     mode = "pure Python (PYLOGQ_NO_EXTENSIONS=1)" if _speedups.NO_EXTENSIONS else "compiled kernels"
     suite = "librdkafka's suite selected" if LIBRDKAFKA_SUITE else "librdkafka's suite deselected"
-    return "pylogq: %s; %s; %s (PYLOGQ_LIBRDKAFKA_SUITE)" % (mode, _require_all_header(), suite)
+    soak = "mirror soak selected" if MIRROR_SOAK else "mirror soak deselected"
+    return "pylogq: %s; %s; %s (PYLOGQ_LIBRDKAFKA_SUITE); %s (PYLOGQ_MIRROR_SOAK)" % (
+        mode, _require_all_header(), suite, soak)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -69,9 +76,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     records and offset translation) run in the compiled pass only.
 
     Tests marked ``librdkafka_suite`` run only when ``PYLOGQ_LIBRDKAFKA_SUITE=1`` asks for them:
-    they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py)."""
+    they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py).
+    Tests marked ``mirror_soak`` run only when ``PYLOGQ_MIRROR_SOAK=1`` asks for them: minutes
+    of load at the mirror's full acceptance size."""
     def dropped(item: pytest.Item) -> bool:
         if _speedups.NO_EXTENSIONS and item.get_closest_marker("compiled_pass") is not None:
+            return True
+        if not MIRROR_SOAK and item.get_closest_marker("mirror_soak") is not None:
             return True
         return not LIBRDKAFKA_SUITE and item.get_closest_marker("librdkafka_suite") is not None
 
