@@ -68,9 +68,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     ``PYLOGQ_REQUIRE_ALL=1``), and the summary says how many.
 
     The pure pass (``PYLOGQ_NO_EXTENSIONS=1``) is for the code that has pure-Python twins.
-    Tests marked ``compiled_pass`` (replication across broker processes and ZooKeeper: the
-    controller, fetchers and clients are the same Python in both passes, and the twins they
-    pass through are tested in both by the rest of the suite; and tests of code no record,
+    Tests marked ``compiled_pass`` (replication across broker processes and ZooKeeper, and the
+    mirror's tasks and workers: the controller, fetchers, mirror and clients are the same
+    Python in both passes, and the twins they pass through are tested in both by the rest of
+    the suite; and tests of code no record,
     CRC, codec or index passes through: the protocol layer, the metadata store, the
     assignors, configs, ACL administration and the mirror's configuration, policies, internal
     records and offset translation) run in the compiled pass only.
@@ -78,7 +79,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     Tests marked ``librdkafka_suite`` run only when ``PYLOGQ_LIBRDKAFKA_SUITE=1`` asks for them:
     they take minutes and need a librdkafka build (tests/cluster/test_librdkafka_suite.py).
     Tests marked ``mirror_soak`` run only when ``PYLOGQ_MIRROR_SOAK=1`` asks for them: minutes
-    of load at the mirror's full acceptance size."""
+    of load at the mirror's full acceptance size, and the acceptance harness checked end to end
+    with a plain consume-and-produce loop standing in for the mirror."""
     def dropped(item: pytest.Item) -> bool:
         if _speedups.NO_EXTENSIONS and item.get_closest_marker("compiled_pass") is not None:
             return True

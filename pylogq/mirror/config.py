@@ -355,44 +355,14 @@ class FlowConfig(Config):
         """Whether the flow writes in transactions (``<target>.exactly.once.source.support=enabled``)."""
         return self.exactly_once_source_support == "enabled"
 
-    def _period(self, enabled: bool, seconds: int) -> Optional[int]:
+    def period(self, job: str) -> Optional[int]:
+        """Seconds between runs of ``job`` (``refresh_topics``, ``sync_topic_configs``,
+        ``sync_topic_acls``, ``refresh_groups``, ``emit_checkpoints``, ``emit_heartbeats``,
+        ``sync_group_offsets``): its ``<job>.interval.seconds``, or None when it is turned off
+        (its ``<job>.enabled`` false or the interval negative, as Kafka's scheduler reads them)."""
+        enabled: bool = getattr(self, job + "_enabled")
+        seconds: int = getattr(self, job + "_interval_seconds")
         return seconds if enabled and seconds > 0 else None
-
-    @property
-    def refresh_topics_period(self) -> Optional[int]:
-        """Seconds between looks for new topics and partitions; None when turned off (the
-        switch false or the interval negative, as Kafka's scheduler reads them)."""
-        return self._period(self.refresh_topics_enabled, self.refresh_topics_interval_seconds)
-
-    @property
-    def sync_topic_configs_period(self) -> Optional[int]:
-        """Seconds between topic config syncs; None when turned off."""
-        return self._period(self.sync_topic_configs_enabled, self.sync_topic_configs_interval_seconds)
-
-    @property
-    def sync_topic_acls_period(self) -> Optional[int]:
-        """Seconds between topic ACL syncs; None when turned off."""
-        return self._period(self.sync_topic_acls_enabled, self.sync_topic_acls_interval_seconds)
-
-    @property
-    def refresh_groups_period(self) -> Optional[int]:
-        """Seconds between looks for new consumer groups; None when turned off."""
-        return self._period(self.refresh_groups_enabled, self.refresh_groups_interval_seconds)
-
-    @property
-    def emit_checkpoints_period(self) -> Optional[int]:
-        """Seconds between checkpoints; None when turned off."""
-        return self._period(self.emit_checkpoints_enabled, self.emit_checkpoints_interval_seconds)
-
-    @property
-    def emit_heartbeats_period(self) -> Optional[int]:
-        """Seconds between heartbeats; None when turned off."""
-        return self._period(self.emit_heartbeats_enabled, self.emit_heartbeats_interval_seconds)
-
-    @property
-    def sync_group_offsets_period(self) -> Optional[int]:
-        """Seconds between syncs of translated group offsets to the target; None when turned off."""
-        return self._period(self.sync_group_offsets_enabled, self.sync_group_offsets_interval_seconds)
 
     @property
     def offset_syncs_side(self) -> str:

@@ -303,19 +303,19 @@ class FlowLeader:
     def _jobs(self) -> List[_Job]:
         flow = self.flow
         now = time.monotonic()
-        jobs = [_Job("topics", flow.refresh_topics_period, self._refresh_topics, now)]
-        if flow.sync_topic_configs_period is not None:
-            jobs.append(_Job("topic configs", flow.sync_topic_configs_period, self._sync_configs,
-                             now + flow.sync_topic_configs_period))
+        jobs = [_Job("topics", flow.period("refresh_topics"), self._refresh_topics, now)]
+        configs = flow.period("sync_topic_configs")
+        if configs is not None:
+            jobs.append(_Job("topic configs", configs, self._sync_configs, now + configs))
         if self._heartbeats is not None:
-            jobs.append(_Job("heartbeats", flow.emit_heartbeats_period, self._heartbeat, now))
+            jobs.append(_Job("heartbeats", flow.period("emit_heartbeats"), self._heartbeat, now))
         if self._checkpoint_producer is not None:
-            jobs.append(_Job("groups", flow.refresh_groups_period, self._refresh_groups, now))
-            period = flow.emit_checkpoints_period
+            jobs.append(_Job("groups", flow.period("refresh_groups"), self._refresh_groups, now))
+            period = flow.period("emit_checkpoints")
             jobs.append(_Job("checkpoints", period, self._checkpoint, now + (period or 0)))
-            if flow.sync_group_offsets_period is not None:
-                jobs.append(_Job("group offsets", flow.sync_group_offsets_period, self._sync_group_offsets,
-                                 now + flow.sync_group_offsets_period))
+            offsets = flow.period("sync_group_offsets")
+            if offsets is not None:
+                jobs.append(_Job("group offsets", offsets, self._sync_group_offsets, now + offsets))
         return jobs
 
     # -- topics --------------------------------------------------------------------------------

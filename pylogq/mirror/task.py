@@ -234,7 +234,7 @@ class SourceTask:
     def _copy_loop(self) -> None:
         consumer = self._consumer
         assert consumer is not None
-        period = self.flow.refresh_topics_period
+        period = self.flow.period("refresh_topics")
         self._refresh(all_topics=True)
         now = time.monotonic()
         refresh_at = float("inf") if period is None else now + period

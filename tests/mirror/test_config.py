@@ -101,16 +101,16 @@ def test_defaults_are_kafkas() -> None:
     assert {key: values[key] for key in expected} == expected
     assert flow.offset_syncs_topic_location == "source" and flow.emit_offset_syncs_enabled is True
     assert flow.policy == DefaultReplicationPolicy() and not flow.exactly_once
-    assert (flow.refresh_topics_period, flow.emit_checkpoints_period, flow.emit_heartbeats_period,
-            flow.sync_group_offsets_period) == (600, 60, 1, None)
+    assert (flow.period("refresh_topics"), flow.period("emit_checkpoints"), flow.period("emit_heartbeats"),
+            flow.period("sync_group_offsets")) == (600, 60, 1, None)
     assert FlowConfig.tasks_max == 1  # the class reads as Kafka's defaults
 
 
 def test_a_switch_or_a_negative_interval_turns_a_schedule_off() -> None:
     flow = _config(refresh_topics_enabled="false", emit_heartbeats_interval_seconds="-1",
                    sync_group_offsets_enabled="true").flows[0]
-    assert flow.refresh_topics_period is None and flow.emit_heartbeats_period is None
-    assert flow.sync_group_offsets_period == 60
+    assert flow.period("refresh_topics") is None and flow.period("emit_heartbeats") is None
+    assert flow.period("sync_group_offsets") == 60
 
 
 # -- precedence ----------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ acknowledged record the source lost, and count duplicates and replays. Then the 
 harness against the two real clusters, with the plain consume-and-produce loop
 (tests/mirror/_copy_loop.py) standing in for the mirror: numbered records at a fixed rate,
 the leader of a source partition, the target broker and the loop each killed with SIGKILL
-and started again, and the copy found complete and in order, its duplicates counted.
+and started again, and the copy found complete and in order, its duplicates counted (with the full-size
+acceptance, under ``PYLOGQ_MIRROR_SOAK=1``).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def test_an_acknowledged_record_the_source_lost_fails() -> None:
 
 
 @pytest.mark.compiled_pass  # broker processes and ZooKeeper (tests/conftest.py)
+@pytest.mark.mirror_soak  # a check of the harness itself: runs with the full-size acceptance
 def test_copy_loop_under_kills(mirror_clusters: TwoClusters, tmp_path: Path) -> None:
     clusters = mirror_clusters
     source, target = clusters.source, clusters.target

@@ -15,6 +15,10 @@ from pylogq.mirror.worker import MirrorMaker
 
 from ._support import Clusters, count, end_offsets, read_topic, wait_for
 
+#: The mirror and the clients are the same Python in both passes; the kernels its records pass
+#: through are run in the pure pass by the client and broker tests (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 
 def _values(got, partition):
     return [r.value for r in got.get(partition, [])]

@@ -19,6 +19,10 @@ from pylogq.mirror.worker import MirrorMaker
 from .._ports import free_port
 from ._support import Clusters, Load, brokers, count, read_topic, wait_for
 
+#: The mirror and the clients are the same Python in both passes; the kernels its records pass
+#: through are run in the pure pass by the client and broker tests (tests/conftest.py).
+pytestmark = pytest.mark.compiled_pass
+
 
 def _owned(mirror: MirrorMaker) -> List[int]:
     return mirror.flows[0].owned
