@@ -62,7 +62,7 @@ from ..errors import CommandError, ConfigError, PylogqError
 from ..mirror.config import MirrorConfig, legacy_config, load_config
 from ..mirror.metrics import MirrorMetrics
 from ..mirror.status import flow_status, translate_group
-from ..mirror.worker import MirrorMaker
+from ..mirror.worker import TASK_STOP_TIMEOUT_S, MirrorMaker
 from . import _interrupts
 from ._errors import report_error
 from .clients import client_configs, int_argument, read_properties
@@ -161,7 +161,8 @@ def main(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
             return _status(_status_parser().parse_args(args[1:]), out, err)
         if args and args[0] == "translate-offsets":
             return _translate(_translate_parser().parse_args(args[1:]), out, err)
-        return _mirror(_parser(), _parser().parse_args(args), out, err)
+        parser = _parser()
+        return _mirror(parser, parser.parse_args(args), out, err)
     except (ConfigError, CommandError, PylogqError) as exc:
         return report_error(err, exc)
 
@@ -228,6 +229,7 @@ def _mirror(parser: argparse.ArgumentParser, args: argparse.Namespace, out: Text
     server = metrics.registry().serve(args.metrics_listener, "--metrics-listener") if args.metrics_listener else None
     mirror = MirrorMaker(config, ClientOptionsConverter(err), metrics)
     status = 0
+    stopped = True
     with _interrupts.stop_signals():
         try:
             with _interrupts.deferred():  # a stop request while a flow starts is taken once it has
@@ -253,14 +255,25 @@ def _mirror(parser: argparse.ArgumentParser, args: argparse.Namespace, out: Text
         except PylogqError as exc:
             status = report_error(err, exc)
         finally:
-            with _interrupts.deferred():
-                mirror.stop()
-                if server is not None:
-                    server.close()
+            try:
+                with _interrupts.deferred():  # a second stop request waits for this one
+                    stopped = mirror.stop(STOP_TIMEOUT_S)
+                    if server is not None:
+                        server.close()
+            except KeyboardInterrupt:
+                pass
+    if not stopped:
+        # A task that did not finish within its bound: its copies and positions are as a kill
+        # would leave them (duplicates at least once, nothing exactly once), so the exit says so.
+        status = report_error(err, PylogqError("the mirror did not stop within %g s" % STOP_TIMEOUT_S))
     if status == 0:
         out.write("pylogq mirror-maker stopped\n")
         out.flush()
     return status
+
+
+#: How long a stop may take before the process gives up on it: a task's own bound and a margin.
+STOP_TIMEOUT_S = TASK_STOP_TIMEOUT_S + 30.0
 
 
 def _progress_baseline(mirror: MirrorMaker, previous: Dict[str, Tuple[float, int, int]]) -> None:

@@ -837,13 +837,16 @@ class AdminClient:
         return self._check_open().find_coordinator(group_id)
 
     def list_consumer_group_offsets(self, group_id: str, partitions: Optional[Iterable[Any]] = None,
-                                    group_coordinator_id: Optional[int] = None
+                                    group_coordinator_id: Optional[int] = None, require_stable: bool = False
                                     ) -> Dict[TopicPartition, OffsetAndMetadata]:
         """Committed offsets of a group: every committed partition, or the given
-        ``partitions`` (offset -1 where nothing was committed)."""
+        ``partitions`` (offset -1 where nothing was committed). ``require_stable`` (Kafka's
+        ``ListConsumerGroupOffsetsOptions.requireStable``, KIP-447): a partition whose offset a
+        transaction not yet committed or aborted holds raises UnstableOffsetCommitError, which
+        is retriable, rather than answering the offset before it."""
         transport = self._check_open()
         wanted = None if partitions is None else [_topic_partition(tp) for tp in partitions]
-        found = transport.fetch_offsets(group_id, wanted)
+        found = transport.fetch_offsets(group_id, wanted, require_stable)
         out: Dict[TopicPartition, OffsetAndMetadata] = {}
         for (topic, partition), (offset, metadata, code) in sorted(found.items()):
             _raise_code(code, "fetching the offsets of group %r for %s-%d" % (group_id, topic, partition))

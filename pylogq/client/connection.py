@@ -79,7 +79,7 @@ CLIENT_VERSIONS: Dict[int, Tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (1, 2),  # v1: one offset per timestamp
     ApiKey.METADATA: (1, 4),  # v1: controller id, internal flag
     ApiKey.OFFSET_COMMIT: (2, 3),
-    ApiKey.OFFSET_FETCH: (1, 3),
+    ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447)
     ApiKey.FIND_COORDINATOR: (0, 1),
     ApiKey.JOIN_GROUP: (1, 5),  # v1: rebalance timeout
     ApiKey.HEARTBEAT: (0, 1),

@@ -129,11 +129,16 @@ class ConsumerCoordinator:
     successful join (``""`` and -1 outside the group); ``_pending_sync`` is
     set between a successful join and its sync; ``_rejoin_needed`` is set
     from a subscription change or a flagged rebalance until a sync of the
-    current generation succeeds.
+    current generation succeeds; ``_joining`` from the JoinGroup's sending
+    until then. Heartbeats go on while a rebalance is flagged but not joined
+    yet (the listener's ``on_partitions_revoked`` may take a while: a member
+    that stopped heartbeating would lose its session, and its partitions be
+    handed out while it still works on them), and stop once JoinGroup is
+    sent, as Kafka's heartbeat thread is disabled when a join starts.
 
     Thread-safety: called by the polling thread, except :meth:`_run_heartbeat`,
     which runs on the heartbeat thread. The two share ``_member_id``,
-    ``_generation``, ``_rejoin_needed`` and ``_stopping``, written under
+    ``_generation``, ``_rejoin_needed``, ``_joining`` and ``_stopping``, written under
     ``_group_lock`` (``_wakeup`` is its condition, which wakes the heartbeat
     thread and a poll waiting idle); everything else is the polling thread's.
     """
@@ -181,6 +186,7 @@ class ConsumerCoordinator:
         self._member_id = ""
         self._generation = -1
         self._rejoin_needed = False
+        self._joining = False
         self._revoked = True
         self._pending_sync: Optional[Tuple[int, str, Optional[Dict[str, bytes]]]] = None
         self._heartbeat_thread: Optional[threading.Thread] = None
@@ -457,6 +463,7 @@ class ConsumerCoordinator:
         protocols = [(a.name, a.metadata(topics)) for a in self.assignors]
         with self._group_lock:
             self._rejoin_needed = True
+            self._joining = True
             member_id = self._member_id
         if self._join_started is None:
             self._join_started = time.monotonic()
@@ -543,6 +550,7 @@ class ConsumerCoordinator:
         with self._group_lock:
             if self._generation == generation:
                 self._rejoin_needed = False
+            self._joining = False
             self._revoked = False
         self._ensure_heartbeat()
         if self._subscriptions.listener is not None:
@@ -579,13 +587,15 @@ class ConsumerCoordinator:
                 self._wakeup.wait(interval)
                 if self._stopping:
                     return
-                if self._rejoin_needed or not self._member_id or self._generation < 0:
+                if self._joining or not self._member_id or self._generation < 0:
                     continue
-                generation, member_id = self._generation, self._member_id
+                generation, member_id, flagged = self._generation, self._member_id, self._rejoin_needed
             started = self._sensors.last_heartbeat = time.monotonic()
             code = self._transport.heartbeat(group_id, generation, member_id)
             self._sensors.heartbeat.record((time.monotonic() - started) * 1000.0)
             if code in _REJOIN_CODES:
+                if flagged and code == RebalanceInProgressError.code:
+                    continue  # flagged already: the member is still revoking, and stays in the group
                 log.info("group %s: heartbeat answered %s; rejoining on the next poll", group_id,
                          error_for_code(code).name)  # type: ignore[union-attr]
                 self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)

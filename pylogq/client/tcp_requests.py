@@ -517,8 +517,8 @@ class TcpRequests(TcpRouting):
         return {(t["name"], p["partition_index"]): p["error_code"]
                 for t in response["topics"] for p in t["partitions"]}
 
-    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
-                      ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None,
+                      require_stable: bool = False) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
         topics = None
         if partitions is not None:
             topics = [{"name": t, "partition_indexes": [p for p, _ in ps]}
@@ -529,7 +529,9 @@ class TcpRequests(TcpRouting):
                 (p["error_code"] for t in response["topics"] for p in t["partitions"]
                  if p["error_code"] in _COORDINATOR_CODES), 0)
 
-        response = self._group_call(group_id, ApiKey.OFFSET_FETCH, {"group_id": group_id, "topics": topics}, code_of)
+        # require_stable is sent from v7 (KIP-447); a broker older than that reads without it.
+        body = {"group_id": group_id, "topics": topics, "require_stable": require_stable}
+        response = self._group_call(group_id, ApiKey.OFFSET_FETCH, body, code_of)
         _raise(response["error_code"], "fetching the committed offsets of group %r" % group_id)
         return {(t["name"], p["partition_index"]): (p["committed_offset"], p["metadata"] or "", p["error_code"])
                 for t in response["topics"] for p in t["partitions"]}

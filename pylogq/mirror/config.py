@@ -686,6 +686,20 @@ def _check_connections(flow: FlowConfig) -> None:
                                   % (alias, flow.name, alias))
 
 
+def _check_exactly_once(flow: FlowConfig) -> None:
+    """A flow that writes in transactions with ``exactly.once.support = required`` must read
+    committed records only: Kafka's MirrorSourceConnector supports exactly once only with
+    ``isolation.level = read_committed`` (it would copy aborted records as committed ones), and
+    Connect refuses such a connector where the worker has exactly-once support enabled."""
+    if flow.exactly_once_support != "required" or not flow.exactly_once:
+        return
+    level = flow.client_config("source", "consumer").get("isolation.level", "read_uncommitted").strip().lower()
+    if level != "read_committed":
+        raise ConfigError("exactly.once.support is required for flow %s, but its source consumers read with "
+                          "isolation.level=%s and would copy aborted records: set %s.consumer.isolation.level = "
+                          "read_committed" % (flow.name, level, flow.source))
+
+
 def parse_config(properties: Mapping[str, str], clusters: Optional[Sequence[str]] = None) -> MirrorConfig:
     """A MirrorMaker configuration from its properties (key -> value strings, as
     :func:`pylogq.config.parse_properties` reads a file); see :func:`load_config`."""
@@ -729,6 +743,7 @@ def parse_config(properties: Mapping[str, str], clusters: Optional[Sequence[str]
             flow = FlowConfig._from_file(source, target, cluster_clients[source], cluster_clients[target],
                                          dict(keys.flow_client.get((source, target), {})), values, spelled)
             _check_connections(flow)
+            _check_exactly_once(flow)
             flows.append(flow)
     if not flows:
         raise ConfigError(_no_flows(properties, keys, aliases, targets))

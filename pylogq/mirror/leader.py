@@ -50,7 +50,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 from ..client.admin import AdminClient, ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 from ..client.consumer import Consumer, OffsetAndMetadata, TopicPartition
 from ..client.producer import Producer
-from ..errors import CorruptRecordError, PylogqError, TopicAlreadyExistsError
+from ..errors import ConfigError, CorruptRecordError, InvalidPartitionsError, KafkaTimeoutError, PylogqError, TopicAlreadyExistsError
 from .clients import FlowClients
 from .config import FlowConfig
 from .metrics import MirrorMetrics
@@ -94,6 +94,12 @@ class InternalTopic(NamedTuple):
 _COMPACTED = {"cleanup.policy": "compact"}
 
 
+def emits_checkpoints(flow: FlowConfig) -> bool:
+    """Whether the flow writes checkpoints: ``emit.checkpoints.enabled`` with a positive interval,
+    and offset syncs to translate from (Kafka's checkpoint connector runs no task without them)."""
+    return flow.period("emit_checkpoints") is not None and flow.emit_offset_syncs_enabled
+
+
 def internal_topics(flow: FlowConfig) -> List[InternalTopic]:
     """The internal topics ``flow`` needs, as Kafka's MirrorUtils makes them: single-partition
     compacted topics for offset syncs, checkpoints and heartbeats, and the tasks topic."""
@@ -102,13 +108,28 @@ def internal_topics(flow: FlowConfig) -> List[InternalTopic]:
         topics.append(InternalTopic(flow.offset_syncs_side, flow.offset_syncs_topic, 1,
                                     flow.offset_syncs_topic_replication_factor, dict(_COMPACTED),
                                     "offset-syncs.topic.replication.factor"))
-    if flow.emit_checkpoints_enabled:
+    if emits_checkpoints(flow):
         topics.append(InternalTopic("target", flow.checkpoints_topic, 1, flow.checkpoints_topic_replication_factor,
                                     dict(_COMPACTED), "checkpoints.topic.replication.factor"))
-    if flow.emit_heartbeats_enabled:
+    if flow.period("emit_heartbeats") is not None:
         topics.append(InternalTopic("source", flow.heartbeats_topic, 1, flow.heartbeats_topic_replication_factor,
                                     dict(_COMPACTED), "heartbeats.topic.replication.factor"))
     return topics
+
+
+def check_tasks_count(flow: FlowConfig, partitions: int) -> None:
+    """The flow's tasks topic has ``partitions`` partitions: raise ConfigError unless that is
+    ``tasks.max``. Every process of a flow must split it into the same tasks: with two counts,
+    one source partition would belong to two tasks, copied twice, and, exactly once, by two
+    transactional ids that cannot fence each other. A process started with a larger
+    ``tasks.max`` grows the topic, and the processes with the smaller one stop their flow when
+    they see it (at their next assignment); a smaller ``tasks.max`` needs every process of the
+    flow stopped and the topic deleted."""
+    if partitions != flow.tasks_max:
+        raise ConfigError(
+            "%s on cluster %s has %d partitions, but this process runs flow %s with tasks.max = %d: every "
+            "process of a flow must have the same tasks.max (to lower it, stop every process of the flow and "
+            "delete %s)" % (tasks_topic(flow), flow.target, partitions, flow.name, flow.tasks_max, tasks_topic(flow)))
 
 
 def create_internal_topics(flow: FlowConfig, clients: FlowClients, timeout_s: Optional[float] = None) -> None:
@@ -133,10 +154,18 @@ def _create_internal(admin: AdminClient, flow: FlowConfig, topic: InternalTopic)
     alias = flow.cluster_alias(topic.side)
     found = admin.describe_topics([topic.name])[0]
     if not found["error_code"]:
-        have = len(found["partitions"])
-        if topic.name == tasks_topic(flow) and have < topic.partitions:
-            admin.create_partitions({topic.name: NewPartitions(topic.partitions)})
-            log.info("grew %s on %s to %d partitions (tasks.max)", topic.name, alias, topic.partitions)
+        if topic.name == tasks_topic(flow):
+            have = len(found["partitions"])
+            if have < topic.partitions:
+                try:
+                    admin.create_partitions({topic.name: NewPartitions(topic.partitions)})
+                    log.info("grew %s on %s to %d partitions (tasks.max)", topic.name, alias, topic.partitions)
+                    have = topic.partitions
+                except InvalidPartitionsError:  # another process grew it meanwhile: look again
+                    have = len(admin.describe_topics([topic.name])[0]["partitions"])
+                    if have < topic.partitions:
+                        raise
+            check_tasks_count(flow, have)
         return
     try:
         admin.create_topics([NewTopic(topic.name, topic.partitions, topic.replication_factor,
@@ -210,7 +239,6 @@ class FlowLeader:
         self._sync_store: Optional[OffsetSyncStore] = None
         self._checkpoint_store: Optional[CheckpointStore] = None
         self._groups: List[str] = []
-        self._remote_counts: Dict[str, int] = {}  # source topic -> its remote topic's partitions
 
     # -- control -----------------------------------------------------------------------------
 
@@ -286,10 +314,13 @@ class FlowLeader:
                                              enable_auto_commit=False)
         self._target_meta = clients.consumer("target", {"client_id": client_id}, group_id=None,
                                              enable_auto_commit=False)
-        if flow.emit_heartbeats_enabled:
+        if flow.period("emit_heartbeats") is not None:
             self._heartbeats = clients.producer("source", {"client_id": client_id + "-heartbeats"},
                                                 allow_auto_create_topics=False)
-        if flow.emit_checkpoints_enabled:
+        if flow.period("emit_checkpoints") is not None and not flow.emit_offset_syncs_enabled:
+            log.warning("flow %s writes no checkpoints: they are translated through offset syncs, and "
+                        "emit.offset-syncs.enabled is false", flow.name)
+        if emits_checkpoints(flow):
             self._checkpoint_producer = clients.producer("target", {"client_id": client_id + "-checkpoints"},
                                                          allow_auto_create_topics=False)
             self._checkpoint_store = CheckpointStore()
@@ -297,8 +328,7 @@ class FlowLeader:
             # Kafka's rule: without the last checkpoints, only syncs read after the start are
             # trusted for more than their partition's latest (a rewind may be unread yet).
             self._sync_store = OffsetSyncStore(initialization_must_read_to_end=not loaded)
-            if flow.emit_offset_syncs_enabled:
-                self._open_syncs_reader()
+            self._open_syncs_reader()
 
     def _jobs(self) -> List[_Job]:
         flow = self.flow
@@ -312,7 +342,8 @@ class FlowLeader:
         if self._checkpoint_producer is not None:
             jobs.append(_Job("groups", flow.period("refresh_groups"), self._refresh_groups, now))
             period = flow.period("emit_checkpoints")
-            jobs.append(_Job("checkpoints", period, self._checkpoint, now + (period or 0)))
+            assert period is not None  # emits_checkpoints(flow)
+            jobs.append(_Job("checkpoints", period, self._checkpoint, now + period))
             offsets = flow.period("sync_group_offsets")
             if offsets is not None:
                 jobs.append(_Job("group offsets", offsets, self._sync_group_offsets, now + offsets))
@@ -353,8 +384,6 @@ class FlowLeader:
                     changed = True
                 elif not isinstance(result, TopicAlreadyExistsError):
                     log.warning("flow %s: could not create %s: %s", flow.name, remote, result)
-                    continue
-                have = count
             elif have < count:
                 result = admin.create_partitions({remote: NewPartitions(count)}, raise_errors=False)[remote]
                 if result is None:
@@ -362,9 +391,6 @@ class FlowLeader:
                     changed = True
                 else:
                     log.warning("flow %s: could not grow %s to %d partitions: %s", flow.name, remote, count, result)
-                    continue
-                have = count
-            self._remote_counts[topic] = have
         if changed:
             self._on_topics_changed()
         return True
@@ -435,13 +461,13 @@ class FlowLeader:
 
     def _open_syncs_reader(self) -> None:
         flow = self.flow
-        reader = self._clients.consumer(flow.offset_syncs_side, {"client_id": "mm2-%s-leader-offset-syncs" % flow.name},
-                                        group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
+        reader = self._syncs_reader = self._clients.consumer(
+            flow.offset_syncs_side, {"client_id": "mm2-%s-leader-offset-syncs" % flow.name}, group_id=None,
+            enable_auto_commit=False, auto_offset_reset="earliest")  # kept at once: _close closes it
         tp = TopicPartition(flow.offset_syncs_topic, 0)
         reader.assign([tp])
         reader.seek_to_beginning(tp)
         self._syncs_end = reader.end_offsets([tp])[tp]
-        self._syncs_reader = reader
         assert self._sync_store is not None
         if reader.position(tp) >= self._syncs_end:
             self._sync_store.mark_read_to_end()
@@ -505,47 +531,79 @@ class FlowLeader:
         if not store.read_to_end:
             return False
         flow = self.flow
+        written = True
         for group in self._groups:
-            listed = time.monotonic()
-            upstream: Dict[Tuple[str, int], Optional[OffsetAndMetadata]] = {
-                (tp.topic, tp.partition): offset for tp, offset in admin.list_consumer_group_offsets(group).items()}
-            found = checkpoints_for_group(flow, store, checkpoints, group, upstream)
-            if not found:
-                continue
-            for checkpoint in found.values():
-                producer.send(flow.checkpoints_topic, checkpoint.encode_value(), checkpoint.encode_key(), partition=0)
-            producer.flush(flow.admin_timeout_ms / 1000.0)
-            checkpoints.update(group, found)
-            latency_ms = (time.monotonic() - listed) * 1000.0
-            for tp in found:
-                self._metrics.checkpoint_latency(flow.source, flow.target, group, tp.topic, tp.partition, latency_ms)
-        return True
+            # One group's failure (its coordinator away, a refusal) holds back no other group's
+            # checkpoints, as Kafka's checkpoint task goes on group by group.
+            try:
+                self._checkpoint_group(group)
+            except PylogqError as exc:
+                written = False
+                log.warning("flow %s: no checkpoints of group %s this time: %s", flow.name, group, exc)
+        return written
+
+    def _checkpoint_group(self, group: str) -> None:
+        """Write ``group``'s new checkpoints; they count as written (and are not written again until
+        the group's offsets move) only once every one was acknowledged."""
+        flow = self.flow
+        store, checkpoints = self._sync_store, self._checkpoint_store
+        producer, admin = self._checkpoint_producer, self._source_admin
+        assert store is not None and checkpoints is not None and producer is not None and admin is not None
+        listed = time.monotonic()
+        upstream: Dict[Tuple[str, int], Optional[OffsetAndMetadata]] = {
+            (tp.topic, tp.partition): offset for tp, offset in admin.list_consumer_group_offsets(group).items()}
+        found = checkpoints_for_group(flow, store, checkpoints, group, upstream)
+        if not found:
+            return
+        futures = [producer.send(flow.checkpoints_topic, checkpoint.encode_value(), checkpoint.encode_key(),
+                                 partition=0) for checkpoint in found.values()]
+        producer.flush(flow.admin_timeout_ms / 1000.0)
+        for future in futures:
+            if not future.is_done:
+                raise KafkaTimeoutError("checkpoints of group %s unacknowledged after admin.timeout.ms (%d ms)"
+                                        % (group, flow.admin_timeout_ms))
+            if future.exception is not None:
+                raise future.exception
+        checkpoints.update(group, found)
+        latency_ms = (time.monotonic() - listed) * 1000.0
+        for tp in found:
+            self._metrics.checkpoint_latency(flow.source, flow.target, group, tp.topic, tp.partition, latency_ms)
 
     def _sync_group_offsets(self) -> bool:
         checkpoints = self._checkpoint_store
         admin = self._target_admin
         assert checkpoints is not None and admin is not None
         flow = self.flow
-        for group, converted in sorted(checkpoints.converted_offsets().items()):
-            if not flow.should_replicate_group(group) or _MIRROR_GROUP.fullmatch(group):
+        converted_offsets = checkpoints.converted_offsets()
+        synced = True
+        # The groups mirrored now (a group deleted on the source is left alone on the target).
+        for group in self._groups:
+            converted = converted_offsets.get(group)
+            if not converted:
                 continue
-            [described] = admin.describe_consumer_groups([group])
-            if described.state not in ("Empty", "Dead"):
-                continue  # its members own their offsets
-            current: Optional[Mapping[TopicPartition, Optional[OffsetAndMetadata]]] = None
-            if described.state == "Empty":
-                current = admin.list_consumer_group_offsets(group)
-            moves = offsets_to_sync(converted, current)
-            if not moves:
+            try:
+                [described] = admin.describe_consumer_groups([group])
+                if described.state not in ("Empty", "Dead"):
+                    continue  # its members own their offsets
+                current: Optional[Mapping[TopicPartition, Optional[OffsetAndMetadata]]] = None
+                if described.state == "Empty":
+                    current = admin.list_consumer_group_offsets(group)
+                moves = offsets_to_sync(converted, current)
+                if not moves:
+                    continue
+                results = admin.alter_consumer_group_offsets(group, moves, raise_errors=False)
+            except PylogqError as exc:
+                synced = False
+                log.warning("flow %s: could not sync the offsets of group %s on %s: %s", flow.name, group,
+                            flow.target, exc)
                 continue
-            results = admin.alter_consumer_group_offsets(group, moves, raise_errors=False)
             failed = {tp: error for tp, error in results.items() if error is not None}
             if failed:
                 log.warning("flow %s: could not sync the offsets of group %s on %s (a member joined?): %s",
                             flow.name, group, flow.target, next(iter(failed.values())))
             else:
                 log.debug("flow %s: synced %d offsets of group %s", flow.name, len(moves), group)
-        return True
+        return synced
 
     # -- ending ----------------------------------------------------------------------------------
 
@@ -565,4 +623,5 @@ class FlowLeader:
         self._syncs_reader = self._heartbeats = self._checkpoint_producer = None
         self._source_meta = self._target_meta = None
         self._source_admin = self._target_admin = None
+        self._metrics.forget_checkpoints(self.flow.source, self.flow.target)
 

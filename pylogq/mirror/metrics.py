@@ -224,6 +224,12 @@ class MirrorMetrics:
                 records, nbytes = self._retired.get((source, target), (0, 0))
                 self._retired[(source, target)] = (records + found.records.count, nbytes + int(found.bytes.total))
 
+    def forget_checkpoints(self, source: str, target: str) -> None:
+        """Stop publishing flow ``source->target``'s checkpoint latencies (its leader moved or stopped)."""
+        with self._lock:
+            for key in [k for k in self._checkpoints if k[0] == source and k[1] == target]:
+                del self._checkpoints[key]
+
     def checkpoint_latency(self, source: str, target: str, group: str, topic: str, partition: int,
                            latency_ms: float, now: Optional[float] = None) -> None:
         """A checkpoint of ``group`` for remote partition ``topic``/``partition`` took ``latency_ms``."""

@@ -18,7 +18,7 @@ Each call opens its own clients and closes them; safe from any thread.
 from __future__ import annotations
 
 import time
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from ..client.consumer import Consumer, TopicPartition
 from ..errors import KafkaTimeoutError
@@ -28,7 +28,7 @@ from .leader import tasks_topic, workers_group
 from .offsets import TranslatedOffsets, translate_offsets
 from .task import flow_group, task_of
 
-__all__ = ["FlowStatus", "PartitionStatus", "WorkerStatus", "flow_status", "statuses", "translate_group"]
+__all__ = ["FlowStatus", "PartitionStatus", "WorkerStatus", "flow_status", "translate_group"]
 
 #: How long reading a checkpoints topic to its end may take.
 READ_TIMEOUT_S = 30.0
@@ -131,8 +131,3 @@ def translate_group(config: MirrorConfig, source: str, target: str, group: str,
             for batch in reader.poll(timeout_ms=500).values():
                 records.extend((r.key, r.value) for r in batch)
     return translate_offsets(records, group)
-
-
-def statuses(config: MirrorConfig, client_options: Optional[ClientOptions] = None) -> Dict[str, FlowStatus]:
-    """:func:`flow_status` of every flow of ``config``, by flow name."""
-    return {flow.name: flow_status(flow, client_options) for flow in config.flows}

@@ -108,10 +108,14 @@ def transactional_id(flow: FlowConfig, index: int) -> str:
 
 
 class _Sent(NamedTuple):
-    """The copies of one poll's records of one source partition, waiting for acknowledgement."""
+    """The copies of one poll's records of one source partition, waiting for acknowledgement,
+    with their timestamps' sum, least and greatest (for the latency metrics)."""
 
     records: List[ConsumerRecord]
     futures: List[FutureRecordMetadata]
+    stamp_sum: int
+    stamp_min: int
+    stamp_max: int
 
 
 class SourceTask:
@@ -235,9 +239,8 @@ class SourceTask:
         consumer = self._consumer
         assert consumer is not None
         period = self.flow.period("refresh_topics")
-        self._refresh(all_topics=True)
         now = time.monotonic()
-        refresh_at = float("inf") if period is None else now + period
+        refresh_at = now  # the first look, in the loop: a cluster not answering yet is tried again
         recheck_at = now + PENDING_RECHECK_S
         commit_at = now + COMMIT_INTERVAL_S
         poll_ms = self.flow.consumer_poll_timeout_ms
@@ -251,7 +254,10 @@ class SourceTask:
                     self._refresh(all_topics=whole)
                     if whole:
                         refresh_at = float("inf") if period is None else now + period
-                except PylogqError as exc:  # a cluster not answering: the partitions copied so far go on
+                except PylogqError as exc:
+                    if not getattr(exc, "retriable", False):
+                        raise
+                    # A cluster not answering: the partitions copied so far go on.
                     log.warning("task %s could not look for partitions (again in %g s): %s", self.name,
                                 PENDING_RECHECK_S, exc)
                     if whole:
@@ -285,7 +291,12 @@ class SourceTask:
 
     def _refresh(self, all_topics: bool) -> None:
         """Find this task's source partitions whose remote partitions exist: start the new ones at
-        their positions, let go of those gone. ``all_topics`` False: look only at the waiting ones."""
+        their positions, let go of those gone. ``all_topics`` False: look only at the waiting ones.
+
+        What is asked of the clusters (topics, partition counts, the new partitions' positions)
+        is asked first: a cluster not answering raises before anything changed, and the loop
+        tries again later. Only then are the copies taken and the partitions reassigned, so a
+        copy that failed fails the task here as it does in the loop."""
         consumer = self._consumer
         assert consumer is not None
         flow = self.flow
@@ -302,8 +313,10 @@ class SourceTask:
         remote_counts = {topic: self._remote_partitions(flow.remote_topic(topic))
                          for topic in sorted({tp.topic for tp in candidates})}
         ready = {tp for tp in candidates if tp.partition < remote_counts[tp.topic]}
-        self._pending = candidates - ready
         current = set(self._partitions)
+        added = sorted(ready - current)
+        positions = self._positions(added) if added else {}
+        self._pending = candidates - ready
         if ready == current:
             return
         gone = current - ready
@@ -312,12 +325,16 @@ class SourceTask:
             self._commit(only=gone)
             for tp in gone:
                 self._let_go(tp)
-        added = sorted(ready - current)
         partitions = sorted(ready)
         consumer.assign(partitions)
         self._partitions = tuple(partitions)
-        if added:
-            self._seek_to_positions(added)
+        for tp in added:
+            remote = self._remote[tp] = TopicPartition(flow.remote_topic(tp.topic), tp.partition)
+            self._part_metrics[tp] = self._metrics.partition(flow.source, flow.target, remote.topic, remote.partition)
+            position = positions.get(tp)
+            if position is not None:
+                consumer.seek(tp, position)
+                self._acked[tp] = self._committed[tp] = position
         log.info("task %s copies %d partitions (%d new, %d let go, %d waiting for their remote partition)",
                  self.name, len(partitions), len(added), len(gone), len(self._pending))
 
@@ -327,20 +344,18 @@ class SourceTask:
         found = self._metadata.partitions_for_topic(remote_topic)
         return 0 if found is None else len(found)
 
-    def _seek_to_positions(self, partitions: Iterable[TopicPartition]) -> None:
-        """Start ``partitions`` where the flow's group on the target says (its committed offsets)."""
-        assert self._admin is not None and self._consumer is not None
-        flow = self.flow
-        for tp in partitions:
-            remote = self._remote[tp] = TopicPartition(flow.remote_topic(tp.topic), tp.partition)
-            self._part_metrics[tp] = self._metrics.partition(flow.source, flow.target, remote.topic, remote.partition)
-        wanted = {self._remote[tp]: tp for tp in partitions}
-        committed = self._admin.list_consumer_group_offsets(self.group, partitions=list(wanted))
-        for remote, tp in wanted.items():
-            found = committed.get(remote)
-            if found is not None and found.offset >= 0:
-                self._consumer.seek(tp, found.offset)
-                self._acked[tp] = self._committed[tp] = found.offset
+    def _positions(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """Where ``partitions`` start: the committed offsets of the flow's group on the target
+        (those with none start from ``auto.offset.reset``). Exactly once, they are read as
+        stable (KIP-447's ``require_stable``): a position a transaction still holds is waited
+        for, as UnstableOffsetCommitError is retriable."""
+        assert self._admin is not None
+        remote_topic = self.flow.remote_topic
+        wanted = {TopicPartition(remote_topic(tp.topic), tp.partition): tp for tp in partitions}
+        committed = self._admin.list_consumer_group_offsets(self.group, partitions=list(wanted),
+                                                            require_stable=self._exactly_once)
+        return {tp: found.offset for remote, tp in wanted.items()
+                if (found := committed.get(remote)) is not None and found.offset >= 0}
 
     def _let_go(self, tp: TopicPartition) -> None:
         """Forget a source partition the task no longer copies."""
@@ -371,16 +386,16 @@ class SourceTask:
             futures = [send(topic, r.value, r.key, r.headers or None,  # type: ignore[arg-type]
                             partition, r.timestamp if r.timestamp >= 0 else None)
                        for r in records]
+            stamps = [r.timestamp for r in records]
+            sent = _Sent(records, futures, sum(stamps), min(stamps), max(stamps))
             queue = self._inflight.get(tp)
             if queue is None:
                 queue = self._inflight[tp] = collections.deque()
-            queue.append(_Sent(records, futures))
-            metrics = self._part_metrics.get(tp)
-            if metrics is not None:
-                stamps = [r.timestamp for r in records]
-                nbytes = sum([r.serialized_value_size for r in records if r.serialized_value_size > 0])
-                metrics.read(len(stamps), nbytes, (len(stamps) * now_ms - sum(stamps), now_ms - max(stamps),
-                                                   now_ms - min(stamps), now_ms - stamps[-1]))
+            queue.append(sent)
+            nbytes = sum([r.serialized_value_size for r in records if r.serialized_value_size > 0])
+            self._part_metrics[tp].read(len(stamps), nbytes, (len(stamps) * now_ms - sent.stamp_sum,
+                                                              now_ms - sent.stamp_max, now_ms - sent.stamp_min,
+                                                              now_ms - stamps[-1]))
 
     def _copy_in_transaction(self, polled: Dict[TopicPartition, List[ConsumerRecord]]) -> None:
         """Exactly once: the copies and the positions after them in one transaction. Records the
@@ -403,7 +418,12 @@ class SourceTask:
                 if copied >= TRANSACTION_MAX_RECORDS or time.monotonic() - started >= TRANSACTION_MAX_S \
                         or self._stopping.is_set():
                     break
-                polled = consumer.poll(timeout_ms=0)
+                try:
+                    polled = consumer.poll(timeout_ms=0)
+                except PylogqError as exc:
+                    if not getattr(exc, "retriable", False):
+                        raise
+                    break  # the source's broker went away: commit what was sent; the loop retries
                 if not polled:
                     break
             producer.send_offsets_to_transaction(
@@ -436,26 +456,25 @@ class SourceTask:
             largest = float("-inf")
             last = 0.0
             while queue and queue[0].futures[-1].is_done:
-                sent = queue.popleft()
-                self._take(tp, sent)
-                stamps = [r.timestamp for r in sent.records]
-                total += len(stamps) * now_ms - sum(stamps)
-                smallest = min(smallest, now_ms - max(stamps))
-                largest = max(largest, now_ms - min(stamps))
-                last = now_ms - stamps[-1]
-                done += len(stamps)
+                sent = queue[0]
+                self._take(tp, sent)  # raises for a failed copy, which stays first in its queue
+                queue.popleft()
+                count = len(sent.records)
+                total += count * now_ms - sent.stamp_sum
+                smallest = min(smallest, now_ms - sent.stamp_max)
+                largest = max(largest, now_ms - sent.stamp_min)
+                last = now_ms - sent.records[-1].timestamp
+                done += count
                 self._acked[tp] = sent.records[-1].offset + 1
             if done:
                 self.copied += done
-                metrics = self._part_metrics.get(tp)
-                if metrics is not None:
-                    metrics.acknowledged(done, (total, smallest, largest, last))
+                self._part_metrics[tp].acknowledged(done, (total, smallest, largest, last))
 
     def _take(self, tp: TopicPartition, sent: _Sent) -> None:
         """Check one poll's copies of one partition and queue their offset syncs, a producer batch
         at a time: the copies in one batch have consecutive offsets on the target, and where their
         source offsets are consecutive too the sync rule runs once per due sync, not per record."""
-        records, futures = sent
+        records, futures = sent.records, sent.futures
         syncs = self._syncs
         n = len(futures)
         i = 0

@@ -38,10 +38,10 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ..client.consumer import Consumer, ConsumerRebalanceListener, TopicPartition
-from ..errors import PylogqError
+from ..errors import ConfigError, PylogqError
 from .clients import ClientOptions, FlowClients
 from .config import FlowConfig, MirrorConfig
-from .leader import FlowLeader, create_internal_topics, tasks_topic, workers_group
+from .leader import FlowLeader, check_tasks_count, create_internal_topics, tasks_topic, workers_group
 from .metrics import MirrorMetrics
 from .task import SourceTask
 
@@ -190,7 +190,17 @@ class FlowWorker(ConsumerRebalanceListener):
         self._stop_owned([tp.partition for tp in revoked])
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        owned = sorted(tp.partition for tp in assigned if tp.partition < self.flow.tasks_max)
+        try:
+            self._check_tasks_count()
+        except ConfigError as exc:
+            # Another process runs the flow with another tasks.max: this one stops it (below,
+            # the membership thread ends) before running any task of a different split.
+            self.error = exc
+            log.error("flow %s: %s", self.flow.name, exc)
+            self._stopping.set()
+            self.joined.set()
+            return
+        owned = sorted(tp.partition for tp in assigned)
         with self._lock:
             self._owned = owned
         log.info("flow %s: this process runs tasks %s of %d", self.flow.name,
@@ -204,6 +214,26 @@ class FlowWorker(ConsumerRebalanceListener):
             self._leader_restart_at = None
             self._start_leader()
         self.joined.set()
+
+    def _check_tasks_count(self) -> None:
+        """The tasks topic's partitions, as the target says now (not the membership's metadata,
+        which may not have seen a grown topic yet), are ``tasks.max``: see
+        :func:`~pylogq.mirror.leader.check_tasks_count`."""
+        membership = self._membership
+        assert membership is not None
+        try:
+            with self.clients.admin("target", {"client_id": "mm2-%s-worker" % self.flow.name}) as admin:
+                found = admin.describe_topics([self.topic])[0]
+            count = None if found["error_code"] else len(found["partitions"])
+        except PylogqError as exc:  # the target not answering now: the membership's metadata will do
+            log.warning("flow %s: could not describe %s: %s", self.flow.name, self.topic, exc)
+            count = None
+        if count is None:
+            known = membership.partitions_for_topic(self.topic)
+            if not known:
+                return  # nothing to tell by: the assignment is the group's, from the topic it knows
+            count = len(known)
+        check_tasks_count(self.flow, count)
 
     def _start_task(self, index: int) -> None:
         task = SourceTask(self.flow, index, self.clients, self.metrics)

@@ -612,6 +612,52 @@ def test_rebalance_listener_sees_revoke_and_assign(broker: Any) -> None:
         assert c.assignment() == set() and c.subscription() is None
 
 
+def test_a_member_revoking_longer_than_its_session_stays_in_the_group(broker: Any) -> None:
+    """Heartbeats go on while the listener revokes (until JoinGroup is sent), as Kafka's do: a
+    member whose on_partitions_revoked takes four sessions is not expired, so the member that
+    joined is never handed the partitions the first still works on."""
+    broker.create_topic("t", 2)
+    config = dict(GROUP_CONFIG, session_timeout_ms=500, heartbeat_interval_ms=100)
+    revoking: List[float] = []
+
+    class SlowRevoke(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            if revoked:
+                revoking.append(time.monotonic())
+                time.sleep(2.0)  # the work of a revocation: four sessions long
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            pass
+
+    stop = threading.Event()
+    with Consumer(broker=broker, **config) as first, Consumer(broker=broker, **config) as second:
+        first.subscribe(["t"], listener=SlowRevoke())
+        deadline = time.monotonic() + DEADLINE_S
+        while len(first.assignment()) < 2 and time.monotonic() < deadline:
+            first.poll(timeout_ms=100)
+        assert first.assignment() == {TP0, TP1}
+
+        def keep_polling() -> None:
+            while not stop.is_set():
+                first.poll(timeout_ms=100)
+
+        poller = threading.Thread(target=keep_polling)
+        poller.start()
+        try:
+            second.subscribe(["t"])
+            while not second.assignment() and time.monotonic() < deadline:
+                second.poll(timeout_ms=100)
+            handed = set(second.assignment())
+            while not first.assignment() and time.monotonic() < deadline:
+                time.sleep(0.05)  # the first member's poll thread takes its new assignment
+        finally:
+            stop.set()
+            poller.join(DEADLINE_S)
+        assert revoking, "the first member never revoked"
+        assert len(handed) == 1, "the new member was handed %s while the first still revoked" % sorted(handed)
+        assert len(first.assignment()) == 1 and not first.assignment() & handed
+
+
 def test_pattern_subscription_without_group_takes_every_partition(broker: Any) -> None:
     broker.create_topic("orders-a", 2)
     broker.create_topic("orders-b", 1)

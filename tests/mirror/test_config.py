@@ -209,12 +209,26 @@ B.exactly.once.source.support = Enabled
 A->B.enabled = true
 B->A.enabled = true
 A->B.exactly.once.support = REQUIRED
+A.consumer.isolation.level = read_committed
 """)
     a_b, b_a = config.flows
     assert a_b.exactly_once and a_b.exactly_once_support == "required"
     assert not b_a.exactly_once and b_a.exactly_once_support == "requested"
     everywhere = _config(exactly_once_source_support="enabled").flows[0]
     assert everywhere.exactly_once
+
+
+def test_exactly_once_required_needs_committed_reads_of_the_source() -> None:
+    """Kafka's MirrorSourceConnector supports exactly once only with isolation.level=read_committed;
+    Connect refuses a connector requiring it otherwise, where the worker has it enabled."""
+    required = dict(BASIC, **{"B.exactly.once.source.support": "enabled", "exactly.once.support": "required"})
+    with pytest.raises(ConfigError, match="isolation.level=read_uncommitted and would copy aborted records: set "
+                                          "A.consumer.isolation.level = read_committed"):
+        parse_config(required)
+    assert parse_config(dict(required, **{"A.consumer.isolation.level": "READ_COMMITTED"})).flows[0].exactly_once
+    # Not enabled on the target: the flow writes at least once and the setting is not checked, as in Kafka.
+    assert not parse_config(dict(required, **{"B.exactly.once.source.support": "preparing"})).flows[0].exactly_once
+    assert parse_config(dict(BASIC, **{"B.exactly.once.source.support": "enabled"})).flows[0].exactly_once
 
 
 def test_clusters_restricts_the_flows_to_those_into_them() -> None:

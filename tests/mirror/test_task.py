@@ -3,17 +3,24 @@ where a task resumes; at least once and exactly once."""
 
 from __future__ import annotations
 
+import collections
 import time
+from types import SimpleNamespace
+from typing import Any, List
 
 import pytest
 
 import pylogq
 from pylogq.client.admin import AdminClient, ConfigResource, ConfigResourceType, NewPartitions
-from pylogq.client.consumer import OffsetAndMetadata, TopicPartition
-from pylogq.mirror.task import flow_group, task_of, transactional_id
+from pylogq.client.consumer import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from pylogq.errors import KafkaTimeoutError, UnstableOffsetCommitError
+from pylogq.mirror.clients import FlowClients
+from pylogq.mirror.config import parse_config
+from pylogq.mirror.metrics import MirrorMetrics
+from pylogq.mirror.task import SourceTask, _Sent, flow_group, task_of, transactional_id
 from pylogq.mirror.worker import MirrorMaker
 
-from ._support import Clusters, count, end_offsets, read_topic, wait_for
+from ._support import DEADLINE_S, Clusters, count, end_offsets, read_topic, wait_for
 
 #: The mirror and the clients are the same Python in both passes; the kernels its records pass
 #: through are run in the pure pass by the client and broker tests (tests/conftest.py).
@@ -144,8 +151,9 @@ def test_heartbeats_are_written_to_the_source_and_mirrored(clusters: Clusters) -
     assert abs(beat.timestamp - time.time() * 1000) < 60_000
 
 
-def test_positions_and_transactional_ids_are_named_after_the_flow(clusters: Clusters) -> None:
-    flow = clusters.config(tasks_max=3).flows[0]
+def test_positions_and_transactional_ids_are_named_after_the_flow() -> None:
+    flow = parse_config({"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
+                         "A->B.enabled": "true", "tasks.max": "3"}).flows[0]
     assert flow_group(flow) == "mm2-A->B"
     assert [transactional_id(flow, i) for i in range(3)] == ["mm2-A->B-task-0", "mm2-A->B-task-1",
                                                              "mm2-A->B-task-2"]
@@ -160,3 +168,61 @@ def test_a_committed_position_is_where_a_partition_starts(clusters: Clusters) ->
     with MirrorMaker(clusters.config()):
         got = read_topic(clusters.b_bootstrap, "A.t", lambda g: count(g) >= 3)
     assert _values(got, 0) == [b"7", b"8", b"9"]
+
+
+@pytest.mark.parametrize("eos", ["disabled", "enabled"])
+def test_a_partition_starts_only_once_its_position_was_read(clusters: Clusters, monkeypatch: pytest.MonkeyPatch,
+                                                            eos: str) -> None:
+    """The committed positions are read before a partition is assigned: when the read fails (here
+    UNSTABLE_OFFSET_COMMIT, a transaction holding the position, which exactly once reads as stable)
+    nothing is assigned, and the next look starts the partition at its position, not at
+    auto.offset.reset's earliest (which would copy offsets 0-6 again)."""
+    clusters.a.create_topic("t", partitions=1)
+    clusters.produce("t", [(0, None, b"%d" % i) for i in range(10)])
+    clusters.b.create_topic("A.t", partitions=1)
+    with AdminClient(bootstrap_servers=clusters.b_bootstrap) as admin:
+        admin.alter_consumer_group_offsets("mm2-A->B", {TopicPartition("A.t", 0): OffsetAndMetadata(7, "", -1)})
+    stable: List[bool] = []
+    read = AdminClient.list_consumer_group_offsets
+
+    def unstable_once(self: AdminClient, group_id: str, *args: Any, **kwargs: Any) -> Any:
+        stable.append(kwargs.get("require_stable", False))
+        if len(stable) == 1:
+            raise UnstableOffsetCommitError("the test's: a transaction holds the position")
+        return read(self, group_id, *args, **kwargs)
+
+    monkeypatch.setattr(AdminClient, "list_consumer_group_offsets", unstable_once)
+    flow = clusters.config(**{"B.exactly.once.source.support": eos}).flows[0]
+    task = SourceTask(flow, 0, FlowClients(flow), MirrorMetrics())
+    task.start()
+    try:
+        wait_for(lambda: task.copied >= 3, "the copies of offsets 7-9")
+    finally:
+        assert task.stop(DEADLINE_S)
+    assert task.error is None
+    assert stable == [eos == "enabled"] * 2
+    isolation = "read_committed" if eos == "enabled" else "read_uncommitted"
+    got = read_topic(clusters.b_bootstrap, "A.t", lambda g: count(g) >= 3, isolation)
+    assert _values(got, 0) == [b"7", b"8", b"9"]
+    assert task.copied == 3
+
+
+def test_a_failed_copy_stays_first_in_its_queue_and_fails_every_completion() -> None:
+    """A copy the target never acknowledged fails the task wherever its failure is seen (the loop,
+    a look for partitions, the stop), and the position stays before it: it is not taken off its
+    queue by the first look, which a caller that carries on past the error would lose."""
+    flow = parse_config({"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
+                         "A->B.enabled": "true"}).flows[0]
+    task = SourceTask(flow, 0, FlowClients(flow), MirrorMetrics())
+    tp = TopicPartition("t", 0)
+    record = ConsumerRecord("t", 0, -1, 5, 1_600_000_000_000, 0, None, b"v", (), None, -1, 1, -1)
+    failed = SimpleNamespace(is_done=True, value=None, exception=KafkaTimeoutError("the test's: never acknowledged"),
+                             batch=object())
+    task._producer = SimpleNamespace(flush=lambda timeout=None: None)  # type: ignore[assignment]
+    task._acked[tp] = 5
+    task._inflight[tp] = collections.deque([_Sent([record], [failed], record.timestamp, record.timestamp,  # type: ignore[list-item]
+                                                  record.timestamp)])
+    for wait in (False, True):
+        with pytest.raises(KafkaTimeoutError, match="never acknowledged"):
+            task._complete(wait=wait)
+        assert len(task._inflight[tp]) == 1 and task._acked[tp] == 5 and task.copied == 0

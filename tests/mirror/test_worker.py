@@ -12,12 +12,13 @@ import pytest
 import pylogq
 from pylogq.client.admin import AdminClient
 from pylogq.client.consumer import OffsetAndMetadata, TopicPartition
+from pylogq.errors import ConfigError
 from pylogq.mirror.metrics import CHECKPOINT_PREFIX, SOURCE_PREFIX
 from pylogq.mirror.status import flow_status, translate_group
 from pylogq.mirror.worker import MirrorMaker
 
 from .._ports import free_port
-from ._support import Clusters, Load, brokers, count, read_topic, wait_for
+from ._support import DEADLINE_S, Clusters, Load, brokers, count, read_topic, wait_for
 
 #: The mirror and the clients are the same Python in both passes; the kernels its records pass
 #: through are run in the pure pass by the client and broker tests (tests/conftest.py).
@@ -234,3 +235,24 @@ def test_stop_while_tasks_copy_leaves_nothing_running(clusters: Clusters) -> Non
     assert mirror.stop(30)
     left = {t.name for t in threading.enumerate()} - before
     assert not [name for name in left if name.startswith("mirror-")], left
+
+
+def test_processes_with_different_tasks_max_never_run_two_splits(clusters: Clusters) -> None:
+    """A process started with a larger tasks.max grows the tasks topic, and the process running
+    the smaller one stops its flow at its next assignment, before running a task of the old
+    split (one source partition would otherwise be copied by two tasks, exactly once by two
+    transactional ids that cannot fence each other). A smaller tasks.max is refused at start."""
+    clusters.a.create_topic("t", partitions=4)
+    first = MirrorMaker(clusters.config(tasks_max=2))
+    second = MirrorMaker(clusters.config(tasks_max=3))
+    with first:
+        assert first.wait_joined(DEADLINE_S) and first.flows[0].owned == [0, 1]
+        with second:
+            wait_for(lambda: first.flows[0].error is not None, "the first process to stop its flow")
+            assert "has 3 partitions, but this process runs flow A->B with tasks.max = 2" in str(first.flows[0].error)
+            assert first.flows[0].join(DEADLINE_S) and first.flows[0].tasks == {}
+            wait_for(lambda: second.flows[0].owned == [0, 1, 2], "the second process to run the three tasks")
+            assert second.flows[0].error is None
+    with pytest.raises(ConfigError, match="mm2-tasks.A.internal on cluster B has 3 partitions, but this process "
+                                          r"runs flow A->B with tasks.max = 2: .*stop every process of the flow"):
+        MirrorMaker(clusters.config(tasks_max=2)).start()

@@ -212,10 +212,10 @@ class InProcessTransport:
         code = op.answer()
         return {tp: c or code for tp, c in codes.items()}
 
-    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None
-                      ) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
-        found: Dict[Tuple[str, int], Tuple[int, Optional[str], int]] = dict(
-            self.coordinator.fetch_offsets(group_id, None if partitions is None else list(partitions)))
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Tuple[str, int]]] = None,
+                      require_stable: bool = False) -> Dict[Tuple[str, int], Tuple[int, Optional[str], int]]:
+        found: Dict[Tuple[str, int], Tuple[int, Optional[str], int]] = dict(self.coordinator.fetch_offsets(
+            group_id, None if partitions is None else list(partitions), require_stable))
         return found
 
     def list_groups(self) -> List[Tuple[str, str]]:

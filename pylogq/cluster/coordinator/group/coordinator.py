@@ -764,10 +764,10 @@ class GroupCoordinator:
         pending offsets of its groups (:meth:`.offsets.GroupOffsets.complete_txn`)."""
         self.offsets.complete_txn(offsets_partition, producer_id, committed)
 
-    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Partition]] = None
-                      ) -> Dict[Partition, Tuple[int, str, int]]:
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[Partition]] = None,
+                      require_stable: bool = False) -> Dict[Partition, Tuple[int, str, int]]:
         """Committed ``(offset, metadata, error_code)`` per partition: :meth:`.offsets.GroupOffsets.fetch_offsets`."""
-        return self.offsets.fetch_offsets(group_id, partitions)
+        return self.offsets.fetch_offsets(group_id, partitions, require_stable)
 
     def fetch_committed(self, group_id: str, partitions: Optional[Iterable[Partition]] = None,
                         require_stable: bool = False) -> Tuple[int, Dict[Partition, CommittedOffset]]:

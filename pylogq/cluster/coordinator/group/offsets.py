@@ -315,14 +315,15 @@ class GroupOffsets:
         return NONE
 
     def fetch_offsets(
-        self, group_id: str, partitions: Optional[Iterable[Partition]] = None
+        self, group_id: str, partitions: Optional[Iterable[Partition]] = None, require_stable: bool = False
     ) -> Dict[Partition, Tuple[int, str, int]]:
         """Committed ``(offset, metadata, error_code)`` per partition; offset -1 when none.
 
-        ``partitions=None`` returns every committed partition of the group.
+        ``partitions=None`` returns every committed partition of the group; ``require_stable``
+        as :meth:`fetch_committed`.
         """
         wanted = None if partitions is None else list(partitions)
-        code, found = self.fetch_committed(group_id, wanted)
+        code, found = self.fetch_committed(group_id, wanted, require_stable)
         if code != NONE:
             return {tp: (NO_OFFSET, "", code) for tp in wanted or ()}
         return {tp: (c.offset, c.metadata, c.error_code) for tp, c in found.items()}
