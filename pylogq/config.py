@@ -44,6 +44,7 @@ __all__ = [
     "COMPRESSION_TYPES",
     "Config",
     "LogConfig",
+    "client_keywords",
     "parse_properties",
     "parse_setting",
     "sensitive",
@@ -169,6 +170,26 @@ def parse_properties(text: str) -> Dict[str, str]:
         key = _unescape(line[:key_end])
         result[key] = _unescape(line[j:]).rstrip()
     return result
+
+
+_INTEGER_TEXT = re.compile(r"[+-]?\d+")
+
+
+def client_keywords(properties: Mapping[str, str]) -> Dict[str, Any]:
+    """Kafka's dotted client settings (``linger.ms=5``) as a pylogq client's keyword arguments
+    (``linger_ms=5``): dots and dashes become underscores, and a value that reads as an int or
+    a boolean (any case) becomes one; other values stay strings, for the client to check."""
+    out: Dict[str, Any] = {}
+    for key, value in properties.items():
+        text = value.strip()
+        lowered = text.lower()
+        typed: Any = value
+        if lowered in ("true", "false"):
+            typed = lowered == "true"
+        elif _INTEGER_TEXT.fullmatch(text):
+            typed = int(text)
+        out[key.replace(".", "_").replace("-", "_")] = typed
+    return out
 
 
 # --------------------------------------------------------------------------- value parsing

@@ -31,12 +31,12 @@ import os
 import signal
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from .._version import __version__
 from . import allocator as _allocator
 from ._errors import report_error
+from ._logging import setup_logging
 
 if TYPE_CHECKING:
     import asyncio
@@ -154,37 +154,6 @@ class _Shutdown:
         writer.join(_LOG_WAIT_S)
 
 
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry: Dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + ".%03dZ" % record.msecs,
-            "level": record.levelname, "logger": record.name, "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        import json  # only with --log-format json
-
-        return json.dumps(entry)
-
-
-def _setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger("pylogq")
-    root.handlers[:] = [handler]
-    root.setLevel(getattr(logging, level.upper()))
-    root.propagate = False
-    # The ZooKeeper client's own messages (a broker of a cluster), in the same format; its
-    # connection retries are warnings at most.
-    kazoo = logging.getLogger("kazoo")
-    kazoo.handlers[:] = [handler]
-    kazoo.setLevel(max(logging.WARNING, root.level))
-    kazoo.propagate = False
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -269,7 +238,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _main(argv: Optional[List[str]], collecting: bool) -> int:
     args = _parse_args(argv)
-    _setup_logging(args.log_level, args.log_format)
+    setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("pylogq.server")
     # Request buffers reused instead of page-faulted in afresh (pylogq/cli/allocator.py);
     # this process is a broker, so malloc is its to tune.

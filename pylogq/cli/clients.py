@@ -24,7 +24,7 @@ from ..client.consumer import Consumer
 from ..client.producer import DEFAULT_CONFIG as PRODUCER_DEFAULTS
 from ..client.producer import Producer
 from ..client.tcp import without_protocol
-from ..config import parse_properties
+from ..config import client_keywords, parse_properties
 from ..errors import CommandError, ConfigError, PylogqError
 from ._errors import error_text
 
@@ -182,24 +182,13 @@ def read_properties(path: str) -> Dict[str, str]:
     return parse_properties(text)
 
 
-def _typed(value: str) -> Any:
-    """A property value as the client expects it: ints and booleans from their text, else the string."""
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if re.fullmatch(r"[+-]?\d+", value):
-        return int(value)
-    return value
-
-
 def client_configs(properties: Mapping[str, str]) -> Dict[str, Any]:
     """Kafka's dotted client settings (``linger.ms=5``) as keyword arguments (``linger_ms=5``).
 
     ``bootstrap.servers`` is left out: it chooses the broker, which the
     :class:`Clients` factory already knows.
     """
-    return {key.replace(".", "_").replace("-", "_"): _typed(value) for key, value in properties.items()
-            if key != "bootstrap.servers"}
+    return client_keywords({key: value for key, value in properties.items() if key != "bootstrap.servers"})
 
 
 def int_argument(minimum: Optional[int] = None) -> Callable[[str], int]:

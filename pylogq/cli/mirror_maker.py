@@ -51,8 +51,6 @@ internal topic, a cluster not answering within ``admin.timeout.ms``) or fails fo
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 import threading
 import time
 from typing import Any, Dict, List, Mapping, Sequence, Set, TextIO, Tuple
@@ -65,6 +63,7 @@ from ..mirror.status import flow_status, translate_group
 from ..mirror.worker import TASK_STOP_TIMEOUT_S, MirrorMaker
 from . import _interrupts
 from ._errors import report_error
+from ._logging import logging_to
 from .clients import client_configs, int_argument, read_properties
 from .command_config import connection_options
 
@@ -191,15 +190,6 @@ def _load(parser: argparse.ArgumentParser, args: argparse.Namespace) -> MirrorCo
                          args.num_streams)
 
 
-def _setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger("pylogq")
-    root.handlers[:] = [handler]
-    root.setLevel(getattr(logging, level))
-    root.propagate = False
-
-
 def _progress(mirror: MirrorMaker, previous: Dict[str, Tuple[float, int, int]], out: TextIO) -> None:
     """One line per flow: what this process copied per second since the last line, in all, its lag."""
     now = time.monotonic()
@@ -224,7 +214,11 @@ def _mirror(parser: argparse.ArgumentParser, args: argparse.Namespace, out: Text
     config = _load(parser, args)
     for key, why in sorted(config.unused.items()):
         err.write("Warning: %s is ignored: %s\n" % (key, why))
-    _setup_logging(args.log_level)
+    with logging_to(err, args.log_level):
+        return _run_mirror(args, config, out, err)
+
+
+def _run_mirror(args: argparse.Namespace, config: MirrorConfig, out: TextIO, err: TextIO) -> int:
     metrics = MirrorMetrics()
     server = metrics.registry().serve(args.metrics_listener, "--metrics-listener") if args.metrics_listener else None
     mirror = MirrorMaker(config, ClientOptionsConverter(err), metrics)

@@ -53,6 +53,7 @@ from ..protocol.constants import AlterConfigOp, ConfigResourceType
 from ..protocol.scram import MAX_ITERATIONS, MECHANISMS, salted_password
 from . import assignors
 from .consumer import OffsetAndMetadata, TopicPartition
+from .transaction_manager import offsets_of
 from .transport import TCP_OPTIONS, Transport, connect
 
 __all__ = [
@@ -855,7 +856,8 @@ class AdminClient:
 
     def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[Any, Any], raise_errors: bool = True
                                      ) -> Dict[TopicPartition, Optional[errors.BrokerError]]:
-        """Commit ``offsets`` (``{TopicPartition: OffsetAndMetadata or offset}``, each the next
+        """Commit ``offsets`` (``{TopicPartition: OffsetAndMetadata or offset}``, or confluent-kafka's list
+        of TopicPartition with offsets, as ``send_offsets_to_transaction`` takes them), each the next
         offset to read) for a group from outside it (Kafka's ``Admin.alterConsumerGroupOffsets``):
         an OffsetCommit of no member and generation -1, which the coordinator takes for a group
         with no members (or none yet) and refuses, with UnknownMemberIdError, for one whose
@@ -863,31 +865,11 @@ class AdminClient:
         transport = self._check_open()
         if not isinstance(group_id, str) or not group_id:
             raise errors.InvalidArgumentTypeError("group_id must be a non-empty str, not %r" % (group_id,))
-        if not isinstance(offsets, Mapping):
-            raise errors.InvalidArgumentTypeError("offsets must be a dict {TopicPartition: OffsetAndMetadata or "
-                                                  "offset}, not %r" % (offsets,))
-        wanted: Dict[TopicPartition, Tuple[int, Optional[str]]] = {}
-        for key, value in offsets.items():
-            tp = _topic_partition(key)
-            offset = value if isinstance(value, int) else getattr(value, "offset", None)
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise errors.InvalidArgumentError("the offset of %s-%d must be an int >= 0, not %r"
-                                                  % (tp.topic, tp.partition, value))
-            metadata = None if isinstance(value, int) else getattr(value, "metadata", None)
-            wanted[tp] = (offset, metadata)
+        wanted = {tp: (o.offset, o.metadata) for tp, o in offsets_of(offsets).items()}
         if not wanted:
             return {}
-        codes = transport.commit_offsets(group_id, -1, "", {(tp.topic, tp.partition): v for tp, v in wanted.items()})
-        results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
-        for tp in wanted:
-            cls = errors.error_for_code(codes.get((tp.topic, tp.partition), 0))
-            results[tp] = None if cls is None else cls(
-                "committing the offset of group %r for %s-%d: %s" % (group_id, tp.topic, tp.partition, cls.message))
-        if raise_errors:
-            for error in results.values():
-                if error is not None:
-                    raise error
-        return results
+        codes = transport.commit_offsets(group_id, -1, "", wanted)
+        return _partition_results(codes, wanted, "committing the offset of group %r" % group_id, raise_errors)
 
     def delete_consumer_groups(self, group_ids: Iterable[str], group_coordinator_id: Optional[int] = None,
                                raise_errors: bool = True) -> List[Tuple[str, Optional[errors.BrokerError]]]:
@@ -926,16 +908,7 @@ class AdminClient:
                       "left" % group_id)
         if cls is not None:
             raise cls(_group_error_message(cls, group_id, "deleting the offsets of"))
-        results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
-        for tp in wanted:
-            cls = errors.error_for_code(codes.get((tp.topic, tp.partition), 0))
-            results[tp] = None if cls is None else cls(
-                "deleting the offset of group %r for %s-%d: %s" % (group_id, tp.topic, tp.partition, cls.message))
-        if raise_errors:
-            for error in results.values():
-                if error is not None:
-                    raise error
-        return results
+        return _partition_results(codes, wanted, "deleting the offset of group %r" % group_id, raise_errors)
 
     # -- producers ------------------------------------------------------------------------
 
@@ -1398,6 +1371,22 @@ def _names(values: Iterable[str], what: str) -> List[str]:
 
 def _finish(results: Dict[str, Optional[errors.BrokerError]], raise_errors: bool
             ) -> Dict[str, Optional[errors.BrokerError]]:
+    if raise_errors:
+        for error in results.values():
+            if error is not None:
+                raise error
+    return results
+
+
+def _partition_results(codes: Mapping[Tuple[str, int], int], partitions: Iterable[Tuple[str, int]], what: str,
+                       raise_errors: bool) -> Dict[TopicPartition, Optional[errors.BrokerError]]:
+    """Each partition's error (None for none) from its code, as ``<what> for <topic>-<partition>:
+    <message>``; the first one raised when ``raise_errors``."""
+    results: Dict[TopicPartition, Optional[errors.BrokerError]] = {}
+    for topic, partition in partitions:
+        cls = errors.error_for_code(codes.get((topic, partition), 0))
+        results[TopicPartition(topic, partition)] = None if cls is None else cls(
+            "%s for %s-%d: %s" % (what, topic, partition, cls.message))
     if raise_errors:
         for error in results.values():
             if error is not None:

@@ -70,13 +70,21 @@ class ConsumerGroupMetadata(NamedTuple):
 
 
 class ConsumerRebalanceListener:
-    """Callbacks around a group rebalance (kafka-python's shape); override either."""
+    """Callbacks around a group rebalance (kafka-python's shape); override any."""
 
     def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
         """Called before a rebalance, with the partitions this consumer gives up."""
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         """Called after a rebalance, with this consumer's new partitions."""
+
+    def on_partitions_lost(self, lost: Sequence[TopicPartition]) -> None:
+        """Called instead of :meth:`on_partitions_revoked` when the consumer finds it is no longer
+        a member of the group's current generation (its session expired, or the generation
+        moved on without it: Kafka's ``onPartitionsLost``, KIP-429). Other members may own
+        these partitions already: nothing should be committed for them. By default, as in
+        Kafka, :meth:`on_partitions_revoked`."""
+        self.on_partitions_revoked(lost)
 
 
 class CoordinatorMetrics:
@@ -187,6 +195,7 @@ class ConsumerCoordinator:
         self._generation = -1
         self._rejoin_needed = False
         self._joining = False
+        self._lost = False  # the generation is over: the next revocation is a loss
         self._revoked = True
         self._pending_sync: Optional[Tuple[int, str, Optional[Dict[str, bytes]]]] = None
         self._heartbeat_thread: Optional[threading.Thread] = None
@@ -266,7 +275,8 @@ class ConsumerCoordinator:
             return
         code = next(iter(failed.values()))
         if code in _REJOIN_CODES:
-            self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)
+            self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code,
+                              lost=code != RebalanceInProgressError.code)
             raise CommitFailedError(
                 "commit of %s failed: the group rebalanced (%s); the partitions may have been reassigned"
                 % (sorted(failed), error_for_code(code).name))  # type: ignore[union-attr]
@@ -444,16 +454,26 @@ class ConsumerCoordinator:
                 return
 
     def revoke(self) -> None:
-        """Before a rejoin: commit what was consumed, tell the listener, drop the partitions."""
+        """Before a rejoin: commit what was consumed, tell the listener, drop the partitions.
+        Partitions lost with the member's generation are not committed, and the listener's
+        ``on_partitions_lost`` is told (Kafka's ``onJoinPrepare``)."""
         self._revoked = True
         revoked = list(self._subscriptions.assignment)
-        if self.enable_auto_commit and self.group_id is not None:
+        with self._group_lock:
+            lost, self._lost = self._lost and bool(revoked), False
+        if self.enable_auto_commit and self.group_id is not None and not lost:
             self.auto_commit()
-        if self._subscriptions.listener is not None:
+        listener = self._subscriptions.listener
+        if listener is not None:
+            # A listener of kafka-python's shape, without on_partitions_lost, is told of a revocation.
+            lose = getattr(listener, "on_partitions_lost", None) if lost else None
             try:
-                self._subscriptions.listener.on_partitions_revoked(revoked)
+                if lose is not None:
+                    lose(revoked)
+                else:
+                    listener.on_partitions_revoked(revoked)
             except Exception:
-                log.exception("on_partitions_revoked of group %s failed", self.group_id)
+                log.exception("the rebalance listener of group %s failed", self.group_id)
         self._set_assignment([])
 
     def _join(self, deadline: float) -> bool:
@@ -538,7 +558,8 @@ class ConsumerCoordinator:
         self._sync_started = None
         self._pending_sync = None
         if code in _REJOIN_CODES:
-            self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)
+            self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code,
+                              lost=code != RebalanceInProgressError.code)
             return False
         if code:
             raise (error_for_code(code) or BrokerError)("syncing group %s" % self.group_id)
@@ -560,11 +581,14 @@ class ConsumerCoordinator:
                 log.exception("on_partitions_assigned of group %s failed", self.group_id)
         return True
 
-    def _flag_rejoin(self, generation: int, reset_member: bool = False) -> None:
+    def _flag_rejoin(self, generation: int, reset_member: bool = False, lost: bool = False) -> None:
+        """Rejoin at the next poll; ``lost``: the coordinator said this member's generation is over
+        (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION), so its partitions are lost, not revoked."""
         with self._group_lock:
             if generation != self._generation:
                 return
             self._rejoin_needed = True
+            self._lost = self._lost or lost
             if reset_member:
                 self._member_id = ""
                 self._generation = -1
@@ -598,7 +622,8 @@ class ConsumerCoordinator:
                     continue  # flagged already: the member is still revoking, and stays in the group
                 log.info("group %s: heartbeat answered %s; rejoining on the next poll", group_id,
                          error_for_code(code).name)  # type: ignore[union-attr]
-                self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code)
+                self._flag_rejoin(generation, reset_member=code == UnknownMemberIdError.code,
+                                  lost=code != RebalanceInProgressError.code)
             elif code:
                 log.warning("group %s: heartbeat failed with error code %d", group_id, code)
 

@@ -340,13 +340,25 @@ class Producer:
         A None ``value`` with a key is a tombstone. Blocks up to
         ``max_block_ms`` when ``buffer_memory`` is used up.
         """
-        if headers is None and partition is None and type(value) is bytes and self._plain:
+        if headers is None and type(value) is bytes and self._plain:
             # The common records, keyless or with a bytes key: one append to an open batch
-            # (the sticky partition's, or the key's partition's). Anything else (no such
-            # batch, a full one, a topic not seen yet) takes the full path.
+            # (the sticky partition's, the key's partition's, or the one given). Anything else
+            # (no such batch, a full one, a topic not seen yet) takes the full path.
             if timestamp_ms is None:
                 timestamp_ms = _time_ns() // 1000000
-            if key is None:
+            if partition is not None:
+                if type(partition) is int and (key is None or type(key) is bytes) \
+                        and 0 <= partition < self._partition_counts.get(topic, 0):
+                    with self._lock:
+                        batch = self._open.get((topic, partition))
+                        if batch is not None:
+                            index = batch.builder.append_next(timestamp_ms, key, value)
+                            if index >= 0:
+                                future = _new_future(FutureRecordMetadata)
+                                future.batch = batch
+                                future._args = (index, timestamp_ms, -1 if key is None else len(key), len(value), -1)
+                                return future
+            elif key is None:
                 with self._lock:
                     batch = self._appendable.get(topic)
                     if batch is not None:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from ..client.admin import AdminClient
 from ..client.consumer import Consumer
 from ..client.producer import Producer
+from ..config import client_keywords
 from ..errors import ConfigError
 from .config import FlowConfig
 
@@ -34,37 +35,20 @@ __all__ = ["ClientOptions", "FlowClients", "plain_client_options"]
 #: ``client_options(props, kind)``: Kafka client properties as a pylogq client's keyword arguments.
 ClientOptions = Callable[[Mapping[str, str], str], Dict[str, Any]]
 
-_INTEGER = re.compile(r"[+-]?\d+")
-
-
-def _typed(value: str) -> Any:
-    """A property's text as a keyword's value: ints and booleans from their text, else the string."""
-    lowered = value.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if _INTEGER.fullmatch(value.strip()):
-        return int(value)
-    return value
-
-
 def plain_client_options(props: Mapping[str, str], kind: str) -> Dict[str, Any]:
     """Kafka client properties of a PLAINTEXT connection as keyword arguments: ``bootstrap.servers``
     becomes ``bootstrap_servers``, every other ``a.b`` becomes ``a_b`` (ints and booleans typed).
     A secured connection (``security.protocol`` other than PLAINTEXT, ``ssl.*``, ``sasl.*``)
     is a ConfigError: the command line's converter makes those."""
-    out: Dict[str, Any] = {}
-    for key, value in props.items():
-        if key == "bootstrap.servers":
-            out["bootstrap_servers"] = value.strip()
-        elif key == "security.protocol":
-            if value.strip().upper() != "PLAINTEXT":
-                raise ConfigError("security.protocol %s: the plain client converter connects over PLAINTEXT only; "
-                                  "run the mirror with the command line's converter (pylogq mirror-maker) for TLS "
-                                  "and SASL" % value.strip())
-        elif key.startswith(("ssl.", "sasl.")):
-            continue  # not used over PLAINTEXT, as Kafka's clients ignore them
-        else:
-            out[key.replace(".", "_").replace("-", "_")] = _typed(value)
+    protocol = props.get("security.protocol", "PLAINTEXT").strip()
+    if protocol.upper() != "PLAINTEXT":
+        raise ConfigError("security.protocol %s: the plain client converter connects over PLAINTEXT only; run the "
+                          "mirror with the command line's converter (pylogq mirror-maker) for TLS and SASL" % protocol)
+    # ssl.* and sasl.* are not used over PLAINTEXT, as Kafka's clients ignore them.
+    out = client_keywords({key: value for key, value in props.items()
+                           if key != "security.protocol" and not key.startswith(("ssl.", "sasl."))})
+    if "bootstrap_servers" in out:
+        out["bootstrap_servers"] = props["bootstrap.servers"].strip()
     return out
 
 

@@ -107,6 +107,10 @@ def transactional_id(flow: FlowConfig, index: int) -> str:
     return "mm2-%s-task-%d" % (flow.name, index)
 
 
+class _Lost(Exception):
+    """The task was lost (:meth:`SourceTask.request_lost`) in the middle of a transaction."""
+
+
 class _Sent(NamedTuple):
     """The copies of one poll's records of one source partition, waiting for acknowledgement,
     with their timestamps' sum, least and greatest (for the latency metrics)."""
@@ -137,6 +141,7 @@ class SourceTask:
         self._metrics = metrics
         self._exactly_once = flow.exactly_once
         self._stopping = threading.Event()
+        self._lost = threading.Event()  # stopping without committing: the task runs elsewhere now
         self._poked = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._partitions: Tuple[TopicPartition, ...] = ()
@@ -178,6 +183,14 @@ class SourceTask:
         self._stopping.set()
         self._poked.set()
 
+    def request_lost(self) -> None:
+        """Ask the task to stop without committing anything more, without waiting: the worker's
+        membership expired, so another process may run the task already, and positions
+        committed from here could only go back (at least once: copies made again; exactly
+        once, the open transaction is aborted, as its new owner's would be)."""
+        self._lost.set()
+        self.request_stop()
+
     def join(self, timeout: Optional[float] = None) -> bool:
         """Wait up to ``timeout`` seconds for the task's thread; -> whether it ended."""
         if self._thread is None:
@@ -205,7 +218,10 @@ class SourceTask:
         try:
             self._open()
             self._copy_loop()
-            self._finish()
+            if self._lost.is_set():
+                self._abandon()
+            else:
+                self._finish()
         except BaseException as exc:  # the worker reports it and starts the task again
             self.error = exc
             log.error("task %s failed: %s", self.name, exc, exc_info=not isinstance(exc, PylogqError))
@@ -415,6 +431,8 @@ class SourceTask:
                 for tp, records in polled.items():
                     positions[tp] = records[-1].offset + 1
                     copied += len(records)
+                if self._lost.is_set():
+                    raise _Lost()
                 if copied >= TRANSACTION_MAX_RECORDS or time.monotonic() - started >= TRANSACTION_MAX_S \
                         or self._stopping.is_set():
                     break
@@ -430,6 +448,9 @@ class SourceTask:
                 {self._remote[tp]: OffsetAndMetadata(position, "", -1) for tp, position in positions.items()},
                 self.group)
             producer.commit_transaction()
+        except _Lost:
+            self._inflight.clear()  # aborted by _run, as the task ends
+            return
         except BaseException:
             self._inflight.clear()  # nothing of the transaction counts: the task ends and starts again
             raise
@@ -505,7 +526,7 @@ class SourceTask:
         """At least once: commit the positions the acknowledged copies reached (of ``only``, or of
         every partition), and make the latest undue offset sync of each partition due. Both
         modes: the lag metrics."""
-        if not self._exactly_once:
+        if not self._exactly_once and not self._lost.is_set():
             wanted = None if only is None else set(only)
             changed = {tp: position for tp, position in self._acked.items()
                        if self._committed.get(tp) != position and (wanted is None or tp in wanted)}
@@ -574,7 +595,8 @@ class SourceTask:
                 log.warning("task %s stopped with offset syncs unsent: %s", self.name, exc)
 
     def _abandon(self) -> None:
-        """After a failure, an open transaction is aborted (its next owner would abort it anyway)."""
+        """After a failure or a loss, an open transaction is aborted (its next owner would abort it
+        anyway)."""
         producer = self._producer
         if producer is None or not self._exactly_once:
             return
@@ -594,8 +616,8 @@ class SourceTask:
                 continue
             try:
                 if isinstance(client, Producer):
-                    # After a failure, what is unsent is dropped: the copies are made again.
-                    client.close(timeout=0 if self.error is not None else 5.0)
+                    # After a failure or a loss, what is unsent is dropped: the copies are made again.
+                    client.close(timeout=0 if self.error is not None or self._lost.is_set() else 5.0)
                 else:
                     client.close()
             except Exception as exc:

@@ -189,6 +189,14 @@ class FlowWorker(ConsumerRebalanceListener):
     def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
         self._stop_owned([tp.partition for tp in revoked])
 
+    def on_partitions_lost(self, lost: Sequence[TopicPartition]) -> None:
+        # The membership expired (a process frozen or cut off past its session): the group has
+        # handed these tasks to other processes, which may run them already.
+        log.warning("flow %s: this process's membership of %s expired; its tasks %s run elsewhere now and are "
+                    "stopped without committing", self.flow.name, self.group,
+                    ", ".join(str(tp.partition) for tp in lost))
+        self._stop_owned([tp.partition for tp in lost], lost=True)
+
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         try:
             self._check_tasks_count()
@@ -251,8 +259,9 @@ class FlowWorker(ConsumerRebalanceListener):
         for task in self.tasks.values():
             task.poke()
 
-    def _stop_owned(self, indexes: Sequence[int]) -> None:
-        """Stop these tasks (and the leader with task 0) cleanly, all at once, and wait for them."""
+    def _stop_owned(self, indexes: Sequence[int], lost: bool = False) -> None:
+        """Stop these tasks (and the leader with task 0), all at once, and wait for them: cleanly,
+        or, ``lost``, without committing anything more (:meth:`SourceTask.request_lost`)."""
         with self._lock:
             tasks = [self._tasks.pop(i) for i in indexes if i in self._tasks]
             leader = self._leader if 0 in indexes else None
@@ -262,7 +271,10 @@ class FlowWorker(ConsumerRebalanceListener):
         if leader is not None:
             leader.request_stop()
         for task in tasks:
-            task.request_stop()
+            if lost:
+                task.request_lost()
+            else:
+                task.request_stop()
         deadline = time.monotonic() + TASK_STOP_TIMEOUT_S
         for task in tasks:
             if not task.join(max(0.0, deadline - time.monotonic())):

@@ -658,6 +658,49 @@ def test_a_member_revoking_longer_than_its_session_stays_in_the_group(broker: An
         assert len(first.assignment()) == 1 and not first.assignment() & handed
 
 
+def test_a_member_whose_session_expired_loses_its_partitions_and_commits_nothing(broker: Any) -> None:
+    """Kafka's onPartitionsLost (KIP-429): a member that finds its generation over (its heartbeats
+    stalled past the session, and the group moved on) is told its partitions are lost, not
+    revoked, and auto-commits nothing for them: another member owns them already."""
+    broker.create_topic("t", 2)
+    produce(broker, "t", 0, [b"a", b"b"])
+    events: List[Any] = []
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            events.append(("revoked", sorted(revoked)))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            events.append(("assigned", sorted(assigned)))
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            events.append(("lost", sorted(lost)))
+
+    config = dict(GROUP_CONFIG, session_timeout_ms=500, heartbeat_interval_ms=100, enable_auto_commit=True)
+    with Consumer(broker=broker, **config) as first, Consumer(broker=broker, **config) as second:
+        first.subscribe(["t"], listener=Listener())
+        assert values_of(poll_all(first, 2)) == [b"a", b"b"]  # consumed, not yet committed
+        stalled = threading.Event()
+        heartbeat = first._coordinator._transport.heartbeat
+
+        def stalled_heartbeat(*args: Any) -> int:
+            stalled.wait(DEADLINE_S)  # the heartbeats stall (a network that stopped answering)
+            return heartbeat(*args)
+
+        first._coordinator._transport.heartbeat = stalled_heartbeat  # type: ignore[method-assign]
+        second.subscribe(["t"])
+        deadline = time.monotonic() + DEADLINE_S
+        while len(second.assignment()) < 2 and time.monotonic() < deadline:
+            second.poll(timeout_ms=100)  # the group moves on without the first member
+        assert second.assignment() == {TP0, TP1}
+        first._coordinator._transport.heartbeat = heartbeat  # type: ignore[method-assign]
+        stalled.set()
+        while ("assigned", [TP0, TP1]) == events[-1] and time.monotonic() < deadline:
+            first.poll(timeout_ms=100)
+        assert events[:2] == [("assigned", [TP0, TP1]), ("lost", [TP0, TP1])]
+        assert first.committed(TP0) is None  # nothing auto-committed for the lost partitions
+
+
 def test_pattern_subscription_without_group_takes_every_partition(broker: Any) -> None:
     broker.create_topic("orders-a", 2)
     broker.create_topic("orders-b", 1)

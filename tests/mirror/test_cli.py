@@ -5,7 +5,9 @@ SIGTERM, MirrorMaker 1's flags), its console and metrics output, ``status`` and
 from __future__ import annotations
 
 import io
+import os
 import re
+import signal
 import urllib.request
 from pathlib import Path
 from typing import List
@@ -76,6 +78,59 @@ def test_a_mirror_killed_with_kill_9_and_started_again(clusters: Clusters, tmp_p
         everything = count(read_to_end(clusters.b_bootstrap, "A.load"))
         assert committed == 3000
         print("exactly once: %d copies aborted" % (everything - committed))
+
+
+@pytest.mark.parametrize("eos", ["disabled", "enabled"])
+def test_a_mirror_frozen_past_its_session_and_resumed(clusters: Clusters, tmp_path: Path, eos: str) -> None:
+    """SIGSTOP of one of two mirror processes past its session in the workers' group: the other
+    takes its tasks over. Resumed, the frozen one still runs its old tasks until it learns that it
+    left the group (a zombie, for a heartbeat or so), then joins again. At least once, every record
+    is copied in order; exactly once, the new owners' init_transactions fenced the zombie's
+    transactions, and nothing is copied twice."""
+    # Partitions 0, 1 and 2 of "frozen" go to tasks 0, 1 and 1 of two: each process copies some.
+    clusters.a.create_topic("frozen", partitions=3)
+    path = clusters.write_properties(tmp_path / "mm2.properties", **KILL_SETTINGS,
+                                     **{"B.exactly.once.source.support": eos})
+    isolation = "read_committed" if eos == "enabled" else "read_uncommitted"
+    first = MirrorProcess([str(path)], tmp_path / "first.log")
+    second = MirrorProcess([str(path)], tmp_path / "second.log")
+    try:
+        first.wait_line(READY)
+        second.wait_line(READY)
+        with AdminClient(bootstrap_servers=clusters.b_bootstrap) as admin:
+            def members() -> int:
+                [workers] = admin.describe_consumer_groups(["mm2-A->B-workers"])
+                return len(workers.members) if workers.state == "Stable" else -1
+
+            wait_for(lambda: members() == 2, "both processes in the workers' group")
+            load = Load(clusters, "frozen", 3, 20000)
+            read_topic(clusters.b_bootstrap, "A.frozen", lambda g: count(g) >= 1000, isolation)
+            os.kill(first.proc.pid, signal.SIGSTOP)
+            try:
+                wait_for(lambda: members() == 1, "the frozen process's session to expire")
+                copied = count(read_to_end(clusters.b_bootstrap, "A.frozen", isolation))
+                read_topic(clusters.b_bootstrap, "A.frozen", lambda g: count(g) >= copied + 1000, isolation)
+            finally:
+                os.kill(first.proc.pid, signal.SIGCONT)
+            wait_for(lambda: members() == 2, "the resumed process back in the workers' group")
+        load.join()
+        got = read_topic(clusters.b_bootstrap, "A.frozen",
+                         lambda g: all(set(r.value for r in g.get(p, [])) >= set(load.sent[p]) for p in range(3)),
+                         isolation, timeout=30)
+    finally:
+        statuses = [second.stop(), first.stop()]
+    assert statuses == [0, 0], first.log() + second.log()
+    duplicates = 0
+    for partition in range(3):
+        values = [r.value for r in got[partition]]
+        first_seen = list(dict.fromkeys(values))
+        assert first_seen == load.sent[partition], "partition %d: a record missing or out of order" % partition
+        duplicates += len(values) - len(first_seen)
+    print("%s: %d duplicates after a freeze past the session" % (
+        "exactly once" if eos == "enabled" else "at least once", duplicates))
+    if eos == "enabled":
+        assert duplicates == 0
+        assert count(read_to_end(clusters.b_bootstrap, "A.frozen", "read_committed")) == 20000
 
 
 def test_sigterm_stops_cleanly_after_progress_and_metrics(clusters: Clusters, tmp_path: Path) -> None:
