@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
@@ -54,6 +53,7 @@ from ..errors import ConfigError, CorruptRecordError, InvalidPartitionsError, Ka
 from .clients import FlowClients
 from .config import FlowConfig
 from .metrics import MirrorMetrics
+from ._threads import Threaded
 from .offsets import CheckpointStore, OffsetSyncStore, checkpoints_for_group, offsets_to_sync
 from .records import Heartbeat
 
@@ -208,7 +208,7 @@ class _Job:
         self.due = due
 
 
-class FlowLeader:
+class FlowLeader(Threaded):
     """The leader's jobs for one flow (module docstring), on a thread of their own.
 
     ``on_topics_changed`` is called (from the leader's thread) after remote topics or
@@ -221,8 +221,7 @@ class FlowLeader:
         self._clients = clients
         self._metrics = metrics
         self._on_topics_changed = on_topics_changed or (lambda: None)
-        self._stopping = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        Threaded.__init__(self, "mirror-%s-leader" % flow.name)
         #: Why the leader's thread ended, if it failed.
         self.error: Optional[BaseException] = None
         #: How many times each job has run to the end (tests and status wait on these).
@@ -243,27 +242,8 @@ class FlowLeader:
     # -- control -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("the leader of %s was started already" % self.flow.name)
-        self._thread = threading.Thread(target=self._run, name="mirror-%s-leader" % self.flow.name, daemon=True)
-        self._thread.start()
-
-    def request_stop(self) -> None:
-        self._stopping.set()
-
-    def join(self, timeout: Optional[float] = None) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def stop(self, timeout: Optional[float] = None) -> bool:
-        self.request_stop()
-        return self.join(timeout)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """Run the flow's leader jobs, on a thread of their own."""
+        self._start_thread()
 
     # -- the thread --------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ from ..errors import PylogqError
 from .clients import FlowClients
 from .config import FlowConfig
 from .metrics import MirrorMetrics, PartitionMetrics
+from ._threads import Threaded
 from .offsets import OffsetSyncQueue
 
 __all__ = ["COMMIT_INTERVAL_S", "PENDING_RECHECK_S", "TRANSACTION_MAX_RECORDS", "TRANSACTION_MAX_S", "SourceTask",
@@ -122,7 +123,7 @@ class _Sent(NamedTuple):
     stamp_max: int
 
 
-class SourceTask:
+class SourceTask(Threaded):
     """Task ``index`` of ``flow``: see the module docstring.
 
     ``clients`` makes its clients, ``metrics`` takes its readings. Lifecycle: :meth:`start`
@@ -136,14 +137,13 @@ class SourceTask:
         self.flow = flow
         self.index = index
         self.name = "%s-task-%d" % (flow.name, index)
+        super().__init__("mirror-" + self.name)
         self.group = flow_group(flow)
         self._clients = clients
         self._metrics = metrics
         self._exactly_once = flow.exactly_once
-        self._stopping = threading.Event()
         self._lost = threading.Event()  # stopping without committing: the task runs elsewhere now
         self._poked = threading.Event()
-        self._thread: Optional[threading.Thread] = None
         self._partitions: Tuple[TopicPartition, ...] = ()
         #: Why the task's thread ended, if it failed.
         self.error: Optional[BaseException] = None
@@ -167,16 +167,7 @@ class SourceTask:
 
     def start(self) -> None:
         """Start copying, on a thread of the task's own."""
-        if self._thread is not None:
-            raise RuntimeError("%s was started already" % self.name)
-        self._thread = threading.Thread(target=self._run, name="mirror-%s" % self.name, daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: Optional[float] = None) -> bool:
-        """Ask the task to finish cleanly and wait up to ``timeout`` seconds (None: until it has);
-        -> whether its thread ended."""
-        self.request_stop()
-        return self.join(timeout)
+        self._start_thread()
 
     def request_stop(self) -> None:
         """Ask the task to finish cleanly, without waiting."""
@@ -191,21 +182,9 @@ class SourceTask:
         self._lost.set()
         self.request_stop()
 
-    def join(self, timeout: Optional[float] = None) -> bool:
-        """Wait up to ``timeout`` seconds for the task's thread; -> whether it ended."""
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
     def poke(self) -> None:
         """Look for new topics and partitions now (the flow's leader created some)."""
         self._poked.set()
-
-    @property
-    def running(self) -> bool:
-        """Whether the task's thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
 
     @property
     def partitions(self) -> Tuple[TopicPartition, ...]:

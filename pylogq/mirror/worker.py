@@ -41,6 +41,7 @@ from ..client.consumer import Consumer, ConsumerRebalanceListener, TopicPartitio
 from ..errors import ConfigError, PylogqError
 from .clients import ClientOptions, FlowClients
 from .config import FlowConfig, MirrorConfig
+from ._threads import Threaded
 from .leader import FlowLeader, check_tasks_count, create_internal_topics, tasks_topic, workers_group
 from .metrics import MirrorMetrics
 from .task import SourceTask
@@ -80,7 +81,7 @@ class _Restart:
         return pause
 
 
-class FlowWorker(ConsumerRebalanceListener):
+class FlowWorker(Threaded, ConsumerRebalanceListener):
     """This process's share of one flow: the tasks the workers' group assigns it (module docstring).
 
     :meth:`start` makes the flow's internal topics (raising what refuses them: a bad
@@ -103,8 +104,7 @@ class FlowWorker(ConsumerRebalanceListener):
         self._restart_at: Dict[int, float] = {}  # failed task -> when it starts again
         self._leader_restart = _Restart()
         self._leader_restart_at: Optional[float] = None
-        self._stopping = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        Threaded.__init__(self, "mirror-%s-worker" % flow.name)
         self._membership: Optional[Consumer] = None
         #: Why the membership thread ended, if it failed.
         self.error: Optional[BaseException] = None
@@ -124,21 +124,7 @@ class FlowWorker(ConsumerRebalanceListener):
             group_id=self.group, enable_auto_commit=False, auto_offset_reset="latest")
         membership.subscribe([self.topic], listener=self)
         self._membership = membership
-        self._thread = threading.Thread(target=self._run, name="mirror-%s-worker" % self.flow.name, daemon=True)
-        self._thread.start()
-
-    def request_stop(self) -> None:
-        self._stopping.set()
-
-    def join(self, timeout: Optional[float] = None) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def stop(self, timeout: Optional[float] = None) -> bool:
-        self.request_stop()
-        return self.join(timeout)
+        self._start_thread()
 
     @property
     def owned(self) -> List[int]:

@@ -49,6 +49,7 @@ from pylogq.errors import PylogqError
 
 from .._zookeeper import ZooKeeperServer, dies_with_test
 from ..cluster._processes import ProcessCluster
+from ._support import wait_for
 
 __all__ = ["TwoClusters", "two_clusters", "MirrorProcess", "mirror_properties", "mirror_command",
            "copy_loop_command", "LoadGenerator", "Records", "TopicTail", "Comparison", "compare", "wait_mirrored",
@@ -57,20 +58,6 @@ __all__ = ["TwoClusters", "two_clusters", "MirrorProcess", "mirror_properties", 
 HERE = Path(__file__).resolve().parent
 #: Seconds a broker's ZooKeeper session outlives its process: how soon a killed one is noticed.
 SESSION_MS = 2000
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float, logs: Callable[[], str] = lambda: "",
-             interval: float = 0.05) -> Any:
-    """Call ``condition`` until it returns something true, and return that; past ``timeout``
-    seconds raise an AssertionError saying ``what`` did not happen, with ``logs()``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("%s did not happen within %.0f s\n%s" % (what, timeout, logs()))
-        time.sleep(interval)  # a polling interval between checks of the condition, bounded by the deadline
 
 
 # -- the clusters ---------------------------------------------------------------------------------

@@ -129,15 +129,18 @@ class Load:
         assert not self._thread.is_alive() and not self.error, self.error
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
-    """``condition()``'s first true value, looked at every 20 ms until ``timeout``."""
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S,
+             logs: Callable[[], str] = lambda: "", interval: float = 0.02) -> Any:
+    """``condition()``'s first true value, looked at every ``interval`` seconds; past ``timeout``
+    an AssertionError saying what did not happen, with ``logs()``."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
-        assert time.monotonic() < deadline, "timed out after %g s waiting for %s" % (timeout, what)
-        time.sleep(0.02)
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %g s waiting for %s\n%s" % (timeout, what, logs()))
+        time.sleep(interval)  # a polling interval between checks of the condition, bounded by the deadline
 
 
 def read_topic(bootstrap: str, topic: str, until: Callable[[Dict[int, List[ConsumerRecord]]], bool],
