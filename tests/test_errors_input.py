@@ -94,12 +94,6 @@ def test_send_bad_key_and_value_types(producer):
     check(raised, TypeError, "value", "int")
 
 
-def test_send_nothing(producer):
-    with pytest.raises(ValueError) as raised:
-        producer.send("t")
-    check(raised, ValueError, "key", "value")
-
-
 # ------------------------------------------------------------------ consumer
 
 

@@ -17,9 +17,9 @@ Kafka's MirrorSourceConnector, MirrorCheckpointTask and MirrorHeartbeatTask do:
   back at its default); configs the filter excludes are left alone on the target;
 - **heartbeats** (every ``emit.heartbeats.interval.seconds``): a Heartbeat(A, B, now)
   record to the source's ``heartbeats`` topic, which the flow mirrors like any topic: the
-  target's ``A.heartbeats`` shows the flow is alive end to end (Kafka writes the heartbeats
-  of A->B from the other direction's herder into A's topic; the records and where they
-  end up are the same);
+  target's ``A.heartbeats`` shows the flow is alive end to end (Kafka writes Heartbeat(A, B)
+  into B's ``heartbeats``, and the reverse direction's Heartbeat(B, A) into A's: the same
+  topics come to exist on B, with other records; docs/mirroring.md);
 - **checkpoints** (every ``emit.checkpoints.interval.seconds``, once the offset syncs have
   been read to their end): the committed offsets on the source of each consumer group the
   flow checkpoints (listed every ``refresh.groups.interval.seconds``; the mirror's own
@@ -49,11 +49,18 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 from ..client.admin import AdminClient, ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 from ..client.consumer import Consumer, OffsetAndMetadata, TopicPartition
 from ..client.producer import Producer
-from ..errors import ConfigError, CorruptRecordError, InvalidPartitionsError, KafkaTimeoutError, PylogqError, TopicAlreadyExistsError
+from ..errors import (
+    ConfigError,
+    CorruptRecordError,
+    InvalidPartitionsError,
+    KafkaTimeoutError,
+    PylogqError,
+    TopicAlreadyExistsError,
+)
+from ._threads import Threaded
 from .clients import FlowClients
 from .config import FlowConfig
 from .metrics import MirrorMetrics
-from ._threads import Threaded
 from .offsets import CheckpointStore, OffsetSyncStore, checkpoints_for_group, offsets_to_sync
 from .records import Heartbeat
 

@@ -67,10 +67,10 @@ from ..client.consumer import Consumer, ConsumerRecord, OffsetAndMetadata, Topic
 from ..client.producer import FutureRecordMetadata, Producer
 from ..cluster.partitioner import murmur2, to_positive
 from ..errors import PylogqError
+from ._threads import Threaded
 from .clients import FlowClients
 from .config import FlowConfig
 from .metrics import MirrorMetrics, PartitionMetrics
-from ._threads import Threaded
 from .offsets import OffsetSyncQueue
 
 __all__ = ["COMMIT_INTERVAL_S", "PENDING_RECHECK_S", "TRANSACTION_MAX_RECORDS", "TRANSACTION_MAX_S", "SourceTask",
@@ -106,10 +106,6 @@ def flow_group(flow: FlowConfig) -> str:
 def transactional_id(flow: FlowConfig, index: int) -> str:
     """The transactional id of task ``index`` of an exactly-once flow: ``mm2-A->B-task-<index>``."""
     return "mm2-%s-task-%d" % (flow.name, index)
-
-
-class _Lost(Exception):
-    """The task was lost (:meth:`SourceTask.request_lost`) in the middle of a transaction."""
 
 
 class _Sent(NamedTuple):
@@ -411,7 +407,9 @@ class SourceTask(Threaded):
                     positions[tp] = records[-1].offset + 1
                     copied += len(records)
                 if self._lost.is_set():
-                    raise _Lost()
+                    # Lost: nothing more is committed; _run aborts the transaction as the task ends.
+                    self._inflight.clear()
+                    return
                 if copied >= TRANSACTION_MAX_RECORDS or time.monotonic() - started >= TRANSACTION_MAX_S \
                         or self._stopping.is_set():
                     break
@@ -427,9 +425,6 @@ class SourceTask(Threaded):
                 {self._remote[tp]: OffsetAndMetadata(position, "", -1) for tp, position in positions.items()},
                 self.group)
             producer.commit_transaction()
-        except _Lost:
-            self._inflight.clear()  # aborted by _run, as the task ends
-            return
         except BaseException:
             self._inflight.clear()  # nothing of the transaction counts: the task ends and starts again
             raise

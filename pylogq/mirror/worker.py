@@ -39,9 +39,9 @@ from typing import Dict, List, Optional, Sequence
 
 from ..client.consumer import Consumer, ConsumerRebalanceListener, TopicPartition
 from ..errors import ConfigError, PylogqError
+from ._threads import Threaded
 from .clients import ClientOptions, FlowClients
 from .config import FlowConfig, MirrorConfig
-from ._threads import Threaded
 from .leader import FlowLeader, check_tasks_count, create_internal_topics, tasks_topic, workers_group
 from .metrics import MirrorMetrics
 from .task import SourceTask
@@ -194,7 +194,7 @@ class FlowWorker(Threaded, ConsumerRebalanceListener):
             self._stopping.set()
             self.joined.set()
             return
-        owned = sorted(tp.partition for tp in assigned)
+        owned = sorted(tp.partition for tp in assigned if tp.partition < self.flow.tasks_max)
         with self._lock:
             self._owned = owned
         log.info("flow %s: this process runs tasks %s of %d", self.flow.name,
