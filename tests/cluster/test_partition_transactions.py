@@ -369,7 +369,7 @@ def test_a_copy_to_another_log_directory_writes_its_own_index(tmp_path):
     assert future.log_end_offset == log.log_end_offset
     assert [(s.base_offset, s.txn_index.all_aborted_txns()) for s in future.segments if s.txn_index.entries] \
         == [(0, [AbortedTxn(1, 0, 3, 2), AbortedTxn(2, 2, 5, 4)])]  # one segment here: the entries are the same
-    assert part.replace_with_future(lambda: future)
+    assert part.replace_with_future(lambda: future) == (True, 0)
     assert part.log is future and (part.first_unstable_offset, part.last_stable_offset) == (4, 4)
     part.close()
     log.close()

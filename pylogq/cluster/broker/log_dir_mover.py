@@ -6,8 +6,9 @@ A move copies the replica's log into a *future log* in the destination directory
 goes on serving from its current log: one thread copies the records past the copy's end, up to
 the log end (records not yet committed too, as a follower fetches them), a chunk at a time,
 and the partition truncates the copy whenever it truncates its log. Once the copy has caught
-up, under the partition's lock (no append in between), it takes the current log's leader
-epochs and log start, is renamed ``<topic>-<partition>`` and becomes the partition's log; the
+up, under the partition's lock (no append in between; what was appended since the copy last
+reached the log's end, up to 64 KiB, is copied there first, so a log written without a pause
+still gets its move finished), it takes the current log's leader epochs and log start, is renamed ``<topic>-<partition>`` and becomes the partition's log; the
 old log is retired after ``file.delete.delay.ms``. The log cleaner leaves the partition alone
 while it moves.
 
@@ -28,7 +29,7 @@ from ...storage.manager import LogManager
 from ..state.partition import Partition
 from .replication_quota import ReplicationQuota
 
-__all__ = ["LogDirMover", "MOVE_CHUNK_BYTES"]
+__all__ = ["LogDirMover", "MOVE_CHUNK_BYTES", "MOVE_TAIL_BYTES"]
 
 log = logging.getLogger("pylogq.broker")
 
@@ -36,6 +37,9 @@ TopicPartition = Tuple[str, int]
 
 #: What one step of a move copies at most (a whole batch when one is larger).
 MOVE_CHUNK_BYTES = 1 << 20
+#: What a move copies at most under its partition's lock to finish (appends wait for it): the
+#: records appended since the copy last reached the log's end.
+MOVE_TAIL_BYTES = 64 * 1024
 #: The pause of the mover thread when no move has anything to copy (a caught-up copy waits
 #: for the partition to be still, appends keep it behind) or the bound is reached.
 IDLE_WAIT_S = 0.05
@@ -151,18 +155,25 @@ class LogDirMover:
             with self._cond:
                 self._stop_locked(tp, partition)
             return False
-        copied = partition.copy_to_future(MOVE_CHUNK_BYTES)
+        copied = partition.copy_to_future(MOVE_CHUNK_BYTES) or 0
         if copied:
             self.quota.record(copied)
             self.copied_bytes += copied
-            return True
+        if copied >= MOVE_CHUNK_BYTES:
+            return True  # more to copy
+        # The copy reached the log's end as it was read: finish, copying under the partition's
+        # lock what was appended since (at most MOVE_TAIL_BYTES; appends wait meanwhile).
         old = partition.log
-        if partition.replace_with_future(lambda: self.logs.replace_current_with_future(*tp)):
+        done, tail = partition.replace_with_future(lambda: self.logs.replace_current_with_future(*tp),
+                                                   MOVE_TAIL_BYTES)
+        if tail:
+            self.quota.record(tail)
+            self.copied_bytes += tail
+        if done:
             with self._cond:
                 self._moves.pop(tp, None)
             self.logs.cleaning.resume(old)
-            return True
-        return False
+        return done or bool(copied or tail)
 
 
 def describe_moves(mover: Optional[LogDirMover], logs: LogManager) -> List[Tuple[TopicPartition, str, int, int]]:

@@ -846,22 +846,42 @@ class Partition:
             self._future_producers = None
             return future
 
-    def replace_with_future(self, replace: Callable[[], Log]) -> bool:
+    def replace_with_future(self, replace: Callable[[], Log], tail_bytes: int = 0) -> Tuple[bool, int]:
         """Finish a move: when the copy has caught up with the log, ``replace()`` (the log
         manager's) makes it the log, under this partition's lock (no append or truncation
-        meanwhile); -> whether it did."""
+        meanwhile); -> (whether it did, the bytes copied here).
+
+        With ``tail_bytes``, a copy behind by at most that much (a whole batch when one is
+        larger) is brought up to the log's end under the lock first: appends wait for that
+        copy, as they wait for the swap, so a log written without a pause still gets its move
+        finished (outside the lock the copy may never find the log still)."""
         with self._lock:
             self._check_open()
             future = self.future_log
-            if future is None or future.log_end_offset != self.log.log_end_offset:
-                return False
+            if future is None:
+                return False, 0
+            log_ = self.log
+            copied = 0
+            start, end = future.log_end_offset, log_.log_end_offset
+            if tail_bytes > 0 and log_.log_start_offset <= start < end:
+                try:
+                    data = log_.read(start, tail_bytes, max_offset=end).read()
+                except OffsetOutOfRangeError:
+                    data = b""
+                if data:
+                    producers = self._future_producers
+                    future.append_as_follower(data, producers_appended=None if producers is None
+                                              else producers.appended)
+                    copied = len(data)
+            if future.log_end_offset != log_.log_end_offset:
+                return False, copied
             self.log = replace()
             self.log.update_high_watermark(self._high_watermark)
             self.future_log = None
             self._future_producers = None
             # The same records, so the same transactions: the new log takes the first unstable offset.
             self._set_first_unstable(self.producer_state.first_unstable_offset)
-            return True
+            return True, copied
 
     def _check_open(self) -> None:
         if self.offline:
