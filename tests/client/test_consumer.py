@@ -589,19 +589,29 @@ def test_group_restart_resumes_from_committed_offsets(broker: Any) -> None:
         assert c.poll(timeout_ms=100) == {}
 
 
+class RecordingListener(ConsumerRebalanceListener):
+    """Records each rebalance callback as ``(what, sorted partitions)`` in :attr:`events`."""
+
+    def __init__(self) -> None:
+        self.events: List[Any] = []
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.events.append(("revoked", sorted(revoked)))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.events.append(("assigned", sorted(assigned)))
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self.events.append(("lost", sorted(lost)))
+
+
 def test_rebalance_listener_sees_revoke_and_assign(broker: Any) -> None:
     broker.create_topic("t", 2)
-    events: List[Any] = []
-
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            events.append(("revoked", sorted(revoked)))
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            events.append(("assigned", sorted(assigned)))
+    listener = RecordingListener()
+    events = listener.events
 
     with Consumer(broker=broker, **dict(GROUP_CONFIG, session_timeout_ms=6000)) as c:
-        c.subscribe(["t"], listener=Listener())
+        c.subscribe(["t"], listener=listener)
         deadline = time.monotonic() + DEADLINE_S
         while not c.assignment() and time.monotonic() < deadline:
             c.poll(timeout_ms=100)
@@ -664,21 +674,12 @@ def test_a_member_whose_session_expired_loses_its_partitions_and_commits_nothing
     revoked, and auto-commits nothing for them: another member owns them already."""
     broker.create_topic("t", 2)
     produce(broker, "t", 0, [b"a", b"b"])
-    events: List[Any] = []
-
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            events.append(("revoked", sorted(revoked)))
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            events.append(("assigned", sorted(assigned)))
-
-        def on_partitions_lost(self, lost: Any) -> None:
-            events.append(("lost", sorted(lost)))
+    listener = RecordingListener()
+    events = listener.events
 
     config = dict(GROUP_CONFIG, session_timeout_ms=500, heartbeat_interval_ms=100, enable_auto_commit=True)
     with Consumer(broker=broker, **config) as first, Consumer(broker=broker, **config) as second:
-        first.subscribe(["t"], listener=Listener())
+        first.subscribe(["t"], listener=listener)
         assert values_of(poll_all(first, 2)) == [b"a", b"b"]  # consumed, not yet committed
         stalled = threading.Event()
         heartbeat = first._coordinator._transport.heartbeat

@@ -10,7 +10,7 @@ import re
 import signal
 import urllib.request
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -31,6 +31,23 @@ KILL_SETTINGS = {
     "B.consumer.session.timeout.ms": "1000",
     "tasks.max": "2",
 }
+
+
+def _holds_every_record(got: Dict[int, List[Any]], load: Load) -> bool:
+    """Whether the copies read hold every record the load sent, in each of its 3 partitions."""
+    return all(set(r.value for r in got.get(p, [])) >= set(load.sent[p]) for p in range(3))
+
+
+def _duplicates_of_a_complete_copy(got: Dict[int, List[Any]], load: Load) -> int:
+    """Check that each partition's copies, first occurrences taken, are the load's records in its
+    order (none missing); -> how many copies are duplicates."""
+    duplicates = 0
+    for partition in range(3):
+        values = [r.value for r in got[partition]]
+        first_seen = list(dict.fromkeys(values))
+        assert first_seen == load.sent[partition], "partition %d: a record missing or out of order" % partition
+        duplicates += len(values) - len(first_seen)
+    return duplicates
 
 
 @pytest.mark.parametrize("eos", ["disabled", "enabled"])
@@ -57,17 +74,12 @@ def test_a_mirror_killed_with_kill_9_and_started_again(clusters: Clusters, tmp_p
         second.wait_line(READY)
         load.join()
         got = read_topic(clusters.b_bootstrap, "A.load",
-                         lambda g: all(set(r.value for r in g.get(p, [])) >= set(load.sent[p]) for p in range(3)),
+                         lambda g: _holds_every_record(g, load),
                          isolation, timeout=30)
     finally:
         assert second.stop() == 0, second.log()
     assert "pylogq mirror-maker stopped" in second.lines
-    duplicates = 0
-    for partition in range(3):
-        values = [r.value for r in got[partition]]
-        first_seen = list(dict.fromkeys(values))
-        assert first_seen == load.sent[partition], "partition %d: a record missing or out of order" % partition
-        duplicates += len(values) - len(first_seen)
+    duplicates = _duplicates_of_a_complete_copy(got, load)
     print("%s: %d duplicates after kill -9" % ("exactly once" if eos == "enabled" else "at least once", duplicates))
     if eos == "enabled":
         assert duplicates == 0
@@ -115,17 +127,12 @@ def test_a_mirror_frozen_past_its_session_and_resumed(clusters: Clusters, tmp_pa
             wait_for(lambda: members() == 2, "the resumed process back in the workers' group")
         load.join()
         got = read_topic(clusters.b_bootstrap, "A.frozen",
-                         lambda g: all(set(r.value for r in g.get(p, [])) >= set(load.sent[p]) for p in range(3)),
+                         lambda g: _holds_every_record(g, load),
                          isolation, timeout=30)
     finally:
         statuses = [second.stop(), first.stop()]
     assert statuses == [0, 0], first.log() + second.log()
-    duplicates = 0
-    for partition in range(3):
-        values = [r.value for r in got[partition]]
-        first_seen = list(dict.fromkeys(values))
-        assert first_seen == load.sent[partition], "partition %d: a record missing or out of order" % partition
-        duplicates += len(values) - len(first_seen)
+    duplicates = _duplicates_of_a_complete_copy(got, load)
     print("%s: %d duplicates after a freeze past the session" % (
         "exactly once" if eos == "enabled" else "at least once", duplicates))
     if eos == "enabled":
